@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs every Debian package slurm-k8s needs to build, test and run its
+# scenario. Idempotent; needs root. Set SKIP_APT_UPDATE=1 to skip `apt-get update`.
+set -euo pipefail
+[ "$(id -u)" = 0 ] || { echo "install-deps.sh: run as root (apt-get needs it)" >&2; exit 1; }
+
+PKGS=(
+  # build
+  build-essential g++ autoconf automake libtool pkg-config make
+  # libraries
+  libuv1-dev libcurl4-openssl-dev libjsoncpp-dev libmicrohttpd-dev check
+  libslurm-dev
+  # real Slurm for the integration layer
+  slurm-wlm slurmd slurmctld slurm-client munge slurm-wlm-basic-plugins
+  # test harness: test API server, certificates, tools
+  python3 openssl curl procps psmisc iproute2 ca-certificates
+)
+
+# apt would try to start munge/slurmd/slurmctld on a systemd host with no
+# config; block service starts during the install (only if no policy exists).
+tmp_policy=0
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+  chmod 755 /usr/sbin/policy-rc.d
+  tmp_policy=1
+fi
+trap '[ "$tmp_policy" = 1 ] && rm -f /usr/sbin/policy-rc.d' EXIT
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# kubectl: use the one on PATH; Debian's kubernetes-client only when there is none.
+command -v kubectl >/dev/null 2>&1 || missing+=(kubernetes-client)
+
+if [ "${#missing[@]}" -gt 0 ]; then
+  [ "${SKIP_APT_UPDATE:-0}" = 1 ] || apt-get update -q
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+echo "install-deps.sh: all packages present"

@@ -1,0 +1,36 @@
+# Unit tests (Check): one program per module, table-driven, forked mode.
+if HAVE_CHECK
+check_PROGRAMS += \
+	tests/unit/test_common \
+	tests/unit/test_protocol \
+	tests/unit/test_plugin_symbols
+TESTS += \
+	tests/unit/test_common \
+	tests/unit/test_protocol \
+	tests/unit/test_plugin_symbols
+
+tests_unit_test_common_SOURCES = tests/unit/test_common.cc
+tests_unit_test_common_CXXFLAGS = $(AM_CXXFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_common_LDADD = common/libcommon.la $(CHECK_LIBS)
+
+tests_unit_test_protocol_SOURCES = tests/unit/test_protocol.cc
+tests_unit_test_protocol_CXXFLAGS = $(AM_CXXFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_protocol_LDADD = common/libcommon.la $(CHECK_LIBS)
+
+# Loads the built plugin with dlopen(RTLD_NOW): the fake spank layer in this
+# program provides the spank_* functions slurmd would (-export-dynamic).
+tests_unit_test_plugin_symbols_SOURCES = \
+	tests/unit/fake_spank.cc \
+	tests/unit/fake_spank.h \
+	tests/unit/test_plugin_symbols.cc
+tests_unit_test_plugin_symbols_CPPFLAGS = $(AM_CPPFLAGS) $(SLURM_CPPFLAGS) \
+	-DSPANK_K8S_SO='"$(abs_top_builddir)/spank/.libs/spank_k8s.so"'
+tests_unit_test_plugin_symbols_CXXFLAGS = $(AM_CXXFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_plugin_symbols_LDFLAGS = $(AM_LDFLAGS) -export-dynamic
+tests_unit_test_plugin_symbols_LDADD = $(CHECK_LIBS) -ldl
+EXTRA_tests_unit_test_plugin_symbols_DEPENDENCIES = spank/spank_k8s.la
+endif
+
+EXTRA_DIST += \
+	tests/unit/check_main.h \
+	tests/integration/run-all.sh

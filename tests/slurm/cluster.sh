@@ -1,0 +1,557 @@
+#!/usr/bin/env bash
+# cluster.sh -- a real multi-node Slurm cluster on this one host, for testing
+# slurm-k8s (SPANK plugin + agent) with real sbatch/srun jobs.  See README.md.
+#
+#   cluster.sh install             packages (scripts/install-deps.sh) + test user
+#   cluster.sh start               write configs, start munged, slurmctld and
+#                                  NUM_NODES slurmd; wait until all nodes idle
+#   cluster.sh stop                cancel jobs, stop everything this cluster
+#                                  started, verify nothing is left
+#   cluster.sh restart             stop + start
+#   cluster.sh status              daemons, log paths, sinfo, squeue
+#   cluster.sh env                 prints: export SLURM_CONF=...
+#   cluster.sh resume              resume drained/down nodes
+#   cluster.sh restart-slurmd NODE restart one slurmd (running steps survive)
+#   cluster.sh procs               list live processes of this cluster
+#   cluster.sh clean               stop, remove SK_SLURM_DIR and our empty
+#                                  job cgroup directories
+#
+# Everything lives under SK_SLURM_DIR.  Processes are identified by the pid
+# files there and by the marker variable SK_SLURM_CLUSTER=$SK_SLURM_DIR that
+# every daemon gets in its environment; nothing else is ever signalled.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=lib.sh
+. "$HERE/lib.sh"          # SK_SLURM_DIR, TEST_USER, SK_CONF, sk_cluster_procs
+
+NUM_NODES="${NUM_NODES:-3}"
+GPUS_PER_NODE="${GPUS_PER_NODE:-4}"
+CPUS_PER_NODE="${CPUS_PER_NODE:-4}"          # may exceed the real cores
+MEM_PER_NODE="${MEM_PER_NODE:-4000}"         # MB
+CTLD_PORT="${CTLD_PORT:-16817}"
+SLURMD_BASE_PORT="${SLURMD_BASE_PORT:-17001}" # n1 = base, n2 = base+1, ...
+USE_CGROUP="${USE_CGROUP:-auto}"             # auto | 1 | 0
+PLUGSTACK_LINES="${PLUGSTACK_LINES:-}"       # plugstack.conf content
+PROLOG_FLAGS="${PROLOG_FLAGS:-Alloc,Contain}" # empty: no PrologFlags line
+PROLOG_SCRIPT="${PROLOG_SCRIPT:-}"           # absolute path -> Prolog=
+EPILOG_SCRIPT="${EPILOG_SCRIPT:-}"           # absolute path -> Epilog=
+KILL_WAIT="${KILL_WAIT:-2}"                  # s between SIGTERM and SIGKILL of steps
+MIN_JOB_AGE="${MIN_JOB_AGE:-300}"            # s a finished job stays visible
+SLURM_DEBUG="${SLURM_DEBUG:-debug}"          # SlurmctldDebug and SlurmdDebug
+SLURM_CONF_EXTRA="${SLURM_CONF_EXTRA:-}"     # lines appended to slurm.conf
+START_TIMEOUT="${START_TIMEOUT:-60}"         # s for all nodes to become idle
+STOP_JOB_TIMEOUT="${STOP_JOB_TIMEOUT:-30}"   # s for cancelled jobs to leave
+DAEMON_STOP_TIMEOUT="${DAEMON_STOP_TIMEOUT:-15}" # s per daemon after SIGTERM
+
+D="$SK_SLURM_DIR"
+CONF="$SK_CONF"
+ETC="$D/etc"
+RUN="$D/run"
+LOGD="$D/log"
+MUNGE_SOCK="$D/munge-run/munge.sock"
+MUNGE_PID="$D/munge/munged.pid"
+CTLD_PID="$RUN/slurmctld.pid"
+NODES="n[1-$NUM_NODES]"
+# Slurm daemon binaries (the Debian names; /usr/sbin/slurmd -> slurmd-wlm).
+SLURMCTLD=/usr/sbin/slurmctld
+SLURMD=/usr/sbin/slurmd
+MUNGED=/usr/sbin/munged
+
+log() { echo "[cluster.sh] $*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+need_root() { [ "$(id -u)" = 0 ] || die "'$1' needs root"; }
+
+# ------------------------------------------------------------- helpers -----
+pid_alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
+pidfile_pid() { if [ -s "$1" ]; then tr -dc '0-9' < "$1"; fi; }
+slurmd_pidfile() { echo "$RUN/slurmd-$1.pid"; }
+node_names() { local i; for i in $(seq 1 "$NUM_NODES"); do echo "n$i"; done; }
+
+# Run a daemon with a clean, fixed environment (what systemd would give it,
+# plus SLURM_CONF and the marker), stdin from /dev/null, stdout/stderr into
+# LOGFILE and every other inherited fd closed -- so a daemon never holds the
+# caller's pipes open (`$(cluster.sh start)` or `| tee` would hang otherwise).
+launch() {
+  local logfile="$1"; shift
+  (
+    local fd
+    for fd in /proc/"$BASHPID"/fd/*; do
+      fd="${fd##*/}"
+      if [ "$fd" -gt 2 ]; then eval "exec $fd>&-" 2>/dev/null || true; fi
+    done
+    exec env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
+      SLURM_CONF="$CONF" "$SK_MARKER_VAR=$D" "$@" </dev/null >>"$logfile" 2>&1
+  )
+}
+
+# TERM a pid, wait up to $3 s, then KILL.  Returns 1 if it is still alive.
+stop_pid() {
+  local pid="$1" name="$2" t="${3:-$DAEMON_STOP_TIMEOUT}" i
+  pid_alive "$pid" || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < t * 10; i++)); do
+    pid_alive "$pid" || { log "stopped $name (pid $pid)"; return 0; }
+    sleep 0.1
+  done
+  log "$name (pid $pid) still alive after ${t}s; sending SIGKILL"
+  kill -KILL "$pid" 2>/dev/null || true
+  for ((i = 0; i < 50; i++)); do pid_alive "$pid" || return 0; sleep 0.1; done
+  log "$name (pid $pid) survived SIGKILL"
+  return 1
+}
+
+# Is a TCP port listening?  (from /proc/net/tcp*, no tools needed)
+port_listening() {
+  local hex; hex="$(printf '%04X' "$1")"
+  awk -v p=":$hex" 'NR > 1 && $4 == "0A" && substr($2, length($2) - 4) == p { f = 1 } END { exit !f }' \
+    /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+
+cgroup_mode() {
+  if [ "$USE_CGROUP" = 0 ]; then echo none; return; fi
+  local c ok=1
+  for c in freezer cpuset devices; do
+    [ "$(stat -fc %T "/sys/fs/cgroup/$c" 2>/dev/null)" = cgroupfs ] || ok=0
+  done
+  if [ "$ok" = 1 ]; then echo v1; return; fi
+  [ "$USE_CGROUP" = 1 ] && die "USE_CGROUP=1 but no cgroup v1 freezer/cpuset/devices under /sys/fs/cgroup (cgroup v2 is not supported by this harness)"
+  echo none
+}
+
+# ---------------------------------------------------------------- install --
+cmd_install() {
+  need_root install
+  "$HERE/../../scripts/install-deps.sh"
+  local cur
+  if cur="$(id -u "$TEST_USER" 2>/dev/null)"; then
+    [ "$cur" = "$TEST_UID" ] || log "WARNING: user $TEST_USER exists with uid $cur (wanted $TEST_UID)"
+  else
+    if getent passwd "$TEST_UID" >/dev/null; then
+      die "uid $TEST_UID is taken by $(getent passwd "$TEST_UID" | cut -d: -f1)"
+    fi
+    useradd -m -u "$TEST_UID" -s /bin/bash "$TEST_USER"
+    log "created user $TEST_USER (uid $TEST_UID)"
+  fi
+  local home; home="$(getent passwd "$TEST_USER" | cut -d: -f6)"
+  [ -d "$home" ] || { mkdir -p "$home"; chown "$TEST_USER:" "$home"; chmod 755 "$home"; }
+  "$SLURMD" -V
+}
+
+# ---------------------------------------------------------------- configs --
+# Writes every config file into directory $1.
+write_configs() {
+  local out="$1" host cg proctrack task i last_port last_gpu
+  host="$(hostname -s)"
+  cg="$(cgroup_mode)"
+  last_port=$((SLURMD_BASE_PORT + NUM_NODES - 1))
+  last_gpu=$((GPUS_PER_NODE - 1))
+  if [ "$cg" = v1 ]; then
+    proctrack=proctrack/cgroup; task=task/cgroup,task/affinity
+  else
+    proctrack=proctrack/linuxproc; task=task/none
+  fi
+  mkdir -p "$out"
+
+  {
+    cat <<EOF
+# Generated by tests/slurm/cluster.sh -- local test cluster on 127.0.0.1.
+ClusterName=sktest
+# The controller name must equal \`hostname -s\` or slurmctld exits with
+# "This host not a valid controller".
+SlurmctldHost=$host(127.0.0.1)
+SlurmctldPort=$CTLD_PORT
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+# Our private munged; used by auth/munge and cred/munge in daemons and clients.
+AuthInfo=socket=$MUNGE_SOCK
+StateSaveLocation=$D/state
+# %n = node name: several slurmd on one host need their own spool/pid/log.
+SlurmdSpoolDir=$D/spool/%n
+SlurmctldPidFile=$CTLD_PID
+SlurmdPidFile=$RUN/slurmd-%n.pid
+SlurmctldLogFile=$LOGD/slurmctld.log
+SlurmdLogFile=$LOGD/slurmd-%n.log
+SlurmctldDebug=$SLURM_DEBUG
+SlurmdDebug=$SLURM_DEBUG
+# Clients (sbatch/srun/salloc, run by the test user) read this too.
+PlugStackConfig=$ETC/plugstack.conf
+ProctrackType=$proctrack
+TaskPlugin=$task
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+GresTypes=gpu
+# Trust CPUs/RealMemory below although they exceed the real hardware.
+SlurmdParameters=config_overrides
+ReturnToService=2
+MpiDefault=none
+# Otherwise: "error: Configured MailProg is invalid".
+MailProg=/bin/true
+SchedulerType=sched/backfill
+# Schedule batch jobs at once instead of on the 1 s background tick.
+SchedulerParameters=batch_sched_delay=0,sched_min_interval=0
+JobCompType=jobcomp/none
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+SlurmctldTimeout=30
+SlurmdTimeout=30
+InactiveLimit=0
+MinJobAge=$MIN_JOB_AGE
+KillWait=$KILL_WAIT
+Waittime=0
+EOF
+    if [ -n "$PROLOG_FLAGS" ]; then
+      echo "# Alloc: SPANK job_prolog runs on all nodes at allocation time."
+      echo "# Contain: extern step (slurmstepd per node for the whole job)."
+      echo "PrologFlags=$PROLOG_FLAGS"
+    fi
+    [ -z "$PROLOG_SCRIPT" ] || echo "Prolog=$PROLOG_SCRIPT"
+    [ -z "$EPILOG_SCRIPT" ] || echo "Epilog=$EPILOG_SCRIPT"
+    cat <<EOF
+NodeName=$NODES NodeHostname=$host NodeAddr=127.0.0.1 Port=[$SLURMD_BASE_PORT-$last_port] CPUs=$CPUS_PER_NODE RealMemory=$MEM_PER_NODE Gres=gpu:$GPUS_PER_NODE State=UNKNOWN
+PartitionName=gpu Nodes=$NODES Default=YES MaxTime=INFINITE State=UP
+EOF
+    [ -z "$SLURM_CONF_EXTRA" ] || printf '%s\n' "$SLURM_CONF_EXTRA"
+  } > "$out/slurm.conf"
+
+  # gres/gpu drops GPUs without File= ("Removing file-less GPU") and the node
+  # then goes INVALID_REG; the files must be char devices (see start).
+  cat > "$out/gres.conf" <<EOF
+AutoDetect=off
+NodeName=$NODES Name=gpu File=$D/dev/nvidia[0-$last_gpu]
+EOF
+
+  if [ "$cg" = v1 ]; then
+    cat > "$out/cgroup.conf" <<EOF
+CgroupPlugin=cgroup/v1
+ConstrainCores=yes
+ConstrainDevices=yes
+ConstrainRAMSpace=no
+EOF
+  fi
+
+  if [ -n "$PLUGSTACK_LINES" ]; then
+    printf '%s\n' "$PLUGSTACK_LINES" > "$out/plugstack.conf"
+  else
+    : > "$out/plugstack.conf"
+  fi
+  # Clients run as the test user and read all of these.
+  chmod 755 "$out"; chmod 644 "$out"/*
+}
+
+# Every .so named in plugstack.conf must be readable by the test user (sbatch
+# loads it as that user); catch this now rather than as a cryptic job error.
+check_plugins_readable() {
+  local so
+  while read -r so; do
+    [ -f "$so" ] || die "plugstack.conf: $so does not exist"
+    if id "$TEST_USER" >/dev/null 2>&1 && ! runuser -u "$TEST_USER" -- test -r "$so"; then
+      die "plugstack.conf: $so is not readable by $TEST_USER (copy it somewhere world-readable, e.g. $D/lib)"
+    fi
+  done < <(awk '!/^[[:space:]]*#/ && NF >= 2 && $2 ~ /\.so$/ { print $2 }' "$ETC/plugstack.conf")
+}
+
+# --------------------------------------------------------------- state -----
+# Prints: "running" (all daemons alive), "stopped" (none) or "partial".
+cluster_state() {
+  local n=0 up=0 f
+  for f in "$MUNGE_PID" "$CTLD_PID" $(for x in $(node_names); do slurmd_pidfile "$x"; done); do
+    n=$((n + 1))
+    if pid_alive "$(pidfile_pid "$f")"; then up=$((up + 1)); fi
+  done
+  if [ "$up" = "$n" ]; then echo running
+  elif [ "$up" = 0 ] && [ -z "$(sk_cluster_procs)" ]; then echo stopped
+  else echo partial; fi
+}
+
+# ---------------------------------------------------------------- start ----
+prepare_dirs() {
+  mkdir -p "$D"/{etc,state,spool,log,run,lib,dev,jobs,munge,munge-run}
+  # Clients (the test user) must reach etc/, lib/ and the munge socket.
+  chmod 755 "$D" "$D"/{etc,state,spool,log,run,lib,dev,munge-run}
+  chmod 1777 "$D/jobs"                 # job output, written by the user
+  local n i
+  # Fresh controller state: no jobs or node states from an earlier run.
+  rm -rf "${D:?}/state" "${D:?}/spool"; mkdir -p "$D/state" "$D/spool"
+  chmod 755 "$D/state" "$D/spool"
+  # slurmd does not create its spool dir: "Domain socket directory ... No
+  # such file or directory".
+  for n in $(node_names); do mkdir -p "$D/spool/$n"; done
+  # Fake GPUs: character devices with the NVIDIA major number.  Never opened
+  # by Slurm; regular files are accepted but log "not a valid character or
+  # block device".
+  for ((i = 0; i < GPUS_PER_NODE; i++)); do
+    if [ ! -c "$D/dev/nvidia$i" ]; then
+      rm -f "$D/dev/nvidia$i"
+      mknod -m 666 "$D/dev/nvidia$i" c 195 "$i" 2>/dev/null || {
+        log "WARNING: mknod failed; using a regular file for nvidia$i"
+        touch "$D/dev/nvidia$i"; chmod 666 "$D/dev/nvidia$i"; }
+    fi
+  done
+}
+
+start_munged() {
+  id munge >/dev/null 2>&1 || die "user munge missing (run: $0 install)"
+  # munged checks permissions: key dir 0700 + key 0400 owned by munge; the
+  # socket dir must be executable for all ("Socket is inaccessible").
+  [ -s "$D/munge/munge.key" ] || dd if=/dev/urandom of="$D/munge/munge.key" bs=1024 count=1 status=none
+  rm -f "$MUNGE_SOCK" "$MUNGE_SOCK.lock" "$MUNGE_PID"   # stale (nothing runs)
+  chown -R munge:munge "$D/munge" "$D/munge-run"
+  chmod 700 "$D/munge"; chmod 400 "$D/munge/munge.key"; chmod 755 "$D/munge-run"
+  launch "$LOGD/munged.stdout" runuser -u munge -- "$MUNGED" \
+    --socket="$MUNGE_SOCK" --key-file="$D/munge/munge.key" \
+    --log-file="$D/munge/munged.log" --pid-file="$MUNGE_PID" \
+    --seed-file="$D/munge/munged.seed" \
+    || { tail -n 20 "$D/munge/munged.log" "$LOGD/munged.stdout" >&2 2>/dev/null; die "munged failed to start"; }
+  local i
+  for ((i = 0; i < 50; i++)); do
+    if munge -S "$MUNGE_SOCK" -n 2>/dev/null | unmunge -S "$MUNGE_SOCK" >/dev/null 2>&1; then
+      log "munged up (pid $(pidfile_pid "$MUNGE_PID"))"; return 0
+    fi
+    sleep 0.1
+  done
+  tail -n 20 "$D/munge/munged.log" >&2 2>/dev/null || true
+  die "munge self-test failed (log: $D/munge/munged.log)"
+}
+
+start_slurmctld() {
+  launch "$LOGD/slurmctld.stdout" "$SLURMCTLD" -f "$CONF" \
+    || { tail -n 30 "$LOGD/slurmctld.stdout" "$LOGD/slurmctld.log" >&2 2>/dev/null; die "slurmctld failed to start"; }
+  local i
+  for ((i = 0; i < 150; i++)); do
+    if pid_alive "$(pidfile_pid "$CTLD_PID")" && scontrol ping >/dev/null 2>&1; then
+      log "slurmctld up (pid $(pidfile_pid "$CTLD_PID"), port $CTLD_PORT)"; return 0
+    fi
+    sleep 0.1
+  done
+  tail -n 30 "$LOGD/slurmctld.stdout" "$LOGD/slurmctld.log" >&2 2>/dev/null || true
+  die "slurmctld did not answer 'scontrol ping' within 15s"
+}
+
+# Note: a SPANK plugin's slurm_spank_init runs in slurmd BEFORE it daemonizes.
+start_slurmd() {
+  local n="$1"
+  launch "$LOGD/slurmd-$n.stdout" "$SLURMD" -f "$CONF" -N "$n" \
+    || { tail -n 30 "$LOGD/slurmd-$n.stdout" "$LOGD/slurmd-$n.log" >&2 2>/dev/null; die "slurmd $n failed to start"; }
+}
+
+# Wait until every node in $@ is in state idle (or $WANT_RE); on timeout show
+# sinfo and the log tails.
+wait_nodes() {
+  local t="$1"; shift
+  local want_re="${WANT_RE:-^idle$}" end=$((SECONDS + t)) n bad
+  while :; do
+    bad=""
+    for n in "$@"; do
+      [[ "$(sinfo -h -n "$n" -N -o %T 2>/dev/null | head -n1)" =~ $want_re ]] || bad="$bad $n"
+    done
+    [ -z "$bad" ] && return 0
+    [ "$SECONDS" -ge "$end" ] && break
+    sleep 0.2
+  done
+  log "nodes not ready after ${t}s:$bad"
+  sinfo -N -o '%N %T %E' >&2 2>/dev/null || true
+  for n in $bad; do
+    log "--- $LOGD/slurmd-$n.log (errors, last lines)"
+    grep -i error "$LOGD/slurmd-$n.log" 2>/dev/null | tail -n 10 >&2 || true
+    tail -n 5 "$LOGD/slurmd-$n.stdout" >&2 2>/dev/null || true
+  done
+  log "--- $LOGD/slurmctld.log (errors, last lines)"
+  grep -i error "$LOGD/slurmctld.log" 2>/dev/null | tail -n 10 >&2 || true
+  return 1
+}
+
+cmd_start() {
+  need_root start
+  if ! [ -x "$SLURMCTLD" ] || ! [ -x "$SLURMD" ] || ! [ -x "$MUNGED" ]; then
+    die "Slurm/munge not installed (run: $0 install)"
+  fi
+  if ! [ "$NUM_NODES" -ge 1 ] || ! [ "$GPUS_PER_NODE" -ge 1 ]; then
+    die "NUM_NODES and GPUS_PER_NODE must be >= 1"
+  fi
+  mkdir -p "$D"; chmod 755 "$D"
+
+  # Idempotence: same config and everything running -> nothing to do;
+  # otherwise stop what runs and start afresh.
+  local staged="$D/etc.new" st
+  rm -rf "$staged"; write_configs "$staged"
+  st="$(cluster_state)"
+  if [ "$st" = running ] && diff -r "$staged" "$ETC" >/dev/null 2>&1; then
+    rm -rf "$staged"
+    log "already running with the same configuration"
+    return 0
+  fi
+  if [ "$st" != stopped ]; then
+    log "cluster is $st (or its configuration changed): restarting"
+    cmd_stop || die "could not stop the old cluster"
+  fi
+
+  local p
+  for p in "$CTLD_PORT" $(seq "$SLURMD_BASE_PORT" $((SLURMD_BASE_PORT + NUM_NODES - 1))); do
+    port_listening "$p" && die "TCP port $p is already in use by another program (set CTLD_PORT / SLURMD_BASE_PORT)"
+  done
+
+  prepare_dirs
+  rm -rf "$ETC"; mv "$staged" "$ETC"
+  check_plugins_readable
+  log "configs in $ETC (cgroup: $(cgroup_mode), $NUM_NODES nodes x gpu:$GPUS_PER_NODE)"
+
+  start_munged
+  start_slurmctld
+  local n
+  for n in $(node_names); do start_slurmd "$n"; done
+  # Every slurmd must have written its pid file and still be alive.
+  local i bad
+  for ((i = 0; i < 100; i++)); do
+    bad=""
+    for n in $(node_names); do pid_alive "$(pidfile_pid "$(slurmd_pidfile "$n")")" || bad="$bad $n"; done
+    [ -z "$bad" ] && break
+    sleep 0.1
+  done
+  if [ -n "$bad" ]; then
+    for n in $bad; do tail -n 20 "$LOGD/slurmd-$n.stdout" "$LOGD/slurmd-$n.log" >&2 2>/dev/null || true; done
+    die "slurmd not running:$bad"
+  fi
+  # shellcheck disable=SC2046
+  wait_nodes "$START_TIMEOUT" $(node_names) || die "nodes did not become idle (logs: $LOGD)"
+  sinfo -N -o '%N %T %G %c %m' >&2
+  log "ready. Clients: export SLURM_CONF=$CONF"
+}
+
+# ----------------------------------------------------------------- stop ----
+cmd_stop() {
+  need_root stop
+  local i pid n rc=0 jobs
+  # 1. Cancel all jobs so that epilogs run and slurmstepd exit cleanly.
+  if pid_alive "$(pidfile_pid "$CTLD_PID")"; then
+    jobs="$(squeue -h -o %A 2>/dev/null | paste -sd' ' || true)"
+    if [ -n "$jobs" ]; then
+      log "cancelling jobs: $jobs"
+      # shellcheck disable=SC2086
+      scancel $jobs 2>/dev/null || true
+      for ((i = 0; i < STOP_JOB_TIMEOUT * 10; i++)); do
+        [ -z "$(squeue -h -o %A 2>/dev/null)" ] && break
+        sleep 0.1
+      done
+      [ -z "$(squeue -h -o %A 2>/dev/null)" ] || log "WARNING: jobs still listed after ${STOP_JOB_TIMEOUT}s"
+    fi
+  fi
+  # 2. slurmd (pid files), 3. slurmstepd left over, 4. slurmctld, 5. munged.
+  for n in $(node_names); do
+    stop_pid "$(pidfile_pid "$(slurmd_pidfile "$n")")" "slurmd $n" || rc=1
+  done
+  for pid in $(sk_cluster_procs | awk '$2 == "slurmstepd" { print $1 }'); do
+    stop_pid "$pid" "slurmstepd" 5 || rc=1
+  done
+  stop_pid "$(pidfile_pid "$CTLD_PID")" slurmctld || rc=1   # slurmscriptd exits with it
+  stop_pid "$(pidfile_pid "$MUNGE_PID")" munged || rc=1
+  # 6. Verify: anything of ours still alive is printed and killed.
+  local left
+  for i in 1 2 3; do
+    left="$(sk_cluster_procs)"
+    [ -z "$left" ] && break
+    log "left over (attempt $i), killing:"
+    printf '  %s\n' "$left" >&2
+    while read -r pid _; do
+      if [ "$i" = 1 ]; then kill -TERM "$pid" 2>/dev/null || true
+      else kill -KILL "$pid" 2>/dev/null || true; fi
+    done <<<"$left"
+    sleep 1
+  done
+  left="$(sk_cluster_procs)"
+  if [ -n "$left" ]; then
+    log "ERROR: could not stop:"; printf '  %s\n' "$left" >&2; rc=1
+  fi
+  if [ "$rc" = 0 ]; then log "stopped; nothing of $D is running"; fi
+  return "$rc"
+}
+
+# Remove our (empty) job cgroup directories: /sys/fs/cgroup/<ctrl>/slurm_nX.
+# rmdir only -- a cgroup that still holds processes cannot be removed.
+clean_cgroups() {
+  local n dir left=""
+  for n in $(node_names); do
+    for dir in /sys/fs/cgroup/*/slurm_"$n"; do
+      [ -d "$dir" ] || continue
+      find "$dir" -depth -type d -exec rmdir {} + 2>/dev/null || true
+      [ -d "$dir" ] && left="$left $dir"
+    done
+  done
+  [ -z "$left" ] || log "WARNING: cgroup dirs not removable (still in use?):$left"
+}
+
+cmd_clean() {
+  need_root clean
+  local rc=0
+  cmd_stop || rc=1
+  clean_cgroups
+  if [ "$rc" = 0 ]; then
+    rm -rf "${D:?}"; log "removed $D"
+  else
+    log "not removing $D: something is still running"
+  fi
+  return "$rc"
+}
+
+# -------------------------------------------------------------- others -----
+cmd_status() {
+  local st n; st="$(cluster_state)"
+  echo "cluster:    $st ($D)"
+  echo "SLURM_CONF: $CONF"
+  show() { local pid; pid="$(pidfile_pid "$2")"
+    printf '%-16s pid %-8s %-6s log %s\n' "$1" "${pid:--}" "$(pid_alive "$pid" && echo alive || echo dead)" "$3"; }
+  show munged "$MUNGE_PID" "$D/munge/munged.log"
+  show slurmctld "$CTLD_PID" "$LOGD/slurmctld.log"
+  for n in $(node_names); do show "slurmd $n" "$(slurmd_pidfile "$n")" "$LOGD/slurmd-$n.log"; done
+  echo "daemon stdout/stderr: $LOGD/*.stdout"
+  if [ "$st" != stopped ]; then
+    sinfo -N -o '%N %T %G %E' 2>/dev/null || true
+    squeue 2>/dev/null || true
+  fi
+  if [ -s "$ETC/plugstack.conf" ]; then echo "plugstack.conf:"; sed 's/^/  /' "$ETC/plugstack.conf"; fi
+  case "$st" in running) return 0 ;; partial) return 1 ;; *) return 3 ;; esac
+}
+
+# A failing SPANK prolog/epilog, or a required plugin that does not load,
+# drains the node.  Resume only the nodes that need it (scontrol rejects the
+# whole update if one listed node is not drained/down).
+cmd_resume() {
+  local d
+  d="$(sinfo -h -N -t drain,drained,draining,down,fail -o %N 2>/dev/null | sort -u | paste -sd, || true)"
+  if [ -z "$d" ]; then log "nothing to resume"; return 0; fi
+  scontrol update nodename="$d" state=resume && log "resumed $d"
+}
+
+cmd_restart_slurmd() {
+  need_root restart-slurmd
+  local n="${1:-}"
+  if ! [[ $n =~ ^n[0-9]+$ ]] || [ "${n#n}" -lt 1 ] || [ "${n#n}" -gt "$NUM_NODES" ]; then
+    die "usage: $0 restart-slurmd nX (1 <= X <= $NUM_NODES)"
+  fi
+  stop_pid "$(pidfile_pid "$(slurmd_pidfile "$n")")" "slurmd $n" || die "could not stop slurmd $n"
+  start_slurmd "$n"
+  WANT_RE='^(idle|allocated|mixed|completing)' wait_nodes "$START_TIMEOUT" "$n" \
+    || die "slurmd $n did not come back"
+  log "slurmd $n restarted (pid $(pidfile_pid "$(slurmd_pidfile "$n")"))"
+}
+
+usage() {
+  sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0" >&2
+  exit 2
+}
+
+case "${1:-}" in
+  install)        cmd_install ;;
+  start)          cmd_start ;;
+  stop)           cmd_stop ;;
+  restart)        cmd_stop && cmd_start ;;
+  status)         cmd_status ;;
+  env)            echo "export SLURM_CONF=$CONF" ;;
+  resume)         cmd_resume ;;
+  restart-slurmd) shift; cmd_restart_slurmd "$@" ;;
+  procs)          sk_cluster_procs ;;
+  clean)          cmd_clean ;;
+  *)              usage ;;
+esac

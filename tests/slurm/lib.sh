@@ -1,0 +1,188 @@
+# shellcheck shell=bash
+# lib.sh -- helpers for slurm-k8s integration tests on the local Slurm cluster
+# built by cluster.sh.  Source it:   . "$(dirname "$0")/lib.sh"
+#
+# Sourcing only defines variables and functions (and exports SLURM_CONF);
+# it starts nothing and does not change shell options.
+#
+# Settings (environment, same defaults as cluster.sh):
+#   SK_SLURM_DIR  cluster directory (default /tmp/slurm-k8s-test)
+#   TEST_USER     non-root submitter (default k8suser), TEST_UID (2001)
+#
+# Functions:
+#   sk_as_user CMD...             run CMD as TEST_USER with a clean login-like
+#                                 environment + SLURM_CONF, cwd = jobs dir
+#   sk_submit_as_user ARGS...     sbatch --parsable ARGS as TEST_USER; prints job id
+#   sk_job_state JOBID            prints JobState (empty if unknown)
+#   sk_wait_state JOBID STATE[|STATE..] [TIMEOUT=60]
+#                                 0 when the job reaches one of the states;
+#                                 1 on timeout or when it ends in another state
+#   sk_wait_gone JOBID [TIMEOUT=60]
+#                                 0 when the job is no longer pending/running/
+#                                 completing (squeue no longer lists it)
+#   sk_job_output JOBID           prints the job's StdOut path (from scontrol)
+#   sk_cluster_procs              lists "pid comm args" of every live process
+#                                 that belongs to this cluster (see below)
+#   ok COND MSG...                assertion; COND is an exit status (digits)
+#                                 or a shell command string run with eval
+#   sk_skip MSG...                prints "SKIP: MSG" (not counted)
+#   sk_summary                    prints "N passed, N failed" (last line);
+#                                 returns 1 if anything failed
+#   sk_log MSG...                 message to stderr
+
+SK_SLURM_DIR="${SK_SLURM_DIR:-/tmp/slurm-k8s-test}"
+TEST_USER="${TEST_USER:-k8suser}"
+TEST_UID="${TEST_UID:-2001}"
+SK_LIB_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+SK_CLUSTER_SH="$SK_LIB_DIR/cluster.sh"
+SK_CONF="$SK_SLURM_DIR/etc/slurm.conf"
+SK_JOBS_DIR="$SK_SLURM_DIR/jobs"
+# cluster.sh starts every daemon with this variable in its environment; every
+# process Slurm forks from them (slurmstepd, slurmscriptd, prolog/epilog
+# scripts) inherits it.  Nothing else on the host carries it.
+SK_MARKER_VAR="SK_SLURM_CLUSTER"
+export SLURM_CONF="$SK_CONF"
+
+SK_PASSED=0
+SK_FAILED=0
+
+sk_log() { echo "[slurm-k8s-test] $*" >&2; }
+
+# ------------------------------------------------------------------ jobs ---
+sk_as_user() {
+  local home
+  home="$(getent passwd "$TEST_USER" | cut -d: -f6)"
+  [ -n "$home" ] || { sk_log "no user $TEST_USER (run: $SK_CLUSTER_SH install)"; return 1; }
+  # The jobs dir (mode 1777) is a cwd the user can enter; sbatch's default
+  # working directory is the cwd.  env -i: the job must not inherit root's
+  # environment (sbatch exports the submitter's environment by default).
+  ( cd "$SK_JOBS_DIR" 2>/dev/null || cd /
+    exec runuser -u "$TEST_USER" -- env -i \
+      HOME="$home" USER="$TEST_USER" LOGNAME="$TEST_USER" SHELL=/bin/bash \
+      PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 SLURM_CONF="$SK_CONF" "$@" )
+}
+
+sk_submit_as_user() {
+  local out rc
+  out="$(sk_as_user sbatch --parsable "$@")"; rc=$?
+  out="${out%%;*}"              # "jobid;cluster" -> "jobid"
+  if [ "$rc" -ne 0 ] || ! [[ $out =~ ^[0-9]+$ ]]; then
+    sk_log "sbatch failed (rc=$rc): $out"
+    return 1
+  fi
+  echo "$out"
+}
+
+sk_job_state() {
+  scontrol show job -o "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p'
+}
+
+sk_wait_state() {
+  local jid="$1" want="$2" timeout="${3:-60}" st=""
+  local end=$((SECONDS + timeout))
+  while :; do
+    st="$(sk_job_state "$jid")"
+    if [ -n "$st" ] && [[ "|$want|" == *"|$st|"* ]]; then return 0; fi
+    case "$st" in
+      COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|PREEMPTED|BOOT_FAIL|DEADLINE|OUT_OF_MEMORY)
+        sk_log "job $jid ended as $st (wanted $want)"; return 1 ;;
+    esac
+    if [ "$SECONDS" -ge "$end" ]; then
+      sk_log "timeout (${timeout}s): job $jid is '${st:-unknown}' (wanted $want)"
+      scontrol show job "$jid" >&2 2>/dev/null || true
+      return 1
+    fi
+    sleep 0.1
+  done
+}
+
+sk_wait_gone() {
+  local jid="$1" timeout="${2:-60}" out
+  local end=$((SECONDS + timeout))
+  while :; do
+    out="$(squeue -h -j "$jid" -o %T 2>/dev/null)"
+    [ -z "$out" ] && return 0
+    if [ "$SECONDS" -ge "$end" ]; then
+      sk_log "timeout (${timeout}s): job $jid still $out"; return 1
+    fi
+    sleep 0.1
+  done
+}
+
+sk_job_output() {
+  scontrol show job -o "$1" 2>/dev/null | tr ' ' '\n' | sed -n 's/^StdOut=//p'
+}
+
+# ------------------------------------------------------ process scanning ---
+# A live (non-zombie) process belongs to this cluster when
+#  1. its environment carries $SK_MARKER_VAR=$SK_SLURM_DIR (daemons started by
+#     cluster.sh and all their descendants: slurmstepd, slurmscriptd, scripts);
+#  2. it is munged/slurmctld/slurmd/slurmstepd/slurmscriptd and its argv
+#     mentions $SK_SLURM_DIR or its environment has SLURM_CONF=$SK_CONF;
+#  3. its environment has SLURM_CONF=$SK_CONF and SLURMD_NODENAME (a job task
+#     launched by one of our slurmstepd; a user's own shell or srun/salloc
+#     client has no SLURMD_NODENAME).
+# The calling shell and its ancestors are never listed.
+sk_cluster_procs() {
+  local -A skip=() hit=()
+  local p f pid comm args state ppid
+  p=$BASHPID
+  while [ -n "$p" ] && [ "$p" -gt 1 ]; do
+    skip[$p]=1
+    p="$(awk '/^PPid:/ {print $2}' "/proc/$p/status" 2>/dev/null)" || break
+  done
+  skip[$$]=1
+  # One grep over all /proc/*/{environ,cmdline} files (NUL-separated records).
+  while read -r f; do
+    pid="${f#/proc/}"; hit[${pid%%/*}]="marker"
+  done < <(grep -lzx -e "$SK_MARKER_VAR=$SK_SLURM_DIR" /proc/[0-9]*/environ 2>/dev/null)
+  local daemon_re='^(munged|slurmctld|slurmd|slurmstepd|slurmscriptd)$'
+  while read -r f; do
+    pid="${f#/proc/}"; pid="${pid%%/*}"
+    comm="$(cat "/proc/$pid/comm" 2>/dev/null)" || continue
+    [[ $comm =~ $daemon_re ]] && hit[$pid]="argv"
+  done < <(grep -lzF -e "$SK_SLURM_DIR" /proc/[0-9]*/cmdline 2>/dev/null)
+  while read -r f; do
+    pid="${f#/proc/}"; pid="${pid%%/*}"
+    comm="$(cat "/proc/$pid/comm" 2>/dev/null)" || continue
+    if [[ $comm =~ $daemon_re ]] || grep -qz '^SLURMD_NODENAME=' "$f" 2>/dev/null; then
+      hit[$pid]="env"
+    fi
+  done < <(grep -lzx -e "SLURM_CONF=$SK_CONF" /proc/[0-9]*/environ 2>/dev/null)
+  for pid in "${!hit[@]}"; do
+    [ -n "${skip[$pid]:-}" ] && continue
+    # Field 3 of /proc/PID/stat is the state; comm (field 2) may hold spaces.
+    state="$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null)" || continue
+    read -r state ppid _ <<<"$state"
+    if [ -z "$state" ] || [ "$state" = Z ]; then continue; fi
+    comm="$(cat "/proc/$pid/comm" 2>/dev/null)" || continue
+    args="$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null)" || continue
+    printf '%s %s ppid=%s %s\n' "$pid" "$comm" "$ppid" "${args% }"
+  done | sort -n
+}
+
+# ------------------------------------------------------------ assertions ---
+ok() {
+  local cond="$1"; shift
+  local rc
+  if [[ $cond =~ ^[0-9]+$ ]]; then
+    rc="$cond"
+  elif eval "$cond"; then
+    rc=0
+  else
+    rc=1
+  fi
+  if [ "$rc" -eq 0 ]; then
+    SK_PASSED=$((SK_PASSED + 1)); echo "PASS: $*"
+  else
+    SK_FAILED=$((SK_FAILED + 1)); echo "FAIL: $*"
+  fi
+  return 0
+}
+
+sk_skip() { echo "SKIP: $*"; }
+
+sk_summary() {
+  echo "$SK_PASSED passed, $SK_FAILED failed"
+  [ "$SK_FAILED" -eq 0 ]
+}
