@@ -1,1 +1,1 @@
-# k8s-shim
+# slurm-k8s-shim

@@ -1,0 +1,1 @@
+# kubelet endpoint, CRI log files, metrics, CLI (see agent/local.mk for the core)
