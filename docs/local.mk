@@ -1,1 +1,2 @@
-# docs
+EXTRA_DIST += \
+	docs/architecture.md

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh Debian 12 machine, as root:
+#   1. installs every package the build and the tests need (apt-get),
+#   2. builds out of tree in $SK_BUILD_DIR (default ./build),
+#   3. `make check`: Check unit tests, the test API server suite with kubectl,
+#      component tests (agent, shim, kubelet endpoint),
+#   4. the integration layer: a real Slurm cluster (munge, slurmctld, 3 slurmd,
+#      fake GPUs) started by tests/slurm/cluster.sh, real sbatch/srun jobs,
+#   5. `make distcheck` (SK_DISTCHECK=0 skips it).
+# Prints each layer's summary and a final "total: N passed, N failed".
+set -uo pipefail
+
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${SK_BUILD_DIR:-$top/build}
+jobs=${SK_JOBS:-$(nproc)}
+say() { printf '\n=== %s ===\n' "$*"; }
+
+say "installing packages"
+bash "$top/scripts/install-deps.sh" || { echo "run-tests: package installation failed" >&2; exit 1; }
+
+say "building in $build"
+(cd "$top" && autoreconf -fi >/dev/null 2>&1) || { echo "run-tests: autoreconf failed" >&2; exit 1; }
+mkdir -p "$build"
+(cd "$build" && "$top/configure" --enable-werror ${SK_CONFIGURE_FLAGS:-}) >"$build/configure.out" 2>&1 \
+  || { tail -40 "$build/configure.out"; echo "run-tests: configure failed" >&2; exit 1; }
+sed -n '/configuration$/,$p' "$build/configure.out"
+make -C "$build" -j"$jobs" >"$build/make.out" 2>&1 \
+  || { grep -E "error|Error" "$build/make.out" | head -40; echo "run-tests: build failed" >&2; exit 1; }
+
+passed=0 failed=0
+count_line() {  # adds the counts of an "N passed, N failed" line
+  local line=$1
+  local p f
+  p=$(sed -nE 's/.*\b([0-9]+) passed, ([0-9]+) failed.*/\1/p' <<<"$line")
+  f=$(sed -nE 's/.*\b([0-9]+) passed, ([0-9]+) failed.*/\2/p' <<<"$line")
+  passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0}))
+}
+
+say "make check (unit, test API server, component)"
+# The test programs run as an unprivileged user where they need to (kubectl,
+# the agent's socket tests); `make check` itself runs here.
+make -C "$build" -j"$jobs" check >"$build/check.out" 2>&1
+check_rc=$?
+grep -E "^(PASS|FAIL|ERROR|XFAIL|XPASS|SKIP):" "$build/check.out"
+# Each Check program's own summary line, and each script's N passed line.
+for log in $(find "$build/tests" "$build/agent" "$build/k8s-shim" "$build/spank" -name '*.log' ! -name test-suite.log 2>/dev/null | sort); do
+  grep -ahE "^[0-9]+%: Checks: [0-9]+|^([a-z-]+: )?[0-9]+ passed, [0-9]+ failed" "$log" | sed "s|^|${log#"$build"/}: |"
+done
+p=$(sed -nE 's/^# PASS: +([0-9]+)/\1/p' "$build/check.out" | tail -1)
+f=$(( $(sed -nE 's/^# FAIL: +([0-9]+)/\1/p' "$build/check.out" | tail -1) + $(sed -nE 's/^# ERROR: +([0-9]+)/\1/p' "$build/check.out" | tail -1) ))
+count_line "${p:-0} passed, ${f:-0} failed"
+if [ "$check_rc" != 0 ]; then
+  [ -f "$build/test-suite.log" ] && cat "$build/test-suite.log"
+  failed=$((failed + (f == 0 ? 1 : 0)))
+fi
+
+say "integration (real Slurm cluster)"
+make -C "$build" check-integration 2>&1 | tee "$build/integration.out"
+int_rc=${PIPESTATUS[0]}
+count_line "$(grep -E '^integration: [0-9]+ passed, [0-9]+ failed' "$build/integration.out" | tail -1)"
+[ "$int_rc" != 0 ] && ! grep -qE "[1-9][0-9]* failed" "$build/integration.out" && failed=$((failed + 1))
+
+if [ "${SK_DISTCHECK:-1}" = 1 ]; then
+  say "make distcheck"
+  if make -C "$build" -j"$jobs" distcheck >"$build/distcheck.out" 2>&1; then
+    echo "distcheck: 1 passed, 0 failed"; passed=$((passed + 1))
+  else
+    tail -60 "$build/distcheck.out"; echo "distcheck: 0 passed, 1 failed"; failed=$((failed + 1))
+  fi
+fi
+
+echo
+echo "total: $passed passed, $failed failed"
+[ "$failed" = 0 ]
