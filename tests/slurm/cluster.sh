@@ -60,10 +60,11 @@ MUNGED=/usr/sbin/munged
 
 log() { echo "[cluster.sh] $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
+indent() { sed 's/^/  /'; }
 need_root() { [ "$(id -u)" = 0 ] || die "'$1' needs root"; }
 
 # ------------------------------------------------------------- helpers -----
-pid_alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
+pid_alive() { sk_pid_alive "$@"; }
 pidfile_pid() { if [ -s "$1" ]; then tr -dc '0-9' < "$1"; fi; }
 slurmd_pidfile() { echo "$RUN/slurmd-$1.pid"; }
 node_names() { local i; for i in $(seq 1 "$NUM_NODES"); do echo "n$i"; done; }
@@ -85,19 +86,28 @@ launch() {
   )
 }
 
-# TERM a pid, wait up to $3 s, then KILL.  Returns 1 if it is still alive.
-stop_pid() {
-  local pid="$1" name="$2" t="${3:-$DAEMON_STOP_TIMEOUT}" i
-  pid_alive "$pid" || return 0
-  kill -TERM "$pid" 2>/dev/null || true
-  for ((i = 0; i < t * 10; i++)); do
-    pid_alive "$pid" || { log "stopped $name (pid $pid)"; return 0; }
+# stop_pids TIMEOUT NAME PID...: SIGTERM all, wait up to TIMEOUT s for all,
+# then SIGKILL the rest.  Returns 1 if one survives SIGKILL.
+stop_pids() {
+  local t="$1" name="$2" pid i live=(); shift 2
+  for pid in "$@"; do
+    if pid_alive "$pid"; then live+=("$pid"); kill -TERM "$pid" 2>/dev/null || true; fi
+  done
+  [ "${#live[@]}" -eq 0 ] && return 0
+  for ((i = 0; i <= t * 10 + 50; i++)); do
+    local still=()
+    for pid in "${live[@]}"; do
+      if pid_alive "$pid"; then still+=("$pid"); else log "stopped $name (pid $pid)"; fi
+    done
+    live=("${still[@]}")
+    [ "${#live[@]}" -eq 0 ] && return 0
+    if [ "$i" = $((t * 10)) ]; then
+      log "$name (pid ${live[*]}) still alive after ${t}s: SIGKILL"
+      kill -KILL "${live[@]}" 2>/dev/null || true
+    fi
     sleep 0.1
   done
-  log "$name (pid $pid) still alive after ${t}s; sending SIGKILL"
-  kill -KILL "$pid" 2>/dev/null || true
-  for ((i = 0; i < 50; i++)); do pid_alive "$pid" || return 0; sleep 0.1; done
-  log "$name (pid $pid) survived SIGKILL"
+  log "$name (pid ${live[*]}) survived SIGKILL"
   return 1
 }
 
@@ -237,8 +247,19 @@ EOF
   else
     : > "$out/plugstack.conf"
   fi
+  # Checksums of the plugins: part of the "same configuration?" test in start,
+  # so that a rebuilt plugin restarts daemons that have the old one loaded.
+  local so
+  while read -r so; do
+    sha256sum "$so" 2>/dev/null || echo "missing $so"
+  done < <(plugstack_sos "$out/plugstack.conf") > "$out/plugins.sha256"
   # Clients run as the test user and read all of these.
   chmod 755 "$out"; chmod 644 "$out"/*
+}
+
+# The .so paths named in a plugstack.conf.
+plugstack_sos() {
+  awk '!/^[[:space:]]*#/ && NF >= 2 && $2 ~ /\.so$/ { print $2 }' "$1"
 }
 
 # Every .so named in plugstack.conf must be readable by the test user (sbatch
@@ -250,7 +271,7 @@ check_plugins_readable() {
     if id "$TEST_USER" >/dev/null 2>&1 && ! runuser -u "$TEST_USER" -- test -r "$so"; then
       die "plugstack.conf: $so is not readable by $TEST_USER (copy it somewhere world-readable, e.g. $D/lib)"
     fi
-  done < <(awk '!/^[[:space:]]*#/ && NF >= 2 && $2 ~ /\.so$/ { print $2 }' "$ETC/plugstack.conf")
+  done < <(plugstack_sos "$ETC/plugstack.conf")
 }
 
 # --------------------------------------------------------------- state -----
@@ -273,8 +294,10 @@ prepare_dirs() {
   chmod 755 "$D" "$D"/{etc,state,spool,log,run,lib,dev,munge-run}
   chmod 1777 "$D/jobs"                 # job output, written by the user
   local n i
-  # Fresh controller state: no jobs or node states from an earlier run.
+  # Fresh controller state (no jobs or node states from an earlier run) and
+  # fresh logs, so that log excerpts show this run only.
   rm -rf "${D:?}/state" "${D:?}/spool"; mkdir -p "$D/state" "$D/spool"
+  rm -f "$LOGD"/*.log "$LOGD"/*.stdout "$D/munge/munged.log"
   chmod 755 "$D/state" "$D/spool"
   # slurmd does not create its spool dir: "Domain socket directory ... No
   # such file or directory".
@@ -384,7 +407,8 @@ cmd_start() {
     return 0
   fi
   if [ "$st" != stopped ]; then
-    log "cluster is $st (or its configuration changed): restarting"
+    if [ "$st" = running ]; then log "configuration or plugin changed: restarting"
+    else log "cluster is partly running: restarting"; fi
     cmd_stop || die "could not stop the old cluster"
   fi
 
@@ -395,6 +419,8 @@ cmd_start() {
 
   prepare_dirs
   rm -rf "$ETC"; mv "$staged" "$ETC"
+  # From here on a failure stops whatever did start (logs are kept).
+  trap 'start_failed' EXIT
   check_plugins_readable
   log "configs in $ETC (cgroup: $(cgroup_mode), $NUM_NODES nodes x gpu:$GPUS_PER_NODE)"
 
@@ -416,14 +442,27 @@ cmd_start() {
   fi
   # shellcheck disable=SC2046
   wait_nodes "$START_TIMEOUT" $(node_names) || die "nodes did not become idle (logs: $LOGD)"
+  trap - EXIT
   sinfo -N -o '%N %T %G %c %m' >&2
   log "ready. Clients: export SLURM_CONF=$CONF"
+}
+
+start_failed() {
+  local rc=$?
+  [ "$rc" = 0 ] && return 0
+  if [ "${KEEP_ON_FAILURE:-0}" = 1 ]; then
+    log "start failed; KEEP_ON_FAILURE=1: leaving the daemons running"
+  else
+    log "start failed; stopping what was started (KEEP_ON_FAILURE=1 keeps it; logs: $LOGD)"
+    cmd_stop || true
+  fi
+  exit "$rc"
 }
 
 # ----------------------------------------------------------------- stop ----
 cmd_stop() {
   need_root stop
-  local i pid n rc=0 jobs
+  local i n rc=0 jobs
   # 1. Cancel all jobs so that epilogs run and slurmstepd exit cleanly.
   if pid_alive "$(pidfile_pid "$CTLD_PID")"; then
     jobs="$(squeue -h -o %A 2>/dev/null | paste -sd' ' || true)"
@@ -438,31 +477,33 @@ cmd_stop() {
       [ -z "$(squeue -h -o %A 2>/dev/null)" ] || log "WARNING: jobs still listed after ${STOP_JOB_TIMEOUT}s"
     fi
   fi
-  # 2. slurmd (pid files), 3. slurmstepd left over, 4. slurmctld, 5. munged.
-  for n in $(node_names); do
-    stop_pid "$(pidfile_pid "$(slurmd_pidfile "$n")")" "slurmd $n" || rc=1
-  done
-  for pid in $(sk_cluster_procs | awk '$2 == "slurmstepd" { print $1 }'); do
-    stop_pid "$pid" "slurmstepd" 5 || rc=1
-  done
-  stop_pid "$(pidfile_pid "$CTLD_PID")" slurmctld || rc=1   # slurmscriptd exits with it
-  stop_pid "$(pidfile_pid "$MUNGE_PID")" munged || rc=1
-  # 6. Verify: anything of ours still alive is printed and killed.
+  # 2. All slurmd (pid files) at once.
+  # (every pid file, not just n1..nNUM_NODES: NUM_NODES may have changed)
+  local pids=() f
+  for f in "$RUN"/slurmd-*.pid; do [ -e "$f" ] && pids+=("$(pidfile_pid "$f")"); done
+  stop_pids "$DAEMON_STOP_TIMEOUT" slurmd "${pids[@]}" || rc=1
+  # 3. Steps that outlived their job/slurmd (e.g. after slurmd was killed)
+  #    and their tasks.  slurmstepd blocks SIGTERM: short grace, then KILL.
+  mapfile -t pids < <(sk_cluster_procs | awk '$2 !~ /^(munged|slurmctld|slurmscriptd)$/ { print $1 }')
+  if [ "${#pids[@]}" -gt 0 ]; then
+    log "left-over steps/tasks: ${pids[*]}"
+    stop_pids 2 "step process" "${pids[@]}" || rc=1
+  fi
+  # 4. slurmctld (its slurmscriptd child exits with it), 5. munged.
+  stop_pids "$DAEMON_STOP_TIMEOUT" slurmctld "$(pidfile_pid "$CTLD_PID")" || rc=1
+  stop_pids "$DAEMON_STOP_TIMEOUT" munged "$(pidfile_pid "$MUNGE_PID")" || rc=1
+  # 6. Verify: anything of ours still alive is printed and stopped.
   local left
   for i in 1 2 3; do
     left="$(sk_cluster_procs)"
     [ -z "$left" ] && break
-    log "left over (attempt $i), killing:"
-    printf '  %s\n' "$left" >&2
-    while read -r pid _; do
-      if [ "$i" = 1 ]; then kill -TERM "$pid" 2>/dev/null || true
-      else kill -KILL "$pid" 2>/dev/null || true; fi
-    done <<<"$left"
-    sleep 1
+    log "still running (round $i):"; printf '%s\n' "$left" | indent >&2
+    mapfile -t pids < <(awk '{ print $1 }' <<<"$left")
+    stop_pids 2 "straggler" "${pids[@]}" || true
   done
   left="$(sk_cluster_procs)"
   if [ -n "$left" ]; then
-    log "ERROR: could not stop:"; printf '  %s\n' "$left" >&2; rc=1
+    log "ERROR: could not stop:"; printf '%s\n' "$left" | indent >&2; rc=1
   fi
   if [ "$rc" = 0 ]; then log "stopped; nothing of $D is running"; fi
   return "$rc"
@@ -530,7 +571,8 @@ cmd_restart_slurmd() {
   if ! [[ $n =~ ^n[0-9]+$ ]] || [ "${n#n}" -lt 1 ] || [ "${n#n}" -gt "$NUM_NODES" ]; then
     die "usage: $0 restart-slurmd nX (1 <= X <= $NUM_NODES)"
   fi
-  stop_pid "$(pidfile_pid "$(slurmd_pidfile "$n")")" "slurmd $n" || die "could not stop slurmd $n"
+  stop_pids "$DAEMON_STOP_TIMEOUT" "slurmd $n" "$(pidfile_pid "$(slurmd_pidfile "$n")")" \
+    || die "could not stop slurmd $n"
   start_slurmd "$n"
   WANT_RE='^(idle|allocated|mixed|completing)' wait_nodes "$START_TIMEOUT" "$n" \
     || die "slurmd $n did not come back"

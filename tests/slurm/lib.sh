@@ -21,6 +21,7 @@
 #                                 0 when the job is no longer pending/running/
 #                                 completing (squeue no longer lists it)
 #   sk_job_output JOBID           prints the job's StdOut path (from scontrol)
+#   sk_pid_alive PID              0 if PID exists and is not a zombie
 #   sk_cluster_procs              lists "pid comm args" of every live process
 #                                 that belongs to this cluster (see below)
 #   ok COND MSG...                assertion; COND is an exit status (digits)
@@ -114,6 +115,16 @@ sk_job_output() {
 }
 
 # ------------------------------------------------------ process scanning ---
+# Alive = exists and is not a zombie.  PID 1 of a container or VM may reap
+# orphans late (here: ~2 s after a daemon exits) and kill -0 succeeds on a
+# zombie.
+sk_pid_alive() {
+  [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null || return 1
+  local st
+  st="$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null)" || return 1
+  [ -n "$st" ] && [ "${st:0:1}" != Z ]
+}
+
 # A live (non-zombie) process belongs to this cluster when
 #  1. its environment carries $SK_MARKER_VAR=$SK_SLURM_DIR (daemons started by
 #     cluster.sh and all their descendants: slurmstepd, slurmscriptd, scripts);

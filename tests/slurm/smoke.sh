@@ -61,11 +61,14 @@ trap 'exit 130' INT TERM
 plugin=""
 if [ -n "$SPANK_K8S_SO" ]; then
   if [ -f "$SPANK_K8S_SO" ]; then
-    # The build tree may not be readable by TEST_USER, who runs sbatch and
-    # loads the plugin; use a world-readable copy.
-    mkdir -p "$SK_SLURM_DIR/lib"; chmod 755 "$SK_SLURM_DIR" "$SK_SLURM_DIR/lib"
     plugin="$SK_SLURM_DIR/lib/$(basename "$SPANK_K8S_SO")"
-    install -m 0644 "$SPANK_K8S_SO" "$plugin"
+    if [ "$SK_CLUSTER_RUNNING" != 1 ]; then
+      # The build tree may not be readable by TEST_USER, who runs sbatch and
+      # loads the plugin: use a world-readable copy.  Copy + rename, never
+      # rewrite in place a .so that a running daemon may have mapped.
+      mkdir -p "$SK_SLURM_DIR/lib"; chmod 755 "$SK_SLURM_DIR" "$SK_SLURM_DIR/lib"
+      install -m 0644 "$SPANK_K8S_SO" "$plugin.tmp" && mv -f "$plugin.tmp" "$plugin"
+    fi
     sk_log "plugin: $SPANK_K8S_SO (args: ${SPANK_K8S_ARGS:-none})"
   else
     ok 1 "SPANK_K8S_SO=$SPANK_K8S_SO exists"
@@ -152,16 +155,16 @@ else
   for f in "$SK_SLURM_DIR/munge/munged.pid" "$SK_SLURM_DIR"/run/*.pid; do
     [ -s "$f" ] || continue
     pid="$(tr -dc '0-9' < "$f")"
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then alive="$alive $(basename "$f"):$pid"; fi
+    if sk_pid_alive "$pid"; then alive="$alive $(basename "$f"):$pid"; fi
   done
   ok '[ -z "$alive" ]' "no pid-file process alive${alive:+ ($alive)}"
   left="$(sk_cluster_procs)"
   [ -z "$left" ] || printf '  left: %s\n' "$left"
   ok '[ -z "$left" ]' "no process of this cluster left (/proc scan)"
   # Independent, cruder scan: any daemon whose argv mentions our directory.
-  # shellcheck disable=SC2009
-  crude="$(ps -eo pid=,args= | grep -F -- "$SK_SLURM_DIR" \
-           | grep -E 'munged|slurmctld|slurmd|slurmstepd' | grep -v grep || true)"
+  crude="$(ps -eo pid=,comm=,args= | awk -v d="$SK_SLURM_DIR" \
+           '$2 ~ /^(munged|slurmctld|slurmd|slurmstepd)$/ && index($0, d)')"
+  [ -z "$crude" ] || printf '  ps: %s\n' "$crude"
   ok '[ -z "$crude" ]' "ps shows no munged/slurmctld/slurmd/slurmstepd with $SK_SLURM_DIR"
 fi
 
