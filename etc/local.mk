@@ -1,1 +1,3 @@
-# etc
+# Configuration examples shipped with the sources.
+EXTRA_DIST += \
+	etc/slurm.conf.example
