@@ -1,3 +1,4 @@
 # Configuration examples shipped with the sources.
 EXTRA_DIST += \
+	etc/plugstack.conf.example \
 	etc/slurm.conf.example

@@ -18,7 +18,9 @@ extern const char plugin_type[] = "spank";
 extern const unsigned int plugin_version = SLURM_VERSION_NUMBER;
 extern const unsigned int spank_plugin_version = 1;
 
-int slurm_spank_init(spank_t sp, int ac, char **av) { return sk::spank::hook_init(sp, ac, av); }
+int slurm_spank_init(spank_t sp, int ac, char **av) {
+    return sk::spank::hook_init(sp, ac, av);
+}
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av) {
     return sk::spank::hook_init_post_opt(sp, ac, av);
 }
@@ -37,5 +39,7 @@ int slurm_spank_task_post_fork(spank_t sp, int ac, char **av) {
 int slurm_spank_job_epilog(spank_t sp, int ac, char **av) {
     return sk::spank::hook_job_epilog(sp, ac, av);
 }
-int slurm_spank_exit(spank_t sp, int ac, char **av) { return sk::spank::hook_exit(sp, ac, av); }
+int slurm_spank_exit(spank_t sp, int ac, char **av) {
+    return sk::spank::hook_exit(sp, ac, av);
+}
 }

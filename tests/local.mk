@@ -34,3 +34,8 @@ endif
 EXTRA_DIST += \
 	tests/unit/check_main.h \
 	tests/integration/run-all.sh
+
+EXTRA_DIST += \
+	tests/integration/shim_recorder.sh \
+	tests/integration/stub_agent.py \
+	tests/integration/test_spank.sh

@@ -1,0 +1,133 @@
+#include "common/agent_client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+namespace sk {
+namespace {
+
+int64_t now_ms() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+class Fd {
+  public:
+    explicit Fd(int fd) : fd_(fd) {}
+    ~Fd() {
+        if (fd_ >= 0) close(fd_);
+    }
+    Fd(const Fd &) = delete;
+    Fd &operator=(const Fd &) = delete;
+    int get() const { return fd_; }
+
+  private:
+    int fd_;
+};
+
+std::string sys_error(const std::string &what, int err) {
+    return what + ": " + strerror(err);
+}
+
+// Waits for `events` until the deadline; Timeout when it passes.
+Status wait_fd(int fd, short events, int64_t deadline, const std::string &what) {
+    for (;;) {
+        int64_t left = deadline - now_ms();
+        if (left <= 0) return fail(Error::Timeout, what + ": no answer within the timeout");
+        struct pollfd p = {fd, events, 0};
+        int n = poll(&p, 1, static_cast<int>(left));
+        if (n > 0) return {};
+        if (n < 0 && errno != EINTR) return fail(Error::Io, sys_error(what + ": poll", errno));
+    }
+}
+
+Status connect_unix(int fd, const std::string &path, int64_t deadline) {
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sun_family = AF_UNIX;
+    if (path.size() >= sizeof sa.sun_path)
+        return fail(Error::InvalidArgument, "agent socket path too long: " + path);
+    memcpy(sa.sun_path, path.c_str(), path.size() + 1);
+    if (connect(fd, reinterpret_cast<struct sockaddr *>(&sa), sizeof sa) == 0) return {};
+    int err = errno;
+    if (err == ENOENT || err == ECONNREFUSED)
+        return fail(Error::Unavailable, sys_error("agent socket " + path, err) +
+                                            " (is slurm-k8s-agent running on this node?)");
+    if (err != EINPROGRESS && err != EAGAIN)
+        return fail(Error::Io, sys_error("connect " + path, err));
+    if (auto s = wait_fd(fd, POLLOUT, deadline, "connect " + path); !s) return s;
+    int soerr = 0;
+    socklen_t len = sizeof soerr;
+    getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len);
+    if (soerr != 0) return fail(Error::Unavailable, sys_error("agent socket " + path, soerr));
+    return {};
+}
+
+Status send_all(int fd, const std::string &data, int64_t deadline) {
+    size_t off = 0;
+    while (off < data.size()) {
+        ssize_t n = send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL);
+        if (n > 0) {
+            off += static_cast<size_t>(n);
+        } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+            if (auto s = wait_fd(fd, POLLOUT, deadline, "send to agent"); !s) return s;
+        } else {
+            return fail(Error::Unavailable, sys_error("send to agent", errno));
+        }
+    }
+    return {};
+}
+
+Result<std::string> read_line(int fd, int64_t deadline) {
+    proto::LineBuffer lb;
+    char buf[8192];
+    for (;;) {
+        if (auto line = lb.next()) return std::move(*line);
+        if (auto s = wait_fd(fd, POLLIN, deadline, "reply from agent"); !s) return s.failure();
+        ssize_t n = recv(fd, buf, sizeof buf, 0);
+        if (n == 0) return fail(Error::Unavailable, "agent closed the connection without a reply");
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EINTR) continue;
+            return fail(Error::Io, sys_error("recv from agent", errno));
+        }
+        if (auto s = lb.feed(buf, static_cast<size_t>(n)); !s) return s.failure();
+    }
+}
+
+}  // namespace
+
+Result<Json::Value> AgentClient::call(const std::string &op, const Json::Value &body) {
+    return call(op, body, timeout_ms_);
+}
+
+Result<Json::Value> AgentClient::call(const std::string &op, const Json::Value &body,
+                                      int timeout_ms) {
+    const int64_t deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 1);
+    Fd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (fd.get() < 0) return fail(Error::Io, sys_error("socket", errno));
+    if (auto s = connect_unix(fd.get(), path_, deadline); !s) return s.failure();
+
+    proto::Request req;
+    req.id = next_id_++;
+    req.op = op;
+    req.body = body;
+    if (auto s = send_all(fd.get(), proto::encode(req), deadline); !s) return s.failure();
+    auto line = read_line(fd.get(), deadline);
+    if (!line) return line.failure();
+    auto reply = proto::decode_reply(*line);
+    if (!reply) return fail(Error::Parse, "bad reply from agent: " + reply.message());
+    if (reply->id != req.id)
+        return fail(Error::Parse, "agent replied to request " + std::to_string(reply->id) +
+                                      ", expected " + std::to_string(req.id));
+    if (!reply->ok) return fail(reply->error, "agent: " + reply->message);
+    return std::move(reply->body);
+}
+
+}  // namespace sk

@@ -1,0 +1,66 @@
+#include "spank/hook_util.h"
+
+#include <cstdlib>
+
+#include "common/log.h"
+
+namespace sk::spank {
+namespace {
+
+void slurm_sink(log::Level level, const char *line) {
+    switch (level) {
+        case log::Level::Error:
+            slurm_error("spank_k8s: %s", line);
+            break;
+        case log::Level::Warning:
+        case log::Level::Info:
+            slurm_info("spank_k8s: %s", line);
+            break;
+        case log::Level::Verbose:
+            slurm_verbose("spank_k8s: %s", line);
+            break;
+        case log::Level::Debug:
+            slurm_debug("spank_k8s: %s", line);
+            break;
+    }
+}
+
+}  // namespace
+
+void init_logging() noexcept {
+    log::set_component("spank_k8s");
+    log::set_sink(slurm_sink);
+    log::set_level(log::Level::Debug);  // Slurm's own debug level filters
+}
+
+Result<PlugConfig> plugstack(int ac, char **av, const char *hook) {
+    init_logging();
+    auto c = parse_plugstack(ac, av);
+    if (!c)
+        LOG_ERROR("%s: %s (fix the spank_k8s line in plugstack.conf)", hook, c.message().c_str());
+    return c;
+}
+
+uint32_t item_u32(spank_t sp, spank_item_t item, uint32_t dflt) {
+    uint32_t v = 0;
+    if (spank_get_item(sp, item, &v) != ESPANK_SUCCESS) return dflt;
+    return v;
+}
+
+std::string env_or(const char *name, const std::string &dflt) {
+    const char *v = getenv(name);
+    return v ? std::string(v) : dflt;
+}
+
+std::string step_env(spank_t sp, const char *name) {
+    char buf[4096];
+    if (spank_getenv(sp, name, buf, sizeof buf) == ESPANK_SUCCESS) return buf;
+    return {};
+}
+
+std::string node_name_here(spank_t sp) {
+    std::string n = env_or("SLURMD_NODENAME");
+    return n.empty() ? step_env(sp, "SLURMD_NODENAME") : n;
+}
+
+}  // namespace sk::spank

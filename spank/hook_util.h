@@ -1,0 +1,61 @@
+// Helpers shared by the hook adapters (the only files that include spank.h):
+// logging into Slurm's log, item and environment access, the options table.
+#pragma once
+
+extern "C" {
+#include <slurm/spank.h>
+#include <slurm/slurm.h>
+}
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "common/result.h"
+#include "spank/options.h"
+#include "spank/plugstack.h"
+
+namespace sk::spank {
+
+// Routes sk::log lines to slurm_error/slurm_info/slurm_verbose with the
+// "spank_k8s: " prefix. Idempotent.
+void init_logging() noexcept;
+
+// The options as recorded by the callbacks in this process (allocator and
+// remote contexts), and as read with spank_option_getopt (job_prolog).
+RawOptions &recorded_options();
+RawOptions options_from_getopt(spank_t sp);
+struct spank_option *option_table();
+
+Result<PlugConfig> plugstack(int ac, char **av, const char *hook);
+uint32_t item_u32(spank_t sp, spank_item_t item, uint32_t dflt);
+std::string env_or(const char *name, const std::string &dflt = {});
+// spank_getenv with a fallback on the process environment (slurmstepd's own
+// environ holds SLURMD_NODENAME in the batch step before task_init).
+std::string step_env(spank_t sp, const char *name);
+std::string node_name_here(spank_t sp);
+
+// The hooks per context (each file documents its failure modes).
+int allocator_init_post_opt(spank_t sp, int ac, char **av);
+int prolog(spank_t sp, int ac, char **av);
+int epilog(spank_t sp, int ac, char **av);
+int extern_task_post_fork(spank_t sp, int ac, char **av);
+int extern_exit(spank_t sp, int ac, char **av);
+int step_init_post_opt(spank_t sp, int ac, char **av);
+int step_user_init(spank_t sp, int ac, char **av);
+int step_task_init(spank_t sp, int ac, char **av);
+
+// Runs fn, turning any exception into a log line and `on_exception`.
+template <typename F>
+int guarded(const char *hook, int on_exception, F fn) noexcept {
+    try {
+        return fn();
+    } catch (const std::exception &e) {
+        slurm_error("spank_k8s: %s: internal error: %s", hook, e.what());
+    } catch (...) {
+        slurm_error("spank_k8s: %s: internal error", hook);
+    }
+    return on_exception;
+}
+
+}  // namespace sk::spank

@@ -1,0 +1,154 @@
+// The extern step (PrologFlags=Alloc,Contain): root slurmstepd on every node
+// of the job, alive for the whole job. It sees none of the user's options;
+// the prolog's run file says whether this node was lent.
+//
+// Where the graceful stop is driven from, and why (facts: EXTERN-STEP.md):
+//  - Slurm ends a job on a node in this order: signal and kill all steps
+//    (extern included; proctrack SIGKILLs freezer step_extern ~2 ms after
+//    SIGTERM), run the extern step's slurm_spank_exit, *then* run the epilog.
+//    The epilog is therefore too late to stop pods gracefully unless the shim
+//    survived until then, and nothing may survive the job.
+//  - So the shim stays in the job-level freezer (a plain fork from
+//    task_post_fork; its devices and cpuset are step_extern's, i.e. only the
+//    job's GPUs and CPUs), out of reach of Slurm's 2 ms SIGKILL, and
+//    slurm_spank_exit here: (1) asks the agent to deregister, which sends
+//    `shutdown` to the shim with the grace budget and answers when the pods
+//    are stopped; (2) SIGTERM/SIGKILLs whatever is left of the shim's process
+//    group and of the job user's processes in the job's cgroups, reaps the
+//    shim; (3) moves slurmstepd out of the job freezer and removes the job's
+//    cgroup dirs (Slurm's own rmdir failed while the shim lived).
+//  - The same path covers normal end, scancel and the time limit. A failed
+//    node runs nothing: the agent's garbage collection removes its nodes.
+//  - Bound: grace + timeout for the agent, + 1 s TERM, + 3 s KILL. The
+//    admin's grace must stay below slurm.conf's UnkillableStepTimeout.
+// Failure modes: task_post_fork and exit returning -1 only log in Slurm
+// (the job runs on); both return 0 and log their problems themselves.
+#include <fstream>
+#include <sstream>
+
+#include <pwd.h>
+
+#include "common/agent_client.h"
+#include "common/log.h"
+#include "common/strings.h"
+#include "spank/hook_util.h"
+#include "spank/runfile.h"
+#include "spank/shim_process.h"
+#include "spank/slurm_facts.h"
+
+namespace sk::spank {
+namespace {
+
+const char kCgroupRoot[] = "/sys/fs/cgroup";
+
+// This slurmstepd serves one job on one node for the job's whole life.
+struct ExternState {
+    pid_t shim = -1;
+    uint32_t job_id = 0;
+    uid_t uid = 0;
+    std::string node, node_name;
+    std::vector<std::string> cgroups;  // job dirs, per controller
+};
+ExternState g_ext;
+
+std::string read_text(const std::string &path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+ShimSpec shim_spec(const PlugConfig &cfg, const RunFile &rf) {
+    ShimSpec s;
+    s.path = cfg.shim;
+    s.uid = rf.uid;
+    s.gid = rf.gid;
+    std::string user = rf.user;
+    struct passwd pw, *pwp = nullptr;
+    char buf[4096];
+    if (getpwuid_r(rf.uid, &pw, buf, sizeof buf, &pwp) == 0 && pwp) {
+        s.home = pw.pw_dir;
+        user = pw.pw_name;
+    }
+    s.argv = {cfg.shim,       "--job-id",    std::to_string(rf.job_id),
+              "--slurm-node", rf.slurm_node, "--socket",
+              socket_for(cfg, rf.slurm_node), "--log-level", cfg.shim_log_level};
+    s.env = {"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
+             "HOME=" + s.home,
+             "USER=" + user,
+             "LOGNAME=" + user,
+             "SLURM_JOB_ID=" + std::to_string(rf.job_id),
+             "SLURMD_NODENAME=" + rf.slurm_node,
+             "SLURM_K8S_NODE=" + rf.node_name,
+             "SLURM_K8S_GPUS=" + format_index_list(rf.gpus)};
+    s.log_path = run_file_path(cfg.rundir, rf.job_id, rf.slurm_node) + ".shim.log";
+    return s;
+}
+
+}  // namespace
+
+int extern_task_post_fork(spank_t sp, int ac, char **av) {
+    if (g_ext.shim > 0) return 0;  // one shim per extern step
+    auto cfg = plugstack(ac, av, "extern");
+    if (!cfg) return 0;
+    uint32_t job = item_u32(sp, S_JOB_ID, 0);
+    std::string node = node_name_here(sp);
+    auto rf = read_run_file(cfg->rundir, job, node);
+    if (!rf) {
+        if (rf.error() != Error::NotFound)
+            LOG_ERROR("extern: job %u: %s", job, rf.message().c_str());
+        return 0;
+    }
+    if (!rf->registered) return 0;
+    auto cgroups = job_cgroup_dirs(read_text("/proc/self/cgroup"), job, kCgroupRoot);
+    if (cgroups.empty())
+        LOG_ERROR(
+            "extern: job %u: [node %s] slurmstepd is in no job cgroup: the shim is not "
+            "confined to the job's GPUs (use proctrack/cgroup, task/cgroup, "
+            "ConstrainDevices=yes)",
+            job, rf->node_name.c_str());
+    auto pid = spawn_shim(shim_spec(*cfg, *rf));
+    if (!pid) {
+        LOG_ERROR("extern: job %u: [node %s] %s", job, rf->node_name.c_str(),
+                  pid.message().c_str());
+        return 0;
+    }
+    g_ext = ExternState{*pid, job, rf->uid, node, rf->node_name, cgroups};
+    LOG_INFO("extern: job %u: [node %s] shim started, pid %d", job, rf->node_name.c_str(), *pid);
+    return 0;
+}
+
+int extern_exit(spank_t, int ac, char **av) {
+    if (g_ext.shim <= 0) return 0;
+    auto cfg = plugstack(ac, av, "extern exit");
+    uint64_t grace = cfg ? cfg->grace_s : 30, timeout = cfg ? cfg->timeout_s : 5;
+    bool agent_ok = false;
+    if (cfg) {
+        proto::DeregisterRequest d;
+        d.job_id = g_ext.job_id;
+        d.slurm_node = g_ext.node;
+        d.grace_s = static_cast<uint32_t>(grace);
+        d.reason = "JobEnded";
+        AgentClient agent(socket_for(*cfg, g_ext.node), static_cast<int>((grace + timeout) * 1000));
+        auto r = agent.call("deregister", proto::to_json(d));
+        agent_ok = r.ok() || r.error() == Error::NotFound;
+        if (!agent_ok)
+            LOG_ERROR(
+                "extern: job %u: [node %s] deregister failed: %s; stopping the shim "
+                "directly (SIGTERM, %llu s)",
+                g_ext.job_id, g_ext.node_name.c_str(), r.message().c_str(),
+                static_cast<unsigned long long>(grace));
+    }
+    // With the agent's shutdown done, the shim is exiting on its own.
+    int term_ms = agent_ok ? 1000 : static_cast<int>(grace * 1000);
+    int left = stop_shim(g_ext.shim, g_ext.uid, g_ext.cgroups, term_ms, 3000);
+    if (left)
+        LOG_ERROR("extern: job %u: %d processes of the shim survived SIGKILL", g_ext.job_id, left);
+    for (const auto &d : remove_job_cgroups(g_ext.cgroups, kCgroupRoot, 2000))
+        LOG_ERROR("extern: job %u: cgroup not removed: %s", g_ext.job_id, d.c_str());
+    LOG_INFO("extern: job %u: [node %s] shim stopped", g_ext.job_id, g_ext.node_name.c_str());
+    g_ext.shim = -1;
+    return 0;
+}
+
+}  // namespace sk::spank

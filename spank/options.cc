@@ -1,0 +1,275 @@
+#include "spank/options.h"
+
+#include <algorithm>
+
+#include "common/strings.h"
+
+namespace sk::spank {
+namespace {
+
+Failure bad(const char *flag, const std::string &value, const std::string &why) {
+    return fail(Error::InvalidArgument, std::string("--") + flag + "=" + value + ": " + why);
+}
+
+// Kubernetes and this project own these label/taint prefixes.
+bool reserved_prefix(const std::string &prefix) {
+    static const char *kReserved[] = {"slurm-k8s", "kubernetes.io", "k8s.io"};
+    for (const char *r : kReserved) {
+        std::string rs(r);
+        if (prefix == rs || ends_with(prefix, "." + rs)) return true;
+    }
+    return false;
+}
+
+Status check_key_prefix(const char *flag, const std::string &value, const std::string &key,
+                        const PlugConfig &cfg) {
+    auto slash = key.find('/');
+    if (slash == std::string::npos) return {};
+    std::string prefix = key.substr(0, slash);
+    if (reserved_prefix(prefix))
+        return bad(flag, value,
+                   "key '" + key + "' uses the reserved prefix '" + prefix +
+                       "/' (slurm-k8s/, kubernetes.io/ and k8s.io/ are set by the system)");
+    if (std::find(cfg.label_prefixes.begin(), cfg.label_prefixes.end(), prefix) ==
+        cfg.label_prefixes.end())
+        return bad(
+            flag, value,
+            "key prefix '" + prefix + "/' is not allowed here; allowed: unprefixed keys" +
+                (cfg.label_prefixes.empty() ? std::string()
+                                            : " and " + join(cfg.label_prefixes, "/, ") + "/"));
+    return {};
+}
+
+Status parse_gpus(const std::string &v, const PlugConfig &cfg, JobOptions *o) {
+    if (v == "all") {
+        o->gpus_all = true;
+        return {};
+    }
+    auto n = parse_uint(v, "--k8s-gpus", 1024);
+    if (!n || *n == 0)
+        return bad("k8s-gpus", v, "expected a number of GPUs per node (1-1024) or 'all'");
+    if (cfg.max_gpus_per_node && *n > cfg.max_gpus_per_node)
+        return bad("k8s-gpus", v,
+                   "this site allows at most " + std::to_string(cfg.max_gpus_per_node) +
+                       " GPUs per node to be lent");
+    o->gpus = static_cast<uint32_t>(*n);
+    return {};
+}
+
+Status parse_namespaces(const std::string &v, const PlugConfig &cfg, JobOptions *o) {
+    for (const auto &item : split(v, ',')) {
+        std::string ns(trim(item));
+        if (!k8s::is_dns1123_label(ns))
+            return bad("k8s-namespace", v,
+                       "'" + ns +
+                           "' is not a namespace name (lowercase "
+                           "letters, digits and '-', at most 63)");
+        if (!cfg.allowed_namespaces.empty() &&
+            std::find(cfg.allowed_namespaces.begin(), cfg.allowed_namespaces.end(), ns) ==
+                cfg.allowed_namespaces.end())
+            return bad("k8s-namespace", v,
+                       "namespace '" + ns + "' is not allowed by this site; allowed: " +
+                           join(cfg.allowed_namespaces, ","));
+        if (std::find(o->namespaces.begin(), o->namespaces.end(), ns) == o->namespaces.end())
+            o->namespaces.push_back(ns);
+    }
+    return {};
+}
+
+Status parse_rest(const RawOptions &raw, const PlugConfig &cfg, JobOptions *o) {
+    if (raw.nodes) {
+        auto n = parse_uint(*raw.nodes, "--k8s-nodes", 100000);
+        if (!n || *n == 0) return bad("k8s-nodes", *raw.nodes, "expected a number of nodes (>= 1)");
+        o->nodes = static_cast<uint32_t>(*n);
+    }
+    if (raw.cpus) {
+        auto n = parse_uint(*raw.cpus, "--k8s-cpus", 100000);
+        if (!n || *n == 0) return bad("k8s-cpus", *raw.cpus, "expected a number of CPUs (>= 1)");
+        o->cpus = static_cast<uint32_t>(*n);
+    }
+    if (raw.mem) {
+        auto m = parse_size_mib(*raw.mem, "--k8s-mem");
+        if (!m || *m == 0)
+            return bad("k8s-mem", *raw.mem, "expected a size such as 16G, 512M or 2Gi");
+        o->mem_mib = *m;
+    }
+    if (raw.labels) {
+        auto l = k8s::parse_labels(*raw.labels);
+        if (!l) return bad("k8s-labels", *raw.labels, l.message());
+        for (const auto &kv : *l)
+            if (auto s = check_key_prefix("k8s-labels", *raw.labels, kv.first, cfg); !s) return s;
+        o->labels = *l;
+    }
+    if (raw.taints) {
+        auto t = k8s::parse_taints(*raw.taints);
+        if (!t) return bad("k8s-taints", *raw.taints, t.message());
+        for (const auto &taint : *t)
+            if (auto s = check_key_prefix("k8s-taints", *raw.taints, taint.key, cfg); !s) return s;
+        o->taints = *t;
+    }
+    if (raw.namespaces)
+        if (auto s = parse_namespaces(*raw.namespaces, cfg, o); !s) return s;
+    if (raw.wait) {
+        if (raw.wait->empty()) {
+            o->wait_s = cfg.wait_default_s;
+        } else {
+            auto w = parse_seconds(*raw.wait, "--k8s-wait");
+            if (!w || *w == 0 || *w > 86400)
+                return bad("k8s-wait", *raw.wait, "expected seconds (1-86400), e.g. 120 or 5m");
+            o->wait_s = *w;
+        }
+    }
+    return {};
+}
+
+// "gpu:4", "gpu:a100:4", "gpu" (= 1); other GRES in a comma list are skipped.
+// Returns -1 when no gpu entry, -2 when one is present but not countable.
+int64_t gpus_in_gres(const std::string &gres) {
+    for (const auto &item : split(gres, ',')) {
+        auto parts = split(trim(item), ':');
+        if (parts.empty() || parts[0] != "gpu") continue;
+        if (parts.size() == 1) return 1;
+        std::string count = parts.back();
+        auto n = parse_uint(count, "gres", 100000);
+        if (n) return static_cast<int64_t>(*n);
+        if (parts.size() == 2) return 1;  // gpu:type
+        return -2;
+    }
+    return -1;
+}
+
+// --gpus-per-node=[type:]N
+int64_t gpus_per_node_value(const std::string &v) {
+    auto parts = split(v, ':');
+    auto n = parse_uint(parts.back(), "gpus", 100000);
+    return n ? static_cast<int64_t>(*n) : -2;
+}
+
+void apply_arg(const std::string &name, const std::string &value, GpuRequest *r) {
+    int64_t n = -1;
+    if (name == "gres") {
+        n = gpus_in_gres(value);
+        if (n == -1) return;
+    } else if (name == "gpus-per-node") {
+        n = gpus_per_node_value(value);
+    } else if (name == "gpus" || name == "G" || name == "gpus-per-task" ||
+               name == "gpus-per-socket") {
+        n = -2;  // totals and per-task counts cannot be turned into per-node counts here
+    } else {
+        return;
+    }
+    r->any = true;
+    r->known = n >= 0;
+    r->per_node = n >= 0 ? static_cast<uint32_t>(n) : 0;
+}
+
+// Walks "--name=value", "--name value", "-G N", "-GN"; stops at the script.
+void scan_args(const std::vector<std::string> &args, size_t end, GpuRequest *r) {
+    static const char *kWithValue[] = {"gres", "gpus-per-node", "gpus", "gpus-per-task",
+                                       "gpus-per-socket"};
+    for (size_t i = 0; i < args.size() && i < end; i++) {
+        const std::string &a = args[i];
+        if (starts_with(a, "--")) {
+            std::string body = a.substr(2);
+            auto eq = body.find('=');
+            std::string name = body.substr(0, eq);
+            bool known = std::any_of(std::begin(kWithValue), std::end(kWithValue),
+                                     [&](const char *k) { return name == k; });
+            if (!known) continue;
+            if (eq != std::string::npos)
+                apply_arg(name, body.substr(eq + 1), r);
+            else if (i + 1 < args.size())
+                apply_arg(name, args[++i], r);
+        } else if (starts_with(a, "-G")) {
+            if (a.size() > 2)
+                apply_arg("G", a.substr(2), r);
+            else if (i + 1 < args.size())
+                apply_arg("G", args[++i], r);
+        }
+    }
+}
+
+}  // namespace
+
+Result<JobOptions> parse_options(const RawOptions &raw, const PlugConfig &cfg) {
+    JobOptions o;
+    if (raw.gpus)
+        if (auto s = parse_gpus(*raw.gpus, cfg, &o); !s) return s.failure();
+    if (auto s = parse_rest(raw, cfg, &o); !s) return s.failure();
+    if (raw.any() && !o.lends_anything())
+        return fail(
+            Error::InvalidArgument,
+            "--k8s-* options need something to lend: add --k8s-gpus=N|all or --k8s-nodes=M");
+    return o;
+}
+
+GpuRequest gpu_request(const std::vector<std::string> &args, size_t script_at,
+                       const std::string &script, const std::map<std::string, std::string> &env) {
+    GpuRequest r;
+    std::vector<std::string> from_script;
+    for (const auto &line : split(script, '\n')) {
+        if (!starts_with(line, "#SBATCH")) {
+            if (!line.empty() && line[0] != '#') break;  // sbatch stops at the first command
+            continue;
+        }
+        for (const auto &w : split(trim(std::string_view(line).substr(7)), ' '))
+            if (!w.empty()) from_script.push_back(w);
+    }
+    scan_args(from_script, from_script.size(), &r);
+    for (const char *var : {"SBATCH_GRES", "SALLOC_GRES", "SLURM_GRES"}) {
+        auto it = env.find(var);
+        if (it != env.end() && !it->second.empty()) apply_arg("gres", it->second, &r);
+    }
+    for (const char *var :
+         {"SBATCH_GPUS_PER_NODE", "SALLOC_GPUS_PER_NODE", "SLURM_GPUS_PER_NODE"}) {
+        auto it = env.find(var);
+        if (it != env.end() && !it->second.empty()) apply_arg("gpus-per-node", it->second, &r);
+    }
+    scan_args(args, script_at, &r);
+    return r;
+}
+
+Status check_against_request(const JobOptions &o, const GpuRequest &r, uint32_t nnodes) {
+    if (!o.gpus_all && o.gpus == 0 && o.nodes == 0) return {};
+    if (!r.any)
+        return fail(Error::InvalidArgument,
+                    std::string("--k8s-") + (o.nodes ? "nodes" : "gpus") +
+                        " lends GPUs, but the job requests none: add --gres=gpu:N (or "
+                        "--gpus-per-node=N)");
+    if (r.known && r.per_node == 0)
+        return fail(Error::InvalidArgument,
+                    "--k8s-gpus lends GPUs, but the job requests 0 GPUs per node");
+    if (r.known && o.gpus > r.per_node)
+        return fail(Error::InvalidArgument,
+                    "--k8s-gpus=" + std::to_string(o.gpus) + ": the job requests only " +
+                        std::to_string(r.per_node) + " GPUs per node; lend at most " +
+                        std::to_string(r.per_node) + " or request more with --gres=gpu:N");
+    if (nnodes > 0 && o.nodes > nnodes)
+        return fail(Error::InvalidArgument, "--k8s-nodes=" + std::to_string(o.nodes) +
+                                                ": the job has only " + std::to_string(nnodes) +
+                                                " nodes");
+    return {};
+}
+
+std::vector<size_t> script_candidates(const std::vector<std::string> &args) {
+    std::vector<size_t> out;
+    for (size_t i = 0; i < args.size(); i++)
+        if (!args[i].empty() && !starts_with(args[i], "-")) out.push_back(i);
+    return out;
+}
+
+Status check_job_total(const JobOptions &o, uint32_t nnodes, uint32_t gpus_on_node,
+                       const PlugConfig &cfg) {
+    if (!cfg.max_gpus_per_job) return {};
+    uint32_t whole = std::min(o.nodes, nnodes);
+    uint32_t per_node = o.gpus_all ? gpus_on_node : std::min(o.gpus, gpus_on_node);
+    uint64_t total = static_cast<uint64_t>(whole) * gpus_on_node +
+                     static_cast<uint64_t>(nnodes - whole) * per_node;
+    if (total > cfg.max_gpus_per_job)
+        return fail(Error::Refused, "the job would lend " + std::to_string(total) +
+                                        " GPUs; this site allows at most " +
+                                        std::to_string(cfg.max_gpus_per_job) + " per job");
+    return {};
+}
+
+}  // namespace sk::spank

@@ -1,0 +1,70 @@
+// The user's --k8s-* flags: raw text as Slurm hands it to the option
+// callbacks, and the typed, policy-checked form. The same parse runs in
+// sbatch/salloc/srun (fail before submission, with a message that names the
+// flag, the value and what is allowed) and again in the prolog, which never
+// trusts what the client side did.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/k8s_names.h"
+#include "common/result.h"
+#include "spank/plugstack.h"
+
+namespace sk::spank {
+
+struct RawOptions {
+    std::optional<std::string> gpus, nodes, cpus, mem, labels, taints, namespaces, wait;
+    bool any() const {
+        return gpus || nodes || cpus || mem || labels || taints || namespaces || wait;
+    }
+};
+
+struct JobOptions {
+    bool gpus_all = false;  // --k8s-gpus=all
+    uint32_t gpus = 0;      // --k8s-gpus=N per node (0 when all or absent)
+    uint32_t nodes = 0;     // --k8s-nodes=M: the last M nodes lent whole
+    uint32_t cpus = 0;
+    uint64_t mem_mib = 0;
+    std::map<std::string, std::string> labels;
+    std::vector<k8s::Taint> taints;  // the user's; the default taint is added at register
+    std::vector<std::string> namespaces;
+    uint64_t wait_s = 0;  // 0 = no --k8s-wait
+    bool lends_anything() const {
+        return gpus_all || gpus > 0 || nodes > 0 || cpus > 0 || mem_mib > 0;
+    }
+};
+
+// Syntax and site policy. Every message starts with the flag and the value.
+Result<JobOptions> parse_options(const RawOptions &raw, const PlugConfig &cfg);
+
+// What the job asked Slurm for, per node, as far as the client can tell.
+struct GpuRequest {
+    bool known = false;     // false: no --gres/--gpus-per-node seen, or a form we cannot count
+    bool any = false;       // some GPU option was given
+    uint32_t per_node = 0;  // when known
+};
+// From sbatch/salloc/srun's argv (after argv[0]) up to the script (index
+// script_at, args.size() when none), the batch script's #SBATCH lines (may be
+// empty) and SBATCH_GRES/SLURM_GRES/SBATCH_GPUS_PER_NODE values. Later
+// sources win as in Slurm: script < environment < command line.
+GpuRequest gpu_request(const std::vector<std::string> &args, size_t script_at,
+                       const std::string &script, const std::map<std::string, std::string> &env);
+// "--k8s-gpus=6 but the job requests 4 GPUs per node (--gres=gpu:4)".
+Status check_against_request(const JobOptions &o, const GpuRequest &r, uint32_t nnodes);
+
+// Indices of the arguments that do not start with '-': the batch script is the
+// first of them that is a file starting with "#!" (an option's separate
+// value, as in "-N 3", is also listed; the caller checks the file).
+std::vector<size_t> script_candidates(const std::vector<std::string> &args);
+
+// Site limit on the whole job: lent GPUs per node x nodes lending GPUs.
+// gpus_on_node is the job's GPU count per node (for "all" and --k8s-nodes).
+Status check_job_total(const JobOptions &o, uint32_t nnodes, uint32_t gpus_on_node,
+                       const PlugConfig &cfg);
+
+}  // namespace sk::spank

@@ -1,0 +1,111 @@
+#include "spank/runfile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/json.h"
+
+namespace sk::spank {
+
+std::string run_file_path(const std::string &rundir, uint32_t job_id, const std::string &node) {
+    return rundir + "/job_" + std::to_string(job_id) + "_" + node + ".json";
+}
+
+std::string encode_run_file(const RunFile &r) {
+    Json::Value v(Json::objectValue);
+    v["job_id"] = r.job_id;
+    v["slurm_node"] = r.slurm_node;
+    v["uid"] = r.uid;
+    v["gid"] = r.gid;
+    v["user"] = r.user;
+    v["gpus"] = json::from_ints(r.gpus);
+    v["namespaces"] = json::from_strings(r.namespaces);
+    v["node_name"] = r.node_name;
+    v["registered"] = r.registered;
+    v["error"] = r.error;
+    v["wait_s"] = Json::UInt64(r.wait_s);
+    return json::write(v) + "\n";
+}
+
+Result<RunFile> decode_run_file(const std::string &text) {
+    auto v = json::parse(text);
+    if (!v) return v.failure();
+    const char *ctx = "run file";
+    RunFile r;
+    auto job = json::get_uint(*v, "job_id", ctx, UINT32_MAX);
+    auto node = json::get_string(*v, "slurm_node", ctx);
+    auto uid = json::get_uint(*v, "uid", ctx, UINT32_MAX);
+    auto gid = json::get_uint(*v, "gid", ctx, UINT32_MAX);
+    auto user = json::opt_string(*v, "user", ctx);
+    auto gpus = json::opt_int_list(*v, "gpus", ctx, 1023);
+    auto ns = json::opt_string_list(*v, "namespaces", ctx);
+    auto name = json::opt_string(*v, "node_name", ctx);
+    auto reg = json::opt_bool(*v, "registered", ctx, false);
+    auto err = json::opt_string(*v, "error", ctx);
+    auto wait = json::opt_uint(*v, "wait_s", ctx, 0, 86400);
+    for (const Failure *f :
+         {job.ok() ? nullptr : &job.failure(), node.ok() ? nullptr : &node.failure(),
+          uid.ok() ? nullptr : &uid.failure(), gid.ok() ? nullptr : &gid.failure(),
+          user.ok() ? nullptr : &user.failure(), gpus.ok() ? nullptr : &gpus.failure(),
+          ns.ok() ? nullptr : &ns.failure(), name.ok() ? nullptr : &name.failure(),
+          reg.ok() ? nullptr : &reg.failure(), err.ok() ? nullptr : &err.failure(),
+          wait.ok() ? nullptr : &wait.failure()})
+        if (f) return *f;
+    r.job_id = static_cast<uint32_t>(*job);
+    r.slurm_node = *node;
+    r.uid = static_cast<uint32_t>(*uid);
+    r.gid = static_cast<uint32_t>(*gid);
+    r.user = *user;
+    r.gpus = *gpus;
+    r.namespaces = *ns;
+    r.node_name = *name;
+    r.registered = *reg;
+    r.error = *err;
+    r.wait_s = *wait;
+    return r;
+}
+
+Status write_run_file(const std::string &rundir, const RunFile &r) {
+    if (mkdir(rundir.c_str(), 0700) != 0 && errno != EEXIST)
+        return fail(Error::Io, "mkdir " + rundir + ": " + strerror(errno));
+    std::string path = run_file_path(rundir, r.job_id, r.slurm_node);
+    std::string tmp = path + ".tmp";
+    int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return fail(Error::Io, "open " + tmp + ": " + strerror(errno));
+    std::string data = encode_run_file(r);
+    bool ok = write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size());
+    ok = (close(fd) == 0) && ok;
+    if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
+        int err = errno;
+        unlink(tmp.c_str());
+        return fail(Error::Io, "write " + path + ": " + strerror(err));
+    }
+    return {};
+}
+
+Result<RunFile> read_run_file(const std::string &rundir, uint32_t job_id, const std::string &node) {
+    std::string path = run_file_path(rundir, job_id, node);
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+        int err = errno;
+        return fail(err == ENOENT ? Error::NotFound : Error::Io, path + ": " + strerror(err));
+    }
+    std::string text;
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0 && text.size() < (1u << 20))
+        text.append(buf, n);
+    close(fd);
+    auto r = decode_run_file(text);
+    if (!r) return fail(Error::Parse, path + ": " + r.message());
+    return r;
+}
+
+void remove_run_file(const std::string &rundir, uint32_t job_id, const std::string &node) {
+    unlink(run_file_path(rundir, job_id, node).c_str());
+}
+
+}  // namespace sk::spank

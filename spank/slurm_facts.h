@@ -1,0 +1,22 @@
+// Small pure readers of Slurm-provided text: slurm.conf's PrologFlags and
+// /proc/<pid>/cgroup (cgroup v1) paths of a job.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sk::spank {
+
+// True when slurm.conf text sets PrologFlags with Contain (the extern step
+// exists only then). Keys and values are case-insensitive; the last
+// PrologFlags line wins, as in Slurm.
+bool prolog_flags_contain(const std::string &slurm_conf_text);
+
+// For each cgroup v1 controller line of /proc/<pid>/cgroup whose path holds a
+// "job_<id>" component: "/sys/fs/cgroup/<controllers>/<path up to job_<id>>".
+// Named hierarchies (name=systemd) and the v2 line ("0::") are skipped.
+std::vector<std::string> job_cgroup_dirs(const std::string &proc_cgroup_text, uint32_t job_id,
+                                         const std::string &root = "/sys/fs/cgroup");
+
+}  // namespace sk::spank

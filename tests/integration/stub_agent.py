@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""A recording stand-in for slurm-k8s-agent, for the SPANK plugin's
+integration test (no Kubernetes). Listens on a unix socket, speaks the agent
+protocol (common/protocol.h: newline-delimited JSON envelopes), appends every
+request to a JSON-lines file with the peer's pid/uid, and answers ok:
+
+  register   -> {"node_name": "slurm-<node>-<job>"}
+  deregister -> sends `shutdown` to the attached shim of (job, node) if any,
+                waits for its reply (bounded by grace_s + 5), -> {"pods_stopped": 0}
+  status     -> {"job_id", "slurm_node", "node_name", "ready": true, "phase": "ready", ...}
+  attach     -> {"node_name", "gpus", "state_dir"}; the connection stays open
+
+Usage: stub_agent.py SOCKET RECORD_FILE   (SIGTERM ends it)
+"""
+import json
+import os
+import socket
+import struct
+import sys
+import threading
+
+SOCK, RECORD = sys.argv[1], sys.argv[2]
+lock = threading.Lock()
+nodes = {}   # (job, node) -> register body
+shims = {}   # (job, node) -> (conn, file)
+
+
+def record(entry):
+    with lock, open(RECORD, "a") as f:
+        f.write(json.dumps(entry) + "\n")
+
+
+def send(conn, obj):
+    conn.sendall((json.dumps(obj) + "\n").encode())
+
+
+def node_name(job, node):
+    return "slurm-%s-%s" % (node.lower(), job)
+
+
+def shutdown_shim(key, grace):
+    with lock:
+        s = shims.pop(key, None)
+    if not s:
+        return "no shim"
+    conn, rfile = s
+    try:
+        conn.settimeout(grace + 5)
+        send(conn, {"v": 1, "id": 1000, "op": "shutdown",
+                    "body": {"grace_s": grace, "reason": "JobEnded"}})
+        line = rfile.readline()
+        return "shim replied" if line else "shim closed"
+    except OSError as e:
+        return "shim error: %s" % e
+
+
+def serve(conn):
+    cred = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, _gid = struct.unpack("3i", cred)
+    rfile = conn.makefile("r")
+    attached = False
+    try:
+        for line in rfile:
+            req = json.loads(line)
+            op, body, rid = req.get("op"), req.get("body", {}), req.get("id")
+            entry = {"op": op, "body": body, "peer_uid": uid, "peer_pid": pid}
+            if op == "attach":
+                try:
+                    with open("/proc/%d/cgroup" % pid) as f:
+                        entry["peer_cgroup"] = f.read()
+                except OSError:
+                    pass
+            record(entry)
+            key = (body.get("job_id"), body.get("slurm_node"))
+            reply = {}
+            if op == "register":
+                nodes[key] = body
+                reply = {"node_name": node_name(*key)}
+            elif op == "deregister":
+                result = shutdown_shim(key, int(body.get("grace_s", 30)))
+                record({"op": "deregister-done", "body": body, "result": result})
+                nodes.pop(key, None)
+                reply = {"pods_stopped": 0}
+            elif op == "status":
+                reg = nodes.get(key)
+                if reg is None:
+                    send(conn, {"id": rid, "ok": False, "error": "not_found",
+                                "message": "no such node"})
+                    continue
+                reply = {"job_id": key[0], "slurm_node": key[1],
+                         "node_name": node_name(*key), "user": reg.get("user", ""),
+                         "phase": "ready", "ready": True, "gpus": reg.get("gpus", []),
+                         "pods": 0}
+            elif op == "attach":
+                reg = nodes.get(key, {})
+                reply = {"node_name": node_name(*key), "gpus": reg.get("gpus", []),
+                         "state_dir": "/tmp"}
+                send(conn, {"id": rid, "ok": True, "body": reply})
+                with lock:
+                    shims[key] = (conn, rfile)
+                attached = True
+                return  # the deregister thread owns this connection now
+            send(conn, {"id": rid, "ok": True, "body": reply})
+    except (OSError, ValueError):
+        pass
+    finally:
+        if not attached:
+            conn.close()
+
+
+def main():
+    try:
+        os.unlink(SOCK)
+    except FileNotFoundError:
+        pass
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(SOCK)
+    os.chmod(SOCK, 0o666)
+    srv.listen(64)
+    while True:
+        conn, _ = srv.accept()
+        threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+
+if __name__ == "__main__":
+    main()

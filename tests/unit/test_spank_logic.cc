@@ -1,0 +1,409 @@
+// The plugin's pure logic: plugstack config, option validation and policy,
+// GPU request detection, GPU split and trainer env edits, host lists, the
+// run-file format, slurm.conf and /proc/PID/cgroup readers.
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "common/strings.h"
+#include "spank/gpu_split.h"
+#include "spank/hostlist.h"
+#include "spank/options.h"
+#include "spank/plugstack.h"
+#include "spank/runfile.h"
+#include "spank/slurm_facts.h"
+#include "tests/unit/check_main.h"
+
+using namespace sk;
+using namespace sk::spank;
+
+static Result<PlugConfig> cfg_of(std::vector<const char *> args) {
+    return parse_plugstack(static_cast<int>(args.size()), args.data());
+}
+
+// ---- plugstack.conf ----
+struct PlugCase {
+    std::vector<const char *> args;
+    bool ok;
+    const char *in_message;  // when !ok: the key and the value are named
+};
+static const PlugCase kPlug[] = {
+    {{}, true, ""},
+    {{"socket=/run/x.sock", "timeout=2", "grace=10s", "on_agent_error=fail"}, true, ""},
+    {{"allowed_namespaces=rl,infer", "label_prefixes=example.com"}, true, ""},
+    {{"default_taint="}, true, ""},
+    {{"bogus=1"}, false, "bogus"},
+    {{"timeout=abc"}, false, "abc"},
+    {{"timeout=0"}, false, "timeout"},
+    {{"socket=relative.sock"}, false, "socket"},
+    {{"on_agent_error=maybe"}, false, "maybe"},
+    {{"allowed_namespaces=Bad_NS"}, false, "Bad_NS"},
+    {{"default_taint=nocolon"}, false, "nocolon"},
+    {{"max_gpus_per_node=x"}, false, "max_gpus_per_node"},
+    {{"noequals"}, false, "noequals"},
+    {{"timeout=1", "timeout=2"}, false, "timeout"},
+};
+START_TEST(plugstack_table) {
+    const auto &c = kPlug[_i];
+    auto r = cfg_of(c.args);
+    ck_assert_msg(r.ok() == c.ok, "case %d: %s", _i, r.ok() ? "ok" : r.message().c_str());
+    if (!c.ok)
+        ck_assert_msg(r.message().find(c.in_message) != std::string::npos, "'%s' lacks '%s'",
+                      r.message().c_str(), c.in_message);
+}
+END_TEST
+
+START_TEST(plugstack_values) {
+    auto r = cfg_of({"socket=/s", "timeout=2", "grace=1m", "on_agent_error=fail",
+                     "allowed_namespaces=a,b", "max_gpus_per_node=4"});
+    ck_assert(r.ok());
+    ck_assert_sstr_eq(r->socket, "/s");
+    ck_assert_uint_eq(r->timeout_s, 2);
+    ck_assert_uint_eq(r->grace_s, 60);
+    ck_assert(r->fail_on_agent_error);
+    ck_assert_uint_eq(r->allowed_namespaces.size(), 2);
+    ck_assert(!cfg_of({})->fail_on_agent_error);  // default warn
+    auto t = default_taints_for(*cfg_of({}), 42);
+    ck_assert(t.ok() && t->size() == 1);
+    ck_assert_sstr_eq(k8s::format_taint((*t)[0]), "slurm-k8s/job=42:NoSchedule");
+    ck_assert(default_taints_for(*cfg_of({"default_taint="}), 42)->empty());
+    ck_assert_sstr_eq(socket_for(*r, "n1"), "/s");
+    ck_assert_sstr_eq(socket_for(*cfg_of({"socket=/run/{node}/a-{node}.sock"}), "n2"),
+                      "/run/n2/a-n2.sock");
+}
+END_TEST
+
+// ---- options ----
+struct OptCase {
+    const char *gpus, *nodes, *labels, *taints, *ns, *mem, *wait;
+    bool ok;
+    const char *in_message;
+};
+static const OptCase kOpt[] = {
+    {"2", nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, true, ""},
+    {"all", nullptr, "team=rl,tier=a", "gpu=yes:NoSchedule", "rl", "16G", "", true, ""},
+    {nullptr, "1", nullptr, nullptr, nullptr, nullptr, "120", true, ""},
+    {"abc", nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, false, "--k8s-gpus=abc"},
+    {"0", nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, false, "--k8s-gpus=0"},
+    {"-1", nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, false, "or 'all'"},
+    {"9", nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, false, "at most 8"},
+    {nullptr, "0", nullptr, nullptr, nullptr, nullptr, nullptr, false, "--k8s-nodes=0"},
+    {"1", nullptr, "a", nullptr, nullptr, nullptr, nullptr, false, "--k8s-labels=a"},
+    {"1", nullptr, "slurm-k8s/job-id=1", nullptr, nullptr, nullptr, nullptr, false, "reserved"},
+    {"1", nullptr, "node.kubernetes.io/x=1", nullptr, nullptr, nullptr, nullptr, false, "reserved"},
+    {"1", nullptr, "other.org/x=1", nullptr, nullptr, nullptr, nullptr, false, "not allowed"},
+    {"1", nullptr, "example.com/x=1", nullptr, nullptr, nullptr, nullptr, true, ""},
+    {"1", nullptr, nullptr, "k=v", nullptr, nullptr, nullptr, false, "--k8s-taints=k=v"},
+    {"1", nullptr, nullptr, "k=v:Sometimes", nullptr, nullptr, nullptr, false, "--k8s-taints"},
+    {"1", nullptr, nullptr, "k8s.io/x=v:NoSchedule", nullptr, nullptr, nullptr, false, "reserved"},
+    {"1", nullptr, nullptr, nullptr, "prod", nullptr, nullptr, false, "allowed: rl,default"},
+    {"1", nullptr, nullptr, nullptr, "Bad", nullptr, nullptr, false, "not a namespace"},
+    {"1", nullptr, nullptr, nullptr, nullptr, "lots", nullptr, false, "--k8s-mem=lots"},
+    {"1", nullptr, nullptr, nullptr, nullptr, nullptr, "never", false, "--k8s-wait=never"},
+    {nullptr, nullptr, "a=b", nullptr, nullptr, nullptr, nullptr, false, "need something to lend"},
+};
+START_TEST(options_table) {
+    const auto &c = kOpt[_i];
+    auto cfg = cfg_of(
+        {"max_gpus_per_node=8", "allowed_namespaces=rl,default", "label_prefixes=example.com"});
+    ck_assert(cfg.ok());
+    RawOptions raw;
+    auto set = [](std::optional<std::string> *d, const char *v) {
+        if (v) *d = v;
+    };
+    set(&raw.gpus, c.gpus);
+    set(&raw.nodes, c.nodes);
+    set(&raw.labels, c.labels);
+    set(&raw.taints, c.taints);
+    set(&raw.namespaces, c.ns);
+    set(&raw.mem, c.mem);
+    set(&raw.wait, c.wait);
+    auto r = parse_options(raw, *cfg);
+    ck_assert_msg(r.ok() == c.ok, "case %d: %s", _i, r.ok() ? "ok" : r.message().c_str());
+    if (!c.ok)
+        ck_assert_msg(r.message().find(c.in_message) != std::string::npos, "'%s' lacks '%s'",
+                      r.message().c_str(), c.in_message);
+}
+END_TEST
+
+START_TEST(options_values) {
+    RawOptions raw;
+    raw.gpus = "all";
+    raw.mem = "2G";
+    raw.wait = "";
+    raw.namespaces = "rl,rl,infer";
+    auto r = parse_options(raw, *cfg_of({}));
+    ck_assert(r.ok());
+    ck_assert(r->gpus_all);
+    ck_assert_uint_eq(r->mem_mib, 2048);
+    ck_assert_uint_eq(r->wait_s, 300);  // wait_default
+    ck_assert_sstr_eq(join(r->namespaces, ","), "rl,infer");
+}
+END_TEST
+
+// ---- what the job asked Slurm for ----
+struct ReqCase {
+    std::vector<std::string> args;
+    const char *script;
+    const char *gres_env;
+    const char *k8s_gpus;
+    bool ok;
+    const char *in_message;
+};
+static const ReqCase kReq[] = {
+    {{"--gres=gpu:4", "job.sh"}, "", nullptr, "2", true, ""},
+    {{"--gres=gpu:4", "job.sh"}, "", nullptr, "6", false, "requests only 4 GPUs"},
+    {{"--gres", "gpu:a100:2", "job.sh"}, "", nullptr, "2", true, ""},
+    {{"--gres=gpu:a100:2", "job.sh"}, "", nullptr, "3", false, "only 2"},
+    {{"--gpus-per-node=4", "job.sh"}, "", nullptr, "4", true, ""},
+    {{"-N", "3", "job.sh"}, "#!/bin/bash\n#SBATCH --gres=gpu:2\necho\n", nullptr, "2", true, ""},
+    {{"-N", "3", "job.sh"}, "#!/bin/bash\n#SBATCH --gres=gpu:2\n", nullptr, "3", false, "only 2"},
+    {{"--gres=gpu:4", "job.sh"}, "#!/bin/bash\n#SBATCH --gres=gpu:1\n", nullptr, "3", true, ""},
+    {{"job.sh"}, "#!/bin/bash\necho\n#SBATCH --gres=gpu:8\n", nullptr, "2", false, "requests none"},
+    {{"job.sh"}, "", "gpu:2", "2", true, ""},
+    {{"job.sh"}, "", nullptr, "1", false, "requests none"},
+    {{"-G", "8", "job.sh"}, "", nullptr, "2", true, ""},  // total: not countable per node
+    {{"job.sh", "--gres=gpu:8"}, "", nullptr, "2", false, "requests none"},  // script's args
+    {{"--gres=gpu:0", "job.sh"}, "", nullptr, "1", false, "0 GPUs"},
+};
+START_TEST(gpu_request_table) {
+    const auto &c = kReq[_i];
+    std::map<std::string, std::string> env;
+    if (c.gres_env) env["SBATCH_GRES"] = c.gres_env;
+    size_t at = c.args.size();
+    for (size_t i : script_candidates(c.args))
+        if (c.args[i] == "job.sh") at = i;
+    auto req = gpu_request(c.args, at, c.script, env);
+    RawOptions raw;
+    raw.gpus = c.k8s_gpus;
+    auto o = parse_options(raw, *cfg_of({}));
+    ck_assert(o.ok());
+    auto s = check_against_request(*o, req, 0);
+    ck_assert_msg(s.ok() == c.ok, "case %d: %s", _i, s.ok() ? "ok" : s.message().c_str());
+    if (!c.ok)
+        ck_assert_msg(s.message().find(c.in_message) != std::string::npos, "'%s' lacks '%s'",
+                      s.message().c_str(), c.in_message);
+}
+END_TEST
+
+START_TEST(job_total_limit) {
+    auto cfg = cfg_of({"max_gpus_per_job=8"});
+    JobOptions o;
+    o.gpus = 2;
+    ck_assert(check_job_total(o, 4, 4, *cfg).ok());   // 8
+    ck_assert(!check_job_total(o, 5, 4, *cfg).ok());  // 10
+    o.gpus = 0;
+    o.nodes = 3;
+    auto s = check_job_total(o, 4, 4, *cfg);  // 12
+    ck_assert(!s.ok());
+    ck_assert(s.message().find("at most 8") != std::string::npos);
+}
+END_TEST
+
+// ---- GPU split ----
+struct LentCase {
+    const char *job_gpus;
+    bool all;
+    uint32_t want;
+    bool ok;
+    const char *lent;
+};
+static const LentCase kLent[] = {
+    {"0,1,2,3", false, 2, true, "2,3"},
+    {"4,5,6,7", false, 1, true, "7"},
+    {"0,1,2,3", true, 0, true, "0,1,2,3"},
+    {"0,1", false, 0, true, ""},
+    {"1,3", false, 2, true, "1,3"},
+    {"0,1", false, 3, false, ""},
+    {"", false, 1, false, ""},
+};
+START_TEST(lent_table) {
+    const auto &c = kLent[_i];
+    auto g = parse_index_list(c.job_gpus, "x");
+    std::vector<int> gpus = g.ok() ? *g : std::vector<int>{};
+    auto r = choose_lent(gpus, c.all, c.want);
+    ck_assert_msg(r.ok() == c.ok, "case %d", _i);
+    if (c.ok)
+        ck_assert_sstr_eq(format_index_list(*r), c.lent);
+    else
+        ck_assert(r.message().find("only") != std::string::npos);
+}
+END_TEST
+
+struct EnvCase {
+    std::map<std::string, std::string> env;
+    const char *lent;
+    bool ok;
+    std::map<std::string, std::string> want;
+};
+static const EnvCase kEnv[] = {
+    // no renumbering: CUDA_VISIBLE_DEVICES holds global indices
+    {{{"CUDA_VISIBLE_DEVICES", "4,5,6,7"},
+      {"SLURM_JOB_GPUS", "4,5,6,7"},
+      {"SLURM_GPUS_ON_NODE", "4"}},
+     "6,7",
+     true,
+     {{"CUDA_VISIBLE_DEVICES", "4,5"}, {"SLURM_JOB_GPUS", "4,5"}, {"SLURM_GPUS_ON_NODE", "2"}}},
+    // ConstrainDevices renumbering: 0..n-1, positions map to SLURM_JOB_GPUS
+    {{{"CUDA_VISIBLE_DEVICES", "0,1,2,3"},
+      {"GPU_DEVICE_ORDINAL", "0,1,2,3"},
+      {"ROCR_VISIBLE_DEVICES", "0,1,2,3"},
+      {"SLURM_JOB_GPUS", "4,5,6,7"}},
+     "6,7",
+     true,
+     {{"CUDA_VISIBLE_DEVICES", "0,1"},
+      {"GPU_DEVICE_ORDINAL", "0,1"},
+      {"ROCR_VISIBLE_DEVICES", "0,1"},
+      {"SLURM_JOB_GPUS", "4,5"}}},
+    // srun step with a subset: SLURM_STEP_GPUS is the reference
+    {{{"CUDA_VISIBLE_DEVICES", "0,1"}, {"SLURM_STEP_GPUS", "1,3"}, {"SLURM_JOB_GPUS", "0,1,2,3"}},
+     "2,3",
+     true,
+     {{"CUDA_VISIBLE_DEVICES", "0"}, {"SLURM_STEP_GPUS", "1"}, {"SLURM_JOB_GPUS", "0,1"}}},
+    // all lent: the trainer sees no GPU
+    {{{"CUDA_VISIBLE_DEVICES", "0,1"}, {"SLURM_JOB_GPUS", "0,1"}, {"ZE_AFFINITY_MASK", "0,1"}},
+     "0,1",
+     true,
+     {{"CUDA_VISIBLE_DEVICES", ""}, {"SLURM_JOB_GPUS", ""}, {"ZE_AFFINITY_MASK", ""}}},
+    // none lent here
+    {{{"CUDA_VISIBLE_DEVICES", "0,1"}, {"SLURM_JOB_GPUS", "0,1"}},
+     "",
+     true,
+     {{"CUDA_VISIBLE_DEVICES", "0,1"}, {"SLURM_JOB_GPUS", "0,1"}}},
+    // no GPUs in this step: nothing to edit
+    {{{"PATH", "/bin"}}, "2,3", true, {}},
+    // lists that cannot be matched
+    {{{"CUDA_VISIBLE_DEVICES", "0,1,2"}, {"SLURM_JOB_GPUS", "0,1"}}, "1", false, {}},
+};
+START_TEST(env_table) {
+    const auto &c = kEnv[_i];
+    auto lent = parse_index_list(c.lent, "lent");
+    auto r = trainer_gpu_env(c.env, lent.ok() ? *lent : std::vector<int>{});
+    ck_assert_msg(r.ok() == c.ok, "case %d: %s", _i, r.ok() ? "ok" : r.message().c_str());
+    if (!c.ok) return;
+    ck_assert_uint_eq(r->size(), c.want.size());
+    for (const auto &kv : c.want) {
+        ck_assert_msg(r->count(kv.first), "case %d: %s not set", _i, kv.first.c_str());
+        ck_assert_sstr_eq(r->at(kv.first), kv.second);
+    }
+}
+END_TEST
+
+// ---- host lists ----
+struct HostCase {
+    const char *in;
+    bool ok;
+    const char *out;
+};
+static const HostCase kHost[] = {
+    {"n1", true, "n1"},
+    {"n[1-3]", true, "n1 n2 n3"},
+    {"n[1-2,5],gpu[08-10],login", true, "n1 n2 n5 gpu08 gpu09 gpu10 login"},
+    {"n[3-1]", false, ""},
+    {"n[1-", false, ""},
+    {"n1,,n2", false, ""},
+};
+START_TEST(hostlist_table) {
+    const auto &c = kHost[_i];
+    auto r = expand_hostlist(c.in);
+    ck_assert_msg(r.ok() == c.ok, "'%s'", c.in);
+    if (c.ok) ck_assert_sstr_eq(join(*r, " "), c.out);
+}
+END_TEST
+
+// ---- run file ----
+START_TEST(runfile_roundtrip) {
+    RunFile r;
+    r.job_id = 42;
+    r.slurm_node = "n1";
+    r.uid = 2001;
+    r.gid = 2001;
+    r.user = "u";
+    r.gpus = {2, 3};
+    r.namespaces = {"rl"};
+    r.node_name = "slurm-n1-42";
+    r.registered = true;
+    r.wait_s = 60;
+    char dir[] = "/tmp/sk-runfile-XXXXXX";
+    ck_assert(mkdtemp(dir));
+    std::string rundir = std::string(dir) + "/jobs";
+    ck_assert(write_run_file(rundir, r).ok());
+    ck_assert_sstr_eq(run_file_path(rundir, 42, "n1"), rundir + "/job_42_n1.json");
+    auto back = read_run_file(rundir, 42, "n1");
+    ck_assert_msg(back.ok(), "%s", back.ok() ? "" : back.message().c_str());
+    ck_assert_sstr_eq(format_index_list(back->gpus), "2,3");
+    ck_assert_sstr_eq(back->node_name, "slurm-n1-42");
+    ck_assert(back->registered);
+    ck_assert_uint_eq(back->wait_s, 60);
+    ck_assert(read_run_file(rundir, 42, "n2").error() == Error::NotFound);  // keyed by node
+    remove_run_file(rundir, 42, "n1");
+    ck_assert(read_run_file(rundir, 42, "n1").error() == Error::NotFound);
+    rmdir(rundir.c_str());
+    rmdir(dir);
+}
+END_TEST
+
+static const char *const kBadRun[] = {
+    "",
+    "{}",
+    "[1]",
+    "{\"job_id\":\"x\",\"slurm_node\":\"n1\",\"uid\":1,\"gid\":1}",
+    "{\"job_id\":1,\"slurm_node\":\"n1\",\"uid\":1,\"gid\":1,\"gpus\":[\"a\"]}",
+};
+START_TEST(runfile_bad) {
+    ck_assert(!decode_run_file(kBadRun[_i]).ok());
+}
+END_TEST
+
+// ---- slurm.conf and /proc/PID/cgroup ----
+struct ConfCase {
+    const char *text;
+    bool contain;
+};
+static const ConfCase kConf[] = {
+    {"PrologFlags=Alloc,Contain\n", true}, {"prologflags = contain # extern step\n", true},
+    {"PrologFlags=Alloc\n", false},        {"", false},
+    {"#PrologFlags=Contain\n", false},     {"PrologFlags=Contain\nPrologFlags=Alloc\n", false},
+};
+START_TEST(conf_table) {
+    ck_assert_int_eq(prolog_flags_contain(kConf[_i].text), kConf[_i].contain);
+}
+END_TEST
+
+START_TEST(cgroup_dirs) {
+    const char *text =
+        "12:freezer:/slurm_n1/uid_2001/job_7\n"
+        "11:devices:/slurm_n1/uid_2001/job_7/step_extern\n"
+        "10:cpuset:/slurm_n1/uid_2001/job_7/step_extern\n"
+        "9:memory:/\n"
+        "8:cpu,cpuacct:/slurm/uid_2001/job_77/step_0\n"
+        "1:name=systemd:/slurm_n1/uid_2001/job_7\n"
+        "0::/\n";
+    auto d = job_cgroup_dirs(text, 7, "/cg");
+    ck_assert_sstr_eq(join(d, " "),
+                      "/cg/freezer/slurm_n1/uid_2001/job_7 /cg/devices/slurm_n1/uid_2001/job_7 "
+                      "/cg/cpuset/slurm_n1/uid_2001/job_7");
+    ck_assert(job_cgroup_dirs(text, 8, "/cg").empty());
+}
+END_TEST
+
+int main() {
+    Suite *s = suite_create("spank_logic");
+    TCase *tc = tcase_create("logic");
+    tcase_add_loop_test(tc, plugstack_table, 0, TABLE_SIZE(kPlug));
+    tcase_add_test(tc, plugstack_values);
+    tcase_add_loop_test(tc, options_table, 0, TABLE_SIZE(kOpt));
+    tcase_add_test(tc, options_values);
+    tcase_add_loop_test(tc, gpu_request_table, 0, TABLE_SIZE(kReq));
+    tcase_add_test(tc, job_total_limit);
+    tcase_add_loop_test(tc, lent_table, 0, TABLE_SIZE(kLent));
+    tcase_add_loop_test(tc, env_table, 0, TABLE_SIZE(kEnv));
+    tcase_add_loop_test(tc, hostlist_table, 0, TABLE_SIZE(kHost));
+    tcase_add_test(tc, runfile_roundtrip);
+    tcase_add_loop_test(tc, runfile_bad, 0, TABLE_SIZE(kBadRun));
+    tcase_add_loop_test(tc, conf_table, 0, TABLE_SIZE(kConf));
+    tcase_add_test(tc, cgroup_dirs);
+    suite_add_tcase(s, tc);
+    return sk_run_suite(s);
+}
