@@ -1,0 +1,286 @@
+#include "agent/http_server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <gnutls/gnutls.h>
+#include <gnutls/x509.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <string.h>
+
+#include <cstdarg>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "common/log.h"
+
+namespace sk {
+namespace {
+
+Result<std::string> read_pem(const std::string &path, const char *what) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f)
+        return fail(Error::Io, std::string("cannot read ") + what + " " + path + ": " +
+                                   strerror(errno));
+    std::stringstream ss;
+    ss << f.rdbuf();
+    if (ss.str().find("-----BEGIN") == std::string::npos)
+        return fail(Error::InvalidArgument,
+                    std::string(what) + " " + path + " is not a PEM file");
+    return ss.str();
+}
+
+void mhd_logger(void *cls, const char *fmt, va_list ap) {
+    char buf[512];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    size_t n = strlen(buf);
+    while (n > 0 && buf[n - 1] == '\n') buf[--n] = '\0';
+    LOG_VERBOSE("[%s] libmicrohttpd: %s", static_cast<const char *>(cls), buf);
+}
+
+MHD_Result collect_query(void *cls, MHD_ValueKind, const char *key, const char *value) {
+    auto *m = static_cast<std::map<std::string, std::string> *>(cls);
+    (*m)[key ? key : ""] = value ? value : "";
+    return MHD_YES;
+}
+
+// Returns "" when verified (and sets *cn), else the reason for the refusal.
+std::string verify_client(MHD_Connection *conn, std::string *cn) {
+    const MHD_ConnectionInfo *info =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    if (!info || !info->tls_session) return "no TLS session";
+    auto session = static_cast<gnutls_session_t>(info->tls_session);
+    unsigned status = 0;
+    int rc = gnutls_certificate_verify_peers2(session, &status);
+    if (rc == GNUTLS_E_NO_CERTIFICATE_FOUND) return "no client certificate";
+    if (rc != GNUTLS_E_SUCCESS) return std::string("verification failed: ") + gnutls_strerror(rc);
+    if (status != 0) {
+        gnutls_datum_t out{};
+        std::string why = "client certificate not trusted";
+        if (gnutls_certificate_verification_status_print(status, GNUTLS_CRT_X509, &out, 0) == 0) {
+            why += std::string(": ") + reinterpret_cast<const char *>(out.data);
+            gnutls_free(out.data);
+        }
+        return why;
+    }
+    unsigned n = 0;
+    const gnutls_datum_t *certs = gnutls_certificate_get_peers(session, &n);
+    if (!certs || n == 0) return "no client certificate";
+    gnutls_x509_crt_t crt;
+    if (gnutls_x509_crt_init(&crt) != 0) return "out of memory";
+    if (gnutls_x509_crt_import(crt, &certs[0], GNUTLS_X509_FMT_DER) == 0) {
+        char buf[256];
+        size_t len = sizeof buf;
+        if (gnutls_x509_crt_get_dn_by_oid(crt, GNUTLS_OID_X520_COMMON_NAME, 0, 0, buf, &len) == 0)
+            cn->assign(buf, len);
+    }
+    gnutls_x509_crt_deinit(crt);
+    return "";
+}
+
+struct StreamCtx {
+    std::shared_ptr<HttpStream> stream;
+    const HttpServer *server;
+};
+
+}  // namespace
+
+struct HttpServerGlue {
+    static ssize_t read_stream(void *cls, uint64_t, char *buf, size_t max) {
+        auto *ctx = static_cast<StreamCtx *>(cls);
+        try {
+            // MHD must not get 0 in internal polling mode (it would spin); the
+            // stream blocks briefly per call, so loop here until data or end.
+            for (;;) {
+                if (ctx->server->stopping()) return MHD_CONTENT_READER_END_OF_STREAM;
+                ssize_t n = ctx->stream->read(buf, max);
+                if (n > 0) return n;
+                if (n < 0) return MHD_CONTENT_READER_END_OF_STREAM;
+            }
+        } catch (const std::exception &e) {
+            LOG_ERROR("[http] stream failed: %s", e.what());
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+    }
+
+    static void free_stream(void *cls) { delete static_cast<StreamCtx *>(cls); }
+
+    static MHD_Result on_request(void *cls, MHD_Connection *conn, const char *url,
+                                 const char *method, const char *, const char *,
+                                 size_t *upload_data_size, void **) noexcept {
+        auto *self = static_cast<HttpServer *>(cls);
+        // No request here has a body; refuse one instead of buffering it.
+        if (*upload_data_size != 0) return MHD_NO;
+        try {
+            return handle(self, conn, url, method);
+        } catch (const std::exception &e) {
+            LOG_ERROR("[%s] request %s %s failed: %s", self->config_.name.c_str(), method, url,
+                      e.what());
+            return MHD_NO;
+        }
+    }
+
+    static MHD_Result handle(HttpServer *self, MHD_Connection *conn, const char *url,
+                             const char *method) {
+        HttpRequest req;
+        req.method = method;
+        req.path = url;
+        MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, collect_query, &req.query);
+        if (const MHD_ConnectionInfo *fdi =
+                MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD))
+            req.fd = fdi->connect_fd;
+        HttpResponse resp;
+        if (self->config_.tls && !self->ca_pem_.empty()) {
+            std::string why = verify_client(conn, &req.client_cn);
+            if (!why.empty()) {
+                LOG_INFO("[%s] %s %s refused: %s", self->config_.name.c_str(), method, url,
+                         why.c_str());
+                resp = http_text(401, "Unauthorized\n");
+            }
+        }
+        if (resp.status != 401) resp = self->handler_(req);
+        return queue(self, conn, resp);
+    }
+
+    static MHD_Result queue(HttpServer *self, MHD_Connection *conn, const HttpResponse &r) {
+        MHD_Response *m;
+        if (r.stream) {
+            auto *ctx = new StreamCtx{r.stream, self};
+            m = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 32 * 1024, read_stream, ctx,
+                                                  free_stream);
+            if (!m) {
+                delete ctx;
+                return MHD_NO;
+            }
+        } else {
+            m = MHD_create_response_from_buffer(r.body.size(), const_cast<char *>(r.body.data()),
+                                                MHD_RESPMEM_MUST_COPY);
+            if (!m) return MHD_NO;
+        }
+        MHD_add_response_header(m, MHD_HTTP_HEADER_CONTENT_TYPE, r.content_type.c_str());
+        for (const auto &[k, v] : r.headers) MHD_add_response_header(m, k.c_str(), v.c_str());
+        MHD_Result rc = MHD_queue_response(conn, static_cast<unsigned>(r.status), m);
+        MHD_destroy_response(m);
+        return rc;
+    }
+};
+
+HttpResponse http_text(int status, std::string body) {
+    HttpResponse r;
+    r.status = status;
+    r.body = std::move(body);
+    return r;
+}
+
+HttpServer::HttpServer(HttpServerConfig config, HttpHandler handler)
+    : config_(std::move(config)), handler_(std::move(handler)) {}
+
+HttpServer::~HttpServer() { stop(); }
+
+Status HttpServer::start() {
+    if (daemon_) return fail(Error::Internal, config_.name + " server already started");
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                     MHD_USE_ERROR_LOG;
+    if (config_.tls) {
+        if (config_.cert_file.empty() || config_.key_file.empty())
+            return fail(Error::InvalidArgument,
+                        config_.name + ": TLS needs a serving certificate and key file");
+        auto cert = read_pem(config_.cert_file, "serving certificate");
+        if (!cert.ok()) return cert.failure();
+        auto key = read_pem(config_.key_file, "serving key");
+        if (!key.ok()) return key.failure();
+        cert_pem_ = std::move(*cert);
+        key_pem_ = std::move(*key);
+        if (!config_.client_ca_file.empty()) {
+            auto ca = read_pem(config_.client_ca_file, "client CA");
+            if (!ca.ok()) return ca.failure();
+            ca_pem_ = std::move(*ca);
+        }
+        flags |= MHD_USE_TLS;
+    }
+
+    struct sockaddr_storage ss {};
+    socklen_t sslen = 0;
+    if (!config_.bind_address.empty()) {
+        auto *v4 = reinterpret_cast<sockaddr_in *>(&ss);
+        auto *v6 = reinterpret_cast<sockaddr_in6 *>(&ss);
+        if (inet_pton(AF_INET, config_.bind_address.c_str(), &v4->sin_addr) == 1) {
+            v4->sin_family = AF_INET;
+            v4->sin_port = htons(config_.port);
+            sslen = sizeof *v4;
+        } else if (inet_pton(AF_INET6, config_.bind_address.c_str(), &v6->sin6_addr) == 1) {
+            v6->sin6_family = AF_INET6;
+            v6->sin6_port = htons(config_.port);
+            sslen = sizeof *v6;
+            flags |= MHD_USE_IPv6;
+        } else {
+            return fail(Error::InvalidArgument, config_.name + ": bind address '" +
+                                                    config_.bind_address +
+                                                    "' is not an IP address");
+        }
+    } else {
+        flags |= MHD_USE_DUAL_STACK;
+    }
+
+    MHD_OptionItem opts[10];
+    int n = 0;
+    opts[n++] = {MHD_OPTION_EXTERNAL_LOGGER, reinterpret_cast<intptr_t>(mhd_logger),
+                 const_cast<char *>(config_.name.c_str())};
+    opts[n++] = {MHD_OPTION_CONNECTION_LIMIT, static_cast<intptr_t>(config_.max_connections),
+                 nullptr};
+    opts[n++] = {MHD_OPTION_CONNECTION_TIMEOUT, static_cast<intptr_t>(config_.idle_timeout_s),
+                 nullptr};
+    if (sslen) opts[n++] = {MHD_OPTION_SOCK_ADDR, 0, &ss};
+    if (config_.tls) {
+        opts[n++] = {MHD_OPTION_HTTPS_MEM_CERT, 0, const_cast<char *>(cert_pem_.c_str())};
+        opts[n++] = {MHD_OPTION_HTTPS_MEM_KEY, 0, const_cast<char *>(key_pem_.c_str())};
+        // With a trust list MHD asks every client for a certificate;
+        // HttpServerGlue::handle verifies it per request.
+        if (!ca_pem_.empty())
+            opts[n++] = {MHD_OPTION_HTTPS_MEM_TRUST, 0, const_cast<char *>(ca_pem_.c_str())};
+    }
+    opts[n++] = {MHD_OPTION_END, 0, nullptr};
+
+    stopping_ = false;
+    daemon_ = MHD_start_daemon(flags, config_.port, nullptr, nullptr, &HttpServerGlue::on_request,
+                               this, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
+    if (!daemon_) {
+        int err = errno;
+        std::string where = (config_.bind_address.empty() ? "*" : config_.bind_address) + ":" +
+                            std::to_string(config_.port);
+        return fail(Error::Io, config_.name + ": cannot listen on " + where + ": " +
+                                   (err ? strerror(err) : "libmicrohttpd refused the settings") +
+                                   (config_.tls ? " (check the certificate and key)" : ""));
+    }
+    const MHD_DaemonInfo *info = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT);
+    port_ = info ? info->port : config_.port;
+    LOG_INFO("[%s] listening on port %u (%s%s)", config_.name.c_str(), port_,
+             config_.tls ? "https" : "http",
+             config_.tls && !ca_pem_.empty() ? ", client certificates required" : "");
+    return {};
+}
+
+void HttpServer::stop() {
+    if (!daemon_) return;
+    stopping_ = true;
+    MHD_stop_daemon(daemon_);
+    daemon_ = nullptr;
+}
+
+bool HttpServer::peer_closed(int fd, int wait_ms) {
+    if (fd < 0) {
+        if (wait_ms > 0) poll(nullptr, 0, wait_ms);
+        return false;
+    }
+    // POLLIN is not asked for: a client may send more bytes (TLS records,
+    // a pipelined request) without going away, which would make this spin.
+    struct pollfd p {};
+    p.fd = fd;
+    p.events = POLLRDHUP;
+    int rc = poll(&p, 1, wait_ms);
+    return rc > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+}  // namespace sk

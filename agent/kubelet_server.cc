@@ -1,0 +1,304 @@
+#include "agent/kubelet_server.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "common/log.h"
+#include "common/strings.h"
+
+namespace sk {
+namespace {
+
+constexpr int64_t kNsPerSec = 1000000000;
+
+// Kubernetes query bools: "false", "f", "0" (any case) are false, anything
+// else, including an empty value ("?follow"), is true.
+bool query_bool(const std::string &v) {
+    std::string l = v;
+    std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return std::tolower(c); });
+    return !(l == "false" || l == "f" || l == "0");
+}
+
+Result<int64_t> query_int(const std::string &v, const char *name) {
+    std::string_view s = v;
+    bool neg = !s.empty() && s[0] == '-';
+    if (neg) s.remove_prefix(1);
+    auto u = parse_uint(s, name, static_cast<uint64_t>(INT64_MAX));
+    if (!u.ok()) return fail(Error::InvalidArgument, std::string(name) + ": invalid integer '" + v + "'");
+    return neg ? -static_cast<int64_t>(*u) : static_cast<int64_t>(*u);
+}
+
+int status_for(Error e) {
+    switch (e) {
+    case Error::NotFound: return 404;
+    case Error::InvalidArgument:
+    case Error::Invalid: return 400;
+    case Error::Forbidden: return 403;
+    default: return 500;
+    }
+}
+
+std::string ref_name(const ContainerLogRef &r) {
+    return r.ns + "/" + r.pod + "/" + r.container + (r.previous ? " (previous)" : "");
+}
+
+// Formats records as kubectl shows them, keeping the line-start state across
+// calls (a P record ends a batch mid-line) and a byte budget.
+class KubectlFormatter {
+  public:
+    KubectlFormatter(bool timestamps, std::optional<int64_t> limit)
+        : timestamps_(timestamps), limit_(limit) {}
+
+    // Appends to *out; false once the byte budget is spent.
+    bool append(const std::vector<CriLogRecord> &recs, std::string *out) {
+        size_t start = out->size();
+        for (const auto &r : recs) {
+            if (timestamps_ && line_start_) {
+                out->append(format_rfc3339nano(r.ts_ns, false));
+                out->push_back(' ');
+            }
+            out->append(r.content);
+            if (!r.partial) out->push_back('\n');
+            line_start_ = !r.partial;
+        }
+        if (!limit_) return true;
+        int64_t added = static_cast<int64_t>(out->size() - start);
+        if (added >= *limit_) {
+            out->resize(start + static_cast<size_t>(*limit_));
+            *limit_ = 0;
+            return false;
+        }
+        *limit_ -= added;
+        return true;
+    }
+    bool exhausted() const { return limit_ && *limit_ <= 0; }
+
+  private:
+    bool timestamps_;
+    std::optional<int64_t> limit_;
+    bool line_start_ = true;
+};
+
+// The first batch of records for a request: the rotated file, then the
+// current one through `follower` (which then keeps its position). A record in
+// both (a rotation between the two reads) is dropped from the older part:
+// the writer's timestamps only grow.
+Result<std::vector<CriLogRecord>> initial_records(const ContainerLogSource &src,
+                                                  CriLogFollower *follower) {
+    auto current = follower->poll();
+    if (!current.ok()) return current.failure();
+    std::vector<CriLogRecord> recs;
+    std::vector<std::string> older(src.paths_oldest_first.begin(),
+                                   src.paths_oldest_first.end() - 1);
+    if (!older.empty()) {
+        auto old = read_cri_log(older, {});
+        if (old.ok()) recs = std::move(*old);
+        else if (old.error() != Error::NotFound) return old.failure();
+    }
+    if (!current->empty()) {
+        int64_t first = current->front().ts_ns;
+        recs.erase(std::remove_if(recs.begin(), recs.end(),
+                                  [&](const CriLogRecord &r) { return r.ts_ns >= first; }),
+                   recs.end());
+    }
+    recs.insert(recs.end(), std::make_move_iterator(current->begin()),
+                std::make_move_iterator(current->end()));
+    return recs;
+}
+
+class FollowStream : public HttpStream {
+  public:
+    FollowStream(ContainerLogsRequest req, ContainerLogSource src, ContainerLogResolver resolver,
+                 const KubeletServerConfig &cfg, int fd, std::unique_ptr<CriLogFollower> follower,
+                 std::string first, KubectlFormatter fmt)
+        : req_(std::move(req)),
+          path_(src.paths_oldest_first.back()),
+          resolver_(std::move(resolver)),
+          poll_ms_(cfg.follow_poll_ms),
+          recheck_ms_(cfg.follow_recheck_ms),
+          fd_(fd),
+          follower_(std::move(follower)),
+          pending_(std::move(first)),
+          fmt_(std::move(fmt)),
+          closing_(!src.running || fmt_.exhausted()),
+          last_check_(std::chrono::steady_clock::now()) {}
+
+    ssize_t read(char *buf, size_t max) override {
+        if (!pending_.empty()) {
+            size_t n = std::min(max, pending_.size());
+            memcpy(buf, pending_.data(), n);
+            pending_.erase(0, n);
+            return static_cast<ssize_t>(n);
+        }
+        if (ended_ || fmt_.exhausted()) return -1;
+        auto recs = follower_->poll();
+        if (!recs.ok()) {
+            LOG_WARN("[pod %s] log follow ends: %s", ref_name(req_.ref).c_str(),
+                     recs.message().c_str());
+            return -1;
+        }
+        if (!recs->empty()) {
+            fmt_.append(*recs, &pending_);
+            return 0;
+        }
+        if (closing_) {
+            ended_ = true;  // the last poll after the end found nothing more
+            return -1;
+        }
+        recheck();
+        if (closing_) return 0;  // one more poll for lines written just before the end
+        if (HttpServer::peer_closed(fd_, poll_ms_)) return -1;
+        return 0;
+    }
+
+  private:
+    void recheck() {
+        auto now = std::chrono::steady_clock::now();
+        if (now - last_check_ < std::chrono::milliseconds(recheck_ms_)) return;
+        last_check_ = now;
+        auto src = resolver_(req_.ref);
+        // Gone, terminated, or restarted (a new instance is a new container:
+        // the kubelet ends the follow too).
+        if (!src.ok() || !src->running || src->paths_oldest_first.empty() ||
+            src->paths_oldest_first.back() != path_)
+            closing_ = true;
+    }
+
+    ContainerLogsRequest req_;
+    std::string path_;
+    ContainerLogResolver resolver_;
+    int poll_ms_;
+    int recheck_ms_;
+    int fd_;
+    std::unique_ptr<CriLogFollower> follower_;
+    std::string pending_;
+    KubectlFormatter fmt_;
+    bool closing_;
+    bool ended_ = false;
+    std::chrono::steady_clock::time_point last_check_;
+};
+
+}  // namespace
+
+Result<ContainerLogsRequest> parse_container_logs_request(
+    const std::string &path, const std::map<std::string, std::string> &query, int64_t now_ns) {
+    auto parts = split(path, '/');
+    if (parts.size() != 5 || !parts[0].empty() || parts[1] != "containerLogs" ||
+        parts[2].empty() || parts[3].empty() || parts[4].empty())
+        return fail(Error::NotFound, "404 page not found");
+    ContainerLogsRequest r;
+    r.ref.ns = parts[2];
+    r.ref.pod = parts[3];
+    r.ref.container = parts[4];
+    auto get = [&](const char *k) -> const std::string * {
+        auto it = query.find(k);
+        return it == query.end() ? nullptr : &it->second;
+    };
+    if (auto v = get("follow")) r.follow = query_bool(*v);
+    if (auto v = get("timestamps")) r.timestamps = query_bool(*v);
+    if (auto v = get("previous")) r.ref.previous = query_bool(*v);
+    if (auto v = get("tailLines")) {
+        auto n = query_int(*v, "tailLines");
+        if (!n.ok()) return n.failure();
+        if (*n < 0) return fail(Error::InvalidArgument, "tailLines: must be greater than or equal to 0");
+        r.query.tail_lines = *n;
+    }
+    if (auto v = get("limitBytes")) {
+        auto n = query_int(*v, "limitBytes");
+        if (!n.ok()) return n.failure();
+        if (*n <= 0) return fail(Error::InvalidArgument, "limitBytes: must be greater than 0");
+        r.query.limit_bytes = *n;
+    }
+    const std::string *secs = get("sinceSeconds");
+    const std::string *time = get("sinceTime");
+    if (secs && time)
+        return fail(Error::InvalidArgument,
+                    "at most one of `sinceTime` or `sinceSeconds` may be specified");
+    if (secs) {
+        auto n = query_int(*secs, "sinceSeconds");
+        if (!n.ok()) return n.failure();
+        if (*n <= 0) return fail(Error::InvalidArgument, "sinceSeconds: must be greater than 0");
+        r.query.since_ns = *n > now_ns / kNsPerSec ? 0 : now_ns - *n * kNsPerSec;
+    }
+    if (time) {
+        auto t = parse_rfc3339nano(*time);
+        if (!t.ok())
+            return fail(Error::InvalidArgument, "sinceTime: invalid RFC 3339 time '" + *time + "'");
+        r.query.since_ns = *t;
+    }
+    return r;
+}
+
+KubeletServer::KubeletServer(KubeletServerConfig config, ContainerLogResolver resolver)
+    : config_(std::move(config)), resolver_(std::move(resolver)) {
+    if (config_.http.name == "http") config_.http.name = "kubelet";
+    if (!config_.clock) config_.clock = cri_realtime_ns;
+}
+
+KubeletServer::~KubeletServer() { stop(); }
+
+Status KubeletServer::start() {
+    http_ = std::make_unique<HttpServer>(config_.http,
+                                         [this](const HttpRequest &r) { return handle(r); });
+    Status st = http_->start();
+    if (!st.ok()) http_.reset();
+    return st;
+}
+
+void KubeletServer::stop() {
+    if (http_) http_->stop();
+    http_.reset();
+}
+
+uint16_t KubeletServer::port() const { return http_ ? http_->port() : 0; }
+
+HttpResponse KubeletServer::handle(const HttpRequest &req) {
+    bool logs = starts_with(req.path, "/containerLogs/");
+    if (req.path != "/healthz" && !logs) return http_text(404, "404 page not found\n");
+    if (req.method != "GET") {
+        HttpResponse r = http_text(405, "405 method not allowed\n");
+        r.headers["Allow"] = "GET";
+        return r;
+    }
+    if (!logs) return http_text(200, "ok");
+    return container_logs(req);
+}
+
+HttpResponse KubeletServer::container_logs(const HttpRequest &req) {
+    auto parsed = parse_container_logs_request(req.path, req.query, config_.clock());
+    if (!parsed.ok()) return http_text(status_for(parsed.error()), parsed.message() + "\n");
+    ContainerLogsRequest r = std::move(*parsed);
+    auto src = resolver_(r.ref);
+    if (!src.ok()) return http_text(status_for(src.error()), src.message() + "\n");
+    if (src->paths_oldest_first.empty())
+        return http_text(500, "no log files for container " + ref_name(r.ref) + "\n");
+
+    // limit_bytes counts what is sent (like the kubelet's limited writer), so
+    // it is applied to the formatted text, not to the records.
+    std::optional<int64_t> limit = r.query.limit_bytes;
+    CriLogQuery q = r.query;
+    q.limit_bytes.reset();
+    auto follower = std::make_unique<CriLogFollower>(src->paths_oldest_first.back());
+    auto recs = initial_records(*src, follower.get());
+    if (!recs.ok()) {
+        LOG_WARN("[pod %s/%s] cannot read logs: %s", r.ref.ns.c_str(), r.ref.pod.c_str(),
+                 recs.message().c_str());
+        return http_text(500, recs.message() + "\n");
+    }
+    apply_cri_query(&*recs, q);
+    KubectlFormatter fmt(r.timestamps, limit);
+    std::string first;
+    fmt.append(*recs, &first);
+    LOG_VERBOSE("[pod %s/%s] logs of %s for %s%s", r.ref.ns.c_str(), r.ref.pod.c_str(),
+                r.ref.container.c_str(), req.client_cn.empty() ? "anonymous" : req.client_cn.c_str(),
+                r.follow ? " (follow)" : "");
+    if (!r.follow) return http_text(200, std::move(first));
+    HttpResponse resp;
+    resp.stream = std::make_shared<FollowStream>(std::move(r), std::move(*src), resolver_, config_,
+                                                 req.fd, std::move(follower), std::move(first),
+                                                 std::move(fmt));
+    return resp;
+}
+
+}  // namespace sk

@@ -1,0 +1,91 @@
+// The part of the kubelet API that `kubectl logs` reaches through the API
+// server (which connects to https://<node InternalIP>:<kubeletEndpoint port>
+// with its kubelet-client certificate):
+//   GET /containerLogs/{namespace}/{pod}/{container}
+//       ?follow=&tailLines=&sinceSeconds=&sinceTime=&timestamps=&previous=&limitBytes=
+//   GET /healthz -> "ok"
+// everything else 404 (405 for another method on those paths).
+//
+// The server runs in libmicrohttpd's threads. Which files belong to a
+// container, and whether it still runs, comes from a resolver the agent
+// supplies; it is called from those threads and must be thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/http_server.h"
+#include "common/cri_log.h"
+#include "common/result.h"
+
+namespace sk {
+
+struct ContainerLogRef {
+    std::string ns;
+    std::string pod;        // pod name
+    std::string container;  // container name (init containers included)
+    bool previous = false;  // the previous terminated instance (kubectl logs -p)
+};
+
+struct ContainerLogSource {
+    // Files of one container instance, oldest first, as from
+    // log_files_oldest_first(container_log_path(...)); missing files are fine.
+    std::vector<std::string> paths_oldest_first;
+    // The instance may still write: a follow keeps waiting. false ends a
+    // follow once the files are read (terminated, or --previous).
+    bool running = false;
+};
+
+// Errors map to HTTP: NotFound -> 404, InvalidArgument -> 400, other -> 500;
+// the message is the response body (kubectl shows it).
+using ContainerLogResolver = std::function<Result<ContainerLogSource>(const ContainerLogRef &)>;
+
+struct ContainerLogsRequest {
+    ContainerLogRef ref;
+    CriLogQuery query;  // limit_bytes applies to the bytes sent (timestamps included)
+    bool follow = false;
+    bool timestamps = false;
+};
+
+// Pure: parses the path and query of a /containerLogs request with the
+// kubelet's validation rules. NotFound for a path that is not
+// /containerLogs/ns/pod/container, InvalidArgument (-> 400) for bad values.
+// `now_ns` turns sinceSeconds into a time.
+Result<ContainerLogsRequest> parse_container_logs_request(
+    const std::string &path, const std::map<std::string, std::string> &query, int64_t now_ns);
+
+struct KubeletServerConfig {
+    HttpServerConfig http;          // TLS, port, client CA; name defaults to "kubelet"
+    int follow_poll_ms = 100;       // how often a follow looks for new lines
+    int follow_recheck_ms = 1000;   // how often a follow asks the resolver if still running
+    CriClock clock;                 // for sinceSeconds; default: wall clock
+};
+
+class KubeletServer {
+  public:
+    // No I/O; start() binds.
+    KubeletServer(KubeletServerConfig config, ContainerLogResolver resolver);
+    ~KubeletServer();
+    KubeletServer(const KubeletServer &) = delete;
+    KubeletServer &operator=(const KubeletServer &) = delete;
+
+    Status start();
+    void stop();  // ends running follows, joins the server threads
+    uint16_t port() const;
+
+    // The routing, callable without a socket (tests).
+    HttpResponse handle(const HttpRequest &req);
+
+  private:
+    HttpResponse container_logs(const HttpRequest &req);
+
+    KubeletServerConfig config_;
+    ContainerLogResolver resolver_;
+    std::unique_ptr<HttpServer> http_;
+};
+
+}  // namespace sk
