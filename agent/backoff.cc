@@ -1,0 +1,24 @@
+#include "agent/backoff.h"
+
+#include <cstdlib>
+
+namespace sk::agent {
+
+static uint64_t default_jitter(uint64_t d) {
+    return d + (d / 4 ? static_cast<uint64_t>(random()) % (d / 4 + 1) : 0);
+}
+
+Backoff::Backoff(uint64_t initial_ms, uint64_t max_ms, Jitter jitter)
+    : initial_(initial_ms ? initial_ms : 1),
+      max_(max_ms < initial_ms ? initial_ms : max_ms),
+      jitter_(jitter ? std::move(jitter) : Jitter(default_jitter)) {}
+
+uint64_t Backoff::next_ms() {
+    uint64_t d = initial_;
+    for (unsigned i = 0; i < attempt_ && d < max_; i++) d *= 2;
+    if (d > max_) d = max_;
+    if (attempt_ < 64) attempt_++;
+    return jitter_(d);
+}
+
+}  // namespace sk::agent

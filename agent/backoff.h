@@ -1,0 +1,29 @@
+// Capped exponential back-off with jitter, for API retries and watch
+// restarts. Pure: the jitter source is injected so tests see exact delays.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace sk::agent {
+
+class Backoff {
+  public:
+    // jitter(d) returns the delay actually used for a nominal delay d; the
+    // default adds up to +25% so that many nodes do not retry in lockstep.
+    using Jitter = std::function<uint64_t(uint64_t nominal_ms)>;
+
+    Backoff(uint64_t initial_ms, uint64_t max_ms, Jitter jitter = {});
+    // The delay before the next attempt; doubles up to max_ms.
+    uint64_t next_ms();
+    // After a success: the next failure waits initial_ms again.
+    void reset() { attempt_ = 0; }
+    unsigned attempts() const { return attempt_; }
+
+  private:
+    uint64_t initial_, max_;
+    unsigned attempt_ = 0;
+    Jitter jitter_;
+};
+
+}  // namespace sk::agent

@@ -1,0 +1,231 @@
+#include "agent/config.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "common/config.h"
+#include "common/strings.h"
+
+namespace sk::agent {
+namespace {
+
+Result<std::string> read_text(const std::string &path, const char *what) {
+    std::ifstream f(path);
+    if (!f) return fail(Error::Io, std::string("cannot read ") + what + " " + path);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+void build_schema(ConfigSchema &s, AgentConfig &c) {
+    s.add_string("api_server", &c.api.server, "API server URL, https://HOST:PORT");
+    s.add_path("api_ca_file", &c.api.ca_file, "CA bundle (PEM) for the API server certificate");
+    s.add_path("api_token_file", &c.api.token_file, "file holding a bearer token");
+    s.add_path("api_client_cert", &c.api.client_cert, "client certificate (PEM)");
+    s.add_path("api_client_key", &c.api.client_key, "client key (PEM)");
+    s.add_path("kubeconfig", &c.kubeconfig, "single-cluster kubeconfig instead of api_*");
+    s.add_seconds("api_timeout", &c.api_timeout_s, 1, 300, "timeout of one API request");
+    s.add_string("cluster_name", &c.cluster_name, "Slurm cluster name (label slurm-k8s/cluster)");
+    s.add_string("slurm_node", &c.slurm_node, "this node's Slurm name (default: short hostname)");
+    s.add_string("node_name_template", &c.node_name_template,
+                 "virtual node name; {node} and {job} are replaced");
+    s.add_string("node_address", &c.node_address, "InternalIP of the virtual nodes");
+    s.add_uint("kubelet_port", &c.kubelet_port, 1, 65535, "kubelet endpoint port");
+    s.add(
+        "labels", "k=v,... added to every virtual node",
+        [&c](const std::string &v, const std::string &k) -> Status {
+            auto m = k8s::parse_labels(v);
+            if (!m) return fail(Error::InvalidArgument, k + ": " + m.message());
+            for (auto &[key, val] : *m) c.labels[key] = val;
+            return {};
+        },
+        true);
+    s.add(
+        "taints", "k=v:Effect,... added to every virtual node",
+        [&c](const std::string &v, const std::string &k) -> Status {
+            auto t = k8s::parse_taints(v);
+            if (!t) return fail(Error::InvalidArgument, k + ": " + t.message());
+            c.taints.insert(c.taints.end(), t->begin(), t->end());
+            return {};
+        },
+        true);
+    s.add_list("allowed_namespaces", &c.allowed_namespaces,
+               "namespaces allowed when a job names none (empty = any)");
+    s.add_seconds("lease_duration", &c.lease_duration_s, 10, 3600, "Lease leaseDurationSeconds");
+    s.add_seconds("lease_renew_interval", &c.lease_renew_s, 1, 600, "Lease renewal period");
+    s.add_seconds("status_report_interval", &c.status_report_s, 1, 3600,
+                  "periodic node status report");
+    s.add_seconds("node_check_interval", &c.node_check_s, 1, 3600,
+                  "how often the Node's existence is checked (recreated when deleted)");
+    s.add_seconds("cordon_before_end", &c.cordon_before_end_s, 0, 86400,
+                  "cordon this long before the job's end time");
+    s.add_seconds("gc_interval", &c.gc_interval_s, 10, 86400,
+                  "garbage collection of Nodes whose jobs are gone");
+    s.add_path("state_dir", &c.state_dir, "agent state (one file per registered job)");
+    s.add_path("shim_state_dir", &c.shim_state_dir, "parent of the per-job shim state dirs");
+    s.add_path("socket_path", &c.socket_path, "the agent's unix socket");
+    s.add("socket_mode", "socket permissions, octal",
+          [&c](const std::string &v, const std::string &k) -> Status {
+              if (v.empty() || v.size() > 4 || v.find_first_not_of("01234567") != std::string::npos)
+                  return fail(Error::InvalidArgument, k + "='" + v + "' is not an octal mode");
+              c.socket_mode = std::stoul(v, nullptr, 8);
+              return {};
+          });
+    s.add(
+        "admin_uids", "uids allowed to register/deregister (default: 0 and slurm_user)",
+        [&c](const std::string &v, const std::string &k) -> Status {
+            for (const auto &item : split(v, ',')) {
+                auto n = parse_uint(trim(item), k, UINT32_MAX);
+                if (!n) return n.failure();
+                c.admin_uids.push_back(static_cast<uint32_t>(*n));
+            }
+            return {};
+        },
+        true);
+    s.add_string("slurm_user", &c.slurm_user, "SlurmUser (allowed to register)");
+    s.add_enum("shim_auth", &c.shim_auth, {"cgroup", "uid"},
+               "attach check: cgroup (uid + job cgroup) or uid (weaker, tests)");
+    s.add_enum("runtime", &c.runtime, {"shim", "fake"}, "pod runtime: shim, or fake (tests)");
+    s.add_string("job_alive_command", &c.job_alive_command,
+                 "prints the state of job {job}; exit 0 + RUNNING etc. = alive");
+    s.add_uint("max_jobs", &c.max_jobs, 1, 100000, "registered jobs at most");
+    s.add_uint("max_pods", &c.max_pods, 1, 10000, "pods per virtual node (capacity pods)");
+    s.add_uint("max_connections", &c.max_connections, 4, 100000, "socket connections at most");
+    s.add_enum("log_level", &c.log_level, {"error", "warning", "info", "verbose", "debug"},
+               "log level");
+}
+
+std::string unquote(std::string_view v) {
+    v = trim(v);
+    if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front())
+        v = v.substr(1, v.size() - 2);
+    return std::string(v);
+}
+
+std::string resolve(const std::string &p, const std::string &dir) {
+    if (p.empty() || p[0] == '/') return p;
+    return dir + "/" + p;
+}
+
+}  // namespace
+
+Result<ApiCredentials> parse_kubeconfig(std::string_view text, const std::string &dir) {
+    ApiCredentials a;
+    std::string token;
+    for (const auto &raw : split(text, '\n')) {
+        std::string_view line = trim(raw);
+        if (starts_with(line, "- ")) line = trim(line.substr(2));
+        auto colon = line.find(':');
+        if (colon == std::string_view::npos) continue;
+        std::string key(trim(line.substr(0, colon)));
+        std::string val = unquote(line.substr(colon + 1));
+        if (val.empty()) continue;
+        auto set_once = [](std::string &dst, const std::string &v) {
+            if (dst.empty()) dst = v;
+        };
+        if (key == "server") set_once(a.server, val);
+        else if (key == "certificate-authority") set_once(a.ca_file, resolve(val, dir));
+        else if (key == "tokenFile") set_once(a.token_file, resolve(val, dir));
+        else if (key == "token") set_once(token, val);
+        else if (key == "client-certificate") set_once(a.client_cert, resolve(val, dir));
+        else if (key == "client-key") set_once(a.client_key, resolve(val, dir));
+        else if (key == "certificate-authority-data" || key == "client-certificate-data" ||
+                 key == "client-key-data")
+            return fail(Error::InvalidArgument,
+                        "kubeconfig: inline '" + key +
+                            "' is not supported; reference files instead");
+    }
+    if (a.server.empty()) return fail(Error::InvalidArgument, "kubeconfig: no cluster server");
+    if (!token.empty() && a.token_file.empty())
+        return fail(Error::InvalidArgument,
+                    "kubeconfig: inline 'token' is not supported; use tokenFile");
+    return a;
+}
+
+Result<std::string> expand_node_name(const std::string &tmpl, const std::string &slurm_node,
+                                     uint32_t job_id) {
+    std::string out;
+    for (size_t i = 0; i < tmpl.size(); i++) {
+        if (tmpl.compare(i, 6, "{node}") == 0) {
+            out += slurm_node;
+            i += 5;
+        } else if (tmpl.compare(i, 5, "{job}") == 0) {
+            out += std::to_string(job_id);
+            i += 4;
+        } else {
+            out += tmpl[i];
+        }
+    }
+    for (auto &ch : out) {
+        ch = static_cast<char>(tolower(static_cast<unsigned char>(ch)));
+        if (ch == '_') ch = '-';
+    }
+    if (!k8s::is_dns1123_subdomain(out))
+        return fail(Error::InvalidArgument, "node name '" + out + "' (from node_name_template '" +
+                                                tmpl + "') is not a valid Kubernetes node name");
+    return out;
+}
+
+Result<AgentConfig> parse_agent_config(std::string_view text, std::string_view source) {
+    AgentConfig c;
+    ConfigSchema schema;
+    build_schema(schema, c);
+    auto kvs = parse_kv_text(text, source);
+    if (!kvs) return kvs.failure();
+    if (auto st = schema.apply(*kvs); !st) return st.failure();
+    std::string src(source);
+    if (!c.kubeconfig.empty()) {
+        if (!c.api.server.empty() || !c.api.token_file.empty() || !c.api.client_cert.empty())
+            return fail(Error::InvalidArgument,
+                        src + ": set either kubeconfig or api_server/api_*, not both");
+        auto text_kc = read_text(c.kubeconfig, "kubeconfig");
+        if (!text_kc) return fail(Error::InvalidArgument, src + ": kubeconfig: " + text_kc.message());
+        std::string dir = c.kubeconfig.substr(0, c.kubeconfig.rfind('/'));
+        auto creds = parse_kubeconfig(*text_kc, dir.empty() ? "/" : dir);
+        if (!creds) return fail(Error::InvalidArgument, src + ": " + creds.message());
+        c.api = *creds;
+    }
+    if (c.api.server.empty())
+        return fail(Error::InvalidArgument, src + ": api_server (or kubeconfig) is required");
+    if (!starts_with(c.api.server, "https://") && !starts_with(c.api.server, "http://"))
+        return fail(Error::InvalidArgument,
+                    src + ": api_server='" + c.api.server + "' must start with https://");
+    while (!c.api.server.empty() && c.api.server.back() == '/') c.api.server.pop_back();
+    if (c.api.client_cert.empty() != c.api.client_key.empty())
+        return fail(Error::InvalidArgument,
+                    src + ": api_client_cert and api_client_key must be set together");
+    if (c.api.token_file.empty() && c.api.client_cert.empty())
+        return fail(Error::InvalidArgument,
+                    src + ": set api_token_file or api_client_cert/api_client_key (credentials)");
+    if (c.lease_renew_s * 2 > c.lease_duration_s)
+        return fail(Error::InvalidArgument,
+                    src + ": lease_renew_interval must be at most half of lease_duration");
+    if (auto n = expand_node_name(c.node_name_template, "n1", 1); !n)
+        return fail(Error::InvalidArgument, src + ": node_name_template: " + n.message());
+    if (c.node_name_template.find("{job}") == std::string::npos ||
+        c.node_name_template.find("{node}") == std::string::npos)
+        return fail(Error::InvalidArgument,
+                    src + ": node_name_template must contain {node} and {job}");
+    for (const auto &ns : c.allowed_namespaces)
+        if (!k8s::is_dns1123_label(ns))
+            return fail(Error::InvalidArgument,
+                        src + ": allowed_namespaces: '" + ns + "' is not a namespace name");
+    if (c.job_alive_command.find("{job}") == std::string::npos)
+        return fail(Error::InvalidArgument, src + ": job_alive_command must contain {job}");
+    return c;
+}
+
+Result<AgentConfig> load_agent_config(const std::string &path) {
+    auto text = read_text(path, "configuration file");
+    if (!text) return text.failure();
+    return parse_agent_config(*text, path);
+}
+
+std::string describe_agent_config() {
+    AgentConfig c;
+    ConfigSchema s;
+    build_schema(s, c);
+    return s.describe();
+}
+
+}  // namespace sk::agent

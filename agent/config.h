@@ -1,0 +1,79 @@
+// The agent's configuration file (etc/agent.conf.example documents every
+// key). Strict: an unknown key, a bad value or a missing requirement fails
+// the start with the key and the reason (common/config.h).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/k8s_names.h"
+#include "common/result.h"
+
+namespace sk::agent {
+
+struct ApiCredentials {
+    std::string server;       // https://host:port (http:// only for tests)
+    std::string ca_file;      // PEM bundle that signs the API server's certificate
+    std::string token_file;   // bearer token, re-read at start
+    std::string client_cert;  // or a client certificate + key
+    std::string client_key;
+};
+
+struct AgentConfig {
+    ApiCredentials api;
+    std::string kubeconfig;  // alternative to api_*: a single-cluster kubeconfig
+    uint64_t api_timeout_s = 10;
+
+    std::string cluster_name = "slurm";
+    std::string slurm_node;  // this agent's Slurm node name; empty = short hostname
+    std::string node_name_template = "slurm-{node}-{job}";
+    std::string node_address;  // InternalIP of the virtual nodes; empty = first non-loopback IPv4
+    uint64_t kubelet_port = 10250;
+    std::map<std::string, std::string> labels;  // added to every virtual node
+    std::vector<k8s::Taint> taints;             // added to every virtual node
+    std::vector<std::string> allowed_namespaces;  // used when a job names none; empty = any
+
+    uint64_t lease_duration_s = 40;
+    uint64_t lease_renew_s = 10;
+    uint64_t status_report_s = 300;
+    uint64_t node_check_s = 60;
+    uint64_t cordon_before_end_s = 120;
+    uint64_t gc_interval_s = 300;
+
+    std::string state_dir = "/var/lib/slurm-k8s";
+    std::string shim_state_dir = "/run/slurm-k8s/shim";
+    std::string socket_path = "/run/slurm-k8s/agent.sock";
+    uint64_t socket_mode = 0666;  // peers are authenticated by SO_PEERCRED, not by mode
+    std::vector<uint32_t> admin_uids;  // empty = root + slurm_user
+    std::string slurm_user = "slurm";
+    std::string shim_auth = "cgroup";  // cgroup | uid (weaker; tests without Slurm)
+    std::string runtime = "shim";      // shim | fake (tests)
+    std::string job_alive_command = "squeue -h -j {job} -o %T";
+
+    uint64_t max_jobs = 64;
+    uint64_t max_pods = 110;
+    uint64_t max_connections = 256;
+    std::string log_level = "info";
+};
+
+// Parses agent.conf text (source names it in messages) and checks the
+// cross-key rules; does no I/O except reading a kubeconfig it names.
+Result<AgentConfig> parse_agent_config(std::string_view text, std::string_view source);
+Result<AgentConfig> load_agent_config(const std::string &path);
+// "key: doc" lines for --help.
+std::string describe_agent_config();
+
+// A kubeconfig subset: the first cluster's server and certificate-authority,
+// the first user's token / tokenFile / client-certificate / client-key.
+// Relative paths are taken relative to the kubeconfig's directory.
+Result<ApiCredentials> parse_kubeconfig(std::string_view text, const std::string &dir);
+
+// "slurm-{node}-{job}" -> "slurm-n1-42", lowercased; fails when the result is
+// not a DNS-1123 subdomain.
+Result<std::string> expand_node_name(const std::string &tmpl, const std::string &slurm_node,
+                                     uint32_t job_id);
+
+}  // namespace sk::agent

@@ -1,0 +1,137 @@
+// The end of the job on this node: cordon + NoExecute taint, stop every pod
+// within the grace budget, final statuses naming the job's end, delete the
+// pods (grace 0, uid precondition), then the Lease and the Node, then the
+// state file. Bounded: whatever is left after grace + 5 s is abandoned to
+// garbage collection and logged.
+#include "agent/controllers/virtual_node.h"
+
+#include "common/log.h"
+
+namespace sk::agent {
+
+void VirtualNode::deregister(uint32_t grace_s, const std::string &reason,
+                             std::function<void(uint32_t)> done) {
+    if (draining_) {  // a second deregister (epilog retry): answer when the first ends
+        auto prev = std::move(drain_done_);
+        drain_done_ = [prev, done](uint32_t n) {
+            if (prev) prev(n);
+            done(n);
+        };
+        return;
+    }
+    draining_ = true;
+    drain_reason_ = reason.empty() ? "JobEnded" : reason;
+    drain_grace_ = grace_s;
+    drain_done_ = std::move(done);
+    rec_.draining = true;
+    if (auto st = ctx_.store->save(rec_); !st)
+        LOG_WARN("%s cannot save state: %s", prefix().c_str(), st.message().c_str());
+    LOG_INFO("%s deregistering (%s, grace %us, %zu pods)", prefix().c_str(), drain_reason_.c_str(),
+             grace_s, pods_.size());
+    lease_timer_.stop();
+    status_timer_.stop();
+    check_timer_.stop();
+    end_timer_.stop();
+    node_timer_.stop();
+    std::weak_ptr<VirtualNode> w = weak_from_this();
+    drain_timer_.start((static_cast<uint64_t>(grace_s) + 5) * 1000, [w] {
+        auto s = w.lock();
+        if (!s) return;
+        LOG_WARN("%s pods did not stop within the grace budget; removing the node anyway",
+                 s->prefix().c_str());
+        s->finish_deregister();
+    });
+    if (ready_)
+        cordon({kEndedTaintKey, std::to_string(rec_.job.job_id), "NoExecute"}, [w](Status st) {
+            auto s = w.lock();
+            if (s && !st) LOG_WARN("%s cordon failed: %s", s->prefix().c_str(), st.message().c_str());
+        });
+    std::vector<std::string> uids;
+    for (const auto &[uid, p] : pods_) uids.push_back(uid);
+    for (const auto &uid : uids) {
+        PodEntry &p = pods_[uid];
+        if (p.sent && runtime_ && !pod_is_terminal(p.rt_status)) {
+            pods_stopped_++;
+            kill_pod(uid, grace_s, drain_reason_);
+        } else if (!p.sent && !pod_is_terminal(p.api)) {
+            // Never ran here: final status Failed naming the job's end.
+            Json::Value st(Json::objectValue);
+            st["phase"] = "Failed";
+            p.rt_status = job_end_status(st, drain_reason_, rec_.job.job_id);
+            push_status(uid);
+        }
+    }
+    drain_step();
+}
+
+bool VirtualNode::all_pods_stopped() const {
+    for (const auto &[uid, p] : pods_) {
+        if (p.sent && runtime_ && !pod_is_terminal(p.rt_status)) return false;
+        if (p.patching || p.deleting) return false;
+    }
+    return true;
+}
+
+void VirtualNode::drain_step() {
+    if (!draining_ || finishing_) return;
+    // Pods that reached a terminal status get deleted from push_status; the
+    // node goes once nothing is running, patching or deleting any more.
+    std::vector<std::string> todo;
+    for (const auto &[uid, p] : pods_)
+        if (!p.deleting && !p.patching &&
+            (pod_is_terminal(p.rt_status) || !p.sent || !runtime_))
+            todo.push_back(uid);
+    for (const auto &uid : todo) {
+        PodEntry &p = pods_[uid];
+        if (!pod_is_terminal(p.rt_status)) {
+            Json::Value st(Json::objectValue);
+            st["phase"] = "Failed";
+            p.rt_status = job_end_status(p.rt_status.isObject() ? p.rt_status : st, drain_reason_,
+                                         rec_.job.job_id);
+        }
+        Json::Value desired = desired_pod_status(p.rt_status, p.api, ctx_.cfg->node_address);
+        if (!pod_status_patch(p.api, desired).isNull()) push_status(uid);
+        else delete_pod(uid);
+    }
+    if (all_pods_stopped() && pending_deletes_ == 0 && pods_.empty()) finish_deregister();
+}
+
+void VirtualNode::finish_deregister() {
+    if (finishing_) return;
+    finishing_ = true;
+    drain_timer_.stop();
+    if (watch_id_) ctx_.kube->cancel(watch_id_);
+    watch_id_ = 0;
+    watch_timer_.stop();
+    std::weak_ptr<VirtualNode> w = weak_from_this();
+    auto finish = [w] {
+        auto s = w.lock();
+        if (!s) return;
+        if (auto st = s->ctx_.store->remove(s->rec_.job.job_id, s->rec_.job.slurm_node); !st)
+            LOG_WARN("%s %s", s->prefix().c_str(), st.message().c_str());
+        LOG_INFO("%s removed", s->prefix().c_str());
+        if (s->runtime_)
+            s->runtime_->shutdown(0, s->drain_reason_, [](Status) {});
+        s->stopped_ = true;
+        auto done = std::move(s->drain_done_);
+        if (done) done(s->pods_stopped_);
+    };
+    Json::Value precond(Json::objectValue);
+    ctx_.kube->del(KubeClient::lease(rec_.node_name), Json::Value(), [w, finish](Result<Json::Value> r) {
+        auto s = w.lock();
+        if (!s) return;
+        if (!r && r.error() != Error::NotFound)
+            LOG_WARN("%s lease delete failed: %s", s->prefix().c_str(), r.message().c_str());
+        s->ctx_.kube->del(KubeClient::node(s->rec_.node_name), Json::Value(),
+                          [w, finish](Result<Json::Value> r2) {
+                              auto s2 = w.lock();
+                              if (!s2) return;
+                              if (!r2 && r2.error() != Error::NotFound)
+                                  LOG_WARN("%s node delete failed (left to garbage collection): %s",
+                                           s2->prefix().c_str(), r2.message().c_str());
+                              finish();
+                          });
+    });
+}
+
+}  // namespace sk::agent

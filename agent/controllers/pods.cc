@@ -1,0 +1,414 @@
+// Pods: API -> runtime (list + watch by spec.nodeName, env resolution, run,
+// kill on deletionTimestamp, final delete) and runtime -> API (status PATCH
+// only when it changed, kubelet-like Events).
+#include "agent/controllers/virtual_node.h"
+
+#include <algorithm>
+
+#include "agent/env_resolver.h"
+#include "common/log.h"
+
+namespace sk::agent {
+
+static std::string pod_ref(const Json::Value &pod) {
+    return "[pod " + pod["metadata"]["namespace"].asString() + "/" +
+           pod["metadata"]["name"].asString() + "]";
+}
+
+void VirtualNode::list_pods() {
+    if (stopped_) return;
+    std::weak_ptr<VirtualNode> w = weak_from_this();
+    ctx_.kube->get(KubeClient::pods_on_node(rec_.node_name), [w](Result<Json::Value> r) {
+        auto self = w.lock();
+        if (!self || self->stopped_) return;
+        if (!r) {
+            uint64_t ms = self->watch_backoff_.next_ms();
+            LOG_WARN("%s pod list failed: %s; retrying in %llu ms", self->prefix().c_str(),
+                     r.message().c_str(), static_cast<unsigned long long>(ms));
+            self->watch_timer_.start(ms, [w] {
+                if (auto s = w.lock()) s->list_pods();
+            });
+            return;
+        }
+        self->pods_rv_ = (*r)["metadata"]["resourceVersion"].asString();
+        std::set<std::string> seen;
+        for (const auto &pod : (*r)["items"]) {
+            seen.insert(pod["metadata"]["uid"].asString());
+            self->sync_pod(pod);
+        }
+        std::vector<std::string> gone;
+        for (const auto &[uid, p] : self->pods_)
+            if (!seen.count(uid)) gone.push_back(uid);
+        for (const auto &uid : gone) self->forget_pod(uid);
+        self->listed_ = true;
+        self->reconcile_adopted();
+        self->start_watch();
+    });
+}
+
+void VirtualNode::start_watch() {
+    if (stopped_) return;
+    std::string path = KubeClient::pods_on_node(rec_.node_name) +
+                       "&watch=1&allowWatchBookmarks=true&resourceVersion=" + url_escape(pods_rv_);
+    std::weak_ptr<VirtualNode> w = weak_from_this();
+    watch_id_ = ctx_.kube->watch(
+        path,
+        [w](const WatchEvent &e) {
+            if (auto s = w.lock()) s->on_watch_event(e);
+        },
+        [w](Status st) {
+            if (auto s = w.lock()) s->on_watch_end(st);
+        });
+}
+
+void VirtualNode::on_watch_event(const WatchEvent &e) {
+    watch_backoff_.reset();
+    switch (e.type) {
+    case WatchType::Error:
+        LOG_INFO("%s watch error %d (%s): relisting", prefix().c_str(), e.error_code,
+                 e.error_message.c_str());
+        pods_rv_.clear();  // 410 or anything else: a fresh list
+        return;
+    case WatchType::Bookmark:
+        pods_rv_ = e.resource_version;
+        return;
+    case WatchType::Deleted:
+        pods_rv_ = e.resource_version;
+        forget_pod(e.object["metadata"]["uid"].asString());
+        return;
+    default:
+        pods_rv_ = e.resource_version;
+        sync_pod(e.object);
+    }
+}
+
+void VirtualNode::on_watch_end(Status st) {
+    watch_id_ = 0;
+    if (stopped_) return;
+    std::weak_ptr<VirtualNode> w = weak_from_this();
+    if (st && !pods_rv_.empty()) {  // the server closed a healthy stream: resume
+        start_watch();
+        return;
+    }
+    uint64_t ms = st ? 0 : watch_backoff_.next_ms();
+    if (!st) LOG_WARN("%s pod watch ended: %s", prefix().c_str(), st.message().c_str());
+    bool relist = pods_rv_.empty() || (!st && st.error() == Error::Gone);
+    watch_timer_.start(ms, [w, relist] {
+        auto s = w.lock();
+        if (!s) return;
+        if (relist) s->list_pods();
+        else s->start_watch();
+    });
+}
+
+bool VirtualNode::namespace_allowed(const std::string &ns) const {
+    const auto &allowed = rec_.job.namespaces.empty() ? ctx_.cfg->allowed_namespaces
+                                                      : rec_.job.namespaces;
+    return allowed.empty() || std::find(allowed.begin(), allowed.end(), ns) != allowed.end();
+}
+
+void VirtualNode::sync_pod(const Json::Value &pod) {
+    std::string uid = pod["metadata"]["uid"].asString();
+    if (uid.empty()) return;
+    PodEntry &p = pods_[uid];
+    // Keep the newest object: a PATCH reply may be newer than a watch event.
+    p.api = pod;
+    bool deleting = pod["metadata"].isMember("deletionTimestamp") &&
+                    !pod["metadata"]["deletionTimestamp"].isNull();
+    bool terminal = pod_is_terminal(pod);
+    if (deleting) {
+        if (p.sent && !terminal && !pod_is_terminal(p.rt_status)) {
+            uint32_t grace = pod["metadata"]["deletionGracePeriodSeconds"].asUInt();
+            kill_pod(uid, grace, "Killing");
+        } else if (!p.patching) {
+            delete_pod(uid);
+        }
+        return;
+    }
+    if (terminal || p.sent || p.resolving) return;
+    if (draining_) return;
+    if (!namespace_allowed(pod["metadata"]["namespace"].asString())) {
+        if (p.refused) return;
+        p.refused = true;
+        std::string msg = "namespace " + pod["metadata"]["namespace"].asString() +
+                          " may not use the nodes of Slurm job " + std::to_string(rec_.job.job_id);
+        LOG_WARN("%s refused: %s", pod_ref(pod).c_str(), msg.c_str());
+        p.rt_status = refused_pod_status(pod, "NamespaceNotAllowed", msg, ctx_.cfg->node_address,
+                                         ctx_.clock->now_s());
+        post_event(pod, {"Warning", "NamespaceNotAllowed", msg, ""});
+        push_status(uid);
+        return;
+    }
+    if (!runtime_) return;  // runs once the shim attaches
+    run_pod(uid);
+}
+
+void VirtualNode::run_pod(const std::string &uid) {
+    PodEntry &p = pods_[uid];
+    Json::Value pod = p.api;
+    std::string ns = pod["metadata"]["namespace"].asString();
+    auto refs = referenced_objects(pod);
+    auto fetched = std::make_shared<FetchedObjects>();
+    auto remaining = std::make_shared<size_t>(refs.size());
+    auto error = std::make_shared<Status>();
+    p.resolving = true;
+    std::weak_ptr<VirtualNode> w = weak_from_this();
+    auto finish = [w, uid, fetched, error] {
+        auto self = w.lock();
+        if (!self) return;
+        auto it = self->pods_.find(uid);
+        if (it == self->pods_.end()) return;
+        PodEntry &e = it->second;
+        e.resolving = false;
+        if (!self->runtime_ || self->draining_) return;
+        NodeFacts facts{self->rec_.node_name, self->ctx_.cfg->node_address,
+                        self->rec_.job.cpus ? self->rec_.job.cpus : self->ctx_.host.host_cpus,
+                        self->rec_.job.memory_mib ? self->rec_.job.memory_mib
+                                                  : self->ctx_.host.host_memory_mib};
+        Result<Json::Value> body = *error ? resolve_pod(e.api, *fetched, facts)
+                                          : Result<Json::Value>(error->failure());
+        if (!body) {
+            LOG_WARN("%s cannot start: %s", pod_ref(e.api).c_str(), body.message().c_str());
+            self->post_event(e.api, {"Warning", "Failed", "Error: " + body.message(), ""});
+            // Retried on the next change of the pod, as the kubelet does.
+            return;
+        }
+        e.sent = true;
+        LOG_INFO("%s handing to the runtime", pod_ref(e.api).c_str());
+        self->runtime_->run(*body, [w, uid](Status st) {
+            auto s = w.lock();
+            if (!s || st) return;
+            auto it2 = s->pods_.find(uid);
+            if (it2 == s->pods_.end()) return;
+            LOG_WARN("%s refused by the runtime: %s", pod_ref(it2->second.api).c_str(),
+                     st.message().c_str());
+            if (st.error() == Error::Unavailable) {  // the shim went away: retry on attach
+                it2->second.sent = false;
+                return;
+            }
+            if (it2->second.rt_status.isNull() || !pod_is_terminal(it2->second.rt_status)) {
+                it2->second.rt_status =
+                    refused_pod_status(it2->second.api, "Refused", st.message(),
+                                       s->ctx_.cfg->node_address, s->ctx_.clock->now_s());
+                s->push_status(uid);
+            }
+        });
+    };
+    if (refs.empty()) return finish();
+    for (const auto &ref : refs) {
+        std::string path = "/api/v1/namespaces/" + ns + "/" + ref.first + "/" + ref.second;
+        ctx_.kube->get(path, [ref, fetched, remaining, error, finish](Result<Json::Value> r) {
+            if (r) (*fetched)[ref] = *r;
+            else if (r.error() != Error::NotFound && *error) *error = r.failure();
+            if (--*remaining == 0) finish();
+        });
+    }
+}
+
+void VirtualNode::kill_pod(const std::string &uid, uint32_t grace_s, const std::string &reason) {
+    PodEntry &p = pods_[uid];
+    if (p.killing || !runtime_) return;
+    p.killing = true;
+    for (const auto &c : p.api["spec"]["containers"])
+        post_event(p.api, {"Normal", "Killing", "Stopping container " + c["name"].asString(),
+                           "spec.containers{" + c["name"].asString() + "}"});
+    LOG_INFO("%s stopping (grace %us, %s)", pod_ref(p.api).c_str(), grace_s, reason.c_str());
+    std::weak_ptr<VirtualNode> w = weak_from_this();
+    runtime_->kill(uid, grace_s, reason, [w, uid](Status st) {
+        auto s = w.lock();
+        if (!s || st) return;
+        auto it = s->pods_.find(uid);
+        if (it == s->pods_.end()) return;
+        LOG_WARN("%s kill failed: %s", pod_ref(it->second.api).c_str(), st.message().c_str());
+        it->second.killing = false;
+    });
+}
+
+void VirtualNode::delete_pod(const std::string &uid) {
+    PodEntry &p = pods_[uid];
+    if (p.deleting) return;
+    p.deleting = true;
+    if (draining_) pending_deletes_++;
+    Json::Value body(Json::objectValue);
+    body["gracePeriodSeconds"] = 0;
+    body["preconditions"]["uid"] = uid;
+    std::string ref = pod_ref(p.api);
+    std::weak_ptr<VirtualNode> w = weak_from_this();
+    ctx_.kube->del(KubeClient::pod(p.api["metadata"]["namespace"].asString(),
+                                   p.api["metadata"]["name"].asString()),
+                   body, [w, uid, ref](Result<Json::Value> r) {
+                       auto s = w.lock();
+                       if (!s) return;
+                       if (r || r.error() == Error::NotFound || r.error() == Error::Conflict) {
+                           LOG_INFO("%s deleted", ref.c_str());
+                       } else {
+                           LOG_WARN("%s delete failed: %s", ref.c_str(), r.message().c_str());
+                           auto it = s->pods_.find(uid);
+                           if (it != s->pods_.end()) it->second.deleting = false;  // next event retries
+                       }
+                       if (s->draining_) {
+                           s->pending_deletes_--;
+                           if (r || r.error() == Error::NotFound || r.error() == Error::Conflict)
+                               s->pods_.erase(uid);
+                           s->drain_step();
+                       }
+                   });
+}
+
+void VirtualNode::forget_pod(const std::string &uid) {
+    auto it = pods_.find(uid);
+    if (it == pods_.end()) return;
+    // Deleted from the API while it may still run (force delete): stop it.
+    if (it->second.sent && runtime_ && !pod_is_terminal(it->second.rt_status))
+        runtime_->kill(uid, 0, "Deleted", [](Status) {});
+    pods_.erase(it);
+    if (draining_) drain_step();
+}
+
+void VirtualNode::on_runtime_status(const PodSnapshot &snap) {
+    auto it = pods_.find(snap.uid);
+    if (it == pods_.end()) {
+        if (!listed_) {
+            adopted_[snap.uid] = snap;
+            return;
+        }
+        LOG_INFO("[pod %s/%s] runs but is not bound to %s: stopping it", snap.ns.c_str(),
+                 snap.name.c_str(), rec_.node_name.c_str());
+        if (runtime_) runtime_->kill(snap.uid, 0, "Orphaned", [](Status) {});
+        return;
+    }
+    PodEntry &p = it->second;
+    p.sent = true;
+    p.rt_status = snap.status;
+    if (draining_ && pod_is_terminal(snap.status))
+        p.rt_status = job_end_status(snap.status, drain_reason_, rec_.job.job_id);
+    push_status(snap.uid);
+}
+
+void VirtualNode::push_status(const std::string &uid) {
+    auto it = pods_.find(uid);
+    if (it == pods_.end()) return;
+    PodEntry &p = it->second;
+    if (p.patching) {
+        p.dirty = true;
+        return;
+    }
+    Json::Value desired = desired_pod_status(p.rt_status, p.api, ctx_.cfg->node_address);
+    Json::Value patch = pod_status_patch(p.api, desired);
+    auto after = [this, uid](PodEntry &e) {
+        bool deleting = e.api["metadata"].isMember("deletionTimestamp") &&
+                        !e.api["metadata"]["deletionTimestamp"].isNull();
+        if ((deleting || draining_) && pod_is_terminal(e.rt_status)) delete_pod(uid);
+        if (draining_) drain_step();
+    };
+    if (patch.isNull()) return after(p);
+    Json::Value old_status = p.api["status"];
+    p.patching = true;
+    std::weak_ptr<VirtualNode> w = weak_from_this();
+    const Json::Value &md = p.api["metadata"];
+    ctx_.kube->patch(
+        KubeClient::pod(md["namespace"].asString(), md["name"].asString()) + "/status", patch,
+        kStrategicMerge, [w, uid, old_status, after](Result<Json::Value> r) {
+            auto s = w.lock();
+            if (!s) return;
+            auto it2 = s->pods_.find(uid);
+            if (it2 == s->pods_.end()) return;
+            PodEntry &e = it2->second;
+            e.patching = false;
+            if (r) {
+                s->post_events(*r, old_status, (*r)["status"]);
+                e.api = *r;
+            } else if (r.error() == Error::NotFound) {
+                s->pods_.erase(it2);
+                if (s->draining_) s->drain_step();
+                return;
+            } else {
+                LOG_WARN("%s status update failed: %s", pod_ref(e.api).c_str(), r.message().c_str());
+                // Retried below after a pause, with the newest status then.
+                e.dirty = true;
+            }
+            if (e.dirty) {
+                e.dirty = false;
+                if (!r) {
+                    // Back off a little before retrying the same write.
+                    auto t = std::make_shared<Timer>(s->ctx_.loop);
+                    t->start(1000, [w, uid, t]() mutable {
+                        if (auto s2 = w.lock()) s2->push_status(uid);
+                        t.reset();
+                    });
+                    return;
+                }
+                s->push_status(uid);
+                return;
+            }
+            after(e);
+        });
+}
+
+void VirtualNode::post_events(const Json::Value &pod, const Json::Value &old_status,
+                              const Json::Value &new_status) {
+    for (const auto &e : status_events(pod, old_status, new_status)) post_event(pod, e);
+}
+
+void VirtualNode::post_event(const Json::Value &pod, const EventSpec &e) {
+    Json::Value ev = build_pod_event(pod, e, rec_.node_name, ctx_.clock->now_us());
+    std::string ns = pod["metadata"]["namespace"].asString();
+    ctx_.kube->post(KubeClient::events(ns), ev, [](Result<Json::Value> r) {
+        if (!r) LOG_VERBOSE("event post failed: %s", r.message().c_str());
+    });
+}
+
+void VirtualNode::set_runtime(std::unique_ptr<PodRuntime> rt) {
+    runtime_ = std::move(rt);
+    if (!runtime_) return;
+    std::weak_ptr<VirtualNode> w = weak_from_this();
+    runtime_->set_status_sink([w](const PodSnapshot &snap) {
+        if (auto s = w.lock()) s->on_runtime_status(snap);
+    });
+    runtime_->set_lost_sink([w] {
+        if (auto s = w.lock()) s->on_runtime_lost();
+    });
+    runtime_->snapshot([w](Result<std::vector<PodSnapshot>> r) {
+        auto s = w.lock();
+        if (!s) return;
+        if (!r) {
+            LOG_WARN("%s runtime snapshot failed: %s", s->prefix().c_str(), r.message().c_str());
+        } else {
+            for (const auto &snap : *r) s->adopted_[snap.uid] = snap;
+            LOG_INFO("%s runtime attached with %zu pods", s->prefix().c_str(), r->size());
+        }
+        if (s->listed_) s->reconcile_adopted();
+    });
+}
+
+void VirtualNode::reconcile_adopted() {
+    auto adopted = std::move(adopted_);
+    adopted_.clear();
+    for (const auto &[uid, snap] : adopted) {
+        if (pods_.count(uid)) pods_[uid].sent = true;
+        on_runtime_status(snap);  // unknown ones are stopped there
+    }
+    if (!runtime_) return;
+    std::vector<Json::Value> todo;
+    for (const auto &[uid, p] : pods_)
+        if (!p.sent && !p.resolving) todo.push_back(p.api);
+    for (const auto &pod : todo) sync_pod(pod);
+}
+
+void VirtualNode::on_runtime_lost() {
+    LOG_WARN("%s the job's shim went away; pods wait for it to re-attach", prefix().c_str());
+    // Destroying the runtime from inside its own callback is not allowed: defer.
+    std::weak_ptr<VirtualNode> w = weak_from_this();
+    defer(ctx_.loop, [w] {
+        auto s = w.lock();
+        if (!s) return;
+        s->runtime_.reset();
+        for (auto &[uid, p] : s->pods_) {
+            p.sent = false;
+            p.killing = false;
+        }
+        if (s->draining_) s->drain_step();
+    });
+}
+
+}  // namespace sk::agent

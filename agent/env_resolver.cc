@@ -1,0 +1,302 @@
+#include "agent/env_resolver.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace sk::agent {
+namespace {
+
+const char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+void add_env_refs(const Json::Value &containers, std::set<ObjectRef> *out) {
+    for (const auto &c : containers) {
+        for (const auto &e : c["env"]) {
+            const Json::Value &vf = e["valueFrom"];
+            if (vf.isMember("configMapKeyRef"))
+                out->insert({"configmaps", vf["configMapKeyRef"]["name"].asString()});
+            if (vf.isMember("secretKeyRef"))
+                out->insert({"secrets", vf["secretKeyRef"]["name"].asString()});
+        }
+        for (const auto &ef : c["envFrom"]) {
+            if (ef.isMember("configMapRef"))
+                out->insert({"configmaps", ef["configMapRef"]["name"].asString()});
+            if (ef.isMember("secretRef")) out->insert({"secrets", ef["secretRef"]["name"].asString()});
+        }
+    }
+}
+
+// Secret data is base64 on the wire, ConfigMap data plain: return plain.
+Result<std::string> lookup_key(const FetchedObjects &objs, const std::string &kind,
+                               const std::string &name, const std::string &key, bool optional,
+                               const std::string &ns, bool *found) {
+    *found = false;
+    const char *what = kind == "secrets" ? "secret" : "configmap";
+    auto it = objs.find({kind, name});
+    if (it == objs.end()) {
+        if (optional) return std::string();
+        return fail(Error::Invalid, std::string(what) + " \"" + name + "\" not found");
+    }
+    const Json::Value &data = it->second["data"];
+    if (data.isMember(key) && data[key].isString()) {
+        *found = true;
+        if (kind == "secrets") return base64_decode(data[key].asString());
+        return data[key].asString();
+    }
+    if (optional) return std::string();
+    return fail(Error::Invalid, "couldn't find key " + key + " in " +
+                                    (kind == "secrets" ? "Secret " : "ConfigMap ") + ns + "/" +
+                                    name);
+}
+
+Result<std::string> field_ref(const Json::Value &pod, const std::string &path,
+                              const NodeFacts &node) {
+    const Json::Value &md = pod["metadata"];
+    if (path == "metadata.name") return md["name"].asString();
+    if (path == "metadata.namespace") return md["namespace"].asString();
+    if (path == "metadata.uid") return md["uid"].asString();
+    if (path == "spec.nodeName") return node.node_name;
+    if (path == "spec.serviceAccountName") return pod["spec"]["serviceAccountName"].asString();
+    if (path == "status.hostIP" || path == "status.podIP" || path == "status.podIPs" ||
+        path == "status.hostIPs")
+        return node.node_ip;
+    for (const char *m : {"labels", "annotations"}) {
+        std::string pre = std::string("metadata.") + m + "['";
+        if (path.compare(0, pre.size(), pre) == 0 && path.size() > pre.size() + 2 &&
+            path.compare(path.size() - 2, 2, "']") == 0) {
+            std::string key = path.substr(pre.size(), path.size() - pre.size() - 2);
+            return md[m][key].asString();
+        }
+    }
+    return fail(Error::Invalid, "unsupported fieldRef fieldPath \"" + path + "\"");
+}
+
+Result<std::string> resource_ref(const Json::Value &container, const Json::Value &ref,
+                                 const NodeFacts &node) {
+    std::string res = ref["resource"].asString();
+    auto dot = res.find('.');
+    if (dot == std::string::npos) return fail(Error::Invalid, "bad resourceFieldRef " + res);
+    std::string section = res.substr(0, dot), name = res.substr(dot + 1);
+    if (section != "limits" && section != "requests")
+        return fail(Error::Invalid, "bad resourceFieldRef " + res);
+    const Json::Value &r = container["resources"];
+    std::string q = r[section][name].asString();
+    if (q.empty() && section == "requests") q = r["limits"][name].asString();
+    int64_t milli;
+    if (!q.empty()) {
+        auto m = parse_quantity_milli(q);
+        if (!m) return m.failure();
+        milli = *m;
+    } else if (name == "cpu") {
+        milli = static_cast<int64_t>(node.cpus) * 1000;
+    } else if (name == "memory") {
+        milli = static_cast<int64_t>(node.memory_mib) * 1024 * 1024 * 1000;
+    } else {
+        return fail(Error::Invalid, "unsupported resourceFieldRef " + res);
+    }
+    int64_t div = 1000;
+    if (ref.isMember("divisor")) {
+        auto d = parse_quantity_milli(ref["divisor"].asString());
+        if (!d || *d <= 0) return fail(Error::Invalid, "bad divisor in resourceFieldRef " + res);
+        div = *d;
+    }
+    return std::to_string((milli + div - 1) / div);  // the kubelet rounds up
+}
+
+Result<Json::Value> volume_files(const Json::Value &pod, const FetchedObjects &objs) {
+    Json::Value files(Json::objectValue);
+    for (const auto &v : pod["spec"]["volumes"]) {
+        bool secret = v.isMember("secret");
+        if (!secret && !v.isMember("configMap")) continue;
+        const Json::Value &src = secret ? v["secret"] : v["configMap"];
+        std::string kind = secret ? "secrets" : "configmaps";
+        std::string name = secret ? src["secretName"].asString() : src["name"].asString();
+        auto it = objs.find({kind, name});
+        Json::Value entries(Json::objectValue);
+        if (it == objs.end()) {
+            if (!src["optional"].asBool())
+                return fail(Error::Invalid, std::string(secret ? "secret" : "configmap") + " \"" +
+                                                name + "\" not found");
+        } else {
+            const Json::Value &data = it->second["data"];
+            if (src.isMember("items")) {
+                for (const auto &item : src["items"]) {
+                    std::string k = item["key"].asString();
+                    if (!data.isMember(k))
+                        return fail(Error::Invalid, "couldn't find key " + k + " in " + name);
+                    std::string raw = data[k].asString();
+                    entries[item["path"].asString()] = secret ? raw : base64_encode(raw);
+                }
+            } else {
+                for (const auto &k : data.getMemberNames()) {
+                    std::string raw = data[k].asString();
+                    entries[k] = secret ? raw : base64_encode(raw);
+                }
+            }
+        }
+        files[v["name"].asString()] = entries;
+    }
+    return files;
+}
+
+}  // namespace
+
+std::set<ObjectRef> referenced_objects(const Json::Value &pod) {
+    std::set<ObjectRef> out;
+    add_env_refs(pod["spec"]["containers"], &out);
+    add_env_refs(pod["spec"]["initContainers"], &out);
+    for (const auto &v : pod["spec"]["volumes"]) {
+        if (v.isMember("configMap")) out.insert({"configmaps", v["configMap"]["name"].asString()});
+        if (v.isMember("secret")) out.insert({"secrets", v["secret"]["secretName"].asString()});
+    }
+    return out;
+}
+
+Result<Json::Value> resolve_pod(const Json::Value &pod_in, const FetchedObjects &objs,
+                                const NodeFacts &node) {
+    Json::Value pod = pod_in;
+    std::string ns = pod["metadata"]["namespace"].asString();
+    for (const char *list : {"initContainers", "containers"}) {
+        if (!pod["spec"].isMember(list)) continue;
+        for (auto &c : pod["spec"][list]) {
+            Json::Value env(Json::arrayValue);
+            // envFrom first: explicit env entries override them, as in the kubelet.
+            for (const auto &ef : c["envFrom"]) {
+                bool secret = ef.isMember("secretRef");
+                const Json::Value &ref = secret ? ef["secretRef"] : ef["configMapRef"];
+                std::string kind = secret ? "secrets" : "configmaps";
+                auto it = objs.find({kind, ref["name"].asString()});
+                if (it == objs.end()) {
+                    if (ref["optional"].asBool()) continue;
+                    return fail(Error::Invalid, std::string(secret ? "secret" : "configmap") +
+                                                    " \"" + ref["name"].asString() + "\" not found");
+                }
+                for (const auto &k : it->second["data"].getMemberNames()) {
+                    Json::Value e(Json::objectValue);
+                    e["name"] = ef["prefix"].asString() + k;
+                    std::string raw = it->second["data"][k].asString();
+                    if (secret) {
+                        auto d = base64_decode(raw);
+                        if (!d) return d.failure();
+                        raw = *d;
+                    }
+                    e["value"] = raw;
+                    env.append(e);
+                }
+            }
+            for (const auto &e : c["env"]) {
+                Json::Value out(Json::objectValue);
+                out["name"] = e["name"];
+                if (!e.isMember("valueFrom")) {
+                    out["value"] = e["value"].asString();
+                    env.append(out);
+                    continue;
+                }
+                const Json::Value &vf = e["valueFrom"];
+                Result<std::string> v = std::string();
+                bool found = true;
+                if (vf.isMember("configMapKeyRef") || vf.isMember("secretKeyRef")) {
+                    bool secret = vf.isMember("secretKeyRef");
+                    const Json::Value &r = secret ? vf["secretKeyRef"] : vf["configMapKeyRef"];
+                    v = lookup_key(objs, secret ? "secrets" : "configmaps", r["name"].asString(),
+                                   r["key"].asString(), r["optional"].asBool(), ns, &found);
+                } else if (vf.isMember("fieldRef")) {
+                    v = field_ref(pod_in, vf["fieldRef"]["fieldPath"].asString(), node);
+                } else if (vf.isMember("resourceFieldRef")) {
+                    v = resource_ref(c, vf["resourceFieldRef"], node);
+                } else {
+                    v = fail(Error::Invalid, "env " + e["name"].asString() +
+                                                 ": unsupported valueFrom");
+                }
+                if (!v) return v.failure();
+                if (!found) continue;  // optional and absent: the variable is not set
+                out["value"] = *v;
+                env.append(out);
+            }
+            c.removeMember("envFrom");
+            if (env.size() || c.isMember("env")) c["env"] = env;
+        }
+    }
+    auto files = volume_files(pod, objs);
+    if (!files) return files.failure();
+    Json::Value body(Json::objectValue);
+    body["pod"] = pod;
+    body["files"] = *files;
+    return body;
+}
+
+Result<int64_t> parse_quantity_milli(const std::string &q) {
+    size_t i = 0;
+    while (i < q.size() && (isdigit(static_cast<unsigned char>(q[i])) || q[i] == '.')) i++;
+    std::string num = q.substr(0, i), suf = q.substr(i);
+    if (num.empty() || num == "." || num.find('.') != num.rfind('.'))
+        return fail(Error::Invalid, "'" + q + "' is not a quantity");
+    double v = std::stod(num);
+    double mult;
+    if (suf.empty()) mult = 1;
+    else if (suf == "m") mult = 1e-3;
+    else if (suf == "k") mult = 1e3;
+    else if (suf == "M") mult = 1e6;
+    else if (suf == "G") mult = 1e9;
+    else if (suf == "T") mult = 1e12;
+    else if (suf == "P") mult = 1e15;
+    else if (suf == "Ki") mult = 1024.0;
+    else if (suf == "Mi") mult = 1024.0 * 1024;
+    else if (suf == "Gi") mult = 1024.0 * 1024 * 1024;
+    else if (suf == "Ti") mult = 1024.0 * 1024 * 1024 * 1024;
+    else if (suf == "Pi") mult = 1024.0 * 1024 * 1024 * 1024 * 1024;
+    else if (suf.size() > 1 && (suf[0] == 'e' || suf[0] == 'E') &&
+             suf.find_first_not_of("0123456789", 1) == std::string::npos && suf.size() < 4)
+        mult = std::pow(10.0, std::stoi(suf.substr(1)));
+    else return fail(Error::Invalid, "'" + q + "' has an unknown suffix");
+    double milli = std::ceil(v * mult * 1000.0 - 1e-6);
+    if (milli > 9e18) return fail(Error::Invalid, "'" + q + "' is too large");
+    return static_cast<int64_t>(milli);
+}
+
+std::string base64_encode(const std::string &in) {
+    std::string out;
+    size_t i = 0;
+    while (i + 2 < in.size()) {
+        uint32_t n = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
+        for (int s = 18; s >= 0; s -= 6) out += kB64[(n >> s) & 63];
+        i += 3;
+    }
+    if (i + 1 == in.size()) {
+        uint32_t n = uint8_t(in[i]) << 16;
+        out += kB64[(n >> 18) & 63];
+        out += kB64[(n >> 12) & 63];
+        out += "==";
+    } else if (i + 2 == in.size()) {
+        uint32_t n = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8);
+        out += kB64[(n >> 18) & 63];
+        out += kB64[(n >> 12) & 63];
+        out += kB64[(n >> 6) & 63];
+        out += '=';
+    }
+    return out;
+}
+
+Result<std::string> base64_decode(const std::string &in) {
+    std::string out;
+    uint32_t acc = 0;
+    int bits = 0;
+    size_t pad = 0;
+    for (char ch : in) {
+        if (ch == '=') {
+            pad++;
+            continue;
+        }
+        const char *p = strchr(kB64, ch);
+        if (!p || !ch || pad) return fail(Error::Invalid, "invalid base64 data");
+        acc = (acc << 6) | static_cast<uint32_t>(p - kB64);
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out += static_cast<char>((acc >> bits) & 0xff);
+        }
+    }
+    if (pad > 2 || (in.size() % 4) != 0) return fail(Error::Invalid, "invalid base64 data");
+    return out;
+}
+
+}  // namespace sk::agent

@@ -1,0 +1,51 @@
+// A PodRuntime that "runs" pods in memory, for unit and component tests
+// (agent.conf runtime = fake). Pods go Running at once with every container
+// started and ready; kill() terminates them (exit 0, Completed ->
+// Succeeded). A test drives other states with set_status() or, through the
+// real agent binary, with the pod annotation
+//   slurm-k8s.io/fake-exit-code: "N"   (containers exit with N at once)
+//   slurm-k8s.io/fake-refuse: "reason" (run is refused with that reason)
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+
+#include "agent/runtime.h"
+
+namespace sk::agent {
+
+class FakeRuntime : public PodRuntime {
+  public:
+    using Post = std::function<void(std::function<void()>)>;  // defer to the loop
+    using Now = std::function<int64_t()>;                     // unix seconds
+
+    FakeRuntime(Post post, Now now) : post_(std::move(post)), now_(std::move(now)) {}
+
+    void run(const Json::Value &body, Done done) override;
+    void kill(const std::string &uid, uint32_t grace_s, const std::string &reason,
+              Done done) override;
+    void snapshot(std::function<void(Result<std::vector<PodSnapshot>>)> done) override;
+    void shutdown(uint32_t grace_s, const std::string &reason, Done done) override;
+
+    // Test control: replace a pod's status and notify it.
+    bool set_status(const std::string &uid, const Json::Value &status);
+    size_t size() const { return pods_.size(); }
+    bool has(const std::string &uid) const { return pods_.count(uid) != 0; }
+    unsigned run_calls() const { return runs_; }
+
+    static Json::Value running_status(const Json::Value &pod, int64_t now_s);
+    static Json::Value terminated_status(const Json::Value &pod, const Json::Value &prev,
+                                         int exit_code, int64_t now_s);
+
+  private:
+    void emit(const std::string &uid);
+    static bool is_terminal(const Json::Value &status);
+    Post post_;
+    Now now_;
+    std::map<std::string, PodSnapshot> pods_;
+    std::map<std::string, Json::Value> specs_;
+    unsigned runs_ = 0;
+};
+
+}  // namespace sk::agent

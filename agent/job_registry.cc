@@ -1,0 +1,138 @@
+#include "agent/job_registry.h"
+
+#include <cerrno>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <fstream>
+#include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/json.h"
+#include "common/strings.h"
+
+namespace sk::agent {
+
+Json::Value to_json(const JobRecord &r) {
+    Json::Value v(Json::objectValue);
+    v["job"] = proto::to_json(r.job);
+    v["node_name"] = r.node_name;
+    v["node_uid"] = r.node_uid;
+    v["registered_at"] = Json::Int64(r.registered_at);
+    v["draining"] = r.draining;
+    return v;
+}
+
+Result<JobRecord> job_record_from_json(const Json::Value &v) {
+    JobRecord r;
+    if (!v.isObject()) return fail(Error::Parse, "job record: not an object");
+    auto job = proto::register_from_json(v["job"]);
+    if (!job) return fail(Error::Parse, "job record: " + job.message());
+    r.job = *job;
+    auto name = json::get_string(v, "node_name", "job record");
+    if (!name) return name.failure();
+    r.node_name = *name;
+    auto uid = json::opt_string(v, "node_uid", "job record");
+    if (!uid) return uid.failure();
+    r.node_uid = *uid;
+    auto at = json::opt_int(v, "registered_at", "job record", 0);
+    if (!at) return at.failure();
+    r.registered_at = *at;
+    auto dr = json::opt_bool(v, "draining", "job record", false);
+    if (!dr) return dr.failure();
+    r.draining = *dr;
+    return r;
+}
+
+std::string job_key(uint32_t job_id, const std::string &slurm_node) {
+    return std::to_string(job_id) + "@" + slurm_node;
+}
+
+static Failure io_error(const std::string &what, const std::string &path) {
+    return fail(Error::Io, what + " " + path + ": " + strerror(errno));
+}
+
+Status write_file_atomic(const std::string &path, const std::string &data, unsigned mode) {
+    std::string tmp = path + ".tmp";
+    int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    if (fd < 0) return io_error("cannot create", tmp);
+    size_t off = 0;
+    while (off < data.size()) {
+        ssize_t n = write(fd, data.data() + off, data.size() - off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            auto f = io_error("cannot write", tmp);
+            close(fd);
+            unlink(tmp.c_str());
+            return f;
+        }
+        off += static_cast<size_t>(n);
+    }
+    if (fsync(fd) != 0 || close(fd) != 0) {
+        unlink(tmp.c_str());
+        return io_error("cannot sync", tmp);
+    }
+    if (rename(tmp.c_str(), path.c_str()) != 0) {
+        unlink(tmp.c_str());
+        return io_error("cannot rename into", path);
+    }
+    std::string dir = path.substr(0, path.rfind('/'));
+    int dfd = open(dir.empty() ? "/" : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd);  // the rename itself must survive a crash
+        close(dfd);
+    }
+    return {};
+}
+
+Status JobStore::init() const {
+    std::string acc;
+    for (const auto &part : split(dir_, '/')) {
+        if (part.empty()) continue;
+        acc += "/" + part;
+        if (mkdir(acc.c_str(), 0700) != 0 && errno != EEXIST)
+            return io_error("cannot create state directory", acc);
+    }
+    return {};
+}
+
+std::string JobStore::path_of(uint32_t job_id, const std::string &slurm_node) const {
+    return dir_ + "/job_" + std::to_string(job_id) + "_" + slurm_node + ".json";
+}
+
+Status JobStore::save(const JobRecord &r) const {
+    return write_file_atomic(path_of(r.job.job_id, r.job.slurm_node), json::write(to_json(r)) + "\n",
+                             0600);
+}
+
+Status JobStore::remove(uint32_t job_id, const std::string &slurm_node) const {
+    std::string p = path_of(job_id, slurm_node);
+    if (unlink(p.c_str()) != 0 && errno != ENOENT) return io_error("cannot remove", p);
+    return {};
+}
+
+std::vector<JobRecord> JobStore::load_all(std::vector<std::string> *bad) const {
+    std::vector<JobRecord> out;
+    DIR *d = opendir(dir_.c_str());
+    if (!d) return out;
+    while (struct dirent *e = readdir(d)) {
+        std::string name = e->d_name;
+        if (!starts_with(name, "job_") || !ends_with(name, ".json")) continue;
+        std::string path = dir_ + "/" + name;
+        std::ifstream f(path);
+        std::stringstream ss;
+        ss << f.rdbuf();
+        auto v = json::parse(ss.str());
+        Result<JobRecord> r = v ? job_record_from_json(*v) : Result<JobRecord>(v.failure());
+        if (!r) {
+            if (bad) bad->push_back(path + ": " + r.message());
+            continue;
+        }
+        out.push_back(std::move(*r));
+    }
+    closedir(d);
+    return out;
+}
+
+}  // namespace sk::agent

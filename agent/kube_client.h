@@ -1,0 +1,72 @@
+// Typed-enough Kubernetes API calls over an HttpTransport, with the error
+// classification every controller decides on: NotFound (recreate),
+// AlreadyExists, Conflict (re-read), Gone (relist), Invalid, Unauthorized,
+// Forbidden, Transient (retry with back-off).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <json/json.h>
+
+#include "agent/http_client.h"
+#include "agent/watch_parser.h"
+#include "common/result.h"
+
+namespace sk::agent {
+
+// HTTP status + Status body -> Failure (what names the call for the log).
+Failure classify_http(long status, const std::string &body, const std::string &what);
+// 2xx -> parsed JSON body; else the classified failure.
+Result<Json::Value> decode_response(const Result<HttpResponse> &r, const std::string &what);
+
+std::string url_escape(const std::string &s);
+
+constexpr const char *kStrategicMerge = "application/strategic-merge-patch+json";
+constexpr const char *kMergePatch = "application/merge-patch+json";
+
+class KubeClient {
+  public:
+    using JsonCb = std::function<void(Result<Json::Value>)>;
+    using EventCb = std::function<void(const WatchEvent &)>;
+    using EndCb = std::function<void(Status)>;  // ok = the server closed the stream
+
+    KubeClient(HttpTransport &transport, std::string server, uint64_t timeout_ms)
+        : t_(transport), server_(std::move(server)), timeout_ms_(timeout_ms) {}
+
+    void get(const std::string &path, JsonCb cb);
+    void post(const std::string &path, const Json::Value &body, JsonCb cb);
+    void put(const std::string &path, const Json::Value &body, JsonCb cb);
+    void patch(const std::string &path, const Json::Value &body, const char *type, JsonCb cb);
+    void del(const std::string &path, const Json::Value &body, JsonCb cb);
+    // Streams watch events of path (which carries ?watch=1...). A malformed
+    // event ends the watch with Parse; an ERROR event is delivered as one.
+    uint64_t watch(const std::string &path, EventCb on_event, EndCb on_end);
+    void cancel(uint64_t id) { t_.cancel(id); }
+
+    static std::string node(const std::string &n) { return "/api/v1/nodes/" + n; }
+    static std::string node_status(const std::string &n) { return node(n) + "/status"; }
+    static std::string lease(const std::string &n) {
+        return "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/" + n;
+    }
+    static std::string leases() {
+        return "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases";
+    }
+    static std::string pod(const std::string &ns, const std::string &n) {
+        return "/api/v1/namespaces/" + ns + "/pods/" + n;
+    }
+    static std::string pods_on_node(const std::string &node_name) {
+        return "/api/v1/pods?fieldSelector=" + url_escape("spec.nodeName=" + node_name);
+    }
+    static std::string events(const std::string &ns) { return "/api/v1/namespaces/" + ns + "/events"; }
+
+  private:
+    void send(const char *method, const std::string &path, const std::string &body,
+              const char *ctype, JsonCb cb, uint64_t timeout_ms);
+    HttpTransport &t_;
+    std::string server_;
+    uint64_t timeout_ms_;
+};
+
+}  // namespace sk::agent

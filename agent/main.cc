@@ -1,0 +1,194 @@
+// slurm-k8s-agent: the per-node root daemon. Reads like a table of contents:
+// configuration, credentials, host facts, HTTP, the agent, the loop;
+// teardown in reverse.
+#include <config.h>  // PACKAGE_VERSION (agent/config.h is the agent's own)
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <signal.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "agent/agent.h"
+#include "agent/config.h"
+#include "agent/http_client.h"
+#include "agent/kube_client.h"
+#include "common/log.h"
+#include "common/strings.h"
+
+using namespace sk;
+using namespace sk::agent;
+
+namespace {
+
+std::string read_first_line(const std::string &path) {
+    std::ifstream f(path);
+    std::string line;
+    std::getline(f, line);
+    return std::string(trim(line));
+}
+
+std::string os_image() {
+    std::ifstream f("/etc/os-release");
+    std::string line;
+    while (std::getline(f, line))
+        if (starts_with(line, "PRETTY_NAME=")) {
+            std::string v = line.substr(12);
+            if (v.size() >= 2 && v.front() == '"') v = v.substr(1, v.size() - 2);
+            return v;
+        }
+    return "linux";
+}
+
+std::string first_ipv4() {
+    struct ifaddrs *ifs = nullptr;
+    std::string out = "127.0.0.1";
+    if (getifaddrs(&ifs) != 0) return out;
+    for (auto *i = ifs; i; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || (i->ifa_flags & IFF_LOOPBACK)) continue;
+        char buf[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in *>(i->ifa_addr)->sin_addr, buf, sizeof buf);
+        out = buf;
+        break;
+    }
+    freeifaddrs(ifs);
+    return out;
+}
+
+NodeSpecInput host_facts(const AgentConfig &cfg) {
+    NodeSpecInput h;
+    struct utsname u;
+    uname(&u);
+    h.kernel_version = u.release;
+    h.architecture = strcmp(u.machine, "aarch64") == 0 ? "arm64" : "amd64";
+    h.os_image = os_image();
+    h.machine_id = read_first_line("/etc/machine-id");
+    h.boot_id = read_first_line("/proc/sys/kernel/random/boot_id");
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    h.host_cpus = cpus > 0 ? static_cast<uint32_t>(cpus) : 1;
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGE_SIZE);
+    h.host_memory_mib = pages > 0 ? static_cast<uint64_t>(pages) * psize / (1 << 20) : 1024;
+    h.cluster = cfg.cluster_name;
+    h.node_address = cfg.node_address;
+    h.kubelet_port = static_cast<uint32_t>(cfg.kubelet_port);
+    h.site_labels = cfg.labels;
+    h.site_taints = cfg.taints;
+    h.max_pods = static_cast<uint32_t>(cfg.max_pods);
+    h.agent_version = PACKAGE_VERSION;
+    h.job.slurm_node = cfg.slurm_node;
+    return h;
+}
+
+void usage() {
+    fprintf(stderr,
+            "usage: slurm-k8s-agent [--config FILE] [--log-level LEVEL] [--help]\n"
+            "  default config: /etc/slurm-k8s/agent.conf\n\nconfiguration keys:\n%s",
+            describe_agent_config().c_str());
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    log::set_component("slurm-k8s-agent");
+    std::string config_path = "/etc/slurm-k8s/agent.conf", level_override;
+    for (int i = 1; i < argc; i++) {
+        std::string a = argv[i];
+        if ((a == "--config" || a == "-c") && i + 1 < argc) config_path = argv[++i];
+        else if (a == "--log-level" && i + 1 < argc) level_override = argv[++i];
+        else if (a == "--help" || a == "-h") return usage(), 0;
+        else if (a == "--version") return printf("slurm-k8s-agent %s\n", PACKAGE_VERSION), 0;
+        else return usage(), 2;
+    }
+
+    // 1. configuration: any error names the key and stops the start.
+    auto cfg = load_agent_config(config_path);
+    if (!cfg) {
+        LOG_ERROR("%s", cfg.message().c_str());
+        return 1;
+    }
+    log::Level lvl;
+    if (log::level_from_string(level_override.empty() ? cfg->log_level : level_override, &lvl))
+        log::set_level(lvl);
+    LOG_INFO("slurm-k8s-agent %s starting (config %s, runtime %s)", PACKAGE_VERSION,
+             config_path.c_str(), cfg->runtime.c_str());
+    if (cfg->slurm_node.empty()) {
+        char host[256] = "";
+        gethostname(host, sizeof host - 1);
+        cfg->slurm_node = std::string(host).substr(0, std::string(host).find('.'));
+    }
+    if (cfg->node_address.empty()) cfg->node_address = first_ipv4();
+
+    // 2. credentials
+    TlsConfig tls{cfg->api.ca_file, cfg->api.client_cert, cfg->api.client_key, ""};
+    if (!cfg->api.token_file.empty()) {
+        tls.bearer_token = read_first_line(cfg->api.token_file);
+        if (tls.bearer_token.empty()) {
+            LOG_ERROR("api_token_file %s is empty or unreadable", cfg->api.token_file.c_str());
+            return 1;
+        }
+    }
+
+    // 3. loop, signals, HTTP
+    signal(SIGPIPE, SIG_IGN);  // a shim that went away must not kill the agent
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    CurlTransport http(&loop, tls);
+    if (auto st = http.start(); !st) {
+        LOG_ERROR("HTTP client: %s", st.message().c_str());
+        return 1;
+    }
+    KubeClient kube(http, cfg->api.server, cfg->api_timeout_s * 1000);
+    SystemClock clock;
+    CommandJobChecker checker(cfg->job_alive_command);
+
+    // 4. the agent: state, socket, controllers
+    auto agent = std::make_unique<Agent>(&loop, *cfg, kube, clock, checker, host_facts(*cfg));
+    if (auto st = agent->start(); !st) {
+        LOG_ERROR("%s", st.message().c_str());
+        return 1;
+    }
+    LOG_INFO("listening on %s; API server %s; slurm node %s, node address %s",
+             cfg->socket_path.c_str(), cfg->api.server.c_str(), cfg->slurm_node.c_str(),
+             cfg->node_address.c_str());
+
+    // 5. run until SIGTERM/SIGINT: virtual nodes stay (jobs outlive an agent restart).
+    struct Sig {
+        uv_signal_t h;
+        std::unique_ptr<Agent> *agent;
+    };
+    Sig sigs[2];
+    int signums[2] = {SIGTERM, SIGINT};
+    for (int i = 0; i < 2; i++) {
+        uv_signal_init(&loop, &sigs[i].h);
+        sigs[i].agent = &agent;
+        sigs[i].h.data = &sigs[i];
+        uv_signal_start(
+            &sigs[i].h,
+            [](uv_signal_t *h, int signum) {
+                LOG_INFO("signal %d: stopping (virtual nodes are kept)", signum);
+                auto *s = static_cast<Sig *>(h->data);
+                if (*s->agent) (*s->agent)->stop();
+                uv_stop(h->loop);
+            },
+            signums[i]);
+    }
+    uv_run(&loop, UV_RUN_DEFAULT);
+
+    // 6. teardown in reverse
+    agent.reset();
+    http.stop();
+    for (auto &s : sigs) uv_close(reinterpret_cast<uv_handle_t *>(&s.h), nullptr);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    if (uv_loop_close(&loop) != 0) LOG_VERBOSE("loop closed with handles open");
+    LOG_INFO("stopped");
+    return 0;
+}

@@ -1,0 +1,68 @@
+// Pure builders of the Node and Lease objects of one virtual node, shaped like
+// what a real kubelet v1.28 writes (shared/reference/kubelet-objects/01-*).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <json/json.h>
+
+#include "common/k8s_names.h"
+#include "common/protocol.h"
+
+namespace sk::agent {
+
+constexpr const char *kLabelPrefix = "slurm-k8s/";
+constexpr const char *kJobTaintKey = "slurm-k8s/job";
+constexpr const char *kEndingTaintKey = "slurm-k8s/job-ending";
+constexpr const char *kEndedTaintKey = "slurm-k8s/job-ended";
+
+// Everything a Node object is built from: the job and the site configuration.
+struct NodeSpecInput {
+    std::string node_name;
+    proto::RegisterRequest job;
+    std::string cluster;
+    std::string node_address;
+    uint32_t kubelet_port = 10250;
+    std::map<std::string, std::string> site_labels;
+    std::vector<k8s::Taint> site_taints;
+    uint32_t max_pods = 110;
+    uint32_t host_cpus = 1;         // used when the job gives no CPU count
+    uint64_t host_memory_mib = 1024;  // used when the job gives no memory
+    std::string agent_version;
+    std::string kernel_version, os_image, machine_id, boot_id, architecture = "amd64";
+};
+
+// Labels: slurm-k8s/{job-id,user,partition,slurm-node,cluster}, hostname,
+// instance type, os/arch, the site's and the user's (the user's cannot
+// override the slurm-k8s/ ones).
+std::map<std::string, std::string> node_labels(const NodeSpecInput &in);
+// The job's taints, or slurm-k8s/job=<id>:NoSchedule when it sent none, plus
+// the site's.
+std::vector<k8s::Taint> node_taints(const NodeSpecInput &in);
+// The 4 conditions in the kubelet's order; Ready True or False.
+Json::Value node_conditions(bool ready, int64_t heartbeat_s, int64_t transition_s);
+// Full Node for POST /api/v1/nodes (status included: the POST keeps it).
+Json::Value build_node(const NodeSpecInput &in, int64_t now_s);
+// Strategic-merge body for PATCH nodes/NAME/status: conditions (all 4, by
+// type), capacity, allocatable, addresses, daemonEndpoints, nodeInfo.
+Json::Value build_node_status_patch(const NodeSpecInput &in, bool ready, int64_t now_s,
+                                    int64_t transition_s);
+// Merge-patch body for PATCH nodes/NAME: unschedulable and the taint list
+// (current taints + extra, no duplicates by key+effect), guarded by the
+// resourceVersion read with them.
+Json::Value build_cordon_patch(const Json::Value &current_node, const k8s::Taint &extra);
+// True when node's labels say it belongs to (job, slurm node) of this agent.
+bool node_is_ours(const Json::Value &node, const std::string &cluster,
+                  const std::string &slurm_node);
+
+// Lease in kube-node-lease, owned by the Node (uid), renewTime in MicroTime.
+Json::Value build_lease(const std::string &node_name, const std::string &node_uid,
+                        uint32_t duration_s, int64_t now_us);
+// The same Lease renewed: spec.renewTime updated, resourceVersion kept.
+Json::Value renew_lease(const Json::Value &current, const std::string &node_name,
+                        const std::string &node_uid, uint32_t duration_s, int64_t now_us);
+
+}  // namespace sk::agent

@@ -1,0 +1,65 @@
+#include "agent/peer_auth.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "common/strings.h"
+
+namespace sk::agent {
+
+Status authorize_op(const std::string &op, const PeerCred &peer,
+                    const std::vector<uint32_t> &admin_uids) {
+    bool admin = std::find(admin_uids.begin(), admin_uids.end(), peer.uid) != admin_uids.end();
+    if (op == "register" || op == "deregister" || op == "status" || op == "list") {
+        if (admin) return {};
+        return fail(Error::Forbidden, "'" + op + "' is allowed only to root and the SlurmUser (uid " +
+                                          std::to_string(peer.uid) + " is neither)");
+    }
+    if (op == "attach") return {};
+    return fail(Error::Forbidden, "unknown or not allowed operation '" + op + "'");
+}
+
+bool cgroup_has_job(std::string_view text, uint32_t job_id) {
+    std::string want = "job_" + std::to_string(job_id);
+    for (const auto &line : split(text, '\n')) {
+        // "0::/system.slice/slurmstepd.scope/job_42/step_extern/user/task_0"
+        // or cgroup v1 "5:devices:/slurm/uid_1000/job_42/step_extern"
+        auto colon = line.find(':');
+        if (colon == std::string::npos) continue;
+        colon = line.find(':', colon + 1);
+        if (colon == std::string::npos) continue;
+        for (const auto &part : split(std::string_view(line).substr(colon + 1), '/'))
+            if (part == want) return true;
+    }
+    return false;
+}
+
+Status authorize_attach(const PeerCred &peer, uint32_t job_id, uint32_t job_uid, ShimAuth mode,
+                        std::string_view cgroup_text) {
+    if (peer.uid != job_uid)
+        return fail(Error::Forbidden, "attach to job " + std::to_string(job_id) + ": uid " +
+                                          std::to_string(peer.uid) + " is not the job's user (uid " +
+                                          std::to_string(job_uid) + ")");
+    if (mode == ShimAuth::Uid) return {};
+    if (cgroup_text.empty())
+        return fail(Error::Forbidden, "attach to job " + std::to_string(job_id) +
+                                          ": cannot read the cgroup of pid " +
+                                          std::to_string(peer.pid));
+    if (!cgroup_has_job(cgroup_text, job_id))
+        return fail(Error::Forbidden, "attach to job " + std::to_string(job_id) + ": pid " +
+                                          std::to_string(peer.pid) +
+                                          " does not run inside the job's cgroup");
+    return {};
+}
+
+std::string read_proc_cgroup(int32_t pid) {
+    if (pid <= 0) return {};
+    std::ifstream f("/proc/" + std::to_string(pid) + "/cgroup");
+    if (!f) return {};
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+}  // namespace sk::agent

@@ -1,0 +1,201 @@
+#include "agent/pod_status.h"
+
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "agent/kube_time.h"
+
+namespace sk::agent {
+namespace {
+
+// Fields of PodStatus the agent owns; anything else (qosClass,
+// nominatedNodeName, ...) belongs to other writers.
+const char *const kOwnedFields[] = {"phase",   "conditions",       "containerStatuses",
+                                    "initContainerStatuses", "hostIP", "podIP",
+                                    "podIPs",  "startTime",        "reason",
+                                    "message"};
+
+bool is_runtime_condition(const std::string &type) {
+    return type == "Initialized" || type == "Ready" || type == "ContainersReady";
+}
+
+std::map<std::string, Json::Value> by_key(const Json::Value &list, const char *key) {
+    std::map<std::string, Json::Value> m;
+    for (const auto &e : list) m[e[key].asString()] = e;
+    return m;
+}
+
+bool same_list(const Json::Value &a, const Json::Value &b, const char *key) {
+    if (!a.isArray() || !b.isArray()) return a == b;
+    return a.size() == b.size() && by_key(a, key) == by_key(b, key);
+}
+
+bool same_field(const std::string &f, const Json::Value &a, const Json::Value &b) {
+    if (f == "conditions") return same_list(a, b, "type");
+    if (f == "containerStatuses" || f == "initContainerStatuses") return same_list(a, b, "name");
+    return a == b;
+}
+
+}  // namespace
+
+bool is_terminal_phase(const std::string &p) { return p == "Succeeded" || p == "Failed"; }
+
+bool pod_is_terminal(const Json::Value &v) {
+    const Json::Value &s = v.isMember("status") ? v["status"] : v;
+    return is_terminal_phase(s["phase"].asString());
+}
+
+Json::Value desired_pod_status(const Json::Value &rt, const Json::Value &api_pod,
+                               const std::string &node_ip) {
+    Json::Value s(Json::objectValue);
+    for (const char *f : kOwnedFields)
+        if (rt.isMember(f) && !rt[f].isNull()) s[f] = rt[f];
+    // Pods run as processes on the node: podIP is the node's, from the first
+    // write on (as for hostNetwork pods on a kubelet).
+    s["hostIP"] = node_ip;
+    s["podIP"] = node_ip;
+    Json::Value ip(Json::objectValue);
+    ip["ip"] = node_ip;
+    s["podIPs"] = Json::Value(Json::arrayValue);
+    s["podIPs"].append(ip);
+    Json::Value conds(Json::arrayValue);
+    for (const auto &c : rt["conditions"])
+        if (is_runtime_condition(c["type"].asString())) conds.append(c);
+    bool scheduled = false;
+    for (const auto &c : api_pod["status"]["conditions"]) {
+        if (is_runtime_condition(c["type"].asString())) continue;
+        scheduled |= c["type"].asString() == "PodScheduled";
+        conds.append(c);
+    }
+    if (!scheduled) {
+        // Bound by spec.nodeName without the scheduler: PodScheduled is the
+        // agent's to write (the scheduler writes it otherwise).
+        Json::Value c(Json::objectValue);
+        c["type"] = "PodScheduled";
+        c["status"] = "True";
+        c["lastProbeTime"] = Json::Value();
+        c["lastTransitionTime"] = api_pod["metadata"]["creationTimestamp"];
+        conds.append(c);
+    }
+    s["conditions"] = conds;
+    if (api_pod["status"].isMember("qosClass")) s["qosClass"] = api_pod["status"]["qosClass"];
+    return s;
+}
+
+Json::Value pod_status_patch(const Json::Value &api_pod, const Json::Value &desired) {
+    const Json::Value &cur = api_pod["status"];
+    Json::Value st(Json::objectValue);
+    for (const char *f : kOwnedFields) {
+        bool in_d = desired.isMember(f) && !desired[f].isNull();
+        bool in_c = cur.isMember(f) && !cur[f].isNull();
+        if (in_d && (!in_c || !same_field(f, cur[f], desired[f]))) st[f] = desired[f];
+        else if (!in_d && in_c && (std::string(f) == "reason" || std::string(f) == "message"))
+            st[f] = Json::Value();  // cleared: strategic merge deletes on null
+    }
+    if (st.empty()) return Json::Value();
+    if (st.isMember("conditions")) {
+        Json::Value order(Json::arrayValue);
+        for (const auto &c : st["conditions"]) {
+            Json::Value o(Json::objectValue);
+            o["type"] = c["type"];
+            order.append(o);
+        }
+        st["$setElementOrder/conditions"] = order;
+    }
+    Json::Value p(Json::objectValue);
+    p["metadata"]["uid"] = api_pod["metadata"]["uid"];
+    p["status"] = st;
+    return p;
+}
+
+Json::Value refused_pod_status(const Json::Value &api_pod, const std::string &reason,
+                               const std::string &message, const std::string &node_ip,
+                               int64_t now_s) {
+    Json::Value rt(Json::objectValue);
+    rt["phase"] = "Failed";
+    rt["reason"] = reason;
+    rt["message"] = message;
+    rt["startTime"] = api_pod["status"].isMember("startTime") ? api_pod["status"]["startTime"]
+                                                              : Json::Value(rfc3339(now_s));
+    return desired_pod_status(rt, api_pod, node_ip);
+}
+
+Json::Value job_end_status(const Json::Value &status, const std::string &reason, uint32_t job_id) {
+    Json::Value s = status;
+    if (!is_terminal_phase(s["phase"].asString())) s["phase"] = "Failed";
+    s["reason"] = reason.empty() ? "JobEnded" : reason;
+    s["message"] = "the Slurm job " + std::to_string(job_id) + " lending this node ended (" +
+                   s["reason"].asString() + ")";
+    return s;
+}
+
+std::vector<EventSpec> status_events(const Json::Value &api_pod, const Json::Value &old_status,
+                                     const Json::Value &new_status) {
+    std::vector<EventSpec> out;
+    std::string pod_ref = api_pod["metadata"]["name"].asString() + "_" +
+                          api_pod["metadata"]["namespace"].asString() + "(" +
+                          api_pod["metadata"]["uid"].asString() + ")";
+    for (const char *list : {"initContainerStatuses", "containerStatuses"}) {
+        auto olds = by_key(old_status[list], "name");
+        for (const auto &cs : new_status[list]) {
+            std::string name = cs["name"].asString();
+            const Json::Value &o = olds[name];
+            std::string fp = std::string(list[0] == 'i' ? "spec.initContainers{" : "spec.containers{") +
+                             name + "}";
+            const Json::Value &run = cs["state"]["running"];
+            if (run.isObject() && run["startedAt"] != o["state"]["running"]["startedAt"])
+                out.push_back({"Normal", "Started", "Started container " + name, fp});
+            const Json::Value &w = cs["state"]["waiting"];
+            std::string wr = w["reason"].asString();
+            bool changed = wr != o["state"]["waiting"]["reason"].asString() ||
+                           cs["restartCount"] != o["restartCount"];
+            if (wr == "CrashLoopBackOff" && changed)
+                out.push_back({"Warning", "BackOff",
+                               "Back-off restarting failed container " + name + " in pod " + pod_ref,
+                               fp});
+            if ((wr == "CreateContainerConfigError" || wr == "CreateContainerError") && changed)
+                out.push_back({"Warning", "Failed", "Error: " + w["message"].asString(), fp});
+        }
+    }
+    if (new_status["phase"].asString() == "Failed" && old_status["phase"].asString() != "Failed" &&
+        new_status.isMember("reason") && !new_status["containerStatuses"].size())
+        out.push_back({"Warning", new_status["reason"].asString(),
+                       new_status["message"].asString(), ""});
+    return out;
+}
+
+Json::Value build_pod_event(const Json::Value &pod, const EventSpec &e,
+                            const std::string &node_name, int64_t now_us) {
+    Json::Value ev(Json::objectValue);
+    char hex[32];
+    snprintf(hex, sizeof hex, "%llx", static_cast<unsigned long long>(now_us) * 1000ull);
+    const Json::Value &md = pod["metadata"];
+    ev["apiVersion"] = "v1";
+    ev["kind"] = "Event";
+    ev["metadata"]["name"] = md["name"].asString() + "." + hex;
+    ev["metadata"]["namespace"] = md["namespace"];
+    Json::Value &io = ev["involvedObject"];
+    io["kind"] = "Pod";
+    io["namespace"] = md["namespace"];
+    io["name"] = md["name"];
+    io["uid"] = md["uid"];
+    io["apiVersion"] = "v1";
+    io["resourceVersion"] = md["resourceVersion"];
+    if (!e.field_path.empty()) io["fieldPath"] = e.field_path;
+    ev["reason"] = e.reason;
+    ev["message"] = e.message;
+    ev["source"]["component"] = "kubelet";
+    ev["source"]["host"] = node_name;
+    std::string ts = rfc3339(now_us / 1000000);
+    ev["firstTimestamp"] = ts;
+    ev["lastTimestamp"] = ts;
+    ev["count"] = 1;
+    ev["type"] = e.type;
+    ev["eventTime"] = Json::Value();
+    ev["reportingComponent"] = "kubelet";
+    ev["reportingInstance"] = node_name;
+    return ev;
+}
+
+}  // namespace sk::agent

@@ -1,0 +1,57 @@
+// Pure pod status logic: what the agent adds to the runtime's PodStatus,
+// the strategic-merge PATCH for /status (nothing when nothing changed),
+// refusal and job-end statuses, and the kubelet-like Events a status
+// transition implies (shared/reference/kubelet-objects/02-*, 03-*, 04-*, 09-*).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <json/json.h>
+
+namespace sk::agent {
+
+bool is_terminal_phase(const std::string &phase);
+bool pod_is_terminal(const Json::Value &pod_or_status);  // accepts a Pod or a PodStatus
+
+// The status to write: the runtime's (phase, Initialized/Ready/ContainersReady,
+// container statuses, startTime, reason/message) plus hostIP/podIP/podIPs =
+// node address, and the API's own conditions (PodScheduled, DisruptionTarget)
+// and qosClass kept.
+Json::Value desired_pod_status(const Json::Value &runtime_status, const Json::Value &api_pod,
+                               const std::string &node_ip);
+
+// Body for PATCH pods/NAME/status: {"metadata":{"uid"},"status":{only the
+// changed fields; a cleared reason/message as null}}, or null when the API
+// already shows `desired` (no-op suppressed).
+Json::Value pod_status_patch(const Json::Value &api_pod, const Json::Value &desired);
+
+// Pod refused before it ran (namespace not allowed, isolation, bad spec):
+// phase Failed with the reason and message the user sees in kubectl.
+Json::Value refused_pod_status(const Json::Value &api_pod, const std::string &reason,
+                               const std::string &message, const std::string &node_ip,
+                               int64_t now_s);
+
+// A pod stopped because the Slurm job ended: its final status names that.
+Json::Value job_end_status(const Json::Value &status, const std::string &reason, uint32_t job_id);
+
+struct EventSpec {
+    std::string type;        // Normal | Warning
+    std::string reason;      // Started, Killing, BackOff, Failed, ...
+    std::string message;
+    std::string field_path;  // spec.containers{name}, or "" for the pod
+};
+
+// Events implied by old -> new status: Started (a container began running),
+// BackOff (entered CrashLoopBackOff), Failed (a container waiting on a
+// config error).
+std::vector<EventSpec> status_events(const Json::Value &api_pod, const Json::Value &old_status,
+                                     const Json::Value &new_status);
+
+// core/v1 Event as the kubelet writes it: name <pod>.<hex ns>, source
+// kubelet@node, reportingComponent kubelet, count 1, first/lastTimestamp.
+Json::Value build_pod_event(const Json::Value &pod, const EventSpec &e,
+                            const std::string &node_name, int64_t now_us);
+
+}  // namespace sk::agent

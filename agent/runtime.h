@@ -1,0 +1,66 @@
+// The narrow interface between the agent's pod controller and whatever runs
+// the pods: the job's shim over the attached socket (shim_runtime.h), or an
+// in-memory fake for tests (fake_runtime.h).
+//
+// Contracts:
+//  - run(body): body is the pod_run body ({"pod": resolved Pod, "files":
+//    {...}}). Idempotent by metadata.uid: a second run of a known uid is ok
+//    and does nothing. done(error) carries the refusal reason.
+//  - kill(uid, grace_s, reason): returns at once; the runtime stops the pod
+//    within grace_s and reports its terminal status. Idempotent; an unknown
+//    uid is ok.
+//  - snapshot(): every pod the runtime knows with its current status (used
+//    to re-adopt after an agent restart).
+//  - shutdown(grace_s, reason): stop everything, report final statuses, then
+//    done.
+//  - Status notifications go to the sink set with set_status_sink, on every
+//    change, from the loop (never inside a call above).
+//  - All callbacks run on the agent's loop.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <json/json.h>
+
+#include "common/result.h"
+
+namespace sk::agent {
+
+struct PodSnapshot {
+    std::string uid, ns, name;
+    Json::Value status;  // a Kubernetes PodStatus
+};
+
+class PodRuntime {
+  public:
+    using Done = std::function<void(Status)>;
+    using StatusSink = std::function<void(const PodSnapshot &)>;
+    using LostSink = std::function<void()>;
+
+    virtual ~PodRuntime() = default;
+    virtual void run(const Json::Value &body, Done done) = 0;
+    virtual void kill(const std::string &uid, uint32_t grace_s, const std::string &reason,
+                      Done done) = 0;
+    virtual void snapshot(std::function<void(Result<std::vector<PodSnapshot>>)> done) = 0;
+    virtual void shutdown(uint32_t grace_s, const std::string &reason, Done done) = 0;
+
+    void set_status_sink(StatusSink s) { sink_ = std::move(s); }
+    // Called once when the runtime goes away (the shim's connection closed).
+    void set_lost_sink(LostSink s) { lost_ = std::move(s); }
+
+  protected:
+    void notify(const PodSnapshot &p) {
+        if (sink_) sink_(p);
+    }
+    void notify_lost() {
+        if (lost_) lost_();
+    }
+
+  private:
+    StatusSink sink_;
+    LostSink lost_;
+};
+
+}  // namespace sk::agent

@@ -1,0 +1,50 @@
+// PodRuntime over the connection of an attached shim (contract 2 in the
+// brief / DESIGN.md): agent -> shim requests pod_run, pod_kill, pod_list,
+// shutdown, each answered by a Reply with the same id; shim -> agent
+// notifications pod_status {uid, namespace, name, status}, answered ok.
+#pragma once
+
+#include <map>
+#include <memory>
+
+#include "agent/runtime.h"
+#include "agent/socket_server.h"
+
+namespace sk::agent {
+
+class ShimRuntime : public PodRuntime {
+  public:
+    // Takes over conn's lines; the object must outlive the connection or
+    // call detach() first.
+    explicit ShimRuntime(std::shared_ptr<Connection> conn, std::string log_prefix);
+    ~ShimRuntime() override;
+
+    void run(const Json::Value &body, Done done) override;
+    void kill(const std::string &uid, uint32_t grace_s, const std::string &reason,
+              Done done) override;
+    void snapshot(std::function<void(Result<std::vector<PodSnapshot>>)> done) override;
+    void shutdown(uint32_t grace_s, const std::string &reason, Done done) override;
+
+    bool connected() const { return conn_ && !conn_->closed(); }
+    void detach();
+
+    // Parses one line from the shim (exposed for tests).
+    void on_line(const std::string &line);
+
+  private:
+    using ReplyCb = std::function<void(Result<Json::Value>)>;
+    void call(const std::string &op, const Json::Value &body, ReplyCb cb);
+    void on_closed();
+
+    std::shared_ptr<Connection> conn_;
+    std::string prefix_;
+    uint64_t next_id_ = 1;
+    std::map<uint64_t, ReplyCb> pending_;
+};
+
+// pod_list reply body -> snapshots.
+Result<std::vector<PodSnapshot>> pod_list_from_json(const Json::Value &body);
+// pod_status notification body -> snapshot.
+Result<PodSnapshot> pod_status_from_json(const Json::Value &body);
+
+}  // namespace sk::agent

@@ -1,0 +1,122 @@
+// slurm-k8s-shim: runs the pods of one Slurm job on one node (contract 4).
+//   slurm-k8s-shim --job-id ID --slurm-node NODE --socket PATH
+//                  [--runtime-config FILE] [--log-level L] [--log-max-bytes N]
+// Started by spank_k8s.so in the job's extern step, as the job's user.
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "common/log.h"
+#include "common/strings.h"
+#include "config.h"
+#include "k8s-shim/shim.h"
+
+using namespace sk;
+using namespace sk::shim;
+
+namespace {
+
+const char kUsage[] =
+    "usage: slurm-k8s-shim --job-id ID --slurm-node NODE --socket PATH\n"
+    "                      [--runtime-config FILE] [--log-level LEVEL] [--log-max-bytes N]\n";
+
+struct Args {
+    ShimOptions opt;
+    std::string runtime_config;
+    std::string log_level = "info";
+};
+
+Result<Args> parse_args(int argc, char **argv) {
+    Args a;
+    for (int i = 1; i < argc; i++) {
+        std::string k = argv[i];
+        if (i + 1 >= argc) return fail(Error::InvalidArgument, "option " + k + " needs a value");
+        std::string v = argv[++i];
+        if (k == "--job-id") {
+            auto n = parse_uint(v, "--job-id", UINT32_MAX);
+            if (!n) return n.failure();
+            a.opt.job_id = static_cast<uint32_t>(*n);
+        } else if (k == "--slurm-node") {
+            a.opt.slurm_node = v;
+        } else if (k == "--socket") {
+            a.opt.socket_path = v;
+        } else if (k == "--runtime-config") {
+            a.runtime_config = v;
+        } else if (k == "--log-level") {
+            a.log_level = v;
+        } else if (k == "--log-max-bytes") {
+            auto n = parse_uint(v, "--log-max-bytes", uint64_t{1} << 40);
+            if (!n) return n.failure();
+            a.opt.log_max_bytes = static_cast<size_t>(*n);
+        } else {
+            return fail(Error::InvalidArgument, "unknown option " + k);
+        }
+    }
+    if (a.opt.job_id == 0 || a.opt.slurm_node.empty() || a.opt.socket_path.empty())
+        return fail(Error::InvalidArgument, "--job-id, --slurm-node and --socket are required");
+    return a;
+}
+
+Result<RuntimeTemplates> load_templates(const std::string &path) {
+    if (path.empty()) return RuntimeTemplates();
+    std::ifstream f(path);
+    if (!f) return fail(Error::Io, "cannot read runtime config " + path);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return RuntimeTemplates::parse(ss.str(), path);
+}
+
+void close_all(uv_loop_t *loop) {
+    uv_walk(
+        loop,
+        [](uv_handle_t *h, void *) {
+            if (!uv_is_closing(h)) uv_close(h, nullptr);
+        },
+        nullptr);
+    uv_run(loop, UV_RUN_DEFAULT);
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    log::set_component("slurm-k8s-shim");
+    auto args = parse_args(argc, argv);
+    if (!args) {
+        fprintf(stderr, "slurm-k8s-shim: %s\n%s", args.message().c_str(), kUsage);
+        return 2;
+    }
+    log::Level level;
+    if (!log::level_from_string(args->log_level, &level)) {
+        fprintf(stderr, "slurm-k8s-shim: unknown --log-level '%s'\n", args->log_level.c_str());
+        return 2;
+    }
+    log::set_level(level);
+    auto templates = load_templates(args->runtime_config);
+    if (!templates) {
+        LOG_ERROR("%s", templates.message().c_str());
+        return 1;
+    }
+    // A dead agent connection must surface as EPIPE on write, not kill us.
+    signal(SIGPIPE, SIG_IGN);
+    args->opt.time_scale = Clock::scale_from_env();
+    LOG_INFO("%s starting for job %u on %s (%zu runtime templates%s)", PACKAGE_STRING,
+             args->opt.job_id, args->opt.slurm_node.c_str(), templates->size(),
+             args->opt.time_scale != 1.0 ? ", TEST time scale" : "");
+
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    int rc;
+    {
+        Shim shim(&loop, args->opt, std::move(*templates));
+        (void)shim.start();
+        uv_run(&loop, UV_RUN_DEFAULT);
+        rc = shim.exit_code();
+        close_all(&loop);
+    }
+    if (uv_loop_close(&loop) != 0) LOG_WARN("handles left open at exit");
+    return rc;
+}

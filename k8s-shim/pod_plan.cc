@@ -1,0 +1,492 @@
+#include "k8s-shim/pod_plan.h"
+
+#include <algorithm>
+#include <set>
+
+#include "common/strings.h"
+
+namespace sk::shim {
+
+namespace {
+
+// Resources the shim can honour. Anything else under limits/requests is a
+// device or extended resource it cannot give, so the pod is refused.
+const std::set<std::string> kPlainResources = {"cpu", "memory", "ephemeral-storage"};
+constexpr const char *kGpuResource = "nvidia.com/gpu";
+
+Failure refused(const std::string &msg) { return fail(Error::Refused, msg); }
+Failure invalid(const std::string &msg) { return fail(Error::Invalid, msg); }
+
+bool is_true(const Json::Value &obj, const char *key) {
+    return obj.isObject() && obj[key].isBool() && obj[key].asBool();
+}
+
+Result<std::vector<std::string>> strings_of(const Json::Value &v, const std::string &what) {
+    std::vector<std::string> out;
+    if (v.isNull()) return out;
+    if (!v.isArray()) return invalid(what + " must be a list of strings");
+    for (const auto &e : v) {
+        if (!e.isString()) return invalid(what + " must be a list of strings");
+        out.push_back(e.asString());
+    }
+    return out;
+}
+
+Result<int> int_field(const Json::Value &obj, const char *key, int dflt, int min,
+                      const std::string &what) {
+    if (!obj.isMember(key) || obj[key].isNull()) return dflt;
+    if (!obj[key].isInt() || obj[key].asInt() < min)
+        return invalid(what + "." + key + " must be an integer >= " + std::to_string(min));
+    return obj[key].asInt();
+}
+
+int decode_b64_char(char c) {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+}
+
+Result<std::string> decode_base64(const std::string &in, const std::string &what) {
+    std::string out;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (char c : in) {
+        if (c == '=') break;
+        if (c == '\n' || c == '\r') continue;
+        int v = decode_b64_char(c);
+        if (v < 0) return invalid(what + " is not valid base64");
+        acc = (acc << 6) | static_cast<uint32_t>(v);
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out += static_cast<char>((acc >> bits) & 0xff);
+        }
+    }
+    return out;
+}
+
+// The container port a probe names: a number or the name of a containerPort.
+Result<int> resolve_port(const Json::Value &port, const Json::Value &container,
+                         const std::string &what) {
+    if (port.isInt() && port.asInt() > 0 && port.asInt() < 65536) return port.asInt();
+    if (port.isString()) {
+        for (const auto &p : container["ports"])
+            if (p["name"].isString() && p["name"].asString() == port.asString() &&
+                p["containerPort"].isInt())
+                return p["containerPort"].asInt();
+        auto n = parse_uint(port.asString(), what, 65535);
+        if (n && *n > 0) return static_cast<int>(*n);
+    }
+    return invalid(what + ".port must be a port number or the name of a containerPort");
+}
+
+Result<std::optional<ProbeSpec>> parse_probe(const Json::Value &c, const char *key,
+                                             const std::string &cname) {
+    const Json::Value &p = c[key];
+    if (p.isNull()) return std::optional<ProbeSpec>{};
+    std::string what = "container " + cname + " " + key;
+    if (!p.isObject()) return invalid(what + " must be an object");
+    ProbeSpec s;
+    if (p.isMember("exec")) {
+        s.action = ProbeAction::Exec;
+        auto cmd = strings_of(p["exec"]["command"], what + ".exec.command");
+        if (!cmd) return cmd.failure();
+        if (cmd->empty()) return invalid(what + ".exec.command is empty");
+        s.exec = *cmd;
+    } else if (p.isMember("httpGet") || p.isMember("tcpSocket")) {
+        bool http = p.isMember("httpGet");
+        const Json::Value &a = http ? p["httpGet"] : p["tcpSocket"];
+        s.action = http ? ProbeAction::HttpGet : ProbeAction::TcpSocket;
+        auto port = resolve_port(a["port"], c, what);
+        if (!port) return port.failure();
+        s.port = *port;
+        if (a["host"].isString() && !a["host"].asString().empty()) s.host = a["host"].asString();
+        if (http) {
+            if (a["path"].isString() && !a["path"].asString().empty()) s.path = a["path"].asString();
+            if (a["scheme"].isString() && a["scheme"].asString() == "HTTPS")
+                return refused(what + ": HTTPS probes are not supported on this node; use HTTP or "
+                                      "tcpSocket");
+            for (const auto &h : a["httpHeaders"])
+                s.headers.emplace_back(h["name"].asString(), h["value"].asString());
+        }
+    } else if (p.isMember("grpc")) {
+        return refused(what + ": grpc probes are not supported on this node; use exec, httpGet or "
+                              "tcpSocket");
+    } else {
+        return invalid(what + " has no action (exec, httpGet or tcpSocket)");
+    }
+    auto d = int_field(p, "initialDelaySeconds", 0, 0, what);
+    auto per = int_field(p, "periodSeconds", 10, 1, what);
+    auto to = int_field(p, "timeoutSeconds", 1, 1, what);
+    auto st = int_field(p, "successThreshold", 1, 1, what);
+    auto ft = int_field(p, "failureThreshold", 3, 1, what);
+    for (const auto *r : {&d, &per, &to, &st, &ft})
+        if (!*r) return r->failure();
+    s.initial_delay_s = *d;
+    s.period_s = *per;
+    s.timeout_s = *to;
+    s.success_threshold = *st;
+    s.failure_threshold = *ft;
+    return std::optional<ProbeSpec>{s};
+}
+
+// runAsUser/runAsGroup/privileged/capabilities: the pod runs as the job's user
+// or not at all.
+Status check_security_context(const Json::Value &sc, const PlanContext &ctx,
+                              const std::string &who) {
+    if (!sc.isObject()) return {};
+    if (is_true(sc, "privileged"))
+        return refused(who + " asks for privileged mode; pods on Slurm nodes run as the job's "
+                             "user without privileges. Remove securityContext.privileged");
+    const Json::Value &add = sc["capabilities"]["add"];
+    if (add.isArray() && !add.empty())
+        return refused(who + " adds Linux capabilities (" + add[0].asString() +
+                       "); pods on Slurm nodes cannot gain capabilities. Remove "
+                       "securityContext.capabilities.add");
+    if (sc["runAsUser"].isIntegral() && sc["runAsUser"].asInt64() != ctx.uid)
+        return refused(who + " asks for runAsUser " + std::to_string(sc["runAsUser"].asInt64()) +
+                       " but pods on this node run as the job's user (uid " +
+                       std::to_string(ctx.uid) + "). Remove runAsUser or set it to " +
+                       std::to_string(ctx.uid));
+    if (sc["runAsGroup"].isIntegral() && sc["runAsGroup"].asInt64() != ctx.gid)
+        return refused(who + " asks for runAsGroup " + std::to_string(sc["runAsGroup"].asInt64()) +
+                       " but pods on this node run with the job's group (gid " +
+                       std::to_string(ctx.gid) + "). Remove runAsGroup or set it to " +
+                       std::to_string(ctx.gid));
+    return {};
+}
+
+Status check_pod_policy(const Json::Value &spec, const PlanContext &ctx) {
+    if (is_true(spec, "hostPID"))
+        return refused("hostPID is not allowed: pods on Slurm nodes may not see the job's or "
+                       "other users' processes. Remove spec.hostPID");
+    if (is_true(spec, "hostIPC"))
+        return refused("hostIPC is not allowed on Slurm nodes. Remove spec.hostIPC");
+    return check_security_context(spec["securityContext"], ctx, "the pod");
+}
+
+Status parse_resources(const Json::Value &c, ContainerPlan *cp) {
+    for (const char *kind : {"requests", "limits"}) {
+        const Json::Value &m = c["resources"][kind];
+        if (m.isNull()) continue;
+        if (!m.isObject()) return invalid("container " + cp->name + " resources." + kind +
+                                          " must be an object");
+        auto &dst = std::string(kind) == "requests" ? cp->requests : cp->limits;
+        for (const auto &res : m.getMemberNames()) {
+            const Json::Value &v = m[res];
+            std::string val = v.isString() ? v.asString() : v.isIntegral() ? v.asString() : "";
+            if (val.empty())
+                return invalid("container " + cp->name + " resources." + kind + "." + res +
+                               " must be a quantity");
+            if (res != kGpuResource && !kPlainResources.count(res) &&
+                !starts_with(res, "hugepages-"))
+                return refused("container " + cp->name + " asks for " + res +
+                               ", which this node cannot provide; Slurm nodes lend only "
+                               "nvidia.com/gpu, cpu and memory");
+            dst[res] = val;
+        }
+    }
+    std::string gpu = cp->limits.count(kGpuResource)     ? cp->limits[kGpuResource]
+                      : cp->requests.count(kGpuResource) ? cp->requests[kGpuResource]
+                                                         : "0";
+    auto n = parse_uint(gpu, "nvidia.com/gpu", 1024);
+    if (!n) return invalid("container " + cp->name + ": nvidia.com/gpu must be a whole number");
+    cp->gpus = static_cast<int>(*n);
+    return {};
+}
+
+// env in order: every entry sees the ones before it for $(VAR) expansion, as
+// in the kubelet. valueFrom should have been resolved by the agent; the pod's
+// own metadata (downward API fieldRef) is resolved here as a fallback.
+Status parse_env(const Json::Value &c, const Json::Value &pod, const PlanContext &ctx,
+                 const std::vector<EnvVar> &base, ContainerPlan *cp) {
+    std::map<std::string, std::string> seen;
+    std::vector<EnvVar> own;
+    for (const auto &e : c["env"]) {
+        if (!e["name"].isString() || e["name"].asString().empty())
+            return invalid("container " + cp->name + ": every env entry needs a name");
+        std::string name = e["name"].asString();
+        std::string value;
+        if (e["value"].isString()) {
+            value = expand_vars(e["value"].asString(), seen);
+        } else if (e.isMember("valueFrom")) {
+            std::string field = e["valueFrom"]["fieldRef"]["fieldPath"].asString();
+            if (field == "metadata.name") value = pod["metadata"]["name"].asString();
+            else if (field == "metadata.namespace") value = pod["metadata"]["namespace"].asString();
+            else if (field == "metadata.uid") value = pod["metadata"]["uid"].asString();
+            else if (field == "spec.nodeName") value = ctx.node_name;
+            else if (field == "spec.serviceAccountName")
+                value = pod["spec"]["serviceAccountName"].asString();
+            else
+                return invalid("container " + cp->name + ": env " + name +
+                               " has a valueFrom the agent did not resolve");
+        }
+        seen[name] = value;
+        own.push_back({name, value});
+    }
+    // Base first, then the container's env; a later name replaces the value in
+    // place so execve never sees a name twice.
+    std::vector<EnvVar> all = base;
+    for (auto &e : own) {
+        auto it = std::find_if(all.begin(), all.end(), [&](const EnvVar &x) { return x.name == e.name; });
+        if (it != all.end())
+            it->value = e.value;
+        else
+            all.push_back(e);
+    }
+    cp->env = std::move(all);
+    return {};
+}
+
+Status parse_hooks(const Json::Value &c, ContainerPlan *cp) {
+    for (const char *hook : {"preStop", "postStart"}) {
+        const Json::Value &h = c["lifecycle"][hook];
+        if (h.isNull()) continue;
+        if (!h.isMember("exec"))
+            return refused("container " + cp->name + " " + hook +
+                           ": only exec hooks are supported on this node");
+        auto cmd = strings_of(h["exec"]["command"], "container " + cp->name + " " + hook);
+        if (!cmd) return cmd.failure();
+        (std::string(hook) == "preStop" ? cp->pre_stop : cp->post_start) = *cmd;
+    }
+    return {};
+}
+
+Result<ContainerPlan> parse_container(const Json::Value &c, const Json::Value &pod, bool init,
+                                      const PlanContext &ctx, const std::vector<EnvVar> &base) {
+    ContainerPlan cp;
+    cp.init = init;
+    if (!c.isObject() || !c["name"].isString() || c["name"].asString().empty())
+        return invalid("every container needs a name");
+    cp.name = c["name"].asString();
+    cp.image = c["image"].asString();
+    std::string who = std::string(init ? "init container " : "container ") + cp.name;
+    if (auto st = check_security_context(c["securityContext"], ctx, who); !st) return st.failure();
+    if (c["volumeDevices"].isArray() && !c["volumeDevices"].empty())
+        return refused(who + " asks for raw block devices (volumeDevices); only the lent GPUs "
+                             "are available on Slurm nodes");
+    if (auto st = parse_resources(c, &cp); !st) return st.failure();
+    if (auto st = parse_env(c, pod, ctx, base, &cp); !st) return st.failure();
+    if (auto st = parse_hooks(c, &cp); !st) return st.failure();
+    cp.working_dir = c["workingDir"].asString();
+    if (c["terminationMessagePolicy"].isString())
+        cp.termination_message_policy = c["terminationMessagePolicy"].asString();
+    for (auto [key, dst] : {std::pair{"startupProbe", &cp.startup},
+                            std::pair{"readinessProbe", &cp.readiness},
+                            std::pair{"livenessProbe", &cp.liveness}}) {
+        if (init && !c[key].isNull())
+            return invalid(who + ": init containers may not have " + key);
+        auto p = parse_probe(c, key, cp.name);
+        if (!p) return p.failure();
+        *dst = *p;
+    }
+
+    auto command = strings_of(c["command"], who + " command");
+    auto args = strings_of(c["args"], who + " args");
+    if (!command) return command.failure();
+    if (!args) return args.failure();
+    std::map<std::string, std::string> vars;
+    for (const auto &e : cp.env) vars[e.name] = e.value;
+    std::vector<std::string> cmd;
+    for (const auto &w : *command) cmd.push_back(expand_vars(w, vars));
+    for (const auto &w : *args) cmd.push_back(expand_vars(w, vars));
+    const RuntimeTemplate *t = ctx.templates ? ctx.templates->match(cp.image) : nullptr;
+    if (t) {
+        cp.argv = RuntimeTemplates::expand(*t, cp.image, cp.name, cmd);
+    } else if (command->empty()) {
+        return refused(who + " has no command: this node runs containers as processes and "
+                             "cannot take the entrypoint from image '" +
+                       cp.image + "'. Set command (and args), or ask the admins for a runtime "
+                                  "template for this image");
+    } else {
+        cp.argv = std::move(cmd);
+    }
+    return cp;
+}
+
+Status parse_volumes(const Json::Value &spec, const Json::Value &files, PodPlan *plan) {
+    for (const auto &v : spec["volumes"]) {
+        VolumePlan vp;
+        vp.name = v["name"].asString();
+        if (vp.name.empty()) return invalid("every volume needs a name");
+        if (v.isMember("hostPath"))
+            return refused("volume " + vp.name + " is a hostPath volume; pods on Slurm nodes may "
+                           "not mount node paths. Use emptyDir, configMap or secret");
+        if (v.isMember("emptyDir")) {
+            vp.kind = VolumeKind::EmptyDir;
+        } else if (v.isMember("configMap") || v.isMember("secret") || v.isMember("projected") ||
+                   v.isMember("downwardAPI")) {
+            vp.kind = VolumeKind::Files;
+            const Json::Value &f = files.isObject() ? files[vp.name] : Json::Value();
+            if (!f.isNull() && !f.isObject())
+                return invalid("files for volume " + vp.name + " must be an object");
+            for (const auto &rel : f.getMemberNames()) {
+                if (rel.empty() || rel[0] == '/' || rel.find("..") != std::string::npos)
+                    return invalid("volume " + vp.name + ": file path '" + rel +
+                                   "' must be relative and stay inside the volume");
+                if (!f[rel].isString())
+                    return invalid("volume " + vp.name + ": file '" + rel + "' must be base64");
+                auto data = decode_base64(f[rel].asString(), "volume " + vp.name + " file " + rel);
+                if (!data) return data.failure();
+                vp.files[rel] = *data;
+            }
+        } else {
+            return refused("volume " + vp.name + " has a type this node does not support; Slurm "
+                           "nodes support emptyDir, configMap, secret, projected and downwardAPI");
+        }
+        plan->volumes.push_back(std::move(vp));
+    }
+    return {};
+}
+
+Status parse_mounts(const Json::Value &c, PodPlan *plan) {
+    std::string cname = c["name"].asString();
+    for (const auto &m : c["volumeMounts"]) {
+        VolumeMount vm{m["name"].asString(), m["mountPath"].asString(), is_true(m, "readOnly")};
+        bool known = std::any_of(plan->volumes.begin(), plan->volumes.end(),
+                                 [&](const VolumePlan &v) { return v.name == vm.volume; });
+        if (!known)
+            return invalid("container " + cname + " mounts volume " + vm.volume +
+                           ", which the pod does not define");
+        plan->mounts[cname].push_back(vm);
+    }
+    return {};
+}
+
+std::vector<EnvVar> base_env(const Json::Value &pod, const PlanContext &ctx) {
+    return {
+        {"PATH", ctx.base_path},
+        {"HOSTNAME", ctx.node_name},
+        {"SLURM_K8S_POD_NAME", pod["metadata"]["name"].asString()},
+        {"SLURM_K8S_POD_NAMESPACE", pod["metadata"]["namespace"].asString()},
+        {"SLURM_K8S_POD_UID", pod["metadata"]["uid"].asString()},
+        {"SLURM_K8S_POD_DIR", ctx.pod_dir},
+    };
+}
+
+void set_env(std::vector<EnvVar> *env, const std::string &name, const std::string &value) {
+    for (auto &e : *env)
+        if (e.name == name) {
+            e.value = value;
+            return;
+        }
+    env->push_back({name, value});
+}
+
+}  // namespace
+
+std::string expand_vars(const std::string &in, const std::map<std::string, std::string> &vars) {
+    std::string out;
+    size_t i = 0;
+    while (i < in.size()) {
+        if (in[i] != '$' || i + 1 >= in.size()) {
+            out += in[i++];
+            continue;
+        }
+        char next = in[i + 1];
+        if (next == '$') {  // escape
+            out += '$';
+            i += 2;
+        } else if (next == '(') {
+            size_t close = in.find(')', i + 2);
+            if (close == std::string::npos) {  // unclosed: the rest is literal
+                out += in.substr(i);
+                break;
+            }
+            std::string name = in.substr(i + 2, close - i - 2);
+            auto it = vars.find(name);
+            out += it != vars.end() ? it->second : "$(" + name + ")";
+            i = close + 1;
+        } else {
+            out += '$';
+            out += next;
+            i += 2;
+        }
+    }
+    return out;
+}
+
+std::string volume_dir(const std::string &pod_dir, const std::string &volume) {
+    return pod_dir + "/volumes/" + volume;
+}
+
+std::string volume_env_name(const std::string &volume) {
+    std::string n = "SLURM_K8S_VOLUME_";
+    for (char c : volume) n += (c == '-' || c == '.') ? '_' : static_cast<char>(toupper(c));
+    return n;
+}
+
+int PodPlan::gpus_needed() const {
+    int sum = 0, init_max = 0;
+    for (const auto &c : containers) sum += c.gpus;
+    for (const auto &c : init_containers) init_max = std::max(init_max, c.gpus);
+    return std::max(sum, init_max);
+}
+
+Result<PodPlan> plan_pod(const Json::Value &pod, const Json::Value &files, const PlanContext &ctx) {
+    if (!pod.isObject() || !pod["metadata"].isObject() || !pod["spec"].isObject())
+        return invalid("pod must be an object with metadata and spec");
+    PodPlan plan;
+    plan.uid = pod["metadata"]["uid"].asString();
+    plan.ns = pod["metadata"]["namespace"].asString();
+    plan.name = pod["metadata"]["name"].asString();
+    if (plan.uid.empty() || plan.name.empty())
+        return invalid("pod metadata needs uid and name");
+    const Json::Value &spec = pod["spec"];
+    if (auto st = check_pod_policy(spec, ctx); !st) return st.failure();
+
+    std::string rp = spec["restartPolicy"].isString() ? spec["restartPolicy"].asString() : "Always";
+    if (rp == "Always") plan.restart_policy = RestartPolicy::Always;
+    else if (rp == "OnFailure") plan.restart_policy = RestartPolicy::OnFailure;
+    else if (rp == "Never") plan.restart_policy = RestartPolicy::Never;
+    else return invalid("restartPolicy must be Always, OnFailure or Never, not '" + rp + "'");
+    if (spec["terminationGracePeriodSeconds"].isIntegral())
+        plan.grace_s = std::max<int64_t>(0, spec["terminationGracePeriodSeconds"].asInt64());
+
+    if (auto st = parse_volumes(spec, files, &plan); !st) return st.failure();
+    auto base = base_env(pod, ctx);
+    for (const auto &v : plan.volumes) base.push_back({volume_env_name(v.name), volume_dir(ctx.pod_dir, v.name)});
+    if (!spec["containers"].isArray() || spec["containers"].empty())
+        return invalid("the pod has no containers");
+    std::set<std::string> names;
+    for (auto [key, init] : {std::pair{"initContainers", true}, std::pair{"containers", false}}) {
+        for (const auto &c : spec[key]) {
+            auto cp = parse_container(c, pod, init, ctx, base);
+            if (!cp) return cp.failure();
+            if (!names.insert(cp->name).second)
+                return invalid("container name " + cp->name + " is used twice");
+            if (auto st = parse_mounts(c, &plan); !st) return st.failure();
+            (init ? plan.init_containers : plan.containers).push_back(std::move(*cp));
+        }
+    }
+    assign_gpus(&plan, {});
+    return plan;
+}
+
+void assign_gpus(PodPlan *plan, const std::vector<int> &indices) {
+    auto set = [](ContainerPlan *c, std::vector<int> idx) {
+        c->gpu_indices = idx;
+        std::string list = idx.empty() ? "" : format_index_list(idx);
+        // NVIDIA's container toolkit reads "void" as "no GPU"; CUDA reads an
+        // empty CUDA_VISIBLE_DEVICES as "no device".
+        set_env(&c->env, "CUDA_VISIBLE_DEVICES", list);
+        set_env(&c->env, "NVIDIA_VISIBLE_DEVICES", idx.empty() ? "void" : list);
+    };
+    size_t next = 0;
+    for (auto &c : plan->containers) {
+        std::vector<int> mine;
+        for (int i = 0; i < c.gpus && next < indices.size(); i++) mine.push_back(indices[next++]);
+        set(&c, mine);
+    }
+    for (auto &c : plan->init_containers) {
+        std::vector<int> mine;
+        for (int i = 0; i < c.gpus && static_cast<size_t>(i) < indices.size(); i++)
+            mine.push_back(indices[static_cast<size_t>(i)]);
+        set(&c, mine);
+    }
+}
+
+}  // namespace sk::shim

@@ -1,0 +1,114 @@
+// Pod spec -> process plan. Pure: no I/O, no libuv. The shim turns a
+// Kubernetes Pod object (as the agent sends it in pod_run, every env valueFrom
+// already resolved) into what it will execute: argv, environment in order,
+// working directory, probes, hooks, GPU counts, volumes. Everything the shim
+// refuses (security policy, missing command, unsupported fields) is decided
+// here, with a message a user understands (Error::Refused), so the refusal
+// reaches the Pod's status unchanged.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <json/json.h>
+
+#include "common/result.h"
+#include "k8s-shim/runtime_template.h"
+
+namespace sk::shim {
+
+struct EnvVar {
+    std::string name, value;
+    bool operator==(const EnvVar &o) const { return name == o.name && value == o.value; }
+};
+
+enum class ProbeAction { Exec, HttpGet, TcpSocket };
+
+struct ProbeSpec {
+    ProbeAction action = ProbeAction::Exec;
+    std::vector<std::string> exec;  // Exec
+    std::string host = "127.0.0.1";  // HttpGet, TcpSocket: hostNetwork semantics
+    int port = 0;
+    std::string path = "/";                                       // HttpGet
+    std::vector<std::pair<std::string, std::string>> headers;      // HttpGet
+    int initial_delay_s = 0, period_s = 10, timeout_s = 1;
+    int success_threshold = 1, failure_threshold = 3;
+};
+
+struct ContainerPlan {
+    std::string name, image;
+    bool init = false;
+    std::vector<std::string> argv;  // what runs: command+args, through the runtime template
+    std::vector<EnvVar> env;        // final order, no duplicate names
+    std::string working_dir;        // empty: the pod directory
+    std::optional<ProbeSpec> startup, readiness, liveness;
+    std::vector<std::string> pre_stop;   // exec preStop hook, empty when none
+    std::vector<std::string> post_start; // exec postStart hook, empty when none
+    int gpus = 0;                        // nvidia.com/gpu limit
+    std::vector<int> gpu_indices;        // filled by assign_gpus()
+    std::map<std::string, std::string> requests, limits;  // recorded as given
+    std::string termination_message_policy = "File";
+};
+
+enum class RestartPolicy { Always, OnFailure, Never };
+
+enum class VolumeKind { EmptyDir, Files };  // Files: configMap, secret, projected, downwardAPI
+
+struct VolumePlan {
+    std::string name;
+    VolumeKind kind = VolumeKind::EmptyDir;
+    std::map<std::string, std::string> files;  // relative path -> content (decoded)
+};
+
+struct VolumeMount {
+    std::string volume, mount_path;
+    bool read_only = false;
+};
+
+struct PodPlan {
+    std::string uid, ns, name;
+    RestartPolicy restart_policy = RestartPolicy::Always;
+    int64_t grace_s = 30;
+    std::vector<ContainerPlan> init_containers, containers;
+    std::vector<VolumePlan> volumes;
+    std::map<std::string, std::vector<VolumeMount>> mounts;  // container name -> mounts
+    // "ns/name" for log prefixes, "name_ns(uid)" as the kubelet prints pods.
+    std::string key() const { return ns + "/" + name; }
+    std::string kubelet_name() const { return name + "_" + ns + "(" + uid + ")"; }
+    int gpus_needed() const;  // sum over app containers, at least the largest init container
+};
+
+// What the plan needs to know about the job and the node.
+struct PlanContext {
+    uint32_t uid = 0, gid = 0;        // the job's user: the only identity pods may run as
+    std::string node_name;            // virtual node (HOSTNAME, spec.nodeName)
+    std::string pod_dir;              // <state_dir>/pods/<uid>: emptyDir and volume files
+    std::string base_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+    const RuntimeTemplates *templates = nullptr;  // may be null: process runtime only
+};
+
+// Kubernetes' $(VAR) expansion (k8s.io/kubernetes third_party expansion):
+// $(NAME) -> value when NAME is known, kept literally otherwise; $$ -> $;
+// an unclosed $( and a lone $ are kept.
+std::string expand_vars(const std::string &in, const std::map<std::string, std::string> &vars);
+
+// pod: the Pod object; files: contract 2 "files" {volume: {relpath: base64}}.
+// Fails with Refused (policy, no command) or Invalid (malformed spec).
+Result<PodPlan> plan_pod(const Json::Value &pod, const Json::Value &files, const PlanContext &ctx);
+
+// Spreads `indices` (gpus_needed() of them) over the containers: each app
+// container gets its own slice; init containers reuse the first ones (they run
+// before the app containers). Sets CUDA_VISIBLE_DEVICES/NVIDIA_VISIBLE_DEVICES
+// in every container (empty/"void" for containers without GPUs, so a process
+// never sees GPUs it was not given).
+void assign_gpus(PodPlan *plan, const std::vector<int> &indices);
+
+// The directory a volume's files live in, and the variable exported for it:
+// SLURM_K8S_VOLUME_<NAME> (upper case, '-' and '.' -> '_').
+std::string volume_dir(const std::string &pod_dir, const std::string &volume);
+std::string volume_env_name(const std::string &volume);
+
+}  // namespace sk::shim

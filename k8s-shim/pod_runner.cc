@@ -1,0 +1,211 @@
+#include "k8s-shim/pod_runner.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "k8s-shim/container.h"
+
+namespace sk::shim {
+
+namespace {
+
+Status make_dirs(const std::string &path, mode_t mode) {
+    std::string cur;
+    for (size_t i = 0; i <= path.size(); i++) {
+        if (i == path.size() || (path[i] == '/' && i > 0)) {
+            cur = path.substr(0, i);
+            if (mkdir(cur.c_str(), mode) != 0 && errno != EEXIST)
+                return fail(Error::Io, "mkdir " + cur + ": " + strerror(errno));
+        }
+    }
+    return {};
+}
+
+Status write_file(const std::string &path, const std::string &data, mode_t mode) {
+    int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    if (fd < 0) return fail(Error::Io, "open " + path + ": " + strerror(errno));
+    ssize_t n = ::write(fd, data.data(), data.size());
+    close(fd);
+    if (n != static_cast<ssize_t>(data.size())) return fail(Error::Io, "write " + path + " failed");
+    return {};
+}
+
+bool should_restart(RestartPolicy p, const Termination &t, bool probe_failed) {
+    switch (p) {
+        case RestartPolicy::Always: return true;
+        case RestartPolicy::OnFailure: return t.exit_code != 0 || probe_failed;
+        case RestartPolicy::Never: return false;
+    }
+    return false;
+}
+
+}  // namespace
+
+PodRunner::PodRunner(RunnerEnv env, PodPlan plan) : env_(std::move(env)), plan_(std::move(plan)) {
+    run_.init.resize(plan_.init_containers.size());
+    run_.app.resize(plan_.containers.size());
+    for (size_t i = 0; i < plan_.init_containers.size(); i++)
+        init_.push_back(std::make_unique<Container>(this, &plan_.init_containers[i], &run_.init[i]));
+    for (size_t i = 0; i < plan_.containers.size(); i++)
+        app_.push_back(std::make_unique<Container>(this, &plan_.containers[i], &run_.app[i]));
+}
+
+PodRunner::~PodRunner() = default;
+
+// Volumes: there is no mount namespace, so a volume is a directory under the
+// pod directory, exported as SLURM_K8S_VOLUME_<NAME>; its mountPath becomes a
+// symlink to it when the job's user can create that path (e.g. under /tmp or
+// the user's home), and is skipped with a log line otherwise.
+Status PodRunner::prepare_volumes() {
+    for (const auto &v : plan_.volumes) {
+        std::string dir = volume_dir(env_.pod_dir, v.name);
+        if (auto st = make_dirs(dir, 0750); !st) return st;
+        for (const auto &[rel, data] : v.files) {
+            std::string path = dir + "/" + rel;
+            auto slash = path.rfind('/');
+            if (auto st = make_dirs(path.substr(0, slash), 0750); !st) return st;
+            if (auto st = write_file(path, data, 0640); !st) return st;
+        }
+    }
+    for (const auto &[cname, mounts] : plan_.mounts) {
+        for (const auto &m : mounts) {
+            std::string target = volume_dir(env_.pod_dir, m.volume);
+            struct stat sb;
+            if (lstat(m.mount_path.c_str(), &sb) == 0) {
+                char buf[4096];
+                ssize_t n = readlink(m.mount_path.c_str(), buf, sizeof buf - 1);
+                if (n < 0 || std::string(buf, static_cast<size_t>(n)) != target)
+                    LOG_WARN("[pod %s] mountPath %s exists; volume %s is only at $%s",
+                             plan_.key().c_str(), m.mount_path.c_str(), m.volume.c_str(),
+                             volume_env_name(m.volume).c_str());
+                continue;
+            }
+            auto slash = m.mount_path.rfind('/');
+            if (slash != std::string::npos && slash > 0)
+                (void)make_dirs(m.mount_path.substr(0, slash), 0755);
+            if (symlink(target.c_str(), m.mount_path.c_str()) != 0)
+                LOG_WARN("[pod %s] cannot link mountPath %s (%s); volume %s is at $%s",
+                         plan_.key().c_str(), m.mount_path.c_str(), strerror(errno),
+                         m.volume.c_str(), volume_env_name(m.volume).c_str());
+        }
+    }
+    return {};
+}
+
+Status PodRunner::start() {
+    run_.start_ms = Clock::wall_ms();
+    if (auto st = make_dirs(env_.pod_dir, 0750); !st) return st;
+    if (auto st = prepare_volumes(); !st) return st;
+    if (!init_.empty()) {
+        next_init_ = 0;
+        (void)init_[0]->start();
+    } else {
+        start_app_containers();
+    }
+    changed();
+    return {};
+}
+
+void PodRunner::start_app_containers() {
+    for (auto &c : app_) (void)c->start();
+}
+
+void PodRunner::container_started(Container *) { changed(); }
+
+void PodRunner::container_exited(Container *c) {
+    const Termination &t = *c->run->terminated;
+    bool probe_failed = !c->kill_reason.empty();
+    if (run_.stopping) {
+        check_finished();
+        changed();
+        return;
+    }
+    if (c->plan->init) {
+        if (t.exit_code == 0) {
+            changed();
+            if (++next_init_ < init_.size())
+                (void)init_[next_init_]->start();
+            else
+                start_app_containers();
+            changed();
+            return;
+        }
+        if (plan_.restart_policy == RestartPolicy::Never) {
+            changed();
+            check_finished();
+            return;
+        }
+    } else if (!should_restart(plan_.restart_policy, t, probe_failed)) {
+        changed();
+        check_finished();
+        return;
+    }
+    changed();  // report the termination before the back-off (as the kubelet)
+    int64_t delay = c->backoff.on_exit(env_.clock.spec_now());
+    c->restart_after(delay);
+    changed();
+}
+
+void PodRunner::kill(int64_t grace_s, const std::string &reason) {
+    if (finished_) return;
+    if (!run_.stopping)
+        LOG_INFO("[pod %s] stopping (%s, grace %llds)", plan_.key().c_str(), reason.c_str(),
+                 static_cast<long long>(grace_s));
+    run_.stopping = true;
+    for (auto *list : {&init_, &app_}) {
+        for (auto &c : *list) {
+            c->stop(grace_s * 1000);
+            // A container waiting in back-off ends in its last termination.
+            if (c->run->state == CState::Waiting && c->run->last) {
+                c->run->state = CState::Terminated;
+                c->run->terminated = c->run->last;
+                c->run->last.reset();
+                c->run->waiting_reason.clear();
+                c->run->waiting_message.clear();
+            }
+        }
+    }
+    check_finished();
+    changed();
+}
+
+void PodRunner::check_finished() {
+    if (finished_) return;
+    for (auto *list : {&init_, &app_})
+        for (auto &c : *list)
+            if (c->running) return;
+    if (!run_.stopping && !pod_finished(plan_, run_)) return;
+    finished_ = true;
+    LOG_INFO("[pod %s] finished: %s", plan_.key().c_str(), pod_phase(plan_, run_).c_str());
+    changed();
+    if (env_.on_finished) env_.on_finished();
+}
+
+void PodRunner::changed() {
+    if (env_.on_change) env_.on_change();
+}
+
+Json::Value PodRunner::status() {
+    last_status_ = build_pod_status(plan_, run_, last_status_, Clock::wall_ms());
+    return last_status_;
+}
+
+Json::Value PodRunner::process_record() const {
+    Json::Value v(Json::objectValue);
+    for (auto *list : {&init_, &app_})
+        for (const auto &c : *list) {
+            if (!c->running || c->pid == 0) continue;
+            Json::Value p(Json::objectValue);
+            p["pid"] = c->pid;
+            p["start_ticks"] = Json::UInt64(c->start_ticks);
+            p["restart_count"] = c->run->restart_count;
+            v[c->plan->name] = p;
+        }
+    return v;
+}
+
+}  // namespace sk::shim

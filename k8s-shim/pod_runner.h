@@ -1,0 +1,77 @@
+// One pod on the libuv loop: init containers in order, then the app
+// containers, each as a process group with CRI logs; restarts with back-off;
+// probes; termination (preStop, SIGTERM, grace, SIGKILL of the group).
+// Decisions come from the pure core (pod_status, backoff, probe); this file
+// only spawns, signals, times and writes.
+//
+// Lifetime: a PodRunner and its containers are never freed while the loop
+// runs (their libuv handles may still deliver callbacks); the shim closes all
+// handles with uv_walk at exit. A finished pod keeps no open handle.
+#pragma once
+
+#include <uv.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <json/json.h>
+
+#include "k8s-shim/clock.h"
+#include "k8s-shim/pod_plan.h"
+#include "k8s-shim/pod_status.h"
+
+namespace sk::shim {
+
+struct Container;
+
+struct RunnerEnv {
+    Clock clock;
+    size_t log_max_bytes = 10 << 20;
+    std::string pod_dir;  // <state_dir>/pods/<uid>
+    std::function<void()> on_change;    // status changed (send pod_status)
+    std::function<void()> on_finished;  // nothing runs any more and nothing will
+};
+
+class PodRunner {
+  public:
+    PodRunner(RunnerEnv env, PodPlan plan);
+    ~PodRunner();
+    PodRunner(const PodRunner &) = delete;
+    PodRunner &operator=(const PodRunner &) = delete;
+
+    // Prepares the pod directory and volumes, then starts the first step.
+    // Fails (Io) when the directory cannot be prepared; nothing runs then.
+    Status start();
+    // Stops the pod: preStop, SIGTERM, grace_s, SIGKILL. Idempotent.
+    void kill(int64_t grace_s, const std::string &reason);
+
+    Json::Value status();  // current PodStatus (keeps transition times)
+    bool finished() const { return finished_; }
+    const PodPlan &plan() const { return plan_; }
+    PodRun &run() { return run_; }
+    const RunnerEnv &env() const { return env_; }
+    // Persisted record of the running processes (pid, start time, restarts).
+    Json::Value process_record() const;
+
+    // Called by containers.
+    void container_started(Container *c);
+    void container_exited(Container *c);
+    void changed();
+
+  private:
+    Status prepare_volumes();
+    void start_app_containers();
+    void check_finished();
+
+    RunnerEnv env_;
+    PodPlan plan_;
+    PodRun run_;
+    std::vector<std::unique_ptr<Container>> init_, app_;
+    size_t next_init_ = 0;
+    bool finished_ = false;
+    Json::Value last_status_;
+};
+
+}  // namespace sk::shim

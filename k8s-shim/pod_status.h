@@ -1,0 +1,66 @@
+// Pod status building (pure): the runtime's view of a pod -> a Kubernetes
+// PodStatus object, shaped like the kubelet v1.28's (reference/kubelet-objects
+// 02-07): phase, conditions Initialized/Ready/ContainersReady (PodScheduled
+// is the agent's), initContainerStatuses/containerStatuses with state,
+// lastState, ready, started, restartCount, image, imageID, containerID
+// "slurm-k8s://<uid>/<name>/<n>", pod-level reason/message, startTime.
+// lastTransitionTime is kept from the previous status while a condition does
+// not change, so the agent's no-op suppression works.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <json/json.h>
+
+#include "k8s-shim/pod_plan.h"
+
+namespace sk::shim {
+
+struct Termination {
+    int exit_code = 0;
+    std::string reason;   // Completed, Error, OOMKilled, ContainerStatusUnknown
+    std::string message;  // termination message or log tail
+    int64_t started_ms = 0, finished_ms = 0;
+    std::string container_id;
+};
+
+enum class CState { Waiting, Running, Terminated };
+
+struct ContainerRun {
+    CState state = CState::Waiting;
+    std::string waiting_reason, waiting_message;  // empty reason: the default for the pod
+    int64_t started_ms = 0;
+    std::string container_id;
+    bool started = false;  // running and the startup probe (if any) passed
+    bool ready = false;    // running and the readiness probe (if any) passed
+    std::optional<Termination> terminated, last;
+    int restart_count = 0;
+    bool ever_started = false;
+};
+
+struct PodRun {
+    int64_t start_ms = 0;
+    std::vector<ContainerRun> init, app;  // same order as the plan
+    bool stopping = false;                // pod_kill/shutdown: nothing restarts any more
+    std::string reason, message;          // pod-level failure (refusal, lost)
+    bool failed = false;                  // pod-level failure without running anything
+};
+
+// Builds a status at now_ms; prev is the last status sent (or null).
+Json::Value build_pod_status(const PodPlan &plan, const PodRun &run, const Json::Value &prev,
+                             int64_t now_ms);
+// The status of a pod the shim refused before running anything.
+Json::Value refused_pod_status(const std::string &reason, const std::string &message,
+                               int64_t now_ms);
+// Phase the kubelet would report (Pending, Running, Succeeded, Failed).
+std::string pod_phase(const PodPlan &plan, const PodRun &run);
+// True when nothing of the pod runs and nothing will be restarted.
+bool pod_finished(const PodPlan &plan, const PodRun &run);
+
+std::string rfc3339(int64_t ms);  // "2026-11-29T14:59:58Z" (seconds, as the kubelet writes)
+std::string container_id(const std::string &uid, const std::string &name, int n);
+
+}  // namespace sk::shim

@@ -1,0 +1,470 @@
+#include "k8s-shim/shim.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "common/json.h"
+#include "common/log.h"
+#include "common/strings.h"
+#include "k8s-shim/spawn.h"
+
+namespace sk::shim {
+
+namespace {
+
+constexpr int kMaxReconnectMs = 30'000;
+
+Status write_file_atomic(const std::string &path, const std::string &data, mode_t mode) {
+    std::string tmp = path + ".tmp";
+    int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    if (fd < 0) return fail(Error::Io, "open " + tmp + ": " + strerror(errno));
+    ssize_t n = write(fd, data.data(), data.size());
+    close(fd);
+    if (n != static_cast<ssize_t>(data.size()) || rename(tmp.c_str(), path.c_str()) != 0)
+        return fail(Error::Io, "write " + path + ": " + strerror(errno));
+    return {};
+}
+
+Result<Json::Value> read_json(const std::string &path) {
+    std::ifstream f(path);
+    if (!f) return fail(Error::NotFound, path + " does not exist");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return json::parse(ss.str());
+}
+
+void alloc_cb(uv_handle_t *, size_t suggested, uv_buf_t *buf) {
+    buf->base = new char[suggested];
+    buf->len = suggested;
+}
+
+void free_handle(uv_handle_t *h) { delete reinterpret_cast<uv_pipe_t *>(h); }
+
+struct WriteReq {
+    uv_write_t req;
+    std::string data;
+};
+
+void write_cb(uv_write_t *w, int) noexcept { delete reinterpret_cast<WriteReq *>(w); }
+
+}  // namespace
+
+Shim::Shim(uv_loop_t *loop, ShimOptions opt, RuntimeTemplates templates)
+    : loop_(loop), opt_(std::move(opt)), templates_(std::move(templates)) {
+    clock_.loop = loop;
+    clock_.scale = opt_.time_scale;
+    clock_.origin = uv_now(loop);
+    uv_timer_init(loop, &reconnect_timer_);
+    reconnect_timer_.data = this;
+}
+
+Shim::~Shim() = default;
+
+Status Shim::start() {
+    connect();
+    return {};
+}
+
+void Shim::connect() {
+    conn_ = new uv_pipe_t;
+    uv_pipe_init(loop_, conn_, 0);
+    conn_->data = this;
+    connect_req_.data = this;
+    uv_pipe_connect(&connect_req_, conn_, opt_.socket_path.c_str(),
+                    [](uv_connect_t *req, int status) noexcept {
+                        static_cast<Shim *>(req->data)->on_connected(status);
+                    });
+}
+
+void Shim::on_connected(int status) {
+    if (status < 0) {
+        lost_connection(std::string("cannot connect to the agent at ") + opt_.socket_path + ": " +
+                        uv_strerror(status));
+        return;
+    }
+    lines_ = proto::LineBuffer();
+    uv_read_start(reinterpret_cast<uv_stream_t *>(conn_), alloc_cb,
+                  [](uv_stream_t *s, ssize_t n, const uv_buf_t *buf) noexcept {
+                      static_cast<Shim *>(s->data)->on_read(n, buf->base);
+                      delete[] buf->base;
+                  });
+    proto::AttachRequest a;
+    a.job_id = opt_.job_id;
+    a.slurm_node = opt_.slurm_node;
+    proto::Request req;
+    req.id = attach_id_ = next_id_++;
+    req.op = "attach";
+    req.body = proto::to_json(a);
+    send_line(proto::encode(req));
+}
+
+void Shim::on_read(ssize_t n, const char *data) {
+    if (n < 0) {
+        lost_connection(n == UV_EOF ? "the agent closed the connection"
+                                    : std::string("read: ") + uv_strerror(static_cast<int>(n)));
+        return;
+    }
+    if (auto st = lines_.feed(data, static_cast<size_t>(n)); !st) {
+        lost_connection(st.message());
+        return;
+    }
+    while (auto line = lines_.next()) {
+        on_line(*line);
+        if (!conn_) return;
+    }
+}
+
+void Shim::on_line(const std::string &line) {
+    // A reply (to attach or to a pod_status notification) has "ok"; a request has "op".
+    auto v = json::parse(line);
+    if (!v) {
+        lost_connection("bad message from the agent: " + v.message());
+        return;
+    }
+    if (v->isMember("ok")) {
+        auto r = proto::decode_reply(line);
+        if (!r) return lost_connection("bad reply from the agent: " + r.message());
+        if (r->id == attach_id_) on_attached(*r);
+        else if (!r->ok) LOG_WARN("agent refused a notification: %s", r->message.c_str());
+        return;
+    }
+    auto req = proto::decode_request(line);
+    if (!req) {
+        LOG_WARN("bad request from the agent: %s", req.message().c_str());
+        return;
+    }
+    if (!attached_) {
+        send_line(proto::encode(proto::error_reply(
+            req->id, fail(Error::Unavailable, "the shim is not attached yet"))));
+        return;
+    }
+    bool deferred = false;
+    proto::Reply reply = handle(*req, &deferred);
+    if (!deferred) send_line(proto::encode(reply));
+}
+
+void Shim::on_attached(const proto::Reply &r) {
+    if (!r.ok) {
+        LOG_ERROR("the agent refused to attach job %u on %s: %s", opt_.job_id,
+                  opt_.slurm_node.c_str(), r.message.c_str());
+        exit_code_ = 1;
+        uv_stop(loop_);
+        return;
+    }
+    auto a = proto::attach_reply_from_json(r.body);
+    if (!a) {
+        LOG_ERROR("bad attach reply: %s", a.message().c_str());
+        exit_code_ = 1;
+        uv_stop(loop_);
+        return;
+    }
+    attached_ = true;
+    reconnect_delay_ms_ = 500;
+    if (ever_attached_) {
+        LOG_INFO("[node %s] re-attached to the agent", node_name_.c_str());
+        for (auto &[uid, p] : pods_) {
+            p.last_sent = Json::Value();
+            notify(p);
+        }
+        return;
+    }
+    ever_attached_ = true;
+    node_name_ = a->node_name;
+    state_dir_ = a->state_dir;
+    gpus_ = GpuAllocator(a->gpus);
+    LOG_INFO("[node %s] attached: GPUs [%s], state in %s", node_name_.c_str(),
+             format_index_list(a->gpus).c_str(), state_dir_.c_str());
+    mkdir(state_dir_.c_str(), 0750);
+    mkdir((state_dir_ + "/pods").c_str(), 0750);
+    if (auto g = read_json(state_dir_ + "/gpus.json"); g) {
+        if (auto st = gpus_.restore(*g); !st) LOG_WARN("gpus.json: %s", st.message().c_str());
+    }
+    load_previous_pods();
+}
+
+void Shim::send_line(const std::string &line) {
+    if (!conn_) return;
+    auto *w = new WriteReq;
+    w->data = line;
+    uv_buf_t b = uv_buf_init(w->data.data(), static_cast<unsigned>(w->data.size()));
+    if (uv_write(&w->req, reinterpret_cast<uv_stream_t *>(conn_), &b, 1, write_cb) != 0)
+        delete w;
+}
+
+void Shim::lost_connection(const std::string &why) {
+    attached_ = false;
+    if (conn_) {
+        uv_close(reinterpret_cast<uv_handle_t *>(conn_), free_handle);
+        conn_ = nullptr;
+    }
+    if (!ever_attached_) {
+        LOG_ERROR("%s; is slurm-k8s-agent running on this node?", why.c_str());
+        exit_code_ = 1;
+        uv_stop(loop_);
+        return;
+    }
+    if (shutting_down_ && shutdown_replied_) return;
+    LOG_WARN("%s; pods keep running, reconnecting in %d ms", why.c_str(), reconnect_delay_ms_);
+    schedule_reconnect();
+}
+
+void Shim::schedule_reconnect() {
+    uv_timer_start(
+        &reconnect_timer_, [](uv_timer_t *t) noexcept { static_cast<Shim *>(t->data)->connect(); },
+        static_cast<uint64_t>(reconnect_delay_ms_), 0);
+    reconnect_delay_ms_ = std::min(reconnect_delay_ms_ * 2, kMaxReconnectMs);
+}
+
+proto::Reply Shim::handle(const proto::Request &req, bool *deferred) {
+    if (req.op == "pod_run") return pod_run(req);
+    if (req.op == "pod_kill") return pod_kill(req);
+    if (req.op == "pod_list") return pod_list(req);
+    if (req.op == "shutdown") return shutdown(req, deferred);
+    return proto::error_reply(req.id, fail(Error::InvalidArgument,
+                                           "unknown operation '" + req.op + "' for a shim"));
+}
+
+std::string Shim::pod_dir(const std::string &uid) const { return state_dir_ + "/pods/" + uid; }
+
+void Shim::refuse(PodEntry &p, const std::string &reason, const std::string &message) {
+    LOG_WARN("[pod %s/%s] refused: %s", p.ns.c_str(), p.name.c_str(), message.c_str());
+    p.fixed_status = refused_pod_status(reason, message, Clock::wall_ms());
+    p.finished = true;
+    save_pod_state(p);
+    notify(p);
+}
+
+proto::Reply Shim::pod_run(const proto::Request &req) {
+    proto::Reply reply;
+    reply.id = req.id;
+    const Json::Value &pod = req.body["pod"];
+    std::string uid = pod["metadata"]["uid"].asString();
+    if (uid.empty() || uid.find('/') != std::string::npos || uid[0] == '.')
+        return proto::error_reply(req.id, fail(Error::Invalid, "pod_run: pod has no valid metadata.uid"));
+    if (pods_.count(uid)) return reply;  // idempotent by uid: never run a pod twice
+    if (shutting_down_)
+        return proto::error_reply(req.id, fail(Error::Unavailable, "the shim is shutting down"));
+    PodEntry &p = pods_[uid];
+    p.uid = uid;
+    p.ns = pod["metadata"]["namespace"].asString();
+    p.name = pod["metadata"]["name"].asString();
+
+    std::string dir = pod_dir(uid);
+    mkdir(dir.c_str(), 0750);
+    if (auto st = write_file_atomic(dir + "/pod.json", json::write(req.body), 0600); !st)
+        LOG_WARN("[pod %s/%s] %s", p.ns.c_str(), p.name.c_str(), st.message().c_str());
+
+    PlanContext ctx;
+    ctx.uid = getuid();
+    ctx.gid = getgid();
+    ctx.node_name = node_name_;
+    ctx.pod_dir = dir;
+    ctx.templates = &templates_;
+    auto plan = plan_pod(pod, req.body["files"], ctx);
+    if (!plan) {
+        refuse(p, plan.error() == Error::Refused ? "PodRefused" : "InvalidPodSpec", plan.message());
+        return proto::error_reply(req.id, plan.failure());
+    }
+    auto idx = gpus_.allocate(uid, plan->gpus_needed());
+    if (!idx) {
+        refuse(p, "OutOfnvidia.com/gpu", idx.message());
+        return proto::error_reply(req.id, idx.failure());
+    }
+    save_gpus();
+    assign_gpus(&*plan, *idx);
+
+    RunnerEnv env;
+    env.clock = clock_;
+    env.log_max_bytes = opt_.log_max_bytes;
+    env.pod_dir = dir;
+    PodEntry *pe = &p;
+    env.on_change = [this, pe] { notify(*pe); };
+    env.on_finished = [this, pe] { pod_finished(*pe); };
+    p.runner = std::make_unique<PodRunner>(std::move(env), std::move(*plan));
+    LOG_INFO("[pod %s/%s] starting (uid %s, GPUs [%s])", p.ns.c_str(), p.name.c_str(), uid.c_str(),
+             format_index_list(*idx).c_str());
+    if (auto st = p.runner->start(); !st) {
+        p.runner.reset();
+        gpus_.release(uid);
+        save_gpus();
+        refuse(p, "PodSetupFailed", "cannot prepare the pod directory: " + st.message());
+        return proto::error_reply(req.id, st.failure());
+    }
+    save_pod_state(p);
+    return reply;
+}
+
+proto::Reply Shim::pod_kill(const proto::Request &req) {
+    proto::Reply reply;
+    reply.id = req.id;
+    std::string uid = req.body["uid"].asString();
+    auto grace = json::opt_uint(req.body, "grace_s", "pod_kill", 30, 86400);
+    if (!grace) return proto::error_reply(req.id, grace.failure());
+    std::string reason = req.body["reason"].isString() ? req.body["reason"].asString() : "Killing";
+    auto it = pods_.find(uid);
+    if (it == pods_.end() || !it->second.runner) return reply;  // unknown or never ran: ok
+    it->second.runner->kill(static_cast<int64_t>(*grace), reason);
+    return reply;
+}
+
+proto::Reply Shim::pod_list(const proto::Request &req) {
+    proto::Reply reply;
+    reply.id = req.id;
+    Json::Value list(Json::arrayValue);
+    for (auto &[uid, p] : pods_) {
+        Json::Value e(Json::objectValue);
+        e["uid"] = uid;
+        e["namespace"] = p.ns;
+        e["name"] = p.name;
+        e["status"] = p.runner ? p.runner->status() : p.fixed_status;
+        list.append(e);
+    }
+    reply.body["pods"] = list;
+    return reply;
+}
+
+proto::Reply Shim::shutdown(const proto::Request &req, bool *deferred) {
+    auto grace = json::opt_uint(req.body, "grace_s", "shutdown", 30, 86400);
+    if (!grace) return proto::error_reply(req.id, grace.failure());
+    std::string reason = req.body["reason"].isString() ? req.body["reason"].asString() : "Shutdown";
+    LOG_INFO("[node %s] shutdown (%s): stopping all pods within %llus", node_name_.c_str(),
+             reason.c_str(), static_cast<unsigned long long>(*grace));
+    shutting_down_ = true;
+    shutdown_req_id_ = req.id;
+    *deferred = true;
+    for (auto &[uid, p] : pods_)
+        if (p.runner) p.runner->kill(static_cast<int64_t>(*grace), reason);
+    maybe_finish_shutdown();
+    return {};
+}
+
+void Shim::maybe_finish_shutdown() {
+    if (!shutting_down_ || shutdown_replied_) return;
+    for (auto &[uid, p] : pods_)
+        if (p.runner && !p.runner->finished()) return;
+    proto::Reply r;
+    r.id = shutdown_req_id_;
+    send_line(proto::encode(r));
+    shutdown_replied_ = true;
+    LOG_INFO("[node %s] all pods stopped, exiting", node_name_.c_str());
+    // Let the reply flush, then stop: closing the connection after the write
+    // queue drains.
+    if (conn_) {
+        uv_shutdown_t *sd = new uv_shutdown_t;
+        sd->data = this;
+        uv_shutdown(sd, reinterpret_cast<uv_stream_t *>(conn_), [](uv_shutdown_t *s, int) noexcept {
+            auto *self = static_cast<Shim *>(s->data);
+            delete s;
+            uv_stop(self->loop_);
+        });
+    } else {
+        uv_stop(loop_);
+    }
+}
+
+void Shim::notify(PodEntry &p) {
+    Json::Value status = p.runner ? p.runner->status() : p.fixed_status;
+    if (status == p.last_sent) return;
+    if (!attached_) return;  // resent in full after re-attaching
+    p.last_sent = status;
+    proto::Request req;
+    req.id = next_id_++;
+    req.op = "pod_status";
+    req.body["uid"] = p.uid;
+    req.body["namespace"] = p.ns;
+    req.body["name"] = p.name;
+    req.body["status"] = status;
+    send_line(proto::encode(req));
+    if (p.runner) save_pod_state(p);
+}
+
+void Shim::pod_finished(PodEntry &p) {
+    p.finished = true;
+    gpus_.release(p.uid);
+    save_gpus();
+    save_pod_state(p);
+    maybe_finish_shutdown();
+}
+
+void Shim::save_gpus() {
+    if (state_dir_.empty()) return;
+    if (auto st = write_file_atomic(state_dir_ + "/gpus.json", json::write(gpus_.to_json()), 0640); !st)
+        LOG_WARN("[node %s] %s", node_name_.c_str(), st.message().c_str());
+}
+
+void Shim::save_pod_state(PodEntry &p) {
+    Json::Value s(Json::objectValue);
+    s["finished"] = p.finished;
+    s["processes"] = p.runner ? p.runner->process_record() : Json::Value(Json::objectValue);
+    s["status"] = p.runner ? p.runner->status() : p.fixed_status;
+    (void)write_file_atomic(pod_dir(p.uid) + "/state.json", json::write(s), 0640);
+}
+
+// Pods of a previous shim of this job: finished ones are remembered (pod_run
+// stays idempotent); running ones are lost: their verified process groups are
+// killed and the pod is reported Failed.
+void Shim::load_previous_pods() {
+    DIR *d = opendir((state_dir_ + "/pods").c_str());
+    if (!d) return;
+    while (struct dirent *e = readdir(d)) {
+        std::string uid = e->d_name;
+        if (uid == "." || uid == "..") continue;
+        auto st = read_json(pod_dir(uid) + "/state.json");
+        auto body = read_json(pod_dir(uid) + "/pod.json");
+        if (!st || !body) continue;
+        PodEntry &p = pods_[uid];
+        p.uid = uid;
+        p.ns = (*body)["pod"]["metadata"]["namespace"].asString();
+        p.name = (*body)["pod"]["metadata"]["name"].asString();
+        p.finished = true;
+        p.fixed_status = (*st)["status"];
+        if ((*st)["finished"].asBool()) continue;
+        int killed = 0;
+        for (const auto &name : (*st)["processes"].getMemberNames()) {
+            const Json::Value &pr = (*st)["processes"][name];
+            int pid = pr["pid"].asInt();
+            if (pid > 1 && proc_start_time(pid) == pr["start_ticks"].asUInt64()) {
+                signal_group(pid, SIGKILL);
+                killed++;
+            }
+        }
+        std::string msg = "the slurm-k8s-shim of this job restarted and could not re-attach to "
+                          "the pod's processes" +
+                          std::string(killed ? "; they were stopped" : "");
+        Json::Value &s = p.fixed_status;
+        s["phase"] = "Failed";
+        s["reason"] = "ShimRestarted";
+        s["message"] = msg;
+        for (auto &cs : s["containerStatuses"]) {
+            if (!cs["state"].isMember("running")) continue;
+            Json::Value t(Json::objectValue);
+            t["exitCode"] = 137;
+            t["reason"] = "ContainerStatusUnknown";
+            t["message"] = "The container could not be located when the shim restarted";
+            t["startedAt"] = cs["state"]["running"]["startedAt"];
+            t["finishedAt"] = rfc3339(Clock::wall_ms());
+            t["containerID"] = cs["containerID"];
+            cs["state"] = Json::Value(Json::objectValue);
+            cs["state"]["terminated"] = t;
+            cs["ready"] = false;
+            cs["started"] = false;
+        }
+        LOG_WARN("[pod %s/%s] lost with the previous shim (%d process groups stopped)",
+                 p.ns.c_str(), p.name.c_str(), killed);
+        gpus_.release(uid);
+        save_pod_state(p);
+        notify(p);
+    }
+    closedir(d);
+    save_gpus();
+}
+
+}  // namespace sk::shim

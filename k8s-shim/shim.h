@@ -1,0 +1,110 @@
+// The shim daemon: one connection to the agent (contract 1/2 in the brief and
+// DESIGN.md), the pods it runs, the GPU allocator and the state directory.
+//
+//  <state_dir>/gpus.json             GPU assignment per pod uid (survives restarts)
+//  <state_dir>/pods/<uid>/pod.json   the pod_run body (mode 0600: secret files)
+//  <state_dir>/pods/<uid>/state.json running pids + start times, final status
+//  <state_dir>/pods/<uid>/<container>/<restartCount>.log   CRI logs (contract 3)
+//  <state_dir>/pods/<uid>/volumes/<name>/                  emptyDir/configMap/secret
+//
+// A new shim for the same job finds pods that were running under a previous
+// shim: their processes cannot be re-attached (the log pipes died with it), so
+// it kills the verified process groups (pid + /proc start time) and reports
+// those pods Failed with reason ShimRestarted; a pod_run for such a uid does
+// not run it again.
+#pragma once
+
+#include <uv.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <json/json.h>
+
+#include "common/protocol.h"
+#include "k8s-shim/clock.h"
+#include "k8s-shim/gpu_alloc.h"
+#include "k8s-shim/pod_runner.h"
+#include "k8s-shim/runtime_template.h"
+
+namespace sk::shim {
+
+struct ShimOptions {
+    uint32_t job_id = 0;
+    std::string slurm_node;
+    std::string socket_path;
+    size_t log_max_bytes = 10 << 20;
+    double time_scale = 1.0;  // test-only (SLURM_K8S_SHIM_TEST_TIME_SCALE)
+};
+
+struct PodEntry {
+    std::string uid, ns, name;
+    std::unique_ptr<PodRunner> runner;  // null: refused or lost
+    Json::Value fixed_status;           // status of a refused or lost pod
+    Json::Value last_sent;
+    bool finished = false;
+};
+
+class Shim {
+  public:
+    Shim(uv_loop_t *loop, ShimOptions opt, RuntimeTemplates templates);
+    ~Shim();
+
+    // Connects and attaches; the reply arrives on the loop.
+    Status start();
+    int exit_code() const { return exit_code_; }
+
+    // Request handlers (public for clarity of the dispatch table).
+    proto::Reply handle(const proto::Request &req, bool *deferred);
+
+  private:
+    void connect();
+    void on_connected(int status);
+    void on_read(ssize_t n, const char *data);
+    void on_line(const std::string &line);
+    void on_attached(const proto::Reply &r);
+    void send_line(const std::string &line);
+    void notify(PodEntry &p);
+    void lost_connection(const std::string &why);
+    void schedule_reconnect();
+
+    proto::Reply pod_run(const proto::Request &req);
+    proto::Reply pod_kill(const proto::Request &req);
+    proto::Reply pod_list(const proto::Request &req);
+    proto::Reply shutdown(const proto::Request &req, bool *deferred);
+    void maybe_finish_shutdown();
+    void refuse(PodEntry &p, const std::string &reason, const std::string &message);
+
+    void save_gpus();
+    void save_pod_state(PodEntry &p);
+    void load_previous_pods();
+    void pod_finished(PodEntry &p);
+    std::string pod_dir(const std::string &uid) const;
+
+    uv_loop_t *loop_;
+    ShimOptions opt_;
+    RuntimeTemplates templates_;
+    Clock clock_;
+    uv_pipe_t *conn_ = nullptr;
+    uv_connect_t connect_req_;
+    uv_timer_t reconnect_timer_;
+    int reconnect_delay_ms_ = 500;
+    proto::LineBuffer lines_;
+    bool attached_ = false;
+    bool ever_attached_ = false;
+    uint64_t next_id_ = 1;
+    uint64_t attach_id_ = 0;
+
+    std::string node_name_, state_dir_;
+    GpuAllocator gpus_;
+    std::map<std::string, PodEntry> pods_;  // by uid
+
+    bool shutting_down_ = false;
+    uint64_t shutdown_req_id_ = 0;
+    bool shutdown_replied_ = false;
+    int exit_code_ = 0;
+};
+
+}  // namespace sk::shim

@@ -1,0 +1,38 @@
+// Process spawning for containers, probes and hooks (libuv edge).
+// Every process gets its own session and process group (UV_PROCESS_DETACHED
+// = setsid), so a signal to -pid reaches everything the container started.
+// stdin is /dev/null; stdout/stderr go to the given pipes, or /dev/null.
+#pragma once
+
+#include <uv.h>
+
+#include <string>
+#include <vector>
+
+#include "k8s-shim/pod_plan.h"
+
+namespace sk::shim {
+
+struct SpawnSpec {
+    std::vector<std::string> argv;
+    std::vector<EnvVar> env;
+    std::string cwd;
+};
+
+// Returns 0 or a negative libuv error (uv_strerror). out/err may be null.
+// The handles must be initialised by the caller's loop (uv_pipe_init) when given.
+int spawn_process(uv_loop_t *loop, uv_process_t *proc, const SpawnSpec &spec, uv_exit_cb on_exit,
+                  uv_pipe_t *out, uv_pipe_t *err);
+
+// kill(-pgid, sig), ignoring ESRCH (the group is already gone).
+void signal_group(int pgid, int sig) noexcept;
+
+// Start time of a process in clock ticks since boot (field 22 of
+// /proc/PID/stat); 0 when the process does not exist.
+unsigned long long proc_start_time(int pid) noexcept;
+
+// The oom_kill counter of this process's cgroup (v2 memory.events); -1 when
+// unknown (cgroup v1, no memory controller).
+long long cgroup_oom_kills() noexcept;
+
+}  // namespace sk::shim

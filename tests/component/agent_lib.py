@@ -1,0 +1,296 @@
+#!/usr/bin/python3
+"""Component tests of slurm-k8s-agent against the test API server.
+
+Starts kube_test_server.py (127.0.0.1, port 0) and the real agent binary with
+runtime=fake, drives the agent through its unix socket as a test user
+(admin_uids = our uid), checks what a user would see in the API, prints
+`N passed, N failed`, and leaves no process behind.
+"""
+import argparse, json, os, shutil, signal, socket, ssl, subprocess, sys, tempfile, time
+import urllib.request, urllib.error
+
+RESULTS = {"passed": 0, "failed": 0}
+
+
+class Env:
+    def __init__(self, agent, server):
+        self.dir = tempfile.mkdtemp(prefix="sk-agent-comp-")
+        self.agent_bin, self.server_py = agent, server
+        self.kube = self.agent = None
+
+    def start_kube(self):
+        kdir = os.path.join(self.dir, "kube")
+        os.makedirs(kdir)
+        self.kube = subprocess.Popen([sys.executable, self.server_py, "--listen", "127.0.0.1:0",
+                                      "--state-dir", kdir, "--lease-grace", "6",
+                                      "--monitor-period", "1"],
+                                     stdout=open(os.path.join(self.dir, "kube.log"), "w"),
+                                     stderr=subprocess.STDOUT)
+        ready = os.path.join(kdir, "ready")
+        for _ in range(100):
+            if os.path.exists(ready) and open(ready).read().strip():
+                break
+            time.sleep(0.1)
+        self.url = open(ready).read().strip()
+        self.token = open(os.path.join(kdir, "admin.token")).read().strip()
+        self.ctx = ssl.create_default_context(cafile=os.path.join(kdir, "ca.crt"))
+        self.kdir = kdir
+
+    def write_conf(self):
+        conf = os.path.join(self.dir, "agent.conf")
+        with open(conf, "w") as f:
+            f.write(f"""api_server = {self.url}
+api_ca_file = {self.kdir}/ca.crt
+api_token_file = {self.kdir}/agent.token
+cluster_name = comp
+slurm_node = n1
+node_address = 127.0.0.1
+state_dir = {self.dir}/state
+shim_state_dir = {self.dir}/shim
+socket_path = {self.dir}/agent.sock
+admin_uids = {os.getuid()}
+shim_auth = uid
+runtime = fake
+lease_duration = 10s
+lease_renew_interval = 1s
+node_check_interval = 1s
+gc_interval = 10s
+job_alive_command = test -e {self.dir}/alive_{{job}}
+log_level = verbose
+""")
+        self.conf = conf
+
+    def start_agent(self):
+        self.agent = subprocess.Popen([self.agent_bin, "--config", self.conf],
+                                      stdout=open(os.path.join(self.dir, "agent.log"), "a"),
+                                      stderr=subprocess.STDOUT)
+        for _ in range(100):  # a stale socket file may exist: wait until it answers
+            try:
+                s = socket.socket(socket.AF_UNIX)
+                s.connect(os.path.join(self.dir, "agent.sock"))
+                s.close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("agent did not start; see " + self.dir + "/agent.log")
+
+    def kill_agent(self, sig=signal.SIGTERM):
+        if self.agent and self.agent.poll() is None:
+            self.agent.send_signal(sig)
+            self.agent.wait(10)
+
+    def stop(self):
+        self.kill_agent()
+        if self.kube and self.kube.poll() is None:
+            self.kube.terminate()
+            try:
+                self.kube.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kube.kill()
+
+    # ---- API ----
+    def api(self, method, path, body=None, ctype="application/json"):
+        req = urllib.request.Request(self.url + path, method=method,
+                                     data=json.dumps(body).encode() if body is not None else None)
+        req.add_header("Authorization", "Bearer " + self.token)
+        if body is not None:
+            req.add_header("Content-Type", ctype)
+        try:
+            with urllib.request.urlopen(req, context=self.ctx, timeout=10) as r:
+                return r.status, json.loads(r.read() or b"{}")
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"{}")
+
+    # ---- agent socket ----
+    def call(self, op, body, timeout=30):
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(timeout)
+        s.connect(os.path.join(self.dir, "agent.sock"))
+        s.sendall((json.dumps({"v": 1, "id": 9, "op": op, "body": body}) + "\n").encode())
+        buf = b""
+        while not buf.endswith(b"\n"):
+            d = s.recv(65536)
+            if not d:
+                break
+            buf += d
+        s.close()
+        return json.loads(buf) if buf else None
+
+
+def wait_for(fn, timeout=10.0, step=0.1):
+    end = time.time() + timeout
+    last = None
+    while time.time() < end:
+        last = fn()
+        if last:
+            return last
+        time.sleep(step)
+    return last
+
+
+def check(name, cond, detail=""):
+    if cond:
+        RESULTS["passed"] += 1
+        print("ok   " + name)
+    else:
+        RESULTS["failed"] += 1
+        print("FAIL " + name + (": " + str(detail) if detail else ""))
+
+
+REG = {"job_id": 42, "slurm_node": "n1", "user": "alice", "uid": 1000, "partition": "gpu",
+       "cluster": "comp", "gpus": [2, 3], "cpus": 4, "memory_mib": 8192,
+       "labels": {"team": "rl"}, "namespaces": ["default"]}
+NODE = "slurm-n1-42"
+
+
+def pod(name, extra_meta=None):
+    md = {"name": name}
+    md.update(extra_meta or {})
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": md,
+            "spec": {"nodeName": NODE, "terminationGracePeriodSeconds": 5,
+                     "containers": [{"name": "main", "image": "busybox:1.35"}]}}
+
+
+def phase(env, ns, name):
+    code, p = env.api("GET", f"/api/v1/namespaces/{ns}/pods/{name}")
+    return p.get("status", {}).get("phase") if code == 200 else code
+
+
+def node_ready(env):
+    code, n = env.api("GET", "/api/v1/nodes/" + NODE)
+    if code != 200:
+        return None
+    c = {x["type"]: x["status"] for x in n["status"].get("conditions", [])}
+    return n if c.get("Ready") == "True" else None
+
+
+def run(env):
+    open(os.path.join(env.dir, "alive_42"), "w").close()
+    # 1. registration -> Node Ready with the exact fields
+    t0 = time.time()
+    r = env.call("register", REG)
+    check("register replies with the node name", r and r.get("ok") and r["body"]["node_name"] == NODE, r)
+    n = wait_for(lambda: node_ready(env), 5)
+    check("Node Ready after register", n is not None)
+    print(f"     register -> Ready {1000 * (time.time() - t0):.0f} ms")
+    if n:
+        l, s = n["metadata"]["labels"], n["status"]
+        check("labels", l.get("slurm-k8s/job-id") == "42" and l.get("slurm-k8s/user") == "alice"
+              and l.get("slurm-k8s/partition") == "gpu" and l.get("slurm-k8s/cluster") == "comp"
+              and l.get("slurm-k8s/slurm-node") == "n1" and l.get("team") == "rl"
+              and l.get("kubernetes.io/hostname") == NODE, l)
+        check("capacity", s["capacity"].get("nvidia.com/gpu") == "2" and s["capacity"]["cpu"] == "4"
+              and s["capacity"]["memory"] == "8388608Ki", s["capacity"])
+        check("conditions", [c["type"] for c in s["conditions"]] ==
+              ["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"])
+        check("taint", {"key": "slurm-k8s/job", "value": "42", "effect": "NoSchedule"}
+              in n["spec"].get("taints", []), n["spec"])
+        check("kubelet endpoint + address", s["daemonEndpoints"]["kubeletEndpoint"]["Port"] == 10250
+              and s["addresses"][0] == {"type": "InternalIP", "address": "127.0.0.1"})
+    # 2. lease renewals
+    _, lease1 = env.api("GET", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/" + NODE)
+    time.sleep(2.5)
+    _, lease2 = env.api("GET", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/" + NODE)
+    rt = lease2.get("spec", {}).get("renewTime", "")
+    check("lease renewed with MicroTime", rt != lease1.get("spec", {}).get("renewTime") and
+          len(rt.split(".")[-1]) == 7, (lease1.get("spec"), lease2.get("spec")))
+    check("lease owned by the Node", lease2.get("metadata", {}).get("ownerReferences", [{}])[0].get("uid")
+          == (n or {}).get("metadata", {}).get("uid"))
+    st = env.call("status", {"job_id": 42, "slurm_node": "n1"})
+    check("status op", st and st["ok"] and st["body"]["ready"] and st["body"]["phase"] == "ready", st)
+    # 3. pod lifecycle incl. graceful deletion
+    env.api("POST", "/api/v1/namespaces/default/pods", pod("p1"))
+    check("pod Running", wait_for(lambda: phase(env, "default", "p1") == "Running", 5))
+    _, p = env.api("GET", "/api/v1/namespaces/default/pods/p1")
+    check("pod IPs and conditions", p["status"].get("podIP") == "127.0.0.1" and
+          {c["type"] for c in p["status"]["conditions"]} >= {"PodScheduled", "Initialized", "Ready", "ContainersReady"},
+          p["status"])
+    env.api("DELETE", "/api/v1/namespaces/default/pods/p1")
+    check("graceful delete -> gone", wait_for(lambda: phase(env, "default", "p1") == 404, 5))
+    _, evs = env.api("GET", "/api/v1/namespaces/default/events")
+    reasons = {e["reason"] for e in evs.get("items", []) if e["involvedObject"].get("name") == "p1"}
+    check("Started and Killing events", {"Started", "Killing"} <= reasons, reasons)
+    env.api("POST", "/api/v1/namespaces/kube-system/pods", pod("intruder"))
+    check("pod in a namespace not allowed -> Failed",
+          wait_for(lambda: phase(env, "kube-system", "intruder") == "Failed", 5))
+    # 4. watch closed / 410 -> relist, nothing lost
+    env.api("POST", "/_test/watches/close", {"abrupt": True})
+    env.api("POST", "/api/v1/namespaces/default/pods", pod("p2"))
+    check("pod after a dropped watch runs", wait_for(lambda: phase(env, "default", "p2") == "Running", 8))
+    # 5. API server down for a while, then back -> Ready re-posted
+    env.api("POST", "/_test/fault", {"mode": "refuse", "seconds": 9})
+    time.sleep(9.5)
+    wait_for(lambda: env.api("GET", "/version")[0] == 200, 5)
+    def ready_again():
+        nn = node_ready(env)
+        return nn and not any(t["key"].startswith("node.kubernetes.io/unreachable")
+                              for t in nn["spec"].get("taints", []))
+    check("after an outage the node is Ready again", wait_for(ready_again, 10))
+    env.api("POST", "/api/v1/namespaces/default/pods", pod("p3"))
+    check("pods run after the outage", wait_for(lambda: phase(env, "default", "p3") == "Running", 8))
+    # 6. Node deleted by hand -> recreated
+    env.api("DELETE", "/api/v1/nodes/" + NODE)
+    check("deleted Node is recreated", wait_for(lambda: node_ready(env), 6) is not None)
+    # 7. agent killed -9 and restarted -> re-adopts
+    env.kill_agent(signal.SIGKILL)
+    env.start_agent()
+    lst = wait_for(lambda: env.call("list", {}), 5)
+    check("restarted agent lists the job", lst and lst["ok"] and len(lst["body"]["nodes"]) == 1, lst)
+    env.api("POST", "/api/v1/namespaces/default/pods", pod("p4"))
+    check("restarted agent runs new pods", wait_for(lambda: phase(env, "default", "p4") == "Running", 8))
+    check("old pods still Running", phase(env, "default", "p2") == "Running")
+    # 8. deregistration leaves nothing behind
+    t0 = time.time()
+    r = env.call("deregister", {"job_id": 42, "slurm_node": "n1", "grace_s": 5, "reason": "JobEnded"})
+    check("deregister ok", r and r.get("ok"), r)
+    print(f"     deregister {1000 * (time.time() - t0):.0f} ms")
+    check("Node gone", env.api("GET", "/api/v1/nodes/" + NODE)[0] == 404)
+    check("Lease gone", env.api("GET", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/" + NODE)[0] == 404)
+    _, pods = env.api("GET", "/api/v1/pods")
+    check("pods gone", not [p["metadata"]["name"] for p in pods.get("items", []) if p["spec"].get("nodeName") == NODE],
+          [p["metadata"]["name"] for p in pods.get("items", [])])
+    check("state file gone", not os.listdir(os.path.join(env.dir, "state", "jobs")))
+    # 9. refusals on the socket
+    bad = env.call("frobnicate", {})
+    check("unknown op refused with a reason", bad and not bad["ok"] and bad["error"] == "forbidden", bad)
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(os.path.join(env.dir, "agent.sock"))
+    s.sendall(b"this is not json\n")
+    s.settimeout(5)
+    data = s.recv(4096)
+    closed = s.recv(4096) == b""
+    s.close()
+    check("malformed message closes that connection only", b'"ok":false' in data and closed and
+          env.call("list", {})["ok"])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--agent", required=True)
+    ap.add_argument("--server", required=True)
+    a = ap.parse_args()
+    if not os.path.exists(a.server):
+        print("test API server missing; skipping")
+        return 77
+    env = Env(a.agent, a.server)
+    try:
+        env.start_kube()
+        env.write_conf()
+        env.start_agent()
+        run(env)
+    except Exception as e:  # a crash of the harness is a failure, not a pass
+        RESULTS["failed"] += 1
+        print("FAIL harness: %r" % (e,))
+    finally:
+        env.stop()
+    print(f"{RESULTS['passed']} passed, {RESULTS['failed']} failed")
+    if RESULTS["failed"]:
+        print("logs kept in " + env.dir)
+        print(open(os.path.join(env.dir, "agent.log")).read()[-4000:])
+    else:
+        shutil.rmtree(env.dir, ignore_errors=True)
+    return 1 if RESULTS["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,619 @@
+#!/usr/bin/env python3
+"""Component tests for slurm-k8s-shim: real processes, no agent.
+
+This script plays the agent's side of the socket (contracts 1-2): it listens
+on a unix socket, starts the shim, answers `attach` with {node_name, gpus,
+state_dir}, sends pod_run/pod_kill/pod_list/shutdown and checks the
+pod_status notifications. Time is scaled with SLURM_K8S_SHIM_TEST_TIME_SCALE
+(test-only), so a 10 s back-off takes 0.5 s.
+
+usage: driver.py SHIM_BINARY [TEST-NAME...]     prints "N passed, N failed"
+"""
+import base64
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+SCALE = 0.05
+SHIM = None
+
+
+class Agent:
+    def __init__(self, gpus=(0, 1, 2, 3), state_dir=None, extra_args=(), tmp=None):
+        self.tmp = tmp or tempfile.mkdtemp(prefix="shimtest-")
+        self.state_dir = state_dir or os.path.join(self.tmp, "state")
+        self.sock_path = os.path.join(self.tmp, "agent.sock")
+        if os.path.exists(self.sock_path):
+            os.unlink(self.sock_path)
+        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.srv.bind(self.sock_path)
+        self.srv.listen(1)
+        env = dict(os.environ, SLURM_K8S_SHIM_TEST_TIME_SCALE=str(SCALE))
+        self.stderr = open(os.path.join(self.tmp, "shim.stderr"), "ab")
+        self.proc = subprocess.Popen(
+            [SHIM, "--job-id", "42", "--slurm-node", "n1", "--socket", self.sock_path,
+             "--log-level", "verbose"] + list(extra_args),
+            env=env, stderr=self.stderr)
+        self.srv.settimeout(5)
+        self.conn, _ = self.srv.accept()
+        self.buf = b""
+        self.statuses = {}   # uid -> list of (time, status)
+        self.next_id = 1000
+        req = self.read_msg(5)
+        assert req["op"] == "attach", req
+        assert req["body"]["job_id"] == 42 and req["body"]["slurm_node"] == "n1", req
+        self.send({"id": req["id"], "ok": True,
+                   "body": {"node_name": "slurm-n1-42", "gpus": list(gpus),
+                            "state_dir": self.state_dir}})
+
+    def send(self, obj):
+        self.conn.sendall((json.dumps(obj) + "\n").encode())
+
+    def read_msg(self, timeout):
+        deadline = time.time() + timeout
+        while b"\n" not in self.buf:
+            left = deadline - time.time()
+            if left <= 0:
+                return None
+            r, _, _ = select.select([self.conn], [], [], left)
+            if not r:
+                return None
+            data = self.conn.recv(65536)
+            if not data:
+                raise EOFError("shim closed the connection")
+            self.buf += data
+        line, self.buf = self.buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def pump(self, timeout):
+        """Reads one message; acks and records pod_status; returns replies."""
+        m = self.read_msg(timeout)
+        if m is None:
+            return None
+        if m.get("op") == "pod_status":
+            b = m["body"]
+            self.statuses.setdefault(b["uid"], []).append((time.time(), b["status"]))
+            self.send({"id": m["id"], "ok": True, "body": {}})
+            return None
+        return m
+
+    def request(self, op, body, timeout=10):
+        self.next_id += 1
+        rid = self.next_id
+        self.send({"v": 1, "id": rid, "op": op, "body": body})
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            m = self.pump(deadline - time.time())
+            if m is not None and m.get("id") == rid:
+                return m
+        raise AssertionError("no reply to %s within %ss" % (op, timeout))
+
+    def last(self, uid):
+        s = self.statuses.get(uid)
+        return s[-1][1] if s else None
+
+    def wait(self, uid, pred, timeout=10, what="condition"):
+        deadline = time.time() + timeout
+        while True:
+            st = self.last(uid)
+            if st is not None and pred(st):
+                return st
+            if time.time() > deadline:
+                raise AssertionError("timeout waiting for %s; last status: %s"
+                                     % (what, json.dumps(st)[:1500]))
+            self.pump(min(0.2, max(0.01, deadline - time.time())))
+
+    def drain(self, seconds):
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            self.pump(deadline - time.time())
+
+    def close(self):
+        try:
+            if self.proc.poll() is None:
+                self.request("shutdown", {"grace_s": 2, "reason": "TestEnd"}, timeout=10)
+                self.proc.wait(5)
+        except Exception:
+            pass
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self.conn.close()
+            self.srv.close()
+
+
+def pod(name, containers, init=None, restart="Always", uid=None, grace=None, volumes=None,
+        spec_extra=None):
+    spec = {"containers": containers, "restartPolicy": restart}
+    if init:
+        spec["initContainers"] = init
+    if grace is not None:
+        spec["terminationGracePeriodSeconds"] = grace
+    if volumes:
+        spec["volumes"] = volumes
+    if spec_extra:
+        spec.update(spec_extra)
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "rl", "uid": uid or ("uid-" + name)},
+            "spec": spec}
+
+
+def sh(name, script, **kw):
+    c = {"name": name, "image": "busybox", "command": ["/bin/sh", "-c", script]}
+    c.update(kw)
+    return c
+
+
+def cstatus(st, name, key="containerStatuses"):
+    for c in st.get(key, []):
+        if c["name"] == name:
+            return c
+    return None
+
+
+def cond(st, t):
+    for c in st.get("conditions", []):
+        if c["type"] == t:
+            return c
+    return {}
+
+
+def read_log(agent, uid, cname, n=0):
+    path = os.path.join(agent.state_dir, "pods", uid, cname, "%d.log" % n)
+    with open(path) as f:
+        return f.read()
+
+
+CRI_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z (stdout|stderr) [FP] .*$")
+
+
+def log_content(text):
+    out = []
+    for line in text.splitlines():
+        assert CRI_LINE.match(line), "not a CRI log line: %r" % line
+        out.append(line.split(" ", 3)[3])
+    return out
+
+
+def running(st, name):
+    c = cstatus(st, name)
+    return c is not None and "running" in c["state"]
+
+
+# ---- tests ----
+
+def test_init_and_two_containers(a):
+    p = pod("two", [
+        sh("app-a", 'trap "exit 0" TERM; cat $SLURM_K8S_VOLUME_WORK/x; echo "A=$A B=$B"; '
+                    'echo "args:" "$0" "$1"; while :; do sleep 0.1; done',
+           env=[{"name": "A", "value": "1"}, {"name": "B", "value": "$(A)-2-$(NOPE)-$$(A)"}],
+           args=["$(A)", "$(B)"]),
+        sh("app-b", 'trap "exit 0" TERM; pwd; while :; do sleep 0.1; done',
+           workingDir="/tmp"),
+    ], init=[sh("init", "sleep 0.3; echo from-init > $SLURM_K8S_VOLUME_WORK/x")],
+        volumes=[{"name": "work", "emptyDir": {}}])
+    uid = p["metadata"]["uid"]
+    r = a.request("pod_run", {"pod": p, "files": {}})
+    assert r["ok"], r
+    st = a.wait(uid, lambda s: cstatus(s, "init", "initContainerStatuses") is not None,
+                what="first status")
+    first = a.statuses[uid][0][1]
+    assert first["phase"] == "Pending", first
+    assert cond(first, "Initialized")["status"] == "False", first
+    assert cond(first, "Initialized")["reason"] == "ContainersNotInitialized", first
+    assert cstatus(first, "app-a")["state"]["waiting"]["reason"] == "PodInitializing", first
+    st = a.wait(uid, lambda s: s["phase"] == "Running" and cond(s, "Ready")["status"] == "True",
+                what="Running and Ready")
+    init = cstatus(st, "init", "initContainerStatuses")
+    assert init["state"]["terminated"]["reason"] == "Completed", init
+    assert init["ready"] is True, init
+    assert cstatus(st, "app-a")["containerID"] == "slurm-k8s://%s/app-a/0" % uid
+    time.sleep(0.5)
+    log = log_content(read_log(a, uid, "app-a"))
+    assert "from-init" in log, log
+    # Env order + $(VAR): B sees A, unknown refs stay, $$ escapes.
+    assert "A=1 B=1-2-$(NOPE)-$(A)" in log, log
+    assert "args: 1 1-2-$(NOPE)-$(A)" in log, log
+    assert log_content(read_log(a, uid, "app-b")) == ["/tmp"]
+    r = a.request("pod_kill", {"uid": uid, "grace_s": 5, "reason": "Killing"})
+    assert r["ok"], r
+    st = a.wait(uid, lambda s: s["phase"] == "Succeeded", what="Succeeded after kill")
+    assert cond(st, "Ready")["reason"] == "PodCompleted", st
+    assert cstatus(st, "app-a")["state"]["terminated"]["exitCode"] == 0, st
+    # Idempotent: running the same uid again does nothing.
+    n = len(a.statuses[uid])
+    assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    a.drain(0.3)
+    assert len(a.statuses[uid]) == n, "pod_run of a known uid changed something"
+
+
+def test_crashloop_backoff(a):
+    p = pod("crash", [sh("main", "echo crashing; exit 1")])
+    uid = p["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    st = a.wait(uid, lambda s: cstatus(s, "main")["restartCount"] >= 3, timeout=15,
+                what="3 restarts")
+    seq = [s for _, s in a.statuses[uid]]
+    msgs = [cstatus(s, "main")["state"]["waiting"].get("message", "") for s in seq
+            if "waiting" in cstatus(s, "main")["state"]]
+    backoffs = [m for m in msgs if m.startswith("back-off")]
+    assert backoffs[:2] == [
+        "back-off 10s restarting failed container=main pod=crash_rl(%s)" % uid,
+        "back-off 20s restarting failed container=main pod=crash_rl(%s)" % uid], backoffs
+    reasons = {cstatus(s, "main")["state"]["waiting"]["reason"] for s in seq
+               if "waiting" in cstatus(s, "main")["state"]}
+    assert "CrashLoopBackOff" in reasons, reasons
+    assert all(s["phase"] in ("Pending", "Running") for s in seq), [s["phase"] for s in seq]
+    c = cstatus(st, "main")
+    assert c["lastState"]["terminated"]["exitCode"] == 1, c
+    assert c["lastState"]["terminated"]["reason"] == "Error", c
+    # Start times of each restart: 0, then >= 10 s and >= 20 s (scaled).
+    starts = {}
+    for t, s in a.statuses[uid]:
+        c = cstatus(s, "main")
+        if "running" in c["state"] or "terminated" in c["state"]:
+            starts.setdefault(c["restartCount"], t)
+    gap1 = starts[2] - starts[1]
+    gap2 = starts[3] - starts[2]
+    assert gap1 >= 10 * SCALE * 0.9 and gap2 >= 20 * SCALE * 0.9, (gap1, gap2)
+    assert gap2 > gap1 * 1.5, ("back-off did not double", gap1, gap2)
+    # Logs: one file per restart; the previous instance is kept.
+    assert log_content(read_log(a, uid, "main", 0)) == ["crashing"]
+    assert log_content(read_log(a, uid, "main", 1)) == ["crashing"]
+    assert a.request("pod_kill", {"uid": uid, "grace_s": 1})["ok"]
+    st = a.wait(uid, lambda s: s["phase"] == "Failed", what="Failed after kill")
+    assert cond(st, "Ready")["reason"] == "PodFailed", st
+
+
+def test_never_exit_codes(a):
+    ok = pod("ok", [sh("main", "exit 0")], restart="Never")
+    bad = pod("bad", [sh("main", "echo last words; exit 3",
+                         terminationMessagePolicy="FallbackToLogsOnError")], restart="Never")
+    for p in (ok, bad):
+        assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    st = a.wait("uid-ok", lambda s: s["phase"] == "Succeeded", what="Succeeded")
+    t = cstatus(st, "main")["state"]["terminated"]
+    assert t["exitCode"] == 0 and t["reason"] == "Completed", t
+    assert cstatus(st, "main")["restartCount"] == 0
+    st = a.wait("uid-bad", lambda s: s["phase"] == "Failed", what="Failed")
+    t = cstatus(st, "main")["state"]["terminated"]
+    assert t["exitCode"] == 3 and t["reason"] == "Error", t
+    assert t["message"] == "last words\n", t
+
+
+def test_readiness_flips_ready(a):
+    p = pod("ready", [sh("main", 'trap "exit 0" TERM; sleep 0.6; touch $SLURM_K8S_POD_DIR/ready; '
+                                 'while :; do sleep 0.1; done',
+                         readinessProbe={"exec": {"command": ["test", "-f", "ready"]},
+                                         "periodSeconds": 2, "failureThreshold": 1})])
+    uid = p["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    st = a.wait(uid, lambda s: running(s, "main"), what="running")
+    assert cstatus(st, "main")["ready"] is False, st
+    assert cstatus(st, "main")["started"] is True, st
+    assert cond(st, "Ready")["status"] == "False", st
+    assert cond(st, "Ready")["message"] == "containers with unready status: [main]", st
+    st = a.wait(uid, lambda s: cond(s, "Ready")["status"] == "True", what="Ready", timeout=5)
+    assert cstatus(st, "main")["ready"] is True
+
+
+def test_http_and_tcp_probes(a):
+    port = free_port()
+    server = ("import http.server as h\n"
+              "class H(h.BaseHTTPRequestHandler):\n"
+              "  def do_GET(s):\n"
+              "    s.send_response(200 if s.path=='/healthz' else 404); s.end_headers()\n"
+              "  def log_message(s,*a): pass\n"
+              "h.HTTPServer(('127.0.0.1',%d),H).serve_forever()\n" % port)
+    p = pod("http", [{"name": "web", "image": "python", "command": [sys.executable, "-c", server],
+                      "ports": [{"name": "http", "containerPort": port}],
+                      "readinessProbe": {"httpGet": {"path": "/healthz", "port": "http"},
+                                         "periodSeconds": 1},
+                      "livenessProbe": {"tcpSocket": {"port": port}, "periodSeconds": 1}}])
+    uid = p["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    st = a.wait(uid, lambda s: cond(s, "Ready")["status"] == "True", timeout=10,
+                what="Ready via httpGet")
+    a.drain(1.0)
+    assert cstatus(a.last(uid), "web")["restartCount"] == 0, "tcp liveness killed a healthy server"
+    # A probe on a path that answers 404 never makes the pod ready.
+    bad = pod("http404", [{"name": "web", "image": "python",
+                           "command": [sys.executable, "-c", server.replace(str(port),
+                                                                            str(port + 1))],
+                           "readinessProbe": {"httpGet": {"path": "/nope", "port": port + 1},
+                                              "periodSeconds": 1}}])
+    assert a.request("pod_run", {"pod": bad, "files": {}})["ok"]
+    a.wait("uid-http404", lambda s: running(s, "web"), what="running")
+    a.drain(1.0)
+    assert cond(a.last("uid-http404"), "Ready")["status"] == "False"
+
+
+def test_liveness_restarts(a):
+    p = pod("live", [sh("main", 'trap "exit 0" TERM; echo up; while :; do sleep 0.1; done',
+                        livenessProbe={"exec": {"command": ["cat", "healthy"]},
+                                       "periodSeconds": 3, "failureThreshold": 2})])
+    uid = p["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    st = a.wait(uid, lambda s: cstatus(s, "main")["restartCount"] >= 1 and running(s, "main"),
+                timeout=10, what="restart by liveness")
+    last = cstatus(st, "main")["lastState"]["terminated"]
+    assert last["exitCode"] == 0 and last["reason"] == "Completed", last  # TERM trap exits 0
+    assert os.path.exists(os.path.join(a.state_dir, "pods", uid, "main", "1.log"))
+
+
+def test_termination_grace_kills_group(a):
+    marker = os.path.join(a.tmp, "prestop-ran")
+    script = ('trap "" TERM; sleep 1000 & echo $! > $SLURM_K8S_POD_DIR/child; '
+              'while :; do sleep 0.1; done')
+    p = pod("stubborn", [sh("main", script, lifecycle={"preStop": {"exec": {
+        "command": ["/bin/sh", "-c", "touch " + marker]}}})], grace=1)
+    uid = p["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    a.wait(uid, lambda s: running(s, "main"), what="running")
+    childfile = os.path.join(a.state_dir, "pods", uid, "child")
+    deadline = time.time() + 5
+    while not os.path.exists(childfile) and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.1)
+    child = int(open(childfile).read())
+    t0 = time.time()
+    assert a.request("pod_kill", {"uid": uid, "grace_s": 1, "reason": "Killing"})["ok"]
+    st = a.wait(uid, lambda s: s["phase"] in ("Failed", "Succeeded"), timeout=5,
+                what="terminal phase")
+    took = time.time() - t0
+    assert 0.9 <= took < 3, took
+    t = cstatus(st, "main")["state"]["terminated"]
+    assert t["exitCode"] == 137, t
+    assert st["phase"] == "Failed", st
+    assert os.path.exists(marker), "preStop hook did not run"
+    time.sleep(0.1)
+    assert not pid_alive(child), "a process of the container's group survived"
+
+
+def test_gpus_disjoint_and_refused(a):
+    def gpu_pod(name, n):
+        return pod(name, [sh("main", 'echo "$CUDA_VISIBLE_DEVICES/$NVIDIA_VISIBLE_DEVICES"; '
+                                     'trap "exit 0" TERM; while :; do sleep 0.1; done',
+                             resources={"limits": {"nvidia.com/gpu": str(n)}})])
+    for name in ("g1", "g2"):
+        assert a.request("pod_run", {"pod": gpu_pod(name, 2), "files": {}})["ok"]
+    seen = []
+    for name in ("g1", "g2"):
+        a.wait("uid-" + name, lambda s: running(s, "main"), what="running")
+    time.sleep(0.3)
+    for name in ("g1", "g2"):
+        cuda, nv = log_content(read_log(a, "uid-" + name, "main"))[0].split("/")
+        assert cuda == nv, (cuda, nv)
+        seen.append(set(int(x) for x in cuda.split(",")))
+    assert len(seen[0]) == 2 and len(seen[1]) == 2 and not (seen[0] & seen[1]), seen
+    assert seen[0] | seen[1] == {0, 1, 2, 3}, seen
+    r = a.request("pod_run", {"pod": gpu_pod("g3", 1), "files": {}})
+    assert not r["ok"] and "only 0 of the 4 GPUs" in r["message"], r
+    st = a.wait("uid-g3", lambda s: s["phase"] == "Failed", what="refused status")
+    assert st["reason"] == "OutOfnvidia.com/gpu" and "nvidia.com/gpu" in st["message"], st
+    with open(os.path.join(a.state_dir, "gpus.json")) as f:
+        persisted = json.load(f)["pods"]
+    assert set(persisted) == {"uid-g1", "uid-g2"}, persisted
+    # Freed GPUs go back to the pool.
+    assert a.request("pod_kill", {"uid": "uid-g1", "grace_s": 2})["ok"]
+    a.wait("uid-g1", lambda s: s["phase"] == "Succeeded", what="g1 stopped")
+    assert a.request("pod_run", {"pod": gpu_pod("g4", 2), "files": {}})["ok"]
+    a.wait("uid-g4", lambda s: running(s, "main"), what="g4 running")
+
+
+def test_policy_refusals(a):
+    cases = [
+        ("priv", pod("priv", [sh("main", "true", securityContext={"privileged": True})]),
+         "privileged"),
+        ("caps", pod("caps", [sh("main", "true", securityContext={
+            "capabilities": {"add": ["SYS_ADMIN"]}})]), "capabilities"),
+        ("hostpid", pod("hostpid", [sh("main", "true")], spec_extra={"hostPID": True}),
+         "hostPID"),
+        ("hostpath", pod("hostpath", [sh("main", "true")],
+                         volumes=[{"name": "h", "hostPath": {"path": "/etc"}}]), "hostPath"),
+        ("runas", pod("runas", [sh("main", "true", securityContext={
+            "runAsUser": os.getuid() + 1})]), "runAsUser"),
+        ("nocmd", pod("nocmd", [{"name": "main", "image": "nginx"}]), "has no command"),
+        ("dev", pod("dev", [sh("main", "true", resources={"limits": {"amd.com/gpu": "1"}})]),
+         "amd.com/gpu"),
+    ]
+    for name, p, word in cases:
+        r = a.request("pod_run", {"pod": p, "files": {}})
+        assert not r["ok"] and word in r["message"], (name, r)
+        st = a.wait("uid-" + name, lambda s: s["phase"] == "Failed", what=name + " Failed")
+        assert st["reason"] == "PodRefused" and word in st["message"], st
+
+
+def test_runtime_template(a):
+    # a stand-in "apptainer" that prints what it was asked to run, then runs it
+    fake = os.path.join(a.tmp, "fake-apptainer")
+    with open(fake, "w") as f:
+        f.write('#!/bin/sh\necho "runtime: $*"\nshift 3\nexec "$@"\n')
+    os.chmod(fake, 0o755)
+    p = pod("tmpl", [{"name": "main", "image": "docker.io/library/alpine:3",
+                      "command": ["/bin/echo", "hi"]},
+                     {"name": "entry", "image": "docker.io/library/alpine:3"}],
+            restart="Never")
+    assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    a.wait("uid-tmpl", lambda s: s["phase"] in ("Succeeded", "Failed"), what="done")
+    assert log_content(read_log(a, "uid-tmpl", "main")) == [
+        "runtime: exec --nv docker://docker.io/library/alpine:3 /bin/echo hi", "hi"]
+    assert log_content(read_log(a, "uid-tmpl", "entry"))[0] == \
+        "runtime: exec --nv docker://docker.io/library/alpine:3"
+
+
+def test_volumes_files(a):
+    data = base64.b64encode(b"key=value\n").decode()
+    p = pod("vol", [sh("main", "cat $SLURM_K8S_VOLUME_CONFIG/app.conf; "
+                               "cat %s/cfg/app.conf" % a.tmp,
+                       volumeMounts=[{"name": "config", "mountPath": a.tmp + "/cfg"}])],
+            restart="Never", volumes=[{"name": "config", "configMap": {"name": "c"}}])
+    assert a.request("pod_run", {"pod": p, "files": {"config": {"app.conf": data}}})["ok"]
+    st = a.wait("uid-vol", lambda s: s["phase"] in ("Succeeded", "Failed"), what="done")
+    assert st["phase"] == "Succeeded", st
+    assert log_content(read_log(a, "uid-vol", "main")) == ["key=value", "key=value"]
+
+
+def test_log_rotation_and_previous(a):
+    p = pod("chatty", [sh("main", "i=0; while [ $i -lt 300 ]; do "
+                                  "echo line-$i-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx; "
+                                  "i=$((i+1)); done; exit 1")], restart="OnFailure")
+    uid = p["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    a.wait(uid, lambda s: cstatus(s, "main")["restartCount"] >= 1, what="a restart")
+    d = os.path.join(a.state_dir, "pods", uid, "main")
+    assert os.path.exists(os.path.join(d, "0.log.1")), os.listdir(d)
+    assert os.path.getsize(os.path.join(d, "0.log")) <= 4096
+    old = log_content(open(os.path.join(d, "0.log.1")).read())
+    cur = log_content(open(os.path.join(d, "0.log")).read())
+    assert cur[-1] == "line-299-" + "x" * 42, cur[-1]
+    assert old and old[0].startswith("line-"), old[:1]
+
+
+def test_shim_restart_never_runs_twice(a):
+    # "$$$$": Kubernetes' $$ escape leaves the shell a "$$".
+    p = pod("survivor", [sh("main", 'echo $$$$ > $SLURM_K8S_POD_DIR/pid; '
+                                    'while :; do sleep 0.1; done')])
+    uid = p["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    a.wait(uid, lambda s: running(s, "main"), what="running")
+    pidfile = os.path.join(a.state_dir, "pods", uid, "pid")
+    deadline = time.time() + 5
+    while not os.path.exists(pidfile) and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.1)
+    pid = int(open(pidfile).read())
+    a.proc.kill()
+    a.proc.wait()
+    a.conn.close()
+    a.srv.close()
+    b = Agent(state_dir=a.state_dir, tmp=a.tmp)
+    try:
+        st = b.wait(uid, lambda s: s["phase"] == "Failed", what="lost pod reported")
+        assert st["reason"] == "ShimRestarted", st
+        assert "terminated" in cstatus(st, "main")["state"], st
+        time.sleep(0.1)
+        assert not pid_alive(pid), "the old container process still runs"
+        n = len(b.statuses[uid])
+        assert b.request("pod_run", {"pod": p, "files": {}})["ok"]
+        b.drain(0.3)
+        assert len(b.statuses[uid]) == n and not os.path.exists(
+            os.path.join(b.state_dir, "pods", uid, "main", "1.log")), "pod ran twice"
+        lst = b.request("pod_list", {})
+        assert any(x["uid"] == uid and x["status"]["phase"] == "Failed"
+                   for x in lst["body"]["pods"]), lst
+    finally:
+        b.close()
+
+
+def test_shutdown_stops_pods(a):
+    p = pod("sd", [sh("main", 'trap "exit 0" TERM; echo up; while :; do sleep 0.1; done')])
+    assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    a.wait("uid-sd", lambda s: running(s, "main"), what="running")
+    wait_log(a, "uid-sd", "main", "up")
+    r = a.request("shutdown", {"grace_s": 3, "reason": "JobEnded"})
+    assert r["ok"], r
+    assert a.last("uid-sd")["phase"] == "Succeeded", a.last("uid-sd")
+    assert a.proc.wait(5) == 0
+
+
+def wait_log(a, uid, cname, line, timeout=5):
+    """Waits until the container wrote `line` (its signal traps are set)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            if line in log_content(read_log(a, uid, cname)):
+                return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError("%s/%s never wrote %r" % (uid, cname, line))
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def pid_alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().split(") ")[1][0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+TESTS = [
+    ("init_and_two_containers", test_init_and_two_containers, {}),
+    ("crashloop_backoff", test_crashloop_backoff, {}),
+    ("never_exit_codes", test_never_exit_codes, {}),
+    ("readiness_flips_ready", test_readiness_flips_ready, {}),
+    ("http_and_tcp_probes", test_http_and_tcp_probes, {}),
+    ("liveness_restarts", test_liveness_restarts, {}),
+    ("termination_grace_kills_group", test_termination_grace_kills_group, {}),
+    ("gpus_disjoint_and_refused", test_gpus_disjoint_and_refused, {}),
+    ("policy_refusals", test_policy_refusals, {}),
+    ("runtime_template", test_runtime_template, {"runtime": True}),
+    ("volumes_files", test_volumes_files, {}),
+    ("log_rotation_and_previous", test_log_rotation_and_previous,
+     {"args": ["--log-max-bytes", "4096"]}),
+    ("shim_restart_never_runs_twice", test_shim_restart_never_runs_twice, {}),
+    ("shutdown_stops_pods", test_shutdown_stops_pods, {}),
+]
+
+
+def main():
+    global SHIM
+    SHIM = os.path.abspath(sys.argv[1])
+    only = set(sys.argv[2:])
+    passed = failed = 0
+    for name, fn, opts in TESTS:
+        if only and name not in only:
+            continue
+        tmp = tempfile.mkdtemp(prefix="shimtest-")
+        args = list(opts.get("args", []))
+        if opts.get("runtime"):
+            conf = os.path.join(tmp, "runtime.conf")
+            with open(conf, "w") as f:
+                f.write("# test\ntemplate = docker.io/* %s/fake-apptainer exec --nv "
+                        "docker://{image} {command}\n" % tmp)
+            args += ["--runtime-config", conf]
+        t0 = time.time()
+        a = None
+        try:
+            a = Agent(extra_args=args, tmp=tmp)
+            fn(a)
+            passed += 1
+            print("PASS: %s (%.1fs)" % (name, time.time() - t0), flush=True)
+        except Exception:
+            failed += 1
+            print("FAIL: %s (%.1fs)" % (name, time.time() - t0), flush=True)
+            traceback.print_exc()
+            try:
+                with open(os.path.join(tmp, "shim.stderr")) as f:
+                    print("---- shim stderr (tail) ----\n" + "".join(f.readlines()[-30:]))
+            except OSError:
+                pass
+        finally:
+            if a:
+                a.close()
+            shutil.rmtree(tmp, ignore_errors=True)
+    print("%d passed, %d failed" % (passed, failed))
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

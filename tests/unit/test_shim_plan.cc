@@ -1,0 +1,266 @@
+// Pod spec -> process plan: env order, $(VAR) expansion, init containers,
+// GPU assignment, runtime templates and the isolation policy's refusals.
+// Inputs include a pod recorded from a real API server (reference
+// kubelet-objects/07-init-containers, with its kube-api-access volume).
+#include <string>
+
+#include "common/json.h"
+#include "k8s-shim/pod_plan.h"
+#include "tests/unit/check_main.h"
+
+using namespace sk;
+using namespace sk::shim;
+
+static const char kRecorded07[] = R"JSON({"metadata": {"name": "s07-init", "namespace": "kref", "uid": "be668664-adf3-4924-848a-ad51e33a4ede"}, "spec": {"containers": [{"command": ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"], "image": "localhost/busybox:1.35", "imagePullPolicy": "IfNotPresent", "name": "app-a", "resources": {}, "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File", "volumeMounts": [{"mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "name": "kube-api-access-hxpjp", "readOnly": true}]}, {"command": ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"], "image": "localhost/busybox:1.35", "imagePullPolicy": "IfNotPresent", "name": "app-b", "resources": {}, "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File", "volumeMounts": [{"mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "name": "kube-api-access-hxpjp", "readOnly": true}]}], "dnsPolicy": "ClusterFirst", "enableServiceLinks": true, "initContainers": [{"command": ["sh", "-c", "sleep 6; echo init done"], "image": "localhost/busybox:1.35", "imagePullPolicy": "IfNotPresent", "name": "init", "resources": {}, "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File", "volumeMounts": [{"mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "name": "kube-api-access-hxpjp", "readOnly": true}]}], "nodeName": "kubelet-peer", "preemptionPolicy": "PreemptLowerPriority", "priority": 0, "restartPolicy": "Always", "schedulerName": "default-scheduler", "securityContext": {}, "serviceAccount": "default", "serviceAccountName": "default", "terminationGracePeriodSeconds": 30, "tolerations": [{"effect": "NoExecute", "key": "node.kubernetes.io/not-ready", "operator": "Exists", "tolerationSeconds": 300}, {"effect": "NoExecute", "key": "node.kubernetes.io/unreachable", "operator": "Exists", "tolerationSeconds": 300}], "volumes": [{"name": "kube-api-access-hxpjp", "projected": {"defaultMode": 420, "sources": [{"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}}, {"configMap": {"items": [{"key": "ca.crt", "path": "ca.crt"}], "name": "kube-root-ca.crt"}}, {"downwardAPI": {"items": [{"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}, "path": "namespace"}]}}]}}]}})JSON";
+
+static PlanContext ctx() {
+    PlanContext c;
+    c.uid = 2001;
+    c.gid = 2001;
+    c.node_name = "slurm-n1-42";
+    c.pod_dir = "/state/pods/u1";
+    return c;
+}
+
+static Json::Value parse(const std::string &s) {
+    auto v = json::parse(s);
+    ck_assert_msg(v.ok(), "%s", v.ok() ? "" : v.message().c_str());
+    return *v;
+}
+
+static std::string env_of(const ContainerPlan &c, const std::string &name) {
+    for (const auto &e : c.env)
+        if (e.name == name) return e.value;
+    return "<unset>";
+}
+
+struct ExpandCase {
+    const char *in, *out;
+};
+static const ExpandCase kExpand[] = {
+    {"$(A)", "1"},
+    {"x$(A)y$(B)z", "x1y22z"},
+    {"$$(A)", "$(A)"},        // escaped
+    {"$$", "$"},
+    {"$(NOPE)", "$(NOPE)"},    // unknown: kept literally
+    {"$(A", "$(A"},            // unclosed
+    {"a$", "a$"},              // lone trailing $
+    {"$x", "$x"},
+    {"$()", "$()"},
+    {"$$$(A)", "$1"},
+    {"", ""},
+};
+START_TEST(expand_table) {
+    const auto &c = kExpand[_i];
+    ck_assert_sstr_eq(expand_vars(c.in, {{"A", "1"}, {"B", "22"}}), c.out);
+}
+END_TEST
+
+START_TEST(recorded_init_pod) {
+    auto plan = plan_pod(parse(kRecorded07), Json::Value(), ctx());
+    ck_assert_msg(plan.ok(), "%s", plan.ok() ? "" : plan.message().c_str());
+    ck_assert_sstr_eq(plan->uid, "be668664-adf3-4924-848a-ad51e33a4ede");
+    ck_assert_sstr_eq(plan->key(), "kref/s07-init");
+    ck_assert_int_eq(plan->init_containers.size(), 1);
+    ck_assert_int_eq(plan->containers.size(), 2);
+    ck_assert_sstr_eq(plan->init_containers[0].name, "init");
+    ck_assert(plan->init_containers[0].init);
+    ck_assert_sstr_eq(plan->containers[0].name, "app-a");
+    ck_assert_sstr_eq(plan->containers[1].name, "app-b");
+    ck_assert_int_eq(plan->init_containers[0].argv.size(), 3);
+    ck_assert_sstr_eq(plan->init_containers[0].argv[2], "sleep 6; echo init done");
+    ck_assert(plan->restart_policy == RestartPolicy::Always);
+    ck_assert_int_eq(plan->grace_s, 30);
+    // The API server's kube-api-access projected volume is accepted, exposed as a directory.
+    ck_assert_int_eq(plan->volumes.size(), 1);
+    ck_assert_sstr_eq(env_of(plan->containers[0], "SLURM_K8S_VOLUME_KUBE_API_ACCESS_HXPJP"),
+                      "/state/pods/u1/volumes/kube-api-access-hxpjp");
+    ck_assert_sstr_eq(env_of(plan->containers[0], "HOSTNAME"), "slurm-n1-42");
+    ck_assert_sstr_eq(env_of(plan->containers[0], "CUDA_VISIBLE_DEVICES"), "");
+    ck_assert_sstr_eq(env_of(plan->containers[0], "NVIDIA_VISIBLE_DEVICES"), "void");
+    ck_assert_int_eq(plan->gpus_needed(), 0);
+}
+END_TEST
+
+START_TEST(env_order_and_expansion) {
+    auto pod = parse(R"J({"metadata":{"name":"p","namespace":"ns","uid":"u1"},"spec":{
+      "containers":[{"name":"c","image":"x","command":["run","$(B)","$(C)"],"args":["$$(B)"],
+        "workingDir":"/work",
+        "env":[{"name":"A","value":"1"},{"name":"B","value":"$(A)-b"},{"name":"C","value":"$(D)"},
+               {"name":"D","value":"4"},{"name":"PATH","value":"/opt/bin"},
+               {"name":"POD","valueFrom":{"fieldRef":{"fieldPath":"metadata.name"}}},
+               {"name":"CUDA_VISIBLE_DEVICES","value":"0,1,2,3"}]}]}})J");
+    auto plan = plan_pod(pod, Json::Value(), ctx());
+    ck_assert_msg(plan.ok(), "%s", plan.ok() ? "" : plan.message().c_str());
+    const auto &c = plan->containers[0];
+    // Base first (PATH replaced in place), then the container's env in order.
+    std::vector<std::string> names;
+    for (const auto &e : c.env) names.push_back(e.name);
+    ck_assert_sstr_eq(names[0], "PATH");
+    ck_assert_sstr_eq(env_of(c, "PATH"), "/opt/bin");
+    size_t ia = 0, ib = 0, ic = 0, id = 0;
+    for (size_t i = 0; i < names.size(); i++) {
+        if (names[i] == "A") ia = i;
+        if (names[i] == "B") ib = i;
+        if (names[i] == "C") ic = i;
+        if (names[i] == "D") id = i;
+    }
+    ck_assert(ia < ib && ib < ic && ic < id);
+    ck_assert_sstr_eq(env_of(c, "B"), "1-b");
+    ck_assert_sstr_eq(env_of(c, "C"), "$(D)");  // D is defined later: kept literally
+    ck_assert_sstr_eq(env_of(c, "POD"), "p");
+    // The user cannot widen GPU visibility: the shim's value wins.
+    ck_assert_sstr_eq(env_of(c, "CUDA_VISIBLE_DEVICES"), "");
+    ck_assert_int_eq(c.argv.size(), 4);
+    ck_assert_sstr_eq(c.argv[1], "1-b");
+    ck_assert_sstr_eq(c.argv[2], "$(D)");
+    ck_assert_sstr_eq(c.argv[3], "$(B)");
+    ck_assert_sstr_eq(c.working_dir, "/work");
+}
+END_TEST
+
+START_TEST(gpus_are_disjoint) {
+    auto pod = parse(R"J({"metadata":{"name":"p","namespace":"ns","uid":"u1"},"spec":{
+      "initContainers":[{"name":"i","image":"x","command":["true"],
+                         "resources":{"limits":{"nvidia.com/gpu":"1"}}}],
+      "containers":[{"name":"a","image":"x","command":["true"],"resources":{"limits":{"nvidia.com/gpu":1}}},
+                    {"name":"b","image":"x","command":["true"],"resources":{"limits":{"nvidia.com/gpu":"2"},
+                      "requests":{"cpu":"1","memory":"1Gi"}}},
+                    {"name":"c","image":"x","command":["true"]}]}})J");
+    auto plan = plan_pod(pod, Json::Value(), ctx());
+    ck_assert_msg(plan.ok(), "%s", plan.ok() ? "" : plan.message().c_str());
+    ck_assert_int_eq(plan->gpus_needed(), 3);
+    assign_gpus(&*plan, {5, 6, 7});
+    ck_assert_sstr_eq(env_of(plan->containers[0], "CUDA_VISIBLE_DEVICES"), "5");
+    ck_assert_sstr_eq(env_of(plan->containers[1], "CUDA_VISIBLE_DEVICES"), "6,7");
+    ck_assert_sstr_eq(env_of(plan->containers[1], "NVIDIA_VISIBLE_DEVICES"), "6,7");
+    ck_assert_sstr_eq(env_of(plan->containers[2], "CUDA_VISIBLE_DEVICES"), "");
+    ck_assert_sstr_eq(env_of(plan->containers[2], "NVIDIA_VISIBLE_DEVICES"), "void");
+    ck_assert_sstr_eq(env_of(plan->init_containers[0], "CUDA_VISIBLE_DEVICES"), "5");
+    ck_assert_sstr_eq(plan->containers[1].requests.at("memory"), "1Gi");
+}
+END_TEST
+
+START_TEST(runtime_template_and_missing_command) {
+    auto t = RuntimeTemplates::parse(
+        "# comment\ntemplate = docker.io/* apptainer exec --nv docker://{image} {command}\n"
+        "template = *.sqsh enroot start {image} {command}\n",
+        "runtime.conf");
+    ck_assert_msg(t.ok(), "%s", t.ok() ? "" : t.message().c_str());
+    PlanContext c = ctx();
+    c.templates = &*t;
+    auto pod = parse(R"J({"metadata":{"name":"p","namespace":"ns","uid":"u1"},"spec":{"containers":[
+      {"name":"a","image":"docker.io/vllm/vllm:1","command":["serve"],"args":["--port","80"]},
+      {"name":"b","image":"docker.io/nginx"}]}})J");
+    auto plan = plan_pod(pod, Json::Value(), c);
+    ck_assert_msg(plan.ok(), "%s", plan.ok() ? "" : plan.message().c_str());
+    const auto &a = plan->containers[0].argv;
+    ck_assert_int_eq(a.size(), 7);
+    ck_assert_sstr_eq(a[0], "apptainer");
+    ck_assert_sstr_eq(a[3], "docker://docker.io/vllm/vllm:1");
+    ck_assert_sstr_eq(a[4], "serve");
+    ck_assert_sstr_eq(a[6], "80");
+    ck_assert_int_eq(plan->containers[1].argv.size(), 4);  // no command: the image's entrypoint
+    // Without a template, a container with no command is refused.
+    auto plain = plan_pod(pod, Json::Value(), ctx());
+    ck_assert(!plain.ok());
+    ck_assert(plain.error() == Error::Refused);
+    ck_assert(plain.message().find("container b has no command") != std::string::npos);
+    ck_assert(!RuntimeTemplates::parse("template = onlypattern\n", "x").ok());
+    ck_assert(!RuntimeTemplates::parse("runtime = x\n", "x").ok());
+}
+END_TEST
+
+START_TEST(volume_files_decoded) {
+    auto pod = parse(R"J({"metadata":{"name":"p","namespace":"ns","uid":"u1"},"spec":{
+      "volumes":[{"name":"cfg","configMap":{"name":"c"}},{"name":"scratch","emptyDir":{}}],
+      "containers":[{"name":"a","image":"x","command":["true"],
+                     "volumeMounts":[{"name":"cfg","mountPath":"/tmp/cfg","readOnly":true}]}]}})J");
+    auto files = parse(R"J({"cfg":{"app.conf":"a2V5PXZhbHVlCg==","sub/x":"eA=="}})J");
+    auto plan = plan_pod(pod, files, ctx());
+    ck_assert_msg(plan.ok(), "%s", plan.ok() ? "" : plan.message().c_str());
+    ck_assert_sstr_eq(plan->volumes[0].files.at("app.conf"), "key=value\n");
+    ck_assert_sstr_eq(plan->volumes[0].files.at("sub/x"), "x");
+    ck_assert_sstr_eq(plan->mounts.at("a")[0].mount_path, "/tmp/cfg");
+    auto bad = plan_pod(pod, parse(R"J({"cfg":{"../escape":"eA=="}})J"), ctx());
+    ck_assert(!bad.ok());
+    ck_assert(bad.message().find("inside the volume") != std::string::npos);
+}
+END_TEST
+
+struct Refusal {
+    const char *spec;  // the pod's spec
+    Error code;
+    const char *message_has;
+};
+#define C1(extra) "{\"containers\":[{\"name\":\"c\",\"image\":\"x\",\"command\":[\"true\"]" extra "}]}"
+static const Refusal kRefusals[] = {
+    {C1(",\"securityContext\":{\"privileged\":true}"), Error::Refused, "privileged"},
+    {C1(",\"securityContext\":{\"capabilities\":{\"add\":[\"NET_ADMIN\"]}}"), Error::Refused,
+     "capabilities (NET_ADMIN)"},
+    {C1(",\"securityContext\":{\"runAsUser\":0}"), Error::Refused, "runAsUser 0"},
+    {C1(",\"securityContext\":{\"runAsGroup\":5}"), Error::Refused, "runAsGroup 5"},
+    {"{\"securityContext\":{\"runAsUser\":1000},\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}",
+     Error::Refused, "runAsUser 1000"},
+    {"{\"hostPID\":true,\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}", Error::Refused, "hostPID"},
+    {"{\"hostIPC\":true,\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}", Error::Refused, "hostIPC"},
+    {"{\"volumes\":[{\"name\":\"h\",\"hostPath\":{\"path\":\"/\"}}],\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}",
+     Error::Refused, "hostPath"},
+    {"{\"volumes\":[{\"name\":\"p\",\"persistentVolumeClaim\":{\"claimName\":\"x\"}}],\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}",
+     Error::Refused, "type this node does not support"},
+    {C1(",\"resources\":{\"limits\":{\"amd.com/gpu\":\"1\"}}"), Error::Refused, "amd.com/gpu"},
+    {C1(",\"volumeDevices\":[{\"name\":\"d\",\"devicePath\":\"/dev/xvda\"}]"), Error::Refused,
+     "volumeDevices"},
+    {"{\"containers\":[{\"name\":\"c\",\"image\":\"nginx\"}]}", Error::Refused, "has no command"},
+    {C1(",\"readinessProbe\":{\"grpc\":{\"port\":1}}"), Error::Refused, "grpc probes"},
+    {C1(",\"lifecycle\":{\"preStop\":{\"httpGet\":{\"port\":1}}}"), Error::Refused, "only exec hooks"},
+    {"{\"containers\":[]}", Error::Invalid, "no containers"},
+    {"{\"restartPolicy\":\"Sometimes\",\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}",
+     Error::Invalid, "restartPolicy"},
+    {"{\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]},{\"name\":\"c\",\"command\":[\"y\"]}]}",
+     Error::Invalid, "used twice"},
+    {C1(",\"readinessProbe\":{\"tcpSocket\":{\"port\":\"nope\"}}"), Error::Invalid, "port"},
+    {C1(",\"livenessProbe\":{\"exec\":{\"command\":[\"x\"]},\"periodSeconds\":0}"), Error::Invalid,
+     "periodSeconds"},
+    {C1(",\"volumeMounts\":[{\"name\":\"missing\",\"mountPath\":\"/x\"}]"), Error::Invalid,
+     "does not define"},
+    {C1(",\"env\":[{\"name\":\"S\",\"valueFrom\":{\"secretKeyRef\":{\"name\":\"s\",\"key\":\"k\"}}}]"),
+     Error::Invalid, "did not resolve"},
+};
+START_TEST(refusals_table) {
+    const auto &c = kRefusals[_i];
+    std::string pod = std::string("{\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\",\"uid\":\"u\"},\"spec\":") +
+                      c.spec + "}";
+    auto plan = plan_pod(parse(pod), Json::Value(), ctx());
+    ck_assert_msg(!plan.ok(), "accepted: %s", c.spec);
+    ck_assert_msg(plan.error() == c.code, "%s: %s", c.spec, plan.failure().describe().c_str());
+    ck_assert_msg(plan.message().find(c.message_has) != std::string::npos, "%s: '%s'", c.spec,
+                  plan.message().c_str());
+}
+END_TEST
+
+START_TEST(allowed_security_context) {
+    // runAsUser equal to the job's user, and hostNetwork, are fine.
+    auto pod = parse(R"J({"metadata":{"name":"p","namespace":"ns","uid":"u"},"spec":{"hostNetwork":true,
+      "securityContext":{"runAsUser":2001,"runAsGroup":2001},
+      "containers":[{"name":"c","image":"x","command":["x"],"securityContext":{"runAsUser":2001,
+        "privileged":false,"capabilities":{"drop":["ALL"]}}}]}})J");
+    auto plan = plan_pod(pod, Json::Value(), ctx());
+    ck_assert_msg(plan.ok(), "%s", plan.ok() ? "" : plan.message().c_str());
+}
+END_TEST
+
+int main() {
+    Suite *s = suite_create("shim_plan");
+    TCase *tc = tcase_create("plan");
+    tcase_add_loop_test(tc, expand_table, 0, TABLE_SIZE(kExpand));
+    tcase_add_test(tc, recorded_init_pod);
+    tcase_add_test(tc, env_order_and_expansion);
+    tcase_add_test(tc, gpus_are_disjoint);
+    tcase_add_test(tc, runtime_template_and_missing_command);
+    tcase_add_test(tc, volume_files_decoded);
+    tcase_add_loop_test(tc, refusals_table, 0, TABLE_SIZE(kRefusals));
+    tcase_add_test(tc, allowed_security_context);
+    suite_add_tcase(s, tc);
+    return sk_run_suite(s);
+}
