@@ -1,0 +1,1065 @@
+#!/usr/bin/python3
+"""API behaviour tests for a Kubernetes API server (the test double or a real kube-apiserver 1.28).
+
+Standard library only.  Environment:
+  KUBE_STATE_DIR        state dir of kube_test_server.py (reads server.json: URL, tokens, CA, kubelet certs)
+  KUBE_URL              API server URL (overrides the state dir)
+  KUBE_TOKEN            admin bearer token
+  KUBE_CA | KUBE_INSECURE=1
+  KUBE_NORIGHTS_TOKEN   token of a user without any rights (auth tests skipped without it)
+  KUBE_AGENT_TOKEN      token bound to the agent ClusterRole (RBAC tests skipped without it)
+  KUBE_SLOW=1           run the slow node-lifecycle tests against a server without /_test controls
+  KUBE_TEST_SUMMARY     file to write "passed failed skipped" counts to
+Tests that need the double's /_test controls detect them and are skipped elsewhere.
+"""
+import http.client
+import json
+import os
+import queue
+import random
+import re
+import socket
+import ssl
+import string
+import sys
+import threading
+import time
+import unittest
+import urllib.parse
+import datetime
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.dont_write_bytecode = True
+sys.path.insert(0, HERE)
+
+
+def _cfg():
+    c = {"url": os.environ.get("KUBE_URL"), "token": os.environ.get("KUBE_TOKEN"), "ca": os.environ.get("KUBE_CA"),
+         "noright": os.environ.get("KUBE_NORIGHTS_TOKEN"), "agent": os.environ.get("KUBE_AGENT_TOKEN"),
+         "insecure": os.environ.get("KUBE_INSECURE") == "1", "state": os.environ.get("KUBE_STATE_DIR")}
+    sd = c["state"]
+    if sd and os.path.exists(os.path.join(sd, "server.json")):
+        sj = json.load(open(os.path.join(sd, "server.json")))
+        rd = lambda p: open(p).read().strip() if p and os.path.exists(p) else None
+        c["url"] = c["url"] or sj["url"]
+        c["token"] = c["token"] or rd(sj.get("adminToken"))
+        c["ca"] = c["ca"] or sj.get("ca")
+        c["noright"] = c["noright"] or rd(sj.get("norightToken"))
+        c["agent"] = c["agent"] or rd(sj.get("agentToken"))
+        c["sj"] = sj
+    return c
+
+
+CFG = _cfg()
+
+
+def rname(prefix="t"):
+    return prefix + "-" + "".join(random.choice(string.ascii_lowercase + string.digits) for _ in range(6))
+
+
+def now_s():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def now_us():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class Resp(object):
+    def __init__(self, status, headers, body):
+        self.status, self.headers, self.raw = status, headers, body
+        try:
+            self.json = json.loads(body.decode()) if body else None
+        except ValueError:
+            self.json = None
+
+    @property
+    def text(self):
+        return self.raw.decode("utf-8", "replace")
+
+
+class Client(object):
+    def __init__(self):
+        u = urllib.parse.urlsplit(CFG["url"])
+        self.https = u.scheme == "https"
+        self.host, self.port = u.hostname, u.port or (443 if self.https else 80)
+        if self.https:
+            if CFG["insecure"] or not CFG["ca"]:
+                self.ctx = ssl._create_unverified_context()
+            else:
+                self.ctx = ssl.create_default_context(cafile=CFG["ca"])
+        self.local = threading.local()
+
+    def conn(self, timeout=30):
+        if self.https:
+            return http.client.HTTPSConnection(self.host, self.port, context=self.ctx, timeout=timeout)
+        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+
+    def req(self, method, path, body=None, ctype="application/json", token="admin", headers=None, conn=None):
+        h = dict(headers or {})
+        tok = CFG["token"] if token == "admin" else token
+        if tok:
+            h["Authorization"] = "Bearer " + tok
+        data = None
+        if body is not None:
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
+            h["Content-Type"] = ctype
+        own = conn is None
+        c = conn or self.conn()
+        try:
+            c.request(method, path, body=data, headers=h)
+            r = c.getresponse()
+            return Resp(r.status, r.headers, r.read())
+        finally:
+            if own:
+                c.close()
+
+    def get(self, path, **kw):
+        return self.req("GET", path, **kw)
+
+    def post(self, path, body, **kw):
+        return self.req("POST", path, body, **kw)
+
+    def put(self, path, body, **kw):
+        return self.req("PUT", path, body, **kw)
+
+    def patch(self, path, body, kind="strategic", **kw):
+        ct = {"strategic": "application/strategic-merge-patch+json", "merge": "application/merge-patch+json",
+              "json": "application/json-patch+json"}.get(kind, kind)
+        return self.req("PATCH", path, body, ctype=ct, **kw)
+
+    def delete(self, path, body=None, **kw):
+        return self.req("DELETE", path, body, **kw)
+
+
+API = Client() if CFG["url"] else None
+
+
+class Watch(object):
+    def __init__(self, path, token="admin", timeout=60):
+        self.conn = API.conn(timeout=timeout)
+        h = {"Authorization": "Bearer " + (CFG["token"] if token == "admin" else token)}
+        self.conn.request("GET", path, headers=h)
+        self.resp = self.conn.getresponse()
+        self.status = self.resp.status
+        self.q = queue.Queue()
+        self.closed = False
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        try:
+            while True:
+                line = self.resp.readline()
+                if not line:
+                    break
+                if line.strip():
+                    self.q.put(json.loads(line))
+        except Exception:
+            pass
+        self.q.put(None)
+
+    def next(self, timeout=10):
+        try:
+            ev = self.q.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError("no watch event within %ss" % timeout)
+        if ev is None:
+            self.closed = True
+        return ev
+
+    def expect_none(self, secs):
+        try:
+            ev = self.q.get(timeout=secs)
+        except queue.Empty:
+            return
+        raise AssertionError("unexpected watch event %s" % json.dumps(ev)[:300])
+
+    def until(self, pred, timeout=10):
+        end = time.time() + timeout
+        while time.time() < end:
+            ev = self.next(max(0.1, end - time.time()))
+            if ev is None:
+                raise AssertionError("watch closed")
+            if pred(ev):
+                return ev
+        raise AssertionError("condition not met")
+
+    def close(self):
+        try:
+            self.conn.sock.shutdown(socket.SHUT_RDWR)
+        except Exception:
+            pass
+        self.conn.close()
+
+
+_CONTROLS = None
+
+
+def has_controls():
+    global _CONTROLS
+    if _CONTROLS is None:
+        try:
+            r = API.get("/_test/info")
+            _CONTROLS = r.status == 200 and (r.json or {}).get("double") is True
+        except Exception:
+            _CONTROLS = False
+    return _CONTROLS
+
+
+def control(path, body=None, method="POST"):
+    r = API.req(method, "/_test/" + path, body)
+    assert r.status == 200, (path, r.status, r.text)
+    return r.json
+
+
+def wait_for(fn, timeout=15, interval=0.1, msg="condition"):
+    end = time.time() + timeout
+    last = None
+    while time.time() < end:
+        last = fn()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError("timed out waiting for %s (last=%r)" % (msg, last))
+
+
+def node_body(name, labels=None, capacity=None, ready=True, addresses=None, port=None):
+    t = now_s()
+    conds = [{"type": ty, "status": "False", "reason": r, "message": m, "lastHeartbeatTime": t, "lastTransitionTime": t}
+             for ty, r, m in (("MemoryPressure", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+                              ("DiskPressure", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+                              ("PIDPressure", "KubeletHasSufficientPID", "kubelet has sufficient PID available"))]
+    conds.append({"type": "Ready", "status": "True" if ready else "False",
+                  "reason": "KubeletReady" if ready else "KubeletNotReady",
+                  "message": "kubelet is posting ready status" if ready else "not yet",
+                  "lastHeartbeatTime": t, "lastTransitionTime": t})
+    st = {"capacity": capacity or {"cpu": "4", "memory": "8Gi", "pods": "110"}, "conditions": conds,
+          "addresses": addresses or [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": name}],
+          "nodeInfo": {"kubeletVersion": "v1.28.7", "osImage": "Test OS", "kernelVersion": "6.1", "containerRuntimeVersion": "fake://1",
+                       "operatingSystem": "linux", "architecture": "amd64", "machineID": "", "systemUUID": "", "bootID": "",
+                       "kubeProxyVersion": ""}}
+    if port:
+        st["daemonEndpoints"] = {"kubeletEndpoint": {"Port": port}}
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels or {}}, "status": st}
+
+
+def lease_body(name, node_uid=None, renew=None):
+    b = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+         "metadata": {"name": name, "namespace": "kube-node-lease"},
+         "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": renew or now_us()}}
+    if node_uid:
+        b["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": name, "uid": node_uid}]
+    return b
+
+
+def pod_body(name, node=None, limits=None, requests=None, selector=None, tolerations=None, image="busybox:1.35",
+             containers=None, labels=None):
+    c = {"name": "main", "image": image}
+    if limits or requests:
+        c["resources"] = {}
+        if limits:
+            c["resources"]["limits"] = limits
+        if requests:
+            c["resources"]["requests"] = requests
+    b = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels or {}},
+         "spec": {"containers": containers or [c]}}
+    if node:
+        b["spec"]["nodeName"] = node
+    if selector:
+        b["spec"]["nodeSelector"] = selector
+    if tolerations:
+        b["spec"]["tolerations"] = tolerations
+    return b
+
+
+class Base(unittest.TestCase):
+    ns = None
+    nodes = None
+
+    @classmethod
+    def setUpClass(cls):
+        if API is None:
+            raise unittest.SkipTest("KUBE_URL / KUBE_STATE_DIR not set")
+        cls.nodes = []
+        cls.ns = rname("kt")
+        r = API.post("/api/v1/namespaces", {"metadata": {"name": cls.ns}})
+        assert r.status == 201, r.text
+
+    @classmethod
+    def tearDownClass(cls):
+        for n in cls.nodes or []:
+            API.delete("/api/v1/nodes/" + n)
+            API.delete("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/" + n)
+        if cls.ns:
+            r = API.get("/api/v1/namespaces/%s/pods" % cls.ns)
+            for p in (r.json or {}).get("items", []):
+                API.delete("/api/v1/namespaces/%s/pods/%s" % (cls.ns, p["metadata"]["name"]), {"gracePeriodSeconds": 0})
+            API.delete("/api/v1/namespaces/" + cls.ns)
+
+    def pods(self, name=""):
+        return "/api/v1/namespaces/%s/pods" % self.ns + ("/" + name if name else "")
+
+    def mknode(self, name=None, **kw):
+        name = name or rname("n")
+        r = API.post("/api/v1/nodes", node_body(name, **kw))
+        self.assertEqual(r.status, 201, r.text)
+        type(self).nodes.append(name)
+        return r.json
+
+    def mkready(self, name=None, **kw):
+        """A Ready node with a fresh Lease, waiting for the controller to remove the not-ready taint."""
+        n = self.mknode(name, **kw)
+        name = n["metadata"]["name"]
+        r = API.post("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases", lease_body(name, n["metadata"]["uid"]))
+        self.assertEqual(r.status, 201, r.text)
+        wait_for(lambda: not any(t["key"] == "node.kubernetes.io/not-ready" for t in
+                                 (API.get("/api/v1/nodes/" + name).json["spec"].get("taints") or [])),
+                 timeout=20, msg="not-ready taint removal")
+        return API.get("/api/v1/nodes/" + name).json
+
+    def assertStatus(self, r, code, reason=None):
+        self.assertEqual(r.status, code, r.text[:500])
+        if reason:
+            self.assertEqual(r.json.get("kind"), "Status", r.text[:300])
+            self.assertEqual(r.json.get("reason"), reason, r.text[:300])
+
+
+# ------------------------------------------------------------------------------------------------
+class TestAuth(Base):
+    def test_anonymous(self):
+        for p in ("/version", "/readyz", "/livez"):
+            self.assertEqual(API.get(p, token=None).status, 200, p)
+        r = API.get("/api/v1/nodes", token=None)
+        self.assertStatus(r, 403, "Forbidden")
+        self.assertIn('User "system:anonymous"', r.json["message"])
+        self.assertStatus(API.get("/api/v1/namespaces/default/pods", token=None), 403, "Forbidden")
+
+    def test_wrong_token(self):
+        for p in ("/version", "/readyz", "/api/v1/nodes", "/api"):
+            r = API.get(p, token="definitely-wrong")
+            self.assertEqual(r.status, 401, p)
+            self.assertEqual(r.json["reason"], "Unauthorized")
+
+    def test_no_rights(self):
+        if not CFG["noright"]:
+            self.skipTest("KUBE_NORIGHTS_TOKEN not set")
+        r = API.get("/api/v1/nodes", token=CFG["noright"])
+        self.assertStatus(r, 403, "Forbidden")
+        self.assertRegex(r.json["message"], r'^nodes is forbidden: User "[^"]+" cannot list resource "nodes" in API group "" at the cluster scope$')
+        r = API.get("/api/v1/namespaces/default/pods/x", token=CFG["noright"])
+        self.assertRegex(r.json["message"], r'^pods "x" is forbidden: User "[^"]+" cannot get resource "pods" in API group "" in the namespace "default"$')
+        self.assertEqual(API.get("/version", token=CFG["noright"]).status, 200)
+        self.assertEqual(API.get("/api", token=CFG["noright"]).status, 200)
+
+    def test_agent_role(self):
+        if not CFG["agent"]:
+            self.skipTest("KUBE_AGENT_TOKEN not set")
+        a = CFG["agent"]
+        name = rname("n")
+        r = API.post("/api/v1/nodes", node_body(name), token=a)
+        self.assertEqual(r.status, 201, r.text)
+        type(self).nodes.append(name)
+        self.assertEqual(API.patch("/api/v1/nodes/%s/status" % name, {"status": {}}, token=a).status, 200)
+        r = API.post("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases", lease_body(name), token=a)
+        self.assertEqual(r.status, 201, r.text)
+        r = API.post("/apis/coordination.k8s.io/v1/namespaces/default/leases", lease_body(name), token=a)
+        self.assertStatus(r, 403, "Forbidden")
+        self.assertEqual(API.get("/api/v1/pods?fieldSelector=spec.nodeName%3D" + name, token=a).status, 200)
+        self.assertStatus(API.post(self.pods(), pod_body("x"), token=a), 403, "Forbidden")
+        r = API.get("/api/v1/namespaces/default/secrets", token=a)
+        self.assertStatus(r, 403, "Forbidden")
+        self.assertIn('cannot list resource "secrets"', r.json["message"])
+        r = API.patch("/api/v1/nodes/%s/status" % name, {"status": {}}, token=CFG["noright"]) if CFG["noright"] else None
+        if r:
+            self.assertIn('cannot patch resource "nodes/status"', r.json["message"])
+        API.delete("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/" + name, token=a)
+
+
+class TestDiscovery(Base):
+    def test_api(self):
+        r = API.get("/api")
+        self.assertEqual(r.json["kind"], "APIVersions")
+        self.assertNotIn("apiVersion", r.json)
+        self.assertIn("v1", r.json["versions"])
+        r = API.get("/api/v1")
+        self.assertEqual(r.json["kind"], "APIResourceList")
+        self.assertNotIn("apiVersion", r.json)
+        res = {x["name"]: x for x in r.json["resources"]}
+        for n in ("nodes", "nodes/status", "pods", "pods/status", "pods/log", "pods/binding", "events", "namespaces",
+                  "configmaps", "secrets"):
+            self.assertIn(n, res)
+        self.assertFalse(res["nodes"]["namespaced"])
+        self.assertEqual(res["nodes"]["kind"], "Node")
+        self.assertIn("watch", res["pods"]["verbs"])
+        self.assertIn("po", res["pods"]["shortNames"])
+
+    def test_apis(self):
+        r = API.get("/apis")
+        self.assertEqual(r.json["kind"], "APIGroupList")
+        names = [g["name"] for g in r.json["groups"]]
+        self.assertIn("coordination.k8s.io", names)
+        self.assertIn("events.k8s.io", names)
+        r = API.get("/apis/coordination.k8s.io/v1")
+        self.assertEqual(r.json["groupVersion"], "coordination.k8s.io/v1")
+        self.assertIn("leases", [x["name"] for x in r.json["resources"]])
+        v = API.get("/version").json
+        self.assertTrue(v["gitVersion"].startswith("v1."))
+
+
+class TestNodes(Base):
+    def test_create_defaults(self):
+        n = self.mknode(capacity={"cpu": "8", "memory": "16Gi", "pods": "110", "nvidia.com/gpu": "4"}, ready=False)
+        self.assertIn({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}, n["spec"]["taints"])
+        self.assertEqual(n["status"]["allocatable"]["nvidia.com/gpu"], "4")
+        self.assertEqual(n["status"]["conditions"][-1]["type"], "Ready")
+        self.assertTrue(n["metadata"]["uid"])
+        self.assertTrue(n["metadata"]["resourceVersion"])
+        self.assertTrue(n["metadata"]["creationTimestamp"])
+        r = API.post("/api/v1/nodes", node_body(n["metadata"]["name"]))
+        self.assertStatus(r, 409, "AlreadyExists")
+
+    def test_invalid(self):
+        r = API.post("/api/v1/nodes", node_body("Bad_Name"))
+        self.assertStatus(r, 422, "Invalid")
+        self.assertIn("RFC 1123", r.json["message"])
+        r = API.post("/api/v1/nodes", node_body(rname("n"), capacity={"cpu": "1", "nvidia.com/gpu": "500m"}))
+        self.assertStatus(r, 422, "Invalid")
+        self.assertIn("nvidia.com/gpu", r.json["message"])
+        self.assertIn("must be an integer", r.json["message"])
+        n = self.mknode()
+        r = API.patch("/api/v1/nodes/%s/status" % n["metadata"]["name"], {"status": {"capacity": {"nvidia.com/gpu": "1500m"}}})
+        self.assertStatus(r, 422, "Invalid")
+
+    def test_not_found_and_list(self):
+        self.assertStatus(API.get("/api/v1/nodes/" + rname("nope")), 404, "NotFound")
+        n = self.mknode(labels={"kt-list": "a"})
+        self.mknode(labels={"kt-list": "b"})
+        r = API.get("/api/v1/nodes")
+        self.assertEqual(r.json["kind"], "NodeList")
+        self.assertEqual(r.json["apiVersion"], "v1")
+        self.assertTrue(r.json["metadata"]["resourceVersion"])
+        self.assertGreaterEqual(int(r.json["metadata"]["resourceVersion"]), int(n["metadata"]["resourceVersion"]))
+        names = lambda q: sorted(x["metadata"]["labels"]["kt-list"] for x in API.get("/api/v1/nodes?labelSelector=" + urllib.parse.quote(q)).json["items"])
+        self.assertEqual(names("kt-list=a"), ["a"])
+        self.assertEqual(names("kt-list==b"), ["b"])
+        self.assertEqual(names("kt-list in (a,b)"), ["a", "b"])
+        self.assertEqual(names("kt-list,kt-list notin (a)"), ["b"])
+        self.assertEqual(names("kt-list,kt-list!=a"), ["b"])
+        self.assertEqual(len(API.get("/api/v1/nodes?labelSelector=" + urllib.parse.quote("!kt-list,kt-list")).json["items"]), 0)
+        r = API.get("/api/v1/nodes?fieldSelector=metadata.name%3D" + n["metadata"]["name"])
+        self.assertEqual([x["metadata"]["name"] for x in r.json["items"]], [n["metadata"]["name"]])
+        r = API.get("/api/v1/nodes?fieldSelector=spec.foo%3Dbar")
+        self.assertStatus(r, 400, "BadRequest")
+        self.assertIn("field label not supported", r.json["message"])
+
+    def test_update_conflict_and_status_separation(self):
+        n = self.mknode(ready=False)
+        name = n["metadata"]["name"]
+        n2 = dict(n)
+        n2["metadata"] = dict(n["metadata"], labels={"x": "1"})
+        n2["status"] = {"capacity": {"cpu": "99"}}
+        r = API.put("/api/v1/nodes/" + name, n2)
+        self.assertEqual(r.status, 200, r.text)
+        self.assertEqual(r.json["metadata"]["labels"], {"x": "1"})
+        self.assertEqual(r.json["status"]["capacity"]["cpu"], "4")     # .status ignored on the main resource
+        self.assertNotEqual(r.json["metadata"]["resourceVersion"], n["metadata"]["resourceVersion"])
+        r = API.put("/api/v1/nodes/" + name, n2)                      # stale resourceVersion
+        self.assertStatus(r, 409, "Conflict")
+        r = API.patch("/api/v1/nodes/" + name, {"status": {"capacity": {"cpu": "77"}}, "spec": {"podCIDR": "10.0.0.0/24"}})
+        self.assertEqual(r.json["status"]["capacity"]["cpu"], "4")
+        self.assertEqual(r.json["spec"]["podCIDR"], "10.0.0.0/24")
+        r = API.patch("/api/v1/nodes/%s/status" % name, {"status": {"capacity": {"cpu": "77"}}, "spec": {"unschedulable": True}})
+        self.assertEqual(r.status, 200, r.text)
+        self.assertEqual(r.json["status"]["capacity"]["cpu"], "77")
+        self.assertNotIn("unschedulable", r.json["spec"])             # .spec ignored on /status
+
+    def test_merge_vs_strategic(self):
+        n = self.mknode(ready=False)
+        name = n["metadata"]["name"]
+        t = now_s()
+        r = API.patch("/api/v1/nodes/%s/status" % name, {"status": {"conditions": [
+            {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ok", "lastHeartbeatTime": t, "lastTransitionTime": t}]}})
+        conds = {c["type"]: c for c in r.json["status"]["conditions"]}
+        self.assertEqual(len(conds), 4)                                # strategic: merged by type
+        self.assertEqual(conds["Ready"]["status"], "True")
+        r = API.patch("/api/v1/nodes/%s/status" % name, {"status": {
+            "$setElementOrder/conditions": [{"type": "MemoryPressure"}, {"type": "DiskPressure"}, {"type": "PIDPressure"}, {"type": "Ready"}],
+            "conditions": [{"type": "DiskPressure", "message": "changed"}]}})
+        self.assertEqual([c["type"] for c in r.json["status"]["conditions"]], ["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"])
+        self.assertEqual(r.json["status"]["conditions"][1]["message"], "changed")
+        self.assertEqual(r.json["status"]["conditions"][1]["reason"], "KubeletHasNoDiskPressure")
+        r = API.patch("/api/v1/nodes/%s/status" % name, {"status": {"conditions": [
+            {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ok", "lastHeartbeatTime": t, "lastTransitionTime": t}]}}, kind="merge")
+        self.assertEqual([c["type"] for c in r.json["status"]["conditions"]], ["Ready"])   # merge: list replaced
+        r = API.patch("/api/v1/nodes/" + name, [{"op": "add", "path": "/metadata/labels/jp", "value": "yes"}], kind="json")
+        self.assertEqual(r.status, 200, r.text)
+        self.assertEqual(r.json["metadata"]["labels"]["jp"], "yes")
+        r = API.patch("/api/v1/nodes/" + name, {"metadata": {"labels": {"a": "b"}}}, kind="application/json")
+        self.assertStatus(r, 415, "UnsupportedMediaType")
+
+    def test_noop_patch(self):
+        n = self.mknode(labels={"k": "v"})
+        name = n["metadata"]["name"]
+        r1 = API.patch("/api/v1/nodes/" + name, {"metadata": {"labels": {"k": "v"}}})
+        self.assertEqual(r1.status, 200)
+        self.assertEqual(r1.json["metadata"]["resourceVersion"], API.get("/api/v1/nodes/" + name).json["metadata"]["resourceVersion"])
+        rv = r1.json["metadata"]["resourceVersion"]
+        w = Watch("/api/v1/nodes?watch=1&fieldSelector=metadata.name%%3D%s&resourceVersion=%s" % (name, rv))
+        try:
+            r2 = API.patch("/api/v1/nodes/" + name, {"metadata": {"labels": {"k": "v"}}})
+            self.assertEqual(r2.json["metadata"]["resourceVersion"], rv)
+            r3 = API.patch("/api/v1/nodes/" + name, {"metadata": {"labels": {"k": "w"}}})
+            ev = w.next()
+            self.assertEqual(ev["type"], "MODIFIED")
+            self.assertEqual(ev["object"]["metadata"]["resourceVersion"], r3.json["metadata"]["resourceVersion"])
+        finally:
+            w.close()
+
+    def test_delete_gc_lease(self):
+        n = self.mknode()
+        name = n["metadata"]["name"]
+        r = API.post("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases", lease_body(name, n["metadata"]["uid"]))
+        self.assertEqual(r.status, 201, r.text)
+        r = API.delete("/api/v1/nodes/" + name)
+        self.assertEqual(r.status, 200)
+        self.assertEqual(r.json["kind"], "Status")
+        self.assertEqual(r.json["status"], "Success")
+        self.assertEqual(r.json["details"]["name"], name)
+        self.assertEqual(r.json["details"]["uid"], n["metadata"]["uid"])
+        wait_for(lambda: API.get("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/" + name).status == 404,
+                 timeout=30, msg="lease garbage collection")
+        self.assertStatus(API.delete("/api/v1/nodes/" + name), 404, "NotFound")
+
+
+class TestLeases(Base):
+    base = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
+
+    def test_microtime(self):
+        name = rname("l")
+        for bad in ("2026-01-01T00:00:00Z", "2026-01-01T00:00:00.000Z", "2026-01-01T00:00:00.000000000Z"):
+            r = API.post(self.base, lease_body(name, renew=bad))
+            self.assertStatus(r, 400, "BadRequest")
+            self.assertIn("cannot be handled as a Lease", r.json["message"])
+            self.assertIn("parsing time", r.json["message"])
+        r = API.post(self.base, lease_body(name, renew="2026-01-01T01:00:00.123456+01:00"))
+        self.assertEqual(r.status, 201, r.text)
+        self.assertEqual(r.json["spec"]["renewTime"], "2026-01-01T00:00:00.123456Z")
+        l = r.json
+        l["spec"]["renewTime"] = "2026-01-01T00:00:01Z"
+        self.assertStatus(API.put(self.base + "/" + name, l), 400, "BadRequest")
+        r = API.patch(self.base + "/" + name, {"spec": {"renewTime": "2026-01-01T00:00:01.000Z"}})
+        self.assertStatus(r, 422, "Invalid")
+        r = API.patch(self.base + "/" + name, {"spec": {"renewTime": now_us()}}, kind="merge")
+        self.assertEqual(r.status, 200, r.text)
+        API.delete(self.base + "/" + name)
+
+    def test_put_conflict(self):
+        name = rname("l")
+        l = API.post(self.base, lease_body(name)).json
+        l["spec"]["renewTime"] = now_us()
+        r = API.put(self.base + "/" + name, l)
+        self.assertEqual(r.status, 200, r.text)
+        self.assertNotEqual(r.json["metadata"]["resourceVersion"], l["metadata"]["resourceVersion"])
+        l["spec"]["renewTime"] = now_us()
+        self.assertStatus(API.put(self.base + "/" + name, l), 409, "Conflict")
+        self.assertEqual(API.delete(self.base + "/" + name).status, 200)
+        ns = rname("nsx")
+        b = lease_body(name)
+        b["metadata"]["namespace"] = ns
+        self.assertStatus(API.post("/apis/coordination.k8s.io/v1/namespaces/%s/leases" % ns, b), 404, "NotFound")
+
+
+class TestPods(Base):
+    def test_defaults(self):
+        r = API.post(self.pods(), pod_body("p1", node="nowhere", limits={"nvidia.com/gpu": "1", "memory": "1Gi"}, image="busybox"))
+        self.assertEqual(r.status, 201, r.text)
+        p = r.json
+        sp = p["spec"]
+        self.assertEqual(sp["restartPolicy"], "Always")
+        self.assertEqual(sp["terminationGracePeriodSeconds"], 30)
+        self.assertEqual(sp["dnsPolicy"], "ClusterFirst")
+        self.assertEqual(sp["schedulerName"], "default-scheduler")
+        self.assertIs(sp["enableServiceLinks"], True)
+        self.assertEqual(sp["priority"], 0)
+        self.assertEqual(sp["containers"][0]["imagePullPolicy"], "Always")
+        self.assertEqual(sp["containers"][0]["resources"]["requests"]["nvidia.com/gpu"], "1")
+        tol = {(t["key"], t["effect"], t.get("tolerationSeconds")) for t in sp["tolerations"]}
+        self.assertIn(("node.kubernetes.io/not-ready", "NoExecute", 300), tol)
+        self.assertIn(("node.kubernetes.io/unreachable", "NoExecute", 300), tol)
+        self.assertEqual(p["status"]["phase"], "Pending")
+        self.assertEqual(p["status"]["qosClass"], "Burstable")
+        self.assertEqual(sp["nodeName"], "nowhere")                     # accepted although the node does not exist
+        r = API.post(self.pods(), pod_body("p2", image="busybox:1.35"))
+        self.assertEqual(r.json["spec"]["containers"][0]["imagePullPolicy"], "IfNotPresent")
+        self.assertEqual(r.json["status"]["qosClass"], "BestEffort")
+
+    def test_errors(self):
+        r = API.post("/api/v1/namespaces/%s/pods" % rname("missing"), pod_body("x"))
+        self.assertStatus(r, 404, "NotFound")
+        self.assertRegex(r.json["message"], r'namespaces "missing-.*" not found')
+        r = API.post(self.pods(), pod_body("gpu-frac", limits={"nvidia.com/gpu": "500m"}))
+        self.assertStatus(r, 422, "Invalid")
+        self.assertIn("nvidia.com/gpu", r.json["message"])
+        self.assertStatus(API.post(self.pods(), pod_body("UPPER")), 422, "Invalid")
+        self.assertStatus(API.get(self.pods("nope")), 404, "NotFound")
+        self.assertStatus(API.get(self.pods() + "?fieldSelector=spec.bogus%3D1"), 400, "BadRequest")
+
+    def test_status_subresource(self):
+        p = API.post(self.pods(), pod_body("st", node="nowhere")).json
+        r = API.patch(self.pods("st") + "/status", {"metadata": {"uid": p["metadata"]["uid"]}, "status": {"phase": "Running", "podIP": "10.1.2.3"},
+                                                    "spec": {"activeDeadlineSeconds": 5}})
+        self.assertEqual(r.status, 200, r.text)
+        self.assertEqual(r.json["status"]["phase"], "Running")
+        self.assertNotIn("activeDeadlineSeconds", r.json["spec"])
+        r = API.patch(self.pods("st"), {"status": {"phase": "Failed"}, "metadata": {"labels": {"a": "b"}}})
+        self.assertEqual(r.json["status"]["phase"], "Running")
+        self.assertEqual(r.json["metadata"]["labels"]["a"], "b")
+        r = API.patch(self.pods("st") + "/status", {"metadata": {"uid": "00000000-0000-0000-0000-000000000000"}, "status": {"phase": "Failed"}})
+        self.assertStatus(r, 409, "Conflict")
+        # containerStatuses merged by name
+        API.patch(self.pods("st") + "/status", {"status": {"containerStatuses": [{"name": "main", "ready": False, "restartCount": 0, "image": "busybox:1.35", "imageID": "", "started": False, "state": {"waiting": {"reason": "ContainerCreating"}}}]}})
+        r = API.patch(self.pods("st") + "/status", {"status": {"containerStatuses": [{"name": "main", "ready": True, "state": {"running": {"startedAt": now_s()}}}]}})
+        cs = r.json["status"]["containerStatuses"]
+        self.assertEqual(len(cs), 1)
+        self.assertTrue(cs[0]["ready"])
+        self.assertEqual(cs[0]["image"], "busybox:1.35")
+
+    def test_graceful_delete(self):
+        p = API.post(self.pods(), pod_body("gd", node="nowhere")).json
+        w = Watch(self.pods() + "?watch=1&fieldSelector=metadata.name%%3Dgd&resourceVersion=%s" % p["metadata"]["resourceVersion"])
+        try:
+            r = API.delete(self.pods("gd"))
+            self.assertEqual(r.status, 200, r.text)
+            self.assertEqual(r.json["kind"], "Pod")
+            self.assertTrue(r.json["metadata"]["deletionTimestamp"])
+            self.assertEqual(r.json["metadata"]["deletionGracePeriodSeconds"], 30)
+            self.assertEqual(API.get(self.pods("gd")).status, 200)        # still there (Terminating)
+            r = API.delete(self.pods("gd"), {"gracePeriodSeconds": 0, "preconditions": {"uid": "11111111-2222-3333-4444-555555555555"}})
+            self.assertStatus(r, 409, "Conflict")
+            self.assertIn("Precondition failed: UID in precondition", r.json["message"])
+            r = API.delete(self.pods("gd"), {"gracePeriodSeconds": 0, "preconditions": {"uid": p["metadata"]["uid"]}})
+            self.assertEqual(r.status, 200, r.text)
+            self.assertStatus(API.get(self.pods("gd")), 404, "NotFound")
+            types = [w.next()["type"] for _ in range(3)]
+            self.assertEqual(types, ["MODIFIED", "MODIFIED", "DELETED"])
+        finally:
+            w.close()
+
+    def test_unbound_and_terminal_removed_at_once(self):
+        API.patch(self.pods(), {}, kind="merge")  # no-op on a collection path is not important
+        r = API.post(self.pods(), pod_body("unbound", selector={"no-such-label": rname("x")}))
+        self.assertEqual(r.status, 201)
+        r = API.delete(self.pods("unbound"))
+        self.assertEqual(r.status, 200)
+        self.assertStatus(API.get(self.pods("unbound")), 404, "NotFound")
+        API.post(self.pods(), pod_body("term", node="nowhere"))
+        API.patch(self.pods("term") + "/status", {"status": {"phase": "Succeeded"}})
+        self.assertEqual(API.delete(self.pods("term")).status, 200)
+        self.assertStatus(API.get(self.pods("term")), 404, "NotFound")
+
+
+class TestEvents(Base):
+    def test_events(self):
+        ev = {"metadata": {"name": "p.%x" % int(time.time() * 1e9), "namespace": self.ns},
+              "involvedObject": {"kind": "Pod", "namespace": self.ns, "name": "p", "uid": "u1", "apiVersion": "v1"},
+              "reason": "Started", "message": "Started container main", "type": "Normal",
+              "source": {"component": "kubelet", "host": "n1"}, "firstTimestamp": now_s(), "lastTimestamp": now_s(),
+              "count": 1, "reportingComponent": "kubelet", "reportingInstance": "n1"}
+        r = API.post("/api/v1/namespaces/%s/events" % self.ns, ev)
+        self.assertEqual(r.status, 201, r.text)
+        name = r.json["metadata"]["name"]
+        r = API.patch("/api/v1/namespaces/%s/events/%s" % (self.ns, name), {"count": 2, "lastTimestamp": now_s(), "message": "again"})
+        self.assertEqual(r.json["count"], 2)
+        self.assertEqual(r.json["message"], "again")
+        r = API.get("/api/v1/namespaces/%s/events?fieldSelector=involvedObject.name%%3Dp,involvedObject.kind%%3DPod" % self.ns)
+        self.assertEqual([e["metadata"]["name"] for e in r.json["items"]], [name])
+        self.assertEqual(r.json["kind"], "EventList")
+        bad = dict(ev, metadata={"name": "q.1", "namespace": self.ns}, involvedObject=dict(ev["involvedObject"], namespace="other"))
+        r = API.post("/api/v1/namespaces/%s/events" % self.ns, bad)
+        self.assertStatus(r, 422, "Invalid")
+        self.assertIn("involvedObject.namespace", r.json["message"])
+        r = API.get("/apis/events.k8s.io/v1/namespaces/%s/events/%s" % (self.ns, name))
+        self.assertEqual(r.status, 200, r.text)
+        self.assertEqual(r.json["note"], "again")
+        self.assertEqual(r.json["deprecatedCount"], 2)
+
+
+class TestWatch(Base):
+    def test_pod_sequence(self):
+        node = rname("nowhere")
+        w = Watch("/api/v1/pods?watch=1&fieldSelector=spec.nodeName%3D" + node)
+        try:
+            p = API.post(self.pods(), pod_body("ws", node=node)).json
+            API.patch(self.pods("ws") + "/status", {"status": {"phase": "Running"}})
+            API.delete(self.pods("ws"))
+            API.delete(self.pods("ws"), {"gracePeriodSeconds": 0, "preconditions": {"uid": p["metadata"]["uid"]}})
+            evs = [w.next() for _ in range(5)]
+            self.assertEqual([e["type"] for e in evs], ["ADDED", "MODIFIED", "MODIFIED", "MODIFIED", "DELETED"])
+            rvs = [int(e["object"]["metadata"]["resourceVersion"]) for e in evs]
+            self.assertEqual(rvs, sorted(rvs))
+            self.assertEqual(len(set(rvs)), 5)
+            self.assertEqual(evs[3]["object"]["metadata"]["deletionGracePeriodSeconds"], 0)
+        finally:
+            w.close()
+        # resume from the first event: the 4 later ones come again
+        w = Watch("/api/v1/pods?watch=1&fieldSelector=spec.nodeName%%3D%s&resourceVersion=%d" % (node, rvs[0]))
+        try:
+            self.assertEqual([w.next()["type"] for _ in range(4)], ["MODIFIED", "MODIFIED", "MODIFIED", "DELETED"])
+        finally:
+            w.close()
+
+    def test_initial_added_and_rv0(self):
+        names = sorted(["a", "b"])
+        for n in names:
+            API.post("/api/v1/namespaces/%s/configmaps" % self.ns, {"metadata": {"name": n}, "data": {"k": n}})
+        for q in ("", "&resourceVersion=0"):
+            w = Watch("/api/v1/namespaces/%s/configmaps?watch=true%s" % (self.ns, q))
+            try:
+                evs = [w.next() for _ in range(2)]
+                self.assertEqual(sorted(e["object"]["metadata"]["name"] for e in evs), names)
+                self.assertTrue(all(e["type"] == "ADDED" for e in evs))
+            finally:
+                w.close()
+
+    def test_selector_transitions(self):
+        base = "/api/v1/namespaces/%s/configmaps" % self.ns
+        lst = API.get(base)
+        rv = lst.json["metadata"]["resourceVersion"]
+        w = Watch(base + "?watch=1&labelSelector=sel%%3Dyes&resourceVersion=%s" % rv)
+        try:
+            API.post(base, {"metadata": {"name": "tr", "labels": {"sel": "no"}}})
+            API.patch(base + "/tr", {"metadata": {"labels": {"sel": "yes"}}})
+            e = w.next()
+            self.assertEqual((e["type"], e["object"]["metadata"]["labels"]["sel"]), ("ADDED", "yes"))
+            API.patch(base + "/tr", {"data": {"x": "1"}})
+            self.assertEqual(w.next()["type"], "MODIFIED")
+            API.patch(base + "/tr", {"metadata": {"labels": {"sel": "no"}}})
+            e = w.next()
+            self.assertEqual(e["type"], "DELETED")
+            API.delete(base + "/tr")
+            w.expect_none(0.5)
+        finally:
+            w.close()
+
+    def test_timeout_seconds(self):
+        t0 = time.time()
+        w = Watch("/api/v1/namespaces/%s/configmaps?watch=1&timeoutSeconds=1&resourceVersion=0" % self.ns)
+        try:
+            while w.next(10) is not None:
+                pass
+            self.assertLess(time.time() - t0, 8)
+        finally:
+            w.close()
+
+    def test_too_old(self):
+        if not has_controls():
+            self.skipTest("needs the test double's /_test/history control")
+        base = "/api/v1/namespaces/%s/configmaps" % self.ns
+        rv = API.get(base).json["metadata"]["resourceVersion"]
+        control("history", {"size": 3})
+        try:
+            for i in range(6):
+                API.post(base, {"metadata": {"name": "old-%d" % i}})
+            w = Watch(base + "?watch=1&resourceVersion=" + rv)
+            self.assertEqual(w.status, 200)
+            e = w.next()
+            self.assertEqual(e["type"], "ERROR")
+            self.assertEqual(e["object"]["code"], 410)
+            self.assertEqual(e["object"]["reason"], "Expired")
+            self.assertRegex(e["object"]["message"], r"^too old resource version: %s \(\d+\)$" % rv)
+            self.assertIsNone(w.next())
+            w.close()
+        finally:
+            control("history", {"size": 1000})
+
+    def test_bookmarks(self):
+        if not has_controls():
+            self.skipTest("needs the test double's bookmarkInterval control (real server: ~60 s)")
+        control("controllers", {"bookmarkInterval": 0.5})
+        base = "/api/v1/namespaces/%s/secrets" % self.ns
+        try:
+            rv = API.get(base).json["metadata"]["resourceVersion"]
+            w = Watch(base + "?watch=1&allowWatchBookmarks=true&resourceVersion=" + rv)
+            w2 = Watch(base + "?watch=1&allowWatchBookmarks=true")
+            try:
+                API.post("/api/v1/namespaces/%s/secrets" % rname("none"), {"metadata": {"name": "s"}})  # 404, no change
+                w.expect_none(1.2)            # no bookmark before a change of this resource type
+                API.post(base, {"metadata": {"name": "bm"}, "stringData": {"a": "b"}})
+                self.assertEqual(w.next()["type"], "ADDED")
+                e = w.until(lambda e: e["type"] == "BOOKMARK", timeout=5)
+                self.assertEqual(e["object"]["kind"], "Secret")
+                self.assertTrue(int(e["object"]["metadata"]["resourceVersion"]) >= int(rv))
+                self.assertEqual(w2.next()["type"], "ADDED")
+                w2.expect_none(1.5)           # no bookmarks for a watch started without resourceVersion
+            finally:
+                w.close()
+                w2.close()
+        finally:
+            control("controllers", {"bookmarkInterval": 60})
+
+
+class TestScheduler(Base):
+    def test_selector_tolerations_gpu(self):
+        lab = rname("pool")
+        gpu = self.mkready(labels={"kt-pool": lab, "kind": "gpu"},
+                           capacity={"cpu": "8", "memory": "16Gi", "pods": "110", "nvidia.com/gpu": "1"})["metadata"]["name"]
+        cpu = self.mkready(labels={"kt-pool": lab, "kind": "cpu"})["metadata"]["name"]
+        # a tainted node only reachable with a toleration
+        tn = self.mkready(labels={"kt-pool": lab, "kind": "tainted"})["metadata"]["name"]
+        API.patch("/api/v1/nodes/" + tn, {"spec": {"taints": [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]}})
+        API.post(self.pods(), pod_body("sel", selector={"kt-pool": lab, "kind": "cpu"}))
+        API.post(self.pods(), pod_body("g1", selector={"kt-pool": lab}, limits={"nvidia.com/gpu": "1"}))
+        bound = lambda n: wait_for(lambda: API.get(self.pods(n)).json["spec"].get("nodeName"), msg="binding of " + n)
+        self.assertEqual(bound("sel"), cpu)
+        self.assertEqual(bound("g1"), gpu)
+        p = API.get(self.pods("g1")).json
+        c = [c for c in p["status"]["conditions"] if c["type"] == "PodScheduled"][0]
+        self.assertEqual(c["status"], "True")
+        API.post(self.pods(), pod_body("g2", selector={"kt-pool": lab}, limits={"nvidia.com/gpu": "1"}))
+
+        def unsched():
+            c = [c for c in API.get(self.pods("g2")).json["status"].get("conditions", []) if c["type"] == "PodScheduled"]
+            return c and c[0]["status"] == "False" and c[0]
+        c = wait_for(unsched, msg="PodScheduled=False")
+        self.assertEqual(c["reason"], "Unschedulable")
+        self.assertRegex(c["message"], r"^0/\d+ nodes are available: .*Insufficient nvidia.com/gpu")
+        self.assertIn("untolerated taint {dedicated: x}", c["message"])
+        wait_for(lambda: any(e["reason"] == "FailedScheduling" for e in API.get(
+            "/api/v1/namespaces/%s/events?fieldSelector=involvedObject.name%%3Dg2" % self.ns).json["items"]), msg="FailedScheduling event")
+        API.post(self.pods(), pod_body("tol", selector={"kt-pool": lab, "kind": "tainted"},
+                                       tolerations=[{"key": "dedicated", "operator": "Equal", "value": "x", "effect": "NoSchedule"}]))
+        self.assertEqual(bound("tol"), tn)
+        API.post(self.pods(), pod_body("notol", selector={"kt-pool": lab, "kind": "tainted"}))
+        time.sleep(1)
+        self.assertFalse(API.get(self.pods("notol")).json["spec"].get("nodeName"))
+        # freeing the GPU lets g2 schedule
+        g1 = API.get(self.pods("g1")).json
+        API.patch(self.pods("g1") + "/status", {"status": {"phase": "Succeeded"}})
+        self.assertEqual(bound("g2"), gpu)
+        API.delete(self.pods("g1"), {"gracePeriodSeconds": 0, "preconditions": {"uid": g1["metadata"]["uid"]}})
+
+    def test_not_ready_node_unused(self):
+        lab = rname("pool")
+        self.mknode(labels={"kt-pool": lab}, ready=False)
+        API.post(self.pods(), pod_body("nr", selector={"kt-pool": lab}))
+
+        def unsched():
+            c = [c for c in API.get(self.pods("nr")).json["status"].get("conditions", []) if c["type"] == "PodScheduled"]
+            return c and c[0]["status"] == "False" and c[0]["message"]
+        msg = wait_for(unsched, msg="PodScheduled=False")
+        self.assertIn("untolerated taint {node.kubernetes.io/not-ready: }", msg)
+
+
+class TestNodeLifecycle(Base):
+    @classmethod
+    def setUpClass(cls):
+        Base.setUpClass.__func__(cls)
+        cls.ctl = has_controls()
+        if not cls.ctl and os.environ.get("KUBE_SLOW") != "1":
+            raise unittest.SkipTest("needs /_test controls for a short lease grace (or KUBE_SLOW=1)")
+        if cls.ctl:
+            cls.saved = control("controllers", method="GET")
+            control("controllers", {"leaseGrace": 2, "monitorPeriod": 0.2, "fullDisruption": False})
+
+    @classmethod
+    def tearDownClass(cls):
+        if getattr(cls, "ctl", False):
+            control("controllers", cls.saved)
+        Base.tearDownClass.__func__(cls)
+
+    def test_lifecycle(self):
+        n = self.mkready()
+        name = n["metadata"]["name"]
+        lease_url = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/" + name
+        # lease renewals alone keep the node Ready
+        end = time.time() + 3
+        while time.time() < end:
+            l = API.get(lease_url).json
+            l["spec"]["renewTime"] = now_us()
+            self.assertEqual(API.put(lease_url, l).status, 200)
+            time.sleep(0.5)
+        self.assertEqual([c for c in API.get("/api/v1/nodes/" + name).json["status"]["conditions"] if c["type"] == "Ready"][0]["status"], "True")
+        # stop renewing -> Unknown + unreachable taints
+        def unknown():
+            o = API.get("/api/v1/nodes/" + name).json
+            c = {c["type"]: c for c in o["status"]["conditions"]}
+            ks = {(t["key"], t["effect"]) for t in o["spec"].get("taints") or []}
+            return c["Ready"]["status"] == "Unknown" and ("node.kubernetes.io/unreachable", "NoExecute") in ks and (c, ks)
+        c, ks = wait_for(unknown, timeout=15 if self.ctl else 120, interval=0.2, msg="Ready=Unknown")
+        self.assertEqual(c["Ready"]["reason"], "NodeStatusUnknown")
+        self.assertEqual(c["Ready"]["message"], "Kubelet stopped posting node status.")
+        for t in ("MemoryPressure", "DiskPressure", "PIDPressure"):
+            self.assertEqual(c[t]["status"], "Unknown")
+        self.assertIn(("node.kubernetes.io/unreachable", "NoSchedule"), ks)
+        # resuming renewals alone does not bring it back; posting Ready=True does
+        l = API.get(lease_url).json
+        l["spec"]["renewTime"] = now_us()
+        API.put(lease_url, l)
+        time.sleep(1)
+        self.assertEqual({c["type"]: c for c in API.get("/api/v1/nodes/" + name).json["status"]["conditions"]}["Ready"]["status"], "Unknown")
+        t = now_s()
+        API.patch("/api/v1/nodes/%s/status" % name, {"status": {"conditions": [
+            {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status",
+             "lastHeartbeatTime": t, "lastTransitionTime": t}]}})
+        wait_for(lambda: not (API.get("/api/v1/nodes/" + name).json["spec"].get("taints")), timeout=15, msg="unreachable taints removed")
+
+
+class TestLogProxy(Base):
+    @classmethod
+    def setUpClass(cls):
+        sj = CFG.get("sj")
+        if not sj or not os.path.exists(sj.get("kubeletServingCert", "")):
+            raise unittest.SkipTest("needs KUBE_STATE_DIR with kubelet-serving.crt trusted by the API server")
+        Base.setUpClass.__func__(cls)
+        import fake_kubelet
+        cls.fk = fake_kubelet.FakeKubelet(sj["kubeletServingCert"], sj["kubeletServingKey"], sj["ca"] or os.path.join(CFG["state"], "ca.crt"))
+
+    @classmethod
+    def tearDownClass(cls):
+        if getattr(cls, "fk", None):
+            cls.fk.stop()
+        Base.tearDownClass.__func__(cls)
+
+    def test_logs(self):
+        node = self.mknode(port=self.fk.port)["metadata"]["name"]
+        API.post(self.pods(), pod_body("lp", node=node))
+        r = API.get(self.pods("lp") + "/log")
+        self.assertEqual(r.status, 200, r.text)
+        self.assertEqual(r.text, "".join("log line %d (main)\n" % i for i in range(1, 6)))
+        self.assertEqual(self.fk.requests[-1]["clientCN"], "kube-apiserver-kubelet-client")
+        self.assertEqual(self.fk.requests[-1]["path"], "/containerLogs/%s/lp/main" % self.ns)
+        r = API.get(self.pods("lp") + "/log?tailLines=2&timestamps=true&container=main")
+        lines = r.text.splitlines()
+        self.assertEqual(len(lines), 2)
+        self.assertRegex(lines[0], r"^\d{4}-\d\d-\d\dT\S+Z log line 4 \(main\)$")
+        self.assertEqual(API.get(self.pods("lp") + "/log?previous=true").text.splitlines()[0], "previous log line 1 (main)")
+        self.assertStatus(API.get(self.pods("lp") + "/log?container=nope"), 400, "BadRequest")
+        # follow: lines keep coming until we close
+        c = API.conn(timeout=10)
+        c.request("GET", self.pods("lp") + "/log?follow=true", headers={"Authorization": "Bearer " + CFG["token"]})
+        resp = c.getresponse()
+        got = [resp.readline().decode().strip() for _ in range(7)]
+        self.assertEqual(got[5:], ["follow line 1", "follow line 2"])
+        c.close()
+        # multi-container pod needs a container name
+        API.post(self.pods(), pod_body("lp2", node=node, containers=[{"name": "a", "image": "x:1"}, {"name": "b", "image": "x:1"}]))
+        r = API.get(self.pods("lp2") + "/log")
+        self.assertStatus(r, 400, "BadRequest")
+        self.assertIn("a container name must be specified", r.json["message"])
+        self.assertEqual(API.get(self.pods("lp2") + "/log?container=b").text.splitlines()[0], "log line 1 (b)")
+        # kubelet errors come back with their code
+        API.post(self.pods(), pod_body("missing-x", node=node))
+        self.assertEqual(API.get(self.pods("missing-x") + "/log").status, 404)
+        # pod bound to an unknown node
+        API.post(self.pods(), pod_body("lp3", node=rname("ghost")))
+        self.assertEqual(API.get(self.pods("lp3") + "/log").status, 404)
+
+
+class TestControls(Base):
+    @classmethod
+    def setUpClass(cls):
+        if API is None or not has_controls():
+            raise unittest.SkipTest("needs the test double's /_test controls")
+        Base.setUpClass.__func__(cls)
+
+    def test_request_log(self):
+        control("reset")
+        API.get("/api/v1/nodes")
+        API.get("/api/v1/nodes/" + rname("x"))
+        c = control("counters", method="GET")
+        self.assertEqual(c["byUser"]["admin"]["GET /api/v1/nodes 200"], 1)
+        self.assertEqual(c["byUser"]["admin"]["GET /api/v1/nodes/{name} 404"], 1)
+        items = control("requests", method="GET")["items"]
+        self.assertEqual([(i["method"], i["status"]) for i in items], [("GET", 200), ("GET", 404)])
+        self.assertEqual(items[0]["user"], "admin")
+        if CFG["noright"]:
+            self.assertStatus(API.get("/_test/info", token=CFG["noright"]), 403)
+
+    def test_fault_status_and_delay(self):
+        control("fault", {"mode": "status", "code": 503})
+        try:
+            r = API.get("/api/v1/nodes")
+            self.assertEqual(r.status, 503)
+            self.assertEqual(r.json["reason"], "ServiceUnavailable")
+            self.assertEqual(API.get("/_test/info").status, 200)
+        finally:
+            control("fault", {"mode": "none"})
+        self.assertEqual(API.get("/api/v1/nodes").status, 200)
+        control("fault", {"mode": "delay", "ms": 400})
+        try:
+            t0 = time.time()
+            API.get("/api/v1/nodes")
+            self.assertGreaterEqual(time.time() - t0, 0.38)
+        finally:
+            control("fault", {"mode": "none"})
+
+    def test_fault_refuse(self):
+        keep = API.conn()
+        self.assertEqual(API.req("GET", "/version", conn=keep).status, 200)
+        control("fault", {"mode": "refuse", "seconds": 1.5})
+        time.sleep(0.3)
+        with self.assertRaises((ConnectionError, OSError, http.client.HTTPException)):
+            API.req("GET", "/version", conn=keep)
+        with self.assertRaises((ConnectionRefusedError, ConnectionError, OSError)):
+            API.get("/version")
+        wait_for(lambda: self._ok(), timeout=10, msg="server back")
+
+    def _ok(self):
+        try:
+            return API.get("/version").status == 200
+        except OSError:
+            return False
+
+    def test_watches_close(self):
+        w = Watch("/api/v1/namespaces/%s/configmaps?watch=1" % self.ns)
+        time.sleep(0.2)
+        self.assertGreaterEqual(control("watches/close")["closed"], 1)
+        end = time.time() + 5
+        while w.next(5) is not None:          # initial ADDED events, then the end of the stream
+            self.assertLess(time.time(), end)
+        w.close()
+
+    def test_keepalive_many_clients(self):
+        errs = []
+
+        def worker(i):
+            c = API.conn()
+            try:
+                for j in range(5):
+                    r = API.req("POST", "/api/v1/namespaces/%s/configmaps" % self.ns, {"metadata": {"name": "c%d-%d" % (i, j)}}, conn=c)
+                    if r.status != 201:
+                        errs.append(r.status)
+            except Exception as e:
+                errs.append(repr(e))
+            finally:
+                c.close()
+        ts = [threading.Thread(target=worker, args=(i,)) for i in range(50)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        self.assertEqual(errs, [])
+        self.assertEqual(len(API.get("/api/v1/namespaces/%s/configmaps?labelSelector=" % self.ns).json["items"]), 250)
+
+
+class _Result(unittest.TextTestResult):
+    pass
+
+
+def main():
+    runner = unittest.TextTestRunner(verbosity=2, resultclass=_Result)
+    prog = unittest.main(module="__main__", testRunner=runner, exit=False, argv=sys.argv)
+    r = prog.result
+    failed = len(r.failures) + len(r.errors) + len(r.unexpectedSuccesses)
+    skipped = len(r.skipped)
+    passed = r.testsRun - failed - skipped
+    out = os.environ.get("KUBE_TEST_SUMMARY")
+    if out:
+        with open(out, "w") as f:
+            f.write("%d %d %d\n" % (passed, failed, skipped))
+    print("api: %d passed, %d failed, %d skipped" % (passed, failed, skipped))
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

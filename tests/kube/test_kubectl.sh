@@ -1,0 +1,150 @@
+#!/bin/bash
+# Real kubectl against the Kubernetes API test double (or any server whose state dir layout matches).
+# Usage: KUBE_STATE_DIR=DIR test_kubectl.sh     (DIR from kube_test_server.py --state-dir)
+# Optional: KUBECTL (default: kubectl on PATH), KUBE_TEST_SUMMARY (file for "passed failed skipped").
+# Prints one "ok - ..." / "FAIL - ..." line per check and "kubectl: N passed, N failed" at the end.
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+SD=${KUBE_STATE_DIR:?KUBE_STATE_DIR must point at the test server state dir}
+KUBECTL=${KUBECTL:-kubectl}
+PY=${PYTHON:-/usr/bin/python3}
+[ -x "$PY" ] || PY=python3
+export KUBECONFIG=$SD/kubeconfig
+WORK=$(mktemp -d)
+FK_PID=
+cleanup() {
+    [ -n "$FK_PID" ] && kill "$FK_PID" 2>/dev/null && wait "$FK_PID" 2>/dev/null
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok - $1"; }
+nok() { fail=$((fail + 1)); echo "FAIL - $1"; printf '%s\n' "$2" | head -25 | sed 's/^/    /'; }
+# t NAME EXTENDED-REGEX COMMAND...   (passes when the command's output matches)
+t() {
+    local name=$1 re=$2 out; shift 2
+    out=$("$@" 2>&1)
+    if printf '%s\n' "$out" | grep -Eq -- "$re"; then ok "$name"; else nok "$name" "$out"; fi
+}
+# tn NAME EXTENDED-REGEX COMMAND...  (passes when the output does NOT match)
+tn() {
+    local name=$1 re=$2 out; shift 2
+    out=$("$@" 2>&1)
+    if printf '%s\n' "$out" | grep -Eq -- "$re"; then nok "$name" "$out"; else ok "$name"; fi
+}
+k() { timeout 60 "$KUBECTL" "$@"; }
+api() {  # api METHOD PATH [JSON]  -> prints body (admin token)
+    "$PY" - "$@" <<'EOF'
+import json, os, ssl, sys, urllib.request
+sd = os.environ["KUBE_STATE_DIR"]
+sj = json.load(open(os.path.join(sd, "server.json")))
+tok = open(sj["adminToken"]).read().strip()
+m, p = sys.argv[1], sys.argv[2]
+data = sys.argv[3].encode() if len(sys.argv) > 3 else None
+ct = sys.argv[4] if len(sys.argv) > 4 else "application/json"
+req = urllib.request.Request(sj["url"] + p, data=data, method=m, headers={"Authorization": "Bearer " + tok, "Content-Type": ct})
+ctx = ssl.create_default_context(cafile=sj["ca"]) if sj.get("ca") else None
+try:
+    print(urllib.request.urlopen(req, context=ctx).read().decode())
+except urllib.error.HTTPError as e:
+    print(e.read().decode())
+EOF
+}
+
+# --- a fake kubelet for kubectl logs
+"$PY" "$HERE/fake_kubelet.py" --cert "$SD/kubelet-serving.crt" --key "$SD/kubelet-serving.key" --ca "$SD/ca.crt" \
+    --port-file "$WORK/fk.port" 2>/dev/null &
+FK_PID=$!
+for _ in $(seq 50); do [ -s "$WORK/fk.port" ] && break; sleep 0.1; done
+FKPORT=$(cat "$WORK/fk.port" 2>/dev/null || echo 10250)
+
+SFX=$RANDOM
+NODE=kn-$SFX
+NS=kc-$SFX
+NOW=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+cat >"$WORK/node.json" <<EOF
+{"apiVersion":"v1","kind":"Node","metadata":{"name":"$NODE","labels":{"kubectl-test":"$SFX","node-role.kubernetes.io/gpu":""}},
+ "status":{"capacity":{"cpu":"4","memory":"8Gi","pods":"110","nvidia.com/gpu":"2"},
+  "addresses":[{"type":"InternalIP","address":"127.0.0.1"},{"type":"Hostname","address":"$NODE"}],
+  "daemonEndpoints":{"kubeletEndpoint":{"Port":$FKPORT}},
+  "nodeInfo":{"kubeletVersion":"v1.28.7","osImage":"Debian GNU/Linux 12 (bookworm)","kernelVersion":"6.1.0","containerRuntimeVersion":"slurm://1.0",
+   "operatingSystem":"linux","architecture":"amd64","machineID":"","systemUUID":"","bootID":"","kubeProxyVersion":""},
+  "conditions":[{"type":"Ready","status":"True","reason":"KubeletReady","message":"kubelet is posting ready status","lastHeartbeatTime":"$NOW","lastTransitionTime":"$NOW"}]}}
+EOF
+cat >"$WORK/pod.yaml" <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: kp1
+  namespace: $NS
+  labels: {app: kubectl-test}
+spec:
+  nodeSelector: {kubectl-test: "$SFX"}
+  containers:
+  - name: main
+    image: busybox:1.35
+    command: ["sh", "-c", "sleep 1000"]
+    resources:
+      limits: {nvidia.com/gpu: 1}
+EOF
+sed -e 's/name: kp1/name: kp2/' "$WORK/pod.yaml" >"$WORK/pod2.yaml"
+
+t "version" "Server Version: v1\.28" k version
+t "create namespace" "namespace/$NS created" k create namespace "$NS"
+t "create -f node" "node/$NODE created" k create -f "$WORK/node.json"
+NODE_UID=$(k get node "$NODE" -o jsonpath='{.metadata.uid}')
+api POST /apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases \
+    "{\"metadata\":{\"name\":\"$NODE\",\"ownerReferences\":[{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"name\":\"$NODE\",\"uid\":\"$NODE_UID\"}]},\"spec\":{\"holderIdentity\":\"$NODE\",\"leaseDurationSeconds\":40,\"renewTime\":\"$(date -u +%Y-%m-%dT%H:%M:%S.000000Z)\"}}" >/dev/null
+for _ in $(seq 100); do k get node "$NODE" -o jsonpath='{.spec.taints}' | grep -q not-ready || break; sleep 0.1; done
+t "get nodes" "^NAME +STATUS +ROLES +AGE +VERSION" k get nodes
+t "get nodes row" "^$NODE +Ready +gpu +[0-9]+[smhd].* +v1\.28\.7$" k get nodes
+t "get nodes -o wide" "^NAME +STATUS +ROLES +AGE +VERSION +INTERNAL-IP +EXTERNAL-IP +OS-IMAGE +KERNEL-VERSION +CONTAINER-RUNTIME" k get nodes -o wide
+t "get nodes -o wide row" "^$NODE +Ready .*127\.0\.0\.1 +<none> +Debian GNU/Linux 12 \(bookworm\) +6\.1\.0 +slurm://1\.0" k get nodes -o wide
+t "get node -l" "^$NODE " k get nodes -l "kubectl-test=$SFX"
+t "get node jsonpath" "^2$" k get node "$NODE" -o jsonpath='{.status.allocatable.nvidia\.com/gpu}'
+t "label node" "node/$NODE labeled" k label node "$NODE" extra=yes
+t "apply -f (create)" "pod/kp1 created" k apply -f "$WORK/pod.yaml"
+t "apply -f (unchanged)" "pod/kp1 unchanged" k apply -f "$WORK/pod.yaml"
+sed -i 's/app: kubectl-test/app: kubectl-test2/' "$WORK/pod.yaml"
+t "apply -f (configured)" "pod/kp1 configured" k apply -f "$WORK/pod.yaml"
+t "apply result" "^kubectl-test2$" k get pod kp1 -n "$NS" -o jsonpath='{.metadata.labels.app}'
+t "create -f" "pod/kp2 created" k create -f "$WORK/pod2.yaml"
+t "create -f duplicate" 'AlreadyExists|already exists' k create -f "$WORK/pod2.yaml"
+for _ in $(seq 50); do [ -n "$(k get pod kp2 -n "$NS" -o jsonpath='{.spec.nodeName}')" ] && break; sleep 0.1; done
+t "get pods -o wide -A" "^NAMESPACE +NAME +READY +STATUS +RESTARTS +AGE +IP +NODE +NOMINATED NODE +READINESS GATES" k get pods -o wide -A
+t "get pods -o wide -A row" "^$NS +kp1 +0/1 +Pending +0 +[0-9]+[smh].* +<none> +$NODE +<none> +<none>" k get pods -o wide -A
+t "get pod -o yaml defaults" "restartPolicy: Always" k get pod kp1 -n "$NS" -o yaml
+t "describe node" "Non-terminated Pods: +\(2 in total\)" k describe node "$NODE"
+t "describe node gpu" "nvidia.com/gpu +2 +2" k describe node "$NODE"
+t "describe pod" "Node: +$NODE/" k describe pod kp1 -n "$NS"
+t "describe pod events" "Successfully assigned $NS/kp1 to $NODE" k describe pod kp1 -n "$NS"
+t "get events" "^LAST SEEN +TYPE +REASON +OBJECT +MESSAGE" k get events -n "$NS"
+t "get events row" "Normal +Scheduled +pod/kp1 +Successfully assigned" k get events -n "$NS"
+t "get leases" "^$NODE +$NODE " k get leases -n kube-node-lease
+t "logs" "^log line 1 \(main\)$" k logs kp1 -n "$NS"
+t "logs --tail" "^log line 5 \(main\)$" k logs kp1 -n "$NS" --tail=1
+tn "logs --tail=1 has one line" "log line 4" k logs kp1 -n "$NS" --tail=1
+t "logs -f" "^follow line 2$" timeout 3 "$KUBECTL" logs -f kp1 -n "$NS"
+t "logs -c wrong" "container nope is not valid for pod kp1" k logs kp1 -n "$NS" -c nope
+t "cordon" "node/$NODE cordoned" k cordon "$NODE"
+t "get nodes cordoned" "^$NODE +Ready,SchedulingDisabled " k get nodes
+t "uncordon" "node/$NODE uncordoned" k uncordon "$NODE"
+t "delete --wait=false" "pod \"kp2\" deleted" k delete pod kp2 -n "$NS" --wait=false
+t "get pods terminating" "^kp2 +0/1 +Terminating " k get pods -n "$NS"
+# kubectl delete waits until the pod is gone: play the node agent's final delete after a second
+UID1=$(k get pod kp1 -n "$NS" -o jsonpath='{.metadata.uid}')
+( sleep 1.5; api DELETE "/api/v1/namespaces/$NS/pods/kp1" "{\"gracePeriodSeconds\":0,\"preconditions\":{\"uid\":\"$UID1\"}}" >/dev/null ) &
+FINAL_PID=$!
+t "delete (waits for final delete)" "pod \"kp1\" deleted" k delete pod kp1 -n "$NS" --timeout=20s
+wait "$FINAL_PID"
+t "get pod after delete" "NotFound|not found" k get pod kp1 -n "$NS"
+t "delete node" "node \"$NODE\" deleted" k delete node "$NODE"
+t "lease garbage-collected" "NotFound|not found" k get lease "$NODE" -n kube-node-lease
+t "delete namespace" "namespace \"$NS\" deleted" k delete namespace "$NS" --wait=false
+t "api-resources" "^leases +coordination\.k8s\.io/v1 +true +Lease" k api-resources --api-group=coordination.k8s.io
+t "no rights" "Forbidden|forbidden" k get nodes --token="$(cat "$SD/noright.token")"
+
+if [ -n "${KUBE_TEST_SUMMARY:-}" ]; then echo "$pass $fail 0" >"$KUBE_TEST_SUMMARY"; fi
+echo "kubectl: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
