@@ -1,5 +1,6 @@
 EXTRA_DIST += \
 	docs/architecture.md
 EXTRA_DIST += \
+	docs/admin-guide.md \
 	docs/kubernetes-guide.md \
 	docs/user-guide.md
