@@ -1,14 +1,17 @@
+#include <config.h>  // PACKAGE_VERSION (agent/config.h is the agent's own)
+
 #include "agent/agent.h"
 
 #include <pwd.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
+#include <uv.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 
+#include "agent/command_runner.h"
 #include "agent/fake_runtime.h"
 #include "agent/peer_auth.h"
 #include "agent/shim_runtime.h"
@@ -26,38 +29,95 @@ bool job_state_is_alive(const std::string &out) {
     return false;
 }
 
-bool CommandJobChecker::alive(uint32_t job_id) {
-    std::string cmd;
-    for (size_t i = 0; i < tmpl_.size(); i++) {
-        if (tmpl_.compare(i, 5, "{job}") == 0) {
-            cmd += std::to_string(job_id);
-            i += 4;
-        } else {
-            cmd += tmpl_[i];
-        }
+namespace {
+constexpr uint64_t kCommandTimeoutMs = 10000;
+
+// The per-job shim dir (pod logs, pod state) goes when the job has ended on
+// this node: at the epilog's deregister, after the extern step stopped the
+// shim. Its contents belong to the job's user, who may have put anything
+// there (symlinks too), so `rm -rf` runs as the dir's owner, never as root;
+// root then removes only the emptied directory (its parent is root's).
+// Best effort: a failure is logged and leaves the directory.
+struct DirRemoval {
+    uv_process_t proc;
+    std::string dir;
+};
+
+void remove_job_dir_as_owner(uv_loop_t *loop, const std::string &dir) {
+    struct stat st;
+    if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return;
+    auto *r = new DirRemoval{};
+    r->dir = dir;
+    r->proc.data = r;
+    std::string rm = "rm", rf = "-rf", one = "--one-file-system", dd = "--", path = dir;
+    char *args[] = {rm.data(), rf.data(), one.data(), dd.data(), path.data(), nullptr};
+    uv_process_options_t o{};
+    o.file = "/bin/rm";
+    o.args = args;
+    o.flags = UV_PROCESS_SETUID | UV_PROCESS_SETGID;
+    o.uid = st.st_uid;
+    o.gid = st.st_gid;
+    o.exit_cb = [](uv_process_t *p, int64_t, int) noexcept {
+        auto *d = static_cast<DirRemoval *>(p->data);
+        if (rmdir(d->dir.c_str()) != 0 && errno != ENOENT)
+            LOG_WARN("cannot remove the shim dir %s: %s", d->dir.c_str(), strerror(errno));
+        uv_close(reinterpret_cast<uv_handle_t *>(p),
+                 [](uv_handle_t *h) noexcept { delete static_cast<DirRemoval *>(h->data); });
+    };
+    if (int e = uv_spawn(loop, &r->proc, &o); e != 0) {
+        LOG_WARN("cannot remove the shim dir %s: %s", dir.c_str(), uv_strerror(e));
+        uv_close(reinterpret_cast<uv_handle_t *>(&r->proc),
+                 [](uv_handle_t *h) noexcept { delete static_cast<DirRemoval *>(h->data); });
     }
-    cmd += " 2>/dev/null";
-    FILE *p = popen(cmd.c_str(), "r");
-    if (!p) return true;  // cannot tell: never delete on doubt
-    std::string out;
-    char buf[256];
-    while (fgets(buf, sizeof buf, p)) out += buf;
-    int rc = pclose(p);
-    if (rc == -1) return true;
-    if (!WIFEXITED(rc) || WEXITSTATUS(rc) != 0) return false;
-    return job_state_is_alive(out);
+}
+}  // namespace
+
+void CommandJobChecker::alive(uint32_t job_id, std::function<void(bool)> cb) {
+    std::string cmd = expand_job_command(alive_tmpl_, job_id);
+    run_command_async(loop_, cmd, kCommandTimeoutMs, [cb, cmd](const CommandResult &r) {
+        if (!r.ran) {  // cannot tell: never delete on doubt
+            LOG_WARN("job_alive_command '%s' did not run (%s): assuming the job is alive",
+                     cmd.c_str(), r.error.c_str());
+            return cb(true);
+        }
+        cb(r.exit_code == 0 && job_state_is_alive(r.output));
+    });
+}
+
+void CommandJobChecker::end_time(uint32_t job_id, std::function<void(int64_t)> cb) {
+    if (end_tmpl_.empty()) return defer(loop_, [cb] { cb(0); });
+    std::string cmd = expand_job_command(end_tmpl_, job_id);
+    run_command_async(loop_, cmd, kCommandTimeoutMs, [cb, cmd, job_id](const CommandResult &r) {
+        if (!r.ran || r.exit_code != 0) {
+            LOG_VERBOSE("job %u: job_end_command '%s' failed (%s, exit %d)", job_id, cmd.c_str(),
+                        r.error.c_str(), r.exit_code);
+            return cb(0);
+        }
+        int64_t t = parse_slurm_time(r.output);
+        if (t < 0) {
+            LOG_WARN("job %u: job_end_command '%s' printed '%s', not a Slurm time; no cordon "
+                     "ahead of the end",
+                     job_id, cmd.c_str(), std::string(trim(r.output)).c_str());
+            return cb(0);
+        }
+        cb(t);
+    });
 }
 
 Agent::Agent(uv_loop_t *loop, const AgentConfig &cfg, KubeClient &kube, const Clock &clock,
              JobAliveChecker &checker, NodeSpecInput host)
     : loop_(loop), cfg_(cfg), kube_(kube), clock_(clock), checker_(checker), store_(cfg.state_dir),
-      gc_timer_(loop) {
+      gc_timer_(loop), pods_timer_(loop) {
     ctx_.loop = loop;
     ctx_.kube = &kube;
     ctx_.cfg = &cfg;
     ctx_.clock = &clock;
     ctx_.store = &store_;
     ctx_.host = std::move(host);
+    ctx_.events = &events_;
+    ctx_.job_end_time = [this](uint32_t job, std::function<void(int64_t)> cb) {
+        checker_.end_time(job, std::move(cb));
+    };
     admin_uids_ = cfg.admin_uids;
     if (admin_uids_.empty()) {
         admin_uids_.push_back(0);
@@ -71,15 +131,27 @@ Status Agent::start() {
     if (auto st = store_.init(); !st) return st;
     std::vector<std::string> bad;
     for (auto &rec : store_.load_all(&bad)) {
-        if (rec.draining || !checker_.alive(rec.job.job_id)) {
-            LOG_INFO("[node %s] job %u is gone: cleaning up", rec.node_name.c_str(), rec.job.job_id);
+        std::string key = job_key(rec.job.job_id, rec.job.slurm_node);
+        if (rec.draining) {
+            LOG_INFO("[node %s] job %u was ending: finishing its cleanup", rec.node_name.c_str(),
+                     rec.job.job_id);
             auto vn = add_node(rec, {});
-            std::string key = job_key(rec.job.job_id, rec.job.slurm_node);
-            vn->deregister(0, "JobEnded", [this, key](uint32_t) { nodes_.erase(key); });
+            vn->deregister(0, "JobEnded", [this, key](uint32_t) { forget_node(key); });
             continue;
         }
+        // Re-adopt at once (pods keep being served), then ask Slurm off the
+        // loop whether the job still runs; a gone job is cleaned up then.
         LOG_INFO("[node %s] re-adopting job %u", rec.node_name.c_str(), rec.job.job_id);
         add_node(rec, {});
+        uint32_t job = rec.job.job_id;
+        std::string name = rec.node_name;
+        checker_.alive(job, [this, key, job, name](bool alive) {
+            if (alive) return;
+            auto it = nodes_.find(key);
+            if (it == nodes_.end()) return;
+            LOG_INFO("[node %s] job %u is gone: cleaning up", name.c_str(), job);
+            it->second->deregister(0, "JobEnded", [this, key](uint32_t) { forget_node(key); });
+        });
     }
     for (const auto &b : bad) LOG_WARN("state: ignoring %s", b.c_str());
     std::string dir = cfg_.socket_path.substr(0, cfg_.socket_path.rfind('/'));
@@ -89,13 +161,26 @@ Status Agent::start() {
         [this](const std::shared_ptr<Connection> &c, const proto::Request &r) { handle(c, r); });
     if (auto st = server_->start(); !st) return st;
     gc_timer_.start(2000, [this] { gc(); }, cfg_.gc_interval_s * 1000);
+    pods_timer_.start(1000, [this] { report_pods(); }, 2000);
     return {};
+}
+
+void Agent::forget_node(const std::string &key) {
+    defer(loop_, [this, key] { nodes_.erase(key); });
+}
+
+void Agent::report_pods() {
+    if (!obs_ || !obs_->pods) return;
+    std::map<std::string, int64_t> by_phase;
+    for (const auto &[k, vn] : nodes_) vn->count_phases(&by_phase);
+    obs_->pods(by_phase);
 }
 
 void Agent::stop() {
     if (server_) server_->stop();
     server_.reset();
     gc_timer_.stop();
+    pods_timer_.stop();
     for (auto &[k, vn] : nodes_) vn->stop();
     nodes_.clear();
 }
@@ -187,6 +272,7 @@ void Agent::op_deregister(const std::shared_ptr<Connection> &c, const proto::Req
     std::string key = job_key(r->job_id, r->slurm_node);
     auto it = nodes_.find(key);
     if (it == nodes_.end()) {  // nothing registered: already clean, say so
+        remove_job_dir_as_owner(loop_, shim_state_dir_for(cfg_, r->job_id, r->slurm_node));
         proto::Reply rep;
         rep.id = req.id;
         rep.body = proto::to_json(proto::DeregisterReply{0});
@@ -222,6 +308,7 @@ void Agent::op_status(const std::shared_ptr<Connection> &c, const proto::Request
 void Agent::op_list(const std::shared_ptr<Connection> &c, const proto::Request &req) {
     proto::Reply rep;
     rep.id = req.id;
+    rep.body["version"] = PACKAGE_VERSION;
     rep.body["nodes"] = Json::Value(Json::arrayValue);
     for (const auto &[k, vn] : nodes_) rep.body["nodes"].append(proto::to_json(vn->state()));
     c->reply(rep);
@@ -246,7 +333,7 @@ void Agent::op_attach(const std::shared_ptr<Connection> &c, const proto::Request
     if (cfg_.runtime == "fake")
         return c->reply(proto::error_reply(
             req.id, fail(Error::Unavailable, "this agent runs with runtime=fake")));
-    std::string dir = cfg_.shim_state_dir + "/job_" + std::to_string(a->job_id) + "_" + a->slurm_node;
+    std::string dir = shim_state_dir_for(cfg_, a->job_id, a->slurm_node);
     mkdir(cfg_.shim_state_dir.c_str(), 0755);
     if (mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST) {
         if (chown(dir.c_str(), vn.record().job.uid, vn.record().job.gid) != 0)
@@ -278,13 +365,18 @@ void Agent::gc() {
             if (!job) continue;
             std::string key = job_key(static_cast<uint32_t>(*job),
                                       l[std::string(kLabelPrefix) + "slurm-node"].asString());
-            if (nodes_.count(key) || checker_.alive(static_cast<uint32_t>(*job))) continue;
-            LOG_INFO("[node %s] gc: job %llu is gone: deleting the Node and its Lease", name.c_str(),
-                     static_cast<unsigned long long>(*job));
-            kube_.del(KubeClient::lease(name), Json::Value(), [](Result<Json::Value>) {});
-            kube_.del(KubeClient::node(name), Json::Value(), [name](Result<Json::Value> d) {
-                if (!d && d.error() != Error::NotFound)
-                    LOG_WARN("[node %s] gc: delete failed: %s", name.c_str(), d.message().c_str());
+            if (nodes_.count(key)) continue;
+            uint32_t job_id = static_cast<uint32_t>(*job);
+            checker_.alive(job_id, [this, key, name, job_id](bool alive) {
+                if (alive || nodes_.count(key)) return;  // registered meanwhile: not garbage
+                LOG_INFO("[node %s] gc: job %u is gone: deleting the Node and its Lease",
+                         name.c_str(), job_id);
+                kube_.del(KubeClient::lease(name), Json::Value(), [](Result<Json::Value>) {});
+                kube_.del(KubeClient::node(name), Json::Value(), [name](Result<Json::Value> d) {
+                    if (!d && d.error() != Error::NotFound)
+                        LOG_WARN("[node %s] gc: delete failed: %s", name.c_str(),
+                                 d.message().c_str());
+                });
             });
         }
     });

@@ -13,23 +13,30 @@
 
 namespace sk::agent {
 
-// "Is Slurm job N still alive?" Injectable so tests need no Slurm.
+// "Is Slurm job N still alive?" and "when does it end?", asked of Slurm.
+// Injectable so tests need no Slurm. Answers come later, on the loop.
 class JobAliveChecker {
   public:
     virtual ~JobAliveChecker() = default;
-    virtual bool alive(uint32_t job_id) = 0;
+    virtual void alive(uint32_t job_id, std::function<void(bool)> cb) = 0;
+    // Unix seconds; 0 = unknown or no limit.
+    virtual void end_time(uint32_t /*job_id*/, std::function<void(int64_t)> cb) { cb(0); }
 };
 
-// Runs job_alive_command ({job} replaced): alive when it exits 0 and prints
-// a live state (RUNNING, COMPLETING, CONFIGURING, SUSPENDED, ...) or nothing
-// but exits 0 for a script that prints nothing. Blocks (short; start + GC).
+// Runs job_alive_command ({job} replaced) off the loop (uv_spawn): alive
+// when it exits 0 and prints a live state (RUNNING, COMPLETING, ...), or
+// prints nothing; a command that cannot run or times out counts as alive
+// (never delete on doubt). job_end_command prints Slurm's EndTime.
 class CommandJobChecker : public JobAliveChecker {
   public:
-    explicit CommandJobChecker(std::string tmpl) : tmpl_(std::move(tmpl)) {}
-    bool alive(uint32_t job_id) override;
+    CommandJobChecker(uv_loop_t *loop, std::string alive_tmpl, std::string end_tmpl)
+        : loop_(loop), alive_tmpl_(std::move(alive_tmpl)), end_tmpl_(std::move(end_tmpl)) {}
+    void alive(uint32_t job_id, std::function<void(bool)> cb) override;
+    void end_time(uint32_t job_id, std::function<void(int64_t)> cb) override;
 
   private:
-    std::string tmpl_;
+    uv_loop_t *loop_;
+    std::string alive_tmpl_, end_tmpl_;
 };
 
 // Pure: the state squeue printed -> alive.
@@ -44,6 +51,13 @@ class Agent {
     // listens on the socket, arms garbage collection.
     Status start();
     void stop();
+    // Optional, before start(): metrics callbacks, and the index the kubelet
+    // endpoint resolves container logs from (both outlive the Agent).
+    void set_observer(const AgentObserver *obs) {
+        obs_ = obs;
+        ctx_.obs = obs;
+    }
+    void set_log_index(LogIndex *logs) { ctx_.logs = logs; }
 
   private:
     void handle(const std::shared_ptr<Connection> &c, const proto::Request &req);
@@ -54,6 +68,8 @@ class Agent {
     void op_attach(const std::shared_ptr<Connection> &c, const proto::Request &req);
     std::shared_ptr<VirtualNode> add_node(JobRecord rec, std::function<void(Status)> ready);
     void gc();
+    void forget_node(const std::string &key);  // deferred erase (called from a node's callback)
+    void report_pods();
 
     uv_loop_t *loop_;
     const AgentConfig &cfg_;
@@ -66,6 +82,9 @@ class Agent {
     std::map<std::string, std::shared_ptr<VirtualNode>> nodes_;  // by job_key
     std::vector<uint32_t> admin_uids_;
     Timer gc_timer_;
+    Timer pods_timer_;  // pods-by-phase gauge
+    EventCorrelator events_;
+    const AgentObserver *obs_ = nullptr;
 };
 
 }  // namespace sk::agent

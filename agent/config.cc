@@ -30,7 +30,16 @@ void build_schema(ConfigSchema &s, AgentConfig &c) {
     s.add_string("node_name_template", &c.node_name_template,
                  "virtual node name; {node} and {job} are replaced");
     s.add_string("node_address", &c.node_address, "InternalIP of the virtual nodes");
-    s.add_uint("kubelet_port", &c.kubelet_port, 1, 65535, "kubelet endpoint port");
+    s.add_uint("kubelet_port", &c.kubelet_port, 0, 65535,
+               "kubelet endpoint port (0 = any free port; the Node carries the real one)");
+    s.add_path("kubelet_cert", &c.kubelet_cert, "kubelet endpoint serving certificate (PEM)");
+    s.add_path("kubelet_key", &c.kubelet_key, "kubelet endpoint private key (PEM)");
+    s.add_path("kubelet_client_ca", &c.kubelet_client_ca,
+               "CA that signs the API server's kubelet-client certificate (PEM)");
+    s.add_bool("kubelet_insecure", &c.kubelet_insecure,
+               "serve the kubelet endpoint over plain HTTP without client auth (tests only)");
+    s.add_uint("metrics_port", &c.metrics_port, 0, 65535,
+               "Prometheus /metrics on 127.0.0.1:PORT; 0 = off");
     s.add(
         "labels", "k=v,... added to every virtual node",
         [&c](const std::string &v, const std::string &k) -> Status {
@@ -88,6 +97,8 @@ void build_schema(ConfigSchema &s, AgentConfig &c) {
     s.add_enum("runtime", &c.runtime, {"shim", "fake"}, "pod runtime: shim, or fake (tests)");
     s.add_string("job_alive_command", &c.job_alive_command,
                  "prints the state of job {job}; exit 0 + RUNNING etc. = alive");
+    s.add_string("job_end_command", &c.job_end_command,
+                 "prints the end time of job {job} (Slurm format, N/A = none); empty = never ask");
     s.add_uint("max_jobs", &c.max_jobs, 1, 100000, "registered jobs at most");
     s.add_uint("max_pods", &c.max_pods, 1, 10000, "pods per virtual node (capacity pods)");
     s.add_uint("max_connections", &c.max_connections, 4, 100000, "socket connections at most");
@@ -210,6 +221,19 @@ Result<AgentConfig> parse_agent_config(std::string_view text, std::string_view s
         if (!k8s::is_dns1123_label(ns))
             return fail(Error::InvalidArgument,
                         src + ": allowed_namespaces: '" + ns + "' is not a namespace name");
+    if (!c.job_end_command.empty() && c.job_end_command.find("{job}") == std::string::npos)
+        return fail(Error::InvalidArgument, src + ": job_end_command must contain {job}");
+    if (c.kubelet_cert.empty() != c.kubelet_key.empty())
+        return fail(Error::InvalidArgument,
+                    src + ": kubelet_cert and kubelet_key must be set together");
+    if (c.kubelet_insecure && !c.kubelet_cert.empty())
+        return fail(Error::InvalidArgument,
+                    src + ": kubelet_insecure = true and kubelet_cert exclude each other");
+    if (!c.kubelet_cert.empty() && c.kubelet_client_ca.empty())
+        return fail(Error::InvalidArgument,
+                    src + ": kubelet_client_ca is required with kubelet_cert (the API server "
+                          "authenticates to the kubelet endpoint with its kubelet-client "
+                          "certificate; without it anyone could read container logs)");
     if (c.job_alive_command.find("{job}") == std::string::npos)
         return fail(Error::InvalidArgument, src + ": job_alive_command must contain {job}");
     return c;

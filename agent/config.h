@@ -31,7 +31,12 @@ struct AgentConfig {
     std::string slurm_node;  // this agent's Slurm node name; empty = short hostname
     std::string node_name_template = "slurm-{node}-{job}";
     std::string node_address;  // InternalIP of the virtual nodes; empty = first non-loopback IPv4
-    uint64_t kubelet_port = 10250;
+    uint64_t kubelet_port = 10250;      // 0 = any free port (the Node carries the real one)
+    std::string kubelet_cert;           // PEM serving certificate for the kubelet endpoint
+    std::string kubelet_key;            // its key
+    std::string kubelet_client_ca;      // CA of the API server's kubelet-client certificate
+    bool kubelet_insecure = false;      // plain HTTP, no client auth (tests only; logged)
+    uint64_t metrics_port = 0;          // GET /metrics on 127.0.0.1; 0 = off
     std::map<std::string, std::string> labels;  // added to every virtual node
     std::vector<k8s::Taint> taints;             // added to every virtual node
     std::vector<std::string> allowed_namespaces;  // used when a job names none; empty = any
@@ -40,7 +45,7 @@ struct AgentConfig {
     uint64_t lease_renew_s = 10;
     uint64_t status_report_s = 300;
     uint64_t node_check_s = 60;
-    uint64_t cordon_before_end_s = 120;
+    uint64_t cordon_before_end_s = 60;
     uint64_t gc_interval_s = 300;
 
     std::string state_dir = "/var/lib/slurm-k8s";
@@ -52,6 +57,9 @@ struct AgentConfig {
     std::string shim_auth = "cgroup";  // cgroup | uid (weaker; tests without Slurm)
     std::string runtime = "shim";      // shim | fake (tests)
     std::string job_alive_command = "squeue -h -j {job} -o %T";
+    // Asked when the plugin registered end_time=0; prints Slurm's EndTime
+    // ("2026-01-01T12:00:00", local time) or N/A / Unknown. "" = never ask.
+    std::string job_end_command = "squeue -h -j {job} -o %e";
 
     uint64_t max_jobs = 64;
     uint64_t max_pods = 110;

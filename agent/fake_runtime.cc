@@ -101,8 +101,11 @@ void FakeRuntime::run(const Json::Value &body, Done done) {
     } else if (ann.isMember("slurm-k8s.io/fake-refuse")) {
         st = fail(Error::Refused, ann["slurm-k8s.io/fake-refuse"].asString());
     } else {
-        PodSnapshot p{uid, pod["metadata"]["namespace"].asString(),
-                      pod["metadata"]["name"].asString(), running_status(pod, now_())};
+        PodSnapshot p;
+        p.uid = uid;
+        p.ns = pod["metadata"]["namespace"].asString();
+        p.name = pod["metadata"]["name"].asString();
+        p.status = running_status(pod, now_());
         if (ann.isMember("slurm-k8s.io/fake-exit-code"))
             p.status = terminated_status(pod, p.status,
                                          std::atoi(ann["slurm-k8s.io/fake-exit-code"].asCString()),

@@ -139,7 +139,12 @@ Status CurlTransport::start() {
     curl_multi_setopt(m, CURLMOPT_TIMERFUNCTION, Impl::on_timer);
     curl_multi_setopt(m, CURLMOPT_TIMERDATA, this);
     curl_multi_setopt(m, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
-    curl_multi_setopt(m, CURLMOPT_MAX_HOST_CONNECTIONS, 8L);
+    // No per-host cap: every virtual node holds a pod watch open for minutes.
+    // Over HTTP/2 they share one connection (PIPEWAIT); over HTTP/1.1 (a
+    // proxy, the test API server) each needs its own, and a cap of 8 queued
+    // every other request (Lease renewals, the 9th registration) behind the
+    // first 8 watches for good (bench/bench_steady.py found it).
+    curl_multi_setopt(m, CURLMOPT_MAX_HOST_CONNECTIONS, 0L);
     timer_ = new uv_timer_t;
     uv_timer_init(loop_, timer_);
     timer_->data = this;

@@ -60,7 +60,8 @@ void KubeClient::send(const char *method, const std::string &path, const std::st
     if (ctype) req.content_type = ctype;
     req.timeout_ms = timeout_ms;
     std::string what = std::string(method) + " " + path;
-    t_.request(std::move(req), [cb = std::move(cb), what](Result<HttpResponse> r) {
+    t_.request(std::move(req), [this, method, cb = std::move(cb), what](Result<HttpResponse> r) {
+        if (observer_) observer_(method, r ? static_cast<int>(r->status) : 0);
         cb(decode_response(r, what));
     });
 }
@@ -103,7 +104,8 @@ uint64_t KubeClient::watch(const std::string &path, EventCb on_event, EndCb on_e
             }
             for (const auto &e : *evs) on_event(e);
         },
-        [path, failed, on_end](Result<HttpResponse> r) {
+        [this, path, failed, on_end](Result<HttpResponse> r) {
+            if (observer_) observer_("WATCH", r ? static_cast<int>(r->status) : 0);
             if (!*failed) return on_end(*failed);
             if (!r) return on_end(r.failure());
             if (r->status < 200 || r->status >= 300)

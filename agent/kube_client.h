@@ -44,6 +44,10 @@ class KubeClient {
     // event ends the watch with Parse; an ERROR event is delivered as one.
     uint64_t watch(const std::string &path, EventCb on_event, EndCb on_end);
     void cancel(uint64_t id) { t_.cancel(id); }
+    // Called on every answer: verb (GET, POST, PUT, PATCH, DELETE, WATCH) and
+    // HTTP status, 0 for a transport failure (metrics).
+    using ResponseObserver = std::function<void(const char *verb, int code)>;
+    void set_observer(ResponseObserver o) { observer_ = std::move(o); }
 
     static std::string node(const std::string &n) { return "/api/v1/nodes/" + n; }
     static std::string node_status(const std::string &n) { return node(n) + "/status"; }
@@ -65,6 +69,7 @@ class KubeClient {
     void send(const char *method, const std::string &path, const std::string &body,
               const char *ctype, JsonCb cb, uint64_t timeout_ms);
     HttpTransport &t_;
+    ResponseObserver observer_;
     std::string server_;
     uint64_t timeout_ms_;
 };

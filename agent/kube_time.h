@@ -15,6 +15,11 @@ std::string micro_time(int64_t unix_us);
 // Parses "YYYY-MM-DDTHH:MM:SS[.frac]Z"; -1 when malformed.
 int64_t parse_rfc3339(const std::string &s);
 
+// Slurm's EndTime as `squeue -o %e` prints it: "2026-11-29T14:59:12" in the
+// node's local time (mktime), or "N/A" / "Unknown" / "NONE" / "" = no end
+// (0). Whitespace around it is ignored. -1 when malformed.
+int64_t parse_slurm_time(const std::string &s);
+
 class Clock {
   public:
     virtual ~Clock() = default;

@@ -10,10 +10,14 @@ agent_libagentcore_la_SOURCES = \
 	agent/config.h \
 	agent/env_resolver.cc \
 	agent/env_resolver.h \
+	agent/event_correlator.cc \
+	agent/event_correlator.h \
 	agent/job_registry.cc \
 	agent/job_registry.h \
 	agent/kube_time.cc \
 	agent/kube_time.h \
+	agent/log_index.cc \
+	agent/log_index.h \
 	agent/node_builder.cc \
 	agent/node_builder.h \
 	agent/peer_auth.cc \
@@ -29,6 +33,8 @@ noinst_LTLIBRARIES += agent/libagentio.la
 agent_libagentio_la_SOURCES = \
 	agent/agent.cc \
 	agent/agent.h \
+	agent/command_runner.cc \
+	agent/command_runner.h \
 	agent/controllers/deregister.cc \
 	agent/controllers/node_lease.cc \
 	agent/controllers/pods.cc \
@@ -39,6 +45,7 @@ agent_libagentio_la_SOURCES = \
 	agent/http_client.h \
 	agent/kube_client.cc \
 	agent/kube_client.h \
+	agent/observer.h \
 	agent/runtime.h \
 	agent/shim_runtime.cc \
 	agent/shim_runtime.h \
@@ -55,6 +62,7 @@ agent_slurm_k8s_agent_CPPFLAGS = $(AM_CPPFLAGS) $(LIBUV_CFLAGS) $(LIBCURL_CFLAGS
 agent_slurm_k8s_agent_LDADD = \
 	agent/libagentio.la \
 	agent/libagentcore.la \
+	agent/libkubelet.la \
 	common/libcommon.la \
 	$(LIBUV_LIBS) \
 	$(LIBCURL_LIBS) \
@@ -62,9 +70,22 @@ agent_slurm_k8s_agent_LDADD = \
 
 if HAVE_CHECK
 check_PROGRAMS += \
-	tests/unit/test_agent_core
+	tests/unit/test_agent_core \
+	tests/unit/test_agent_wiring
 TESTS += \
-	tests/unit/test_agent_core
+	tests/unit/test_agent_core \
+	tests/unit/test_agent_wiring
+
+tests_unit_test_agent_wiring_SOURCES = tests/unit/test_agent_wiring.cc
+tests_unit_test_agent_wiring_CXXFLAGS = $(AM_CXXFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_agent_wiring_LDADD = \
+	agent/libagentio.la \
+	agent/libagentcore.la \
+	common/libcommon.la \
+	$(CHECK_LIBS) \
+	$(LIBUV_LIBS) \
+	$(LIBCURL_LIBS) \
+	$(JSONCPP_LIBS)
 
 tests_unit_test_agent_core_SOURCES = tests/unit/test_agent_core.cc
 tests_unit_test_agent_core_CXXFLAGS = $(AM_CXXFLAGS) $(CHECK_CFLAGS)
@@ -74,10 +95,13 @@ endif
 
 # Component test: the real agent (fake runtime) against the test API server.
 TESTS += \
-	tests/component/test_agent.sh
+	tests/component/test_agent.sh \
+	tests/component/test_agent_shim.sh
 EXTRA_DIST += \
 	tests/component/test_agent.sh \
+	tests/component/test_agent_shim.sh \
 	tests/component/agent_lib.py \
+	tests/component/agent_shim_test.py \
 	etc/agent.conf.example \
 	etc/slurm-k8s-agent.service \
 	etc/rbac.yaml

@@ -21,6 +21,9 @@
 #include "agent/config.h"
 #include "agent/http_client.h"
 #include "agent/kube_client.h"
+#include "agent/kubelet_server.h"
+#include "agent/log_index.h"
+#include "agent/metrics.h"
 #include "common/log.h"
 #include "common/strings.h"
 
@@ -87,6 +90,47 @@ NodeSpecInput host_facts(const AgentConfig &cfg) {
     return h;
 }
 
+AgentObserver observe_into(AgentMetrics &m) {
+    AgentObserver o;
+    o.watch_restart = [&m](const std::string &res) { m.watch_restart(res); };
+    o.node_registered = [&m](double s) { m.node_registered(s); };
+    o.pod_started = [&m](double s) { m.pod_started(s); };
+    o.pods = [&m](const std::map<std::string, int64_t> &by_phase) { m.set_pods(by_phase); };
+    return o;
+}
+
+// TLS with client-certificate auth (the API server's kubelet-client cert),
+// or plain HTTP when the admin said kubelet_insecure; nothing (null) when
+// neither is configured: `kubectl logs` then cannot reach this node.
+Result<std::unique_ptr<KubeletServer>> start_kubelet_endpoint(const AgentConfig &cfg,
+                                                              LogIndex &logs) {
+    if (cfg.kubelet_cert.empty() && !cfg.kubelet_insecure) {
+        LOG_WARN("kubelet endpoint off (set kubelet_cert, kubelet_key and kubelet_client_ca): "
+                 "kubectl logs will not work on the virtual nodes");
+        return std::unique_ptr<KubeletServer>();
+    }
+    KubeletServerConfig c;
+    c.http.port = static_cast<uint16_t>(cfg.kubelet_port);
+    if (cfg.kubelet_insecure) {
+        LOG_WARN("kubelet_insecure = true: the kubelet endpoint serves container logs over plain "
+                 "HTTP to anyone who can reach port %llu (tests only)",
+                 static_cast<unsigned long long>(cfg.kubelet_port));
+    } else {
+        c.http.tls = true;
+        c.http.cert_file = cfg.kubelet_cert;
+        c.http.key_file = cfg.kubelet_key;
+        c.http.client_ca_file = cfg.kubelet_client_ca;
+    }
+    auto srv = std::make_unique<KubeletServer>(
+        c, [&logs](const ContainerLogRef &ref) { return logs.resolve(ref); });
+    if (auto st = srv->start(); !st)
+        return fail(st.error(), "kubelet endpoint on port " + std::to_string(cfg.kubelet_port) +
+                                    ": " + st.message() + " (kubelet_port, kubelet_cert, kubelet_key)");
+    LOG_INFO("kubelet endpoint on %s://0.0.0.0:%u", cfg.kubelet_insecure ? "http" : "https",
+             srv->port());
+    return Result<std::unique_ptr<KubeletServer>>(std::move(srv));
+}
+
 void usage() {
     fprintf(stderr,
             "usage: slurm-k8s-agent [--config FILE] [--log-level LEVEL] [--help]\n"
@@ -147,10 +191,40 @@ int main(int argc, char **argv) {
     }
     KubeClient kube(http, cfg->api.server, cfg->api_timeout_s * 1000);
     SystemClock clock;
-    CommandJobChecker checker(cfg->job_alive_command);
+    CommandJobChecker checker(&loop, cfg->job_alive_command, cfg->job_end_command);
 
-    // 4. the agent: state, socket, controllers
-    auto agent = std::make_unique<Agent>(&loop, *cfg, kube, clock, checker, host_facts(*cfg));
+    // 4. metrics (updated on the loop, rendered from an HTTP thread)
+    AgentMetrics metrics;
+    AgentObserver obs = observe_into(metrics);
+    kube.set_observer([&metrics](const char *verb, int code) { metrics.api_request(verb, code); });
+    std::unique_ptr<MetricsEndpoint> metrics_ep;
+    if (cfg->metrics_port) {
+        metrics_ep = std::make_unique<MetricsEndpoint>([&metrics] { return metrics.render(); },
+                                                       "127.0.0.1",
+                                                       static_cast<uint16_t>(cfg->metrics_port));
+        if (auto st = metrics_ep->start(); !st) {
+            LOG_ERROR("metrics endpoint on 127.0.0.1:%llu: %s (metrics_port)",
+                      static_cast<unsigned long long>(cfg->metrics_port), st.message().c_str());
+            return 1;
+        }
+        LOG_INFO("metrics on http://127.0.0.1:%u/metrics", metrics_ep->port());
+    }
+
+    // 5. the kubelet endpoint (kubectl logs through the API server); its
+    //    port goes into every Node's daemonEndpoints, so it starts first.
+    LogIndex logs;
+    auto kubelet = start_kubelet_endpoint(*cfg, logs);
+    if (!kubelet) {
+        LOG_ERROR("%s", kubelet.message().c_str());
+        return 1;
+    }
+    NodeSpecInput host = host_facts(*cfg);
+    if (*kubelet) host.kubelet_port = (*kubelet)->port();
+
+    // 6. the agent: state, socket, controllers
+    auto agent = std::make_unique<Agent>(&loop, *cfg, kube, clock, checker, host);
+    agent->set_observer(&obs);
+    agent->set_log_index(&logs);
     if (auto st = agent->start(); !st) {
         LOG_ERROR("%s", st.message().c_str());
         return 1;
@@ -159,7 +233,7 @@ int main(int argc, char **argv) {
              cfg->socket_path.c_str(), cfg->api.server.c_str(), cfg->slurm_node.c_str(),
              cfg->node_address.c_str());
 
-    // 5. run until SIGTERM/SIGINT: virtual nodes stay (jobs outlive an agent restart).
+    // 7. run until SIGTERM/SIGINT: virtual nodes stay (jobs outlive an agent restart).
     struct Sig {
         uv_signal_t h;
         std::unique_ptr<Agent> *agent;
@@ -182,8 +256,10 @@ int main(int argc, char **argv) {
     }
     uv_run(&loop, UV_RUN_DEFAULT);
 
-    // 6. teardown in reverse
+    // 8. teardown in reverse
+    if (*kubelet) (*kubelet)->stop();
     agent.reset();
+    if (metrics_ep) metrics_ep->stop();
     http.stop();
     for (auto &s : sigs) uv_close(reinterpret_cast<uv_handle_t *>(&s.h), nullptr);
     uv_run(&loop, UV_RUN_NOWAIT);

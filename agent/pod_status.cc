@@ -131,7 +131,7 @@ Json::Value job_end_status(const Json::Value &status, const std::string &reason,
 }
 
 std::vector<EventSpec> status_events(const Json::Value &api_pod, const Json::Value &old_status,
-                                     const Json::Value &new_status) {
+                                     const Json::Value &new_status, bool backoff_from_status) {
     std::vector<EventSpec> out;
     std::string pod_ref = api_pod["metadata"]["name"].asString() + "_" +
                           api_pod["metadata"]["namespace"].asString() + "(" +
@@ -150,7 +150,7 @@ std::vector<EventSpec> status_events(const Json::Value &api_pod, const Json::Val
             std::string wr = w["reason"].asString();
             bool changed = wr != o["state"]["waiting"]["reason"].asString() ||
                            cs["restartCount"] != o["restartCount"];
-            if (wr == "CrashLoopBackOff" && changed)
+            if (wr == "CrashLoopBackOff" && changed && backoff_from_status)
                 out.push_back({"Warning", "BackOff",
                                "Back-off restarting failed container " + name + " in pod " + pod_ref,
                                fp});

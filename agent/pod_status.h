@@ -46,8 +46,11 @@ struct EventSpec {
 // Events implied by old -> new status: Started (a container began running),
 // BackOff (entered CrashLoopBackOff), Failed (a container waiting on a
 // config error).
+// backoff_from_status = false when the runtime reports BackOff events
+// itself (the shim does, contract 2 "events"): no double counting.
 std::vector<EventSpec> status_events(const Json::Value &api_pod, const Json::Value &old_status,
-                                     const Json::Value &new_status);
+                                     const Json::Value &new_status,
+                                     bool backoff_from_status = true);
 
 // core/v1 Event as the kubelet writes it: name <pod>.<hex ns>, source
 // kubelet@node, reportingComponent kubelet, count 1, first/lastTimestamp.

@@ -28,9 +28,22 @@
 
 namespace sk::agent {
 
+// An event the runtime saw (a failed probe, a back-off, a probe kill):
+// contract 2's optional pod_status "events" array.
+struct RuntimeEvent {
+    std::string type;       // Normal | Warning
+    std::string reason;     // Unhealthy, BackOff, Killing, ...
+    std::string message;
+    std::string container;  // "" = the pod
+};
+
 struct PodSnapshot {
     std::string uid, ns, name;
     Json::Value status;  // a Kubernetes PodStatus
+    std::vector<RuntimeEvent> events;
+    // The runtime sends its own BackOff events (the field was present): the
+    // agent then does not derive them from status transitions.
+    bool reports_events = false;
 };
 
 class PodRuntime {

@@ -18,6 +18,23 @@ Result<PodSnapshot> pod_status_from_json(const Json::Value &b) {
     p.name = *name;
     if (!b["status"].isObject()) return fail(Error::Parse, "pod_status: 'status' must be an object");
     p.status = b["status"];
+    if (!b.isMember("events")) return p;
+    if (!b["events"].isArray()) return fail(Error::Parse, "pod_status: 'events' must be an array");
+    p.reports_events = true;
+    for (const auto &e : b["events"]) {
+        if (!e.isObject()) return fail(Error::Parse, "pod_status: an event must be an object");
+        RuntimeEvent re;
+        re.type = e["type"].isString() ? e["type"].asString() : "";
+        if (re.type != "Normal" && re.type != "Warning")
+            return fail(Error::Parse, "pod_status: event type must be Normal or Warning");
+        if (!e["reason"].isString() || e["reason"].asString().empty() ||
+            e["reason"].asString().size() > 128)
+            return fail(Error::Parse, "pod_status: event reason must be a short string");
+        re.reason = e["reason"].asString();
+        re.message = e["message"].isString() ? e["message"].asString().substr(0, 1024) : "";
+        re.container = e["container"].isString() ? e["container"].asString() : "";
+        p.events.push_back(std::move(re));
+    }
     return p;
 }
 

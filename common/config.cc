@@ -127,7 +127,7 @@ void ConfigSchema::add_seconds(std::string key, uint64_t *dst, uint64_t min, uin
 void ConfigSchema::add_enum(std::string key, std::string *dst, std::vector<std::string> choices,
                             std::string doc) {
     add(std::move(key), std::move(doc),
-        [dst, choices](const std::string &v, const std::string &k) -> Status {
+        [dst, choices = std::move(choices)](const std::string &v, const std::string &k) -> Status {
             if (std::find(choices.begin(), choices.end(), v) == choices.end())
                 return fail(Error::InvalidArgument,
                             k + "='" + v + "' is not one of: " + join(choices, ", "));

@@ -172,7 +172,7 @@ Result<int64_t> parse_rfc3339nano(std::string_view s) {
         if (!parse_digits(s, pos + 1, 2, &oh) || pos + 3 >= s.size() || s[pos + 3] != ':' ||
             !parse_digits(s, pos + 4, 2, &om) || oh > 23 || om > 59)
             return bad();
-        offset = (oh * 3600 + om * 60) * (s[pos] == '+' ? 1 : -1);
+        offset = static_cast<int64_t>(oh * 3600 + om * 60) * (s[pos] == '+' ? 1 : -1);
         pos += 6;
     } else {
         return bad();

@@ -24,7 +24,7 @@
 namespace sk {
 
 // Lines longer than this are split into P records (containerd's default).
-constexpr size_t kCriMaxLineBytes = 16 * 1024;
+constexpr size_t kCriMaxLineBytes = size_t{16} * 1024;
 
 struct CriLogRecord {
     int64_t ts_ns = 0;    // nanoseconds since the Unix epoch, UTC

@@ -113,7 +113,7 @@ Result<Reply> decode_reply(std::string_view line) {
     do {                                \
         auto _r = (expr);               \
         if (!_r) return _r.failure();   \
-        dst = std::move(*_r);           \
+        (dst) = std::move(*_r);         \
     } while (0)
 
 static Status check_node_name(const std::string &n, std::string_view ctx) {

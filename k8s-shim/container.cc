@@ -235,6 +235,10 @@ void Container::restart_after(int64_t spec_ms) {
     run->waiting_message = "back-off " + go_duration(spec_ms) + " restarting failed container=" +
                            plan->name + " pod=" + pod->plan().kubelet_name();
     uv_timer_start(&timer, restart_timer_cb, pod->env().clock.real_delay(spec_ms), 0);
+    pod->add_event("Warning", "BackOff",
+                   "Back-off restarting failed container " + plan->name + " in pod " +
+                       pod->plan().kubelet_name(),
+                   plan->name);
 }
 
 void Container::cancel_restart() { uv_timer_stop(&timer); }

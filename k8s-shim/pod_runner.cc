@@ -185,6 +185,25 @@ void PodRunner::check_finished() {
     if (env_.on_finished) env_.on_finished();
 }
 
+void PodRunner::add_event(const std::string &type, const std::string &reason,
+                          const std::string &message, const std::string &container) {
+    // Bounded: a flapping probe between two notifications keeps the newest.
+    if (events_.size() >= 32) events_.removeIndex(0, nullptr);
+    Json::Value e(Json::objectValue);
+    e["type"] = type;
+    e["reason"] = reason;
+    e["message"] = message;
+    if (!container.empty()) e["container"] = container;
+    events_.append(e);
+    changed();
+}
+
+Json::Value PodRunner::take_events() {
+    Json::Value out = events_;
+    events_ = Json::Value(Json::arrayValue);
+    return out;
+}
+
 void PodRunner::changed() {
     if (env_.on_change) env_.on_change();
 }

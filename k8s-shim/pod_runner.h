@@ -55,6 +55,15 @@ class PodRunner {
     // Persisted record of the running processes (pid, start time, restarts).
     Json::Value process_record() const;
 
+    // Kubelet-like events (Unhealthy, BackOff, Killing) queued for the next
+    // pod_status notification (contract 2: its optional "events" array).
+    // Each call reports a change so the notification goes out.
+    void add_event(const std::string &type, const std::string &reason, const std::string &message,
+                   const std::string &container);
+    // The queued events as a JSON array; empties the queue.
+    Json::Value take_events();
+    bool has_events() const { return !events_.empty(); }
+
     // Called by containers.
     void container_started(Container *c);
     void container_exited(Container *c);
@@ -72,6 +81,7 @@ class PodRunner {
     size_t next_init_ = 0;
     bool finished_ = false;
     Json::Value last_status_;
+    Json::Value events_{Json::arrayValue};
 };
 
 }  // namespace sk::shim

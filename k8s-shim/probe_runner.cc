@@ -200,9 +200,15 @@ void ProbeRunner::on_result(bool ok, const std::string &output) {
     if (!active) return;
     Container *c = container;
     const Clock &clk = c->pod->env().clock;
-    if (!ok)
+    if (!ok) {
         LOG_VERBOSE("%s %s probe failed: %s", c->id_prefix().c_str(), probe_kind_name(state.kind()),
                     output.c_str());
+        // Every failed check is an event, as the kubelet's prober records it;
+        // the agent's correlator turns repeats into a count.
+        c->pod->add_event("Warning", "Unhealthy",
+                          std::string(probe_kind_name(state.kind())) + " probe failed: " + output,
+                          c->plan->name);
+    }
     bool flipped = state.record(ok, clk.spec_now());
     Outcome o = state.outcome();
     if (flipped) {
@@ -216,8 +222,13 @@ void ProbeRunner::on_result(bool ok, const std::string &output) {
     } else if ((state.kind() == ProbeKind::Liveness || state.kind() == ProbeKind::Startup) &&
                o == Outcome::Failure) {
         active = false;
-        c->kill_for_restart(std::string(state.kind() == ProbeKind::Liveness ? "failed liveness probe"
-                                                                            : "failed startup probe"));
+        std::string why = state.kind() == ProbeKind::Liveness ? "failed liveness probe"
+                                                              : "failed startup probe";
+        if (c->running && !c->killing)
+            c->pod->add_event("Normal", "Killing",
+                              "Container " + c->plan->name + " " + why + ", will be restarted",
+                              c->plan->name);
+        c->kill_for_restart(why);
         return;
     } else {
         schedule();

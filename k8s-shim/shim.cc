@@ -156,6 +156,18 @@ void Shim::on_attached(const proto::Reply &r) {
         LOG_ERROR("the agent refused to attach job %u on %s: %s", opt_.job_id,
                   opt_.slurm_node.c_str(), r.message.c_str());
         exit_code_ = 1;
+        if (ever_attached_ && !pods_.empty()) {
+            // The agent forgot the job (it ended while the agent was down):
+            // nothing will ever stop these pods but us. Stop them, then exit.
+            LOG_WARN("[node %s] the job is no longer registered: stopping all pods",
+                     node_name_.c_str());
+            shutting_down_ = true;
+            shutdown_replied_ = false;
+            for (auto &[uid, p] : pods_)
+                if (p.runner) p.runner->kill(p.runner->plan().grace_s, "JobEnded");
+            maybe_finish_shutdown();
+            return;
+        }
         uv_stop(loop_);
         return;
     }
@@ -352,7 +364,7 @@ void Shim::maybe_finish_shutdown() {
         if (p.runner && !p.runner->finished()) return;
     proto::Reply r;
     r.id = shutdown_req_id_;
-    send_line(proto::encode(r));
+    if (shutdown_req_id_) send_line(proto::encode(r));  // 0: our own decision, nobody asked
     shutdown_replied_ = true;
     LOG_INFO("[node %s] all pods stopped, exiting", node_name_.c_str());
     // Let the reply flush, then stop: closing the connection after the write
@@ -372,8 +384,9 @@ void Shim::maybe_finish_shutdown() {
 
 void Shim::notify(PodEntry &p) {
     Json::Value status = p.runner ? p.runner->status() : p.fixed_status;
-    if (status == p.last_sent) return;
-    if (!attached_) return;  // resent in full after re-attaching
+    bool events = p.runner && p.runner->has_events();
+    if (status == p.last_sent && !events) return;
+    if (!attached_) return;  // resent in full after re-attaching; events wait in the runner
     p.last_sent = status;
     proto::Request req;
     req.id = next_id_++;
@@ -382,6 +395,9 @@ void Shim::notify(PodEntry &p) {
     req.body["namespace"] = p.ns;
     req.body["name"] = p.name;
     req.body["status"] = status;
+    // Always present (maybe empty): tells the agent that this runtime reports
+    // its own BackOff/Unhealthy/Killing events (contract 2, additive).
+    req.body["events"] = p.runner ? p.runner->take_events() : Json::Value(Json::arrayValue);
     send_line(proto::encode(req));
     if (p.runner) save_pod_state(p);
 }

@@ -93,7 +93,10 @@ void VirtualNode::drain_step() {
         if (!pod_status_patch(p.api, desired).isNull()) push_status(uid);
         else delete_pod(uid);
     }
-    if (all_pods_stopped() && pending_deletes_ == 0 && pods_.empty()) finish_deregister();
+    // Not before the first pod list: pods nobody knew of yet would be left
+    // behind (the drain timer still bounds the wait when the API is down).
+    if (listed_ && all_pods_stopped() && pending_deletes_ == 0 && pods_.empty())
+        finish_deregister();
 }
 
 void VirtualNode::finish_deregister() {

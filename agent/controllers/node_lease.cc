@@ -5,6 +5,11 @@
 
 namespace sk::agent {
 
+std::string shim_state_dir_for(const AgentConfig &cfg, uint32_t job_id,
+                               const std::string &slurm_node) {
+    return cfg.shim_state_dir + "/job_" + std::to_string(job_id) + "_" + slurm_node;
+}
+
 VirtualNode::VirtualNode(AgentContext &ctx, JobRecord rec)
     : ctx_(ctx), rec_(std::move(rec)), watch_timer_(ctx.loop), node_timer_(ctx.loop),
       lease_timer_(ctx.loop), status_timer_(ctx.loop), check_timer_(ctx.loop),
@@ -21,11 +26,32 @@ NodeSpecInput VirtualNode::spec_input() const {
 
 void VirtualNode::start(std::function<void(Status)> ready_cb) {
     ready_cb_ = std::move(ready_cb);
+    start_us_ = ctx_.clock->now_us();
     LOG_INFO("%s registering job %u on %s (%zu GPUs)", prefix().c_str(), rec_.job.job_id,
              rec_.job.slurm_node.c_str(), rec_.job.gpus.size());
     create_node();
     list_pods();
     schedule_end_cordon();
+    if (rec_.job.end_time <= 0) query_end_time();
+}
+
+// The plugin's prolog does not know the time limit (end_time 0): ask Slurm,
+// off the loop, then cordon ahead of it like a known end time.
+void VirtualNode::query_end_time() {
+    if (!ctx_.job_end_time) return;
+    std::weak_ptr<VirtualNode> w = weak_from_this();
+    ctx_.job_end_time(rec_.job.job_id, [w](int64_t t) {
+        auto self = w.lock();
+        if (!self || self->stopped_ || self->draining_ || t <= 0) return;
+        if (self->rec_.job.end_time == t) return;
+        self->rec_.job.end_time = t;
+        LOG_INFO("%s Slurm says job %u ends at %s; cordoning %llus before", self->prefix().c_str(),
+                 self->rec_.job.job_id, rfc3339(t).c_str(),
+                 static_cast<unsigned long long>(self->ctx_.cfg->cordon_before_end_s));
+        if (auto st = self->ctx_.store->save(self->rec_); !st)
+            LOG_WARN("%s cannot save state: %s", self->prefix().c_str(), st.message().c_str());
+        self->schedule_end_cordon();
+    });
 }
 
 void VirtualNode::stop() {
@@ -53,7 +79,8 @@ void VirtualNode::create_node() {
     Json::Value node = build_node(spec_input(), ctx_.clock->now_s());
     ctx_.kube->post("/api/v1/nodes", node, [w](Result<Json::Value> r) {
         auto self = w.lock();
-        if (!self || self->stopped_) return;
+        // A deregister that started meanwhile owns the node from now on.
+        if (!self || self->stopped_ || self->draining_) return;
         if (r) {
             LOG_INFO("%s created, Ready", self->prefix().c_str());
             self->ready_since_ = self->ctx_.clock->now_s();
@@ -75,7 +102,7 @@ void VirtualNode::adopt_existing_node() {
     std::weak_ptr<VirtualNode> w = weak_from_this();
     ctx_.kube->get(KubeClient::node(rec_.node_name), [w](Result<Json::Value> r) {
         auto self = w.lock();
-        if (!self || self->stopped_) return;
+        if (!self || self->stopped_ || self->draining_) return;
         if (!r) {
             if (r.error() == Error::NotFound) return self->create_node();  // deleted meanwhile
             return self->retry_node(r.failure());
@@ -118,7 +145,9 @@ void VirtualNode::node_ready(const std::string &uid) {
             LOG_ERROR("%s cannot save state: %s", prefix().c_str(), st.message().c_str());
         lease_ = Json::Value();  // owned by the old uid: rewrite
     }
-    if (ready_cb_) {
+    if (ready_cb_) {  // a fresh registration (not a re-adoption)
+        if (ctx_.obs && ctx_.obs->node_registered)
+            ctx_.obs->node_registered(static_cast<double>(ctx_.clock->now_us() - start_us_) / 1e6);
         auto cb = std::move(ready_cb_);
         cb(Status());
     }
@@ -194,7 +223,13 @@ void VirtualNode::renew_lease() {
                 self->lease_failing_ = false;
                 self->post_status(true);
                 self->check_node();
-                if (self->watch_id_ == 0 && !self->watch_timer_.active()) self->list_pods();
+                // The pod watch may sit in a long back-off (up to 30 s) from
+                // the outage: relist now rather than when that timer fires.
+                if (self->watch_id_ == 0) {
+                    self->watch_timer_.stop();
+                    self->watch_backoff_.reset();
+                    self->list_pods();
+                }
             }
             return;
         }
@@ -270,6 +305,13 @@ void VirtualNode::schedule_end_cordon() {
                              LOG_WARN("%s cordon failed: %s", s->prefix().c_str(), st.message().c_str());
                      });
     });
+}
+
+void VirtualNode::count_phases(std::map<std::string, int64_t> *by_phase) const {
+    for (const auto &[uid, p] : pods_) {
+        std::string ph = p.api["status"]["phase"].asString();
+        (*by_phase)[ph.empty() ? "Pending" : ph]++;
+    }
 }
 
 proto::NodeState VirtualNode::state() const {

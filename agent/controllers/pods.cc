@@ -42,6 +42,9 @@ void VirtualNode::list_pods() {
         for (const auto &uid : gone) self->forget_pod(uid);
         self->listed_ = true;
         self->reconcile_adopted();
+        // A deregister that began before the first list (the job ended while
+        // the agent was down) now also finishes the pods it did not know of.
+        if (self->draining_) self->drain_step();
         self->start_watch();
     });
 }
@@ -67,6 +70,7 @@ void VirtualNode::on_watch_event(const WatchEvent &e) {
     case WatchType::Error:
         LOG_INFO("%s watch error %d (%s): relisting", prefix().c_str(), e.error_code,
                  e.error_message.c_str());
+        if (ctx_.obs && ctx_.obs->watch_restart) ctx_.obs->watch_restart("pods");
         pods_rv_.clear();  // 410 or anything else: a fresh list
         return;
     case WatchType::Bookmark:
@@ -90,6 +94,7 @@ void VirtualNode::on_watch_end(Status st) {
         start_watch();
         return;
     }
+    if (!st && ctx_.obs && ctx_.obs->watch_restart) ctx_.obs->watch_restart("pods");
     uint64_t ms = st ? 0 : watch_backoff_.next_ms();
     if (!st) LOG_WARN("%s pod watch ended: %s", prefix().c_str(), st.message().c_str());
     bool relist = pods_rv_.empty() || (!st && st.error() == Error::Gone);
@@ -111,6 +116,7 @@ void VirtualNode::sync_pod(const Json::Value &pod) {
     std::string uid = pod["metadata"]["uid"].asString();
     if (uid.empty()) return;
     PodEntry &p = pods_[uid];
+    if (p.seen_us == 0) p.seen_us = ctx_.clock->now_us();
     // Keep the newest object: a PATCH reply may be newer than a watch event.
     p.api = pod;
     bool deleting = pod["metadata"].isMember("deletionTimestamp") &&
@@ -241,6 +247,7 @@ void VirtualNode::delete_pod(const std::string &uid) {
                        if (!s) return;
                        if (r || r.error() == Error::NotFound || r.error() == Error::Conflict) {
                            LOG_INFO("%s deleted", ref.c_str());
+                           s->unindex_logs(uid);
                        } else {
                            LOG_WARN("%s delete failed: %s", ref.c_str(), r.message().c_str());
                            auto it = s->pods_.find(uid);
@@ -258,6 +265,7 @@ void VirtualNode::delete_pod(const std::string &uid) {
 void VirtualNode::forget_pod(const std::string &uid) {
     auto it = pods_.find(uid);
     if (it == pods_.end()) return;
+    unindex_logs(uid);
     // Deleted from the API while it may still run (force delete): stop it.
     if (it->second.sent && runtime_ && !pod_is_terminal(it->second.rt_status))
         runtime_->kill(uid, 0, "Deleted", [](Status) {});
@@ -280,6 +288,9 @@ void VirtualNode::on_runtime_status(const PodSnapshot &snap) {
     PodEntry &p = it->second;
     p.sent = true;
     p.rt_status = snap.status;
+    p.rt_events = p.rt_events || snap.reports_events;
+    index_logs(snap);
+    post_runtime_events(p.api, snap.events);
     if (draining_ && pod_is_terminal(snap.status))
         p.rt_status = job_end_status(snap.status, drain_reason_, rec_.job.job_id);
     push_status(snap.uid);
@@ -316,9 +327,18 @@ void VirtualNode::push_status(const std::string &uid) {
             PodEntry &e = it2->second;
             e.patching = false;
             if (r) {
-                s->post_events(*r, old_status, (*r)["status"]);
+                const Json::Value &ns = (*r)["status"];
+                for (const auto &ev : status_events(*r, old_status, ns, !e.rt_events))
+                    s->post_event(*r, ev);
+                if (!e.start_reported && ns["phase"].asString() == "Running") {
+                    e.start_reported = true;
+                    if (s->ctx_.obs && s->ctx_.obs->pod_started && e.seen_us)
+                        s->ctx_.obs->pod_started(
+                            static_cast<double>(s->ctx_.clock->now_us() - e.seen_us) / 1e6);
+                }
                 e.api = *r;
             } else if (r.error() == Error::NotFound) {
+                s->unindex_logs(uid);
                 s->pods_.erase(it2);
                 if (s->draining_) s->drain_step();
                 return;
@@ -353,9 +373,58 @@ void VirtualNode::post_events(const Json::Value &pod, const Json::Value &old_sta
 void VirtualNode::post_event(const Json::Value &pod, const EventSpec &e) {
     Json::Value ev = build_pod_event(pod, e, rec_.node_name, ctx_.clock->now_us());
     std::string ns = pod["metadata"]["namespace"].asString();
-    ctx_.kube->post(KubeClient::events(ns), ev, [](Result<Json::Value> r) {
-        if (!r) LOG_VERBOSE("event post failed: %s", r.message().c_str());
-    });
+    EventCorrelator *corr = ctx_.events;
+    if (!corr) {
+        ctx_.kube->post(KubeClient::events(ns), ev, [](Result<Json::Value> r) {
+            if (!r) LOG_VERBOSE("event post failed: %s", r.message().c_str());
+        });
+        return;
+    }
+    // A repeat within the correlator's window: count + lastTimestamp, as the
+    // kubelet does. Failures make the next repeat a fresh Event.
+    auto a = corr->observe(ev, ctx_.clock->now_s());
+    std::weak_ptr<VirtualNode> w = weak_from_this();
+    auto on_reply = [w, ev, corr](Result<Json::Value> r) {
+        if (r) return;
+        LOG_VERBOSE("event %s failed: %s", ev["reason"].asString().c_str(), r.message().c_str());
+        if (w.lock()) corr->forget(ev);
+    };
+    if (a.create) ctx_.kube->post(KubeClient::events(ns), a.body, on_reply);
+    else
+        ctx_.kube->patch(KubeClient::events(a.ns) + "/" + a.name, a.body, kStrategicMerge,
+                         on_reply);
+}
+
+void VirtualNode::post_runtime_events(const Json::Value &pod,
+                                      const std::vector<RuntimeEvent> &events) {
+    for (const auto &re : events) {
+        std::string fp;
+        if (!re.container.empty()) {
+            bool init = false;
+            for (const auto &c : pod["spec"]["initContainers"])
+                init = init || c["name"].asString() == re.container;
+            fp = std::string(init ? "spec.initContainers{" : "spec.containers{") + re.container + "}";
+        }
+        post_event(pod, {re.type, re.reason, re.message, fp});
+    }
+}
+
+void VirtualNode::index_logs(const PodSnapshot &snap) {
+    if (!ctx_.logs) return;
+    auto it = pods_.find(snap.uid);
+    if (it == pods_.end()) return;
+    const Json::Value &md = it->second.api["metadata"];
+    ctx_.logs->update(md["namespace"].asString(), md["name"].asString(), snap.uid,
+                      shim_state_dir_for(*ctx_.cfg, rec_.job.job_id, rec_.job.slurm_node),
+                      snap.status);
+}
+
+void VirtualNode::unindex_logs(const std::string &uid) {
+    auto it = pods_.find(uid);
+    if (it == pods_.end()) return;
+    const Json::Value &md = it->second.api["metadata"];
+    if (ctx_.logs) ctx_.logs->remove(md["namespace"].asString(), md["name"].asString(), uid);
+    if (ctx_.events) ctx_.events->forget_object(uid);
 }
 
 void VirtualNode::set_runtime(std::unique_ptr<PodRuntime> rt) {

@@ -16,10 +16,13 @@
 
 #include "agent/backoff.h"
 #include "agent/config.h"
+#include "agent/event_correlator.h"
 #include "agent/job_registry.h"
 #include "agent/kube_client.h"
 #include "agent/kube_time.h"
+#include "agent/log_index.h"
 #include "agent/node_builder.h"
+#include "agent/observer.h"
 #include "agent/pod_status.h"
 #include "agent/runtime.h"
 #include "agent/uv_util.h"
@@ -34,7 +37,17 @@ struct AgentContext {
     const Clock *clock = nullptr;
     JobStore *store = nullptr;
     NodeSpecInput host;  // host facts; node_name/job filled per node
+    // Optional (tests may leave them null/empty):
+    LogIndex *logs = nullptr;              // what the kubelet endpoint serves
+    EventCorrelator *events = nullptr;     // event de-duplication (count + lastTimestamp)
+    const AgentObserver *obs = nullptr;    // metrics
+    // Asks Slurm for a job's end time (unix s, 0 = unknown); answers on the loop.
+    std::function<void(uint32_t job_id, std::function<void(int64_t)>)> job_end_time;
 };
+
+// The per-job state dir handed to the shim at attach (logs live below it).
+std::string shim_state_dir_for(const AgentConfig &cfg, uint32_t job_id,
+                               const std::string &slurm_node);
 
 class VirtualNode : public std::enable_shared_from_this<VirtualNode> {
   public:
@@ -55,6 +68,8 @@ class VirtualNode : public std::enable_shared_from_this<VirtualNode> {
                     std::function<void(uint32_t)> done);
 
     proto::NodeState state() const;
+    // Adds this node's pods per phase (Pending for pods not yet reported).
+    void count_phases(std::map<std::string, int64_t> *by_phase) const;
     const JobRecord &record() const { return rec_; }
     std::string prefix() const { return "[node " + rec_.node_name + "]"; }
 
@@ -70,6 +85,9 @@ class VirtualNode : public std::enable_shared_from_this<VirtualNode> {
         bool patching = false;    // a status PATCH in flight
         bool dirty = false;       // a newer runtime status arrived meanwhile
         int64_t last_event_rv = 0;
+        bool rt_events = false;       // the runtime reports BackOff/Unhealthy itself
+        int64_t seen_us = 0;          // first seen (pod-start latency)
+        bool start_reported = false;  // Running posted once
     };
 
     // node_lease.cc
@@ -82,6 +100,7 @@ class VirtualNode : public std::enable_shared_from_this<VirtualNode> {
     void check_node();
     void cordon(const k8s::Taint &taint, std::function<void(Status)> done, int attempts = 0);
     void schedule_end_cordon();
+    void query_end_time();
     void retry_node(Status why);
     NodeSpecInput spec_input() const;
 
@@ -101,6 +120,9 @@ class VirtualNode : public std::enable_shared_from_this<VirtualNode> {
     void post_events(const Json::Value &pod, const Json::Value &old_status,
                      const Json::Value &new_status);
     void post_event(const Json::Value &pod, const EventSpec &e);
+    void post_runtime_events(const Json::Value &pod, const std::vector<RuntimeEvent> &events);
+    void index_logs(const PodSnapshot &snap);
+    void unindex_logs(const std::string &uid);
     void reconcile_adopted();
     void on_runtime_lost();
 
@@ -124,6 +146,7 @@ class VirtualNode : public std::enable_shared_from_this<VirtualNode> {
     bool stopped_ = false;
     bool lease_failing_ = false;
     int64_t ready_since_ = 0;
+    int64_t start_us_ = 0;
     Json::Value lease_;
     Backoff node_backoff_{200, 30000};
     Timer node_timer_, lease_timer_, status_timer_, check_timer_, end_timer_;

@@ -56,6 +56,7 @@ lease_renew_interval = 1s
 node_check_interval = 1s
 gc_interval = 10s
 job_alive_command = test -e {self.dir}/alive_{{job}}
+job_end_command = cat {self.dir}/end_{{job}}
 log_level = verbose
 """)
         self.conf = conf
@@ -217,6 +218,26 @@ def run(env):
     env.api("POST", "/_test/watches/close", {"abrupt": True})
     env.api("POST", "/api/v1/namespaces/default/pods", pod("p2"))
     check("pod after a dropped watch runs", wait_for(lambda: phase(env, "default", "p2") == "Running", 8))
+    # 4b. a 410 during a watch (history trimmed): relist, no pod lost or run twice
+    env.api("POST", "/_test/history", {"size": 2})
+    for i in range(4):  # pod changes elsewhere push our resume point out of the history
+        env.api("POST", "/api/v1/namespaces/default/pods",
+                dict(pod(f"elsewhere-{i}"), spec=dict(pod("x")["spec"], nodeName="nowhere")))
+    env.api("POST", "/_test/watches/close", {"abrupt": False})
+    env.api("POST", "/api/v1/namespaces/default/pods", pod("p410"))
+    check("410 during a watch -> relist", wait_for(lambda: "watch error 410" in
+                                                     open(os.path.join(env.dir, "agent.log")).read(), 5))
+    check("pod created around the 410 runs", wait_for(lambda: phase(env, "default", "p410") == "Running", 8))
+    check("pods from before the 410 kept", phase(env, "default", "p2") == "Running")
+    time.sleep(0.5)
+    _, evs = env.api("GET", "/api/v1/namespaces/default/events")
+    started = [e for e in evs.get("items", []) if e["involvedObject"].get("name") == "p410"
+               and e["reason"] == "Started"]
+    check("relisted pod not started twice", len(started) == 1 and started[0].get("count", 1) == 1,
+          started)
+    env.api("POST", "/_test/history", {"size": 1000})
+    for i in range(4):
+        env.api("DELETE", f"/api/v1/namespaces/default/pods/elsewhere-{i}", {"gracePeriodSeconds": 0})
     # 5. API server down for a while, then back -> Ready re-posted
     env.api("POST", "/_test/fault", {"mode": "refuse", "seconds": 9})
     time.sleep(9.5)
@@ -239,6 +260,43 @@ def run(env):
     env.api("POST", "/api/v1/namespaces/default/pods", pod("p4"))
     check("restarted agent runs new pods", wait_for(lambda: phase(env, "default", "p4") == "Running", 8))
     check("old pods still Running", phase(env, "default", "p2") == "Running")
+    # 7b. end time from Slurm (the plugin sent end_time=0): cordon ahead of it
+    end = time.localtime(time.time() + 30)  # within cordon_before_end (60 s): cordon now
+    open(os.path.join(env.dir, "end_43"), "w").write(time.strftime("%Y-%m-%dT%H:%M:%S\n", end))
+    open(os.path.join(env.dir, "alive_43"), "w").close()
+    r = env.call("register", dict(REG, job_id=43, end_time=0))
+    check("second job registers", r and r.get("ok"), r)
+    def cordoned():
+        code, n43 = env.api("GET", "/api/v1/nodes/slurm-n1-43")
+        return code == 200 and n43["spec"].get("unschedulable") and \
+            {"key": "slurm-k8s/job-ending", "value": "43", "effect": "NoSchedule"} in n43["spec"].get("taints", [])
+    check("cordoned + NoSchedule ahead of the Slurm end time", wait_for(cordoned, 8))
+    _, n42 = env.api("GET", "/api/v1/nodes/" + NODE)
+    check("a job without an end time is not cordoned", not n42["spec"].get("unschedulable"), n42["spec"])
+    r = env.call("deregister", {"job_id": 43, "slurm_node": "n1", "grace_s": 2, "reason": "JobEnded"})
+    check("second job deregisters", r and r.get("ok") and env.api("GET", "/api/v1/nodes/slurm-n1-43")[0] == 404, r)
+    # 7c. garbage collection: a Node + Lease of this slurm node whose job is
+    #     gone (agent down at the epilog) is deleted; one of a live job is kept.
+    def leftover(job):
+        name = f"slurm-n1-{job}"
+        code, nn = env.api("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {
+            "name": name, "labels": {"slurm-k8s/job-id": str(job), "slurm-k8s/slurm-node": "n1",
+                                     "slurm-k8s/cluster": "comp"}}})
+        env.api("POST", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases", {
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": name, "namespace": "kube-node-lease"},
+            "spec": {"holderIdentity": name, "leaseDurationSeconds": 40,
+                     "renewTime": "2026-01-01T00:00:00.000000Z"}})
+        return code
+    open(os.path.join(env.dir, "alive_78"), "w").close()
+    check("leftover Nodes created", leftover(77) == 201 and leftover(78) == 201)
+    lease = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/"
+    check("gc deletes the Node and Lease of a gone job", wait_for(
+        lambda: env.api("GET", "/api/v1/nodes/slurm-n1-77")[0] == 404 and
+        env.api("GET", lease + "slurm-n1-77")[0] == 404, 15))
+    check("gc keeps the Node of a live job", env.api("GET", "/api/v1/nodes/slurm-n1-78")[0] == 200)
+    env.api("DELETE", "/api/v1/nodes/slurm-n1-78")
+    env.api("DELETE", lease + "slurm-n1-78")
     # 8. deregistration leaves nothing behind
     t0 = time.time()
     r = env.call("deregister", {"job_id": 42, "slurm_node": "n1", "grace_s": 5, "reason": "JobEnded"})

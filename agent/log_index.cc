@@ -1,0 +1,84 @@
+#include "agent/log_index.h"
+
+#include <unistd.h>
+
+#include "common/log_paths.h"
+
+namespace sk::agent {
+
+static bool exists_any(const std::vector<std::string> &paths) {
+    for (const auto &p : paths)
+        if (access(p.c_str(), F_OK) == 0) return true;
+    return false;
+}
+
+void LogIndex::update(const std::string &ns, const std::string &name, const std::string &uid,
+                      const std::string &state_dir, const Json::Value &st) {
+    PodLogs p;
+    p.uid = uid;
+    p.state_dir = state_dir;
+    for (const char *list : {"initContainerStatuses", "containerStatuses"}) {
+        for (const auto &cs : st[list]) {
+            ContainerLogState c;
+            c.restart_count = cs["restartCount"].isIntegral() ? cs["restartCount"].asInt() : 0;
+            c.running = cs["state"].isMember("running");
+            if (cs["state"].isMember("waiting"))
+                c.waiting_reason = cs["state"]["waiting"]["reason"].asString();
+            p.containers[cs["name"].asString()] = c;
+        }
+    }
+    std::lock_guard<std::mutex> g(mu_);
+    pods_[ns + "/" + name] = std::move(p);
+}
+
+void LogIndex::remove(const std::string &ns, const std::string &name, const std::string &uid) {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = pods_.find(ns + "/" + name);
+    if (it != pods_.end() && it->second.uid == uid) pods_.erase(it);
+}
+
+size_t LogIndex::size() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return pods_.size();
+}
+
+Result<ContainerLogSource> LogIndex::resolve(const ContainerLogRef &ref) const {
+    std::string uid, dir;
+    ContainerLogState c;
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        auto it = pods_.find(ref.ns + "/" + ref.pod);
+        if (it == pods_.end())
+            return fail(Error::NotFound, "pod \"" + ref.pod + "\" in namespace \"" + ref.ns +
+                                             "\" is not running on this node");
+        auto ci = it->second.containers.find(ref.container);
+        if (ci == it->second.containers.end())
+            return fail(Error::InvalidArgument,
+                        "container " + ref.container + " is not valid for pod " + ref.pod);
+        uid = it->second.uid;
+        dir = it->second.state_dir;
+        c = ci->second;
+    }
+    ContainerLogSource src;
+    if (!ref.previous && !c.running && c.restart_count == 0 && !c.waiting_reason.empty()) {
+        // Never started: the kubelet answers 400 with the waiting reason.
+        auto files = container_log_files(dir, uid, ref.container, 0, false);
+        if (!files || !exists_any(*files))
+            return fail(Error::InvalidArgument, "container \"" + ref.container + "\" in pod \"" +
+                                                    ref.pod +
+                                                    "\" is waiting to start: " + c.waiting_reason);
+    }
+    auto files = container_log_files(dir, uid, ref.container, c.restart_count, ref.previous);
+    if (!files) return files.failure();
+    if (!ref.previous && !c.running && !exists_any(*files)) {
+        // In back-off the status already counts the next instance, which has
+        // not written yet: show the last terminated one, as the kubelet does.
+        if (auto prev = container_log_files(dir, uid, ref.container, c.restart_count, true); prev)
+            files = prev;
+    }
+    src.paths_oldest_first = *files;
+    src.running = !ref.previous && c.running;
+    return src;
+}
+
+}  // namespace sk::agent

@@ -1,0 +1,345 @@
+#!/usr/bin/python3
+"""Component test: the real slurm-k8s-agent with the REAL slurm-k8s-shim, no Slurm.
+
+The agent runs with runtime=shim and shim_auth=uid; after `register` the test
+starts `slurm-k8s-shim --job-id 42 --slurm-node n1 --socket S` itself, as the
+plugin's extern step would. Pods are real processes. `kubectl logs` (the real
+kubectl) goes through the test API server's pods/log proxy to the agent's
+kubelet endpoint over TLS (serving cert and client CA from the test server's
+state dir). Prints `N passed, N failed` and leaves no process behind.
+"""
+import argparse, json, os, shutil, signal, socket, subprocess, sys, time, urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from agent_lib import Env, RESULTS, check, wait_for  # noqa: E402
+
+NODE = "slurm-n1-42"
+SCALE = "0.2"  # shim test time scale: probe periods and back-off 5x faster
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+class ShimEnv(Env):
+    def __init__(self, agent, server, shim, kubectl):
+        super().__init__(agent, server)
+        self.shim_bin, self.kubectl_bin = shim, kubectl
+        self.shim = None
+        self.metrics_port = free_port()
+
+    def write_conf(self):
+        super().write_conf()
+        text = open(self.conf).read().replace("runtime = fake", "runtime = shim")
+        text += (f"kubelet_port = 0\nkubelet_cert = {self.kdir}/kubelet-serving.crt\n"
+                 f"kubelet_key = {self.kdir}/kubelet-serving.key\n"
+                 f"kubelet_client_ca = {self.kdir}/ca.crt\n"
+                 f"metrics_port = {self.metrics_port}\n")
+        open(self.conf, "w").write(text)
+
+    def start_shim(self):
+        env = dict(os.environ, SLURM_K8S_SHIM_TEST_TIME_SCALE=SCALE)
+        self.shim = subprocess.Popen([self.shim_bin, "--job-id", "42", "--slurm-node", "n1",
+                                      "--socket", os.path.join(self.dir, "agent.sock"),
+                                      "--log-level", "verbose"],
+                                     stdout=open(os.path.join(self.dir, "shim.log"), "a"),
+                                     stderr=subprocess.STDOUT, env=env)
+
+    def stop(self):
+        if self.shim and self.shim.poll() is None:
+            self.shim.kill()
+            self.shim.wait(10)
+        super().stop()
+
+    def kubectl(self, *args, timeout=20):
+        r = subprocess.run([self.kubectl_bin, "--kubeconfig", os.path.join(self.kdir, "kubeconfig")]
+                           + list(args), capture_output=True, text=True, timeout=timeout)
+        return r.returncode, r.stdout, r.stderr
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is gone for our purposes
+        return open(f"/proc/{pid}/stat").read().split(") ")[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def procs_with(marker):
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            if marker.encode() in open(f"/proc/{d}/cmdline", "rb").read():
+                out.append(int(d))
+        except OSError:
+            pass
+    return out
+
+
+def pod(name, command, extra_container=None, extra_spec=None):
+    c = {"name": "main", "image": "python:3", "command": command}
+    c.update(extra_container or {})
+    spec = {"nodeName": NODE, "terminationGracePeriodSeconds": 5, "containers": [c],
+            "tolerations": [{"key": "slurm-k8s/job", "operator": "Exists"}]}
+    spec.update(extra_spec or {})
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+def get_pod(env, name):
+    code, p = env.api("GET", "/api/v1/namespaces/default/pods/" + name)
+    return p if code == 200 else None
+
+
+def cond(p, t):
+    for c in (p or {}).get("status", {}).get("conditions", []):
+        if c["type"] == t:
+            return c["status"]
+    return None
+
+
+def events_of(env, name):
+    _, evs = env.api("GET", "/api/v1/namespaces/default/events")
+    return [e for e in evs.get("items", []) if e["involvedObject"].get("name") == name]
+
+
+def run(env):
+    d = env.dir
+    open(os.path.join(d, "alive_42"), "w").close()  # job_alive_command: the job runs
+    reg = {"job_id": 42, "slurm_node": "n1", "user": os.environ.get("USER", "me"),
+           "uid": os.getuid(), "gid": os.getgid(), "partition": "gpu", "cluster": "comp",
+           "gpus": [2, 3], "cpus": 4, "memory_mib": 8192, "namespaces": ["default"]}
+    r = env.call("register", reg)
+    check("register", r and r.get("ok"), r)
+    lst = env.call("list", {})
+    check("list carries the agent version", lst and lst["ok"] and lst["body"].get("version"), lst)
+    env.start_shim()
+    code, n = wait_for(lambda: (lambda c_n: c_n if c_n[0] == 200 else None)(
+        env.api("GET", "/api/v1/nodes/" + NODE)), 5) or (0, {})
+    port = n.get("status", {}).get("daemonEndpoints", {}).get("kubeletEndpoint", {}).get("Port")
+    check("Node carries the real kubelet port", port and port != 10250 and port != 0, port)
+
+    # 1. a web pod: real process, readiness httpGet, GPUs, logs through kubectl
+    web_port = free_port()
+    web = (f"import os,sys,time,signal,threading,http.server\n"
+           f"open('{d}/web.pid','w').write(str(os.getpid()))\n"
+           f"print('CUDA_VISIBLE_DEVICES='+os.environ.get('CUDA_VISIBLE_DEVICES','unset'),flush=True)\n"
+           f"print('hello from web',flush=True)\n"
+           f"def term(*a):\n open('{d}/web.sigterm','w').write('x'); os._exit(0)\n"
+           f"signal.signal(signal.SIGTERM,term)\n"
+           f"def tick():\n i=0\n while True:\n  i+=1; print('tick',i,flush=True); time.sleep(0.3)\n"
+           f"threading.Thread(target=tick,daemon=True).start()\n"
+           f"class H(http.server.SimpleHTTPRequestHandler):\n def log_message(self,*a): pass\n"
+           f"http.server.HTTPServer(('127.0.0.1',{web_port}),H).serve_forever()\n")
+    env.api("POST", "/api/v1/namespaces/default/pods", pod(
+        "web", ["python3", "-c", web],
+        {"readinessProbe": {"httpGet": {"path": "/", "port": web_port}, "periodSeconds": 1},
+         "resources": {"limits": {"nvidia.com/gpu": "1"}}}))
+    p = wait_for(lambda: (lambda x: x if cond(x, "Ready") == "True" else None)(get_pod(env, "web")), 15)
+    check("web pod Running and Ready (readiness httpGet)", p is not None,
+          (get_pod(env, "web") or {}).get("status"))
+    web_pid = int(open(f"{d}/web.pid").read()) if os.path.exists(f"{d}/web.pid") else 0
+    check("web pod is a real process", web_pid and alive(web_pid), web_pid)
+    rc, out, err = env.kubectl("logs", "web")
+    check("kubectl logs through the API server and the kubelet endpoint",
+          rc == 0 and "hello from web" in out, (rc, out[:300], err[:300]))
+    check("CUDA_VISIBLE_DEVICES from the lent GPUs", "CUDA_VISIBLE_DEVICES=2\n" in out
+          or "CUDA_VISIBLE_DEVICES=3\n" in out, out[:200])
+    m = urllib.request.urlopen(f"http://127.0.0.1:{env.metrics_port}/metrics", timeout=5).read().decode()
+    check("metrics: registration latency observed",
+          "slurm_k8s_node_registration_duration_seconds_count 1\n" in m,
+          [x for x in m.split("\n") if "registration" in x][-3:])
+    rc, out, err = env.kubectl("logs", "web", "--tail", "2")
+    lines = out.strip().split("\n")
+    check("kubectl logs --tail 2", rc == 0 and len(lines) == 2 and lines[-1].startswith("tick"),
+          (rc, out, err))
+    f = subprocess.Popen([env.kubectl_bin, "--kubeconfig", os.path.join(env.kdir, "kubeconfig"),
+                          "logs", "-f", "--tail", "1", "web"], stdout=subprocess.PIPE, text=True)
+    time.sleep(2.0)
+    f.terminate()
+    fout = f.communicate(timeout=10)[0]
+    ticks = [x for x in fout.split("\n") if x.startswith("tick")]
+    check("kubectl logs -f streams new lines", len(ticks) >= 4, fout[-300:])
+    rc, out, err = env.kubectl("logs", "web", "-c", "nope")
+    check("kubectl logs for an unknown container is refused", rc != 0 and "not valid" in err, err)
+
+    # 2. failing liveness -> Unhealthy events (counted), Killing, restart
+    env.api("POST", "/api/v1/namespaces/default/pods", pod(
+        "sick", ["python3", "-c", "import time\nprint('sick up',flush=True)\ntime.sleep(600)"],
+        {"livenessProbe": {"exec": {"command": ["sh", "-c", "echo not today; exit 1"]},
+                           "periodSeconds": 1, "failureThreshold": 2}}))
+    p = wait_for(lambda: (lambda x: x if x and x["status"].get("containerStatuses") and
+                          x["status"]["containerStatuses"][0].get("restartCount", 0) >= 2 else None)(
+        get_pod(env, "sick")), 20)
+    check("liveness failure restarts the container", p is not None,
+          (get_pod(env, "sick") or {}).get("status", {}).get("containerStatuses"))
+    def unhealthy():
+        evs = [e for e in events_of(env, "sick") if e["reason"] == "Unhealthy"]
+        return evs if evs and max(e.get("count", 1) for e in evs) >= 2 else None
+    evs = wait_for(unhealthy, 10)
+    check("Unhealthy events, repeats counted on one Event", evs and
+          evs[0]["message"].startswith("Liveness probe failed:") and
+          evs[0]["involvedObject"].get("fieldPath") == "spec.containers{main}" and
+          evs[0]["source"] == {"component": "kubelet", "host": NODE} and
+          evs[0]["firstTimestamp"] and evs[0]["lastTimestamp"], evs)
+    reasons = {e["reason"]: e for e in events_of(env, "sick")}
+    check("Killing event for the probe kill", "Killing" in reasons and
+          reasons["Killing"]["message"] == "Container main failed liveness probe, will be restarted",
+          list(reasons))
+    check("BackOff event with kubelet wording", wait_for(lambda: [
+        e for e in events_of(env, "sick") if e["reason"] == "BackOff" and e["message"].startswith(
+            "Back-off restarting failed container main in pod sick_default(")], 10),
+          [(e["reason"], e["message"]) for e in events_of(env, "sick")])
+    rc, out, err = env.kubectl("logs", "sick", "--previous")
+    check("kubectl logs --previous", rc == 0 and "sick up" in out, (rc, out, err))
+
+    # 3. kubectl delete -> SIGTERM with grace, pod gone
+    t0 = time.time()
+    rc, out, err = env.kubectl("delete", "pod", "web", "--wait=true", timeout=30)
+    check("kubectl delete pod", rc == 0, (rc, out, err))
+    check("the pod got SIGTERM", os.path.exists(f"{d}/web.sigterm"))
+    check("web process gone", not alive(web_pid) if web_pid else False)
+    check("web pod gone from the API", get_pod(env, "web") is None)
+    print(f"     delete -> gone {1000 * (time.time() - t0):.0f} ms")
+
+    # 4. agent kill -9 mid-run: the shim reconnects, the agent re-adopts,
+    #    the pod is not run twice (same pid)
+    marker = "steady-%d" % os.getpid()
+    env.api("POST", "/api/v1/namespaces/default/pods", pod(
+        "steady", ["python3", "-c", f"import os,time\nopen('{d}/steady.pid','w').write(str(os.getpid()))\n"
+                   f"print('{marker}',flush=True)\ntime.sleep(600)", marker]))
+    check("steady pod Running", wait_for(lambda: (get_pod(env, "steady") or {}).get(
+        "status", {}).get("phase") == "Running", 10))
+    wait_for(lambda: os.path.exists(f"{d}/steady.pid") and open(f"{d}/steady.pid").read(), 5)
+    pid1 = int(open(f"{d}/steady.pid").read())
+    env.kill_agent(signal.SIGKILL)
+    time.sleep(0.5)
+    env.start_agent()
+    def reattached():
+        return "shim attached" in open(os.path.join(d, "agent.log")).read().split(
+            "starting (config")[-1]
+    check("the shim re-attaches to the restarted agent", wait_for(reattached, 15))
+    time.sleep(1.0)
+    pids = procs_with(marker)
+    check("the running pod is not run twice (same pid)",
+          alive(pid1) and pids == [pid1] and int(open(f"{d}/steady.pid").read()) == pid1, (pid1, pids))
+    check("steady still Running", (get_pod(env, "steady") or {}).get("status", {}).get("phase") == "Running")
+    env.api("POST", "/api/v1/namespaces/default/pods", pod(
+        "after", ["python3", "-c", "import time\ntime.sleep(600)"]))
+    check("a new pod runs after the restart", wait_for(lambda: (get_pod(env, "after") or {}).get(
+        "status", {}).get("phase") == "Running", 10))
+    rc, out, err = env.kubectl("logs", "steady")
+    check("kubectl logs after the agent restart", rc == 0 and marker in out, (rc, out, err))
+
+    # 5. metrics
+    try:
+        m = urllib.request.urlopen(f"http://127.0.0.1:{env.metrics_port}/metrics", timeout=5).read().decode()
+    except OSError as e:
+        m = str(e)
+    check("metrics: API requests by verb and code",
+          'slurm_k8s_api_requests_total{verb="PATCH",code="200"}' in m, m[:500])
+    check("metrics: pod start latency observed",
+          "slurm_k8s_pod_start_duration_seconds_count" in m and
+          "slurm_k8s_pod_start_duration_seconds_count 0\n" not in m, m[-800:])
+    _, allp = env.api("GET", "/api/v1/pods")
+    running = len([x for x in allp.get("items", []) if x["spec"].get("nodeName") == NODE
+                   and x["status"].get("phase") == "Running"])
+    time.sleep(2.2)  # the gauge is refreshed every 2 s
+    m = urllib.request.urlopen(f"http://127.0.0.1:{env.metrics_port}/metrics", timeout=5).read().decode()
+    check("metrics: pods by phase", f'slurm_k8s_pods{{phase="Running"}} {running}\n' in m and running >= 2,
+          (running, [x for x in m.split("\n") if x.startswith("slurm_k8s_pods")]))
+
+    # 6. deregister -> shim shutdown -> every pod process gone, Node/Lease gone
+    sick_pids = procs_with("sick up")
+    r = env.call("deregister", {"job_id": 42, "slurm_node": "n1", "grace_s": 5, "reason": "JobEnded"})
+    check("deregister ok", r and r.get("ok"), r)
+    try:
+        rc = env.shim.wait(10)
+    except subprocess.TimeoutExpired:
+        rc = None
+    check("the shim exits 0 after shutdown", rc == 0, rc)
+    check("every pod process is gone", not alive(pid1) and not procs_with(marker) and
+          not [x for x in sick_pids if alive(x)], (procs_with(marker), sick_pids))
+    check("Node gone", env.api("GET", "/api/v1/nodes/" + NODE)[0] == 404)
+    check("Lease gone", env.api(
+        "GET", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/" + NODE)[0] == 404)
+    _, pods = env.api("GET", "/api/v1/pods")
+    check("pods gone", not [x for x in pods.get("items", []) if x["spec"].get("nodeName") == NODE])
+
+    # 7. the job ends while the agent is down: the restarted agent finds it
+    #    gone; the shim's pods are stopped and the shim exits; nothing left.
+    open(os.path.join(d, "alive_44"), "w").close()
+    r = env.call("register", dict(reg, job_id=44))
+    check("job 44 registers", r and r.get("ok"), r)
+    env.shim = None
+    env44 = dict(os.environ, SLURM_K8S_SHIM_TEST_TIME_SCALE=SCALE)
+    shim44 = subprocess.Popen([env.shim_bin, "--job-id", "44", "--slurm-node", "n1", "--socket",
+                               os.path.join(d, "agent.sock")],
+                              stdout=open(os.path.join(d, "shim44.log"), "a"), stderr=subprocess.STDOUT,
+                              env=env44)
+    env.shim = shim44
+    marker44 = "orphan-%d" % os.getpid()
+    p44 = pod("orphan", ["python3", "-c", "import time\ntime.sleep(600)", marker44])
+    p44["spec"]["nodeName"] = "slurm-n1-44"
+    env.api("POST", "/api/v1/namespaces/default/pods", p44)
+    check("job 44 pod runs", wait_for(lambda: procs_with(marker44), 10))
+    env.kill_agent(signal.SIGKILL)
+    os.unlink(os.path.join(d, "alive_44"))  # scancel while the agent is down
+    env.start_agent()
+    try:
+        rc44 = shim44.wait(15)
+    except subprocess.TimeoutExpired:
+        rc44 = None
+    check("the shim of a job that ended while the agent was down exits", rc44 is not None, rc44)
+    check("and its pod processes are gone", not procs_with(marker44), procs_with(marker44))
+    check("Node of the ended job deleted", wait_for(
+        lambda: env.api("GET", "/api/v1/nodes/slurm-n1-44")[0] == 404, 10))
+    check("its pod deleted from the API", wait_for(lambda: get_pod(env, "orphan") is None, 5),
+          (get_pod(env, "orphan") or {}).get("status"))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--agent", required=True)
+    ap.add_argument("--server", required=True)
+    ap.add_argument("--shim", required=True)
+    a = ap.parse_args()
+    kubectl = shutil.which("kubectl")
+    if not os.path.exists(a.server) or not kubectl or not shutil.which("openssl"):
+        print("test API server, kubectl or openssl missing; skipping")
+        return 77
+    env = ShimEnv(a.agent, a.server, a.shim, kubectl)
+    t0 = time.time()
+    try:
+        env.start_kube()
+        env.write_conf()
+        env.start_agent()
+        run(env)
+    except Exception as e:  # a crash of the harness is a failure, not a pass
+        RESULTS["failed"] += 1
+        print("FAIL harness: %r" % (e,))
+    finally:
+        env.stop()
+    print(f"     total {time.time() - t0:.1f} s")
+    print(f"{RESULTS['passed']} passed, {RESULTS['failed']} failed")
+    if RESULTS["failed"]:
+        print("logs kept in " + env.dir)
+        for f in ("agent.log", "shim.log"):
+            print(f"--- {f}")
+            path = os.path.join(env.dir, f)
+            print(open(path).read()[-3000:] if os.path.exists(path) else "(none)")
+    else:
+        shutil.rmtree(env.dir, ignore_errors=True)
+    return 1 if RESULTS["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
