@@ -81,7 +81,7 @@ Result<uint64_t> parse_size_mib(std::string_view s, std::string_view what) {
     uint64_t mult;
     if (suf.empty() || suf == "M" || suf == "m" || suf == "Mi" || suf == "MB") mult = 1;
     else if (suf == "G" || suf == "g" || suf == "Gi" || suf == "GB") mult = 1024;
-    else if (suf == "T" || suf == "t" || suf == "Ti" || suf == "TB") mult = uint64_t{1024} * 1024;
+    else if (suf == "T" || suf == "t" || suf == "Ti" || suf == "TB") mult = 1024ull * 1024;
     else return bad_value(what, s, "a size like 512M, 16G or 1T (suffix M, G or T)");
     if (*n > UINT64_MAX / (mult << 20)) return bad_value(what, s, "a size in range");
     return *n * mult;

@@ -104,8 +104,7 @@ START_TEST(client_table) {
     if (c.ok) {
         ck_assert_sstr_eq((*r)["node_name"].asString(), "slurm-n1-7");
     } else {
-        ck_assert_str_eq(std::string(to_string(r.error())).c_str(),
-                         std::string(to_string(c.err)).c_str());
+        ck_assert_sstr_eq(std::string(to_string(r.error())), std::string(to_string(c.err)));
         ck_assert_msg(r.message().find(c.in_message) != std::string::npos, "'%s'",
                       r.message().c_str());
     }
