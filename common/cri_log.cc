@@ -151,6 +151,9 @@ Result<int64_t> parse_rfc3339nano(std::string_view s) {
         s[16] != ':' || !parse_digits(s, 17, 2, &se))
         return bad();
     if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || se > 60) return bad();
+    static const int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    const bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    if (d > kDays[mo - 1] + (mo == 2 && leap ? 1 : 0)) return bad();  // no 2024-02-31
     size_t pos = 19;
     int64_t frac = 0;
     if (pos < s.size() && s[pos] == '.') {

@@ -26,7 +26,8 @@ static inline int sk_run_suite(Suite *s) {
 // c_str() of a temporary would dangle inside ck_assert_str_eq).
 #define ck_assert_sstr_eq(a, b)          \
     do {                                 \
-        const std::string &sk_a_ = (a);  \
-        const std::string &sk_b_ = (b);  \
+        /* copies, not references: (a) may be a reference into a temporary */ \
+        const std::string sk_a_ = (a);  /* NOLINT(performance-unnecessary-copy-initialization) */ \
+        const std::string sk_b_ = (b);  /* NOLINT(performance-unnecessary-copy-initialization) */ \
         ck_assert_str_eq(sk_a_.c_str(), sk_b_.c_str()); \
     } while (0)

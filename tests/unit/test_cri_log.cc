@@ -111,6 +111,9 @@ static const LineCase kLines[] = {
     {"2024-05-01T12:00:00.000000000Z stdout F", false, ""},
     {"2024-05-01T12:00:00.000000000Z stdout", false, ""},
     {"yesterday stdout F x", false, ""},
+    {"2024-02-31T12:00:00Z stdout F impossible date", false, ""},
+    {"2023-02-29T12:00:00Z stdout F not a leap year", false, ""},
+    {"2024-02-29T12:00:00Z stdout F leap day", true, "o F leap day|"},
 };
 START_TEST(line_table) {
     const auto &c = kLines[_i];
