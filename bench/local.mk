@@ -1,1 +1,19 @@
-# bench
+# bench: benchmarks (not timed tests). `make bench` runs them all against this
+# build and writes bench/results.json here; see docs/benchmarks.md.
+EXTRA_DIST += \
+	docs/benchmarks.md \
+	bench/run-all.sh \
+	bench/sklib.py \
+	bench/report.py \
+	bench/bench_lifecycle.py \
+	bench/bench_steady.py \
+	bench/bench_resources.py \
+	bench/bench_scale.py \
+	bench/bench_slurm_start.py
+
+bench: all
+	SK_TOP_SRCDIR='$(abs_top_srcdir)' SK_TOP_BUILDDIR='$(abs_top_builddir)' \
+	PYTHON3='$(PYTHON3)' $(SHELL) $(top_srcdir)/bench/run-all.sh \
+	  '$(abs_top_builddir)/bench/results.json'
+
+.PHONY: bench

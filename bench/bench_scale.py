@@ -1,0 +1,140 @@
+#!/usr/bin/python3
+"""N virtual nodes registering at once (simulated: no Slurm).
+
+For each N: a fresh test API server and one agent (runtime = fake,
+max_jobs > N); N `register` calls are sent at once over up to BENCH_SCALE_CONC
+parallel socket connections (each call blocks until its Node is Ready, as the
+prolog does). Reported: time until every Node is Ready in the API server
+(watch), per-node register -> Ready p50/p99, the agent's API requests during
+the burst and their rate, the API server's own request latency (its request
+log) as the "not overloaded" check, the agent's CPU and RSS, and the time to
+deregister all N again.
+
+usage: bench_scale.py [RESULTS.json]
+env:   BENCH_SCALE_N ("10 100 1000")  BENCH_SCALE_CONC (128)
+"""
+import os
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sklib as B  # noqa: E402
+
+
+def burst(agent, bodies, conc, op, timeout):
+    """Sends every body with `op` over `conc` worker threads; returns (t_done, errors)."""
+    lock = threading.Lock()
+    todo = list(bodies)
+    errs = []
+
+    def worker():
+        while True:
+            with lock:
+                if not todo:
+                    return
+                b = todo.pop()
+            try:
+                r = agent.call(op, b, timeout=timeout)
+                if not (r and r.get("ok")):
+                    errs.append(r)
+            except OSError as e:
+                errs.append(str(e))
+    ts = [threading.Thread(target=worker, daemon=True) for _ in range(min(conc, len(bodies)))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return time.time(), errs
+
+
+def run_n(wd, n, conc):
+    kube = B.Kube(os.path.join(wd, f"n{n}"))
+    agent = None
+    try:
+        agent = B.Agent(os.path.join(wd, f"n{n}"), kube, runtime="fake",
+                        extra={"max_jobs": str(n + 16), "max_connections": str(max(1024, 4 * conc))})
+        nodes = B.Watch(kube, "/api/v1/nodes")
+        jobs = [10000 + j for j in range(n)]
+        names = {B.node_name(j): j for j in jobs}
+        ready_at = {}
+
+        def seen(ev):
+            if ev["type"] in ("ADDED", "MODIFIED") and ev["object"]["metadata"]["name"] in names \
+                    and B.node_ready(ev["object"]):
+                ready_at.setdefault(ev["object"]["metadata"]["name"], time.time())
+            return len(ready_at) >= n
+
+        def collect():
+            nodes.wait(seen, 120)
+        kube.reset_counters()
+        _, log0 = kube.api("GET", "/_test/requests?since=0")
+        seq0 = max([e["seq"] for e in log0.get("items", [])] or [0])
+        cpu0 = B.proc_cpu_s(agent.pid)
+        kcpu0 = B.proc_cpu_s(kube.proc.pid)
+        col = threading.Thread(target=collect, daemon=True)
+        col.start()
+        t0 = time.time()
+        t_replies, errs = burst(agent, [B.reg_body(j) for j in jobs], conc, "register", 120)
+        col.join(120)
+        t_ready = max(ready_at.values()) if len(ready_at) == n else None
+        cpu_reg = B.proc_cpu_s(agent.pid) - cpu0
+        kcpu = B.proc_cpu_s(kube.proc.pid) - kcpu0
+        counts = kube.agent_requests()
+        _, lg = kube.api("GET", "/_test/requests?since=%d" % seq0)
+        agent_lat = [e.get("ms", 0) / 1000.0 for e in lg.get("items", [])
+                     if e.get("user") == B.AGENT_USER and "watch" not in (e.get("query") or "")]
+        total = sum(counts.values())
+        dur = (t_ready or time.time()) - t0
+        res = {"n": n, "concurrency": min(conc, n), "errors": len(errs), "ready": len(ready_at),
+               "all_ready_s": round(t_ready - t0, 3) if t_ready else None,
+               "all_replied_s": round(t_replies - t0, 3),
+               "register_ready": B.summary_ms([t - t0 for t in ready_at.values()]),
+               "agent_requests": total, "req_per_s": round(total / dur, 1),
+               "requests_per_node": round(total / n, 2),
+               "by_request": counts,
+               "server_latency": B.summary_ms(agent_lat),
+               "agent_cpu_s": round(cpu_reg, 3),
+               "agent_cpu_ms_per_node": round(1000 * cpu_reg / n, 3),
+               "agent_rss_kib": B.proc_rss_kib(agent.pid),
+               # the test API server is one Python process (GIL): near 100 % of a
+               # core here means it, not the agent, sets the pace
+               "api_server_cpu_s": round(kcpu, 3),
+               "api_server_cpu_percent": round(100 * kcpu / dur, 1)}
+        if errs:
+            B.log(f"N={n}: {len(errs)} errors, first: {errs[0]}")
+        nodes.close()
+        t0 = time.time()
+        t_end, derrs = burst(agent, [{"job_id": j, "slurm_node": "n1", "grace_s": 5,
+                                      "reason": "JobEnded"} for j in jobs], conc, "deregister", 120)
+        res["deregister_all_s"] = round(t_end - t0, 3)
+        res["deregister_errors"] = len(derrs)
+        return res
+    finally:
+        if agent:
+            agent.stop()
+        kube.stop()
+
+
+def main():
+    B.preflight()
+    ns = B.env_list("BENCH_SCALE_N", [10, 100, 1000])
+    conc = B.env_int("BENCH_SCALE_CONC", 128)
+    wd = B.Workdir("sk-bench-scale-")
+    ok = False
+    try:
+        res = {}
+        for n in ns:
+            B.log(f"scale: {n} registrations at once")
+            res[str(n)] = run_n(wd.path, n, conc)
+            B.log(f"  all Ready after {res[str(n)]['all_ready_s']} s, "
+                  f"{res[str(n)]['agent_requests']} requests")
+        B.write_result("scale", res)
+        ok = all(r["errors"] == 0 and r["ready"] == r["n"] for r in res.values())
+    finally:
+        wd.done(ok)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,194 @@
+#!/usr/bin/python3
+"""Job start overhead of spank_k8s.so on the real local Slurm (tests/slurm).
+
+Three variants of the same job (`sbatch -N<nodes> --gres=gpu:2`, a script
+whose first command records the time):
+  off       plugstack.conf empty
+  on        plugin loaded, job without --k8s flags
+  on+k8s    plugin loaded, job with --k8s-gpus=2: the prolog registers with
+            a real agent per node (runtime = fake) against the test API server,
+            the extern step starts the real shim
+Measured: sbatch invoked (as the test user) -> batch script's first command
+(the job is RUNNING and the user's code runs). Rounds alternate an `off` block
+(cluster without the plugin) and an `on` block (the two plugin variants
+interleaved job by job), so drift of a busy machine hits every variant.
+Each job is submitted to an idle cluster (the previous one has left the
+queue). Needs root; exits 77 when Slurm, munge or the test user is missing.
+
+usage: bench_slurm_start.py [RESULTS.json]
+env:   BENCH_SLURM_JOBS (30)   jobs per variant (split over the rounds)
+       BENCH_SLURM_ROUNDS (2)  BENCH_SLURM_NODES (1)
+       BENCH_SLURM_DIR (/tmp/sk-bench-slurm), BENCH_CTLD_PORT (46817),
+       BENCH_SLURMD_PORT (47001): a cluster of its own, next to other users
+"""
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sklib as B  # noqa: E402
+
+CLUSTER = os.path.join(B.SRCDIR, "tests", "slurm", "cluster.sh")
+PLUGIN = os.path.join(B.BUILDDIR, "spank", ".libs", "spank_k8s.so")
+USER = os.environ.get("TEST_USER", "k8suser")
+
+
+class Cluster:
+    def __init__(self, d, nodes):
+        self.d, self.nodes = d, nodes
+        self.env = dict(os.environ, SK_SLURM_DIR=d, NUM_NODES=str(nodes),
+                        CTLD_PORT=os.environ.get("BENCH_CTLD_PORT", "46817"),
+                        SLURMD_BASE_PORT=os.environ.get("BENCH_SLURMD_PORT", "47001"),
+                        # job ids (and so job cgroup paths) apart from other clusters'
+                        SLURM_CONF_EXTRA="FirstJobId=700000", SLURM_DEBUG="info")
+        self.conf = os.path.join(d, "etc", "slurm.conf")
+        self.jobs = os.path.join(d, "jobs")
+        self.home = subprocess.run(["getent", "passwd", USER], capture_output=True,
+                                   text=True).stdout.split(":")[5]
+
+    def start(self, plugstack):
+        env = dict(self.env, PLUGSTACK_LINES=plugstack)
+        r = subprocess.run([CLUSTER, "start"], env=env, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError("cluster start failed:\n" + r.stdout[-2000:] + r.stderr[-2000:])
+
+    def stop(self):
+        subprocess.run([CLUSTER, "stop"], env=self.env, capture_output=True)
+
+    def as_user(self, *argv):
+        return ["runuser", "-u", USER, "--", "env", "-i", f"HOME={self.home}", f"USER={USER}",
+                f"LOGNAME={USER}", "SHELL=/bin/bash", "PATH=/usr/local/bin:/usr/bin:/bin",
+                "LANG=C.UTF-8", f"SLURM_CONF={self.conf}"] + list(argv)
+
+    def squeue_empty(self, job):
+        r = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True,
+                           text=True, env=dict(os.environ, SLURM_CONF=self.conf))
+        return r.stdout.strip() == ""
+
+    def run_job(self, tag, args):
+        """Seconds from sbatch to the script's first command; None on failure."""
+        stamp = os.path.join(self.jobs, f"start-{tag}.t")
+        script = os.path.join(self.jobs, "start.sh")
+        if not os.path.exists(script):
+            with open(script, "w") as f:
+                f.write('#!/bin/bash\ndate +%s.%N > "$1"\n')
+            os.chmod(script, 0o755)
+        if os.path.exists(stamp):
+            os.unlink(stamp)
+        t0 = time.time()
+        r = subprocess.run(self.as_user("sbatch", "--parsable", f"-N{self.nodes}",
+                                        "--gres=gpu:2", "-o", "/dev/null", *args, script, stamp),
+                           cwd=self.jobs, capture_output=True, text=True)
+        job = r.stdout.strip().split(";")[0]
+        if r.returncode != 0 or not job.isdigit():
+            B.log(f"sbatch failed: {r.stdout} {r.stderr}")
+            return None
+        end = time.time() + 60
+        t1 = None
+        while time.time() < end:
+            try:
+                with open(stamp) as f:
+                    t1 = float(f.read().strip())
+                break
+            except (OSError, ValueError):
+                time.sleep(0.01)
+        while time.time() < end and not self.squeue_empty(job):
+            time.sleep(0.05)
+        return None if t1 is None else t1 - t0
+
+
+def main():
+    if os.getuid() != 0:
+        print("needs root (runs a Slurm cluster)")
+        return 77
+    for tool in ("slurmctld", "slurmd", "sbatch", "munged"):
+        if not shutil.which(tool) and not os.path.exists("/usr/sbin/" + tool):
+            print(f"{tool} missing (tests/slurm/cluster.sh install)")
+            return 77
+    if subprocess.run(["id", USER], capture_output=True).returncode != 0:
+        print(f"test user {USER} missing (tests/slurm/cluster.sh install)")
+        return 77
+    B.preflight(need_shim=True)
+    if not os.path.exists(PLUGIN):
+        print("no plugin at " + PLUGIN)
+        return 77
+    jobs = B.env_int("BENCH_SLURM_JOBS", 30)
+    rounds = max(1, B.env_int("BENCH_SLURM_ROUNDS", 2))
+    nodes = B.env_int("BENCH_SLURM_NODES", 1)
+    d = os.environ.get("BENCH_SLURM_DIR", "/tmp/sk-bench-slurm")
+    cl = Cluster(d, nodes)
+    subprocess.run([CLUSTER, "clean"], env=cl.env, capture_output=True)
+    lib = os.path.join(d, "lib")
+    os.makedirs(lib, exist_ok=True)
+    for p in (d, lib):
+        os.chmod(p, 0o755)
+    shutil.copy(PLUGIN, os.path.join(lib, "spank_k8s.so"))
+    shutil.copy(B.SHIM_BIN, os.path.join(lib, "slurm-k8s-shim"))
+    for f in ("spank_k8s.so", "slurm-k8s-shim"):
+        os.chmod(os.path.join(lib, f), 0o755)
+    wd = B.Workdir("sk-bench-slurm-")
+    kube = B.Kube(wd.path)
+    agents = []
+    times = {"off": [], "on": [], "on+k8s": []}
+    failures = 0
+    ok = False
+    try:
+        for i in range(nodes):
+            agents.append(B.Agent(wd.path, kube, runtime="fake", slurm_node=f"n{i + 1}",
+                                  name=f"agent-n{i + 1}",
+                                  extra={"shim_auth": "cgroup", "max_jobs": "256"}))
+        sock = os.path.join(wd.path, "agent-{node}", "agent.sock")
+        os.chmod(wd.path, 0o755)
+        for a in agents:
+            os.chmod(a.dir, 0o755)
+        on_line = (f"required {lib}/spank_k8s.so socket={sock} rundir={d}/rundir "
+                   f"shim={lib}/slurm-k8s-shim timeout=5 grace=5 allowed_namespaces=default")
+        per_round = [jobs // rounds + (1 if r < jobs % rounds else 0) for r in range(rounds)]
+        n = 0
+        for rnd in range(rounds):
+            B.log(f"slurm start, round {rnd + 1}/{rounds}: {per_round[rnd]} jobs per variant")
+            cl.start("")
+            cl.run_job("warm", [])  # the first job after a start waits for the scheduler
+            for _ in range(per_round[rnd]):
+                n += 1
+                t = cl.run_job(f"off{n}", [])
+                times["off"].append(t) if t is not None else None
+                failures += t is None
+            cl.start(on_line)
+            cl.run_job("warm", [])
+            for _ in range(per_round[rnd]):
+                n += 1
+                for variant, args in (("on", []), ("on+k8s", ["--k8s-gpus=2"])):
+                    t = cl.run_job(f"{variant}{n}", args)
+                    times[variant].append(t) if t is not None else None
+                    failures += t is None
+        res = {"jobs_per_variant": jobs, "rounds": rounds, "nodes_per_job": nodes,
+               "failures": failures,
+               "what": "sbatch invoked -> first command of the batch script (ms)"}
+        for k, v in times.items():
+            res[k] = B.summary_ms(v)
+        for k in ("on", "on+k8s"):
+            if res[k].get("n") and res["off"].get("n"):
+                res[k + "_overhead"] = {
+                    "p50_diff_ms": round(res[k]["p50"] - res["off"]["p50"], 2),
+                    "p99_diff_ms": round(res[k]["p99"] - res["off"]["p99"], 2),
+                    "p50_ratio": round(res[k]["p50"] / res["off"]["p50"], 3),
+                    "p50_diff_per_node_ms": round((res[k]["p50"] - res["off"]["p50"]) / nodes, 2)}
+        # what the agents saw: every on+k8s job registered and deregistered
+        res["registrations"] = sum(open(a.log_path, errors="replace").read().count("registering job")
+                                   for a in agents)
+        B.write_result("slurm_start", res)
+        ok = failures == 0
+    finally:
+        cl.stop()
+        for a in agents:
+            a.stop()
+        kube.stop()
+        wd.done(ok)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+#!/usr/bin/python3
+"""Prints the side-by-side table (Markdown) from a bench results file.
+
+usage: report.py RESULTS.json
+Columns: what was measured, our number, the DESIGN.md target, the reference
+that applies (a real kubelet v1.28 + containerd on this kind of machine, as
+DESIGN.md records it; the Kubernetes pod-startup SLO; the same Slurm job
+without the plugin), and whether the target is met. "-" = not measured in
+this run.
+"""
+import json
+import sys
+
+
+def g(d, *path):
+    for p in path:
+        if not isinstance(d, dict) or p not in d:
+            return None
+        d = d[p]
+    return d
+
+
+def ms(x):
+    return "-" if x is None else ("%.0f ms" % x if abs(x) >= 100 else "%.1f ms" % x)
+
+
+def verdict(ok):
+    return "-" if ok is None else ("yes" if ok else "**no**")
+
+
+def rows(b):
+    out = []
+    s = b.get("slurm_start", {})
+    off = g(s, "off", "p50")
+    for k, label in (("on", "plugin loaded, job without --k8s flags"),
+                     ("on+k8s", "job with --k8s-gpus=2 (prolog registers, extern step starts the shim)")):
+        o = g(s, k + "_overhead")
+        nodes = g(s, "nodes_per_job") or 1
+        if o:
+            val = "%s p50 (%s p99), x%.2f; %d jobs, %d node(s)/job" % (
+                ms(o["p50_diff_ms"]), ms(o["p99_diff_ms"]), o["p50_ratio"], g(s, k, "n"), nodes)
+            ok = o["p50_diff_per_node_ms"] < 10
+        else:
+            val, ok = "-", None
+        out.append(("job start overhead (sbatch -> script runs), " + label, val, "< 10 ms per node",
+                    "same job without the plugin: %s p50, %s p99" % (ms(off), ms(g(s, "off", "p99"))),
+                    verdict(ok)))
+    life = b.get("lifecycle", {})
+    for rt, name in (("fake", "fake runtime"), ("shim", "process runtime (shim)")):
+        r = g(life, rt, "register_ready")
+        if r and r.get("n"):
+            out.append(("register (prolog) -> Node Ready in the API server, " + name,
+                        "p50 %s, p99 %s (n=%d)" % (ms(r["p50"]), ms(r["p99"]), r["n"]),
+                        "p50 < 50 ms, p99 < 100 ms", "kubelet start -> Node Ready 430 ms",
+                        verdict(r["p50"] < 50 and r["p99"] < 100)))
+    for rt, name, tgt in (("shim", "process runtime (shim)", True), ("fake", "fake runtime (comparison)", False)):
+        r = g(life, rt, "pod_running")
+        if r and r.get("n"):
+            out.append(("pod bound -> Running in the API server, " + name,
+                        "p50 %s, p99 %s (n=%d)" % (ms(r["p50"]), ms(r["p99"]), r["n"]),
+                        "p50 < 50 ms, p99 < 200 ms" if tgt else "(no target)",
+                        "kubelet create -> Running 880 ms median (610-1650); "
+                        "Kubernetes SLO: p99 < 5 s (image pull excluded)",
+                        verdict(r["p50"] < 50 and r["p99"] < 200) if tgt else "-"))
+    r = g(life, "shim", "pod_delete_gone")
+    if r and r.get("n"):
+        out.append(("pod DELETE (process exits on SIGTERM) -> gone, process runtime",
+                    "p50 %s, p99 %s (n=%d)" % (ms(r["p50"]), ms(r["p99"]), r["n"]),
+                    "< 100 ms", "kubelet delete -> gone 980 ms", verdict(r["p99"] < 100)))
+    grace = g(life, "grace_s")
+    for rt, name in (("shim", "process runtime"), ("fake", "fake runtime")):
+        r = g(life, rt, "deregister_all_gone")
+        if r and r.get("n"):
+            out.append(("job end (deregister, grace %ss) -> pods stopped, Node and Lease deleted, %s"
+                        % (grace, name),
+                        "p50 %s, p99 %s (n=%d); pods exit on SIGTERM, so no grace is used"
+                        % (ms(r["p50"]), ms(r["p99"]), r["n"]),
+                        "grace + < 500 ms", "-", verdict(r["p99"] < 500)))
+    st = b.get("steady", {})
+    if st:
+        out.append(("steady-state API requests per virtual node (%d nodes x %d pods, %.0f s)"
+                    % (st["nodes"], st["pods_per_node"], st["window_s"]),
+                    "%.3f req/s" % st["req_per_node_per_s"], "<= 0.1 req/s",
+                    "kubelet: 0.21 req/s measured idle (Lease every 10 s = 0.1 req/s, plus "
+                    "status every 5 min, plus its own watches/lists)",
+                    verdict(st["req_per_node_per_s"] <= 0.1 + 1e-9)))
+    res = b.get("resources", {})
+    if res:
+        n, p = res["nodes"], res["pods_per_node"]
+        kubelet = n * (80 + 48) + n * p * 13
+        total_pss = (res["agent_pss_kib"] + res["shims_pss_kib"]) / 1024
+        out.append(("agent + shim memory, %d nodes x %d pods (one agent, %d shims)" % (n, p, n),
+                    "RSS: agent %.1f MiB + shims %.1f MiB (max %.1f each) = %.1f MiB; "
+                    "PSS (shared pages split): %.1f MiB"
+                    % (res["agent_rss_kib"] / 1024, res["shims_rss_kib"] / 1024,
+                       res["shim_rss_kib_max"] / 1024, res["total_rss_mib"], total_pss),
+                    "< 20 MB RSS",
+                    "kubelet 80 MiB + containerd 48 MiB per node + 13 MiB per pod = %d MiB for "
+                    "%d nodes x %d pods" % (kubelet, n, p),
+                    verdict(res["total_rss_mib"] * 1.048576 < 20)))
+        out.append(("CPU time (agent + shims) per pod start",
+                    "%.2f ms (%d pods Running after %.2f s); idle afterwards %.2f %% of a core"
+                    % (res["cpu_ms_per_pod_start"], res["pods"], res["all_running_s"],
+                       res["idle_cpu_percent"]), "(no target)", "-", "-"))
+    sc = b.get("scale", {})
+    for n in sorted((k for k in sc if k.isdigit()), key=int):
+        r = sc[n]
+        t = r.get("all_ready_s")
+        out.append(("%s virtual nodes registering at once (one agent, %d parallel calls)"
+                    % (n, r["concurrency"]),
+                    "all Ready %s; %d agent requests (%.1f/node) at %.0f req/s; API server "
+                    "latency p99 %s; agent %.1f ms CPU/node, RSS %.0f MiB; test API server CPU %s%%"
+                    % ("%.2f s" % t if t is not None else "NOT all (%d)" % r["ready"],
+                       r["agent_requests"], r["requests_per_node"], r["req_per_s"],
+                       ms(g(r, "server_latency", "p99")), r["agent_cpu_ms_per_node"],
+                       r["agent_rss_kib"] / 1024, r.get("api_server_cpu_percent", "-")),
+                    "1000: all Ready < 10 s, API server not overloaded" if n == "1000" else "-",
+                    "-",
+                    verdict(t is not None and t < 10) if n == "1000" else "-"))
+    return out
+
+
+def main():
+    with open(sys.argv[1]) as f:
+        res = json.load(f)
+    m = res.get("machine", {})
+    print("Machine: %s CPUs (%s), %s RAM, kernel %s; load average at start %s"
+          % (m.get("nproc"), m.get("cpu_model"), m.get("mem_total"), m.get("kernel"),
+             " ".join(m.get("loadavg_at_start", []))))
+    if res.get("command"):
+        print("Command: `%s`" % res["command"])
+    print()
+    print("| what | measured | target | reference (which) | target met |")
+    print("|---|---|---|---|---|")
+    for r in rows(res.get("benchmarks", {})):
+        print("| " + " | ".join(str(c).replace("|", "/") for c in r) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
