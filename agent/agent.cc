@@ -238,31 +238,28 @@ void Agent::op_register(const std::shared_ptr<Connection> &c, const proto::Reque
     rec.node_name = *name;
     rec.registered_at = clock_.now_s();
     if (auto st = store_.save(rec); !st) return c->reply(proto::error_reply(req.id, st.failure()));
-    uint64_t id = req.id;
-    std::weak_ptr<Connection> wc = c;
+    // The reply does not wait for the API server: the prolog must return
+    // quickly (its time is added to every job's start), and the record is
+    // already durable, so the Node is created (and retried) in the
+    // background. Readiness is what `status` and --k8s-wait report.
+    proto::Reply rep;
+    rep.id = req.id;
+    rep.body = proto::to_json(proto::RegisterReply{*name});
+    c->reply(rep);
     std::string node_name = *name;
     uint32_t job_id = r->job_id;
     std::string slurm_node = r->slurm_node;
-    add_node(rec, [this, wc, id, node_name, key, job_id, slurm_node](Status st) {
-        auto conn = wc.lock();
-        if (!st && st.error() != Error::Transient) {
-            LOG_ERROR("[node %s] registration failed: %s", node_name.c_str(), st.message().c_str());
-            // Forget it (deferred: we are inside the node's callback).
-            defer(loop_, [this, key, job_id, slurm_node] {
-                auto it = nodes_.find(key);
-                if (it == nodes_.end()) return;
-                it->second->stop();
-                nodes_.erase(it);
-                (void)store_.remove(job_id, slurm_node);
-            });
-            if (conn) conn->reply(proto::error_reply(id, st.failure()));
-            return;
-        }
-        if (!conn) return;
-        proto::Reply rep;
-        rep.id = id;
-        rep.body = proto::to_json(proto::RegisterReply{node_name});
-        conn->reply(rep);
+    add_node(rec, [this, node_name, key, job_id, slurm_node](Status st) {
+        if (st || st.error() == Error::Transient) return;
+        LOG_ERROR("[node %s] registration failed: %s", node_name.c_str(), st.message().c_str());
+        // Forget it (deferred: we are inside the node's callback).
+        defer(loop_, [this, key, job_id, slurm_node] {
+            auto it = nodes_.find(key);
+            if (it == nodes_.end()) return;
+            it->second->stop();
+            nodes_.erase(it);
+            (void)store_.remove(job_id, slurm_node);
+        });
     });
 }
 
