@@ -292,7 +292,9 @@ void Agent::op_status(const std::shared_ptr<Connection> &c, const proto::Request
     auto k = proto::job_key_from_json(req.body, "status");
     if (!k) return c->reply(proto::error_reply(req.id, k.failure()));
     auto it = nodes_.find(job_key(k->job_id, k->slurm_node));
-    if (it == nodes_.end())
+    // Another user's job answers like an absent one: no information leaks.
+    if (it == nodes_.end() ||
+        (!is_admin(c->peer(), admin_uids_) && it->second->record().job.uid != c->peer().uid))
         return c->reply(proto::error_reply(
             req.id, fail(Error::NotFound, "job " + std::to_string(k->job_id) + " on " +
                                               k->slurm_node + " is not registered")));
@@ -307,7 +309,10 @@ void Agent::op_list(const std::shared_ptr<Connection> &c, const proto::Request &
     rep.id = req.id;
     rep.body["version"] = PACKAGE_VERSION;
     rep.body["nodes"] = Json::Value(Json::arrayValue);
-    for (const auto &[k, vn] : nodes_) rep.body["nodes"].append(proto::to_json(vn->state()));
+    const bool admin = is_admin(c->peer(), admin_uids_);
+    for (const auto &[k, vn] : nodes_)
+        if (admin || vn->record().job.uid == c->peer().uid)  // users see their own jobs
+            rep.body["nodes"].append(proto::to_json(vn->state()));
     c->reply(rep);
 }
 

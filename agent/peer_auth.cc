@@ -8,10 +8,17 @@
 
 namespace sk::agent {
 
+bool is_admin(const PeerCred &peer, const std::vector<uint32_t> &admin_uids) {
+    return std::find(admin_uids.begin(), admin_uids.end(), peer.uid) != admin_uids.end();
+}
+
 Status authorize_op(const std::string &op, const PeerCred &peer,
                     const std::vector<uint32_t> &admin_uids) {
-    bool admin = std::find(admin_uids.begin(), admin_uids.end(), peer.uid) != admin_uids.end();
-    if (op == "register" || op == "deregister" || op == "status" || op == "list") {
+    const bool admin = is_admin(peer, admin_uids);
+    // Read-only ops are open to every user; the agent answers a non-admin
+    // only about that user's own jobs (Agent::op_status, Agent::op_list).
+    if (op == "status" || op == "list") return {};
+    if (op == "register" || op == "deregister") {
         if (admin) return {};
         return fail(Error::Forbidden, "'" + op + "' is allowed only to root and the SlurmUser (uid " +
                                           std::to_string(peer.uid) + " is neither)");

@@ -19,6 +19,8 @@ struct PeerCred {
 
 // register / deregister / status / list: only the admin uids.
 // attach: anyone here; authorize_attach decides. Anything else: refused.
+// Root and the SlurmUser (admin_uids) see and change every job.
+bool is_admin(const PeerCred &peer, const std::vector<uint32_t> &admin_uids);
 Status authorize_op(const std::string &op, const PeerCred &peer,
                     const std::vector<uint32_t> &admin_uids);
 

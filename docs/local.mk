@@ -3,4 +3,5 @@ EXTRA_DIST += \
 EXTRA_DIST += \
 	docs/admin-guide.md \
 	docs/kubernetes-guide.md \
+	docs/security.md \
 	docs/user-guide.md

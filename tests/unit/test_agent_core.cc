@@ -442,7 +442,8 @@ struct OpCase {
 };
 static const OpCase kOps[] = {
     {"register", 0, true},     {"register", 1000, false}, {"deregister", 64030, true},
-    {"deregister", 1000, false}, {"status", 1000, false},  {"list", 0, true},
+    {"deregister", 1000, false}, {"status", 1000, true},   {"list", 0, true},
+    {"list", 1000, true},
     {"attach", 1000, true},    {"pod_run", 0, false},     {"shutdown", 0, false},
 };
 START_TEST(op_authorization) {
