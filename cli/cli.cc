@@ -12,7 +12,9 @@ Failure usage(const std::string &msg) {
     return fail(Error::InvalidArgument, msg + " (see `slurm-k8s --help`)");
 }
 
-std::string gpus_text(const std::vector<int> &g) { return g.empty() ? "-" : format_index_list(g); }
+std::string gpus_text(const std::vector<int> &g) {
+    return g.empty() ? "-" : format_index_list(g);
+}
 
 }  // namespace
 
@@ -45,16 +47,21 @@ Result<Options> parse_args(const std::vector<std::string> &args) {
             auto v = value("--timeout");
             if (!v.ok()) return v.failure();
             auto s = parse_seconds(*v, "--timeout");
-            if (!s.ok() || *s == 0) return usage("--timeout: '" + *v + "' is not a duration > 0 (30, 90s, 5m)");
+            if (!s.ok() || *s == 0)
+                return usage("--timeout: '" + *v + "' is not a duration > 0 (30, 90s, 5m)");
             o.timeout_s = *s;
         } else if (starts_with(a, "-") && a != "-") {
             return usage("unknown option '" + a + "'");
         } else if (!have_command) {
             have_command = true;
-            if (a == "status") o.command = Options::Command::Status;
-            else if (a == "list") o.command = Options::Command::List;
-            else if (a == "wait") o.command = Options::Command::Wait;
-            else return usage("unknown command '" + a + "'");
+            if (a == "status")
+                o.command = Options::Command::Status;
+            else if (a == "list")
+                o.command = Options::Command::List;
+            else if (a == "wait")
+                o.command = Options::Command::Wait;
+            else
+                return usage("unknown command '" + a + "'");
         } else {
             positional.push_back(a);
         }
@@ -122,7 +129,8 @@ std::string format_list(const std::vector<proto::NodeState> &nodes) {
                         n.ready ? "True" : "False", gpus_text(n.gpus), std::to_string(n.pods)});
     std::vector<size_t> width(rows[0].size(), 0);
     for (const auto &r : rows)
-        for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
+        for (size_t i = 0; i < r.size(); ++i)
+            width[i] = std::max(width[i], r[i].size());
     std::string out;
     for (const auto &r : rows) {
         std::string line;
@@ -138,19 +146,21 @@ std::string format_list(const std::vector<proto::NodeState> &nodes) {
 std::string format_status(const std::string &socket, const std::string &agent_version,
                           const std::vector<proto::NodeState> &nodes) {
     size_t ready = 0;
-    for (const auto &n : nodes) ready += n.ready ? 1 : 0;
+    for (const auto &n : nodes)
+        ready += n.ready ? 1 : 0;
     std::string out = "agent:   reachable at " + socket + "\n";
     out += "version: " + (agent_version.empty() ? std::string("unknown") : agent_version) + "\n";
     out += "jobs:    " + std::to_string(nodes.size()) + " on this node (" + std::to_string(ready) +
            " Ready)\n";
     for (const auto &n : nodes)
         out += "  job " + std::to_string(n.job_id) + " (" + n.user + "): " + n.node_name + " " +
-               n.phase + ", GPUs " + gpus_text(n.gpus) + ", " + std::to_string(n.pods) +
-               " pods\n";
+               n.phase + ", GPUs " + gpus_text(n.gpus) + ", " + std::to_string(n.pods) + " pods\n";
     return out;
 }
 
-std::string format_json(const Json::Value &v) { return json::write(v) + "\n"; }
+std::string format_json(const Json::Value &v) {
+    return json::write(v) + "\n";
+}
 
 bool job_ready(const std::vector<proto::NodeState> &nodes, uint32_t job_id) {
     for (const auto &n : nodes)

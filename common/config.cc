@@ -22,8 +22,8 @@ Result<std::vector<KeyValue>> parse_kv_args(int argc, const char *const *argv,
         std::string where = std::string(source) + " argument " + std::to_string(i + 1);
         auto eq = word.find('=');
         if (eq == std::string_view::npos)
-            return fail(Error::InvalidArgument, where + ": '" + std::string(word) +
-                                                    "' is not key=value");
+            return fail(Error::InvalidArgument,
+                        where + ": '" + std::string(word) + "' is not key=value");
         std::string key(word.substr(0, eq));
         if (!valid_key(key))
             return fail(Error::InvalidArgument, where + ": '" + key + "' is not a valid key name");
@@ -42,7 +42,8 @@ Result<std::vector<KeyValue>> parse_kv_text(std::string_view text, std::string_v
         if (line.empty() || line[0] == '#') continue;
         auto eq = line.find('=');
         if (eq == std::string_view::npos)
-            return fail(Error::Parse, where + ": expected 'key = value', got '" + std::string(line) + "'");
+            return fail(Error::Parse,
+                        where + ": expected 'key = value', got '" + std::string(line) + "'");
         std::string key(trim(line.substr(0, eq)));
         std::string_view value = trim(line.substr(eq + 1));
         if (!valid_key(key))
@@ -77,12 +78,13 @@ void ConfigSchema::add_string(std::string key, std::string *dst, std::string doc
 }
 
 void ConfigSchema::add_path(std::string key, std::string *dst, std::string doc) {
-    add(std::move(key), std::move(doc), [dst](const std::string &v, const std::string &k) -> Status {
-        if (v.empty() || v[0] != '/')
-            return fail(Error::InvalidArgument, k + "='" + v + "' must be an absolute path");
-        *dst = v;
-        return {};
-    });
+    add(std::move(key), std::move(doc),
+        [dst](const std::string &v, const std::string &k) -> Status {
+            if (v.empty() || v[0] != '/')
+                return fail(Error::InvalidArgument, k + "='" + v + "' must be an absolute path");
+            *dst = v;
+            return {};
+        });
 }
 
 void ConfigSchema::add_uint(std::string key, uint64_t *dst, uint64_t min, uint64_t max,
@@ -101,12 +103,13 @@ void ConfigSchema::add_uint(std::string key, uint64_t *dst, uint64_t min, uint64
 }
 
 void ConfigSchema::add_bool(std::string key, bool *dst, std::string doc) {
-    add(std::move(key), std::move(doc), [dst](const std::string &v, const std::string &k) -> Status {
-        auto b = parse_bool(v, k);
-        if (!b) return b.failure();
-        *dst = *b;
-        return {};
-    });
+    add(std::move(key), std::move(doc),
+        [dst](const std::string &v, const std::string &k) -> Status {
+            auto b = parse_bool(v, k);
+            if (!b) return b.failure();
+            *dst = *b;
+            return {};
+        });
 }
 
 void ConfigSchema::add_seconds(std::string key, uint64_t *dst, uint64_t min, uint64_t max,
@@ -178,13 +181,15 @@ Status ConfigSchema::apply(const std::vector<KeyValue> &kvs) const {
 
 std::vector<std::string> ConfigSchema::keys() const {
     std::vector<std::string> out;
-    for (const auto &e : entries_) out.push_back(e.key);
+    for (const auto &e : entries_)
+        out.push_back(e.key);
     return out;
 }
 
 std::string ConfigSchema::describe() const {
     std::string out;
-    for (const auto &e : entries_) out += e.key + ": " + e.doc + "\n";
+    for (const auto &e : entries_)
+        out += e.key + ": " + e.doc + "\n";
     return out;
 }
 

@@ -19,7 +19,9 @@ std::string errno_text(const char *what, const std::string &path, int err) {
     return std::string(what) + " " + path + ": " + std::strerror(err);
 }
 
-bool valid_stream(std::string_view s) { return s == "stdout" || s == "stderr"; }
+bool valid_stream(std::string_view s) {
+    return s == "stdout" || s == "stderr";
+}
 
 bool parse_digits(std::string_view s, size_t pos, size_t n, int *out) {
     if (pos + n > s.size()) return false;
@@ -54,8 +56,10 @@ void parse_lines(std::string_view text, std::vector<CriLogRecord> *out, CriLogRe
         size_t nl = text.find('\n', pos);
         if (nl == std::string_view::npos) break;
         auto rec = parse_cri_line(text.substr(pos, nl - pos));
-        if (rec.ok()) out->push_back(std::move(*rec));
-        else if (stats) ++stats->malformed_lines;
+        if (rec.ok())
+            out->push_back(std::move(*rec));
+        else if (stats)
+            ++stats->malformed_lines;
         pos = nl + 1;
     }
     if (rest) rest->assign(text.substr(pos));
@@ -132,7 +136,8 @@ std::string format_rfc3339nano(int64_t ts_ns, bool fixed_width) {
     snprintf(fr, sizeof fr, "%09lld", static_cast<long long>(frac));
     std::string f(fr);
     if (!fixed_width) {
-        while (!f.empty() && f.back() == '0') f.pop_back();
+        while (!f.empty() && f.back() == '0')
+            f.pop_back();
     }
     if (!f.empty()) out += "." + f;
     out += "Z";
@@ -165,7 +170,8 @@ Result<int64_t> parse_rfc3339nano(std::string_view s) {
             ++pos;
         }
         if (digits == 0 || digits > 9) return bad();
-        for (size_t i = digits; i < 9; ++i) frac *= 10;
+        for (size_t i = digits; i < 9; ++i)
+            frac *= 10;
     }
     int64_t offset = 0;
     if (pos < s.size() && (s[pos] == 'Z' || s[pos] == 'z')) {
@@ -311,9 +317,8 @@ Status CriLogWriter::emit(std::string_view stream, bool partial, std::string_vie
 
 Status CriLogWriter::write(std::string_view stream, const char *data, size_t len) {
     if (!valid_stream(stream))
-        return fail(Error::InvalidArgument,
-                    "container log stream must be stdout or stderr, not '" + std::string(stream) +
-                        "'");
+        return fail(Error::InvalidArgument, "container log stream must be stdout or stderr, not '" +
+                                                std::string(stream) + "'");
     std::string &tail = stream == "stdout" ? tail_out_ : tail_err_;
     std::string_view in(data, len);
     while (!in.empty()) {

@@ -27,10 +27,10 @@ namespace sk {
 constexpr size_t kCriMaxLineBytes = size_t{16} * 1024;
 
 struct CriLogRecord {
-    int64_t ts_ns = 0;    // nanoseconds since the Unix epoch, UTC
-    std::string stream;   // "stdout" or "stderr"
-    bool partial = false; // P record: no newline after content
-    std::string content;  // without the trailing '\n'
+    int64_t ts_ns = 0;     // nanoseconds since the Unix epoch, UTC
+    std::string stream;    // "stdout" or "stderr"
+    bool partial = false;  // P record: no newline after content
+    std::string content;   // without the trailing '\n'
 };
 
 // Nanosecond wall clock; injectable so tests get stable timestamps.

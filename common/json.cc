@@ -37,7 +37,8 @@ Result<Json::Value> parse(std::string_view text) {
         errs = e.what();
     }
     if (!ok) {
-        while (!errs.empty() && (errs.back() == '\n' || errs.back() == ' ')) errs.pop_back();
+        while (!errs.empty() && (errs.back() == '\n' || errs.back() == ' '))
+            errs.pop_back();
         for (auto &c : errs)
             if (c == '\n') c = ' ';
         return fail(Error::Parse, "invalid JSON: " + errs);
@@ -85,8 +86,8 @@ Result<uint64_t> opt_uint(const Json::Value &obj, const char *key, std::string_v
         return type_error(ctx, key, "a non-negative integer");
     uint64_t n = v.asUInt64();
     if (n > max)
-        return fail(Error::Parse, std::string(ctx) + ": '" + key + "' is larger than " +
-                                      std::to_string(max));
+        return fail(Error::Parse,
+                    std::string(ctx) + ": '" + key + "' is larger than " + std::to_string(max));
     return n;
 }
 
@@ -117,8 +118,8 @@ Result<std::vector<std::string>> opt_string_list(const Json::Value &obj, const c
     return out;
 }
 
-Result<std::vector<int>> opt_int_list(const Json::Value &obj, const char *key,
-                                      std::string_view ctx, int max_value) {
+Result<std::vector<int>> opt_int_list(const Json::Value &obj, const char *key, std::string_view ctx,
+                                      int max_value) {
     std::vector<int> out;
     if (!obj.isObject() || !obj.isMember(key) || obj[key].isNull()) return out;
     const Json::Value &v = obj[key];
@@ -146,19 +147,22 @@ Result<std::map<std::string, std::string>> opt_string_map(const Json::Value &obj
 
 Json::Value from_strings(const std::vector<std::string> &v) {
     Json::Value a(Json::arrayValue);
-    for (const auto &s : v) a.append(s);
+    for (const auto &s : v)
+        a.append(s);
     return a;
 }
 
 Json::Value from_ints(const std::vector<int> &v) {
     Json::Value a(Json::arrayValue);
-    for (int i : v) a.append(i);
+    for (int i : v)
+        a.append(i);
     return a;
 }
 
 Json::Value from_map(const std::map<std::string, std::string> &m) {
     Json::Value o(Json::objectValue);
-    for (const auto &[k, val] : m) o[k] = val;
+    for (const auto &[k, val] : m)
+        o[k] = val;
     return o;
 }
 

@@ -34,8 +34,8 @@ Result<int64_t> opt_int(const Json::Value &obj, const char *key, std::string_vie
 Result<bool> opt_bool(const Json::Value &obj, const char *key, std::string_view ctx, bool dflt);
 Result<std::vector<std::string>> opt_string_list(const Json::Value &obj, const char *key,
                                                  std::string_view ctx);
-Result<std::vector<int>> opt_int_list(const Json::Value &obj, const char *key,
-                                      std::string_view ctx, int max_value);
+Result<std::vector<int>> opt_int_list(const Json::Value &obj, const char *key, std::string_view ctx,
+                                      int max_value);
 Result<std::map<std::string, std::string>> opt_string_map(const Json::Value &obj, const char *key,
                                                           std::string_view ctx);
 

@@ -5,8 +5,12 @@
 namespace sk::k8s {
 namespace {
 
-bool lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
-bool alnum(char c) { return lower_alnum(c) || (c >= 'A' && c <= 'Z'); }
+bool lower_alnum(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+bool alnum(char c) {
+    return lower_alnum(c) || (c >= 'A' && c <= 'Z');
+}
 
 bool is_name_part(std::string_view s) {
     if (s.empty() || s.size() > 63) return false;
@@ -31,7 +35,8 @@ bool is_dns1123_subdomain(std::string_view s) noexcept {
     size_t start = 0;
     for (;;) {
         size_t dot = s.find('.', start);
-        std::string_view part = s.substr(start, dot == std::string_view::npos ? s.npos : dot - start);
+        std::string_view part =
+            s.substr(start, dot == std::string_view::npos ? s.npos : dot - start);
         if (!is_dns1123_label(part)) return false;
         if (dot == std::string_view::npos) return true;
         start = dot + 1;
@@ -45,7 +50,9 @@ bool is_qualified_name(std::string_view s) noexcept {
     return is_dns1123_subdomain(s.substr(0, slash)) && is_name_part(s.substr(slash + 1));
 }
 
-bool is_label_value(std::string_view s) noexcept { return s.empty() || is_name_part(s); }
+bool is_label_value(std::string_view s) noexcept {
+    return s.empty() || is_name_part(s);
+}
 
 Result<std::map<std::string, std::string>> parse_labels(std::string_view s) {
     std::map<std::string, std::string> out;
@@ -77,7 +84,8 @@ Result<Taint> parse_taint(std::string_view s) {
     auto colon = item.rfind(':');
     if (colon == std::string::npos)
         return fail(Error::InvalidArgument,
-                    "taint '" + item + "' needs an effect: key[=value]:NoSchedule|PreferNoSchedule|NoExecute");
+                    "taint '" + item +
+                        "' needs an effect: key[=value]:NoSchedule|PreferNoSchedule|NoExecute");
     Taint t;
     t.effect = item.substr(colon + 1);
     std::string kv = item.substr(0, colon);
@@ -85,14 +93,15 @@ Result<Taint> parse_taint(std::string_view s) {
     t.key = kv.substr(0, eq);
     if (eq != std::string::npos) t.value = kv.substr(eq + 1);
     if (t.effect != "NoSchedule" && t.effect != "PreferNoSchedule" && t.effect != "NoExecute")
-        return fail(Error::InvalidArgument, "taint '" + item + "': effect '" + t.effect +
-                                                "' is not NoSchedule, PreferNoSchedule or NoExecute");
+        return fail(Error::InvalidArgument,
+                    "taint '" + item + "': effect '" + t.effect +
+                        "' is not NoSchedule, PreferNoSchedule or NoExecute");
     if (!is_qualified_name(t.key))
-        return fail(Error::InvalidArgument, "taint '" + item + "': key '" + t.key +
-                                                "' is not a valid [prefix/]name");
+        return fail(Error::InvalidArgument,
+                    "taint '" + item + "': key '" + t.key + "' is not a valid [prefix/]name");
     if (!is_label_value(t.value))
-        return fail(Error::InvalidArgument, "taint '" + item + "': value '" + t.value +
-                                                "' is not a valid label value");
+        return fail(Error::InvalidArgument,
+                    "taint '" + item + "': value '" + t.value + "' is not a valid label value");
     return t;
 }
 

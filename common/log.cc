@@ -27,7 +27,10 @@ void stderr_sink(Level lvl, const char *line) {
     }
     // One fprintf per line so concurrent writers do not interleave mid-line.
     fprintf(stderr, "%s%s: %s%s\n", ts, g_component,
-            lvl == Level::Error ? "error: " : lvl == Level::Warning ? "warning: " : "", line);
+            lvl == Level::Error     ? "error: "
+            : lvl == Level::Warning ? "warning: "
+                                    : "",
+            line);
 }
 
 }  // namespace
@@ -35,20 +38,37 @@ void stderr_sink(Level lvl, const char *line) {
 void set_component(const char *name) noexcept {
     snprintf(g_component, sizeof g_component, "%s", name ? name : "slurm-k8s");
 }
-const char *component() noexcept { return g_component; }
-void set_level(Level l) noexcept { g_level.store(static_cast<int>(l)); }
-Level level() noexcept { return static_cast<Level>(g_level.load()); }
-bool enabled(Level l) noexcept { return static_cast<int>(l) <= g_level.load(); }
-void set_sink(Sink sink) noexcept { g_sink.store(sink); }
-void set_timestamps(bool on) noexcept { g_timestamps.store(on); }
+const char *component() noexcept {
+    return g_component;
+}
+void set_level(Level l) noexcept {
+    g_level.store(static_cast<int>(l));
+}
+Level level() noexcept {
+    return static_cast<Level>(g_level.load());
+}
+bool enabled(Level l) noexcept {
+    return static_cast<int>(l) <= g_level.load();
+}
+void set_sink(Sink sink) noexcept {
+    g_sink.store(sink);
+}
+void set_timestamps(bool on) noexcept {
+    g_timestamps.store(on);
+}
 
 const char *level_name(Level l) noexcept {
     switch (l) {
-    case Level::Error: return "error";
-    case Level::Warning: return "warning";
-    case Level::Info: return "info";
-    case Level::Verbose: return "verbose";
-    case Level::Debug: return "debug";
+        case Level::Error:
+            return "error";
+        case Level::Warning:
+            return "warning";
+        case Level::Info:
+            return "info";
+        case Level::Verbose:
+            return "verbose";
+        case Level::Debug:
+            return "debug";
     }
     return "info";
 }

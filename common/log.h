@@ -28,8 +28,8 @@ void write(Level level, const char *fmt, ...) noexcept __attribute__((format(pri
 
 }  // namespace sk::log
 
-#define SK_LOG(lvl, ...)                                       \
-    do {                                                       \
+#define SK_LOG(lvl, ...)                                                 \
+    do {                                                                 \
         if (::sk::log::enabled(lvl)) ::sk::log::write(lvl, __VA_ARGS__); \
     } while (0)
 #define LOG_ERROR(...) SK_LOG(::sk::log::Level::Error, __VA_ARGS__)

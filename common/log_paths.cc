@@ -10,8 +10,7 @@ namespace sk {
 
 Status check_log_path_component(std::string_view s, std::string_view what) {
     bool bad = s.empty() || s.size() > 253 || s == "." || s == ".." ||
-               s.find('/') != std::string_view::npos ||
-               s.find('\0') != std::string_view::npos;
+               s.find('/') != std::string_view::npos || s.find('\0') != std::string_view::npos;
     if (bad)
         return fail(Error::InvalidArgument,
                     "invalid " + std::string(what) + " '" + std::string(s) + "'");
@@ -29,8 +28,8 @@ std::string container_log_dir(const std::string &state_dir, const std::string &p
 
 std::string container_log_path(const std::string &state_dir, const std::string &pod_uid,
                                const std::string &container, int restart_count) {
-    return container_log_dir(state_dir, pod_uid, container) + "/" +
-           std::to_string(restart_count) + ".log";
+    return container_log_dir(state_dir, pod_uid, container) + "/" + std::to_string(restart_count) +
+           ".log";
 }
 
 std::vector<std::string> log_files_oldest_first(const std::string &path) {
@@ -86,8 +85,8 @@ Result<std::vector<std::string>> container_log_files(const std::string &state_di
         if (!existing.ok()) return existing.failure();
         auto prev = previous_restart_count(*existing, current_restart_count);
         if (!prev)
-            return fail(Error::NotFound, "previous terminated container \"" + container +
-                                             "\" not found");
+            return fail(Error::NotFound,
+                        "previous terminated container \"" + container + "\" not found");
         restart = *prev;
     }
     return log_files_oldest_first(container_log_path(state_dir, pod_uid, container, restart));

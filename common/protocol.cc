@@ -75,7 +75,8 @@ Result<Request> decode_request(std::string_view line) {
     r.id = *id;
     auto op = json::get_string(*v, "op", "request");
     if (!op) return op.failure();
-    if (op->empty() || op->size() > 64) return fail(Error::Parse, "request: 'op' is empty or too long");
+    if (op->empty() || op->size() > 64)
+        return fail(Error::Parse, "request: 'op' is empty or too long");
     r.op = *op;
     auto body = body_of(*v);
     if (!body) return body.failure();
@@ -90,7 +91,8 @@ Result<Reply> decode_reply(std::string_view line) {
     auto id = json::get_uint(*v, "id", "reply");
     if (!id) return id.failure();
     r.id = *id;
-    if (!v->isMember("ok") || !(*v)["ok"].isBool()) return fail(Error::Parse, "reply: 'ok' must be true or false");
+    if (!v->isMember("ok") || !(*v)["ok"].isBool())
+        return fail(Error::Parse, "reply: 'ok' must be true or false");
     r.ok = (*v)["ok"].asBool();
     if (r.ok) {
         auto body = body_of(*v);
@@ -109,11 +111,11 @@ Result<Reply> decode_reply(std::string_view line) {
 
 // ---- typed bodies ----
 
-#define TRY_ASSIGN(dst, expr)           \
-    do {                                \
-        auto _r = (expr);               \
-        if (!_r) return _r.failure();   \
-        (dst) = std::move(*_r);         \
+#define TRY_ASSIGN(dst, expr)         \
+    do {                              \
+        auto _r = (expr);             \
+        if (!_r) return _r.failure(); \
+        (dst) = std::move(*_r);       \
     } while (0)
 
 static Status check_node_name(const std::string &n, std::string_view ctx) {
@@ -139,7 +141,8 @@ Json::Value to_json(const RegisterRequest &r) {
     v["memory_mib"] = Json::UInt64(r.memory_mib);
     v["labels"] = json::from_map(r.labels);
     Json::Value taints(Json::arrayValue);
-    for (const auto &t : r.taints) taints.append(k8s::format_taint(t));
+    for (const auto &t : r.taints)
+        taints.append(k8s::format_taint(t));
     v["taints"] = taints;
     v["namespaces"] = json::from_strings(r.namespaces);
     v["end_time"] = Json::Int64(r.end_time);
@@ -168,7 +171,8 @@ Result<RegisterRequest> register_from_json(const Json::Value &v) {
     TRY_ASSIGN(r.labels, opt_string_map(v, "labels", ctx));
     for (const auto &[k, val] : r.labels)
         if (!k8s::is_qualified_name(k) || !k8s::is_label_value(val))
-            return fail(Error::InvalidArgument, "register: label '" + k + "=" + val + "' is invalid");
+            return fail(Error::InvalidArgument,
+                        "register: label '" + k + "=" + val + "' is invalid");
     std::vector<std::string> taints;
     TRY_ASSIGN(taints, opt_string_list(v, "taints", ctx));
     for (const auto &t : taints) {
@@ -179,7 +183,8 @@ Result<RegisterRequest> register_from_json(const Json::Value &v) {
     TRY_ASSIGN(r.namespaces, opt_string_list(v, "namespaces", ctx));
     for (const auto &ns : r.namespaces)
         if (!k8s::is_dns1123_label(ns))
-            return fail(Error::InvalidArgument, "register: namespace '" + ns + "' is not a valid name");
+            return fail(Error::InvalidArgument,
+                        "register: namespace '" + ns + "' is not a valid name");
     TRY_ASSIGN(r.end_time, opt_int(v, "end_time", ctx, 0));
     return r;
 }

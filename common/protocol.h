@@ -59,8 +59,8 @@ struct RegisterRequest {
     uint32_t uid = 0, gid = 0;
     std::string partition;
     std::string cluster;
-    std::vector<int> gpus;   // lent GPU indices (as Slurm numbers them on the node)
-    uint32_t cpus = 0;       // 0: no CPU capacity advertised beyond what pods request
+    std::vector<int> gpus;  // lent GPU indices (as Slurm numbers them on the node)
+    uint32_t cpus = 0;      // 0: no CPU capacity advertised beyond what pods request
     uint64_t memory_mib = 0;
     std::map<std::string, std::string> labels;  // the user's --k8s-labels
     std::vector<k8s::Taint> taints;             // the job's taints (default included)
@@ -75,8 +75,8 @@ struct RegisterReply {
 struct DeregisterRequest {
     uint32_t job_id = 0;
     std::string slurm_node;
-    uint32_t grace_s = 30;     // budget for stopping pods
-    std::string reason;        // "JobEnded", "JobCancelled", "TimeLimit", "NodeFail"
+    uint32_t grace_s = 30;  // budget for stopping pods
+    std::string reason;     // "JobEnded", "JobCancelled", "TimeLimit", "NodeFail"
 };
 struct DeregisterReply {
     uint32_t pods_stopped = 0;

@@ -20,26 +20,40 @@ struct Failure {
     std::string describe() const;
 };
 
-inline Failure fail(Error code, std::string message) { return Failure{code, std::move(message)}; }
+inline Failure fail(Error code, std::string message) {
+    return Failure{code, std::move(message)};
+}
 
 template <typename T>
 class [[nodiscard]] Result {
   public:
-    Result(T value) : v_(std::move(value)) {}          // NOLINT: implicit by design
+    Result(T value) : v_(std::move(value)) {}            // NOLINT: implicit by design
     Result(Failure failure) : v_(std::move(failure)) {}  // NOLINT: implicit by design
 
     bool ok() const noexcept { return v_.index() == 0; }
     explicit operator bool() const noexcept { return ok(); }
 
-    T &value() & { assert(ok()); return std::get<0>(v_); }
-    const T &value() const & { assert(ok()); return std::get<0>(v_); }
-    T &&value() && { assert(ok()); return std::get<0>(std::move(v_)); }
+    T &value() & {
+        assert(ok());
+        return std::get<0>(v_);
+    }
+    const T &value() const & {
+        assert(ok());
+        return std::get<0>(v_);
+    }
+    T &&value() && {
+        assert(ok());
+        return std::get<0>(std::move(v_));
+    }
     T &operator*() & { return value(); }
     const T &operator*() const & { return value(); }
     T *operator->() { return &value(); }
     const T *operator->() const { return &value(); }
 
-    const Failure &failure() const { assert(!ok()); return std::get<1>(v_); }
+    const Failure &failure() const {
+        assert(!ok());
+        return std::get<1>(v_);
+    }
     Error error() const { return failure().code; }
     const std::string &message() const { return failure().message; }
 
@@ -55,7 +69,10 @@ class [[nodiscard]] Result<void> {
 
     bool ok() const noexcept { return ok_; }
     explicit operator bool() const noexcept { return ok_; }
-    const Failure &failure() const { assert(!ok_); return failure_; }
+    const Failure &failure() const {
+        assert(!ok_);
+        return failure_;
+    }
     Error error() const { return failure().code; }
     const std::string &message() const { return failure().message; }
 

@@ -7,8 +7,10 @@ namespace sk {
 
 std::string_view trim(std::string_view s) noexcept {
     size_t b = 0, e = s.size();
-    while (b < e && isspace(static_cast<unsigned char>(s[b]))) b++;
-    while (e > b && isspace(static_cast<unsigned char>(s[e - 1]))) e--;
+    while (b < e && isspace(static_cast<unsigned char>(s[b])))
+        b++;
+    while (e > b && isspace(static_cast<unsigned char>(s[e - 1])))
+        e--;
     return s.substr(b, e - b);
 }
 
@@ -43,8 +45,8 @@ std::string join(const std::vector<std::string> &parts, std::string_view sep) {
 }
 
 static Failure bad_value(std::string_view what, std::string_view s, std::string_view expect) {
-    return fail(Error::InvalidArgument, std::string(what) + ": '" + std::string(s) +
-                                            "' is not " + std::string(expect));
+    return fail(Error::InvalidArgument,
+                std::string(what) + ": '" + std::string(s) + "' is not " + std::string(expect));
 }
 
 Result<uint64_t> parse_uint(std::string_view s, std::string_view what, uint64_t max) {
@@ -58,7 +60,8 @@ Result<uint64_t> parse_uint(std::string_view s, std::string_view what, uint64_t 
     }
     if (v > max)
         return fail(Error::InvalidArgument, std::string(what) + ": " + std::string(s) +
-                                                " is too large (at most " + std::to_string(max) + ")");
+                                                " is too large (at most " + std::to_string(max) +
+                                                ")");
     return v;
 }
 
@@ -73,16 +76,21 @@ Result<bool> parse_bool(std::string_view s, std::string_view what) {
 Result<uint64_t> parse_size_mib(std::string_view s, std::string_view what) {
     std::string_view num = s, suf;
     size_t i = 0;
-    while (i < s.size() && s[i] >= '0' && s[i] <= '9') i++;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9')
+        i++;
     num = s.substr(0, i);
     suf = s.substr(i);
     auto n = parse_uint(num, what, UINT64_MAX >> 20);
     if (!n) return bad_value(what, s, "a size like 512M, 16G or 1T");
     uint64_t mult;
-    if (suf.empty() || suf == "M" || suf == "m" || suf == "Mi" || suf == "MB") mult = 1;
-    else if (suf == "G" || suf == "g" || suf == "Gi" || suf == "GB") mult = 1024;
-    else if (suf == "T" || suf == "t" || suf == "Ti" || suf == "TB") mult = 1024ull * 1024;
-    else return bad_value(what, s, "a size like 512M, 16G or 1T (suffix M, G or T)");
+    if (suf.empty() || suf == "M" || suf == "m" || suf == "Mi" || suf == "MB")
+        mult = 1;
+    else if (suf == "G" || suf == "g" || suf == "Gi" || suf == "GB")
+        mult = 1024;
+    else if (suf == "T" || suf == "t" || suf == "Ti" || suf == "TB")
+        mult = 1024ull * 1024;
+    else
+        return bad_value(what, s, "a size like 512M, 16G or 1T (suffix M, G or T)");
     if (*n > UINT64_MAX / (mult << 20)) return bad_value(what, s, "a size in range");
     return *n * mult;
 }
@@ -92,10 +100,20 @@ Result<uint64_t> parse_seconds(std::string_view s, std::string_view what) {
     std::string_view num = s;
     if (!s.empty()) {
         switch (s.back()) {
-        case 's': mult = 1; num = s.substr(0, s.size() - 1); break;
-        case 'm': mult = 60; num = s.substr(0, s.size() - 1); break;
-        case 'h': mult = 3600; num = s.substr(0, s.size() - 1); break;
-        default: break;
+            case 's':
+                mult = 1;
+                num = s.substr(0, s.size() - 1);
+                break;
+            case 'm':
+                mult = 60;
+                num = s.substr(0, s.size() - 1);
+                break;
+            case 'h':
+                mult = 3600;
+                num = s.substr(0, s.size() - 1);
+                break;
+            default:
+                break;
         }
     }
     auto n = parse_uint(num, what, UINT64_MAX / 3600);
@@ -120,7 +138,8 @@ Result<std::vector<int>> parse_index_list(std::string_view s, std::string_view w
         if (!hi) return hi.failure();
         if (*lo > *hi) return bad_value(what, part, "an ascending range");
         if (*hi - *lo > 4096) return bad_value(what, part, "a range of at most 4096 entries");
-        for (uint64_t i = *lo; i <= *hi; i++) out.push_back(static_cast<int>(i));
+        for (uint64_t i = *lo; i <= *hi; i++)
+            out.push_back(static_cast<int>(i));
     }
     return out;
 }

@@ -19,8 +19,7 @@ bool ends_with(std::string_view s, std::string_view suffix) noexcept;
 std::string join(const std::vector<std::string> &parts, std::string_view sep);
 
 // Decimal, no sign; fails with InvalidArgument naming `what`.
-Result<uint64_t> parse_uint(std::string_view s, std::string_view what,
-                            uint64_t max = UINT64_MAX);
+Result<uint64_t> parse_uint(std::string_view s, std::string_view what, uint64_t max = UINT64_MAX);
 // yes/no/true/false/1/0/on/off.
 Result<bool> parse_bool(std::string_view s, std::string_view what);
 // Memory size to MiB: "512M", "16G", "1T", "1024" (plain number = MiB, as in

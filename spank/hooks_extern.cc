@@ -70,9 +70,9 @@ ShimSpec shim_spec(const PlugConfig &cfg, const RunFile &rf) {
         s.home = pw.pw_dir;
         user = pw.pw_name;
     }
-    s.argv = {cfg.shim,       "--job-id",    std::to_string(rf.job_id),
-              "--slurm-node", rf.slurm_node, "--socket",
-              socket_for(cfg, rf.slurm_node), "--log-level", cfg.shim_log_level};
+    s.argv = {cfg.shim,          "--job-id", std::to_string(rf.job_id),      "--slurm-node",
+              rf.slurm_node,     "--socket", socket_for(cfg, rf.slurm_node), "--log-level",
+              cfg.shim_log_level};
     s.env = {"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
              "HOME=" + s.home,
              "USER=" + user,

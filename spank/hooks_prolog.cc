@@ -179,7 +179,8 @@ int epilog(spank_t sp, int ac, char **av) {
         d.slurm_node = node;
         d.grace_s = static_cast<uint32_t>(cfg->grace_s);
         d.reason = "JobEnded";
-        AgentClient agent(socket_for(*cfg, node), static_cast<int>((cfg->grace_s + cfg->timeout_s) * 1000));
+        AgentClient agent(socket_for(*cfg, node),
+                          static_cast<int>((cfg->grace_s + cfg->timeout_s) * 1000));
         auto r = agent.call("deregister", proto::to_json(d));
         if (!r && r.error() != Error::NotFound) {
             LOG_ERROR(

@@ -49,19 +49,26 @@ int main(int argc, char **argv) {
     std::string state_dir, port_file;
     for (int i = 1; i + 1 < argc; i += 2) {
         std::string k = argv[i], v = argv[i + 1];
-        if (k == "--state-dir") state_dir = v;
-        else if (k == "--port-file") port_file = v;
-        else if (k == "--cert") cfg.http.cert_file = v, cfg.http.tls = true;
-        else if (k == "--key") cfg.http.key_file = v;
-        else if (k == "--client-ca") cfg.http.client_ca_file = v;
+        if (k == "--state-dir")
+            state_dir = v;
+        else if (k == "--port-file")
+            port_file = v;
+        else if (k == "--cert")
+            cfg.http.cert_file = v, cfg.http.tls = true;
+        else if (k == "--key")
+            cfg.http.key_file = v;
+        else if (k == "--client-ca")
+            cfg.http.client_ca_file = v;
         else {
             fprintf(stderr, "unknown option %s\n", k.c_str());
             return 2;
         }
     }
     if (state_dir.empty() || port_file.empty()) {
-        fprintf(stderr, "usage: %s --state-dir DIR --port-file FILE [--cert C --key K "
-                        "[--client-ca CA]]\n", argv[0]);
+        fprintf(stderr,
+                "usage: %s --state-dir DIR --port-file FILE [--cert C --key K "
+                "[--client-ca CA]]\n",
+                argv[0]);
         return 2;
     }
     // Block the signals before the server threads exist so only sigwait sees them.
@@ -71,7 +78,8 @@ int main(int argc, char **argv) {
     sigaddset(&set, SIGINT);
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
 
-    KubeletServer server(cfg, [state_dir](const ContainerLogRef &r) { return lookup(state_dir, r); });
+    KubeletServer server(cfg,
+                         [state_dir](const ContainerLogRef &r) { return lookup(state_dir, r); });
     Status st = server.start();
     if (!st.ok()) {
         fprintf(stderr, "kubelet-server-test: %s\n", st.message().c_str());

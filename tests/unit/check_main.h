@@ -24,10 +24,10 @@ static inline int sk_run_suite(Suite *s) {
 
 // String equality for std::string expressions: binds temporaries first (a
 // c_str() of a temporary would dangle inside ck_assert_str_eq).
-#define ck_assert_sstr_eq(a, b)          \
-    do {                                 \
-        /* copies, not references: (a) may be a reference into a temporary */ \
-        const std::string sk_a_ = (a);  /* NOLINT(performance-unnecessary-copy-initialization) */ \
-        const std::string sk_b_ = (b);  /* NOLINT(performance-unnecessary-copy-initialization) */ \
-        ck_assert_str_eq(sk_a_.c_str(), sk_b_.c_str()); \
+#define ck_assert_sstr_eq(a, b)                                                                  \
+    do {                                                                                         \
+        /* copies, not references: (a) may be a reference into a temporary */                    \
+        const std::string sk_a_ = (a); /* NOLINT(performance-unnecessary-copy-initialization) */ \
+        const std::string sk_b_ = (b); /* NOLINT(performance-unnecessary-copy-initialization) */ \
+        ck_assert_str_eq(sk_a_.c_str(), sk_b_.c_str());                                          \
     } while (0)

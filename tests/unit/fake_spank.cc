@@ -7,9 +7,15 @@
 namespace fake_spank {
 
 static State g_state;
-State &state() { return g_state; }
-void reset() { g_state = State(); }
-spank_t handle() { return reinterpret_cast<spank_t>(&g_state); }
+State &state() {
+    return g_state;
+}
+void reset() {
+    g_state = State();
+}
+spank_t handle() {
+    return reinterpret_cast<spank_t>(&g_state);
+}
 
 static void vlog(const char *level, const char *fmt, va_list ap) {
     char buf[4096];
@@ -25,21 +31,34 @@ extern "C" {
 
 const char *spank_strerror(spank_err_t err) {
     switch (static_cast<int>(err)) {
-    case static_cast<int>(ESPANK_SUCCESS): return "Success";
-    case static_cast<int>(ESPANK_BAD_ARG): return "Bad argument";
-    case static_cast<int>(ESPANK_NOT_AVAIL): return "Item not available from this callback";
-    case static_cast<int>(ESPANK_ENV_NOEXIST): return "No such environment variable";
-    case static_cast<int>(ESPANK_NOT_REMOTE): return "Valid only in remote context";
-    default: return "Generic error";
+        case static_cast<int>(ESPANK_SUCCESS):
+            return "Success";
+        case static_cast<int>(ESPANK_BAD_ARG):
+            return "Bad argument";
+        case static_cast<int>(ESPANK_NOT_AVAIL):
+            return "Item not available from this callback";
+        case static_cast<int>(ESPANK_ENV_NOEXIST):
+            return "No such environment variable";
+        case static_cast<int>(ESPANK_NOT_REMOTE):
+            return "Valid only in remote context";
+        default:
+            return "Generic error";
     }
 }
 
-int spank_symbol_supported(const char *) { return 1; }
-int spank_remote(spank_t) { return g_state.remote ? 1 : 0; }
-spank_context_t spank_context(void) { return g_state.context; }
+int spank_symbol_supported(const char *) {
+    return 1;
+}
+int spank_remote(spank_t) {
+    return g_state.remote ? 1 : 0;
+}
+spank_context_t spank_context(void) {
+    return g_state.context;
+}
 
 spank_err_t spank_option_register(spank_t, struct spank_option *opt) {
-    if (!opt || !opt->name || strlen(opt->name) > 75) return static_cast<spank_err_t>(ESPANK_BAD_ARG);
+    if (!opt || !opt->name || strlen(opt->name) > 75)
+        return static_cast<spank_err_t>(ESPANK_BAD_ARG);
     g_state.registered.push_back(*opt);
     return static_cast<spank_err_t>(ESPANK_SUCCESS);
 }
@@ -56,13 +75,27 @@ spank_err_t spank_get_item(spank_t, spank_item_t item, ...) {
     va_start(ap, item);
     spank_err_t rc = static_cast<spank_err_t>(ESPANK_SUCCESS);
     switch (item) {
-    case S_JOB_UID: *va_arg(ap, uid_t *) = g_state.uid; break;
-    case S_JOB_GID: *va_arg(ap, gid_t *) = g_state.gid; break;
-    case S_JOB_ID: *va_arg(ap, uint32_t *) = g_state.job_id; break;
-    case S_JOB_STEPID: *va_arg(ap, uint32_t *) = g_state.step_id; break;
-    case S_JOB_NNODES: *va_arg(ap, uint32_t *) = g_state.nnodes; break;
-    case S_JOB_NODEID: *va_arg(ap, uint32_t *) = g_state.nodeid; break;
-    default: rc = static_cast<spank_err_t>(ESPANK_NOT_AVAIL); break;
+        case S_JOB_UID:
+            *va_arg(ap, uid_t *) = g_state.uid;
+            break;
+        case S_JOB_GID:
+            *va_arg(ap, gid_t *) = g_state.gid;
+            break;
+        case S_JOB_ID:
+            *va_arg(ap, uint32_t *) = g_state.job_id;
+            break;
+        case S_JOB_STEPID:
+            *va_arg(ap, uint32_t *) = g_state.step_id;
+            break;
+        case S_JOB_NNODES:
+            *va_arg(ap, uint32_t *) = g_state.nnodes;
+            break;
+        case S_JOB_NODEID:
+            *va_arg(ap, uint32_t *) = g_state.nodeid;
+            break;
+        default:
+            rc = static_cast<spank_err_t>(ESPANK_NOT_AVAIL);
+            break;
     }
     va_end(ap);
     return rc;
@@ -91,7 +124,8 @@ spank_err_t spank_unsetenv(spank_t, const char *var) {
 }
 
 spank_err_t spank_job_control_setenv(spank_t, const char *name, const char *value, int overwrite) {
-    if (!overwrite && g_state.job_control.count(name)) return static_cast<spank_err_t>(ESPANK_ENV_EXISTS);
+    if (!overwrite && g_state.job_control.count(name))
+        return static_cast<spank_err_t>(ESPANK_ENV_EXISTS);
     g_state.job_control[name] = value;
     return static_cast<spank_err_t>(ESPANK_SUCCESS);
 }
@@ -109,12 +143,12 @@ spank_err_t spank_job_control_unsetenv(spank_t, const char *name) {
     return static_cast<spank_err_t>(ESPANK_SUCCESS);
 }
 
-#define FAKE_LOG(fn, level)                   \
-    void fn(const char *fmt, ...) {           \
-        va_list ap;                           \
-        va_start(ap, fmt);                    \
-        fake_spank::vlog(level, fmt, ap);     \
-        va_end(ap);                           \
+#define FAKE_LOG(fn, level)               \
+    void fn(const char *fmt, ...) {       \
+        va_list ap;                       \
+        va_start(ap, fmt);                \
+        fake_spank::vlog(level, fmt, ap); \
+        va_end(ap);                       \
     }
 FAKE_LOG(slurm_info, "info")
 FAKE_LOG(slurm_error, "error")

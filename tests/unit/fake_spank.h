@@ -24,7 +24,7 @@ struct State {
     std::map<std::string, std::string> job_control;  // spank_job_control_setenv
     std::map<std::string, std::string> getopt;       // option name -> value for spank_option_getopt
     std::vector<struct spank_option> registered;
-    std::vector<std::string> log;                    // "info: ...", "error: ..."
+    std::vector<std::string> log;  // "info: ...", "error: ..."
 };
 
 State &state();

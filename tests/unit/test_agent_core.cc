@@ -92,7 +92,8 @@ START_TEST(node_has_kubelet_shape) {
         ck_assert_sstr_eq(s["conditions"][i]["type"].asString(), types[i]);
         ck_assert_sstr_eq(s["conditions"][i]["reason"].asString(), reasons[i]);
         ck_assert_sstr_eq(s["conditions"][i]["status"].asString(), i == 3 ? "True" : "False");
-        ck_assert_sstr_eq(s["conditions"][i]["lastHeartbeatTime"].asString(), "2026-11-29T14:39:42Z");
+        ck_assert_sstr_eq(s["conditions"][i]["lastHeartbeatTime"].asString(),
+                          "2026-11-29T14:39:42Z");
     }
 }
 END_TEST
@@ -167,9 +168,12 @@ END_TEST
 // ---- watch parser ----
 START_TEST(watch_split_chunks) {
     std::string stream =
-        "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"5\"}}}\n"
-        "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Pod\",\"metadata\":{\"resourceVersion\":\"9\"}}}\n"
-        "{\"type\":\"DELETED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"10\"}}}\n";
+        "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"5\"}}}"
+        "\n"
+        "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Pod\",\"metadata\":{\"resourceVersion\":"
+        "\"9\"}}}\n"
+        "{\"type\":\"DELETED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"10\"}"
+        "}}\n";
     // Every split point gives the same three events.
     for (size_t cut = 0; cut <= stream.size(); cut++) {
         WatchParser p;
@@ -230,7 +234,8 @@ END_TEST
 START_TEST(backoff_doubles_and_caps) {
     Backoff b(100, 1000, [](uint64_t d) { return d; });
     uint64_t want[] = {100, 200, 400, 800, 1000, 1000};
-    for (uint64_t w : want) ck_assert_uint_eq(b.next_ms(), w);
+    for (uint64_t w : want)
+        ck_assert_uint_eq(b.next_ms(), w);
     b.reset();
     ck_assert_uint_eq(b.next_ms(), 100);
     Backoff j(100, 1000);
@@ -275,7 +280,8 @@ START_TEST(status_patch_only_changes) {
     Json::Value reordered = pod;
     Json::Value c = reordered["status"]["conditions"];
     reordered["status"]["conditions"] = Json::Value(Json::arrayValue);
-    for (int i = static_cast<int>(c.size()) - 1; i >= 0; i--) reordered["status"]["conditions"].append(c[i]);
+    for (int i = static_cast<int>(c.size()) - 1; i >= 0; i--)
+        reordered["status"]["conditions"].append(c[i]);
     ck_assert(pod_status_patch(reordered, d).isNull());
     // A pod bound by spec.nodeName has no PodScheduled: the agent adds it.
     Json::Value direct = api_pod();
@@ -395,8 +401,10 @@ START_TEST(env_missing_refs_fail) {
     objs[{"configmaps", "cfg"}] = J(R"({"data":{"k":"cmval"}})");
     objs[{"secrets", "s"}] = J(R"({"data":{"pw":"c2VjcmV0"}})");
     std::string drop = kEnvFails[_i].drop;
-    if (drop == "key") objs[{"secrets", "s"}] = J(R"({"data":{}})");
-    else objs.erase({drop, drop == "secrets" ? "s" : "cfg"});
+    if (drop == "key")
+        objs[{"secrets", "s"}] = J(R"({"data":{}})");
+    else
+        objs.erase({drop, drop == "secrets" ? "s" : "cfg"});
     auto r = resolve_pod(env_pod(), objs, {"n", "1.2.3.4", 1, 1});
     ck_assert(!r.ok());
     ck_assert_msg(r.message().find(kEnvFails[_i].message_has) != std::string::npos, "%s",
@@ -409,8 +417,9 @@ struct Quantity {
     int64_t milli;  // -1 = invalid
 };
 static const Quantity kQuantities[] = {
-    {"500m", 500}, {"2", 2000}, {"1Ki", 1024000}, {"1Gi", 1073741824000LL}, {"1.5", 1500},
-    {"1e3", 1000000}, {"", -1}, {"abc", -1}, {"1Xi", -1}, {"1.2.3", -1},
+    {"500m", 500}, {"2", 2000},      {"1Ki", 1024000}, {"1Gi", 1073741824000LL},
+    {"1.5", 1500}, {"1e3", 1000000}, {"", -1},         {"abc", -1},
+    {"1Xi", -1},   {"1.2.3", -1},
 };
 START_TEST(quantities) {
     auto r = parse_quantity_milli(kQuantities[_i].text);
@@ -441,10 +450,10 @@ struct OpCase {
     bool allowed;
 };
 static const OpCase kOps[] = {
-    {"register", 0, true},     {"register", 1000, false}, {"deregister", 64030, true},
-    {"deregister", 1000, false}, {"status", 1000, true},   {"list", 0, true},
-    {"list", 1000, true},
-    {"attach", 1000, true},    {"pod_run", 0, false},     {"shutdown", 0, false},
+    {"register", 0, true},       {"register", 1000, false}, {"deregister", 64030, true},
+    {"deregister", 1000, false}, {"status", 1000, true},    {"list", 0, true},
+    {"list", 1000, true},        {"attach", 1000, true},    {"pod_run", 0, false},
+    {"shutdown", 0, false},
 };
 START_TEST(op_authorization) {
     const auto &c = kOps[_i];
@@ -462,9 +471,11 @@ struct AttachCase {
     const char *message_has;
 };
 static const AttachCase kAttach[] = {
-    {1000, ShimAuth::Cgroup, "0::/system.slice/slurmstepd.scope/job_42/step_extern/user/task_0\n", true, ""},
+    {1000, ShimAuth::Cgroup, "0::/system.slice/slurmstepd.scope/job_42/step_extern/user/task_0\n",
+     true, ""},
     {1000, ShimAuth::Cgroup, "5:devices:/slurm/uid_1000/job_42/step_extern\n", true, ""},
-    {1000, ShimAuth::Cgroup, "0::/system.slice/slurmstepd.scope/job_420/step_extern\n", false, "cgroup"},
+    {1000, ShimAuth::Cgroup, "0::/system.slice/slurmstepd.scope/job_420/step_extern\n", false,
+     "cgroup"},
     {1000, ShimAuth::Cgroup, "0::/user.slice/user-1000.slice/session-3.scope\n", false, "cgroup"},
     {1000, ShimAuth::Cgroup, "", false, "cannot read"},
     {1001, ShimAuth::Cgroup, "0::/x/job_42/step_extern\n", false, "not the job's user"},

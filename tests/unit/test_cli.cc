@@ -105,7 +105,8 @@ END_TEST
 START_TEST(list_reply_round_trip_and_wait) {
     Json::Value body(Json::objectValue);
     body["nodes"] = Json::Value(Json::arrayValue);
-    for (const auto &n : two_nodes()) body["nodes"].append(proto::to_json(n));
+    for (const auto &n : two_nodes())
+        body["nodes"].append(proto::to_json(n));
     auto nodes = nodes_from_list_reply(body);
     ck_assert_msg(nodes.ok(), "%s", nodes.ok() ? "" : nodes.message().c_str());
     ck_assert_int_eq(nodes->size(), 2);
@@ -138,7 +139,8 @@ static const FailCase kFails[] = {
     {Error::Timeout, "list: no answer within the timeout", kExitFailed,
      "slurm-k8s: the agent at /run/slurm-k8s/agent.sock did not answer in time: list: no answer "
      "within the timeout"},
-    {Error::Forbidden, "only root may list", kExitFailed, "slurm-k8s: forbidden: only root may list"},
+    {Error::Forbidden, "only root may list", kExitFailed,
+     "slurm-k8s: forbidden: only root may list"},
 };
 START_TEST(failure_messages) {
     const auto &c = kFails[_i];

@@ -19,24 +19,33 @@ struct UintCase {
     uint64_t want;
 };
 static const UintCase kUint[] = {
-    {"0", true, 0},       {"42", true, 42},      {"18446744073709551615", true, UINT64_MAX},
-    {"", false, 0},       {"-1", false, 0},      {"+1", false, 0},
-    {" 1", false, 0},     {"1 ", false, 0},      {"1x", false, 0},
-    {"18446744073709551616", false, 0},          {"0x10", false, 0},
+    {"0", true, 0},
+    {"42", true, 42},
+    {"18446744073709551615", true, UINT64_MAX},
+    {"", false, 0},
+    {"-1", false, 0},
+    {"+1", false, 0},
+    {" 1", false, 0},
+    {"1 ", false, 0},
+    {"1x", false, 0},
+    {"18446744073709551616", false, 0},
+    {"0x10", false, 0},
 };
 START_TEST(uint_table) {
     const auto &c = kUint[_i];
     auto r = parse_uint(c.in, "value");
     ck_assert_msg(r.ok() == c.ok, "'%s'", c.in);
-    if (c.ok) ck_assert_uint_eq(*r, c.want);
-    else ck_assert_msg(r.message().find("value") != std::string::npos, "message names the field");
+    if (c.ok)
+        ck_assert_uint_eq(*r, c.want);
+    else
+        ck_assert_msg(r.message().find("value") != std::string::npos, "message names the field");
 }
 END_TEST
 
 static const UintCase kSize[] = {
-    {"512", true, 512},   {"512M", true, 512},   {"16G", true, 16384}, {"1T", true, 1048576},
-    {"2Gi", true, 2048},  {"4Mi", true, 4},      {"", false, 0},       {"G", false, 0},
-    {"1.5G", false, 0},   {"10X", false, 0},     {"-1G", false, 0},
+    {"512", true, 512},  {"512M", true, 512}, {"16G", true, 16384}, {"1T", true, 1048576},
+    {"2Gi", true, 2048}, {"4Mi", true, 4},    {"", false, 0},       {"G", false, 0},
+    {"1.5G", false, 0},  {"10X", false, 0},   {"-1G", false, 0},
 };
 START_TEST(size_table) {
     const auto &c = kSize[_i];
@@ -64,9 +73,9 @@ struct ListCase {
     const char *want;  // formatted back
 };
 static const ListCase kLists[] = {
-    {"", true, ""},         {"0", true, "0"},      {"0,1,2", true, "0,1,2"},
+    {"", true, ""},           {"0", true, "0"},         {"0,1,2", true, "0,1,2"},
     {"0-3", true, "0,1,2,3"}, {"1,3-4", true, "1,3,4"}, {"3-1", false, ""},
-    {"a", false, ""},       {"1,,2", false, ""},   {"0-99999", false, ""},
+    {"a", false, ""},         {"1,,2", false, ""},      {"0-99999", false, ""},
 };
 START_TEST(index_list_table) {
     const auto &c = kLists[_i];
@@ -134,14 +143,17 @@ START_TEST(config_args_table) {
     TestConfig cfg;
     auto kvs = parse_kv_args(static_cast<int>(c.argv.size()), c.argv.data(), "plugstack.conf");
     Status st;
-    if (!kvs) st = kvs.failure();
-    else st = schema_for(&cfg).apply(*kvs);
+    if (!kvs)
+        st = kvs.failure();
+    else
+        st = schema_for(&cfg).apply(*kvs);
     ck_assert_msg(st.ok() == c.ok, "case %d: %s", _i, st.ok() ? "ok" : st.message().c_str());
     if (!c.ok)
         ck_assert_msg(st.message().find(c.message_has) != std::string::npos, "'%s' lacks '%s'",
                       st.message().c_str(), c.message_has);
-    if (!c.ok) ck_assert_msg(st.message().find("plugstack.conf argument") != std::string::npos,
-                             "message says where: %s", st.message().c_str());
+    if (!c.ok)
+        ck_assert_msg(st.message().find("plugstack.conf argument") != std::string::npos,
+                      "message says where: %s", st.message().c_str());
 }
 END_TEST
 
@@ -198,10 +210,10 @@ static const JsonCase kJson[] = {
     {"{\"a\":[1,2,{\"b\":null}]}", true},
     {"", false},
     {"{", false},
-    {"{\"a\":1} x", false},          // trailing garbage
-    {"{\"a\":1,\"a\":2}", false},    // duplicate key
-    {"// c\n{}", false},             // comments
-    {"{'a':1}", false},              // single quotes
+    {"{\"a\":1} x", false},        // trailing garbage
+    {"{\"a\":1,\"a\":2}", false},  // duplicate key
+    {"// c\n{}", false},           // comments
+    {"{'a':1}", false},            // single quotes
     {"[1,]", false},
     {"{\"a\":NaN}", false},
 };
@@ -222,7 +234,8 @@ START_TEST(json_depth_bounded) {
 END_TEST
 
 START_TEST(json_typed_getters) {
-    auto v = json::parse(R"({"s":"x","n":5,"neg":-1,"b":true,"l":["a"],"i":[1,2],"m":{"k":"v"},"bad":[1,"x"]})");
+    auto v = json::parse(
+        R"({"s":"x","n":5,"neg":-1,"b":true,"l":["a"],"i":[1,2],"m":{"k":"v"},"bad":[1,"x"]})");
     ck_assert(v.ok());
     ck_assert_sstr_eq(*json::get_string(*v, "s", "t"), "x");  // c_str() of a temporary dangled
     ck_assert(!json::get_string(*v, "n", "t").ok());
@@ -259,7 +272,8 @@ static const NameCase kNames[] = {
     {"a/b/c", false, false, false, false},
     {"under_score", false, false, true, true},
     {"Bad.Prefix/x", false, false, false, false},
-    {"0123456789012345678901234567890123456789012345678901234567890123", false, false, false, false},
+    {"0123456789012345678901234567890123456789012345678901234567890123", false, false, false,
+     false},
 };
 START_TEST(names_table) {
     const auto &c = kNames[_i];
@@ -288,8 +302,11 @@ START_TEST(taint_table) {
     const auto &c = kTaints[_i];
     auto t = k8s::parse_taint(c.in);
     ck_assert_msg(t.ok() == c.ok, "'%s'", c.in);
-    if (c.ok) ck_assert_sstr_eq(k8s::format_taint(*t), c.formatted);
-    else ck_assert(t.message().find(c.in) != std::string::npos || t.message().find("taint") != std::string::npos);
+    if (c.ok)
+        ck_assert_sstr_eq(k8s::format_taint(*t), c.formatted);
+    else
+        ck_assert(t.message().find(c.in) != std::string::npos ||
+                  t.message().find("taint") != std::string::npos);
 }
 END_TEST
 
@@ -301,7 +318,8 @@ START_TEST(labels_parse) {
     ck_assert(!k8s::parse_labels("team").ok());
     ck_assert(!k8s::parse_labels("team=a,team=b").ok());
     ck_assert(!k8s::parse_labels("te am=x").ok());
-    ck_assert(k8s::parse_labels("t=-bad").message().find("label value '-bad'") != std::string::npos);
+    ck_assert(k8s::parse_labels("t=-bad").message().find("label value '-bad'") !=
+              std::string::npos);
 }
 END_TEST
 

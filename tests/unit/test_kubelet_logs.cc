@@ -31,15 +31,17 @@ struct NameCase {
     int want;  // -1: not a log file
 };
 static const NameCase kNames[] = {
-    {"0.log", 0},   {"3.log", 3},    {"12.log", 12},     {"3.log.1", -1}, {"03.log", -1},
-    {"-1.log", -1}, {".log", -1},    {"x.log", -1},      {"3.txt", -1},   {"3", -1},
-    {"1234567890.log", -1},
+    {"0.log", 0},   {"3.log", 3},   {"12.log", 12},         {"3.log.1", -1},
+    {"03.log", -1}, {"-1.log", -1}, {".log", -1},           {"x.log", -1},
+    {"3.txt", -1},  {"3", -1},      {"1234567890.log", -1},
 };
 START_TEST(log_file_names) {
     const auto &c = kNames[_i];
     auto n = parse_log_file_name(c.name);
-    if (c.want < 0) ck_assert_msg(!n.has_value(), "%s", c.name);
-    else ck_assert_msg(n && *n == c.want, "%s", c.name);
+    if (c.want < 0)
+        ck_assert_msg(!n.has_value(), "%s", c.name);
+    else
+        ck_assert_msg(n && *n == c.want, "%s", c.name);
 }
 END_TEST
 
@@ -49,14 +51,16 @@ struct PrevCase {
     int want;  // -1: none
 };
 static const PrevCase kPrev[] = {
-    {{0, 1, 2}, 2, 1}, {{0, 2}, 2, 0},  {{0, 1, 2}, 0, -1}, {{}, 3, -1},
-    {{5}, 3, -1},      {{0, 3}, 9, 3},  {{2, 0, 1}, 2, 1},
+    {{0, 1, 2}, 2, 1}, {{0, 2}, 2, 0}, {{0, 1, 2}, 0, -1}, {{}, 3, -1},
+    {{5}, 3, -1},      {{0, 3}, 9, 3}, {{2, 0, 1}, 2, 1},
 };
 START_TEST(previous_instance) {
     const auto &c = kPrev[_i];
     auto p = previous_restart_count(c.existing, c.current);
-    if (c.want < 0) ck_assert(!p.has_value());
-    else ck_assert_msg(p && *p == c.want, "case %d", _i);
+    if (c.want < 0)
+        ck_assert(!p.has_value());
+    else
+        ck_assert_msg(p && *p == c.want, "case %d", _i);
 }
 END_TEST
 
@@ -65,7 +69,7 @@ struct ComponentCase {
     bool ok;
 };
 static const ComponentCase kComponents[] = {
-    {"main", true}, {"3f2a-uid", true}, {"", false}, {".", false},
+    {"main", true}, {"3f2a-uid", true}, {"", false},       {".", false},
     {"..", false},  {"a/b", false},     {"../etc", false},
 };
 START_TEST(path_components) {
@@ -109,36 +113,54 @@ static const int64_t kNow = 1714564800LL * 1000000000LL;  // 2024-05-01T12:00:00
 struct ReqCase {
     const char *path;
     std::map<std::string, std::string> query;
-    Error err;  // Error::Internal = expected ok
+    Error err;         // Error::Internal = expected ok
     const char *want;  // ok: "ns/pod/c f=.. t=.. p=.. tail=.. since=.. limit=..", else message part
 };
 static const ReqCase kReqs[] = {
     {"/containerLogs/default/web/main", {}, Error::Internal, "default/web/main f=0 t=0 p=0 - - -"},
     {"/containerLogs/ns/p/c",
-     {{"follow", "true"}, {"timestamps", "1"}, {"previous", "True"}, {"tailLines", "10"},
+     {{"follow", "true"},
+      {"timestamps", "1"},
+      {"previous", "True"},
+      {"tailLines", "10"},
       {"limitBytes", "100"}},
-     Error::Internal, "ns/p/c f=1 t=1 p=1 10 - 100"},
+     Error::Internal,
+     "ns/p/c f=1 t=1 p=1 10 - 100"},
     {"/containerLogs/ns/p/c", {{"follow", ""}}, Error::Internal, "ns/p/c f=1 t=0 p=0 - - -"},
-    {"/containerLogs/ns/p/c", {{"follow", "false"}, {"previous", "F"}}, Error::Internal,
+    {"/containerLogs/ns/p/c",
+     {{"follow", "false"}, {"previous", "F"}},
+     Error::Internal,
      "ns/p/c f=0 t=0 p=0 - - -"},
     {"/containerLogs/ns/p/c", {{"tailLines", "0"}}, Error::Internal, "ns/p/c f=0 t=0 p=0 0 - -"},
-    {"/containerLogs/ns/p/c", {{"sinceSeconds", "60"}}, Error::Internal,
+    {"/containerLogs/ns/p/c",
+     {{"sinceSeconds", "60"}},
+     Error::Internal,
      "ns/p/c f=0 t=0 p=0 - 1714564740 -"},
-    {"/containerLogs/ns/p/c", {{"sinceTime", "2024-05-01T11:00:00Z"}}, Error::Internal,
+    {"/containerLogs/ns/p/c",
+     {{"sinceTime", "2024-05-01T11:00:00Z"}},
+     Error::Internal,
      "ns/p/c f=0 t=0 p=0 - 1714561200 -"},
     {"/containerLogs/ns/p", {}, Error::NotFound, "404"},
     {"/containerLogs/ns/p/c/extra", {}, Error::NotFound, "404"},
     {"/containerLogs//p/c", {}, Error::NotFound, "404"},
-    {"/containerLogs/ns/p/c", {{"tailLines", "-1"}}, Error::InvalidArgument,
+    {"/containerLogs/ns/p/c",
+     {{"tailLines", "-1"}},
+     Error::InvalidArgument,
      "tailLines: must be greater than or equal to 0"},
     {"/containerLogs/ns/p/c", {{"tailLines", "ten"}}, Error::InvalidArgument, "tailLines"},
-    {"/containerLogs/ns/p/c", {{"limitBytes", "0"}}, Error::InvalidArgument,
+    {"/containerLogs/ns/p/c",
+     {{"limitBytes", "0"}},
+     Error::InvalidArgument,
      "limitBytes: must be greater than 0"},
-    {"/containerLogs/ns/p/c", {{"sinceSeconds", "0"}}, Error::InvalidArgument,
+    {"/containerLogs/ns/p/c",
+     {{"sinceSeconds", "0"}},
+     Error::InvalidArgument,
      "sinceSeconds: must be greater than 0"},
     {"/containerLogs/ns/p/c", {{"sinceTime", "yesterday"}}, Error::InvalidArgument, "sinceTime"},
-    {"/containerLogs/ns/p/c", {{"sinceTime", "2024-05-01T11:00:00Z"}, {"sinceSeconds", "5"}},
-     Error::InvalidArgument, "at most one of `sinceTime` or `sinceSeconds`"},
+    {"/containerLogs/ns/p/c",
+     {{"sinceTime", "2024-05-01T11:00:00Z"}, {"sinceSeconds", "5"}},
+     Error::InvalidArgument,
+     "at most one of `sinceTime` or `sinceSeconds`"},
 };
 static std::string opt(const std::optional<int64_t> &v, int64_t div = 1) {
     return v ? std::to_string(*v / div) : "-";

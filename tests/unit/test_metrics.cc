@@ -13,9 +13,18 @@ struct ValueCase {
     const char *want;
 };
 static const ValueCase kValues[] = {
-    {0, "0"},          {3, "3"},          {-2, "-2"},     {0.25, "0.25"},   {0.1, "0.1"},
-    {0.005, "0.005"},  {2.5, "2.5"},      {1e20, "1e+20"}, {1.0 / 3, "0.3333333333333333"},
-    {HUGE_VAL, "+Inf"}, {-HUGE_VAL, "-Inf"}, {NAN, "NaN"},
+    {0, "0"},
+    {3, "3"},
+    {-2, "-2"},
+    {0.25, "0.25"},
+    {0.1, "0.1"},
+    {0.005, "0.005"},
+    {2.5, "2.5"},
+    {1e20, "1e+20"},
+    {1.0 / 3, "0.3333333333333333"},
+    {HUGE_VAL, "+Inf"},
+    {-HUGE_VAL, "-Inf"},
+    {NAN, "NaN"},
 };
 START_TEST(value_format) {
     ck_assert_sstr_eq(format_metric_value(kValues[_i].v), kValues[_i].want);
@@ -189,7 +198,8 @@ START_TEST(concurrent_updates_are_all_counted) {
                 if (i % 100 == 0) (void)m.render();
             }
         });
-    for (auto &t : threads) t.join();
+    for (auto &t : threads)
+        t.join();
     ck_assert(m.render().find("slurm_k8s_api_requests_total{verb=\"GET\",code=\"200\"} 40000\n") !=
               std::string::npos);
 }
@@ -218,14 +228,15 @@ START_TEST(endpoint_serves_over_http) {
     MetricsEndpoint ep([&m] { return m.render(); }, "127.0.0.1", 0);
     ck_assert(ep.start().ok());
     ck_assert_uint_gt(ep.port(), 0);
-    std::string cmd = "curl -sS --max-time 5 http://127.0.0.1:" + std::to_string(ep.port()) +
-                      "/metrics 2>&1";
+    std::string cmd =
+        "curl -sS --max-time 5 http://127.0.0.1:" + std::to_string(ep.port()) + "/metrics 2>&1";
     FILE *p = popen(cmd.c_str(), "r");
     ck_assert_ptr_nonnull(p);
     std::string out;
     char buf[4096];
     size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0)
+        out.append(buf, n);
     int rc = pclose(p);
     ep.stop();
     if (rc != 0 && out.find("not found") != std::string::npos) return;  // no curl here

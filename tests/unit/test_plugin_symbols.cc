@@ -78,7 +78,8 @@ START_TEST(exports_only_the_abi) {
         for (uint32_t b = 0; b < nbuckets; b++)
             if (buckets[b] > last) last = buckets[b];
         if (last >= symoffset)
-            while (!(chain[last - symoffset] & 1)) last++;
+            while (!(chain[last - symoffset] & 1))
+                last++;
         nsyms = last + 1;
     }
     std::set<std::string> allowed = {"plugin_name", "plugin_type", "plugin_version",
@@ -106,7 +107,8 @@ START_TEST(init_registers_options) {
     auto init = reinterpret_cast<int (*)(spank_t, int, char **)>(dlsym(h, "slurm_spank_init"));
     ck_assert_int_eq(init(fake_spank::handle(), 0, nullptr), 0);
     std::set<std::string> names;
-    for (const auto &o : fake_spank::state().registered) names.insert(o.name);
+    for (const auto &o : fake_spank::state().registered)
+        names.insert(o.name);
     for (const char *want : {"k8s-gpus", "k8s-nodes", "k8s-cpus", "k8s-mem", "k8s-labels",
                              "k8s-taints", "k8s-namespace", "k8s-wait"})
         ck_assert_msg(names.count(want), "--%s not registered", want);

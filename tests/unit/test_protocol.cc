@@ -139,7 +139,9 @@ START_TEST(other_bodies_round_trip) {
     ck_assert(d2.ok());
     ck_assert_uint_eq(d2->grace_s, 20);
     ck_assert_sstr_eq(d2->reason, "JobCancelled");
-    ck_assert(!deregister_from_json(*json::parse(R"({"job_id":1,"slurm_node":"n1","grace_s":99999})")).ok());
+    ck_assert(
+        !deregister_from_json(*json::parse(R"({"job_id":1,"slurm_node":"n1","grace_s":99999})"))
+             .ok());
 
     NodeState s;
     s.job_id = 9;
@@ -164,7 +166,8 @@ END_TEST
 START_TEST(linebuffer_split_chunks) {
     LineBuffer lb(64);
     const char *stream = "{\"a\":1}\n{\"b\":2}\r\n{\"c\"";
-    for (const char *p = stream; *p; p++) ck_assert(lb.feed(p, 1).ok());  // byte by byte
+    for (const char *p = stream; *p; p++)
+        ck_assert(lb.feed(p, 1).ok());  // byte by byte
     auto l1 = lb.next(), l2 = lb.next(), l3 = lb.next();
     ck_assert(l1 && *l1 == "{\"a\":1}");
     ck_assert(l2 && *l2 == "{\"b\":2}");
@@ -190,7 +193,8 @@ START_TEST(linebuffer_oversize) {
 END_TEST
 
 START_TEST(oversize_message_refused) {
-    std::string big = "{\"id\":1,\"op\":\"x\",\"body\":{\"pad\":\"" + std::string(kMaxMessageBytes, 'a') + "\"}}";
+    std::string big =
+        "{\"id\":1,\"op\":\"x\",\"body\":{\"pad\":\"" + std::string(kMaxMessageBytes, 'a') + "\"}}";
     auto r = decode_request(big);
     ck_assert(!r.ok());
     ck_assert(r.error() == Error::TooLarge);

@@ -49,9 +49,11 @@ struct Dur {
     int64_t ms;
     const char *s;
 };
-static const Dur kDur[] = {{0, "0s"},          {10'000, "10s"},   {80'000, "1m20s"},
-                           {300'000, "5m0s"},  {160'000, "2m40s"}, {3'600'000, "1h0m0s"}};
-START_TEST(go_duration_table) { ck_assert_sstr_eq(go_duration(kDur[_i].ms), kDur[_i].s); }
+static const Dur kDur[] = {{0, "0s"},         {10'000, "10s"},    {80'000, "1m20s"},
+                           {300'000, "5m0s"}, {160'000, "2m40s"}, {3'600'000, "1h0m0s"}};
+START_TEST(go_duration_table) {
+    ck_assert_sstr_eq(go_duration(kDur[_i].ms), kDur[_i].s);
+}
 END_TEST
 
 // ---- probes ----
@@ -70,7 +72,7 @@ START_TEST(readiness_thresholds_and_timing) {
     p.arm(1000);
     ck_assert_int_eq(p.due_ms(), 6000);  // initialDelaySeconds
     ck_assert(p.outcome() == Outcome::Unknown);
-    ck_assert(!p.record(true, 6000));  // 1 of 2 successes
+    ck_assert(!p.record(true, 6000));    // 1 of 2 successes
     ck_assert_int_eq(p.due_ms(), 8000);  // periodSeconds
     ck_assert(p.record(true, 8000));
     ck_assert(p.outcome() == Outcome::Success);
@@ -131,8 +133,9 @@ START_TEST(gpu_allocator_disjoint_refuse_restore) {
     auto z = a.allocate("c", 2);
     ck_assert(!z.ok());
     ck_assert(z.error() == Error::Refused);
-    ck_assert_msg(z.message().find("asks for 2 nvidia.com/gpu but only 1 of the 4") !=
-                      std::string::npos, "%s", z.message().c_str());
+    ck_assert_msg(
+        z.message().find("asks for 2 nvidia.com/gpu but only 1 of the 4") != std::string::npos,
+        "%s", z.message().c_str());
     // Restart: a new allocator restored from the persisted JSON gives nothing twice.
     GpuAllocator b({2, 3, 5});  // the loan shrank: 7 gone
     ck_assert(b.restore(a.to_json()).ok());
@@ -199,8 +202,7 @@ static void set_terminated(ContainerRun *c, int code, const char *reason) {
 
 static std::string cond(const Json::Value &s, const char *type, const char *field) {
     for (const auto &c : s["conditions"])
-        if (c["type"].asString() == type)
-            return c.isMember(field) ? c[field].asString() : "<none>";
+        if (c["type"].asString() == type) return c.isMember(field) ? c[field].asString() : "<none>";
     return "<none>";
 }
 
@@ -214,7 +216,8 @@ START_TEST(status_init_sequence_07) {
     ck_assert_sstr_eq(s["phase"].asString(), "Pending");
     ck_assert_sstr_eq(cond(s, "Initialized", "status"), "False");
     ck_assert_sstr_eq(cond(s, "Initialized", "reason"), "ContainersNotInitialized");
-    ck_assert_sstr_eq(cond(s, "Initialized", "message"), "containers with incomplete status: [init]");
+    ck_assert_sstr_eq(cond(s, "Initialized", "message"),
+                      "containers with incomplete status: [init]");
     ck_assert_sstr_eq(cond(s, "Ready", "message"), "containers with unready status: [app-a app-b]");
     ck_assert_sstr_eq(s["initContainerStatuses"][0]["state"]["waiting"]["reason"].asString(),
                       "PodInitializing");
@@ -239,7 +242,8 @@ START_TEST(status_init_sequence_07) {
     ck_assert_sstr_eq(cond(s, "Initialized", "reason"), "<none>");
     ck_assert(s["initContainerStatuses"][0]["ready"].asBool());  // completed init is ready
     // Ready did not change: its transition time is kept.
-    ck_assert_sstr_eq(cond(s, "Ready", "lastTransitionTime"), cond(prev, "Ready", "lastTransitionTime"));
+    ck_assert_sstr_eq(cond(s, "Ready", "lastTransitionTime"),
+                      cond(prev, "Ready", "lastTransitionTime"));
     ck_assert_sstr_eq(s["containerStatuses"][0]["state"]["waiting"]["reason"].asString(),
                       "ContainerCreating");
 
@@ -311,9 +315,9 @@ struct PhaseCase {
     const char *phase;
 };
 static const PhaseCase kPhases[] = {
-    {RestartPolicy::Never, 0, 0, "Succeeded"},    {RestartPolicy::Never, 0, 3, "Failed"},
-    {RestartPolicy::Never, 3, -1, "Running"},     {RestartPolicy::OnFailure, 0, 0, "Succeeded"},
-    {RestartPolicy::OnFailure, 1, 0, "Running"},  {RestartPolicy::Always, 0, 0, "Running"},
+    {RestartPolicy::Never, 0, 0, "Succeeded"},   {RestartPolicy::Never, 0, 3, "Failed"},
+    {RestartPolicy::Never, 3, -1, "Running"},    {RestartPolicy::OnFailure, 0, 0, "Succeeded"},
+    {RestartPolicy::OnFailure, 1, 0, "Running"}, {RestartPolicy::Always, 0, 0, "Running"},
     {RestartPolicy::Always, -1, -1, "Running"},
 };
 START_TEST(phase_table) {

@@ -11,7 +11,8 @@
 using namespace sk;
 using namespace sk::shim;
 
-static const char kRecorded07[] = R"JSON({"metadata": {"name": "s07-init", "namespace": "kref", "uid": "be668664-adf3-4924-848a-ad51e33a4ede"}, "spec": {"containers": [{"command": ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"], "image": "localhost/busybox:1.35", "imagePullPolicy": "IfNotPresent", "name": "app-a", "resources": {}, "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File", "volumeMounts": [{"mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "name": "kube-api-access-hxpjp", "readOnly": true}]}, {"command": ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"], "image": "localhost/busybox:1.35", "imagePullPolicy": "IfNotPresent", "name": "app-b", "resources": {}, "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File", "volumeMounts": [{"mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "name": "kube-api-access-hxpjp", "readOnly": true}]}], "dnsPolicy": "ClusterFirst", "enableServiceLinks": true, "initContainers": [{"command": ["sh", "-c", "sleep 6; echo init done"], "image": "localhost/busybox:1.35", "imagePullPolicy": "IfNotPresent", "name": "init", "resources": {}, "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File", "volumeMounts": [{"mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "name": "kube-api-access-hxpjp", "readOnly": true}]}], "nodeName": "kubelet-peer", "preemptionPolicy": "PreemptLowerPriority", "priority": 0, "restartPolicy": "Always", "schedulerName": "default-scheduler", "securityContext": {}, "serviceAccount": "default", "serviceAccountName": "default", "terminationGracePeriodSeconds": 30, "tolerations": [{"effect": "NoExecute", "key": "node.kubernetes.io/not-ready", "operator": "Exists", "tolerationSeconds": 300}, {"effect": "NoExecute", "key": "node.kubernetes.io/unreachable", "operator": "Exists", "tolerationSeconds": 300}], "volumes": [{"name": "kube-api-access-hxpjp", "projected": {"defaultMode": 420, "sources": [{"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}}, {"configMap": {"items": [{"key": "ca.crt", "path": "ca.crt"}], "name": "kube-root-ca.crt"}}, {"downwardAPI": {"items": [{"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}, "path": "namespace"}]}}]}}]}})JSON";
+static const char kRecorded07[] =
+    R"JSON({"metadata": {"name": "s07-init", "namespace": "kref", "uid": "be668664-adf3-4924-848a-ad51e33a4ede"}, "spec": {"containers": [{"command": ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"], "image": "localhost/busybox:1.35", "imagePullPolicy": "IfNotPresent", "name": "app-a", "resources": {}, "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File", "volumeMounts": [{"mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "name": "kube-api-access-hxpjp", "readOnly": true}]}, {"command": ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"], "image": "localhost/busybox:1.35", "imagePullPolicy": "IfNotPresent", "name": "app-b", "resources": {}, "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File", "volumeMounts": [{"mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "name": "kube-api-access-hxpjp", "readOnly": true}]}], "dnsPolicy": "ClusterFirst", "enableServiceLinks": true, "initContainers": [{"command": ["sh", "-c", "sleep 6; echo init done"], "image": "localhost/busybox:1.35", "imagePullPolicy": "IfNotPresent", "name": "init", "resources": {}, "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File", "volumeMounts": [{"mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "name": "kube-api-access-hxpjp", "readOnly": true}]}], "nodeName": "kubelet-peer", "preemptionPolicy": "PreemptLowerPriority", "priority": 0, "restartPolicy": "Always", "schedulerName": "default-scheduler", "securityContext": {}, "serviceAccount": "default", "serviceAccountName": "default", "terminationGracePeriodSeconds": 30, "tolerations": [{"effect": "NoExecute", "key": "node.kubernetes.io/not-ready", "operator": "Exists", "tolerationSeconds": 300}, {"effect": "NoExecute", "key": "node.kubernetes.io/unreachable", "operator": "Exists", "tolerationSeconds": 300}], "volumes": [{"name": "kube-api-access-hxpjp", "projected": {"defaultMode": 420, "sources": [{"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}}, {"configMap": {"items": [{"key": "ca.crt", "path": "ca.crt"}], "name": "kube-root-ca.crt"}}, {"downwardAPI": {"items": [{"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}, "path": "namespace"}]}}]}}]}})JSON";
 
 static PlanContext ctx() {
     PlanContext c;
@@ -38,17 +39,13 @@ struct ExpandCase {
     const char *in, *out;
 };
 static const ExpandCase kExpand[] = {
-    {"$(A)", "1"},
-    {"x$(A)y$(B)z", "x1y22z"},
-    {"$$(A)", "$(A)"},        // escaped
-    {"$$", "$"},
-    {"$(NOPE)", "$(NOPE)"},    // unknown: kept literally
-    {"$(A", "$(A"},            // unclosed
-    {"a$", "a$"},              // lone trailing $
-    {"$x", "$x"},
-    {"$()", "$()"},
-    {"$$$(A)", "$1"},
-    {"", ""},
+    {"$(A)", "1"},     {"x$(A)y$(B)z", "x1y22z"},
+    {"$$(A)", "$(A)"},                          // escaped
+    {"$$", "$"},       {"$(NOPE)", "$(NOPE)"},  // unknown: kept literally
+    {"$(A", "$(A"},                             // unclosed
+    {"a$", "a$"},                               // lone trailing $
+    {"$x", "$x"},      {"$()", "$()"},
+    {"$$$(A)", "$1"},  {"", ""},
 };
 START_TEST(expand_table) {
     const auto &c = kExpand[_i];
@@ -95,7 +92,8 @@ START_TEST(env_order_and_expansion) {
     const auto &c = plan->containers[0];
     // Base first (PATH replaced in place), then the container's env in order.
     std::vector<std::string> names;
-    for (const auto &e : c.env) names.push_back(e.name);
+    for (const auto &e : c.env)
+        names.push_back(e.name);
     ck_assert_sstr_eq(names[0], "PATH");
     ck_assert_sstr_eq(env_of(c, "PATH"), "/opt/bin");
     size_t ia = 0, ib = 0, ic = 0, id = 0;
@@ -193,27 +191,34 @@ struct Refusal {
     Error code;
     const char *message_has;
 };
-#define C1(extra) "{\"containers\":[{\"name\":\"c\",\"image\":\"x\",\"command\":[\"true\"]" extra "}]}"
+#define C1(extra) \
+    "{\"containers\":[{\"name\":\"c\",\"image\":\"x\",\"command\":[\"true\"]" extra "}]}"
 static const Refusal kRefusals[] = {
     {C1(",\"securityContext\":{\"privileged\":true}"), Error::Refused, "privileged"},
     {C1(",\"securityContext\":{\"capabilities\":{\"add\":[\"NET_ADMIN\"]}}"), Error::Refused,
      "capabilities (NET_ADMIN)"},
     {C1(",\"securityContext\":{\"runAsUser\":0}"), Error::Refused, "runAsUser 0"},
     {C1(",\"securityContext\":{\"runAsGroup\":5}"), Error::Refused, "runAsGroup 5"},
-    {"{\"securityContext\":{\"runAsUser\":1000},\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}",
+    {"{\"securityContext\":{\"runAsUser\":1000},\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]"
+     "}]}",
      Error::Refused, "runAsUser 1000"},
-    {"{\"hostPID\":true,\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}", Error::Refused, "hostPID"},
-    {"{\"hostIPC\":true,\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}", Error::Refused, "hostIPC"},
-    {"{\"volumes\":[{\"name\":\"h\",\"hostPath\":{\"path\":\"/\"}}],\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}",
+    {"{\"hostPID\":true,\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}", Error::Refused,
+     "hostPID"},
+    {"{\"hostIPC\":true,\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}", Error::Refused,
+     "hostIPC"},
+    {"{\"volumes\":[{\"name\":\"h\",\"hostPath\":{\"path\":\"/"
+     "\"}}],\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}",
      Error::Refused, "hostPath"},
-    {"{\"volumes\":[{\"name\":\"p\",\"persistentVolumeClaim\":{\"claimName\":\"x\"}}],\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}",
+    {"{\"volumes\":[{\"name\":\"p\",\"persistentVolumeClaim\":{\"claimName\":\"x\"}}],"
+     "\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}",
      Error::Refused, "type this node does not support"},
     {C1(",\"resources\":{\"limits\":{\"amd.com/gpu\":\"1\"}}"), Error::Refused, "amd.com/gpu"},
     {C1(",\"volumeDevices\":[{\"name\":\"d\",\"devicePath\":\"/dev/xvda\"}]"), Error::Refused,
      "volumeDevices"},
     {"{\"containers\":[{\"name\":\"c\",\"image\":\"nginx\"}]}", Error::Refused, "has no command"},
     {C1(",\"readinessProbe\":{\"grpc\":{\"port\":1}}"), Error::Refused, "grpc probes"},
-    {C1(",\"lifecycle\":{\"preStop\":{\"httpGet\":{\"port\":1}}}"), Error::Refused, "only exec hooks"},
+    {C1(",\"lifecycle\":{\"preStop\":{\"httpGet\":{\"port\":1}}}"), Error::Refused,
+     "only exec hooks"},
     {"{\"containers\":[]}", Error::Invalid, "no containers"},
     {"{\"restartPolicy\":\"Sometimes\",\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}",
      Error::Invalid, "restartPolicy"},
@@ -224,13 +229,15 @@ static const Refusal kRefusals[] = {
      "periodSeconds"},
     {C1(",\"volumeMounts\":[{\"name\":\"missing\",\"mountPath\":\"/x\"}]"), Error::Invalid,
      "does not define"},
-    {C1(",\"env\":[{\"name\":\"S\",\"valueFrom\":{\"secretKeyRef\":{\"name\":\"s\",\"key\":\"k\"}}}]"),
+    {C1(",\"env\":[{\"name\":\"S\",\"valueFrom\":{\"secretKeyRef\":{\"name\":\"s\",\"key\":\"k\"}}}"
+        "]"),
      Error::Invalid, "did not resolve"},
 };
 START_TEST(refusals_table) {
     const auto &c = kRefusals[_i];
-    std::string pod = std::string("{\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\",\"uid\":\"u\"},\"spec\":") +
-                      c.spec + "}";
+    std::string pod =
+        std::string("{\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\",\"uid\":\"u\"},\"spec\":") +
+        c.spec + "}";
     auto plan = plan_pod(parse(pod), Json::Value(), ctx());
     ck_assert_msg(!plan.ok(), "accepted: %s", c.spec);
     ck_assert_msg(plan.error() == c.code, "%s: %s", c.spec, plan.failure().describe().c_str());
@@ -241,7 +248,8 @@ END_TEST
 
 START_TEST(allowed_security_context) {
     // runAsUser equal to the job's user, and hostNetwork, are fine.
-    auto pod = parse(R"J({"metadata":{"name":"p","namespace":"ns","uid":"u"},"spec":{"hostNetwork":true,
+    auto pod =
+        parse(R"J({"metadata":{"name":"p","namespace":"ns","uid":"u"},"spec":{"hostNetwork":true,
       "securityContext":{"runAsUser":2001,"runAsGroup":2001},
       "containers":[{"name":"c","image":"x","command":["x"],"securityContext":{"runAsUser":2001,
         "privileged":false,"capabilities":{"drop":["ALL"]}}}]}})J");
