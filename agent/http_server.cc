@@ -154,6 +154,10 @@ struct HttpServerGlue {
                 delete ctx;
                 return MHD_NO;
             }
+            // A stream (kubectl logs -f) may stay quiet for long; the idle
+            // timeout is for keep-alive connections and would cut it after
+            // idle_timeout_s. Streams end themselves (source ended, peer gone).
+            MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
         } else {
             m = MHD_create_response_from_buffer(r.body.size(), const_cast<char *>(r.body.data()),
                                                 MHD_RESPMEM_MUST_COPY);

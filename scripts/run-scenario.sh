@@ -1,24 +1,133 @@
 #!/usr/bin/env bash
-# The main scenario, from a fresh Debian 12 machine, as root: installs the
-# packages, builds, starts a local Slurm cluster (3 nodes x 4 fake GPUs) and
-# runs a job through the built spank_k8s plugin.
+# The main scenario, from a fresh Debian 12 machine, as root:
 #
-# PLACEHOLDER until the end-to-end scenario lands: today this runs the Slurm
-# smoke job (tests/slurm/smoke.sh) with the plugin loaded; it does not yet
-# start the test API server, agents or pods. It says so when it runs.
-set -euo pipefail
+#   bash scripts/run-scenario.sh [KUBECONFIG]
+#
+#  1. installs the packages (scripts/install-deps.sh) and builds ($SK_BUILD_DIR,
+#     default ./build);
+#  2. starts the Kubernetes API test double with its scheduler and
+#     node-lifecycle controller (tests/kube/), one slurm-k8s-agent per Slurm
+#     node (socket, state dir and kubelet port of its own, address 127.0.0.1,
+#     the double's least-rights agent token) and a local Slurm cluster of 3
+#     nodes x 4 fake GPUs whose plugstack loads spank_k8s.so (tests/slurm/);
+#  3. submits, as the unprivileged user k8suser,
+#       sbatch -N3 --gres=gpu:4 --k8s-gpus=2 --k8s-labels=team=rl examples/online-rl/train.sbatch
+#     shows the 3 virtual nodes, applies the rollout and reward manifests with
+#     kubectl, writes the rollout endpoints for the trainer, lets the trainer
+#     (srun, 2 GPUs per node) train against the services, and follows the
+#     job's end: pods stopped with SIGTERM and their grace, Nodes and Leases
+#     deleted;
+#  4. prints timings and verifies that nothing is left running or on disk.
+#
+# With a KUBECONFIG argument the agents and kubectl target that cluster
+# instead of the double. Then: apply etc/rbac.yaml there first and put the
+# agent's credentials in that kubeconfig (the agent reads file references
+# only: certificate-authority, tokenFile or client-certificate/-key); the
+# API server must reach the nodes' kubelet endpoints (127.0.0.1:19250-19252
+# here; set E2E_KUBELET_BASE_PORT) for `kubectl logs`, and the cluster's
+# scheduler places the pods.
+#
+# Every check prints PASS:/FAIL:; the last line is "scenario: N passed, N failed";
+# the exit code is 0 only when every check passed. Everything started is
+# stopped by pid on exit, also on failure or Ctrl-C.
+#
+# Settings: SK_BUILD_DIR, SK_SKIP_INSTALL=1 (packages present), SK_JOBS (make -j),
+# SK_SLURM_DIR [/tmp/sk-scenario], CTLD_PORT [18817], SLURMD_BASE_PORT [19001].
+set -uo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=${SK_BUILD_DIR:-$top/build}
+export SK_BUILD_DIR=${SK_BUILD_DIR:-$top/build}
+export SK_SLURM_DIR=${SK_SLURM_DIR:-/tmp/sk-scenario}
+export CTLD_PORT=${CTLD_PORT:-18817} SLURMD_BASE_PORT=${SLURMD_BASE_PORT:-19001}
+export E2E_KUBELET_BASE_PORT=${E2E_KUBELET_BASE_PORT:-19250}
+export E2E_KUBECONFIG=${1:-}
 jobs=${SK_JOBS:-$(nproc)}
+T0=$(date +%s.%N)
+since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+say() { printf '\n=== %s (t+%ss) ===\n' "$1" "$(since "$T0")"; }
 
-echo "slurm-k8s scenario: PLACEHOLDER - runs the Slurm smoke job with the plugin;"
-echo "the trainer + Kubernetes services scenario is not implemented yet."
-[ $# -gt 0 ] && [ -n "${1:-}" ] && echo "note: a kubeconfig argument ($1) is not used by the placeholder."
+[ "$(id -u)" = 0 ] || { echo "run-scenario: run as root (it starts slurmd, munged and the agents)" >&2; exit 1; }
 
-bash "$top/scripts/install-deps.sh"
-(cd "$top" && autoreconf -fi >/dev/null 2>&1)
-mkdir -p "$build"
-(cd "$build" && "$top/configure" -q)
-make -C "$build" -j"$jobs" >/dev/null
-SPANK_K8S_SO="$build/spank/.libs/spank_k8s.so" bash "$top/tests/slurm/smoke.sh"
+# ---------------------------------------------------------------- 1. build
+if [ "${SK_SKIP_INSTALL:-0}" != 1 ]; then
+  say "installing packages"
+  bash "$top/scripts/install-deps.sh" || { echo "run-scenario: package installation failed" >&2; exit 1; }
+fi
+say "building in $SK_BUILD_DIR"
+if [ ! -x "$top/configure" ]; then
+  (cd "$top" && autoreconf -fi >/dev/null 2>&1) || { echo "run-scenario: autoreconf failed" >&2; exit 1; }
+fi
+mkdir -p "$SK_BUILD_DIR"
+if [ ! -f "$SK_BUILD_DIR/Makefile" ]; then
+  (cd "$SK_BUILD_DIR" && "$top/configure" -q) || { echo "run-scenario: configure failed" >&2; exit 1; }
+fi
+make -C "$SK_BUILD_DIR" -j"$jobs" >"$SK_BUILD_DIR/scenario-make.out" 2>&1 \
+  || { grep -E "error" "$SK_BUILD_DIR/scenario-make.out" | head -20; echo "run-scenario: build failed" >&2; exit 1; }
+id "${TEST_USER:-k8suser}" >/dev/null 2>&1 || bash "$top/tests/slurm/cluster.sh" install >/dev/null
+
+# shellcheck source=../tests/e2e/lib.sh
+. "$top/tests/e2e/lib.sh"
+# shellcheck source=../tests/e2e/online_rl.sh
+. "$top/tests/e2e/online_rl.sh"
+
+WATCH_PID=""
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  [ -n "$WATCH_PID" ] && { kill "$WATCH_PID" 2>/dev/null; wait "$WATCH_PID" 2>/dev/null; }
+  rl_stop_log_followers
+  e2e_stop || echo "run-scenario: stopping the stack reported a problem (see $E2E_D/cluster-stop.log)" >&2
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---------------------------------------------------------------- 2. start
+say "starting: test API server, 3 agents, Slurm cluster (3 nodes x 4 GPUs)"
+e2e_start || { echo "scenario: 0 passed, 1 failed"; exit 1; }
+if [ -n "$E2E_KUBECONFIG" ]; then echo "Kubernetes: $E2E_KUBECONFIG"; else echo "Kubernetes: test double at $KUBE_URL (pid $E2E_KUBE_PID)"; fi
+for n in 1 2 3; do echo "agent n$n: pid ${E2E_AGENT_PID[$n]}, socket $E2E_AGENTS/n$n/agent.sock"; done
+echo "plugstack.conf: $(cat "$SK_SLURM_DIR/etc/plugstack.conf")"
+python3 "$top/tests/e2e/watch.py" record "$E2E_D/watch.jsonl" --kubeconfig "$E2E_ADMIN_KUBECONFIG" &
+WATCH_PID=$!
+
+# ---------------------------------------------------------------- 3. the job
+say "submitting as $TEST_USER: sbatch -N3 --gres=gpu:4 --k8s-gpus=2 --k8s-labels=team=rl train.sbatch"
+rl_submit -N3 --gres=gpu:4 --k8s-gpus=2 --k8s-labels=team=rl || { sk_summary >/dev/null; echo "scenario: $SK_PASSED passed, $((SK_FAILED + 1)) failed"; exit 1; }
+J=$RL_JOB
+echo "job $J"
+
+say "kubectl get nodes"
+rl_check_nodes "$J" 3 2 "team=rl"
+
+say "kubectl apply: 3 rollout pods + 1 reward pod"
+rl_apply_and_wait "$J"
+rl_check_pod_gpus "$J"
+
+say "rollout endpoints -> the trainer"
+rl_write_endpoints "$J"
+
+say "training"
+rl_wait_job_and_check_trainer "$J" 3
+
+say "job end"
+rl_check_teardown "$J"
+
+say "account"
+python3 "$top/tests/e2e/watch.py" report "$E2E_D/watch.jsonl" "$J" "${RL_JOB_END:-0}" "$RL_SUBMIT_T"
+kill "$WATCH_PID" 2>/dev/null; wait "$WATCH_PID" 2>/dev/null; WATCH_PID=""
+rl_stop_log_followers
+
+say "stopping everything"
+t_stop=$(date +%s.%N)
+e2e_stop; ok $? "the Slurm cluster, the agents and the API server stopped"
+echo "stop took $(since "$t_stop") s"
+left="$(e2e_procs)"
+ok "[ -z \"\$left\" ]" "no process left (slurm daemons, steps, shims, pods, agents, test server)${left:+: $left}"
+left="$(e2e_leftovers "$J" | grep -v '^nodes:' )"
+ok "[ -z \"\$left\" ]" "no run file, agent state or cgroup dir of job $J left${left:+: $left}"
+
+echo
+sk_summary >/dev/null
+echo "scenario: $SK_PASSED passed, $SK_FAILED failed"
+[ "$SK_FAILED" = 0 ]

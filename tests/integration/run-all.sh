@@ -21,7 +21,7 @@ run() {
   "$@" 2>&1 | tee "$out"
   rc=${PIPESTATUS[0]}
   local line
-  line=$(grep -E "^([a-z-]+: )?[0-9]+ passed, [0-9]+ failed" "$out" | tail -1)
+  line=$(grep -E "^([a-z0-9-]+: )?[0-9]+ passed, [0-9]+ failed" "$out" | tail -1)
   if [ "$rc" = 77 ]; then
     echo "$name: skipped"
   elif [ -n "$line" ]; then

@@ -2742,6 +2742,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         try:
             conn = http.client.HTTPSConnection(host, port, context=ctx, timeout=10)
             conn.request("GET", upath, headers={"Host": "%s:%d" % (hostport, port)})
+            # getresponse() drops conn.sock when the kubelet answers
+            # "Connection: close"; keep it to lift the timeout for follow.
+            sock = conn.sock
             resp = conn.getresponse()
         except (OSError, ssl.SSLError, http.client.HTTPException) as e:
             raise ApiError(500, "InternalError", 'Get "https://%s:%d%s": %s' % (hostport, port, upath, e))
@@ -2750,8 +2753,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 text = resp.read(16384).decode("utf-8", "replace").strip()
                 reason = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound"}.get(resp.status, "InternalError")
                 raise ApiError(resp.status, reason, text or "the server could not find the requested resource ( pods/log %s)" % name)
-            if follow and conn.sock is not None:
-                conn.sock.settimeout(None)
+            if follow and sock is not None:
+                sock.settimeout(None)
             self.start_chunked("text/plain")
             while True:
                 try:

@@ -1,0 +1,295 @@
+# shellcheck shell=bash
+# tests/e2e/cases.sh -- the fault and bad-input cases. Each case_* function
+# runs against the stack tests/e2e/run-all.sh brought up (real Slurm, one
+# real agent per node, real shims and pod processes, the API test double),
+# asserts with `ok`, and ends its jobs itself; every case ends with
+# e2e_assert_clean (no Node, Lease, process, run file, agent state or cgroup
+# of its jobs). Cases run in a subshell each, in this order.
+
+# api_down first: the time-limit job (60 s, submitted after it) must not end
+# while the API server is down.
+E2E_CASES=(api_down bad_flags socket_auth privileged too_many_gpus namespace two_jobs
+           scancel slurmd_restart agent_kill shim_kill time_limit)
+
+# sbatch refuses malformed --k8s-* flags before submission, naming the flag.
+case_bad_flags() {
+  local s out rc before nodes_before
+  s="$(e2e_script ok 'true')"
+  before="$(squeue -h | wc -l)"
+  nodes_before="$(e2e_kubectl get nodes -o name)"
+  bad() {  # bad EXPECTED_TEXT SBATCH_ARGS...
+    local want="$1"; shift
+    out="$(sk_as_user sbatch "$@" "$s" 2>&1)"; rc=$?
+    [ "$rc" -ne 0 ] && grep -qF -- "$want" <<<"$out"
+    ok $? "sbatch $* refused with '$want' (rc=$rc: $(head -n1 <<<"$out"))"
+  }
+  bad "--k8s-gpus=abc" --k8s-gpus=abc --gres=gpu:4
+  bad "requests only 4 GPUs" --k8s-gpus=6 --gres=gpu:4
+  bad "reserved prefix" --k8s-gpus=1 --gres=gpu:1 --k8s-labels=slurm-k8s/x=1
+  bad "--k8s-taints=x" --k8s-gpus=1 --gres=gpu:1 --k8s-taints=x
+  bad "--k8s-namespace" --k8s-gpus=1 --gres=gpu:1 --k8s-namespace=Bad_NS
+  [ "$(squeue -h | wc -l)" = "$before" ] && [ "$(e2e_kubectl get nodes -o name)" = "$nodes_before" ]
+  ok $? "no job was queued and no Node was created by the refused submissions"
+}
+
+# A non-root user talking to the agent socket directly.
+case_socket_auth() {
+  e2e_job 1 -N1 -w n1 --gres=gpu:2 --k8s-gpus=1 || { ok 1 "socket_auth: job with a virtual node"; return; }
+  local j="$E2E_JOB" sock="$E2E_AGENTS/n1/agent.sock" r
+  call() {  # call USER OP BODY -> the reply line
+    runuser -u "$1" -- python3 -c '
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX); s.settimeout(10); s.connect(sys.argv[1])
+s.sendall((json.dumps({"v": 1, "id": 7, "op": sys.argv[2], "body": json.loads(sys.argv[3])}) + "\n").encode())
+buf = b""
+while not buf.endswith(b"\n"):
+    d = s.recv(65536)
+    if not d: break
+    buf += d
+print(buf.decode().strip())' "$sock" "$2" "$3" 2>&1
+  }
+  r="$(call "$TEST_USER" register "{\"job_id\":9999,\"slurm_node\":\"n1\",\"user\":\"$TEST_USER\",\"uid\":$TEST_UID,\"gpus\":[0]}")"
+  grep -q '"ok":false' <<<"$r"; ok $? "register by $TEST_USER (not root/SlurmUser) refused: $r"
+  r="$(call "$TEST_USER" deregister "{\"job_id\":$j,\"slurm_node\":\"n1\",\"grace_s\":0,\"reason\":\"x\"}")"
+  grep -q '"ok":false' <<<"$r"; ok $? "deregister of job $j by $TEST_USER refused: $r"
+  r="$(call nobody attach "{\"job_id\":$j,\"slurm_node\":\"n1\"}")"
+  grep -q '"ok":false' <<<"$r"; ok $? "attach to $TEST_USER's job $j by user nobody refused: $r"
+  r="$(call "$TEST_USER" attach "{\"job_id\":$j,\"slurm_node\":\"n1\"}")"
+  grep -q '"ok":false' <<<"$r"; ok $? "attach by the job's own user from outside the job's cgroup refused: $r"
+  r="$(runuser -u "$TEST_USER" -- python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX); s.settimeout(5); s.connect(sys.argv[1])
+s.sendall(b"{not json\n"); print(s.recv(4096).decode().strip())' "$sock" 2>&1)"
+  sk_pid_alive "$(cat "$E2E_AGENTS/n1/agent.pid")" && [ -z "$(e2e_node_names 9999)" ] && [ "$(e2e_ready_nodes "$j")" = 1 ]
+  ok $? "after the refused requests and a malformed line ($r): agent alive, no Node for job 9999, job $j's node still Ready"
+  e2e_end_job "$j"
+  e2e_assert_clean "$j" "socket_auth"
+}
+
+# A privileged pod is refused with a Failed status that says why.
+case_privileged() {
+  e2e_job 1 -N1 -w n1 --gres=gpu:2 --k8s-gpus=1 || { ok 1 "privileged: job with a virtual node"; return; }
+  local j="$E2E_JOB"
+  EXTRA_SPEC='    securityContext: {privileged: true}' e2e_pod "$j" priv
+  e2e_wait 20 "[ \"\$(e2e_pod_phase priv)\" = Failed ]"
+  ok $? "privileged pod: phase Failed"
+  local r m
+  r="$(e2e_pod_field default/priv '{.status.reason}')"; m="$(e2e_pod_field default/priv '{.status.message}')"
+  grep -qi privileged <<<"$m"; ok $? "privileged pod: reason $r, message names privileged mode: $m"
+  [ -z "$(e2e_pod_pids "$j" priv)" ]; ok $? "privileged pod: no process was started"
+  e2e_end_job "$j"
+  e2e_assert_clean "$j" "privileged"
+}
+
+# More GPUs than lent: the scheduler keeps it Pending; bound directly past
+# the scheduler, the node refuses it (Failed with the reason).
+case_too_many_gpus() {
+  e2e_job 1 -N1 -w n2 --gres=gpu:4 --k8s-gpus=2 || { ok 1 "too_many_gpus: job with a virtual node"; return; }
+  local j="$E2E_JOB" node
+  node="$(e2e_node_names "$j")"
+  GPUS=3 e2e_pod "$j" greedy-sched
+  e2e_wait 15 "e2e_pod_field default/greedy-sched '{.status.conditions[?(@.type==\"PodScheduled\")].message}' | grep -q 'Insufficient nvidia.com/gpu'"
+  ok $? "3 GPUs on a node lending 2: Pending, $(e2e_pod_field default/greedy-sched '{.status.conditions[0].message}')"
+  GPUS=3 NODE="$node" e2e_pod "$j" greedy
+  e2e_wait 20 "[ \"\$(e2e_pod_phase greedy)\" = Failed ]"
+  ok $? "3 GPUs bound directly to $node: phase Failed"
+  local r m
+  r="$(e2e_pod_field default/greedy '{.status.reason}')"; m="$(e2e_pod_field default/greedy '{.status.message}')"
+  grep -q 'nvidia.com/gpu' <<<"$r $m"; ok $? "too many GPUs: reason $r, message: $m"
+  [ -z "$(e2e_pod_pids "$j" greedy)" ]; ok $? "too many GPUs: no process was started"
+  e2e_kubectl delete pod greedy-sched --wait=false >/dev/null 2>&1
+  e2e_end_job "$j"
+  e2e_assert_clean "$j" "too_many_gpus"
+}
+
+# A pod in a namespace the job did not allow fails with the reason.
+case_namespace() {
+  e2e_kubectl create namespace rl >/dev/null 2>&1
+  e2e_job 1 -N1 -w n3 --gres=gpu:2 --k8s-gpus=1 --k8s-namespace=rl || { ok 1 "namespace: job with a virtual node"; return; }
+  local j="$E2E_JOB"
+  NS=default e2e_pod "$j" wrong-ns
+  e2e_wait 20 "[ \"\$(NS=default e2e_pod_phase wrong-ns)\" = Failed ]"
+  ok $? "pod in namespace default on a job that allows only rl: Failed"
+  local r m
+  r="$(e2e_pod_field default/wrong-ns '{.status.reason}')"; m="$(e2e_pod_field default/wrong-ns '{.status.message}')"
+  [ "$r" = NamespaceNotAllowed ] && grep -q "namespace default" <<<"$m"; ok $? "reason $r: $m"
+  [ -z "$(e2e_pod_pids "$j" wrong-ns)" ]; ok $? "no process for the refused pod"
+  NS=rl e2e_pod "$j" right-ns
+  NS=rl e2e_pod_running right-ns 30; ok $? "a pod in the allowed namespace rl runs on the same node"
+  e2e_end_job "$j"
+  e2e_assert_clean "$j" "namespace"
+}
+
+# Two jobs on the same Slurm node: one virtual node each, disjoint GPUs.
+case_two_jobs() {
+  e2e_job 1 -N1 -w n2 --gres=gpu:2 --k8s-gpus=1 || { ok 1 "two_jobs: first job"; return; }
+  local j1="$E2E_JOB"
+  e2e_job 1 -N1 -w n2 --gres=gpu:2 --k8s-gpus=1 || { ok 1 "two_jobs: second job"; e2e_end_job "$j1"; return; }
+  local j2="$E2E_JOB" n1 n2
+  n1="$(e2e_node_names "$j1")"; n2="$(e2e_node_names "$j2")"
+  [ "$n1" = "slurm-n2-$j1" ] && [ "$n2" = "slurm-n2-$j2" ]; ok $? "jobs $j1 and $j2 on n2: nodes $n1 and $n2"
+  e2e_pod "$j1" a; e2e_pod "$j2" b
+  e2e_pod_running a 30 && e2e_pod_running b 30; ok $? "a pod runs on each job's node"
+  local ga gb
+  ga="$(e2e_pod_log default/a | sed -n 's/.*CUDA_VISIBLE_DEVICES=//p' | head -n1)"
+  gb="$(e2e_pod_log default/b | sed -n 's/.*CUDA_VISIBLE_DEVICES=//p' | head -n1)"
+  [ "$(e2e_pod_field default/a '{.spec.nodeName}')" = "$n1" ] && [ "$(e2e_pod_field default/b '{.spec.nodeName}')" = "$n2" ] \
+    && [ -n "$ga" ] && [ -n "$gb" ] && [ "$ga" != "$gb" ]
+  ok $? "each pod on its own job's node, different GPUs (a: $ga, b: $gb)"
+  e2e_end_job "$j1"
+  [ -n "$(e2e_pod_pids "$j2" b)" ] && [ "$(e2e_pod_phase b)" = Running ] && [ "$(e2e_ready_nodes "$j2")" = 1 ]
+  ok $? "ending job $j1 leaves job $j2's node and pod running"
+  e2e_end_job "$j2"
+  e2e_assert_clean "$j1" "two_jobs (first)"
+  e2e_assert_clean "$j2" "two_jobs (second)"
+}
+
+# Shared by scancel / time limit: the pod got SIGTERM and a final status.
+check_job_end_pod() {  # check_job_end_pod JOB POD WHAT
+  local j="$1" p="$2" what="$3" log
+  rl_followed_log "default/$p" >"$E2E_D/podlogs/tmp"
+  grep -q "received signal 15" "$E2E_D/podlogs/tmp"; ok $? "$what: pod $p logged 'received signal 15' (from $E2E_LOG_SOURCE)"
+  local st
+  st="$(python3 "$E2E_TOP/tests/e2e/watch.py" final "$E2E_D/watch.jsonl" "default/$p")"
+  ST="$st" python3 -c 'import json, os, sys
+s = json.loads(os.environ["ST"] or "{}")
+t = [(c.get("state") or {}).get("terminated") or {} for c in s.get("containerStatuses", [])]
+ok = "JobEnded" in s.get("reason", "") + s.get("message", "") and t and all(x.get("exitCode") == 0 for x in t)
+print(s.get("phase"), s.get("reason"), s.get("message"), [x.get("exitCode") for x in t])
+sys.exit(0 if ok else 1)' >"$E2E_D/podlogs/tmp" 2>&1
+  ok $? "$what: pod $p final status names the job end, exit 0: $(cat "$E2E_D/podlogs/tmp")"
+}
+
+case_scancel() {
+  e2e_job 2 -N2 --gres=gpu:4 --k8s-gpus=2 || { ok 1 "scancel: 2-node job"; return; }
+  local j="$E2E_JOB" t0
+  e2e_pod "$j" s1; e2e_pod "$j" s2
+  e2e_pod_running s1 30 && e2e_pod_running s2 30; ok $? "scancel: 2 pods Running"
+  rl_follow_log default/s1; rl_follow_log default/s2
+  sleep 0.5
+  t0=$SECONDS
+  scancel "$j"
+  e2e_wait 40 "[ -z \"\$(e2e_node_names $j)\" ]"
+  ok $? "scancel: Nodes gone $((SECONDS - t0)) s after scancel"
+  rl_stop_log_followers
+  check_job_end_pod "$j" s1 scancel; check_job_end_pod "$j" s2 scancel
+  sk_wait_state "$j" CANCELLED 30; ok $? "scancel: job state $(sk_job_state "$j")"
+  e2e_assert_clean "$j" "scancel"
+}
+
+case_slurmd_restart() {
+  e2e_job 1 -N1 -w n3 --gres=gpu:2 --k8s-gpus=1 || { ok 1 "slurmd_restart: job"; return; }
+  local j="$E2E_JOB" pid
+  e2e_pod "$j" r1; e2e_pod_running r1 30; ok $? "slurmd_restart: pod Running"
+  pid="$(e2e_pod_pids "$j" r1)"
+  "$E2E_CLUSTER" restart-slurmd n3 >/dev/null 2>&1; ok $? "slurmd n3 restarted"
+  sleep 2
+  [ "$(sk_job_state "$j")" = RUNNING ] && [ "$(e2e_pod_pids "$j" r1)" = "$pid" ] && [ "$(e2e_pod_phase r1)" = Running ] \
+    && [ "$(e2e_ready_nodes "$j")" = 1 ]
+  ok $? "after the slurmd restart: job RUNNING, node Ready, same pod process ($pid) Running"
+  e2e_end_job "$j"
+  e2e_assert_clean "$j" "slurmd_restart"
+}
+
+case_agent_kill() {
+  e2e_job 1 -N1 -w n1 --gres=gpu:4 --k8s-gpus=2 || { ok 1 "agent_kill: job"; return; }
+  local j="$E2E_JOB" pid node
+  node="$(e2e_node_names "$j")"
+  e2e_pod "$j" k1; e2e_pod_running k1 30; ok $? "agent_kill: pod Running"
+  pid="$(e2e_pod_pids "$j" k1)"
+  e2e_agent_stop 1 KILL
+  sleep 2
+  [ "$(e2e_pod_pids "$j" k1)" = "$pid" ]; ok $? "agent killed -9: the pod process ($pid) keeps running"
+  e2e_agent_start 1; ok $? "agent n1 restarted"
+  # Re-adopted: the shim re-attaches, the pod is neither duplicated nor lost.
+  e2e_wait 20 "grep -q 're-attached' '$E2E_RUNDIR/job_${j}_n1.json.shim.log' 2>/dev/null || grep -q 'shim attached' <(tail -n 50 '$E2E_AGENTS/n1/agent.log')"
+  sleep 2
+  [ "$(e2e_pod_pids "$j" k1)" = "$pid" ] && [ "$(e2e_pod_phase k1)" = Running ] \
+    && [ "$(e2e_pod_field default/k1 '{.status.containerStatuses[0].restartCount}')" = 0 ]
+  ok $? "after the restart: same process $pid, pod Running, restartCount 0 (pids now: $(e2e_pod_pids "$j" k1))"
+  e2e_pod "$j" k2
+  e2e_pod_running k2 30; ok $? "a new pod starts after the agent restart"
+  [ "$(e2e_ready_nodes "$j")" = 1 ]; ok $? "node $node Ready after the agent restart"
+  e2e_end_job "$j"
+  e2e_assert_clean "$j" "agent_kill"
+}
+
+case_shim_kill() {
+  e2e_job 1 -N1 -w n2 --gres=gpu:4 --k8s-gpus=2 || { ok 1 "shim_kill: job"; return; }
+  local j="$E2E_JOB" spid
+  RESTART=Never e2e_pod "$j" m1; e2e_pod_running m1 30; ok $? "shim_kill: pod Running"
+  spid="$(pgrep -u "$TEST_UID" -f "slurm-k8s-shim --job-id $j ")"
+  kill -KILL $spid; ok $? "shim ($spid) killed -9"
+  # The pod must not stay "Running" in the API without anything running it.
+  e2e_wait 40 "[ \"\$(e2e_pod_phase m1)\" = Failed ] || [ \"\$(e2e_pod_field default/m1 '{.status.containerStatuses[0].restartCount}')\" -ge 1 ] 2>/dev/null"
+  ok $? "shim_kill: pod reported Failed or restarted (phase $(e2e_pod_phase m1), reason $(e2e_pod_field default/m1 '{.status.reason}'): $(e2e_pod_field default/m1 '{.status.message}'))"
+  [ "$(e2e_ready_nodes "$j")" = 1 ]; ok $? "shim_kill: node still Ready (consistent)"
+  e2e_end_job "$j"
+  e2e_assert_clean "$j" "shim_kill"
+}
+
+case_api_down() {
+  if [ -n "$E2E_KUBECONFIG" ]; then sk_skip "api_down: needs the test double"; return; fi
+  e2e_job 1 -N1 -w n3 --gres=gpu:2 --k8s-gpus=2 || { ok 1 "api_down: job"; return; }
+  local j="$E2E_JOB" pid node t_back hb
+  node="$(e2e_node_names "$j")"
+  e2e_pod "$j" d1; e2e_pod_running d1 30; ok $? "api_down: pod Running"
+  pid="$(e2e_pod_pids "$j" d1)"
+  e2e_api POST /_test/fault '{"mode":"refuse","seconds":60}' >/dev/null; ok $? "API server refuses connections for 60 s"
+  sleep 30
+  [ "$(e2e_pod_pids "$j" d1)" = "$pid" ]; ok $? "API down 30 s: the pod process ($pid) keeps running"
+  e2e_wait 45 "e2e_kubectl get --raw /readyz >/dev/null 2>&1"
+  t_back=$(date -u +%s)
+  ok $? "API server back"
+  e2e_wait 30 "[ \"\$(e2e_ready_nodes $j)\" = 1 ] && hb=\$(e2e_kubectl get node $node -o 'jsonpath={.status.conditions[?(@.type==\"Ready\")].lastHeartbeatTime}') && [ \$(date -u -d \"\$hb\" +%s) -ge $t_back ]"
+  ok $? "Ready re-posted after the API came back (heartbeat $(e2e_kubectl get node "$node" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].lastHeartbeatTime}'))"
+  [ "$(e2e_pod_pids "$j" d1)" = "$pid" ] && [ "$(e2e_pod_phase d1)" = Running ] \
+    && [ "$(e2e_pod_field default/d1 '{.status.containerStatuses[0].restartCount}')" = 0 ]
+  ok $? "the pod kept running through the outage (same process, Running, restartCount 0)"
+  e2e_pod "$j" d2; e2e_pod_running d2 30
+  ok $? "a new pod starts after the outage ($(e2e_kubectl get pod d2 --no-headers -o wide 2>&1 | head -n1))"
+  e2e_log "api_down: d2: $(e2e_kubectl get pod d2 -o jsonpath='{.status.conditions}' 2>&1); node taints: $(e2e_kubectl get node "$node" -o jsonpath='{.spec.taints}' 2>&1)"
+  e2e_end_job "$j"
+  e2e_assert_clean "$j" "api_down"
+}
+
+# Submitted first by run-all.sh (--time=1 = 60 s) and checked last.
+case_time_limit_submit() {
+  e2e_job 1 -N1 -w n3 --gres=gpu:1 --k8s-gpus=1 --time=1 || { E2E_TL_JOB=""; return 1; }
+  E2E_TL_JOB="$E2E_JOB"
+  # The agent cordons a node within cordon_before_end (2 min) of the job's
+  # end: with a 1-minute limit at once, so the scheduler places nothing
+  # there; a pod bound by name still runs until the end.
+  e2e_wait 10 "e2e_kubectl get nodes -l slurm-k8s/job-id=$E2E_TL_JOB -o 'jsonpath={.items[*].spec.taints}' | grep -q job-ending"
+  e2e_kubectl get nodes -l "slurm-k8s/job-id=$E2E_TL_JOB" -o 'jsonpath={.items[*].spec.taints}' > "$E2E_D/time_limit_taints"
+  NODE="$(e2e_node_names "$E2E_TL_JOB")" e2e_pod "$E2E_TL_JOB" tl
+  # Its own follower (not in RL_FOLLOWERS, which each case stops).
+  mkdir -p "$E2E_D/podlogs"
+  if ! e2e_pod_running tl 30; then
+    e2e_log "time-limit pod tl not Ready: $(e2e_kubectl get pod tl -o jsonpath='{.status.conditions}' 2>&1); nodes: $(e2e_kubectl get nodes -o jsonpath='{range .items[*]}{.metadata.name} {.status.allocatable} {.spec.taints}{"\n"}{end}' 2>&1)"
+  else
+    timeout 300 kubectl --kubeconfig "$E2E_ADMIN_KUBECONFIG" logs -f tl >"$E2E_D/podlogs/tl.log" 2>&1 &
+    E2E_TL_FOLLOWER=$!
+    local uid f
+    uid="$(e2e_pod_field default/tl '{.metadata.uid}')"
+    for f in "$E2E_AGENTS"/n*/shim/job_*/pods/"$uid"/*/0.log; do
+      [ -f "$f" ] || continue
+      timeout 300 tail -n +1 -F "$f" >"$E2E_D/podlogs/tl.cri" 2>/dev/null &
+      E2E_TL_FOLLOWER="$E2E_TL_FOLLOWER $!"
+    done
+  fi
+  echo "$E2E_TL_JOB" > "$E2E_D/time_limit_job"
+}
+
+case_time_limit() {
+  local j
+  j="$(cat "$E2E_D/time_limit_job" 2>/dev/null)"
+  [ -n "$j" ] || { ok 1 "time_limit: the job was not submitted"; return; }
+  grep -q '"slurm-k8s/job-ending"' "$E2E_D/time_limit_taints"
+  ok $? "time limit: the node was cordoned ahead of the job's end ($(cat "$E2E_D/time_limit_taints"))"
+  sk_wait_state "$j" TIMEOUT 120; ok $? "time limit: job $j ended as $(sk_job_state "$j")"
+  e2e_wait 30 "[ -z \"\$(e2e_node_names $j)\" ]"; ok $? "time limit: Node gone"
+  sleep 0.5
+  check_job_end_pod "$j" tl "time limit"
+  e2e_assert_clean "$j" "time_limit"
+}

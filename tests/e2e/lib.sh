@@ -1,0 +1,373 @@
+# shellcheck shell=bash
+# tests/e2e/lib.sh -- bring the whole slurm-k8s stack up and down on one host:
+# the Kubernetes API test double (or a given kubeconfig), one slurm-k8s-agent
+# per Slurm node, and a real Slurm cluster (tests/slurm/cluster.sh) whose
+# plugstack loads spank_k8s.so. Used by scripts/run-scenario.sh and by the
+# fault tests in tests/e2e/. Source it after setting (all optional):
+#
+#   SK_BUILD_DIR   build tree with the binaries       [$top/build]
+#   SK_SLURM_DIR   cluster dir (everything lives here) [/tmp/sk-e2e]
+#   CTLD_PORT, SLURMD_BASE_PORT   [28817, 29001] (below the ephemeral range)
+#   E2E_KUBELET_BASE_PORT  agent nX's kubelet port = base + X - 1 [29250]
+#   E2E_GRACE      plugstack grace= (pods' stop budget at job end) [15]
+#   E2E_PLUGIN_ARGS  extra plugstack key=value words
+#   E2E_KUBECONFIG a kubeconfig: target that cluster instead of the double
+#   E2E_LEASE_GRACE  the double's --lease-grace       [40]
+#   E2E_KUBELET_CERT, E2E_KUBELET_KEY, E2E_KUBELET_CLIENT_CA  the agents'
+#                  kubelet endpoint with E2E_KUBECONFIG (the double's own
+#                  kubelet-serving certificate and CA are used otherwise)
+#
+# Functions (each returns non-zero with a message on stderr on failure):
+#   e2e_start [NODES]     install binaries, start API server, agents, Slurm
+#   e2e_stop              stop everything this library started (by pid)
+#   e2e_agent_start N / e2e_agent_stop N [SIG]   one agent (nN)
+#   e2e_kubectl ARGS...   kubectl against the target with the admin kubeconfig
+#   e2e_api METHOD PATH [BODY]  raw admin request to the double (curl)
+#   e2e_wait SECONDS CMD  poll CMD (eval) every 0.2 s until it succeeds
+#   e2e_node_names JOB    virtual nodes of JOB (names), one a line
+#   e2e_pod_field NS/NAME JSONPATH
+#   e2e_leftovers JOB     prints what of JOB is left (nodes, leases, processes,
+#                         run files, agent state, cgroups); empty = clean
+#   e2e_procs             prints every process this library is responsible for
+#   e2e_pod_log NS/NAME   the pod's container log (kubectl logs, else the
+#                         agent's CRI log file); sets E2E_LOG_SOURCE
+
+E2E_TOP="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+export SK_SLURM_DIR="${SK_SLURM_DIR:-/tmp/sk-e2e}"
+export CTLD_PORT="${CTLD_PORT:-28817}" SLURMD_BASE_PORT="${SLURMD_BASE_PORT:-29001}"
+export NUM_NODES="${NUM_NODES:-3}" GPUS_PER_NODE="${GPUS_PER_NODE:-4}"
+SK_BUILD_DIR="${SK_BUILD_DIR:-$E2E_TOP/build}"
+E2E_KUBELET_BASE_PORT="${E2E_KUBELET_BASE_PORT:-29250}"
+E2E_GRACE="${E2E_GRACE:-15}"
+E2E_PLUGIN_ARGS="${E2E_PLUGIN_ARGS:-}"
+E2E_KUBECONFIG="${E2E_KUBECONFIG:-}"
+E2E_LEASE_GRACE="${E2E_LEASE_GRACE:-40}"
+# shellcheck source=../slurm/lib.sh
+. "$E2E_TOP/tests/slurm/lib.sh"
+E2E_CLUSTER="$E2E_TOP/tests/slurm/cluster.sh"
+E2E_D="$SK_SLURM_DIR"
+E2E_LIB="$E2E_D/lib"             # world-readable copies of the binaries
+E2E_AGENTS="$E2E_D/agents"       # agents/nX/{agent.conf,agent.sock,state,shim,agent.log}
+E2E_RUNDIR="$E2E_D/rundir"       # the plugin's run files
+E2E_KSD="$E2E_D/kube"            # the double's state dir
+E2E_EXAMPLES="$E2E_D/examples"   # examples/online-rl, readable by the job user
+declare -A E2E_AGENT_PID=()
+E2E_KUBE_PID=""
+E2E_ADMIN_KUBECONFIG=""
+
+e2e_log() { echo "[e2e $(date +%T.%3N)] $*" >&2; }
+e2e_die() { e2e_log "ERROR: $*"; return 1; }
+
+e2e_wait() {  # e2e_wait SECONDS CMD...: poll until CMD (eval) succeeds
+  local t="$1"; shift
+  local end=$((SECONDS + t))
+  until eval "$*"; do
+    [ "$SECONDS" -ge "$end" ] && return 1
+    sleep 0.2
+  done
+}
+
+# ------------------------------------------------------------- binaries ---
+e2e_install_bins() {
+  local b="$SK_BUILD_DIR" f
+  for f in spank/.libs/spank_k8s.so agent/slurm-k8s-agent k8s-shim/slurm-k8s-shim; do
+    [ -f "$b/$f" ] || { e2e_die "$b/$f missing: build first (SK_BUILD_DIR=$b)"; return 1; }
+  done
+  mkdir -p "$E2E_D" "$E2E_LIB" "$E2E_EXAMPLES"
+  chmod 755 "$E2E_D" "$E2E_LIB" "$E2E_EXAMPLES"
+  # libtool wrappers: the real binaries live in .libs/ when shared libs exist.
+  local agent="$b/agent/slurm-k8s-agent" shim="$b/k8s-shim/slurm-k8s-shim"
+  [ -x "$b/agent/.libs/slurm-k8s-agent" ] && agent="$b/agent/.libs/slurm-k8s-agent"
+  [ -x "$b/k8s-shim/.libs/slurm-k8s-shim" ] && shim="$b/k8s-shim/.libs/slurm-k8s-shim"
+  install -m 755 "$b/spank/.libs/spank_k8s.so" "$E2E_LIB/spank_k8s.so"
+  install -m 755 "$agent" "$E2E_LIB/slurm-k8s-agent"
+  install -m 755 "$shim" "$E2E_LIB/slurm-k8s-shim"
+  install -m 644 "$E2E_TOP"/examples/online-rl/* "$E2E_EXAMPLES/"
+}
+
+# ------------------------------------------------------------- API side ---
+e2e_start_kube() {
+  if [ -n "$E2E_KUBECONFIG" ]; then
+    [ -r "$E2E_KUBECONFIG" ] || { e2e_die "kubeconfig $E2E_KUBECONFIG is not readable"; return 1; }
+    E2E_ADMIN_KUBECONFIG="$E2E_KUBECONFIG"
+    kubectl --kubeconfig "$E2E_ADMIN_KUBECONFIG" get nodes >/dev/null \
+      || { e2e_die "the cluster of $E2E_KUBECONFIG does not answer 'kubectl get nodes'"; return 1; }
+    return 0
+  fi
+  rm -rf "$E2E_KSD"
+  local vars
+  vars="$("$E2E_TOP/tests/kube/start-server.sh" "$E2E_KSD" --lease-grace "$E2E_LEASE_GRACE")" \
+    || { e2e_die "the test API server did not start (log: $E2E_KSD/server.log)"; return 1; }
+  eval "$vars"
+  E2E_KUBE_PID="$KUBE_SERVER_PID"
+  E2E_ADMIN_KUBECONFIG="$KUBECONFIG"
+  export KUBE_URL KUBE_TOKEN KUBE_CA
+}
+
+e2e_stop_kube() {
+  [ -n "$E2E_KUBE_PID" ] || return 0
+  "$E2E_TOP/tests/kube/start-server.sh" --stop "$E2E_KSD"
+  E2E_KUBE_PID=""
+}
+
+e2e_kubectl() { kubectl --kubeconfig "$E2E_ADMIN_KUBECONFIG" --request-timeout=20s "$@"; }
+
+# Raw admin request to the double (its /_test controls included).
+e2e_api() {
+  local m="$1" p="$2" body="${3:-}"
+  if [ -n "$body" ]; then
+    curl -sS --max-time 20 --cacert "$KUBE_CA" -H "Authorization: Bearer $KUBE_TOKEN" \
+      -H 'Content-Type: application/json' -X "$m" -d "$body" "$KUBE_URL$p"
+  else
+    curl -sS --max-time 20 --cacert "$KUBE_CA" -H "Authorization: Bearer $KUBE_TOKEN" -X "$m" "$KUBE_URL$p"
+  fi
+}
+
+# ---------------------------------------------------------------- agents ---
+e2e_agent_conf() {  # e2e_agent_conf N -> writes agents/nN/agent.conf
+  local n="$1" a="$E2E_AGENTS/n$1"
+  mkdir -p "$a/state"
+  chmod 755 "$E2E_AGENTS" "$a"   # the job user reaches its shim dir below
+  {
+    if [ -n "$E2E_KUBECONFIG" ]; then
+      echo "kubeconfig = $E2E_KUBECONFIG"
+    else
+      # The double's agent identity: role 'agent' (least rights, as etc/rbac.yaml).
+      echo "api_server = $KUBE_URL"
+      echo "api_ca_file = $E2E_KSD/ca.crt"
+      echo "api_token_file = $E2E_KSD/agent.token"
+      # kubectl logs: the double proxies to this endpoint with its
+      # kubelet-client certificate (signed by its CA).
+      echo "kubelet_cert = $E2E_KSD/kubelet-serving.crt"
+      echo "kubelet_key = $E2E_KSD/kubelet-serving.key"
+      echo "kubelet_client_ca = $E2E_KSD/ca.crt"
+    fi
+    [ -z "${E2E_KUBELET_CERT:-}" ] || echo "kubelet_cert = $E2E_KUBELET_CERT"
+    [ -z "${E2E_KUBELET_KEY:-}" ] || echo "kubelet_key = $E2E_KUBELET_KEY"
+    [ -z "${E2E_KUBELET_CLIENT_CA:-}" ] || echo "kubelet_client_ca = $E2E_KUBELET_CLIENT_CA"
+    cat <<EOF
+cluster_name = e2e
+slurm_node = n$n
+node_address = 127.0.0.1
+kubelet_port = $((E2E_KUBELET_BASE_PORT + n - 1))
+state_dir = $a/state
+shim_state_dir = $a/shim
+socket_path = $a/agent.sock
+socket_mode = 0666
+admin_uids = 0
+shim_auth = cgroup
+job_alive_command = squeue -h -j {job} -o %T
+gc_interval = 10s
+log_level = verbose
+EOF
+  } > "$a/agent.conf"
+}
+
+e2e_agent_start() {  # e2e_agent_start N
+  local n="$1" a="$E2E_AGENTS/n$1"
+  [ -f "$a/agent.conf" ] || e2e_agent_conf "$n"
+  # SLURM_CONF: the job_alive_command (squeue) must reach this cluster.
+  env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 SLURM_CONF="$SK_CONF" \
+    "$E2E_LIB/slurm-k8s-agent" --config "$a/agent.conf" </dev/null >>"$a/agent.log" 2>&1 &
+  E2E_AGENT_PID[$n]=$!
+  echo "${E2E_AGENT_PID[$n]}" > "$a/agent.pid"
+  # Up = its socket answers (a stale socket file may exist).
+  if ! e2e_wait 10 "python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])' '$a/agent.sock' 2>/dev/null"; then
+    tail -n 20 "$a/agent.log" >&2
+    e2e_die "agent n$n did not start (log: $a/agent.log)"; return 1
+  fi
+}
+
+e2e_agent_stop() {  # e2e_agent_stop N [SIGNAL]
+  # The pid file names the current agent (a subshell may have restarted it).
+  local n="$1" sig="${2:-TERM}" pid
+  pid="$(cat "$E2E_AGENTS/n$n/agent.pid" 2>/dev/null)"
+  [ -n "$pid" ] || pid="${E2E_AGENT_PID[$1]:-}"
+  [ -n "$pid" ] || return 0
+  kill -"$sig" "$pid" 2>/dev/null
+  e2e_wait 10 "! sk_pid_alive $pid" || { kill -KILL "$pid" 2>/dev/null; sleep 0.2; }
+  wait "$pid" 2>/dev/null
+  unset "E2E_AGENT_PID[$n]"
+  rm -f "$E2E_AGENTS/n$n/agent.pid"
+}
+
+# ----------------------------------------------------------------- Slurm ---
+e2e_plugstack() {
+  echo "required $E2E_LIB/spank_k8s.so socket=$E2E_AGENTS/{node}/agent.sock rundir=$E2E_RUNDIR shim=$E2E_LIB/slurm-k8s-shim timeout=5 grace=$E2E_GRACE shim_log_level=verbose cluster=e2e $E2E_PLUGIN_ARGS"
+}
+
+e2e_start_slurm() {
+  export PLUGSTACK_LINES
+  PLUGSTACK_LINES="$(e2e_plugstack)"
+  "$E2E_CLUSTER" start >"$E2E_D/cluster-start.log" 2>&1 \
+    || { tail -n 30 "$E2E_D/cluster-start.log" >&2; e2e_die "Slurm cluster did not start"; return 1; }
+}
+
+# ------------------------------------------------------------- together ---
+e2e_start() {
+  [ "$(id -u)" = 0 ] || { e2e_die "needs root (slurmd, munge, agents)"; return 1; }
+  local i
+  # A previous run's cluster (same dir) is stopped first; its cgroups removed.
+  "$E2E_CLUSTER" clean >/dev/null 2>&1 || true
+  e2e_install_bins || return 1
+  rm -rf "$E2E_AGENTS" "$E2E_RUNDIR"
+  mkdir -p "$E2E_AGENTS"
+  e2e_start_kube || return 1
+  for ((i = 1; i <= NUM_NODES; i++)); do e2e_agent_conf "$i"; e2e_agent_start "$i" || return 1; done
+  e2e_start_slurm || return 1
+}
+
+e2e_stop() {
+  local rc=0 n
+  "$E2E_CLUSTER" stop >"$E2E_D/cluster-stop.log" 2>&1 || { rc=1; tail -n 20 "$E2E_D/cluster-stop.log" >&2; }
+  for n in "${!E2E_AGENT_PID[@]}"; do e2e_agent_stop "$n"; done
+  # Agents started by an earlier process of this test (pid files).
+  for n in "$E2E_AGENTS"/n*/agent.pid; do
+    [ -e "$n" ] || continue
+    n="${n%/agent.pid}"; e2e_agent_stop "${n##*/n}"
+  done
+  e2e_stop_kube
+  return "$rc"
+}
+
+# ------------------------------------------------------------ inspection ---
+e2e_node_names() {  # virtual nodes of JOB
+  e2e_kubectl get nodes -l "slurm-k8s/job-id=$1" -o 'jsonpath={range .items[*]}{.metadata.name}{"\n"}{end}' 2>/dev/null
+}
+
+e2e_pod_field() {  # e2e_pod_field NS/NAME JSONPATH
+  e2e_kubectl get pod -n "${1%%/*}" "${1#*/}" -o "jsonpath=$2" 2>/dev/null
+}
+
+# A pod's log: kubectl logs through the API server's proxy to the agent's
+# kubelet endpoint; when that does not answer, the CRI log file the shim wrote
+# (the file kubectl logs would serve). E2E_LOG_SOURCE says which.
+e2e_pod_log() {
+  local ns="${1%%/*}" name="${1#*/}" out uid f
+  if out="$(e2e_kubectl logs -n "$ns" "$name" 2>/dev/null)" && [ -n "$out" ]; then
+    E2E_LOG_SOURCE="kubectl logs"; printf '%s\n' "$out"; return 0
+  fi
+  uid="$(e2e_pod_field "$ns/$name" '{.metadata.uid}')"
+  [ -n "$uid" ] || uid="${E2E_POD_UID[$ns/$name]:-}"
+  E2E_LOG_SOURCE="CRI log file"
+  for f in "$E2E_AGENTS"/n*/shim/job_*/pods/"$uid"/*/*.log; do
+    [ -f "$f" ] && cut -d' ' -f4- "$f"
+  done
+}
+declare -A E2E_POD_UID=()
+
+# Every live process this library is responsible for.
+e2e_procs() {
+  local p
+  sk_cluster_procs
+  for p in $(pgrep -f "$E2E_LIB/slurm-k8s-(agent|shim)" 2>/dev/null); do
+    [ "$p" = "$$" ] || ps -o pid=,comm=,args= -p "$p" 2>/dev/null
+  done
+  pgrep -a -f "$E2E_EXAMPLES/|e2e-pod-[0-9]+-" 2>/dev/null | grep -v "^$$ " || true
+  [ -n "$E2E_KUBE_PID" ] && sk_pid_alive "$E2E_KUBE_PID" && echo "$E2E_KUBE_PID kube_test_server"
+  return 0
+}
+
+# What is left of JOB: API objects, processes, files, cgroups. Empty = clean.
+e2e_leftovers() {
+  local j="$1" out f
+  out="$(e2e_node_names "$j")"; [ -z "$out" ] || echo "nodes: $(echo $out)"
+  if [ -n "$KUBE_URL" ] && [ -z "$E2E_KUBECONFIG" ]; then
+    out="$(e2e_kubectl get leases -n kube-node-lease -o name 2>/dev/null | grep -- "-$j\$")"
+    [ -z "$out" ] || echo "leases: $(echo $out)"
+  fi
+  out="$(pgrep -a -u "$TEST_UID" -f "slurm-k8s-shim --job-id $j " 2>/dev/null)"; [ -z "$out" ] || echo "shim: $out"
+  out="$(sk_cluster_procs | grep -E "job_$j|SLURM_JOB_ID=$j" || true)"; [ -z "$out" ] || echo "slurm procs: $out"
+  for f in "$E2E_RUNDIR"/job_"$j"_* "$E2E_AGENTS"/n*/state/job_"$j"_* "$E2E_AGENTS"/n*/shim/job_"$j"_*; do
+    [ -e "$f" ] && echo "file: $f"
+  done
+  for f in /sys/fs/cgroup/*/slurm_n*/uid_*/job_"$j"; do
+    [ -d "$f" ] && echo "cgroup: $f"
+  done
+  return 0
+}
+
+# ------------------------------------------------------- jobs and pods ---
+# A batch script readable by the test user.
+e2e_script() {  # e2e_script NAME BODY -> path
+  local p="$SK_JOBS_DIR/$1.sh"
+  printf '#!/bin/bash\n%s\n' "$2" > "$p"; chmod 644 "$p"; echo "$p"
+}
+
+# Submit a job that sleeps (as the test user), wait until it runs and its
+# NODES virtual nodes are Ready. Sets E2E_JOB. e2e_job NODES SBATCH_ARGS...
+e2e_job() {
+  local want="$1"; shift
+  local s
+  s="$(e2e_script sleeper 'echo "node=$SLURM_K8S_NODE gpus=$SLURM_K8S_GPUS error=$SLURM_K8S_ERROR"; sleep 600')"
+  E2E_JOB="$(sk_submit_as_user -o "$SK_JOBS_DIR/e2e-%j.out" "$@" "$s")" || { E2E_JOB=""; return 1; }
+  sk_wait_state "$E2E_JOB" RUNNING 30 || return 1
+  [ "$want" = 0 ] && return 0
+  e2e_wait 20 "[ \"\$(e2e_ready_nodes $E2E_JOB)\" = $want ]" \
+    || { e2e_log "job $E2E_JOB: $(e2e_ready_nodes "$E2E_JOB") of $want nodes Ready"; return 1; }
+}
+
+e2e_ready_nodes() {  # number of Ready virtual nodes of JOB
+  e2e_kubectl get nodes -l "slurm-k8s/job-id=$1" \
+    -o 'jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' 2>/dev/null | grep -c True
+}
+
+# A pod on JOB's nodes that logs its GPUs, answers SIGTERM with
+# "received signal 15" and exit 0, and carries the marker e2e-pod-JOB-NAME in
+# its command line (for pgrep). Settings (env): GPUS [1], NS [default],
+# NODE (bind directly with spec.nodeName, bypassing the scheduler),
+# RESTART [Always], EXTRA_SPEC (YAML lines inside the container, 4 spaces).
+e2e_pod_yaml() {  # e2e_pod_yaml JOB NAME
+  local j="$1" name="$2"
+  cat <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $name
+  namespace: ${NS:-default}
+  labels: {e2e: "yes"}
+spec:
+$( [ -n "${NODE:-}" ] && echo "  nodeName: $NODE" )
+  nodeSelector: {slurm-k8s/job-id: "$j"}
+  tolerations: [{key: slurm-k8s/job, operator: Equal, value: "$j", effect: NoSchedule}]
+  restartPolicy: ${RESTART:-Always}
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: main
+    image: e2e/sleeper:1
+    command: ["/bin/sh", "-c", "trap 'echo received signal 15; exit 0' TERM; echo started CUDA_VISIBLE_DEVICES=\$CUDA_VISIBLE_DEVICES; while :; do sleep 1 & wait \$!; done", "e2e-pod-$j-$name"]
+    resources:
+      limits: {nvidia.com/gpu: ${GPUS:-1}}
+${EXTRA_SPEC:-}
+EOF
+}
+
+e2e_pod() {  # e2e_pod JOB NAME: create it (see e2e_pod_yaml)
+  e2e_pod_yaml "$1" "$2" | e2e_kubectl apply -f - >/dev/null
+}
+
+e2e_pod_phase() { e2e_pod_field "${NS:-default}/$1" '{.status.phase}'; }
+
+e2e_pod_running() {  # e2e_pod_running NAME [TIMEOUT]: Running and Ready
+  e2e_kubectl wait -n "${NS:-default}" --for=condition=Ready --timeout="${2:-30}s" "pod/$1" >/dev/null 2>&1
+}
+
+e2e_pod_pids() {  # pids of the pod's main process
+  pgrep -f "^/bin/sh -c .* e2e-pod-$1-$2\$" 2>/dev/null | paste -sd' '
+}
+
+# scancel JOB and wait until it, its Nodes and its Leases are gone.
+e2e_end_job() {
+  local j="$1"
+  scancel "$j" 2>/dev/null
+  sk_wait_gone "$j" 60 || return 1
+  e2e_wait 30 "[ -z \"\$(e2e_node_names $j)\" ]"
+}
+
+# Assert: nothing of JOB is left (API objects, processes, files, cgroups).
+e2e_assert_clean() {  # e2e_assert_clean JOB WHAT
+  local left
+  e2e_wait 10 "[ -z \"\$(e2e_leftovers $1)\" ] && [ -z \"\$(pgrep -f 'e2e-pod-$1-')\" ]"
+  left="$(e2e_leftovers "$1"; pgrep -af "e2e-pod-$1-" | sed 's/^/pod process: /')"
+  [ -z "$left" ]; ok $? "$2: nothing of job $1 left (Node, Lease, shim, pods, run file, agent state, cgroup)${left:+: $(echo $left)}"
+}

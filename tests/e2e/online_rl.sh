@@ -1,0 +1,277 @@
+# shellcheck shell=bash
+# tests/e2e/online_rl.sh -- the steps of the online-RL scenario, as functions
+# that scripts/run-scenario.sh and the e2e fault tests share. Source after
+# tests/e2e/lib.sh (which starts the stack). Each rl_* function asserts with
+# `ok` (PASS:/FAIL: lines) and returns non-zero only when the scenario cannot
+# go on.
+#
+#   rl_submit SBATCH_ARGS...      submit train.sbatch as the test user; RL_JOB
+#   rl_check_nodes JOB N GPUS K=V the job's N virtual nodes: Ready, GPUs, label, taint
+#   rl_apply_and_wait JOB [MANIFESTS...]  kubectl apply (placeholders filled), pods Ready
+#   rl_check_pod_gpus JOB         each pod's CUDA_VISIBLE_DEVICES within its node's lent GPUs
+#   rl_write_endpoints JOB        rollout hostIP:containerPort -> the trainer's file
+#   rl_wait_job_and_check_trainer JOB RANKS
+#   rl_check_teardown JOB         SIGTERM in the pod logs, final statuses, nodes gone
+
+RL_JOB=""
+RL_JOB_END=""
+RL_PODS=()                 # ns/name of the pods applied
+declare -A RL_LENT=()      # slurm node -> lent GPUs ("2,3"), from the run files
+declare -A RL_POD_NODE=()  # ns/name -> virtual node
+RL_FOLLOWERS=()
+
+rl_submit() {
+  local out="$SK_JOBS_DIR/online-rl-%j.out" tmpf="$SK_JOBS_DIR/rollout-endpoints.pending"
+  # The trainer waits for this file; rl_write_endpoints writes it (atomically).
+  rm -f "$tmpf"
+  RL_SUBMIT_T=$(date +%s.%N)
+  RL_JOB="$(sk_submit_as_user "$@" -o "$out" \
+    --export=ALL,EXAMPLES_DIR="$E2E_EXAMPLES",ROLLOUT_ENDPOINTS_FILE="$tmpf" \
+    "$E2E_EXAMPLES/train.sbatch")"
+  ok $? "sbatch accepted the job as $TEST_USER (job ${RL_JOB:-none})"
+  [ -n "$RL_JOB" ] || return 1
+  sk_wait_state "$RL_JOB" RUNNING 30
+  ok $? "job $RL_JOB is RUNNING"
+}
+
+# Prints "name ready gpu_capacity gpu_allocatable labels taints" per node of JOB.
+rl_nodes_json() {
+  e2e_kubectl get nodes -l "slurm-k8s/job-id=$1" -o json 2>/dev/null
+}
+
+rl_check_nodes() {
+  local j="$1" want="$2" gpus="$3" label="$4" t0 js
+  t0=$SECONDS
+  e2e_wait 30 "[ \"\$(e2e_ready_nodes $j)\" = $want ]"
+  ok $? "$want virtual nodes of job $j are Ready ($((SECONDS - t0)) s after RUNNING)"
+  e2e_kubectl get nodes -o wide
+  e2e_kubectl get nodes -l "slurm-k8s/job-id=$j" \
+    -o 'custom-columns=NAME:.metadata.name,GPU:.status.capacity.nvidia\.com/gpu,ALLOCATABLE-GPU:.status.allocatable.nvidia\.com/gpu,TEAM:.metadata.labels.team,SLURM-NODE:.metadata.labels.slurm-k8s/slurm-node,TAINTS:.spec.taints[*].key'
+  js="$(rl_nodes_json "$j")"
+  local res
+  res="$(JS="$js" python3 - "$j" "$want" "$gpus" "$label" <<'PY'
+import json, os, sys
+job, want, gpus, label = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+k, v = label.split("=", 1)
+items = json.loads(os.environ["JS"] or '{"items": []}')["items"]
+bad = []
+for n in items:
+    name, st, md = n["metadata"]["name"], n["status"], n["metadata"]
+    if st["capacity"].get("nvidia.com/gpu") != gpus or st["allocatable"].get("nvidia.com/gpu") != gpus:
+        bad.append(f"{name}: nvidia.com/gpu {st['capacity'].get('nvidia.com/gpu')}/{st['allocatable'].get('nvidia.com/gpu')}")
+    if md["labels"].get(k) != v or md["labels"].get("slurm-k8s/job-id") != job:
+        bad.append(f"{name}: labels {md['labels']}")
+    if {"key": "slurm-k8s/job", "value": job, "effect": "NoSchedule"} not in n["spec"].get("taints", []):
+        bad.append(f"{name}: taints {n['spec'].get('taints')}")
+    if not name.endswith("-" + job):
+        bad.append(f"{name}: name")
+print(f"{len(items)} " + "; ".join(bad))
+PY
+)"
+  [ "${res%% *}" = "$want" ] && [ -z "${res#* }" ]; ok $? \
+    "each virtual node has nvidia.com/gpu: $gpus (capacity and allocatable), label $label, taint slurm-k8s/job=$j:NoSchedule${res#* }"
+  # Lent GPUs per Slurm node, from the plugin's run files (root-only).
+  local f n
+  for f in "$E2E_RUNDIR"/job_"$j"_*.json; do
+    [ -e "$f" ] || continue
+    n="${f##*_}"; n="${n%.json}"
+    RL_LENT[$n]="$(python3 -c 'import json,sys; print(",".join(map(str, json.load(open(sys.argv[1]))["gpus"])))' "$f")"
+  done
+  ok "[ ${#RL_LENT[@]} = $want ]" "the plugin lent GPUs on $want nodes: $(for n in "${!RL_LENT[@]}"; do printf '%s=[%s] ' "$n" "${RL_LENT[$n]}"; done)"
+}
+
+rl_fill_manifest() {  # rl_fill_manifest JOB FILE -> path of the filled copy
+  mkdir -p "$E2E_D/manifests"
+  local out
+  out="$E2E_D/manifests/$(basename "$2")"
+  sed -e "s|__JOB_ID__|$1|g" -e "s|__EXAMPLES__|$E2E_EXAMPLES|g" "$2" > "$out"
+  echo "$out"
+}
+
+# Follow a pod's log from the start (kubectl logs -f) into podlogs/NAME.log:
+# the pod and its node are gone after the job, and so is `kubectl logs`.
+# A copy of the CRI log file the shim writes (tail -F, as root) is kept too:
+# used only when kubectl logs gave nothing, and then said so.
+rl_follow_log() {
+  mkdir -p "$E2E_D/podlogs"
+  local ns="${1%%/*}" name="${1#*/}" uid f
+  timeout 900 kubectl --kubeconfig "$E2E_ADMIN_KUBECONFIG" logs -f -n "$ns" "$name" \
+    >"$E2E_D/podlogs/$name.log" 2>"$E2E_D/podlogs/$name.err" &
+  RL_FOLLOWERS+=("$!")
+  uid="$(e2e_pod_field "$1" '{.metadata.uid}')"
+  for f in "$E2E_AGENTS"/n*/shim/job_*/pods/"$uid"/*/0.log; do
+    [ -f "$f" ] || continue
+    timeout 900 tail -n +1 -F "$f" >"$E2E_D/podlogs/$name.cri" 2>/dev/null &
+    RL_FOLLOWERS+=("$!")
+    break
+  done
+}
+
+# The followed log of a pod (see rl_follow_log); sets E2E_LOG_SOURCE.
+rl_followed_log() {
+  local name="${1#*/}" d="$E2E_D/podlogs"
+  local nk nc
+  nk=$(grep -c . "$d/$name.log" 2>/dev/null); nc=$(grep -c . "$d/$name.cri" 2>/dev/null)
+  if [ -s "$d/$name.log" ] && [ "${nk:-0}" -ge "${nc:-0}" ]; then
+    E2E_LOG_SOURCE="kubectl logs -f"; cat "$d/$name.log"
+  elif [ -s "$d/$name.log" ]; then
+    # Known issue (see the report): the follow stream can end before the
+    # container's last lines reach it.
+    E2E_LOG_SOURCE="the CRI log file; kubectl logs -f got only $nk of $nc lines"
+    cut -d' ' -f4- "$d/$name.cri"
+  else
+    E2E_LOG_SOURCE="the CRI log file; kubectl logs said: $(head -c 200 "$d/$name.err" 2>/dev/null)"
+    cut -d' ' -f4- "$d/$name.cri" 2>/dev/null
+  fi
+}
+
+rl_stop_log_followers() {
+  local p
+  for p in "${RL_FOLLOWERS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+  RL_FOLLOWERS=()
+}
+
+rl_apply_and_wait() {
+  local j="$1"; shift
+  local m files=() t0 p name
+  [ $# -gt 0 ] || set -- "$E2E_TOP/examples/online-rl/rollout.yaml" "$E2E_TOP/examples/online-rl/reward.yaml"
+  for m in "$@"; do files+=(-f "$(rl_fill_manifest "$j" "$m")"); done
+  t0=$(date +%s.%N)
+  e2e_kubectl apply "${files[@]}"
+  ok $? "kubectl apply of the manifests"
+  mapfile -t RL_PODS < <(e2e_kubectl get "${files[@]}" -o 'jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}{"\n"}{end}' 2>/dev/null)
+  [ "${#RL_PODS[@]}" -gt 0 ] || mapfile -t RL_PODS < <(e2e_kubectl get "${files[@]}" -o 'jsonpath={.metadata.namespace}/{.metadata.name}{"\n"}' 2>/dev/null)
+  for p in "${RL_PODS[@]}"; do
+    E2E_POD_UID[$p]="$(e2e_pod_field "$p" '{.metadata.uid}')"
+  done
+  local sel="" ns
+  ns="${RL_PODS[0]%%/*}"
+  e2e_kubectl wait -n "$ns" --for=condition=Ready --timeout=90s "${RL_PODS[@]/#*\//pod/}" >/dev/null
+  ok $? "all ${#RL_PODS[@]} pods Running and Ready ($(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}') s after kubectl apply)"
+  e2e_kubectl get pods -n "$ns" -o wide
+  local nodes bad=""
+  nodes=" $(e2e_node_names "$j" | tr '\n' ' ') "
+  for p in "${RL_PODS[@]}"; do
+    RL_POD_NODE[$p]="$(e2e_pod_field "$p" '{.spec.nodeName}')"
+    [[ $nodes == *" ${RL_POD_NODE[$p]} "* ]] || bad="$bad $p@${RL_POD_NODE[$p]:-none}"
+    [ "$(e2e_pod_field "$p" '{.status.phase}')" = Running ] || bad="$bad $p:$(e2e_pod_field "$p" '{.status.phase}')"
+    rl_follow_log "$p"
+  done
+  [ -z "$bad" ]; ok $? "every pod Running on a virtual node of job $j${bad:+:$bad}"
+  [ -z "$bad" ]
+}
+
+rl_check_pod_gpus() {
+  local j="$1" p cvd slurm_node lent bad="" seen="" log
+  sleep 0.5   # the first log lines reach the followers
+  for p in "${RL_PODS[@]}"; do
+    rl_followed_log "$p" >"$E2E_D/podlogs/tmp"; log="$(cat "$E2E_D/podlogs/tmp")"
+    cvd="$(sed -n 's/.*CUDA_VISIBLE_DEVICES=\([0-9,]*\).*/\1/p' <<<"$log" | head -n1)"
+    cvd="${cvd%,}"
+    slurm_node="$(e2e_kubectl get node "${RL_POD_NODE[$p]}" -o 'jsonpath={.metadata.labels.slurm-k8s/slurm-node}' 2>/dev/null)"
+    lent="${RL_LENT[$slurm_node]:-}"
+    echo "  $p on ${RL_POD_NODE[$p]} ($slurm_node, lent [$lent]): CUDA_VISIBLE_DEVICES=$cvd"
+    if [ -z "$cvd" ] || [ -z "$lent" ]; then bad="$bad $p:cvd='$cvd'"; continue; fi
+    local g
+    for g in ${cvd//,/ }; do
+      [[ ",$lent," == *",$g,"* ]] || bad="$bad $p:gpu$g-not-lent"
+      [[ " $seen " == *" $slurm_node:$g "* ]] && bad="$bad $p:gpu$g-shared"
+      seen="$seen $slurm_node:$g"
+    done
+  done
+  [ -z "$bad" ]; ok $? "each pod's CUDA_VISIBLE_DEVICES (from $E2E_LOG_SOURCE) holds only GPUs lent on its node, none shared$bad"
+  # The rollout's /healthz says the same GPUs (the process's real environment).
+  local ep hz hbad=""
+  for p in "${RL_PODS[@]}"; do
+    [[ $p == */rollout-* ]] || continue
+    ep="$(e2e_pod_field "$p" '{.status.hostIP}'):$(e2e_pod_field "$p" '{.spec.containers[0].ports[0].containerPort}')"
+    hz="$(curl -s --max-time 5 "http://$ep/healthz")"
+    grep -q '"status": "ok"' <<<"$hz" || hbad="$hbad $p:$hz"
+  done
+  [ -z "$hbad" ]; ok $? "every rollout answers /healthz at hostIP:containerPort$hbad"
+}
+
+rl_write_endpoints() {
+  local j="$1" p f tmp
+  f="$SK_JOBS_DIR/rollout-endpoints.pending"
+  tmp="$f.tmp"
+  : > "$tmp"
+  for p in "${RL_PODS[@]}"; do
+    [[ $p == */rollout-* ]] || continue
+    echo "$(e2e_pod_field "$p" '{.status.hostIP}'):$(e2e_pod_field "$p" '{.spec.containers[0].ports[0].containerPort}')" >> "$tmp"
+  done
+  chmod 644 "$tmp"; mv "$tmp" "$f"
+  echo "endpoints for the trainer ($f):"; sed 's/^/  /' "$f"
+  ok "[ \$(grep -c : '$f') -ge 1 ]" "rollout endpoints written from the API (hostIP:containerPort)"
+}
+
+rl_wait_job_and_check_trainer() {
+  local j="$1" ranks="$2" out st
+  sk_wait_state "$j" COMPLETED 180
+  ok $? "job $j COMPLETED (trainer exit 0 on every rank)"
+  st="$(sk_job_state "$j")"
+  out="$(sk_job_output "$j")"
+  echo "--- job output ($out)"; cat "$out" 2>/dev/null | sed 's/^/  /'
+  local done_n
+  done_n="$(grep -cE 'done: ([0-9]+)/\1 steps used real responses' "$out" 2>/dev/null)"
+  [ "${done_n:-0}" = "$ranks" ]; ok $? "all $ranks trainer ranks: \"done: N/N steps used real responses\" (got ${done_n:-0}, job $st)"
+  local bad="" line node cvd g
+  while read -r line; do
+    node="$(sed -n 's/.*on \(n[0-9]*\)\].*/\1/p' <<<"$line")"
+    cvd="$(sed -n 's/.*CUDA_VISIBLE_DEVICES=\([0-9,]*\) .*/\1/p' <<<"$line")"
+    [ -n "$cvd" ] || { bad="$bad $node:empty"; continue; }
+    for g in ${cvd//,/ }; do
+      [[ ",${RL_LENT[$node]:-}," == *",$g,"* ]] && bad="$bad $node:gpu$g"
+    done
+  done < <(grep 'CUDA_VISIBLE_DEVICES=' "$out" 2>/dev/null | grep trainer)
+  local seen_n
+  seen_n="$(grep 'CUDA_VISIBLE_DEVICES=' "$out" 2>/dev/null | grep -c trainer)"
+  [ -z "$bad" ] && [ "$seen_n" = "$ranks" ]; ok $? "trainer CUDA_VISIBLE_DEVICES on every rank holds no lent GPU ($seen_n ranks)$bad"
+  RL_JOB_END="$(sed -n 's/^batch: trainer exited with [0-9]* at //p' "$out" | head -n1)"
+}
+
+rl_check_teardown() {
+  local j="$1" t0 p log st grace_ok=""
+  t0=$SECONDS
+  e2e_wait 60 "[ -z \"\$(e2e_node_names $j)\" ]"
+  ok $? "the job's Nodes are deleted after the job ends ($((SECONDS - t0)) s after COMPLETED)"
+  if [ -z "$E2E_KUBECONFIG" ]; then
+    ok "[ -z \"\$(e2e_kubectl get leases -n kube-node-lease -o name | grep -- '-$j\$')\" ]" "the job's Leases are deleted"
+    echo "$ kubectl get nodes"; e2e_kubectl get nodes 2>&1 | sed 's/^/  /'
+    ok "[ -z \"\$(e2e_kubectl get nodes -o name)\" ]" "kubectl get nodes is empty"
+  else
+    ok "[ -z \"\$(e2e_kubectl get leases -n kube-node-lease -o name | grep -- '-$j\$')\" ]" "the job's Leases are deleted"
+  fi
+  local ns="${RL_PODS[0]%%/*}"
+  e2e_wait 15 "[ -z \"\$(e2e_kubectl get pods -n $ns -l slurm-k8s/example=online-rl -o name 2>/dev/null)\" ]"
+  ok $? "the pods are deleted from the API"
+  rl_stop_log_followers
+  local bad="" sbad=""
+  for p in "${RL_PODS[@]}"; do
+    rl_followed_log "$p" >"$E2E_D/podlogs/tmp"
+    grep -q "received signal 15" "$E2E_D/podlogs/tmp" || bad="$bad $p"
+    st="$(python3 "$E2E_TOP/tests/e2e/watch.py" final "$E2E_D/watch.jsonl" "$p")"
+    local summary
+    summary="$(ST="$st" python3 - "$j" <<'PY'
+import json, os, sys
+job = sys.argv[1]
+s = json.loads(os.environ["ST"] or "{}")
+words = [s.get("reason", ""), s.get("message", "")]
+ends = []
+for c in s.get("containerStatuses", []) or []:
+    t = (c.get("state") or {}).get("terminated")
+    if t:
+        words += [t.get("reason", ""), t.get("message", "")]
+        ends.append(t.get("exitCode"))
+text = " ".join(w for w in words if w)
+names_end = "JobEnded" in text or ("job " + job) in text
+clean = bool(ends) and all(e == 0 for e in ends)
+print(("ok" if names_end and clean else "bad") + f" phase={s.get('phase')} exit={ends} {text[:160]}")
+PY
+)"
+    echo "  $p final status: ${summary#* }"
+    [[ $summary == ok* ]] || sbad="$sbad $p"
+  done
+  [ -z "$bad" ]; ok $? "every pod logged \"received signal 15\" (SIGTERM at job end; from $E2E_LOG_SOURCE)$bad"
+  [ -z "$sbad" ]; ok $? "every pod's final status names the job's end and its containers exited 0 within the grace$sbad"
+}
