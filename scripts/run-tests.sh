@@ -15,8 +15,11 @@ build=${SK_BUILD_DIR:-$top/build}
 jobs=${SK_JOBS:-$(nproc)}
 say() { printf '\n=== %s ===\n' "$*"; }
 
-say "installing packages"
-bash "$top/scripts/install-deps.sh" || { echo "run-tests: package installation failed" >&2; exit 1; }
+say "installing packages and the test user"
+# cluster.sh install runs scripts/install-deps.sh and creates the unprivileged
+# user (k8suser) the integration layer submits jobs as.
+bash "$top/tests/slurm/cluster.sh" install >/dev/null \
+  || { echo "run-tests: package installation failed" >&2; exit 1; }
 
 say "building in $build"
 (cd "$top" && autoreconf -fi >/dev/null 2>&1) || { echo "run-tests: autoreconf failed" >&2; exit 1; }
