@@ -346,7 +346,7 @@ void Agent::op_attach(const std::shared_ptr<Connection> &c, const proto::Request
     rep.body = proto::to_json(proto::AttachReply{vn.record().node_name, vn.record().job.gpus, dir});
     c->reply(rep);
     LOG_INFO("%s shim attached (pid %d)", vn.prefix().c_str(), c->peer().pid);
-    vn.set_runtime(std::make_unique<ShimRuntime>(c, vn.prefix()));
+    vn.set_runtime(std::make_unique<ShimRuntime>(c, vn.prefix()), c->peer().pid);
 }
 
 // Nodes of this agent's Slurm node whose jobs are gone (agent down at the

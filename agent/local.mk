@@ -18,6 +18,8 @@ agent_libagentcore_la_SOURCES = \
 	agent/kube_time.h \
 	agent/log_index.cc \
 	agent/log_index.h \
+	agent/lost_shim.cc \
+	agent/lost_shim.h \
 	agent/node_builder.cc \
 	agent/node_builder.h \
 	agent/peer_auth.cc \

@@ -1,13 +1,101 @@
 // The end of the job on this node: cordon + NoExecute taint, stop every pod
 // within the grace budget, final statuses naming the job's end, delete the
 // pods (grace 0, uid precondition), then the Lease and the Node, then the
-// state file. Bounded: whatever is left after grace + 5 s is abandoned to
-// garbage collection and logged.
+// state file. Bounded: the reply comes after grace + 5 s at the latest;
+// deletes that failed by then (API server unreachable) go on in the
+// background (LeftoverDeleter), then to the garbage collection of any agent.
 #include "agent/controllers/virtual_node.h"
 
 #include "common/log.h"
 
 namespace sk::agent {
+
+namespace {
+
+// Retries the deletes a deregister could not finish, after its reply: every
+// pending one per round, capped back-off between rounds (0.5 s .. 8 s, so a
+// Node goes within seconds of the API server's return), for at most 10
+// minutes. Each delete carries a uid precondition when the uid is known: an
+// object re-created meanwhile under the same name (the job re-registered) is
+// never touched (409 ends its retries, as does 404). Owns itself until done.
+class LeftoverDeleter : public std::enable_shared_from_this<LeftoverDeleter> {
+  public:
+    struct Item {
+        std::string what;  // for the log: "pod ns/name", "Lease", "Node"
+        std::string path;
+        Json::Value body;
+    };
+
+    static void start(AgentContext &ctx, std::string prefix, std::vector<Item> items) {
+        if (items.empty()) return;
+        auto d = std::shared_ptr<LeftoverDeleter>(
+            new LeftoverDeleter(ctx, std::move(prefix), std::move(items)));
+        d->self_ = d;
+        d->deadline_us_ = ctx.clock->now_us() + kGiveUpUs;
+        LOG_WARN("%s %zu deletes failed; retrying in the background", d->prefix_.c_str(),
+                 d->items_.size());
+        d->schedule();
+    }
+
+  private:
+    static constexpr int64_t kGiveUpUs = 600LL * 1000 * 1000;
+
+    LeftoverDeleter(AgentContext &ctx, std::string prefix, std::vector<Item> items)
+        : ctx_(ctx), prefix_(std::move(prefix)), items_(std::move(items)), timer_(ctx.loop) {}
+
+    void schedule() {
+        std::weak_ptr<LeftoverDeleter> w = weak_from_this();
+        timer_.start(backoff_.next_ms(), [w] {
+            if (auto d = w.lock()) d->round();
+        });
+    }
+
+    void round() {
+        auto left = std::make_shared<size_t>(items_.size());
+        auto keep = std::make_shared<std::vector<Item>>();
+        std::weak_ptr<LeftoverDeleter> w = weak_from_this();
+        for (const auto &it : items_) {
+            ctx_.kube->del(it.path, it.body, [w, it, left, keep](Result<Json::Value> r) {
+                auto d = w.lock();
+                if (!d) return;
+                if (r || r.error() == Error::NotFound || r.error() == Error::Conflict)
+                    LOG_INFO("%s %s deleted (background retry)", d->prefix_.c_str(),
+                             it.what.c_str());
+                else
+                    keep->push_back(it);
+                if (--*left == 0) d->after_round(std::move(*keep));
+            });
+        }
+    }
+
+    void after_round(std::vector<Item> keep) {
+        items_ = std::move(keep);
+        if (items_.empty()) return self_.reset();  // may destroy this
+        if (ctx_.clock->now_us() >= deadline_us_) {
+            LOG_WARN("%s %zu deletes still failing after 10 minutes: left to garbage collection",
+                     prefix_.c_str(), items_.size());
+            return self_.reset();
+        }
+        schedule();
+    }
+
+    AgentContext &ctx_;
+    std::string prefix_;
+    std::vector<Item> items_;
+    Timer timer_;
+    Backoff backoff_{500, 8000};
+    int64_t deadline_us_ = 0;
+    std::shared_ptr<LeftoverDeleter> self_;
+};
+
+Json::Value uid_precondition(const std::string &uid) {
+    if (uid.empty()) return Json::Value();
+    Json::Value b(Json::objectValue);
+    b["preconditions"]["uid"] = uid;
+    return b;
+}
+
+}  // namespace
 
 void VirtualNode::deregister(uint32_t grace_s, const std::string &reason,
                              std::function<void(uint32_t)> done) {
@@ -107,9 +195,22 @@ void VirtualNode::finish_deregister() {
     watch_id_ = 0;
     watch_timer_.stop();
     std::weak_ptr<VirtualNode> w = weak_from_this();
-    auto finish = [w] {
+    // What is still in the API when the node is done: pods not deleted (yet),
+    // plus the Lease and the Node when their delete fails below.
+    auto leftovers = std::make_shared<std::vector<LeftoverDeleter::Item>>();
+    for (const auto &[uid, p] : pods_) {
+        const Json::Value &md = p.api["metadata"];
+        if (md["name"].asString().empty()) continue;
+        Json::Value body = uid_precondition(uid);
+        body["gracePeriodSeconds"] = 0;
+        leftovers->push_back({"pod " + md["namespace"].asString() + "/" + md["name"].asString(),
+                              KubeClient::pod(md["namespace"].asString(), md["name"].asString()),
+                              body});
+    }
+    auto finish = [w, leftovers] {
         auto s = w.lock();
         if (!s) return;
+        LeftoverDeleter::start(s->ctx_, s->prefix(), std::move(*leftovers));
         if (auto st = s->ctx_.store->remove(s->rec_.job.job_id, s->rec_.job.slurm_node); !st)
             LOG_WARN("%s %s", s->prefix().c_str(), st.message().c_str());
         LOG_INFO("%s removed", s->prefix().c_str());
@@ -119,21 +220,30 @@ void VirtualNode::finish_deregister() {
         auto done = std::move(s->drain_done_);
         if (done) done(s->pods_stopped_);
     };
-    Json::Value precond(Json::objectValue);
-    ctx_.kube->del(KubeClient::lease(rec_.node_name), Json::Value(), [w, finish](Result<Json::Value> r) {
+    Json::Value lease_body = uid_precondition(lease_["metadata"]["uid"].asString());
+    Json::Value node_body = uid_precondition(rec_.node_uid);
+    ctx_.kube->del(KubeClient::lease(rec_.node_name), lease_body, [w, finish, leftovers,
+                                                                   lease_body, node_body](
+                                                                      Result<Json::Value> r) {
         auto s = w.lock();
         if (!s) return;
-        if (!r && r.error() != Error::NotFound)
+        if (!r && r.error() != Error::NotFound && r.error() != Error::Conflict) {
             LOG_WARN("%s lease delete failed: %s", s->prefix().c_str(), r.message().c_str());
-        s->ctx_.kube->del(KubeClient::node(s->rec_.node_name), Json::Value(),
-                          [w, finish](Result<Json::Value> r2) {
-                              auto s2 = w.lock();
-                              if (!s2) return;
-                              if (!r2 && r2.error() != Error::NotFound)
-                                  LOG_WARN("%s node delete failed (left to garbage collection): %s",
-                                           s2->prefix().c_str(), r2.message().c_str());
-                              finish();
-                          });
+            leftovers->push_back({"Lease", KubeClient::lease(s->rec_.node_name), lease_body});
+        }
+        s->ctx_.kube->del(
+            KubeClient::node(s->rec_.node_name), node_body,
+            [w, finish, leftovers, node_body](Result<Json::Value> r2) {
+                auto s2 = w.lock();
+                if (!s2) return;
+                if (!r2 && r2.error() != Error::NotFound && r2.error() != Error::Conflict) {
+                    LOG_WARN("%s node delete failed: %s", s2->prefix().c_str(),
+                             r2.message().c_str());
+                    leftovers->push_back(
+                        {"Node", KubeClient::node(s2->rec_.node_name), node_body});
+                }
+                finish();
+            });
     });
 }
 

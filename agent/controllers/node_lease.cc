@@ -11,9 +11,9 @@ std::string shim_state_dir_for(const AgentConfig &cfg, uint32_t job_id,
 }
 
 VirtualNode::VirtualNode(AgentContext &ctx, JobRecord rec)
-    : ctx_(ctx), rec_(std::move(rec)), watch_timer_(ctx.loop), node_timer_(ctx.loop),
-      lease_timer_(ctx.loop), status_timer_(ctx.loop), check_timer_(ctx.loop),
-      end_timer_(ctx.loop), drain_timer_(ctx.loop) {}
+    : ctx_(ctx), rec_(std::move(rec)), watch_timer_(ctx.loop), shim_timer_(ctx.loop),
+      node_timer_(ctx.loop), lease_timer_(ctx.loop), status_timer_(ctx.loop),
+      check_timer_(ctx.loop), end_timer_(ctx.loop), drain_timer_(ctx.loop) {}
 
 VirtualNode::~VirtualNode() { stop(); }
 
@@ -59,7 +59,7 @@ void VirtualNode::stop() {
     if (watch_id_) ctx_.kube->cancel(watch_id_);
     watch_id_ = 0;
     for (Timer *t : {&watch_timer_, &node_timer_, &lease_timer_, &status_timer_, &check_timer_,
-                     &end_timer_, &drain_timer_})
+                     &end_timer_, &drain_timer_, &shim_timer_})
         t->stop();
 }
 

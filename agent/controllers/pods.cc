@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "agent/env_resolver.h"
+#include "agent/lost_shim.h"
 #include "common/log.h"
 
 namespace sk::agent {
@@ -131,7 +132,7 @@ void VirtualNode::sync_pod(const Json::Value &pod) {
         }
         return;
     }
-    if (terminal || p.sent || p.resolving) return;
+    if (terminal || p.sent || p.resolving || p.shim_lost) return;
     if (draining_) return;
     if (!namespace_allowed(pod["metadata"]["namespace"].asString())) {
         if (p.refused) return;
@@ -145,7 +146,10 @@ void VirtualNode::sync_pod(const Json::Value &pod) {
         push_status(uid);
         return;
     }
-    if (!runtime_) return;  // runs once the shim attaches
+    if (!runtime_) {  // runs once the shim attaches
+        if (shim_dead_) fail_shim_lost(uid);
+        return;
+    }
     run_pod(uid);
 }
 
@@ -251,7 +255,22 @@ void VirtualNode::delete_pod(const std::string &uid) {
                        } else {
                            LOG_WARN("%s delete failed: %s", ref.c_str(), r.message().c_str());
                            auto it = s->pods_.find(uid);
-                           if (it != s->pods_.end()) it->second.deleting = false;  // next event retries
+                           if (it != s->pods_.end() && !s->draining_)
+                               it->second.deleting = false;  // next event retries
+                           if (it != s->pods_.end() && s->draining_) {
+                               // The drain retries it after a pause, not in a
+                               // tight loop against an unreachable API server.
+                               auto t = std::make_shared<Timer>(s->ctx_.loop);
+                               t->start(1000, [w, uid, t]() mutable {
+                                   auto s2 = w.lock();
+                                   t.reset();
+                                   if (!s2) return;
+                                   auto it2 = s2->pods_.find(uid);
+                                   if (it2 == s2->pods_.end()) return;
+                                   it2->second.deleting = false;
+                                   s2->drain_step();
+                               });
+                           }
                        }
                        if (s->draining_) {
                            s->pending_deletes_--;
@@ -287,6 +306,9 @@ void VirtualNode::on_runtime_status(const PodSnapshot &snap) {
     }
     PodEntry &p = it->second;
     p.sent = true;
+    // A later shim reports the pods of the dead one as failed too: the
+    // agent's ShimLost status stays the final word.
+    if (p.shim_lost && pod_is_terminal(snap.status)) return;
     p.rt_status = snap.status;
     p.rt_events = p.rt_events || snap.reports_events;
     index_logs(snap);
@@ -427,9 +449,13 @@ void VirtualNode::unindex_logs(const std::string &uid) {
     if (ctx_.events) ctx_.events->forget_object(uid);
 }
 
-void VirtualNode::set_runtime(std::unique_ptr<PodRuntime> rt) {
+void VirtualNode::set_runtime(std::unique_ptr<PodRuntime> rt, int shim_pid) {
     runtime_ = std::move(rt);
     if (!runtime_) return;
+    shim_timer_.stop();
+    shim_dead_ = false;
+    shim_pid_ = shim_pid;
+    shim_start_ticks_ = shim_pid > 0 ? proc_start_ticks(shim_pid) : 0;
     std::weak_ptr<VirtualNode> w = weak_from_this();
     runtime_->set_status_sink([w](const PodSnapshot &snap) {
         if (auto s = w.lock()) s->on_runtime_status(snap);
@@ -477,7 +503,74 @@ void VirtualNode::on_runtime_lost() {
             p.killing = false;
         }
         if (s->draining_) s->drain_step();
+        s->watch_lost_shim();
     });
+}
+
+// A live shim reconnects on its own (contract 4: first retry after 500 ms);
+// a dead one never will. So while no shim is attached the old one's pid is
+// checked every 200 ms (pid + start time, a zombie counts as dead): death is
+// acted on within 200 ms, a reconnect simply stops the check. With no pid
+// (a fake runtime) the pods keep waiting, as before.
+void VirtualNode::watch_lost_shim() {
+    if (stopped_ || runtime_ || shim_pid_ <= 0 || shim_start_ticks_ == 0) return;
+    std::weak_ptr<VirtualNode> w = weak_from_this();
+    shim_timer_.start(
+        0,
+        [w] {
+            auto s = w.lock();
+            if (!s) return;
+            if (s->runtime_ || s->stopped_) return s->shim_timer_.stop();
+            if (!process_gone(s->shim_pid_, s->shim_start_ticks_)) return;
+            s->shim_timer_.stop();
+            s->on_shim_dead();
+        },
+        200);
+}
+
+// The shim died: nothing stops or reports its pods any more. Their recorded
+// process groups are killed, and each pod becomes Failed/ShimLost with a
+// Warning event. The node stays Ready (the job still holds its GPUs and a
+// new shim may attach), but until one does a pod bound here fails at once
+// with ShimLost instead of sitting Pending with no explanation: that is what
+// a user checking `kubectl get pods` can act on, and what a kubelet does with
+// pods it cannot admit.
+void VirtualNode::on_shim_dead() {
+    shim_dead_ = true;
+    int n = stop_recorded_processes(shim_state_dir_for(*ctx_.cfg, rec_.job.job_id,
+                                                       rec_.job.slurm_node),
+                                    rec_.job.uid, rec_.job.gid);
+    LOG_WARN("%s the job's shim (pid %d) died without re-attaching: stopped %d pod process "
+             "groups; its pods are reported Failed (ShimLost)",
+             prefix().c_str(), shim_pid_, n);
+    if (draining_) return drain_step();  // final statuses name the job's end
+    std::vector<std::string> uids;
+    for (const auto &[uid, p] : pods_)
+        if (!pod_is_terminal(p.api) && !pod_is_terminal(p.rt_status) && !p.refused)
+            uids.push_back(uid);
+    for (const auto &uid : uids) fail_shim_lost(uid);
+}
+
+void VirtualNode::fail_shim_lost(const std::string &uid) {
+    PodEntry &p = pods_[uid];
+    if (p.shim_lost) return;
+    p.shim_lost = true;
+    bool ran = p.rt_status.isObject() && p.rt_status["containerStatuses"].size() > 0;
+    std::string msg =
+        ran ? "the job's pod runner (slurm-k8s-shim) died; the pod's processes were stopped"
+            : "the job's pod runner (slurm-k8s-shim) died; no pod can start on this node "
+              "until it is restarted or the Slurm job ends";
+    int64_t now = ctx_.clock->now_s();
+    LOG_WARN("%s failed: %s", pod_ref(p.api).c_str(), msg.c_str());
+    if (ran) {
+        p.rt_status = shim_lost_status(p.rt_status, msg, rfc3339(now));
+        // Without container statuses push_status posts the pod-level
+        // Warning itself (status_events); with them it is posted here.
+        post_event(p.api, {"Warning", "ShimLost", msg, ""});
+    } else {
+        p.rt_status = refused_pod_status(p.api, "ShimLost", msg, ctx_.cfg->node_address, now);
+    }
+    push_status(uid);
 }
 
 }  // namespace sk::agent

@@ -60,7 +60,9 @@ class VirtualNode : public std::enable_shared_from_this<VirtualNode> {
     void start(std::function<void(Status)> ready_cb);
     // Stops timers and watches, deletes nothing (agent shutdown).
     void stop();
-    void set_runtime(std::unique_ptr<PodRuntime> rt);
+    // shim_pid: the attached shim's pid (SO_PEERCRED), 0 when unknown; lets
+    // the node tell a shim that died from one that will reconnect.
+    void set_runtime(std::unique_ptr<PodRuntime> rt, int shim_pid = 0);
     PodRuntime *runtime() { return runtime_.get(); }
     // The job ended: cordon + NoExecute taint, stop pods within grace_s, final
     // statuses, delete pods, Lease, Node; done(pods_stopped) within grace_s + 5 s.
@@ -88,6 +90,7 @@ class VirtualNode : public std::enable_shared_from_this<VirtualNode> {
         bool rt_events = false;       // the runtime reports BackOff/Unhealthy itself
         int64_t seen_us = 0;          // first seen (pod-start latency)
         bool start_reported = false;  // Running posted once
+        bool shim_lost = false;       // failed because its shim died: final
     };
 
     // node_lease.cc
@@ -125,6 +128,9 @@ class VirtualNode : public std::enable_shared_from_this<VirtualNode> {
     void unindex_logs(const std::string &uid);
     void reconcile_adopted();
     void on_runtime_lost();
+    void watch_lost_shim();
+    void on_shim_dead();
+    void fail_shim_lost(const std::string &uid);
 
     // deregister.cc
     void drain_step();
@@ -141,6 +147,10 @@ class VirtualNode : public std::enable_shared_from_this<VirtualNode> {
     uint64_t watch_id_ = 0;
     Backoff watch_backoff_{500, 30000};
     Timer watch_timer_;
+    int shim_pid_ = 0;  // the attached (or last) shim
+    unsigned long long shim_start_ticks_ = 0;
+    bool shim_dead_ = false;  // it died and no shim replaced it
+    Timer shim_timer_;
 
     bool ready_ = false;
     bool stopped_ = false;

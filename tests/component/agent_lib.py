@@ -297,6 +297,42 @@ def run(env):
     check("gc keeps the Node of a live job", env.api("GET", "/api/v1/nodes/slurm-n1-78")[0] == 200)
     env.api("DELETE", "/api/v1/nodes/slurm-n1-78")
     env.api("DELETE", lease + "slurm-n1-78")
+    # 7d. the job ends while the API server is down: deregister still answers
+    #     within its bound, and once the server is back the agent itself
+    #     deletes the pod, Lease and Node (gc would keep them: the job's
+    #     alive file stays, so only the retry can remove them).
+    open(os.path.join(env.dir, "alive_45"), "w").close()
+    r = env.call("register", dict(REG, job_id=45))
+    n45 = "slurm-n1-45"
+    check("job 45 registers", r and r.get("ok") and wait_for(
+        lambda: env.api("GET", "/api/v1/nodes/" + n45)[0] == 200, 5), r)
+    p45 = pod("p45")
+    p45["spec"]["nodeName"] = n45
+    env.api("POST", "/api/v1/namespaces/default/pods", p45)
+    check("job 45 pod Running", wait_for(lambda: phase(env, "default", "p45") == "Running", 5))
+    wait_for(lambda: env.api("GET", lease + n45)[0] == 200, 5)
+    env.api("POST", "/_test/fault", {"mode": "refuse", "seconds": 7})
+    t0 = time.time()
+    r = env.call("deregister", {"job_id": 45, "slurm_node": "n1", "grace_s": 0, "reason": "JobEnded"})
+    took = time.time() - t0
+    check("deregister during an API outage answers within grace + 5 s", r and r.get("ok") and took < 6.5,
+          (r, took))
+    def api_up():
+        try:
+            return env.api("GET", "/version")[0] == 200
+        except OSError:
+            return False
+    wait_for(api_up, 10)
+    t_back = time.time()
+    def all_gone():
+        return (env.api("GET", "/api/v1/nodes/" + n45)[0] == 404 and
+                env.api("GET", lease + n45)[0] == 404 and phase(env, "default", "p45") == 404)
+    gone = wait_for(all_gone, 12)
+    check("after the outage the agent deletes the Node, Lease and pod within 10 s",
+          gone and time.time() - t_back < 10,
+          (time.time() - t_back, env.api("GET", "/api/v1/nodes/" + n45)[0],
+           env.api("GET", lease + n45)[0], phase(env, "default", "p45")))
+    os.unlink(os.path.join(env.dir, "alive_45"))
     # 8. deregistration leaves nothing behind
     t0 = time.time()
     r = env.call("deregister", {"job_id": 42, "slurm_node": "n1", "grace_s": 5, "reason": "JobEnded"})

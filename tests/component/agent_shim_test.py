@@ -305,6 +305,74 @@ def run(env):
     check("its pod deleted from the API", wait_for(lambda: get_pod(env, "orphan") is None, 5),
           (get_pod(env, "orphan") or {}).get("status"))
 
+    # 8. the shim is killed -9: its pod becomes Failed/ShimLost with a Warning
+    #    event, its processes (child included) are stopped, the node stays
+    #    Ready; a pod bound meanwhile fails at once; a new shim of the job gets
+    #    the dead pod's GPUs back and the ShimLost status stays.
+    open(os.path.join(d, "alive_46"), "w").close()
+    r = env.call("register", dict(reg, job_id=46))
+    check("job 46 registers", r and r.get("ok"), r)
+
+    def shim46():
+        return subprocess.Popen([env.shim_bin, "--job-id", "46", "--slurm-node", "n1", "--socket",
+                                 os.path.join(d, "agent.sock")],
+                                stdout=open(os.path.join(d, "shim46.log"), "a"),
+                                stderr=subprocess.STDOUT, env=env44)
+
+    def pod46(name, command, gpus):
+        p = pod(name, command, extra_container={"resources": {"limits": {"nvidia.com/gpu": gpus}}})
+        p["spec"]["nodeName"] = "slurm-n1-46"
+        env.api("POST", "/api/v1/namespaces/default/pods", p)
+
+    def phase_reason(name):
+        st = (get_pod(env, name) or {}).get("status", {})
+        return st.get("phase"), st.get("reason")
+
+    env.shim = shim46()
+    marker46 = "lost-%d" % os.getpid()
+    pod46("lost", ["python3", "-c", "import subprocess,sys,time\n"
+                   "subprocess.Popen([sys.executable,'-c','import time; time.sleep(600)',"
+                   f"'{marker46}-child'])\ntime.sleep(600)", marker46], "2")
+    check("job 46 pod Running with both GPUs", wait_for(
+        lambda: phase_reason("lost")[0] == "Running" and len(procs_with(marker46)) == 2, 10),
+        (phase_reason("lost"), procs_with(marker46)))
+    before = procs_with(marker46)
+    env.shim.kill()
+    env.shim.wait(5)
+    t0 = time.time()
+    check("shim killed -9: pod reported Failed with reason ShimLost",
+          wait_for(lambda: phase_reason("lost") == ("Failed", "ShimLost"), 5), phase_reason("lost"))
+    took = time.time() - t0
+    lost = get_pod(env, "lost") or {}
+    st = lost.get("status", {})
+    term = ((st.get("containerStatuses") or [{}])[0].get("state") or {}).get("terminated") or {}
+    check("  within 2 s, message names the shim, container terminated 137, not Ready",
+          took < 2 and "slurm-k8s-shim" in st.get("message", "") and term.get("exitCode") == 137
+          and cond(lost, "Ready") == "False", (took, st))
+    check("  the pod's processes (and its child) are gone",
+          wait_for(lambda: not [x for x in before if alive(x)], 3), [x for x in before if alive(x)])
+    check("  a ShimLost Warning event", [e for e in events_of(env, "lost")
+                                         if e["reason"] == "ShimLost" and e["type"] == "Warning"],
+          [(e["reason"], e["message"]) for e in events_of(env, "lost")])
+    code, n46 = env.api("GET", "/api/v1/nodes/slurm-n1-46")
+    check("  the node stays Ready", code == 200 and cond(n46, "Ready") == "True", n46.get("status"))
+    pod46("late", ["python3", "-c", "import time\ntime.sleep(600)"], "1")
+    check("a pod bound while no shim runs fails at once with ShimLost",
+          wait_for(lambda: phase_reason("late") == ("Failed", "ShimLost"), 3), phase_reason("late"))
+    env.shim = shim46()
+    pod46("regpu", ["python3", "-c", "import time\ntime.sleep(600)"], "2")
+    check("a new shim runs a pod on the dead pod's GPUs", wait_for(
+        lambda: phase_reason("regpu")[0] == "Running", 10), (get_pod(env, "regpu") or {}).get("status"))
+    check("  and the lost pod keeps its ShimLost status", phase_reason("lost") == ("Failed", "ShimLost"),
+          phase_reason("lost"))
+    r = env.call("deregister", {"job_id": 46, "slurm_node": "n1", "grace_s": 2, "reason": "JobEnded"})
+    check("job 46 deregisters", r and r.get("ok"), r)
+    try:
+        rc46 = env.shim.wait(10)
+    except subprocess.TimeoutExpired:
+        rc46 = None
+    check("  its new shim exits 0", rc46 == 0, rc46)
+
 
 def main():
     ap = argparse.ArgumentParser()

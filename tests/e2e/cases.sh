@@ -223,6 +223,8 @@ case_shim_kill() {
   # The pod must not stay "Running" in the API without anything running it.
   e2e_wait 40 "[ \"\$(e2e_pod_phase m1)\" = Failed ] || [ \"\$(e2e_pod_field default/m1 '{.status.containerStatuses[0].restartCount}')\" -ge 1 ] 2>/dev/null"
   ok $? "shim_kill: pod reported Failed or restarted (phase $(e2e_pod_phase m1), reason $(e2e_pod_field default/m1 '{.status.reason}'): $(e2e_pod_field default/m1 '{.status.message}'))"
+  e2e_wait 5 "[ -z \"\$(e2e_pod_pids $j m1)\" ]"
+  ok $? "shim_kill: the pod's process is stopped, not left orphaned ($(e2e_pod_pids "$j" m1))"
   [ "$(e2e_ready_nodes "$j")" = 1 ]; ok $? "shim_kill: node still Ready (consistent)"
   e2e_end_job "$j"
   e2e_assert_clean "$j" "shim_kill"

@@ -1,0 +1,45 @@
+// A shim that died (killed, crashed) leaves its pods' processes running with
+// nobody to report on them. The agent (root) stops them from the shim's own
+// records, <state_dir>/pods/<uid>/state.json ({"finished", "processes":
+// {container: {"pid", "start_ticks"}}}), verified against /proc (pid + start
+// time, so a reused pid is never signalled) and signalled with the job
+// user's credentials (a forged record can only hit the user's own
+// processes). Pure parsing/status helpers + those two /proc/kill edges.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <json/json.h>
+
+namespace sk::agent {
+
+struct RecordedProcess {
+    int pid = 0;  // also its process group (the shim starts each container in its own session)
+    unsigned long long start_ticks = 0;
+};
+
+// The live processes a state.json records: none when the pod finished, the
+// record is malformed, or an entry has no pid > 1 / start time.
+std::vector<RecordedProcess> recorded_processes(const Json::Value &state);
+
+// The pod's final status after its shim died: phase Failed, reason
+// ShimLost and `message`; containers that were running become terminated
+// (exit code 137, killed) and no container is ready.
+Json::Value shim_lost_status(const Json::Value &status, const std::string &message,
+                             const std::string &finished_at);
+
+// /proc/PID/stat field 22 (start time in clock ticks); 0 when the process is
+// gone. A zombie counts as gone (process_gone).
+unsigned long long proc_start_ticks(int pid);
+// True when pid no longer names the process that had start_ticks (exited,
+// zombie, or the pid was reused).
+bool process_gone(int pid, unsigned long long start_ticks);
+
+// Reads every <state_dir>/pods/<uid>/state.json (regular files only, never
+// following a link) and SIGKILLs the verified process groups of unfinished
+// pods as uid/gid. Returns the number of process groups signalled.
+int stop_recorded_processes(const std::string &state_dir, uint32_t uid, uint32_t gid);
+
+}  // namespace sk::agent
