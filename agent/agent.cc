@@ -95,9 +95,10 @@ void CommandJobChecker::end_time(uint32_t job_id, std::function<void(int64_t)> c
         }
         int64_t t = parse_slurm_time(r.output);
         if (t < 0) {
-            LOG_WARN("job %u: job_end_command '%s' printed '%s', not a Slurm time; no cordon "
-                     "ahead of the end",
-                     job_id, cmd.c_str(), std::string(trim(r.output)).c_str());
+            LOG_WARN(
+                "job %u: job_end_command '%s' printed '%s', not a Slurm time; no cordon "
+                "ahead of the end",
+                job_id, cmd.c_str(), std::string(trim(r.output)).c_str());
             return cb(0);
         }
         cb(t);
@@ -106,8 +107,14 @@ void CommandJobChecker::end_time(uint32_t job_id, std::function<void(int64_t)> c
 
 Agent::Agent(uv_loop_t *loop, const AgentConfig &cfg, KubeClient &kube, const Clock &clock,
              JobAliveChecker &checker, NodeSpecInput host)
-    : loop_(loop), cfg_(cfg), kube_(kube), clock_(clock), checker_(checker), store_(cfg.state_dir),
-      gc_timer_(loop), pods_timer_(loop) {
+    : loop_(loop),
+      cfg_(cfg),
+      kube_(kube),
+      clock_(clock),
+      checker_(checker),
+      store_(cfg.state_dir),
+      gc_timer_(loop),
+      pods_timer_(loop) {
     ctx_.loop = loop;
     ctx_.kube = &kube;
     ctx_.cfg = &cfg;
@@ -125,7 +132,9 @@ Agent::Agent(uv_loop_t *loop, const AgentConfig &cfg, KubeClient &kube, const Cl
     }
 }
 
-Agent::~Agent() { stop(); }
+Agent::~Agent() {
+    stop();
+}
 
 Status Agent::start() {
     if (auto st = store_.init(); !st) return st;
@@ -153,15 +162,18 @@ Status Agent::start() {
             it->second->deregister(0, "JobEnded", [this, key](uint32_t) { forget_node(key); });
         });
     }
-    for (const auto &b : bad) LOG_WARN("state: ignoring %s", b.c_str());
+    for (const auto &b : bad)
+        LOG_WARN("state: ignoring %s", b.c_str());
     std::string dir = cfg_.socket_path.substr(0, cfg_.socket_path.rfind('/'));
     if (!dir.empty()) mkdir(dir.c_str(), 0755);
     server_ = std::make_unique<SocketServer>(
         loop_, cfg_.socket_path, static_cast<unsigned>(cfg_.socket_mode), cfg_.max_connections,
         [this](const std::shared_ptr<Connection> &c, const proto::Request &r) { handle(c, r); });
     if (auto st = server_->start(); !st) return st;
-    gc_timer_.start(2000, [this] { gc(); }, cfg_.gc_interval_s * 1000);
-    pods_timer_.start(1000, [this] { report_pods(); }, 2000);
+    gc_timer_.start(
+        2000, [this] { gc(); }, cfg_.gc_interval_s * 1000);
+    pods_timer_.start(
+        1000, [this] { report_pods(); }, 2000);
     return {};
 }
 
@@ -172,7 +184,8 @@ void Agent::forget_node(const std::string &key) {
 void Agent::report_pods() {
     if (!obs_ || !obs_->pods) return;
     std::map<std::string, int64_t> by_phase;
-    for (const auto &[k, vn] : nodes_) vn->count_phases(&by_phase);
+    for (const auto &[k, vn] : nodes_)
+        vn->count_phases(&by_phase);
     obs_->pods(by_phase);
 }
 
@@ -181,7 +194,8 @@ void Agent::stop() {
     server_.reset();
     gc_timer_.stop();
     pods_timer_.stop();
-    for (auto &[k, vn] : nodes_) vn->stop();
+    for (auto &[k, vn] : nodes_)
+        vn->stop();
     nodes_.clear();
 }
 
@@ -217,8 +231,8 @@ void Agent::op_register(const std::shared_ptr<Connection> &c, const proto::Reque
     for (const auto &[k, v] : r->labels)
         if (starts_with(k, kLabelPrefix))
             return c->reply(proto::error_reply(
-                req.id, fail(Error::InvalidArgument, "label '" + k + "': the prefix " +
-                                                         kLabelPrefix + " is reserved")));
+                req.id, fail(Error::InvalidArgument,
+                             "label '" + k + "': the prefix " + kLabelPrefix + " is reserved")));
     std::string key = job_key(r->job_id, r->slurm_node);
     auto name = expand_node_name(cfg_.node_name_template, r->slurm_node, r->job_id);
     if (!name) return c->reply(proto::error_reply(req.id, name.failure()));
@@ -339,7 +353,8 @@ void Agent::op_attach(const std::shared_ptr<Connection> &c, const proto::Request
     mkdir(cfg_.shim_state_dir.c_str(), 0755);
     if (mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST) {
         if (chown(dir.c_str(), vn.record().job.uid, vn.record().job.gid) != 0)
-            LOG_VERBOSE("%s cannot chown %s: %s", vn.prefix().c_str(), dir.c_str(), strerror(errno));
+            LOG_VERBOSE("%s cannot chown %s: %s", vn.prefix().c_str(), dir.c_str(),
+                        strerror(errno));
     }
     proto::Reply rep;
     rep.id = req.id;

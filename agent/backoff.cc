@@ -15,7 +15,8 @@ Backoff::Backoff(uint64_t initial_ms, uint64_t max_ms, Jitter jitter)
 
 uint64_t Backoff::next_ms() {
     uint64_t d = initial_;
-    for (unsigned i = 0; i < attempt_ && d < max_; i++) d *= 2;
+    for (unsigned i = 0; i < attempt_ && d < max_; i++)
+        d *= 2;
     if (d > max_) d = max_;
     if (attempt_ < 64) attempt_++;
     return jitter_(d);

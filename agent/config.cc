@@ -45,7 +45,8 @@ void build_schema(ConfigSchema &s, AgentConfig &c) {
         [&c](const std::string &v, const std::string &k) -> Status {
             auto m = k8s::parse_labels(v);
             if (!m) return fail(Error::InvalidArgument, k + ": " + m.message());
-            for (auto &[key, val] : *m) c.labels[key] = val;
+            for (auto &[key, val] : *m)
+                c.labels[key] = val;
             return {};
         },
         true);
@@ -134,17 +135,22 @@ Result<ApiCredentials> parse_kubeconfig(std::string_view text, const std::string
         auto set_once = [](std::string &dst, const std::string &v) {
             if (dst.empty()) dst = v;
         };
-        if (key == "server") set_once(a.server, val);
-        else if (key == "certificate-authority") set_once(a.ca_file, resolve(val, dir));
-        else if (key == "tokenFile") set_once(a.token_file, resolve(val, dir));
-        else if (key == "token") set_once(token, val);
-        else if (key == "client-certificate") set_once(a.client_cert, resolve(val, dir));
-        else if (key == "client-key") set_once(a.client_key, resolve(val, dir));
+        if (key == "server")
+            set_once(a.server, val);
+        else if (key == "certificate-authority")
+            set_once(a.ca_file, resolve(val, dir));
+        else if (key == "tokenFile")
+            set_once(a.token_file, resolve(val, dir));
+        else if (key == "token")
+            set_once(token, val);
+        else if (key == "client-certificate")
+            set_once(a.client_cert, resolve(val, dir));
+        else if (key == "client-key")
+            set_once(a.client_key, resolve(val, dir));
         else if (key == "certificate-authority-data" || key == "client-certificate-data" ||
                  key == "client-key-data")
-            return fail(Error::InvalidArgument,
-                        "kubeconfig: inline '" + key +
-                            "' is not supported; reference files instead");
+            return fail(Error::InvalidArgument, "kubeconfig: inline '" + key +
+                                                    "' is not supported; reference files instead");
     }
     if (a.server.empty()) return fail(Error::InvalidArgument, "kubeconfig: no cluster server");
     if (!token.empty() && a.token_file.empty())
@@ -190,7 +196,8 @@ Result<AgentConfig> parse_agent_config(std::string_view text, std::string_view s
             return fail(Error::InvalidArgument,
                         src + ": set either kubeconfig or api_server/api_*, not both");
         auto text_kc = read_text(c.kubeconfig, "kubeconfig");
-        if (!text_kc) return fail(Error::InvalidArgument, src + ": kubeconfig: " + text_kc.message());
+        if (!text_kc)
+            return fail(Error::InvalidArgument, src + ": kubeconfig: " + text_kc.message());
         std::string dir = c.kubeconfig.substr(0, c.kubeconfig.rfind('/'));
         auto creds = parse_kubeconfig(*text_kc, dir.empty() ? "/" : dir);
         if (!creds) return fail(Error::InvalidArgument, src + ": " + creds.message());
@@ -201,7 +208,8 @@ Result<AgentConfig> parse_agent_config(std::string_view text, std::string_view s
     if (!starts_with(c.api.server, "https://") && !starts_with(c.api.server, "http://"))
         return fail(Error::InvalidArgument,
                     src + ": api_server='" + c.api.server + "' must start with https://");
-    while (!c.api.server.empty() && c.api.server.back() == '/') c.api.server.pop_back();
+    while (!c.api.server.empty() && c.api.server.back() == '/')
+        c.api.server.pop_back();
     if (c.api.client_cert.empty() != c.api.client_key.empty())
         return fail(Error::InvalidArgument,
                     src + ": api_client_cert and api_client_key must be set together");
@@ -231,9 +239,10 @@ Result<AgentConfig> parse_agent_config(std::string_view text, std::string_view s
                     src + ": kubelet_insecure = true and kubelet_cert exclude each other");
     if (!c.kubelet_cert.empty() && c.kubelet_client_ca.empty())
         return fail(Error::InvalidArgument,
-                    src + ": kubelet_client_ca is required with kubelet_cert (the API server "
-                          "authenticates to the kubelet endpoint with its kubelet-client "
-                          "certificate; without it anyone could read container logs)");
+                    src +
+                        ": kubelet_client_ca is required with kubelet_cert (the API server "
+                        "authenticates to the kubelet endpoint with its kubelet-client "
+                        "certificate; without it anyone could read container logs)");
     if (c.job_alive_command.find("{job}") == std::string::npos)
         return fail(Error::InvalidArgument, src + ": job_alive_command must contain {job}");
     return c;

@@ -31,12 +31,12 @@ struct AgentConfig {
     std::string slurm_node;  // this agent's Slurm node name; empty = short hostname
     std::string node_name_template = "slurm-{node}-{job}";
     std::string node_address;  // InternalIP of the virtual nodes; empty = first non-loopback IPv4
-    uint64_t kubelet_port = 10250;      // 0 = any free port (the Node carries the real one)
-    std::string kubelet_cert;           // PEM serving certificate for the kubelet endpoint
-    std::string kubelet_key;            // its key
-    std::string kubelet_client_ca;      // CA of the API server's kubelet-client certificate
-    bool kubelet_insecure = false;      // plain HTTP, no client auth (tests only; logged)
-    uint64_t metrics_port = 0;          // GET /metrics on 127.0.0.1; 0 = off
+    uint64_t kubelet_port = 10250;              // 0 = any free port (the Node carries the real one)
+    std::string kubelet_cert;                   // PEM serving certificate for the kubelet endpoint
+    std::string kubelet_key;                    // its key
+    std::string kubelet_client_ca;              // CA of the API server's kubelet-client certificate
+    bool kubelet_insecure = false;              // plain HTTP, no client auth (tests only; logged)
+    uint64_t metrics_port = 0;                  // GET /metrics on 127.0.0.1; 0 = off
     std::map<std::string, std::string> labels;  // added to every virtual node
     std::vector<k8s::Taint> taints;             // added to every virtual node
     std::vector<std::string> allowed_namespaces;  // used when a job names none; empty = any
@@ -51,7 +51,7 @@ struct AgentConfig {
     std::string state_dir = "/var/lib/slurm-k8s";
     std::string shim_state_dir = "/run/slurm-k8s/shim";
     std::string socket_path = "/run/slurm-k8s/agent.sock";
-    uint64_t socket_mode = 0666;  // peers are authenticated by SO_PEERCRED, not by mode
+    uint64_t socket_mode = 0666;       // peers are authenticated by SO_PEERCRED, not by mode
     std::vector<uint32_t> admin_uids;  // empty = root + slurm_user
     std::string slurm_user = "slurm";
     std::string shim_auth = "cgroup";  // cgroup | uid (weaker; tests without Slurm)

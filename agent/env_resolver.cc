@@ -20,7 +20,8 @@ void add_env_refs(const Json::Value &containers, std::set<ObjectRef> *out) {
         for (const auto &ef : c["envFrom"]) {
             if (ef.isMember("configMapRef"))
                 out->insert({"configmaps", ef["configMapRef"]["name"].asString()});
-            if (ef.isMember("secretRef")) out->insert({"secrets", ef["secretRef"]["name"].asString()});
+            if (ef.isMember("secretRef"))
+                out->insert({"secrets", ef["secretRef"]["name"].asString()});
         }
     }
 }
@@ -168,7 +169,8 @@ Result<Json::Value> resolve_pod(const Json::Value &pod_in, const FetchedObjects 
                 if (it == objs.end()) {
                     if (ref["optional"].asBool()) continue;
                     return fail(Error::Invalid, std::string(secret ? "secret" : "configmap") +
-                                                    " \"" + ref["name"].asString() + "\" not found");
+                                                    " \"" + ref["name"].asString() +
+                                                    "\" not found");
                 }
                 for (const auto &k : it->second["data"].getMemberNames()) {
                     Json::Value e(Json::objectValue);
@@ -204,8 +206,8 @@ Result<Json::Value> resolve_pod(const Json::Value &pod_in, const FetchedObjects 
                 } else if (vf.isMember("resourceFieldRef")) {
                     v = resource_ref(c, vf["resourceFieldRef"], node);
                 } else {
-                    v = fail(Error::Invalid, "env " + e["name"].asString() +
-                                                 ": unsupported valueFrom");
+                    v = fail(Error::Invalid,
+                             "env " + e["name"].asString() + ": unsupported valueFrom");
                 }
                 if (!v) return v.failure();
                 if (!found) continue;  // optional and absent: the variable is not set
@@ -226,28 +228,42 @@ Result<Json::Value> resolve_pod(const Json::Value &pod_in, const FetchedObjects 
 
 Result<int64_t> parse_quantity_milli(const std::string &q) {
     size_t i = 0;
-    while (i < q.size() && (isdigit(static_cast<unsigned char>(q[i])) || q[i] == '.')) i++;
+    while (i < q.size() && (isdigit(static_cast<unsigned char>(q[i])) || q[i] == '.'))
+        i++;
     std::string num = q.substr(0, i), suf = q.substr(i);
     if (num.empty() || num == "." || num.find('.') != num.rfind('.'))
         return fail(Error::Invalid, "'" + q + "' is not a quantity");
     double v = std::stod(num);
     double mult;
-    if (suf.empty()) mult = 1;
-    else if (suf == "m") mult = 1e-3;
-    else if (suf == "k") mult = 1e3;
-    else if (suf == "M") mult = 1e6;
-    else if (suf == "G") mult = 1e9;
-    else if (suf == "T") mult = 1e12;
-    else if (suf == "P") mult = 1e15;
-    else if (suf == "Ki") mult = 1024.0;
-    else if (suf == "Mi") mult = 1024.0 * 1024;
-    else if (suf == "Gi") mult = 1024.0 * 1024 * 1024;
-    else if (suf == "Ti") mult = 1024.0 * 1024 * 1024 * 1024;
-    else if (suf == "Pi") mult = 1024.0 * 1024 * 1024 * 1024 * 1024;
+    if (suf.empty())
+        mult = 1;
+    else if (suf == "m")
+        mult = 1e-3;
+    else if (suf == "k")
+        mult = 1e3;
+    else if (suf == "M")
+        mult = 1e6;
+    else if (suf == "G")
+        mult = 1e9;
+    else if (suf == "T")
+        mult = 1e12;
+    else if (suf == "P")
+        mult = 1e15;
+    else if (suf == "Ki")
+        mult = 1024.0;
+    else if (suf == "Mi")
+        mult = 1024.0 * 1024;
+    else if (suf == "Gi")
+        mult = 1024.0 * 1024 * 1024;
+    else if (suf == "Ti")
+        mult = 1024.0 * 1024 * 1024 * 1024;
+    else if (suf == "Pi")
+        mult = 1024.0 * 1024 * 1024 * 1024 * 1024;
     else if (suf.size() > 1 && (suf[0] == 'e' || suf[0] == 'E') &&
              suf.find_first_not_of("0123456789", 1) == std::string::npos && suf.size() < 4)
         mult = std::pow(10.0, std::stoi(suf.substr(1)));
-    else return fail(Error::Invalid, "'" + q + "' has an unknown suffix");
+    else
+        return fail(Error::Invalid, "'" + q + "' has an unknown suffix");
     double milli = std::ceil(v * mult * 1000.0 - 1e-6);
     if (milli > 9e18) return fail(Error::Invalid, "'" + q + "' is too large");
     return static_cast<int64_t>(milli);
@@ -258,7 +274,8 @@ std::string base64_encode(const std::string &in) {
     size_t i = 0;
     while (i + 2 < in.size()) {
         uint32_t n = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
-        for (int s = 18; s >= 0; s -= 6) out += kB64[(n >> s) & 63];
+        for (int s = 18; s >= 0; s -= 6)
+            out += kB64[(n >> s) & 63];
         i += 3;
     }
     if (i + 1 == in.size()) {

@@ -26,7 +26,7 @@ using FetchedObjects = std::map<ObjectRef, Json::Value>;
 
 struct NodeFacts {
     std::string node_name, node_ip;
-    uint32_t cpus = 1;     // allocatable, for resourceFieldRef without a limit
+    uint32_t cpus = 1;  // allocatable, for resourceFieldRef without a limit
     uint64_t memory_mib = 1024;
 };
 

@@ -21,7 +21,8 @@ Json::Value cond(const char *type, bool ok, const std::string &reason, const std
 
 std::string names(const Json::Value &pod) {
     std::string s;
-    for (const auto &c : pod["spec"]["containers"]) s += (s.empty() ? "" : " ") + c["name"].asString();
+    for (const auto &c : pod["spec"]["containers"])
+        s += (s.empty() ? "" : " ") + c["name"].asString();
     return s;
 }
 
@@ -64,7 +65,8 @@ Json::Value FakeRuntime::terminated_status(const Json::Value &pod, const Json::V
     s["conditions"].append(init);
     s["conditions"].append(cond("Ready", false, reason, "", ts));
     s["conditions"].append(cond("ContainersReady", false, reason, "", ts));
-    for (auto &c : s["conditions"]) c.removeMember("message");
+    for (auto &c : s["conditions"])
+        c.removeMember("message");
     (void)names;
     for (auto &cs : s["containerStatuses"]) {
         std::string started = cs["state"]["running"]["startedAt"].asString();
@@ -107,9 +109,8 @@ void FakeRuntime::run(const Json::Value &body, Done done) {
         p.name = pod["metadata"]["name"].asString();
         p.status = running_status(pod, now_());
         if (ann.isMember("slurm-k8s.io/fake-exit-code"))
-            p.status = terminated_status(pod, p.status,
-                                         std::atoi(ann["slurm-k8s.io/fake-exit-code"].asCString()),
-                                         now_());
+            p.status = terminated_status(
+                pod, p.status, std::atoi(ann["slurm-k8s.io/fake-exit-code"].asCString()), now_());
         pods_[uid] = p;
         specs_[uid] = pod;
         emit(uid);
@@ -128,12 +129,14 @@ void FakeRuntime::kill(const std::string &uid, uint32_t, const std::string &, Do
 
 void FakeRuntime::snapshot(std::function<void(Result<std::vector<PodSnapshot>>)> done) {
     std::vector<PodSnapshot> out;
-    for (const auto &[uid, p] : pods_) out.push_back(p);
+    for (const auto &[uid, p] : pods_)
+        out.push_back(p);
     post_([done, out] { done(out); });
 }
 
 void FakeRuntime::shutdown(uint32_t grace_s, const std::string &reason, Done done) {
-    for (auto &[uid, p] : pods_) kill(uid, grace_s, reason, [](Status) {});
+    for (auto &[uid, p] : pods_)
+        kill(uid, grace_s, reason, [](Status) {});
     post_([done] { done(Status()); });
 }
 

@@ -110,8 +110,8 @@ struct CurlTransport::Impl {
                 t->body.append(ptr, len);
             }
         } catch (const std::exception &e) {
-            LOG_ERROR("http: %s %s: callback failed: %s", t->req.method.c_str(),
-                      t->req.url.c_str(), e.what());
+            LOG_ERROR("http: %s %s: callback failed: %s", t->req.method.c_str(), t->req.url.c_str(),
+                      e.what());
             return 0;
         }
         return t->cancelled ? 0 : len;
@@ -245,8 +245,8 @@ void CurlTransport::cancel(uint64_t id) {
 
 void CurlTransport::kick() {
     if (reaper_ && !uv_is_active(reinterpret_cast<uv_handle_t *>(reaper_)))
-        uv_timer_start(reaper_, [](uv_timer_t *h) { static_cast<CurlTransport *>(h->data)->service(); },
-                       0, 0);
+        uv_timer_start(
+            reaper_, [](uv_timer_t *h) { static_cast<CurlTransport *>(h->data)->service(); }, 0, 0);
 }
 
 void CurlTransport::service() {
@@ -282,8 +282,8 @@ void CurlTransport::reap() {
         if (t->easy) curl_easy_cleanup(t->easy);
         curl_slist_free_all(t->headers);
         if (!t->easy && !t->cancelled && t->done)
-            t->done(fail(Error::Transient, t->req.method + " " + t->req.url +
-                                               ": cannot start the request"));
+            t->done(fail(Error::Transient,
+                         t->req.method + " " + t->req.url + ": cannot start the request"));
     }
 }
 
@@ -316,8 +316,8 @@ void CurlTransport::check_messages() {
             if (code != CURLE_OK && status == 0) {
                 done(fail(Error::Transient, t->req.method + " " + t->req.url + ": " + err));
             } else if (code != CURLE_OK && t->on_data) {
-                done(fail(Error::Transient, t->req.method + " " + t->req.url +
-                                                ": stream ended: " + err));
+                done(fail(Error::Transient,
+                          t->req.method + " " + t->req.url + ": stream ended: " + err));
             } else if (code != CURLE_OK) {
                 done(fail(Error::Transient, t->req.method + " " + t->req.url + ": " + err));
             } else {

@@ -26,7 +26,7 @@ struct HttpRequest {
     std::string method = "GET";
     std::string url;
     std::string body;
-    std::string content_type;  // for bodies
+    std::string content_type;     // for bodies
     uint64_t timeout_ms = 10000;  // whole request; 0 = none (watches)
 };
 

@@ -22,13 +22,12 @@ namespace {
 Result<std::string> read_pem(const std::string &path, const char *what) {
     std::ifstream f(path, std::ios::binary);
     if (!f)
-        return fail(Error::Io, std::string("cannot read ") + what + " " + path + ": " +
-                                   strerror(errno));
+        return fail(Error::Io,
+                    std::string("cannot read ") + what + " " + path + ": " + strerror(errno));
     std::stringstream ss;
     ss << f.rdbuf();
     if (ss.str().find("-----BEGIN") == std::string::npos)
-        return fail(Error::InvalidArgument,
-                    std::string(what) + " " + path + " is not a PEM file");
+        return fail(Error::InvalidArgument, std::string(what) + " " + path + " is not a PEM file");
     return ss.str();
 }
 
@@ -36,7 +35,8 @@ void mhd_logger(void *cls, const char *fmt, va_list ap) {
     char buf[512];
     vsnprintf(buf, sizeof buf, fmt, ap);
     size_t n = strlen(buf);
-    while (n > 0 && buf[n - 1] == '\n') buf[--n] = '\0';
+    while (n > 0 && buf[n - 1] == '\n')
+        buf[--n] = '\0';
     LOG_VERBOSE("[%s] libmicrohttpd: %s", static_cast<const char *>(cls), buf);
 }
 
@@ -164,7 +164,8 @@ struct HttpServerGlue {
             if (!m) return MHD_NO;
         }
         MHD_add_response_header(m, MHD_HTTP_HEADER_CONTENT_TYPE, r.content_type.c_str());
-        for (const auto &[k, v] : r.headers) MHD_add_response_header(m, k.c_str(), v.c_str());
+        for (const auto &[k, v] : r.headers)
+            MHD_add_response_header(m, k.c_str(), v.c_str());
         MHD_Result rc = MHD_queue_response(conn, static_cast<unsigned>(r.status), m);
         MHD_destroy_response(m);
         return rc;
@@ -181,12 +182,14 @@ HttpResponse http_text(int status, std::string body) {
 HttpServer::HttpServer(HttpServerConfig config, HttpHandler handler)
     : config_(std::move(config)), handler_(std::move(handler)) {}
 
-HttpServer::~HttpServer() { stop(); }
+HttpServer::~HttpServer() {
+    stop();
+}
 
 Status HttpServer::start() {
     if (daemon_) return fail(Error::Internal, config_.name + " server already started");
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                     MHD_USE_ERROR_LOG;
+    unsigned flags =
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
     if (config_.tls) {
         if (config_.cert_file.empty() || config_.key_file.empty())
             return fail(Error::InvalidArgument,

@@ -26,8 +26,8 @@ struct MHD_Connection;
 namespace sk {
 
 struct HttpRequest {
-    std::string method;  // "GET"
-    std::string path;    // decoded, without the query
+    std::string method;                        // "GET"
+    std::string path;                          // decoded, without the query
     std::map<std::string, std::string> query;  // last value wins
     std::string client_cn;  // TLS client certificate's subject CN ("" in plain mode)
     int fd = -1;            // the connection's socket (see HttpStream)
@@ -47,7 +47,7 @@ class HttpStream {
 struct HttpResponse {
     int status = 200;
     std::string content_type = "text/plain; charset=utf-8";
-    std::string body;                     // used when stream is null
+    std::string body;                    // used when stream is null
     std::shared_ptr<HttpStream> stream;  // chunked body
     std::map<std::string, std::string> headers;
 };
@@ -57,13 +57,13 @@ HttpResponse http_text(int status, std::string body);
 using HttpHandler = std::function<HttpResponse(const HttpRequest &)>;
 
 struct HttpServerConfig {
-    std::string name = "http";     // log prefix: "[kubelet] ..."
-    std::string bind_address;      // IPv4/IPv6 literal; "" = all addresses
-    uint16_t port = 0;             // 0 = an ephemeral port (see HttpServer::port())
+    std::string name = "http";  // log prefix: "[kubelet] ..."
+    std::string bind_address;   // IPv4/IPv6 literal; "" = all addresses
+    uint16_t port = 0;          // 0 = an ephemeral port (see HttpServer::port())
     bool tls = false;
-    std::string cert_file;         // PEM serving certificate (chain)
-    std::string key_file;          // PEM private key
-    std::string client_ca_file;    // PEM CA; "" = no client certificate required
+    std::string cert_file;       // PEM serving certificate (chain)
+    std::string key_file;        // PEM private key
+    std::string client_ca_file;  // PEM CA; "" = no client certificate required
     unsigned max_connections = 64;
     unsigned idle_timeout_s = 60;  // keep-alive connections without a request
 };

@@ -102,8 +102,8 @@ std::string JobStore::path_of(uint32_t job_id, const std::string &slurm_node) co
 }
 
 Status JobStore::save(const JobRecord &r) const {
-    return write_file_atomic(path_of(r.job.job_id, r.job.slurm_node), json::write(to_json(r)) + "\n",
-                             0600);
+    return write_file_atomic(path_of(r.job.job_id, r.job.slurm_node),
+                             json::write(to_json(r)) + "\n", 0600);
 }
 
 Status JobStore::remove(uint32_t job_id, const std::string &slurm_node) const {

@@ -11,17 +11,25 @@ Failure classify_http(long status, const std::string &body, const std::string &w
         message = (*v)["message"].asString();
     }
     if (message.empty()) message = body.substr(0, 200);
-    std::string m = what + ": HTTP " + std::to_string(status) + (message.empty() ? "" : ": " + message);
+    std::string m =
+        what + ": HTTP " + std::to_string(status) + (message.empty() ? "" : ": " + message);
     switch (status) {
-    case 404: return fail(Error::NotFound, m);
-    case 409: return fail(reason == "AlreadyExists" ? Error::AlreadyExists : Error::Conflict, m);
-    case 410: return fail(Error::Gone, m);
-    case 401: return fail(Error::Unauthorized, m + " (check the agent's API credentials)");
-    case 403: return fail(Error::Forbidden, m + " (check the agent's RBAC: etc/rbac.yaml)");
-    case 400:
-    case 415:
-    case 422: return fail(Error::Invalid, m);
-    default: break;
+        case 404:
+            return fail(Error::NotFound, m);
+        case 409:
+            return fail(reason == "AlreadyExists" ? Error::AlreadyExists : Error::Conflict, m);
+        case 410:
+            return fail(Error::Gone, m);
+        case 401:
+            return fail(Error::Unauthorized, m + " (check the agent's API credentials)");
+        case 403:
+            return fail(Error::Forbidden, m + " (check the agent's RBAC: etc/rbac.yaml)");
+        case 400:
+        case 415:
+        case 422:
+            return fail(Error::Invalid, m);
+        default:
+            break;
     }
     if (status == 429 || status >= 500 || status == 0) return fail(Error::Transient, m);
     return fail(Error::Invalid, m);
@@ -102,7 +110,8 @@ uint64_t KubeClient::watch(const std::string &path, EventCb on_event, EndCb on_e
                 on_end(*failed);
                 return;
             }
-            for (const auto &e : *evs) on_event(e);
+            for (const auto &e : *evs)
+                on_event(e);
         },
         [this, path, failed, on_end](Result<HttpResponse> r) {
             if (observer_) observer_("WATCH", r ? static_cast<int>(r->status) : 0);

@@ -63,7 +63,9 @@ class KubeClient {
     static std::string pods_on_node(const std::string &node_name) {
         return "/api/v1/pods?fieldSelector=" + url_escape("spec.nodeName=" + node_name);
     }
-    static std::string events(const std::string &ns) { return "/api/v1/namespaces/" + ns + "/events"; }
+    static std::string events(const std::string &ns) {
+        return "/api/v1/namespaces/" + ns + "/events";
+    }
 
   private:
     void send(const char *method, const std::string &path, const std::string &body,

@@ -36,7 +36,8 @@ int64_t parse_rfc3339(const std::string &s) {
     if (!end) return -1;
     if (*end == '.') {
         end++;
-        while (*end >= '0' && *end <= '9') end++;
+        while (*end >= '0' && *end <= '9')
+            end++;
     }
     if (end[0] != 'Z' || end[1] != '\0') return -1;
     return static_cast<int64_t>(timegm(&tm));

@@ -25,17 +25,22 @@ Result<int64_t> query_int(const std::string &v, const char *name) {
     bool neg = !s.empty() && s[0] == '-';
     if (neg) s.remove_prefix(1);
     auto u = parse_uint(s, name, static_cast<uint64_t>(INT64_MAX));
-    if (!u.ok()) return fail(Error::InvalidArgument, std::string(name) + ": invalid integer '" + v + "'");
+    if (!u.ok())
+        return fail(Error::InvalidArgument, std::string(name) + ": invalid integer '" + v + "'");
     return neg ? -static_cast<int64_t>(*u) : static_cast<int64_t>(*u);
 }
 
 int status_for(Error e) {
     switch (e) {
-    case Error::NotFound: return 404;
-    case Error::InvalidArgument:
-    case Error::Invalid: return 400;
-    case Error::Forbidden: return 403;
-    default: return 500;
+        case Error::NotFound:
+            return 404;
+        case Error::InvalidArgument:
+        case Error::Invalid:
+            return 400;
+        case Error::Forbidden:
+            return 403;
+        default:
+            return 500;
     }
 }
 
@@ -93,8 +98,10 @@ Result<std::vector<CriLogRecord>> initial_records(const ContainerLogSource &src,
                                    src.paths_oldest_first.end() - 1);
     if (!older.empty()) {
         auto old = read_cri_log(older, {});
-        if (old.ok()) recs = std::move(*old);
-        else if (old.error() != Error::NotFound) return old.failure();
+        if (old.ok())
+            recs = std::move(*old);
+        else if (old.error() != Error::NotFound)
+            return old.failure();
     }
     if (!current->empty()) {
         int64_t first = current->front().ts_ns;
@@ -184,8 +191,8 @@ class FollowStream : public HttpStream {
 Result<ContainerLogsRequest> parse_container_logs_request(
     const std::string &path, const std::map<std::string, std::string> &query, int64_t now_ns) {
     auto parts = split(path, '/');
-    if (parts.size() != 5 || !parts[0].empty() || parts[1] != "containerLogs" ||
-        parts[2].empty() || parts[3].empty() || parts[4].empty())
+    if (parts.size() != 5 || !parts[0].empty() || parts[1] != "containerLogs" || parts[2].empty() ||
+        parts[3].empty() || parts[4].empty())
         return fail(Error::NotFound, "404 page not found");
     ContainerLogsRequest r;
     r.ref.ns = parts[2];
@@ -201,7 +208,8 @@ Result<ContainerLogsRequest> parse_container_logs_request(
     if (auto v = get("tailLines")) {
         auto n = query_int(*v, "tailLines");
         if (!n.ok()) return n.failure();
-        if (*n < 0) return fail(Error::InvalidArgument, "tailLines: must be greater than or equal to 0");
+        if (*n < 0)
+            return fail(Error::InvalidArgument, "tailLines: must be greater than or equal to 0");
         r.query.tail_lines = *n;
     }
     if (auto v = get("limitBytes")) {
@@ -236,7 +244,9 @@ KubeletServer::KubeletServer(KubeletServerConfig config, ContainerLogResolver re
     if (!config_.clock) config_.clock = cri_realtime_ns;
 }
 
-KubeletServer::~KubeletServer() { stop(); }
+KubeletServer::~KubeletServer() {
+    stop();
+}
 
 Status KubeletServer::start() {
     http_ = std::make_unique<HttpServer>(config_.http,
@@ -251,7 +261,9 @@ void KubeletServer::stop() {
     http_.reset();
 }
 
-uint16_t KubeletServer::port() const { return http_ ? http_->port() : 0; }
+uint16_t KubeletServer::port() const {
+    return http_ ? http_->port() : 0;
+}
 
 HttpResponse KubeletServer::handle(const HttpRequest &req) {
     bool logs = starts_with(req.path, "/containerLogs/");
@@ -291,13 +303,14 @@ HttpResponse KubeletServer::container_logs(const HttpRequest &req) {
     std::string first;
     fmt.append(*recs, &first);
     LOG_VERBOSE("[pod %s/%s] logs of %s for %s%s", r.ref.ns.c_str(), r.ref.pod.c_str(),
-                r.ref.container.c_str(), req.client_cn.empty() ? "anonymous" : req.client_cn.c_str(),
+                r.ref.container.c_str(),
+                req.client_cn.empty() ? "anonymous" : req.client_cn.c_str(),
                 r.follow ? " (follow)" : "");
     if (!r.follow) return http_text(200, std::move(first));
     HttpResponse resp;
-    resp.stream = std::make_shared<FollowStream>(std::move(r), std::move(*src), resolver_, config_,
-                                                 req.fd, std::move(follower), std::move(first),
-                                                 std::move(fmt));
+    resp.stream =
+        std::make_shared<FollowStream>(std::move(r), std::move(*src), resolver_, config_, req.fd,
+                                       std::move(follower), std::move(first), std::move(fmt));
     return resp;
 }
 

@@ -59,10 +59,10 @@ Result<ContainerLogsRequest> parse_container_logs_request(
     const std::string &path, const std::map<std::string, std::string> &query, int64_t now_ns);
 
 struct KubeletServerConfig {
-    HttpServerConfig http;          // TLS, port, client CA; name defaults to "kubelet"
-    int follow_poll_ms = 100;       // how often a follow looks for new lines
-    int follow_recheck_ms = 1000;   // how often a follow asks the resolver if still running
-    CriClock clock;                 // for sinceSeconds; default: wall clock
+    HttpServerConfig http;         // TLS, port, client CA; name defaults to "kubelet"
+    int follow_poll_ms = 100;      // how often a follow looks for new lines
+    int follow_recheck_ms = 1000;  // how often a follow asks the resolver if still running
+    CriClock clock;                // for sinceSeconds; default: wall clock
 };
 
 class KubeletServer {

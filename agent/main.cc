@@ -56,9 +56,11 @@ std::string first_ipv4() {
     std::string out = "127.0.0.1";
     if (getifaddrs(&ifs) != 0) return out;
     for (auto *i = ifs; i; i = i->ifa_next) {
-        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || (i->ifa_flags & IFF_LOOPBACK)) continue;
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || (i->ifa_flags & IFF_LOOPBACK))
+            continue;
         char buf[INET_ADDRSTRLEN];
-        inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in *>(i->ifa_addr)->sin_addr, buf, sizeof buf);
+        inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in *>(i->ifa_addr)->sin_addr, buf,
+                  sizeof buf);
         out = buf;
         break;
     }
@@ -105,16 +107,18 @@ AgentObserver observe_into(AgentMetrics &m) {
 Result<std::unique_ptr<KubeletServer>> start_kubelet_endpoint(const AgentConfig &cfg,
                                                               LogIndex &logs) {
     if (cfg.kubelet_cert.empty() && !cfg.kubelet_insecure) {
-        LOG_WARN("kubelet endpoint off (set kubelet_cert, kubelet_key and kubelet_client_ca): "
-                 "kubectl logs will not work on the virtual nodes");
+        LOG_WARN(
+            "kubelet endpoint off (set kubelet_cert, kubelet_key and kubelet_client_ca): "
+            "kubectl logs will not work on the virtual nodes");
         return std::unique_ptr<KubeletServer>();
     }
     KubeletServerConfig c;
     c.http.port = static_cast<uint16_t>(cfg.kubelet_port);
     if (cfg.kubelet_insecure) {
-        LOG_WARN("kubelet_insecure = true: the kubelet endpoint serves container logs over plain "
-                 "HTTP to anyone who can reach port %llu (tests only)",
-                 static_cast<unsigned long long>(cfg.kubelet_port));
+        LOG_WARN(
+            "kubelet_insecure = true: the kubelet endpoint serves container logs over plain "
+            "HTTP to anyone who can reach port %llu (tests only)",
+            static_cast<unsigned long long>(cfg.kubelet_port));
     } else {
         c.http.tls = true;
         c.http.cert_file = cfg.kubelet_cert;
@@ -125,7 +129,8 @@ Result<std::unique_ptr<KubeletServer>> start_kubelet_endpoint(const AgentConfig 
         c, [&logs](const ContainerLogRef &ref) { return logs.resolve(ref); });
     if (auto st = srv->start(); !st)
         return fail(st.error(), "kubelet endpoint on port " + std::to_string(cfg.kubelet_port) +
-                                    ": " + st.message() + " (kubelet_port, kubelet_cert, kubelet_key)");
+                                    ": " + st.message() +
+                                    " (kubelet_port, kubelet_cert, kubelet_key)");
     LOG_INFO("kubelet endpoint on %s://0.0.0.0:%u", cfg.kubelet_insecure ? "http" : "https",
              srv->port());
     return Result<std::unique_ptr<KubeletServer>>(std::move(srv));
@@ -145,11 +150,16 @@ int main(int argc, char **argv) {
     std::string config_path = "/etc/slurm-k8s/agent.conf", level_override;
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
-        if ((a == "--config" || a == "-c") && i + 1 < argc) config_path = argv[++i];
-        else if (a == "--log-level" && i + 1 < argc) level_override = argv[++i];
-        else if (a == "--help" || a == "-h") return usage(), 0;
-        else if (a == "--version") return printf("slurm-k8s-agent %s\n", PACKAGE_VERSION), 0;
-        else return usage(), 2;
+        if ((a == "--config" || a == "-c") && i + 1 < argc)
+            config_path = argv[++i];
+        else if (a == "--log-level" && i + 1 < argc)
+            level_override = argv[++i];
+        else if (a == "--help" || a == "-h")
+            return usage(), 0;
+        else if (a == "--version")
+            return printf("slurm-k8s-agent %s\n", PACKAGE_VERSION), 0;
+        else
+            return usage(), 2;
     }
 
     // 1. configuration: any error names the key and stops the start.
@@ -199,9 +209,9 @@ int main(int argc, char **argv) {
     kube.set_observer([&metrics](const char *verb, int code) { metrics.api_request(verb, code); });
     std::unique_ptr<MetricsEndpoint> metrics_ep;
     if (cfg->metrics_port) {
-        metrics_ep = std::make_unique<MetricsEndpoint>([&metrics] { return metrics.render(); },
-                                                       "127.0.0.1",
-                                                       static_cast<uint16_t>(cfg->metrics_port));
+        metrics_ep =
+            std::make_unique<MetricsEndpoint>([&metrics] { return metrics.render(); }, "127.0.0.1",
+                                              static_cast<uint16_t>(cfg->metrics_port));
         if (auto st = metrics_ep->start(); !st) {
             LOG_ERROR("metrics endpoint on 127.0.0.1:%llu: %s (metrics_port)",
                       static_cast<unsigned long long>(cfg->metrics_port), st.message().c_str());
@@ -261,7 +271,8 @@ int main(int argc, char **argv) {
     agent.reset();
     if (metrics_ep) metrics_ep->stop();
     http.stop();
-    for (auto &s : sigs) uv_close(reinterpret_cast<uv_handle_t *>(&s.h), nullptr);
+    for (auto &s : sigs)
+        uv_close(reinterpret_cast<uv_handle_t *>(&s.h), nullptr);
     uv_run(&loop, UV_RUN_NOWAIT);
     uv_run(&loop, UV_RUN_NOWAIT);
     if (uv_loop_close(&loop) != 0) LOG_VERBOSE("loop closed with handles open");

@@ -13,8 +13,8 @@ bool valid_name(const std::string &s, bool label) {
     if (s.empty() || (label && s.compare(0, 2, "__") == 0)) return false;
     for (size_t i = 0; i < s.size(); ++i) {
         char c = s[i];
-        bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
-                     (!label && c == ':');
+        bool alpha =
+            (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (!label && c == ':');
         if (!alpha && !(i > 0 && c >= '0' && c <= '9')) return false;
     }
     return true;
@@ -23,18 +23,24 @@ bool valid_name(const std::string &s, bool label) {
 std::string escape_help(const std::string &s) {
     std::string out;
     for (char c : s) {
-        if (c == '\\') out += "\\\\";
-        else if (c == '\n') out += "\\n";
-        else out += c;
+        if (c == '\\')
+            out += "\\\\";
+        else if (c == '\n')
+            out += "\\n";
+        else
+            out += c;
     }
     return out;
 }
 
 const char *type_name(MetricsRegistry::Kind k) {
     switch (k) {
-    case MetricsRegistry::Kind::Counter: return "counter";
-    case MetricsRegistry::Kind::Gauge: return "gauge";
-    default: return "histogram";
+        case MetricsRegistry::Kind::Counter:
+            return "counter";
+        case MetricsRegistry::Kind::Gauge:
+            return "gauge";
+        default:
+            return "histogram";
     }
 }
 
@@ -74,10 +80,14 @@ std::string format_metric_value(double v) {
 std::string escape_label_value(std::string_view v) {
     std::string out;
     for (char c : v) {
-        if (c == '\\') out += "\\\\";
-        else if (c == '"') out += "\\\"";
-        else if (c == '\n') out += "\\n";
-        else out += c;
+        if (c == '\\')
+            out += "\\\\";
+        else if (c == '"')
+            out += "\\\"";
+        else if (c == '\n')
+            out += "\\n";
+        else
+            out += c;
     }
     return out;
 }
@@ -186,8 +196,8 @@ void MetricsRegistry::render_family(const Family &f, std::string *out) const {
     *out += "# TYPE " + f.name + " " + type_name(f.kind) + "\n";
     for (const auto &[values, s] : f.series) {
         if (f.kind != Kind::Histogram) {
-            *out += f.name + label_set(f.label_names, values) + " " +
-                    format_metric_value(s.value) + "\n";
+            *out += f.name + label_set(f.label_names, values) + " " + format_metric_value(s.value) +
+                    "\n";
             continue;
         }
         uint64_t cumulative = 0;
@@ -209,7 +219,8 @@ void MetricsRegistry::render_family(const Family &f, std::string *out) const {
 std::string MetricsRegistry::render() const {
     std::lock_guard<std::mutex> lock(mu_);
     std::string out;
-    for (const auto &f : families_) render_family(*f, &out);
+    for (const auto &f : families_)
+        render_family(*f, &out);
     return out;
 }
 
@@ -278,8 +289,12 @@ MetricsEndpoint::MetricsEndpoint(std::function<std::string()> render, std::strin
           }(),
           [this](const HttpRequest &r) { return handle(r); }) {}
 
-Status MetricsEndpoint::start() { return http_.start(); }
-void MetricsEndpoint::stop() { http_.stop(); }
+Status MetricsEndpoint::start() {
+    return http_.start();
+}
+void MetricsEndpoint::stop() {
+    http_.stop();
+}
 
 HttpResponse MetricsEndpoint::handle(const HttpRequest &req) const {
     if (req.path != "/metrics") return http_text(404, "404 page not found\n");

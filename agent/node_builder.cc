@@ -108,10 +108,11 @@ Json::Value node_conditions(bool ready, int64_t hb, int64_t tr) {
     a.append(condition("PIDPressure", false, "KubeletHasSufficientPID",
                        "kubelet has sufficient PID available", hb, tr));
     if (ready)
-        a.append(condition("Ready", true, "KubeletReady", "kubelet is posting ready status", hb, tr));
+        a.append(
+            condition("Ready", true, "KubeletReady", "kubelet is posting ready status", hb, tr));
     else
-        a.append(condition("Ready", false, "KubeletNotReady", "slurm-k8s agent is not ready", hb,
-                           tr));
+        a.append(
+            condition("Ready", false, "KubeletNotReady", "slurm-k8s agent is not ready", hb, tr));
     return a;
 }
 
@@ -121,7 +122,8 @@ Json::Value build_node(const NodeSpecInput &in, int64_t now_s) {
     n["kind"] = "Node";
     n["metadata"]["name"] = in.node_name;
     n["metadata"]["labels"] = Json::Value(Json::objectValue);
-    for (const auto &[k, v] : node_labels(in)) n["metadata"]["labels"][k] = v;
+    for (const auto &[k, v] : node_labels(in))
+        n["metadata"]["labels"][k] = v;
     n["metadata"]["annotations"]["slurm-k8s/agent-version"] = in.agent_version;
     n["spec"]["taints"] = taints_json(node_taints(in));
     n["status"] = status_fields(in);

@@ -29,7 +29,7 @@ struct NodeSpecInput {
     std::map<std::string, std::string> site_labels;
     std::vector<k8s::Taint> site_taints;
     uint32_t max_pods = 110;
-    uint32_t host_cpus = 1;         // used when the job gives no CPU count
+    uint32_t host_cpus = 1;           // used when the job gives no CPU count
     uint64_t host_memory_mib = 1024;  // used when the job gives no memory
     std::string agent_version;
     std::string kernel_version, os_image, machine_id, boot_id, architecture = "amd64";

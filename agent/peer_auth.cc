@@ -20,7 +20,8 @@ Status authorize_op(const std::string &op, const PeerCred &peer,
     if (op == "status" || op == "list") return {};
     if (op == "register" || op == "deregister") {
         if (admin) return {};
-        return fail(Error::Forbidden, "'" + op + "' is allowed only to root and the SlurmUser (uid " +
+        return fail(Error::Forbidden, "'" + op +
+                                          "' is allowed only to root and the SlurmUser (uid " +
                                           std::to_string(peer.uid) + " is neither)");
     }
     if (op == "attach") return {};
@@ -46,8 +47,9 @@ Status authorize_attach(const PeerCred &peer, uint32_t job_id, uint32_t job_uid,
                         std::string_view cgroup_text) {
     if (peer.uid != job_uid)
         return fail(Error::Forbidden, "attach to job " + std::to_string(job_id) + ": uid " +
-                                          std::to_string(peer.uid) + " is not the job's user (uid " +
-                                          std::to_string(job_uid) + ")");
+                                          std::to_string(peer.uid) +
+                                          " is not the job's user (uid " + std::to_string(job_uid) +
+                                          ")");
     if (mode == ShimAuth::Uid) return {};
     if (cgroup_text.empty())
         return fail(Error::Forbidden, "attach to job " + std::to_string(job_id) +

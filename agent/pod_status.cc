@@ -11,9 +11,15 @@ namespace {
 
 // Fields of PodStatus the agent owns; anything else (qosClass,
 // nominatedNodeName, ...) belongs to other writers.
-const char *const kOwnedFields[] = {"phase",   "conditions",       "containerStatuses",
-                                    "initContainerStatuses", "hostIP", "podIP",
-                                    "podIPs",  "startTime",        "reason",
+const char *const kOwnedFields[] = {"phase",
+                                    "conditions",
+                                    "containerStatuses",
+                                    "initContainerStatuses",
+                                    "hostIP",
+                                    "podIP",
+                                    "podIPs",
+                                    "startTime",
+                                    "reason",
                                     "message"};
 
 bool is_runtime_condition(const std::string &type) {
@@ -22,7 +28,8 @@ bool is_runtime_condition(const std::string &type) {
 
 std::map<std::string, Json::Value> by_key(const Json::Value &list, const char *key) {
     std::map<std::string, Json::Value> m;
-    for (const auto &e : list) m[e[key].asString()] = e;
+    for (const auto &e : list)
+        m[e[key].asString()] = e;
     return m;
 }
 
@@ -39,7 +46,9 @@ bool same_field(const std::string &f, const Json::Value &a, const Json::Value &b
 
 }  // namespace
 
-bool is_terminal_phase(const std::string &p) { return p == "Succeeded" || p == "Failed"; }
+bool is_terminal_phase(const std::string &p) {
+    return p == "Succeeded" || p == "Failed";
+}
 
 bool pod_is_terminal(const Json::Value &v) {
     const Json::Value &s = v.isMember("status") ? v["status"] : v;
@@ -89,7 +98,8 @@ Json::Value pod_status_patch(const Json::Value &api_pod, const Json::Value &desi
     for (const char *f : kOwnedFields) {
         bool in_d = desired.isMember(f) && !desired[f].isNull();
         bool in_c = cur.isMember(f) && !cur[f].isNull();
-        if (in_d && (!in_c || !same_field(f, cur[f], desired[f]))) st[f] = desired[f];
+        if (in_d && (!in_c || !same_field(f, cur[f], desired[f])))
+            st[f] = desired[f];
         else if (!in_d && in_c && (std::string(f) == "reason" || std::string(f) == "message"))
             st[f] = Json::Value();  // cleared: strategic merge deletes on null
     }
@@ -141,8 +151,9 @@ std::vector<EventSpec> status_events(const Json::Value &api_pod, const Json::Val
         for (const auto &cs : new_status[list]) {
             std::string name = cs["name"].asString();
             const Json::Value &o = olds[name];
-            std::string fp = std::string(list[0] == 'i' ? "spec.initContainers{" : "spec.containers{") +
-                             name + "}";
+            std::string fp =
+                std::string(list[0] == 'i' ? "spec.initContainers{" : "spec.containers{") + name +
+                "}";
             const Json::Value &run = cs["state"]["running"];
             if (run.isObject() && run["startedAt"] != o["state"]["running"]["startedAt"])
                 out.push_back({"Normal", "Started", "Started container " + name, fp});
@@ -151,17 +162,17 @@ std::vector<EventSpec> status_events(const Json::Value &api_pod, const Json::Val
             bool changed = wr != o["state"]["waiting"]["reason"].asString() ||
                            cs["restartCount"] != o["restartCount"];
             if (wr == "CrashLoopBackOff" && changed && backoff_from_status)
-                out.push_back({"Warning", "BackOff",
-                               "Back-off restarting failed container " + name + " in pod " + pod_ref,
-                               fp});
+                out.push_back(
+                    {"Warning", "BackOff",
+                     "Back-off restarting failed container " + name + " in pod " + pod_ref, fp});
             if ((wr == "CreateContainerConfigError" || wr == "CreateContainerError") && changed)
                 out.push_back({"Warning", "Failed", "Error: " + w["message"].asString(), fp});
         }
     }
     if (new_status["phase"].asString() == "Failed" && old_status["phase"].asString() != "Failed" &&
         new_status.isMember("reason") && !new_status["containerStatuses"].size())
-        out.push_back({"Warning", new_status["reason"].asString(),
-                       new_status["message"].asString(), ""});
+        out.push_back(
+            {"Warning", new_status["reason"].asString(), new_status["message"].asString(), ""});
     return out;
 }
 

@@ -37,8 +37,8 @@ Json::Value refused_pod_status(const Json::Value &api_pod, const std::string &re
 Json::Value job_end_status(const Json::Value &status, const std::string &reason, uint32_t job_id);
 
 struct EventSpec {
-    std::string type;        // Normal | Warning
-    std::string reason;      // Started, Killing, BackOff, Failed, ...
+    std::string type;    // Normal | Warning
+    std::string reason;  // Started, Killing, BackOff, Failed, ...
     std::string message;
     std::string field_path;  // spec.containers{name}, or "" for the pod
 };

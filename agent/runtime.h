@@ -31,8 +31,8 @@ namespace sk::agent {
 // An event the runtime saw (a failed probe, a back-off, a probe kill):
 // contract 2's optional pod_status "events" array.
 struct RuntimeEvent {
-    std::string type;       // Normal | Warning
-    std::string reason;     // Unhealthy, BackOff, Killing, ...
+    std::string type;    // Normal | Warning
+    std::string reason;  // Unhealthy, BackOff, Killing, ...
     std::string message;
     std::string container;  // "" = the pod
 };

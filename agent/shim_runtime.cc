@@ -16,7 +16,8 @@ Result<PodSnapshot> pod_status_from_json(const Json::Value &b) {
     auto name = json::opt_string(b, "name", "pod_status");
     if (!name) return name.failure();
     p.name = *name;
-    if (!b["status"].isObject()) return fail(Error::Parse, "pod_status: 'status' must be an object");
+    if (!b["status"].isObject())
+        return fail(Error::Parse, "pod_status: 'status' must be an object");
     p.status = b["status"];
     if (!b.isMember("events")) return p;
     if (!b["events"].isArray()) return fail(Error::Parse, "pod_status: 'events' must be an array");
@@ -40,7 +41,8 @@ Result<PodSnapshot> pod_status_from_json(const Json::Value &b) {
 
 Result<std::vector<PodSnapshot>> pod_list_from_json(const Json::Value &body) {
     std::vector<PodSnapshot> out;
-    if (!body["pods"].isArray()) return fail(Error::Parse, "pod_list reply: 'pods' must be an array");
+    if (!body["pods"].isArray())
+        return fail(Error::Parse, "pod_list reply: 'pods' must be an array");
     for (const auto &p : body["pods"]) {
         auto s = pod_status_from_json(p);
         if (!s) return s.failure();
@@ -55,7 +57,9 @@ ShimRuntime::ShimRuntime(std::shared_ptr<Connection> conn, std::string log_prefi
     conn_->set_close_handler([this] { on_closed(); });
 }
 
-ShimRuntime::~ShimRuntime() { detach(); }
+ShimRuntime::~ShimRuntime() {
+    detach();
+}
 
 void ShimRuntime::detach() {
     if (!conn_) return;
@@ -64,14 +68,16 @@ void ShimRuntime::detach() {
     conn_->close();
     conn_.reset();
     auto pending = std::move(pending_);
-    for (auto &[id, cb] : pending) cb(fail(Error::Unavailable, "shim detached"));
+    for (auto &[id, cb] : pending)
+        cb(fail(Error::Unavailable, "shim detached"));
 }
 
 void ShimRuntime::on_closed() {
     LOG_INFO("%s shim connection closed", prefix_.c_str());
     conn_.reset();
     auto pending = std::move(pending_);
-    for (auto &[id, cb] : pending) cb(fail(Error::Unavailable, "the shim's connection closed"));
+    for (auto &[id, cb] : pending)
+        cb(fail(Error::Unavailable, "the shim's connection closed"));
     notify_lost();  // may destroy this
 }
 
@@ -105,8 +111,10 @@ void ShimRuntime::on_line(const std::string &line) {
         if (it == pending_.end()) return;
         ReplyCb cb = std::move(it->second);
         pending_.erase(it);
-        if (rep->ok) cb(rep->body);
-        else cb(fail(rep->error, rep->message));
+        if (rep->ok)
+            cb(rep->body);
+        else
+            cb(fail(rep->error, rep->message));
         return;
     }
     auto req = proto::decode_request(line);
@@ -126,8 +134,9 @@ void ShimRuntime::on_line(const std::string &line) {
             return;
         }
     } else {
-        reply = proto::error_reply(req->id, fail(Error::InvalidArgument,
-                                                 "unknown operation '" + req->op + "' from a shim"));
+        reply = proto::error_reply(
+            req->id,
+            fail(Error::InvalidArgument, "unknown operation '" + req->op + "' from a shim"));
     }
     if (conn_) conn_->reply(reply);
 }

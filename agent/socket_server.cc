@@ -109,12 +109,17 @@ struct SocketServer::Impl {
     }
 };
 
-SocketServer::SocketServer(uv_loop_t *loop, std::string path, unsigned mode,
-                           size_t max_connections, RequestHandler handler)
-    : loop_(loop), path_(std::move(path)), mode_(mode), max_conns_(max_connections),
+SocketServer::SocketServer(uv_loop_t *loop, std::string path, unsigned mode, size_t max_connections,
+                           RequestHandler handler)
+    : loop_(loop),
+      path_(std::move(path)),
+      mode_(mode),
+      max_conns_(max_connections),
       handler_(std::move(handler)) {}
 
-SocketServer::~SocketServer() { stop(); }
+SocketServer::~SocketServer() {
+    stop();
+}
 
 Status SocketServer::start() {
     listener_ = new uv_pipe_t;
@@ -124,7 +129,8 @@ Status SocketServer::start() {
     if (lstat(path_.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) unlink(path_.c_str());
     int rc = uv_pipe_bind(listener_, path_.c_str());
     if (rc == 0 && chmod(path_.c_str(), mode_) != 0) rc = -errno;
-    if (rc == 0) rc = uv_listen(reinterpret_cast<uv_stream_t *>(listener_), 128, Impl::on_connection);
+    if (rc == 0)
+        rc = uv_listen(reinterpret_cast<uv_stream_t *>(listener_), 128, Impl::on_connection);
     if (rc != 0) {
         uv_close(reinterpret_cast<uv_handle_t *>(listener_),
                  [](uv_handle_t *h) { delete reinterpret_cast<uv_pipe_t *>(h); });
@@ -143,14 +149,16 @@ void SocketServer::stop() {
         unlink(path_.c_str());
     }
     auto conns = conns_;
-    for (const auto &c : conns) c->close();
+    for (const auto &c : conns)
+        c->close();
     conns_.clear();
 }
 
 void SocketServer::accept_one() {
     auto *pipe = new uv_pipe_t;
     uv_pipe_init(loop_, pipe, 0);
-    if (uv_accept(reinterpret_cast<uv_stream_t *>(listener_), reinterpret_cast<uv_stream_t *>(pipe)) != 0) {
+    if (uv_accept(reinterpret_cast<uv_stream_t *>(listener_),
+                  reinterpret_cast<uv_stream_t *>(pipe)) != 0) {
         uv_close(reinterpret_cast<uv_handle_t *>(pipe),
                  [](uv_handle_t *h) { delete reinterpret_cast<uv_pipe_t *>(h); });
         return;

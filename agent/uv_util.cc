@@ -47,8 +47,12 @@ void Timer::start(uint64_t ms, std::function<void()> cb, uint64_t repeat_ms) {
         ms, repeat_ms);
 }
 
-void Timer::stop() { uv_timer_stop(&s_->h); }
-bool Timer::active() const { return uv_is_active(reinterpret_cast<const uv_handle_t *>(&s_->h)); }
+void Timer::stop() {
+    uv_timer_stop(&s_->h);
+}
+bool Timer::active() const {
+    return uv_is_active(reinterpret_cast<const uv_handle_t *>(&s_->h));
+}
 
 void defer(uv_loop_t *loop, std::function<void()> fn) {
     struct D {

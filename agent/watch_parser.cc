@@ -11,12 +11,18 @@ Result<WatchEvent> parse_watch_line(std::string_view line) {
         return fail(Error::Parse, "watch event: expected {\"type\":...,\"object\":{...}}");
     WatchEvent e;
     std::string t = (*v)["type"].asString();
-    if (t == "ADDED") e.type = WatchType::Added;
-    else if (t == "MODIFIED") e.type = WatchType::Modified;
-    else if (t == "DELETED") e.type = WatchType::Deleted;
-    else if (t == "BOOKMARK") e.type = WatchType::Bookmark;
-    else if (t == "ERROR") e.type = WatchType::Error;
-    else return fail(Error::Parse, "watch event: unknown type '" + t + "'");
+    if (t == "ADDED")
+        e.type = WatchType::Added;
+    else if (t == "MODIFIED")
+        e.type = WatchType::Modified;
+    else if (t == "DELETED")
+        e.type = WatchType::Deleted;
+    else if (t == "BOOKMARK")
+        e.type = WatchType::Bookmark;
+    else if (t == "ERROR")
+        e.type = WatchType::Error;
+    else
+        return fail(Error::Parse, "watch event: unknown type '" + t + "'");
     e.object = std::move((*v)["object"]);
     if (e.type == WatchType::Error) {
         e.error_code = e.object["code"].isInt() ? e.object["code"].asInt() : 500;
@@ -36,7 +42,8 @@ Result<std::vector<WatchEvent>> WatchParser::feed(std::string_view chunk) {
     size_t start = 0;
     for (size_t nl; (nl = buf_.find('\n', start)) != std::string::npos; start = nl + 1) {
         std::string_view line(buf_.data() + start, nl - start);
-        while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
+        while (!line.empty() && (line.back() == '\r' || line.back() == ' '))
+            line.remove_suffix(1);
         if (line.empty()) continue;
         auto e = parse_watch_line(line);
         if (!e) {

@@ -25,8 +25,12 @@ struct Proc {
     Container *c;
 };
 
-void close_free_pipe(uv_handle_t *h) { delete static_cast<Pipe *>(h->data); }
-void close_free_proc(uv_handle_t *h) { delete static_cast<Proc *>(h->data); }
+void close_free_pipe(uv_handle_t *h) {
+    delete static_cast<Pipe *>(h->data);
+}
+void close_free_proc(uv_handle_t *h) {
+    delete static_cast<Proc *>(h->data);
+}
 
 void alloc_cb(uv_handle_t *, size_t suggested, uv_buf_t *buf) {
     buf->base = new char[suggested];
@@ -68,7 +72,8 @@ void restart_timer_cb(uv_timer_t *t) noexcept {
 void kill_timer_cb(uv_timer_t *t) noexcept {
     auto *c = static_cast<Container *>(t->data);
     if (c->running) {
-        LOG_INFO("%s grace period over, sending SIGKILL to the process group", c->id_prefix().c_str());
+        LOG_INFO("%s grace period over, sending SIGKILL to the process group",
+                 c->id_prefix().c_str());
         signal_group(c->pid, SIGKILL);
     }
 }
@@ -81,9 +86,11 @@ Container::Container(PodRunner *p, ContainerPlan *pl, ContainerRun *r) : pod(p),
     timer.data = this;
     uv_timer_init(loop, &kill_timer);
     kill_timer.data = this;
-    if (plan->startup) probes.push_back(std::make_unique<ProbeRunner>(this, ProbeKind::Startup, *plan->startup));
+    if (plan->startup)
+        probes.push_back(std::make_unique<ProbeRunner>(this, ProbeKind::Startup, *plan->startup));
     if (plan->readiness)
-        probes.push_back(std::make_unique<ProbeRunner>(this, ProbeKind::Readiness, *plan->readiness));
+        probes.push_back(
+            std::make_unique<ProbeRunner>(this, ProbeKind::Readiness, *plan->readiness));
     if (plan->liveness)
         probes.push_back(std::make_unique<ProbeRunner>(this, ProbeKind::Liveness, *plan->liveness));
 }
@@ -95,7 +102,8 @@ std::string Container::id_prefix() const {
 }
 
 std::string Container::log_path() const {
-    return pod->env().pod_dir + "/" + plan->name + "/" + std::to_string(run->restart_count) + ".log";
+    return pod->env().pod_dir + "/" + plan->name + "/" + std::to_string(run->restart_count) +
+           ".log";
 }
 
 Status Container::start() {
@@ -125,7 +133,8 @@ Status Container::start() {
     po->h.data = po;
     pe->h.data = pe;
     pr->h.data = pr;
-    SpawnSpec spec{plan->argv, plan->env, plan->working_dir.empty() ? env.pod_dir : plan->working_dir};
+    SpawnSpec spec{plan->argv, plan->env,
+                   plan->working_dir.empty() ? env.pod_dir : plan->working_dir};
     oom_before = cgroup_oom_kills();
     int rc = spawn_process(env.clock.loop, &pr->h, spec, exit_cb, &po->h, &pe->h);
     if (rc != 0) {
@@ -199,7 +208,8 @@ void Container::maybe_finish_exit() {
     pending_exit = false;
     running = false;
     uv_timer_stop(&kill_timer);
-    for (auto &p : probes) p->stop();
+    for (auto &p : probes)
+        p->stop();
     if (log) {
         (void)log->flush();
         log.reset();
@@ -232,8 +242,9 @@ void Container::restart_after(int64_t spec_ms) {
     }
     run->state = CState::Waiting;
     run->waiting_reason = "CrashLoopBackOff";
-    run->waiting_message = "back-off " + go_duration(spec_ms) + " restarting failed container=" +
-                           plan->name + " pod=" + pod->plan().kubelet_name();
+    run->waiting_message = "back-off " + go_duration(spec_ms) +
+                           " restarting failed container=" + plan->name +
+                           " pod=" + pod->plan().kubelet_name();
     uv_timer_start(&timer, restart_timer_cb, pod->env().clock.real_delay(spec_ms), 0);
     pod->add_event("Warning", "BackOff",
                    "Back-off restarting failed container " + plan->name + " in pod " +
@@ -241,15 +252,19 @@ void Container::restart_after(int64_t spec_ms) {
                    plan->name);
 }
 
-void Container::cancel_restart() { uv_timer_stop(&timer); }
+void Container::cancel_restart() {
+    uv_timer_stop(&timer);
+}
 
 void Container::stop(int64_t grace_ms) {
     cancel_restart();
-    for (auto &p : probes) p->stop();
+    for (auto &p : probes)
+        p->stop();
     if (!running || killing) return;
     killing = true;
     if (pid == 0) return;
-    uv_timer_start(&kill_timer, kill_timer_cb, static_cast<uint64_t>(std::max<int64_t>(grace_ms, 0)), 0);
+    uv_timer_start(&kill_timer, kill_timer_cb,
+                   static_cast<uint64_t>(std::max<int64_t>(grace_ms, 0)), 0);
     if (!plan->pre_stop.empty() && grace_ms > 0) {
         auto *pr = new Proc{{}, this};
         pr->h.data = pr;

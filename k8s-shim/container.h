@@ -60,24 +60,24 @@ struct Container {
     int64_t exit_status = 0;
     int term_signal = 0;
     long long oom_before = -1;
-    bool killing = false;        // we sent SIGTERM/SIGKILL on purpose
-    std::string kill_reason;     // liveness/startup failure: restart per policy
+    bool killing = false;     // we sent SIGTERM/SIGKILL on purpose
+    std::string kill_reason;  // liveness/startup failure: restart per policy
     std::optional<CriLogWriter> log;
-    std::string tail;            // last output bytes, for FallbackToLogsOnError
+    std::string tail;  // last output bytes, for FallbackToLogsOnError
     CrashBackoff backoff;
     std::vector<std::unique_ptr<ProbeRunner>> probes;
 
-    Status start();                    // spawn one instance
-    void stop(int64_t grace_ms);       // preStop, SIGTERM, grace, SIGKILL
+    Status start();                                 // spawn one instance
+    void stop(int64_t grace_ms);                    // preStop, SIGTERM, grace, SIGKILL
     void kill_for_restart(const std::string &why);  // failed liveness/startup probe
     void restart_after(int64_t spec_ms);
     void cancel_restart();
     void on_process_exit(int64_t status, int signal);
-    void maybe_finish_exit();          // exit seen and pipes at EOF
+    void maybe_finish_exit();  // exit seen and pipes at EOF
     void on_output(const char *stream, const char *data, size_t len);
-    void probes_changed();             // recompute ready/started
+    void probes_changed();  // recompute ready/started
     std::string log_path() const;
-    std::string id_prefix() const;     // "[pod ns/name] container c:"
+    std::string id_prefix() const;  // "[pod ns/name] container c:"
 };
 
 }  // namespace sk::shim

@@ -9,7 +9,8 @@ namespace sk::shim {
 
 std::vector<int> GpuAllocator::free_gpus() const {
     std::set<int> used;
-    for (const auto &[uid, idx] : assigned_) used.insert(idx.begin(), idx.end());
+    for (const auto &[uid, idx] : assigned_)
+        used.insert(idx.begin(), idx.end());
     std::vector<int> out;
     for (int g : lent_)
         if (!used.count(g)) out.push_back(g);
@@ -22,22 +23,25 @@ Result<std::vector<int>> GpuAllocator::allocate(const std::string &uid, int n) {
     if (n <= 0) return std::vector<int>{};
     auto free = free_gpus();
     if (static_cast<int>(free.size()) < n)
-        return fail(Error::Refused,
-                    "the pod asks for " + std::to_string(n) + " nvidia.com/gpu but only " +
-                        std::to_string(free.size()) + " of the " + std::to_string(lent_.size()) +
-                        " GPUs this Slurm job lends are free");
+        return fail(Error::Refused, "the pod asks for " + std::to_string(n) +
+                                        " nvidia.com/gpu but only " + std::to_string(free.size()) +
+                                        " of the " + std::to_string(lent_.size()) +
+                                        " GPUs this Slurm job lends are free");
     std::vector<int> mine(free.begin(), free.begin() + n);
     assigned_[uid] = mine;
     return mine;
 }
 
-void GpuAllocator::release(const std::string &uid) { assigned_.erase(uid); }
+void GpuAllocator::release(const std::string &uid) {
+    assigned_.erase(uid);
+}
 
 Json::Value GpuAllocator::to_json() const {
     Json::Value v(Json::objectValue);
     v["lent"] = json::from_ints(lent_);
     Json::Value pods(Json::objectValue);
-    for (const auto &[uid, idx] : assigned_) pods[uid] = json::from_ints(idx);
+    for (const auto &[uid, idx] : assigned_)
+        pods[uid] = json::from_ints(idx);
     v["pods"] = pods;
     return v;
 }

@@ -14,8 +14,12 @@ namespace {
 const std::set<std::string> kPlainResources = {"cpu", "memory", "ephemeral-storage"};
 constexpr const char *kGpuResource = "nvidia.com/gpu";
 
-Failure refused(const std::string &msg) { return fail(Error::Refused, msg); }
-Failure invalid(const std::string &msg) { return fail(Error::Invalid, msg); }
+Failure refused(const std::string &msg) {
+    return fail(Error::Refused, msg);
+}
+Failure invalid(const std::string &msg) {
+    return fail(Error::Invalid, msg);
+}
 
 bool is_true(const Json::Value &obj, const char *key) {
     return obj.isObject() && obj[key].isBool() && obj[key].asBool();
@@ -105,16 +109,19 @@ Result<std::optional<ProbeSpec>> parse_probe(const Json::Value &c, const char *k
         s.port = *port;
         if (a["host"].isString() && !a["host"].asString().empty()) s.host = a["host"].asString();
         if (http) {
-            if (a["path"].isString() && !a["path"].asString().empty()) s.path = a["path"].asString();
+            if (a["path"].isString() && !a["path"].asString().empty())
+                s.path = a["path"].asString();
             if (a["scheme"].isString() && a["scheme"].asString() == "HTTPS")
-                return refused(what + ": HTTPS probes are not supported on this node; use HTTP or "
-                                      "tcpSocket");
+                return refused(what +
+                               ": HTTPS probes are not supported on this node; use HTTP or "
+                               "tcpSocket");
             for (const auto &h : a["httpHeaders"])
                 s.headers.emplace_back(h["name"].asString(), h["value"].asString());
         }
     } else if (p.isMember("grpc")) {
-        return refused(what + ": grpc probes are not supported on this node; use exec, httpGet or "
-                              "tcpSocket");
+        return refused(what +
+                       ": grpc probes are not supported on this node; use exec, httpGet or "
+                       "tcpSocket");
     } else {
         return invalid(what + " has no action (exec, httpGet or tcpSocket)");
     }
@@ -139,8 +146,9 @@ Status check_security_context(const Json::Value &sc, const PlanContext &ctx,
                               const std::string &who) {
     if (!sc.isObject()) return {};
     if (is_true(sc, "privileged"))
-        return refused(who + " asks for privileged mode; pods on Slurm nodes run as the job's "
-                             "user without privileges. Remove securityContext.privileged");
+        return refused(who +
+                       " asks for privileged mode; pods on Slurm nodes run as the job's "
+                       "user without privileges. Remove securityContext.privileged");
     const Json::Value &add = sc["capabilities"]["add"];
     if (add.isArray() && !add.empty())
         return refused(who + " adds Linux capabilities (" + add[0].asString() +
@@ -161,8 +169,9 @@ Status check_security_context(const Json::Value &sc, const PlanContext &ctx,
 
 Status check_pod_policy(const Json::Value &spec, const PlanContext &ctx) {
     if (is_true(spec, "hostPID"))
-        return refused("hostPID is not allowed: pods on Slurm nodes may not see the job's or "
-                       "other users' processes. Remove spec.hostPID");
+        return refused(
+            "hostPID is not allowed: pods on Slurm nodes may not see the job's or "
+            "other users' processes. Remove spec.hostPID");
     if (is_true(spec, "hostIPC"))
         return refused("hostIPC is not allowed on Slurm nodes. Remove spec.hostIPC");
     return check_security_context(spec["securityContext"], ctx, "the pod");
@@ -172,8 +181,8 @@ Status parse_resources(const Json::Value &c, ContainerPlan *cp) {
     for (const char *kind : {"requests", "limits"}) {
         const Json::Value &m = c["resources"][kind];
         if (m.isNull()) continue;
-        if (!m.isObject()) return invalid("container " + cp->name + " resources." + kind +
-                                          " must be an object");
+        if (!m.isObject())
+            return invalid("container " + cp->name + " resources." + kind + " must be an object");
         auto &dst = std::string(kind) == "requests" ? cp->requests : cp->limits;
         for (const auto &res : m.getMemberNames()) {
             const Json::Value &v = m[res];
@@ -214,10 +223,14 @@ Status parse_env(const Json::Value &c, const Json::Value &pod, const PlanContext
             value = expand_vars(e["value"].asString(), seen);
         } else if (e.isMember("valueFrom")) {
             std::string field = e["valueFrom"]["fieldRef"]["fieldPath"].asString();
-            if (field == "metadata.name") value = pod["metadata"]["name"].asString();
-            else if (field == "metadata.namespace") value = pod["metadata"]["namespace"].asString();
-            else if (field == "metadata.uid") value = pod["metadata"]["uid"].asString();
-            else if (field == "spec.nodeName") value = ctx.node_name;
+            if (field == "metadata.name")
+                value = pod["metadata"]["name"].asString();
+            else if (field == "metadata.namespace")
+                value = pod["metadata"]["namespace"].asString();
+            else if (field == "metadata.uid")
+                value = pod["metadata"]["uid"].asString();
+            else if (field == "spec.nodeName")
+                value = ctx.node_name;
             else if (field == "spec.serviceAccountName")
                 value = pod["spec"]["serviceAccountName"].asString();
             else
@@ -231,7 +244,8 @@ Status parse_env(const Json::Value &c, const Json::Value &pod, const PlanContext
     // place so execve never sees a name twice.
     std::vector<EnvVar> all = base;
     for (auto &e : own) {
-        auto it = std::find_if(all.begin(), all.end(), [&](const EnvVar &x) { return x.name == e.name; });
+        auto it =
+            std::find_if(all.begin(), all.end(), [&](const EnvVar &x) { return x.name == e.name; });
         if (it != all.end())
             it->value = e.value;
         else
@@ -266,19 +280,19 @@ Result<ContainerPlan> parse_container(const Json::Value &c, const Json::Value &p
     std::string who = std::string(init ? "init container " : "container ") + cp.name;
     if (auto st = check_security_context(c["securityContext"], ctx, who); !st) return st.failure();
     if (c["volumeDevices"].isArray() && !c["volumeDevices"].empty())
-        return refused(who + " asks for raw block devices (volumeDevices); only the lent GPUs "
-                             "are available on Slurm nodes");
+        return refused(who +
+                       " asks for raw block devices (volumeDevices); only the lent GPUs "
+                       "are available on Slurm nodes");
     if (auto st = parse_resources(c, &cp); !st) return st.failure();
     if (auto st = parse_env(c, pod, ctx, base, &cp); !st) return st.failure();
     if (auto st = parse_hooks(c, &cp); !st) return st.failure();
     cp.working_dir = c["workingDir"].asString();
     if (c["terminationMessagePolicy"].isString())
         cp.termination_message_policy = c["terminationMessagePolicy"].asString();
-    for (auto [key, dst] : {std::pair{"startupProbe", &cp.startup},
-                            std::pair{"readinessProbe", &cp.readiness},
-                            std::pair{"livenessProbe", &cp.liveness}}) {
-        if (init && !c[key].isNull())
-            return invalid(who + ": init containers may not have " + key);
+    for (auto [key, dst] :
+         {std::pair{"startupProbe", &cp.startup}, std::pair{"readinessProbe", &cp.readiness},
+          std::pair{"livenessProbe", &cp.liveness}}) {
+        if (init && !c[key].isNull()) return invalid(who + ": init containers may not have " + key);
         auto p = parse_probe(c, key, cp.name);
         if (!p) return p.failure();
         *dst = *p;
@@ -289,18 +303,23 @@ Result<ContainerPlan> parse_container(const Json::Value &c, const Json::Value &p
     if (!command) return command.failure();
     if (!args) return args.failure();
     std::map<std::string, std::string> vars;
-    for (const auto &e : cp.env) vars[e.name] = e.value;
+    for (const auto &e : cp.env)
+        vars[e.name] = e.value;
     std::vector<std::string> cmd;
-    for (const auto &w : *command) cmd.push_back(expand_vars(w, vars));
-    for (const auto &w : *args) cmd.push_back(expand_vars(w, vars));
+    for (const auto &w : *command)
+        cmd.push_back(expand_vars(w, vars));
+    for (const auto &w : *args)
+        cmd.push_back(expand_vars(w, vars));
     const RuntimeTemplate *t = ctx.templates ? ctx.templates->match(cp.image) : nullptr;
     if (t) {
         cp.argv = RuntimeTemplates::expand(*t, cp.image, cp.name, cmd);
     } else if (command->empty()) {
-        return refused(who + " has no command: this node runs containers as processes and "
-                             "cannot take the entrypoint from image '" +
-                       cp.image + "'. Set command (and args), or ask the admins for a runtime "
-                                  "template for this image");
+        return refused(who +
+                       " has no command: this node runs containers as processes and "
+                       "cannot take the entrypoint from image '" +
+                       cp.image +
+                       "'. Set command (and args), or ask the admins for a runtime "
+                       "template for this image");
     } else {
         cp.argv = std::move(cmd);
     }
@@ -313,7 +332,8 @@ Status parse_volumes(const Json::Value &spec, const Json::Value &files, PodPlan 
         vp.name = v["name"].asString();
         if (vp.name.empty()) return invalid("every volume needs a name");
         if (v.isMember("hostPath"))
-            return refused("volume " + vp.name + " is a hostPath volume; pods on Slurm nodes may "
+            return refused("volume " + vp.name +
+                           " is a hostPath volume; pods on Slurm nodes may "
                            "not mount node paths. Use emptyDir, configMap or secret");
         if (v.isMember("emptyDir")) {
             vp.kind = VolumeKind::EmptyDir;
@@ -334,7 +354,8 @@ Status parse_volumes(const Json::Value &spec, const Json::Value &files, PodPlan 
                 vp.files[rel] = *data;
             }
         } else {
-            return refused("volume " + vp.name + " has a type this node does not support; Slurm "
+            return refused("volume " + vp.name +
+                           " has a type this node does not support; Slurm "
                            "nodes support emptyDir, configMap, secret, projected and downwardAPI");
         }
         plan->volumes.push_back(std::move(vp));
@@ -415,14 +436,17 @@ std::string volume_dir(const std::string &pod_dir, const std::string &volume) {
 
 std::string volume_env_name(const std::string &volume) {
     std::string n = "SLURM_K8S_VOLUME_";
-    for (char c : volume) n += (c == '-' || c == '.') ? '_' : static_cast<char>(toupper(c));
+    for (char c : volume)
+        n += (c == '-' || c == '.') ? '_' : static_cast<char>(toupper(c));
     return n;
 }
 
 int PodPlan::gpus_needed() const {
     int sum = 0, init_max = 0;
-    for (const auto &c : containers) sum += c.gpus;
-    for (const auto &c : init_containers) init_max = std::max(init_max, c.gpus);
+    for (const auto &c : containers)
+        sum += c.gpus;
+    for (const auto &c : init_containers)
+        init_max = std::max(init_max, c.gpus);
     return std::max(sum, init_max);
 }
 
@@ -433,22 +457,26 @@ Result<PodPlan> plan_pod(const Json::Value &pod, const Json::Value &files, const
     plan.uid = pod["metadata"]["uid"].asString();
     plan.ns = pod["metadata"]["namespace"].asString();
     plan.name = pod["metadata"]["name"].asString();
-    if (plan.uid.empty() || plan.name.empty())
-        return invalid("pod metadata needs uid and name");
+    if (plan.uid.empty() || plan.name.empty()) return invalid("pod metadata needs uid and name");
     const Json::Value &spec = pod["spec"];
     if (auto st = check_pod_policy(spec, ctx); !st) return st.failure();
 
     std::string rp = spec["restartPolicy"].isString() ? spec["restartPolicy"].asString() : "Always";
-    if (rp == "Always") plan.restart_policy = RestartPolicy::Always;
-    else if (rp == "OnFailure") plan.restart_policy = RestartPolicy::OnFailure;
-    else if (rp == "Never") plan.restart_policy = RestartPolicy::Never;
-    else return invalid("restartPolicy must be Always, OnFailure or Never, not '" + rp + "'");
+    if (rp == "Always")
+        plan.restart_policy = RestartPolicy::Always;
+    else if (rp == "OnFailure")
+        plan.restart_policy = RestartPolicy::OnFailure;
+    else if (rp == "Never")
+        plan.restart_policy = RestartPolicy::Never;
+    else
+        return invalid("restartPolicy must be Always, OnFailure or Never, not '" + rp + "'");
     if (spec["terminationGracePeriodSeconds"].isIntegral())
         plan.grace_s = std::max<int64_t>(0, spec["terminationGracePeriodSeconds"].asInt64());
 
     if (auto st = parse_volumes(spec, files, &plan); !st) return st.failure();
     auto base = base_env(pod, ctx);
-    for (const auto &v : plan.volumes) base.push_back({volume_env_name(v.name), volume_dir(ctx.pod_dir, v.name)});
+    for (const auto &v : plan.volumes)
+        base.push_back({volume_env_name(v.name), volume_dir(ctx.pod_dir, v.name)});
     if (!spec["containers"].isArray() || spec["containers"].empty())
         return invalid("the pod has no containers");
     std::set<std::string> names;
@@ -478,7 +506,8 @@ void assign_gpus(PodPlan *plan, const std::vector<int> &indices) {
     size_t next = 0;
     for (auto &c : plan->containers) {
         std::vector<int> mine;
-        for (int i = 0; i < c.gpus && next < indices.size(); i++) mine.push_back(indices[next++]);
+        for (int i = 0; i < c.gpus && next < indices.size(); i++)
+            mine.push_back(indices[next++]);
         set(&c, mine);
     }
     for (auto &c : plan->init_containers) {

@@ -29,11 +29,11 @@ enum class ProbeAction { Exec, HttpGet, TcpSocket };
 
 struct ProbeSpec {
     ProbeAction action = ProbeAction::Exec;
-    std::vector<std::string> exec;  // Exec
+    std::vector<std::string> exec;   // Exec
     std::string host = "127.0.0.1";  // HttpGet, TcpSocket: hostNetwork semantics
     int port = 0;
-    std::string path = "/";                                       // HttpGet
-    std::vector<std::pair<std::string, std::string>> headers;      // HttpGet
+    std::string path = "/";                                    // HttpGet
+    std::vector<std::pair<std::string, std::string>> headers;  // HttpGet
     int initial_delay_s = 0, period_s = 10, timeout_s = 1;
     int success_threshold = 1, failure_threshold = 3;
 };
@@ -45,10 +45,10 @@ struct ContainerPlan {
     std::vector<EnvVar> env;        // final order, no duplicate names
     std::string working_dir;        // empty: the pod directory
     std::optional<ProbeSpec> startup, readiness, liveness;
-    std::vector<std::string> pre_stop;   // exec preStop hook, empty when none
-    std::vector<std::string> post_start; // exec postStart hook, empty when none
-    int gpus = 0;                        // nvidia.com/gpu limit
-    std::vector<int> gpu_indices;        // filled by assign_gpus()
+    std::vector<std::string> pre_stop;                    // exec preStop hook, empty when none
+    std::vector<std::string> post_start;                  // exec postStart hook, empty when none
+    int gpus = 0;                                         // nvidia.com/gpu limit
+    std::vector<int> gpu_indices;                         // filled by assign_gpus()
     std::map<std::string, std::string> requests, limits;  // recorded as given
     std::string termination_message_policy = "File";
 };
@@ -83,9 +83,9 @@ struct PodPlan {
 
 // What the plan needs to know about the job and the node.
 struct PlanContext {
-    uint32_t uid = 0, gid = 0;        // the job's user: the only identity pods may run as
-    std::string node_name;            // virtual node (HOSTNAME, spec.nodeName)
-    std::string pod_dir;              // <state_dir>/pods/<uid>: emptyDir and volume files
+    uint32_t uid = 0, gid = 0;  // the job's user: the only identity pods may run as
+    std::string node_name;      // virtual node (HOSTNAME, spec.nodeName)
+    std::string pod_dir;        // <state_dir>/pods/<uid>: emptyDir and volume files
     std::string base_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
     const RuntimeTemplates *templates = nullptr;  // may be null: process runtime only
 };

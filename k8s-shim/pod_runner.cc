@@ -36,9 +36,12 @@ Status write_file(const std::string &path, const std::string &data, mode_t mode)
 
 bool should_restart(RestartPolicy p, const Termination &t, bool probe_failed) {
     switch (p) {
-        case RestartPolicy::Always: return true;
-        case RestartPolicy::OnFailure: return t.exit_code != 0 || probe_failed;
-        case RestartPolicy::Never: return false;
+        case RestartPolicy::Always:
+            return true;
+        case RestartPolicy::OnFailure:
+            return t.exit_code != 0 || probe_failed;
+        case RestartPolicy::Never:
+            return false;
     }
     return false;
 }
@@ -49,7 +52,8 @@ PodRunner::PodRunner(RunnerEnv env, PodPlan plan) : env_(std::move(env)), plan_(
     run_.init.resize(plan_.init_containers.size());
     run_.app.resize(plan_.containers.size());
     for (size_t i = 0; i < plan_.init_containers.size(); i++)
-        init_.push_back(std::make_unique<Container>(this, &plan_.init_containers[i], &run_.init[i]));
+        init_.push_back(
+            std::make_unique<Container>(this, &plan_.init_containers[i], &run_.init[i]));
     for (size_t i = 0; i < plan_.containers.size(); i++)
         app_.push_back(std::make_unique<Container>(this, &plan_.containers[i], &run_.app[i]));
 }
@@ -111,10 +115,13 @@ Status PodRunner::start() {
 }
 
 void PodRunner::start_app_containers() {
-    for (auto &c : app_) (void)c->start();
+    for (auto &c : app_)
+        (void)c->start();
 }
 
-void PodRunner::container_started(Container *) { changed(); }
+void PodRunner::container_started(Container *) {
+    changed();
+}
 
 void PodRunner::container_exited(Container *c) {
     const Termination &t = *c->run->terminated;

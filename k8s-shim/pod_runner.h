@@ -29,7 +29,7 @@ struct Container;
 struct RunnerEnv {
     Clock clock;
     size_t log_max_bytes = 10 << 20;
-    std::string pod_dir;  // <state_dir>/pods/<uid>
+    std::string pod_dir;                // <state_dir>/pods/<uid>
     std::function<void()> on_change;    // status changed (send pod_status)
     std::function<void()> on_finished;  // nothing runs any more and nothing will
 };

@@ -101,8 +101,10 @@ std::string container_id(const std::string &uid, const std::string &name, int n)
 std::string pod_phase(const PodPlan &plan, const PodRun &run) {
     if (run.failed) return "Failed";
     bool any_running = false;
-    for (const auto &c : run.init) any_running |= c.state == CState::Running;
-    for (const auto &c : run.app) any_running |= c.state == CState::Running;
+    for (const auto &c : run.init)
+        any_running |= c.state == CState::Running;
+    for (const auto &c : run.app)
+        any_running |= c.state == CState::Running;
     if (!init_done(run)) {
         for (const auto &c : run.init)
             if (c.state == CState::Terminated && !succeeded(c) &&
@@ -189,11 +191,10 @@ Json::Value build_pod_status(const PodPlan &plan, const PodRun &run, const Json:
         conds.append(condition("ContainersReady", false, "PodCompleted", "", prev, now_ms));
     } else {
         bool initialized = incomplete.empty();
-        conds.append(condition("Initialized", initialized,
-                               initialized ? "" : "ContainersNotInitialized",
-                               initialized ? "" : "containers with incomplete status: " +
-                                                      names_list(incomplete),
-                               prev, now_ms));
+        conds.append(condition(
+            "Initialized", initialized, initialized ? "" : "ContainersNotInitialized",
+            initialized ? "" : "containers with incomplete status: " + names_list(incomplete), prev,
+            now_ms));
         bool ready = unready.empty() && phase != "Failed";
         std::string reason = phase == "Failed" ? "PodFailed" : ready ? "" : "ContainersNotReady";
         std::string msg = phase == "Failed" || ready

@@ -4,9 +4,12 @@ namespace sk::shim {
 
 const char *probe_kind_name(ProbeKind k) {
     switch (k) {
-        case ProbeKind::Startup: return "Startup";
-        case ProbeKind::Readiness: return "Readiness";
-        case ProbeKind::Liveness: return "Liveness";
+        case ProbeKind::Startup:
+            return "Startup";
+        case ProbeKind::Readiness:
+            return "Readiness";
+        case ProbeKind::Liveness:
+            return "Liveness";
     }
     return "?";
 }

@@ -87,9 +87,9 @@ void http_read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) noexcept {
         size_t sp = c->response.find(' ');
         if (sp != std::string::npos) code = atoi(c->response.c_str() + sp + 1);
     }
-    c->finish(code >= 200 && code < 400,
-              code ? "HTTP probe failed with statuscode: " + std::to_string(code)
-                   : "no HTTP response");
+    c->finish(
+        code >= 200 && code < 400,
+        code ? "HTTP probe failed with statuscode: " + std::to_string(code) : "no HTTP response");
 }
 
 void http_write_cb(uv_write_t *w, int status) noexcept {
@@ -114,7 +114,9 @@ void connect_cb(uv_connect_t *req, int status) noexcept {
     uv_read_start(reinterpret_cast<uv_stream_t *>(&c->tcp), http_alloc, http_read_cb);
 }
 
-void probe_timer_cb(uv_timer_t *t) noexcept { static_cast<ProbeRunner *>(t->data)->run_check(); }
+void probe_timer_cb(uv_timer_t *t) noexcept {
+    static_cast<ProbeRunner *>(t->data)->run_check();
+}
 
 }  // namespace
 
@@ -187,7 +189,8 @@ void ProbeRunner::run_check() {
         c->request = "GET " + spec.path + " HTTP/1.1\r\nHost: " + host + ":" +
                      std::to_string(spec.port) +
                      "\r\nUser-Agent: kube-probe/1.28\r\nAccept: */*\r\nConnection: close\r\n";
-        for (const auto &[k, v] : spec.headers) c->request += k + ": " + v + "\r\n";
+        for (const auto &[k, v] : spec.headers)
+            c->request += k + ": " + v + "\r\n";
         c->request += "\r\n";
     }
     c->connect.data = c;
@@ -222,8 +225,8 @@ void ProbeRunner::on_result(bool ok, const std::string &output) {
     } else if ((state.kind() == ProbeKind::Liveness || state.kind() == ProbeKind::Startup) &&
                o == Outcome::Failure) {
         active = false;
-        std::string why = state.kind() == ProbeKind::Liveness ? "failed liveness probe"
-                                                              : "failed startup probe";
+        std::string why =
+            state.kind() == ProbeKind::Liveness ? "failed liveness probe" : "failed startup probe";
         if (c->running && !c->killing)
             c->pod->add_event("Normal", "Killing",
                               "Container " + c->plan->name + " " + why + ", will be restarted",

@@ -35,8 +35,9 @@ Status RuntimeTemplates::add(const std::string &value, const std::string &where)
     auto words = split_words(value);
     if (words.size() < 2)
         return fail(Error::InvalidArgument,
-                    where + ": template needs an image pattern and a command, e.g. "
-                            "'template = docker.io/* apptainer exec docker://{image} {command}'");
+                    where +
+                        ": template needs an image pattern and a command, e.g. "
+                        "'template = docker.io/* apptainer exec docker://{image} {command}'");
     RuntimeTemplate t;
     t.pattern = words[0];
     t.words.assign(words.begin() + 1, words.end());
@@ -67,8 +68,7 @@ const RuntimeTemplate *RuntimeTemplates::match(const std::string &image) const {
 }
 
 std::vector<std::string> RuntimeTemplates::expand(const RuntimeTemplate &t,
-                                                  const std::string &image,
-                                                  const std::string &name,
+                                                  const std::string &image, const std::string &name,
                                                   const std::vector<std::string> &command) {
     std::vector<std::string> argv;
     for (const auto &w : t.words) {

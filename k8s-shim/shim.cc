@@ -46,14 +46,18 @@ void alloc_cb(uv_handle_t *, size_t suggested, uv_buf_t *buf) {
     buf->len = suggested;
 }
 
-void free_handle(uv_handle_t *h) { delete reinterpret_cast<uv_pipe_t *>(h); }
+void free_handle(uv_handle_t *h) {
+    delete reinterpret_cast<uv_pipe_t *>(h);
+}
 
 struct WriteReq {
     uv_write_t req;
     std::string data;
 };
 
-void write_cb(uv_write_t *w, int) noexcept { delete reinterpret_cast<WriteReq *>(w); }
+void write_cb(uv_write_t *w, int) noexcept {
+    delete reinterpret_cast<WriteReq *>(w);
+}
 
 }  // namespace
 
@@ -132,8 +136,10 @@ void Shim::on_line(const std::string &line) {
     if (v->isMember("ok")) {
         auto r = proto::decode_reply(line);
         if (!r) return lost_connection("bad reply from the agent: " + r.message());
-        if (r->id == attach_id_) on_attached(*r);
-        else if (!r->ok) LOG_WARN("agent refused a notification: %s", r->message.c_str());
+        if (r->id == attach_id_)
+            on_attached(*r);
+        else if (!r->ok)
+            LOG_WARN("agent refused a notification: %s", r->message.c_str());
         return;
     }
     auto req = proto::decode_request(line);
@@ -142,8 +148,8 @@ void Shim::on_line(const std::string &line) {
         return;
     }
     if (!attached_) {
-        send_line(proto::encode(proto::error_reply(
-            req->id, fail(Error::Unavailable, "the shim is not attached yet"))));
+        send_line(proto::encode(
+            proto::error_reply(req->id, fail(Error::Unavailable, "the shim is not attached yet"))));
         return;
     }
     bool deferred = false;
@@ -207,8 +213,7 @@ void Shim::send_line(const std::string &line) {
     auto *w = new WriteReq;
     w->data = line;
     uv_buf_t b = uv_buf_init(w->data.data(), static_cast<unsigned>(w->data.size()));
-    if (uv_write(&w->req, reinterpret_cast<uv_stream_t *>(conn_), &b, 1, write_cb) != 0)
-        delete w;
+    if (uv_write(&w->req, reinterpret_cast<uv_stream_t *>(conn_), &b, 1, write_cb) != 0) delete w;
 }
 
 void Shim::lost_connection(const std::string &why) {
@@ -240,11 +245,13 @@ proto::Reply Shim::handle(const proto::Request &req, bool *deferred) {
     if (req.op == "pod_kill") return pod_kill(req);
     if (req.op == "pod_list") return pod_list(req);
     if (req.op == "shutdown") return shutdown(req, deferred);
-    return proto::error_reply(req.id, fail(Error::InvalidArgument,
-                                           "unknown operation '" + req.op + "' for a shim"));
+    return proto::error_reply(
+        req.id, fail(Error::InvalidArgument, "unknown operation '" + req.op + "' for a shim"));
 }
 
-std::string Shim::pod_dir(const std::string &uid) const { return state_dir_ + "/pods/" + uid; }
+std::string Shim::pod_dir(const std::string &uid) const {
+    return state_dir_ + "/pods/" + uid;
+}
 
 void Shim::refuse(PodEntry &p, const std::string &reason, const std::string &message) {
     LOG_WARN("[pod %s/%s] refused: %s", p.ns.c_str(), p.name.c_str(), message.c_str());
@@ -260,7 +267,8 @@ proto::Reply Shim::pod_run(const proto::Request &req) {
     const Json::Value &pod = req.body["pod"];
     std::string uid = pod["metadata"]["uid"].asString();
     if (uid.empty() || uid.find('/') != std::string::npos || uid[0] == '.')
-        return proto::error_reply(req.id, fail(Error::Invalid, "pod_run: pod has no valid metadata.uid"));
+        return proto::error_reply(req.id,
+                                  fail(Error::Invalid, "pod_run: pod has no valid metadata.uid"));
     if (pods_.count(uid)) return reply;  // idempotent by uid: never run a pod twice
     if (shutting_down_)
         return proto::error_reply(req.id, fail(Error::Unavailable, "the shim is shutting down"));
@@ -412,7 +420,8 @@ void Shim::pod_finished(PodEntry &p) {
 
 void Shim::save_gpus() {
     if (state_dir_.empty()) return;
-    if (auto st = write_file_atomic(state_dir_ + "/gpus.json", json::write(gpus_.to_json()), 0640); !st)
+    if (auto st = write_file_atomic(state_dir_ + "/gpus.json", json::write(gpus_.to_json()), 0640);
+        !st)
         LOG_WARN("[node %s] %s", node_name_.c_str(), st.message().c_str());
 }
 
@@ -452,9 +461,10 @@ void Shim::load_previous_pods() {
                 killed++;
             }
         }
-        std::string msg = "the slurm-k8s-shim of this job restarted and could not re-attach to "
-                          "the pod's processes" +
-                          std::string(killed ? "; they were stopped" : "");
+        std::string msg =
+            "the slurm-k8s-shim of this job restarted and could not re-attach to "
+            "the pod's processes" +
+            std::string(killed ? "; they were stopped" : "");
         Json::Value &s = p.fixed_status;
         s["phase"] = "Failed";
         s["reason"] = "ShimRestarted";

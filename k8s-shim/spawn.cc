@@ -14,11 +14,14 @@ int spawn_process(uv_loop_t *loop, uv_process_t *proc, const SpawnSpec &spec, uv
                   uv_pipe_t *out, uv_pipe_t *err) {
     std::vector<char *> args, env;
     std::vector<std::string> env_strings;
-    for (const auto &a : spec.argv) args.push_back(const_cast<char *>(a.c_str()));
+    for (const auto &a : spec.argv)
+        args.push_back(const_cast<char *>(a.c_str()));
     args.push_back(nullptr);
     env_strings.reserve(spec.env.size());
-    for (const auto &e : spec.env) env_strings.push_back(e.name + "=" + e.value);
-    for (auto &s : env_strings) env.push_back(s.data());
+    for (const auto &e : spec.env)
+        env_strings.push_back(e.name + "=" + e.value);
+    for (auto &s : env_strings)
+        env.push_back(s.data());
     env.push_back(nullptr);
 
     uv_stdio_container_t stdio[3];

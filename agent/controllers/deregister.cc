@@ -132,10 +132,12 @@ void VirtualNode::deregister(uint32_t grace_s, const std::string &reason,
     if (ready_)
         cordon({kEndedTaintKey, std::to_string(rec_.job.job_id), "NoExecute"}, [w](Status st) {
             auto s = w.lock();
-            if (s && !st) LOG_WARN("%s cordon failed: %s", s->prefix().c_str(), st.message().c_str());
+            if (s && !st)
+                LOG_WARN("%s cordon failed: %s", s->prefix().c_str(), st.message().c_str());
         });
     std::vector<std::string> uids;
-    for (const auto &[uid, p] : pods_) uids.push_back(uid);
+    for (const auto &[uid, p] : pods_)
+        uids.push_back(uid);
     for (const auto &uid : uids) {
         PodEntry &p = pods_[uid];
         if (p.sent && runtime_ && !pod_is_terminal(p.rt_status)) {
@@ -166,8 +168,7 @@ void VirtualNode::drain_step() {
     // node goes once nothing is running, patching or deleting any more.
     std::vector<std::string> todo;
     for (const auto &[uid, p] : pods_)
-        if (!p.deleting && !p.patching &&
-            (pod_is_terminal(p.rt_status) || !p.sent || !runtime_))
+        if (!p.deleting && !p.patching && (pod_is_terminal(p.rt_status) || !p.sent || !runtime_))
             todo.push_back(uid);
     for (const auto &uid : todo) {
         PodEntry &p = pods_[uid];
@@ -178,8 +179,10 @@ void VirtualNode::drain_step() {
                                          rec_.job.job_id);
         }
         Json::Value desired = desired_pod_status(p.rt_status, p.api, ctx_.cfg->node_address);
-        if (!pod_status_patch(p.api, desired).isNull()) push_status(uid);
-        else delete_pod(uid);
+        if (!pod_status_patch(p.api, desired).isNull())
+            push_status(uid);
+        else
+            delete_pod(uid);
     }
     // Not before the first pod list: pods nobody knew of yet would be left
     // behind (the drain timer still bounds the wait when the API is down).
@@ -214,37 +217,36 @@ void VirtualNode::finish_deregister() {
         if (auto st = s->ctx_.store->remove(s->rec_.job.job_id, s->rec_.job.slurm_node); !st)
             LOG_WARN("%s %s", s->prefix().c_str(), st.message().c_str());
         LOG_INFO("%s removed", s->prefix().c_str());
-        if (s->runtime_)
-            s->runtime_->shutdown(0, s->drain_reason_, [](Status) {});
+        if (s->runtime_) s->runtime_->shutdown(0, s->drain_reason_, [](Status) {});
         s->stopped_ = true;
         auto done = std::move(s->drain_done_);
         if (done) done(s->pods_stopped_);
     };
     Json::Value lease_body = uid_precondition(lease_["metadata"]["uid"].asString());
     Json::Value node_body = uid_precondition(rec_.node_uid);
-    ctx_.kube->del(KubeClient::lease(rec_.node_name), lease_body, [w, finish, leftovers,
-                                                                   lease_body, node_body](
-                                                                      Result<Json::Value> r) {
-        auto s = w.lock();
-        if (!s) return;
-        if (!r && r.error() != Error::NotFound && r.error() != Error::Conflict) {
-            LOG_WARN("%s lease delete failed: %s", s->prefix().c_str(), r.message().c_str());
-            leftovers->push_back({"Lease", KubeClient::lease(s->rec_.node_name), lease_body});
-        }
-        s->ctx_.kube->del(
-            KubeClient::node(s->rec_.node_name), node_body,
-            [w, finish, leftovers, node_body](Result<Json::Value> r2) {
-                auto s2 = w.lock();
-                if (!s2) return;
-                if (!r2 && r2.error() != Error::NotFound && r2.error() != Error::Conflict) {
-                    LOG_WARN("%s node delete failed: %s", s2->prefix().c_str(),
-                             r2.message().c_str());
-                    leftovers->push_back(
-                        {"Node", KubeClient::node(s2->rec_.node_name), node_body});
-                }
-                finish();
-            });
-    });
+    ctx_.kube->del(
+        KubeClient::lease(rec_.node_name), lease_body,
+        [w, finish, leftovers, lease_body, node_body](Result<Json::Value> r) {
+            auto s = w.lock();
+            if (!s) return;
+            if (!r && r.error() != Error::NotFound && r.error() != Error::Conflict) {
+                LOG_WARN("%s lease delete failed: %s", s->prefix().c_str(), r.message().c_str());
+                leftovers->push_back({"Lease", KubeClient::lease(s->rec_.node_name), lease_body});
+            }
+            s->ctx_.kube->del(
+                KubeClient::node(s->rec_.node_name), node_body,
+                [w, finish, leftovers, node_body](Result<Json::Value> r2) {
+                    auto s2 = w.lock();
+                    if (!s2) return;
+                    if (!r2 && r2.error() != Error::NotFound && r2.error() != Error::Conflict) {
+                        LOG_WARN("%s node delete failed: %s", s2->prefix().c_str(),
+                                 r2.message().c_str());
+                        leftovers->push_back(
+                            {"Node", KubeClient::node(s2->rec_.node_name), node_body});
+                    }
+                    finish();
+                });
+        });
 }
 
 }  // namespace sk::agent

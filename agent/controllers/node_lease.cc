@@ -11,11 +11,20 @@ std::string shim_state_dir_for(const AgentConfig &cfg, uint32_t job_id,
 }
 
 VirtualNode::VirtualNode(AgentContext &ctx, JobRecord rec)
-    : ctx_(ctx), rec_(std::move(rec)), watch_timer_(ctx.loop), shim_timer_(ctx.loop),
-      node_timer_(ctx.loop), lease_timer_(ctx.loop), status_timer_(ctx.loop),
-      check_timer_(ctx.loop), end_timer_(ctx.loop), drain_timer_(ctx.loop) {}
+    : ctx_(ctx),
+      rec_(std::move(rec)),
+      watch_timer_(ctx.loop),
+      shim_timer_(ctx.loop),
+      node_timer_(ctx.loop),
+      lease_timer_(ctx.loop),
+      status_timer_(ctx.loop),
+      check_timer_(ctx.loop),
+      end_timer_(ctx.loop),
+      drain_timer_(ctx.loop) {}
 
-VirtualNode::~VirtualNode() { stop(); }
+VirtualNode::~VirtualNode() {
+    stop();
+}
 
 NodeSpecInput VirtualNode::spec_input() const {
     NodeSpecInput in = ctx_.host;
@@ -154,22 +163,31 @@ void VirtualNode::node_ready(const std::string &uid) {
     create_lease();
     std::weak_ptr<VirtualNode> w = weak_from_this();
     uint64_t report_ms = ctx_.cfg->status_report_s * 1000;
-    status_timer_.start(report_ms, [w] {
-        if (auto s = w.lock()) s->post_status(true);
-    }, report_ms);
+    status_timer_.start(
+        report_ms,
+        [w] {
+            if (auto s = w.lock()) s->post_status(true);
+        },
+        report_ms);
     uint64_t check_ms = ctx_.cfg->node_check_s * 1000;
-    check_timer_.start(check_ms, [w] {
-        if (auto s = w.lock()) s->check_node();
-    }, check_ms);
+    check_timer_.start(
+        check_ms,
+        [w] {
+            if (auto s = w.lock()) s->check_node();
+        },
+        check_ms);
 }
 
 void VirtualNode::post_status(bool ready, std::function<void(Status)> done) {
     int64_t now = ctx_.clock->now_s();
-    Json::Value patch = build_node_status_patch(spec_input(), ready, now, ready_since_ ? ready_since_ : now);
+    Json::Value patch =
+        build_node_status_patch(spec_input(), ready, now, ready_since_ ? ready_since_ : now);
     std::string p = prefix();
     ctx_.kube->patch(KubeClient::node_status(rec_.node_name), patch, kStrategicMerge,
                      [p, done](Result<Json::Value> r) {
-                         if (!r) LOG_WARN("%s status report failed: %s", p.c_str(), r.message().c_str());
+                         if (!r)
+                             LOG_WARN("%s status report failed: %s", p.c_str(),
+                                      r.message().c_str());
                          if (done) done(r ? Status() : r.failure());
                      });
 }
@@ -177,9 +195,9 @@ void VirtualNode::post_status(bool ready, std::function<void(Status)> done) {
 void VirtualNode::create_lease() {
     if (stopped_ || draining_) return;
     std::weak_ptr<VirtualNode> w = weak_from_this();
-    Json::Value lease = build_lease(rec_.node_name, rec_.node_uid,
-                                    static_cast<uint32_t>(ctx_.cfg->lease_duration_s),
-                                    ctx_.clock->now_us());
+    Json::Value lease =
+        build_lease(rec_.node_name, rec_.node_uid,
+                    static_cast<uint32_t>(ctx_.cfg->lease_duration_s), ctx_.clock->now_us());
     ctx_.kube->post(KubeClient::leases(), lease, [w](Result<Json::Value> r) {
         auto self = w.lock();
         if (!self || self->stopped_) return;
@@ -187,18 +205,22 @@ void VirtualNode::create_lease() {
             self->lease_ = *r;
         } else if (r.error() == Error::AlreadyExists) {
             // Left by a previous run: read it so the next renewal can PUT over it.
-            self->ctx_.kube->get(KubeClient::lease(self->rec_.node_name), [w](Result<Json::Value> g) {
-                auto s = w.lock();
-                if (s && g) s->lease_ = *g;
-            });
+            self->ctx_.kube->get(KubeClient::lease(self->rec_.node_name),
+                                 [w](Result<Json::Value> g) {
+                                     auto s = w.lock();
+                                     if (s && g) s->lease_ = *g;
+                                 });
         } else {
             LOG_WARN("%s lease create failed: %s", self->prefix().c_str(), r.message().c_str());
             self->lease_failing_ = true;
         }
         uint64_t ms = self->ctx_.cfg->lease_renew_s * 1000;
-        self->lease_timer_.start(ms, [w] {
-            if (auto s = w.lock()) s->renew_lease();
-        }, ms);
+        self->lease_timer_.start(
+            ms,
+            [w] {
+                if (auto s = w.lock()) s->renew_lease();
+            },
+            ms);
     });
 }
 
@@ -210,8 +232,8 @@ void VirtualNode::renew_lease() {
     }
     std::weak_ptr<VirtualNode> w = weak_from_this();
     Json::Value l = sk::agent::renew_lease(lease_, rec_.node_name, rec_.node_uid,
-                                static_cast<uint32_t>(ctx_.cfg->lease_duration_s),
-                                ctx_.clock->now_us());
+                                           static_cast<uint32_t>(ctx_.cfg->lease_duration_s),
+                                           ctx_.clock->now_us());
     ctx_.kube->put(KubeClient::lease(rec_.node_name), l, [w](Result<Json::Value> r) {
         auto self = w.lock();
         if (!self || self->stopped_ || self->draining_) return;
@@ -234,10 +256,11 @@ void VirtualNode::renew_lease() {
             return;
         }
         if (r.error() == Error::Conflict) {
-            self->ctx_.kube->get(KubeClient::lease(self->rec_.node_name), [w](Result<Json::Value> g) {
-                auto s = w.lock();
-                if (s && g) s->lease_ = *g;
-            });
+            self->ctx_.kube->get(KubeClient::lease(self->rec_.node_name),
+                                 [w](Result<Json::Value> g) {
+                                     auto s = w.lock();
+                                     if (s && g) s->lease_ = *g;
+                                 });
             return;
         }
         if (r.error() == Error::NotFound) {
@@ -272,20 +295,21 @@ void VirtualNode::check_node() {
 
 void VirtualNode::cordon(const k8s::Taint &taint, std::function<void(Status)> done, int attempts) {
     std::weak_ptr<VirtualNode> w = weak_from_this();
-    ctx_.kube->get(KubeClient::node(rec_.node_name), [w, taint, done, attempts](Result<Json::Value> r) {
-        auto self = w.lock();
-        if (!self) return;
-        if (!r) return done(r.failure());
-        Json::Value patch = build_cordon_patch(*r, taint);
-        self->ctx_.kube->patch(KubeClient::node(self->rec_.node_name), patch, kMergePatch,
-                               [w, taint, done, attempts](Result<Json::Value> p) {
-                                   auto s = w.lock();
-                                   if (!s) return;
-                                   if (!p && p.error() == Error::Conflict && attempts < 5)
-                                       return s->cordon(taint, done, attempts + 1);
-                                   done(p ? Status() : p.failure());
-                               });
-    });
+    ctx_.kube->get(
+        KubeClient::node(rec_.node_name), [w, taint, done, attempts](Result<Json::Value> r) {
+            auto self = w.lock();
+            if (!self) return;
+            if (!r) return done(r.failure());
+            Json::Value patch = build_cordon_patch(*r, taint);
+            self->ctx_.kube->patch(KubeClient::node(self->rec_.node_name), patch, kMergePatch,
+                                   [w, taint, done, attempts](Result<Json::Value> p) {
+                                       auto s = w.lock();
+                                       if (!s) return;
+                                       if (!p && p.error() == Error::Conflict && attempts < 5)
+                                           return s->cordon(taint, done, attempts + 1);
+                                       done(p ? Status() : p.failure());
+                                   });
+        });
 }
 
 void VirtualNode::schedule_end_cordon() {
@@ -298,12 +322,12 @@ void VirtualNode::schedule_end_cordon() {
         auto self = w.lock();
         if (!self || self->draining_) return;
         LOG_INFO("%s the job ends soon: cordoning", self->prefix().c_str());
-        self->cordon({kEndingTaintKey, std::to_string(self->rec_.job.job_id), "NoSchedule"},
-                     [w](Status st) {
-                         auto s = w.lock();
-                         if (s && !st)
-                             LOG_WARN("%s cordon failed: %s", s->prefix().c_str(), st.message().c_str());
-                     });
+        self->cordon(
+            {kEndingTaintKey, std::to_string(self->rec_.job.job_id), "NoSchedule"}, [w](Status st) {
+                auto s = w.lock();
+                if (s && !st)
+                    LOG_WARN("%s cordon failed: %s", s->prefix().c_str(), st.message().c_str());
+            });
     });
 }
 

@@ -40,7 +40,8 @@ void VirtualNode::list_pods() {
         std::vector<std::string> gone;
         for (const auto &[uid, p] : self->pods_)
             if (!seen.count(uid)) gone.push_back(uid);
-        for (const auto &uid : gone) self->forget_pod(uid);
+        for (const auto &uid : gone)
+            self->forget_pod(uid);
         self->listed_ = true;
         self->reconcile_adopted();
         // A deregister that began before the first list (the job ended while
@@ -68,22 +69,22 @@ void VirtualNode::start_watch() {
 void VirtualNode::on_watch_event(const WatchEvent &e) {
     watch_backoff_.reset();
     switch (e.type) {
-    case WatchType::Error:
-        LOG_INFO("%s watch error %d (%s): relisting", prefix().c_str(), e.error_code,
-                 e.error_message.c_str());
-        if (ctx_.obs && ctx_.obs->watch_restart) ctx_.obs->watch_restart("pods");
-        pods_rv_.clear();  // 410 or anything else: a fresh list
-        return;
-    case WatchType::Bookmark:
-        pods_rv_ = e.resource_version;
-        return;
-    case WatchType::Deleted:
-        pods_rv_ = e.resource_version;
-        forget_pod(e.object["metadata"]["uid"].asString());
-        return;
-    default:
-        pods_rv_ = e.resource_version;
-        sync_pod(e.object);
+        case WatchType::Error:
+            LOG_INFO("%s watch error %d (%s): relisting", prefix().c_str(), e.error_code,
+                     e.error_message.c_str());
+            if (ctx_.obs && ctx_.obs->watch_restart) ctx_.obs->watch_restart("pods");
+            pods_rv_.clear();  // 410 or anything else: a fresh list
+            return;
+        case WatchType::Bookmark:
+            pods_rv_ = e.resource_version;
+            return;
+        case WatchType::Deleted:
+            pods_rv_ = e.resource_version;
+            forget_pod(e.object["metadata"]["uid"].asString());
+            return;
+        default:
+            pods_rv_ = e.resource_version;
+            sync_pod(e.object);
     }
 }
 
@@ -102,14 +103,16 @@ void VirtualNode::on_watch_end(Status st) {
     watch_timer_.start(ms, [w, relist] {
         auto s = w.lock();
         if (!s) return;
-        if (relist) s->list_pods();
-        else s->start_watch();
+        if (relist)
+            s->list_pods();
+        else
+            s->start_watch();
     });
 }
 
 bool VirtualNode::namespace_allowed(const std::string &ns) const {
-    const auto &allowed = rec_.job.namespaces.empty() ? ctx_.cfg->allowed_namespaces
-                                                      : rec_.job.namespaces;
+    const auto &allowed =
+        rec_.job.namespaces.empty() ? ctx_.cfg->allowed_namespaces : rec_.job.namespaces;
     return allowed.empty() || std::find(allowed.begin(), allowed.end(), ns) != allowed.end();
 }
 
@@ -175,8 +178,8 @@ void VirtualNode::run_pod(const std::string &uid) {
                         self->rec_.job.cpus ? self->rec_.job.cpus : self->ctx_.host.host_cpus,
                         self->rec_.job.memory_mib ? self->rec_.job.memory_mib
                                                   : self->ctx_.host.host_memory_mib};
-        Result<Json::Value> body = *error ? resolve_pod(e.api, *fetched, facts)
-                                          : Result<Json::Value>(error->failure());
+        Result<Json::Value> body =
+            *error ? resolve_pod(e.api, *fetched, facts) : Result<Json::Value>(error->failure());
         if (!body) {
             LOG_WARN("%s cannot start: %s", pod_ref(e.api).c_str(), body.message().c_str());
             self->post_event(e.api, {"Warning", "Failed", "Error: " + body.message(), ""});
@@ -208,8 +211,10 @@ void VirtualNode::run_pod(const std::string &uid) {
     for (const auto &ref : refs) {
         std::string path = "/api/v1/namespaces/" + ns + "/" + ref.first + "/" + ref.second;
         ctx_.kube->get(path, [ref, fetched, remaining, error, finish](Result<Json::Value> r) {
-            if (r) (*fetched)[ref] = *r;
-            else if (r.error() != Error::NotFound && *error) *error = r.failure();
+            if (r)
+                (*fetched)[ref] = *r;
+            else if (r.error() != Error::NotFound && *error)
+                *error = r.failure();
             if (--*remaining == 0) finish();
         });
     }
@@ -365,7 +370,8 @@ void VirtualNode::push_status(const std::string &uid) {
                 if (s->draining_) s->drain_step();
                 return;
             } else {
-                LOG_WARN("%s status update failed: %s", pod_ref(e.api).c_str(), r.message().c_str());
+                LOG_WARN("%s status update failed: %s", pod_ref(e.api).c_str(),
+                         r.message().c_str());
                 // Retried below after a pause, with the newest status then.
                 e.dirty = true;
             }
@@ -389,7 +395,8 @@ void VirtualNode::push_status(const std::string &uid) {
 
 void VirtualNode::post_events(const Json::Value &pod, const Json::Value &old_status,
                               const Json::Value &new_status) {
-    for (const auto &e : status_events(pod, old_status, new_status)) post_event(pod, e);
+    for (const auto &e : status_events(pod, old_status, new_status))
+        post_event(pod, e);
 }
 
 void VirtualNode::post_event(const Json::Value &pod, const EventSpec &e) {
@@ -411,7 +418,8 @@ void VirtualNode::post_event(const Json::Value &pod, const EventSpec &e) {
         LOG_VERBOSE("event %s failed: %s", ev["reason"].asString().c_str(), r.message().c_str());
         if (w.lock()) corr->forget(ev);
     };
-    if (a.create) ctx_.kube->post(KubeClient::events(ns), a.body, on_reply);
+    if (a.create)
+        ctx_.kube->post(KubeClient::events(ns), a.body, on_reply);
     else
         ctx_.kube->patch(KubeClient::events(a.ns) + "/" + a.name, a.body, kStrategicMerge,
                          on_reply);
@@ -425,7 +433,8 @@ void VirtualNode::post_runtime_events(const Json::Value &pod,
             bool init = false;
             for (const auto &c : pod["spec"]["initContainers"])
                 init = init || c["name"].asString() == re.container;
-            fp = std::string(init ? "spec.initContainers{" : "spec.containers{") + re.container + "}";
+            fp = std::string(init ? "spec.initContainers{" : "spec.containers{") + re.container +
+                 "}";
         }
         post_event(pod, {re.type, re.reason, re.message, fp});
     }
@@ -469,7 +478,8 @@ void VirtualNode::set_runtime(std::unique_ptr<PodRuntime> rt, int shim_pid) {
         if (!r) {
             LOG_WARN("%s runtime snapshot failed: %s", s->prefix().c_str(), r.message().c_str());
         } else {
-            for (const auto &snap : *r) s->adopted_[snap.uid] = snap;
+            for (const auto &snap : *r)
+                s->adopted_[snap.uid] = snap;
             LOG_INFO("%s runtime attached with %zu pods", s->prefix().c_str(), r->size());
         }
         if (s->listed_) s->reconcile_adopted();
@@ -487,7 +497,8 @@ void VirtualNode::reconcile_adopted() {
     std::vector<Json::Value> todo;
     for (const auto &[uid, p] : pods_)
         if (!p.sent && !p.resolving) todo.push_back(p.api);
-    for (const auto &pod : todo) sync_pod(pod);
+    for (const auto &pod : todo)
+        sync_pod(pod);
 }
 
 void VirtualNode::on_runtime_lost() {
@@ -537,18 +548,20 @@ void VirtualNode::watch_lost_shim() {
 // pods it cannot admit.
 void VirtualNode::on_shim_dead() {
     shim_dead_ = true;
-    int n = stop_recorded_processes(shim_state_dir_for(*ctx_.cfg, rec_.job.job_id,
-                                                       rec_.job.slurm_node),
-                                    rec_.job.uid, rec_.job.gid);
-    LOG_WARN("%s the job's shim (pid %d) died without re-attaching: stopped %d pod process "
-             "groups; its pods are reported Failed (ShimLost)",
-             prefix().c_str(), shim_pid_, n);
+    int n =
+        stop_recorded_processes(shim_state_dir_for(*ctx_.cfg, rec_.job.job_id, rec_.job.slurm_node),
+                                rec_.job.uid, rec_.job.gid);
+    LOG_WARN(
+        "%s the job's shim (pid %d) died without re-attaching: stopped %d pod process "
+        "groups; its pods are reported Failed (ShimLost)",
+        prefix().c_str(), shim_pid_, n);
     if (draining_) return drain_step();  // final statuses name the job's end
     std::vector<std::string> uids;
     for (const auto &[uid, p] : pods_)
         if (!pod_is_terminal(p.api) && !pod_is_terminal(p.rt_status) && !p.refused)
             uids.push_back(uid);
-    for (const auto &uid : uids) fail_shim_lost(uid);
+    for (const auto &uid : uids)
+        fail_shim_lost(uid);
 }
 
 void VirtualNode::fail_shim_lost(const std::string &uid) {

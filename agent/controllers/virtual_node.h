@@ -38,9 +38,9 @@ struct AgentContext {
     JobStore *store = nullptr;
     NodeSpecInput host;  // host facts; node_name/job filled per node
     // Optional (tests may leave them null/empty):
-    LogIndex *logs = nullptr;              // what the kubelet endpoint serves
-    EventCorrelator *events = nullptr;     // event de-duplication (count + lastTimestamp)
-    const AgentObserver *obs = nullptr;    // metrics
+    LogIndex *logs = nullptr;            // what the kubelet endpoint serves
+    EventCorrelator *events = nullptr;   // event de-duplication (count + lastTimestamp)
+    const AgentObserver *obs = nullptr;  // metrics
     // Asks Slurm for a job's end time (unix s, 0 = unknown); answers on the loop.
     std::function<void(uint32_t job_id, std::function<void(int64_t)>)> job_end_time;
 };
@@ -77,15 +77,15 @@ class VirtualNode : public std::enable_shared_from_this<VirtualNode> {
 
   private:
     struct PodEntry {
-        Json::Value api;          // last Pod seen from the API (watch, list, PATCH reply)
-        Json::Value rt_status;    // last status from the runtime
-        bool sent = false;        // handed to the runtime
-        bool resolving = false;   // env references being fetched
+        Json::Value api;         // last Pod seen from the API (watch, list, PATCH reply)
+        Json::Value rt_status;   // last status from the runtime
+        bool sent = false;       // handed to the runtime
+        bool resolving = false;  // env references being fetched
         bool killing = false;
         bool refused = false;
         bool deleting = false;
-        bool patching = false;    // a status PATCH in flight
-        bool dirty = false;       // a newer runtime status arrived meanwhile
+        bool patching = false;  // a status PATCH in flight
+        bool dirty = false;     // a newer runtime status arrived meanwhile
         int64_t last_event_rv = 0;
         bool rt_events = false;       // the runtime reports BackOff/Unhealthy itself
         int64_t seen_us = 0;          // first seen (pod-start latency)
