@@ -65,8 +65,9 @@ void build_schema(ConfigSchema &s, AgentConfig &c) {
     s.add_seconds("lease_renew_interval", &c.lease_renew_s, 1, 600, "Lease renewal period");
     s.add_seconds("status_report_interval", &c.status_report_s, 1, 3600,
                   "periodic node status report");
-    s.add_seconds("node_check_interval", &c.node_check_s, 1, 3600,
-                  "how often the Node's existence is checked (recreated when deleted)");
+    s.add_seconds("node_check_interval", &c.node_check_s, 0, 3600,
+                  "extra periodic check that the Node exists, 0 = off (a deleted Node is "
+                  "noticed anyway: its Lease is garbage-collected, the next renewal gets 404)");
     s.add_seconds("cordon_before_end", &c.cordon_before_end_s, 0, 86400,
                   "cordon this long before the job's end time");
     s.add_seconds("gc_interval", &c.gc_interval_s, 10, 86400,

@@ -44,7 +44,9 @@ struct AgentConfig {
     uint64_t lease_duration_s = 40;
     uint64_t lease_renew_s = 10;
     uint64_t status_report_s = 300;
-    uint64_t node_check_s = 60;
+    // 0 = off: a deleted Node is noticed through its Lease (garbage-collected
+    // with the Node, so the next renewal gets 404) and the status report.
+    uint64_t node_check_s = 0;
     uint64_t cordon_before_end_s = 60;
     uint64_t gc_interval_s = 300;
 

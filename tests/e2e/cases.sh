@@ -28,6 +28,11 @@ case_bad_flags() {
   bad "reserved prefix" --k8s-gpus=1 --gres=gpu:1 --k8s-labels=slurm-k8s/x=1
   bad "--k8s-taints=x" --k8s-gpus=1 --gres=gpu:1 --k8s-taints=x
   bad "--k8s-namespace" --k8s-gpus=1 --gres=gpu:1 --k8s-namespace=Bad_NS
+  # Slurm's environment form of a SPANK option goes through the same checks.
+  out="$(sk_as_user env SLURM_SPANK__SLURM_SPANK_OPTION_spank_k8s_k8s_gpus=abc \
+         sbatch --gres=gpu:4 "$s" 2>&1)"; rc=$?
+  [ "$rc" -ne 0 ] && grep -qF -- "--k8s-gpus=abc" <<<"$out"
+  ok $? "--k8s-gpus=abc given through the environment refused (rc=$rc: $(head -n1 <<<"$out"))"
   [ "$(squeue -h | wc -l)" = "$before" ] && [ "$(e2e_kubectl get nodes -o name)" = "$nodes_before" ]
   ok $? "no job was queued and no Node was created by the refused submissions"
 }
