@@ -9,7 +9,8 @@ EXTRA_DIST += \
 	bench/bench_steady.py \
 	bench/bench_resources.py \
 	bench/bench_scale.py \
-	bench/bench_slurm_start.py
+	bench/bench_slurm_start.py \
+	bench/results/2026-11-29.json
 
 bench: all
 	SK_TOP_SRCDIR='$(abs_top_srcdir)' SK_TOP_BUILDDIR='$(abs_top_builddir)' \
