@@ -1,5 +1,5 @@
 // Pure builders of the Node and Lease objects of one virtual node, shaped like
-// what a real kubelet v1.28 writes (shared/reference/kubelet-objects/01-*).
+// what a real kubelet v1.28 writes (recorded Node and Lease objects).
 #pragma once
 
 #include <cstdint>

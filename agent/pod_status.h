@@ -1,7 +1,7 @@
 // Pure pod status logic: what the agent adds to the runtime's PodStatus,
 // the strategic-merge PATCH for /status (nothing when nothing changed),
 // refusal and job-end statuses, and the kubelet-like Events a status
-// transition implies (shared/reference/kubelet-objects/02-*, 03-*, 04-*, 09-*).
+// transition implies (recorded pod status sequences and Events of a real kubelet).
 #pragma once
 
 #include <cstdint>

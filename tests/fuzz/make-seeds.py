@@ -4,7 +4,7 @@ files are named by content hash, so reruns add nothing new). Seeds are real
 objects in every shape the code meets: protocol messages as the plugin, agent
 and shim send them (contracts 1-2 in DESIGN.md), malformed variants, config
 files, option strings, CRI log lines, and small recorded Kubernetes objects
-from shared/reference/kubelet-objects (public recorded data).
+from a directory of recorded kubelet objects (the first argument).
 
 usage: make-seeds.py [REFERENCE_DIR]"""
 import hashlib
@@ -205,7 +205,9 @@ def seeds_cri_writer():
 
 
 def main():
-    ref = sys.argv[1] if len(sys.argv) > 1 else "/work/shared/reference/kubelet-objects"
+    if len(sys.argv) < 2:
+        sys.exit("usage: make-seeds.py DIR-OF-RECORDED-KUBELET-OBJECTS")
+    ref = sys.argv[1]
     msgs = seeds_protocol()
     seeds_line_buffer(msgs)
     seeds_json(ref)

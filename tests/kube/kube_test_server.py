@@ -4,8 +4,7 @@
 Python 3 standard library only.  It imitates the parts of a kube-apiserver v1.28
 (plus the node-lifecycle controller, the pod garbage collector for Leases and a
 tiny scheduler) that slurm-k8s' node agent and SPANK plugin talk to.  Behaviours
-follow /work/shared/reference/kubernetes-api.md (facts read off a real 1.28
-cluster); see tests/kube/README.md for usage and known differences.
+follow facts read off a real kube-apiserver 1.28 cluster; see tests/kube/README.md for usage and known differences.
 
 Usage:
   kube_test_server.py --listen 127.0.0.1:0 --state-dir DIR [options]

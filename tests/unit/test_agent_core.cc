@@ -1,5 +1,5 @@
 // The agent's pure core: Node/Lease builders against what a real kubelet
-// writes (shared/reference/kubelet-objects/01-*), the watch stream parser,
+// writes (recorded from a real kubelet v1.28), the watch stream parser,
 // back-off, pod status diffing, env resolution, socket auth decisions, the
 // configuration file and the job state files.
 #include <unistd.h>
