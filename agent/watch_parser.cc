@@ -25,11 +25,16 @@ Result<WatchEvent> parse_watch_line(std::string_view line) {
         return fail(Error::Parse, "watch event: unknown type '" + t + "'");
     e.object = std::move((*v)["object"]);
     if (e.type == WatchType::Error) {
-        e.error_code = e.object["code"].isInt() ? e.object["code"].asInt() : 500;
-        e.error_message = e.object["message"].isString() ? e.object["message"].asString() : "";
+        const Json::Value &st = e.object;
+        e.error_code = st["code"].isInt() && st["code"].asInt() != 0 ? st["code"].asInt() : 500;
+        e.error_message = st["message"].isString() ? st["message"].asString() : "";
         return e;
     }
-    const Json::Value &rv = e.object["metadata"]["resourceVersion"];
+    // Const lookups: metadata may be any JSON type, and the mutable
+    // operator[] throws on a non-object (the caller is a curl callback).
+    const Json::Value &obj = e.object;
+    const Json::Value &rv = obj["metadata"].isObject() ? obj["metadata"]["resourceVersion"]
+                                                       : Json::Value::nullSingleton();
     if (!rv.isString() || rv.asString().empty())
         return fail(Error::Parse, "watch event " + t + ": object has no metadata.resourceVersion");
     e.resource_version = rv.asString();
@@ -41,6 +46,13 @@ Result<std::vector<WatchEvent>> WatchParser::feed(std::string_view chunk) {
     buf_.append(chunk.data(), chunk.size());
     size_t start = 0;
     for (size_t nl; (nl = buf_.find('\n', start)) != std::string::npos; start = nl + 1) {
+        // The bound holds for every line, whether it arrived whole in one
+        // chunk or piecewise (then the tail check below catches it first).
+        if (nl - start > max_line_) {
+            buf_.clear();
+            return fail(Error::TooLarge,
+                        "watch event over " + std::to_string(max_line_) + " bytes");
+        }
         std::string_view line(buf_.data() + start, nl - start);
         while (!line.empty() && (line.back() == '\r' || line.back() == ' '))
             line.remove_suffix(1);

@@ -450,7 +450,11 @@ int PodPlan::gpus_needed() const {
     return std::max(sum, init_max);
 }
 
-Result<PodPlan> plan_pod(const Json::Value &pod, const Json::Value &files, const PlanContext &ctx) {
+namespace {
+
+// plan_pod without the guard below.
+Result<PodPlan> plan_pod_unguarded(const Json::Value &pod, const Json::Value &files,
+                                   const PlanContext &ctx) {
     if (!pod.isObject() || !pod["metadata"].isObject() || !pod["spec"].isObject())
         return invalid("pod must be an object with metadata and spec");
     PodPlan plan;
@@ -492,6 +496,22 @@ Result<PodPlan> plan_pod(const Json::Value &pod, const Json::Value &files, const
     }
     assign_gpus(&plan, {});
     return plan;
+}
+
+}  // namespace
+
+Result<PodPlan> plan_pod(const Json::Value &pod, const Json::Value &files, const PlanContext &ctx) {
+    // jsoncpp's accessors throw on a field of the wrong JSON type (a string
+    // where an object is expected: c["x"]["y"], .asString() of an array).
+    // The checks above cover the fields they use, but not every nesting; the
+    // shim calls this from a noexcept libuv callback, so a wrong type must
+    // become an Invalid spec here instead of terminating every pod.
+    try {
+        return plan_pod_unguarded(pod, files, ctx);
+    } catch (const Json::Exception &e) {
+        return invalid(std::string("malformed pod spec (a field has the wrong JSON type): ") +
+                       e.what());
+    }
 }
 
 void assign_gpus(PodPlan *plan, const std::vector<int> &indices) {

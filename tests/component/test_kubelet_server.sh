@@ -148,9 +148,11 @@ sleep 0.5
 expect_eq "follow streams while running" "$(printf 'four\nlive-1\nlive-2\nlive-3')" \
     "$(cat "$T/follow.out")"
 kill -0 $FOLLOW 2>/dev/null && ok || bad "follow ended while the container runs"
-# The container terminates: the follow ends by itself (resolver says not running).
-sed -i 's/^default web main uid-1 1 1$/default web main uid-1 1 0/' "$S/containers.tsv"
+# The container writes its last words and terminates: the follow ends by
+# itself (resolver says not running). Written before the status changes, as
+# the shim does: the other order races the server's final poll.
 printf '%s stdout F last words\n' "$(now)" >>"$D/1.log"
+sed -i 's/^default web main uid-1 1 1$/default web main uid-1 1 0/' "$S/containers.tsv"
 for _ in $(seq 40); do kill -0 $FOLLOW 2>/dev/null || break; sleep 0.1; done
 if kill -0 $FOLLOW 2>/dev/null; then
     bad "follow did not end after the container terminated"

@@ -16,10 +16,17 @@ FUZZ_TARGET_SOURCES = \
 	tests/fuzz/fuzz_json.cc \
 	tests/fuzz/fuzz_k8s_names.cc \
 	tests/fuzz/fuzz_line_buffer.cc \
+	tests/fuzz/fuzz_pod_plan.cc \
 	tests/fuzz/fuzz_protocol.cc \
-	tests/fuzz/fuzz_strings.cc
+	tests/fuzz/fuzz_spank_options.cc \
+	tests/fuzz/fuzz_strings.cc \
+	tests/fuzz/fuzz_watch_parser.cc
 FUZZ_LDADD = \
+	agent/libagentcore.la \
+	k8s-shim/libshim.la \
+	spank/libspank_core.la \
 	common/libcommon.la \
+	$(LIBUV_LIBS) \
 	$(JSONCPP_LIBS)
 
 check_PROGRAMS += tests/fuzz/fuzz_replay
