@@ -383,6 +383,12 @@ void Shim::maybe_finish_shutdown() {
         uv_shutdown(sd, reinterpret_cast<uv_stream_t *>(conn_), [](uv_shutdown_t *s, int) noexcept {
             auto *self = static_cast<Shim *>(s->data);
             delete s;
+            // Close (and free) the connection here: main's close_all only
+            // closes handles, it cannot free the heap-allocated pipe.
+            if (self->conn_) {
+                uv_close(reinterpret_cast<uv_handle_t *>(self->conn_), free_handle);
+                self->conn_ = nullptr;
+            }
             uv_stop(self->loop_);
         });
     } else {

@@ -6,7 +6,8 @@
 #      component tests (agent, shim, kubelet endpoint),
 #   4. the integration layer: a real Slurm cluster (munge, slurmctld, 3 slurmd,
 #      fake GPUs) started by tests/slurm/cluster.sh, real sbatch/srun jobs,
-#   5. `make distcheck` (SK_DISTCHECK=0 skips it).
+#   5. `make check` again in an ASan + UBSan build (SK_SANITIZERS=0 skips it),
+#   6. `make distcheck` (SK_DISTCHECK=0 skips it).
 # Prints each layer's summary and a final "total: N passed, N failed".
 set -uo pipefail
 
@@ -55,6 +56,24 @@ count_line "${p:-0} passed, ${f:-0} failed"
 if [ "$check_rc" != 0 ]; then
   [ -f "$build/test-suite.log" ] && cat "$build/test-suite.log"
   failed=$((failed + (f == 0 ? 1 : 0)))
+fi
+
+if [ "${SK_SANITIZERS:-1}" = 1 ]; then
+say "make check under AddressSanitizer + UndefinedBehaviorSanitizer"
+# A second build of the same tree; the integration layer cannot load an ASan
+# plugin into slurmd, so it runs on the normal build only.
+san="$build-sanitizers"
+mkdir -p "$san"
+if (cd "$san" && "$top/configure" --enable-sanitizers --enable-werror >configure.out 2>&1) &&
+   make -C "$san" -j"$jobs" >"$san/make.out" 2>&1 &&
+   make -C "$san" -j"$jobs" check >"$san/check.out" 2>&1; then
+  grep -E "^# (PASS|FAIL|ERROR):" "$san/check.out" | sed 's/^/sanitizers: /'
+  echo "sanitizers: 1 passed, 0 failed"; passed=$((passed + 1))
+else
+  grep -E "^(FAIL|ERROR):|error:" "$san/make.out" "$san/check.out" 2>/dev/null | head -20
+  [ -f "$san/test-suite.log" ] && tail -80 "$san/test-suite.log"
+  echo "sanitizers: 0 passed, 1 failed"; failed=$((failed + 1))
+fi
 fi
 
 say "integration (real Slurm cluster)"

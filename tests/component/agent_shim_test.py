@@ -359,7 +359,12 @@ def run(env):
     pod46("late", ["python3", "-c", "import time\ntime.sleep(600)"], "1")
     check("a pod bound while no shim runs fails at once with ShimLost",
           wait_for(lambda: phase_reason("late") == ("Failed", "ShimLost"), 3), phase_reason("late"))
+    attached_before = open(os.path.join(d, "agent.log")).read().count("shim attached")
     env.shim = shim46()
+    # Bind the pod only once the new shim is attached: until then a bound pod
+    # fails at once by design (checked just above); slower builds (ASan) show it.
+    wait_for(lambda: open(os.path.join(d, "agent.log")).read().count("shim attached")
+             > attached_before, 10)
     pod46("regpu", ["python3", "-c", "import time\ntime.sleep(600)"], "2")
     check("a new shim runs a pod on the dead pod's GPUs", wait_for(
         lambda: phase_reason("regpu")[0] == "Running", 10), (get_pod(env, "regpu") or {}).get("status"))
