@@ -366,25 +366,35 @@ def main():
     if not os.path.exists(a.server):
         print("test API server missing; skipping")
         return 77
-    env = Env(a.agent, a.server)
+    return run_suite(Env(a.agent, a.server), run, ("agent.log",))
+
+
+def run_suite(env, body, logs):
+    """Starts the test API server and the agent of `env`, runs `body(env)`,
+    stops everything, prints "N passed, N failed" (and the tails of `logs`
+    from env.dir when something failed); returns the exit status."""
+    t0 = time.time()
     try:
         env.start_kube()
         env.write_conf()
         env.start_agent()
-        run(env)
+        body(env)
     except Exception as e:  # a crash of the harness is a failure, not a pass
         RESULTS["failed"] += 1
         print("FAIL harness: %r" % (e,))
     finally:
         env.stop()
+    print(f"     total {time.time() - t0:.1f} s")
     print(f"{RESULTS['passed']} passed, {RESULTS['failed']} failed")
     if RESULTS["failed"]:
         print("logs kept in " + env.dir)
-        print(open(os.path.join(env.dir, "agent.log")).read()[-4000:])
+        for f in logs:
+            print(f"--- {f}")
+            path = os.path.join(env.dir, f)
+            print(open(path).read()[-4000:] if os.path.exists(path) else "(none)")
     else:
         shutil.rmtree(env.dir, ignore_errors=True)
     return 1 if RESULTS["failed"] else 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

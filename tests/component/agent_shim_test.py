@@ -11,7 +11,7 @@ state dir). Prints `N passed, N failed` and leaves no process behind.
 import argparse, json, os, shutil, signal, socket, subprocess, sys, time, urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agent_lib import Env, RESULTS, check, wait_for  # noqa: E402
+from agent_lib import Env, RESULTS, check, run_suite, wait_for  # noqa: E402
 
 NODE = "slurm-n1-42"
 SCALE = "0.2"  # shim test time scale: probe periods and back-off 5x faster
@@ -389,29 +389,7 @@ def main():
     if not os.path.exists(a.server) or not kubectl or not shutil.which("openssl"):
         print("test API server, kubectl or openssl missing; skipping")
         return 77
-    env = ShimEnv(a.agent, a.server, a.shim, kubectl)
-    t0 = time.time()
-    try:
-        env.start_kube()
-        env.write_conf()
-        env.start_agent()
-        run(env)
-    except Exception as e:  # a crash of the harness is a failure, not a pass
-        RESULTS["failed"] += 1
-        print("FAIL harness: %r" % (e,))
-    finally:
-        env.stop()
-    print(f"     total {time.time() - t0:.1f} s")
-    print(f"{RESULTS['passed']} passed, {RESULTS['failed']} failed")
-    if RESULTS["failed"]:
-        print("logs kept in " + env.dir)
-        for f in ("agent.log", "shim.log"):
-            print(f"--- {f}")
-            path = os.path.join(env.dir, f)
-            print(open(path).read()[-3000:] if os.path.exists(path) else "(none)")
-    else:
-        shutil.rmtree(env.dir, ignore_errors=True)
-    return 1 if RESULTS["failed"] else 0
+    return run_suite(ShimEnv(a.agent, a.server, a.shim, kubectl), run, ("agent.log", "shim.log"))
 
 
 if __name__ == "__main__":
