@@ -28,6 +28,9 @@ import urllib.request
 SRCDIR = os.environ.get("SK_TOP_SRCDIR") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILDDIR = os.environ.get("SK_TOP_BUILDDIR") or SRCDIR
 SERVER_PY = os.path.join(SRCDIR, "tests", "kube", "kube_test_server.py")
+# The agent socket client is the component tests' (one implementation).
+sys.path.insert(0, os.path.join(SRCDIR, "tests", "component"))
+from agent_lib import agent_call  # noqa: E402
 AGENT_BIN = os.path.join(BUILDDIR, "agent", "slurm-k8s-agent")
 SHIM_BIN = os.path.join(BUILDDIR, "k8s-shim", "slurm-k8s-shim")
 AGENT_USER = "slurm-k8s-agent"  # the user agent.token authenticates as (test server)
@@ -300,18 +303,7 @@ class Agent:
         return self.proc.pid
 
     def call(self, op, body, timeout=60):
-        s = socket.socket(socket.AF_UNIX)
-        s.settimeout(timeout)
-        s.connect(self.sock)
-        s.sendall((json.dumps({"v": 1, "id": 1, "op": op, "body": body}) + "\n").encode())
-        buf = b""
-        while not buf.endswith(b"\n"):
-            d = s.recv(65536)
-            if not d:
-                break
-            buf += d
-        s.close()
-        return json.loads(buf) if buf else None
+        return agent_call(self.sock, op, body, timeout)
 
     def stop(self):
         if self.proc.poll() is None:

@@ -104,18 +104,7 @@ log_level = verbose
 
     # ---- agent socket ----
     def call(self, op, body, timeout=30):
-        s = socket.socket(socket.AF_UNIX)
-        s.settimeout(timeout)
-        s.connect(os.path.join(self.dir, "agent.sock"))
-        s.sendall((json.dumps({"v": 1, "id": 9, "op": op, "body": body}) + "\n").encode())
-        buf = b""
-        while not buf.endswith(b"\n"):
-            d = s.recv(65536)
-            if not d:
-                break
-            buf += d
-        s.close()
-        return json.loads(buf) if buf else None
+        return agent_call(os.path.join(self.dir, "agent.sock"), op, body, timeout)
 
 
 def wait_for(fn, timeout=10.0, step=0.1):
@@ -367,6 +356,23 @@ def main():
         print("test API server missing; skipping")
         return 77
     return run_suite(Env(a.agent, a.server), run, ("agent.log",))
+
+
+def agent_call(sock_path, op, body, timeout=30):
+    """One request on the agent socket (newline-delimited JSON); the reply as
+    a dict, or None when the agent closed the connection without one."""
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(timeout)
+    s.connect(sock_path)
+    s.sendall((json.dumps({"v": 1, "id": 1, "op": op, "body": body}) + "\n").encode())
+    buf = b""
+    while not buf.endswith(b"\n"):
+        d = s.recv(65536)
+        if not d:
+            break
+        buf += d
+    s.close()
+    return json.loads(buf) if buf else None
 
 
 def run_suite(env, body, logs):
