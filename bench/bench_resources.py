@@ -8,10 +8,21 @@ pods running `sleep`. Reported: RSS and PSS of the agent and of all shims
 system) of agent + shims spent to start the N x P pods, per pod, and the
 CPU use while idle afterwards.
 
+Also measured, for the reading of the memory target:
+  per_node  the same with one job (one agent, one shim, P pods): what each
+            compute node of an N-node job holds, since an agent serves the
+            virtual nodes of its own host only;
+  floor     bench/rss_floor (built by `make bench`): a process linked with the
+            shim's shared libraries that parses one JSON document and waits;
+  smaps     the largest mappings of the agent and of one shim (RSS, PSS,
+            private KiB per library), the profile behind the figures.
+
 usage: bench_resources.py [RESULTS.json]
 env:   BENCH_RES_NODES (10)  BENCH_RES_PODS (20)  BENCH_RES_IDLE_S (20)
 """
+import collections
 import os
+import subprocess
 import sys
 import time
 
@@ -30,11 +41,65 @@ def pss_kib(pid):
     return 0
 
 
+def smaps(pid, top=12):
+    """{mapping: [rss, pss, private] KiB} of the largest mappings by RSS."""
+    agg = collections.defaultdict(lambda: [0, 0, 0])
+    cur = "[anon]"
+    try:
+        with open(f"/proc/{pid}/smaps") as f:
+            for line in f:
+                parts = line.split()
+                if not parts[0].endswith(":"):  # a mapping's header line
+                    cur = os.path.basename(parts[5]) if len(parts) > 5 else "[anon]"
+                    continue
+                key = parts[0]
+                if key == "Rss:":
+                    agg[cur][0] += int(parts[1])
+                elif key == "Pss:":
+                    agg[cur][1] += int(parts[1])
+                elif key in ("Private_Clean:", "Private_Dirty:"):
+                    agg[cur][2] += int(parts[1])
+    except OSError:
+        return {}
+    return dict(sorted(agg.items(), key=lambda kv: -kv[1][0])[:top])
+
+
+def floor_rss():
+    """RSS and PSS (KiB) of bench/rss_floor once it is ready; None without it."""
+    path = os.path.join(B.BUILDDIR, "bench", "rss_floor")
+    if not os.access(path, os.X_OK):
+        return None
+    p = subprocess.Popen([path], stdout=subprocess.PIPE)
+    try:
+        p.stdout.readline()
+        return {"rss_kib": B.proc_rss_kib(p.pid), "pss_kib": pss_kib(p.pid)}
+    finally:
+        p.kill()
+        p.wait()
+
+
 def main():
     B.preflight(need_shim=True)
     n = B.env_int("BENCH_RES_NODES", 10)
     npods = B.env_int("BENCH_RES_PODS", 20)
     idle = B.env_float("BENCH_RES_IDLE_S", 20)
+    res = measure(n, npods, idle, profile=True)
+    if res is None:
+        return 1
+    if n > 1:
+        one = measure(1, npods, min(idle, 5), profile=False)
+        if one is None:
+            return 1
+        res["per_node"] = {k: one[k] for k in ("pods", "agent_rss_kib", "agent_pss_kib",
+                                               "shims_rss_kib", "shims_pss_kib", "total_rss_mib")}
+    res["floor"] = floor_rss()
+    B.write_result("resources", res)
+    return 0
+
+
+def measure(n, npods, idle, profile):
+    """One agent, n jobs with a shim each, npods pods per job: the figures,
+    or None when something failed (logs kept)."""
     wd = B.Workdir("sk-bench-res-")
     kube = B.Kube(wd.path)
     agent = None
@@ -93,12 +158,13 @@ def main():
                "cpu_s_to_start_all": round(cpu_start, 3),
                "cpu_ms_per_pod_start": round(1000 * cpu_start / len(want), 3),
                "idle_cpu_percent": round(100 * cpu_idle / idle, 3), "idle_window_s": idle}
+        if profile:
+            res["smaps_kib"] = {"agent": smaps(agent.pid), "shim": smaps(shims[0].pid)}
         watch.close()
         # Leave nothing behind: job end for every node.
         for job in jobs:
             agent.call("deregister", {"job_id": job, "slurm_node": "n1", "grace_s": 5,
                                       "reason": "JobEnded"}, timeout=40)
-        B.write_result("resources", res)
         ok = True
     finally:
         for s in shims:
@@ -107,7 +173,7 @@ def main():
             agent.stop()
         kube.stop()
         wd.done(ok)
-    return 0 if ok else 1
+    return res if ok else None
 
 
 if __name__ == "__main__":

@@ -15,13 +15,20 @@ interleaved job by job), so drift of a busy machine hits every variant.
 Each job is submitted to an idle cluster (the previous one has left the
 queue). Needs root; exits 77 when Slurm, munge or the test user is missing.
 
+Then a profile block (not part of the figures above): the cluster at
+SlurmdDebug=debug, where every plugin hook logs its own duration
+("spank_k8s: hook prolog (job_script, pid N): 1.234 ms"); summed per hook
+and context, that is the plugin's synchronous share of the job start.
+
 usage: bench_slurm_start.py [RESULTS.json]
 env:   BENCH_SLURM_JOBS (30)   jobs per variant (split over the rounds)
+       BENCH_SLURM_PROFILE_JOBS (10)  jobs per plugin variant in the profile block
        BENCH_SLURM_ROUNDS (2)  BENCH_SLURM_NODES (1)
        BENCH_SLURM_DIR (/tmp/sk-bench-slurm), BENCH_CTLD_PORT (46817),
        BENCH_SLURMD_PORT (47001): a cluster of its own, next to other users
 """
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -33,6 +40,24 @@ import sklib as B  # noqa: E402
 CLUSTER = os.path.join(B.SRCDIR, "tests", "slurm", "cluster.sh")
 PLUGIN = os.path.join(B.BUILDDIR, "spank", ".libs", "spank_k8s.so")
 USER = os.environ.get("TEST_USER", "k8suser")
+
+
+HOOK_RE = re.compile(r"^\[([0-9T:.-]+)\] .*spank_k8s: hook (\w+) \((\w+), pid \d+\): ([0-9.]+) ms")
+
+
+def hook_times(log_dir):
+    """Per "hook (context)": the durations (ms) the plugin logged at debug
+    level in the slurmd logs (slurmd, its prolog/epilog and slurmstepd)."""
+    out = {}
+    for name in sorted(os.listdir(log_dir)):
+        if not name.startswith("slurmd"):
+            continue
+        with open(os.path.join(log_dir, name), errors="replace") as f:
+            for line in f:
+                m = HOOK_RE.search(line)
+                if m:
+                    out.setdefault(f"{m.group(2)} ({m.group(3)})", []).append(float(m.group(4)))
+    return out
 
 
 class Cluster:
@@ -48,8 +73,10 @@ class Cluster:
         self.home = subprocess.run(["getent", "passwd", USER], capture_output=True,
                                    text=True).stdout.split(":")[5]
 
-    def start(self, plugstack):
+    def start(self, plugstack, debug=None):
         env = dict(self.env, PLUGSTACK_LINES=plugstack)
+        if debug:
+            env["SLURM_DEBUG"] = debug
         r = subprocess.run([CLUSTER, "start"], env=env, capture_output=True, text=True)
         if r.returncode != 0:
             raise RuntimeError("cluster start failed:\n" + r.stdout[-2000:] + r.stderr[-2000:])
@@ -164,7 +191,28 @@ def main():
                     t = cl.run_job(f"{variant}{n}", args)
                     times[variant].append(t) if t is not None else None
                     failures += t is None
+        # Profile block (not in the figures above: debug logging costs time):
+        # every plugin hook logs its own duration; the sum per job is the
+        # plugin's synchronous cost on the job's start path.
+        prof_jobs = B.env_int("BENCH_SLURM_PROFILE_JOBS", 10)
+        profile = {}
+        if prof_jobs > 0:
+            B.log(f"slurm start, profile block: {prof_jobs} jobs per variant, SlurmdDebug=debug")
+            cl.start(on_line, debug="debug")
+            cl.run_job("warm", [])
+            log_dir = os.path.join(d, "log")
+            for name in os.listdir(log_dir):  # only this block's lines
+                if name.startswith("slurmd"):
+                    open(os.path.join(log_dir, name), "w").close()
+            for k in range(prof_jobs):
+                for variant, args in (("on", []), ("on+k8s", ["--k8s-gpus=2"])):
+                    if cl.run_job(f"prof-{variant}{k}", args) is None:
+                        failures += 1
+            for hook, ms in sorted(hook_times(log_dir).items()):
+                profile[hook] = dict(B.summary_ms([x / 1000 for x in ms]),
+                                     total_ms=round(sum(ms), 2))
         res = {"jobs_per_variant": jobs, "rounds": rounds, "nodes_per_job": nodes,
+               "hook_profile": {"jobs_per_variant": prof_jobs, "hooks": profile},
                "failures": failures,
                "what": "sbatch invoked -> first command of the batch script (ms)"}
         for k, v in times.items():

@@ -12,7 +12,15 @@ EXTRA_DIST += \
 	bench/bench_slurm_start.py \
 	bench/results/2026-11-29.json
 
-bench: all
+# The memory floor of a shim-like process (bench_resources.py); built by
+# `make bench` only.
+EXTRA_PROGRAMS += bench/rss_floor
+bench_rss_floor_SOURCES = bench/rss_floor.cc
+bench_rss_floor_CPPFLAGS = $(AM_CPPFLAGS) $(JSONCPP_CFLAGS) $(LIBUV_CFLAGS)
+bench_rss_floor_LDADD = $(JSONCPP_LIBS) $(LIBUV_LIBS)
+CLEANFILES += bench/rss_floor$(EXEEXT)
+
+bench: all bench/rss_floor$(EXEEXT)
 	SK_TOP_SRCDIR='$(abs_top_srcdir)' SK_TOP_BUILDDIR='$(abs_top_builddir)' \
 	PYTHON3='$(PYTHON3)' $(SHELL) $(top_srcdir)/bench/run-all.sh \
 	  '$(abs_top_builddir)/bench/results.json'

@@ -1,6 +1,9 @@
 #include "spank/hook_util.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
+#include <ctime>
 
 #include "common/log.h"
 
@@ -39,6 +42,37 @@ Result<PlugConfig> plugstack(int ac, char **av, const char *hook) {
     if (!c)
         LOG_ERROR("%s: %s (fix the spank_k8s line in plugstack.conf)", hook, c.message().c_str());
     return c;
+}
+
+int64_t monotonic_ns() noexcept {
+    struct timespec ts {};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+void log_hook_time(const char *hook, int64_t start_ns) noexcept {
+    const char *ctx = "";
+    switch (spank_context()) {
+        case S_CTX_ALLOCATOR:
+            ctx = "allocator";
+            break;
+        case S_CTX_LOCAL:
+            ctx = "local";
+            break;
+        case S_CTX_REMOTE:
+            ctx = "remote";
+            break;
+        case S_CTX_JOB_SCRIPT:
+            ctx = "job_script";
+            break;
+        case S_CTX_SLURMD:
+            ctx = "slurmd";
+            break;
+        default:
+            ctx = "other";
+    }
+    slurm_debug("spank_k8s: hook %s (%s, pid %d): %.3f ms", hook, ctx, static_cast<int>(getpid()),
+                static_cast<double>(monotonic_ns() - start_ns) / 1e6);
 }
 
 uint32_t item_u32(spank_t sp, spank_item_t item, uint32_t dflt) {

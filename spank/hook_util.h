@@ -45,11 +45,20 @@ int step_init_post_opt(spank_t sp, int ac, char **av);
 int step_user_init(spank_t sp, int ac, char **av);
 int step_task_init(spank_t sp, int ac, char **av);
 
+// Logs (Slurm debug level) how long a hook took on the calling process's
+// path: the job start overhead of the plugin is the sum of these
+// (bench/bench_slurm_start.py reads them from slurmd's log).
+void log_hook_time(const char *hook, int64_t start_ns) noexcept;
+int64_t monotonic_ns() noexcept;
+
 // Runs fn, turning any exception into a log line and `on_exception`.
 template <typename F>
 int guarded(const char *hook, int on_exception, F fn) noexcept {
+    const int64_t t0 = monotonic_ns();
     try {
-        return fn();
+        int rc = fn();
+        log_hook_time(hook, t0);
+        return rc;
     } catch (const std::exception &e) {
         slurm_error("spank_k8s: %s: internal error: %s", hook, e.what());
     } catch (...) {

@@ -1,7 +1,14 @@
 // The plugin's pure logic: plugstack config, option validation and policy,
 // GPU request detection, GPU split and trainer env edits, host lists, the
 // run-file format, slurm.conf and /proc/PID/cgroup readers.
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include <string>
 #include <vector>
@@ -12,6 +19,7 @@
 #include "spank/options.h"
 #include "spank/plugstack.h"
 #include "spank/runfile.h"
+#include "spank/shim_process.h"
 #include "spank/slurm_facts.h"
 #include "tests/unit/check_main.h"
 
@@ -388,6 +396,61 @@ START_TEST(cgroup_dirs) {
 }
 END_TEST
 
+// The shim inherits none of slurmstepd's descriptors (slurmstepd has many
+// without O_CLOEXEC), only stdin from /dev/null and the log as stdout/stderr;
+// the environment is exactly the spec's. Needs root (setgroups).
+START_TEST(spawn_inherits_nothing) {
+    if (geteuid() != 0) {
+        fprintf(stderr, "spawn_inherits_nothing: skipped (needs root)\n");
+        return;
+    }
+    char dir[] = "/tmp/sk-spawn-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    int low = open("/dev/null", O_RDONLY);  // no O_CLOEXEC: slurmstepd style
+    int high = fcntl(low, F_DUPFD, 900);    // far above the first free descriptor
+    ck_assert_int_ge(high, 900);
+    ShimSpec spec;
+    spec.path = "/bin/sh";
+    spec.argv = {"sh", "-c",
+                 "for f in 3 4 5 6 7 8 9 " + std::to_string(low) + " " + std::to_string(high) +
+                     "; do [ -e /proc/$$/fd/$f ] && echo open $f; done; echo env $SK_X; "
+                     "[ -t 0 ] || read -r x || echo stdin-eof"};
+    spec.env = {"SK_X=1", "PATH=/bin:/usr/bin"};
+    spec.uid = getuid();
+    spec.gid = getgid();
+    spec.home = dir;
+    spec.log_path = std::string(dir) + "/shim.log";
+    auto pid = spawn_shim(spec);
+    ck_assert_msg(pid.ok(), "%s", pid.message().c_str());
+    int st = 0;
+    ck_assert_int_eq(waitpid(*pid, &st, 0), *pid);
+    ck_assert(WIFEXITED(st));
+    std::ifstream in(spec.log_path);
+    std::stringstream out;
+    out << in.rdbuf();
+    ck_assert_sstr_eq(out.str(), "env 1\nstdin-eof\n");
+    close(high);
+    close(low);
+    unlink(spec.log_path.c_str());
+    rmdir(dir);
+}
+END_TEST
+
+// A binary that cannot be started is an error that names it, not a pid.
+START_TEST(spawn_missing_binary) {
+    if (geteuid() != 0) return;
+    ShimSpec spec;
+    spec.path = "/nonexistent/slurm-k8s-shim";
+    spec.argv = {spec.path};
+    spec.uid = getuid();
+    spec.gid = getgid();
+    spec.log_path = "/dev/null";
+    auto pid = spawn_shim(spec);
+    ck_assert(!pid.ok());
+    ck_assert_ptr_nonnull(strstr(pid.message().c_str(), "/nonexistent/slurm-k8s-shim"));
+}
+END_TEST
+
 int main() {
     Suite *s = suite_create("spank_logic");
     TCase *tc = tcase_create("logic");
@@ -404,6 +467,8 @@ int main() {
     tcase_add_loop_test(tc, runfile_bad, 0, TABLE_SIZE(kBadRun));
     tcase_add_loop_test(tc, conf_table, 0, TABLE_SIZE(kConf));
     tcase_add_test(tc, cgroup_dirs);
+    tcase_add_test(tc, spawn_inherits_nothing);
+    tcase_add_test(tc, spawn_missing_binary);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }
