@@ -272,10 +272,8 @@ e2e_procs() {
 e2e_leftovers() {
   local j="$1" out f
   out="$(e2e_node_names "$j")"; [ -z "$out" ] || echo "nodes: $(echo $out)"
-  if [ -n "$KUBE_URL" ] && [ -z "$E2E_KUBECONFIG" ]; then
-    out="$(e2e_kubectl get leases -n kube-node-lease -o name 2>/dev/null | grep -- "-$j\$")"
-    [ -z "$out" ] || echo "leases: $(echo $out)"
-  fi
+  out="$(e2e_kubectl get leases -n kube-node-lease -o name 2>/dev/null | grep -- "-$j\$")"
+  [ -z "$out" ] || echo "leases: $(echo $out)"
   out="$(pgrep -a -u "$TEST_UID" -f "slurm-k8s-shim --job-id $j " 2>/dev/null)"; [ -z "$out" ] || echo "shim: $out"
   out="$(sk_cluster_procs | grep -E "job_$j|SLURM_JOB_ID=$j" || true)"; [ -z "$out" ] || echo "slurm procs: $out"
   for f in "$E2E_RUNDIR"/job_"$j"_* "$E2E_AGENTS"/n*/state/job_"$j"_* "$E2E_AGENTS"/n*/shim/job_"$j"_*; do
