@@ -1,5 +1,5 @@
 // Option table and per-context dispatch. Which hook runs where, as whom, and
-// with which environment is measured in reference/slurm-local/FINDINGS.md.
+// with which environment is in spank/README.md (hook table, Slurm facts).
 #include "spank/hooks.h"
 
 #include <string>
@@ -66,7 +66,7 @@ struct spank_option *option_table() {
 }
 
 // job_prolog: the callbacks never ran in this process, but
-// spank_option_getopt works there (FINDINGS.md).
+// spank_option_getopt works there (spank/README.md, "Slurm facts").
 RawOptions options_from_getopt(spank_t sp) {
     RawOptions raw;
     for (int i = 0; g_options[i].name; i++) {

@@ -2,7 +2,7 @@
 // of the job, alive for the whole job. It sees none of the user's options;
 // the prolog's run file says whether this node was lent.
 //
-// Where the graceful stop is driven from, and why (facts: EXTERN-STEP.md):
+// Where the graceful stop is driven from, and why (facts: spank/README.md):
 //  - Slurm ends a job on a node in this order: signal and kill all steps
 //    (extern included; proctrack SIGKILLs freezer step_extern ~2 ms after
 //    SIGTERM), run the extern step's slurm_spank_exit, *then* run the epilog.

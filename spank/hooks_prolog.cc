@@ -1,7 +1,7 @@
 // job_prolog / job_epilog: root, one `slurmstepd spank prolog|epilog`
 // process per node, no slurm_spank_init before them, no PATH, no state kept
 // between the two (plugstack arguments are parsed in each). Never call
-// spank_job_control_getenv here: it crashes Slurm 22.05 (FINDINGS.md).
+// spank_job_control_getenv here: it crashes Slurm 22.05 (spank/README.md, "Slurm facts").
 //
 // Failure modes (spank.8): a non-zero return from job_prolog fails the prolog
 // -> slurmctld drains the node and requeues/holds the job; from job_epilog it

@@ -1,6 +1,6 @@
 // The per-(job, node) file the prolog leaves for the later steps of the job:
 // <rundir>/job_<id>_<node>.json, root-owned, written atomically (tmp +
-// rename). The extern step sees none of the user's options (EXTERN-STEP.md),
+// rename). The extern step sees none of the user's options (spank/README.md, "Slurm facts"),
 // so this file is how it learns that a shim must start; the batch and srun
 // steps read it (as root, in init_post_opt) for the lent GPUs and the virtual
 // node's name. Keyed by job *and* node: test hosts run several slurmd on one

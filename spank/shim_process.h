@@ -1,6 +1,6 @@
 // Starting and ending the per-job shim from the extern slurmstepd (root).
 // No spank.h here; the facts behind every step are in
-// reference/slurm-local/EXTERN-STEP.md.
+// spank/README.md ("Slurm facts").
 //
 // Lifetime design: the shim is forked from the extern step's task_post_fork,
 // so it sits in step_extern's devices and cpuset cgroups (only the job's GPUs
