@@ -120,6 +120,8 @@ Agent::Agent(uv_loop_t *loop, const AgentConfig &cfg, KubeClient &kube, const Cl
     ctx_.cfg = &cfg;
     ctx_.clock = &clock;
     ctx_.store = &store_;
+    store_.set_background_sync(
+        [loop](const std::string &path) { run_in_pool(loop, [path] { sync_to_disk(path); }); });
     ctx_.host = std::move(host);
     ctx_.events = &events_;
     ctx_.job_end_time = [this](uint32_t job, std::function<void(int64_t)> cb) {
@@ -197,11 +199,12 @@ void Agent::stop() {
     for (auto &[k, vn] : nodes_)
         vn->stop();
     nodes_.clear();
+    cancel_leftover_deletes(ctx_);
 }
 
 std::shared_ptr<VirtualNode> Agent::add_node(JobRecord rec, std::function<void(Status)> ready) {
     std::string key = job_key(rec.job.job_id, rec.job.slurm_node);
-    auto vn = std::make_shared<VirtualNode>(ctx_, rec);
+    auto vn = std::make_shared<VirtualNode>(ctx_, std::move(rec));
     nodes_[key] = vn;
     if (cfg_.runtime == "fake")
         vn->set_runtime(std::make_unique<FakeRuntime>(
@@ -252,9 +255,10 @@ void Agent::op_register(const std::shared_ptr<Connection> &c, const proto::Reque
     rec.node_name = *name;
     rec.registered_at = clock_.now_s();
     if (auto st = store_.save(rec); !st) return c->reply(proto::error_reply(req.id, st.failure()));
-    // The reply does not wait for the API server: the prolog must return
-    // quickly (its time is added to every job's start), and the record is
-    // already durable, so the Node is created (and retried) in the
+    // The reply waits neither for the API server nor for the disk: the
+    // prolog must return quickly (its time is added to every job's start).
+    // The record is saved (an agent restart finds it; JobStore::save says
+    // why the fsync may follow), so the Node is created (and retried) in the
     // background. Readiness is what `status` and --k8s-wait report.
     proto::Reply rep;
     rep.id = req.id;
@@ -263,7 +267,7 @@ void Agent::op_register(const std::shared_ptr<Connection> &c, const proto::Reque
     std::string node_name = *name;
     uint32_t job_id = r->job_id;
     std::string slurm_node = r->slurm_node;
-    add_node(rec, [this, node_name, key, job_id, slurm_node](Status st) {
+    add_node(rec, [this, node_name, key, job_id, slurm_node](const Status &st) {
         if (st || st.error() == Error::Transient) return;
         LOG_ERROR("[node %s] registration failed: %s", node_name.c_str(), st.message().c_str());
         // Forget it (deferred: we are inside the node's callback).
@@ -388,12 +392,14 @@ void Agent::gc() {
                 if (alive || nodes_.count(key)) return;  // registered meanwhile: not garbage
                 LOG_INFO("[node %s] gc: job %u is gone: deleting the Node and its Lease",
                          name.c_str(), job_id);
-                kube_.del(KubeClient::lease(name), Json::Value(), [](Result<Json::Value>) {});
-                kube_.del(KubeClient::node(name), Json::Value(), [name](Result<Json::Value> d) {
-                    if (!d && d.error() != Error::NotFound)
-                        LOG_WARN("[node %s] gc: delete failed: %s", name.c_str(),
-                                 d.message().c_str());
-                });
+                kube_.del(KubeClient::lease(name), Json::Value(),
+                          [](const Result<Json::Value> &) {});
+                kube_.del(KubeClient::node(name), Json::Value(),
+                          [name](const Result<Json::Value> &d) {
+                              if (!d && d.error() != Error::NotFound)
+                                  LOG_WARN("[node %s] gc: delete failed: %s", name.c_str(),
+                                           d.message().c_str());
+                          });
             });
         }
     });

@@ -3,25 +3,29 @@
 #include <cmath>
 #include <cstring>
 
+#include "agent/api_object.h"
+
 namespace sk::agent {
 namespace {
 
 const char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 void add_env_refs(const Json::Value &containers, std::set<ObjectRef> *out) {
-    for (const auto &c : containers) {
-        for (const auto &e : c["env"]) {
-            const Json::Value &vf = e["valueFrom"];
+    auto name_of = [](const Json::Value &obj, const char *ref) {
+        return api::text(api::field(api::field(obj, ref), "name"));
+    };
+    for (const auto &c : api::items(containers)) {
+        for (const auto &e : api::items(api::field(c, "env"))) {
+            const Json::Value &vf = api::object(api::field(e, "valueFrom"));
             if (vf.isMember("configMapKeyRef"))
-                out->insert({"configmaps", vf["configMapKeyRef"]["name"].asString()});
-            if (vf.isMember("secretKeyRef"))
-                out->insert({"secrets", vf["secretKeyRef"]["name"].asString()});
+                out->insert({"configmaps", name_of(vf, "configMapKeyRef")});
+            if (vf.isMember("secretKeyRef")) out->insert({"secrets", name_of(vf, "secretKeyRef")});
         }
-        for (const auto &ef : c["envFrom"]) {
-            if (ef.isMember("configMapRef"))
-                out->insert({"configmaps", ef["configMapRef"]["name"].asString()});
-            if (ef.isMember("secretRef"))
-                out->insert({"secrets", ef["secretRef"]["name"].asString()});
+        for (const auto &ef : api::items(api::field(c, "envFrom"))) {
+            if (api::object(ef).isMember("configMapRef"))
+                out->insert({"configmaps", name_of(ef, "configMapRef")});
+            if (api::object(ef).isMember("secretRef"))
+                out->insert({"secrets", name_of(ef, "secretRef")});
         }
     }
 }
@@ -143,17 +147,24 @@ Result<Json::Value> volume_files(const Json::Value &pod, const FetchedObjects &o
 
 std::set<ObjectRef> referenced_objects(const Json::Value &pod) {
     std::set<ObjectRef> out;
-    add_env_refs(pod["spec"]["containers"], &out);
-    add_env_refs(pod["spec"]["initContainers"], &out);
-    for (const auto &v : pod["spec"]["volumes"]) {
-        if (v.isMember("configMap")) out.insert({"configmaps", v["configMap"]["name"].asString()});
-        if (v.isMember("secret")) out.insert({"secrets", v["secret"]["secretName"].asString()});
+    const Json::Value &spec = api::field(pod, "spec");
+    add_env_refs(api::field(spec, "containers"), &out);
+    add_env_refs(api::field(spec, "initContainers"), &out);
+    for (const auto &v : api::items(api::field(spec, "volumes"))) {
+        const Json::Value &cm = api::field(v, "configMap");
+        const Json::Value &sec = api::field(v, "secret");
+        if (api::object(v).isMember("configMap"))
+            out.insert({"configmaps", api::text(api::field(cm, "name"))});
+        if (api::object(v).isMember("secret"))
+            out.insert({"secrets", api::text(api::field(sec, "secretName"))});
     }
     return out;
 }
 
-Result<Json::Value> resolve_pod(const Json::Value &pod_in, const FetchedObjects &objs,
-                                const NodeFacts &node) {
+namespace {
+
+Result<Json::Value> resolve_fields(const Json::Value &pod_in, const FetchedObjects &objs,
+                                   const NodeFacts &node) {
     Json::Value pod = pod_in;
     std::string ns = pod["metadata"]["namespace"].asString();
     for (const char *list : {"initContainers", "containers"}) {
@@ -224,6 +235,21 @@ Result<Json::Value> resolve_pod(const Json::Value &pod_in, const FetchedObjects 
     body["pod"] = pod;
     body["files"] = *files;
     return body;
+}
+
+}  // namespace
+
+// The pod comes from the API server: a field of an unexpected JSON type (an
+// env list that is a string, a name that is an object) makes jsoncpp throw.
+// That is a pod the kubelet would refuse too, not a reason to abandon the
+// controller's callback.
+Result<Json::Value> resolve_pod(const Json::Value &pod, const FetchedObjects &objs,
+                                const NodeFacts &node) {
+    try {
+        return resolve_fields(pod, objs, node);
+    } catch (const Json::Exception &e) {
+        return fail(Error::Invalid, std::string("malformed pod object: ") + e.what());
+    }
 }
 
 Result<int64_t> parse_quantity_milli(const std::string &q) {

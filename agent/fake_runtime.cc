@@ -109,8 +109,11 @@ void FakeRuntime::run(const Json::Value &body, Done done) {
         p.name = pod["metadata"]["name"].asString();
         p.status = running_status(pod, now_());
         if (ann.isMember("slurm-k8s.io/fake-exit-code"))
-            p.status = terminated_status(
-                pod, p.status, std::atoi(ann["slurm-k8s.io/fake-exit-code"].asCString()), now_());
+            p.status =
+                terminated_status(pod, p.status,
+                                  static_cast<int>(std::strtol(
+                                      ann["slurm-k8s.io/fake-exit-code"].asCString(), nullptr, 10)),
+                                  now_());
         pods_[uid] = p;
         specs_[uid] = pod;
         emit(uid);
@@ -136,7 +139,7 @@ void FakeRuntime::snapshot(std::function<void(Result<std::vector<PodSnapshot>>)>
 
 void FakeRuntime::shutdown(uint32_t grace_s, const std::string &reason, Done done) {
     for (auto &[uid, p] : pods_)
-        kill(uid, grace_s, reason, [](Status) {});
+        kill(uid, grace_s, reason, [](const Status &) {});
     post_([done] { done(Status()); });
 }
 

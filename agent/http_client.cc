@@ -313,9 +313,7 @@ void CurlTransport::check_messages() {
         curl_slist_free_all(t->headers);
         if (!done || t->cancelled) continue;
         try {
-            if (code != CURLE_OK && status == 0) {
-                done(fail(Error::Transient, t->req.method + " " + t->req.url + ": " + err));
-            } else if (code != CURLE_OK && t->on_data) {
+            if (code != CURLE_OK && status != 0 && t->on_data) {
                 done(fail(Error::Transient,
                           t->req.method + " " + t->req.url + ": stream ended: " + err));
             } else if (code != CURLE_OK) {

@@ -148,8 +148,8 @@ struct HttpServerGlue {
         MHD_Response *m;
         if (r.stream) {
             auto *ctx = new StreamCtx{r.stream, self};
-            m = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 32 * 1024, read_stream, ctx,
-                                                  free_stream);
+            m = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, static_cast<size_t>(32 * 1024),
+                                                  read_stream, ctx, free_stream);
             if (!m) {
                 delete ctx;
                 return MHD_NO;

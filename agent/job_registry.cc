@@ -53,7 +53,25 @@ static Failure io_error(const std::string &what, const std::string &path) {
     return fail(Error::Io, what + " " + path + ": " + strerror(errno));
 }
 
-Status write_file_atomic(const std::string &path, const std::string &data, unsigned mode) {
+static void sync_dir_of(const std::string &path) {
+    std::string dir = path.substr(0, path.rfind('/'));
+    int dfd = open(dir.empty() ? "/" : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd);  // the rename itself must survive a crash
+        close(dfd);
+    }
+}
+
+void sync_to_disk(const std::string &path) noexcept {
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    fsync(fd);
+    close(fd);
+    sync_dir_of(path);
+}
+
+Status write_file_atomic(const std::string &path, const std::string &data, unsigned mode,
+                         bool sync) {
     std::string tmp = path + ".tmp";
     int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
     if (fd < 0) return io_error("cannot create", tmp);
@@ -69,7 +87,7 @@ Status write_file_atomic(const std::string &path, const std::string &data, unsig
         }
         off += static_cast<size_t>(n);
     }
-    if (fsync(fd) != 0 || close(fd) != 0) {
+    if ((sync && fsync(fd) != 0) || close(fd) != 0) {
         unlink(tmp.c_str());
         return io_error("cannot sync", tmp);
     }
@@ -77,12 +95,7 @@ Status write_file_atomic(const std::string &path, const std::string &data, unsig
         unlink(tmp.c_str());
         return io_error("cannot rename into", path);
     }
-    std::string dir = path.substr(0, path.rfind('/'));
-    int dfd = open(dir.empty() ? "/" : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd);  // the rename itself must survive a crash
-        close(dfd);
-    }
+    if (sync) sync_dir_of(path);
     return {};
 }
 
@@ -102,8 +115,10 @@ std::string JobStore::path_of(uint32_t job_id, const std::string &slurm_node) co
 }
 
 Status JobStore::save(const JobRecord &r) const {
-    return write_file_atomic(path_of(r.job.job_id, r.job.slurm_node),
-                             json::write(to_json(r)) + "\n", 0600);
+    std::string path = path_of(r.job.job_id, r.job.slurm_node);
+    auto st = write_file_atomic(path, json::write(to_json(r)) + "\n", 0600, !sync_);
+    if (st && sync_) sync_(path);
+    return st;
 }
 
 Status JobStore::remove(uint32_t job_id, const std::string &slurm_node) const {

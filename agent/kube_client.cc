@@ -1,5 +1,6 @@
 #include "agent/kube_client.h"
 
+#include "agent/api_object.h"
 #include "common/json.h"
 
 namespace sk::agent {
@@ -7,8 +8,8 @@ namespace sk::agent {
 Failure classify_http(long status, const std::string &body, const std::string &what) {
     std::string reason, message;
     if (auto v = json::parse(body); v && v->isObject()) {
-        reason = (*v)["reason"].asString();
-        message = (*v)["message"].asString();
+        reason = api::text((*v)["reason"]);
+        message = api::text((*v)["message"]);
     }
     if (message.empty()) message = body.substr(0, 200);
     std::string m =
@@ -92,7 +93,7 @@ void KubeClient::del(const std::string &path, const Json::Value &body, JsonCb cb
          body.isNull() ? nullptr : "application/json", std::move(cb), timeout_ms_);
 }
 
-uint64_t KubeClient::watch(const std::string &path, EventCb on_event, EndCb on_end) {
+uint64_t KubeClient::watch(const std::string &path, const EventCb &on_event, const EndCb &on_end) {
     HttpRequest req;
     req.url = server_ + path;
     req.timeout_ms = 0;

@@ -42,7 +42,7 @@ class KubeClient {
     void del(const std::string &path, const Json::Value &body, JsonCb cb);
     // Streams watch events of path (which carries ?watch=1...). A malformed
     // event ends the watch with Parse; an ERROR event is delivered as one.
-    uint64_t watch(const std::string &path, EventCb on_event, EndCb on_end);
+    uint64_t watch(const std::string &path, const EventCb &on_event, const EndCb &on_end);
     void cancel(uint64_t id) { t_.cancel(id); }
     // Called on every answer: verb (GET, POST, PUT, PATCH, DELETE, WATCH) and
     // HTTP status, 0 for a transport failure (metrics).

@@ -116,9 +116,9 @@ Result<std::vector<CriLogRecord>> initial_records(const ContainerLogSource &src,
 
 class FollowStream : public HttpStream {
   public:
-    FollowStream(ContainerLogsRequest req, ContainerLogSource src, ContainerLogResolver resolver,
-                 const KubeletServerConfig &cfg, int fd, std::unique_ptr<CriLogFollower> follower,
-                 std::string first, KubectlFormatter fmt)
+    FollowStream(ContainerLogsRequest req, const ContainerLogSource &src,
+                 ContainerLogResolver resolver, const KubeletServerConfig &cfg, int fd,
+                 std::unique_ptr<CriLogFollower> follower, std::string first, KubectlFormatter fmt)
         : req_(std::move(req)),
           path_(src.paths_oldest_first.back()),
           resolver_(std::move(resolver)),
@@ -127,7 +127,7 @@ class FollowStream : public HttpStream {
           fd_(fd),
           follower_(std::move(follower)),
           pending_(std::move(first)),
-          fmt_(std::move(fmt)),
+          fmt_(fmt),
           closing_(!src.running || fmt_.exhausted()),
           last_check_(std::chrono::steady_clock::now()) {}
 
@@ -308,9 +308,8 @@ HttpResponse KubeletServer::container_logs(const HttpRequest &req) {
                 r.follow ? " (follow)" : "");
     if (!r.follow) return http_text(200, std::move(first));
     HttpResponse resp;
-    resp.stream =
-        std::make_shared<FollowStream>(std::move(r), std::move(*src), resolver_, config_, req.fd,
-                                       std::move(follower), std::move(first), std::move(fmt));
+    resp.stream = std::make_shared<FollowStream>(std::move(r), *src, resolver_, config_, req.fd,
+                                                 std::move(follower), std::move(first), fmt);
     return resp;
 }
 

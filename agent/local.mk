@@ -4,6 +4,8 @@
 # Pure core: no libuv, no curl (unit-tested).
 noinst_LTLIBRARIES += agent/libagentcore.la
 agent_libagentcore_la_SOURCES = \
+	agent/api_object.cc \
+	agent/api_object.h \
 	agent/backoff.cc \
 	agent/backoff.h \
 	agent/config.cc \

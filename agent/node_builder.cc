@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "agent/api_object.h"
 #include "agent/kube_time.h"
 
 namespace sk::agent {
@@ -148,12 +149,14 @@ Json::Value build_node_status_patch(const NodeSpecInput &in, bool ready, int64_t
 
 Json::Value build_cordon_patch(const Json::Value &node, const k8s::Taint &extra) {
     Json::Value p(Json::objectValue);
-    p["metadata"]["resourceVersion"] = node["metadata"]["resourceVersion"];
+    p["metadata"]["resourceVersion"] = api::field(api::field(node, "metadata"), "resourceVersion");
     p["spec"]["unschedulable"] = true;
     Json::Value taints(Json::arrayValue);
     bool have = false;
-    for (const auto &t : node["spec"]["taints"]) {
-        if (t["key"].asString() == extra.key && t["effect"].asString() == extra.effect) have = true;
+    for (const auto &t : api::items(api::field(api::field(node, "spec"), "taints"))) {
+        if (api::text(api::field(t, "key")) == extra.key &&
+            api::text(api::field(t, "effect")) == extra.effect)
+            have = true;
         taints.append(t);
     }
     if (!have) taints.append(taints_json({extra})[0]);
@@ -163,10 +166,10 @@ Json::Value build_cordon_patch(const Json::Value &node, const k8s::Taint &extra)
 
 bool node_is_ours(const Json::Value &node, const std::string &cluster,
                   const std::string &slurm_node) {
-    const Json::Value &l = node["metadata"]["labels"];
+    const Json::Value &l = api::field(api::field(node, "metadata"), "labels");
     std::string p = kLabelPrefix;
-    return l.isObject() && l[p + "cluster"].asString() == cluster &&
-           l[p + "slurm-node"].asString() == slurm_node && l.isMember(p + "job-id");
+    return l.isObject() && api::text(l[p + "cluster"]) == cluster &&
+           api::text(l[p + "slurm-node"]) == slurm_node && l.isMember(p + "job-id");
 }
 
 Json::Value build_lease(const std::string &node_name, const std::string &node_uid,
@@ -191,8 +194,9 @@ Json::Value build_lease(const std::string &node_name, const std::string &node_ui
 Json::Value renew_lease(const Json::Value &current, const std::string &node_name,
                         const std::string &node_uid, uint32_t duration_s, int64_t now_us) {
     Json::Value l = build_lease(node_name, node_uid, duration_s, now_us);
-    l["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"];
-    if (current["metadata"].isMember("uid")) l["metadata"]["uid"] = current["metadata"]["uid"];
+    const Json::Value &md = api::object(api::field(current, "metadata"));
+    l["metadata"]["resourceVersion"] = api::field(md, "resourceVersion");
+    if (md.isMember("uid")) l["metadata"]["uid"] = md["uid"];
     return l;
 }
 

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "agent/api_object.h"
 #include "agent/kube_time.h"
 
 namespace sk::agent {
@@ -28,8 +29,8 @@ bool is_runtime_condition(const std::string &type) {
 
 std::map<std::string, Json::Value> by_key(const Json::Value &list, const char *key) {
     std::map<std::string, Json::Value> m;
-    for (const auto &e : list)
-        m[e[key].asString()] = e;
+    for (const auto &e : api::items(list))
+        m[api::text(api::field(e, key))] = e;
     return m;
 }
 
@@ -51,15 +52,15 @@ bool is_terminal_phase(const std::string &p) {
 }
 
 bool pod_is_terminal(const Json::Value &v) {
-    const Json::Value &s = v.isMember("status") ? v["status"] : v;
-    return is_terminal_phase(s["phase"].asString());
+    const Json::Value &s = api::object(v).isMember("status") ? v["status"] : v;
+    return is_terminal_phase(api::text(api::field(s, "phase")));
 }
 
 Json::Value desired_pod_status(const Json::Value &rt, const Json::Value &api_pod,
                                const std::string &node_ip) {
     Json::Value s(Json::objectValue);
     for (const char *f : kOwnedFields)
-        if (rt.isMember(f) && !rt[f].isNull()) s[f] = rt[f];
+        if (!api::field(rt, f).isNull()) s[f] = rt[f];
     // Pods run as processes on the node: podIP is the node's, from the first
     // write on (as for hostNetwork pods on a kubelet).
     s["hostIP"] = node_ip;
@@ -69,12 +70,14 @@ Json::Value desired_pod_status(const Json::Value &rt, const Json::Value &api_pod
     s["podIPs"] = Json::Value(Json::arrayValue);
     s["podIPs"].append(ip);
     Json::Value conds(Json::arrayValue);
-    for (const auto &c : rt["conditions"])
-        if (is_runtime_condition(c["type"].asString())) conds.append(c);
+    for (const auto &c : api::items(api::field(rt, "conditions")))
+        if (is_runtime_condition(api::text(api::field(c, "type")))) conds.append(c);
     bool scheduled = false;
-    for (const auto &c : api_pod["status"]["conditions"]) {
-        if (is_runtime_condition(c["type"].asString())) continue;
-        scheduled |= c["type"].asString() == "PodScheduled";
+    const Json::Value &api_status = api::field(api_pod, "status");
+    for (const auto &c : api::items(api::field(api_status, "conditions"))) {
+        std::string type = api::text(api::field(c, "type"));
+        if (is_runtime_condition(type)) continue;
+        scheduled |= type == "PodScheduled";
         conds.append(c);
     }
     if (!scheduled) {
@@ -84,20 +87,20 @@ Json::Value desired_pod_status(const Json::Value &rt, const Json::Value &api_pod
         c["type"] = "PodScheduled";
         c["status"] = "True";
         c["lastProbeTime"] = Json::Value();
-        c["lastTransitionTime"] = api_pod["metadata"]["creationTimestamp"];
+        c["lastTransitionTime"] = api::field(api::field(api_pod, "metadata"), "creationTimestamp");
         conds.append(c);
     }
     s["conditions"] = conds;
-    if (api_pod["status"].isMember("qosClass")) s["qosClass"] = api_pod["status"]["qosClass"];
+    if (api::object(api_status).isMember("qosClass")) s["qosClass"] = api_status["qosClass"];
     return s;
 }
 
 Json::Value pod_status_patch(const Json::Value &api_pod, const Json::Value &desired) {
-    const Json::Value &cur = api_pod["status"];
+    const Json::Value &cur = api::field(api_pod, "status");
     Json::Value st(Json::objectValue);
     for (const char *f : kOwnedFields) {
-        bool in_d = desired.isMember(f) && !desired[f].isNull();
-        bool in_c = cur.isMember(f) && !cur[f].isNull();
+        bool in_d = !api::field(desired, f).isNull();
+        bool in_c = !api::field(cur, f).isNull();
         if (in_d && (!in_c || !same_field(f, cur[f], desired[f])))
             st[f] = desired[f];
         else if (!in_d && in_c && (std::string(f) == "reason" || std::string(f) == "message"))
@@ -108,13 +111,13 @@ Json::Value pod_status_patch(const Json::Value &api_pod, const Json::Value &desi
         Json::Value order(Json::arrayValue);
         for (const auto &c : st["conditions"]) {
             Json::Value o(Json::objectValue);
-            o["type"] = c["type"];
+            o["type"] = api::field(c, "type");
             order.append(o);
         }
         st["$setElementOrder/conditions"] = order;
     }
     Json::Value p(Json::objectValue);
-    p["metadata"]["uid"] = api_pod["metadata"]["uid"];
+    p["metadata"]["uid"] = api::field(api::field(api_pod, "metadata"), "uid");
     p["status"] = st;
     return p;
 }
@@ -126,14 +129,15 @@ Json::Value refused_pod_status(const Json::Value &api_pod, const std::string &re
     rt["phase"] = "Failed";
     rt["reason"] = reason;
     rt["message"] = message;
-    rt["startTime"] = api_pod["status"].isMember("startTime") ? api_pod["status"]["startTime"]
-                                                              : Json::Value(rfc3339(now_s));
+    const Json::Value &api_status = api::object(api::field(api_pod, "status"));
+    rt["startTime"] =
+        api_status.isMember("startTime") ? api_status["startTime"] : Json::Value(rfc3339(now_s));
     return desired_pod_status(rt, api_pod, node_ip);
 }
 
 Json::Value job_end_status(const Json::Value &status, const std::string &reason, uint32_t job_id) {
-    Json::Value s = status;
-    if (!is_terminal_phase(s["phase"].asString())) s["phase"] = "Failed";
+    Json::Value s = api::object(status);
+    if (!is_terminal_phase(api::text(s["phase"]))) s["phase"] = "Failed";
     s["reason"] = reason.empty() ? "JobEnded" : reason;
     s["message"] = "the Slurm job " + std::to_string(job_id) + " lending this node ended (" +
                    s["reason"].asString() + ")";
@@ -143,36 +147,41 @@ Json::Value job_end_status(const Json::Value &status, const std::string &reason,
 std::vector<EventSpec> status_events(const Json::Value &api_pod, const Json::Value &old_status,
                                      const Json::Value &new_status, bool backoff_from_status) {
     std::vector<EventSpec> out;
-    std::string pod_ref = api_pod["metadata"]["name"].asString() + "_" +
-                          api_pod["metadata"]["namespace"].asString() + "(" +
-                          api_pod["metadata"]["uid"].asString() + ")";
+    api::ObjectMeta md = api::object_meta(api_pod);
+    std::string pod_ref = md.name + "_" + md.ns + "(" + md.uid + ")";
     for (const char *list : {"initContainerStatuses", "containerStatuses"}) {
-        auto olds = by_key(old_status[list], "name");
-        for (const auto &cs : new_status[list]) {
-            std::string name = cs["name"].asString();
+        auto olds = by_key(api::field(old_status, list), "name");
+        for (const auto &cs : api::items(api::field(new_status, list))) {
+            std::string name = api::text(api::field(cs, "name"));
             const Json::Value &o = olds[name];
+            const Json::Value &o_state = api::field(o, "state");
             std::string fp =
                 std::string(list[0] == 'i' ? "spec.initContainers{" : "spec.containers{") + name +
                 "}";
-            const Json::Value &run = cs["state"]["running"];
-            if (run.isObject() && run["startedAt"] != o["state"]["running"]["startedAt"])
+            const Json::Value &state = api::field(cs, "state");
+            const Json::Value &run = api::field(state, "running");
+            if (run.isObject() &&
+                run["startedAt"] != api::field(api::field(o_state, "running"), "startedAt"))
                 out.push_back({"Normal", "Started", "Started container " + name, fp});
-            const Json::Value &w = cs["state"]["waiting"];
-            std::string wr = w["reason"].asString();
-            bool changed = wr != o["state"]["waiting"]["reason"].asString() ||
-                           cs["restartCount"] != o["restartCount"];
+            const Json::Value &w = api::field(state, "waiting");
+            std::string wr = api::text(api::field(w, "reason"));
+            bool changed = wr != api::text(api::field(api::field(o_state, "waiting"), "reason")) ||
+                           api::field(cs, "restartCount") != api::field(o, "restartCount");
             if (wr == "CrashLoopBackOff" && changed && backoff_from_status)
                 out.push_back(
                     {"Warning", "BackOff",
                      "Back-off restarting failed container " + name + " in pod " + pod_ref, fp});
             if ((wr == "CreateContainerConfigError" || wr == "CreateContainerError") && changed)
-                out.push_back({"Warning", "Failed", "Error: " + w["message"].asString(), fp});
+                out.push_back(
+                    {"Warning", "Failed", "Error: " + api::text(api::field(w, "message")), fp});
         }
     }
-    if (new_status["phase"].asString() == "Failed" && old_status["phase"].asString() != "Failed" &&
-        new_status.isMember("reason") && !new_status["containerStatuses"].size())
-        out.push_back(
-            {"Warning", new_status["reason"].asString(), new_status["message"].asString(), ""});
+    if (api::text(api::field(new_status, "phase")) == "Failed" &&
+        api::text(api::field(old_status, "phase")) != "Failed" &&
+        api::object(new_status).isMember("reason") &&
+        !api::field(new_status, "containerStatuses").size())
+        out.push_back({"Warning", api::text(new_status["reason"]),
+                       api::text(api::field(new_status, "message")), ""});
     return out;
 }
 
@@ -181,18 +190,18 @@ Json::Value build_pod_event(const Json::Value &pod, const EventSpec &e,
     Json::Value ev(Json::objectValue);
     char hex[32];
     snprintf(hex, sizeof hex, "%llx", static_cast<unsigned long long>(now_us) * 1000ull);
-    const Json::Value &md = pod["metadata"];
+    const Json::Value &md = api::field(pod, "metadata");
     ev["apiVersion"] = "v1";
     ev["kind"] = "Event";
-    ev["metadata"]["name"] = md["name"].asString() + "." + hex;
-    ev["metadata"]["namespace"] = md["namespace"];
+    ev["metadata"]["name"] = api::text(api::field(md, "name")) + "." + hex;
+    ev["metadata"]["namespace"] = api::field(md, "namespace");
     Json::Value &io = ev["involvedObject"];
     io["kind"] = "Pod";
-    io["namespace"] = md["namespace"];
-    io["name"] = md["name"];
-    io["uid"] = md["uid"];
+    io["namespace"] = api::field(md, "namespace");
+    io["name"] = api::field(md, "name");
+    io["uid"] = api::field(md, "uid");
     io["apiVersion"] = "v1";
-    io["resourceVersion"] = md["resourceVersion"];
+    io["resourceVersion"] = api::field(md, "resourceVersion");
     if (!e.field_path.empty()) io["fieldPath"] = e.field_path;
     ev["reason"] = e.reason;
     ev["message"] = e.message;

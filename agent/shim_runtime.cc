@@ -142,7 +142,8 @@ void ShimRuntime::on_line(const std::string &line) {
 }
 
 void ShimRuntime::run(const Json::Value &body, Done done) {
-    call("pod_run", body, [done](Result<Json::Value> r) { done(r ? Status() : r.failure()); });
+    call("pod_run", body,
+         [done](const Result<Json::Value> &r) { done(r ? Status() : r.failure()); });
 }
 
 void ShimRuntime::kill(const std::string &uid, uint32_t grace_s, const std::string &reason,
@@ -151,7 +152,7 @@ void ShimRuntime::kill(const std::string &uid, uint32_t grace_s, const std::stri
     b["uid"] = uid;
     b["grace_s"] = grace_s;
     b["reason"] = reason;
-    call("pod_kill", b, [done](Result<Json::Value> r) { done(r ? Status() : r.failure()); });
+    call("pod_kill", b, [done](const Result<Json::Value> &r) { done(r ? Status() : r.failure()); });
 }
 
 void ShimRuntime::snapshot(std::function<void(Result<std::vector<PodSnapshot>>)> done) {
@@ -165,7 +166,7 @@ void ShimRuntime::shutdown(uint32_t grace_s, const std::string &reason, Done don
     Json::Value b(Json::objectValue);
     b["grace_s"] = grace_s;
     b["reason"] = reason;
-    call("shutdown", b, [done](Result<Json::Value> r) { done(r ? Status() : r.failure()); });
+    call("shutdown", b, [done](const Result<Json::Value> &r) { done(r ? Status() : r.failure()); });
 }
 
 }  // namespace sk::agent

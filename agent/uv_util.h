@@ -28,7 +28,18 @@ class Timer {
     State *s_;
 };
 
-// Runs fn on the next loop iteration (never inside the caller).
-void defer(uv_loop_t *loop, std::function<void()> fn);
+// Runs fn on the next loop iteration (never inside the caller), or after
+// delay_ms. The call owns its handle and frees it once it ran, so a retry
+// needs no self-owning Timer (a Timer whose callback holds it never closes).
+void defer(uv_loop_t *loop, std::function<void()> fn, uint64_t delay_ms = 0);
+
+// Runs work on libuv's thread pool (it must not touch the loop or anything
+// the loop's thread uses); the loop stays alive until it finished.
+void run_in_pool(uv_loop_t *loop, std::function<void()> work);
+
+// Drops every call deferred on `loop` that has not run yet, without running
+// it, and closes its handle: for teardown, once the objects those calls
+// point to are gone. Only the loop's thread may call defer and this.
+void cancel_deferred(uv_loop_t *loop);
 
 }  // namespace sk::agent

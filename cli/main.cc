@@ -3,6 +3,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <exception>
+
 #include "cli/cli.h"
 #include "common/agent_client.h"
 #include "config.h"
@@ -45,7 +47,7 @@ int run_wait(AgentClient &client, const Options &o) {
 
 }  // namespace
 
-int main(int argc, char **argv) {
+static int run(int argc, char **argv) {
     auto opts = parse_args(std::vector<std::string>(argv + 1, argv + argc));
     if (!opts.ok()) {
         fprintf(stderr, "slurm-k8s: %s\n", opts.message().c_str());
@@ -81,4 +83,17 @@ int main(int argc, char **argv) {
         fputs(format_status(o.socket, version, *nodes).c_str(), stdout);
     }
     return kExitOk;
+}
+
+// An exception escaping run() (std::bad_alloc, a jsoncpp LogicError) would
+// abort with no word on stderr: name it and exit kExitFailed instead.
+int main(int argc, char **argv) {
+    try {
+        return run(argc, argv);
+    } catch (const std::exception &e) {
+        fprintf(stderr, "slurm-k8s: fatal: %s\n", e.what());
+    } catch (...) {
+        fprintf(stderr, "slurm-k8s: fatal: unknown exception\n");
+    }
+    return kExitFailed;
 }

@@ -60,6 +60,7 @@ void hook_exit_cb(uv_process_t *h, int64_t, int) noexcept {
     auto *p = static_cast<Proc *>(h->data);
     Container *c = p->c;
     uv_close(reinterpret_cast<uv_handle_t *>(h), close_free_proc);
+    c->hooks_alive--;
     if (c->running) signal_group(c->pid, SIGTERM);
 }
 
@@ -272,6 +273,7 @@ void Container::stop(int64_t grace_ms) {
                        plan->working_dir.empty() ? pod->env().pod_dir : plan->working_dir};
         int rc = spawn_process(pod->env().clock.loop, &pr->h, spec, hook_exit_cb, nullptr, nullptr);
         if (rc == 0) {
+            hooks_alive++;
             LOG_INFO("%s running preStop hook", id_prefix().c_str());
             return;  // SIGTERM when the hook exits (or SIGKILL at the deadline)
         }

@@ -31,6 +31,7 @@ struct ProbeRunner {
     bool active = false;
     bool in_flight = false;
     unsigned generation = 0;
+    int checks_alive = 0;  // Check objects not yet freed: they point here
 
     void arm();   // (re)start probing now + initialDelay
     void stop();  // no more checks; a check in flight is ignored
@@ -53,6 +54,7 @@ struct Container {
     uv_timer_t kill_timer;  // grace period
     uv_process_t hook;      // preStop
     bool running = false;
+    int hooks_alive = 0;  // preStop processes not yet closed: they point here
     int open_pipes = 0;
     int pid = 0;
     unsigned long long start_ticks = 0;

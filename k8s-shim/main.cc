@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <exception>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -82,7 +83,7 @@ void close_all(uv_loop_t *loop) {
 
 }  // namespace
 
-int main(int argc, char **argv) {
+static int run(int argc, char **argv) {
     log::set_component("slurm-k8s-shim");
     auto args = parse_args(argc, argv);
     if (!args) {
@@ -119,4 +120,17 @@ int main(int argc, char **argv) {
     }
     if (uv_loop_close(&loop) != 0) LOG_WARN("handles left open at exit");
     return rc;
+}
+
+// An exception escaping run() (std::bad_alloc, a jsoncpp LogicError) would
+// abort with no word on stderr: name it and exit 1 instead.
+int main(int argc, char **argv) {
+    try {
+        return run(argc, argv);
+    } catch (const std::exception &e) {
+        fprintf(stderr, "slurm-k8s-shim: fatal: %s\n", e.what());
+    } catch (...) {
+        fprintf(stderr, "slurm-k8s-shim: fatal: unknown exception\n");
+    }
+    return 1;
 }

@@ -515,7 +515,7 @@ Result<PodPlan> plan_pod(const Json::Value &pod, const Json::Value &files, const
 }
 
 void assign_gpus(PodPlan *plan, const std::vector<int> &indices) {
-    auto set = [](ContainerPlan *c, std::vector<int> idx) {
+    auto set = [](ContainerPlan *c, const std::vector<int> &idx) {
         c->gpu_indices = idx;
         std::string list = idx.empty() ? "" : format_index_list(idx);
         // NVIDIA's container toolkit reads "void" as "no GPU"; CUDA reads an

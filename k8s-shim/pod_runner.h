@@ -49,6 +49,13 @@ class PodRunner {
 
     Json::Value status();  // current PodStatus (keeps transition times)
     bool finished() const { return finished_; }
+    // Finished and nothing in flight points back into the runner (probe
+    // checks, preStop hooks): close() may run.
+    bool idle() const;
+    // Closes the runner's own handles (timers); `done` runs once all are
+    // closed, from a close callback, and may destroy the runner. Only when
+    // idle(); the runner is not used again.
+    void close(std::function<void()> done);
     const PodPlan &plan() const { return plan_; }
     PodRun &run() { return run_; }
     const RunnerEnv &env() const { return env_; }
@@ -80,6 +87,8 @@ class PodRunner {
     std::vector<std::unique_ptr<Container>> init_, app_;
     size_t next_init_ = 0;
     bool finished_ = false;
+    int closing_ = 0;
+    std::function<void()> closed_;
     Json::Value last_status_;
     Json::Value events_{Json::arrayValue};
 };

@@ -34,7 +34,9 @@ struct Check {
 
 void on_check_closed(uv_handle_t *h) {
     auto *c = static_cast<Check *>(h->data);
-    if (--c->open_handles == 0) delete c;
+    if (--c->open_handles > 0) return;
+    c->probe->checks_alive--;
+    delete c;
 }
 
 void close_handle(uv_handle_t *h) {
@@ -85,7 +87,8 @@ void http_read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) noexcept {
     int code = 0;
     if (c->response.compare(0, 5, "HTTP/") == 0) {
         size_t sp = c->response.find(' ');
-        if (sp != std::string::npos) code = atoi(c->response.c_str() + sp + 1);
+        if (sp != std::string::npos)
+            code = static_cast<int>(strtol(c->response.c_str() + sp + 1, nullptr, 10));
     }
     c->finish(
         code >= 200 && code < 400,
@@ -153,6 +156,7 @@ void ProbeRunner::run_check() {
     const Clock &clk = container->pod->env().clock;
     const ProbeSpec &spec = state.spec();
     auto *c = new Check();
+    checks_alive++;
     c->probe = this;
     c->generation = generation;
     uv_timer_init(clk.loop, &c->timeout);

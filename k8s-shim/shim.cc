@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -21,6 +22,19 @@ namespace sk::shim {
 namespace {
 
 constexpr int kMaxReconnectMs = 30'000;
+constexpr uint64_t kReapMs = 1000;  // finished runners freed within a second or so
+
+int remove_entry(const char *path, const struct stat *, int, struct FTW *) {
+    return remove(path) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+// rm -rf of a directory the shim created, not following symlinks.
+Status remove_tree(const std::string &dir) {
+    if (nftw(dir.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) != 0 &&
+        errno != ENOENT)
+        return fail(Error::Io, "cannot remove " + dir + ": " + strerror(errno));
+    return {};
+}
 
 Status write_file_atomic(const std::string &path, const std::string &data, mode_t mode) {
     std::string tmp = path + ".tmp";
@@ -68,12 +82,18 @@ Shim::Shim(uv_loop_t *loop, ShimOptions opt, RuntimeTemplates templates)
     clock_.origin = uv_now(loop);
     uv_timer_init(loop, &reconnect_timer_);
     reconnect_timer_.data = this;
+    uv_timer_init(loop, &reap_timer_);
+    reap_timer_.data = this;
 }
 
 Shim::~Shim() = default;
 
 Status Shim::start() {
     connect();
+    uv_timer_start(
+        &reap_timer_, [](uv_timer_t *t) noexcept { static_cast<Shim *>(t->data)->reap(); }, kReapMs,
+        kReapMs);
+    uv_unref(reinterpret_cast<uv_handle_t *>(&reap_timer_));
     return {};
 }
 
@@ -97,7 +117,14 @@ void Shim::on_connected(int status) {
     lines_ = proto::LineBuffer();
     uv_read_start(reinterpret_cast<uv_stream_t *>(conn_), alloc_cb,
                   [](uv_stream_t *s, ssize_t n, const uv_buf_t *buf) noexcept {
-                      static_cast<Shim *>(s->data)->on_read(n, buf->base);
+                      // No exception crosses a libuv callback (STYLE.md).
+                      try {
+                          static_cast<Shim *>(s->data)->on_read(n, buf->base);
+                      } catch (const std::exception &e) {
+                          LOG_ERROR("agent connection: %s", e.what());
+                      } catch (...) {
+                          LOG_ERROR("agent connection: unknown exception");
+                      }
                       delete[] buf->base;
                   });
     proto::AttachRequest a;
@@ -322,6 +349,40 @@ proto::Reply Shim::pod_run(const proto::Request &req) {
     return reply;
 }
 
+// Memory and disk stay bounded over a long job: a finished pod's runner is
+// freed (its final status is kept for pod_list and re-attach), and a pod the
+// agent reports gone from the API (pod_kill reason Deleted or Orphaned: its
+// uid never comes back) is forgotten once finished, its directory (logs,
+// state) removed, as the kubelet does for a deleted pod.
+void Shim::reap() {
+    std::vector<std::string> gone;
+    for (auto &[uid, p] : pods_) {
+        if (p.runner && !p.releasing && p.runner->idle()) release(p);
+        if (!p.runner && p.forget && p.finished) gone.push_back(uid);
+    }
+    for (const auto &uid : gone)
+        forget(uid);
+}
+
+void Shim::release(PodEntry &p) {
+    p.fixed_status = p.runner->status();
+    p.releasing = true;
+    std::string uid = p.uid;
+    p.runner->close([this, uid] {
+        auto it = pods_.find(uid);
+        if (it == pods_.end()) return;
+        it->second.runner.reset();
+        it->second.releasing = false;
+        it->second.last_sent = Json::Value();  // re-attach resends fixed_status in full
+    });
+}
+
+void Shim::forget(const std::string &uid) {
+    if (auto st = remove_tree(pod_dir(uid)); !st)
+        LOG_WARN("[pod %s] %s", uid.c_str(), st.message().c_str());
+    pods_.erase(uid);
+}
+
 proto::Reply Shim::pod_kill(const proto::Request &req) {
     proto::Reply reply;
     reply.id = req.id;
@@ -330,6 +391,8 @@ proto::Reply Shim::pod_kill(const proto::Request &req) {
     if (!grace) return proto::error_reply(req.id, grace.failure());
     std::string reason = req.body["reason"].isString() ? req.body["reason"].asString() : "Killing";
     auto it = pods_.find(uid);
+    if (it != pods_.end() && (reason == "Deleted" || reason == "Orphaned"))
+        it->second.forget = true;
     if (it == pods_.end() || !it->second.runner) return reply;  // unknown or never ran: ok
     it->second.runner->kill(static_cast<int64_t>(*grace), reason);
     return reply;

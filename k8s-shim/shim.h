@@ -45,6 +45,8 @@ struct PodEntry {
     Json::Value fixed_status;           // status of a refused or lost pod
     Json::Value last_sent;
     bool finished = false;
+    bool releasing = false;  // the finished runner's handles are closing
+    bool forget = false;     // gone from the API: drop the entry once finished
 };
 
 class Shim {
@@ -81,6 +83,9 @@ class Shim {
     void save_pod_state(PodEntry &p);
     void load_previous_pods();
     void pod_finished(PodEntry &p);
+    void reap();
+    void release(PodEntry &p);
+    void forget(const std::string &uid);
     std::string pod_dir(const std::string &uid) const;
 
     uv_loop_t *loop_;
@@ -90,6 +95,7 @@ class Shim {
     uv_pipe_t *conn_ = nullptr;
     uv_connect_t connect_req_;
     uv_timer_t reconnect_timer_;
+    uv_timer_t reap_timer_;
     int reconnect_delay_ms_ = 500;
     proto::LineBuffer lines_;
     bool attached_ = false;

@@ -6,11 +6,20 @@
 // background (LeftoverDeleter), then to the garbage collection of any agent.
 #include "agent/controllers/virtual_node.h"
 
+#include <set>
+
 #include "common/log.h"
 
 namespace sk::agent {
 
 namespace {
+
+class LeftoverDeleter;
+// The deleters still running, for cancel_leftover_deletes (loop thread only).
+std::set<LeftoverDeleter *> &live_deleters() {
+    static std::set<LeftoverDeleter *> live;
+    return live;
+}
 
 // Retries the deletes a deregister could not finish, after its reply: every
 // pending one per round, capped back-off between rounds (0.5 s .. 8 s, so a
@@ -31,10 +40,26 @@ class LeftoverDeleter : public std::enable_shared_from_this<LeftoverDeleter> {
         auto d = std::shared_ptr<LeftoverDeleter>(
             new LeftoverDeleter(ctx, std::move(prefix), std::move(items)));
         d->self_ = d;
+        live_deleters().insert(d.get());
         d->deadline_us_ = ctx.clock->now_us() + kGiveUpUs;
         LOG_WARN("%s %zu deletes failed; retrying in the background", d->prefix_.c_str(),
                  d->items_.size());
         d->schedule();
+    }
+
+    ~LeftoverDeleter() { live_deleters().erase(this); }
+
+    // Agent shutdown: the deletes left are the next agent's garbage collection.
+    static void cancel_all(AgentContext &ctx) {
+        std::vector<LeftoverDeleter *> mine;
+        for (LeftoverDeleter *d : live_deleters())
+            if (&d->ctx_ == &ctx) mine.push_back(d);
+        for (LeftoverDeleter *d : mine) {
+            LOG_INFO("%s stopping: %zu deletes left to garbage collection", d->prefix_.c_str(),
+                     d->items_.size());
+            d->timer_.stop();
+            d->self_.reset();  // destroys d
+        }
     }
 
   private:
@@ -55,7 +80,7 @@ class LeftoverDeleter : public std::enable_shared_from_this<LeftoverDeleter> {
         auto keep = std::make_shared<std::vector<Item>>();
         std::weak_ptr<LeftoverDeleter> w = weak_from_this();
         for (const auto &it : items_) {
-            ctx_.kube->del(it.path, it.body, [w, it, left, keep](Result<Json::Value> r) {
+            ctx_.kube->del(it.path, it.body, [w, it, left, keep](const Result<Json::Value> &r) {
                 auto d = w.lock();
                 if (!d) return;
                 if (r || r.error() == Error::NotFound || r.error() == Error::Conflict)
@@ -97,6 +122,10 @@ Json::Value uid_precondition(const std::string &uid) {
 
 }  // namespace
 
+void cancel_leftover_deletes(AgentContext &ctx) {
+    LeftoverDeleter::cancel_all(ctx);
+}
+
 void VirtualNode::deregister(uint32_t grace_s, const std::string &reason,
                              std::function<void(uint32_t)> done) {
     if (draining_) {  // a second deregister (epilog retry): answer when the first ends
@@ -130,11 +159,12 @@ void VirtualNode::deregister(uint32_t grace_s, const std::string &reason,
         s->finish_deregister();
     });
     if (ready_)
-        cordon({kEndedTaintKey, std::to_string(rec_.job.job_id), "NoExecute"}, [w](Status st) {
-            auto s = w.lock();
-            if (s && !st)
-                LOG_WARN("%s cordon failed: %s", s->prefix().c_str(), st.message().c_str());
-        });
+        cordon({kEndedTaintKey, std::to_string(rec_.job.job_id), "NoExecute"},
+               [w](const Status &st) {
+                   auto s = w.lock();
+                   if (s && !st)
+                       LOG_WARN("%s cordon failed: %s", s->prefix().c_str(), st.message().c_str());
+               });
     std::vector<std::string> uids;
     for (const auto &[uid, p] : pods_)
         uids.push_back(uid);
@@ -217,7 +247,7 @@ void VirtualNode::finish_deregister() {
         if (auto st = s->ctx_.store->remove(s->rec_.job.job_id, s->rec_.job.slurm_node); !st)
             LOG_WARN("%s %s", s->prefix().c_str(), st.message().c_str());
         LOG_INFO("%s removed", s->prefix().c_str());
-        if (s->runtime_) s->runtime_->shutdown(0, s->drain_reason_, [](Status) {});
+        if (s->runtime_) s->runtime_->shutdown(0, s->drain_reason_, [](const Status &) {});
         s->stopped_ = true;
         auto done = std::move(s->drain_done_);
         if (done) done(s->pods_stopped_);
@@ -226,7 +256,7 @@ void VirtualNode::finish_deregister() {
     Json::Value node_body = uid_precondition(rec_.node_uid);
     ctx_.kube->del(
         KubeClient::lease(rec_.node_name), lease_body,
-        [w, finish, leftovers, lease_body, node_body](Result<Json::Value> r) {
+        [w, finish, leftovers, lease_body, node_body](const Result<Json::Value> &r) {
             auto s = w.lock();
             if (!s) return;
             if (!r && r.error() != Error::NotFound && r.error() != Error::Conflict) {
@@ -235,7 +265,7 @@ void VirtualNode::finish_deregister() {
             }
             s->ctx_.kube->del(
                 KubeClient::node(s->rec_.node_name), node_body,
-                [w, finish, leftovers, node_body](Result<Json::Value> r2) {
+                [w, finish, leftovers, node_body](const Result<Json::Value> &r2) {
                     auto s2 = w.lock();
                     if (!s2) return;
                     if (!r2 && r2.error() != Error::NotFound && r2.error() != Error::Conflict) {

@@ -1,6 +1,7 @@
 // Node registration, status, heartbeat (Lease), recreation and cordon.
 #include "agent/controllers/virtual_node.h"
 
+#include "agent/api_object.h"
 #include "common/log.h"
 
 namespace sk::agent {
@@ -72,7 +73,7 @@ void VirtualNode::stop() {
         t->stop();
 }
 
-void VirtualNode::retry_node(Status why) {
+void VirtualNode::retry_node(const Status &why) {
     uint64_t ms = node_backoff_.next_ms();
     LOG_WARN("%s %s; retrying in %llu ms", prefix().c_str(), why.message().c_str(),
              static_cast<unsigned long long>(ms));
@@ -93,7 +94,7 @@ void VirtualNode::create_node() {
         if (r) {
             LOG_INFO("%s created, Ready", self->prefix().c_str());
             self->ready_since_ = self->ctx_.clock->now_s();
-            self->node_ready((*r)["metadata"]["uid"].asString());
+            self->node_ready(api::object_meta(*r).uid);
             return;
         }
         if (r.error() == Error::AlreadyExists) return self->adopt_existing_node();
@@ -116,8 +117,8 @@ void VirtualNode::adopt_existing_node() {
             if (r.error() == Error::NotFound) return self->create_node();  // deleted meanwhile
             return self->retry_node(r.failure());
         }
-        const Json::Value &labels = (*r)["metadata"]["labels"];
-        if (labels[std::string(kLabelPrefix) + "job-id"].asString() !=
+        const Json::Value &labels = api::field(api::field(*r, "metadata"), "labels");
+        if (api::text(api::field(labels, std::string(kLabelPrefix) + "job-id")) !=
                 std::to_string(self->rec_.job.job_id) ||
             !node_is_ours(*r, self->ctx_.cfg->cluster_name, self->rec_.job.slurm_node)) {
             Status st = fail(Error::AlreadyExists,
@@ -131,11 +132,11 @@ void VirtualNode::adopt_existing_node() {
             }
             return self->retry_node(st);
         }
-        std::string uid = (*r)["metadata"]["uid"].asString();
+        std::string uid = api::object_meta(*r).uid;
         LOG_INFO("%s exists (uid %s): adopting it and posting Ready", self->prefix().c_str(),
                  uid.c_str());
         self->ready_since_ = self->ctx_.clock->now_s();
-        self->post_status(true, [w, uid](Status st) {
+        self->post_status(true, [w, uid](const Status &st) {
             auto s = w.lock();
             if (!s) return;
             if (!st) return s->retry_node(st);
@@ -185,7 +186,7 @@ void VirtualNode::post_status(bool ready, std::function<void(Status)> done) {
         build_node_status_patch(spec_input(), ready, now, ready_since_ ? ready_since_ : now);
     std::string p = prefix();
     ctx_.kube->patch(KubeClient::node_status(rec_.node_name), patch, kStrategicMerge,
-                     [p, done](Result<Json::Value> r) {
+                     [p, done = std::move(done)](const Result<Json::Value> &r) {
                          if (!r)
                              LOG_WARN("%s status report failed: %s", p.c_str(),
                                       r.message().c_str());
@@ -288,13 +289,14 @@ void VirtualNode::check_node() {
             self->check_timer_.stop();
             self->lease_timer_.stop();
             self->create_node();
-        } else if (r && (*r)["metadata"]["uid"].asString() != self->rec_.node_uid) {
-            self->node_ready((*r)["metadata"]["uid"].asString());
+        } else if (r && api::object_meta(*r).uid != self->rec_.node_uid) {
+            self->node_ready(api::object_meta(*r).uid);
         }
     });
 }
 
-void VirtualNode::cordon(const k8s::Taint &taint, std::function<void(Status)> done, int attempts) {
+void VirtualNode::cordon(const k8s::Taint &taint, const std::function<void(Status)> &done,
+                         int attempts) {
     std::weak_ptr<VirtualNode> w = weak_from_this();
     ctx_.kube->get(
         KubeClient::node(rec_.node_name), [w, taint, done, attempts](Result<Json::Value> r) {
@@ -303,7 +305,7 @@ void VirtualNode::cordon(const k8s::Taint &taint, std::function<void(Status)> do
             if (!r) return done(r.failure());
             Json::Value patch = build_cordon_patch(*r, taint);
             self->ctx_.kube->patch(KubeClient::node(self->rec_.node_name), patch, kMergePatch,
-                                   [w, taint, done, attempts](Result<Json::Value> p) {
+                                   [w, taint, done, attempts](const Result<Json::Value> &p) {
                                        auto s = w.lock();
                                        if (!s) return;
                                        if (!p && p.error() == Error::Conflict && attempts < 5)
@@ -323,18 +325,19 @@ void VirtualNode::schedule_end_cordon() {
         auto self = w.lock();
         if (!self || self->draining_) return;
         LOG_INFO("%s the job ends soon: cordoning", self->prefix().c_str());
-        self->cordon(
-            {kEndingTaintKey, std::to_string(self->rec_.job.job_id), "NoSchedule"}, [w](Status st) {
-                auto s = w.lock();
-                if (s && !st)
-                    LOG_WARN("%s cordon failed: %s", s->prefix().c_str(), st.message().c_str());
-            });
+        self->cordon({kEndingTaintKey, std::to_string(self->rec_.job.job_id), "NoSchedule"},
+                     [w](const Status &st) {
+                         auto s = w.lock();
+                         if (s && !st)
+                             LOG_WARN("%s cordon failed: %s", s->prefix().c_str(),
+                                      st.message().c_str());
+                     });
     });
 }
 
 void VirtualNode::count_phases(std::map<std::string, int64_t> *by_phase) const {
     for (const auto &[uid, p] : pods_) {
-        std::string ph = p.api["status"]["phase"].asString();
+        std::string ph = api::text(api::field(api::field(p.api, "status"), "phase"));
         (*by_phase)[ph.empty() ? "Pending" : ph]++;
     }
 }

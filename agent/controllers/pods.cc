@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "agent/api_object.h"
 #include "agent/env_resolver.h"
 #include "agent/lost_shim.h"
 #include "common/log.h"
@@ -12,8 +13,8 @@
 namespace sk::agent {
 
 static std::string pod_ref(const Json::Value &pod) {
-    return "[pod " + pod["metadata"]["namespace"].asString() + "/" +
-           pod["metadata"]["name"].asString() + "]";
+    api::ObjectMeta m = api::object_meta(pod);
+    return "[pod " + m.ns + "/" + m.name + "]";
 }
 
 void VirtualNode::list_pods() {
@@ -31,10 +32,10 @@ void VirtualNode::list_pods() {
             });
             return;
         }
-        self->pods_rv_ = (*r)["metadata"]["resourceVersion"].asString();
+        self->pods_rv_ = api::object_meta(*r).resource_version;
         std::set<std::string> seen;
-        for (const auto &pod : (*r)["items"]) {
-            seen.insert(pod["metadata"]["uid"].asString());
+        for (const auto &pod : api::items(api::field(*r, "items"))) {
+            seen.insert(api::object_meta(pod).uid);
             self->sync_pod(pod);
         }
         std::vector<std::string> gone;
@@ -61,7 +62,7 @@ void VirtualNode::start_watch() {
         [w](const WatchEvent &e) {
             if (auto s = w.lock()) s->on_watch_event(e);
         },
-        [w](Status st) {
+        [w](const Status &st) {
             if (auto s = w.lock()) s->on_watch_end(st);
         });
 }
@@ -80,7 +81,7 @@ void VirtualNode::on_watch_event(const WatchEvent &e) {
             return;
         case WatchType::Deleted:
             pods_rv_ = e.resource_version;
-            forget_pod(e.object["metadata"]["uid"].asString());
+            forget_pod(api::object_meta(e.object).uid);
             return;
         default:
             pods_rv_ = e.resource_version;
@@ -88,7 +89,7 @@ void VirtualNode::on_watch_event(const WatchEvent &e) {
     }
 }
 
-void VirtualNode::on_watch_end(Status st) {
+void VirtualNode::on_watch_end(const Status &st) {
     watch_id_ = 0;
     if (stopped_) return;
     std::weak_ptr<VirtualNode> w = weak_from_this();
@@ -117,18 +118,17 @@ bool VirtualNode::namespace_allowed(const std::string &ns) const {
 }
 
 void VirtualNode::sync_pod(const Json::Value &pod) {
-    std::string uid = pod["metadata"]["uid"].asString();
+    std::string uid = api::object_meta(pod).uid;
     if (uid.empty()) return;
     PodEntry &p = pods_[uid];
     if (p.seen_us == 0) p.seen_us = ctx_.clock->now_us();
     // Keep the newest object: a PATCH reply may be newer than a watch event.
     p.api = pod;
-    bool deleting = pod["metadata"].isMember("deletionTimestamp") &&
-                    !pod["metadata"]["deletionTimestamp"].isNull();
+    bool deleting = api::object_meta(pod).deleting;
     bool terminal = pod_is_terminal(pod);
     if (deleting) {
         if (p.sent && !terminal && !pod_is_terminal(p.rt_status)) {
-            uint32_t grace = pod["metadata"]["deletionGracePeriodSeconds"].asUInt();
+            uint32_t grace = api::object_meta(pod).deletion_grace_s;
             kill_pod(uid, grace, "Killing");
         } else if (!p.patching) {
             delete_pod(uid);
@@ -137,10 +137,10 @@ void VirtualNode::sync_pod(const Json::Value &pod) {
     }
     if (terminal || p.sent || p.resolving || p.shim_lost) return;
     if (draining_) return;
-    if (!namespace_allowed(pod["metadata"]["namespace"].asString())) {
+    if (!namespace_allowed(api::object_meta(pod).ns)) {
         if (p.refused) return;
         p.refused = true;
-        std::string msg = "namespace " + pod["metadata"]["namespace"].asString() +
+        std::string msg = "namespace " + api::object_meta(pod).ns +
                           " may not use the nodes of Slurm job " + std::to_string(rec_.job.job_id);
         LOG_WARN("%s refused: %s", pod_ref(pod).c_str(), msg.c_str());
         p.rt_status = refused_pod_status(pod, "NamespaceNotAllowed", msg, ctx_.cfg->node_address,
@@ -159,7 +159,7 @@ void VirtualNode::sync_pod(const Json::Value &pod) {
 void VirtualNode::run_pod(const std::string &uid) {
     PodEntry &p = pods_[uid];
     Json::Value pod = p.api;
-    std::string ns = pod["metadata"]["namespace"].asString();
+    std::string ns = api::object_meta(pod).ns;
     auto refs = referenced_objects(pod);
     auto fetched = std::make_shared<FetchedObjects>();
     auto remaining = std::make_shared<size_t>(refs.size());
@@ -188,7 +188,7 @@ void VirtualNode::run_pod(const std::string &uid) {
         }
         e.sent = true;
         LOG_INFO("%s handing to the runtime", pod_ref(e.api).c_str());
-        self->runtime_->run(*body, [w, uid](Status st) {
+        self->runtime_->run(*body, [w, uid](const Status &st) {
             auto s = w.lock();
             if (!s || st) return;
             auto it2 = s->pods_.find(uid);
@@ -224,12 +224,14 @@ void VirtualNode::kill_pod(const std::string &uid, uint32_t grace_s, const std::
     PodEntry &p = pods_[uid];
     if (p.killing || !runtime_) return;
     p.killing = true;
-    for (const auto &c : p.api["spec"]["containers"])
-        post_event(p.api, {"Normal", "Killing", "Stopping container " + c["name"].asString(),
-                           "spec.containers{" + c["name"].asString() + "}"});
+    for (const auto &c : api::items(api::field(api::field(p.api, "spec"), "containers"))) {
+        std::string name = api::text(api::field(c, "name"));
+        post_event(p.api, {"Normal", "Killing", "Stopping container " + name,
+                           "spec.containers{" + name + "}"});
+    }
     LOG_INFO("%s stopping (grace %us, %s)", pod_ref(p.api).c_str(), grace_s, reason.c_str());
     std::weak_ptr<VirtualNode> w = weak_from_this();
-    runtime_->kill(uid, grace_s, reason, [w, uid](Status st) {
+    runtime_->kill(uid, grace_s, reason, [w, uid](const Status &st) {
         auto s = w.lock();
         if (!s || st) return;
         auto it = s->pods_.find(uid);
@@ -249,9 +251,8 @@ void VirtualNode::delete_pod(const std::string &uid) {
     body["preconditions"]["uid"] = uid;
     std::string ref = pod_ref(p.api);
     std::weak_ptr<VirtualNode> w = weak_from_this();
-    ctx_.kube->del(KubeClient::pod(p.api["metadata"]["namespace"].asString(),
-                                   p.api["metadata"]["name"].asString()),
-                   body, [w, uid, ref](Result<Json::Value> r) {
+    ctx_.kube->del(KubeClient::pod(api::object_meta(p.api).ns, api::object_meta(p.api).name), body,
+                   [w, uid, ref](const Result<Json::Value> &r) {
                        auto s = w.lock();
                        if (!s) return;
                        if (r || r.error() == Error::NotFound || r.error() == Error::Conflict) {
@@ -265,16 +266,17 @@ void VirtualNode::delete_pod(const std::string &uid) {
                            if (it != s->pods_.end() && s->draining_) {
                                // The drain retries it after a pause, not in a
                                // tight loop against an unreachable API server.
-                               auto t = std::make_shared<Timer>(s->ctx_.loop);
-                               t->start(1000, [w, uid, t]() mutable {
-                                   auto s2 = w.lock();
-                                   t.reset();
-                                   if (!s2) return;
-                                   auto it2 = s2->pods_.find(uid);
-                                   if (it2 == s2->pods_.end()) return;
-                                   it2->second.deleting = false;
-                                   s2->drain_step();
-                               });
+                               defer(
+                                   s->ctx_.loop,
+                                   [w, uid] {
+                                       auto s2 = w.lock();
+                                       if (!s2) return;
+                                       auto it2 = s2->pods_.find(uid);
+                                       if (it2 == s2->pods_.end()) return;
+                                       it2->second.deleting = false;
+                                       s2->drain_step();
+                                   },
+                                   1000);
                            }
                        }
                        if (s->draining_) {
@@ -290,9 +292,10 @@ void VirtualNode::forget_pod(const std::string &uid) {
     auto it = pods_.find(uid);
     if (it == pods_.end()) return;
     unindex_logs(uid);
-    // Deleted from the API while it may still run (force delete): stop it.
-    if (it->second.sent && runtime_ && !pod_is_terminal(it->second.rt_status))
-        runtime_->kill(uid, 0, "Deleted", [](Status) {});
+    // Deleted from the API: stop it if it may still run (force delete), and
+    // in any case let the runtime forget it (the shim frees the pod and
+    // removes its directory; reason "Deleted", contract 2).
+    if (it->second.sent && runtime_) runtime_->kill(uid, 0, "Deleted", [](const Status &) {});
     pods_.erase(it);
     if (draining_) drain_step();
 }
@@ -306,7 +309,7 @@ void VirtualNode::on_runtime_status(const PodSnapshot &snap) {
         }
         LOG_INFO("[pod %s/%s] runs but is not bound to %s: stopping it", snap.ns.c_str(),
                  snap.name.c_str(), rec_.node_name.c_str());
-        if (runtime_) runtime_->kill(snap.uid, 0, "Orphaned", [](Status) {});
+        if (runtime_) runtime_->kill(snap.uid, 0, "Orphaned", [](const Status &) {});
         return;
     }
     PodEntry &p = it->second;
@@ -334,8 +337,7 @@ void VirtualNode::push_status(const std::string &uid) {
     Json::Value desired = desired_pod_status(p.rt_status, p.api, ctx_.cfg->node_address);
     Json::Value patch = pod_status_patch(p.api, desired);
     auto after = [this, uid](PodEntry &e) {
-        bool deleting = e.api["metadata"].isMember("deletionTimestamp") &&
-                        !e.api["metadata"]["deletionTimestamp"].isNull();
+        bool deleting = api::object_meta(e.api).deleting;
         if ((deleting || draining_) && pod_is_terminal(e.rt_status)) delete_pod(uid);
         if (draining_) drain_step();
     };
@@ -343,10 +345,10 @@ void VirtualNode::push_status(const std::string &uid) {
     Json::Value old_status = p.api["status"];
     p.patching = true;
     std::weak_ptr<VirtualNode> w = weak_from_this();
-    const Json::Value &md = p.api["metadata"];
+    const api::ObjectMeta md = api::object_meta(p.api);
     ctx_.kube->patch(
-        KubeClient::pod(md["namespace"].asString(), md["name"].asString()) + "/status", patch,
-        kStrategicMerge, [w, uid, old_status, after](Result<Json::Value> r) {
+        KubeClient::pod(md.ns, md.name) + "/status", patch, kStrategicMerge,
+        [w, uid, old_status, after](Result<Json::Value> r) {
             auto s = w.lock();
             if (!s) return;
             auto it2 = s->pods_.find(uid);
@@ -354,10 +356,10 @@ void VirtualNode::push_status(const std::string &uid) {
             PodEntry &e = it2->second;
             e.patching = false;
             if (r) {
-                const Json::Value &ns = (*r)["status"];
+                const Json::Value &ns = api::field(*r, "status");
                 for (const auto &ev : status_events(*r, old_status, ns, !e.rt_events))
                     s->post_event(*r, ev);
-                if (!e.start_reported && ns["phase"].asString() == "Running") {
+                if (!e.start_reported && api::text(api::field(ns, "phase")) == "Running") {
                     e.start_reported = true;
                     if (s->ctx_.obs && s->ctx_.obs->pod_started && e.seen_us)
                         s->ctx_.obs->pod_started(
@@ -365,9 +367,7 @@ void VirtualNode::push_status(const std::string &uid) {
                 }
                 e.api = *r;
             } else if (r.error() == Error::NotFound) {
-                s->unindex_logs(uid);
-                s->pods_.erase(it2);
-                if (s->draining_) s->drain_step();
+                s->forget_pod(uid);  // deleted meanwhile: the runtime forgets it too
                 return;
             } else {
                 LOG_WARN("%s status update failed: %s", pod_ref(e.api).c_str(),
@@ -379,11 +379,12 @@ void VirtualNode::push_status(const std::string &uid) {
                 e.dirty = false;
                 if (!r) {
                     // Back off a little before retrying the same write.
-                    auto t = std::make_shared<Timer>(s->ctx_.loop);
-                    t->start(1000, [w, uid, t]() mutable {
-                        if (auto s2 = w.lock()) s2->push_status(uid);
-                        t.reset();
-                    });
+                    defer(
+                        s->ctx_.loop,
+                        [w, uid] {
+                            if (auto s2 = w.lock()) s2->push_status(uid);
+                        },
+                        1000);
                     return;
                 }
                 s->push_status(uid);
@@ -401,10 +402,10 @@ void VirtualNode::post_events(const Json::Value &pod, const Json::Value &old_sta
 
 void VirtualNode::post_event(const Json::Value &pod, const EventSpec &e) {
     Json::Value ev = build_pod_event(pod, e, rec_.node_name, ctx_.clock->now_us());
-    std::string ns = pod["metadata"]["namespace"].asString();
+    std::string ns = api::object_meta(pod).ns;
     EventCorrelator *corr = ctx_.events;
     if (!corr) {
-        ctx_.kube->post(KubeClient::events(ns), ev, [](Result<Json::Value> r) {
+        ctx_.kube->post(KubeClient::events(ns), ev, [](const Result<Json::Value> &r) {
             if (!r) LOG_VERBOSE("event post failed: %s", r.message().c_str());
         });
         return;
@@ -413,7 +414,7 @@ void VirtualNode::post_event(const Json::Value &pod, const EventSpec &e) {
     // kubelet does. Failures make the next repeat a fresh Event.
     auto a = corr->observe(ev, ctx_.clock->now_s());
     std::weak_ptr<VirtualNode> w = weak_from_this();
-    auto on_reply = [w, ev, corr](Result<Json::Value> r) {
+    auto on_reply = [w, ev, corr](const Result<Json::Value> &r) {
         if (r) return;
         LOG_VERBOSE("event %s failed: %s", ev["reason"].asString().c_str(), r.message().c_str());
         if (w.lock()) corr->forget(ev);
@@ -431,8 +432,8 @@ void VirtualNode::post_runtime_events(const Json::Value &pod,
         std::string fp;
         if (!re.container.empty()) {
             bool init = false;
-            for (const auto &c : pod["spec"]["initContainers"])
-                init = init || c["name"].asString() == re.container;
+            for (const auto &c : api::items(api::field(api::field(pod, "spec"), "initContainers")))
+                init = init || api::text(api::field(c, "name")) == re.container;
             fp = std::string(init ? "spec.initContainers{" : "spec.containers{") + re.container +
                  "}";
         }
@@ -444,8 +445,8 @@ void VirtualNode::index_logs(const PodSnapshot &snap) {
     if (!ctx_.logs) return;
     auto it = pods_.find(snap.uid);
     if (it == pods_.end()) return;
-    const Json::Value &md = it->second.api["metadata"];
-    ctx_.logs->update(md["namespace"].asString(), md["name"].asString(), snap.uid,
+    const api::ObjectMeta md = api::object_meta(it->second.api);
+    ctx_.logs->update(md.ns, md.name, snap.uid,
                       shim_state_dir_for(*ctx_.cfg, rec_.job.job_id, rec_.job.slurm_node),
                       snap.status);
 }
@@ -453,8 +454,8 @@ void VirtualNode::index_logs(const PodSnapshot &snap) {
 void VirtualNode::unindex_logs(const std::string &uid) {
     auto it = pods_.find(uid);
     if (it == pods_.end()) return;
-    const Json::Value &md = it->second.api["metadata"];
-    if (ctx_.logs) ctx_.logs->remove(md["namespace"].asString(), md["name"].asString(), uid);
+    const api::ObjectMeta md = api::object_meta(it->second.api);
+    if (ctx_.logs) ctx_.logs->remove(md.ns, md.name, uid);
     if (ctx_.events) ctx_.events->forget_object(uid);
 }
 

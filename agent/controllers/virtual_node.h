@@ -45,6 +45,11 @@ struct AgentContext {
     std::function<void(uint32_t job_id, std::function<void(int64_t)>)> job_end_time;
 };
 
+// Agent shutdown: ends the background retries of deletes that deregisters
+// could not finish (they own themselves); the garbage collection of the next
+// agent takes them over.
+void cancel_leftover_deletes(AgentContext &ctx);
+
 // The per-job state dir handed to the shim at attach (logs live below it).
 std::string shim_state_dir_for(const AgentConfig &cfg, uint32_t job_id,
                                const std::string &slurm_node);
@@ -101,17 +106,17 @@ class VirtualNode : public std::enable_shared_from_this<VirtualNode> {
     void create_lease();
     void renew_lease();
     void check_node();
-    void cordon(const k8s::Taint &taint, std::function<void(Status)> done, int attempts = 0);
+    void cordon(const k8s::Taint &taint, const std::function<void(Status)> &done, int attempts = 0);
     void schedule_end_cordon();
     void query_end_time();
-    void retry_node(Status why);
+    void retry_node(const Status &why);
     NodeSpecInput spec_input() const;
 
     // pods.cc
     void list_pods();
     void start_watch();
     void on_watch_event(const WatchEvent &e);
-    void on_watch_end(Status st);
+    void on_watch_end(const Status &st);
     void sync_pod(const Json::Value &pod);
     void forget_pod(const std::string &uid);
     bool namespace_allowed(const std::string &ns) const;

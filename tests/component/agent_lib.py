@@ -9,6 +9,11 @@ runtime=fake, drives the agent through its unix socket as a test user
 import argparse, json, os, shutil, signal, socket, ssl, subprocess, sys, tempfile, time
 import urllib.request, urllib.error
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "valgrind"))
+import memcheck  # noqa: E402  (opt-in SK_VALGRIND=1: agent and shim under memcheck)
+
+# Timeouts stretch only when a wrapper (valgrind) slows the programs down.
+SCALE = memcheck.SCALE
 RESULTS = {"passed": 0, "failed": 0}
 
 
@@ -17,6 +22,7 @@ class Env:
         self.dir = tempfile.mkdtemp(prefix="sk-agent-comp-")
         self.agent_bin, self.server_py = agent, server
         self.kube = self.agent = None
+        self.exited = []  # pids that exited normally: their memcheck log is complete
 
     def start_kube(self):
         kdir = os.path.join(self.dir, "kube")
@@ -62,10 +68,12 @@ log_level = verbose
         self.conf = conf
 
     def start_agent(self):
-        self.agent = subprocess.Popen([self.agent_bin, "--config", self.conf],
+        self.agent = subprocess.Popen(memcheck.wrapper("agent", self.dir) +
+                                      [self.agent_bin, "--config", self.conf],
                                       stdout=open(os.path.join(self.dir, "agent.log"), "a"),
                                       stderr=subprocess.STDOUT)
-        for _ in range(100):  # a stale socket file may exist: wait until it answers
+        end = time.time() + 5 * SCALE
+        while time.time() < end:  # a stale socket file may exist: wait until it answers
             try:
                 s = socket.socket(socket.AF_UNIX)
                 s.connect(os.path.join(self.dir, "agent.sock"))
@@ -78,7 +86,9 @@ log_level = verbose
     def kill_agent(self, sig=signal.SIGTERM):
         if self.agent and self.agent.poll() is None:
             self.agent.send_signal(sig)
-            self.agent.wait(10)
+            self.agent.wait(10 * SCALE)
+            if sig != signal.SIGKILL:
+                self.exited.append(self.agent.pid)
 
     def stop(self):
         self.kill_agent()
@@ -88,6 +98,8 @@ log_level = verbose
                 self.kube.wait(10)
             except subprocess.TimeoutExpired:
                 self.kube.kill()
+        if memcheck.checking():
+            memcheck.verify(self.dir, check, self.exited)
 
     # ---- API ----
     def api(self, method, path, body=None, ctype="application/json"):
@@ -104,11 +116,11 @@ log_level = verbose
 
     # ---- agent socket ----
     def call(self, op, body, timeout=30):
-        return agent_call(os.path.join(self.dir, "agent.sock"), op, body, timeout)
+        return agent_call(os.path.join(self.dir, "agent.sock"), op, body, timeout * SCALE)
 
 
 def wait_for(fn, timeout=10.0, step=0.1):
-    end = time.time() + timeout
+    end = time.time() + timeout * SCALE
     last = None
     while time.time() < end:
         last = fn()
@@ -304,7 +316,7 @@ def run(env):
     t0 = time.time()
     r = env.call("deregister", {"job_id": 45, "slurm_node": "n1", "grace_s": 0, "reason": "JobEnded"})
     took = time.time() - t0
-    check("deregister during an API outage answers within grace + 5 s", r and r.get("ok") and took < 6.5,
+    check("deregister during an API outage answers within grace + 5 s", r and r.get("ok") and took < 6.5 * SCALE,
           (r, took))
     def api_up():
         try:
@@ -318,7 +330,7 @@ def run(env):
                 env.api("GET", lease + n45)[0] == 404 and phase(env, "default", "p45") == 404)
     gone = wait_for(all_gone, 12)
     check("after the outage the agent deletes the Node, Lease and pod within 10 s",
-          gone and time.time() - t_back < 10,
+          gone and time.time() - t_back < 10 * SCALE,
           (time.time() - t_back, env.api("GET", "/api/v1/nodes/" + n45)[0],
            env.api("GET", lease + n45)[0], phase(env, "default", "p45")))
     os.unlink(os.path.join(env.dir, "alive_45"))

@@ -11,10 +11,11 @@ state dir). Prints `N passed, N failed` and leaves no process behind.
 import argparse, json, os, shutil, signal, socket, subprocess, sys, time, urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agent_lib import Env, RESULTS, check, run_suite, wait_for  # noqa: E402
+from agent_lib import Env, RESULTS, check, memcheck, run_suite, wait_for  # noqa: E402
 
 NODE = "slurm-n1-42"
 SCALE = "0.2"  # shim test time scale: probe periods and back-off 5x faster
+SLOW = memcheck.SCALE  # timeouts stretch only under a wrapper (SK_VALGRIND=1)
 
 
 def free_port():
@@ -43,7 +44,8 @@ class ShimEnv(Env):
 
     def start_shim(self):
         env = dict(os.environ, SLURM_K8S_SHIM_TEST_TIME_SCALE=SCALE)
-        self.shim = subprocess.Popen([self.shim_bin, "--job-id", "42", "--slurm-node", "n1",
+        self.shim = subprocess.Popen(memcheck.wrapper("shim", self.dir) +
+                                     [self.shim_bin, "--job-id", "42", "--slurm-node", "n1",
                                       "--socket", os.path.join(self.dir, "agent.sock"),
                                       "--log-level", "verbose"],
                                      stdout=open(os.path.join(self.dir, "shim.log"), "a"),
@@ -57,7 +59,7 @@ class ShimEnv(Env):
 
     def kubectl(self, *args, timeout=20):
         r = subprocess.run([self.kubectl_bin, "--kubeconfig", os.path.join(self.kdir, "kubeconfig")]
-                           + list(args), capture_output=True, text=True, timeout=timeout)
+                           + list(args), capture_output=True, text=True, timeout=timeout * SLOW)
         return r.returncode, r.stdout, r.stderr
 
 
@@ -262,7 +264,8 @@ def run(env):
     r = env.call("deregister", {"job_id": 42, "slurm_node": "n1", "grace_s": 5, "reason": "JobEnded"})
     check("deregister ok", r and r.get("ok"), r)
     try:
-        rc = env.shim.wait(10)
+        rc = env.shim.wait(10 * SLOW)
+        env.exited.append(env.shim.pid)
     except subprocess.TimeoutExpired:
         rc = None
     check("the shim exits 0 after shutdown", rc == 0, rc)
@@ -281,7 +284,8 @@ def run(env):
     check("job 44 registers", r and r.get("ok"), r)
     env.shim = None
     env44 = dict(os.environ, SLURM_K8S_SHIM_TEST_TIME_SCALE=SCALE)
-    shim44 = subprocess.Popen([env.shim_bin, "--job-id", "44", "--slurm-node", "n1", "--socket",
+    shim44 = subprocess.Popen(memcheck.wrapper("shim", d) +
+                              [env.shim_bin, "--job-id", "44", "--slurm-node", "n1", "--socket",
                                os.path.join(d, "agent.sock")],
                               stdout=open(os.path.join(d, "shim44.log"), "a"), stderr=subprocess.STDOUT,
                               env=env44)
@@ -295,7 +299,8 @@ def run(env):
     os.unlink(os.path.join(d, "alive_44"))  # scancel while the agent is down
     env.start_agent()
     try:
-        rc44 = shim44.wait(15)
+        rc44 = shim44.wait(15 * SLOW)
+        env.exited.append(shim44.pid)
     except subprocess.TimeoutExpired:
         rc44 = None
     check("the shim of a job that ended while the agent was down exits", rc44 is not None, rc44)
@@ -314,7 +319,8 @@ def run(env):
     check("job 46 registers", r and r.get("ok"), r)
 
     def shim46():
-        return subprocess.Popen([env.shim_bin, "--job-id", "46", "--slurm-node", "n1", "--socket",
+        return subprocess.Popen(memcheck.wrapper("shim", d) +
+                                [env.shim_bin, "--job-id", "46", "--slurm-node", "n1", "--socket",
                                  os.path.join(d, "agent.sock")],
                                 stdout=open(os.path.join(d, "shim46.log"), "a"),
                                 stderr=subprocess.STDOUT, env=env44)
@@ -347,7 +353,7 @@ def run(env):
     st = lost.get("status", {})
     term = ((st.get("containerStatuses") or [{}])[0].get("state") or {}).get("terminated") or {}
     check("  within 2 s, message names the shim, container terminated 137, not Ready",
-          took < 2 and "slurm-k8s-shim" in st.get("message", "") and term.get("exitCode") == 137
+          took < 2 * SLOW and "slurm-k8s-shim" in st.get("message", "") and term.get("exitCode") == 137
           and cond(lost, "Ready") == "False", (took, st))
     check("  the pod's processes (and its child) are gone",
           wait_for(lambda: not [x for x in before if alive(x)], 3), [x for x in before if alive(x)])
@@ -373,7 +379,8 @@ def run(env):
     r = env.call("deregister", {"job_id": 46, "slurm_node": "n1", "grace_s": 2, "reason": "JobEnded"})
     check("job 46 deregisters", r and r.get("ok"), r)
     try:
-        rc46 = env.shim.wait(10)
+        rc46 = env.shim.wait(10 * SLOW)
+        env.exited.append(env.shim.pid)
     except subprocess.TimeoutExpired:
         rc46 = None
     check("  its new shim exits 0", rc46 == 0, rc46)

@@ -58,7 +58,8 @@ if ! "$cxx" -fsanitize=fuzzer,address,undefined "$probe/t.cc" -o "$probe/t" >"$p
   exit 77
 fi
 
-# ---- build ----
+# ---- build (configure included in the time printed) ----
+t_start=$SECONDS
 san='-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer'
 mkdir -p "$build"
 if [ ! -f "$build/Makefile" ]; then
@@ -74,6 +75,7 @@ done
 make -C "$build" -s -j"$jobs" "${bins[@]}" >"$build/fuzz-build.log" 2>&1 \
   || { tail -30 "$build/fuzz-build.log"; echo "build-and-run.sh: build failed ($build/fuzz-build.log)" >&2; exit 1; }
 [ "$build_only" = 1 ] && { echo "build-and-run.sh: built ${bins[*]} in $build"; exit 0; }
+t_built=$SECONDS
 
 # ---- run, $jobs targets at a time ----
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:strict_string_checks=1}
@@ -114,5 +116,6 @@ for t in "${targets[@]}"; do
     failed=$((failed + 1))
   fi
 done
+echo "fuzz: build $((t_built - t_start)) s, ${#targets[@]} targets x $seconds s in $((SECONDS - t_built)) s ($jobs at a time)"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

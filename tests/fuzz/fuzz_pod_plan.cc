@@ -67,6 +67,7 @@ void check_plan(const PodPlan &p, const Json::Value &pod) {
 void check_gpus(PodPlan p) {
     int n = p.gpus_needed();
     std::vector<int> idx;
+    idx.reserve(static_cast<size_t>(n > 0 ? n : 0));
     for (int i = 0; i < n; i++)
         idx.push_back(100 + i);
     sk::shim::assign_gpus(&p, idx);

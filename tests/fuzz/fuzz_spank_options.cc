@@ -72,6 +72,7 @@ bool same(const PlugConfig &a, const PlugConfig &b) {
 // Result<PlugConfig> from words.
 sk::Result<PlugConfig> parse_words(const std::vector<std::string> &w) {
     std::vector<const char *> argv;
+    argv.reserve(w.size());
     for (const auto &s : w)
         argv.push_back(s.c_str());
     return sk::spank::parse_plugstack(static_cast<int>(argv.size()), argv.data());

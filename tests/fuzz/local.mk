@@ -10,6 +10,7 @@
 # Adding a target: one line below (and the source + a seed corpus). Code from
 # another convenience library: add it to FUZZ_LDADD.
 FUZZ_TARGET_SOURCES = \
+	tests/fuzz/fuzz_api_objects.cc \
 	tests/fuzz/fuzz_config.cc \
 	tests/fuzz/fuzz_cri_log.cc \
 	tests/fuzz/fuzz_cri_writer.cc \
@@ -22,11 +23,13 @@ FUZZ_TARGET_SOURCES = \
 	tests/fuzz/fuzz_strings.cc \
 	tests/fuzz/fuzz_watch_parser.cc
 FUZZ_LDADD = \
+	agent/libagentio.la \
 	agent/libagentcore.la \
 	k8s-shim/libshim.la \
 	spank/libspank_core.la \
 	common/libcommon.la \
 	$(LIBUV_LIBS) \
+	$(LIBCURL_LIBS) \
 	$(JSONCPP_LIBS)
 
 check_PROGRAMS += tests/fuzz/fuzz_replay
@@ -65,7 +68,7 @@ tests/fuzz/bin/fuzz_%$(EXEEXT): tests/fuzz/fuzz_%.cc tests/fuzz/fuzz_target.h \
 	$(AM_V_CXX)$(CXXCOMPILE) -DSK_FUZZ_LIBFUZZER -c -o tests/fuzz/bin/fuzz_$*.o $<
 	$(AM_V_CXXLD)$(CXXLINK) -fsanitize=fuzzer tests/fuzz/bin/fuzz_$*.o $(FUZZ_LDADD) $(LIBS)
 
-# Short run: every target for SK_FUZZ_SECONDS (default 20) in a clang build
+# Short run (CI): every target for SK_FUZZ_SECONDS (default 15) in a clang build
 # under $TMPDIR; exit 77 when clang or libFuzzer is missing.
 fuzz-short:
 	$(SHELL) $(top_srcdir)/tests/fuzz/run-short.sh
@@ -78,7 +81,7 @@ fuzz-long:
 # Static analysis: clang-tidy (.clang-tidy) and cppcheck
 # (tests/static/cppcheck-suppressions.txt) over LINT_DIRS, from a compile
 # database recorded with bear in a separate build (tests/static/lint.sh).
-LINT_DIRS = common spank tests/unit tests/fuzz
+LINT_DIRS = common spank agent k8s-shim cli tests/unit tests/fuzz tests/component
 lint:
 	SK_TOP_SRCDIR='$(abs_top_srcdir)' LINT_DIRS='$(LINT_DIRS)' \
 	  $(SHELL) $(top_srcdir)/tests/static/lint.sh

@@ -204,6 +204,145 @@ def seeds_cri_writer():
     put("cri_writer", triple(3, b"\n\n\r\n") + triple(0, b"\x00\xff"))
 
 
+# fuzz_api_objects.cc: byte 0 = index into its kCodes (HTTP status), byte 1 =
+# option bits, then up to 3 documents one per line: A (Status body, Node,
+# Lease, Pod, PodList, Event), B (runtime PodStatus, or the ConfigMap/Secret
+# A's references resolve to), C (the previous PodStatus).
+API_CODES = [200, 201, 204, 0, 400, 401, 403, 404, 409, 410, 415, 422, 429, 500, 503, 302, 418, 299]
+
+
+def api_seed(code, flags, *docs):
+    body = "\n".join(d if isinstance(d, str) else line(d) for d in docs)
+    put("api_objects", bytes([API_CODES.index(code), flags]) + body.encode())
+
+
+def status_body(code, reason, message, details=None):
+    st = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+          "message": message, "reason": reason, "code": code}
+    if details:
+        st["details"] = details
+    return st
+
+
+# Status bodies as the API server sends them (kubernetes-api.md "Errors").
+STATUS_SEEDS = [
+    (404, status_body(404, "NotFound", 'nodes "slurm-n1-42" not found',
+                      {"name": "slurm-n1-42", "kind": "nodes"})),
+    (404, status_body(404, "NotFound", 'namespaces "nope" not found',
+                      {"name": "nope", "kind": "namespaces"})),
+    (409, status_body(409, "AlreadyExists", 'nodes "slurm-n1-42" already exists',
+                      {"name": "slurm-n1-42", "kind": "nodes"})),
+    (409, status_body(409, "Conflict", 'Operation cannot be fulfilled on leases.coordination.k8s.io '
+                      '"slurm-n1-42": the object has been modified; please apply your changes to the '
+                      'latest version and try again',
+                      {"name": "slurm-n1-42", "group": "coordination.k8s.io", "kind": "leases"})),
+    (410, status_body(410, "Expired", "too old resource version: 1 (2606)")),
+    (400, status_body(400, "BadRequest", 'field label not supported: spec.nodeNam')),
+    (415, status_body(415, "UnsupportedMediaType",
+                      'the body of the request was in an unknown format - accepted media types '
+                      'include: application/json-patch+json, application/merge-patch+json, '
+                      'application/apply-patch+yaml')),
+    (422, status_body(422, "Invalid", 'Event "p.17a" is invalid: involvedObject.namespace: Invalid '
+                      'value: "other": does not match event.namespace',
+                      {"name": "p.17a", "kind": "Event",
+                       "causes": [{"reason": "FieldValueInvalid", "field": "involvedObject.namespace",
+                                   "message": 'Invalid value: "other": does not match event.namespace'}]})),
+    (401, status_body(401, "Unauthorized", "Unauthorized")),
+    (403, status_body(403, "Forbidden", 'nodes is forbidden: User "system:anonymous" cannot list '
+                      'resource "nodes" in API group "" at the cluster scope',
+                      {"kind": "nodes"})),
+    (500, status_body(500, "InternalError", "Internal error occurred: etcdserver: request timed out")),
+    (429, status_body(429, "TooManyRequests", "Too many requests, please try again later.",
+                      {"retryAfterSeconds": 1})),
+    (200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+           "details": {"name": "slurm-n1-42", "kind": "nodes", "uid": "0a3c3f9e-5e8e-4f5e-9d42-1c2d3e4f5a6b"}}),
+]
+
+
+def watch_objects(ref, name, limit):
+    p = os.path.join(ref, name)
+    if not os.path.exists(p):
+        return []
+    with open(p) as f:
+        return [json.loads(l)["object"] for l in f.read().splitlines()[:limit] if l.strip()]
+
+
+def load(ref, name):
+    p = os.path.join(ref, name)
+    if not os.path.exists(p):
+        return None
+    with open(p) as f:
+        return json.load(f)
+
+
+def seeds_api_objects(ref):
+    for code, body in STATUS_SEEDS:
+        api_seed(code, 0, body)
+    api_seed(503, 0, "upstream connect error or disconnect/reset before headers")
+    api_seed(0, 0, "")
+    api_seed(200, 0, "")
+    api_seed(200, 0, "{\"kind\":\"Pod\"")
+    # Nodes (recorded) -> node_is_ours, build_cordon_patch.
+    for n in [load(ref, "01-node.json"), load(ref, "10-node-after-kubelet-restart.json")] + \
+            watch_objects(ref, "01-node-watch.jsonl", 2):
+        if n:
+            api_seed(200, 0, n)
+            api_seed(200, 3, n)
+    # Leases -> renew_lease.
+    for l in [load(ref, "01-lease.json")] + watch_objects(ref, "01-lease-watch.jsonl", 2):
+        if l:
+            api_seed(200, 0, l)
+    # Pods with the runtime's status (B) and the previous one (C).
+    pods = watch_objects(ref, "02-pod-running-watch.jsonl", 8)
+    for i, pod in enumerate(pods):
+        prev = pods[i - 1]["status"] if i else {}
+        api_seed(200, 4 if i % 2 else 0, pod, pod.get("status", {}), prev)
+    for name in ("03-pod-succeeded-final.json", "03-pod-failed-exit3-final.json"):
+        pod = load(ref, name)
+        if pod:
+            api_seed(200, 0, pod, pod["status"], {"phase": "Running"})
+    for name, key in (("04-crashloop-status.json", "fullObjectAt175s"),
+                      ("05-readiness-status.json", "fullObjectReady"),
+                      ("07-init-containers-status.json", "fullObjectRunning")):
+        d = load(ref, name)
+        if not d:
+            continue
+        seq = [e["status"] for e in d["statusSequence"]]
+        for i in range(1, len(seq), max(1, len(seq) // 4)):
+            api_seed(200, 4, d[key], seq[i], seq[i - 1])
+    # A pod list as the pod controller reads it.
+    if pods:
+        api_seed(200, 0, {"kind": "PodList", "apiVersion": "v1",
+                          "metadata": {"resourceVersion": "2640"}, "items": pods[:2]})
+    # A terminating pod (deletionTimestamp + grace), as a watch shows it.
+    down = watch_objects(ref, "10-node-down-pods-watch.jsonl", 36)
+    for pod in down:
+        if pod["metadata"].get("deletionTimestamp"):
+            api_seed(200, 0, pod, pod.get("status", {}))
+            break
+    # Events (recorded) through every decoder.
+    for ev in (load(ref, "04-crashloop-events.json") or [])[:2]:
+        api_seed(201, 0, ev)
+    # Env references and volumes resolved against a ConfigMap / Secret.
+    pod = dict(POD)
+    pod["spec"] = dict(POD["spec"])
+    c = dict(POD["spec"]["containers"][0])
+    c["env"] = [{"name": "A", "value": "1"},
+                {"name": "B", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "b"}}},
+                {"name": "S", "valueFrom": {"secretKeyRef": {"name": "cfg", "key": "s", "optional": True}}},
+                {"name": "N", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['app']"}}},
+                {"name": "M", "valueFrom": {"resourceFieldRef": {"resource": "limits.memory",
+                                                                 "divisor": "1Mi"}}}]
+    c["envFrom"] = [{"configMapRef": {"name": "cfg"}, "prefix": "CFG_"}]
+    pod["spec"]["containers"] = [c]
+    pod["spec"]["volumes"] = [{"name": "conf", "configMap": {"name": "cfg", "items": [{"key": "b", "path": "b.txt"}]}},
+                              {"name": "sec", "secret": {"secretName": "cfg"}}]
+    cm = {"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "cfg", "namespace": "rl"},
+          "data": {"b": "hello", "s": "aGk="}}
+    api_seed(200, 0, pod, cm)
+    api_seed(200, 8, pod, cm)
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit("usage: make-seeds.py DIR-OF-RECORDED-KUBELET-OBJECTS")
@@ -216,6 +355,7 @@ def main():
     seeds_strings()
     seeds_cri_log()
     seeds_cri_writer()
+    seeds_api_objects(ref)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 top=${SK_TOP_SRCDIR:-$(cd "$here/../.." && pwd)}
-dirs=${LINT_DIRS:-common spank tests/unit tests/fuzz}
+dirs=${LINT_DIRS:-common spank agent k8s-shim cli tests/unit tests/fuzz tests/component}
 build=${SK_LINT_BUILDDIR:-${TMPDIR:-/tmp}/build-lint}
 jobs=${SK_LINT_JOBS:-2}
 

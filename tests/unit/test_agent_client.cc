@@ -42,7 +42,8 @@ static void serve(Server *s, Mode mode) {
             reply = "{\"id\":9,\"ok\":true,\"body\":{}}\n";
             break;
         case Mode::Silent:
-            usleep(1500 * 1000);
+            sleep(1);  // usleep() takes < 1 s (POSIX): 1.5 s as 1 s + 500 ms
+            usleep(500 * 1000);
             break;
         case Mode::Close:
             break;
@@ -59,7 +60,8 @@ static void start(Server *s, Mode mode) {
     struct sockaddr_un sa;
     memset(&sa, 0, sizeof sa);
     sa.sun_family = AF_UNIX;
-    strcpy(sa.sun_path, s->path.c_str());
+    ck_assert_uint_lt(s->path.size(), sizeof sa.sun_path);
+    memcpy(sa.sun_path, s->path.c_str(), s->path.size() + 1);
     ck_assert_int_eq(bind(s->fd, reinterpret_cast<struct sockaddr *>(&sa), sizeof sa), 0);
     ck_assert_int_eq(listen(s->fd, 4), 0);
     s->th = std::thread(serve, s, mode);

@@ -194,6 +194,9 @@ START_TEST(write_read_table) {
         for (size_t i = 0; i < recs->size(); ++i)
             ck_assert_int_eq((*recs)[i].ts_ns, 1714564800LL * 1000000000LL + i * 1000000);
     }
+    // A failed ck_assert leaves through a noreturn call (the test process
+    // exits), so the analyzer sees the writer's buffer leak on that path.
+    // NOLINTNEXTLINE(clang-analyzer-cplusplus.NewDeleteLeaks): no leak on a passing run
 }
 END_TEST
 

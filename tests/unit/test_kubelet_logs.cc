@@ -84,6 +84,7 @@ START_TEST(files_for_previous_come_from_the_directory) {
     char tmpl[] = "/tmp/sk-logpaths-XXXXXX";
     std::string state = mkdtemp(tmpl);
     std::string dir = container_log_dir(state, "u", "c");
+    // NOLINTNEXTLINE(cert-env33-c): mkdir -p under the test's own mkdtemp directory
     ck_assert_int_eq(system(("mkdir -p " + dir).c_str()), 0);
     for (const char *f : {"0.log", "2.log", "2.log.1", "4.log", "junk"})
         std::ofstream(dir + "/" + f) << "";

@@ -151,7 +151,7 @@ END_TEST
 
 // ---- status ----
 
-static PodPlan plan_of(std::vector<std::string> init, std::vector<std::string> app,
+static PodPlan plan_of(const std::vector<std::string> &init, const std::vector<std::string> &app,
                        RestartPolicy rp = RestartPolicy::Always) {
     PodPlan p;
     p.uid = "u1";

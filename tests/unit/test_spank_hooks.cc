@@ -37,6 +37,7 @@ static void setup() {
 
 static int call(int (*hook)(spank_t, int, char **), std::vector<std::string> args) {
     std::vector<char *> av;
+    av.reserve(args.size());
     for (auto &a : args)
         av.push_back(&a[0]);
     return hook(fake_spank::handle(), static_cast<int>(av.size()), av.data());
@@ -155,7 +156,12 @@ START_TEST(no_options_no_trace) {
     fake_spank::state().job_id = 12;
     ck_assert_int_eq(call(hook_job_prolog, plug_args("on_agent_error=fail")), 0);
     ck_assert(read_run_file(g_dir + "/run", 12, "n1").error() == sk::Error::NotFound);
-    ck_assert(fake_spank::state().log.empty());
+    // Only the hook's own timing line, at debug level (bench/bench_slurm_start.py).
+    const auto &log = fake_spank::state().log;
+    ck_assert_int_eq(log.size(), 1);
+    ck_assert_msg(log[0].rfind("debug: spank_k8s: hook prolog (job_script, pid ", 0) == 0 &&
+                      log[0].find(" ms") != std::string::npos,
+                  "%s", log[0].c_str());
 }
 END_TEST
 

@@ -1,0 +1,14 @@
+# Valgrind memcheck over the agent's component tests: opt-in, not part of
+# `make check` (it takes minutes). tests/valgrind/memcheck.py is the wrapper
+# the component harness (tests/component/agent_lib.py) loads.
+EXTRA_DIST += \
+	tests/valgrind/memcheck.py \
+	tests/valgrind/run.sh \
+	tests/valgrind/sigterm_busy.py \
+	tests/valgrind/slurm-k8s.supp
+
+check-valgrind: all
+	SK_TOP_SRCDIR='$(abs_top_srcdir)' SK_TOP_BUILDDIR='$(abs_top_builddir)' \
+	  PYTHON3='$(PYTHON3)' $(SHELL) $(top_srcdir)/tests/valgrind/run.sh
+
+.PHONY: check-valgrind
