@@ -1,0 +1,525 @@
+#!/usr/bin/python3
+"""Soak test: one virtual node churning pods while the API server breaks the
+agent's watches at random, for a bounded time.
+
+The real slurm-k8s-agent (runtime=shim, shim_auth=uid) and the real
+slurm-k8s-shim of one registered job (42 on n1) run against the test API
+server (tests/kube/kube_test_server.py); pods are real `sh` processes. For
+SOAK_SECONDS (default 120) the test keeps at most SOAK_MAX_PODS (default 6)
+pods alive, each of a kind with a known correct end:
+
+  ok         exit 0, restartPolicy Never      -> Succeeded, exit 0, restartCount 0
+  fail       exit 1, restartPolicy Never      -> Failed, exit 1 (Error), restartCount 0
+  crash      exit 1 N times (N = 1..2), OnFailure, then exit 0
+                                              -> Succeeded, restartCount N, lastState exit 1
+  forever    runs until DELETEd after 1-8 s   -> gone; it got SIGTERM; started once
+  crashloop  exit 1, restartPolicy Always, DELETEd once restarted
+                                              -> gone; restarted (CrashLoopBackOff between)
+  flap       runs with an exec readiness probe that flaps every 2 s, DELETEd once
+             Ready was seen both True and False -> gone; never restarted
+
+Terminal pods are checked in the API when they finish, then DELETEd. Every
+container start appends "<pod uid> start <pid>" to a file, so the test proves
+that no pod ran twice: starts == restartCount + 1 (a crashloop pod's last
+instance may be killed before it wrote its line), no start after the pod was
+terminal or gone, and (sampled every second from /proc) never two live main
+processes for one pod.
+
+Meanwhile a seeded RNG (seed printed; SOAK_SEED=N replays the same schedule of
+kinds, delays and faults) ends every open watch every 2-10 s via
+POST /_test/watches/close, abrupt (TCP drop) or clean, and sometimes makes the
+API server refuse connections for 1-2 s (/_test/fault refuse).
+
+Resource bounds (sampled every 2 s from /proc/PID/status VmRSS and
+/proc/PID/fd), for the agent and for the shim: the warm-up value is the
+median of the samples in the last 10 s of the warm-up (SOAK_WARMUP, default
+a quarter of the run, 20-60 s). After warm-up,
+  agent RSS <= warm-up + SOAK_AGENT_RSS_KIB   (default 4096 KiB)
+  shim  RSS <= warm-up + SOAK_SHIM_RSS_KIB    (default 4096 KiB)
+and once the churn stopped and every pod is gone, each process's open fds
+are within SOAK_FD_SLACK (default 4) of the warm-up count. A failing bound
+prints the series.
+
+Once the churn stopped and every pod is gone, the shim's per-pod dirs must be
+gone too (it forgets a pod deleted from the API, as the kubelet does).
+
+At the end the job is deregistered as the plugin does it (the extern step's
+deregister with grace 5 s, then the epilog's) and the test checks: the shim
+exited 0, no process carrying the soak's marker is left, Node, Lease and pods
+are gone, and the agent's job state and the shim's state dir are removed.
+Prints check lines and `N passed, N failed`; exits 1 on a failure; leaves no
+process behind (processes with the marker are killed on the way out).
+"""
+import argparse, os, random, shutil, signal, statistics, sys, threading, time
+import urllib.error
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "component"))
+from agent_lib import check, run_suite, wait_for  # noqa: E402
+from agent_shim_test import NODE, ShimEnv, alive  # noqa: E402
+
+NS = "default"
+LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/" + NODE
+KINDS = ["ok", "fail", "crash", "forever", "crashloop", "flap"]
+
+
+def env_num(name, default, cast=float):
+    v = os.environ.get(name, "")
+    return cast(v) if v.strip() else default
+
+
+class SoakEnv(ShimEnv):
+    def __init__(self, agent, server, shim):
+        super().__init__(agent, server, shim, shutil.which("kubectl") or "kubectl")
+        self.marker = "sksoak%d" % os.getpid()
+
+    def write_conf(self):
+        super().write_conf()
+        # info, not verbose: an hour of churn must not fill /tmp with agent logs
+        text = open(self.conf).read().replace("log_level = verbose", "log_level = info")
+        open(self.conf, "w").write(text)
+
+    def safe_api(self, method, path, body=None, timeout=20.0):
+        """env.api that rides out a refuse fault: retries connection errors
+        for up to `timeout` s; (0, {}) when the server never answered."""
+        end = time.time() + timeout
+        while True:
+            try:
+                return self.api(method, path, body)
+            except (urllib.error.URLError, OSError):
+                if time.time() > end:
+                    return 0, {}
+                time.sleep(0.2)
+
+    def stop(self):
+        super().stop()
+        left = marked_procs(self.marker)
+        for pid in left:  # never leave a pod process behind, even on failure
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        if left:
+            print("     killed %d leftover pod processes on the way out" % len(left))
+
+
+def marked_procs(marker, by_env=True):
+    """pids (not zombies) whose command line, or environment, carries marker."""
+    out = []
+    m = marker.encode()
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            hit = m in open(f"/proc/{d}/cmdline", "rb").read()
+            if not hit and by_env:
+                hit = m in open(f"/proc/{d}/environ", "rb").read()
+            if hit and alive(int(d)):
+                out.append(int(d))
+        except OSError:
+            pass
+    return out
+
+
+def proc_sample(pid):
+    """(VmRSS KiB, open fd count) of pid, or None when it is gone."""
+    try:
+        rss = 0
+        for line in open(f"/proc/{pid}/status"):
+            if line.startswith("VmRSS:"):
+                rss = int(line.split()[1])
+        return rss, len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return None
+
+
+# ---- pods ----
+
+def script(kind, starts, n_crash):
+    # Kubernetes expands $(VAR) in command and args and turns $$ into $: the
+    # shell's $$ is written $$$$, and command substitution uses backquotes.
+    rec = f'echo "$SLURM_K8S_POD_UID start $$$$" >> {starts}; '
+    if kind == "ok":
+        return rec + "sleep 0.3; exit 0"
+    if kind == "fail":
+        return rec + "sleep 0.3; exit 1"
+    if kind == "crash":
+        return (rec + f'n=`grep -c "^$SLURM_K8S_POD_UID start" {starts}`; sleep 0.2; '
+                f'[ "$n" -gt {n_crash} ] && exit 0; exit 1')
+    if kind == "crashloop":
+        return rec + "sleep 0.3; exit 1"
+    # forever, flap: record the SIGTERM, then exit 0
+    return (f'trap \'echo "$SLURM_K8S_POD_UID term $$$$" >> {starts}; exit 0\' TERM; ' + rec +
+            "while :; do sleep 0.5; done")
+
+
+def manifest(env, name, kind, starts, n_crash):
+    c = {"name": "main", "image": "busybox:1.36",
+         "command": ["sh", "-c", script(kind, starts, n_crash), f"{env.marker}:{name}"],
+         "env": [{"name": "SOAK_MARK", "value": env.marker}]}
+    if kind == "flap":
+        # period 5 s at the shim's test time scale 0.2 -> a probe a second
+        c["readinessProbe"] = {"exec": {"command": ["sh", "-c", "test $(( $(date +%s) % 4 )) -lt 2"]},
+                               "periodSeconds": 5, "failureThreshold": 1, "successThreshold": 1}
+    policy = {"ok": "Never", "fail": "Never", "crash": "OnFailure"}.get(kind, "Always")
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"soak": kind}},
+            "spec": {"nodeName": NODE, "terminationGracePeriodSeconds": 5, "restartPolicy": policy,
+                     "containers": [c],
+                     "tolerations": [{"key": "slurm-k8s/job", "operator": "Exists"}]}}
+
+
+def cstatus(p):
+    return ((p or {}).get("status", {}).get("containerStatuses") or [{}])[0]
+
+
+def ready(p):
+    for c in (p or {}).get("status", {}).get("conditions", []):
+        if c["type"] == "Ready":
+            return c["status"]
+    return None
+
+
+class Tracked:
+    """One soak pod: created, watched through the API, finished or deleted."""
+    TIMEOUT = 90.0  # a pod not at its end within this is a failure
+
+    def __init__(self, name, kind, rng, now):
+        self.name, self.kind = name, kind
+        self.n_crash = rng.randint(1, 2) if kind == "crash" else 0
+        self.delete_after = rng.uniform(1, 8) if kind == "forever" else 0.0
+        self.created = now
+        self.uid = None
+        self.state = "new"  # new -> alive -> deleting -> gone
+        self.deleted_at = self.done_at = None
+        self.seen_ready = set()
+        self.max_restarts = 0
+        self.final = None  # the API's status when it finished (terminal kinds)
+        self.errors = []
+
+    def terminal_kind(self):
+        return self.kind in ("ok", "fail", "crash")
+
+    def expect(self):
+        """Checks the status the API showed when the pod finished."""
+        st = self.final
+        cs = cstatus({"status": st})
+        term = cs.get("state", {}).get("terminated") or {}
+        want_phase, want_code, want_reason = {
+            "ok": ("Succeeded", 0, "Completed"), "fail": ("Failed", 1, "Error"),
+            "crash": ("Succeeded", 0, "Completed")}[self.kind]
+        bad = []
+        if st.get("phase") != want_phase:
+            bad.append(f"phase {st.get('phase')} != {want_phase}")
+        if term.get("exitCode") != want_code or term.get("reason") != want_reason:
+            bad.append(f"terminated {term} != exit {want_code} {want_reason}")
+        if cs.get("restartCount", 0) != self.n_crash:
+            bad.append(f"restartCount {cs.get('restartCount')} != {self.n_crash}")
+        if self.kind == "crash" and (cs.get("lastState", {}).get("terminated") or {}).get("exitCode") != 1:
+            bad.append(f"lastState {cs.get('lastState')} is not exit 1")
+        if ready({"status": st}) != "False" or cs.get("ready"):
+            bad.append("a finished pod is still Ready")
+        return bad
+
+
+class Soak:
+    def __init__(self, env, seconds, seed):
+        self.env, self.seconds, self.seed = env, seconds, seed
+        self.rng = random.Random(seed)
+        self.fault_rng = random.Random(seed + 1)  # independent of how many pods ran
+        self.starts = os.path.join(env.dir, "starts.log")
+        open(self.starts, "w").close()
+        self.pods = {}
+        self.max_alive = int(env_num("SOAK_MAX_PODS", 6))
+        # SOAK_KINDS=ok,fail narrows the mix (to find which kind a growth follows)
+        self.kinds = [k for k in os.environ.get("SOAK_KINDS", "").split(",") if k in KINDS] or KINDS
+        self.stop = threading.Event()
+        self.breaks = {"abrupt": 0, "clean": 0, "refuse": 0}
+        self.samples = []  # (t, agent (rss, fds), shim (rss, fds))
+        self.overlaps = []
+        self.api_errors = 0
+        self.t0 = time.time()
+
+    # -- background: faults and resource samples --
+    def breaker(self):
+        r = self.fault_rng
+        while not self.stop.wait(r.uniform(2, 10)):
+            if r.random() < 0.1:
+                self.breaks["refuse"] += 1
+                self.env.safe_api("POST", "/_test/fault", {"mode": "refuse", "seconds": r.uniform(1, 2)})
+                continue
+            abrupt = r.random() < 0.5
+            self.breaks["abrupt" if abrupt else "clean"] += 1
+            self.env.safe_api("POST", "/_test/watches/close", {"abrupt": abrupt})
+
+    def sampler(self):
+        while not self.stop.wait(2.0):
+            self.samples.append((time.time() - self.t0, proc_sample(self.env.agent.pid),
+                                 proc_sample(self.env.shim.pid)))
+
+    # -- the starts file --
+    def start_lines(self):
+        out = {}
+        for line in open(self.starts):
+            f = line.split()
+            if len(f) == 3:
+                out.setdefault(f[0], []).append((f[1], int(f[2])))
+        return out
+
+    def starts_of(self, lines, uid):
+        return [pid for what, pid in lines.get(uid, []) if what == "start"]
+
+    def scan_overlaps(self):
+        """Two live main processes of one pod is a pod run twice."""
+        per = {}
+        marked = marked_procs(self.env.marker, by_env=False)
+        for pid in marked:
+            try:
+                args = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+                ppid = int(open(f"/proc/{pid}/stat").read().rsplit(") ", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid in marked:  # sh's own fork (a command, `...`), not a second run
+                continue
+            name = next((a.decode().split(":", 1)[1] for a in args
+                         if a.startswith(self.env.marker.encode() + b":")), None)
+            if name:
+                per.setdefault(name, []).append(pid)
+        for name, pids in per.items():
+            if len(pids) > 1:
+                self.overlaps.append((name, pids))
+
+    # -- the churn --
+    def create(self, now, i):
+        kind = self.rng.choice(self.kinds)
+        t = Tracked(f"s{i:04d}-{kind}", kind, self.rng, now)
+        code, p = self.env.safe_api("POST", f"/api/v1/namespaces/{NS}/pods",
+                                    manifest(self.env, t.name, kind, self.starts, t.n_crash))
+        if code != 201:
+            self.api_errors += 1
+            return
+        t.uid, t.state = p["metadata"]["uid"], "alive"
+        self.pods[t.name] = t
+
+    def delete(self, t, now):
+        code, _ = self.env.safe_api("DELETE", f"/api/v1/namespaces/{NS}/pods/{t.name}")
+        if code in (200, 202, 404):
+            t.state, t.deleted_at = "deleting", now
+        else:
+            self.api_errors += 1
+
+    def step(self, t, p, now, ending):
+        if t.state == "deleting":
+            if p is None:
+                t.state, t.done_at = "gone", now
+                t.starts_when_gone = len(self.starts_of(self.start_lines(), t.uid))
+            elif now - t.deleted_at > self.env_timeout():
+                t.errors.append(f"not gone {now - t.deleted_at:.0f} s after DELETE: {p.get('status')}")
+                t.state, t.done_at = "gone", now
+                t.starts_when_gone = -1
+            return
+        if p is None:
+            t.errors.append("vanished from the API without a DELETE")
+            t.state, t.done_at, t.starts_when_gone = "gone", now, -1
+            return
+        st = p.get("status", {})
+        cs = cstatus(p)
+        t.max_restarts = max(t.max_restarts, cs.get("restartCount", 0))
+        if ready(p):
+            t.seen_ready.add(ready(p))
+        if t.terminal_kind():
+            if st.get("phase") in ("Succeeded", "Failed"):
+                t.final = st
+                t.errors += t.expect()
+                self.delete(t, now)
+            elif now - t.created > Tracked.TIMEOUT:
+                t.errors.append(f"not finished after {Tracked.TIMEOUT:.0f} s: {st}")
+                self.delete(t, now)
+            return
+        if st.get("phase") in ("Succeeded", "Failed"):
+            t.errors.append(f"a {t.kind} pod ended: {st}")
+            self.delete(t, now)
+            return
+        due = {"forever": st.get("phase") == "Running" and now - t.created >= t.delete_after,
+               "crashloop": t.max_restarts >= 1,
+               "flap": t.seen_ready >= {"True", "False"}}[t.kind]
+        late = now - t.created > Tracked.TIMEOUT
+        if late:
+            t.errors.append(f"{t.kind}: expected state not seen in {Tracked.TIMEOUT:.0f} s: {st}")
+        if due or late or (ending and st.get("phase") == "Running"):
+            self.delete(t, now)
+
+    def env_timeout(self):
+        return 30.0
+
+    def live(self):
+        return [t for t in self.pods.values() if t.state in ("alive", "deleting")]
+
+    def churn(self):
+        t0 = time.time()
+        end = t0 + self.seconds
+        i, last_scan = 0, 0.0
+        while True:
+            now = time.time()
+            ending = now >= end
+            if not ending:
+                while len(self.live()) < self.max_alive:
+                    i += 1
+                    self.create(now, i)
+            code, lst = self.env.safe_api("GET", f"/api/v1/namespaces/{NS}/pods?labelSelector=soak")
+            if code != 200:
+                self.api_errors += 1
+                time.sleep(0.5)
+                continue
+            by_name = {p["metadata"]["name"]: p for p in lst.get("items", [])}
+            for t in self.live():
+                p = by_name.get(t.name)
+                if p is not None and p["metadata"]["uid"] != t.uid:
+                    p = None
+                self.step(t, p, now, ending)
+            if now - last_scan >= 1.0:
+                self.scan_overlaps()
+                last_scan = now
+            if ending and not self.live():
+                return
+            if now > end + 120:
+                print("     pods still not gone 120 s after the churn ended: " +
+                      ", ".join(t.name for t in self.live()))
+                return
+            time.sleep(0.3)
+
+
+def bound_check(label, series, warm_t, rss_slack, fd_slack, final, pods_after):
+    """series: [(t, (rss, fds) or None)]. Warm-up value: the median of the
+    samples in the 10 s before warm_t."""
+    pts = [(t, s) for t, s in series if s]
+    warm = [s for t, s in pts if warm_t - 10 <= t <= warm_t] or [s for t, s in pts if t <= warm_t][-1:]
+    after = [(t, s) for t, s in pts if t > warm_t]
+    if not warm or not after:
+        check(f"{label}: enough resource samples", False, pts)
+        return
+    rss0 = statistics.median(s[0] for s in warm)
+    fd0 = statistics.median(s[1] for s in warm)
+    peak = max(s[0] for _, s in after)
+    text = " ".join(f"{t:.0f}s:{s[0] // 1024}.{(s[0] % 1024) * 10 // 1024}M/{s[1]}fd" for t, s in pts[::max(1, len(pts) // 24)])
+    print(f"     {label}: warm-up RSS {rss0:.0f} KiB fds {fd0:.0f}; after warm-up peak RSS {peak} KiB "
+          f"(+{peak - rss0:.0f}, {(peak - rss0) / max(1, pods_after):.1f} KiB per pod started after "
+          f"warm-up), fds max {max(s[1] for _, s in after)}, final {final}")
+    check(f"{label}: RSS after warm-up <= warm-up + {rss_slack} KiB", peak <= rss0 + rss_slack, text)
+    check(f"{label}: open fds back within {fd_slack} of warm-up once the pods are gone",
+          final is not None and final[1] <= fd0 + fd_slack, (final, text))
+
+
+def run(env):
+    seconds = env_num("SOAK_SECONDS", 120.0)
+    seed = int(env_num("SOAK_SEED", int(time.time() * 1000) % 1000000, int))
+    warm_t = env_num("SOAK_WARMUP", min(60.0, max(20.0, seconds / 4)))
+    print(f"     soak {seconds:.0f} s, seed {seed} (replay: SOAK_SEED={seed}), warm-up {warm_t:.0f} s")
+    open(os.path.join(env.dir, "alive_42"), "w").close()
+    reg = {"job_id": 42, "slurm_node": "n1", "user": os.environ.get("USER", "me"),
+           "uid": os.getuid(), "gid": os.getgid(), "partition": "gpu", "cluster": "comp",
+           "gpus": [0, 1], "cpus": 4, "memory_mib": 8192, "namespaces": [NS]}
+    r = env.call("register", reg)
+    check("register", r and r.get("ok"), r)
+    env.start_shim()
+    check("shim attached", wait_for(lambda: "shim attached" in open(os.path.join(env.dir, "agent.log")).read(), 15))
+
+    s = Soak(env, seconds, seed)
+    threads = [threading.Thread(target=s.breaker, daemon=True), threading.Thread(target=s.sampler, daemon=True)]
+    for th in threads:
+        th.start()
+    try:
+        s.churn()
+    finally:
+        s.stop.set()
+        for th in threads:
+            th.join(15)
+    env.safe_api("DELETE", "/_test/fault")
+    time.sleep(1.0)  # let the last pod's state settle before the final sample
+    final_agent, final_shim = proc_sample(env.agent.pid), proc_sample(env.shim.pid)
+
+    pods = list(s.pods.values())
+    kinds = {k: len([t for t in pods if t.kind == k]) for k in KINDS}
+    print(f"     pods run {len(pods)} {kinds}; watch breaks {s.breaks}; API errors seen by the test "
+          f"{s.api_errors}")
+    lines = s.start_lines()
+    bad = [(t.name, t.errors) for t in pods if t.errors]
+    check("every pod reached its correct end (status in the API when it finished, or gone)",
+          not bad and all(t.state == "gone" for t in pods), bad[:10])
+    check("at least a pod of each kind ran", all(kinds[k] for k in s.kinds), kinds)
+    twice = []
+    for t in pods:
+        st = s.starts_of(lines, t.uid)
+        if t.terminal_kind() and t.final is not None and len(st) != t.n_crash + 1:
+            twice.append((t.name, "starts", len(st), "restartCount", t.n_crash))
+        if t.kind in ("forever", "flap") and len(st) != 1:
+            twice.append((t.name, "starts", len(st)))
+        # A crashloop pod is deleted while it restarts: its last instance may
+        # get the SIGTERM before its first line ran, so it may not have
+        # recorded its start (>= the restartCount seen, not == + 1).
+        if t.kind == "crashloop" and not t.max_restarts <= len(st) <= t.max_restarts + 2:
+            twice.append((t.name, "starts", len(st), "restartCount seen", t.max_restarts))
+        if getattr(t, "starts_when_gone", -1) >= 0 and len(st) != t.starts_when_gone:
+            twice.append((t.name, "started after it was gone", len(st), t.starts_when_gone))
+    check("no pod ran twice (starts == restartCount + 1, none after the end)", not twice, twice[:10])
+    check("never two live processes for one pod", not s.overlaps, s.overlaps[:10])
+    noterm = [t.name for t in pods if t.kind in ("forever", "flap") and t.state == "gone" and
+              not any(w == "term" for w, _ in lines.get(t.uid, []))]
+    check("every deleted running pod got SIGTERM", not noterm, noterm[:10])
+    check("the agent kept running", env.agent.poll() is None, env.agent.returncode)
+    pods_dir = os.path.join(env.dir, "shim", "job_42_n1", "pods")
+    def pod_dirs():
+        return os.listdir(pods_dir) if os.path.isdir(pods_dir) else []
+    wait_for(lambda: not pod_dirs(), 5)
+    check("the shim removed the dirs of the deleted pods (logs, state) while the job runs",
+          not pod_dirs(), (len(pod_dirs()), pod_dirs()[:5]))
+
+    rss_agent = env_num("SOAK_AGENT_RSS_KIB", 4096, int)
+    rss_shim = env_num("SOAK_SHIM_RSS_KIB", 4096, int)
+    fd_slack = env_num("SOAK_FD_SLACK", 4, int)
+    after = len([t for t in pods if t.created - s.t0 > warm_t])
+    bound_check("agent", [(t, a) for t, a, _ in s.samples], warm_t, rss_agent, fd_slack, final_agent, after)
+    bound_check("shim", [(t, b) for t, _, b in s.samples], warm_t, rss_shim, fd_slack, final_shim, after)
+
+    # the end of the job
+    r = env.call("deregister", {"job_id": 42, "slurm_node": "n1", "grace_s": 5, "reason": "JobEnded"})
+    check("deregister ok", r and r.get("ok"), r)
+    try:
+        rc = env.shim.wait(10)
+    except Exception:
+        rc = None
+    check("the shim exits 0 after shutdown", rc == 0, rc)
+    # The epilog's deregister follows the extern step's (spank/hooks_prolog.cc):
+    # the job is no longer registered, and the agent removes the shim's dir.
+    r = env.call("deregister", {"job_id": 42, "slurm_node": "n1", "grace_s": 5, "reason": "JobEnded"})
+    check("the epilog's second deregister ok", r and r.get("ok"), r)
+    left = wait_for(lambda: not marked_procs(env.marker), 5) or marked_procs(env.marker)
+    check("no process with the soak's marker left", left is True, left)
+    check("Node gone", env.safe_api("GET", "/api/v1/nodes/" + NODE)[0] == 404)
+    check("Lease gone", env.safe_api("GET", LEASE)[0] == 404)
+    _, allp = env.safe_api("GET", "/api/v1/pods")
+    check("no pods left", not [p["metadata"]["name"] for p in allp.get("items", [])],
+          [p["metadata"]["name"] for p in allp.get("items", [])][:10])
+    jobs = os.path.join(env.dir, "state", "jobs")
+    check("agent job state removed", not os.listdir(jobs) if os.path.isdir(jobs) else True,
+          os.listdir(jobs) if os.path.isdir(jobs) else None)
+    shim_dir = os.path.join(env.dir, "shim")
+    def shim_dirs():
+        return os.listdir(shim_dir) if os.path.isdir(shim_dir) else []
+    wait_for(lambda: not shim_dirs(), 5)
+    check("shim state dir removed", not shim_dirs(), shim_dirs())
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--agent", required=True)
+    ap.add_argument("--server", required=True)
+    ap.add_argument("--shim", required=True)
+    a = ap.parse_args()
+    if not os.path.exists(a.server) or not shutil.which("openssl"):
+        print("test API server or openssl missing; skipping")
+        return 77
+    return run_suite(SoakEnv(a.agent, a.server, a.shim), run, ("agent.log", "shim.log"))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
