@@ -7,7 +7,12 @@
 #   4. the integration layer: a real Slurm cluster (munge, slurmctld, 3 slurmd,
 #      fake GPUs) started by tests/slurm/cluster.sh, real sbatch/srun jobs,
 #   5. `make check` again in an ASan + UBSan build (SK_SANITIZERS=0 skips it),
-#   6. `make distcheck` (SK_DISTCHECK=0 skips it).
+#   6. robustness layers on the normal build: the agent's and the shim's
+#      component tests under valgrind memcheck (make check-valgrind), the soak
+#      (make check-soak, SOAK_SECONDS), every libFuzzer target for a bounded
+#      time (make fuzz-short, SK_FUZZ_SECONDS), static analysis (make lint);
+#      SK_ROBUSTNESS=0 skips them all,
+#   7. `make distcheck` (SK_DISTCHECK=0 skips it).
 # Prints each layer's summary and a final "total: N passed, N failed".
 set -uo pipefail
 
@@ -28,7 +33,15 @@ mkdir -p "$build"
 (cd "$build" && "$top/configure" --enable-werror ${SK_CONFIGURE_FLAGS:-}) >"$build/configure.out" 2>&1 \
   || { tail -40 "$build/configure.out"; echo "run-tests: configure failed" >&2; exit 1; }
 sed -n '/configuration$/,$p' "$build/configure.out"
-make -C "$build" -j"$jobs" >"$build/make.out" 2>&1 \
+# Built under bear when it is there: its compile database is what `make lint`
+# analyses later, so the static analysis needs no build of its own.
+bear_=()
+command -v bear >/dev/null 2>&1 && bear_=(bear --output "$build/compile_commands.json" --append --)
+rm -f "$build/compile_commands.json"
+"${bear_[@]}" make -C "$build" -j"$jobs" >"$build/make.out" 2>&1 \
+  || { grep -E "error|Error" "$build/make.out" | head -40; echo "run-tests: build failed" >&2; exit 1; }
+# The test programs too (TESTS= builds them without running anything).
+"${bear_[@]}" make -C "$build" -j"$jobs" check TESTS= >>"$build/make.out" 2>&1 \
   || { grep -E "error|Error" "$build/make.out" | head -40; echo "run-tests: build failed" >&2; exit 1; }
 
 passed=0 failed=0
@@ -81,6 +94,35 @@ make -C "$build" check-integration 2>&1 | tee "$build/integration.out"
 int_rc=${PIPESTATUS[0]}
 count_line "$(grep -E '^integration: [0-9]+ passed, [0-9]+ failed' "$build/integration.out" | tail -1)"
 [ "$int_rc" != 0 ] && ! grep -qE "[1-9][0-9]* failed" "$build/integration.out" && failed=$((failed + 1))
+
+# One robustness layer: `make TARGET` in the normal build, its own
+# "N passed, N failed" line counted; exit 77 (a tool missing) is a skip.
+layer() {
+  local name=$1 target=$2 out="$build/$2.out" rc line
+  say "$name (make $target)"
+  make -C "$build" "$target" >"$out" 2>&1
+  rc=$?
+  line=$(grep -aE "(^|: )[0-9]+ passed, [0-9]+ failed" "$out" | tail -1)
+  if [ "$rc" = 77 ]; then
+    tail -5 "$out"; echo "$target: skipped (a tool is missing)"; return
+  fi
+  grep -aE "^(PASS|FAIL|SKIP)[: ]|^lint: " "$out" | tail -40
+  if [ -n "$line" ] && [ "$target" != lint ]; then
+    echo "$target: $line"; count_line "$line"
+    [ "$rc" != 0 ] && ! grep -qE "[1-9][0-9]* failed" <<<"$line" && failed=$((failed + 1))
+  elif [ "$rc" = 0 ]; then
+    echo "$target: 1 passed, 0 failed"; passed=$((passed + 1))
+  else
+    tail -60 "$out"; echo "$target: 0 passed, 1 failed"; failed=$((failed + 1))
+  fi
+}
+if [ "${SK_ROBUSTNESS:-1}" = 1 ]; then
+  export SK_LINT_BUILDDIR="$build"  # its compile database is recorded above
+  layer "agent and shim under valgrind memcheck" check-valgrind
+  layer "soak: pod churn with broken watches" check-soak
+  layer "fuzzing, every target for a bounded time" fuzz-short
+  layer "static analysis" lint
+fi
 
 if [ "${SK_DISTCHECK:-1}" = 1 ]; then
   say "make distcheck"
