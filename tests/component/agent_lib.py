@@ -359,7 +359,9 @@ def run(env):
           env.call("list", {})["ok"])
 
 
-def main():
+def suite_main(body):
+    """main() of a suite on Env: --agent BIN --server kube_test_server.py;
+    77 (skip) without the test API server."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--agent", required=True)
     ap.add_argument("--server", required=True)
@@ -367,7 +369,11 @@ def main():
     if not os.path.exists(a.server):
         print("test API server missing; skipping")
         return 77
-    return run_suite(Env(a.agent, a.server), run, ("agent.log",))
+    return run_suite(Env(a.agent, a.server), body, ("agent.log",))
+
+
+def main():
+    return suite_main(run)
 
 
 def agent_call(sock_path, op, body, timeout=30):

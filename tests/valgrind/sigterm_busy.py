@@ -9,12 +9,12 @@ sent half a line and one that sent nothing. The agent must exit 0, promptly,
 and memcheck must find no error, no leak and no descriptor left open
 (tests/valgrind/memcheck.py). Prints `N passed, N failed`.
 """
-import argparse, os, signal, socket, sys, time
+import os, signal, socket, sys, time
 
 if not any(os.environ.get(v) for v in ("SK_VALGRIND", "SK_AGENT_WRAPPER")):
     os.environ["SK_VALGRIND"] = "1"  # this test exists for memcheck
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "component"))
-from agent_lib import REG, SCALE, Env, check, pod, phase, run_suite, wait_for  # noqa: E402
+from agent_lib import REG, SCALE, check, pod, phase, suite_main, wait_for  # noqa: E402
 
 
 def run(env):
@@ -59,14 +59,7 @@ def run(env):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--agent", required=True)
-    ap.add_argument("--server", required=True)
-    a = ap.parse_args()
-    if not os.path.exists(a.server):
-        print("test API server missing; skipping")
-        return 77
-    return run_suite(Env(a.agent, a.server), run, ("agent.log",))
+    return suite_main(run)
 
 
 if __name__ == "__main__":
