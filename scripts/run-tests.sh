@@ -6,7 +6,8 @@
 #      component tests (agent, shim, kubelet endpoint),
 #   4. the integration layer: a real Slurm cluster (munge, slurmctld, 3 slurmd,
 #      fake GPUs) started by tests/slurm/cluster.sh, real sbatch/srun jobs,
-#   5. `make check` again in an ASan + UBSan build (SK_SANITIZERS=0 skips it),
+#   5. `make check` again in an ASan + UBSan build, and the e2e layer on real
+#      Slurm with that build's agent and shim (SK_SANITIZERS=0 skips both),
 #   6. robustness layers on the normal build: the agent's and the shim's
 #      component tests under valgrind memcheck (make check-valgrind), the soak
 #      (make check-soak, SOAK_SECONDS), every libFuzzer target for a bounded
@@ -82,11 +83,35 @@ if (cd "$san" && "$top/configure" --enable-sanitizers --enable-werror >configure
    make -C "$san" -j"$jobs" check >"$san/check.out" 2>&1; then
   grep -E "^# (PASS|FAIL|ERROR):" "$san/check.out" | sed 's/^/sanitizers: /'
   echo "sanitizers: 1 passed, 0 failed"; passed=$((passed + 1))
+  san_e2e=1
 else
   grep -E "^(FAIL|ERROR):|error:" "$san/make.out" "$san/check.out" 2>/dev/null | head -20
   [ -f "$san/test-suite.log" ] && tail -80 "$san/test-suite.log"
   echo "sanitizers: 0 passed, 1 failed"; failed=$((failed + 1))
 fi
+fi
+
+if [ "${san_e2e:-0}" = 1 ]; then
+  say "e2e on real Slurm with the ASan + UBSan agent and shim"
+  # slurmd is not instrumented, so the plugin is the normal build's; the
+  # agents and the shims (through slurmd, slurmstepd and the plugin, which
+  # pass the *SAN_OPTIONS on) write any report into $reports.
+  # Under /tmp: the shims run as the test user, who may not reach $san.
+  reports=$(mktemp -d /tmp/sk-sanitizer-reports.XXXXXX); chmod 1777 "$reports"
+  ASAN_OPTIONS="log_path=$reports/asan:detect_leaks=1" \
+  UBSAN_OPTIONS="log_path=$reports/ubsan:print_stacktrace=1" \
+  LSAN_OPTIONS="log_path=$reports/lsan" \
+  SK_BUILD_DIR="$build" SK_DAEMON_BUILD_DIR="$san" bash "$top/tests/e2e/run-all.sh" >"$san/e2e.out" 2>&1
+  line=$(grep -E '^e2e: [0-9]+ passed, [0-9]+ failed' "$san/e2e.out" | tail -1)
+  grep -E "^(FAIL|    [a-z_]+: )" "$san/e2e.out"
+  echo "sanitizers ${line:-e2e: 0 passed, 1 failed}"; count_line "${line:-0 passed, 1 failed}"
+  if [ -n "$(find "$reports" -type f -size +0 2>/dev/null)" ]; then
+    head -c 6000 "$reports"/*; cp -r "$reports" "$san/"
+    echo "sanitizers e2e reports: 0 passed, 1 failed (kept in $san/$(basename "$reports"))"; failed=$((failed + 1))
+  else
+    echo "sanitizers e2e reports: 1 passed, 0 failed (none)"; passed=$((passed + 1))
+  fi
+  rm -rf "$reports"
 fi
 
 say "integration (real Slurm cluster)"

@@ -81,6 +81,11 @@ ShimSpec shim_spec(const PlugConfig &cfg, const RunFile &rf) {
              "SLURMD_NODENAME=" + rf.slurm_node,
              "SLURM_K8S_NODE=" + rf.node_name,
              "SLURM_K8S_GPUS=" + format_index_list(rf.gpus)};
+    // Sanitizer options set for slurmd by the admin (a test build of the
+    // shim under ASan/UBSan: where reports go) pass through; nothing else
+    // of slurmstepd's environment does.
+    for (const char *v : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"})
+        if (const char *val = getenv(v)) s.env.push_back(std::string(v) + "=" + val);
     s.log_path = run_file_path(cfg.rundir, rf.job_id, rf.slurm_node) + ".shim.log";
     return s;
 }

@@ -6,6 +6,10 @@
 # fault tests in tests/e2e/. Source it after setting (all optional):
 #
 #   SK_BUILD_DIR   build tree with the binaries       [$top/build]
+#   SK_DAEMON_BUILD_DIR  build tree of the agent and the shim only [SK_BUILD_DIR]
+#                  (the ASan + UBSan build: scripts/run-tests.sh; ASAN_OPTIONS,
+#                  UBSAN_OPTIONS and LSAN_OPTIONS of the caller reach the agents
+#                  and, through slurmd and the plugin, the shims)
 #   SK_SLURM_DIR   cluster dir (everything lives here) [/tmp/sk-e2e]
 #   CTLD_PORT, SLURMD_BASE_PORT   [28817, 29001] (below the ephemeral range)
 #   E2E_KUBELET_BASE_PORT  agent nX's kubelet port = base + X - 1 [29250]
@@ -75,10 +79,15 @@ e2e_install_bins() {
   done
   mkdir -p "$E2E_D" "$E2E_LIB" "$E2E_EXAMPLES"
   chmod 755 "$E2E_D" "$E2E_LIB" "$E2E_EXAMPLES"
+  # The agent and the shim may come from another build (SK_DAEMON_BUILD_DIR:
+  # the ASan + UBSan one); the plugin is loaded by slurmd, which is not
+  # instrumented, so it always comes from SK_BUILD_DIR.
+  local d="${SK_DAEMON_BUILD_DIR:-$b}"
   # libtool wrappers: the real binaries live in .libs/ when shared libs exist.
-  local agent="$b/agent/slurm-k8s-agent" shim="$b/k8s-shim/slurm-k8s-shim"
-  [ -x "$b/agent/.libs/slurm-k8s-agent" ] && agent="$b/agent/.libs/slurm-k8s-agent"
-  [ -x "$b/k8s-shim/.libs/slurm-k8s-shim" ] && shim="$b/k8s-shim/.libs/slurm-k8s-shim"
+  local agent="$d/agent/slurm-k8s-agent" shim="$d/k8s-shim/slurm-k8s-shim"
+  [ -x "$d/agent/.libs/slurm-k8s-agent" ] && agent="$d/agent/.libs/slurm-k8s-agent"
+  [ -x "$d/k8s-shim/.libs/slurm-k8s-shim" ] && shim="$d/k8s-shim/.libs/slurm-k8s-shim"
+  [ -x "$agent" ] && [ -x "$shim" ] || { e2e_die "no agent/shim in $d: build first"; return 1; }
   install -m 755 "$b/spank/.libs/spank_k8s.so" "$E2E_LIB/spank_k8s.so"
   install -m 755 "$agent" "$E2E_LIB/slurm-k8s-agent"
   install -m 755 "$shim" "$E2E_LIB/slurm-k8s-shim"

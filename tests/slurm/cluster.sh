@@ -81,8 +81,14 @@ launch() {
       fd="${fd##*/}"
       if [ "$fd" -gt 2 ]; then eval "exec $fd>&-" 2>/dev/null || true; fi
     done
+    # A clean environment, but for sanitizer options (a sanitizer build of
+    # the shim, started by the plugin in slurmstepd, reads them).
+    local san=() v
+    for v in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS; do
+      [ -n "${!v:-}" ] && san+=("$v=${!v}")
+    done
     exec env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
-      SLURM_CONF="$CONF" "$SK_MARKER_VAR=$D" "$@" </dev/null >>"$logfile" 2>&1
+      SLURM_CONF="$CONF" "$SK_MARKER_VAR=$D" "${san[@]}" "$@" </dev/null >>"$logfile" 2>&1
   )
 }
 
