@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "common/k8s_names.h"
 #include "common/strings.h"
 
 namespace sk::shim {
@@ -327,10 +328,18 @@ Result<ContainerPlan> parse_container(const Json::Value &c, const Json::Value &p
 }
 
 Status parse_volumes(const Json::Value &spec, const Json::Value &files, PodPlan *plan) {
+    std::set<std::string> seen;
     for (const auto &v : spec["volumes"]) {
         VolumePlan vp;
         vp.name = v["name"].asString();
         if (vp.name.empty()) return invalid("every volume needs a name");
+        // As the API server validates it: the name is a directory under the
+        // pod's dir and part of an environment variable's name.
+        if (!k8s::is_dns1123_label(vp.name))
+            return invalid("volume name '" + vp.name +
+                           "' must be a DNS label (lowercase letters, digits, '-')");
+        if (!seen.insert(vp.name).second)
+            return invalid("volume name '" + vp.name + "' is used twice");
         if (v.isMember("hostPath"))
             return refused("volume " + vp.name +
                            " is a hostPath volume; pods on Slurm nodes may "
@@ -480,7 +489,7 @@ Result<PodPlan> plan_pod_unguarded(const Json::Value &pod, const Json::Value &fi
     if (auto st = parse_volumes(spec, files, &plan); !st) return st.failure();
     auto base = base_env(pod, ctx);
     for (const auto &v : plan.volumes)
-        base.push_back({volume_env_name(v.name), volume_dir(ctx.pod_dir, v.name)});
+        set_env(&base, volume_env_name(v.name), volume_dir(ctx.pod_dir, v.name));
     if (!spec["containers"].isArray() || spec["containers"].empty())
         return invalid("the pod has no containers");
     std::set<std::string> names;

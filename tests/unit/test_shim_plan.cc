@@ -229,6 +229,13 @@ static const Refusal kRefusals[] = {
      "periodSeconds"},
     {C1(",\"volumeMounts\":[{\"name\":\"missing\",\"mountPath\":\"/x\"}]"), Error::Invalid,
      "does not define"},
+    // Volume names become directories and variable names (found by fuzz_pod_plan).
+    {"{\"volumes\":[{\"name\":\"v\",\"emptyDir\":{}},{\"name\":\"v\",\"emptyDir\":{}}],"
+     "\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}",
+     Error::Invalid, "volume name 'v' is used twice"},
+    {"{\"volumes\":[{\"name\":\"../up\",\"emptyDir\":{}}],"
+     "\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}",
+     Error::Invalid, "must be a DNS label"},
     {C1(",\"env\":[{\"name\":\"S\",\"valueFrom\":{\"secretKeyRef\":{\"name\":\"s\",\"key\":\"k\"}}}"
         "]"),
      Error::Invalid, "did not resolve"},
