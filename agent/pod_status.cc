@@ -27,10 +27,11 @@ bool is_runtime_condition(const std::string &type) {
     return type == "Initialized" || type == "Ready" || type == "ContainersReady";
 }
 
+// The entries of a list by `key`; the first of a repeated key wins.
 std::map<std::string, Json::Value> by_key(const Json::Value &list, const char *key) {
     std::map<std::string, Json::Value> m;
     for (const auto &e : api::items(list))
-        m[api::text(api::field(e, key))] = e;
+        m.emplace(api::text(api::field(e, key)), e);
     return m;
 }
 
@@ -151,8 +152,12 @@ std::vector<EventSpec> status_events(const Json::Value &api_pod, const Json::Val
     std::string pod_ref = md.name + "_" + md.ns + "(" + md.uid + ")";
     for (const char *list : {"initContainerStatuses", "containerStatuses"}) {
         auto olds = by_key(api::field(old_status, list), "name");
+        std::set<std::string> seen;
         for (const auto &cs : api::items(api::field(new_status, list))) {
             std::string name = api::text(api::field(cs, "name"));
+            // A name is one container; a repeated one (never from the shim,
+            // which refuses duplicate names) is ignored, as by_key does.
+            if (!seen.insert(name).second) continue;
             const Json::Value &o = olds[name];
             const Json::Value &o_state = api::field(o, "state");
             std::string fp =
