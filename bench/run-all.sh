@@ -32,7 +32,7 @@ fi
 ALL="lifecycle steady resources scale slurm_start"
 ONLY="${BENCH_ONLY:-$ALL}"
 rm -f "$OUT"
-CMD="$0 $*"
+CMD="bench/run-all.sh $(basename "$OUT")"  # no machine paths in the results file
 for v in $(env | sed -n 's/^\(BENCH_[A-Z_]*\)=.*/\1/p' | sort); do CMD="$v='${!v}' $CMD"; done
 "$PY" - "$OUT" "$CMD" <<'PY'
 import json, os, sys
