@@ -51,6 +51,18 @@ class ShimEnv(Env):
                                      stdout=open(os.path.join(self.dir, "shim.log"), "a"),
                                      stderr=subprocess.STDOUT, env=env)
 
+    def end_job(self, job_id, grace_s):
+        """The extern step's deregister; then waits for the shim (it exits
+        after `shutdown`). Returns (reply, the shim's exit code or None)."""
+        r = self.call("deregister", {"job_id": job_id, "slurm_node": "n1", "grace_s": grace_s,
+                                     "reason": "JobEnded"})
+        try:
+            rc = self.shim.wait(10 * SLOW)
+            self.exited.append(self.shim.pid)
+        except subprocess.TimeoutExpired:
+            rc = None
+        return r, rc
+
     def stop(self):
         if self.shim and self.shim.poll() is None:
             self.shim.kill()
@@ -261,13 +273,8 @@ def run(env):
 
     # 6. deregister -> shim shutdown -> every pod process gone, Node/Lease gone
     sick_pids = procs_with("sick up")
-    r = env.call("deregister", {"job_id": 42, "slurm_node": "n1", "grace_s": 5, "reason": "JobEnded"})
+    r, rc = env.end_job(42, 5)
     check("deregister ok", r and r.get("ok"), r)
-    try:
-        rc = env.shim.wait(10 * SLOW)
-        env.exited.append(env.shim.pid)
-    except subprocess.TimeoutExpired:
-        rc = None
     check("the shim exits 0 after shutdown", rc == 0, rc)
     check("every pod process is gone", not alive(pid1) and not procs_with(marker) and
           not [x for x in sick_pids if alive(x)], (procs_with(marker), sick_pids))
@@ -376,13 +383,8 @@ def run(env):
         lambda: phase_reason("regpu")[0] == "Running", 10), (get_pod(env, "regpu") or {}).get("status"))
     check("  and the lost pod keeps its ShimLost status", phase_reason("lost") == ("Failed", "ShimLost"),
           phase_reason("lost"))
-    r = env.call("deregister", {"job_id": 46, "slurm_node": "n1", "grace_s": 2, "reason": "JobEnded"})
+    r, rc46 = env.end_job(46, 2)
     check("job 46 deregisters", r and r.get("ok"), r)
-    try:
-        rc46 = env.shim.wait(10 * SLOW)
-        env.exited.append(env.shim.pid)
-    except subprocess.TimeoutExpired:
-        rc46 = None
     check("  its new shim exits 0", rc46 == 0, rc46)
 
 
