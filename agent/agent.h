@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "agent/config.h"
+#include "agent/agent_config.h"
 #include "agent/controllers/virtual_node.h"
 #include "agent/socket_server.h"
 

@@ -4,18 +4,18 @@
 # Pure core: no libuv, no curl (unit-tested).
 noinst_LTLIBRARIES += agent/libagentcore.la
 agent_libagentcore_la_SOURCES = \
+	agent/agent_config.cc \
+	agent/agent_config.h \
 	agent/api_object.cc \
 	agent/api_object.h \
 	agent/backoff.cc \
 	agent/backoff.h \
-	agent/config.cc \
-	agent/config.h \
 	agent/env_resolver.cc \
 	agent/env_resolver.h \
 	agent/event_correlator.cc \
 	agent/event_correlator.h \
-	agent/job_registry.cc \
-	agent/job_registry.h \
+	agent/job_store.cc \
+	agent/job_store.h \
 	agent/kube_time.cc \
 	agent/kube_time.h \
 	agent/log_index.cc \
@@ -26,8 +26,8 @@ agent_libagentcore_la_SOURCES = \
 	agent/node_builder.h \
 	agent/peer_auth.cc \
 	agent/peer_auth.h \
-	agent/pod_status.cc \
-	agent/pod_status.h \
+	agent/pod_status_patch.cc \
+	agent/pod_status_patch.h \
 	agent/watch_parser.cc \
 	agent/watch_parser.h
 agent_libagentcore_la_LIBADD = common/libcommon.la

@@ -1,7 +1,7 @@
 // slurm-k8s-agent: the per-node root daemon. Reads like a table of contents:
 // configuration, credentials, host facts, HTTP, the agent, the loop;
 // teardown in reverse.
-#include <config.h>  // PACKAGE_VERSION (agent/config.h is the agent's own)
+#include <config.h>  // PACKAGE_VERSION (agent/agent_config.h is the agent's own)
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -19,7 +19,7 @@
 #include <string>
 
 #include "agent/agent.h"
-#include "agent/config.h"
+#include "agent/agent_config.h"
 #include "agent/http_client.h"
 #include "agent/kube_client.h"
 #include "agent/kubelet_server.h"

@@ -280,7 +280,7 @@ std::string Shim::pod_dir(const std::string &uid) const {
     return state_dir_ + "/pods/" + uid;
 }
 
-void Shim::refuse(PodEntry &p, const std::string &reason, const std::string &message) {
+void Shim::refuse(ShimPod &p, const std::string &reason, const std::string &message) {
     LOG_WARN("[pod %s/%s] refused: %s", p.ns.c_str(), p.name.c_str(), message.c_str());
     p.fixed_status = refused_pod_status(reason, message, Clock::wall_ms());
     p.finished = true;
@@ -299,7 +299,7 @@ proto::Reply Shim::pod_run(const proto::Request &req) {
     if (pods_.count(uid)) return reply;  // idempotent by uid: never run a pod twice
     if (shutting_down_)
         return proto::error_reply(req.id, fail(Error::Unavailable, "the shim is shutting down"));
-    PodEntry &p = pods_[uid];
+    ShimPod &p = pods_[uid];
     p.uid = uid;
     p.ns = pod["metadata"]["namespace"].asString();
     p.name = pod["metadata"]["name"].asString();
@@ -332,7 +332,7 @@ proto::Reply Shim::pod_run(const proto::Request &req) {
     env.clock = clock_;
     env.log_max_bytes = opt_.log_max_bytes;
     env.pod_dir = dir;
-    PodEntry *pe = &p;
+    ShimPod *pe = &p;
     env.on_change = [this, pe] { notify(*pe); };
     env.on_finished = [this, pe] { pod_finished(*pe); };
     p.runner = std::make_unique<PodRunner>(std::move(env), std::move(*plan));
@@ -364,7 +364,7 @@ void Shim::reap() {
         forget(uid);
 }
 
-void Shim::release(PodEntry &p) {
+void Shim::release(ShimPod &p) {
     p.fixed_status = p.runner->status();
     p.releasing = true;
     std::string uid = p.uid;
@@ -459,7 +459,7 @@ void Shim::maybe_finish_shutdown() {
     }
 }
 
-void Shim::notify(PodEntry &p) {
+void Shim::notify(ShimPod &p) {
     Json::Value status = p.runner ? p.runner->status() : p.fixed_status;
     bool events = p.runner && p.runner->has_events();
     if (status == p.last_sent && !events) return;
@@ -479,7 +479,7 @@ void Shim::notify(PodEntry &p) {
     if (p.runner) save_pod_state(p);
 }
 
-void Shim::pod_finished(PodEntry &p) {
+void Shim::pod_finished(ShimPod &p) {
     p.finished = true;
     gpus_.release(p.uid);
     save_gpus();
@@ -494,7 +494,7 @@ void Shim::save_gpus() {
         LOG_WARN("[node %s] %s", node_name_.c_str(), st.message().c_str());
 }
 
-void Shim::save_pod_state(PodEntry &p) {
+void Shim::save_pod_state(ShimPod &p) {
     Json::Value s(Json::objectValue);
     s["finished"] = p.finished;
     s["processes"] = p.runner ? p.runner->process_record() : Json::Value(Json::objectValue);
@@ -514,7 +514,7 @@ void Shim::load_previous_pods() {
         auto st = read_json(pod_dir(uid) + "/state.json");
         auto body = read_json(pod_dir(uid) + "/pod.json");
         if (!st || !body) continue;
-        PodEntry &p = pods_[uid];
+        ShimPod &p = pods_[uid];
         p.uid = uid;
         p.ns = (*body)["pod"]["metadata"]["namespace"].asString();
         p.name = (*body)["pod"]["metadata"]["name"].asString();

@@ -39,7 +39,7 @@ struct ShimOptions {
     double time_scale = 1.0;  // test-only (SLURM_K8S_SHIM_TEST_TIME_SCALE)
 };
 
-struct PodEntry {
+struct ShimPod {
     std::string uid, ns, name;
     std::unique_ptr<PodRunner> runner;  // null: refused or lost
     Json::Value fixed_status;           // status of a refused or lost pod
@@ -68,7 +68,7 @@ class Shim {
     void on_line(const std::string &line);
     void on_attached(const proto::Reply &r);
     void send_line(const std::string &line);
-    void notify(PodEntry &p);
+    void notify(ShimPod &p);
     void lost_connection(const std::string &why);
     void schedule_reconnect();
 
@@ -77,14 +77,14 @@ class Shim {
     proto::Reply pod_list(const proto::Request &req);
     proto::Reply shutdown(const proto::Request &req, bool *deferred);
     void maybe_finish_shutdown();
-    void refuse(PodEntry &p, const std::string &reason, const std::string &message);
+    void refuse(ShimPod &p, const std::string &reason, const std::string &message);
 
     void save_gpus();
-    void save_pod_state(PodEntry &p);
+    void save_pod_state(ShimPod &p);
     void load_previous_pods();
-    void pod_finished(PodEntry &p);
+    void pod_finished(ShimPod &p);
     void reap();
-    void release(PodEntry &p);
+    void release(ShimPod &p);
     void forget(const std::string &uid);
     std::string pod_dir(const std::string &uid) const;
 
@@ -105,7 +105,7 @@ class Shim {
 
     std::string node_name_, state_dir_;
     GpuAllocator gpus_;
-    std::map<std::string, PodEntry> pods_;  // by uid
+    std::map<std::string, ShimPod> pods_;  // by uid
 
     bool shutting_down_ = false;
     uint64_t shutdown_req_id_ = 0;

@@ -15,15 +15,15 @@
 #include <json/json.h>
 
 #include "agent/backoff.h"
-#include "agent/config.h"
+#include "agent/agent_config.h"
 #include "agent/event_correlator.h"
-#include "agent/job_registry.h"
+#include "agent/job_store.h"
 #include "agent/kube_client.h"
 #include "agent/kube_time.h"
 #include "agent/log_index.h"
 #include "agent/node_builder.h"
 #include "agent/observer.h"
-#include "agent/pod_status.h"
+#include "agent/pod_status_patch.h"
 #include "agent/runtime.h"
 #include "agent/uv_util.h"
 #include "common/protocol.h"

@@ -7,14 +7,14 @@
 #include <string>
 
 #include "agent/backoff.h"
-#include "agent/config.h"
+#include "agent/agent_config.h"
 #include "agent/env_resolver.h"
-#include "agent/job_registry.h"
+#include "agent/job_store.h"
 #include "agent/kube_time.h"
 #include "agent/lost_shim.h"
 #include "agent/node_builder.h"
 #include "agent/peer_auth.h"
-#include "agent/pod_status.h"
+#include "agent/pod_status_patch.h"
 #include "agent/watch_parser.h"
 #include "common/json.h"
 #include "tests/unit/check_main.h"

@@ -13,11 +13,11 @@
 #include <memory>
 #include <string>
 
-#include "agent/config.h"
+#include "agent/agent_config.h"
 #include "agent/event_correlator.h"
 #include "agent/kube_time.h"
 #include "agent/log_index.h"
-#include "agent/pod_status.h"
+#include "agent/pod_status_patch.h"
 #include "agent/shim_runtime.h"
 #include "agent/uv_util.h"
 #include "common/json.h"

@@ -1,4 +1,4 @@
-#include "agent/config.h"
+#include "agent/agent_config.h"
 
 #include <fstream>
 #include <sstream>
