@@ -1,5 +1,5 @@
 // Helpers shared by the hook adapters (the only files that include spank.h):
-// logging into Slurm's log, item and environment access, the options table.
+// logging into Slurm's log, item and environment access.
 #pragma once
 
 extern "C" {
@@ -12,6 +12,7 @@ extern "C" {
 #include <string>
 
 #include "common/result.h"
+#include "spank/hooks.h"
 #include "spank/options.h"
 #include "spank/plugstack.h"
 
@@ -20,12 +21,6 @@ namespace sk::spank {
 // Routes sk::log lines to slurm_error/slurm_info/slurm_verbose with the
 // "spank_k8s: " prefix. Idempotent.
 void init_logging() noexcept;
-
-// The options as recorded by the callbacks in this process (allocator and
-// remote contexts), and as read with spank_option_getopt (job_prolog).
-RawOptions &recorded_options();
-RawOptions options_from_getopt(spank_t sp);
-struct spank_option *option_table();
 
 Result<PlugConfig> plugstack(int ac, char **av, const char *hook);
 uint32_t item_u32(spank_t sp, spank_item_t item, uint32_t dflt);

@@ -1,8 +1,10 @@
-// Option table and per-context dispatch. Which hook runs where, as whom, and
-// with which environment is in spank/README.md (hook table, Slurm facts).
+// The --k8s-* flags in Slurm's form (registered from flag_table(),
+// spank/options.h) and per-context dispatch. Which hook runs where, as whom,
+// and with which environment is in spank/README.md (hook table, Slurm facts).
 #include "spank/hooks.h"
 
 #include <string>
+#include <vector>
 
 #include "spank/hook_util.h"
 
@@ -11,46 +13,34 @@ namespace {
 
 RawOptions g_raw;
 
-using Field = std::optional<std::string> RawOptions::*;
-// Same order as g_options below.
-const Field kFields[] = {&RawOptions::gpus,       &RawOptions::nodes,  &RawOptions::cpus,
-                         &RawOptions::mem,        &RawOptions::labels, &RawOptions::taints,
-                         &RawOptions::namespaces, &RawOptions::wait};
-
 // Option callbacks only record: Slurm may call them twice (environment, then
 // command line) and in several processes; validation is in init_post_opt.
+// val is the row of flag_table() (slurm_options()).
 int record(int val, const char *optarg, int) noexcept {
     try {
-        if (val < 0 || val >= 8) return -1;
-        g_raw.*kFields[val] = optarg ? optarg : "";
+        const FlagTable flags = flag_table();
+        if (val < 0 || static_cast<size_t>(val) >= flags.size) return -1;
+        g_raw.*flags[val].raw = optarg ? optarg : "";
         return 0;
     } catch (...) {
         return -1;
     }
 }
 
-struct spank_option g_options[] = {
-    {const_cast<char *>("k8s-gpus"), const_cast<char *>("N|all"),
-     const_cast<char *>("Lend N GPUs per node (or all) of this job to Kubernetes."), 1, 0, record},
-    {const_cast<char *>("k8s-nodes"), const_cast<char *>("M"),
-     const_cast<char *>("Lend the last M nodes of the allocation whole to Kubernetes."), 1, 1,
-     record},
-    {const_cast<char *>("k8s-cpus"), const_cast<char *>("N"),
-     const_cast<char *>("CPUs per node offered to Kubernetes pods."), 1, 2, record},
-    {const_cast<char *>("k8s-mem"), const_cast<char *>("SIZE"),
-     const_cast<char *>("Memory per node offered to Kubernetes pods (e.g. 16G)."), 1, 3, record},
-    {const_cast<char *>("k8s-labels"), const_cast<char *>("k=v[,k=v]"),
-     const_cast<char *>("Extra labels on this job's virtual Kubernetes nodes."), 1, 4, record},
-    {const_cast<char *>("k8s-taints"), const_cast<char *>("k=v:Effect[,...]"),
-     const_cast<char *>("Extra taints on this job's virtual Kubernetes nodes."), 1, 5, record},
-    {const_cast<char *>("k8s-namespace"), const_cast<char *>("ns[,ns]"),
-     const_cast<char *>("Kubernetes namespaces whose pods may run on this job's nodes."), 1, 6,
-     record},
-    {const_cast<char *>("k8s-wait"), const_cast<char *>("SECONDS"),
-     const_cast<char *>("Start the batch script only once this node's virtual node is Ready."), 2,
-     7, record},
-    SPANK_OPTIONS_TABLE_END,
-};
+// flag_table() in Slurm's form, row i with val i. Built once and never
+// changed: Slurm may keep pointers into it.
+std::vector<struct spank_option> &slurm_options() {
+    static std::vector<struct spank_option> options = [] {
+        std::vector<struct spank_option> out;
+        const FlagTable flags = flag_table();
+        for (size_t i = 0; i < flags.size; i++)
+            out.push_back({const_cast<char *>(flags[i].name), const_cast<char *>(flags[i].arginfo),
+                           const_cast<char *>(flags[i].usage), flags[i].has_arg,
+                           static_cast<int>(i), record});
+        return out;
+    }();
+    return options;
+}
 
 bool is_extern(spank_t sp) {
     return item_u32(sp, S_JOB_STEPID, 0) == SLURM_EXTERN_CONT;
@@ -61,18 +51,17 @@ bool is_extern(spank_t sp) {
 RawOptions &recorded_options() {
     return g_raw;
 }
-struct spank_option *option_table() {
-    return g_options;
-}
 
 // job_prolog: the callbacks never ran in this process, but
 // spank_option_getopt works there (spank/README.md, "Slurm facts").
 RawOptions options_from_getopt(spank_t sp) {
     RawOptions raw;
-    for (int i = 0; g_options[i].name; i++) {
+    const FlagTable flags = flag_table();
+    auto &options = slurm_options();
+    for (size_t i = 0; i < flags.size; i++) {
         char *arg = nullptr;
-        if (spank_option_getopt(sp, &g_options[i], &arg) == ESPANK_SUCCESS)
-            raw.*kFields[i] = arg ? arg : "";
+        if (spank_option_getopt(sp, &options[i], &arg) == ESPANK_SUCCESS)
+            raw.*flags[i].raw = arg ? arg : "";
     }
     return raw;
 }
@@ -83,9 +72,9 @@ RawOptions options_from_getopt(spank_t sp) {
 int hook_init(spank_t sp, int, char **) noexcept {
     return guarded("init", 0, [&] {
         init_logging();
-        for (struct spank_option *o = g_options; o->name; o++) {
-            if (spank_option_register(sp, o) != ESPANK_SUCCESS) {
-                slurm_error("spank_k8s: cannot register option --%s", o->name);
+        for (struct spank_option &o : slurm_options()) {
+            if (spank_option_register(sp, &o) != ESPANK_SUCCESS) {
+                slurm_error("spank_k8s: cannot register option --%s", o.name);
                 return -1;
             }
         }

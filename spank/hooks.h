@@ -8,6 +8,8 @@ extern "C" {
 #include <slurm/spank.h>
 }
 
+#include "spank/options.h"
+
 namespace sk::spank {
 
 int hook_init(spank_t sp, int ac, char **av) noexcept;
@@ -18,5 +20,11 @@ int hook_task_init(spank_t sp, int ac, char **av) noexcept;
 int hook_task_post_fork(spank_t sp, int ac, char **av) noexcept;
 int hook_job_epilog(spank_t sp, int ac, char **av) noexcept;
 int hook_exit(spank_t sp, int ac, char **av) noexcept;
+
+// The --k8s-* values as recorded by the option callbacks in this process
+// (allocator and remote contexts), and as read with spank_option_getopt
+// (job_prolog), both through flag_table() (spank/options.h).
+RawOptions &recorded_options();
+RawOptions options_from_getopt(spank_t sp);
 
 }  // namespace sk::spank

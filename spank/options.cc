@@ -1,6 +1,7 @@
 #include "spank/options.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "common/strings.h"
 
@@ -76,51 +77,78 @@ Status parse_namespaces(const std::string &v, const PlugConfig &cfg, JobOptions 
     return {};
 }
 
-Status parse_rest(const RawOptions &raw, const PlugConfig &cfg, JobOptions *o) {
-    if (raw.nodes) {
-        auto n = parse_uint(*raw.nodes, "--k8s-nodes", 100000);
-        if (!n || *n == 0) return bad("k8s-nodes", *raw.nodes, "expected a number of nodes (>= 1)");
-        o->nodes = static_cast<uint32_t>(*n);
-    }
-    if (raw.cpus) {
-        auto n = parse_uint(*raw.cpus, "--k8s-cpus", 100000);
-        if (!n || *n == 0) return bad("k8s-cpus", *raw.cpus, "expected a number of CPUs (>= 1)");
-        o->cpus = static_cast<uint32_t>(*n);
-    }
-    if (raw.mem) {
-        auto m = parse_size_mib(*raw.mem, "--k8s-mem");
-        if (!m || *m == 0)
-            return bad("k8s-mem", *raw.mem, "expected a size such as 16G, 512M or 2Gi");
-        o->mem_mib = *m;
-    }
-    if (raw.labels) {
-        auto l = k8s::parse_labels(*raw.labels);
-        if (!l) return bad("k8s-labels", *raw.labels, l.message());
-        for (const auto &kv : *l)
-            if (auto s = check_key_prefix("k8s-labels", *raw.labels, kv.first, cfg); !s) return s;
-        o->labels = *l;
-    }
-    if (raw.taints) {
-        auto t = k8s::parse_taints(*raw.taints);
-        if (!t) return bad("k8s-taints", *raw.taints, t.message());
-        for (const auto &taint : *t)
-            if (auto s = check_key_prefix("k8s-taints", *raw.taints, taint.key, cfg); !s) return s;
-        o->taints = *t;
-    }
-    if (raw.namespaces)
-        if (auto s = parse_namespaces(*raw.namespaces, cfg, o); !s) return s;
-    if (raw.wait) {
-        if (raw.wait->empty()) {
-            o->wait_s = cfg.wait_default_s;
-        } else {
-            auto w = parse_seconds(*raw.wait, "--k8s-wait");
-            if (!w || *w == 0 || *w > 86400)
-                return bad("k8s-wait", *raw.wait, "expected seconds (1-86400), e.g. 120 or 5m");
-            o->wait_s = *w;
-        }
-    }
+Status parse_nodes(const std::string &v, const PlugConfig &, JobOptions *o) {
+    auto n = parse_uint(v, "--k8s-nodes", 100000);
+    if (!n || *n == 0) return bad("k8s-nodes", v, "expected a number of nodes (>= 1)");
+    o->nodes = static_cast<uint32_t>(*n);
     return {};
 }
+
+Status parse_cpus(const std::string &v, const PlugConfig &, JobOptions *o) {
+    auto n = parse_uint(v, "--k8s-cpus", 100000);
+    if (!n || *n == 0) return bad("k8s-cpus", v, "expected a number of CPUs (>= 1)");
+    o->cpus = static_cast<uint32_t>(*n);
+    return {};
+}
+
+Status parse_mem(const std::string &v, const PlugConfig &, JobOptions *o) {
+    auto m = parse_size_mib(v, "--k8s-mem");
+    if (!m || *m == 0) return bad("k8s-mem", v, "expected a size such as 16G, 512M or 2Gi");
+    o->mem_mib = *m;
+    return {};
+}
+
+Status parse_labels(const std::string &v, const PlugConfig &cfg, JobOptions *o) {
+    auto l = k8s::parse_labels(v);
+    if (!l) return bad("k8s-labels", v, l.message());
+    for (const auto &kv : *l)
+        if (auto s = check_key_prefix("k8s-labels", v, kv.first, cfg); !s) return s;
+    o->labels = *l;
+    return {};
+}
+
+Status parse_taints(const std::string &v, const PlugConfig &cfg, JobOptions *o) {
+    auto t = k8s::parse_taints(v);
+    if (!t) return bad("k8s-taints", v, t.message());
+    for (const auto &taint : *t)
+        if (auto s = check_key_prefix("k8s-taints", v, taint.key, cfg); !s) return s;
+    o->taints = *t;
+    return {};
+}
+
+// --k8s-wait without a value: the site's default wait.
+Status parse_wait(const std::string &v, const PlugConfig &cfg, JobOptions *o) {
+    if (v.empty()) {
+        o->wait_s = cfg.wait_default_s;
+        return {};
+    }
+    auto w = parse_seconds(v, "--k8s-wait");
+    if (!w || *w == 0 || *w > 86400)
+        return bad("k8s-wait", v, "expected seconds (1-86400), e.g. 120 or 5m");
+    o->wait_s = *w;
+    return {};
+}
+
+// The --k8s-* flags (options.h, Flag). Slurm prints them in this order in
+// `sbatch --help`; parse_options checks them in this order.
+constexpr Flag kFlags[] = {
+    {"k8s-gpus", "N|all", "Lend N GPUs per node (or all) of this job to Kubernetes.", 1,
+     &RawOptions::gpus, parse_gpus},
+    {"k8s-nodes", "M", "Lend the last M nodes of the allocation whole to Kubernetes.", 1,
+     &RawOptions::nodes, parse_nodes},
+    {"k8s-cpus", "N", "CPUs per node offered to Kubernetes pods.", 1, &RawOptions::cpus,
+     parse_cpus},
+    {"k8s-mem", "SIZE", "Memory per node offered to Kubernetes pods (e.g. 16G).", 1,
+     &RawOptions::mem, parse_mem},
+    {"k8s-labels", "k=v[,k=v]", "Extra labels on this job's virtual Kubernetes nodes.", 1,
+     &RawOptions::labels, parse_labels},
+    {"k8s-taints", "k=v:Effect[,...]", "Extra taints on this job's virtual Kubernetes nodes.", 1,
+     &RawOptions::taints, parse_taints},
+    {"k8s-namespace", "ns[,ns]", "Kubernetes namespaces whose pods may run on this job's nodes.", 1,
+     &RawOptions::namespaces, parse_namespaces},
+    {"k8s-wait", "SECONDS", "Start the batch script only once this node's virtual node is Ready.",
+     2, &RawOptions::wait, parse_wait},
+};
 
 // "gpu:4", "gpu:a100:4", "gpu" (= 1); other GRES in a comma list are skipped.
 // Returns -1 when no gpu entry, -2 when one is present but not countable.
@@ -191,11 +219,21 @@ void scan_args(const std::vector<std::string> &args, size_t end, GpuRequest *r) 
 
 }  // namespace
 
+FlagTable flag_table() {
+    return {kFlags, std::size(kFlags)};
+}
+
+bool RawOptions::any() const {
+    for (const Flag &f : flag_table())
+        if (this->*f.raw) return true;
+    return false;
+}
+
 Result<JobOptions> parse_options(const RawOptions &raw, const PlugConfig &cfg) {
     JobOptions o;
-    if (raw.gpus)
-        if (auto s = parse_gpus(*raw.gpus, cfg, &o); !s) return s.failure();
-    if (auto s = parse_rest(raw, cfg, &o); !s) return s.failure();
+    for (const Flag &f : flag_table())
+        if (const auto &v = raw.*f.raw)
+            if (auto s = f.parse(*v, cfg, &o); !s) return s.failure();
     if (raw.any() && !o.lends_anything())
         return fail(
             Error::InvalidArgument,

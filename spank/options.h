@@ -5,6 +5,7 @@
 // trusts what the client side did.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -19,9 +20,7 @@ namespace sk::spank {
 
 struct RawOptions {
     std::optional<std::string> gpus, nodes, cpus, mem, labels, taints, namespaces, wait;
-    bool any() const {
-        return gpus || nodes || cpus || mem || labels || taints || namespaces || wait;
-    }
+    bool any() const;  // some flag of flag_table() was given
 };
 
 struct JobOptions {
@@ -38,6 +37,36 @@ struct JobOptions {
         return gpus_all || gpus > 0 || nodes > 0 || cpus > 0 || mem_mib > 0;
     }
 };
+
+// One --k8s-* flag. The table of them is the only list of flags: Slurm's
+// registration (spank/hooks.cc: row i is registered with spank_option.val i,
+// so the callback finds its row), the callbacks and the prolog's
+// spank_option_getopt (which record into `raw`), RawOptions::any() and
+// parse_options (which calls `parse` on each given flag, in table order; the
+// first failure is reported) all walk it. Adding a flag: a row, its RawOptions
+// and JobOptions fields, its parse function (spank/README.md, "Adding a flag").
+struct Flag {
+    // spank_option's fields. name: without "--"; Slurm's environment form of
+    // the flag is derived from it (SLURM_SPANK__SLURM_SPANK_OPTION_spank_k8s_
+    // followed by the name with '-' as '_'). has_arg: 1 a value is required,
+    // 2 optional (the callback then gets no value; recorded as "").
+    const char *name;
+    const char *arginfo;
+    const char *usage;
+    int has_arg;
+    std::optional<std::string> RawOptions::*raw;  // where the value is recorded
+    // Syntax and site policy of the value; sets the flag's JobOptions fields.
+    // Every message starts with "--<name>=<value>: ".
+    Status (*parse)(const std::string &value, const PlugConfig &cfg, JobOptions *o);
+};
+struct FlagTable {
+    const Flag *rows;
+    size_t size;
+    const Flag *begin() const { return rows; }
+    const Flag *end() const { return rows + size; }
+    const Flag &operator[](size_t i) const { return rows[i]; }
+};
+FlagTable flag_table();
 
 // Syntax and site policy. Every message starts with the flag and the value.
 Result<JobOptions> parse_options(const RawOptions &raw, const PlugConfig &cfg);

@@ -1,6 +1,7 @@
-// The hook adapters through the fake spank layer: option registration, the
-// allocator's refusal of bad flags, the prolog with an absent agent (warn vs
-// fail), and a batch step publishing SLURM_K8S_* and hiding the lent GPUs.
+// The hook adapters through the fake spank layer: option registration (and
+// the flag table it is derived from, spank/options.h), the allocator's refusal of bad flags, the
+// prolog with an absent agent (warn vs fail), and a batch step publishing SLURM_K8S_* and hiding
+// the lent GPUs.
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -105,6 +106,66 @@ START_TEST(allocator_bad_plugstack) {
 }
 END_TEST
 
+// One row of flag_table() per run: no other row has its name, RawOptions
+// field or parse; Slurm gets it registered exactly once, with the row's
+// spank_option fields and a val no other option has; its callback records the
+// value into the row's field only, the value reaches the row's own parse (the
+// allocator's message names the row's flag), and the prolog's getopt reads it
+// into the same field.
+static void assert_only(const RawOptions &raw, size_t row, const char *value) {
+    const FlagTable flags = flag_table();
+    for (size_t j = 0; j < flags.size; j++) {
+        const auto &v = raw.*flags[j].raw;
+        if (j == row)
+            ck_assert_msg(v && *v == value, "--%s not recorded", flags[j].name);
+        else
+            ck_assert_msg(!v, "--%s recorded a value of --%s", flags[j].name, flags[row].name);
+    }
+}
+START_TEST(flag_table_rows) {
+    const FlagTable flags = flag_table();
+    const size_t row = static_cast<size_t>(_i);
+    const Flag &f = flags[row];
+    for (size_t j = 0; j < flags.size; j++) {
+        if (j == row) continue;
+        ck_assert_msg(std::string(flags[j].name) != f.name, "two rows named --%s", f.name);
+        ck_assert_msg(flags[j].raw != f.raw, "--%s and --%s share a field", flags[j].name, f.name);
+        ck_assert_msg(flags[j].parse != f.parse, "--%s and --%s share a parse", flags[j].name,
+                      f.name);
+    }
+
+    setup();
+    ck_assert_int_eq(call(hook_init, {}), 0);
+    const auto &reg = fake_spank::state().registered;
+    ck_assert_uint_eq(reg.size(), flags.size);
+    const struct spank_option *mine = nullptr;
+    int times = 0;
+    for (const auto &o : reg)
+        if (std::string(o.name) == f.name) {
+            mine = &o;
+            times++;
+        }
+    ck_assert_int_eq(times, 1);
+    ck_assert_str_eq(mine->arginfo, f.arginfo);
+    ck_assert_str_eq(mine->usage, f.usage);
+    ck_assert_int_eq(mine->has_arg, f.has_arg);
+    for (const auto &o : reg)
+        if (&o != mine) ck_assert_int_ne(o.val, mine->val);
+
+    recorded_options() = RawOptions();
+    ck_assert_int_eq(mine->cb(mine->val, "!", 0), 0);
+    assert_only(recorded_options(), row, "!");
+    fake_spank::state().context = S_CTX_ALLOCATOR;
+    ck_assert_int_eq(call(hook_init_post_opt, plug_args()), -1);
+    const std::string msg = std::string("--") + f.name + "=!: ";
+    ck_assert_msg(log_has(msg), "log lacks '%s'", msg.c_str());
+    recorded_options() = RawOptions();
+
+    fake_spank::state().getopt[f.name] = "v";
+    assert_only(options_from_getopt(fake_spank::handle()), row, "v");
+}
+END_TEST
+
 // The prolog with no agent: warn (default) keeps the node, fail drains it.
 struct PrologCase {
     const char *extra;
@@ -203,6 +264,7 @@ int main() {
     Suite *s = suite_create("spank_hooks");
     TCase *tc = tcase_create("hooks");
     tcase_add_test(tc, init_registers_options);
+    tcase_add_loop_test(tc, flag_table_rows, 0, static_cast<int>(flag_table().size));
     tcase_add_loop_test(tc, allocator_table, 0, TABLE_SIZE(kAlloc));
     tcase_add_test(tc, allocator_bad_plugstack);
     tcase_add_loop_test(tc, prolog_absent_agent, 0, TABLE_SIZE(kProlog));
