@@ -47,7 +47,7 @@ struct EventSpec {
 // BackOff (entered CrashLoopBackOff), Failed (a container waiting on a
 // config error).
 // backoff_from_status = false when the runtime reports BackOff events
-// itself (the shim does, contract 2 "events"): no double counting.
+// itself (the shim does: pod_status "events", docs/protocol.md): no double counting.
 std::vector<EventSpec> status_events(const Json::Value &api_pod, const Json::Value &old_status,
                                      const Json::Value &new_status,
                                      bool backoff_from_status = true);

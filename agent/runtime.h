@@ -29,7 +29,7 @@
 namespace sk::agent {
 
 // An event the runtime saw (a failed probe, a back-off, a probe kill):
-// contract 2's optional pod_status "events" array.
+// the optional "events" array of the shim's pod_status (docs/protocol.md).
 struct RuntimeEvent {
     std::string type;    // Normal | Warning
     std::string reason;  // Unhealthy, BackOff, Killing, ...

@@ -1,5 +1,5 @@
-// PodRuntime over the connection of an attached shim (contract 2 in the
-// brief / DESIGN.md): agent -> shim requests pod_run, pod_kill, pod_list,
+// PodRuntime over the connection of an attached shim (docs/protocol.md):
+// agent -> shim requests pod_run, pod_kill, pod_list,
 // shutdown, each answered by a Reply with the same id; shim -> agent
 // notifications pod_status {uid, namespace, name, status}, answered ok.
 #pragma once

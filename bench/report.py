@@ -2,11 +2,11 @@
 """Prints the side-by-side table (Markdown) from a bench results file.
 
 usage: report.py RESULTS.json
-Columns: what was measured, our number, the DESIGN.md target, the reference
-that applies (a real kubelet v1.28 + containerd on this kind of machine, as
-DESIGN.md records it; the Kubernetes pod-startup SLO; the same Slurm job
-without the plugin), and whether the target is met. "-" = not measured in
-this run.
+Columns: what was measured, our number, the target (docs/benchmarks.md,
+"Result", lists them), the reference that applies (a real kubelet v1.28 +
+containerd on this kind of machine, figures kept here; the Kubernetes
+pod-startup SLO; the same Slurm job without the plugin), and whether the
+target is met. "-" = not measured in this run.
 """
 import json
 import sys

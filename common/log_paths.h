@@ -1,4 +1,4 @@
-// Where container logs live (contract 3 in DESIGN.md), shared by the shim
+// Where container logs live, shared by the shim
 // (writer) and the agent (kubelet endpoint):
 //     <state_dir>/pods/<pod uid>/<container name>/<restartCount>.log
 //     <state_dir>/pods/<pod uid>/<container name>/<restartCount>.log.1   (one rotation)

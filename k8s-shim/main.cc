@@ -1,4 +1,6 @@
-// slurm-k8s-shim: runs the pods of one Slurm job on one node (contract 4).
+// slurm-k8s-shim: runs the pods of one Slurm job on one node. How the plugin
+// starts it (command line, environment): spank/README.md, "Contracts this
+// plugin defines".
 //   slurm-k8s-shim --job-id ID --slurm-node NODE --socket PATH
 //                  [--runtime-config FILE] [--log-level L] [--log-max-bytes N]
 // Started by spank_k8s.so in the job's extern step, as the job's user.

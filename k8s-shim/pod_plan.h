@@ -95,7 +95,8 @@ struct PlanContext {
 // an unclosed $( and a lone $ are kept.
 std::string expand_vars(const std::string &in, const std::map<std::string, std::string> &vars);
 
-// pod: the Pod object; files: contract 2 "files" {volume: {relpath: base64}}.
+// pod: the Pod object; files: pod_run's "files" {volume: {relpath: base64}}
+// (docs/protocol.md).
 // Fails with Refused (policy, no command) or Invalid (malformed spec).
 Result<PodPlan> plan_pod(const Json::Value &pod, const Json::Value &files, const PlanContext &ctx);
 

@@ -63,7 +63,7 @@ class PodRunner {
     Json::Value process_record() const;
 
     // Kubelet-like events (Unhealthy, BackOff, Killing) queued for the next
-    // pod_status notification (contract 2: its optional "events" array).
+    // pod_status notification (its optional "events" array, docs/protocol.md).
     // Each call reports a change so the notification goes out.
     void add_event(const std::string &type, const std::string &reason, const std::string &message,
                    const std::string &container);

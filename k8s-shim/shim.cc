@@ -117,7 +117,7 @@ void Shim::on_connected(int status) {
     lines_ = proto::LineBuffer();
     uv_read_start(reinterpret_cast<uv_stream_t *>(conn_), alloc_cb,
                   [](uv_stream_t *s, ssize_t n, const uv_buf_t *buf) noexcept {
-                      // No exception crosses a libuv callback (STYLE.md).
+                      // No exception may unwind through libuv's C frames.
                       try {
                           static_cast<Shim *>(s->data)->on_read(n, buf->base);
                       } catch (const std::exception &e) {
@@ -473,7 +473,7 @@ void Shim::notify(ShimPod &p) {
     req.body["name"] = p.name;
     req.body["status"] = status;
     // Always present (maybe empty): tells the agent that this runtime reports
-    // its own BackOff/Unhealthy/Killing events (contract 2, additive).
+    // its own BackOff/Unhealthy/Killing events (optional field, docs/protocol.md).
     req.body["events"] = p.runner ? p.runner->take_events() : Json::Value(Json::arrayValue);
     send_line(proto::encode(req));
     if (p.runner) save_pod_state(p);

@@ -1,10 +1,10 @@
-// The shim daemon: one connection to the agent (contract 1/2 in the brief and
-// DESIGN.md), the pods it runs, the GPU allocator and the state directory.
+// The shim daemon: one connection to the agent (docs/protocol.md), the pods it
+// runs, the GPU allocator and the state directory.
 //
 //  <state_dir>/gpus.json             GPU assignment per pod uid (survives restarts)
 //  <state_dir>/pods/<uid>/pod.json   the pod_run body (mode 0600: secret files)
 //  <state_dir>/pods/<uid>/state.json running pids + start times, final status
-//  <state_dir>/pods/<uid>/<container>/<restartCount>.log   CRI logs (contract 3)
+//  <state_dir>/pods/<uid>/<container>/<restartCount>.log   CRI logs (common/log_paths.h)
 //  <state_dir>/pods/<uid>/volumes/<name>/                  emptyDir/configMap/secret
 //
 // A new shim for the same job finds pods that were running under a previous

@@ -2,7 +2,7 @@
 """Writes the seed corpora under tests/fuzz/corpus/<target>/ (re-runnable;
 files are named by content hash, so reruns add nothing new). Seeds are real
 objects in every shape the code meets: protocol messages as the plugin, agent
-and shim send them (contracts 1-2 in DESIGN.md), malformed variants, config
+and shim send them (docs/protocol.md), malformed variants, config
 files, option strings, CRI log lines, and small recorded Kubernetes objects
 from a directory of recorded kubelet objects (the first argument).
 

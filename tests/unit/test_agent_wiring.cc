@@ -1,8 +1,8 @@
 // The agent's wiring of the kubelet endpoint, events and Slurm queries: the
-// log index the endpoint resolves from (contract 3 paths, restartCount and
+// log index the endpoint resolves from (common/log_paths.h, restartCount and
 // running from the shim's status), the event correlator (count +
 // lastTimestamp like the kubelet's), the pod_status "events" array
-// (contract 2, additive), Slurm's time format, and the new config keys.
+// (optional, docs/protocol.md), Slurm's time format, and the new config keys.
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -143,7 +143,7 @@ START_TEST(backoff_not_doubled) {
 }
 END_TEST
 
-// ---- pod_status "events" (contract 2, additive) ----
+// ---- pod_status "events" (optional, docs/protocol.md) ----
 START_TEST(pod_status_events_parse) {
     auto s = pod_status_from_json(J(R"({"uid":"u","namespace":"ns","name":"p","status":{},
         "events":[{"type":"Warning","reason":"Unhealthy","message":"Readiness probe failed: HTTP probe failed with statuscode: 500","container":"main"},
