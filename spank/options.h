@@ -44,7 +44,7 @@ struct JobOptions {
 // spank_option_getopt (which record into `raw`), RawOptions::any() and
 // parse_options (which calls `parse` on each given flag, in table order; the
 // first failure is reported) all walk it. Adding a flag: a row, its RawOptions
-// and JobOptions fields, its parse function (spank/README.md, "Adding a flag").
+// and JobOptions fields, its parse function (spank/README.md, "The flags").
 struct Flag {
     // spank_option's fields. name: without "--"; Slurm's environment form of
     // the flag is derived from it (SLURM_SPANK__SLURM_SPANK_OPTION_spank_k8s_
