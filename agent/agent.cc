@@ -17,6 +17,7 @@
 #include "agent/shim_runtime.h"
 #include "common/log.h"
 #include "common/strings.h"
+#include "uv/handles.h"
 
 namespace sk::agent {
 
@@ -38,36 +39,24 @@ constexpr uint64_t kCommandTimeoutMs = 10000;
 // there (symlinks too), so `rm -rf` runs as the dir's owner, never as root;
 // root then removes only the emptied directory (its parent is root's).
 // Best effort: a failure is logged and leaves the directory.
-struct DirRemoval {
-    uv_process_t proc;
-    std::string dir;
-};
-
 void remove_job_dir_as_owner(uv_loop_t *loop, const std::string &dir) {
     struct stat st;
     if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return;
-    auto *r = new DirRemoval{};
-    r->dir = dir;
-    r->proc.data = r;
-    std::string rm = "rm", rf = "-rf", one = "--one-file-system", dd = "--", path = dir;
-    char *args[] = {rm.data(), rf.data(), one.data(), dd.data(), path.data(), nullptr};
-    uv_process_options_t o{};
+    // The process owns itself until its exit (so that it is reaped).
+    auto *rm = new Process;
+    SpawnOptions o;
     o.file = "/bin/rm";
-    o.args = args;
-    o.flags = UV_PROCESS_SETUID | UV_PROCESS_SETGID;
+    o.args = {"rm", "-rf", "--one-file-system", "--", dir};
     o.uid = st.st_uid;
     o.gid = st.st_gid;
-    o.exit_cb = [](uv_process_t *p, int64_t, int) noexcept {
-        auto *d = static_cast<DirRemoval *>(p->data);
-        if (rmdir(d->dir.c_str()) != 0 && errno != ENOENT)
-            LOG_WARN("cannot remove the shim dir %s: %s", d->dir.c_str(), strerror(errno));
-        uv_close(reinterpret_cast<uv_handle_t *>(p),
-                 [](uv_handle_t *h) noexcept { delete static_cast<DirRemoval *>(h->data); });
-    };
-    if (int e = uv_spawn(loop, &r->proc, &o); e != 0) {
+    int e = rm->spawn(loop, o, [rm, dir](int64_t, int) {
+        if (rmdir(dir.c_str()) != 0 && errno != ENOENT)
+            LOG_WARN("cannot remove the shim dir %s: %s", dir.c_str(), strerror(errno));
+        delete rm;
+    });
+    if (e != 0) {
         LOG_WARN("cannot remove the shim dir %s: %s", dir.c_str(), uv_strerror(e));
-        uv_close(reinterpret_cast<uv_handle_t *>(&r->proc),
-                 [](uv_handle_t *h) noexcept { delete static_cast<DirRemoval *>(h->data); });
+        delete rm;
     }
 }
 }  // namespace

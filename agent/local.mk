@@ -54,11 +54,9 @@ agent_libagentio_la_SOURCES = \
 	agent/shim_runtime.cc \
 	agent/shim_runtime.h \
 	agent/socket_server.cc \
-	agent/socket_server.h \
-	agent/uv_util.cc \
-	agent/uv_util.h
+	agent/socket_server.h
 agent_libagentio_la_CPPFLAGS = $(AM_CPPFLAGS) $(LIBUV_CFLAGS) $(LIBCURL_CFLAGS)
-agent_libagentio_la_LIBADD = agent/libagentcore.la $(LIBUV_LIBS) $(LIBCURL_LIBS)
+agent_libagentio_la_LIBADD = agent/libagentcore.la uv/libskuv.la $(LIBUV_LIBS) $(LIBCURL_LIBS)
 
 sbin_PROGRAMS += agent/slurm-k8s-agent
 agent_slurm_k8s_agent_SOURCES = agent/main.cc

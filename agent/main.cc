@@ -25,7 +25,7 @@
 #include "agent/kubelet_server.h"
 #include "agent/log_index.h"
 #include "agent/metrics.h"
-#include "agent/uv_util.h"
+#include "uv/handles.h"
 #include "common/log.h"
 #include "common/strings.h"
 
@@ -246,25 +246,14 @@ static int run(int argc, char **argv) {
              cfg->node_address.c_str());
 
     // 7. run until SIGTERM/SIGINT: virtual nodes stay (jobs outlive an agent restart).
-    struct Sig {
-        uv_signal_t h;
-        std::unique_ptr<Agent> *agent;
-    };
-    Sig sigs[2];
+    Signal sigs[2] = {Signal(&loop), Signal(&loop)};
     int signums[2] = {SIGTERM, SIGINT};
     for (int i = 0; i < 2; i++) {
-        uv_signal_init(&loop, &sigs[i].h);
-        sigs[i].agent = &agent;
-        sigs[i].h.data = &sigs[i];
-        uv_signal_start(
-            &sigs[i].h,
-            [](uv_signal_t *h, int signum) {
-                LOG_INFO("signal %d: stopping (virtual nodes are kept)", signum);
-                auto *s = static_cast<Sig *>(h->data);
-                if (*s->agent) (*s->agent)->stop();
-                uv_stop(h->loop);
-            },
-            signums[i]);
+        sigs[i].start(signums[i], [&agent, &loop](int signum) {
+            LOG_INFO("signal %d: stopping (virtual nodes are kept)", signum);
+            if (agent) agent->stop();
+            uv_stop(&loop);
+        });
     }
     uv_run(&loop, UV_RUN_DEFAULT);
 
@@ -275,21 +264,14 @@ static int run(int argc, char **argv) {
     if (metrics_ep) metrics_ep->stop();
     http.stop();
     for (auto &s : sigs)
-        uv_close(reinterpret_cast<uv_handle_t *>(&s.h), nullptr);
+        s.close();
     // Close callbacks free the handles; thread-pool work (state-file fsyncs)
     // must finish before the loop closes. Bounded: a handle left active by
     // a bug must not turn SIGTERM into a hang.
     for (int i = 0; i < 200 && uv_run(&loop, UV_RUN_NOWAIT) != 0; i++)
         usleep(10 * 1000);
-    if (uv_loop_close(&loop) != 0) {  // a bug: memory and descriptors leak (make check-valgrind)
-        uv_walk(
-            &loop,
-            [](uv_handle_t *h, void *) {
-                LOG_WARN("teardown: %s handle still open%s", uv_handle_type_name(h->type),
-                         uv_is_closing(h) ? " (closing)" : "");
-            },
-            nullptr);
-    }
+    // Not 0: a bug, memory and descriptors leak (make check-valgrind).
+    if (uv_loop_close(&loop) != 0) log_open_handles(&loop, "teardown");
     LOG_INFO("stopped");
     return 0;
 }

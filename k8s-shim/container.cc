@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/stat.h>
+#include <uv.h>
 
 #include "common/log.h"
 #include "k8s-shim/pod_runner.h"
@@ -13,80 +14,10 @@ namespace {
 
 constexpr size_t kTailBytes = 4096;  // the kubelet's termination message limit
 
-// Per-instance handles: a restarted container gets fresh ones while the old
-// ones are still closing.
-struct Pipe {
-    uv_pipe_t h;
-    Container *c;
-    const char *stream;
-};
-struct Proc {
-    uv_process_t h;
-    Container *c;
-};
-
-void close_free_pipe(uv_handle_t *h) {
-    delete static_cast<Pipe *>(h->data);
-}
-void close_free_proc(uv_handle_t *h) {
-    delete static_cast<Proc *>(h->data);
-}
-
-void alloc_cb(uv_handle_t *, size_t suggested, uv_buf_t *buf) {
-    buf->base = new char[suggested];
-    buf->len = suggested;
-}
-
-void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) noexcept {
-    auto *p = static_cast<Pipe *>(s->data);
-    if (n > 0) p->c->on_output(p->stream, buf->base, static_cast<size_t>(n));
-    delete[] buf->base;
-    if (n < 0) {  // EOF or error: this stream is done
-        Container *c = p->c;
-        uv_close(reinterpret_cast<uv_handle_t *>(s), close_free_pipe);
-        c->open_pipes--;
-        c->maybe_finish_exit();
-    }
-}
-
-void exit_cb(uv_process_t *h, int64_t status, int sig) noexcept {
-    auto *p = static_cast<Proc *>(h->data);
-    Container *c = p->c;
-    uv_close(reinterpret_cast<uv_handle_t *>(h), close_free_proc);
-    c->on_process_exit(status, sig);
-}
-
-void hook_exit_cb(uv_process_t *h, int64_t, int) noexcept {
-    auto *p = static_cast<Proc *>(h->data);
-    Container *c = p->c;
-    uv_close(reinterpret_cast<uv_handle_t *>(h), close_free_proc);
-    c->hooks_alive--;
-    if (c->running) signal_group(c->pid, SIGTERM);
-}
-
-void restart_timer_cb(uv_timer_t *t) noexcept {
-    auto *c = static_cast<Container *>(t->data);
-    auto st = c->start();
-    if (!st) c->pod->changed();
-}
-
-void kill_timer_cb(uv_timer_t *t) noexcept {
-    auto *c = static_cast<Container *>(t->data);
-    if (c->running) {
-        LOG_INFO("%s grace period over, sending SIGKILL to the process group",
-                 c->id_prefix().c_str());
-        signal_group(c->pid, SIGKILL);
-    }
-}
-
 }  // namespace
 
-Container::Container(PodRunner *p, ContainerPlan *pl, ContainerRun *r) : pod(p), plan(pl), run(r) {
-    uv_loop_t *loop = pod->env().clock.loop;
-    uv_timer_init(loop, &timer);
-    timer.data = this;
-    uv_timer_init(loop, &kill_timer);
-    kill_timer.data = this;
+Container::Container(PodRunner *p, ContainerPlan *pl, ContainerRun *r)
+    : pod(p), plan(pl), run(r), timer(p->env().clock.loop), kill_timer(p->env().clock.loop) {
     if (plan->startup)
         probes.push_back(std::make_unique<ProbeRunner>(this, ProbeKind::Startup, *plan->startup));
     if (plan->readiness)
@@ -126,23 +57,22 @@ Status Container::start() {
     log.emplace(std::move(*w));
     tail.clear();
 
-    auto *po = new Pipe{{}, this, "stdout"};
-    auto *pe = new Pipe{{}, this, "stderr"};
-    auto *pr = new Proc{{}, this};
-    uv_pipe_init(env.clock.loop, &po->h, 0);
-    uv_pipe_init(env.clock.loop, &pe->h, 0);
-    po->h.data = po;
-    pe->h.data = pe;
-    pr->h.data = pr;
+    uv_loop_t *loop = env.clock.loop;
+    out = Pipe(loop);
+    err = Pipe(loop);
     SpawnSpec spec{plan->argv, plan->env,
                    plan->working_dir.empty() ? env.pod_dir : plan->working_dir};
     oom_before = cgroup_oom_kills();
-    int rc = spawn_process(env.clock.loop, &pr->h, spec, exit_cb, &po->h, &pe->h);
+    int rc = spawn_process(
+        loop, proc, spec,
+        [this](int64_t status, int sig) {
+            proc.close();
+            on_process_exit(status, sig);
+        },
+        &out, &err);
     if (rc != 0) {
-        uv_close(reinterpret_cast<uv_handle_t *>(&po->h), close_free_pipe);
-        uv_close(reinterpret_cast<uv_handle_t *>(&pe->h), close_free_pipe);
-        // A failed uv_spawn leaves the process handle initialised: close it too.
-        uv_close(reinterpret_cast<uv_handle_t *>(&pr->h), close_free_proc);
+        out.close();
+        err.close();
         std::string msg = "cannot start '" + plan->argv[0] + "': " + uv_strerror(rc);
         LOG_WARN("%s %s", id_prefix().c_str(), msg.c_str());
         std::string line = msg + "\n";
@@ -155,7 +85,6 @@ Status Container::start() {
         run->started_ms = Clock::wall_ms();
         run->ever_started = true;
         backoff.on_start(env.clock.spec_now());
-        open_pipes = 0;
         on_process_exit(128, 0);
         return {};
     }
@@ -163,11 +92,10 @@ Status Container::start() {
     killing = false;
     kill_reason.clear();
     pending_exit = false;
-    pid = pr->h.pid;
+    pid = proc.pid();
     start_ticks = proc_start_time(pid);
-    open_pipes = 2;
-    uv_read_start(reinterpret_cast<uv_stream_t *>(&po->h), alloc_cb, read_cb);
-    uv_read_start(reinterpret_cast<uv_stream_t *>(&pe->h), alloc_cb, read_cb);
+    out.read_start([this](ssize_t n, const char *data) { on_read(out, "stdout", n, data); });
+    err.read_start([this](ssize_t n, const char *data) { on_read(err, "stderr", n, data); });
 
     run->state = CState::Running;
     run->started_ms = Clock::wall_ms();
@@ -183,6 +111,14 @@ Status Container::start() {
     probes_changed();
     pod->container_started(this);
     return {};
+}
+
+void Container::on_read(Pipe &p, const char *stream, ssize_t n, const char *data) {
+    if (n > 0) on_output(stream, data, static_cast<size_t>(n));
+    if (n < 0) {  // EOF or error: this stream is done
+        p.close();
+        maybe_finish_exit();
+    }
 }
 
 void Container::on_output(const char *stream, const char *data, size_t len) {
@@ -205,10 +141,10 @@ void Container::on_process_exit(int64_t status, int sig) {
 }
 
 void Container::maybe_finish_exit() {
-    if (!pending_exit || open_pipes > 0) return;
+    if (!pending_exit || out || err) return;
     pending_exit = false;
     running = false;
-    uv_timer_stop(&kill_timer);
+    kill_timer.stop();
     for (auto &p : probes)
         p->stop();
     if (log) {
@@ -246,7 +182,10 @@ void Container::restart_after(int64_t spec_ms) {
     run->waiting_message = "back-off " + go_duration(spec_ms) +
                            " restarting failed container=" + plan->name +
                            " pod=" + pod->plan().kubelet_name();
-    uv_timer_start(&timer, restart_timer_cb, pod->env().clock.real_delay(spec_ms), 0);
+    timer.start(pod->env().clock.real_delay(spec_ms), [this] {
+        auto st = start();
+        if (!st) pod->changed();
+    });
     pod->add_event("Warning", "BackOff",
                    "Back-off restarting failed container " + plan->name + " in pod " +
                        pod->plan().kubelet_name(),
@@ -254,7 +193,7 @@ void Container::restart_after(int64_t spec_ms) {
 }
 
 void Container::cancel_restart() {
-    uv_timer_stop(&timer);
+    timer.stop();
 }
 
 void Container::stop(int64_t grace_ms) {
@@ -264,20 +203,29 @@ void Container::stop(int64_t grace_ms) {
     if (!running || killing) return;
     killing = true;
     if (pid == 0) return;
-    uv_timer_start(&kill_timer, kill_timer_cb,
-                   static_cast<uint64_t>(std::max<int64_t>(grace_ms, 0)), 0);
+    kill_timer.start(static_cast<uint64_t>(std::max<int64_t>(grace_ms, 0)), [this] {
+        if (running) {
+            LOG_INFO("%s grace period over, sending SIGKILL to the process group",
+                     id_prefix().c_str());
+            signal_group(pid, SIGKILL);
+        }
+    });
     if (!plan->pre_stop.empty() && grace_ms > 0) {
-        auto *pr = new Proc{{}, this};
-        pr->h.data = pr;
         SpawnSpec spec{plan->pre_stop, plan->env,
                        plan->working_dir.empty() ? pod->env().pod_dir : plan->working_dir};
-        int rc = spawn_process(pod->env().clock.loop, &pr->h, spec, hook_exit_cb, nullptr, nullptr);
+        auto hook = hooks.emplace(hooks.end());
+        int rc = spawn_process(
+            pod->env().clock.loop, *hook, spec,
+            [this, hook](int64_t, int) {
+                hooks.erase(hook);
+                if (running) signal_group(pid, SIGTERM);
+            },
+            nullptr, nullptr);
         if (rc == 0) {
-            hooks_alive++;
             LOG_INFO("%s running preStop hook", id_prefix().c_str());
             return;  // SIGTERM when the hook exits (or SIGKILL at the deadline)
         }
-        uv_close(reinterpret_cast<uv_handle_t *>(&pr->h), close_free_proc);
+        hooks.erase(hook);
         LOG_WARN("%s preStop hook failed to start: %s", id_prefix().c_str(), uv_strerror(rc));
     }
     signal_group(pid, grace_ms > 0 ? SIGTERM : SIGKILL);

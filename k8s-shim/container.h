@@ -1,9 +1,10 @@
 // One container of a pod on the libuv loop: its process group, log pipes,
 // restart timer, probes and termination. Owned by PodRunner (pod_runner.h).
+// Every handle is an object of uv/handles.h owned here: destroying the
+// container closes them, and no callback reaches it afterwards.
 #pragma once
 
-#include <uv.h>
-
+#include <list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,30 +15,35 @@
 #include "k8s-shim/pod_plan.h"
 #include "k8s-shim/pod_status.h"
 #include "k8s-shim/probe.h"
+#include "uv/handles.h"
 
 namespace sk::shim {
 
 class PodRunner;
 struct Container;
+struct ProbeCheck;
 
 // One probe of a container: its state machine plus the timer that runs it.
-// A check in flight lives in its own heap object (probe_runner.cc) and
-// reports back only if the probe's generation did not change meanwhile.
+// A check in flight (probe_runner.cc) reports back only if the probe's
+// generation did not change meanwhile; an exec check stays in `checks` until
+// its process exited (so it is reaped), after it reported.
 struct ProbeRunner {
     ProbeRunner(Container *c, ProbeKind kind, const ProbeSpec &spec);
+    ~ProbeRunner();
     Container *container;
     ProbeState state;
-    uv_timer_t timer;
+    Timer timer;
     bool active = false;
     bool in_flight = false;
     unsigned generation = 0;
-    int checks_alive = 0;  // Check objects not yet freed: they point here
+    std::list<std::unique_ptr<ProbeCheck>> checks;
 
     void arm();   // (re)start probing now + initialDelay
     void stop();  // no more checks; a check in flight is ignored
     void schedule();
     void run_check();
     void on_result(bool ok, const std::string &output);
+    void release(ProbeCheck *c);  // the check is over: frees it
 };
 
 struct Container {
@@ -48,14 +54,14 @@ struct Container {
     ContainerPlan *plan;
     ContainerRun *run;
 
-    uv_process_t proc;
-    uv_pipe_t out, err;
-    uv_timer_t timer;       // restart back-off
-    uv_timer_t kill_timer;  // grace period
-    uv_process_t hook;      // preStop
+    // The instance: its process (closed at the exit) and log pipes (closed
+    // at their EOF); a restart opens fresh ones.
+    Process proc;
+    Pipe out, err;
+    Timer timer;               // restart back-off
+    Timer kill_timer;          // grace period
+    std::list<Process> hooks;  // preStop processes still running
     bool running = false;
-    int hooks_alive = 0;  // preStop processes not yet closed: they point here
-    int open_pipes = 0;
     int pid = 0;
     unsigned long long start_ticks = 0;
     bool pending_exit = false;  // process exited, pipes still draining
@@ -76,6 +82,7 @@ struct Container {
     void cancel_restart();
     void on_process_exit(int64_t status, int signal);
     void maybe_finish_exit();  // exit seen and pipes at EOF
+    void on_read(Pipe &p, const char *stream, ssize_t n, const char *data);
     void on_output(const char *stream, const char *data, size_t len);
     void probes_changed();  // recompute ready/started
     std::string log_path() const;

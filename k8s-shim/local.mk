@@ -27,7 +27,7 @@ k8s_shim_libshim_la_SOURCES = \
 	k8s-shim/spawn.cc \
 	k8s-shim/spawn.h
 k8s_shim_libshim_la_CXXFLAGS = $(AM_CXXFLAGS) $(LIBUV_CFLAGS)
-k8s_shim_libshim_la_LIBADD = common/libcommon.la $(LIBUV_LIBS)
+k8s_shim_libshim_la_LIBADD = uv/libskuv.la common/libcommon.la $(LIBUV_LIBS)
 
 bin_PROGRAMS += k8s-shim/slurm-k8s-shim
 k8s_shim_slurm_k8s_shim_SOURCES = k8s-shim/main.cc

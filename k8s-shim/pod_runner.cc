@@ -64,41 +64,11 @@ bool PodRunner::idle() const {
     if (!finished_) return false;
     for (auto *list : {&init_, &app_})
         for (auto &c : *list) {
-            if (c->running || c->hooks_alive > 0 || c->open_pipes > 0) return false;
+            if (c->running || !c->hooks.empty() || c->proc || c->out || c->err) return false;
             for (auto &p : c->probes)
-                if (p->checks_alive > 0) return false;
+                if (!p->checks.empty()) return false;
         }
     return true;
-}
-
-// The timers live inside the Container and ProbeRunner objects, so the
-// runner may be freed only after libuv has closed every one of them.
-void PodRunner::close(std::function<void()> done) {
-    closed_ = std::move(done);
-    closing_ = 1;  // released below, after every close was started
-    auto on_closed = [](uv_handle_t *h) noexcept {
-        auto *self = static_cast<PodRunner *>(h->data);
-        if (--self->closing_ > 0) return;
-        auto cb = std::move(self->closed_);
-        cb();  // may destroy self
-    };
-    auto close_one = [&](uv_timer_t *t) {
-        uv_timer_stop(t);
-        t->data = this;
-        closing_++;
-        uv_close(reinterpret_cast<uv_handle_t *>(t), on_closed);
-    };
-    for (auto *list : {&init_, &app_})
-        for (auto &c : *list) {
-            close_one(&c->timer);
-            close_one(&c->kill_timer);
-            for (auto &p : c->probes)
-                close_one(&p->timer);
-        }
-    if (--closing_ == 0) {  // no handle at all
-        auto cb = std::move(closed_);
-        cb();
-    }
 }
 
 // Volumes: there is no mount namespace, so a volume is a directory under the

@@ -4,9 +4,10 @@
 // Decisions come from the pure core (pod_status, backoff, probe); this file
 // only spawns, signals, times and writes.
 //
-// Lifetime: a PodRunner and its containers are never freed while the loop
-// runs (their libuv handles may still deliver callbacks); the shim closes all
-// handles with uv_walk at exit. A finished pod keeps no open handle.
+// Lifetime: the runner and its containers own their libuv handles
+// (uv/handles.h): destroying the runner closes them, and no callback reaches
+// it afterwards. The shim frees a runner once idle(), so that no process of
+// the pod is left unreaped and no log pipe undrained.
 #pragma once
 
 #include <uv.h>
@@ -49,13 +50,9 @@ class PodRunner {
 
     Json::Value status();  // current PodStatus (keeps transition times)
     bool finished() const { return finished_; }
-    // Finished and nothing in flight points back into the runner (probe
-    // checks, preStop hooks): close() may run.
+    // Finished, and no process (probe check, preStop hook) or pipe of the pod
+    // is still open: the runner may be destroyed.
     bool idle() const;
-    // Closes the runner's own handles (timers); `done` runs once all are
-    // closed, from a close callback, and may destroy the runner. Only when
-    // idle(); the runner is not used again.
-    void close(std::function<void()> done);
     const PodPlan &plan() const { return plan_; }
     PodRun &run() { return run_; }
     const RunnerEnv &env() const { return env_; }
@@ -87,8 +84,6 @@ class PodRunner {
     std::vector<std::unique_ptr<Container>> init_, app_;
     size_t next_init_ = 0;
     bool finished_ = false;
-    int closing_ = 0;
-    std::function<void()> closed_;
     Json::Value last_status_;
     Json::Value events_{Json::arrayValue};
 };

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <signal.h>
 #include <string.h>
+#include <uv.h>
 
 #include "common/log.h"
 #include "k8s-shim/container.h"
@@ -12,122 +13,70 @@
 
 namespace sk::shim {
 
-namespace {
-
-// One check in flight. Freed when all its handles are closed.
-struct Check {
+// One check in flight, owned by its probe (ProbeRunner::checks): its handles
+// close with it.
+struct ProbeCheck {
     ProbeRunner *probe;
     unsigned generation;
-    uv_timer_t timeout;
-    uv_process_t proc;
-    uv_tcp_t tcp;
-    uv_connect_t connect;
-    uv_write_t write;
+    Timer timeout;
+    Process proc;  // exec: open until the process exited
+    Tcp tcp;       // tcpSocket, httpGet
     std::string request, response;
-    int open_handles = 0;
     bool done = false;
     int pgid = 0;
 
     void finish(bool ok, const std::string &output);
-    void close_all();
+    void on_connected(int status);
+    void on_http_read(ssize_t n, const char *data);
 };
 
-void on_check_closed(uv_handle_t *h) {
-    auto *c = static_cast<Check *>(h->data);
-    if (--c->open_handles > 0) return;
-    c->probe->checks_alive--;
-    delete c;
+// Reports once; the check is freed once it reported and its process (exec)
+// was reaped. Nothing may use the check after a call.
+void ProbeCheck::finish(bool ok, const std::string &output) {
+    if (!done) {
+        done = true;
+        timeout.close();
+        tcp.close();
+        if (probe->generation == generation) probe->on_result(ok, output);
+    }
+    if (!proc) probe->release(this);
 }
 
-void close_handle(uv_handle_t *h) {
-    if (!uv_is_closing(h)) uv_close(h, on_check_closed);
-}
-
-void Check::close_all() {
-    close_handle(reinterpret_cast<uv_handle_t *>(&timeout));
-    if (probe->state.spec().action != ProbeAction::Exec)
-        close_handle(reinterpret_cast<uv_handle_t *>(&tcp));
-}
-
-void Check::finish(bool ok, const std::string &output) {
-    if (done) return;
-    done = true;
-    uv_timer_stop(&timeout);
-    if (probe->generation == generation) probe->on_result(ok, output);
-    close_all();
-}
-
-void timeout_cb(uv_timer_t *t) noexcept {
-    auto *c = static_cast<Check *>(t->data);
-    if (c->pgid) signal_group(c->pgid, SIGKILL);
-    c->finish(false, "timeout: probe did not answer within " +
-                         std::to_string(c->probe->state.spec().timeout_s) + "s");
-}
-
-void exec_exit_cb(uv_process_t *h, int64_t status, int sig) noexcept {
-    auto *c = static_cast<Check *>(h->data);
-    signal_group(c->pgid, SIGKILL);
-    c->pgid = 0;
-    uv_close(reinterpret_cast<uv_handle_t *>(h), on_check_closed);
-    c->finish(status == 0 && sig == 0, "exit code " + std::to_string(status));
-}
-
-void http_alloc(uv_handle_t *, size_t suggested, uv_buf_t *buf) {
-    buf->base = new char[suggested];
-    buf->len = suggested;
-}
-
-void http_read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) noexcept {
-    auto *c = static_cast<Check *>(s->data);
-    if (n > 0) c->response.append(buf->base, static_cast<size_t>(n));
-    delete[] buf->base;
-    size_t eol = c->response.find("\r\n");
-    if (eol == std::string::npos && n >= 0 && c->response.size() < 8192) return;
+void ProbeCheck::on_http_read(ssize_t n, const char *data) {
+    if (n > 0) response.append(data, static_cast<size_t>(n));
+    size_t eol = response.find("\r\n");
+    if (eol == std::string::npos && n >= 0 && response.size() < 8192) return;
     // "HTTP/1.1 200 OK"
     int code = 0;
-    if (c->response.compare(0, 5, "HTTP/") == 0) {
-        size_t sp = c->response.find(' ');
+    if (response.compare(0, 5, "HTTP/") == 0) {
+        size_t sp = response.find(' ');
         if (sp != std::string::npos)
-            code = static_cast<int>(strtol(c->response.c_str() + sp + 1, nullptr, 10));
+            code = static_cast<int>(strtol(response.c_str() + sp + 1, nullptr, 10));
     }
-    c->finish(
+    finish(
         code >= 200 && code < 400,
         code ? "HTTP probe failed with statuscode: " + std::to_string(code) : "no HTTP response");
 }
 
-void http_write_cb(uv_write_t *w, int status) noexcept {
-    auto *c = static_cast<Check *>(w->data);
-    if (status < 0) c->finish(false, std::string("write: ") + uv_strerror(status));
-}
-
-void connect_cb(uv_connect_t *req, int status) noexcept {
-    auto *c = static_cast<Check *>(req->data);
-    if (c->done) return;
+void ProbeCheck::on_connected(int status) {
     if (status < 0) {
-        c->finish(false, std::string("dial tcp: ") + uv_strerror(status));
+        finish(false, std::string("dial tcp: ") + uv_strerror(status));
         return;
     }
-    if (c->probe->state.spec().action == ProbeAction::TcpSocket) {
-        c->finish(true, "");
+    if (probe->state.spec().action == ProbeAction::TcpSocket) {
+        finish(true, "");
         return;
     }
-    uv_buf_t b = uv_buf_init(c->request.data(), static_cast<unsigned>(c->request.size()));
-    c->write.data = c;
-    uv_write(&c->write, reinterpret_cast<uv_stream_t *>(&c->tcp), &b, 1, http_write_cb);
-    uv_read_start(reinterpret_cast<uv_stream_t *>(&c->tcp), http_alloc, http_read_cb);
+    tcp.write(request, [this](int st) {
+        if (st < 0) finish(false, std::string("write: ") + uv_strerror(st));
+    });
+    tcp.read_start([this](ssize_t n, const char *data) { on_http_read(n, data); });
 }
-
-void probe_timer_cb(uv_timer_t *t) noexcept {
-    static_cast<ProbeRunner *>(t->data)->run_check();
-}
-
-}  // namespace
 
 ProbeRunner::ProbeRunner(Container *c, ProbeKind kind, const ProbeSpec &spec)
-    : container(c), state(kind, spec) {
-    uv_timer_init(c->pod->env().clock.loop, &timer);
-    timer.data = this;
-}
+    : container(c), state(kind, spec), timer(c->pod->env().clock.loop) {}
+
+ProbeRunner::~ProbeRunner() = default;
 
 void ProbeRunner::arm() {
     generation++;
@@ -141,13 +90,17 @@ void ProbeRunner::stop() {
     generation++;
     active = false;
     in_flight = false;
-    uv_timer_stop(&timer);
+    timer.stop();
 }
 
 void ProbeRunner::schedule() {
     const Clock &clk = container->pod->env().clock;
     int64_t wait = state.due_ms() - clk.spec_now();
-    uv_timer_start(&timer, probe_timer_cb, clk.real_delay(wait), 0);
+    timer.start(clk.real_delay(wait), [this] { run_check(); });
+}
+
+void ProbeRunner::release(ProbeCheck *c) {
+    checks.remove_if([c](const std::unique_ptr<ProbeCheck> &p) { return p.get() == c; });
 }
 
 void ProbeRunner::run_check() {
@@ -155,32 +108,36 @@ void ProbeRunner::run_check() {
     in_flight = true;
     const Clock &clk = container->pod->env().clock;
     const ProbeSpec &spec = state.spec();
-    auto *c = new Check();
-    checks_alive++;
+    auto *c = checks.emplace_back(std::make_unique<ProbeCheck>()).get();
     c->probe = this;
     c->generation = generation;
-    uv_timer_init(clk.loop, &c->timeout);
-    c->timeout.data = c;
-    c->open_handles = 1;
-    uv_timer_start(&c->timeout, timeout_cb, clk.real_delay(int64_t{spec.timeout_s} * 1000), 0);
+    c->timeout = Timer(clk.loop);
+    c->timeout.start(clk.real_delay(int64_t{spec.timeout_s} * 1000), [c] {
+        if (c->pgid) signal_group(c->pgid, SIGKILL);
+        c->finish(false, "timeout: probe did not answer within " +
+                             std::to_string(c->probe->state.spec().timeout_s) + "s");
+    });
     if (spec.action == ProbeAction::Exec) {
         SpawnSpec s{spec.exec, container->plan->env,
                     container->plan->working_dir.empty() ? container->pod->env().pod_dir
                                                          : container->plan->working_dir};
-        c->proc.data = c;
-        int rc = spawn_process(clk.loop, &c->proc, s, exec_exit_cb, nullptr, nullptr);
-        c->open_handles++;
+        int rc = spawn_process(
+            clk.loop, c->proc, s,
+            [c](int64_t status, int sig) {
+                signal_group(c->pgid, SIGKILL);
+                c->pgid = 0;
+                c->proc.close();
+                c->finish(status == 0 && sig == 0, "exit code " + std::to_string(status));
+            },
+            nullptr, nullptr);
         if (rc != 0) {
-            uv_close(reinterpret_cast<uv_handle_t *>(&c->proc), on_check_closed);
             c->finish(false, std::string("exec: ") + uv_strerror(rc));
             return;
         }
-        c->pgid = c->proc.pid;
+        c->pgid = c->proc.pid();
         return;
     }
-    uv_tcp_init(clk.loop, &c->tcp);
-    c->tcp.data = c;
-    c->open_handles++;
+    c->tcp = Tcp(clk.loop);
     std::string host = spec.host == "localhost" ? "127.0.0.1" : spec.host;
     struct sockaddr_storage addr;
     memset(&addr, 0, sizeof addr);
@@ -197,8 +154,8 @@ void ProbeRunner::run_check() {
             c->request += k + ": " + v + "\r\n";
         c->request += "\r\n";
     }
-    c->connect.data = c;
-    int rc = uv_tcp_connect(&c->connect, &c->tcp, reinterpret_cast<sockaddr *>(&addr), connect_cb);
+    int rc = c->tcp.connect(reinterpret_cast<sockaddr *>(&addr),
+                            [c](int status) { c->on_connected(status); });
     if (rc != 0) c->finish(false, std::string("dial tcp: ") + uv_strerror(rc));
 }
 

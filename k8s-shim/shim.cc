@@ -55,57 +55,32 @@ Result<Json::Value> read_json(const std::string &path) {
     return json::parse(ss.str());
 }
 
-void alloc_cb(uv_handle_t *, size_t suggested, uv_buf_t *buf) {
-    buf->base = new char[suggested];
-    buf->len = suggested;
-}
-
-void free_handle(uv_handle_t *h) {
-    delete reinterpret_cast<uv_pipe_t *>(h);
-}
-
-struct WriteReq {
-    uv_write_t req;
-    std::string data;
-};
-
-void write_cb(uv_write_t *w, int) noexcept {
-    delete reinterpret_cast<WriteReq *>(w);
-}
-
 }  // namespace
 
 Shim::Shim(uv_loop_t *loop, ShimOptions opt, RuntimeTemplates templates)
-    : loop_(loop), opt_(std::move(opt)), templates_(std::move(templates)) {
+    : loop_(loop),
+      opt_(std::move(opt)),
+      templates_(std::move(templates)),
+      reconnect_timer_(loop),
+      reap_timer_(loop) {
     clock_.loop = loop;
     clock_.scale = opt_.time_scale;
     clock_.origin = uv_now(loop);
-    uv_timer_init(loop, &reconnect_timer_);
-    reconnect_timer_.data = this;
-    uv_timer_init(loop, &reap_timer_);
-    reap_timer_.data = this;
 }
 
 Shim::~Shim() = default;
 
 Status Shim::start() {
     connect();
-    uv_timer_start(
-        &reap_timer_, [](uv_timer_t *t) noexcept { static_cast<Shim *>(t->data)->reap(); }, kReapMs,
-        kReapMs);
-    uv_unref(reinterpret_cast<uv_handle_t *>(&reap_timer_));
+    reap_timer_.start(
+        kReapMs, [this] { reap(); }, kReapMs);
+    reap_timer_.unref();
     return {};
 }
 
 void Shim::connect() {
-    conn_ = new uv_pipe_t;
-    uv_pipe_init(loop_, conn_, 0);
-    conn_->data = this;
-    connect_req_.data = this;
-    uv_pipe_connect(&connect_req_, conn_, opt_.socket_path.c_str(),
-                    [](uv_connect_t *req, int status) noexcept {
-                        static_cast<Shim *>(req->data)->on_connected(status);
-                    });
+    conn_ = Pipe(loop_);
+    conn_.connect(opt_.socket_path, [this](int status) { on_connected(status); });
 }
 
 void Shim::on_connected(int status) {
@@ -115,18 +90,7 @@ void Shim::on_connected(int status) {
         return;
     }
     lines_ = proto::LineBuffer();
-    uv_read_start(reinterpret_cast<uv_stream_t *>(conn_), alloc_cb,
-                  [](uv_stream_t *s, ssize_t n, const uv_buf_t *buf) noexcept {
-                      // No exception may unwind through libuv's C frames.
-                      try {
-                          static_cast<Shim *>(s->data)->on_read(n, buf->base);
-                      } catch (const std::exception &e) {
-                          LOG_ERROR("agent connection: %s", e.what());
-                      } catch (...) {
-                          LOG_ERROR("agent connection: unknown exception");
-                      }
-                      delete[] buf->base;
-                  });
+    conn_.read_start([this](ssize_t n, const char *data) { on_read(n, data); });
     proto::AttachRequest a;
     a.job_id = opt_.job_id;
     a.slurm_node = opt_.slurm_node;
@@ -236,19 +200,12 @@ void Shim::on_attached(const proto::Reply &r) {
 }
 
 void Shim::send_line(const std::string &line) {
-    if (!conn_) return;
-    auto *w = new WriteReq;
-    w->data = line;
-    uv_buf_t b = uv_buf_init(w->data.data(), static_cast<unsigned>(w->data.size()));
-    if (uv_write(&w->req, reinterpret_cast<uv_stream_t *>(conn_), &b, 1, write_cb) != 0) delete w;
+    (void)conn_.write(line);  // no connection: dropped
 }
 
 void Shim::lost_connection(const std::string &why) {
     attached_ = false;
-    if (conn_) {
-        uv_close(reinterpret_cast<uv_handle_t *>(conn_), free_handle);
-        conn_ = nullptr;
-    }
+    conn_.close();
     if (!ever_attached_) {
         LOG_ERROR("%s; is slurm-k8s-agent running on this node?", why.c_str());
         exit_code_ = 1;
@@ -261,9 +218,7 @@ void Shim::lost_connection(const std::string &why) {
 }
 
 void Shim::schedule_reconnect() {
-    uv_timer_start(
-        &reconnect_timer_, [](uv_timer_t *t) noexcept { static_cast<Shim *>(t->data)->connect(); },
-        static_cast<uint64_t>(reconnect_delay_ms_), 0);
+    reconnect_timer_.start(static_cast<uint64_t>(reconnect_delay_ms_), [this] { connect(); });
     reconnect_delay_ms_ = std::min(reconnect_delay_ms_ * 2, kMaxReconnectMs);
 }
 
@@ -357,7 +312,7 @@ proto::Reply Shim::pod_run(const proto::Request &req) {
 void Shim::reap() {
     std::vector<std::string> gone;
     for (auto &[uid, p] : pods_) {
-        if (p.runner && !p.releasing && p.runner->idle()) release(p);
+        if (p.runner && p.runner->idle()) release(p);
         if (!p.runner && p.forget && p.finished) gone.push_back(uid);
     }
     for (const auto &uid : gone)
@@ -366,15 +321,8 @@ void Shim::reap() {
 
 void Shim::release(ShimPod &p) {
     p.fixed_status = p.runner->status();
-    p.releasing = true;
-    std::string uid = p.uid;
-    p.runner->close([this, uid] {
-        auto it = pods_.find(uid);
-        if (it == pods_.end()) return;
-        it->second.runner.reset();
-        it->second.releasing = false;
-        it->second.last_sent = Json::Value();  // re-attach resends fixed_status in full
-    });
+    p.runner.reset();             // its handles close with it
+    p.last_sent = Json::Value();  // re-attach resends fixed_status in full
 }
 
 void Shim::forget(const std::string &uid) {
@@ -440,23 +388,12 @@ void Shim::maybe_finish_shutdown() {
     LOG_INFO("[node %s] all pods stopped, exiting", node_name_.c_str());
     // Let the reply flush, then stop: closing the connection after the write
     // queue drains.
-    if (conn_) {
-        uv_shutdown_t *sd = new uv_shutdown_t;
-        sd->data = this;
-        uv_shutdown(sd, reinterpret_cast<uv_stream_t *>(conn_), [](uv_shutdown_t *s, int) noexcept {
-            auto *self = static_cast<Shim *>(s->data);
-            delete s;
-            // Close (and free) the connection here: main's close_all only
-            // closes handles, it cannot free the heap-allocated pipe.
-            if (self->conn_) {
-                uv_close(reinterpret_cast<uv_handle_t *>(self->conn_), free_handle);
-                self->conn_ = nullptr;
-            }
-            uv_stop(self->loop_);
-        });
-    } else {
+    auto stop = [this](int) {
+        conn_.close();
         uv_stop(loop_);
-    }
+    };
+    // Not connected (yet): nothing to flush.
+    if (!conn_ || conn_.shutdown(stop) != 0) stop(0);
 }
 
 void Shim::notify(ShimPod &p) {

@@ -28,6 +28,7 @@
 #include "k8s-shim/gpu_alloc.h"
 #include "k8s-shim/pod_runner.h"
 #include "k8s-shim/runtime_template.h"
+#include "uv/handles.h"
 
 namespace sk::shim {
 
@@ -45,8 +46,7 @@ struct ShimPod {
     Json::Value fixed_status;           // status of a refused or lost pod
     Json::Value last_sent;
     bool finished = false;
-    bool releasing = false;  // the finished runner's handles are closing
-    bool forget = false;     // gone from the API: drop the entry once finished
+    bool forget = false;  // gone from the API: drop the entry once finished
 };
 
 class Shim {
@@ -92,10 +92,9 @@ class Shim {
     ShimOptions opt_;
     RuntimeTemplates templates_;
     Clock clock_;
-    uv_pipe_t *conn_ = nullptr;
-    uv_connect_t connect_req_;
-    uv_timer_t reconnect_timer_;
-    uv_timer_t reap_timer_;
+    Pipe conn_;  // open from connect() until the connection is lost
+    Timer reconnect_timer_;
+    Timer reap_timer_;
     int reconnect_delay_ms_ = 500;
     proto::LineBuffer lines_;
     bool attached_ = false;

@@ -4,12 +4,11 @@
 // stdin is /dev/null; stdout/stderr go to the given pipes, or /dev/null.
 #pragma once
 
-#include <uv.h>
-
 #include <string>
 #include <vector>
 
 #include "k8s-shim/pod_plan.h"
+#include "uv/handles.h"
 
 namespace sk::shim {
 
@@ -19,10 +18,11 @@ struct SpawnSpec {
     std::string cwd;
 };
 
-// Returns 0 or a negative libuv error (uv_strerror). out/err may be null.
-// The handles must be initialised by the caller's loop (uv_pipe_init) when given.
-int spawn_process(uv_loop_t *loop, uv_process_t *proc, const SpawnSpec &spec, uv_exit_cb on_exit,
-                  uv_pipe_t *out, uv_pipe_t *err);
+// Spawns into proc. Returns 0 or a negative libuv error (uv_strerror; proc
+// is closed then). out/err may be null; when given, they are fresh Pipes of
+// the same loop.
+int spawn_process(uv_loop_t *loop, Process &proc, const SpawnSpec &spec, Process::ExitCb on_exit,
+                  Pipe *out, Pipe *err);
 
 // kill(-pgid, sig), ignoring ESRCH (the group is already gone).
 void signal_group(int pgid, int sig) noexcept;

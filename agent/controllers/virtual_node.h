@@ -25,7 +25,7 @@
 #include "agent/observer.h"
 #include "agent/pod_status_patch.h"
 #include "agent/runtime.h"
-#include "agent/uv_util.h"
+#include "uv/handles.h"
 #include "common/protocol.h"
 
 namespace sk::agent {

@@ -525,6 +525,9 @@ def test_shutdown_stops_pods(a):
     assert r["ok"], r
     assert a.last("uid-sd")["phase"] == "Succeeded", a.last("uid-sd")
     assert a.proc.wait(5) == 0
+    # Its teardown closed every libuv handle (uv_loop_close() == 0).
+    with open(os.path.join(a.tmp, "shim.stderr"), errors="replace") as f:
+        assert "handle still open" not in f.read(), "the shim left libuv handles open at exit"
 
 
 def wait_log(a, uid, cname, line, timeout=5):

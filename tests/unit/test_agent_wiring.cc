@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <uv.h>
 
 #include <cstdio>
 #include <fstream>
@@ -19,7 +18,6 @@
 #include "agent/log_index.h"
 #include "agent/pod_status_patch.h"
 #include "agent/shim_runtime.h"
-#include "agent/uv_util.h"
 #include "common/json.h"
 #include "tests/unit/check_main.h"
 
@@ -300,39 +298,6 @@ START_TEST(config_defaults) {
 }
 END_TEST
 
-// ---- deferred calls (uv_util): a retry must not outlive its loop ----
-// Each case defers one call, maybe cancels it as the agent's teardown does,
-// runs the loop dry: the call ran or not, what it captured is released
-// either way, and the loop closes (no handle left: no leak at SIGTERM).
-struct DeferCase {
-    uint64_t delay_ms;
-    bool cancel;
-    int runs;
-};
-static const DeferCase kDefer[] = {
-    {0, false, 1},
-    {30, false, 1},
-    {0, true, 0},
-    {60000, true, 0},  // a pending retry at shutdown: dropped, not waited for
-};
-START_TEST(defer_lifecycle) {
-    const DeferCase &k = kDefer[_i];
-    uv_loop_t loop;
-    ck_assert_int_eq(uv_loop_init(&loop), 0);
-    auto held = std::make_shared<int>(0);
-    int runs = 0;
-    defer(
-        &loop, [held, &runs] { runs++; }, k.delay_ms);
-    ck_assert_int_eq(held.use_count(), 2);
-    if (k.cancel) cancel_deferred(&loop);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    ck_assert_int_eq(runs, k.runs);
-    ck_assert_int_eq(held.use_count(), 1);
-    ck_assert_int_eq(uv_loop_close(&loop), 0);
-    cancel_deferred(&loop);  // nothing left: a no-op
-}
-END_TEST
-
 int main(void) {
     Suite *s = suite_create("agent_wiring");
     TCase *tc = tcase_create("core");
@@ -346,7 +311,6 @@ int main(void) {
     tcase_add_loop_test(tc, pod_status_events_bad, 0, TABLE_SIZE(kBadEvents));
     tcase_add_loop_test(tc, config_keys, 0, TABLE_SIZE(kConfCases));
     tcase_add_test(tc, config_defaults);
-    tcase_add_loop_test(tc, defer_lifecycle, 0, TABLE_SIZE(kDefer));
     suite_add_tcase(s, tc);
     TCase *logs = tcase_create("log_index");
     tcase_add_unchecked_fixture(logs, setup_logs, teardown_logs);

@@ -1,0 +1,499 @@
+// libskuv (uv/handles.h): a handle object closes its handle when it goes,
+// the node is freed by the close callback, no callback reaches an owner that
+// closed it (also from inside its own callback), what a callback captured is
+// released at the close, and every loop ends with no handle
+// (uv_loop_close() == 0): what the daemons' teardown relies on.
+#include <arpa/inet.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "tests/unit/check_main.h"
+#include "uv/handles.h"
+
+using namespace sk;
+
+namespace {
+
+struct Loop {
+    uv_loop_t loop;
+    Loop() { ck_assert_int_eq(uv_loop_init(&loop), 0); }
+    // Runs dry: every close callback ran, nothing is left on the loop.
+    void run() { uv_run(&loop, UV_RUN_DEFAULT); }
+    void close() {
+        run();
+        ck_assert_int_eq(uv_loop_alive(&loop), 0);
+        ck_assert_int_eq(uv_loop_close(&loop), 0);
+    }
+};
+
+}  // namespace
+
+// ---- timers ----
+
+// A timer closed (destroyed, closed, moved over) while armed never fires; its
+// callback's captures go at the close, not at the close callback.
+enum class Drop { Destroy, Close, MoveOver };
+static const Drop kDrops[] = {Drop::Destroy, Drop::Close, Drop::MoveOver};
+START_TEST(timer_close_while_pending) {
+    Loop l;
+    auto held = std::make_shared<int>(0);
+    int fired = 0, other = 0;
+    {
+        Timer t(&l.loop);
+        t.start(1, [held, &fired] { fired++; });
+        ck_assert(t.active());
+        ck_assert_int_eq(held.use_count(), 2);
+        switch (kDrops[_i]) {
+            case Drop::Destroy:
+                break;
+            case Drop::Close:
+                t.close();
+                ck_assert(!t);
+                ck_assert(!t.active());
+                t.start(1, [&fired] { fired++; });  // a closed Timer: a no-op
+                break;
+            case Drop::MoveOver: {
+                Timer u(&l.loop);
+                u.start(1, [&other] { other++; });
+                t = std::move(u);  // t's old handle closes; u's moves in
+                ck_assert(!u);
+                ck_assert(t.active());
+                l.run();
+                ck_assert_int_eq(other, 1);
+                break;
+            }
+        }
+        if (kDrops[_i] != Drop::Destroy) ck_assert_int_eq(held.use_count(), 1);
+    }
+    ck_assert_int_eq(held.use_count(), 1);
+    l.close();
+    ck_assert_int_eq(fired, 0);
+}
+END_TEST
+
+// The owner destroyed from inside its own timer's callback (the repeating
+// case too): the callback finishes, fires no more, and the loop ends.
+struct Owner {
+    Timer t;
+    std::shared_ptr<int> held;
+    int *fired;
+};
+static const uint64_t kRepeats[] = {0, 1};
+START_TEST(timer_owner_destroyed_in_callback) {
+    Loop l;
+    int fired = 0;
+    auto held = std::make_shared<int>(0);
+    auto *o = new Owner{Timer(&l.loop), held, &fired};
+    o->t.start(
+        0,
+        [o] {
+            (*o->fired)++;
+            delete o;
+        },
+        kRepeats[_i]);
+    ck_assert_int_eq(held.use_count(), 2);
+    l.close();
+    ck_assert_int_eq(fired, 1);
+    ck_assert_int_eq(held.use_count(), 1);
+}
+END_TEST
+
+// A repeating timer stops itself after three runs; re-arming from the
+// callback replaces the callback it runs from.
+START_TEST(timer_rearm_in_callback) {
+    Loop l;
+    Timer t(&l.loop);
+    int runs = 0;
+    std::function<void()> step = [&] {
+        if (++runs < 3)
+            t.start(0, step);
+        else
+            t.stop();
+    };
+    t.start(0, step);
+    l.run();
+    ck_assert_int_eq(runs, 3);
+    ck_assert(!t.active());
+    t.close();
+    l.close();
+}
+END_TEST
+
+// unref: an armed, unref'd timer does not keep the loop running.
+START_TEST(timer_unref) {
+    Loop l;
+    Timer t(&l.loop);
+    int fired = 0;
+    t.start(
+        60000, [&fired] { fired++; }, 60000);
+    t.unref();
+    l.run();  // returns at once
+    ck_assert(t.active());
+    t.close();
+    l.close();
+    ck_assert_int_eq(fired, 0);
+}
+END_TEST
+
+// ---- processes and pipes ----
+
+// A child's stdout read to EOF, its exit status; the owner (process and pipe
+// together) destroyed in the exit callback or after it.
+struct Child {
+    Process proc;
+    Pipe out;
+    std::string output;
+    int64_t status = -1;
+    bool eof = false;
+};
+static const bool kDestroyInExit[] = {false, true};
+START_TEST(process_output_and_exit) {
+    Loop l;
+    auto *c = new Child{Process(), Pipe(&l.loop), "", -1, false};
+    SpawnOptions o;
+    o.args = {"/bin/sh", "-c", "echo hello; exit 3"};
+    o.out = &c->out;
+    o.detached = true;
+    int64_t status = -1;
+    bool destroy = kDestroyInExit[_i];
+    int rc = c->proc.spawn(&l.loop, o, [c, &status, destroy](int64_t st, int sig) {
+        ck_assert_int_eq(sig, 0);
+        status = st;
+        c->status = st;
+        if (destroy) delete c;
+    });
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_gt(c->proc.pid(), 1);
+    // The pipe opens with the spawn: read from it after.
+    ck_assert_int_eq(c->out.read_start([c](ssize_t n, const char *data) {
+        if (n > 0)
+            c->output.append(data, static_cast<size_t>(n));
+        else
+            c->eof = true;
+    }),
+                     0);
+    if (destroy) {
+        l.close();
+    } else {
+        l.run();  // the handles stay open: the process handle is not active now
+        ck_assert(c->eof);
+        ck_assert_sstr_eq(c->output, "hello\n");
+        ck_assert_int_eq(c->status, 3);
+        ck_assert_int_gt(c->proc.pid(), 1);  // still answers after the exit
+        delete c;
+        l.close();
+    }
+    ck_assert_int_eq(status, 3);
+}
+END_TEST
+
+// A program that does not exist: spawn fails, the object is closed, no
+// callback runs, the pipe given for stdout is still the caller's to close.
+START_TEST(process_spawn_fails) {
+    Loop l;
+    Process p;
+    Pipe out(&l.loop);
+    int exits = 0;
+    SpawnOptions o;
+    o.args = {"/nonexistent/program"};
+    o.out = &out;
+    int rc = p.spawn(&l.loop, o, [&exits](int64_t, int) { exits++; });
+    ck_assert_int_lt(rc, 0);
+    ck_assert(!p);
+    ck_assert_int_eq(p.pid(), 0);
+    ck_assert_int_eq(p.kill(SIGTERM), UV_EINVAL);
+    out.close();
+    l.close();
+    ck_assert_int_eq(exits, 0);
+}
+END_TEST
+
+// A process killed through its handle reports the signal; env and cwd are
+// what the options say.
+START_TEST(process_kill_env_cwd) {
+    Loop l;
+    Process p;
+    Pipe out(&l.loop);
+    std::string output;
+    SpawnOptions o;
+    o.args = {"sh", "-c", "echo \"$SK_X $(pwd)\"; exec sleep 60"};
+    o.file = "/bin/sh";
+    o.env = std::vector<std::string>{"SK_X=42", "PATH=/bin:/usr/bin"};
+    o.cwd = "/";
+    o.out = &out;
+    int sig = 0;
+    ck_assert_int_eq(p.spawn(&l.loop, o, [&](int64_t, int s) { sig = s; }), 0);
+    ck_assert_int_eq(out.read_start([&output](ssize_t n, const char *data) {
+        if (n > 0) output.append(data, static_cast<size_t>(n));
+    }),
+                     0);
+    Timer t(&l.loop);
+    t.start(50, [&] { ck_assert_int_eq(p.kill(SIGKILL), 0); });
+    l.run();
+    ck_assert_int_eq(sig, SIGKILL);
+    ck_assert_sstr_eq(output, "42 /\n");
+    p.close();
+    out.close();
+    t.close();
+    l.close();
+}
+END_TEST
+
+// ---- unix sockets: connect, write, shutdown, close while pending ----
+
+static std::string listen_unix(int *fd) {
+    std::string path = "/tmp/sk_test_uv_" + std::to_string(getpid()) + ".sock";
+    unlink(path.c_str());
+    *fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(*fd, 0);
+    struct sockaddr_un a = {};
+    a.sun_family = AF_UNIX;
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", path.c_str());
+    ck_assert_int_eq(bind(*fd, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
+    ck_assert_int_eq(listen(*fd, 4), 0);
+    return path;
+}
+
+// Connected: a write and a shutdown report; the peer reads what was written
+// then EOF; closing from the shutdown callback ends the loop.
+START_TEST(pipe_write_shutdown) {
+    Loop l;
+    int lfd;
+    std::string path = listen_unix(&lfd);
+    Pipe p(&l.loop);
+    int connected = 1, written = 1, shut = 1;
+    p.connect(path, [&](int st) {
+        connected = st;
+        ck_assert_int_eq(p.write("hello\n", [&](int s) { written = s; }), 0);
+        ck_assert_int_eq(p.shutdown([&](int s) {
+            shut = s;
+            p.close();
+        }),
+                         0);
+    });
+    l.run();
+    ck_assert_int_eq(connected, 0);
+    ck_assert_int_eq(written, 0);
+    ck_assert_int_eq(shut, 0);
+    ck_assert(!p);
+    int cfd = accept(lfd, nullptr, nullptr);
+    ck_assert_int_ge(cfd, 0);
+    char buf[16];
+    ck_assert_int_eq(read(cfd, buf, sizeof buf), 6);
+    ck_assert_int_eq(read(cfd, buf, sizeof buf), 0);
+    close(cfd);
+    close(lfd);
+    unlink(path.c_str());
+    l.close();
+}
+END_TEST
+
+// Closed with a connect, a write and a read pending: none of their callbacks
+// runs (the cancelled requests report to no one), and the loop ends.
+START_TEST(pipe_close_while_pending) {
+    Loop l;
+    int lfd;
+    std::string path = listen_unix(&lfd);
+    int calls = 0;
+    auto held = std::make_shared<int>(0);
+    {
+        Pipe p(&l.loop);
+        p.connect(path, [&calls, held](int) { calls++; });
+    }
+    ck_assert_int_eq(held.use_count(), 1);
+    auto *p = new Pipe(&l.loop);
+    p->connect(path, [&, p](int st) {
+        ck_assert_int_eq(st, 0);
+        p->read_start([&calls](ssize_t, const char *) { calls++; });
+        ck_assert_int_eq(p->write(std::string(1 << 20, 'x'), [&calls](int) { calls++; }), 0);
+        delete p;  // the owner goes from its own connect callback
+    });
+    l.run();
+    ck_assert_int_eq(calls, 0);
+    close(lfd);
+    unlink(path.c_str());
+    l.close();
+}
+END_TEST
+
+// The peer closes: the read callback gets UV_EOF once.
+START_TEST(pipe_read_eof) {
+    Loop l;
+    int lfd;
+    std::string path = listen_unix(&lfd);
+    Pipe p(&l.loop);
+    std::string got;
+    ssize_t end = 0;
+    int ends = 0;
+    p.connect(path, [&](int st) {
+        ck_assert_int_eq(st, 0);
+        int cfd = accept(lfd, nullptr, nullptr);
+        ck_assert_int_eq(write(cfd, "abc", 3), 3);
+        close(cfd);
+        p.read_start([&](ssize_t n, const char *data) {
+            if (n > 0) {
+                got.append(data, static_cast<size_t>(n));
+                return;
+            }
+            end = n;
+            ends++;
+        });
+    });
+    l.run();
+    ck_assert_sstr_eq(got, "abc");
+    ck_assert_int_eq(end, UV_EOF);
+    ck_assert_int_eq(ends, 1);
+    p.close();
+    close(lfd);
+    unlink(path.c_str());
+    l.close();
+}
+END_TEST
+
+// ---- tcp ----
+
+// A refused connect reports its error; a Tcp closed while connecting does not.
+START_TEST(tcp_connect_refused) {
+    Loop l;
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bind(s, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
+    socklen_t len = sizeof a;
+    ck_assert_int_eq(getsockname(s, reinterpret_cast<sockaddr *>(&a), &len), 0);
+    close(s);  // nothing listens on that port now
+    Tcp t(&l.loop);
+    int status = 0, calls = 0;
+    ck_assert_int_eq(t.connect(reinterpret_cast<sockaddr *>(&a), [&](int st) { status = st; }), 0);
+    {
+        Tcp u(&l.loop);
+        ck_assert_int_eq(u.connect(reinterpret_cast<sockaddr *>(&a), [&](int) { calls++; }), 0);
+    }
+    l.run();
+    ck_assert_int_eq(status, UV_ECONNREFUSED);
+    ck_assert_int_eq(calls, 0);
+    t.close();
+    l.close();
+}
+END_TEST
+
+// ---- signals ----
+
+START_TEST(signal_delivered_then_closed_in_callback) {
+    Loop l;
+    auto *s = new Signal(&l.loop);
+    int got = 0;
+    ck_assert_int_eq(s->start(SIGUSR1,
+                              [&got, s](int signum) {
+                                  got = signum;
+                                  delete s;
+                              }),
+                     0);
+    ck_assert_int_eq(raise(SIGUSR1), 0);
+    l.close();
+    ck_assert_int_eq(got, SIGUSR1);
+}
+END_TEST
+
+// ---- deferred calls: a retry must not outlive its loop ----
+// Each case defers one call, maybe cancels it as the agent's teardown does,
+// runs the loop dry: the call ran or not, what it captured is released
+// either way, and the loop closes (no handle left: no leak at SIGTERM).
+struct DeferCase {
+    uint64_t delay_ms;
+    bool cancel;
+    int runs;
+};
+static const DeferCase kDefer[] = {
+    {0, false, 1},
+    {30, false, 1},
+    {0, true, 0},
+    {60000, true, 0},  // a pending retry at shutdown: dropped, not waited for
+};
+START_TEST(defer_lifecycle) {
+    const DeferCase &k = kDefer[_i];
+    uv_loop_t loop;
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    auto held = std::make_shared<int>(0);
+    int runs = 0;
+    defer(
+        &loop, [held, &runs] { runs++; }, k.delay_ms);
+    ck_assert_int_eq(held.use_count(), 2);
+    if (k.cancel) cancel_deferred(&loop);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    ck_assert_int_eq(runs, k.runs);
+    ck_assert_int_eq(held.use_count(), 1);
+    ck_assert_int_eq(uv_loop_close(&loop), 0);
+    cancel_deferred(&loop);  // nothing left: a no-op
+}
+END_TEST
+
+// Thread-pool work finishes before the loop ends.
+START_TEST(pool_work_runs) {
+    Loop l;
+    int done = 0;
+    run_in_pool(&l.loop, [&done] { done = 1; });
+    l.close();
+    ck_assert_int_eq(done, 1);
+}
+END_TEST
+
+// An exception from a callback is logged, not let into libuv.
+START_TEST(callback_exception_contained) {
+    Loop l;
+    Timer t(&l.loop);
+    int after = 0;
+    t.start(0, [] { throw std::runtime_error("boom"); });
+    l.run();
+    t.start(0, [&after] { after++; });
+    l.run();
+    ck_assert_int_eq(after, 1);
+    t.close();
+    l.close();
+}
+END_TEST
+
+// The open-handle report a daemon logs at exit counts what is left.
+START_TEST(open_handles_counted) {
+    Loop l;
+    {
+        Timer a(&l.loop), b(&l.loop);
+        ck_assert_int_eq(log_open_handles(&l.loop, "test"), 2);
+    }
+    l.run();
+    ck_assert_int_eq(log_open_handles(&l.loop, "test"), 0);
+    l.close();
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("uv");
+    TCase *tc = tcase_create("handles");
+    tcase_add_loop_test(tc, timer_close_while_pending, 0, TABLE_SIZE(kDrops));
+    tcase_add_loop_test(tc, timer_owner_destroyed_in_callback, 0, TABLE_SIZE(kRepeats));
+    tcase_add_test(tc, timer_rearm_in_callback);
+    tcase_add_test(tc, timer_unref);
+    tcase_add_loop_test(tc, process_output_and_exit, 0, TABLE_SIZE(kDestroyInExit));
+    tcase_add_test(tc, process_spawn_fails);
+    tcase_add_test(tc, process_kill_env_cwd);
+    tcase_add_test(tc, pipe_write_shutdown);
+    tcase_add_test(tc, pipe_close_while_pending);
+    tcase_add_test(tc, pipe_read_eof);
+    tcase_add_test(tc, tcp_connect_refused);
+    tcase_add_test(tc, signal_delivered_then_closed_in_callback);
+    tcase_add_loop_test(tc, defer_lifecycle, 0, TABLE_SIZE(kDefer));
+    tcase_add_test(tc, pool_work_runs);
+    tcase_add_test(tc, callback_exception_contained);
+    tcase_add_test(tc, open_handles_counted);
+    suite_add_tcase(s, tc);
+    return sk_run_suite(s);
+}

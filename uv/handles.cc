@@ -1,0 +1,479 @@
+#include "uv/handles.h"
+
+#include <uv.h>
+
+#include <exception>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "common/log.h"
+
+namespace sk {
+inline namespace uv {
+
+namespace {
+
+template <typename Fn, typename... Args>
+void run_guarded(const Fn &fn, const char *what, Args... args) noexcept {
+    try {
+        if (fn) fn(args...);
+    } catch (const std::exception &e) {
+        LOG_ERROR("%s: unexpected exception: %s", what, e.what());
+    } catch (...) {
+        LOG_ERROR("%s: unexpected exception", what);
+    }
+}
+
+// A repeating callback may close (or destroy) its owner, which drops the
+// std::function it runs from: it runs from a copy.
+template <typename Fn, typename... Args>
+void run_copy(const Fn &fn, const char *what, Args... args) noexcept {
+    if (!fn) return;
+    Fn copy;
+    try {
+        copy = fn;
+    } catch (...) {
+        LOG_ERROR("%s: out of memory", what);
+        return;
+    }
+    run_guarded(copy, what, args...);
+}
+
+// A one-shot callback leaves its slot before it runs.
+template <typename Fn, typename... Args>
+void run_once(Fn &slot, const char *what, Args... args) noexcept {
+    Fn fn = std::move(slot);
+    slot = nullptr;
+    run_guarded(fn, what, args...);
+}
+
+}  // namespace
+
+namespace detail {
+
+// The heap half of a handle object: the libuv handle (its data points here)
+// and the callbacks. Freed by the close callback.
+struct Node {
+    virtual ~Node() = default;
+    virtual uv_handle_t *handle() = 0;
+    virtual void drop() = 0;  // the owner closed the handle: no callback from now on
+    bool dropped = false;
+};
+
+template <typename H>
+struct NodeOf : Node {
+    H h{};
+    NodeOf() { h.data = static_cast<Node *>(this); }
+    uv_handle_t *handle() override { return reinterpret_cast<uv_handle_t *>(&h); }
+    static auto *of(H *p) { return static_cast<NodeOf<H> *>(static_cast<Node *>(p->data)); }
+};
+
+}  // namespace detail
+
+namespace {
+
+using detail::Node;
+using detail::NodeOf;
+
+void free_node(uv_handle_t *h) noexcept {
+    delete static_cast<Node *>(h->data);
+}
+
+struct TimerNode : NodeOf<uv_timer_t> {
+    std::function<void()> cb;
+    void drop() override { cb = nullptr; }
+};
+
+struct SignalNode : NodeOf<uv_signal_t> {
+    std::function<void(int)> cb;
+    void drop() override { cb = nullptr; }
+};
+
+template <typename H>
+struct StreamNode : NodeOf<H> {
+    Stream::ReadCb on_read;
+    Stream::DoneCb on_connect, on_shutdown;
+    uv_connect_t connect_req{};
+    uv_shutdown_t shutdown_req{};
+    void drop() override {
+        on_read = nullptr;
+        on_connect = on_shutdown = nullptr;
+    }
+};
+using PipeNode = StreamNode<uv_pipe_t>;
+using TcpNode = StreamNode<uv_tcp_t>;
+
+struct ProcessNode : NodeOf<uv_process_t> {
+    Process::ExitCb on_exit;
+    void drop() override { on_exit = nullptr; }
+};
+
+// Streams are Pipe or Tcp nodes; both start with their uv handle's node
+// layout, so the stream calls go through the uv_stream_t and the callbacks
+// through the node type recorded at init.
+uv_stream_t *stream_of(Node *n) {
+    return reinterpret_cast<uv_stream_t *>(n->handle());
+}
+
+template <typename F>
+decltype(auto) with_stream_node(Node *n, F &&f) {
+    if (n->handle()->type == UV_TCP) return f(static_cast<TcpNode *>(n));
+    return f(static_cast<PipeNode *>(n));
+}
+
+Node *stream_node(uv_stream_t *s) {
+    return static_cast<Node *>(s->data);
+}
+
+}  // namespace
+
+// ---- Handle ----
+
+Handle::Handle(Handle &&o) noexcept : n_(std::exchange(o.n_, nullptr)) {}
+
+Handle &Handle::operator=(Handle &&o) noexcept {
+    if (this != &o) {
+        close();
+        n_ = std::exchange(o.n_, nullptr);
+    }
+    return *this;
+}
+
+Handle::~Handle() {
+    close();
+}
+
+void Handle::close() noexcept {
+    if (!n_) return;
+    Node *n = std::exchange(n_, nullptr);
+    n->dropped = true;
+    n->drop();
+    if (!uv_is_closing(n->handle())) uv_close(n->handle(), free_node);
+}
+
+bool Handle::active() const {
+    return n_ && uv_is_active(n_->handle());
+}
+
+void Handle::unref() {
+    if (n_) uv_unref(n_->handle());
+}
+
+// ---- Timer ----
+
+Timer::Timer(uv_loop_t *loop) {
+    auto *n = new TimerNode;
+    uv_timer_init(loop, &n->h);
+    n_ = n;
+}
+
+void Timer::start(uint64_t ms, std::function<void()> cb, uint64_t repeat_ms) {
+    if (!n_) return;
+    auto *n = static_cast<TimerNode *>(n_);
+    n->cb = std::move(cb);
+    uv_timer_start(
+        &n->h,
+        [](uv_timer_t *h) noexcept {
+            auto *tn = static_cast<TimerNode *>(TimerNode::of(h));
+            run_copy(tn->cb, "timer");
+        },
+        ms, repeat_ms);
+}
+
+void Timer::stop() {
+    if (n_) uv_timer_stop(&static_cast<TimerNode *>(n_)->h);
+}
+
+// ---- Signal ----
+
+Signal::Signal(uv_loop_t *loop) {
+    auto *n = new SignalNode;
+    uv_signal_init(loop, &n->h);
+    n_ = n;
+}
+
+int Signal::start(int signum, std::function<void(int)> cb) {
+    if (!n_) return UV_EINVAL;
+    auto *n = static_cast<SignalNode *>(n_);
+    n->cb = std::move(cb);
+    return uv_signal_start(
+        &n->h,
+        [](uv_signal_t *h, int sig) noexcept {
+            run_copy(static_cast<SignalNode *>(SignalNode::of(h))->cb, "signal", sig);
+        },
+        signum);
+}
+
+void Signal::stop() {
+    if (n_) uv_signal_stop(&static_cast<SignalNode *>(n_)->h);
+}
+
+// ---- Stream ----
+
+namespace {
+
+// One slab for every read: libuv hands each buffer to the read callback
+// before it asks for the next one, and the callback does not keep it.
+void alloc_slab(uv_handle_t *, size_t, uv_buf_t *buf) noexcept {
+    static thread_local char slab[65536];
+    buf->base = slab;
+    buf->len = sizeof slab;
+}
+
+void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) noexcept {
+    if (n == 0) return;  // EAGAIN
+    with_stream_node(stream_node(s), [&](auto *sn) {
+        if (n < 0) uv_read_stop(s);
+        run_copy(sn->on_read, "stream read", n, n > 0 ? buf->base : nullptr);
+    });
+}
+
+struct WriteReq {
+    uv_write_t req{};
+    std::string data;
+    Stream::DoneCb done;
+};
+
+}  // namespace
+
+int Stream::read_start(ReadCb cb) {
+    if (!n_) return UV_EINVAL;
+    return with_stream_node(n_, [&](auto *sn) {
+        sn->on_read = std::move(cb);
+        return uv_read_start(stream_of(n_), alloc_slab, on_read);
+    });
+}
+
+void Stream::read_stop() {
+    if (n_) uv_read_stop(stream_of(n_));
+}
+
+int Stream::write(std::string data, DoneCb done) {
+    if (!n_) return UV_EINVAL;
+    auto *w = new WriteReq;
+    w->data = std::move(data);
+    w->done = std::move(done);
+    w->req.data = w;
+    uv_buf_t b = uv_buf_init(w->data.data(), static_cast<unsigned>(w->data.size()));
+    // A write cancelled by the close reports before the node is freed.
+    int rc = uv_write(&w->req, stream_of(n_), &b, 1, [](uv_write_t *r, int status) noexcept {
+        auto *wr = static_cast<WriteReq *>(r->data);
+        if (!stream_node(r->handle)->dropped) run_once(wr->done, "stream write", status);
+        delete wr;
+    });
+    if (rc != 0) delete w;
+    return rc;
+}
+
+int Stream::shutdown(DoneCb done) {
+    if (!n_) return UV_EINVAL;
+    return with_stream_node(n_, [&](auto *sn) {
+        sn->on_shutdown = std::move(done);
+        sn->shutdown_req.data = static_cast<Node *>(sn);
+        int rc = uv_shutdown(&sn->shutdown_req, stream_of(n_), [](uv_shutdown_t *r, int status) {
+            with_stream_node(static_cast<Node *>(r->data), [&](auto *node) {
+                run_once(node->on_shutdown, "stream shutdown", status);
+            });
+        });
+        if (rc != 0) sn->on_shutdown = nullptr;
+        return rc;
+    });
+}
+
+// ---- Pipe, Tcp ----
+
+Pipe::Pipe(uv_loop_t *loop) {
+    auto *n = new PipeNode;
+    uv_pipe_init(loop, &n->h, 0);
+    n_ = n;
+}
+
+void Pipe::connect(const std::string &path, DoneCb done) {
+    if (!n_) return;
+    auto *n = static_cast<PipeNode *>(n_);
+    n->on_connect = std::move(done);
+    n->connect_req.data = n;
+    uv_pipe_connect(&n->connect_req, &n->h, path.c_str(), [](uv_connect_t *r, int status) {
+        run_once(static_cast<PipeNode *>(r->data)->on_connect, "pipe connect", status);
+    });
+}
+
+Tcp::Tcp(uv_loop_t *loop) {
+    auto *n = new TcpNode;
+    uv_tcp_init(loop, &n->h);
+    n_ = n;
+}
+
+int Tcp::connect(const struct sockaddr *addr, DoneCb done) {
+    if (!n_) return UV_EINVAL;
+    auto *n = static_cast<TcpNode *>(n_);
+    n->on_connect = std::move(done);
+    n->connect_req.data = n;
+    int rc = uv_tcp_connect(&n->connect_req, &n->h, addr, [](uv_connect_t *r, int status) {
+        run_once(static_cast<TcpNode *>(r->data)->on_connect, "tcp connect", status);
+    });
+    if (rc != 0) n->on_connect = nullptr;
+    return rc;
+}
+
+// ---- Process ----
+
+int Process::spawn(uv_loop_t *loop, const SpawnOptions &o, ExitCb on_exit) {
+    close();
+    if (o.args.empty()) return UV_EINVAL;
+    std::vector<char *> args, env;
+    for (const auto &a : o.args)
+        args.push_back(const_cast<char *>(a.c_str()));
+    args.push_back(nullptr);
+    if (o.env) {
+        for (const auto &e : *o.env)
+            env.push_back(const_cast<char *>(e.c_str()));
+        env.push_back(nullptr);
+    }
+    uv_stdio_container_t stdio[3];
+    Pipe *outs[3] = {nullptr, o.out, o.err};
+    for (int i = 0; i < 3; i++) {
+        stdio[i].flags = UV_IGNORE;
+        if (outs[i] && outs[i]->n_) {
+            stdio[i].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_WRITABLE_PIPE);
+            stdio[i].data.stream = stream_of(outs[i]->n_);
+        }
+    }
+    uv_process_options_t opt{};
+    opt.exit_cb = [](uv_process_t *h, int64_t status, int sig) noexcept {
+        run_once(static_cast<ProcessNode *>(ProcessNode::of(h))->on_exit, "process exit", status,
+                 sig);
+    };
+    opt.file = o.file.empty() ? args[0] : o.file.c_str();
+    opt.args = args.data();
+    opt.env = o.env ? env.data() : nullptr;
+    opt.cwd = o.cwd.empty() ? nullptr : o.cwd.c_str();
+    if (o.detached) opt.flags |= UV_PROCESS_DETACHED;
+    if (o.uid) {
+        opt.flags |= UV_PROCESS_SETUID;
+        opt.uid = *o.uid;
+    }
+    if (o.gid) {
+        opt.flags |= UV_PROCESS_SETGID;
+        opt.gid = *o.gid;
+    }
+    opt.stdio_count = 3;
+    opt.stdio = stdio;
+    auto *n = new ProcessNode;
+    n->on_exit = std::move(on_exit);
+    int rc = uv_spawn(loop, &n->h, &opt);
+    n_ = n;
+    if (rc != 0) close();  // a failed uv_spawn leaves the handle initialised
+    return rc;
+}
+
+int Process::pid() const {
+    return n_ ? static_cast<ProcessNode *>(n_)->h.pid : 0;
+}
+
+int Process::kill(int signum) {
+    if (!n_) return UV_EINVAL;
+    return uv_process_kill(&static_cast<ProcessNode *>(n_)->h, signum);
+}
+
+// ---- deferred calls, the thread pool ----
+
+namespace {
+
+struct Deferred {
+    uv_timer_t h;
+    std::function<void()> fn;
+};
+
+// The calls not yet run, per loop (cancel_deferred). Loop thread only.
+std::map<uv_loop_t *, std::set<Deferred *>> &pending_deferred() {
+    static std::map<uv_loop_t *, std::set<Deferred *>> pending;
+    return pending;
+}
+
+void free_deferred(uv_handle_t *h) noexcept {
+    delete static_cast<Deferred *>(h->data);
+}
+
+void close_deferred(Deferred *d) {
+    auto &pending = pending_deferred();
+    auto it = pending.find(d->h.loop);
+    if (it != pending.end()) {
+        it->second.erase(d);
+        if (it->second.empty()) pending.erase(it);
+    }
+    uv_close(reinterpret_cast<uv_handle_t *>(&d->h), free_deferred);
+}
+
+}  // namespace
+
+void defer(uv_loop_t *loop, std::function<void()> fn, uint64_t delay_ms) {
+    auto *d = new Deferred;
+    d->fn = std::move(fn);
+    uv_timer_init(loop, &d->h);
+    d->h.data = d;
+    pending_deferred()[loop].insert(d);
+    uv_timer_start(
+        &d->h,
+        [](uv_timer_t *h) noexcept {
+            auto *dd = static_cast<Deferred *>(h->data);
+            run_guarded(dd->fn, "deferred call");
+            dd->fn = nullptr;  // what it captured goes now, not at the close
+            close_deferred(dd);
+        },
+        delay_ms, 0);
+}
+
+void cancel_deferred(uv_loop_t *loop) {
+    auto &pending = pending_deferred();
+    auto it = pending.find(loop);
+    if (it == pending.end()) return;
+    std::set<Deferred *> calls = std::move(it->second);
+    pending.erase(it);
+    for (Deferred *d : calls) {
+        d->fn = nullptr;
+        uv_timer_stop(&d->h);
+        uv_close(reinterpret_cast<uv_handle_t *>(&d->h), free_deferred);
+    }
+}
+
+namespace {
+struct PoolWork {
+    uv_work_t req;
+    std::function<void()> work;
+};
+}  // namespace
+
+void run_in_pool(uv_loop_t *loop, std::function<void()> work) {
+    auto *w = new PoolWork{{}, std::move(work)};
+    w->req.data = w;
+    int rc = uv_queue_work(
+        loop, &w->req,
+        [](uv_work_t *r) { run_guarded(static_cast<PoolWork *>(r->data)->work, "thread pool"); },
+        [](uv_work_t *r, int) { delete static_cast<PoolWork *>(r->data); });
+    if (rc != 0) {  // only when the loop is closing: run it here
+        run_guarded(w->work, "thread pool");
+        delete w;
+    }
+}
+
+int log_open_handles(uv_loop_t *loop, const char *who) {
+    struct Ctx {
+        const char *who;
+        int count;
+    } ctx{who, 0};
+    uv_walk(
+        loop,
+        [](uv_handle_t *h, void *arg) {
+            auto *c = static_cast<Ctx *>(arg);
+            c->count++;
+            LOG_WARN("%s: %s handle still open%s", c->who, uv_handle_type_name(h->type),
+                     uv_is_closing(h) ? " (closing)" : "");
+        },
+        &ctx);
+    return ctx.count;
+}
+
+}  // namespace uv
+}  // namespace sk

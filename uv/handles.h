@@ -1,0 +1,162 @@
+// libskuv: the one way the agent and the shim own libuv handles (as uvw
+// does). The owner holds a handle object; the libuv handle and the callbacks
+// live in a heap node. Destroying or close()-ing the object drops the
+// callbacks (and what they captured) at once and starts uv_close; the close
+// callback frees the node. So nothing dangles when the owner dies while a
+// close is pending, and no callback fires after its owner closed the handle,
+// even when the owner is destroyed from inside one of its own callbacks.
+//
+// Callbacks are std::function, called through noexcept trampolines that log
+// an exception instead of letting it into libuv. Every method of a closed (or
+// moved-from, or default-constructed) object is a no-op; the int-returning
+// ones return UV_EINVAL then. Loop thread only.
+//
+// Teardown: once every owner is gone, run the loop until it has no handle
+// (the close callbacks free the nodes), then uv_loop_close() returns 0.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+typedef struct uv_loop_s uv_loop_t;
+struct sockaddr;
+
+namespace sk {
+// Inline: the agent and the shim name these unqualified (Timer, Pipe, ...).
+inline namespace uv {
+
+namespace detail {
+struct Node;
+}
+
+// What every handle object has. Movable: the node does not know its owner's
+// address, so moving the object moves the ownership only.
+class Handle {
+  public:
+    Handle(const Handle &) = delete;
+    Handle &operator=(const Handle &) = delete;
+    Handle(Handle &&o) noexcept;
+    Handle &operator=(Handle &&o) noexcept;  // closes the handle it held
+    ~Handle();
+
+    // Drops the callbacks and starts uv_close; idempotent.
+    void close() noexcept;
+    // Holds a handle (not closed, not moved from).
+    explicit operator bool() const { return n_ != nullptr; }
+    bool active() const;  // uv_is_active: a started timer, a reading stream, a live process
+    void unref();         // the loop may end while this handle is active
+
+  protected:
+    Handle() = default;
+    explicit Handle(detail::Node *n) : n_(n) {}
+    detail::Node *n_ = nullptr;
+    friend class Process;  // hands pipes to uv_spawn
+};
+
+class Timer : public Handle {
+  public:
+    Timer() = default;
+    explicit Timer(uv_loop_t *loop);
+    // (Re)arms: fires after ms, then every repeat_ms when non-zero. The
+    // callback may re-arm, stop or destroy the Timer.
+    void start(uint64_t ms, std::function<void()> cb, uint64_t repeat_ms = 0);
+    void stop();
+};
+
+class Signal : public Handle {
+  public:
+    Signal() = default;
+    explicit Signal(uv_loop_t *loop);
+    int start(int signum, std::function<void(int signum)> cb);
+    void stop();
+};
+
+// A byte stream (Pipe, Tcp).
+class Stream : public Handle {
+  public:
+    // n > 0: n bytes at data, valid during the call only. n < 0: UV_EOF or
+    // an error; reading has stopped (close the stream or read_start again).
+    using ReadCb = std::function<void(ssize_t n, const char *data)>;
+    using DoneCb = std::function<void(int status)>;
+
+    int read_start(ReadCb cb);
+    void read_stop();
+    // Queues a copy of data. done, when given, gets the status, unless the
+    // stream was closed first (then the write is cancelled unreported).
+    int write(std::string data, DoneCb done = {});
+    // Shuts the write side down once the queued writes went out.
+    int shutdown(DoneCb done);
+
+  protected:
+    Stream() = default;
+    using Handle::Handle;
+};
+
+class Pipe : public Stream {
+  public:
+    Pipe() = default;
+    explicit Pipe(uv_loop_t *loop);  // a unix socket, or a child's stdout/stderr (Process)
+    void connect(const std::string &path, DoneCb done);
+};
+
+class Tcp : public Stream {
+  public:
+    Tcp() = default;
+    explicit Tcp(uv_loop_t *loop);
+    int connect(const struct sockaddr *addr, DoneCb done);
+};
+
+struct SpawnOptions {
+    std::vector<std::string> args;  // args[0]: the program, looked up in PATH unless `file`
+    std::string file;               // the executable when it differs from args[0]
+    std::optional<std::vector<std::string>> env;  // "NAME=value"; unset: this process's
+    std::string cwd;                              // empty: this process's
+    bool detached = false;                        // own session and process group (setsid)
+    std::optional<uid_t> uid;
+    std::optional<gid_t> gid;
+    // stdin is /dev/null; stdout/stderr go to these (made on the same loop,
+    // not yet used), or to /dev/null when null.
+    Pipe *out = nullptr;
+    Pipe *err = nullptr;
+};
+
+// A child process. The handle stays open after the exit (pid() still
+// answers) until the owner closes it. Closing it before the exit leaves the
+// child unwatched by the loop: keep it until on_exit to have the child reaped.
+class Process : public Handle {
+  public:
+    using ExitCb = std::function<void(int64_t status, int term_signal)>;
+
+    Process() = default;
+    // Closes a handle held before. Returns 0 or a negative libuv error (the
+    // object is then closed, and on_exit never runs).
+    int spawn(uv_loop_t *loop, const SpawnOptions &opt, ExitCb on_exit);
+    int pid() const;  // 0 when closed
+    int kill(int signum);
+};
+
+// Runs fn on the next loop iteration (never inside the caller), or after
+// delay_ms. The call owns its handle and frees it once it ran, so a retry
+// needs no self-owning Timer (a Timer whose callback holds it never closes).
+void defer(uv_loop_t *loop, std::function<void()> fn, uint64_t delay_ms = 0);
+
+// Runs work on libuv's thread pool (it must not touch the loop or anything
+// the loop's thread uses); the loop stays alive until it finished.
+void run_in_pool(uv_loop_t *loop, std::function<void()> work);
+
+// Drops every call deferred on `loop` that has not run yet, without running
+// it, and closes its handle: for teardown, once the objects those calls
+// point to are gone. Only the loop's thread may call defer and this.
+void cancel_deferred(uv_loop_t *loop);
+
+// For a daemon's last words: logs every handle still on the loop (each is a
+// leak of memory and maybe a descriptor) and returns how many there are.
+int log_open_handles(uv_loop_t *loop, const char *who);
+
+}  // namespace uv
+}  // namespace sk
