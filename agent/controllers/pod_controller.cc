@@ -408,8 +408,8 @@ void PodController::post_event(const Json::Value &pod, const EventSpec &e) {
     // A repeat within the correlator's window: count + lastTimestamp, as the
     // kubelet does. Failures make the next repeat a fresh Event.
     auto a = corr->observe(ev, ctx_.clock->now_s());
-    auto on_reply = [ev, forget = guard([ev, corr] { corr->forget(ev); })](
-                        const Result<Json::Value> &r) {
+    auto forget = guard([ev, corr] { corr->forget(ev); });
+    auto on_reply = [ev, forget](const Result<Json::Value> &r) {
         if (r) return;
         LOG_VERBOSE("event %s failed: %s", ev["reason"].asString().c_str(), r.message().c_str());
         forget();
