@@ -39,9 +39,15 @@ agent_libagentio_la_SOURCES = \
 	agent/agent.h \
 	agent/command_runner.cc \
 	agent/command_runner.h \
-	agent/controllers/deregister.cc \
-	agent/controllers/node_lease.cc \
-	agent/controllers/pods.cc \
+	agent/controllers/agent_context.h \
+	agent/controllers/drain.cc \
+	agent/controllers/drain.h \
+	agent/controllers/node_bound.h \
+	agent/controllers/node_lease_controller.cc \
+	agent/controllers/node_lease_controller.h \
+	agent/controllers/pod_controller.cc \
+	agent/controllers/pod_controller.h \
+	agent/controllers/virtual_node.cc \
 	agent/controllers/virtual_node.h \
 	agent/fake_runtime.cc \
 	agent/fake_runtime.h \

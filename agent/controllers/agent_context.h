@@ -1,0 +1,42 @@
+// What the controllers of every virtual node share: the loop, the API
+// client, the configuration, the clock, the job store, the host's facts and
+// the optional log index, event correlator, metrics and end-time query.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "agent/agent_config.h"
+#include "agent/event_correlator.h"
+#include "agent/job_store.h"
+#include "agent/kube_client.h"
+#include "agent/kube_time.h"
+#include "agent/log_index.h"
+#include "agent/node_builder.h"
+#include "agent/observer.h"
+
+typedef struct uv_loop_s uv_loop_t;
+
+namespace sk::agent {
+
+struct AgentContext {
+    uv_loop_t *loop = nullptr;
+    KubeClient *kube = nullptr;
+    const AgentConfig *cfg = nullptr;
+    const Clock *clock = nullptr;
+    JobStore *store = nullptr;
+    NodeSpecInput host;  // host facts; node_name/job filled per node
+    // Optional (tests may leave them null/empty):
+    LogIndex *logs = nullptr;            // what the kubelet endpoint serves
+    EventCorrelator *events = nullptr;   // event de-duplication (count + lastTimestamp)
+    const AgentObserver *obs = nullptr;  // metrics
+    // Asks Slurm for a job's end time (unix s, 0 = unknown); answers on the loop.
+    std::function<void(uint32_t job_id, std::function<void(int64_t)>)> job_end_time;
+};
+
+// The per-job state dir handed to the shim at attach (logs live below it).
+std::string shim_state_dir_for(const AgentConfig &cfg, uint32_t job_id,
+                               const std::string &slurm_node);
+
+}  // namespace sk::agent

@@ -1,0 +1,215 @@
+#include "agent/controllers/drain.h"
+
+#include <memory>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "common/log.h"
+
+namespace sk::agent {
+
+namespace {
+
+class LeftoverDeleter;
+// The deleters still running, for cancel_leftover_deletes (loop thread only).
+std::set<LeftoverDeleter *> &live_deleters() {
+    static std::set<LeftoverDeleter *> live;
+    return live;
+}
+
+// Retries the deletes a deregister could not finish, after its reply: every
+// pending one per round, capped back-off between rounds (0.5 s .. 8 s, so a
+// Node goes within seconds of the API server's return), for at most 10
+// minutes. Each delete carries a uid precondition when the uid is known: an
+// object re-created meanwhile under the same name (the job re-registered) is
+// never touched (409 ends its retries, as does 404). Owns itself until done.
+class LeftoverDeleter : public std::enable_shared_from_this<LeftoverDeleter> {
+  public:
+    struct Item {
+        std::string what;  // for the log: "pod ns/name", "Lease", "Node"
+        std::string path;
+        Json::Value body;
+    };
+
+    static void start(AgentContext &ctx, std::string prefix, std::vector<Item> items) {
+        if (items.empty()) return;
+        auto d = std::shared_ptr<LeftoverDeleter>(
+            new LeftoverDeleter(ctx, std::move(prefix), std::move(items)));
+        d->self_ = d;
+        live_deleters().insert(d.get());
+        d->deadline_us_ = ctx.clock->now_us() + kGiveUpUs;
+        LOG_WARN("%s %zu deletes failed; retrying in the background", d->prefix_.c_str(),
+                 d->items_.size());
+        d->schedule();
+    }
+
+    ~LeftoverDeleter() { live_deleters().erase(this); }
+
+    // Agent shutdown: the deletes left are the next agent's garbage collection.
+    static void cancel_all(AgentContext &ctx) {
+        std::vector<LeftoverDeleter *> mine;
+        for (LeftoverDeleter *d : live_deleters())
+            if (&d->ctx_ == &ctx) mine.push_back(d);
+        for (LeftoverDeleter *d : mine) {
+            LOG_INFO("%s stopping: %zu deletes left to garbage collection", d->prefix_.c_str(),
+                     d->items_.size());
+            d->timer_.stop();
+            d->self_.reset();  // destroys d
+        }
+    }
+
+  private:
+    static constexpr int64_t kGiveUpUs = 600LL * 1000 * 1000;
+
+    LeftoverDeleter(AgentContext &ctx, std::string prefix, std::vector<Item> items)
+        : ctx_(ctx), prefix_(std::move(prefix)), items_(std::move(items)), timer_(ctx.loop) {}
+
+    void schedule() {
+        std::weak_ptr<LeftoverDeleter> w = weak_from_this();
+        timer_.start(backoff_.next_ms(), [w] {
+            if (auto d = w.lock()) d->round();
+        });
+    }
+
+    void round() {
+        auto left = std::make_shared<size_t>(items_.size());
+        auto keep = std::make_shared<std::vector<Item>>();
+        std::weak_ptr<LeftoverDeleter> w = weak_from_this();
+        for (const auto &it : items_) {
+            ctx_.kube->del(it.path, it.body, [w, it, left, keep](const Result<Json::Value> &r) {
+                auto d = w.lock();
+                if (!d) return;
+                if (r || r.error() == Error::NotFound || r.error() == Error::Conflict)
+                    LOG_INFO("%s %s deleted (background retry)", d->prefix_.c_str(),
+                             it.what.c_str());
+                else
+                    keep->push_back(it);
+                if (--*left == 0) d->after_round(std::move(*keep));
+            });
+        }
+    }
+
+    void after_round(std::vector<Item> keep) {
+        items_ = std::move(keep);
+        if (items_.empty()) return self_.reset();  // may destroy this
+        if (ctx_.clock->now_us() >= deadline_us_) {
+            LOG_WARN("%s %zu deletes still failing after 10 minutes: left to garbage collection",
+                     prefix_.c_str(), items_.size());
+            return self_.reset();
+        }
+        schedule();
+    }
+
+    AgentContext &ctx_;
+    std::string prefix_;
+    std::vector<Item> items_;
+    Timer timer_;
+    Backoff backoff_{500, 8000};
+    int64_t deadline_us_ = 0;
+    std::shared_ptr<LeftoverDeleter> self_;
+};
+
+Json::Value uid_precondition(const std::string &uid) {
+    if (uid.empty()) return Json::Value();
+    Json::Value b(Json::objectValue);
+    b["preconditions"]["uid"] = uid;
+    return b;
+}
+
+}  // namespace
+
+void cancel_leftover_deletes(AgentContext &ctx) {
+    LeftoverDeleter::cancel_all(ctx);
+}
+
+Drain::Drain(AgentContext &ctx, JobRecord &rec, NodeLeaseController &node, PodController &pods)
+    : ctx_(ctx), rec_(rec), node_(node), pods_(pods), timer_(ctx.loop) {}
+
+void Drain::start(uint32_t grace_s, const std::string &reason, std::function<void(uint32_t)> done) {
+    if (active()) {  // a second deregister (epilog retry): answer when the first ends
+        auto prev = std::move(done_);
+        done_ = [prev, done](uint32_t n) {
+            if (prev) prev(n);
+            done(n);
+        };
+        return;
+    }
+    phase_ = Phase::Stopping;
+    reason_ = reason.empty() ? "JobEnded" : reason;
+    done_ = std::move(done);
+    rec_.draining = true;
+    if (auto st = ctx_.store->save(rec_); !st)
+        LOG_WARN("%s cannot save state: %s", prefix().c_str(), st.message().c_str());
+    LOG_INFO("%s deregistering (%s, grace %us, %zu pods)", prefix().c_str(), reason_.c_str(),
+             grace_s, pods_.size());
+    node_.release();
+    timer_.start((static_cast<uint64_t>(grace_s) + 5) * 1000, guard([this] {
+                     LOG_WARN(
+                         "%s pods did not stop within the grace budget; removing the node "
+                         "anyway",
+                         prefix().c_str());
+                     remove_node();
+                 }));
+    if (node_.ready())
+        node_.cordon({kEndedTaintKey, std::to_string(rec_.job.job_id), "NoExecute"},
+                     guard([this](const Status &st) {
+                         if (!st)
+                             LOG_WARN("%s cordon failed: %s", prefix().c_str(),
+                                      st.message().c_str());
+                     }));
+    pods_.stop_all(grace_s, reason_, guard([this] { remove_node(); }));
+}
+
+void Drain::stop() {
+    timer_.stop();
+}
+
+void Drain::remove_node() {
+    if (phase_ != Phase::Stopping) return;
+    phase_ = Phase::Removing;
+    timer_.stop();
+    pods_.end_stop_all();
+    // What is still in the API when the node is done: pods not deleted (yet),
+    // plus the Lease and the Node when their delete fails below.
+    auto leftovers = std::make_shared<std::vector<LeftoverDeleter::Item>>();
+    for (const auto &p : pods_.remaining()) {
+        Json::Value body = uid_precondition(p.uid);
+        body["gracePeriodSeconds"] = 0;
+        leftovers->push_back({"pod " + p.ns + "/" + p.name, KubeClient::pod(p.ns, p.name), body});
+    }
+    auto finish = guard([this, leftovers] {
+        LeftoverDeleter::start(ctx_, prefix(), std::move(*leftovers));
+        if (auto st = ctx_.store->remove(rec_.job.job_id, rec_.job.slurm_node); !st)
+            LOG_WARN("%s %s", prefix().c_str(), st.message().c_str());
+        LOG_INFO("%s removed", prefix().c_str());
+        if (PodRuntime *rt = pods_.runtime()) rt->shutdown(0, reason_, [](const Status &) {});
+        node_.stop();
+        pods_.stop();
+        phase_ = Phase::Done;
+        auto done = std::move(done_);
+        if (done) done(pods_.asked_to_stop());
+    });
+    Json::Value lease_body = uid_precondition(node_.lease_uid());
+    Json::Value node_body = uid_precondition(rec_.node_uid);
+    ctx_.kube->del(
+        KubeClient::lease(rec_.node_name), lease_body,
+        guard([this, finish, leftovers, lease_body, node_body](const Result<Json::Value> &r) {
+            if (!r && r.error() != Error::NotFound && r.error() != Error::Conflict) {
+                LOG_WARN("%s lease delete failed: %s", prefix().c_str(), r.message().c_str());
+                leftovers->push_back({"Lease", KubeClient::lease(rec_.node_name), lease_body});
+            }
+            ctx_.kube->del(
+                KubeClient::node(rec_.node_name), node_body,
+                guard([this, finish, leftovers, node_body](const Result<Json::Value> &r2) {
+                    if (!r2 && r2.error() != Error::NotFound && r2.error() != Error::Conflict) {
+                        LOG_WARN("%s node delete failed: %s", prefix().c_str(),
+                                 r2.message().c_str());
+                        leftovers->push_back({"Node", KubeClient::node(rec_.node_name), node_body});
+                    }
+                    finish();
+                }));
+        }));
+}
+
+}  // namespace sk::agent

@@ -1,0 +1,292 @@
+#include "agent/controllers/node_lease_controller.h"
+
+#include <utility>
+
+#include "agent/api_object.h"
+#include "common/log.h"
+
+namespace sk::agent {
+
+NodeLeaseController::NodeLeaseController(AgentContext &ctx, JobRecord &rec,
+                                         std::function<void()> on_reachable)
+    : ctx_(ctx),
+      rec_(rec),
+      on_reachable_(std::move(on_reachable)),
+      node_timer_(ctx.loop),
+      lease_timer_(ctx.loop),
+      status_timer_(ctx.loop),
+      check_timer_(ctx.loop),
+      end_timer_(ctx.loop) {}
+
+NodeSpecInput NodeLeaseController::spec_input() const {
+    NodeSpecInput in = ctx_.host;
+    in.node_name = rec_.node_name;
+    in.job = rec_.job;
+    return in;
+}
+
+void NodeLeaseController::start(std::function<void(Status)> ready_cb) {
+    ready_cb_ = std::move(ready_cb);
+    start_us_ = ctx_.clock->now_us();
+    create_node();
+    schedule_end_cordon();
+    if (rec_.job.end_time <= 0) query_end_time();
+}
+
+void NodeLeaseController::release() {
+    if (mode_ == Mode::Active) mode_ = Mode::Released;
+    lease_timer_.stop();
+    status_timer_.stop();
+    check_timer_.stop();
+    end_timer_.stop();
+    node_timer_.stop();
+}
+
+void NodeLeaseController::stop() {
+    mode_ = Mode::Stopped;
+    for (Timer *t : {&node_timer_, &lease_timer_, &status_timer_, &check_timer_, &end_timer_})
+        t->stop();
+}
+
+void NodeLeaseController::call_ready_cb(const Status &st) {
+    if (!ready_cb_) return;
+    auto cb = std::move(ready_cb_);
+    ready_cb_ = nullptr;
+    cb(st);
+}
+
+// The plugin's prolog does not know the time limit (end_time 0): ask Slurm,
+// off the loop, then cordon ahead of it like a known end time.
+void NodeLeaseController::query_end_time() {
+    if (!ctx_.job_end_time) return;
+    ctx_.job_end_time(rec_.job.job_id, guard([this](int64_t t) {
+                          if (mode_ != Mode::Active || t <= 0) return;
+                          if (rec_.job.end_time == t) return;
+                          rec_.job.end_time = t;
+                          LOG_INFO("%s Slurm says job %u ends at %s; cordoning %llus before",
+                                   prefix().c_str(), rec_.job.job_id, rfc3339(t).c_str(),
+                                   static_cast<unsigned long long>(ctx_.cfg->cordon_before_end_s));
+                          if (auto st = ctx_.store->save(rec_); !st)
+                              LOG_WARN("%s cannot save state: %s", prefix().c_str(),
+                                       st.message().c_str());
+                          schedule_end_cordon();
+                      }));
+}
+
+void NodeLeaseController::retry_node(const Status &why) {
+    uint64_t ms = node_backoff_.next_ms();
+    LOG_WARN("%s %s; retrying in %llu ms", prefix().c_str(), why.message().c_str(),
+             static_cast<unsigned long long>(ms));
+    node_timer_.start(ms, guard([this] { create_node(); }));
+}
+
+void NodeLeaseController::create_node() {
+    if (mode_ != Mode::Active) return;
+    Json::Value node = build_node(spec_input(), ctx_.clock->now_s());
+    ctx_.kube->post("/api/v1/nodes", node, guard([this](Result<Json::Value> r) {
+                        // A drain that started meanwhile owns the node from now on.
+                        if (mode_ != Mode::Active) return;
+                        if (r) {
+                            LOG_INFO("%s created, Ready", prefix().c_str());
+                            ready_since_ = ctx_.clock->now_s();
+                            node_ready(api::object_meta(*r).uid);
+                            return;
+                        }
+                        if (r.error() == Error::AlreadyExists) return adopt_existing_node();
+                        if (r.error() != Error::Transient) call_ready_cb(r.failure());
+                        retry_node(r.failure());
+                    }));
+}
+
+// POST answered 409: the Node survived an agent restart (or someone else owns
+// the name). Take it over only when its labels say it is this job's.
+void NodeLeaseController::adopt_existing_node() {
+    ctx_.kube->get(KubeClient::node(rec_.node_name), guard([this](Result<Json::Value> r) {
+                       if (mode_ != Mode::Active) return;
+                       if (!r) {
+                           if (r.error() == Error::NotFound)
+                               return create_node();  // deleted meanwhile
+                           return retry_node(r.failure());
+                       }
+                       const Json::Value &labels = api::field(api::field(*r, "metadata"), "labels");
+                       if (api::text(api::field(labels, std::string(kLabelPrefix) + "job-id")) !=
+                               std::to_string(rec_.job.job_id) ||
+                           !node_is_ours(*r, ctx_.cfg->cluster_name, rec_.job.slurm_node)) {
+                           Status st =
+                               fail(Error::AlreadyExists,
+                                    "a Node named " + rec_.node_name +
+                                        " exists and does not belong to this job; remove it or "
+                                        "change node_name_template");
+                           LOG_ERROR("%s %s", prefix().c_str(), st.message().c_str());
+                           call_ready_cb(st);
+                           return retry_node(st);
+                       }
+                       std::string uid = api::object_meta(*r).uid;
+                       LOG_INFO("%s exists (uid %s): adopting it and posting Ready",
+                                prefix().c_str(), uid.c_str());
+                       ready_since_ = ctx_.clock->now_s();
+                       post_status(true, guard([this, uid](const Status &st) {
+                                       if (!st) return retry_node(st);
+                                       node_ready(uid);
+                                   }));
+                   }));
+}
+
+void NodeLeaseController::node_ready(const std::string &uid) {
+    node_backoff_.reset();
+    bool uid_changed = uid != rec_.node_uid;
+    rec_.node_uid = uid;
+    ready_ = true;
+    if (uid_changed) {
+        if (auto st = ctx_.store->save(rec_); !st)
+            LOG_ERROR("%s cannot save state: %s", prefix().c_str(), st.message().c_str());
+        lease_ = Json::Value();  // owned by the old uid: rewrite
+    }
+    if (ready_cb_) {  // a fresh registration (not a re-adoption)
+        if (ctx_.obs && ctx_.obs->node_registered)
+            ctx_.obs->node_registered(static_cast<double>(ctx_.clock->now_us() - start_us_) / 1e6);
+        call_ready_cb(Status());
+    }
+    create_lease();
+    uint64_t report_ms = ctx_.cfg->status_report_s * 1000;
+    status_timer_.start(report_ms, guard([this] { post_status(true); }), report_ms);
+    uint64_t check_ms = ctx_.cfg->node_check_s * 1000;
+    if (check_ms == 0) return;  // the Lease's 404 is the signal (steady cost: one request / 10 s)
+    check_timer_.start(check_ms, guard([this] { check_node(); }), check_ms);
+}
+
+void NodeLeaseController::post_status(bool ready, std::function<void(Status)> done) {
+    int64_t now = ctx_.clock->now_s();
+    Json::Value patch =
+        build_node_status_patch(spec_input(), ready, now, ready_since_ ? ready_since_ : now);
+    std::string p = prefix();
+    ctx_.kube->patch(KubeClient::node_status(rec_.node_name), patch, kStrategicMerge,
+                     [p, done = std::move(done)](const Result<Json::Value> &r) {
+                         if (!r)
+                             LOG_WARN("%s status report failed: %s", p.c_str(),
+                                      r.message().c_str());
+                         if (done) done(r ? Status() : r.failure());
+                     });
+}
+
+void NodeLeaseController::create_lease() {
+    if (mode_ != Mode::Active) return;
+    Json::Value lease =
+        build_lease(rec_.node_name, rec_.node_uid,
+                    static_cast<uint32_t>(ctx_.cfg->lease_duration_s), ctx_.clock->now_us());
+    ctx_.kube->post(KubeClient::leases(), lease, guard([this](Result<Json::Value> r) {
+                        if (mode_ == Mode::Stopped) return;
+                        if (r) {
+                            lease_ = *r;
+                        } else if (r.error() == Error::AlreadyExists) {
+                            // Left by a previous run: read it so the next renewal can PUT over it.
+                            ctx_.kube->get(KubeClient::lease(rec_.node_name),
+                                           guard([this](Result<Json::Value> g) {
+                                               if (g) lease_ = *g;
+                                           }));
+                        } else {
+                            LOG_WARN("%s lease create failed: %s", prefix().c_str(),
+                                     r.message().c_str());
+                            lease_failing_ = true;
+                        }
+                        uint64_t ms = ctx_.cfg->lease_renew_s * 1000;
+                        lease_timer_.start(ms, guard([this] { renew_lease(); }), ms);
+                    }));
+}
+
+void NodeLeaseController::renew_lease() {
+    if (mode_ != Mode::Active) return;
+    if (lease_.isNull()) {
+        lease_timer_.stop();
+        return create_lease();
+    }
+    Json::Value l = sk::agent::renew_lease(lease_, rec_.node_name, rec_.node_uid,
+                                           static_cast<uint32_t>(ctx_.cfg->lease_duration_s),
+                                           ctx_.clock->now_us());
+    ctx_.kube->put(
+        KubeClient::lease(rec_.node_name), l, guard([this](Result<Json::Value> r) {
+            if (mode_ != Mode::Active) return;
+            if (r) {
+                lease_ = *r;
+                if (lease_failing_) {
+                    // Renewals alone do not bring a node back from Unknown.
+                    LOG_INFO("%s API server reachable again: re-posting Ready", prefix().c_str());
+                    lease_failing_ = false;
+                    post_status(true);
+                    check_node();
+                    if (on_reachable_) on_reachable_();
+                }
+                return;
+            }
+            if (r.error() == Error::Conflict) {
+                // Written meanwhile (a stale resourceVersion): read
+                // it, the next renewal PUTs over that version.
+                ctx_.kube->get(KubeClient::lease(rec_.node_name),
+                               guard([this](Result<Json::Value> g) {
+                                   if (g) lease_ = *g;
+                               }));
+                return;
+            }
+            if (r.error() == Error::NotFound) {
+                lease_ = Json::Value();
+                check_node();
+                return;
+            }
+            if (!lease_failing_)
+                LOG_WARN("%s lease renewal failed: %s", prefix().c_str(), r.message().c_str());
+            lease_failing_ = true;
+        }));
+}
+
+void NodeLeaseController::check_node() {
+    if (mode_ != Mode::Active || !ready_) return;
+    ctx_.kube->get(KubeClient::node(rec_.node_name), guard([this](Result<Json::Value> r) {
+                       if (mode_ != Mode::Active) return;
+                       if (!r && r.error() == Error::NotFound) {
+                           LOG_WARN("%s was deleted while the job runs: recreating it",
+                                    prefix().c_str());
+                           ready_ = false;
+                           status_timer_.stop();
+                           check_timer_.stop();
+                           lease_timer_.stop();
+                           create_node();
+                       } else if (r && api::object_meta(*r).uid != rec_.node_uid) {
+                           node_ready(api::object_meta(*r).uid);
+                       }
+                   }));
+}
+
+void NodeLeaseController::cordon(const k8s::Taint &taint, const std::function<void(Status)> &done,
+                                 int attempts) {
+    ctx_.kube->get(KubeClient::node(rec_.node_name),
+                   guard([this, taint, done, attempts](Result<Json::Value> r) {
+                       if (!r) return done(r.failure());
+                       Json::Value patch = build_cordon_patch(*r, taint);
+                       ctx_.kube->patch(
+                           KubeClient::node(rec_.node_name), patch, kMergePatch,
+                           guard([this, taint, done, attempts](const Result<Json::Value> &p) {
+                               if (!p && p.error() == Error::Conflict && attempts < 5)
+                                   return cordon(taint, done, attempts + 1);
+                               done(p ? Status() : p.failure());
+                           }));
+                   }));
+}
+
+void NodeLeaseController::schedule_end_cordon() {
+    if (rec_.job.end_time <= 0) return;
+    int64_t at = rec_.job.end_time - static_cast<int64_t>(ctx_.cfg->cordon_before_end_s);
+    int64_t in_s = at - ctx_.clock->now_s();
+    if (in_s < 0) in_s = 0;
+    end_timer_.start(static_cast<uint64_t>(in_s) * 1000 + 1, guard([this] {
+                         if (mode_ != Mode::Active) return;
+                         LOG_INFO("%s the job ends soon: cordoning", prefix().c_str());
+                         cordon({kEndingTaintKey, std::to_string(rec_.job.job_id), "NoSchedule"},
+                                guard([this](const Status &st) {
+                                    if (!st)
+                                        LOG_WARN("%s cordon failed: %s", prefix().c_str(),
+                                                 st.message().c_str());
+                                }));
+                     }));
+}
+
+}  // namespace sk::agent

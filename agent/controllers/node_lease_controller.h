@@ -1,0 +1,84 @@
+// The Node and the Lease of one virtual node: create (or adopt after an agent
+// restart) the Node, post its status every status_report_s, create and renew
+// the Lease every lease_renew_s (re-read after a 409, re-created after a 404
+// or for a new Node uid), check the Node every node_check_s and re-create it
+// when it was deleted, and cordon ahead of the job's end time. Owns its
+// timers and its back-off; the drain takes the Node over with release().
+// All methods run on the loop.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include <json/json.h>
+
+#include "agent/backoff.h"
+#include "agent/controllers/agent_context.h"
+#include "agent/controllers/node_bound.h"
+#include "agent/job_store.h"
+#include "uv/handles.h"
+
+namespace sk::agent {
+
+class NodeLeaseController : public NodeBound {
+  public:
+    // rec is the VirtualNode's job record: this controller sets its node_uid
+    // and end_time and saves it. on_reachable runs when Lease renewals work
+    // again after failing.
+    NodeLeaseController(AgentContext &ctx, JobRecord &rec, std::function<void()> on_reachable);
+    NodeLeaseController(const NodeLeaseController &) = delete;
+    NodeLeaseController &operator=(const NodeLeaseController &) = delete;
+
+    // Creates (or adopts) the Node, then the Lease; schedules the end-time
+    // cordon. ready_cb is called once: ok when the Node exists with
+    // Ready=True, or the first non-transient failure.
+    void start(std::function<void(Status)> ready_cb);
+    // The drain owns the Node from now on: no status reports, renewals,
+    // checks or re-creation any more (cordon() still works).
+    void release();
+    // Stops every timer (agent shutdown, or the node is gone).
+    void stop();
+
+    // Reads the Node, adds the taint and unschedulable (merge patch; retried
+    // on 409 up to 5 times).
+    void cordon(const k8s::Taint &taint, const std::function<void(Status)> &done, int attempts = 0);
+
+    bool ready() const { return ready_; }
+    bool lease_failing() const { return lease_failing_; }
+    std::string lease_uid() const { return lease_["metadata"]["uid"].asString(); }
+
+  private:
+    // Active: registering or registered. Released: the drain owns the Node.
+    // Stopped: nothing more is done.
+    enum class Mode { Active, Released, Stopped };
+
+    std::string prefix() const { return "[node " + rec_.node_name + "]"; }
+    NodeSpecInput spec_input() const;
+    void create_node();
+    void adopt_existing_node();
+    void node_ready(const std::string &uid);
+    void post_status(bool ready, std::function<void(Status)> done = {});
+    void create_lease();
+    void renew_lease();
+    void check_node();
+    void schedule_end_cordon();
+    void query_end_time();
+    void retry_node(const Status &why);
+    void call_ready_cb(const Status &st);
+
+    AgentContext &ctx_;
+    JobRecord &rec_;
+    std::function<void()> on_reachable_;
+    Mode mode_ = Mode::Active;
+    bool ready_ = false;
+    bool lease_failing_ = false;
+    int64_t ready_since_ = 0;
+    int64_t start_us_ = 0;
+    Json::Value lease_;
+    Backoff node_backoff_{200, 30000};
+    Timer node_timer_, lease_timer_, status_timer_, check_timer_, end_timer_;
+    std::function<void(Status)> ready_cb_;
+};
+
+}  // namespace sk::agent

@@ -1,0 +1,655 @@
+#include "agent/controllers/pod_controller.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "agent/api_object.h"
+#include "agent/controllers/agent_context.h"
+#include "agent/env_resolver.h"
+#include "agent/lost_shim.h"
+#include "common/log.h"
+
+namespace sk::agent {
+
+static std::string pod_ref(const Json::Value &pod) {
+    api::ObjectMeta m = api::object_meta(pod);
+    return "[pod " + m.ns + "/" + m.name + "]";
+}
+
+PodController::PodController(AgentContext &ctx, const JobRecord &rec)
+    : ctx_(ctx), rec_(rec), watch_timer_(ctx.loop), shim_timer_(ctx.loop) {}
+
+std::string PodController::prefix() const {
+    return "[node " + rec_.node_name + "]";
+}
+
+void PodController::start() {
+    list_pods();
+}
+
+void PodController::stop() {
+    stopped_ = true;
+    if (watch_id_) ctx_.kube->cancel(watch_id_);
+    watch_id_ = 0;
+    watch_timer_.stop();
+    shim_timer_.stop();
+}
+
+void PodController::relist_if_idle() {
+    if (watch_id_ != 0) return;
+    watch_timer_.stop();
+    watch_backoff_.reset();
+    list_pods();
+}
+
+void PodController::list_pods() {
+    if (stopped_) return;
+    ctx_.kube->get(KubeClient::pods_on_node(rec_.node_name), guard([this](Result<Json::Value> r) {
+                       if (stopped_) return;
+                       if (!r) {
+                           uint64_t ms = watch_backoff_.next_ms();
+                           LOG_WARN("%s pod list failed: %s; retrying in %llu ms", prefix().c_str(),
+                                    r.message().c_str(), static_cast<unsigned long long>(ms));
+                           watch_timer_.start(ms, guard([this] { list_pods(); }));
+                           return;
+                       }
+                       pods_rv_ = api::object_meta(*r).resource_version;
+                       std::set<std::string> seen;
+                       for (const auto &pod : api::items(api::field(*r, "items"))) {
+                           seen.insert(api::object_meta(pod).uid);
+                           sync_pod(pod);
+                       }
+                       std::vector<std::string> gone;
+                       for (const auto &[uid, p] : pods_)
+                           if (!seen.count(uid)) gone.push_back(uid);
+                       for (const auto &uid : gone)
+                           forget_pod(uid);
+                       listed_ = true;
+                       reconcile_adopted();
+                       // A stop_all that began before the first list (the job
+                       // ended while the agent was down) now also finishes the
+                       // pods it did not know of.
+                       if (stopping()) stop_step();
+                       start_watch();
+                   }));
+}
+
+void PodController::start_watch() {
+    if (stopped_) return;
+    std::string path = KubeClient::pods_on_node(rec_.node_name) +
+                       "&watch=1&allowWatchBookmarks=true&resourceVersion=" + url_escape(pods_rv_);
+    watch_id_ = ctx_.kube->watch(path, guard([this](const WatchEvent &e) { on_watch_event(e); }),
+                                 guard([this](const Status &st) { on_watch_end(st); }));
+}
+
+void PodController::on_watch_event(const WatchEvent &e) {
+    watch_backoff_.reset();
+    switch (e.type) {
+        case WatchType::Error:
+            LOG_INFO("%s watch error %d (%s): relisting", prefix().c_str(), e.error_code,
+                     e.error_message.c_str());
+            if (ctx_.obs && ctx_.obs->watch_restart) ctx_.obs->watch_restart("pods");
+            pods_rv_.clear();  // 410 or anything else: a fresh list
+            return;
+        case WatchType::Bookmark:
+            pods_rv_ = e.resource_version;
+            return;
+        case WatchType::Deleted:
+            pods_rv_ = e.resource_version;
+            forget_pod(api::object_meta(e.object).uid);
+            return;
+        default:
+            pods_rv_ = e.resource_version;
+            sync_pod(e.object);
+    }
+}
+
+void PodController::on_watch_end(const Status &st) {
+    watch_id_ = 0;
+    if (stopped_) return;
+    if (st && !pods_rv_.empty()) {  // the server closed a healthy stream: resume
+        start_watch();
+        return;
+    }
+    if (!st && ctx_.obs && ctx_.obs->watch_restart) ctx_.obs->watch_restart("pods");
+    uint64_t ms = st ? 0 : watch_backoff_.next_ms();
+    if (!st) LOG_WARN("%s pod watch ended: %s", prefix().c_str(), st.message().c_str());
+    bool relist = pods_rv_.empty() || (!st && st.error() == Error::Gone);
+    watch_timer_.start(ms, guard([this, relist] {
+                           if (relist)
+                               list_pods();
+                           else
+                               start_watch();
+                       }));
+}
+
+bool PodController::namespace_allowed(const std::string &ns) const {
+    const auto &allowed =
+        rec_.job.namespaces.empty() ? ctx_.cfg->allowed_namespaces : rec_.job.namespaces;
+    return allowed.empty() || std::find(allowed.begin(), allowed.end(), ns) != allowed.end();
+}
+
+void PodController::sync_pod(const Json::Value &pod) {
+    std::string uid = api::object_meta(pod).uid;
+    if (uid.empty()) return;
+    BoundPod &p = pods_[uid];
+    if (p.seen_us == 0) p.seen_us = ctx_.clock->now_us();
+    // Keep the newest object: a PATCH reply may be newer than a watch event.
+    p.api = pod;
+    bool deleting = api::object_meta(pod).deleting;
+    bool terminal = pod_is_terminal(pod);
+    if (deleting) {
+        if (p.in_runtime() && !terminal && !pod_is_terminal(p.rt_status)) {
+            uint32_t grace = api::object_meta(pod).deletion_grace_s;
+            kill_pod(uid, grace, "Killing");
+        } else if (!p.in_flight.status_patch) {
+            delete_pod(uid);
+        }
+        return;
+    }
+    if (terminal || p.state != PodState::Pending) return;
+    if (stopping()) return;
+    if (!namespace_allowed(api::object_meta(pod).ns)) {
+        p.state = PodState::Refused;
+        std::string msg = "namespace " + api::object_meta(pod).ns +
+                          " may not use the nodes of Slurm job " + std::to_string(rec_.job.job_id);
+        LOG_WARN("%s refused: %s", pod_ref(pod).c_str(), msg.c_str());
+        p.rt_status = refused_pod_status(pod, "NamespaceNotAllowed", msg, ctx_.cfg->node_address,
+                                         ctx_.clock->now_s());
+        post_event(pod, {"Warning", "NamespaceNotAllowed", msg, ""});
+        push_status(uid);
+        return;
+    }
+    if (!runtime_) {  // runs once the shim attaches
+        if (shim_dead_) fail_shim_lost(uid);
+        return;
+    }
+    run_pod(uid);
+}
+
+void PodController::run_pod(const std::string &uid) {
+    BoundPod &p = pods_[uid];
+    Json::Value pod = p.api;
+    std::string ns = api::object_meta(pod).ns;
+    auto refs = referenced_objects(pod);
+    auto fetched = std::make_shared<FetchedObjects>();
+    auto remaining = std::make_shared<size_t>(refs.size());
+    auto error = std::make_shared<Status>();
+    p.state = PodState::Resolving;
+    auto finish = guard([this, uid, fetched, error] {
+        auto it = pods_.find(uid);
+        if (it == pods_.end()) return;
+        BoundPod &e = it->second;
+        // A runtime that reported the pod meanwhile holds it already; a shim
+        // that died meanwhile made it ShimLost.
+        if (e.state != PodState::Resolving) return;
+        e.state = PodState::Pending;
+        if (!runtime_ || stopping()) return;
+        NodeFacts facts{rec_.node_name, ctx_.cfg->node_address,
+                        rec_.job.cpus ? rec_.job.cpus : ctx_.host.host_cpus,
+                        rec_.job.memory_mib ? rec_.job.memory_mib : ctx_.host.host_memory_mib};
+        Result<Json::Value> body =
+            *error ? resolve_pod(e.api, *fetched, facts) : Result<Json::Value>(error->failure());
+        if (!body) {
+            LOG_WARN("%s cannot start: %s", pod_ref(e.api).c_str(), body.message().c_str());
+            post_event(e.api, {"Warning", "Failed", "Error: " + body.message(), ""});
+            // Retried on the next change of the pod, as the kubelet does.
+            return;
+        }
+        e.state = PodState::Running;
+        LOG_INFO("%s handing to the runtime", pod_ref(e.api).c_str());
+        runtime_->run(*body, guard([this, uid](const Status &st) {
+            if (st) return;
+            auto it2 = pods_.find(uid);
+            if (it2 == pods_.end()) return;
+            BoundPod &q = it2->second;
+            LOG_WARN("%s refused by the runtime: %s", pod_ref(q.api).c_str(), st.message().c_str());
+            if (st.error() == Error::Unavailable) {  // the shim went away: retry
+                                                     // on attach
+                if (q.in_runtime()) q.state = PodState::Pending;
+                return;
+            }
+            if (q.rt_status.isNull() || !pod_is_terminal(q.rt_status)) {
+                q.rt_status = refused_pod_status(q.api, "Refused", st.message(),
+                                                 ctx_.cfg->node_address, ctx_.clock->now_s());
+                push_status(uid);
+            }
+        }));
+    });
+    if (refs.empty()) return finish();
+    for (const auto &ref : refs) {
+        std::string path = "/api/v1/namespaces/" + ns + "/" + ref.first + "/" + ref.second;
+        ctx_.kube->get(path, [ref, fetched, remaining, error, finish](Result<Json::Value> r) {
+            if (r)
+                (*fetched)[ref] = *r;
+            else if (r.error() != Error::NotFound && *error)
+                *error = r.failure();
+            if (--*remaining == 0) finish();
+        });
+    }
+}
+
+void PodController::kill_pod(const std::string &uid, uint32_t grace_s, const std::string &reason) {
+    BoundPod &p = pods_[uid];
+    if (p.state == PodState::Killing || !runtime_) return;
+    p.state = PodState::Killing;
+    for (const auto &c : api::items(api::field(api::field(p.api, "spec"), "containers"))) {
+        std::string name = api::text(api::field(c, "name"));
+        post_event(p.api, {"Normal", "Killing", "Stopping container " + name,
+                           "spec.containers{" + name + "}"});
+    }
+    LOG_INFO("%s stopping (grace %us, %s)", pod_ref(p.api).c_str(), grace_s, reason.c_str());
+    runtime_->kill(uid, grace_s, reason, guard([this, uid](const Status &st) {
+                       if (st) return;
+                       auto it = pods_.find(uid);
+                       if (it == pods_.end()) return;
+                       LOG_WARN("%s kill failed: %s", pod_ref(it->second.api).c_str(),
+                                st.message().c_str());
+                       if (it->second.state == PodState::Killing)
+                           it->second.state = PodState::Running;
+                   }));
+}
+
+void PodController::delete_pod(const std::string &uid) {
+    BoundPod &p = pods_[uid];
+    if (p.in_flight.del) return;
+    p.in_flight.del = true;
+    if (stopping()) pending_deletes_++;
+    Json::Value body(Json::objectValue);
+    body["gracePeriodSeconds"] = 0;
+    body["preconditions"]["uid"] = uid;
+    std::string ref = pod_ref(p.api);
+    ctx_.kube->del(KubeClient::pod(api::object_meta(p.api).ns, api::object_meta(p.api).name), body,
+                   guard([this, uid, ref](const Result<Json::Value> &r) {
+                       bool gone =
+                           r || r.error() == Error::NotFound || r.error() == Error::Conflict;
+                       if (gone) {
+                           LOG_INFO("%s deleted", ref.c_str());
+                           unindex_logs(uid);
+                       } else {
+                           LOG_WARN("%s delete failed: %s", ref.c_str(), r.message().c_str());
+                           auto it = pods_.find(uid);
+                           if (it != pods_.end() && !stopping())
+                               it->second.in_flight.del = false;  // next event retries
+                           if (it != pods_.end() && stopping()) {
+                               // The drain retries it after a pause, not in a tight loop
+                               // against an unreachable API server.
+                               defer(ctx_.loop, guard([this, uid] {
+                                         auto it2 = pods_.find(uid);
+                                         if (it2 == pods_.end()) return;
+                                         it2->second.in_flight.del = false;
+                                         stop_step();
+                                     }),
+                                     1000);
+                           }
+                       }
+                       if (stopping()) {
+                           pending_deletes_--;
+                           if (gone) pods_.erase(uid);
+                           stop_step();
+                       }
+                   }));
+}
+
+void PodController::forget_pod(const std::string &uid) {
+    auto it = pods_.find(uid);
+    if (it == pods_.end()) return;
+    unindex_logs(uid);
+    // Deleted from the API: stop it if it may still run (force delete), and
+    // in any case let the runtime forget it: on the kill reason "Deleted" the
+    // shim frees the pod and removes its directory (docs/protocol.md). A
+    // ShimLost pod is held by the shim that attached after the dead one, if
+    // any; a shim answers a kill of a pod it does not hold with success.
+    const BoundPod &p = it->second;
+    if ((p.in_runtime() || p.state == PodState::ShimLost) && runtime_)
+        runtime_->kill(uid, 0, "Deleted", [](const Status &) {});
+    pods_.erase(it);
+    if (stopping()) stop_step();
+}
+
+void PodController::on_runtime_status(const PodSnapshot &snap) {
+    auto it = pods_.find(snap.uid);
+    if (it == pods_.end()) {
+        if (!listed_) {
+            adopted_[snap.uid] = snap;
+            return;
+        }
+        LOG_INFO("[pod %s/%s] runs but is not bound to %s: stopping it", snap.ns.c_str(),
+                 snap.name.c_str(), rec_.node_name.c_str());
+        if (runtime_) runtime_->kill(snap.uid, 0, "Orphaned", [](const Status &) {});
+        return;
+    }
+    BoundPod &p = it->second;
+    // A later shim reports the pods of the dead one as failed too: the
+    // agent's ShimLost status stays the final word.
+    if (p.state == PodState::ShimLost && pod_is_terminal(snap.status)) return;
+    if (p.state == PodState::Pending || p.state == PodState::Resolving)
+        p.state = PodState::Running;  // the runtime holds it (adopted after a restart)
+    p.rt_status = snap.status;
+    p.rt_events = p.rt_events || snap.reports_events;
+    index_logs(snap);
+    post_runtime_events(p.api, snap.events);
+    if (stopping() && pod_is_terminal(snap.status))
+        p.rt_status = job_end_status(snap.status, stop_->reason, rec_.job.job_id);
+    push_status(snap.uid);
+}
+
+void PodController::push_status(const std::string &uid) {
+    auto it = pods_.find(uid);
+    if (it == pods_.end()) return;
+    BoundPod &p = it->second;
+    if (p.in_flight.status_patch) {
+        p.in_flight.patch_again = true;
+        return;
+    }
+    Json::Value desired = desired_pod_status(p.rt_status, p.api, ctx_.cfg->node_address);
+    Json::Value patch = pod_status_patch(p.api, desired);
+    auto after = [this, uid](BoundPod &e) {
+        bool deleting = api::object_meta(e.api).deleting;
+        if ((deleting || stopping()) && pod_is_terminal(e.rt_status)) delete_pod(uid);
+        if (stopping()) stop_step();
+    };
+    if (patch.isNull()) return after(p);  // no change: nothing to write
+    Json::Value old_status = p.api["status"];
+    p.in_flight.status_patch = true;
+    const api::ObjectMeta md = api::object_meta(p.api);
+    ctx_.kube->patch(
+        KubeClient::pod(md.ns, md.name) + "/status", patch, kStrategicMerge,
+        guard([this, uid, old_status, after](Result<Json::Value> r) {
+            auto it2 = pods_.find(uid);
+            if (it2 == pods_.end()) return;
+            BoundPod &e = it2->second;
+            e.in_flight.status_patch = false;
+            if (r) {
+                const Json::Value &ns = api::field(*r, "status");
+                for (const auto &ev : status_events(*r, old_status, ns, !e.rt_events))
+                    post_event(*r, ev);
+                if (!e.start_reported && api::text(api::field(ns, "phase")) == "Running") {
+                    e.start_reported = true;
+                    if (ctx_.obs && ctx_.obs->pod_started && e.seen_us)
+                        ctx_.obs->pod_started(
+                            static_cast<double>(ctx_.clock->now_us() - e.seen_us) / 1e6);
+                }
+                e.api = *r;
+            } else if (r.error() == Error::NotFound) {
+                forget_pod(uid);  // deleted meanwhile: the runtime forgets it too
+                return;
+            } else {
+                LOG_WARN("%s status update failed: %s", pod_ref(e.api).c_str(),
+                         r.message().c_str());
+                // Retried below after a pause, with the newest status then.
+                e.in_flight.patch_again = true;
+            }
+            if (e.in_flight.patch_again) {
+                e.in_flight.patch_again = false;
+                if (!r) {
+                    // Back off a little before retrying the same write.
+                    defer(ctx_.loop, guard([this, uid] { push_status(uid); }), 1000);
+                    return;
+                }
+                push_status(uid);
+                return;
+            }
+            after(e);
+        }));
+}
+
+void PodController::post_event(const Json::Value &pod, const EventSpec &e) {
+    Json::Value ev = build_pod_event(pod, e, rec_.node_name, ctx_.clock->now_us());
+    std::string ns = api::object_meta(pod).ns;
+    EventCorrelator *corr = ctx_.events;
+    if (!corr) {
+        ctx_.kube->post(KubeClient::events(ns), ev, [](const Result<Json::Value> &r) {
+            if (!r) LOG_VERBOSE("event post failed: %s", r.message().c_str());
+        });
+        return;
+    }
+    // A repeat within the correlator's window: count + lastTimestamp, as the
+    // kubelet does. Failures make the next repeat a fresh Event.
+    auto a = corr->observe(ev, ctx_.clock->now_s());
+    auto forget = guard([ev, corr] { corr->forget(ev); });
+    auto on_reply = [ev, forget](const Result<Json::Value> &r) {
+        if (r) return;
+        LOG_VERBOSE("event %s failed: %s", ev["reason"].asString().c_str(), r.message().c_str());
+        forget();
+    };
+    if (a.create)
+        ctx_.kube->post(KubeClient::events(ns), a.body, on_reply);
+    else
+        ctx_.kube->patch(KubeClient::events(a.ns) + "/" + a.name, a.body, kStrategicMerge,
+                         on_reply);
+}
+
+void PodController::post_runtime_events(const Json::Value &pod,
+                                        const std::vector<RuntimeEvent> &events) {
+    for (const auto &re : events) {
+        std::string fp;
+        if (!re.container.empty()) {
+            bool init = false;
+            for (const auto &c : api::items(api::field(api::field(pod, "spec"), "initContainers")))
+                init = init || api::text(api::field(c, "name")) == re.container;
+            fp = std::string(init ? "spec.initContainers{" : "spec.containers{") + re.container +
+                 "}";
+        }
+        post_event(pod, {re.type, re.reason, re.message, fp});
+    }
+}
+
+void PodController::index_logs(const PodSnapshot &snap) {
+    if (!ctx_.logs) return;
+    auto it = pods_.find(snap.uid);
+    if (it == pods_.end()) return;
+    const api::ObjectMeta md = api::object_meta(it->second.api);
+    ctx_.logs->update(md.ns, md.name, snap.uid,
+                      shim_state_dir_for(*ctx_.cfg, rec_.job.job_id, rec_.job.slurm_node),
+                      snap.status);
+}
+
+void PodController::unindex_logs(const std::string &uid) {
+    auto it = pods_.find(uid);
+    if (it == pods_.end()) return;
+    const api::ObjectMeta md = api::object_meta(it->second.api);
+    if (ctx_.logs) ctx_.logs->remove(md.ns, md.name, uid);
+    if (ctx_.events) ctx_.events->forget_object(uid);
+}
+
+void PodController::set_runtime(std::unique_ptr<PodRuntime> rt, int shim_pid) {
+    runtime_ = std::move(rt);
+    if (!runtime_) return;
+    shim_timer_.stop();
+    shim_dead_ = false;
+    shim_pid_ = shim_pid;
+    shim_start_ticks_ = shim_pid > 0 ? proc_start_ticks(shim_pid) : 0;
+    runtime_->set_status_sink(guard([this](const PodSnapshot &snap) { on_runtime_status(snap); }));
+    runtime_->set_lost_sink(guard([this] { on_runtime_lost(); }));
+    runtime_->snapshot(guard([this](Result<std::vector<PodSnapshot>> r) {
+        if (!r) {
+            LOG_WARN("%s runtime snapshot failed: %s", prefix().c_str(), r.message().c_str());
+        } else {
+            for (const auto &snap : *r)
+                adopted_[snap.uid] = snap;
+            LOG_INFO("%s runtime attached with %zu pods", prefix().c_str(), r->size());
+        }
+        if (listed_) reconcile_adopted();
+    }));
+}
+
+void PodController::reconcile_adopted() {
+    auto adopted = std::move(adopted_);
+    adopted_.clear();
+    for (const auto &[uid, snap] : adopted)
+        on_runtime_status(snap);  // marks known ones as held; unknown ones are stopped there
+    if (!runtime_) return;
+    std::vector<Json::Value> todo;
+    for (const auto &[uid, p] : pods_)
+        if (!p.in_runtime() && p.state != PodState::Resolving) todo.push_back(p.api);
+    for (const auto &pod : todo)
+        sync_pod(pod);
+}
+
+void PodController::on_runtime_lost() {
+    LOG_WARN("%s the job's shim went away; pods wait for it to re-attach", prefix().c_str());
+    // Destroying the runtime from inside its own callback is not allowed: defer.
+    defer(ctx_.loop, guard([this] {
+              runtime_.reset();
+              for (auto &[uid, p] : pods_)
+                  if (p.in_runtime()) p.state = PodState::Pending;
+              if (stopping()) stop_step();
+              watch_lost_shim();
+          }));
+}
+
+// A live shim reconnects on its own (its first retry comes 500 ms after the
+// connection dropped, k8s-shim/shim.cc); a dead one never will. So while no
+// shim is attached the old one's pid is checked every 200 ms (pid + start
+// time, a zombie counts as dead): death is acted on within 200 ms, a
+// reconnect simply stops the check. With no pid (a fake runtime) the pods
+// keep waiting, as before.
+void PodController::watch_lost_shim() {
+    if (stopped_ || runtime_ || shim_pid_ <= 0 || shim_start_ticks_ == 0) return;
+    shim_timer_.start(0, guard([this] {
+                          if (runtime_ || stopped_) return shim_timer_.stop();
+                          if (!process_gone(shim_pid_, shim_start_ticks_)) return;
+                          shim_timer_.stop();
+                          on_shim_dead();
+                      }),
+                      200);
+}
+
+// The shim died: nothing stops or reports its pods any more. Their recorded
+// process groups are killed, and each pod becomes Failed/ShimLost with a
+// Warning event. The node stays Ready (the job still holds its GPUs and a
+// new shim may attach), but until one does a pod bound here fails at once
+// with ShimLost instead of sitting Pending with no explanation: that is what
+// a user checking `kubectl get pods` can act on, and what a kubelet does with
+// pods it cannot admit.
+void PodController::on_shim_dead() {
+    shim_dead_ = true;
+    int n =
+        stop_recorded_processes(shim_state_dir_for(*ctx_.cfg, rec_.job.job_id, rec_.job.slurm_node),
+                                rec_.job.uid, rec_.job.gid);
+    LOG_WARN(
+        "%s the job's shim (pid %d) died without re-attaching: stopped %d pod process "
+        "groups; its pods are reported Failed (ShimLost)",
+        prefix().c_str(), shim_pid_, n);
+    if (stopping()) return stop_step();  // final statuses name the job's end
+    std::vector<std::string> uids;
+    for (const auto &[uid, p] : pods_)
+        if (!pod_is_terminal(p.api) && !pod_is_terminal(p.rt_status) &&
+            p.state != PodState::Refused)
+            uids.push_back(uid);
+    for (const auto &uid : uids)
+        fail_shim_lost(uid);
+}
+
+void PodController::fail_shim_lost(const std::string &uid) {
+    BoundPod &p = pods_[uid];
+    if (p.state == PodState::ShimLost) return;
+    p.state = PodState::ShimLost;
+    bool ran = p.rt_status.isObject() && p.rt_status["containerStatuses"].size() > 0;
+    std::string msg =
+        ran ? "the job's pod runner (slurm-k8s-shim) died; the pod's processes were stopped"
+            : "the job's pod runner (slurm-k8s-shim) died; no pod can start on this node "
+              "until it is restarted or the Slurm job ends";
+    int64_t now = ctx_.clock->now_s();
+    LOG_WARN("%s failed: %s", pod_ref(p.api).c_str(), msg.c_str());
+    if (ran) {
+        p.rt_status = shim_lost_status(p.rt_status, msg, rfc3339(now));
+        // Without container statuses push_status posts the pod-level
+        // Warning itself (status_events); with them it is posted here.
+        post_event(p.api, {"Warning", "ShimLost", msg, ""});
+    } else {
+        p.rt_status = refused_pod_status(p.api, "ShimLost", msg, ctx_.cfg->node_address, now);
+    }
+    push_status(uid);
+}
+
+void PodController::stop_all(uint32_t grace_s, const std::string &reason,
+                             std::function<void()> done) {
+    stop_ = StopAll{reason, std::move(done)};
+    std::vector<std::string> uids;
+    for (const auto &[uid, p] : pods_)
+        uids.push_back(uid);
+    for (const auto &uid : uids) {
+        BoundPod &p = pods_[uid];
+        if (p.in_runtime() && runtime_ && !pod_is_terminal(p.rt_status)) {
+            stop_->asked++;
+            kill_pod(uid, grace_s, reason);
+        } else if (!p.in_runtime() && !pod_is_terminal(p.api)) {
+            // Never ran here: final status Failed naming the job's end.
+            Json::Value st(Json::objectValue);
+            st["phase"] = "Failed";
+            p.rt_status = job_end_status(st, reason, rec_.job.job_id);
+            push_status(uid);
+        }
+    }
+    stop_step();
+}
+
+bool PodController::all_stopped() const {
+    // Not before the first pod list: pods nobody knew of yet would be left
+    // behind (the drain's timer still bounds the wait when the API is down).
+    return listed_ && pending_deletes_ == 0 && pods_.empty();
+}
+
+void PodController::stop_step() {
+    if (!stop_ || stop_->ended) return;
+    // Pods that reached a terminal status get deleted from push_status; the
+    // node goes once nothing is running, patching or deleting any more.
+    std::vector<std::string> todo;
+    for (const auto &[uid, p] : pods_)
+        if (!p.in_flight.del && !p.in_flight.status_patch &&
+            (pod_is_terminal(p.rt_status) || !p.in_runtime() || !runtime_))
+            todo.push_back(uid);
+    for (const auto &uid : todo) {
+        BoundPod &p = pods_[uid];
+        if (!pod_is_terminal(p.rt_status)) {
+            Json::Value st(Json::objectValue);
+            st["phase"] = "Failed";
+            p.rt_status = job_end_status(p.rt_status.isObject() ? p.rt_status : st, stop_->reason,
+                                         rec_.job.job_id);
+        }
+        Json::Value desired = desired_pod_status(p.rt_status, p.api, ctx_.cfg->node_address);
+        if (!pod_status_patch(p.api, desired).isNull())
+            push_status(uid);
+        else
+            delete_pod(uid);
+    }
+    if (!all_stopped()) return;
+    auto done = std::exchange(stop_->done, nullptr);
+    if (done) done();
+}
+
+void PodController::end_stop_all() {
+    if (stop_) stop_->ended = true;
+    if (watch_id_) ctx_.kube->cancel(watch_id_);
+    watch_id_ = 0;
+    watch_timer_.stop();
+}
+
+std::vector<PodController::PodName> PodController::remaining() const {
+    std::vector<PodName> out;
+    for (const auto &[uid, p] : pods_) {
+        const Json::Value &md = p.api["metadata"];
+        if (md["name"].asString().empty()) continue;
+        out.push_back({uid, md["namespace"].asString(), md["name"].asString()});
+    }
+    return out;
+}
+
+uint32_t PodController::unfinished() const {
+    uint32_t n = 0;
+    for (const auto &[uid, p] : pods_)
+        if (!pod_is_terminal(p.api)) n++;
+    return n;
+}
+
+void PodController::count_phases(std::map<std::string, int64_t> *by_phase) const {
+    for (const auto &[uid, p] : pods_) {
+        std::string ph = api::text(api::field(api::field(p.api, "status"), "phase"));
+        (*by_phase)[ph.empty() ? "Pending" : ph]++;
+    }
+}
+
+}  // namespace sk::agent

@@ -1,0 +1,155 @@
+// The pods bound to one virtual node: API -> runtime (list + watch by
+// spec.nodeName, resumed after a healthy close, relisted after 410 or a
+// failure with back-off; env resolution, run, kill on deletionTimestamp,
+// final delete) and runtime -> API (status PATCH only when it changed,
+// kubelet-like Events), and what happens to them when the job's shim dies.
+// At the job's end the drain hands it stop_all(). All methods run on the loop.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <json/json.h>
+
+#include "agent/backoff.h"
+#include "agent/controllers/agent_context.h"
+#include "agent/controllers/node_bound.h"
+#include "agent/job_store.h"
+#include "agent/pod_status_patch.h"
+#include "agent/runtime.h"
+#include "uv/handles.h"
+
+namespace sk::agent {
+
+// How far the agent has taken a pod bound to its node.
+enum class PodState : uint8_t {
+    Pending,    // not handed to the runtime: no shim attached yet, or its last
+                // start failed (retried on the pod's next change, as the kubelet does)
+    Resolving,  // the ConfigMaps/Secrets its env references are being fetched
+    Running,    // handed to the runtime, whose reports set its status (it may have exited)
+    Killing,    // handed to the runtime and asked to stop
+    Refused,    // its namespace may not use the job's nodes: the agent's Failed status is final
+    ShimLost,   // its shim died: the agent's Failed status is final (a later
+                // shim reports it as failed too, and frees it once it is deleted)
+};
+
+// One pod bound to the node, as the pod controller tracks it.
+struct BoundPod {
+    Json::Value api;        // last Pod seen from the API (watch, list, PATCH reply)
+    Json::Value rt_status;  // last status from the runtime (or the agent's own final one)
+    PodState state = PodState::Pending;
+    // API operations in flight beside the state.
+    struct InFlight {
+        bool status_patch = false;  // a status PATCH
+        bool patch_again = false;   // a newer status arrived meanwhile: PATCH again after it
+        bool del = false;  // the DELETE was sent (set until the watch reports the pod gone;
+                           // cleared after a failure so that it is retried)
+    } in_flight;
+    bool rt_events = false;       // the runtime reports BackOff/Unhealthy itself
+    int64_t seen_us = 0;          // first seen (pod-start latency)
+    bool start_reported = false;  // the Running phase was posted once
+
+    bool in_runtime() const { return state == PodState::Running || state == PodState::Killing; }
+};
+
+class PodController : public NodeBound {
+  public:
+    PodController(AgentContext &ctx, const JobRecord &rec);
+    PodController(const PodController &) = delete;
+    PodController &operator=(const PodController &) = delete;
+
+    // Lists the pods bound to the node, then watches them.
+    void start();
+    // Stops timers and the watch; deletes nothing.
+    void stop();
+    // A new runtime (a shim attached): adopt its pods, run the waiting ones.
+    // shim_pid: its pid (0 = unknown), to tell a dead shim from one that
+    // reconnects once it went away.
+    void set_runtime(std::unique_ptr<PodRuntime> rt, int shim_pid);
+    PodRuntime *runtime() { return runtime_.get(); }
+    // The API server is reachable again: a watch waiting out its back-off
+    // relists now.
+    void relist_if_idle();
+
+    // The job's end: stop every running pod within grace_s, give the others
+    // a final status naming `reason`, then delete them all (after their last
+    // status is written). done runs once all_stopped(), possibly before
+    // stop_all returns. No pod starts from now on.
+    void stop_all(uint32_t grace_s, const std::string &reason, std::function<void()> done);
+    // How many running pods stop_all asked to stop.
+    uint32_t asked_to_stop() const { return stop_ ? stop_->asked : 0; }
+    // Listed at least once, and no pod left in the API (nothing running,
+    // writing a status or being deleted).
+    bool all_stopped() const;
+    // The node goes now (all stopped, or the drain's time is up): no further
+    // drain steps, the watch ends. Pods still known are returned by remaining().
+    void end_stop_all();
+    struct PodName {
+        std::string uid, ns, name;
+    };
+    std::vector<PodName> remaining() const;
+
+    size_t size() const { return pods_.size(); }
+    uint32_t unfinished() const;  // pods not in a terminal phase (API view)
+    void count_phases(std::map<std::string, int64_t> *by_phase) const;
+
+  private:
+    std::string prefix() const;
+    void list_pods();
+    void start_watch();
+    void on_watch_event(const WatchEvent &e);
+    void on_watch_end(const Status &st);
+    void sync_pod(const Json::Value &pod);
+    void forget_pod(const std::string &uid);
+    bool namespace_allowed(const std::string &ns) const;
+    void run_pod(const std::string &uid);
+    void kill_pod(const std::string &uid, uint32_t grace_s, const std::string &reason);
+    void delete_pod(const std::string &uid);
+    void on_runtime_status(const PodSnapshot &snap);
+    void push_status(const std::string &uid);
+    void post_event(const Json::Value &pod, const EventSpec &e);
+    void post_runtime_events(const Json::Value &pod, const std::vector<RuntimeEvent> &events);
+    void index_logs(const PodSnapshot &snap);
+    void unindex_logs(const std::string &uid);
+    void reconcile_adopted();
+    void on_runtime_lost();
+    void watch_lost_shim();
+    void on_shim_dead();
+    void fail_shim_lost(const std::string &uid);
+    // While stop_all is under way: final statuses, deletes, and done once
+    // all_stopped(). Every change that may bring that closer calls it.
+    void stop_step();
+    bool stopping() const { return stop_.has_value(); }
+
+    AgentContext &ctx_;
+    const JobRecord &rec_;
+    std::unique_ptr<PodRuntime> runtime_;
+    std::map<std::string, BoundPod> pods_;
+    std::map<std::string, PodSnapshot> adopted_;  // from a runtime snapshot, before the list
+    bool listed_ = false;
+    bool stopped_ = false;
+    std::string pods_rv_;
+    uint64_t watch_id_ = 0;
+    Backoff watch_backoff_{500, 30000};
+    Timer watch_timer_;
+    int shim_pid_ = 0;  // the attached (or last) shim
+    unsigned long long shim_start_ticks_ = 0;
+    bool shim_dead_ = false;  // it died and no shim replaced it
+    Timer shim_timer_;
+
+    struct StopAll {
+        std::string reason;  // names the job's end in the final statuses
+        std::function<void()> done;
+        uint32_t asked = 0;
+        bool ended = false;  // end_stop_all(): no further steps
+    };
+    std::optional<StopAll> stop_;
+    int pending_deletes_ = 0;  // DELETEs sent while stopping, not answered yet
+};
+
+}  // namespace sk::agent

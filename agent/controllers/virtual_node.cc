@@ -1,0 +1,77 @@
+#include "agent/controllers/virtual_node.h"
+
+#include <utility>
+
+#include "common/log.h"
+
+namespace sk::agent {
+
+std::string shim_state_dir_for(const AgentConfig &cfg, uint32_t job_id,
+                               const std::string &slurm_node) {
+    return cfg.shim_state_dir + "/job_" + std::to_string(job_id) + "_" + slurm_node;
+}
+
+// node_ is built after pods_ (members in declaration order): its
+// on_reachable hook relists the pods whose watch sits in a back-off (up to
+// 30 s) from an outage, rather than when that timer fires.
+VirtualNode::VirtualNode(AgentContext &ctx, JobRecord rec)
+    : rec_(std::move(rec)),
+      pods_(ctx, rec_),
+      node_(ctx, rec_, [this] { pods_.relist_if_idle(); }),
+      drain_(ctx, rec_, node_, pods_) {}
+
+VirtualNode::~VirtualNode() {
+    stop();
+}
+
+void VirtualNode::bind_controllers() {
+    std::weak_ptr<void> self = weak_from_this();
+    pods_.bind(self);
+    node_.bind(self);
+    drain_.bind(self);
+}
+
+void VirtualNode::start(std::function<void(Status)> ready_cb) {
+    bind_controllers();
+    LOG_INFO("%s registering job %u on %s (%zu GPUs)", prefix().c_str(), rec_.job.job_id,
+             rec_.job.slurm_node.c_str(), rec_.job.gpus.size());
+    node_.start(std::move(ready_cb));
+    pods_.start();
+}
+
+void VirtualNode::stop() {
+    node_.stop();
+    pods_.stop();
+    drain_.stop();
+}
+
+void VirtualNode::set_runtime(std::unique_ptr<PodRuntime> rt, int shim_pid) {
+    bind_controllers();
+    pods_.set_runtime(std::move(rt), shim_pid);
+}
+
+void VirtualNode::deregister(uint32_t grace_s, const std::string &reason,
+                             std::function<void(uint32_t)> done) {
+    bind_controllers();
+    drain_.start(grace_s, reason, std::move(done));
+}
+
+void VirtualNode::count_phases(std::map<std::string, int64_t> *by_phase) const {
+    pods_.count_phases(by_phase);
+}
+
+proto::NodeState VirtualNode::state() const {
+    proto::NodeState s;
+    s.job_id = rec_.job.job_id;
+    s.slurm_node = rec_.job.slurm_node;
+    s.node_name = rec_.node_name;
+    s.user = rec_.job.user;
+    bool draining = drain_.active();
+    s.phase = draining ? "draining" : node_.ready() ? "ready" : "registering";
+    s.ready = node_.ready() && !draining && !node_.lease_failing();
+    s.gpus = rec_.job.gpus;
+    s.pods = pods_.unfinished();
+    return s;
+}
+
+}  // namespace sk::agent
