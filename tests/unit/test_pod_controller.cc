@@ -280,7 +280,11 @@ START_TEST(api_errors) {
         env.http().push(env.http().open_stream(kPodsPath), "MODIFIED", env.served_pod("p1"));
     }
     ck_assert_msg(env.run_until([&] { return env.http().count(method, path) >= 1; }), "%s", c.name);
-    env.run_for(1600);  // past the 1 s retry pause
+    env.run_for(1600);         // past the 1 s retry pause
+    if (method == "DELETE") {  // the watch repeats the pod: a finished delete is not sent again
+        env.http().push(env.http().open_stream(kPodsPath), "MODIFIED", env.served_pod("p1"));
+        env.run_for(300);
+    }
     ck_assert_msg(env.http().count(method, path) == c.expect_requests, "%s: %zu requests", c.name,
                   env.http().count(method, path));
     const FakeRuntime::Call *k = nullptr;  // the first kill after the error
@@ -304,16 +308,21 @@ struct DrainCase {
     bool runtime;       // a runtime is attached (else the pods never ran)
     uint32_t stopped;   // done(pods_stopped)
     const char *phase;  // final phase of the pods
+    bool p1_recreated;  // p1's DELETE fails its uid precondition (409): it is gone
 };
 static const DrainCase kDrainCases[] = {
-    {"running pods are stopped", true, 2, "Succeeded"},
-    {"pods that never ran fail", false, 0, "Failed"},
+    {"running pods are stopped", true, 2, "Succeeded", false},
+    {"pods that never ran fail", false, 0, "Failed", false},
+    {"a pod re-created under its name counts as deleted", true, 2, "Succeeded", true},
 };
 START_TEST(drain) {
     const DrainCase &c = kDrainCases[_i];
     ControllerEnv env;
     env.serve_node_and_lease();
     env.serve_pods({make_pod("p1", "u1"), make_pod("p2", "u2")});
+    if (c.p1_recreated)
+        env.http().on("DELETE", "/api/v1/namespaces/default/pods/p1",
+                      {FakeAnswer::error(409, "Conflict", "Precondition failed: UID")});
     env.start_node();
     FakeRuntime *rt = c.runtime ? env.attach_fake_runtime() : nullptr;
     ck_assert(env.run_until([&] {
