@@ -424,5 +424,5 @@ def preflight(need_shim=False):
     missing = [p for p in [SERVER_PY, AGENT_BIN, TEST_AGENT_BIN] + ([SHIM_BIN] if need_shim else [])
                if not os.path.exists(p)]
     if missing:
-        print("missing: " + ", ".join(missing) + " (build first, set SK_TOP_BUILDDIR)")
+        print("missing: " + ", ".join(missing) + " (make bench builds them; set SK_TOP_BUILDDIR)")
         sys.exit(77)

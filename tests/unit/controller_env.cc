@@ -3,7 +3,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include <cstdio>
+#include <filesystem>
+#include <system_error>
 
 #include "agent/uv_util.h"
 
@@ -86,9 +87,8 @@ ControllerEnv::ControllerEnv() {
 
 ControllerEnv::~ControllerEnv() {
     close();
-    std::string cmd = "rm -rf '" + dir_ + "'";
-    if (dir_.rfind("/tmp/sk-ctl-", 0) == 0 && system(cmd.c_str()) != 0)
-        fprintf(stderr, "cannot remove %s\n", dir_.c_str());
+    std::error_code ec;
+    if (dir_.rfind("/tmp/sk-ctl-", 0) == 0) std::filesystem::remove_all(dir_, ec);
 }
 
 void ControllerEnv::serve_node_and_lease() {
@@ -181,7 +181,7 @@ JobRecord ControllerEnv::record() const {
 
 std::shared_ptr<VirtualNode> ControllerEnv::start_node(std::function<void(Status)> ready) {
     node = std::make_shared<VirtualNode>(ctx_, record());
-    node->start([ready](const Status &st) {
+    node->start([ready = std::move(ready)](const Status &st) {
         if (ready) ready(st);
     });
     return node;
