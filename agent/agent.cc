@@ -12,7 +12,6 @@
 #include <cstring>
 
 #include "agent/command_runner.h"
-#include "agent/fake_runtime.h"
 #include "agent/peer_auth.h"
 #include "agent/shim_runtime.h"
 #include "common/log.h"
@@ -195,10 +194,7 @@ std::shared_ptr<VirtualNode> Agent::add_node(JobRecord rec, std::function<void(S
     std::string key = job_key(rec.job.job_id, rec.job.slurm_node);
     auto vn = std::make_shared<VirtualNode>(ctx_, std::move(rec));
     nodes_[key] = vn;
-    if (cfg_.runtime == "fake")
-        vn->set_runtime(std::make_unique<FakeRuntime>(
-            [this](std::function<void()> fn) { defer(loop_, std::move(fn)); },
-            [this] { return clock_.now_s(); }));
+    if (runtime_factory_) vn->set_runtime(runtime_factory_(loop_, clock_));
     vn->start(std::move(ready));
     return vn;
 }
@@ -339,9 +335,9 @@ void Agent::op_attach(const std::shared_ptr<Connection> &c, const proto::Request
                  c->peer().pid, st.message().c_str());
         return c->reply(proto::error_reply(req.id, st.failure()));
     }
-    if (cfg_.runtime == "fake")
+    if (runtime_factory_)
         return c->reply(proto::error_reply(
-            req.id, fail(Error::Unavailable, "this agent runs with runtime=fake")));
+            req.id, fail(Error::Unavailable, "this agent runs with runtime=" + cfg_.runtime)));
     std::string dir = shim_state_dir_for(cfg_, a->job_id, a->slurm_node);
     mkdir(cfg_.shim_state_dir.c_str(), 0755);
     if (mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST) {

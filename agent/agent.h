@@ -44,6 +44,11 @@ class CommandJobChecker : public JobAliveChecker {
 // Pure: the state squeue printed -> alive.
 bool job_state_is_alive(const std::string &state_output);
 
+// An in-process pod runtime in place of the job's shim (agent.conf runtime =
+// a name the daemon's build registered, agent/daemon.h): every virtual node
+// gets one at registration, and shim attaches are refused.
+using RuntimeFactory = std::function<std::unique_ptr<PodRuntime>(uv_loop_t *, const Clock &)>;
+
 class Agent {
   public:
     Agent(uv_loop_t *loop, const AgentConfig &cfg, KubeClient &kube, const Clock &clock,
@@ -60,6 +65,8 @@ class Agent {
         ctx_.obs = obs;
     }
     void set_log_index(LogIndex *logs) { ctx_.logs = logs; }
+    // Optional, before start(): none = pods run in the job's shim (runtime = shim).
+    void set_runtime_factory(RuntimeFactory f) { runtime_factory_ = std::move(f); }
 
   private:
     void handle(const std::shared_ptr<Connection> &c, const proto::Request &req);
@@ -87,6 +94,7 @@ class Agent {
     Timer pods_timer_;  // pods-by-phase gauge
     EventCorrelator events_;
     const AgentObserver *obs_ = nullptr;
+    RuntimeFactory runtime_factory_;
 };
 
 }  // namespace sk::agent

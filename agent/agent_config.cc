@@ -17,7 +17,7 @@ Result<std::string> read_text(const std::string &path, const char *what) {
     return ss.str();
 }
 
-void build_schema(ConfigSchema &s, AgentConfig &c) {
+void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string> &extra_runtimes) {
     s.add_string("api_server", &c.api.server, "API server URL, https://HOST:PORT");
     s.add_path("api_ca_file", &c.api.ca_file, "CA bundle (PEM) for the API server certificate");
     s.add_path("api_token_file", &c.api.token_file, "file holding a bearer token");
@@ -96,7 +96,12 @@ void build_schema(ConfigSchema &s, AgentConfig &c) {
     s.add_string("slurm_user", &c.slurm_user, "SlurmUser (allowed to register)");
     s.add_enum("shim_auth", &c.shim_auth, {"cgroup", "uid"},
                "attach check: cgroup (uid + job cgroup) or uid (weaker, tests)");
-    s.add_enum("runtime", &c.runtime, {"shim", "fake"}, "pod runtime: shim, or fake (tests)");
+    std::vector<std::string> runtimes = {"shim"};
+    runtimes.insert(runtimes.end(), extra_runtimes.begin(), extra_runtimes.end());
+    std::string runtime_doc = "pod runtime: shim (the job's slurm-k8s-shim)";
+    for (const auto &r : extra_runtimes)
+        runtime_doc += ", or " + r;
+    s.add_enum("runtime", &c.runtime, runtimes, runtime_doc);
     s.add_string("job_alive_command", &c.job_alive_command,
                  "prints the state of job {job}; exit 0 + RUNNING etc. = alive");
     s.add_string("job_end_command", &c.job_end_command,
@@ -184,10 +189,11 @@ Result<std::string> expand_node_name(const std::string &tmpl, const std::string 
     return out;
 }
 
-Result<AgentConfig> parse_agent_config(std::string_view text, std::string_view source) {
+Result<AgentConfig> parse_agent_config(std::string_view text, std::string_view source,
+                                       const std::vector<std::string> &extra_runtimes) {
     AgentConfig c;
     ConfigSchema schema;
-    build_schema(schema, c);
+    build_schema(schema, c, extra_runtimes);
     auto kvs = parse_kv_text(text, source);
     if (!kvs) return kvs.failure();
     if (auto st = schema.apply(*kvs); !st) return st.failure();
@@ -249,16 +255,17 @@ Result<AgentConfig> parse_agent_config(std::string_view text, std::string_view s
     return c;
 }
 
-Result<AgentConfig> load_agent_config(const std::string &path) {
+Result<AgentConfig> load_agent_config(const std::string &path,
+                                      const std::vector<std::string> &extra_runtimes) {
     auto text = read_text(path, "configuration file");
     if (!text) return text.failure();
-    return parse_agent_config(*text, path);
+    return parse_agent_config(*text, path, extra_runtimes);
 }
 
-std::string describe_agent_config() {
+std::string describe_agent_config(const std::vector<std::string> &extra_runtimes) {
     AgentConfig c;
     ConfigSchema s;
-    build_schema(s, c);
+    build_schema(s, c, extra_runtimes);
     return s.describe();
 }
 

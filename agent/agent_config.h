@@ -57,7 +57,9 @@ struct AgentConfig {
     std::vector<uint32_t> admin_uids;  // empty = root + slurm_user
     std::string slurm_user = "slurm";
     std::string shim_auth = "cgroup";  // cgroup | uid (weaker; tests without Slurm)
-    std::string runtime = "shim";      // shim | fake (tests)
+    // shim, or a runtime the daemon's build adds (agent/daemon.h: a test
+    // build adds the in-memory "fake").
+    std::string runtime = "shim";
     std::string job_alive_command = "squeue -h -j {job} -o %T";
     // Asked when the plugin registered end_time=0; prints Slurm's EndTime
     // ("2026-01-01T12:00:00", local time) or N/A / Unknown. "" = never ask.
@@ -71,10 +73,13 @@ struct AgentConfig {
 
 // Parses agent.conf text (source names it in messages) and checks the
 // cross-key rules; does no I/O except reading a kubeconfig it names.
-Result<AgentConfig> parse_agent_config(std::string_view text, std::string_view source);
-Result<AgentConfig> load_agent_config(const std::string &path);
+// extra_runtimes: the runtime= values besides "shim" this build accepts.
+Result<AgentConfig> parse_agent_config(std::string_view text, std::string_view source,
+                                       const std::vector<std::string> &extra_runtimes = {});
+Result<AgentConfig> load_agent_config(const std::string &path,
+                                      const std::vector<std::string> &extra_runtimes = {});
 // "key: doc" lines for --help.
-std::string describe_agent_config();
+std::string describe_agent_config(const std::vector<std::string> &extra_runtimes = {});
 
 // A kubeconfig subset: the first cluster's server and certificate-authority,
 // the first user's token / tokenFile / client-certificate / client-key.

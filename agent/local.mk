@@ -49,8 +49,6 @@ agent_libagentio_la_SOURCES = \
 	agent/controllers/pod_controller.h \
 	agent/controllers/virtual_node.cc \
 	agent/controllers/virtual_node.h \
-	agent/fake_runtime.cc \
-	agent/fake_runtime.h \
 	agent/http_client.cc \
 	agent/http_client.h \
 	agent/kube_client.cc \
@@ -64,10 +62,15 @@ agent_libagentio_la_SOURCES = \
 agent_libagentio_la_CPPFLAGS = $(AM_CPPFLAGS) $(LIBUV_CFLAGS) $(LIBCURL_CFLAGS)
 agent_libagentio_la_LIBADD = agent/libagentcore.la uv/libskuv.la $(LIBUV_LIBS) $(LIBCURL_LIBS)
 
-sbin_PROGRAMS += agent/slurm-k8s-agent
-agent_slurm_k8s_agent_SOURCES = agent/main.cc
-agent_slurm_k8s_agent_CPPFLAGS = $(AM_CPPFLAGS) $(LIBUV_CFLAGS) $(LIBCURL_CFLAGS)
-agent_slurm_k8s_agent_LDADD = \
+# The daemon's main() (agent/daemon.h): linked by the shipped agent below and
+# by the test build that adds the fake runtime (tests/agent/local.mk).
+noinst_LTLIBRARIES += agent/libagentdaemon.la
+agent_libagentdaemon_la_SOURCES = \
+	agent/daemon.cc \
+	agent/daemon.h
+agent_libagentdaemon_la_CPPFLAGS = $(AM_CPPFLAGS) $(LIBUV_CFLAGS) $(LIBCURL_CFLAGS)
+SK_AGENT_DAEMON_LIBS = \
+	agent/libagentdaemon.la \
 	agent/libagentio.la \
 	agent/libagentcore.la \
 	agent/libkubelet.la \
@@ -75,6 +78,10 @@ agent_slurm_k8s_agent_LDADD = \
 	$(LIBUV_LIBS) \
 	$(LIBCURL_LIBS) \
 	$(JSONCPP_LIBS)
+
+sbin_PROGRAMS += agent/slurm-k8s-agent
+agent_slurm_k8s_agent_SOURCES = agent/main.cc
+agent_slurm_k8s_agent_LDADD = $(SK_AGENT_DAEMON_LIBS)
 
 if HAVE_CHECK
 check_PROGRAMS += \
@@ -101,7 +108,8 @@ tests_unit_test_agent_core_LDADD = agent/libagentcore.la common/libcommon.la $(C
 
 endif
 
-# Component test: the real agent (fake runtime) against the test API server.
+# Component tests: the agent (tests/agent's build, fake runtime) against the
+# test API server; the shipped agent with the real shim.
 TESTS += \
 	tests/component/test_agent.sh \
 	tests/component/test_agent_shim.sh

@@ -1,6 +1,6 @@
 // The narrow interface between the agent's pod controller and whatever runs
 // the pods: the job's shim over the attached socket (shim_runtime.h), or an
-// in-memory fake for tests (fake_runtime.h).
+// in-memory fake for tests (tests/agent/fake_runtime.h).
 //
 // Contracts:
 //  - run(body): body is the pod_run body ({"pod": resolved Pod, "files":

@@ -20,7 +20,8 @@ bench_rss_floor_CPPFLAGS = $(AM_CPPFLAGS) $(JSONCPP_CFLAGS) $(LIBUV_CFLAGS)
 bench_rss_floor_LDADD = $(JSONCPP_LIBS) $(LIBUV_LIBS)
 CLEANFILES += bench/rss_floor$(EXEEXT)
 
-bench: all bench/rss_floor$(EXEEXT)
+# runtime = fake runs start the agent's test build (tests/agent/local.mk).
+bench: all bench/rss_floor$(EXEEXT) tests/agent/slurm-k8s-test-agent$(EXEEXT)
 	SK_TOP_SRCDIR='$(abs_top_srcdir)' SK_TOP_BUILDDIR='$(abs_top_builddir)' \
 	PYTHON3='$(PYTHON3)' $(SHELL) $(top_srcdir)/bench/run-all.sh \
 	  '$(abs_top_builddir)/bench/results.json'

@@ -32,6 +32,8 @@ SERVER_PY = os.path.join(SRCDIR, "tests", "kube", "kube_test_server.py")
 sys.path.insert(0, os.path.join(SRCDIR, "tests", "component"))
 from agent_lib import agent_call  # noqa: E402
 AGENT_BIN = os.path.join(BUILDDIR, "agent", "slurm-k8s-agent")
+# The agent's test build: the same daemon plus runtime = fake (tests/agent/).
+TEST_AGENT_BIN = os.path.join(BUILDDIR, "tests", "agent", "slurm-k8s-test-agent")
 SHIM_BIN = os.path.join(BUILDDIR, "k8s-shim", "slurm-k8s-shim")
 AGENT_USER = "slurm-k8s-agent"  # the user agent.token authenticates as (test server)
 
@@ -251,6 +253,12 @@ def is_phase(name, phase):
 
 
 # ---------------------------------------------------------------- agent
+def agent_binary(runtime):
+    """The agent program for agent.conf's runtime: the shipped daemon offers
+    only the shim; runtime = fake exists in the test build alone."""
+    return TEST_AGENT_BIN if runtime == "fake" else AGENT_BIN
+
+
 class Agent:
     """The real slurm-k8s-agent with a private config, socket and state dir."""
 
@@ -284,7 +292,7 @@ class Agent:
         with open(self.conf, "w") as f:
             for k, v in conf.items():
                 f.write(f"{k} = {v}\n")
-        self.proc = subprocess.Popen([AGENT_BIN, "--config", self.conf],
+        self.proc = subprocess.Popen([agent_binary(runtime), "--config", self.conf],
                                      stdout=open(self.log_path, "a"), stderr=subprocess.STDOUT)
         for _ in range(200):
             if self.proc.poll() is not None:
@@ -413,8 +421,8 @@ def write_result(name, data, path=None):
 
 
 def preflight(need_shim=False):
-    missing = [p for p in [SERVER_PY, AGENT_BIN] + ([SHIM_BIN] if need_shim else [])
+    missing = [p for p in [SERVER_PY, AGENT_BIN, TEST_AGENT_BIN] + ([SHIM_BIN] if need_shim else [])
                if not os.path.exists(p)]
     if missing:
-        print("missing: " + ", ".join(missing) + " (build first, set SK_TOP_BUILDDIR)")
+        print("missing: " + ", ".join(missing) + " (make bench builds them; set SK_TOP_BUILDDIR)")
         sys.exit(77)

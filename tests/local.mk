@@ -29,6 +29,42 @@ tests_unit_test_plugin_symbols_CXXFLAGS = $(AM_CXXFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_plugin_symbols_LDFLAGS = $(AM_LDFLAGS) -export-dynamic
 tests_unit_test_plugin_symbols_LDADD = $(CHECK_LIBS) -ldl
 EXTRA_tests_unit_test_plugin_symbols_DEPENDENCIES = spank/spank_k8s.la
+
+# The controllers at their seams: VirtualNode on a real uv loop over the fake
+# HTTP transport and the fake runtime (tests/agent/).
+check_PROGRAMS += \
+	tests/unit/test_node_lease_controller \
+	tests/unit/test_pod_controller
+TESTS += \
+	tests/unit/test_node_lease_controller \
+	tests/unit/test_pod_controller
+SK_CONTROLLER_TEST_SOURCES = \
+	tests/unit/controller_env.cc \
+	tests/unit/controller_env.h \
+	tests/unit/fake_transport.cc \
+	tests/unit/fake_transport.h
+SK_CONTROLLER_TEST_CPPFLAGS = $(AM_CPPFLAGS) $(LIBUV_CFLAGS)
+SK_CONTROLLER_TEST_LIBS = \
+	tests/agent/libfakeruntime.la \
+	agent/libagentio.la \
+	agent/libagentcore.la \
+	common/libcommon.la \
+	$(CHECK_LIBS) \
+	$(LIBUV_LIBS) \
+	$(LIBCURL_LIBS) \
+	$(JSONCPP_LIBS)
+tests_unit_test_node_lease_controller_SOURCES = \
+	tests/unit/test_node_lease_controller.cc \
+	$(SK_CONTROLLER_TEST_SOURCES)
+tests_unit_test_node_lease_controller_CPPFLAGS = $(SK_CONTROLLER_TEST_CPPFLAGS)
+tests_unit_test_node_lease_controller_CXXFLAGS = $(AM_CXXFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_node_lease_controller_LDADD = $(SK_CONTROLLER_TEST_LIBS)
+tests_unit_test_pod_controller_SOURCES = \
+	tests/unit/test_pod_controller.cc \
+	$(SK_CONTROLLER_TEST_SOURCES)
+tests_unit_test_pod_controller_CPPFLAGS = $(SK_CONTROLLER_TEST_CPPFLAGS)
+tests_unit_test_pod_controller_CXXFLAGS = $(AM_CXXFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_pod_controller_LDADD = $(SK_CONTROLLER_TEST_LIBS)
 endif
 
 EXTRA_DIST += \

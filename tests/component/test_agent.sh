@@ -1,9 +1,10 @@
 #!/bin/sh
-# Component test: the real slurm-k8s-agent (runtime=fake) against the test
-# API server (tests/kube/kube_test_server.py). Runs as any user in < 1 min.
+# Component test: the agent daemon (its test build, tests/agent/, which adds
+# runtime=fake) against the test API server (tests/kube/kube_test_server.py).
+# Runs as any user in < 1 min.
 : "${SK_TOP_SRCDIR:=$(cd "$(dirname "$0")/../.." && pwd)}"
 : "${SK_TOP_BUILDDIR:=$SK_TOP_SRCDIR}"
 : "${PYTHON3:=python3}"
 exec "$PYTHON3" "$SK_TOP_SRCDIR/tests/component/agent_lib.py" \
-    --agent "$SK_TOP_BUILDDIR/agent/slurm-k8s-agent" \
+    --agent "$SK_TOP_BUILDDIR/tests/agent/slurm-k8s-test-agent" \
     --server "$SK_TOP_SRCDIR/tests/kube/kube_test_server.py"

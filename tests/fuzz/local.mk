@@ -81,7 +81,7 @@ fuzz-long:
 # Static analysis: clang-tidy (.clang-tidy) and cppcheck
 # (tests/static/cppcheck-suppressions.txt) over LINT_DIRS, from a compile
 # database recorded with bear in a separate build (tests/static/lint.sh).
-LINT_DIRS = common spank agent k8s-shim cli tests/unit tests/fuzz tests/component
+LINT_DIRS = common spank agent k8s-shim cli tests/unit tests/fuzz tests/component tests/agent
 lint:
 	SK_TOP_SRCDIR='$(abs_top_srcdir)' LINT_DIRS='$(LINT_DIRS)' \
 	  $(SHELL) $(top_srcdir)/tests/static/lint.sh

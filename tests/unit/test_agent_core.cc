@@ -527,6 +527,7 @@ static const BadConf kBadConfs[] = {
     {"api_client_cert = /c\n", "set together"},
     {"max_pods = 0\n", "out of range"},
     {"shim_auth = none\n", "shim_auth"},
+    {"runtime = fake\n", "runtime"},  // the test double is no choice of the shipped daemon
     {"node_name_template = {node}\n", "{node} and {job}"},
     {"node_name_template = BAD_{node}_{job}!\n", "not a valid Kubernetes node name"},
     {"allowed_namespaces = Bad\n", "not a namespace name"},
@@ -539,6 +540,18 @@ START_TEST(config_bad) {
     ck_assert_msg(!c.ok(), "accepted %s", kBadConfs[_i].extra);
     ck_assert_msg(c.message().find(kBadConfs[_i].message_has) != std::string::npos, "%s",
                   c.message().c_str());
+}
+END_TEST
+
+// A build that registers extra runtimes (agent/daemon.h) accepts their names.
+START_TEST(config_extra_runtime) {
+    auto c =
+        parse_agent_config(std::string(kGoodConf) + "runtime = fake\n", "agent.conf", {"fake"});
+    ck_assert_msg(c.ok(), "%s", c.ok() ? "" : c.message().c_str());
+    ck_assert_sstr_eq(c->runtime, "fake");
+    ck_assert_sstr_eq(parse_agent_config(kGoodConf, "agent.conf", {"fake"})->runtime, "shim");
+    ck_assert(describe_agent_config({"fake"}).find("or fake") != std::string::npos);
+    ck_assert(describe_agent_config().find("fake") == std::string::npos);
 }
 END_TEST
 
@@ -723,6 +736,7 @@ int main() {
     tcase_add_loop_test(tc, attach_authorization, 0, TABLE_SIZE(kAttach));
     tcase_add_test(tc, config_good);
     tcase_add_loop_test(tc, config_bad, 0, TABLE_SIZE(kBadConfs));
+    tcase_add_test(tc, config_extra_runtime);
     tcase_add_test(tc, config_requires_credentials);
     tcase_add_test(tc, kubeconfig_subset);
     tcase_add_test(tc, node_names);

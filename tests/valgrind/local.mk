@@ -7,7 +7,8 @@ EXTRA_DIST += \
 	tests/valgrind/sigterm_busy.py \
 	tests/valgrind/slurm-k8s.supp
 
-check-valgrind: all
+# The fake-runtime suites start the agent's test build (tests/agent/local.mk).
+check-valgrind: all tests/agent/slurm-k8s-test-agent$(EXEEXT)
 	SK_TOP_SRCDIR='$(abs_top_srcdir)' SK_TOP_BUILDDIR='$(abs_top_builddir)' \
 	  PYTHON3='$(PYTHON3)' $(SHELL) $(top_srcdir)/tests/valgrind/run.sh
 

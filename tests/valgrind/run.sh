@@ -42,8 +42,9 @@ suite() {  # name command...
 }
 suite test_agent.sh sh "$SK_TOP_SRCDIR/tests/component/test_agent.sh"
 suite test_agent_shim.sh sh "$SK_TOP_SRCDIR/tests/component/test_agent_shim.sh"
+# runtime=fake: the agent's test build (tests/agent/local.mk)
 suite sigterm_busy.py "$PYTHON3" "$SK_TOP_SRCDIR/tests/valgrind/sigterm_busy.py" \
-    --agent "$SK_TOP_BUILDDIR/agent/slurm-k8s-agent" \
+    --agent "$SK_TOP_BUILDDIR/tests/agent/slurm-k8s-test-agent" \
     --server "$SK_TOP_SRCDIR/tests/kube/kube_test_server.py"
 echo "$passed passed, $failed failed"
 exit $status

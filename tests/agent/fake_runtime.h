@@ -1,8 +1,9 @@
 // A PodRuntime that "runs" pods in memory, for unit and component tests
-// (agent.conf runtime = fake). Pods go Running at once with every container
-// started and ready; kill() terminates them (exit 0, Completed ->
+// (agent.conf runtime = fake, offered only by the test build of the agent,
+// tests/agent/test_agent_main.cc). Pods go Running at once with every
+// container started and ready; kill() terminates them (exit 0, Completed ->
 // Succeeded). A test drives other states with set_status() or, through the
-// real agent binary, with the pod annotation
+// test agent binary, with the pod annotation
 //   slurm-k8s.io/fake-exit-code: "N"   (containers exit with N at once)
 //   slurm-k8s.io/fake-refuse: "reason" (run is refused with that reason)
 #pragma once
@@ -10,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "agent/runtime.h"
 
@@ -33,6 +35,15 @@ class FakeRuntime : public PodRuntime {
     size_t size() const { return pods_.size(); }
     bool has(const std::string &uid) const { return pods_.count(uid) != 0; }
     unsigned run_calls() const { return runs_; }
+    // Every kill() (shutdown() kills each pod through it too) and every
+    // shutdown(), in call order, for assertions.
+    struct Call {
+        std::string uid;  // "" for shutdown
+        uint32_t grace_s;
+        std::string reason;
+    };
+    const std::vector<Call> &kills() const { return kills_; }
+    const std::vector<Call> &shutdowns() const { return shutdowns_; }
 
     static Json::Value running_status(const Json::Value &pod, int64_t now_s);
     static Json::Value terminated_status(const Json::Value &pod, const Json::Value &prev,
@@ -46,6 +57,7 @@ class FakeRuntime : public PodRuntime {
     std::map<std::string, PodSnapshot> pods_;
     std::map<std::string, Json::Value> specs_;
     unsigned runs_ = 0;
+    std::vector<Call> kills_, shutdowns_;
 };
 
 }  // namespace sk::agent

@@ -1,4 +1,4 @@
-#include "agent/fake_runtime.h"
+#include "tests/agent/fake_runtime.h"
 
 #include "agent/kube_time.h"
 
@@ -121,7 +121,9 @@ void FakeRuntime::run(const Json::Value &body, Done done) {
     post_([done, st] { done(st); });
 }
 
-void FakeRuntime::kill(const std::string &uid, uint32_t, const std::string &, Done done) {
+void FakeRuntime::kill(const std::string &uid, uint32_t grace_s, const std::string &reason,
+                       Done done) {
+    kills_.push_back({uid, grace_s, reason});
     auto it = pods_.find(uid);
     if (it != pods_.end() && !is_terminal(it->second.status)) {
         it->second.status = terminated_status(specs_[uid], it->second.status, 0, now_());
@@ -138,6 +140,7 @@ void FakeRuntime::snapshot(std::function<void(Result<std::vector<PodSnapshot>>)>
 }
 
 void FakeRuntime::shutdown(uint32_t grace_s, const std::string &reason, Done done) {
+    shutdowns_.push_back({"", grace_s, reason});
     for (auto &[uid, p] : pods_)
         kill(uid, grace_s, reason, [](const Status &) {});
     post_([done] { done(Status()); });

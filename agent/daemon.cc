@@ -1,0 +1,297 @@
+// slurm-k8s-agent's main(), as a library function (agent/daemon.h). Reads
+// like a table of contents: configuration, credentials, host facts, HTTP,
+// the agent, the loop; teardown in reverse.
+#include <config.h>  // PACKAGE_VERSION (agent/agent_config.h is the agent's own)
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <signal.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "agent/daemon.h"
+
+#include "agent/agent.h"
+#include "agent/agent_config.h"
+#include "agent/http_client.h"
+#include "agent/kube_client.h"
+#include "agent/kubelet_server.h"
+#include "agent/log_index.h"
+#include "agent/metrics.h"
+#include "uv/handles.h"
+#include "common/log.h"
+#include "common/strings.h"
+
+namespace sk::agent {
+namespace {
+
+std::string read_first_line(const std::string &path) {
+    std::ifstream f(path);
+    std::string line;
+    std::getline(f, line);
+    return std::string(trim(line));
+}
+
+std::string os_image() {
+    std::ifstream f("/etc/os-release");
+    std::string line;
+    while (std::getline(f, line))
+        if (starts_with(line, "PRETTY_NAME=")) {
+            std::string v = line.substr(12);
+            if (v.size() >= 2 && v.front() == '"') v = v.substr(1, v.size() - 2);
+            return v;
+        }
+    return "linux";
+}
+
+std::string first_ipv4() {
+    struct ifaddrs *ifs = nullptr;
+    std::string out = "127.0.0.1";
+    if (getifaddrs(&ifs) != 0) return out;
+    for (auto *i = ifs; i; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || (i->ifa_flags & IFF_LOOPBACK))
+            continue;
+        char buf[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in *>(i->ifa_addr)->sin_addr, buf,
+                  sizeof buf);
+        out = buf;
+        break;
+    }
+    freeifaddrs(ifs);
+    return out;
+}
+
+NodeSpecInput host_facts(const AgentConfig &cfg) {
+    NodeSpecInput h;
+    struct utsname u;
+    uname(&u);
+    h.kernel_version = u.release;
+    h.architecture = strcmp(u.machine, "aarch64") == 0 ? "arm64" : "amd64";
+    h.os_image = os_image();
+    h.machine_id = read_first_line("/etc/machine-id");
+    h.boot_id = read_first_line("/proc/sys/kernel/random/boot_id");
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    h.host_cpus = cpus > 0 ? static_cast<uint32_t>(cpus) : 1;
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGE_SIZE);
+    h.host_memory_mib = pages > 0 ? static_cast<uint64_t>(pages) * psize / (1 << 20) : 1024;
+    h.cluster = cfg.cluster_name;
+    h.node_address = cfg.node_address;
+    h.kubelet_port = static_cast<uint32_t>(cfg.kubelet_port);
+    h.site_labels = cfg.labels;
+    h.site_taints = cfg.taints;
+    h.max_pods = static_cast<uint32_t>(cfg.max_pods);
+    h.agent_version = PACKAGE_VERSION;
+    h.job.slurm_node = cfg.slurm_node;
+    return h;
+}
+
+AgentObserver observe_into(AgentMetrics &m) {
+    AgentObserver o;
+    o.watch_restart = [&m](const std::string &res) { m.watch_restart(res); };
+    o.node_registered = [&m](double s) { m.node_registered(s); };
+    o.pod_started = [&m](double s) { m.pod_started(s); };
+    o.pods = [&m](const std::map<std::string, int64_t> &by_phase) { m.set_pods(by_phase); };
+    return o;
+}
+
+// TLS with client-certificate auth (the API server's kubelet-client cert),
+// or plain HTTP when the admin said kubelet_insecure; nothing (null) when
+// neither is configured: `kubectl logs` then cannot reach this node.
+Result<std::unique_ptr<KubeletServer>> start_kubelet_endpoint(const AgentConfig &cfg,
+                                                              LogIndex &logs) {
+    if (cfg.kubelet_cert.empty() && !cfg.kubelet_insecure) {
+        LOG_WARN(
+            "kubelet endpoint off (set kubelet_cert, kubelet_key and kubelet_client_ca): "
+            "kubectl logs will not work on the virtual nodes");
+        return std::unique_ptr<KubeletServer>();
+    }
+    KubeletServerConfig c;
+    c.http.port = static_cast<uint16_t>(cfg.kubelet_port);
+    if (cfg.kubelet_insecure) {
+        LOG_WARN(
+            "kubelet_insecure = true: the kubelet endpoint serves container logs over plain "
+            "HTTP to anyone who can reach port %llu (tests only)",
+            static_cast<unsigned long long>(cfg.kubelet_port));
+    } else {
+        c.http.tls = true;
+        c.http.cert_file = cfg.kubelet_cert;
+        c.http.key_file = cfg.kubelet_key;
+        c.http.client_ca_file = cfg.kubelet_client_ca;
+    }
+    auto srv = std::make_unique<KubeletServer>(
+        c, [&logs](const ContainerLogRef &ref) { return logs.resolve(ref); });
+    if (auto st = srv->start(); !st)
+        return fail(st.error(), "kubelet endpoint on port " + std::to_string(cfg.kubelet_port) +
+                                    ": " + st.message() +
+                                    " (kubelet_port, kubelet_cert, kubelet_key)");
+    LOG_INFO("kubelet endpoint on %s://0.0.0.0:%u", cfg.kubelet_insecure ? "http" : "https",
+             srv->port());
+    return Result<std::unique_ptr<KubeletServer>>(std::move(srv));
+}
+
+void usage(const std::vector<std::string> &extra_runtimes) {
+    fprintf(stderr,
+            "usage: slurm-k8s-agent [--config FILE] [--log-level LEVEL] [--help]\n"
+            "  default config: /etc/slurm-k8s/agent.conf\n\nconfiguration keys:\n%s",
+            describe_agent_config(extra_runtimes).c_str());
+}
+
+int run(int argc, char **argv, const RuntimeFactories &extra) {
+    std::vector<std::string> extra_runtimes;
+    for (const auto &[name, factory] : extra)
+        extra_runtimes.push_back(name);
+    log::set_component("slurm-k8s-agent");
+    std::string config_path = "/etc/slurm-k8s/agent.conf", level_override;
+    for (int i = 1; i < argc; i++) {
+        std::string a = argv[i];
+        if ((a == "--config" || a == "-c") && i + 1 < argc)
+            config_path = argv[++i];
+        else if (a == "--log-level" && i + 1 < argc)
+            level_override = argv[++i];
+        else if (a == "--help" || a == "-h")
+            return usage(extra_runtimes), 0;
+        else if (a == "--version")
+            return printf("slurm-k8s-agent %s\n", PACKAGE_VERSION), 0;
+        else
+            return usage(extra_runtimes), 2;
+    }
+
+    // 1. configuration: any error names the key and stops the start.
+    auto cfg = load_agent_config(config_path, extra_runtimes);
+    if (!cfg) {
+        LOG_ERROR("%s", cfg.message().c_str());
+        return 1;
+    }
+    log::Level lvl;
+    if (log::level_from_string(level_override.empty() ? cfg->log_level : level_override, &lvl))
+        log::set_level(lvl);
+    LOG_INFO("slurm-k8s-agent %s starting (config %s, runtime %s)", PACKAGE_VERSION,
+             config_path.c_str(), cfg->runtime.c_str());
+    if (cfg->slurm_node.empty()) {
+        char host[256] = "";
+        gethostname(host, sizeof host - 1);
+        cfg->slurm_node = std::string(host).substr(0, std::string(host).find('.'));
+    }
+    if (cfg->node_address.empty()) cfg->node_address = first_ipv4();
+
+    // 2. credentials
+    TlsConfig tls{cfg->api.ca_file, cfg->api.client_cert, cfg->api.client_key, ""};
+    if (!cfg->api.token_file.empty()) {
+        tls.bearer_token = read_first_line(cfg->api.token_file);
+        if (tls.bearer_token.empty()) {
+            LOG_ERROR("api_token_file %s is empty or unreadable", cfg->api.token_file.c_str());
+            return 1;
+        }
+    }
+
+    // 3. loop, signals, HTTP
+    signal(SIGPIPE, SIG_IGN);  // a shim that went away must not kill the agent
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    CurlTransport http(&loop, tls);
+    if (auto st = http.start(); !st) {
+        LOG_ERROR("HTTP client: %s", st.message().c_str());
+        return 1;
+    }
+    KubeClient kube(http, cfg->api.server, cfg->api_timeout_s * 1000);
+    SystemClock clock;
+    CommandJobChecker checker(&loop, cfg->job_alive_command, cfg->job_end_command);
+
+    // 4. metrics (updated on the loop, rendered from an HTTP thread)
+    AgentMetrics metrics;
+    AgentObserver obs = observe_into(metrics);
+    kube.set_observer([&metrics](const char *verb, int code) { metrics.api_request(verb, code); });
+    std::unique_ptr<MetricsEndpoint> metrics_ep;
+    if (cfg->metrics_port) {
+        metrics_ep =
+            std::make_unique<MetricsEndpoint>([&metrics] { return metrics.render(); }, "127.0.0.1",
+                                              static_cast<uint16_t>(cfg->metrics_port));
+        if (auto st = metrics_ep->start(); !st) {
+            LOG_ERROR("metrics endpoint on 127.0.0.1:%llu: %s (metrics_port)",
+                      static_cast<unsigned long long>(cfg->metrics_port), st.message().c_str());
+            return 1;
+        }
+        LOG_INFO("metrics on http://127.0.0.1:%u/metrics", metrics_ep->port());
+    }
+
+    // 5. the kubelet endpoint (kubectl logs through the API server); its
+    //    port goes into every Node's daemonEndpoints, so it starts first.
+    LogIndex logs;
+    auto kubelet = start_kubelet_endpoint(*cfg, logs);
+    if (!kubelet) {
+        LOG_ERROR("%s", kubelet.message().c_str());
+        return 1;
+    }
+    NodeSpecInput host = host_facts(*cfg);
+    if (*kubelet) host.kubelet_port = (*kubelet)->port();
+
+    // 6. the agent: state, socket, controllers
+    auto agent = std::make_unique<Agent>(&loop, *cfg, kube, clock, checker, host);
+    agent->set_observer(&obs);
+    agent->set_log_index(&logs);
+    if (auto it = extra.find(cfg->runtime); it != extra.end())
+        agent->set_runtime_factory(it->second);
+    if (auto st = agent->start(); !st) {
+        LOG_ERROR("%s", st.message().c_str());
+        return 1;
+    }
+    LOG_INFO("listening on %s; API server %s; slurm node %s, node address %s",
+             cfg->socket_path.c_str(), cfg->api.server.c_str(), cfg->slurm_node.c_str(),
+             cfg->node_address.c_str());
+
+    // 7. run until SIGTERM/SIGINT: virtual nodes stay (jobs outlive an agent restart).
+    Signal sigs[2] = {Signal(&loop), Signal(&loop)};
+    int signums[2] = {SIGTERM, SIGINT};
+    for (int i = 0; i < 2; i++) {
+        sigs[i].start(signums[i], [&agent, &loop](int signum) {
+            LOG_INFO("signal %d: stopping (virtual nodes are kept)", signum);
+            if (agent) agent->stop();
+            uv_stop(&loop);
+        });
+    }
+    uv_run(&loop, UV_RUN_DEFAULT);
+
+    // 8. teardown in reverse
+    if (*kubelet) (*kubelet)->stop();
+    agent.reset();
+    cancel_deferred(&loop);  // calls into the agent that is gone
+    if (metrics_ep) metrics_ep->stop();
+    http.stop();
+    for (auto &s : sigs)
+        s.close();
+    // Close callbacks free the handles; thread-pool work (state-file fsyncs)
+    // must finish before the loop closes. Bounded: a handle left active by
+    // a bug must not turn SIGTERM into a hang.
+    for (int i = 0; i < 200 && uv_run(&loop, UV_RUN_NOWAIT) != 0; i++)
+        usleep(10 * 1000);
+    // Not 0: a bug, memory and descriptors leak (make check-valgrind).
+    if (uv_loop_close(&loop) != 0) log_open_handles(&loop, "teardown");
+    LOG_INFO("stopped");
+    return 0;
+}
+
+}  // namespace
+
+// An exception escaping run() (std::bad_alloc, a jsoncpp LogicError) would
+// abort with no word on stderr: name it and exit 1 instead.
+int agent_daemon_main(int argc, char **argv, const RuntimeFactories &extra_runtimes) {
+    try {
+        return run(argc, argv, extra_runtimes);
+    } catch (const std::exception &e) {
+        fprintf(stderr, "slurm-k8s-agent: fatal: %s\n", e.what());
+    } catch (...) {
+        fprintf(stderr, "slurm-k8s-agent: fatal: unknown exception\n");
+    }
+    return 1;
+}
+
+}  // namespace sk::agent

@@ -1,0 +1,103 @@
+// A VirtualNode (agent/controllers/virtual_node.h) on a real uv loop, driven
+// only through its public interface, over the fake HTTP transport and the
+// fake runtime: what test_pod_controller and test_node_lease_controller
+// share. The fake API side keeps just enough state for the controllers'
+// replies: created objects get a uid and a resourceVersion, a pod status
+// PATCH is merged into the pod the test served and answered with it.
+#pragma once
+
+#include <uv.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include <json/json.h>
+
+#include "agent/agent_config.h"
+#include "agent/controllers/virtual_node.h"
+#include "agent/job_store.h"
+#include "agent/kube_client.h"
+#include "agent/kube_time.h"
+#include "tests/agent/fake_runtime.h"
+#include "tests/unit/fake_transport.h"
+
+namespace sk::agent::test {
+
+constexpr const char *kNodeName = "slurm-n1-42";
+constexpr const char *kNodeUid = "node-uid-1";
+constexpr const char *kLeasePath =
+    "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/slurm-n1-42";
+constexpr const char *kLeasesPath =
+    "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases";
+constexpr const char *kNodePath = "/api/v1/nodes/slurm-n1-42";
+constexpr const char *kPodsPath = "/api/v1/pods";  // list and watch (queries differ)
+
+class ControllerEnv {
+  public:
+    ControllerEnv();
+    ~ControllerEnv();
+    ControllerEnv(const ControllerEnv &) = delete;
+    ControllerEnv &operator=(const ControllerEnv &) = delete;
+
+    uv_loop_t *loop() { return &loop_; }
+    FakeTransport &http() { return *http_; }
+    AgentConfig &cfg() { return cfg_; }
+    AgentContext &ctx() { return ctx_; }
+
+    // A Node POST answers with uid kNodeUid (then uid-2, ...: every create
+    // is a new object); a Lease POST with a fresh uid; a Lease PUT echoes
+    // with resourceVersion + 1; GET of the Node answers the last one created.
+    void serve_node_and_lease();
+    // The pod list answers these pods (resourceVersion rv); each pod's
+    // status PATCH is merged into it and answered with the result.
+    void serve_pods(const std::vector<Json::Value> &pods, const std::string &list_rv = "10");
+    // Only the status PATCH of a pod (one that arrives by watch event).
+    void serve_pod(const Json::Value &pod);
+    // The next status PATCHes of pod name get these answers first (then merging resumes).
+    void fail_pod_patches(const std::string &name, std::vector<FakeAnswer> first);
+    // The pod as the fake API side holds it now (after merged PATCHes).
+    Json::Value served_pod(const std::string &name) const;
+
+    // Job 42 on n1, node slurm-n1-42.
+    JobRecord record() const;
+    // Creates the node and starts it; ready(status) when ready_cb ran.
+    std::shared_ptr<VirtualNode> start_node(std::function<void(Status)> ready = {});
+    // Gives the node a fake runtime (owned by the node); the pointer stays
+    // valid while the node holds it.
+    FakeRuntime *attach_fake_runtime();
+
+    // Runs the loop until pred() holds or timeout_ms passed; pred() at the end.
+    bool run_until(const std::function<bool()> &pred, uint64_t timeout_ms = 3000);
+    void run_for(uint64_t ms);
+    // Stops and drops the node, cancels what is still deferred, closes the
+    // loop: uv_loop_close()'s result (0 = no handle left behind).
+    int close();
+
+    std::shared_ptr<VirtualNode> node;
+
+  private:
+    uv_loop_t loop_;
+    bool closed_ = false;
+    std::unique_ptr<FakeTransport> http_;
+    std::unique_ptr<KubeClient> kube_;
+    AgentConfig cfg_;
+    SystemClock clock_;
+    std::string dir_;
+    std::unique_ptr<JobStore> store_;
+    AgentContext ctx_;
+    std::map<std::string, Json::Value> pods_;                        // by "ns/name"
+    std::map<std::string, std::vector<FakeAnswer>> patch_failures_;  // by "ns/name"
+    int node_creates_ = 0, lease_creates_ = 0;
+    Json::Value last_node_;
+};
+
+// A pod list answer.
+FakeAnswer pod_list(const std::vector<Json::Value> &pods, const std::string &rv);
+
+// A Pod bound to kNodeName with one container "main".
+Json::Value make_pod(const std::string &name, const std::string &uid, const std::string &rv = "11");
+
+}  // namespace sk::agent::test

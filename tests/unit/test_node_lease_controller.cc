@@ -1,0 +1,263 @@
+// The node and lease controller at its seams: a VirtualNode driven through
+// its public interface on a real uv loop over the fake HTTP transport.
+// Registration, a Node or Lease that already exists (409), a Lease or Node
+// that went away (404), an API server outage and its end. Asserts on the
+// requests sent, the ready callback and state(), nothing internal.
+#include <uv.h>
+
+#include <string>
+#include <vector>
+
+#include "agent/node_builder.h"
+#include "tests/unit/check_main.h"
+#include "tests/unit/controller_env.h"
+
+using namespace sk;
+using namespace sk::agent;
+using namespace sk::agent::test;
+
+namespace {
+
+struct Ready {
+    int calls = 0;
+    Status st;
+};
+
+// Registered: the ready callback ran and the first Lease was written.
+void register_node(ControllerEnv &env, Ready &ready) {
+    env.start_node([&ready](const Status &st) {
+        ready.calls++;
+        ready.st = st;
+    });
+    ck_assert_msg(
+        env.run_until([&] { return ready.calls > 0 && env.http().count("POST", kLeasesPath) > 0; }),
+        "not registered");
+}
+
+std::string owner_uid(const Json::Value &lease) {
+    return lease["metadata"]["ownerReferences"][0]["uid"].asString();
+}
+
+bool posts_ready(const FakeRequest &r) {
+    const Json::Value body = r.json();
+    for (const auto &c : body["status"]["conditions"])
+        if (c["type"] == "Ready") return c["status"] == "True";
+    return false;
+}
+
+}  // namespace
+
+START_TEST(registers_node_then_lease) {
+    ControllerEnv env;
+    env.serve_node_and_lease();
+    Ready ready;
+    register_node(env, ready);
+    ck_assert_int_eq(ready.calls, 1);
+    ck_assert(ready.st.ok());
+    auto node = env.http().matching("POST", "/api/v1/nodes");
+    ck_assert_uint_eq(node.size(), 1);
+    Json::Value n = node[0].json();
+    ck_assert_sstr_eq(n["metadata"]["name"].asString(), kNodeName);
+    ck_assert_sstr_eq(n["metadata"]["labels"]["slurm-k8s/job-id"].asString(), "42");
+    auto lease = env.http().matching("POST", kLeasesPath);
+    ck_assert_uint_gt(lease[0].id, node[0].id);
+    ck_assert_sstr_eq(owner_uid(lease[0].json()), kNodeUid);
+    ck_assert_sstr_eq(lease[0].json()["spec"]["holderIdentity"].asString(), kNodeName);
+    proto::NodeState s = env.node->state();
+    ck_assert_sstr_eq(s.phase, "ready");
+    ck_assert(s.ready);
+    ck_assert_sstr_eq(s.node_name, kNodeName);
+    // Renewals every lease_renew_interval, each over the last reply.
+    ck_assert(env.run_until([&] { return env.http().count("PUT", kLeasePath) >= 2; }, 3500));
+    auto puts = env.http().matching("PUT", kLeasePath);
+    ck_assert_sstr_eq(puts[0].json()["metadata"]["resourceVersion"].asString(), "200");
+    ck_assert_sstr_eq(puts[1].json()["metadata"]["resourceVersion"].asString(), "201");
+    ck_assert_sstr_eq(puts[1].json()["metadata"]["uid"].asString(), "lease-uid-1");
+    ck_assert_uint_eq(env.http().count("POST", "/api/v1/nodes"), 1);
+    ck_assert_int_eq(env.close(), 0);
+}
+END_TEST
+
+// ---- the Node exists (POST 409 AlreadyExists) ----
+struct ExistsCase {
+    const char *name;
+    const char *job_label;  // the existing Node's slurm-k8s/job-id
+    bool adopted;
+};
+static const ExistsCase kExists[] = {
+    {"this job's Node (agent restart) is adopted", "42", true},
+    {"another job's Node is not touched", "41", false},
+};
+START_TEST(node_already_exists) {
+    const ExistsCase &c = kExists[_i];
+    ControllerEnv env;
+    env.serve_node_and_lease();
+    Json::Value existing;
+    env.http().on("POST", "/api/v1/nodes", [&](const FakeRequest &r) {
+        existing = r.json();
+        existing["metadata"]["uid"] = "old-node-uid";
+        existing["metadata"]["resourceVersion"] = "5";
+        existing["metadata"]["labels"]["slurm-k8s/job-id"] = c.job_label;
+        return FakeAnswer::error(409, "AlreadyExists", "nodes \"slurm-n1-42\" already exists");
+    });
+    env.http().on("GET", kNodePath, [&](const FakeRequest &) { return FakeAnswer::ok(existing); });
+    Ready ready;
+    env.start_node([&](const Status &st) {
+        ready.calls++;
+        ready.st = st;
+    });
+    ck_assert(env.run_until([&] { return ready.calls > 0; }));
+    env.run_for(300);
+    ck_assert_int_eq(ready.calls, 1);
+    if (c.adopted) {
+        ck_assert_msg(ready.st.ok(), "%s: %s", c.name, ready.st.message().c_str());
+        auto st = env.http().matching("PATCH", std::string(kNodePath) + "/status");
+        ck_assert_uint_ge(st.size(), 1);
+        ck_assert(posts_ready(st[0]));
+        ck_assert(env.run_until([&] { return env.http().count("POST", kLeasesPath) > 0; }));
+        ck_assert_sstr_eq(owner_uid(env.http().matching("POST", kLeasesPath)[0].json()),
+                          "old-node-uid");
+        ck_assert(env.node->state().ready);
+    } else {
+        ck_assert_msg(!ready.st.ok(), "%s", c.name);
+        ck_assert_int_eq(static_cast<int>(ready.st.error()),
+                         static_cast<int>(Error::AlreadyExists));
+        ck_assert_uint_eq(env.http().count("PATCH", kNodePath), 0);
+        ck_assert_uint_eq(env.http().count("POST", kLeasesPath), 0);
+        ck_assert_uint_eq(env.http().count("DELETE", kNodePath), 0);
+        ck_assert(!env.node->state().ready);
+    }
+    ck_assert_int_eq(env.close(), 0);
+}
+END_TEST
+
+// ---- 409 on the Lease: left by an earlier run (a stale owner uid), or a
+// write conflict on renewal: read it back, write over the fresh copy ----
+struct LeaseConflictCase {
+    const char *name;
+    const char *method;  // the request answered 409
+    const char *reason;
+};
+static const LeaseConflictCase kLeaseConflicts[] = {
+    {"create: a Lease of a stale Node uid exists", "POST", "AlreadyExists"},
+    {"renewal: a write conflict", "PUT", "Conflict"},
+};
+START_TEST(lease_conflict) {
+    const LeaseConflictCase &c = kLeaseConflicts[_i];
+    ControllerEnv env;
+    env.serve_node_and_lease();
+    std::string method = c.method;
+    Json::Value stored = build_lease(kNodeName, "stale-node-uid", 10, 0);
+    stored["metadata"]["uid"] = "lease-uid-old";
+    stored["metadata"]["resourceVersion"] = "77";
+    env.http().on("GET", kLeasePath, {FakeAnswer::ok(stored)});
+    if (method == "POST")
+        env.http().on("POST", kLeasesPath, {FakeAnswer::error(409, c.reason)});
+    else
+        env.http().on("PUT", kLeasePath,
+                      {FakeAnswer::error(409, c.reason), FakeAnswer::ok(stored)});
+    Ready ready;
+    register_node(env, ready);
+    size_t first_put = method == "PUT" ? 2 : 1;  // the PUT after the read-back
+    ck_assert_msg(
+        env.run_until([&] { return env.http().count("PUT", kLeasePath) >= first_put; }, 3500),
+        "%s: no renewal", c.name);
+    ck_assert_uint_ge(env.http().count("GET", kLeasePath), 1);
+    auto put = env.http().matching("PUT", kLeasePath)[first_put - 1];
+    auto get = env.http().matching("GET", kLeasePath)[0];
+    ck_assert_uint_gt(put.id, get.id);
+    Json::Value l = put.json();
+    ck_assert_sstr_eq(l["metadata"]["resourceVersion"].asString(), "77");
+    ck_assert_sstr_eq(l["metadata"]["uid"].asString(), "lease-uid-old");
+    ck_assert_sstr_eq(owner_uid(l), kNodeUid);  // the stale owner replaced
+    ck_assert_uint_eq(env.http().count("POST", kLeasesPath), 1);
+    ck_assert_uint_eq(env.http().count("POST", "/api/v1/nodes"), 1);
+    ck_assert(env.node->state().ready);
+    ck_assert_int_eq(env.close(), 0);
+}
+END_TEST
+
+// ---- 404: the Lease went (garbage-collected with a deleted Node) ----
+struct GoneCase {
+    const char *name;
+    bool node_gone;  // the Node was deleted too: re-created
+};
+static const GoneCase kGone[] = {
+    {"Lease deleted: re-created", false},
+    {"Node deleted: Node and Lease re-created", true},
+};
+START_TEST(lease_or_node_gone) {
+    const GoneCase &c = kGone[_i];
+    ControllerEnv env;
+    env.serve_node_and_lease();
+    Ready ready;
+    register_node(env, ready);
+    env.http().on("PUT", kLeasePath, {FakeAnswer::error(404, "NotFound")});
+    if (c.node_gone) env.http().on("GET", kNodePath, {FakeAnswer::error(404, "NotFound")});
+    ck_assert_msg(env.run_until([&] { return env.http().count("POST", kLeasesPath) >= 2; }, 4000),
+                  "%s: Lease not re-created", c.name);
+    auto get = env.http().matching("GET", kNodePath);
+    ck_assert_uint_ge(get.size(), 1);  // the 404 made it look at the Node
+    auto leases = env.http().matching("POST", kLeasesPath);
+    ck_assert_uint_eq(env.http().count("POST", "/api/v1/nodes"), c.node_gone ? 2 : 1);
+    const char *owner = c.node_gone ? "node-uid-2" : kNodeUid;
+    ck_assert_sstr_eq(owner_uid(leases[1].json()), owner);
+    ck_assert_int_eq(ready.calls, 1);  // the job's register was answered once
+    std::vector<std::string> bad;
+    auto recs = env.ctx().store->load_all(&bad);
+    ck_assert_uint_eq(recs.size(), 1);
+    ck_assert_sstr_eq(recs[0].node_uid, owner);  // the new uid is saved
+    ck_assert(env.run_until([&] { return env.node->state().ready; }));
+    ck_assert_int_eq(env.close(), 0);
+}
+END_TEST
+
+// ---- outage and return ----
+START_TEST(outage_and_return) {
+    ControllerEnv env;
+    env.serve_node_and_lease();
+    env.serve_pods({});
+    Ready ready;
+    register_node(env, ready);
+    ck_assert(env.run_until([&] { return env.http().open_stream(kPodsPath) != 0; }));
+    ck_assert(env.node->state().ready);
+    size_t lists_before = env.http().count("GET", kPodsPath);
+    std::string status_path = std::string(kNodePath) + "/status";
+    size_t status_before = env.http().count("PATCH", status_path);
+
+    env.http().set_outage(true);  // connection refused from now on; the watch breaks
+    ck_assert_msg(env.run_until([&] { return !env.node->state().ready; }, 3500),
+                  "a failing Lease renewal must make the node not ready");
+    ck_assert_sstr_eq(env.node->state().phase, "ready");  // still registered
+    env.run_for(1200);
+    ck_assert_uint_eq(env.http().count("POST", "/api/v1/nodes"), 1);  // no re-create on doubt
+
+    env.http().set_outage(false);
+    size_t mark = env.http().requests().size();
+    ck_assert_msg(env.run_until([&] { return env.node->state().ready; }, 3500), "not back");
+    ck_assert(
+        env.run_until([&] { return env.http().count("PATCH", status_path) > status_before; }));
+    auto st = env.http().matching("PATCH", status_path);
+    ck_assert(posts_ready(st.back()));  // Ready re-posted: a Lease alone does not clear Unknown
+    ck_assert_uint_gt(st.back().id, env.http().requests()[mark - 1].id);
+    // The pod watch is back (relisted, not left in a long back-off).
+    ck_assert(env.run_until([&] { return env.http().open_stream(kPodsPath) != 0; }, 3000));
+    ck_assert_uint_gt(env.http().count("GET", kPodsPath), lists_before);
+    ck_assert_uint_eq(env.http().count("POST", "/api/v1/nodes"), 1);
+    ck_assert_int_eq(ready.calls, 1);
+    ck_assert_int_eq(env.close(), 0);
+}
+END_TEST
+
+int main() {
+    Suite *s = suite_create("node_lease_controller");
+    TCase *tc = tcase_create("node_lease");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, registers_node_then_lease);
+    tcase_add_loop_test(tc, node_already_exists, 0, TABLE_SIZE(kExists));
+    tcase_add_loop_test(tc, lease_conflict, 0, TABLE_SIZE(kLeaseConflicts));
+    tcase_add_loop_test(tc, lease_or_node_gone, 0, TABLE_SIZE(kGone));
+    tcase_add_test(tc, outage_and_return);
+    suite_add_tcase(s, tc);
+    return sk_run_suite(s);
+}

@@ -1,0 +1,430 @@
+// The pod controller at its seams: a VirtualNode driven through its public
+// interface (start, set_runtime, deregister, state, count_phases) on a real
+// uv loop, with the fake HTTP transport standing in for the API server and
+// the fake runtime for the shim. Asserts only what can be observed: the
+// requests sent, the runtime's calls, the callbacks (as virtual-kubelet's
+// node/ mock tests do).
+#include <uv.h>
+
+#include <string>
+#include <vector>
+
+#include "agent/node_builder.h"
+#include "tests/unit/check_main.h"
+#include "tests/unit/controller_env.h"
+
+using namespace sk;
+using namespace sk::agent;
+using namespace sk::agent::test;
+
+namespace {
+
+// Started, listed (these pods), the fake runtime attached, the watch open.
+void start_with_pods(ControllerEnv &env, const std::vector<Json::Value> &pods) {
+    env.serve_node_and_lease();
+    env.serve_pods(pods);
+    env.start_node();
+    env.attach_fake_runtime();
+    ck_assert_msg(env.run_until([&] { return env.http().open_stream(kPodsPath) != 0; }),
+                  "the pod watch did not open");
+}
+
+std::string param(const std::string &path, const std::string &key) {
+    size_t at = path.find(key + "=");
+    if (at == std::string::npos) return "";
+    size_t from = at + key.size() + 1;
+    return path.substr(from, path.find('&', from) - from);
+}
+
+// The watch requests (streams) sent so far.
+std::vector<FakeRequest> watches(ControllerEnv &env) {
+    std::vector<FakeRequest> out;
+    for (const auto &r : env.http().matching("GET", kPodsPath))
+        if (r.stream) out.push_back(r);
+    return out;
+}
+
+size_t lists(ControllerEnv &env) {
+    return env.http().matching("GET", kPodsPath).size() - watches(env).size();
+}
+
+const FakeRuntime::Call *kill_of(const FakeRuntime &rt, const std::string &uid) {
+    for (const auto &k : rt.kills())
+        if (k.uid == uid) return &k;
+    return nullptr;
+}
+
+std::string status_path(const std::string &name) {
+    return "/api/v1/namespaces/default/pods/" + name + "/status";
+}
+
+Json::Value deleting(Json::Value pod, uint32_t grace) {
+    pod["metadata"]["deletionTimestamp"] = "2026-12-01T10:00:00Z";
+    pod["metadata"]["deletionGracePeriodSeconds"] = grace;
+    return pod;
+}
+
+}  // namespace
+
+// ---- watch sequences ----
+// One step: an event pushed on the open watch, or the watch's end.
+struct WatchStep {
+    const char *type;  // ADDED MODIFIED DELETED BOOKMARK ERROR, or END
+    const char *rv;    // the object's resourceVersion
+    int end_status;    // END: 200 (closed by the server), 410, or 0 (transport failure)
+};
+struct WatchCase {
+    const char *name;
+    WatchStep steps[4];
+    unsigned runs;            // runtime run() calls for p1
+    const char *kill_reason;  // runtime kill() of p1, "" = none
+    size_t lists;             // pod lists sent (1 = the first only)
+    const char *watch_rv;     // resourceVersion of the last watch request
+};
+static const WatchCase kWatchCases[] = {
+    {"ADDED runs the pod", {{"ADDED", "11", 0}}, 1, "", 1, "10"},
+    {"MODIFIED does not run it again", {{"ADDED", "11", 0}, {"MODIFIED", "12", 0}}, 1, "", 1, "10"},
+    {"DELETED lets the runtime forget it",
+     {{"ADDED", "11", 0}, {"DELETED", "13", 0}},
+     1,
+     "Deleted",
+     1,
+     "10"},
+    {"a BOOKMARK moves the resume point",
+     {{"ADDED", "11", 0}, {"BOOKMARK", "30", 0}, {"END", "", 200}},
+     1,
+     "",
+     1,
+     "30"},
+    {"a closed stream resumes from the last event",
+     {{"ADDED", "11", 0}, {"END", "", 200}},
+     1,
+     "",
+     1,
+     "11"},
+    // ERROR 410 (history expired): a fresh list, in which p1 is gone.
+    {"ERROR 410 relists",
+     {{"ADDED", "11", 0}, {"ERROR", "", 0}, {"END", "", 200}},
+     1,
+     "Deleted",
+     2,
+     "10"},
+    {"a watch answered 410 relists", {{"ADDED", "11", 0}, {"END", "", 410}}, 1, "Deleted", 2, "10"},
+    {"a broken stream resumes after a back-off, no relist",
+     {{"ADDED", "11", 0}, {"END", "", 0}},
+     1,
+     "",
+     1,
+     "11"},
+};
+
+START_TEST(watch_sequences) {
+    const WatchCase &c = kWatchCases[_i];
+    ControllerEnv env;
+    start_with_pods(env, {});
+    auto *rt = static_cast<FakeRuntime *>(env.node->runtime());
+    Json::Value p1 = make_pod("p1", "u1");
+    env.serve_pod(p1);
+    for (const auto &s : c.steps) {
+        if (!s.type) break;
+        uint64_t id = env.http().open_stream(kPodsPath);
+        ck_assert_msg(id != 0, "%s: no open watch before %s", c.name, s.type);
+        std::string type = s.type;
+        size_t before = watches(env).size();
+        if (type == "END") {
+            if (s.end_status == 0)
+                env.http().end(id, FakeAnswer::refuse());
+            else if (s.end_status == 200)
+                env.http().end(id, FakeAnswer{200, "", false});
+            else
+                env.http().end(id, FakeAnswer::error(s.end_status, "Expired"));
+            ck_assert_msg(env.run_until([&] { return watches(env).size() > before; }, 3000),
+                          "%s: no new watch after the end", c.name);
+            continue;
+        }
+        Json::Value obj = p1;
+        if (type == "ERROR") {
+            obj = Json::Value(Json::objectValue);
+            obj["kind"] = "Status";
+            obj["code"] = 410;
+            obj["reason"] = "Expired";
+            obj["message"] = "too old resource version";
+        } else if (type == "BOOKMARK") {
+            obj = Json::Value(Json::objectValue);
+            obj["kind"] = "Pod";
+            obj["metadata"]["resourceVersion"] = s.rv;
+        } else {
+            obj = env.served_pod("p1");  // the API's copy: its status as last PATCHed
+            obj["metadata"]["resourceVersion"] = s.rv;
+        }
+        env.http().push(id, type, obj);
+        env.run_for(150);
+    }
+    env.run_for(300);
+    ck_assert_msg(rt->run_calls() == c.runs, "%s: %u runs", c.name, rt->run_calls());
+    const FakeRuntime::Call *k = kill_of(*rt, "u1");
+    if (*c.kill_reason) {
+        ck_assert_msg(k != nullptr, "%s: p1 not killed", c.name);
+        ck_assert_sstr_eq(k->reason, c.kill_reason);
+        ck_assert_uint_eq(k->grace_s, 0);
+    } else {
+        ck_assert_msg(k == nullptr, "%s: p1 killed (%s)", c.name, k ? k->reason.c_str() : "");
+    }
+    ck_assert_msg(lists(env) == c.lists, "%s: %zu lists", c.name, lists(env));
+    auto w = watches(env);
+    ck_assert_sstr_eq(param(w.back().path, "resourceVersion"), c.watch_rv);
+    ck_assert(w.back().path.find("allowWatchBookmarks=true") != std::string::npos);
+    // A pod deleted from the API is never DELETEd by the agent.
+    ck_assert_uint_eq(env.http().count("DELETE", "/api/v1/namespaces/default/pods/p1"), 0);
+    ck_assert_int_eq(env.close(), 0);
+}
+END_TEST
+
+// ---- status: PATCHed only when it changed ----
+START_TEST(status_no_op_suppressed) {
+    ControllerEnv env;
+    Json::Value p1 = make_pod("p1", "u1");
+    start_with_pods(env, {p1});
+    auto *rt = static_cast<FakeRuntime *>(env.node->runtime());
+    ck_assert(env.run_until([&] { return env.served_pod("p1")["status"]["phase"] == "Running"; }));
+    env.run_for(200);
+    ck_assert_uint_eq(env.http().count("PATCH", status_path("p1")), 1);
+    Json::Value patch = env.http().matching("PATCH", status_path("p1"))[0].json();
+    ck_assert_sstr_eq(patch["metadata"]["uid"].asString(), "u1");
+    ck_assert_sstr_eq(patch["status"]["hostIP"].asString(), "127.0.0.1");
+
+    // The runtime repeats the same status; the watch echoes the API's copy.
+    Json::Value running = env.served_pod("p1")["status"];
+    ck_assert(rt->set_status("u1", running));
+    Json::Value echo = env.served_pod("p1");
+    env.http().push(env.http().open_stream(kPodsPath), "MODIFIED", echo);
+    env.run_for(300);
+    ck_assert_uint_eq(env.http().count("PATCH", status_path("p1")), 1);
+
+    // A real change is written once.
+    ck_assert(rt->set_status("u1", FakeRuntime::terminated_status(p1, running, 3, 1795963182)));
+    ck_assert(env.run_until([&] { return env.served_pod("p1")["status"]["phase"] == "Failed"; }));
+    env.run_for(200);
+    ck_assert_uint_eq(env.http().count("PATCH", status_path("p1")), 2);
+    std::map<std::string, int64_t> phases;
+    env.node->count_phases(&phases);
+    ck_assert_int_eq(phases["Failed"], 1);
+    ck_assert_int_eq(env.close(), 0);
+}
+END_TEST
+
+// ---- graceful delete ----
+START_TEST(graceful_delete) {
+    ControllerEnv env;
+    start_with_pods(env, {make_pod("p1", "u1")});
+    auto *rt = static_cast<FakeRuntime *>(env.node->runtime());
+    ck_assert(env.run_until([&] { return env.served_pod("p1")["status"]["phase"] == "Running"; }));
+    env.serve_pod(deleting(env.served_pod("p1"), 17));  // `kubectl delete pod p1`
+    env.http().push(env.http().open_stream(kPodsPath), "MODIFIED", env.served_pod("p1"));
+    ck_assert(env.run_until(
+        [&] { return env.http().count("DELETE", "/api/v1/namespaces/default/pods/p1") > 0; }));
+    const FakeRuntime::Call *k = kill_of(*rt, "u1");
+    ck_assert(k != nullptr);
+    ck_assert_uint_eq(k->grace_s, 17);  // the pod's own grace
+    ck_assert_sstr_eq(k->reason, "Killing");
+    // The terminal status is written before the final delete.
+    ck_assert_sstr_eq(env.served_pod("p1")["status"]["phase"].asString(), "Succeeded");
+    auto del = env.http().matching("DELETE", "/api/v1/namespaces/default/pods/p1");
+    ck_assert_uint_eq(del.size(), 1);
+    ck_assert_int_eq(del[0].json()["gracePeriodSeconds"].asInt(), 0);
+    ck_assert_sstr_eq(del[0].json()["preconditions"]["uid"].asString(), "u1");
+    auto patches = env.http().matching("PATCH", status_path("p1"));
+    ck_assert_uint_lt(patches.back().id, del[0].id);
+    // Events: Killing for the container.
+    bool killing = false;
+    for (const auto &r : env.http().matching("POST", "/api/v1/namespaces/default/events"))
+        killing = killing || r.json()["reason"].asString() == "Killing";
+    ck_assert(killing);
+    ck_assert_int_eq(env.close(), 0);
+}
+END_TEST
+
+// ---- API errors: 404, 409 ----
+struct ErrorCase {
+    const char *name;
+    const char *method;  // PATCH (status) or DELETE (final delete)
+    long status;
+    const char *reason;
+    size_t expect_requests;   // of that method to p1 after the error
+    const char *kill_reason;  // runtime kill() of p1 after the error ("" = none beyond Killing)
+};
+static const ErrorCase kErrorCases[] = {
+    // deleted meanwhile: forget it, and the runtime forgets it too
+    {"status PATCH 404", "PATCH", 404, "NotFound", 1, "Deleted"},
+    // a write conflict: written again after a pause, with the newest status
+    {"status PATCH 409", "PATCH", 409, "Conflict", 2, ""},
+    // the uid precondition failed (a new pod under the name): done, never retried
+    {"final DELETE 409", "DELETE", 409, "Conflict", 1, ""},
+    {"final DELETE 404", "DELETE", 404, "NotFound", 1, ""},
+};
+START_TEST(api_errors) {
+    const ErrorCase &c = kErrorCases[_i];
+    ControllerEnv env;
+    std::string method = c.method;
+    if (method == "PATCH") env.fail_pod_patches("p1", {FakeAnswer::error(c.status, c.reason)});
+    if (method == "DELETE")
+        env.http().on("DELETE", "/api/v1/namespaces/default/pods/p1",
+                      {FakeAnswer::error(c.status, c.reason)});
+    start_with_pods(env, {make_pod("p1", "u1")});
+    auto *rt = static_cast<FakeRuntime *>(env.node->runtime());
+    std::string path = method == "PATCH" ? status_path("p1") : "/api/v1/namespaces/default/pods/p1";
+    if (method == "DELETE") {
+        ck_assert(
+            env.run_until([&] { return env.served_pod("p1")["status"]["phase"] == "Running"; }));
+        env.serve_pod(deleting(env.served_pod("p1"), 5));
+        env.http().push(env.http().open_stream(kPodsPath), "MODIFIED", env.served_pod("p1"));
+    }
+    ck_assert_msg(env.run_until([&] { return env.http().count(method, path) >= 1; }), "%s", c.name);
+    env.run_for(1600);         // past the 1 s retry pause
+    if (method == "DELETE") {  // the watch repeats the pod: a finished delete is not sent again
+        env.http().push(env.http().open_stream(kPodsPath), "MODIFIED", env.served_pod("p1"));
+        env.run_for(300);
+    }
+    ck_assert_msg(env.http().count(method, path) == c.expect_requests, "%s: %zu requests", c.name,
+                  env.http().count(method, path));
+    const FakeRuntime::Call *k = nullptr;  // the first kill after the error
+    for (const auto &call : rt->kills())
+        if (!k && call.uid == "u1" && call.reason != "Killing") k = &call;
+    if (*c.kill_reason) {
+        ck_assert_msg(k != nullptr, "%s: not forgotten by the runtime", c.name);
+        ck_assert_sstr_eq(k->reason, c.kill_reason);
+    } else {
+        ck_assert_msg(k == nullptr, "%s: runtime kill %s", c.name, k ? k->reason.c_str() : "");
+    }
+    if (method == "PATCH" && c.status == 409)
+        ck_assert_sstr_eq(env.served_pod("p1")["status"]["phase"].asString(), "Running");
+    ck_assert_int_eq(env.close(), 0);
+}
+END_TEST
+
+// ---- drain (deregister) ----
+struct DrainCase {
+    const char *name;
+    bool runtime;       // a runtime is attached (else the pods never ran)
+    uint32_t stopped;   // done(pods_stopped)
+    const char *phase;  // final phase of the pods
+    bool p1_recreated;  // p1's DELETE fails its uid precondition (409): it is gone
+};
+static const DrainCase kDrainCases[] = {
+    {"running pods are stopped", true, 2, "Succeeded", false},
+    {"pods that never ran fail", false, 0, "Failed", false},
+    {"a pod re-created under its name counts as deleted", true, 2, "Succeeded", true},
+};
+START_TEST(drain) {
+    const DrainCase &c = kDrainCases[_i];
+    ControllerEnv env;
+    env.serve_node_and_lease();
+    env.serve_pods({make_pod("p1", "u1"), make_pod("p2", "u2")});
+    if (c.p1_recreated)
+        env.http().on("DELETE", "/api/v1/namespaces/default/pods/p1",
+                      {FakeAnswer::error(409, "Conflict", "Precondition failed: UID")});
+    env.start_node();
+    FakeRuntime *rt = c.runtime ? env.attach_fake_runtime() : nullptr;
+    ck_assert(env.run_until([&] {
+        return env.http().open_stream(kPodsPath) != 0 && env.http().count("POST", kLeasesPath);
+    }));
+    if (rt)
+        ck_assert(env.run_until([&] {
+            return env.served_pod("p1")["status"]["phase"] == "Running" &&
+                   env.served_pod("p2")["status"]["phase"] == "Running";
+        }));
+    std::vector<std::string> bad;
+    ck_assert_uint_eq(env.ctx().store->load_all(&bad).size(), 1);
+
+    int done_calls = 0;
+    uint32_t stopped = 99;
+    env.node->deregister(7, "JobEnded", [&](uint32_t n) {
+        done_calls++;
+        stopped = n;
+    });
+    ck_assert_sstr_eq(env.node->state().phase, "draining");
+    ck_assert(!env.node->state().ready);
+    ck_assert_msg(env.run_until([&] { return done_calls > 0; }, 5000), "%s: no answer", c.name);
+    ck_assert_int_eq(done_calls, 1);
+    ck_assert_uint_eq(stopped, c.stopped);
+
+    if (rt) {  // stopped with the job's grace and reason; the runtime shut down at the end
+        for (const char *uid : {"u1", "u2"}) {
+            const FakeRuntime::Call *k = kill_of(*rt, uid);
+            ck_assert_msg(k != nullptr, "%s not stopped", uid);
+            ck_assert_uint_eq(k->grace_s, 7);
+            ck_assert_sstr_eq(k->reason, "JobEnded");
+        }
+        ck_assert_uint_eq(rt->shutdowns().size(), 1);
+    }
+    // Cordoned with the NoExecute taint of the job's end.
+    bool tainted = false;
+    for (const auto &r : env.http().matching("PATCH", kNodePath)) {
+        if (r.path != kNodePath) continue;  // not .../status
+        const Json::Value body = r.json();
+        ck_assert(body["spec"]["unschedulable"].asBool());
+        for (const auto &t : body["spec"]["taints"])
+            tainted = tainted || (t["key"].asString() == kEndedTaintKey &&
+                                  t["effect"].asString() == "NoExecute");
+    }
+    ck_assert(tainted);
+    // Final statuses name the job's end, then each pod is deleted (grace 0, uid).
+    uint64_t last_pod_delete = 0;
+    for (const char *name : {"p1", "p2"}) {
+        Json::Value st = env.served_pod(name)["status"];
+        ck_assert_sstr_eq(st["phase"].asString(), c.phase);
+        ck_assert_sstr_eq(st["reason"].asString(), "JobEnded");
+        ck_assert(st["message"].asString().find("job 42") != std::string::npos);
+        auto del =
+            env.http().matching("DELETE", std::string("/api/v1/namespaces/default/pods/") + name);
+        ck_assert_uint_eq(del.size(), 1);
+        ck_assert_int_eq(del[0].json()["gracePeriodSeconds"].asInt(), 0);
+        ck_assert_sstr_eq(del[0].json()["preconditions"]["uid"].asString(),
+                          std::string(name) == "p1" ? "u1" : "u2");
+        last_pod_delete = std::max(last_pod_delete, del[0].id);
+    }
+    // Then the Lease and the Node (uid preconditions), after the pods.
+    auto lease_del = env.http().matching("DELETE", kLeasePath);
+    auto node_del = env.http().matching("DELETE", kNodePath);
+    ck_assert_uint_eq(lease_del.size(), 1);
+    ck_assert_uint_eq(node_del.size(), 1);
+    ck_assert_uint_gt(lease_del[0].id, last_pod_delete);
+    ck_assert_uint_gt(node_del[0].id, lease_del[0].id);
+    ck_assert_sstr_eq(lease_del[0].json()["preconditions"]["uid"].asString(), "lease-uid-1");
+    ck_assert_sstr_eq(node_del[0].json()["preconditions"]["uid"].asString(), kNodeUid);
+    // The job's record is gone; nothing is written after the drain.
+    ck_assert_uint_eq(env.ctx().store->load_all(&bad).size(), 0);
+    size_t n = env.http().requests().size();
+    env.run_for(1200);
+    ck_assert_uint_eq(env.http().requests().size(), n);
+    ck_assert_int_eq(env.close(), 0);
+}
+END_TEST
+
+// A second deregister (an epilog retry) answers when the first one ends.
+START_TEST(drain_twice_answers_both) {
+    ControllerEnv env;
+    start_with_pods(env, {make_pod("p1", "u1")});
+    ck_assert(env.run_until([&] { return env.served_pod("p1")["status"]["phase"] == "Running"; }));
+    int answers = 0;
+    env.node->deregister(3, "JobEnded", [&](uint32_t n) { answers += n == 1; });
+    env.node->deregister(3, "JobEnded", [&](uint32_t n) { answers += n == 1; });
+    ck_assert(env.run_until([&] { return answers == 2; }, 5000));
+    ck_assert_uint_eq(env.http().count("DELETE", kNodePath), 1);
+    ck_assert_int_eq(env.close(), 0);
+}
+END_TEST
+
+int main() {
+    Suite *s = suite_create("pod_controller");
+    TCase *tc = tcase_create("pods");
+    tcase_set_timeout(tc, 30);
+    tcase_add_loop_test(tc, watch_sequences, 0, TABLE_SIZE(kWatchCases));
+    tcase_add_test(tc, status_no_op_suppressed);
+    tcase_add_test(tc, graceful_delete);
+    tcase_add_loop_test(tc, api_errors, 0, TABLE_SIZE(kErrorCases));
+    tcase_add_loop_test(tc, drain, 0, TABLE_SIZE(kDrainCases));
+    tcase_add_test(tc, drain_twice_answers_both);
+    suite_add_tcase(s, tc);
+    return sk_run_suite(s);
+}
