@@ -4,7 +4,7 @@
 #include <memory>
 
 #include "agent/daemon.h"
-#include "agent/uv_util.h"
+#include "uv/handles.h"
 #include "tests/agent/fake_runtime.h"
 
 int main(int argc, char **argv) {
@@ -12,7 +12,7 @@ int main(int argc, char **argv) {
     RuntimeFactories extra;
     extra["fake"] = [](uv_loop_t *loop, const Clock &clock) -> std::unique_ptr<PodRuntime> {
         return std::make_unique<FakeRuntime>(
-            [loop](std::function<void()> fn) { defer(loop, std::move(fn)); },
+            [loop](std::function<void()> fn) { sk::defer(loop, std::move(fn)); },
             [&clock] { return clock.now_s(); });
     };
     return agent_daemon_main(argc, argv, extra);

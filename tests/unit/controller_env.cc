@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <system_error>
 
-#include "agent/uv_util.h"
+#include "uv/handles.h"
 
 namespace sk::agent::test {
 

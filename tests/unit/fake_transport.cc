@@ -1,6 +1,6 @@
 #include "tests/unit/fake_transport.h"
 
-#include "agent/uv_util.h"
+#include "uv/handles.h"
 #include "common/json.h"
 
 namespace sk::agent::test {
