@@ -1,14 +1,12 @@
 #include "agent/env_resolver.h"
 
 #include <cmath>
-#include <cstring>
 
 #include "agent/api_object.h"
+#include "common/base64.h"
 
 namespace sk::agent {
 namespace {
-
-const char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 void add_env_refs(const Json::Value &containers, std::set<ObjectRef> *out) {
     auto name_of = [](const Json::Value &obj, const char *ref) {
@@ -293,53 +291,6 @@ Result<int64_t> parse_quantity_milli(const std::string &q) {
     double milli = std::ceil(v * mult * 1000.0 - 1e-6);
     if (milli > 9e18) return fail(Error::Invalid, "'" + q + "' is too large");
     return static_cast<int64_t>(milli);
-}
-
-std::string base64_encode(const std::string &in) {
-    std::string out;
-    size_t i = 0;
-    while (i + 2 < in.size()) {
-        uint32_t n = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
-        for (int s = 18; s >= 0; s -= 6)
-            out += kB64[(n >> s) & 63];
-        i += 3;
-    }
-    if (i + 1 == in.size()) {
-        uint32_t n = uint8_t(in[i]) << 16;
-        out += kB64[(n >> 18) & 63];
-        out += kB64[(n >> 12) & 63];
-        out += "==";
-    } else if (i + 2 == in.size()) {
-        uint32_t n = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8);
-        out += kB64[(n >> 18) & 63];
-        out += kB64[(n >> 12) & 63];
-        out += kB64[(n >> 6) & 63];
-        out += '=';
-    }
-    return out;
-}
-
-Result<std::string> base64_decode(const std::string &in) {
-    std::string out;
-    uint32_t acc = 0;
-    int bits = 0;
-    size_t pad = 0;
-    for (char ch : in) {
-        if (ch == '=') {
-            pad++;
-            continue;
-        }
-        const char *p = strchr(kB64, ch);
-        if (!p || !ch || pad) return fail(Error::Invalid, "invalid base64 data");
-        acc = (acc << 6) | static_cast<uint32_t>(p - kB64);
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out += static_cast<char>((acc >> bits) & 0xff);
-        }
-    }
-    if (pad > 2 || (in.size() % 4) != 0) return fail(Error::Invalid, "invalid base64 data");
-    return out;
 }
 
 }  // namespace sk::agent

@@ -40,7 +40,4 @@ Result<Json::Value> resolve_pod(const Json::Value &pod, const FetchedObjects &ob
 // Kubernetes quantity ("500m", "2", "1Gi", "1e3") in milli-units.
 Result<int64_t> parse_quantity_milli(const std::string &q);
 
-std::string base64_encode(const std::string &raw);
-Result<std::string> base64_decode(const std::string &b64);
-
 }  // namespace sk::agent

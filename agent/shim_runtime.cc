@@ -2,52 +2,46 @@
 
 #include "common/json.h"
 #include "common/log.h"
+#include "common/shim_protocol.h"
 
 namespace sk::agent {
 
-Result<PodSnapshot> pod_status_from_json(const Json::Value &b) {
+namespace {
+
+PodSnapshot to_snapshot(proto::PodStatus &&m) {
     PodSnapshot p;
-    auto uid = json::get_string(b, "uid", "pod_status");
-    if (!uid) return uid.failure();
-    p.uid = *uid;
-    auto ns = json::opt_string(b, "namespace", "pod_status");
-    if (!ns) return ns.failure();
-    p.ns = *ns;
-    auto name = json::opt_string(b, "name", "pod_status");
-    if (!name) return name.failure();
-    p.name = *name;
-    if (!b["status"].isObject())
-        return fail(Error::Parse, "pod_status: 'status' must be an object");
-    p.status = b["status"];
-    if (!b.isMember("events")) return p;
-    if (!b["events"].isArray()) return fail(Error::Parse, "pod_status: 'events' must be an array");
-    p.reports_events = true;
-    for (const auto &e : b["events"]) {
-        if (!e.isObject()) return fail(Error::Parse, "pod_status: an event must be an object");
-        RuntimeEvent re;
-        re.type = e["type"].isString() ? e["type"].asString() : "";
-        if (re.type != "Normal" && re.type != "Warning")
-            return fail(Error::Parse, "pod_status: event type must be Normal or Warning");
-        if (!e["reason"].isString() || e["reason"].asString().empty() ||
-            e["reason"].asString().size() > 128)
-            return fail(Error::Parse, "pod_status: event reason must be a short string");
-        re.reason = e["reason"].asString();
-        re.message = e["message"].isString() ? e["message"].asString().substr(0, 1024) : "";
-        re.container = e["container"].isString() ? e["container"].asString() : "";
-        p.events.push_back(std::move(re));
-    }
+    p.uid = std::move(m.uid);
+    p.ns = std::move(m.ns);
+    p.name = std::move(m.name);
+    p.status = std::move(m.status);
+    p.reports_events = m.events.has_value();
+    if (m.events)
+        for (auto &e : *m.events)
+            p.events.push_back({std::string(proto::to_string(e.type)), std::move(e.reason),
+                                std::move(e.message), std::move(e.container)});
     return p;
 }
 
+// The controllers name stop reasons as strings (agent/runtime.h); the shim
+// protocol carries only the ones it defines.
+Result<proto::StopReason> stop_reason(const std::string &reason, const char *op) {
+    return proto::stop_reason_from_string(reason, std::string(op) + ": 'reason'");
+}
+
+}  // namespace
+
+Result<PodSnapshot> pod_status_from_json(const Json::Value &b) {
+    auto m = proto::pod_status_from_json(b);
+    if (!m) return m.failure();
+    return to_snapshot(std::move(*m));
+}
+
 Result<std::vector<PodSnapshot>> pod_list_from_json(const Json::Value &body) {
+    auto m = proto::pod_list_reply_from_json(body);
+    if (!m) return m.failure();
     std::vector<PodSnapshot> out;
-    if (!body["pods"].isArray())
-        return fail(Error::Parse, "pod_list reply: 'pods' must be an array");
-    for (const auto &p : body["pods"]) {
-        auto s = pod_status_from_json(p);
-        if (!s) return s.failure();
-        out.push_back(*s);
-    }
+    for (auto &p : m->pods)
+        out.push_back(to_snapshot(std::move(p)));
     return out;
 }
 
@@ -81,14 +75,14 @@ void ShimRuntime::on_closed() {
     notify_lost();  // may destroy this
 }
 
-void ShimRuntime::call(const std::string &op, const Json::Value &body, ReplyCb cb) {
+void ShimRuntime::call(proto::ShimOp op, const Json::Value &body, ReplyCb cb) {
     if (!connected()) {
         cb(fail(Error::Unavailable, "no shim attached"));
         return;
     }
     proto::Request r;
     r.id = next_id_++;
-    r.op = op;
+    r.op = std::string(proto::to_string(op));
     r.body = body;
     pending_[r.id] = std::move(cb);
     conn_->send(proto::encode(r));
@@ -124,7 +118,8 @@ void ShimRuntime::on_line(const std::string &line) {
     }
     proto::Reply reply;
     reply.id = req->id;
-    if (req->op == "pod_status") {
+    auto op = proto::shim_op_from_string(req->op, "op");
+    if (op && *op == proto::ShimOp::PodStatus) {
         auto snap = pod_status_from_json(req->body);
         if (!snap) {
             reply = proto::error_reply(req->id, snap.failure());
@@ -142,31 +137,41 @@ void ShimRuntime::on_line(const std::string &line) {
 }
 
 void ShimRuntime::run(const Json::Value &body, Done done) {
-    call("pod_run", body,
+    // Decoded here as the shim will decode it: a body the shim would refuse
+    // fails before it is sent, with the same message.
+    auto m = proto::pod_run_from_json(body);
+    if (!m) return done(m.failure());
+    call(proto::ShimOp::PodRun, proto::to_json(*m),
          [done](const Result<Json::Value> &r) { done(r ? Status() : r.failure()); });
 }
 
 void ShimRuntime::kill(const std::string &uid, uint32_t grace_s, const std::string &reason,
                        Done done) {
-    Json::Value b(Json::objectValue);
-    b["uid"] = uid;
-    b["grace_s"] = grace_s;
-    b["reason"] = reason;
-    call("pod_kill", b, [done](const Result<Json::Value> &r) { done(r ? Status() : r.failure()); });
+    auto why = stop_reason(reason, "pod_kill");
+    if (!why) return done(why.failure());
+    proto::PodKill m;
+    m.uid = uid;
+    m.grace_s = grace_s;
+    m.reason = *why;
+    call(proto::ShimOp::PodKill, proto::to_json(m),
+         [done](const Result<Json::Value> &r) { done(r ? Status() : r.failure()); });
 }
 
 void ShimRuntime::snapshot(std::function<void(Result<std::vector<PodSnapshot>>)> done) {
-    call("pod_list", Json::Value(Json::objectValue), [done](Result<Json::Value> r) {
+    call(proto::ShimOp::PodList, proto::to_json(proto::PodList{}), [done](Result<Json::Value> r) {
         if (!r) return done(r.failure());
         done(pod_list_from_json(*r));
     });
 }
 
 void ShimRuntime::shutdown(uint32_t grace_s, const std::string &reason, Done done) {
-    Json::Value b(Json::objectValue);
-    b["grace_s"] = grace_s;
-    b["reason"] = reason;
-    call("shutdown", b, [done](const Result<Json::Value> &r) { done(r ? Status() : r.failure()); });
+    auto why = stop_reason(reason, "shutdown");
+    if (!why) return done(why.failure());
+    proto::Shutdown m;
+    m.grace_s = grace_s;
+    m.reason = *why;
+    call(proto::ShimOp::Shutdown, proto::to_json(m),
+         [done](const Result<Json::Value> &r) { done(r ? Status() : r.failure()); });
 }
 
 }  // namespace sk::agent

@@ -1,7 +1,7 @@
-// PodRuntime over the connection of an attached shim (docs/protocol.md):
-// agent -> shim requests pod_run, pod_kill, pod_list,
-// shutdown, each answered by a Reply with the same id; shim -> agent
-// notifications pod_status {uid, namespace, name, status}, answered ok.
+// PodRuntime over the connection of an attached shim: the messages of
+// common/shim_protocol.h (docs/protocol.md). agent -> shim requests pod_run,
+// pod_kill, pod_list, shutdown, each answered by a Reply with the same id;
+// shim -> agent notifications pod_status, answered ok.
 #pragma once
 
 #include <map>
@@ -9,6 +9,7 @@
 
 #include "agent/runtime.h"
 #include "agent/socket_server.h"
+#include "common/shim_protocol.h"
 
 namespace sk::agent {
 
@@ -33,7 +34,7 @@ class ShimRuntime : public PodRuntime {
 
   private:
     using ReplyCb = std::function<void(Result<Json::Value>)>;
-    void call(const std::string &op, const Json::Value &body, ReplyCb cb);
+    void call(proto::ShimOp op, const Json::Value &body, ReplyCb cb);
     void on_closed();
 
     std::shared_ptr<Connection> conn_;
@@ -42,9 +43,9 @@ class ShimRuntime : public PodRuntime {
     std::map<uint64_t, ReplyCb> pending_;
 };
 
-// pod_list reply body -> snapshots.
+// pod_list reply body -> snapshots (proto::pod_list_reply_from_json).
 Result<std::vector<PodSnapshot>> pod_list_from_json(const Json::Value &body);
-// pod_status notification body -> snapshot.
+// pod_status notification body -> snapshot (proto::pod_status_from_json).
 Result<PodSnapshot> pod_status_from_json(const Json::Value &body);
 
 }  // namespace sk::agent

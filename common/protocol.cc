@@ -1,6 +1,7 @@
 #include "common/protocol.h"
 
 #include "common/json.h"
+#include "common/shim_protocol.h"
 #include "common/strings.h"
 
 namespace sk::proto {
@@ -221,6 +222,12 @@ Result<DeregisterRequest> deregister_from_json(const Json::Value &v) {
     TRY_ASSIGN(n, opt_uint(v, "grace_s", ctx, 30, 3600));
     r.grace_s = static_cast<uint32_t>(n);
     TRY_ASSIGN(r.reason, opt_string(v, "reason", ctx, "JobEnded"));
+    // The agent passes the reason on to the job's shim (common/shim_protocol.h).
+    auto why = stop_reason_from_string(r.reason, "deregister: 'reason'");
+    if (!why || !is_drain_reason(*why))
+        return fail(Error::Parse,
+                    "deregister: 'reason' must be one of JobEnded, JobCancelled, "
+                    "TimeLimit, NodeFail");
     return r;
 }
 

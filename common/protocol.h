@@ -8,9 +8,10 @@
 // decided by the agent from SO_PEERCRED (root/SlurmUser: register, deregister,
 // status, list; a job's shim: attach, then the pod stream). After a successful
 // attach the connection carries agent->shim requests ("pod_run", "pod_kill",
-// ...) and shim->agent notifications ("pod_status"), defined by the agent and
-// shim on top of the same envelope. A message over kMaxMessageBytes, or one
-// that is not valid JSON, closes that connection only.
+// ...) and shim->agent notifications ("pod_status"), defined in
+// common/shim_protocol.h on top of the same envelope (docs/protocol.md). A
+// message over kMaxMessageBytes, or one that is not valid JSON, closes that
+// connection only.
 #pragma once
 
 #include <cstdint>
@@ -76,7 +77,7 @@ struct DeregisterRequest {
     uint32_t job_id = 0;
     std::string slurm_node;
     uint32_t grace_s = 30;  // budget for stopping pods
-    std::string reason;     // "JobEnded", "JobCancelled", "TimeLimit", "NodeFail"
+    std::string reason;     // "JobEnded", "JobCancelled", "TimeLimit", "NodeFail" (checked)
 };
 struct DeregisterReply {
     uint32_t pods_stopped = 0;

@@ -45,34 +45,6 @@ Result<int> int_field(const Json::Value &obj, const char *key, int dflt, int min
     return obj[key].asInt();
 }
 
-int decode_b64_char(char c) {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-}
-
-Result<std::string> decode_base64(const std::string &in, const std::string &what) {
-    std::string out;
-    uint32_t acc = 0;
-    int bits = 0;
-    for (char c : in) {
-        if (c == '=') break;
-        if (c == '\n' || c == '\r') continue;
-        int v = decode_b64_char(c);
-        if (v < 0) return invalid(what + " is not valid base64");
-        acc = (acc << 6) | static_cast<uint32_t>(v);
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out += static_cast<char>((acc >> bits) & 0xff);
-        }
-    }
-    return out;
-}
-
 // The container port a probe names: a number or the name of a containerPort.
 Result<int> resolve_port(const Json::Value &port, const Json::Value &container,
                          const std::string &what) {
@@ -327,7 +299,7 @@ Result<ContainerPlan> parse_container(const Json::Value &c, const Json::Value &p
     return cp;
 }
 
-Status parse_volumes(const Json::Value &spec, const Json::Value &files, PodPlan *plan) {
+Status parse_volumes(const Json::Value &spec, const proto::PodFiles &files, PodPlan *plan) {
     std::set<std::string> seen;
     for (const auto &v : spec["volumes"]) {
         VolumePlan vp;
@@ -349,18 +321,14 @@ Status parse_volumes(const Json::Value &spec, const Json::Value &files, PodPlan 
         } else if (v.isMember("configMap") || v.isMember("secret") || v.isMember("projected") ||
                    v.isMember("downwardAPI")) {
             vp.kind = VolumeKind::Files;
-            const Json::Value &f = files.isObject() ? files[vp.name] : Json::Value();
-            if (!f.isNull() && !f.isObject())
-                return invalid("files for volume " + vp.name + " must be an object");
-            for (const auto &rel : f.getMemberNames()) {
-                if (rel.empty() || rel[0] == '/' || rel.find("..") != std::string::npos)
-                    return invalid("volume " + vp.name + ": file path '" + rel +
-                                   "' must be relative and stay inside the volume");
-                if (!f[rel].isString())
-                    return invalid("volume " + vp.name + ": file '" + rel + "' must be base64");
-                auto data = decode_base64(f[rel].asString(), "volume " + vp.name + " file " + rel);
-                if (!data) return data.failure();
-                vp.files[rel] = *data;
+            auto f = files.find(vp.name);
+            if (f != files.end()) {
+                for (const auto &[rel, data] : f->second) {
+                    if (rel.empty() || rel[0] == '/' || rel.find("..") != std::string::npos)
+                        return invalid("volume " + vp.name + ": file path '" + rel +
+                                       "' must be relative and stay inside the volume");
+                    vp.files[rel] = data;
+                }
             }
         } else {
             return refused("volume " + vp.name +
@@ -462,7 +430,7 @@ int PodPlan::gpus_needed() const {
 namespace {
 
 // plan_pod without the guard below.
-Result<PodPlan> plan_pod_unguarded(const Json::Value &pod, const Json::Value &files,
+Result<PodPlan> plan_pod_unguarded(const Json::Value &pod, const proto::PodFiles &files,
                                    const PlanContext &ctx) {
     if (!pod.isObject() || !pod["metadata"].isObject() || !pod["spec"].isObject())
         return invalid("pod must be an object with metadata and spec");
@@ -509,7 +477,8 @@ Result<PodPlan> plan_pod_unguarded(const Json::Value &pod, const Json::Value &fi
 
 }  // namespace
 
-Result<PodPlan> plan_pod(const Json::Value &pod, const Json::Value &files, const PlanContext &ctx) {
+Result<PodPlan> plan_pod(const Json::Value &pod, const proto::PodFiles &files,
+                         const PlanContext &ctx) {
     // jsoncpp's accessors throw on a field of the wrong JSON type (a string
     // where an object is expected: c["x"]["y"], .asString() of an array).
     // The checks above cover the fields they use, but not every nesting; the

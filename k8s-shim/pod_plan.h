@@ -16,6 +16,7 @@
 #include <json/json.h>
 
 #include "common/result.h"
+#include "common/shim_protocol.h"
 #include "k8s-shim/runtime_template.h"
 
 namespace sk::shim {
@@ -95,10 +96,11 @@ struct PlanContext {
 // an unclosed $( and a lone $ are kept.
 std::string expand_vars(const std::string &in, const std::map<std::string, std::string> &vars);
 
-// pod: the Pod object; files: pod_run's "files" {volume: {relpath: base64}}
-// (docs/protocol.md).
-// Fails with Refused (policy, no command) or Invalid (malformed spec).
-Result<PodPlan> plan_pod(const Json::Value &pod, const Json::Value &files, const PlanContext &ctx);
+// pod: the Pod object; files: the pod_run body's files, decoded
+// (common/shim_protocol.h). Fails with Refused (policy, no command) or
+// Invalid (malformed spec, a file path leaving its volume).
+Result<PodPlan> plan_pod(const Json::Value &pod, const proto::PodFiles &files,
+                         const PlanContext &ctx);
 
 // Spreads `indices` (gpus_needed() of them) over the containers: each app
 // container gets its own slice; init containers reuse the first ones (they run

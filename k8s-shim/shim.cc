@@ -14,6 +14,7 @@
 
 #include "common/json.h"
 #include "common/log.h"
+#include "common/shim_protocol.h"
 #include "common/strings.h"
 #include "k8s-shim/spawn.h"
 
@@ -161,7 +162,9 @@ void Shim::on_attached(const proto::Reply &r) {
             shutting_down_ = true;
             shutdown_replied_ = false;
             for (auto &[uid, p] : pods_)
-                if (p.runner) p.runner->kill(p.runner->plan().grace_s, "JobEnded");
+                if (p.runner)
+                    p.runner->kill(p.runner->plan().grace_s,
+                                   std::string(proto::to_string(proto::StopReason::JobEnded)));
             maybe_finish_shutdown();
             return;
         }
@@ -223,10 +226,20 @@ void Shim::schedule_reconnect() {
 }
 
 proto::Reply Shim::handle(const proto::Request &req, bool *deferred) {
-    if (req.op == "pod_run") return pod_run(req);
-    if (req.op == "pod_kill") return pod_kill(req);
-    if (req.op == "pod_list") return pod_list(req);
-    if (req.op == "shutdown") return shutdown(req, deferred);
+    if (auto op = proto::shim_op_from_string(req.op, "op"); op) {
+        switch (*op) {
+            case proto::ShimOp::PodRun:
+                return pod_run(req);
+            case proto::ShimOp::PodKill:
+                return pod_kill(req);
+            case proto::ShimOp::PodList:
+                return pod_list(req);
+            case proto::ShimOp::Shutdown:
+                return shutdown(req, deferred);
+            case proto::ShimOp::PodStatus:  // the shim's own notification
+                break;
+        }
+    }
     return proto::error_reply(
         req.id, fail(Error::InvalidArgument, "unknown operation '" + req.op + "' for a shim"));
 }
@@ -246,18 +259,16 @@ void Shim::refuse(ShimPod &p, const std::string &reason, const std::string &mess
 proto::Reply Shim::pod_run(const proto::Request &req) {
     proto::Reply reply;
     reply.id = req.id;
-    const Json::Value &pod = req.body["pod"];
-    std::string uid = pod["metadata"]["uid"].asString();
-    if (uid.empty() || uid.find('/') != std::string::npos || uid[0] == '.')
-        return proto::error_reply(req.id,
-                                  fail(Error::Invalid, "pod_run: pod has no valid metadata.uid"));
+    auto m = proto::pod_run_from_json(req.body);
+    if (!m) return proto::error_reply(req.id, m.failure());
+    const std::string &uid = m->uid;
     if (pods_.count(uid)) return reply;  // idempotent by uid: never run a pod twice
     if (shutting_down_)
         return proto::error_reply(req.id, fail(Error::Unavailable, "the shim is shutting down"));
     ShimPod &p = pods_[uid];
     p.uid = uid;
-    p.ns = pod["metadata"]["namespace"].asString();
-    p.name = pod["metadata"]["name"].asString();
+    p.ns = m->ns;
+    p.name = m->name;
 
     std::string dir = pod_dir(uid);
     mkdir(dir.c_str(), 0750);
@@ -270,7 +281,7 @@ proto::Reply Shim::pod_run(const proto::Request &req) {
     ctx.node_name = node_name_;
     ctx.pod_dir = dir;
     ctx.templates = &templates_;
-    auto plan = plan_pod(pod, req.body["files"], ctx);
+    auto plan = plan_pod(m->pod, m->files, ctx);
     if (!plan) {
         refuse(p, plan.error() == Error::Refused ? "PodRefused" : "InvalidPodSpec", plan.message());
         return proto::error_reply(req.id, plan.failure());
@@ -334,45 +345,46 @@ void Shim::forget(const std::string &uid) {
 proto::Reply Shim::pod_kill(const proto::Request &req) {
     proto::Reply reply;
     reply.id = req.id;
-    std::string uid = req.body["uid"].asString();
-    auto grace = json::opt_uint(req.body, "grace_s", "pod_kill", 30, 86400);
-    if (!grace) return proto::error_reply(req.id, grace.failure());
-    std::string reason = req.body["reason"].isString() ? req.body["reason"].asString() : "Killing";
-    auto it = pods_.find(uid);
-    if (it != pods_.end() && (reason == "Deleted" || reason == "Orphaned"))
+    auto m = proto::pod_kill_from_json(req.body);
+    if (!m) return proto::error_reply(req.id, m.failure());
+    auto it = pods_.find(m->uid);
+    if (it != pods_.end() &&
+        (m->reason == proto::StopReason::Deleted || m->reason == proto::StopReason::Orphaned))
         it->second.forget = true;
     if (it == pods_.end() || !it->second.runner) return reply;  // unknown or never ran: ok
-    it->second.runner->kill(static_cast<int64_t>(*grace), reason);
+    it->second.runner->kill(m->grace_s, std::string(proto::to_string(m->reason)));
     return reply;
 }
 
 proto::Reply Shim::pod_list(const proto::Request &req) {
+    if (auto m = proto::pod_list_request_from_json(req.body); !m)
+        return proto::error_reply(req.id, m.failure());
+    proto::PodListReply list;
+    for (auto &[uid, p] : pods_) {
+        proto::PodStatus e;
+        e.uid = uid;
+        e.ns = p.ns;
+        e.name = p.name;
+        e.status = p.runner ? p.runner->status() : p.fixed_status;
+        list.pods.push_back(std::move(e));
+    }
     proto::Reply reply;
     reply.id = req.id;
-    Json::Value list(Json::arrayValue);
-    for (auto &[uid, p] : pods_) {
-        Json::Value e(Json::objectValue);
-        e["uid"] = uid;
-        e["namespace"] = p.ns;
-        e["name"] = p.name;
-        e["status"] = p.runner ? p.runner->status() : p.fixed_status;
-        list.append(e);
-    }
-    reply.body["pods"] = list;
+    reply.body = proto::to_json(list);
     return reply;
 }
 
 proto::Reply Shim::shutdown(const proto::Request &req, bool *deferred) {
-    auto grace = json::opt_uint(req.body, "grace_s", "shutdown", 30, 86400);
-    if (!grace) return proto::error_reply(req.id, grace.failure());
-    std::string reason = req.body["reason"].isString() ? req.body["reason"].asString() : "Shutdown";
-    LOG_INFO("[node %s] shutdown (%s): stopping all pods within %llus", node_name_.c_str(),
-             reason.c_str(), static_cast<unsigned long long>(*grace));
+    auto m = proto::shutdown_from_json(req.body);
+    if (!m) return proto::error_reply(req.id, m.failure());
+    std::string reason(proto::to_string(m->reason));
+    LOG_INFO("[node %s] shutdown (%s): stopping all pods within %us", node_name_.c_str(),
+             reason.c_str(), m->grace_s);
     shutting_down_ = true;
     shutdown_req_id_ = req.id;
     *deferred = true;
     for (auto &[uid, p] : pods_)
-        if (p.runner) p.runner->kill(static_cast<int64_t>(*grace), reason);
+        if (p.runner) p.runner->kill(m->grace_s, reason);
     maybe_finish_shutdown();
     return {};
 }
@@ -402,16 +414,28 @@ void Shim::notify(ShimPod &p) {
     if (status == p.last_sent && !events) return;
     if (!attached_) return;  // resent in full after re-attaching; events wait in the runner
     p.last_sent = status;
+    proto::PodStatus m;
+    m.uid = p.uid;
+    m.ns = p.ns;
+    m.name = p.name;
+    m.status = status;
+    // Always present (maybe empty): tells the agent that this runtime reports
+    // its own BackOff/Unhealthy/Killing events.
+    m.events.emplace();
+    if (p.runner) {
+        for (const auto &e : p.runner->take_events()) {
+            auto ev = proto::pod_event_from_json(e);
+            if (ev)
+                m.events->push_back(std::move(*ev));
+            else
+                LOG_WARN("[pod %s/%s] event not sent: %s", p.ns.c_str(), p.name.c_str(),
+                         ev.message().c_str());
+        }
+    }
     proto::Request req;
     req.id = next_id_++;
-    req.op = "pod_status";
-    req.body["uid"] = p.uid;
-    req.body["namespace"] = p.ns;
-    req.body["name"] = p.name;
-    req.body["status"] = status;
-    // Always present (maybe empty): tells the agent that this runtime reports
-    // its own BackOff/Unhealthy/Killing events (optional field, docs/protocol.md).
-    req.body["events"] = p.runner ? p.runner->take_events() : Json::Value(Json::arrayValue);
+    req.op = std::string(proto::to_string(proto::ShimOp::PodStatus));
+    req.body = proto::to_json(m);
     send_line(proto::encode(req));
     if (p.runner) save_pod_state(p);
 }

@@ -3,10 +3,12 @@ if HAVE_CHECK
 check_PROGRAMS += \
 	tests/unit/test_common \
 	tests/unit/test_protocol \
+	tests/unit/test_shim_protocol \
 	tests/unit/test_plugin_symbols
 TESTS += \
 	tests/unit/test_common \
 	tests/unit/test_protocol \
+	tests/unit/test_shim_protocol \
 	tests/unit/test_plugin_symbols
 
 tests_unit_test_common_SOURCES = tests/unit/test_common.cc
@@ -16,6 +18,10 @@ tests_unit_test_common_LDADD = common/libcommon.la $(CHECK_LIBS)
 tests_unit_test_protocol_SOURCES = tests/unit/test_protocol.cc
 tests_unit_test_protocol_CXXFLAGS = $(AM_CXXFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_protocol_LDADD = common/libcommon.la $(CHECK_LIBS)
+
+tests_unit_test_shim_protocol_SOURCES = tests/unit/test_shim_protocol.cc
+tests_unit_test_shim_protocol_CXXFLAGS = $(AM_CXXFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_shim_protocol_LDADD = common/libcommon.la $(CHECK_LIBS)
 
 # Loads the built plugin with dlopen(RTLD_NOW): the fake spank layer in this
 # program provides the spank_* functions slurmd would (-export-dynamic).

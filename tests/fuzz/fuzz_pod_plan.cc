@@ -117,7 +117,10 @@ SK_FUZZ_TARGET(pod_plan) {
     const Json::Value &root = *v;
     bool wrapped = root.isObject() && root.isMember("pod");
     const Json::Value &pod = wrapped ? root["pod"] : root;
-    const Json::Value &files = wrapped ? root["files"] : Json::Value::nullSingleton();
+    // Files the pod_run decoder refuses never reach plan_pod: plan without them.
+    auto decoded = sk::proto::pod_files_from_json(wrapped ? root["files"] : Json::Value());
+    if (!decoded) FUZZ_CHECK(!decoded.message().empty());
+    const sk::proto::PodFiles files = decoded ? *decoded : sk::proto::PodFiles();
 
     sk::shim::PlanContext ctx;
     ctx.uid = 1000;

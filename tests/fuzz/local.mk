@@ -19,6 +19,7 @@ FUZZ_TARGET_SOURCES = \
 	tests/fuzz/fuzz_line_buffer.cc \
 	tests/fuzz/fuzz_pod_plan.cc \
 	tests/fuzz/fuzz_protocol.cc \
+	tests/fuzz/fuzz_shim_protocol.cc \
 	tests/fuzz/fuzz_spank_options.cc \
 	tests/fuzz/fuzz_strings.cc \
 	tests/fuzz/fuzz_watch_parser.cc

@@ -113,6 +113,69 @@ def seeds_protocol():
     return msgs
 
 
+UID = POD["metadata"]["uid"]
+EVENTS = [{"type": "Warning", "reason": "Unhealthy", "container": "gen",
+           "message": "Liveness probe failed: HTTP probe failed with statuscode: 500"},
+          {"type": "Normal", "reason": "Killing",
+           "message": "Container gen failed liveness probe, will be restarted"}]
+SHIM_REQUESTS = [
+    ("pod_run", {"pod": POD, "files": {}}),
+    ("pod_run", {"pod": POD, "files": {"cfg": {"app.conf": "a2V5PXZhbHVlCg==", "sub/x": "eA=="},
+                                      "empty": {}}}),
+    ("pod_run", {"pod": POD}),
+    ("pod_kill", {"uid": UID, "grace_s": 30, "reason": "Killing"}),
+    ("pod_kill", {"uid": UID, "grace_s": 0, "reason": "Deleted"}),
+    ("pod_kill", {"uid": UID, "grace_s": 0, "reason": "Orphaned"}),
+    ("pod_kill", {"uid": UID}),
+    ("pod_list", {}),
+    ("shutdown", {"grace_s": 10, "reason": "JobEnded"}),
+    ("shutdown", {"grace_s": 0, "reason": "TimeLimit"}),
+    ("shutdown", {}),
+    ("pod_status", {"uid": UID, "namespace": "rl", "name": "gen-0", "status": POD_STATUS,
+                    "events": EVENTS}),
+    ("pod_status", {"uid": UID, "namespace": "rl", "name": "gen-0", "status": POD_STATUS,
+                    "events": []}),
+    ("pod_status", {"uid": UID, "status": {"phase": "Failed", "reason": "ShimRestarted"}}),
+]
+SHIM_REPLIES = [
+    {"id": 1, "ok": True, "body": {"pods": [
+        {"uid": UID, "namespace": "rl", "name": "gen-0", "status": POD_STATUS},
+        {"uid": "u2", "namespace": "rl", "name": "gen-1",
+         "status": {"phase": "Failed", "reason": "OutOfnvidia.com/gpu", "message": "m"}}]}},
+    {"id": 2, "ok": True, "body": {"pods": []}},
+    {"id": 3, "ok": True},
+    {"id": 4, "ok": False, "error": "unavailable", "message": "the shim is shutting down"},
+]
+SHIM_MALFORMED = [
+    line({"v": 1, "id": 1, "op": "pod_run", "body": {"pod": {"metadata": {"uid": "../x"}}}}),
+    line({"v": 1, "id": 1, "op": "pod_run", "body": {"pod": POD, "files": {"cfg": {"a": "eA="}}}}),
+    line({"v": 1, "id": 1, "op": "pod_run", "body": {"pod": POD, "files": {"cfg": "x"}}}),
+    line({"v": 1, "id": 1, "op": "pod_kill", "body": {"uid": UID, "reason": "Evicted"}}),
+    line({"v": 1, "id": 1, "op": "pod_kill", "body": {"uid": UID, "grace_s": 86401}}),
+    line({"v": 1, "id": 1, "op": "shutdown", "body": {"reason": "TestEnd"}}),
+    line({"v": 1, "id": 1, "op": "pod_status", "body": {"uid": UID, "status": {},
+                                                         "events": [{"type": "Error",
+                                                                     "reason": "X"}]}}),
+    line({"v": 1, "id": 1, "op": "pod_status", "body": {"uid": UID, "status": {}, "events": [
+        {"type": "Normal", "reason": "R", "message": "m" * 1100}]}}),
+    line({"id": 1, "ok": True, "body": {"pods": [{"uid": "", "status": {}}]}}),
+    line({"id": 1, "ok": True, "body": {"pods": {}}}),
+]
+BASE64 = ["", "Zg==", "Zm8=", "Zm9v", "Zm9vYmFy", "Zg", "Zh==", "Zm9=", "Z===", "Zm9v\n",
+          "Zm9-", "a2V5PXZhbHVlCg=="]
+
+
+def seeds_shim_protocol():
+    msgs = []
+    for i, (op, body) in enumerate(SHIM_REQUESTS, 1):
+        msgs.append(line({"v": 1, "id": i, "op": op, "body": body}))
+    msgs += [line(r) for r in SHIM_REPLIES]
+    msgs += SHIM_MALFORMED
+    for m in msgs + BASE64:
+        put("shim_protocol", m)
+    return msgs
+
+
 def seeds_line_buffer(msgs):
     stream = "".join(m + "\n" for m in msgs[:8])
     for max_sel, chunk in ((0, 7), (0, 255), (40, 13), (63, 1), (10, 64)):
@@ -348,6 +411,7 @@ def main():
         sys.exit("usage: make-seeds.py DIR-OF-RECORDED-KUBELET-OBJECTS")
     ref = sys.argv[1]
     msgs = seeds_protocol()
+    seeds_shim_protocol()
     seeds_line_buffer(msgs)
     seeds_json(ref)
     seeds_config()

@@ -120,7 +120,7 @@ class Agent:
     def close(self):
         try:
             if self.proc.poll() is None:
-                self.request("shutdown", {"grace_s": 2, "reason": "TestEnd"}, timeout=10)
+                self.request("shutdown", {"grace_s": 2, "reason": "Shutdown"}, timeout=10)
                 self.proc.wait(5)
         except Exception:
             pass

@@ -16,6 +16,7 @@
 #include "agent/peer_auth.h"
 #include "agent/pod_status_patch.h"
 #include "agent/watch_parser.h"
+#include "common/base64.h"
 #include "common/json.h"
 #include "tests/unit/check_main.h"
 

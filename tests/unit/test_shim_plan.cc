@@ -54,7 +54,7 @@ START_TEST(expand_table) {
 END_TEST
 
 START_TEST(recorded_init_pod) {
-    auto plan = plan_pod(parse(kRecorded07), Json::Value(), ctx());
+    auto plan = plan_pod(parse(kRecorded07), {}, ctx());
     ck_assert_msg(plan.ok(), "%s", plan.ok() ? "" : plan.message().c_str());
     ck_assert_sstr_eq(plan->uid, "be668664-adf3-4924-848a-ad51e33a4ede");
     ck_assert_sstr_eq(plan->key(), "kref/s07-init");
@@ -87,7 +87,7 @@ START_TEST(env_order_and_expansion) {
                {"name":"D","value":"4"},{"name":"PATH","value":"/opt/bin"},
                {"name":"POD","valueFrom":{"fieldRef":{"fieldPath":"metadata.name"}}},
                {"name":"CUDA_VISIBLE_DEVICES","value":"0,1,2,3"}]}]}})J");
-    auto plan = plan_pod(pod, Json::Value(), ctx());
+    auto plan = plan_pod(pod, {}, ctx());
     ck_assert_msg(plan.ok(), "%s", plan.ok() ? "" : plan.message().c_str());
     const auto &c = plan->containers[0];
     // Base first (PATH replaced in place), then the container's env in order.
@@ -125,7 +125,7 @@ START_TEST(gpus_are_disjoint) {
                     {"name":"b","image":"x","command":["true"],"resources":{"limits":{"nvidia.com/gpu":"2"},
                       "requests":{"cpu":"1","memory":"1Gi"}}},
                     {"name":"c","image":"x","command":["true"]}]}})J");
-    auto plan = plan_pod(pod, Json::Value(), ctx());
+    auto plan = plan_pod(pod, {}, ctx());
     ck_assert_msg(plan.ok(), "%s", plan.ok() ? "" : plan.message().c_str());
     ck_assert_int_eq(plan->gpus_needed(), 3);
     assign_gpus(&*plan, {5, 6, 7});
@@ -150,7 +150,7 @@ START_TEST(runtime_template_and_missing_command) {
     auto pod = parse(R"J({"metadata":{"name":"p","namespace":"ns","uid":"u1"},"spec":{"containers":[
       {"name":"a","image":"docker.io/vllm/vllm:1","command":["serve"],"args":["--port","80"]},
       {"name":"b","image":"docker.io/nginx"}]}})J");
-    auto plan = plan_pod(pod, Json::Value(), c);
+    auto plan = plan_pod(pod, {}, c);
     ck_assert_msg(plan.ok(), "%s", plan.ok() ? "" : plan.message().c_str());
     const auto &a = plan->containers[0].argv;
     ck_assert_int_eq(a.size(), 7);
@@ -160,7 +160,7 @@ START_TEST(runtime_template_and_missing_command) {
     ck_assert_sstr_eq(a[6], "80");
     ck_assert_int_eq(plan->containers[1].argv.size(), 4);  // no command: the image's entrypoint
     // Without a template, a container with no command is refused.
-    auto plain = plan_pod(pod, Json::Value(), ctx());
+    auto plain = plan_pod(pod, {}, ctx());
     ck_assert(!plain.ok());
     ck_assert(plain.error() == Error::Refused);
     ck_assert(plain.message().find("container b has no command") != std::string::npos);
@@ -174,13 +174,17 @@ START_TEST(volume_files_decoded) {
       "volumes":[{"name":"cfg","configMap":{"name":"c"}},{"name":"scratch","emptyDir":{}}],
       "containers":[{"name":"a","image":"x","command":["true"],
                      "volumeMounts":[{"name":"cfg","mountPath":"/tmp/cfg","readOnly":true}]}]}})J");
-    auto files = parse(R"J({"cfg":{"app.conf":"a2V5PXZhbHVlCg==","sub/x":"eA=="}})J");
-    auto plan = plan_pod(pod, files, ctx());
+    auto files = proto::pod_files_from_json(
+        parse(R"J({"cfg":{"app.conf":"a2V5PXZhbHVlCg==","sub/x":"eA=="}})J"));
+    ck_assert(files.ok());
+    auto plan = plan_pod(pod, *files, ctx());
     ck_assert_msg(plan.ok(), "%s", plan.ok() ? "" : plan.message().c_str());
     ck_assert_sstr_eq(plan->volumes[0].files.at("app.conf"), "key=value\n");
     ck_assert_sstr_eq(plan->volumes[0].files.at("sub/x"), "x");
     ck_assert_sstr_eq(plan->mounts.at("a")[0].mount_path, "/tmp/cfg");
-    auto bad = plan_pod(pod, parse(R"J({"cfg":{"../escape":"eA=="}})J"), ctx());
+    auto escape = proto::pod_files_from_json(parse(R"J({"cfg":{"../escape":"eA=="}})J"));
+    ck_assert(escape.ok());
+    auto bad = plan_pod(pod, *escape, ctx());
     ck_assert(!bad.ok());
     ck_assert(bad.message().find("inside the volume") != std::string::npos);
 }
@@ -245,7 +249,7 @@ START_TEST(refusals_table) {
     std::string pod =
         std::string("{\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\",\"uid\":\"u\"},\"spec\":") +
         c.spec + "}";
-    auto plan = plan_pod(parse(pod), Json::Value(), ctx());
+    auto plan = plan_pod(parse(pod), {}, ctx());
     ck_assert_msg(!plan.ok(), "accepted: %s", c.spec);
     ck_assert_msg(plan.error() == c.code, "%s: %s", c.spec, plan.failure().describe().c_str());
     ck_assert_msg(plan.message().find(c.message_has) != std::string::npos, "%s: '%s'", c.spec,
@@ -260,7 +264,7 @@ START_TEST(allowed_security_context) {
       "securityContext":{"runAsUser":2001,"runAsGroup":2001},
       "containers":[{"name":"c","image":"x","command":["x"],"securityContext":{"runAsUser":2001,
         "privileged":false,"capabilities":{"drop":["ALL"]}}}]}})J");
-    auto plan = plan_pod(pod, Json::Value(), ctx());
+    auto plan = plan_pod(pod, {}, ctx());
     ck_assert_msg(plan.ok(), "%s", plan.ok() ? "" : plan.message().c_str());
 }
 END_TEST

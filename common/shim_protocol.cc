@@ -1,0 +1,348 @@
+#include "common/shim_protocol.h"
+
+#include <array>
+#include <utility>
+
+#include "common/base64.h"
+#include "common/json.h"
+
+namespace sk::proto {
+
+namespace {
+
+template <typename E, size_t N>
+using Names = std::array<std::pair<E, std::string_view>, N>;
+
+constexpr Names<ShimOp, 5> kOps{{
+    {ShimOp::PodRun, "pod_run"},
+    {ShimOp::PodKill, "pod_kill"},
+    {ShimOp::PodList, "pod_list"},
+    {ShimOp::Shutdown, "shutdown"},
+    {ShimOp::PodStatus, "pod_status"},
+}};
+
+constexpr Names<StopReason, 8> kReasons{{
+    {StopReason::Killing, "Killing"},
+    {StopReason::Deleted, "Deleted"},
+    {StopReason::Orphaned, "Orphaned"},
+    {StopReason::JobEnded, "JobEnded"},
+    {StopReason::JobCancelled, "JobCancelled"},
+    {StopReason::TimeLimit, "TimeLimit"},
+    {StopReason::NodeFail, "NodeFail"},
+    {StopReason::Shutdown, "Shutdown"},
+}};
+
+constexpr Names<EventType, 2> kEventTypes{{
+    {EventType::Normal, "Normal"},
+    {EventType::Warning, "Warning"},
+}};
+
+template <typename E, size_t N>
+std::string_view name_of(const Names<E, N> &names, E e) noexcept {
+    for (const auto &[value, name] : names)
+        if (value == e) return name;
+    return "?";
+}
+
+template <typename E, size_t N>
+Result<E> value_of(const Names<E, N> &names, std::string_view s, std::string_view field) {
+    std::string accepted;
+    for (const auto &[value, name] : names) {
+        if (name == s) return value;
+        accepted += (accepted.empty() ? "" : ", ") + std::string(name);
+    }
+    return fail(Error::Parse, std::string(field) + " '" + std::string(s).substr(0, 64) +
+                                  "' is not one of " + accepted);
+}
+
+#define TRY_ASSIGN(dst, expr)         \
+    do {                              \
+        auto _r = (expr);             \
+        if (!_r) return _r.failure(); \
+        (dst) = std::move(*_r);       \
+    } while (0)
+
+std::string field_name(std::string_view ctx, const char *key) {
+    return std::string(ctx) + ": '" + key + "'";
+}
+
+// A string field of at most max bytes.
+Result<std::string> bounded(Result<std::string> r, std::string_view ctx, const char *key,
+                            size_t max) {
+    if (r && r->size() > max)
+        return fail(Error::Parse,
+                    field_name(ctx, key) + " is longer than " + std::to_string(max) + " bytes");
+    return r;
+}
+
+// A pod uid names a directory in the shim's state: never empty, no '/', no
+// leading '.' (no "." or "..").
+Status check_uid(const std::string &uid, std::string_view ctx, const char *key) {
+    if (uid.empty() || uid.size() > kMaxUidBytes || uid.find('/') != std::string::npos ||
+        uid[0] == '.' || uid.find('\0') != std::string::npos)
+        return fail(Error::Parse, field_name(ctx, key) + " must be 1.." +
+                                      std::to_string(kMaxUidBytes) +
+                                      " bytes without '/' or a leading '.'");
+    return {};
+}
+
+Result<std::string> uid_field(const Json::Value &v, std::string_view ctx) {
+    auto uid = json::get_string(v, "uid", ctx);
+    if (!uid) return uid;
+    if (auto st = check_uid(*uid, ctx, "uid"); !st) return st.failure();
+    return uid;
+}
+
+Result<StopReason> reason_field(const Json::Value &v, std::string_view ctx, StopReason dflt) {
+    auto s = json::opt_string(v, "reason", ctx, std::string(to_string(dflt)));
+    if (!s) return s.failure();
+    return stop_reason_from_string(*s, field_name(ctx, "reason"));
+}
+
+Result<uint32_t> grace_field(const Json::Value &v, std::string_view ctx) {
+    auto n = json::opt_uint(v, "grace_s", ctx, 30, kMaxGraceSeconds);
+    if (!n) return n.failure();
+    return static_cast<uint32_t>(*n);
+}
+
+Failure invalid_run(const Failure &f) {
+    return fail(Error::Invalid, f.message);
+}
+
+}  // namespace
+
+std::string_view to_string(ShimOp op) noexcept {
+    return name_of(kOps, op);
+}
+std::string_view to_string(StopReason r) noexcept {
+    return name_of(kReasons, r);
+}
+std::string_view to_string(EventType t) noexcept {
+    return name_of(kEventTypes, t);
+}
+Result<ShimOp> shim_op_from_string(std::string_view s, std::string_view field) {
+    return value_of(kOps, s, field);
+}
+Result<StopReason> stop_reason_from_string(std::string_view s, std::string_view field) {
+    return value_of(kReasons, s, field);
+}
+Result<EventType> event_type_from_string(std::string_view s, std::string_view field) {
+    return value_of(kEventTypes, s, field);
+}
+
+bool is_drain_reason(StopReason r) noexcept {
+    return r == StopReason::JobEnded || r == StopReason::JobCancelled ||
+           r == StopReason::TimeLimit || r == StopReason::NodeFail;
+}
+
+// ---- pod_run ----
+
+Json::Value to_json(const PodRun &m) {
+    Json::Value v(Json::objectValue);
+    v["pod"] = m.pod;
+    Json::Value files(Json::objectValue);
+    for (const auto &[volume, entries] : m.files) {
+        Json::Value e(Json::objectValue);
+        for (const auto &[path, bytes] : entries)
+            e[path] = base64_encode(bytes);
+        files[volume] = e;
+    }
+    v["files"] = files;
+    return v;
+}
+
+Result<PodFiles> pod_files_from_json(const Json::Value &files) {
+    constexpr std::string_view ctx = "pod_run";
+    PodFiles out;
+    if (files.isNull()) return out;
+    if (!files.isObject()) return fail(Error::Parse, "pod_run: 'files' must be an object");
+    if (files.size() > kMaxVolumes)
+        return fail(Error::Parse,
+                    "pod_run: 'files' has more than " + std::to_string(kMaxVolumes) + " volumes");
+    for (const auto &volume : files.getMemberNames()) {
+        const Json::Value &entries = files[volume];
+        std::string where = std::string(ctx) + ": 'files' of volume '" + volume.substr(0, 64) + "'";
+        if (volume.size() > kMaxObjectNameBytes)
+            return fail(Error::Parse, "pod_run: a volume name in 'files' is longer than " +
+                                          std::to_string(kMaxObjectNameBytes) + " bytes");
+        if (!entries.isObject()) return fail(Error::Parse, where + " must be an object");
+        if (entries.size() > kMaxFilesPerVolume)
+            return fail(Error::Parse,
+                        where + " has more than " + std::to_string(kMaxFilesPerVolume) + " files");
+        auto &decoded = out[volume];
+        for (const auto &path : entries.getMemberNames()) {
+            if (path.size() > kMaxFilePathBytes)
+                return fail(Error::Parse, where + ": a path is longer than " +
+                                              std::to_string(kMaxFilePathBytes) + " bytes");
+            const Json::Value &data = entries[path];
+            std::string file = where + ": file '" + path.substr(0, 256) + "'";
+            if (!data.isString()) return fail(Error::Parse, file + " must be a base64 string");
+            auto bytes = base64_decode(data.asString());
+            if (!bytes) return fail(Error::Parse, file + " is not valid base64");
+            decoded[path] = std::move(*bytes);
+        }
+    }
+    return out;
+}
+
+Result<PodRun> pod_run_from_json(const Json::Value &body) {
+    constexpr std::string_view ctx = "pod_run";
+    PodRun m;
+    const Json::Value &pod = body.isObject() ? body["pod"] : Json::Value::nullSingleton();
+    if (!pod.isObject()) return fail(Error::Invalid, "pod_run: 'pod' must be an object");
+    const Json::Value &meta = pod["metadata"];
+    if (!meta.isObject() || !meta["uid"].isString() ||
+        !check_uid(meta["uid"].asString(), ctx, "uid"))
+        return fail(Error::Invalid, "pod_run: pod has no valid metadata.uid");
+    m.uid = meta["uid"].asString();
+    constexpr std::string_view mctx = "pod_run: metadata";
+    auto ns =
+        bounded(json::opt_string(meta, "namespace", mctx), mctx, "namespace", kMaxObjectNameBytes);
+    if (!ns) return invalid_run(ns.failure());
+    m.ns = *ns;
+    auto name = bounded(json::opt_string(meta, "name", mctx), mctx, "name", kMaxObjectNameBytes);
+    if (!name) return invalid_run(name.failure());
+    m.name = *name;
+    auto files = pod_files_from_json(body["files"]);
+    if (!files) return invalid_run(files.failure());
+    m.files = std::move(*files);
+    m.pod = pod;
+    return m;
+}
+
+// ---- pod_kill, pod_list, shutdown ----
+
+Json::Value to_json(const PodKill &m) {
+    Json::Value v(Json::objectValue);
+    v["uid"] = m.uid;
+    v["grace_s"] = m.grace_s;
+    v["reason"] = std::string(to_string(m.reason));
+    return v;
+}
+
+Result<PodKill> pod_kill_from_json(const Json::Value &body) {
+    constexpr std::string_view ctx = "pod_kill";
+    PodKill m;
+    TRY_ASSIGN(m.uid, uid_field(body, ctx));
+    TRY_ASSIGN(m.grace_s, grace_field(body, ctx));
+    TRY_ASSIGN(m.reason, reason_field(body, ctx, StopReason::Killing));
+    return m;
+}
+
+Json::Value to_json(const PodList &) {
+    return Json::Value(Json::objectValue);
+}
+
+Result<PodList> pod_list_request_from_json(const Json::Value &body) {
+    if (!body.isObject()) return fail(Error::Parse, "pod_list: the body must be an object");
+    return PodList{};
+}
+
+Json::Value to_json(const Shutdown &m) {
+    Json::Value v(Json::objectValue);
+    v["grace_s"] = m.grace_s;
+    v["reason"] = std::string(to_string(m.reason));
+    return v;
+}
+
+Result<Shutdown> shutdown_from_json(const Json::Value &body) {
+    constexpr std::string_view ctx = "shutdown";
+    Shutdown m;
+    TRY_ASSIGN(m.grace_s, grace_field(body, ctx));
+    TRY_ASSIGN(m.reason, reason_field(body, ctx, StopReason::Shutdown));
+    return m;
+}
+
+// ---- pod_status, pod_list reply ----
+
+Json::Value to_json(const PodEvent &m) {
+    Json::Value v(Json::objectValue);
+    v["type"] = std::string(to_string(m.type));
+    v["reason"] = m.reason;
+    v["message"] = m.message;
+    if (!m.container.empty()) v["container"] = m.container;
+    return v;
+}
+
+Result<PodEvent> pod_event_from_json(const Json::Value &e) {
+    constexpr std::string_view ctx = "pod_status: event";
+    if (!e.isObject()) return fail(Error::Parse, "pod_status: an event must be an object");
+    PodEvent m;
+    std::string type;
+    TRY_ASSIGN(type, json::get_string(e, "type", ctx));
+    TRY_ASSIGN(m.type, event_type_from_string(type, field_name(ctx, "type")));
+    TRY_ASSIGN(m.reason,
+               bounded(json::get_string(e, "reason", ctx), ctx, "reason", kMaxEventReasonBytes));
+    if (m.reason.empty()) return fail(Error::Parse, "pod_status: event 'reason' is empty");
+    TRY_ASSIGN(m.message, json::opt_string(e, "message", ctx));
+    // A probe's output can be long: the message is cut, not refused.
+    if (m.message.size() > kMaxEventMessageBytes) m.message.resize(kMaxEventMessageBytes);
+    TRY_ASSIGN(m.container, bounded(json::opt_string(e, "container", ctx), ctx, "container",
+                                    kMaxObjectNameBytes));
+    return m;
+}
+
+Json::Value to_json(const PodStatus &m) {
+    Json::Value v(Json::objectValue);
+    v["uid"] = m.uid;
+    v["namespace"] = m.ns;
+    v["name"] = m.name;
+    v["status"] = m.status;
+    if (m.events) {
+        Json::Value a(Json::arrayValue);
+        for (const auto &e : *m.events)
+            a.append(to_json(e));
+        v["events"] = a;
+    }
+    return v;
+}
+
+Result<PodStatus> pod_status_from_json(const Json::Value &body) {
+    constexpr std::string_view ctx = "pod_status";
+    if (!body.isObject()) return fail(Error::Parse, "pod_status: the body must be an object");
+    PodStatus m;
+    TRY_ASSIGN(m.uid, uid_field(body, ctx));
+    TRY_ASSIGN(m.ns, bounded(json::opt_string(body, "namespace", ctx), ctx, "namespace",
+                             kMaxObjectNameBytes));
+    TRY_ASSIGN(m.name,
+               bounded(json::opt_string(body, "name", ctx), ctx, "name", kMaxObjectNameBytes));
+    if (!body["status"].isObject())
+        return fail(Error::Parse, "pod_status: 'status' must be an object");
+    m.status = body["status"];
+    if (!body.isMember("events")) return m;
+    const Json::Value &events = body["events"];
+    if (!events.isArray()) return fail(Error::Parse, "pod_status: 'events' must be an array");
+    if (events.size() > kMaxEvents)
+        return fail(Error::Parse,
+                    "pod_status: more than " + std::to_string(kMaxEvents) + " 'events'");
+    m.events.emplace();
+    for (const auto &e : events) {
+        auto ev = pod_event_from_json(e);
+        if (!ev) return ev.failure();
+        m.events->push_back(std::move(*ev));
+    }
+    return m;
+}
+
+Json::Value to_json(const PodListReply &m) {
+    Json::Value v(Json::objectValue);
+    Json::Value a(Json::arrayValue);
+    for (const auto &p : m.pods)
+        a.append(to_json(p));
+    v["pods"] = a;
+    return v;
+}
+
+Result<PodListReply> pod_list_reply_from_json(const Json::Value &body) {
+    if (!body.isObject() || !body["pods"].isArray())
+        return fail(Error::Parse, "pod_list reply: 'pods' must be an array");
+    PodListReply m;
+    for (const auto &p : body["pods"]) {
+        auto s = pod_status_from_json(p);
+        if (!s) return fail(Error::Parse, "pod_list reply: " + s.message());
+        m.pods.push_back(std::move(*s));
+    }
+    return m;
+}
+
+}  // namespace sk::proto

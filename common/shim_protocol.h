@@ -1,0 +1,142 @@
+// The agent <-> shim protocol: what travels on a shim's connection to the
+// agent socket after a successful "attach" (common/protocol.h defines the
+// envelope, the framing and attach itself; docs/protocol.md describes both).
+//
+//   agent -> shim requests, each answered by a Reply with the same id:
+//     pod_run   {"pod": Pod, "files": {volume: {relpath: base64}}}  -> {}
+//     pod_kill  {"uid", "grace_s", "reason"}                          -> {}
+//     pod_list  {}                                     -> {"pods": [PodStatus...]}
+//     shutdown  {"grace_s", "reason"}   -> {} once every pod has stopped
+//   shim -> agent notification, answered ok (or an error naming the field):
+//     pod_status {"uid", "namespace", "name", "status": PodStatus, "events": [...]}
+//
+// Decoders are strict: a field of the wrong type, a missing required field,
+// an unknown enum value or a value over its bound fails with Parse (a message
+// naming the message and the field), never throws, whatever the JSON.
+// pod_run failures are Invalid, as the shim's refusal of a pod always was.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <json/json.h>
+
+#include "common/result.h"
+
+namespace sk::proto {
+
+// ---- bounds (each enforced by its decoder) ----
+constexpr size_t kMaxUidBytes = 128;         // metadata.uid (Kubernetes writes 36)
+constexpr size_t kMaxObjectNameBytes = 253;  // metadata.name, namespace, container
+constexpr size_t kMaxVolumes = 256;          // volumes with files in one pod_run
+constexpr size_t kMaxFilesPerVolume = 4096;  // files in one volume
+constexpr size_t kMaxFilePathBytes = 4096;   // a file's path inside its volume
+constexpr uint32_t kMaxGraceSeconds = 86400;
+constexpr size_t kMaxEvents = 256;              // events in one pod_status
+constexpr size_t kMaxEventReasonBytes = 128;    // an event's reason (refused beyond)
+constexpr size_t kMaxEventMessageBytes = 1024;  // an event's message (cut beyond)
+// Everything else is bounded by the envelope: kMaxMessageBytes per line.
+
+// ---- enums carried as strings ----
+
+// The operations on an attached shim's connection.
+enum class ShimOp { PodRun, PodKill, PodList, Shutdown, PodStatus };
+
+// Why pods stop (pod_kill and shutdown "reason"). The shim logs it and
+// forgets a pod once it has stopped when the reason says the pod is gone
+// from the API (Deleted, Orphaned). The drain reasons are the deregister
+// reasons (common/protocol.h) the agent passes on.
+enum class StopReason {
+    Killing,       // graceful delete of the pod in the API
+    Deleted,       // the pod is gone from the API
+    Orphaned,      // the shim runs a pod the API does not know
+    JobEnded,      // drain: the Slurm job ended
+    JobCancelled,  // drain: scancel
+    TimeLimit,     // drain: the job's time limit
+    NodeFail,      // drain: Slurm declared the node failed
+    Shutdown,      // the shim's default when a shutdown names no reason
+};
+
+enum class EventType { Normal, Warning };
+
+std::string_view to_string(ShimOp op) noexcept;
+std::string_view to_string(StopReason r) noexcept;
+std::string_view to_string(EventType t) noexcept;
+// Unknown names fail with Parse, naming `field` and the accepted values.
+Result<ShimOp> shim_op_from_string(std::string_view s, std::string_view field);
+Result<StopReason> stop_reason_from_string(std::string_view s, std::string_view field);
+Result<EventType> event_type_from_string(std::string_view s, std::string_view field);
+// True for the reasons deregister accepts (JobEnded ... NodeFail).
+bool is_drain_reason(StopReason r) noexcept;
+
+// ---- agent -> shim ----
+
+// volume name -> path inside the volume -> the file's bytes (decoded).
+using PodFiles = std::map<std::string, std::map<std::string, std::string>>;
+
+struct PodRun {
+    Json::Value pod{Json::objectValue};  // the resolved Pod (agent/env_resolver.h)
+    std::string uid, ns, name;           // pod.metadata; uid required, ns/name may be ""
+    PodFiles files;                      // base64 on the wire
+};
+
+struct PodKill {
+    std::string uid;
+    uint32_t grace_s = 30;
+    StopReason reason = StopReason::Killing;
+};
+
+struct PodList {};
+
+struct Shutdown {
+    uint32_t grace_s = 30;
+    StopReason reason = StopReason::Shutdown;
+};
+
+// ---- shim -> agent ----
+
+struct PodEvent {
+    EventType type = EventType::Normal;
+    std::string reason;  // Unhealthy, BackOff, Killing, ...
+    std::string message;
+    std::string container;  // "" = the pod
+};
+
+// A pod_status notification, and one entry of the pod_list reply.
+struct PodStatus {
+    std::string uid, ns, name;
+    Json::Value status{Json::objectValue};  // a Kubernetes PodStatus
+    // Present (maybe empty): the shim reports its own BackOff/Unhealthy/
+    // Killing events and the agent does not derive them. pod_list entries and
+    // older shims leave it out.
+    std::optional<std::vector<PodEvent>> events;
+};
+
+struct PodListReply {
+    std::vector<PodStatus> pods;
+};
+
+// Bodies (the envelope's "body"). to_json writes every field; the decoders
+// apply the defaults above to absent optional fields.
+Json::Value to_json(const PodRun &m);
+Json::Value to_json(const PodKill &m);
+Json::Value to_json(const PodList &m);
+Json::Value to_json(const Shutdown &m);
+Json::Value to_json(const PodStatus &m);
+Json::Value to_json(const PodListReply &m);
+Json::Value to_json(const PodEvent &m);
+
+Result<PodRun> pod_run_from_json(const Json::Value &body);
+Result<PodFiles> pod_files_from_json(const Json::Value &files);  // pod_run's "files"
+Result<PodKill> pod_kill_from_json(const Json::Value &body);
+Result<PodList> pod_list_request_from_json(const Json::Value &body);
+Result<Shutdown> shutdown_from_json(const Json::Value &body);
+Result<PodStatus> pod_status_from_json(const Json::Value &body);
+Result<PodListReply> pod_list_reply_from_json(const Json::Value &body);
+Result<PodEvent> pod_event_from_json(const Json::Value &event);
+
+}  // namespace sk::proto

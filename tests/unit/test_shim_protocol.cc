@@ -1,0 +1,437 @@
+// The agent <-> shim protocol (common/shim_protocol.h) and base64
+// (common/base64.h): every message through the envelope and back, every
+// malformed field refused with a message naming it, every enum's unknown
+// value refused.
+#include <string>
+
+#include "common/base64.h"
+#include "common/json.h"
+#include "common/protocol.h"
+#include "common/shim_protocol.h"
+#include "tests/unit/check_main.h"
+
+using namespace sk;
+using namespace sk::proto;
+
+static Json::Value J(const std::string &text) {
+    auto v = json::parse(text);
+    ck_assert_msg(v.ok(), "test JSON: %s", v.ok() ? "" : v.message().c_str());
+    return *v;
+}
+
+// The body after encode() into a request line and decode_request() back.
+static Json::Value through_wire(ShimOp op, const Json::Value &body) {
+    Request r;
+    r.id = 9;
+    r.op = std::string(to_string(op));
+    r.body = body;
+    std::string line = encode(r);
+    ck_assert(line.find('\n') == line.size() - 1);
+    auto back = decode_request(line.substr(0, line.size() - 1));
+    ck_assert(back.ok());
+    ck_assert_sstr_eq(back->op, std::string(to_string(op)));
+    return back->body;
+}
+
+static const char kPod[] = R"({"apiVersion":"v1","kind":"Pod",
+    "metadata":{"name":"gen-0","namespace":"rl","uid":"0b9e6c3a-1111-2222-3333-444455556666"},
+    "spec":{"containers":[{"name":"gen","image":"busybox","command":["sleep","1"]}]}})";
+
+START_TEST(pod_run_round_trip) {
+    PodRun m;
+    m.pod = J(kPod);
+    m.files["cfg"]["app.conf"] = "key=value\n";
+    m.files["cfg"]["bin"] = std::string("\0\xff\x01", 3);
+    m.files["empty"];
+    Json::Value body = to_json(m);
+    // The wire shape: {"pod": Pod, "files": {volume: {path: base64}}}.
+    ck_assert_sstr_eq(body["files"]["cfg"]["app.conf"].asString(), "a2V5PXZhbHVlCg==");
+    ck_assert(body["files"]["empty"].isObject() && body["files"]["empty"].empty());
+    ck_assert(body["pod"] == m.pod);
+    auto back = pod_run_from_json(through_wire(ShimOp::PodRun, body));
+    ck_assert_msg(back.ok(), "%s", back.ok() ? "" : back.message().c_str());
+    ck_assert_sstr_eq(back->uid, "0b9e6c3a-1111-2222-3333-444455556666");
+    ck_assert_sstr_eq(back->ns, "rl");
+    ck_assert_sstr_eq(back->name, "gen-0");
+    ck_assert(back->files == m.files);
+    ck_assert(back->pod == m.pod);
+    ck_assert(to_json(*back) == body);
+    // "files" may be left out.
+    Json::Value no_files(Json::objectValue);
+    no_files["pod"] = m.pod;
+    auto bare = pod_run_from_json(no_files);
+    ck_assert(bare.ok() && bare->files.empty());
+}
+END_TEST
+
+START_TEST(pod_kill_round_trip) {
+    for (StopReason r : {StopReason::Killing, StopReason::Deleted, StopReason::Orphaned,
+                         StopReason::JobEnded, StopReason::JobCancelled, StopReason::TimeLimit,
+                         StopReason::NodeFail, StopReason::Shutdown}) {
+        PodKill m{"u1", 7, r};
+        Json::Value body = to_json(m);
+        ck_assert_sstr_eq(body["reason"].asString(), std::string(to_string(r)));
+        auto back = pod_kill_from_json(through_wire(ShimOp::PodKill, body));
+        ck_assert(back.ok());
+        ck_assert_sstr_eq(back->uid, "u1");
+        ck_assert_uint_eq(back->grace_s, 7);
+        ck_assert(back->reason == r);
+    }
+    auto dflt = pod_kill_from_json(J(R"({"uid":"u1"})"));
+    ck_assert(dflt.ok() && dflt->grace_s == 30 && dflt->reason == StopReason::Killing);
+}
+END_TEST
+
+START_TEST(shutdown_and_list_round_trip) {
+    Shutdown s{3, StopReason::JobEnded};
+    auto back = shutdown_from_json(through_wire(ShimOp::Shutdown, to_json(s)));
+    ck_assert(back.ok() && back->grace_s == 3 && back->reason == StopReason::JobEnded);
+    auto dflt = shutdown_from_json(J("{}"));
+    ck_assert(dflt.ok() && dflt->grace_s == 30 && dflt->reason == StopReason::Shutdown);
+
+    ck_assert(pod_list_request_from_json(through_wire(ShimOp::PodList, to_json(PodList{}))).ok());
+
+    PodListReply list;
+    PodStatus a;
+    a.uid = "u1";
+    a.ns = "rl";
+    a.name = "gen-0";
+    a.status = J(R"({"phase":"Running"})");
+    list.pods.push_back(a);
+    a.uid = "u2";
+    a.status = J(R"({"phase":"Failed","reason":"ShimRestarted"})");
+    list.pods.push_back(a);
+    Json::Value body = to_json(list);
+    ck_assert(!body["pods"][0].isMember("events"));  // pod_list entries carry no events
+    Reply reply;
+    reply.id = 4;
+    reply.body = body;
+    auto rep = decode_reply(encode(reply));
+    ck_assert(rep.ok());
+    auto l = pod_list_reply_from_json(rep->body);
+    ck_assert(l.ok());
+    ck_assert_int_eq(l->pods.size(), 2);
+    ck_assert_sstr_eq(l->pods[1].uid, "u2");
+    ck_assert_sstr_eq(l->pods[1].status["reason"].asString(), "ShimRestarted");
+    ck_assert(!l->pods[0].events);
+    ck_assert(to_json(*l) == body);
+}
+END_TEST
+
+START_TEST(pod_status_round_trip) {
+    PodStatus m;
+    m.uid = "u1";
+    m.ns = "rl";
+    m.name = "gen-0";
+    m.status = J(R"({"phase":"Running","conditions":[{"type":"Ready","status":"True"}]})");
+    m.events.emplace();
+    m.events->push_back({EventType::Warning, "Unhealthy", "Liveness probe failed", "main"});
+    m.events->push_back({EventType::Normal, "Killing", "m", ""});
+    Json::Value body = to_json(m);
+    ck_assert(!body["events"][1].isMember("container"));  // "" = the pod: left out
+    auto back = pod_status_from_json(through_wire(ShimOp::PodStatus, body));
+    ck_assert(back.ok());
+    ck_assert(back->events && back->events->size() == 2);
+    ck_assert((*back->events)[0].type == EventType::Warning);
+    ck_assert_sstr_eq((*back->events)[0].container, "main");
+    ck_assert_sstr_eq((*back->events)[1].reason, "Killing");
+    ck_assert(back->status == m.status);
+    ck_assert(to_json(*back) == body);
+    // An empty events array says "this shim reports its events"; none at all does not.
+    m.events->clear();
+    auto empty = pod_status_from_json(to_json(m));
+    ck_assert(empty.ok() && empty->events && empty->events->empty());
+    m.events.reset();
+    auto none = pod_status_from_json(to_json(m));
+    ck_assert(none.ok() && !none->events);
+    // A long event message is cut, not refused.
+    auto cut = pod_status_from_json(J(R"({"uid":"u","status":{},"events":[{"type":"Normal",
+        "reason":"R","message":")" + std::string(5000, 'm') +
+                                      R"("}]})"));
+    ck_assert(cut.ok());
+    ck_assert_uint_eq((*cut->events)[0].message.size(), kMaxEventMessageBytes);
+}
+END_TEST
+
+START_TEST(enum_names) {
+    ck_assert_sstr_eq(std::string(to_string(ShimOp::PodRun)), "pod_run");
+    ck_assert_sstr_eq(std::string(to_string(ShimOp::PodKill)), "pod_kill");
+    ck_assert_sstr_eq(std::string(to_string(ShimOp::PodList)), "pod_list");
+    ck_assert_sstr_eq(std::string(to_string(ShimOp::Shutdown)), "shutdown");
+    ck_assert_sstr_eq(std::string(to_string(ShimOp::PodStatus)), "pod_status");
+    for (ShimOp op :
+         {ShimOp::PodRun, ShimOp::PodKill, ShimOp::PodList, ShimOp::Shutdown, ShimOp::PodStatus}) {
+        auto back = shim_op_from_string(to_string(op), "op");
+        ck_assert(back.ok() && *back == op);
+    }
+    for (EventType t : {EventType::Normal, EventType::Warning}) {
+        auto back = event_type_from_string(to_string(t), "type");
+        ck_assert(back.ok() && *back == t);
+    }
+    for (const char *r : {"Killing", "Deleted", "Orphaned", "JobEnded", "JobCancelled", "TimeLimit",
+                          "NodeFail", "Shutdown"}) {
+        auto back = stop_reason_from_string(r, "reason");
+        ck_assert_msg(back.ok(), "%s", r);
+        ck_assert_sstr_eq(std::string(to_string(*back)), r);
+    }
+    ck_assert(is_drain_reason(StopReason::TimeLimit));
+    ck_assert(!is_drain_reason(StopReason::Deleted));
+}
+END_TEST
+
+// Each enum's unknown value: refused, naming the field and the accepted values.
+START_TEST(enum_unknown_values) {
+    auto op = shim_op_from_string("attach", "op");
+    ck_assert(!op.ok() && op.error() == Error::Parse);
+    ck_assert(op.message().find("op 'attach' is not one of pod_run") != std::string::npos);
+    auto r = stop_reason_from_string("TestEnd", "shutdown: 'reason'");
+    ck_assert(!r.ok());
+    ck_assert_msg(
+        r.message().find("shutdown: 'reason' 'TestEnd' is not one of Killing") != std::string::npos,
+        "%s", r.message().c_str());
+    ck_assert(!stop_reason_from_string("killing", "reason").ok());  // case matters
+    auto t = event_type_from_string("Error", "type");
+    ck_assert(!t.ok() && t.message().find("Normal, Warning") != std::string::npos);
+}
+END_TEST
+
+struct Bad {
+    ShimOp op;
+    const char *body;
+    Error code;
+    const char *message_has;
+};
+static const Bad kBad[] = {
+    // pod_run: failures are Invalid (the shim's refusal of a pod)
+    {ShimOp::PodRun, R"({})", Error::Invalid, "'pod' must be an object"},
+    {ShimOp::PodRun, R"({"pod":[]})", Error::Invalid, "'pod' must be an object"},
+    {ShimOp::PodRun, R"({"pod":{}})", Error::Invalid, "no valid metadata.uid"},
+    {ShimOp::PodRun, R"({"pod":{"metadata":{"uid":7}}})", Error::Invalid, "metadata.uid"},
+    {ShimOp::PodRun, R"({"pod":{"metadata":{"uid":""}}})", Error::Invalid, "metadata.uid"},
+    {ShimOp::PodRun, R"({"pod":{"metadata":{"uid":"a/b"}}})", Error::Invalid, "metadata.uid"},
+    {ShimOp::PodRun, R"({"pod":{"metadata":{"uid":".."}}})", Error::Invalid, "metadata.uid"},
+    {ShimOp::PodRun, R"({"pod":{"metadata":"x"}})", Error::Invalid, "metadata.uid"},
+    {ShimOp::PodRun, R"({"pod":{"metadata":{"uid":"u","namespace":1}}})", Error::Invalid,
+     "'namespace' must be a string"},
+    {ShimOp::PodRun, R"({"pod":{"metadata":{"uid":"u","name":[]}}})", Error::Invalid,
+     "'name' must be a string"},
+    {ShimOp::PodRun, R"({"pod":{"metadata":{"uid":"u"}},"files":[]})", Error::Invalid,
+     "'files' must be an object"},
+    {ShimOp::PodRun, R"({"pod":{"metadata":{"uid":"u"}},"files":{"v":"x"}})", Error::Invalid,
+     "'files' of volume 'v' must be an object"},
+    {ShimOp::PodRun, R"({"pod":{"metadata":{"uid":"u"}},"files":{"v":null}})", Error::Invalid,
+     "'files' of volume 'v' must be an object"},
+    {ShimOp::PodRun, R"({"pod":{"metadata":{"uid":"u"}},"files":{"v":{"a":1}}})", Error::Invalid,
+     "file 'a' must be a base64 string"},
+    {ShimOp::PodRun, R"({"pod":{"metadata":{"uid":"u"}},"files":{"v":{"a":"eA="}}})",
+     Error::Invalid, "file 'a' is not valid base64"},
+    {ShimOp::PodRun, R"({"pod":{"metadata":{"uid":"u"}},"files":{"v":{"a":"e A=="}}})",
+     Error::Invalid, "file 'a' is not valid base64"},
+    // pod_kill
+    {ShimOp::PodKill, R"({})", Error::Parse, "pod_kill: missing 'uid'"},
+    {ShimOp::PodKill, R"({"uid":1})", Error::Parse, "pod_kill: 'uid' must be a string"},
+    {ShimOp::PodKill, R"({"uid":""})", Error::Parse, "pod_kill: 'uid' must be 1..128"},
+    {ShimOp::PodKill, R"({"uid":"u","grace_s":-1})", Error::Parse, "'grace_s' must be"},
+    {ShimOp::PodKill, R"({"uid":"u","grace_s":"5"})", Error::Parse, "'grace_s' must be"},
+    {ShimOp::PodKill, R"({"uid":"u","grace_s":86401})", Error::Parse, "'grace_s' is larger"},
+    {ShimOp::PodKill, R"({"uid":"u","reason":5})", Error::Parse, "'reason' must be a string"},
+    {ShimOp::PodKill, R"({"uid":"u","reason":"Evicted"})", Error::Parse,
+     "pod_kill: 'reason' 'Evicted' is not one of"},
+    // pod_list
+    {ShimOp::PodList, R"([])", Error::Parse, "pod_list: the body must be an object"},
+    // shutdown
+    {ShimOp::Shutdown, R"({"grace_s":1.5})", Error::Parse, "shutdown: 'grace_s' must be"},
+    {ShimOp::Shutdown, R"({"reason":"TestEnd"})", Error::Parse,
+     "shutdown: 'reason' 'TestEnd' is not one of"},
+    // pod_status
+    {ShimOp::PodStatus, R"({"status":{}})", Error::Parse, "pod_status: missing 'uid'"},
+    {ShimOp::PodStatus, R"({"uid":"u/1","status":{}})", Error::Parse, "pod_status: 'uid'"},
+    {ShimOp::PodStatus, R"({"uid":"u"})", Error::Parse, "'status' must be an object"},
+    {ShimOp::PodStatus, R"({"uid":"u","status":[]})", Error::Parse, "'status' must be an object"},
+    {ShimOp::PodStatus, R"({"uid":"u","namespace":{},"status":{}})", Error::Parse,
+     "'namespace' must be a string"},
+    {ShimOp::PodStatus, R"({"uid":"u","name":1,"status":{}})", Error::Parse,
+     "'name' must be a string"},
+    {ShimOp::PodStatus, R"({"uid":"u","status":{},"events":{}})", Error::Parse,
+     "'events' must be an array"},
+    {ShimOp::PodStatus, R"({"uid":"u","status":{},"events":[1]})", Error::Parse,
+     "an event must be an object"},
+    {ShimOp::PodStatus, R"({"uid":"u","status":{},"events":[{"reason":"R"}]})", Error::Parse,
+     "event: missing 'type'"},
+    {ShimOp::PodStatus, R"({"uid":"u","status":{},"events":[{"type":"Error","reason":"R"}]})",
+     Error::Parse, "'type' 'Error' is not one of Normal, Warning"},
+    {ShimOp::PodStatus, R"({"uid":"u","status":{},"events":[{"type":"Normal"}]})", Error::Parse,
+     "event: missing 'reason'"},
+    {ShimOp::PodStatus, R"({"uid":"u","status":{},"events":[{"type":"Normal","reason":""}]})",
+     Error::Parse, "event 'reason' is empty"},
+    {ShimOp::PodStatus,
+     R"({"uid":"u","status":{},"events":[{"type":"Normal","reason":"R","message":1}]})",
+     Error::Parse, "event: 'message' must be a string"},
+    {ShimOp::PodStatus,
+     R"({"uid":"u","status":{},"events":[{"type":"Normal","reason":"R","container":[]}]})",
+     Error::Parse, "event: 'container' must be a string"},
+};
+
+static Status decode_as(ShimOp op, const Json::Value &body) {
+    switch (op) {
+        case ShimOp::PodRun: {
+            auto r = pod_run_from_json(body);
+            return r ? Status() : r.failure();
+        }
+        case ShimOp::PodKill: {
+            auto r = pod_kill_from_json(body);
+            return r ? Status() : r.failure();
+        }
+        case ShimOp::PodList: {
+            auto r = pod_list_request_from_json(body);
+            return r ? Status() : r.failure();
+        }
+        case ShimOp::Shutdown: {
+            auto r = shutdown_from_json(body);
+            return r ? Status() : r.failure();
+        }
+        case ShimOp::PodStatus: {
+            auto r = pod_status_from_json(body);
+            return r ? Status() : r.failure();
+        }
+    }
+    return fail(Error::Internal, "unreachable");
+}
+
+START_TEST(malformed_fields_table) {
+    const auto &c = kBad[_i];
+    auto st = decode_as(c.op, J(c.body));
+    ck_assert_msg(!st.ok(), "%s %s accepted", std::string(to_string(c.op)).c_str(), c.body);
+    ck_assert_msg(st.error() == c.code, "%s: %s", c.body, st.failure().describe().c_str());
+    ck_assert_msg(st.message().find(c.message_has) != std::string::npos, "%s: '%s' lacks '%s'",
+                  c.body, st.message().c_str(), c.message_has);
+}
+END_TEST
+
+// Bounds: each one refused one past the limit, accepted at it.
+START_TEST(size_limits) {
+    std::string at(kMaxUidBytes, 'u'), over(kMaxUidBytes + 1, 'u');
+    ck_assert(pod_kill_from_json(J(R"({"uid":")" + at + "\"}")).ok());
+    ck_assert(!pod_kill_from_json(J(R"({"uid":")" + over + "\"}")).ok());
+    std::string name(kMaxObjectNameBytes + 1, 'n');
+    auto st = pod_status_from_json(J(R"({"uid":"u","name":")" + name + R"(","status":{}})"));
+    ck_assert(!st.ok() && st.message().find("'name' is longer than 253") != std::string::npos);
+    auto run =
+        pod_run_from_json(J(R"({"pod":{"metadata":{"uid":"u","namespace":")" + name + R"("}}})"));
+    ck_assert(!run.ok() && run.message().find("'namespace' is longer") != std::string::npos);
+    std::string reason(kMaxEventReasonBytes + 1, 'R');
+    auto ev = pod_status_from_json(
+        J(R"({"uid":"u","status":{},"events":[{"type":"Normal","reason":")" + reason + "\"}]}"));
+    ck_assert(!ev.ok() && ev.message().find("'reason' is longer") != std::string::npos);
+
+    Json::Value events(Json::arrayValue);
+    Json::Value one = J(R"({"type":"Normal","reason":"R"})");
+    for (size_t i = 0; i < kMaxEvents; i++)
+        events.append(one);
+    Json::Value body = J(R"({"uid":"u","status":{}})");
+    body["events"] = events;
+    ck_assert(pod_status_from_json(body).ok());
+    body["events"].append(one);
+    auto many = pod_status_from_json(body);
+    ck_assert(!many.ok() && many.message().find("more than 256 'events'") != std::string::npos);
+
+    Json::Value files(Json::objectValue);
+    for (size_t i = 0; i <= kMaxVolumes; i++)
+        files["v" + std::to_string(i)] = Json::Value(Json::objectValue);
+    auto vols = pod_files_from_json(files);
+    ck_assert(!vols.ok() && vols.message().find("more than 256 volumes") != std::string::npos);
+    Json::Value one_volume(Json::objectValue);
+    one_volume["v"][std::string(kMaxFilePathBytes + 1, 'p')] = "eA==";
+    auto path = pod_files_from_json(one_volume);
+    ck_assert(!path.ok() && path.message().find("a path is longer") != std::string::npos);
+    Json::Value crowded(Json::objectValue);
+    for (size_t i = 0; i <= kMaxFilesPerVolume; i++)
+        crowded["v"]["f" + std::to_string(i)] = "";
+    auto nfiles = pod_files_from_json(crowded);
+    ck_assert(!nfiles.ok() && nfiles.message().find("more than 4096 files") != std::string::npos);
+}
+END_TEST
+
+// deregister refuses a reason the shim protocol cannot carry to the shim.
+START_TEST(deregister_reason_checked) {
+    for (const char *r : {"JobEnded", "JobCancelled", "TimeLimit", "NodeFail"}) {
+        DeregisterRequest d{42, "n1", 5, r};
+        ck_assert_msg(deregister_from_json(to_json(d)).ok(), "%s", r);
+    }
+    for (const char *r : {"", "Killing", "Deleted", "Shutdown", "Whatever"}) {
+        DeregisterRequest d{42, "n1", 5, r};
+        auto back = deregister_from_json(to_json(d));
+        ck_assert_msg(!back.ok(), "'%s' accepted", r);
+        ck_assert(back.message().find("deregister: 'reason' must be one of") != std::string::npos);
+    }
+}
+END_TEST
+
+// ---- base64 ----
+
+START_TEST(base64_vectors) {
+    // RFC 4648 section 10.
+    static const char *kVectors[][2] = {{"", ""},
+                                        {"f", "Zg=="},
+                                        {"fo", "Zm8="},
+                                        {"foo", "Zm9v"},
+                                        {"foob", "Zm9vYg=="},
+                                        {"fooba", "Zm9vYmE="},
+                                        {"foobar", "Zm9vYmFy"}};
+    for (const auto &v : kVectors) {
+        ck_assert_sstr_eq(base64_encode(v[0]), v[1]);
+        auto d = base64_decode(v[1]);
+        ck_assert(d.ok());
+        ck_assert_sstr_eq(*d, v[0]);
+    }
+    std::string all;
+    for (int i = 0; i < 256; i++)
+        all += static_cast<char>(i);
+    auto d = base64_decode(base64_encode(all));
+    ck_assert(d.ok() && *d == all);
+}
+END_TEST
+
+static const char *kBadBase64[] = {
+    "Zg",        // no padding
+    "Zg=",       // short padding
+    "Z===",      // three '='
+    "====",      // only padding
+    "Zg==Zg==",  // padding inside
+    "Z=g=",      // '=' before data
+    "Zm9v\n",    // whitespace
+    "Zm 9",      // space
+    "Zm9-",      // URL-safe alphabet
+    "Zm9_",      // URL-safe alphabet
+    "Zh==",      // non-zero unused bits ("Zg==" is canonical)
+    "Zm9=",      // non-zero unused bits ("Zm8=" is canonical)
+    "Zm9v\x80",  // not ASCII
+};
+START_TEST(base64_refused) {
+    auto d = base64_decode(kBadBase64[_i]);
+    ck_assert_msg(!d.ok(), "'%s' accepted", kBadBase64[_i]);
+    ck_assert(d.error() == Error::Invalid);
+    ck_assert(std::string_view(kBadBase64[_i]).find('\0') == std::string_view::npos);
+    ck_assert(!base64_decode(std::string("Zg=\0", 4)).ok());
+}
+END_TEST
+
+int main() {
+    Suite *s = suite_create("shim_protocol");
+    TCase *tc = tcase_create("messages");
+    tcase_add_test(tc, pod_run_round_trip);
+    tcase_add_test(tc, pod_kill_round_trip);
+    tcase_add_test(tc, shutdown_and_list_round_trip);
+    tcase_add_test(tc, pod_status_round_trip);
+    tcase_add_test(tc, enum_names);
+    tcase_add_test(tc, enum_unknown_values);
+    tcase_add_loop_test(tc, malformed_fields_table, 0, TABLE_SIZE(kBad));
+    tcase_add_test(tc, size_limits);
+    tcase_add_test(tc, deregister_reason_checked);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("base64");
+    tcase_add_test(tc, base64_vectors);
+    tcase_add_loop_test(tc, base64_refused, 0, TABLE_SIZE(kBadBase64));
+    suite_add_tcase(s, tc);
+    return sk_run_suite(s);
+}
