@@ -1,8 +1,12 @@
 # libcommon: no Slurm, no libuv, no curl. Linked by everything.
 noinst_LTLIBRARIES += common/libcommon.la
 common_libcommon_la_SOURCES = \
+	common/agent_client.cc \
+	common/agent_client.h \
 	common/config.cc \
 	common/config.h \
+	common/cri_log.cc \
+	common/cri_log.h \
 	common/error.cc \
 	common/error.h \
 	common/json.cc \
@@ -11,6 +15,8 @@ common_libcommon_la_SOURCES = \
 	common/k8s_names.h \
 	common/log.cc \
 	common/log.h \
+	common/log_paths.cc \
+	common/log_paths.h \
 	common/protocol.cc \
 	common/protocol.h \
 	common/result.cc \

@@ -16,6 +16,8 @@ PKGS=(
   python3 openssl curl procps psmisc iproute2 ca-certificates
   # fuzzing (libFuzzer + sanitizer runtimes) and `make lint`
   clang libclang-rt-dev clang-tidy cppcheck bear
+  # make format-check
+  clang-format
 )
 
 # apt would try to start munge/slurmd/slurmctld on a systemd host with no
