@@ -22,7 +22,7 @@ spank_libspank_core_la_SOURCES = \
 	spank/slurm_facts.h
 spank_libspank_core_la_CPPFLAGS = $(AM_CPPFLAGS) \
 	-DSK_SHIM_PATH='"$(bindir)/slurm-k8s-shim"'
-spank_libspank_core_la_LIBADD = common/libcommon.la
+spank_libspank_core_la_LIBADD = common/libcommon_core.la
 
 noinst_LTLIBRARIES += spank/libspank.la
 spank_libspank_la_SOURCES = \
