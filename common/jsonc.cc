@@ -56,6 +56,26 @@ bool integral(json_object *v, bool *neg, uint64_t *mag, int64_t *sval, bool *fit
     return false;
 }
 
+// True when `text` has a single quote outside double-quoted strings: json-c
+// reads 'x' as a string even in strict mode; JSON (and jsoncpp) does not.
+bool single_quote_outside_strings(std::string_view text) {
+    bool in_string = false;
+    for (size_t i = 0; i < text.size(); ++i) {
+        char c = text[i];
+        if (in_string) {
+            if (c == '\\')
+                ++i;
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '\'') {
+            return true;
+        }
+    }
+    return false;
+}
+
 }  // namespace
 
 Value::Value(const Value &o) noexcept : p_(o.p_ ? json_object_get(o.p_) : nullptr) {}
@@ -70,6 +90,8 @@ Result<Value> parse(std::string_view text) {
     std::unique_ptr<json_tokener, decltype(&json_tokener_free)> tok(json_tokener_new_ex(kMaxDepth),
                                                                     json_tokener_free);
     if (!tok) return fail(Error::Internal, "invalid JSON: out of memory");
+    if (single_quote_outside_strings(text))
+        return fail(Error::Parse, "invalid JSON: a string in single quotes");
     json_tokener_set_flags(tok.get(), JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
     Value v(json_tokener_parse_ex(tok.get(), text.data(), static_cast<int>(text.size())));
     enum json_tokener_error err = json_tokener_get_error(tok.get());

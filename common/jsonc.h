@@ -8,8 +8,9 @@
 // cross them.
 //
 // Parsing is strict as common/json.h is (JSON_TOKENER_STRICT, UTF-8
-// validated, an object or an array at the root, nothing but white space
-// after it, nesting bounded by kMaxDepth) with one difference json-c does not
+// validated, no single-quoted strings, an object or an array at the root,
+// nothing but white space after it, nesting bounded by kMaxDepth) with one
+// difference json-c does not
 // let us remove: a repeated key keeps its last value where jsoncpp refuses the
 // text. The plugin parses only the root-owned agent's replies and its own
 // root-owned run file; the agent, which reads its peers, refuses them.

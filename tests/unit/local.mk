@@ -48,11 +48,13 @@ if BUILD_DAEMONS
 check_PROGRAMS += \
 	tests/unit/test_common \
 	tests/unit/test_protocol \
+	tests/unit/test_wire \
 	tests/unit/test_agent_client \
 	tests/unit/test_cri_log
 TESTS += \
 	tests/unit/test_common \
 	tests/unit/test_protocol \
+	tests/unit/test_wire \
 	tests/unit/test_agent_client \
 	tests/unit/test_cri_log
 
@@ -63,6 +65,11 @@ tests_unit_test_common_LDADD = common/libcommon.la $(SK_CHECK_LIBS)
 tests_unit_test_protocol_SOURCES = tests/unit/test_protocol.cc
 tests_unit_test_protocol_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
 tests_unit_test_protocol_LDADD = common/libcommon.la $(SK_CHECK_LIBS)
+
+# The plugin's side (json-c) against the agent's (jsoncpp) of the one codec.
+tests_unit_test_wire_SOURCES = tests/unit/test_wire.cc
+tests_unit_test_wire_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_wire_LDADD = common/libcommon.la $(SK_CHECK_LIBS)
 
 tests_unit_test_agent_client_SOURCES = tests/unit/test_agent_client.cc
 tests_unit_test_agent_client_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
