@@ -12,7 +12,9 @@
 #      component tests under valgrind memcheck (make check-valgrind), the soak
 #      (make check-soak, SOAK_SECONDS), every libFuzzer target for a bounded
 #      time (make fuzz-short, SK_FUZZ_SECONDS), static analysis (make lint),
-#      clang-format over every tracked C/C++ source (make format-check);
+#      clang-format over every tracked C/C++ source (make format-check),
+#      ./configure --disable-daemons with the daemons' -dev packages hidden
+#      (make check-disable-daemons);
 #      SK_ROBUSTNESS=0 skips them all; a layer whose tool is missing exits 77
 #      and is reported as skipped, never counted as passed,
 #   7. `make distcheck` (SK_DISTCHECK=0 skips it).
@@ -161,6 +163,7 @@ if [ "${SK_ROBUSTNESS:-1}" = 1 ]; then
   layer "fuzzing, every target for a bounded time" fuzz-short
   layer "static analysis" lint
   layer "source formatting (clang-format)" format-check
+  layer "plugin-only build without the daemons' libraries" check-disable-daemons
 fi
 
 if [ "${SK_DISTCHECK:-1}" = 1 ]; then
