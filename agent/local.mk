@@ -1,5 +1,7 @@
-# agent: the node agent core (controllers, socket, API client). The kubelet
-# endpoint, log reader and metrics are in agent/kubelet.mk.
+# agent: the node agent: a pure core, the I/O edges and controllers, the
+# kubelet endpoint, and slurm-k8s-agent (tests in tests/unit/local.mk and
+# tests/component/local.mk). Not built by --disable-daemons.
+if BUILD_DAEMONS
 
 # Pure core: no libuv, no curl (unit-tested).
 noinst_LTLIBRARIES += agent/libagentcore.la
@@ -83,41 +85,16 @@ sbin_PROGRAMS += agent/slurm-k8s-agent
 agent_slurm_k8s_agent_SOURCES = agent/main.cc
 agent_slurm_k8s_agent_LDADD = $(SK_AGENT_DAEMON_LIBS)
 
-if HAVE_CHECK
-check_PROGRAMS += \
-	tests/unit/test_agent_core \
-	tests/unit/test_agent_wiring
-TESTS += \
-	tests/unit/test_agent_core \
-	tests/unit/test_agent_wiring
-
-tests_unit_test_agent_wiring_SOURCES = tests/unit/test_agent_wiring.cc
-tests_unit_test_agent_wiring_CXXFLAGS = $(AM_CXXFLAGS) $(CHECK_CFLAGS)
-tests_unit_test_agent_wiring_LDADD = \
-	agent/libagentio.la \
-	agent/libagentcore.la \
-	common/libcommon.la \
-	$(CHECK_LIBS) \
-	$(LIBUV_LIBS) \
-	$(LIBCURL_LIBS) \
-	$(JSONCPP_LIBS)
-
-tests_unit_test_agent_core_SOURCES = tests/unit/test_agent_core.cc
-tests_unit_test_agent_core_CXXFLAGS = $(AM_CXXFLAGS) $(CHECK_CFLAGS)
-tests_unit_test_agent_core_LDADD = agent/libagentcore.la common/libcommon.la $(CHECK_LIBS)
-
+# The kubelet endpoint (HTTPS, libmicrohttpd + GnuTLS), log paths, metrics.
+# Linked by slurm-k8s-agent; runs in libmicrohttpd's threads.
+noinst_LTLIBRARIES += agent/libkubelet.la
+agent_libkubelet_la_SOURCES = \
+	agent/http_server.cc \
+	agent/http_server.h \
+	agent/kubelet_server.cc \
+	agent/kubelet_server.h \
+	agent/metrics.cc \
+	agent/metrics.h
+agent_libkubelet_la_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(GNUTLS_CFLAGS)
+agent_libkubelet_la_LIBADD = $(MHD_LIBS) $(GNUTLS_LIBS) -lpthread
 endif
-
-# Component tests: the agent (tests/agent's build, fake runtime) against the
-# test API server; the shipped agent with the real shim.
-TESTS += \
-	tests/component/test_agent.sh \
-	tests/component/test_agent_shim.sh
-EXTRA_DIST += \
-	tests/component/test_agent.sh \
-	tests/component/test_agent_shim.sh \
-	tests/component/agent_lib.py \
-	tests/component/agent_shim_test.py \
-	etc/agent.conf.example \
-	etc/slurm-k8s-agent.service \
-	etc/rbac.yaml

@@ -1,7 +1,6 @@
 # bench: benchmarks (not timed tests). `make bench` runs them all against this
 # build and writes bench/results.json here; see docs/benchmarks.md.
 EXTRA_DIST += \
-	docs/benchmarks.md \
 	bench/run-all.sh \
 	bench/sklib.py \
 	bench/report.py \

@@ -1,4 +1,6 @@
-# slurm-k8s: the admin/user CLI over the agent socket.
+# slurm-k8s: the admin/user CLI over the agent socket (tests in
+# tests/unit/local.mk). Not built by --disable-daemons.
+if BUILD_DAEMONS
 noinst_LTLIBRARIES += cli/libcli.la
 cli_libcli_la_SOURCES = \
 	cli/cli.cc \
@@ -9,13 +11,4 @@ cli_slurm_k8s_SOURCES = cli/main.cc
 cli_slurm_k8s_LDADD = \
 	cli/libcli.la \
 	common/libcommon.la
-
-if HAVE_CHECK
-check_PROGRAMS += \
-	tests/unit/test_cli
-TESTS += \
-	tests/unit/test_cli
-tests_unit_test_cli_SOURCES = tests/unit/test_cli.cc
-tests_unit_test_cli_CXXFLAGS = $(AM_CXXFLAGS) $(CHECK_CFLAGS)
-tests_unit_test_cli_LDADD = cli/libcli.la common/libcommon.la $(CHECK_LIBS)
 endif

@@ -1,24 +1,49 @@
-# libcommon: no Slurm, no libuv, no curl. Linked by everything.
-noinst_LTLIBRARIES += common/libcommon.la
-common_libcommon_la_SOURCES = \
-	common/base64.cc \
-	common/base64.h \
+# libcommon_core: the part of common/ the SPANK plugin links (no Slurm, no
+# libuv, no curl, no jsoncpp): its JSON is json-c (common/jsonc.h says why),
+# so a --disable-daemons build needs only the Slurm headers and json-c.
+noinst_LTLIBRARIES += common/libcommon_core.la
+common_libcommon_core_la_SOURCES = \
+	common/agent_call.cc \
+	common/agent_call.h \
 	common/config.cc \
 	common/config.h \
 	common/error.cc \
 	common/error.h \
-	common/json.cc \
-	common/json.h \
+	common/jsonc.cc \
+	common/jsonc.h \
 	common/k8s_names.cc \
 	common/k8s_names.h \
 	common/log.cc \
 	common/log.h \
-	common/protocol.cc \
-	common/protocol.h \
+	common/plugin_wire.h \
 	common/result.cc \
 	common/result.h \
-	common/shim_protocol.cc \
-	common/shim_protocol.h \
 	common/strings.cc \
-	common/strings.h
-common_libcommon_la_LIBADD = $(JSONCPP_LIBS)
+	common/strings.h \
+	common/wire.cc \
+	common/wire.h \
+	common/wire_codec.h
+common_libcommon_core_la_CPPFLAGS = $(AM_CPPFLAGS) $(JSONC_CFLAGS)
+common_libcommon_core_la_LIBADD = $(JSONC_LIBS)
+
+# libcommon: libcommon_core plus jsoncpp (the agent's side of the protocol,
+# the CLI's client) and the CRI log files. Linked by the daemons, the CLI and
+# their tests.
+if BUILD_DAEMONS
+noinst_LTLIBRARIES += common/libcommon.la
+common_libcommon_la_SOURCES = \
+	common/agent_client.h \
+	common/base64.cc \
+	common/base64.h \
+	common/cri_log.cc \
+	common/cri_log.h \
+	common/json.cc \
+	common/json.h \
+	common/log_paths.cc \
+	common/log_paths.h \
+	common/protocol.cc \
+	common/protocol.h \
+	common/shim_protocol.cc \
+	common/shim_protocol.h
+common_libcommon_la_LIBADD = common/libcommon_core.la $(JSONCPP_LIBS)
+endif

@@ -1,7 +1,7 @@
 EXTRA_DIST += \
-	docs/architecture.md
-EXTRA_DIST += \
 	docs/admin-guide.md \
+	docs/architecture.md \
+	docs/benchmarks.md \
 	docs/failure-model.md \
 	docs/kubernetes-guide.md \
 	docs/protocol.md \

@@ -1,6 +1,8 @@
 # slurm-k8s-shim: the pure core (plan, back-off, probes, status, GPUs,
 # runtime templates) and the libuv edge live in libshim.la; main.cc is only
-# the entry point. Unit tests link libshim; component tests run the binary.
+# the entry point. Unit tests link libshim (tests/unit/local.mk); component
+# tests run the binary (tests/shim/local.mk). Not built by --disable-daemons.
+if BUILD_DAEMONS
 noinst_LTLIBRARIES += k8s-shim/libshim.la
 k8s_shim_libshim_la_SOURCES = \
 	k8s-shim/backoff.cc \
@@ -33,28 +35,4 @@ bin_PROGRAMS += k8s-shim/slurm-k8s-shim
 k8s_shim_slurm_k8s_shim_SOURCES = k8s-shim/main.cc
 k8s_shim_slurm_k8s_shim_CXXFLAGS = $(AM_CXXFLAGS) $(LIBUV_CFLAGS)
 k8s_shim_slurm_k8s_shim_LDADD = k8s-shim/libshim.la
-
-if HAVE_CHECK
-check_PROGRAMS += \
-	tests/unit/test_shim_plan \
-	tests/unit/test_shim_core
-TESTS += \
-	tests/unit/test_shim_plan \
-	tests/unit/test_shim_core
-
-tests_unit_test_shim_plan_SOURCES = tests/unit/test_shim_plan.cc
-tests_unit_test_shim_plan_CXXFLAGS = $(AM_CXXFLAGS) $(CHECK_CFLAGS) $(LIBUV_CFLAGS)
-tests_unit_test_shim_plan_LDADD = k8s-shim/libshim.la $(CHECK_LIBS)
-
-tests_unit_test_shim_core_SOURCES = tests/unit/test_shim_core.cc
-tests_unit_test_shim_core_CXXFLAGS = $(AM_CXXFLAGS) $(CHECK_CFLAGS) $(LIBUV_CFLAGS)
-tests_unit_test_shim_core_LDADD = k8s-shim/libshim.la $(CHECK_LIBS)
 endif
-
-# Component tests: the real shim binary against a Python driver that plays
-# the agent's side of the socket (tests/shim/driver.py).
-TESTS += tests/shim/run.sh
-EXTRA_DIST += \
-	tests/shim/run.sh \
-	tests/shim/driver.py \
-	etc/runtime.conf.example

@@ -8,7 +8,7 @@ PKGS=(
   # build
   build-essential g++ autoconf automake libtool pkg-config make
   # libraries
-  libuv1-dev libcurl4-openssl-dev libjsoncpp-dev libmicrohttpd-dev libgnutls28-dev check
+  libjson-c-dev libuv1-dev libcurl4-openssl-dev libjsoncpp-dev libmicrohttpd-dev libgnutls28-dev check
   libslurm-dev
   # real Slurm for the integration layer
   slurm-wlm slurmd slurmctld slurm-client munge slurm-wlm-basic-plugins
@@ -16,6 +16,8 @@ PKGS=(
   python3 openssl curl procps psmisc iproute2 ca-certificates
   # fuzzing (libFuzzer + sanitizer runtimes) and `make lint`
   clang libclang-rt-dev clang-tidy cppcheck bear
+  # make format-check
+  clang-format
 )
 
 # apt would try to start munge/slurmd/slurmctld on a systemd host with no

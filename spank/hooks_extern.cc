@@ -28,7 +28,7 @@
 
 #include <pwd.h>
 
-#include "common/agent_client.h"
+#include "common/plugin_wire.h"
 #include "common/log.h"
 #include "common/strings.h"
 #include "spank/hook_util.h"
@@ -134,8 +134,9 @@ int extern_exit(spank_t, int ac, char **av) {
         d.slurm_node = g_ext.node;
         d.grace_s = static_cast<uint32_t>(grace);
         d.reason = "JobEnded";
-        AgentClient agent(socket_for(*cfg, g_ext.node), static_cast<int>((grace + timeout) * 1000));
-        auto r = agent.call("deregister", proto::to_json(d));
+        PluginAgentClient agent(socket_for(*cfg, g_ext.node),
+                                static_cast<int>((grace + timeout) * 1000));
+        auto r = agent.call("deregister", PluginCodec::to_json(d));
         agent_ok = r.ok() || r.error() == Error::NotFound;
         if (!agent_ok)
             LOG_ERROR(

@@ -12,7 +12,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "common/agent_client.h"
+#include "common/plugin_wire.h"
 #include "common/log.h"
 #include "common/strings.h"
 #include "spank/gpu_split.h"
@@ -132,10 +132,10 @@ int prolog(spank_t sp, int ac, char **av) {
     auto taints = default_taints_for(*cfg, e.job_id);
     if (!taints) return refuse(*cfg, rf, taints.message());
 
-    AgentClient agent(socket_for(*cfg, e.node), static_cast<int>(cfg->timeout_s * 1000));
+    PluginAgentClient agent(socket_for(*cfg, e.node), static_cast<int>(cfg->timeout_s * 1000));
     auto reply =
-        agent.call("register", proto::to_json(make_request(e, *opts, *cfg, *lent, *taints)));
-    auto name = reply ? proto::register_reply_from_json(*reply)
+        agent.call("register", PluginCodec::to_json(make_request(e, *opts, *cfg, *lent, *taints)));
+    auto name = reply ? PluginCodec::register_reply_from_json(*reply)
                       : Result<proto::RegisterReply>(reply.failure());
     if (!name) {
         rf.error = "the slurm-k8s agent on " + e.node + " did not register the node (" +
@@ -179,9 +179,9 @@ int epilog(spank_t sp, int ac, char **av) {
         d.slurm_node = node;
         d.grace_s = static_cast<uint32_t>(cfg->grace_s);
         d.reason = "JobEnded";
-        AgentClient agent(socket_for(*cfg, node),
-                          static_cast<int>((cfg->grace_s + cfg->timeout_s) * 1000));
-        auto r = agent.call("deregister", proto::to_json(d));
+        PluginAgentClient agent(socket_for(*cfg, node),
+                                static_cast<int>((cfg->grace_s + cfg->timeout_s) * 1000));
+        auto r = agent.call("deregister", PluginCodec::to_json(d));
         if (!r && r.error() != Error::NotFound) {
             LOG_ERROR(
                 "epilog: job %u: [node %s] deregister failed: %s; the agent's garbage "

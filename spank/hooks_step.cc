@@ -15,7 +15,7 @@
 
 #include <cstdio>
 
-#include "common/agent_client.h"
+#include "common/plugin_wire.h"
 #include "common/log.h"
 #include "common/strings.h"
 #include "spank/gpu_split.h"
@@ -42,15 +42,15 @@ int64_t now_ms() {
 void wait_ready(const PlugConfig &cfg) {
     const RunFile &rf = g_step.rf;
     const int64_t deadline = now_ms() + static_cast<int64_t>(rf.wait_s) * 1000;
-    AgentClient agent(socket_for(cfg, rf.slurm_node), static_cast<int>(cfg.timeout_s * 1000));
+    PluginAgentClient agent(socket_for(cfg, rf.slurm_node), static_cast<int>(cfg.timeout_s * 1000));
     proto::JobKey key{rf.job_id, rf.slurm_node};
     std::string last = "not Ready yet";
     while (now_ms() < deadline) {
-        auto r = agent.call("status", proto::to_json(key),
+        auto r = agent.call("status", PluginCodec::to_json(key),
                             static_cast<int>(std::min<int64_t>(
                                 cfg.timeout_s * 1000, std::max<int64_t>(deadline - now_ms(), 1))));
         if (r) {
-            auto st = proto::node_state_from_json(*r);
+            auto st = PluginCodec::node_state_from_json(*r);
             if (st && st->ready) {
                 g_step.waited_ready = true;
                 return;

@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/json.h"
+#include "common/jsonc.h"
 
 namespace sk::spank {
 
@@ -15,37 +15,37 @@ std::string run_file_path(const std::string &rundir, uint32_t job_id, const std:
 }
 
 std::string encode_run_file(const RunFile &r) {
-    Json::Value v(Json::objectValue);
-    v["job_id"] = r.job_id;
-    v["slurm_node"] = r.slurm_node;
-    v["uid"] = r.uid;
-    v["gid"] = r.gid;
-    v["user"] = r.user;
-    v["gpus"] = json::from_ints(r.gpus);
-    v["namespaces"] = json::from_strings(r.namespaces);
-    v["node_name"] = r.node_name;
-    v["registered"] = r.registered;
-    v["error"] = r.error;
-    v["wait_s"] = Json::UInt64(r.wait_s);
-    return json::write(v) + "\n";
+    jsonc::Value v = jsonc::object();
+    jsonc::set(v, "job_id", jsonc::of_uint(r.job_id));
+    jsonc::set(v, "slurm_node", jsonc::of_string(r.slurm_node));
+    jsonc::set(v, "uid", jsonc::of_uint(r.uid));
+    jsonc::set(v, "gid", jsonc::of_uint(r.gid));
+    jsonc::set(v, "user", jsonc::of_string(r.user));
+    jsonc::set(v, "gpus", jsonc::from_ints(r.gpus));
+    jsonc::set(v, "namespaces", jsonc::from_strings(r.namespaces));
+    jsonc::set(v, "node_name", jsonc::of_string(r.node_name));
+    jsonc::set(v, "registered", jsonc::of_bool(r.registered));
+    jsonc::set(v, "error", jsonc::of_string(r.error));
+    jsonc::set(v, "wait_s", jsonc::of_uint(r.wait_s));
+    return jsonc::write(v) + "\n";
 }
 
 Result<RunFile> decode_run_file(const std::string &text) {
-    auto v = json::parse(text);
+    auto v = jsonc::parse(text);
     if (!v) return v.failure();
     const char *ctx = "run file";
     RunFile r;
-    auto job = json::get_uint(*v, "job_id", ctx, UINT32_MAX);
-    auto node = json::get_string(*v, "slurm_node", ctx);
-    auto uid = json::get_uint(*v, "uid", ctx, UINT32_MAX);
-    auto gid = json::get_uint(*v, "gid", ctx, UINT32_MAX);
-    auto user = json::opt_string(*v, "user", ctx);
-    auto gpus = json::opt_int_list(*v, "gpus", ctx, 1023);
-    auto ns = json::opt_string_list(*v, "namespaces", ctx);
-    auto name = json::opt_string(*v, "node_name", ctx);
-    auto reg = json::opt_bool(*v, "registered", ctx, false);
-    auto err = json::opt_string(*v, "error", ctx);
-    auto wait = json::opt_uint(*v, "wait_s", ctx, 0, 86400);
+    auto job = jsonc::get_uint(*v, "job_id", ctx, UINT32_MAX);
+    auto node = jsonc::get_string(*v, "slurm_node", ctx);
+    auto uid = jsonc::get_uint(*v, "uid", ctx, UINT32_MAX);
+    auto gid = jsonc::get_uint(*v, "gid", ctx, UINT32_MAX);
+    auto user = jsonc::opt_string(*v, "user", ctx);
+    auto gpus = jsonc::opt_int_list(*v, "gpus", ctx, 1023);
+    auto ns = jsonc::opt_string_list(*v, "namespaces", ctx);
+    auto name = jsonc::opt_string(*v, "node_name", ctx);
+    auto reg = jsonc::opt_bool(*v, "registered", ctx, false);
+    auto err = jsonc::opt_string(*v, "error", ctx);
+    auto wait = jsonc::opt_uint(*v, "wait_s", ctx, 0, 86400);
     for (const Failure *f :
          {job.ok() ? nullptr : &job.failure(), node.ok() ? nullptr : &node.failure(),
           uid.ok() ? nullptr : &uid.failure(), gid.ok() ? nullptr : &gid.failure(),

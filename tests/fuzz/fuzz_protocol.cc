@@ -3,10 +3,16 @@
 // input is one line. Properties beyond "no crash, no UB, no leak":
 // - encode() of anything decoded is one line that decodes to the same thing;
 // - every typed body decoder accepts what its to_json() wrote from a value it
-//   decoded (the agent's reply to a request it accepted is readable).
+//   decoded (the agent's reply to a request it accepted is readable);
+// - the plugin's side (common/wire_codec.h over json-c, common/plugin_wire.h)
+//   agrees with the agent's: a reply the plugin decodes, re-encoded by the
+//   plugin, decodes on the agent's side to the same envelope and the same
+//   typed bodies; a request the agent decodes, re-encoded by the plugin from
+//   its typed body, decodes on the agent's side to the same value.
 #include <string>
 
 #include "common/json.h"
+#include "common/plugin_wire.h"
 #include "common/protocol.h"
 #include "tests/fuzz/fuzz_target.h"
 
@@ -81,9 +87,70 @@ void reply(std::string_view line) {
 
 }  // namespace
 
+// Both sides decode the body of type T alike: both refuse, or both accept the
+// same value (compared through the agent's encoding).
+template <typename T, typename AgentDecode, typename PluginDecode>
+void same_body(const Json::Value &agent_body, const jsonc::Value &plugin_body,
+               AgentDecode agent_decode, PluginDecode plugin_decode) {
+    Result<T> a = agent_decode(agent_body);
+    Result<T> p = plugin_decode(plugin_body);
+    FUZZ_CHECK(a.ok() == p.ok());
+    if (a && p) FUZZ_CHECK(to_json(*a) == to_json(*p));
+}
+
+void plugin_reply(std::string_view line) {
+    auto r = PluginCodec::decode_reply(line);
+    if (!r) {
+        FUZZ_CHECK(!r.message().empty());
+        return;
+    }
+    std::string enc = PluginCodec::encode(*r);
+    check_one_line(enc);
+    auto back = decode_reply(std::string_view(enc).substr(0, enc.size() - 1));
+    FUZZ_CHECK(back.ok());
+    FUZZ_CHECK(back->id == r->id && back->ok == r->ok && back->error == r->error &&
+               back->message == r->message);
+    if (!r->ok) return;
+    same_body<RegisterReply>(back->body, r->body, register_reply_from_json,
+                             PluginCodec::register_reply_from_json);
+    same_body<DeregisterReply>(back->body, r->body, deregister_reply_from_json,
+                               PluginCodec::deregister_reply_from_json);
+    same_body<NodeState>(back->body, r->body, node_state_from_json,
+                         PluginCodec::node_state_from_json);
+}
+
+// What the agent accepted, the plugin writes so that the agent reads it back.
+template <typename T, typename Decode>
+void plugin_writes(const Request &r, Decode decode) {
+    Result<T> first = decode(r.body);
+    if (!first) return;
+    BasicRequest<jsonc::Api> p;
+    p.id = r.id;
+    p.op = r.op;
+    p.body = PluginCodec::to_json(*first);
+    std::string enc = PluginCodec::encode(p);
+    check_one_line(enc);
+    auto back = decode_request(std::string_view(enc).substr(0, enc.size() - 1));
+    FUZZ_CHECK(back.ok());
+    FUZZ_CHECK(back->id == r.id && back->op == r.op);
+    Result<T> second = decode(back->body);
+    FUZZ_CHECK(second.ok());
+    FUZZ_CHECK(to_json(*second) == to_json(*first));
+}
+
+void plugin_request(std::string_view line) {
+    auto r = decode_request(line);
+    if (!r) return;
+    plugin_writes<RegisterRequest>(*r, register_from_json);
+    plugin_writes<DeregisterRequest>(*r, deregister_from_json);
+    plugin_writes<JobKey>(*r, [](const Json::Value &v) { return job_key_from_json(v, "status"); });
+}
+
 SK_FUZZ_TARGET(protocol) {
     std::string_view line = sk::fuzz::as_text(data, size);
     request(line);
     reply(line);
+    plugin_reply(line);
+    plugin_request(line);
     return 0;
 }

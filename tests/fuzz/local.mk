@@ -33,8 +33,11 @@ FUZZ_LDADD = \
 	$(LIBCURL_LIBS) \
 	$(JSONCPP_LIBS)
 
+# The targets link the daemons' libraries: not built by --disable-daemons.
+if BUILD_DAEMONS
 check_PROGRAMS += tests/fuzz/fuzz_replay
 TESTS += tests/fuzz/fuzz_replay
+endif
 tests_fuzz_fuzz_replay_SOURCES = \
 	tests/fuzz/fuzz_target.h \
 	tests/fuzz/replay_main.cc \
@@ -49,10 +52,7 @@ EXTRA_DIST += \
 	tests/fuzz/run-short.sh \
 	tests/fuzz/make-seeds.py \
 	tests/fuzz/corpus \
-	tests/fuzz/regressions \
-	tests/static/lint.sh \
-	tests/static/cppcheck-suppressions.txt \
-	.clang-tidy
+	tests/fuzz/regressions
 
 # ---- libFuzzer binaries (only in a clang build; see build-and-run.sh) ----
 FUZZ_BINS = $(patsubst tests/fuzz/%.cc,tests/fuzz/bin/%$(EXEEXT),$(FUZZ_TARGET_SOURCES))
@@ -79,12 +79,4 @@ FUZZ_SECONDS = 600
 fuzz-long:
 	$(SHELL) $(top_srcdir)/tests/fuzz/build-and-run.sh --seconds $(FUZZ_SECONDS)
 
-# Static analysis: clang-tidy (.clang-tidy) and cppcheck
-# (tests/static/cppcheck-suppressions.txt) over LINT_DIRS, from a compile
-# database recorded with bear in a separate build (tests/static/lint.sh).
-LINT_DIRS = common spank agent k8s-shim cli tests/unit tests/fuzz tests/component tests/agent
-lint:
-	SK_TOP_SRCDIR='$(abs_top_srcdir)' LINT_DIRS='$(LINT_DIRS)' \
-	  $(SHELL) $(top_srcdir)/tests/static/lint.sh
-
-.PHONY: fuzz-targets fuzz-short fuzz-long lint
+.PHONY: fuzz-targets fuzz-short fuzz-long

@@ -1,4 +1,4 @@
-#include "common/agent_client.h"
+#include "common/agent_call.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -103,31 +103,14 @@ Result<std::string> read_line(int fd, int64_t deadline) {
 
 }  // namespace
 
-Result<Json::Value> AgentClient::call(const std::string &op, const Json::Value &body) {
-    return call(op, body, timeout_ms_);
-}
-
-Result<Json::Value> AgentClient::call(const std::string &op, const Json::Value &body,
-                                      int timeout_ms) {
+Result<std::string> agent_exchange(const std::string &path, const std::string &line,
+                                   int timeout_ms) {
     const int64_t deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 1);
     Fd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (fd.get() < 0) return fail(Error::Io, sys_error("socket", errno));
-    if (auto s = connect_unix(fd.get(), path_, deadline); !s) return s.failure();
-
-    proto::Request req;
-    req.id = next_id_++;
-    req.op = op;
-    req.body = body;
-    if (auto s = send_all(fd.get(), proto::encode(req), deadline); !s) return s.failure();
-    auto line = read_line(fd.get(), deadline);
-    if (!line) return line.failure();
-    auto reply = proto::decode_reply(*line);
-    if (!reply) return fail(Error::Parse, "bad reply from agent: " + reply.message());
-    if (reply->id != req.id)
-        return fail(Error::Parse, "agent replied to request " + std::to_string(reply->id) +
-                                      ", expected " + std::to_string(req.id));
-    if (!reply->ok) return fail(reply->error, "agent: " + reply->message);
-    return std::move(reply->body);
+    if (auto s = connect_unix(fd.get(), path, deadline); !s) return s.failure();
+    if (auto s = send_all(fd.get(), line, deadline); !s) return s.failure();
+    return read_line(fd.get(), deadline);
 }
 
 }  // namespace sk

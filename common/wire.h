@@ -1,0 +1,90 @@
+// The plugin-agent messages and the socket framing, free of any JSON library:
+// the SPANK plugin (built by --disable-daemons without jsoncpp) and the agent
+// share these types. Their JSON form is defined once, in
+// common/wire_codec.h, for both JSON backends (common/json.h for the agent
+// and the CLI, common/jsonc.h for the plugin). The envelope and who may send
+// what: common/protocol.h.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/k8s_names.h"
+#include "common/result.h"
+
+namespace sk::proto {
+
+constexpr int kVersion = 1;
+constexpr size_t kMaxMessageBytes = 1 << 20;
+constexpr int kMaxGpuIndex = 1023;
+
+// ---- register: one (job, slurm node) pair lent to Kubernetes ----
+struct RegisterRequest {
+    uint32_t job_id = 0;
+    std::string slurm_node;  // SLURMD_NODENAME
+    std::string user;
+    uint32_t uid = 0, gid = 0;
+    std::string partition;
+    std::string cluster;
+    std::vector<int> gpus;  // lent GPU indices (as Slurm numbers them on the node)
+    uint32_t cpus = 0;      // 0: no CPU capacity advertised beyond what pods request
+    uint64_t memory_mib = 0;
+    std::map<std::string, std::string> labels;  // the user's --k8s-labels
+    std::vector<k8s::Taint> taints;             // the job's taints (default included)
+    std::vector<std::string> namespaces;        // allowed namespaces, empty = site default
+    int64_t end_time = 0;                       // unix seconds, 0 = unknown
+};
+struct RegisterReply {
+    std::string node_name;  // the virtual node's name in Kubernetes
+};
+
+// ---- deregister: the job ended on this node ----
+struct DeregisterRequest {
+    uint32_t job_id = 0;
+    std::string slurm_node;
+    uint32_t grace_s = 30;  // budget for stopping pods
+    std::string reason;     // "JobEnded", "JobCancelled", "TimeLimit", "NodeFail" (checked)
+};
+struct DeregisterReply {
+    uint32_t pods_stopped = 0;
+};
+
+// ---- status / list ----
+struct JobKey {
+    uint32_t job_id = 0;
+    std::string slurm_node;
+};
+struct NodeState {
+    uint32_t job_id = 0;
+    std::string slurm_node, node_name, user, phase;  // phase: registering|ready|draining
+    bool ready = false;
+    std::vector<int> gpus;
+    uint32_t pods = 0;
+};
+
+// A Slurm node name as a message may carry it: 1..128 of [A-Za-z0-9._-].
+// `ctx` prefixes the message.
+Status check_node_name(const std::string &n, std::string_view ctx);
+
+// Splits a byte stream into lines; refuses a line longer than the bound.
+class LineBuffer {
+  public:
+    explicit LineBuffer(size_t max_line = kMaxMessageBytes) : max_(max_line) {}
+    // Appends bytes; fails with TooLarge when an unterminated line exceeds the bound.
+    Status feed(const char *data, size_t len);
+    // Next complete line without its '\n'.
+    std::optional<std::string> next();
+    size_t buffered() const { return buf_.size() - pos_; }
+
+  private:
+    std::string buf_;
+    size_t pos_ = 0;         // start of the next unread line
+    size_t line_start_ = 0;  // start of the line being received
+    size_t max_;
+};
+
+}  // namespace sk::proto

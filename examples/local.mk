@@ -1,0 +1,8 @@
+# The scenario's programs and manifests (scripts/run-scenario.sh).
+EXTRA_DIST += \
+	examples/online-rl/train.sbatch \
+	examples/online-rl/trainer.py \
+	examples/online-rl/rollout.py \
+	examples/online-rl/reward.py \
+	examples/online-rl/rollout.yaml \
+	examples/online-rl/reward.yaml

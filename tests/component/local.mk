@@ -1,0 +1,22 @@
+# Component tests: the real agent (fake runtime) against the test API server,
+# the agent with real shims, and the real HTTPS kubelet endpoint over CRI log
+# files driven by curl. Need the daemons.
+EXTRA_DIST += \
+	tests/component/test_agent.sh \
+	tests/component/test_agent_shim.sh \
+	tests/component/test_kubelet_server.sh \
+	tests/component/agent_lib.py \
+	tests/component/agent_shim_test.py
+
+if BUILD_DAEMONS
+TESTS += \
+	tests/component/test_agent.sh \
+	tests/component/test_agent_shim.sh \
+	tests/component/test_kubelet_server.sh
+
+check_PROGRAMS += tests/component/kubelet_server_main
+tests_component_kubelet_server_main_SOURCES = tests/component/kubelet_server_main.cc
+tests_component_kubelet_server_main_LDADD = \
+	agent/libkubelet.la \
+	common/libcommon.la
+endif

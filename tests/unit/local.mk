@@ -1,0 +1,190 @@
+# Unit tests (Check): one program per module, table-driven, forked mode.
+# Every program compiles with SK_CHECK_CXXFLAGS and links SK_CHECK_LIBS; the
+# plugin's run in a --disable-daemons build too, the rest need the daemons'
+# libraries.
+SK_CHECK_CXXFLAGS = $(AM_CXXFLAGS) $(CHECK_CFLAGS)
+SK_CHECK_LIBS = $(CHECK_LIBS)
+EXTRA_DIST += tests/unit/check_main.h
+
+if HAVE_CHECK
+# ---- the plugin ----
+check_PROGRAMS += \
+	tests/unit/test_spank_logic \
+	tests/unit/test_spank_hooks \
+	tests/unit/test_plugin_symbols
+TESTS += \
+	tests/unit/test_spank_logic \
+	tests/unit/test_spank_hooks \
+	tests/unit/test_plugin_symbols
+
+tests_unit_test_spank_logic_SOURCES = tests/unit/test_spank_logic.cc
+tests_unit_test_spank_logic_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_spank_logic_LDADD = spank/libspank_core.la $(SK_CHECK_LIBS)
+
+# The hooks through the fake spank layer (no Slurm process involved).
+tests_unit_test_spank_hooks_SOURCES = \
+	tests/unit/fake_spank.cc \
+	tests/unit/fake_spank.h \
+	tests/unit/test_spank_hooks.cc
+tests_unit_test_spank_hooks_CPPFLAGS = $(AM_CPPFLAGS) $(SLURM_CPPFLAGS)
+tests_unit_test_spank_hooks_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_spank_hooks_LDADD = spank/libspank.la $(SK_CHECK_LIBS)
+
+# Loads the built plugin with dlopen(RTLD_NOW): the fake spank layer in this
+# program provides the spank_* functions slurmd would (-export-dynamic).
+tests_unit_test_plugin_symbols_SOURCES = \
+	tests/unit/fake_spank.cc \
+	tests/unit/fake_spank.h \
+	tests/unit/test_plugin_symbols.cc
+tests_unit_test_plugin_symbols_CPPFLAGS = $(AM_CPPFLAGS) $(SLURM_CPPFLAGS) \
+	-DSPANK_K8S_SO='"$(abs_top_builddir)/spank/.libs/spank_k8s.so"'
+tests_unit_test_plugin_symbols_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_plugin_symbols_LDFLAGS = $(AM_LDFLAGS) -export-dynamic
+tests_unit_test_plugin_symbols_LDADD = $(SK_CHECK_LIBS) -ldl
+EXTRA_tests_unit_test_plugin_symbols_DEPENDENCIES = spank/spank_k8s.la
+
+if BUILD_DAEMONS
+# ---- common/ ----
+check_PROGRAMS += \
+	tests/unit/test_common \
+	tests/unit/test_protocol \
+	tests/unit/test_wire \
+	tests/unit/test_agent_client \
+	tests/unit/test_cri_log
+TESTS += \
+	tests/unit/test_common \
+	tests/unit/test_protocol \
+	tests/unit/test_wire \
+	tests/unit/test_agent_client \
+	tests/unit/test_cri_log
+
+tests_unit_test_common_SOURCES = tests/unit/test_common.cc
+tests_unit_test_common_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_common_LDADD = common/libcommon.la $(SK_CHECK_LIBS)
+
+tests_unit_test_protocol_SOURCES = tests/unit/test_protocol.cc
+tests_unit_test_protocol_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_protocol_LDADD = common/libcommon.la $(SK_CHECK_LIBS)
+
+# The plugin's side (json-c) against the agent's (jsoncpp) of the one codec.
+tests_unit_test_wire_SOURCES = tests/unit/test_wire.cc
+tests_unit_test_wire_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_wire_LDADD = common/libcommon.la $(SK_CHECK_LIBS)
+
+tests_unit_test_agent_client_SOURCES = tests/unit/test_agent_client.cc
+tests_unit_test_agent_client_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_agent_client_LDADD = common/libcommon.la $(SK_CHECK_LIBS)
+
+tests_unit_test_cri_log_SOURCES = tests/unit/test_cri_log.cc
+tests_unit_test_cri_log_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_cri_log_LDADD = common/libcommon.la $(SK_CHECK_LIBS)
+
+# ---- agent/ ----
+check_PROGRAMS += \
+	tests/unit/test_agent_core \
+	tests/unit/test_agent_wiring \
+	tests/unit/test_kubelet_logs \
+	tests/unit/test_metrics
+TESTS += \
+	tests/unit/test_agent_core \
+	tests/unit/test_agent_wiring \
+	tests/unit/test_kubelet_logs \
+	tests/unit/test_metrics
+
+tests_unit_test_agent_core_SOURCES = tests/unit/test_agent_core.cc
+tests_unit_test_agent_core_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_agent_core_LDADD = agent/libagentcore.la common/libcommon.la $(SK_CHECK_LIBS)
+
+tests_unit_test_agent_wiring_SOURCES = tests/unit/test_agent_wiring.cc
+tests_unit_test_agent_wiring_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_agent_wiring_LDADD = \
+	agent/libagentio.la \
+	agent/libagentcore.la \
+	common/libcommon.la \
+	$(SK_CHECK_LIBS) \
+	$(LIBUV_LIBS) \
+	$(LIBCURL_LIBS) \
+	$(JSONCPP_LIBS)
+
+tests_unit_test_kubelet_logs_SOURCES = tests/unit/test_kubelet_logs.cc
+tests_unit_test_kubelet_logs_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_kubelet_logs_LDADD = agent/libkubelet.la common/libcommon.la $(SK_CHECK_LIBS)
+
+tests_unit_test_metrics_SOURCES = tests/unit/test_metrics.cc
+tests_unit_test_metrics_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_metrics_LDADD = agent/libkubelet.la common/libcommon.la $(SK_CHECK_LIBS) -lpthread
+
+# ---- k8s-shim/ ----
+check_PROGRAMS += \
+	tests/unit/test_shim_plan \
+	tests/unit/test_shim_core
+TESTS += \
+	tests/unit/test_shim_plan \
+	tests/unit/test_shim_core
+
+tests_unit_test_shim_plan_SOURCES = tests/unit/test_shim_plan.cc
+tests_unit_test_shim_plan_CXXFLAGS = $(SK_CHECK_CXXFLAGS) $(LIBUV_CFLAGS)
+tests_unit_test_shim_plan_LDADD = k8s-shim/libshim.la $(SK_CHECK_LIBS)
+
+tests_unit_test_shim_core_SOURCES = tests/unit/test_shim_core.cc
+tests_unit_test_shim_core_CXXFLAGS = $(SK_CHECK_CXXFLAGS) $(LIBUV_CFLAGS)
+tests_unit_test_shim_core_LDADD = k8s-shim/libshim.la $(SK_CHECK_LIBS)
+
+# ---- common/: the agent-shim protocol ----
+check_PROGRAMS += tests/unit/test_shim_protocol
+TESTS += tests/unit/test_shim_protocol
+tests_unit_test_shim_protocol_SOURCES = tests/unit/test_shim_protocol.cc
+tests_unit_test_shim_protocol_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_shim_protocol_LDADD = common/libcommon.la $(SK_CHECK_LIBS)
+
+# ---- uv/ ----
+check_PROGRAMS += tests/unit/test_uv
+TESTS += tests/unit/test_uv
+tests_unit_test_uv_SOURCES = tests/unit/test_uv.cc
+tests_unit_test_uv_CXXFLAGS = $(SK_CHECK_CXXFLAGS) $(LIBUV_CFLAGS)
+tests_unit_test_uv_LDADD = uv/libskuv.la $(SK_CHECK_LIBS)
+
+# ---- agent/controllers/ at their seams: VirtualNode on a real uv loop over
+# the fake HTTP transport and the fake runtime (tests/agent/) ----
+check_PROGRAMS += \
+	tests/unit/test_node_lease_controller \
+	tests/unit/test_pod_controller
+TESTS += \
+	tests/unit/test_node_lease_controller \
+	tests/unit/test_pod_controller
+SK_CONTROLLER_TEST_SOURCES = \
+	tests/unit/controller_env.cc \
+	tests/unit/controller_env.h \
+	tests/unit/fake_transport.cc \
+	tests/unit/fake_transport.h
+SK_CONTROLLER_TEST_CPPFLAGS = $(AM_CPPFLAGS) $(LIBUV_CFLAGS)
+SK_CONTROLLER_TEST_LIBS = \
+	tests/agent/libfakeruntime.la \
+	agent/libagentio.la \
+	agent/libagentcore.la \
+	common/libcommon.la \
+	$(SK_CHECK_LIBS) \
+	$(LIBUV_LIBS) \
+	$(LIBCURL_LIBS) \
+	$(JSONCPP_LIBS)
+tests_unit_test_node_lease_controller_SOURCES = \
+	tests/unit/test_node_lease_controller.cc \
+	$(SK_CONTROLLER_TEST_SOURCES)
+tests_unit_test_node_lease_controller_CPPFLAGS = $(SK_CONTROLLER_TEST_CPPFLAGS)
+tests_unit_test_node_lease_controller_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_node_lease_controller_LDADD = $(SK_CONTROLLER_TEST_LIBS)
+tests_unit_test_pod_controller_SOURCES = \
+	tests/unit/test_pod_controller.cc \
+	$(SK_CONTROLLER_TEST_SOURCES)
+tests_unit_test_pod_controller_CPPFLAGS = $(SK_CONTROLLER_TEST_CPPFLAGS)
+tests_unit_test_pod_controller_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_pod_controller_LDADD = $(SK_CONTROLLER_TEST_LIBS)
+
+# ---- cli/ ----
+check_PROGRAMS += tests/unit/test_cli
+TESTS += tests/unit/test_cli
+tests_unit_test_cli_SOURCES = tests/unit/test_cli.cc
+tests_unit_test_cli_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_cli_LDADD = cli/libcli.la common/libcommon.la $(SK_CHECK_LIBS)
+endif
+endif
