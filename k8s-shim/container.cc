@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include "common/log.h"
+#include "common/procfs.h"
 #include "k8s-shim/pod_runner.h"
 #include "k8s-shim/spawn.h"
 
@@ -164,7 +165,7 @@ Status Container::start() {
     kill_reason.clear();
     pending_exit = false;
     pid = pr->h.pid;
-    start_ticks = proc_start_time(pid);
+    start_ticks = proc_start_ticks(pid);
     open_pipes = 2;
     uv_read_start(reinterpret_cast<uv_stream_t *>(&po->h), alloc_cb, read_cb);
     uv_read_start(reinterpret_cast<uv_stream_t *>(&pe->h), alloc_cb, read_cb);

@@ -37,10 +37,12 @@ k8s_shim_slurm_k8s_shim_LDADD = k8s-shim/libshim.la
 if HAVE_CHECK
 check_PROGRAMS += \
 	tests/unit/test_shim_plan \
-	tests/unit/test_shim_core
+	tests/unit/test_shim_core \
+	tests/unit/test_pod_loss
 TESTS += \
 	tests/unit/test_shim_plan \
-	tests/unit/test_shim_core
+	tests/unit/test_shim_core \
+	tests/unit/test_pod_loss
 
 tests_unit_test_shim_plan_SOURCES = tests/unit/test_shim_plan.cc
 tests_unit_test_shim_plan_CXXFLAGS = $(AM_CXXFLAGS) $(CHECK_CFLAGS) $(LIBUV_CFLAGS)
@@ -49,6 +51,11 @@ tests_unit_test_shim_plan_LDADD = k8s-shim/libshim.la $(CHECK_LIBS)
 tests_unit_test_shim_core_SOURCES = tests/unit/test_shim_core.cc
 tests_unit_test_shim_core_CXXFLAGS = $(AM_CXXFLAGS) $(CHECK_CFLAGS) $(LIBUV_CFLAGS)
 tests_unit_test_shim_core_LDADD = k8s-shim/libshim.la $(CHECK_LIBS)
+
+# common/pod_loss and the shim's use of it (restarted_pod_status).
+tests_unit_test_pod_loss_SOURCES = tests/unit/test_pod_loss.cc
+tests_unit_test_pod_loss_CXXFLAGS = $(AM_CXXFLAGS) $(CHECK_CFLAGS) $(LIBUV_CFLAGS)
+tests_unit_test_pod_loss_LDADD = k8s-shim/libshim.la $(CHECK_LIBS)
 endif
 
 # Component tests: the real shim binary against a Python driver that plays

@@ -2,16 +2,40 @@
 if HAVE_CHECK
 check_PROGRAMS += \
 	tests/unit/test_common \
+	tests/unit/test_fs \
+	tests/unit/test_procfs \
 	tests/unit/test_protocol \
+	tests/unit/test_rfc3339 \
+	tests/unit/test_slurm_cgroup \
 	tests/unit/test_plugin_symbols
 TESTS += \
 	tests/unit/test_common \
+	tests/unit/test_fs \
+	tests/unit/test_procfs \
 	tests/unit/test_protocol \
+	tests/unit/test_rfc3339 \
+	tests/unit/test_slurm_cgroup \
 	tests/unit/test_plugin_symbols
 
 tests_unit_test_common_SOURCES = tests/unit/test_common.cc
 tests_unit_test_common_CXXFLAGS = $(AM_CXXFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_common_LDADD = common/libcommon.la $(CHECK_LIBS)
+
+tests_unit_test_fs_SOURCES = tests/unit/test_fs.cc
+tests_unit_test_fs_CXXFLAGS = $(AM_CXXFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_fs_LDADD = common/libcommon.la $(CHECK_LIBS)
+
+tests_unit_test_procfs_SOURCES = tests/unit/test_procfs.cc
+tests_unit_test_procfs_CXXFLAGS = $(AM_CXXFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_procfs_LDADD = common/libcommon.la $(CHECK_LIBS)
+
+tests_unit_test_rfc3339_SOURCES = tests/unit/test_rfc3339.cc
+tests_unit_test_rfc3339_CXXFLAGS = $(AM_CXXFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_rfc3339_LDADD = common/libcommon.la $(CHECK_LIBS)
+
+tests_unit_test_slurm_cgroup_SOURCES = tests/unit/test_slurm_cgroup.cc
+tests_unit_test_slurm_cgroup_CXXFLAGS = $(AM_CXXFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_slurm_cgroup_LDADD = common/libcommon.la $(CHECK_LIBS)
 
 tests_unit_test_protocol_SOURCES = tests/unit/test_protocol.cc
 tests_unit_test_protocol_CXXFLAGS = $(AM_CXXFLAGS) $(CHECK_CFLAGS)
