@@ -10,30 +10,30 @@ Result<std::string> read_proc_file(int pid, const char *name, size_t max_bytes) 
     return read_file("/proc/" + std::to_string(pid) + "/" + name, max_bytes);
 }
 
-std::optional<ProcStat> parse_proc_stat(std::string_view text) {
+bool parse_proc_stat(std::string_view text, ProcStat *out) {
     auto paren = text.rfind(')');
     if (paren == std::string_view::npos || paren + 1 >= text.size() || text[paren + 1] != ' ')
-        return std::nullopt;
+        return false;
     // Fields 3.. are separated by single spaces; the last ends the line.
     auto fields = split(trim(text.substr(paren + 2)), ' ');
     constexpr size_t kState = 0, kStartTime = 22 - 3;
-    if (fields.size() <= kStartTime || fields[kState].size() != 1) return std::nullopt;
+    if (fields.size() <= kStartTime || fields[kState].size() != 1) return false;
     auto start = parse_uint(fields[kStartTime], "starttime");
-    if (!start) return std::nullopt;
-    return ProcStat{fields[kState][0], *start};
+    if (!start) return false;
+    *out = ProcStat{fields[kState][0], *start};
+    return true;
 }
 
-std::optional<ProcStat> read_proc_stat(int pid) {
+bool read_proc_stat(int pid, ProcStat *out) {
     // A stat line is a few hundred bytes; the bound only refuses nonsense.
     auto text = read_proc_file(pid, "stat", 4096);
-    if (!text) return std::nullopt;
-    return parse_proc_stat(*text);
+    return text && parse_proc_stat(*text, out);
 }
 
 uint64_t proc_start_ticks(int pid) {
-    auto st = read_proc_stat(pid);
-    if (!st || st->state == 'Z' || st->state == 'X') return 0;
-    return st->start_ticks;
+    ProcStat st;
+    if (!read_proc_stat(pid, &st) || st.state == 'Z' || st.state == 'X') return 0;
+    return st.start_ticks;
 }
 
 bool process_gone(int pid, uint64_t start_ticks) {

@@ -5,7 +5,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <string_view>
 
@@ -24,11 +23,12 @@ struct ProcStat {
     uint64_t start_ticks = 0;  // field 22: start time, clock ticks after boot
 };
 // Parses the text of /proc/<pid>/stat. The command name (field 2) may hold
-// spaces and ')': the fields resume after the last ')'. nullopt when the
-// text does not have 22 fields or field 22 is not a decimal number.
-std::optional<ProcStat> parse_proc_stat(std::string_view text);
-// read_proc_file(pid, "stat") parsed; nullopt when gone or malformed.
-std::optional<ProcStat> read_proc_stat(int pid);
+// spaces and ')': the fields resume after the last ')'. Fails when the
+// text does not have 22 fields or field 22 is not a decimal number: then
+// false, and *out is left as it was.
+bool parse_proc_stat(std::string_view text, ProcStat *out);
+// read_proc_file(pid, "stat") parsed; false when gone or malformed.
+bool read_proc_stat(int pid, ProcStat *out);
 
 // The start time of the live process `pid` (a pid and its start time name a
 // process for good: a reused pid has another start time). 0 when the pid
