@@ -15,7 +15,7 @@ namespace sk {
 // /proc/<pid>/<name> ("cgroup", "stat", ...), at most max_bytes. pid <= 0 is
 // refused (Error::InvalidArgument: /proc/0 and negative pids name no
 // process); a process that is gone is Error::NotFound.
-Result<std::string> read_proc_file(int pid, const char *name, size_t max_bytes = 64 * 1024);
+Result<std::string> read_proc_file(int pid, const char *name, size_t max_bytes = size_t{64} * 1024);
 
 // The fields of /proc/<pid>/stat that identify a process over time.
 struct ProcStat {

@@ -38,6 +38,7 @@ END_TEST
 
 static std::string describe(const std::vector<CgroupLine> &lines) {
     std::vector<std::string> parts;
+    parts.reserve(lines.size());
     for (const auto &l : lines)
         parts.push_back(l.controllers + ":" + l.path);
     return join(parts, " ");
