@@ -3,9 +3,6 @@
 #include <cerrno>
 #include <cstring>
 #include <dirent.h>
-#include <fcntl.h>
-#include <fstream>
-#include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -53,52 +50,6 @@ static Failure io_error(const std::string &what, const std::string &path) {
     return fail(Error::Io, what + " " + path + ": " + strerror(errno));
 }
 
-static void sync_dir_of(const std::string &path) {
-    std::string dir = path.substr(0, path.rfind('/'));
-    int dfd = open(dir.empty() ? "/" : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd);  // the rename itself must survive a crash
-        close(dfd);
-    }
-}
-
-void sync_to_disk(const std::string &path) noexcept {
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return;
-    fsync(fd);
-    close(fd);
-    sync_dir_of(path);
-}
-
-Status write_file_atomic(const std::string &path, const std::string &data, unsigned mode,
-                         bool sync) {
-    std::string tmp = path + ".tmp";
-    int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-    if (fd < 0) return io_error("cannot create", tmp);
-    size_t off = 0;
-    while (off < data.size()) {
-        ssize_t n = write(fd, data.data() + off, data.size() - off);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-            auto f = io_error("cannot write", tmp);
-            close(fd);
-            unlink(tmp.c_str());
-            return f;
-        }
-        off += static_cast<size_t>(n);
-    }
-    if ((sync && fsync(fd) != 0) || close(fd) != 0) {
-        unlink(tmp.c_str());
-        return io_error("cannot sync", tmp);
-    }
-    if (rename(tmp.c_str(), path.c_str()) != 0) {
-        unlink(tmp.c_str());
-        return io_error("cannot rename into", path);
-    }
-    if (sync) sync_dir_of(path);
-    return {};
-}
-
 Status JobStore::init() const {
     std::string acc;
     for (const auto &part : split(dir_, '/')) {
@@ -116,7 +67,8 @@ std::string JobStore::path_of(uint32_t job_id, const std::string &slurm_node) co
 
 Status JobStore::save(const JobRecord &r) const {
     std::string path = path_of(r.job.job_id, r.job.slurm_node);
-    auto st = write_file_atomic(path, json::write(to_json(r)) + "\n", 0600, !sync_);
+    auto st = write_file_atomic(path, json::write(to_json(r)) + "\n", 0600,
+                                sync_ ? Durability::Cached : Durability::Durable);
     if (st && sync_) sync_(path);
     return st;
 }
@@ -135,10 +87,8 @@ std::vector<JobRecord> JobStore::load_all(std::vector<std::string> *bad) const {
         std::string name = e->d_name;
         if (!starts_with(name, "job_") || !ends_with(name, ".json")) continue;
         std::string path = dir_ + "/" + name;
-        std::ifstream f(path);
-        std::stringstream ss;
-        ss << f.rdbuf();
-        auto v = json::parse(ss.str());
+        auto text = read_file(path, size_t{1} << 20);  // a record is a few hundred bytes
+        auto v = text ? json::parse(*text) : Result<Json::Value>(text.failure());
         Result<JobRecord> r = v ? job_record_from_json(*v) : Result<JobRecord>(v.failure());
         if (!r) {
             if (bad) bad->push_back(path + ": " + r.message());

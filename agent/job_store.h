@@ -1,7 +1,7 @@
 // The registered jobs of this agent and their persistence: one JSON file per
-// (job, slurm node) under <state_dir>/jobs, written atomically (tmp + fsync +
-// rename + fsync of the directory) so a restarted agent re-adopts exactly
-// what was registered.
+// (job, slurm node) under <state_dir>/jobs, written atomically
+// (write_file_atomic, common/fs.h: temporary file, fsync, rename, fsync of the
+// directory) so a restarted agent re-adopts exactly what was registered.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,7 @@
 
 #include <json/json.h>
 
+#include "common/fs.h"
 #include "common/protocol.h"
 #include "common/result.h"
 
@@ -30,7 +31,7 @@ std::string job_key(uint32_t job_id, const std::string &slurm_node);  // "42@n1"
 
 class JobStore {
   public:
-    // Schedules sync_to_disk(path) somewhere else (the agent: libuv's thread
+    // Schedules sync_to_disk(path) (common/fs.h) somewhere else (the agent: libuv's thread
     // pool), so that a save does not wait for the disk.
     using BackgroundSync = std::function<void(const std::string &path)>;
 
@@ -55,14 +56,5 @@ class JobStore {
     std::string dir_;
     BackgroundSync sync_;
 };
-
-// Writes data to path atomically (exposed for tests and other state files):
-// a reader sees the old or the new content, never a mix. With sync, the
-// content and the rename are on disk when it returns.
-Status write_file_atomic(const std::string &path, const std::string &data, unsigned mode,
-                         bool sync = true);
-// fsync of the file and of its directory; errors are ignored (the file may
-// be gone or replaced already: its successor is synced on its own).
-void sync_to_disk(const std::string &path) noexcept;
 
 }  // namespace sk::agent

@@ -1,19 +1,15 @@
-// Time as the Kubernetes API writes it, and an injectable clock so that
-// builders and controllers can be tested at fixed instants.
+// Time as the Kubernetes API writes it (the formats are common/rfc3339.h,
+// shared with the shim and the CRI logs), Slurm's end times, and an
+// injectable clock so that builders and controllers can be tested at fixed
+// instants.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
-namespace sk::agent {
+#include "common/rfc3339.h"
 
-// "2026-11-29T14:59:12Z": metav1.Time, 1 s resolution (conditions, events).
-std::string rfc3339(int64_t unix_s);
-// "2026-11-29T14:59:42.589439Z": metav1.MicroTime, exactly 6 fractional
-// digits (the API server answers 400 for 3 or 9 digits).
-std::string micro_time(int64_t unix_us);
-// Parses "YYYY-MM-DDTHH:MM:SS[.frac]Z"; -1 when malformed.
-int64_t parse_rfc3339(const std::string &s);
+namespace sk::agent {
 
 // Slurm's EndTime as `squeue -o %e` prints it: "2026-11-29T14:59:12" in the
 // node's local time (mktime), or "N/A" / "Unknown" / "NONE" / "" = no end

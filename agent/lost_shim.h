@@ -13,6 +13,8 @@
 
 #include <json/json.h>
 
+#include "common/procfs.h"
+
 namespace sk::agent {
 
 struct RecordedProcess {
@@ -24,18 +26,12 @@ struct RecordedProcess {
 // record is malformed, or an entry has no pid > 1 / start time.
 std::vector<RecordedProcess> recorded_processes(const Json::Value &state);
 
-// The pod's final status after its shim died: phase Failed, reason
-// ShimLost and `message`; containers that were running become terminated
-// (exit code 137, killed) and no container is ready.
+// The pod's final status after its shim died (lost_pod_status,
+// common/pod_loss.h): phase Failed, reason ShimLost and `message`; containers
+// that were running become terminated (exit code 137, reason Error, killed),
+// no container is ready and the Ready conditions are False.
 Json::Value shim_lost_status(const Json::Value &status, const std::string &message,
                              const std::string &finished_at);
-
-// /proc/PID/stat field 22 (start time in clock ticks); 0 when the process is
-// gone. A zombie counts as gone (process_gone).
-unsigned long long proc_start_ticks(int pid);
-// True when pid no longer names the process that had start_ticks (exited,
-// zombie, or the pid was reused).
-bool process_gone(int pid, unsigned long long start_ticks);
 
 // Reads every <state_dir>/pods/<uid>/state.json (regular files only, never
 // following a link) and SIGKILLs the verified process groups of unfinished

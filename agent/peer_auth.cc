@@ -1,10 +1,9 @@
 #include "agent/peer_auth.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
-#include "common/strings.h"
+#include "common/procfs.h"
+#include "common/slurm_cgroup.h"
 
 namespace sk::agent {
 
@@ -28,21 +27,6 @@ Status authorize_op(const std::string &op, const PeerCred &peer,
     return fail(Error::Forbidden, "unknown or not allowed operation '" + op + "'");
 }
 
-bool cgroup_has_job(std::string_view text, uint32_t job_id) {
-    std::string want = "job_" + std::to_string(job_id);
-    for (const auto &line : split(text, '\n')) {
-        // "0::/system.slice/slurmstepd.scope/job_42/step_extern/user/task_0"
-        // or cgroup v1 "5:devices:/slurm/uid_1000/job_42/step_extern"
-        auto colon = line.find(':');
-        if (colon == std::string::npos) continue;
-        colon = line.find(':', colon + 1);
-        if (colon == std::string::npos) continue;
-        for (const auto &part : split(std::string_view(line).substr(colon + 1), '/'))
-            if (part == want) return true;
-    }
-    return false;
-}
-
 Status authorize_attach(const PeerCred &peer, uint32_t job_id, uint32_t job_uid, ShimAuth mode,
                         std::string_view cgroup_text) {
     if (peer.uid != job_uid)
@@ -55,7 +39,7 @@ Status authorize_attach(const PeerCred &peer, uint32_t job_id, uint32_t job_uid,
         return fail(Error::Forbidden, "attach to job " + std::to_string(job_id) +
                                           ": cannot read the cgroup of pid " +
                                           std::to_string(peer.pid));
-    if (!cgroup_has_job(cgroup_text, job_id))
+    if (slurm_job_cgroups(cgroup_text, job_id).empty())
         return fail(Error::Forbidden, "attach to job " + std::to_string(job_id) + ": pid " +
                                           std::to_string(peer.pid) +
                                           " does not run inside the job's cgroup");
@@ -63,12 +47,8 @@ Status authorize_attach(const PeerCred &peer, uint32_t job_id, uint32_t job_uid,
 }
 
 std::string read_proc_cgroup(int32_t pid) {
-    if (pid <= 0) return {};
-    std::ifstream f("/proc/" + std::to_string(pid) + "/cgroup");
-    if (!f) return {};
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
+    auto text = read_proc_file(pid, "cgroup");
+    return text ? *text : std::string();
 }
 
 }  // namespace sk::agent

@@ -27,14 +27,14 @@ Status authorize_op(const std::string &op, const PeerCred &peer,
 enum class ShimAuth { Cgroup, Uid };
 
 // attach to job_id: uid must be the job's; with ShimAuth::Cgroup the peer's
-// /proc/PID/cgroup text must place it in the job's Slurm cgroup (job_<id>).
+// /proc/PID/cgroup text must place it in the job's Slurm cgroup
+// (slurm_job_cgroups, common/slurm_cgroup.h: only the hierarchies Slurm
+// confines jobs with count, never one systemd may delegate to the user).
 Status authorize_attach(const PeerCred &peer, uint32_t job_id, uint32_t job_uid, ShimAuth mode,
                         std::string_view cgroup_text);
 
-// True when some line of /proc/PID/cgroup has a path component "job_<id>".
-bool cgroup_has_job(std::string_view cgroup_text, uint32_t job_id);
-
-// Reads /proc/PID/cgroup ("" when the process is gone).
+// Reads /proc/PID/cgroup, bounded and not through a symlink ("" when the
+// process is gone or pid <= 0).
 std::string read_proc_cgroup(int32_t pid);
 
 }  // namespace sk::agent

@@ -118,32 +118,6 @@ int64_t cri_realtime_ns() noexcept {
     return static_cast<int64_t>(ts.tv_sec) * kNsPerSec + ts.tv_nsec;
 }
 
-std::string format_rfc3339nano(int64_t ts_ns, bool fixed_width) {
-    int64_t sec = ts_ns / kNsPerSec;
-    int64_t frac = ts_ns % kNsPerSec;
-    if (frac < 0) {
-        frac += kNsPerSec;
-        --sec;
-    }
-    time_t t = static_cast<time_t>(sec);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    char buf[64];
-    snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d", tm.tm_year + 1900, tm.tm_mon + 1,
-             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
-    std::string out(buf);
-    char fr[16];
-    snprintf(fr, sizeof fr, "%09lld", static_cast<long long>(frac));
-    std::string f(fr);
-    if (!fixed_width) {
-        while (!f.empty() && f.back() == '0')
-            f.pop_back();
-    }
-    if (!f.empty()) out += "." + f;
-    out += "Z";
-    return out;
-}
-
 Result<int64_t> parse_rfc3339nano(std::string_view s) {
     auto bad = [&] {
         return fail(Error::Parse, "invalid RFC 3339 timestamp '" + std::string(s) + "'");

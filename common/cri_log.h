@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "common/rfc3339.h"
 
 namespace sk {
 
@@ -37,10 +38,7 @@ struct CriLogRecord {
 using CriClock = std::function<int64_t()>;
 int64_t cri_realtime_ns() noexcept;
 
-// "2024-05-01T12:00:00.000000001Z". fixed_width=true writes all 9 fraction
-// digits (what the writer uses: lines sort as text); false trims trailing
-// zeros like Go's RFC3339Nano (what kubectl --timestamps shows).
-std::string format_rfc3339nano(int64_t ts_ns, bool fixed_width);
+// Timestamps are written with format_rfc3339nano (common/rfc3339.h).
 // Accepts RFC 3339 with 0-9 fraction digits and 'Z' or a +hh:mm/-hh:mm offset.
 Result<int64_t> parse_rfc3339nano(std::string_view s);
 

@@ -9,6 +9,8 @@ common_libcommon_core_la_SOURCES = \
 	common/config.h \
 	common/error.cc \
 	common/error.h \
+	common/fs.cc \
+	common/fs.h \
 	common/jsonc.cc \
 	common/jsonc.h \
 	common/k8s_names.cc \
@@ -16,8 +18,14 @@ common_libcommon_core_la_SOURCES = \
 	common/log.cc \
 	common/log.h \
 	common/plugin_wire.h \
+	common/procfs.cc \
+	common/procfs.h \
 	common/result.cc \
 	common/result.h \
+	common/rfc3339.cc \
+	common/rfc3339.h \
+	common/slurm_cgroup.cc \
+	common/slurm_cgroup.h \
 	common/strings.cc \
 	common/strings.h \
 	common/wire.cc \
@@ -41,6 +49,8 @@ common_libcommon_la_SOURCES = \
 	common/json.h \
 	common/log_paths.cc \
 	common/log_paths.h \
+	common/pod_loss.cc \
+	common/pod_loss.h \
 	common/protocol.cc \
 	common/protocol.h \
 	common/shim_protocol.cc \

@@ -7,6 +7,8 @@
 #include <ctime>
 #include <sys/time.h>
 
+#include "common/rfc3339.h"
+
 namespace sk::log {
 namespace {
 
@@ -20,10 +22,9 @@ void stderr_sink(Level lvl, const char *line) {
     if (g_timestamps.load()) {
         struct timeval tv;
         gettimeofday(&tv, nullptr);
-        struct tm tm;
-        gmtime_r(&tv.tv_sec, &tm);
-        size_t n = strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
-        snprintf(ts + n, sizeof ts - n, ".%03ldZ ", static_cast<long>(tv.tv_usec / 1000));
+        snprintf(
+            ts, sizeof ts, "%s ",
+            format_rfc3339(tv.tv_sec, static_cast<int64_t>(tv.tv_usec) * 1000, 3, false).c_str());
     }
     // One fprintf per line so concurrent writers do not interleave mid-line.
     fprintf(stderr, "%s%s: %s%s\n", ts, g_component,

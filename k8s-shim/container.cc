@@ -5,6 +5,7 @@
 #include <uv.h>
 
 #include "common/log.h"
+#include "common/procfs.h"
 #include "k8s-shim/pod_runner.h"
 #include "k8s-shim/spawn.h"
 
@@ -93,7 +94,7 @@ Status Container::start() {
     kill_reason.clear();
     pending_exit = false;
     pid = proc.pid();
-    start_ticks = proc_start_time(pid);
+    start_ticks = proc_start_ticks(pid);
     out.read_start([this](ssize_t n, const char *data) { on_read(out, "stdout", n, data); });
     err.read_start([this](ssize_t n, const char *data) { on_read(err, "stderr", n, data); });
 

@@ -1,11 +1,11 @@
 #include "k8s-shim/pod_runner.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/fs.h"
 #include "common/log.h"
 #include "k8s-shim/container.h"
 
@@ -22,15 +22,6 @@ Status make_dirs(const std::string &path, mode_t mode) {
                 return fail(Error::Io, "mkdir " + cur + ": " + strerror(errno));
         }
     }
-    return {};
-}
-
-Status write_file(const std::string &path, const std::string &data, mode_t mode) {
-    int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-    if (fd < 0) return fail(Error::Io, "open " + path + ": " + strerror(errno));
-    ssize_t n = ::write(fd, data.data(), data.size());
-    close(fd);
-    if (n != static_cast<ssize_t>(data.size())) return fail(Error::Io, "write " + path + " failed");
     return {};
 }
 
@@ -83,7 +74,7 @@ Status PodRunner::prepare_volumes() {
             std::string path = dir + "/" + rel;
             auto slash = path.rfind('/');
             if (auto st = make_dirs(path.substr(0, slash), 0750); !st) return st;
-            if (auto st = write_file(path, data, 0640); !st) return st;
+            if (auto st = write_file_atomic(path, data, 0640, Durability::Cached); !st) return st;
         }
     }
     for (const auto &[cname, mounts] : plan_.mounts) {

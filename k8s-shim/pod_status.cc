@@ -1,7 +1,7 @@
 #include "k8s-shim/pod_status.h"
 
-#include <ctime>
-
+#include "common/pod_loss.h"
+#include "common/rfc3339.h"
 #include "common/strings.h"
 
 namespace sk::shim {
@@ -23,8 +23,8 @@ Json::Value termination_json(const Termination &t) {
     v["exitCode"] = t.exit_code;
     v["reason"] = t.reason;
     if (!t.message.empty()) v["message"] = t.message;
-    v["startedAt"] = rfc3339(t.started_ms);
-    v["finishedAt"] = rfc3339(t.finished_ms);
+    v["startedAt"] = rfc3339(t.started_ms / 1000);
+    v["finishedAt"] = rfc3339(t.finished_ms / 1000);
     v["containerID"] = t.container_id;
     return v;
 }
@@ -43,7 +43,7 @@ Json::Value container_json(const ContainerPlan &p, const ContainerRun &c,
             break;
         }
         case CState::Running:
-            state["running"]["startedAt"] = rfc3339(c.started_ms);
+            state["running"]["startedAt"] = rfc3339(c.started_ms / 1000);
             break;
         case CState::Terminated:
             if (c.terminated) state["terminated"] = termination_json(*c.terminated);
@@ -69,7 +69,7 @@ Json::Value condition(const std::string &type, bool status, const std::string &r
     c["type"] = type;
     c["status"] = status ? "True" : "False";
     c["lastProbeTime"] = Json::Value();
-    std::string when = rfc3339(now_ms);
+    std::string when = rfc3339(now_ms / 1000);
     for (const auto &pc : prev["conditions"])
         if (pc["type"].asString() == type && pc["status"].asString() == c["status"].asString())
             when = pc["lastTransitionTime"].asString();
@@ -84,15 +84,6 @@ std::string names_list(const std::vector<std::string> &names) {
 }
 
 }  // namespace
-
-std::string rfc3339(int64_t ms) {
-    time_t s = static_cast<time_t>(ms / 1000);
-    struct tm tm;
-    gmtime_r(&s, &tm);
-    char buf[32];
-    strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return buf;
-}
 
 std::string container_id(const std::string &uid, const std::string &name, int n) {
     return "slurm-k8s://" + uid + "/" + name + "/" + std::to_string(n);
@@ -164,8 +155,20 @@ Json::Value refused_pod_status(const std::string &reason, const std::string &mes
     s["phase"] = "Failed";
     s["reason"] = reason;
     s["message"] = message;
-    s["startTime"] = rfc3339(now_ms);
+    s["startTime"] = rfc3339(now_ms / 1000);
     return s;
+}
+
+Json::Value restarted_pod_status(const Json::Value &status, bool processes_stopped,
+                                 int64_t now_ms) {
+    std::string msg =
+        "the slurm-k8s-shim of this job restarted and could not re-attach to "
+        "the pod's processes" +
+        std::string(processes_stopped ? "; they were stopped" : "");
+    return lost_pod_status(status,
+                           PodLoss{"ShimRestarted", msg, "ContainerStatusUnknown",
+                                   "The container could not be located when the shim restarted",
+                                   rfc3339(now_ms / 1000)});
 }
 
 Json::Value build_pod_status(const PodPlan &plan, const PodRun &run, const Json::Value &prev,
@@ -204,7 +207,7 @@ Json::Value build_pod_status(const PodPlan &plan, const PodRun &run, const Json:
         conds.append(condition("ContainersReady", ready, reason, msg, prev, now_ms));
     }
     s["conditions"] = conds;
-    s["startTime"] = rfc3339(run.start_ms);
+    s["startTime"] = rfc3339(run.start_ms / 1000);
     if (!run.reason.empty()) {
         s["reason"] = run.reason;
         s["message"] = run.message;

@@ -56,12 +56,17 @@ Json::Value build_pod_status(const PodPlan &plan, const PodRun &run, const Json:
 // The status of a pod the shim refused before running anything.
 Json::Value refused_pod_status(const std::string &reason, const std::string &message,
                                int64_t now_ms);
+// The final status of a pod of a previous shim of this job that this shim
+// cannot re-attach to (status: the last one that shim recorded; processes_
+// stopped: its process groups were found and killed): Failed, reason
+// ShimRestarted, its running containers terminated as
+// ContainerStatusUnknown, nothing ready (common/pod_loss.h).
+Json::Value restarted_pod_status(const Json::Value &status, bool processes_stopped, int64_t now_ms);
 // Phase the kubelet would report (Pending, Running, Succeeded, Failed).
 std::string pod_phase(const PodPlan &plan, const PodRun &run);
 // True when nothing of the pod runs and nothing will be restarted.
 bool pod_finished(const PodPlan &plan, const PodRun &run);
 
-std::string rfc3339(int64_t ms);  // "2026-11-29T14:59:58Z" (seconds, as the kubelet writes)
 std::string container_id(const std::string &uid, const std::string &name, int n);
 
 }  // namespace sk::shim

@@ -9,11 +9,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <fstream>
-#include <sstream>
-
+#include "common/fs.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/procfs.h"
 #include "common/shim_protocol.h"
 #include "common/strings.h"
 #include "k8s-shim/spawn.h"
@@ -37,23 +36,12 @@ Status remove_tree(const std::string &dir) {
     return {};
 }
 
-Status write_file_atomic(const std::string &path, const std::string &data, mode_t mode) {
-    std::string tmp = path + ".tmp";
-    int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-    if (fd < 0) return fail(Error::Io, "open " + tmp + ": " + strerror(errno));
-    ssize_t n = write(fd, data.data(), data.size());
-    close(fd);
-    if (n != static_cast<ssize_t>(data.size()) || rename(tmp.c_str(), path.c_str()) != 0)
-        return fail(Error::Io, "write " + path + ": " + strerror(errno));
-    return {};
-}
-
+// The shim's own state files, in a directory the job's user can write: read
+// like any hostile file (no symlink, bounded by what one message can carry).
 Result<Json::Value> read_json(const std::string &path) {
-    std::ifstream f(path);
-    if (!f) return fail(Error::NotFound, path + " does not exist");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return json::parse(ss.str());
+    auto text = read_file(path, proto::kMaxMessageBytes);
+    if (!text) return text.failure();
+    return json::parse(*text);
 }
 
 }  // namespace
@@ -272,7 +260,9 @@ proto::Reply Shim::pod_run(const proto::Request &req) {
 
     std::string dir = pod_dir(uid);
     mkdir(dir.c_str(), 0750);
-    if (auto st = write_file_atomic(dir + "/pod.json", json::write(req.body), 0600); !st)
+    if (auto st =
+            write_file_atomic(dir + "/pod.json", json::write(req.body), 0600, Durability::Cached);
+        !st)
         LOG_WARN("[pod %s/%s] %s", p.ns.c_str(), p.name.c_str(), st.message().c_str());
 
     PlanContext ctx;
@@ -450,7 +440,8 @@ void Shim::pod_finished(ShimPod &p) {
 
 void Shim::save_gpus() {
     if (state_dir_.empty()) return;
-    if (auto st = write_file_atomic(state_dir_ + "/gpus.json", json::write(gpus_.to_json()), 0640);
+    if (auto st = write_file_atomic(state_dir_ + "/gpus.json", json::write(gpus_.to_json()), 0640,
+                                    Durability::Cached);
         !st)
         LOG_WARN("[node %s] %s", node_name_.c_str(), st.message().c_str());
 }
@@ -460,7 +451,8 @@ void Shim::save_pod_state(ShimPod &p) {
     s["finished"] = p.finished;
     s["processes"] = p.runner ? p.runner->process_record() : Json::Value(Json::objectValue);
     s["status"] = p.runner ? p.runner->status() : p.fixed_status;
-    (void)write_file_atomic(pod_dir(p.uid) + "/state.json", json::write(s), 0640);
+    (void)write_file_atomic(pod_dir(p.uid) + "/state.json", json::write(s), 0640,
+                            Durability::Cached);
 }
 
 // Pods of a previous shim of this job: finished ones are remembered (pod_run
@@ -483,36 +475,18 @@ void Shim::load_previous_pods() {
         p.fixed_status = (*st)["status"];
         if ((*st)["finished"].asBool()) continue;
         int killed = 0;
-        for (const auto &name : (*st)["processes"].getMemberNames()) {
-            const Json::Value &pr = (*st)["processes"][name];
-            int pid = pr["pid"].asInt();
-            if (pid > 1 && proc_start_time(pid) == pr["start_ticks"].asUInt64()) {
+        const Json::Value &procs = (*st)["processes"];
+        for (const auto &name :
+             procs.isObject() ? procs.getMemberNames() : Json::Value::Members{}) {
+            const Json::Value &pr = procs[name];
+            int pid = pr["pid"].isIntegral() ? pr["pid"].asInt() : 0;
+            uint64_t ticks = pr["start_ticks"].isIntegral() ? pr["start_ticks"].asUInt64() : 0;
+            if (pid > 1 && !process_gone(pid, ticks)) {
                 signal_group(pid, SIGKILL);
                 killed++;
             }
         }
-        std::string msg =
-            "the slurm-k8s-shim of this job restarted and could not re-attach to "
-            "the pod's processes" +
-            std::string(killed ? "; they were stopped" : "");
-        Json::Value &s = p.fixed_status;
-        s["phase"] = "Failed";
-        s["reason"] = "ShimRestarted";
-        s["message"] = msg;
-        for (auto &cs : s["containerStatuses"]) {
-            if (!cs["state"].isMember("running")) continue;
-            Json::Value t(Json::objectValue);
-            t["exitCode"] = 137;
-            t["reason"] = "ContainerStatusUnknown";
-            t["message"] = "The container could not be located when the shim restarted";
-            t["startedAt"] = cs["state"]["running"]["startedAt"];
-            t["finishedAt"] = rfc3339(Clock::wall_ms());
-            t["containerID"] = cs["containerID"];
-            cs["state"] = Json::Value(Json::objectValue);
-            cs["state"]["terminated"] = t;
-            cs["ready"] = false;
-            cs["started"] = false;
-        }
+        p.fixed_status = restarted_pod_status(p.fixed_status, killed > 0, Clock::wall_ms());
         LOG_WARN("[pod %s/%s] lost with the previous shim (%d process groups stopped)",
                  p.ns.c_str(), p.name.c_str(), killed);
         gpus_.release(uid);

@@ -27,10 +27,6 @@ int spawn_process(uv_loop_t *loop, Process &proc, const SpawnSpec &spec, Process
 // kill(-pgid, sig), ignoring ESRCH (the group is already gone).
 void signal_group(int pgid, int sig) noexcept;
 
-// Start time of a process in clock ticks since boot (field 22 of
-// /proc/PID/stat); 0 when the process does not exist.
-unsigned long long proc_start_time(int pid) noexcept;
-
 // The oom_kill counter of this process's cgroup (v2 memory.events); -1 when
 // unknown (cgroup v1, no memory controller).
 long long cgroup_oom_kills() noexcept;

@@ -23,13 +23,12 @@
 //    admin's grace must stay below slurm.conf's UnkillableStepTimeout.
 // Failure modes: task_post_fork and exit returning -1 only log in Slurm
 // (the job runs on); both return 0 and log their problems themselves.
-#include <fstream>
-#include <sstream>
-
 #include <pwd.h>
+#include <unistd.h>
 
 #include "common/plugin_wire.h"
 #include "common/log.h"
+#include "common/procfs.h"
 #include "common/strings.h"
 #include "spank/hook_util.h"
 #include "spank/runfile.h"
@@ -50,13 +49,6 @@ struct ExternState {
     std::vector<std::string> cgroups;  // job dirs, per controller
 };
 ExternState g_ext;
-
-std::string read_text(const std::string &path) {
-    std::ifstream in(path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
 
 ShimSpec shim_spec(const PlugConfig &cfg, const RunFile &rf) {
     ShimSpec s;
@@ -105,7 +97,8 @@ int extern_task_post_fork(spank_t sp, int ac, char **av) {
         return 0;
     }
     if (!rf->registered) return 0;
-    auto cgroups = job_cgroup_dirs(read_text("/proc/self/cgroup"), job, kCgroupRoot);
+    auto self_cgroup = read_proc_file(getpid(), "cgroup");
+    auto cgroups = job_cgroup_dirs(self_cgroup ? *self_cgroup : "", job, kCgroupRoot);
     if (cgroups.empty())
         LOG_ERROR(
             "extern: job %u: [node %s] slurmstepd is in no job cgroup: the shim is not "

@@ -1,11 +1,11 @@
 #include "spank/runfile.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/fs.h"
 #include "common/jsonc.h"
 
 namespace sk::spank {
@@ -71,35 +71,17 @@ Result<RunFile> decode_run_file(const std::string &text) {
 Status write_run_file(const std::string &rundir, const RunFile &r) {
     if (mkdir(rundir.c_str(), 0700) != 0 && errno != EEXIST)
         return fail(Error::Io, "mkdir " + rundir + ": " + strerror(errno));
-    std::string path = run_file_path(rundir, r.job_id, r.slurm_node);
-    std::string tmp = path + ".tmp";
-    int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0) return fail(Error::Io, "open " + tmp + ": " + strerror(errno));
-    std::string data = encode_run_file(r);
-    bool ok = write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size());
-    ok = (close(fd) == 0) && ok;
-    if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
-        int err = errno;
-        unlink(tmp.c_str());
-        return fail(Error::Io, "write " + path + ": " + strerror(err));
-    }
-    return {};
+    // No fsync: the file lives as long as the job on this node, and a crash
+    // of the node ends the job (a sync would cost every job start).
+    return write_file_atomic(run_file_path(rundir, r.job_id, r.slurm_node), encode_run_file(r),
+                             0600, Durability::Cached);
 }
 
 Result<RunFile> read_run_file(const std::string &rundir, uint32_t job_id, const std::string &node) {
     std::string path = run_file_path(rundir, job_id, node);
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) {
-        int err = errno;
-        return fail(err == ENOENT ? Error::NotFound : Error::Io, path + ": " + strerror(err));
-    }
-    std::string text;
-    char buf[4096];
-    ssize_t n;
-    while ((n = read(fd, buf, sizeof buf)) > 0 && text.size() < (1u << 20))
-        text.append(buf, n);
-    close(fd);
-    auto r = decode_run_file(text);
+    auto text = read_file(path, size_t{1} << 20);
+    if (!text) return text.failure();
+    auto r = decode_run_file(*text);
     if (!r) return fail(Error::Parse, path + ": " + r.message());
     return r;
 }

@@ -1,7 +1,8 @@
 // The per-(job, node) file the prolog leaves for the later steps of the job:
-// <rundir>/job_<id>_<node>.json, root-owned, written atomically (tmp +
-// rename). The extern step sees none of the user's options (spank/README.md, "Slurm facts"),
-// so this file is how it learns that a shim must start; the batch and srun
+// <rundir>/job_<id>_<node>.json, root-owned, written atomically
+// (write_file_atomic, common/fs.h). The extern step sees none of the user's
+// options (spank/README.md, "Slurm facts"), so this file is how it learns
+// that a shim must start; the batch and srun
 // steps read it (as root, in init_post_opt) for the lent GPUs and the virtual
 // node's name. Keyed by job *and* node: test hosts run several slurmd on one
 // file system. The epilog deletes it.
@@ -32,7 +33,8 @@ std::string run_file_path(const std::string &rundir, uint32_t job_id, const std:
 std::string encode_run_file(const RunFile &r);
 Result<RunFile> decode_run_file(const std::string &text);
 
-// I/O: rundir is created 0700 if missing; the file is 0600.
+// I/O: rundir is created 0700 if missing; the file is 0600, replaced
+// atomically, read back at most 1 MiB and never through a symlink.
 Status write_run_file(const std::string &rundir, const RunFile &r);
 Result<RunFile> read_run_file(const std::string &rundir, uint32_t job_id, const std::string &node);
 void remove_run_file(const std::string &rundir, uint32_t job_id, const std::string &node);

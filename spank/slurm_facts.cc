@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "common/slurm_cgroup.h"
 #include "common/strings.h"
 
 namespace sk::spank {
@@ -32,26 +33,8 @@ bool prolog_flags_contain(const std::string &text) {
 std::vector<std::string> job_cgroup_dirs(const std::string &text, uint32_t job_id,
                                          const std::string &root) {
     std::vector<std::string> out;
-    const std::string comp = "/job_" + std::to_string(job_id);
-    for (const auto &line : split(text, '\n')) {
-        auto c1 = line.find(':');
-        if (c1 == std::string::npos) continue;
-        auto c2 = line.find(':', c1 + 1);
-        if (c2 == std::string::npos) continue;
-        std::string ctrls = line.substr(c1 + 1, c2 - c1 - 1), path = line.substr(c2 + 1);
-        if (ctrls.empty() || starts_with(ctrls, "name=")) continue;
-        size_t p = 0;
-        for (;;) {
-            p = path.find(comp, p);
-            if (p == std::string::npos) break;
-            size_t end = p + comp.size();
-            if (end == path.size() || path[end] == '/') {
-                out.push_back(root + "/" + ctrls + path.substr(0, end));
-                break;
-            }
-            p = end;
-        }
-    }
+    for (const auto &l : slurm_job_cgroups(text, job_id))
+        if (!l.controllers.empty()) out.push_back(root + "/" + l.controllers + l.path);
     return out;
 }
 

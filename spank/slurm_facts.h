@@ -13,9 +13,10 @@ namespace sk::spank {
 // PrologFlags line wins, as in Slurm.
 bool prolog_flags_contain(const std::string &slurm_conf_text);
 
-// For each cgroup v1 controller line of /proc/<pid>/cgroup whose path holds a
-// "job_<id>" component: "/sys/fs/cgroup/<controllers>/<path up to job_<id>>".
-// Named hierarchies (name=systemd) and the v2 line ("0::") are skipped.
+// For each cgroup v1 controller line of /proc/<pid>/cgroup that places the
+// process in Slurm job job_id (slurm_job_cgroups, common/slurm_cgroup.h):
+// "/sys/fs/cgroup/<controllers>/<path up to job_<id>>". Named hierarchies
+// (name=systemd) and the v2 line ("0::") are skipped.
 std::vector<std::string> job_cgroup_dirs(const std::string &proc_cgroup_text, uint32_t job_id,
                                          const std::string &root = "/sys/fs/cgroup");
 

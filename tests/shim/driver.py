@@ -501,6 +501,9 @@ def test_shim_restart_never_runs_twice(a):
     try:
         st = b.wait(uid, lambda s: s["phase"] == "Failed", what="lost pod reported")
         assert st["reason"] == "ShimRestarted", st
+        # Failed, so not Ready (the shim's lost-pod status once kept Ready=True).
+        ready = {c["type"]: c["status"] for c in st.get("conditions", [])}
+        assert ready.get("Ready") == "False" and ready.get("ContainersReady") == "False", st
         assert "terminated" in cstatus(st, "main")["state"], st
         time.sleep(0.1)
         assert not pid_alive(pid), "the old container process still runs"

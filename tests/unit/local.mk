@@ -130,6 +130,30 @@ tests_unit_test_shim_core_SOURCES = tests/unit/test_shim_core.cc
 tests_unit_test_shim_core_CXXFLAGS = $(SK_CHECK_CXXFLAGS) $(LIBUV_CFLAGS)
 tests_unit_test_shim_core_LDADD = k8s-shim/libshim.la $(SK_CHECK_LIBS)
 
+# ---- common/: files, /proc, cgroups, time, lost pods ----
+check_PROGRAMS += \
+	tests/unit/test_fs \
+	tests/unit/test_procfs \
+	tests/unit/test_rfc3339 \
+	tests/unit/test_slurm_cgroup
+TESTS += \
+	tests/unit/test_fs \
+	tests/unit/test_procfs \
+	tests/unit/test_rfc3339 \
+	tests/unit/test_slurm_cgroup
+tests_unit_test_fs_SOURCES = tests/unit/test_fs.cc
+tests_unit_test_fs_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_fs_LDADD = common/libcommon.la $(SK_CHECK_LIBS)
+tests_unit_test_procfs_SOURCES = tests/unit/test_procfs.cc
+tests_unit_test_procfs_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_procfs_LDADD = common/libcommon.la $(SK_CHECK_LIBS)
+tests_unit_test_rfc3339_SOURCES = tests/unit/test_rfc3339.cc
+tests_unit_test_rfc3339_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_rfc3339_LDADD = common/libcommon.la $(SK_CHECK_LIBS)
+tests_unit_test_slurm_cgroup_SOURCES = tests/unit/test_slurm_cgroup.cc
+tests_unit_test_slurm_cgroup_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_slurm_cgroup_LDADD = common/libcommon.la $(SK_CHECK_LIBS)
+
 # ---- common/: the agent-shim protocol ----
 check_PROGRAMS += tests/unit/test_shim_protocol
 TESTS += tests/unit/test_shim_protocol
@@ -179,6 +203,13 @@ tests_unit_test_pod_controller_SOURCES = \
 tests_unit_test_pod_controller_CPPFLAGS = $(SK_CONTROLLER_TEST_CPPFLAGS)
 tests_unit_test_pod_controller_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
 tests_unit_test_pod_controller_LDADD = $(SK_CONTROLLER_TEST_LIBS)
+
+# common/pod_loss and the shim's use of it (restarted_pod_status).
+check_PROGRAMS += tests/unit/test_pod_loss
+TESTS += tests/unit/test_pod_loss
+tests_unit_test_pod_loss_SOURCES = tests/unit/test_pod_loss.cc
+tests_unit_test_pod_loss_CXXFLAGS = $(SK_CHECK_CXXFLAGS) $(LIBUV_CFLAGS)
+tests_unit_test_pod_loss_LDADD = k8s-shim/libshim.la $(SK_CHECK_LIBS)
 
 # ---- cli/ ----
 check_PROGRAMS += tests/unit/test_cli

@@ -1,0 +1,137 @@
+#include "common/fs.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+namespace sk {
+
+namespace {
+
+Failure io_error(const std::string &what, const std::string &path, int err) {
+    return fail(err == ENOENT ? Error::NotFound : Error::Io,
+                what + " " + path + ": " + strerror(err));
+}
+
+std::string dir_of(const std::string &path) {
+    auto slash = path.rfind('/');
+    if (slash == std::string::npos) return ".";
+    return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+void sync_dir_of(const std::string &path) noexcept {
+    int dfd = open(dir_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return;
+    (void)fsync(dfd);  // the rename itself must survive a crash
+    close(dfd);
+}
+
+// "<path>.tmp.<pid>.<n>": unique among the writers of this process (the
+// counter) and of other processes (the pid); O_EXCL settles any collision
+// left, e.g. by a writer that crashed, by trying the next name.
+int create_temp(const std::string &path, mode_t mode, std::string *tmp) {
+    static std::atomic<unsigned> counter{0};
+    const std::string base = path + ".tmp." + std::to_string(getpid()) + ".";
+    for (int attempt = 0; attempt < 100; attempt++) {
+        *tmp = base + std::to_string(counter.fetch_add(1));
+        int fd = open(tmp->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+        if (fd >= 0 || errno != EEXIST) return fd;
+    }
+    errno = EEXIST;
+    return -1;
+}
+
+bool write_all(int fd, std::string_view data) {
+    size_t off = 0;
+    while (off < data.size()) {
+        ssize_t n = write(fd, data.data() + off, data.size() - off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            if (n == 0) errno = EIO;
+            return false;
+        }
+        off += static_cast<size_t>(n);
+    }
+    return true;
+}
+
+}  // namespace
+
+Status write_file_atomic(const std::string &path, std::string_view data, mode_t mode,
+                         Durability durability) {
+    const bool durable = durability == Durability::Durable;
+    std::string tmp;
+    int fd = create_temp(path, mode, &tmp);
+    if (fd < 0) return io_error("cannot create", tmp, errno);
+    auto undo = [&](const char *what, int err) {
+        unlink(tmp.c_str());
+        return io_error(what, tmp, err);
+    };
+    if (!write_all(fd, data)) {
+        int err = errno;
+        close(fd);
+        return undo("cannot write", err);
+    }
+    if (durable && fsync(fd) != 0) {
+        int err = errno;
+        close(fd);
+        return undo("cannot sync", err);
+    }
+    if (close(fd) != 0) return undo("cannot close", errno);
+    if (rename(tmp.c_str(), path.c_str()) != 0) {
+        int err = errno;
+        unlink(tmp.c_str());
+        return io_error("cannot rename into", path, err);
+    }
+    if (durable) sync_dir_of(path);
+    return {};
+}
+
+void sync_to_disk(const std::string &path) noexcept {
+    int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return;
+    (void)fsync(fd);
+    close(fd);
+    sync_dir_of(path);
+}
+
+Result<std::string> read_file(const std::string &path, size_t max_bytes) {
+    int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return io_error("cannot open", path, errno);
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int err = errno;
+        close(fd);
+        return io_error("cannot stat", path, err);
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return fail(Error::Io, path + " is not a regular file");
+    }
+    std::string text;
+    char buf[4096];
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            int err = errno;
+            close(fd);
+            return io_error("cannot read", path, err);
+        }
+        if (n == 0) break;
+        if (text.size() + static_cast<size_t>(n) > max_bytes) {
+            close(fd);
+            return fail(Error::TooLarge,
+                        path + " is larger than " + std::to_string(max_bytes) + " bytes");
+        }
+        text.append(buf, static_cast<size_t>(n));
+    }
+    close(fd);
+    return text;
+}
+
+}  // namespace sk

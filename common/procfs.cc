@@ -1,0 +1,44 @@
+#include "common/procfs.h"
+
+#include "common/fs.h"
+#include "common/strings.h"
+
+namespace sk {
+
+Result<std::string> read_proc_file(int pid, const char *name, size_t max_bytes) {
+    if (pid <= 0) return fail(Error::InvalidArgument, "no process has pid " + std::to_string(pid));
+    return read_file("/proc/" + std::to_string(pid) + "/" + name, max_bytes);
+}
+
+bool parse_proc_stat(std::string_view text, ProcStat *out) {
+    auto paren = text.rfind(')');
+    if (paren == std::string_view::npos || paren + 1 >= text.size() || text[paren + 1] != ' ')
+        return false;
+    // Fields 3.. are separated by single spaces; the last ends the line.
+    auto fields = split(trim(text.substr(paren + 2)), ' ');
+    constexpr size_t kState = 0, kStartTime = 22 - 3;
+    if (fields.size() <= kStartTime || fields[kState].size() != 1) return false;
+    auto start = parse_uint(fields[kStartTime], "starttime");
+    if (!start) return false;
+    *out = ProcStat{fields[kState][0], *start};
+    return true;
+}
+
+bool read_proc_stat(int pid, ProcStat *out) {
+    // A stat line is a few hundred bytes; the bound only refuses nonsense.
+    auto text = read_proc_file(pid, "stat", 4096);
+    return text && parse_proc_stat(*text, out);
+}
+
+uint64_t proc_start_ticks(int pid) {
+    ProcStat st;
+    if (!read_proc_stat(pid, &st) || st.state == 'Z' || st.state == 'X') return 0;
+    return st.start_ticks;
+}
+
+bool process_gone(int pid, uint64_t start_ticks) {
+    uint64_t now = proc_start_ticks(pid);
+    return now == 0 || now != start_ticks;
+}
+
+}  // namespace sk
