@@ -104,7 +104,7 @@ TESTS += \
 EXTRA_DIST += \
 	tests/component/test_agent.sh \
 	tests/component/test_agent_shim.sh \
-	tests/component/agent_lib.py \
+	tests/component/agent_test.py \
 	tests/component/agent_shim_test.py \
 	etc/agent.conf.example \
 	etc/slurm-k8s-agent.service \

@@ -35,6 +35,17 @@ EXTRA_DIST += \
 	tests/unit/check_main.h \
 	tests/integration/run-all.sh
 
+# The Python helpers of the component, shim, soak, valgrind and bench layers.
+EXTRA_DIST += \
+	tests/pylib/sktest/__init__.py \
+	tests/pylib/sktest/agent.py \
+	tests/pylib/sktest/env.py \
+	tests/pylib/sktest/host.py \
+	tests/pylib/sktest/kube.py \
+	tests/pylib/sktest/memcheck.py \
+	tests/pylib/sktest/programs.py \
+	tests/pylib/sktest/suite.py
+
 EXTRA_DIST += \
 	tests/integration/shim_recorder.sh \
 	tests/integration/stub_agent.py \

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Component tests for slurm-k8s-shim: real processes, no agent.
 
-This script plays the agent's side of the socket (contracts 1-2): it listens
+This script plays the agent's side of the socket: it listens
 on a unix socket, starts the shim, answers `attach` with {node_name, gpus,
 state_dir}, sends pod_run/pod_kill/pod_list/shutdown and checks the
 pod_status notifications. Time is scaled with SLURM_K8S_SHIM_TEST_TIME_SCALE
@@ -15,13 +15,16 @@ import os
 import re
 import select
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 import traceback
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from sktest.host import alive, free_port  # noqa: E402
+from sktest.programs import shim_argv  # noqa: E402
 
 SCALE = 0.05
 SHIM = None
@@ -40,8 +43,7 @@ class Agent:
         env = dict(os.environ, SLURM_K8S_SHIM_TEST_TIME_SCALE=str(SCALE))
         self.stderr = open(os.path.join(self.tmp, "shim.stderr"), "ab")
         self.proc = subprocess.Popen(
-            [SHIM, "--job-id", "42", "--slurm-node", "n1", "--socket", self.sock_path,
-             "--log-level", "verbose"] + list(extra_args),
+            shim_argv(SHIM, 42, self.sock_path, log_level="verbose") + list(extra_args),
             env=env, stderr=self.stderr)
         self.srv.settimeout(5)
         self.conn, _ = self.srv.accept()
@@ -377,7 +379,7 @@ def test_termination_grace_kills_group(a):
     assert st["phase"] == "Failed", st
     assert os.path.exists(marker), "preStop hook did not run"
     time.sleep(0.1)
-    assert not pid_alive(child), "a process of the container's group survived"
+    assert not alive(child), "a process of the container's group survived"
 
 
 def test_gpus_disjoint_and_refused(a):
@@ -503,7 +505,7 @@ def test_shim_restart_never_runs_twice(a):
         assert st["reason"] == "ShimRestarted", st
         assert "terminated" in cstatus(st, "main")["state"], st
         time.sleep(0.1)
-        assert not pid_alive(pid), "the old container process still runs"
+        assert not alive(pid), "the old container process still runs"
         n = len(b.statuses[uid])
         assert b.request("pod_run", {"pod": p, "files": {}})["ok"]
         b.drain(0.3)
@@ -538,22 +540,6 @@ def wait_log(a, uid, cname, line, timeout=5):
             pass
         time.sleep(0.05)
     raise AssertionError("%s/%s never wrote %r" % (uid, cname, line))
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def pid_alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().split(") ")[1][0] != "Z"
-    except (FileNotFoundError, ProcessLookupError):
-        return False
 
 
 TESTS = [
