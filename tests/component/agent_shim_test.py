@@ -8,10 +8,10 @@ kubectl) goes through the test API server's pods/log proxy to the agent's
 kubelet endpoint over TLS (serving cert and client CA from the test server's
 state dir). Prints `N passed, N failed` and leaves no process behind.
 """
-import argparse, os, shutil, signal, subprocess, sys, time, urllib.request
+import os, shutil, signal, subprocess, sys, time, urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from sktest.env import NODE, ShimEnv  # noqa: E402
+from sktest.env import NODE, ShimEnv, suite_args  # noqa: E402
 from sktest.host import alive, free_port, marked_procs  # noqa: E402
 from sktest.suite import SCALE, check, run_suite, wait_for  # noqa: E402
 
@@ -295,11 +295,7 @@ def run(env):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--agent", required=True)
-    ap.add_argument("--server", required=True)
-    ap.add_argument("--shim", required=True)
-    a = ap.parse_args()
+    a = suite_args(shim=True)
     kubectl = shutil.which("kubectl")
     if not os.path.exists(a.server) or not kubectl or not shutil.which("openssl"):
         print("test API server, kubectl or openssl missing; skipping")

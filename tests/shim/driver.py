@@ -362,12 +362,7 @@ def test_termination_grace_kills_group(a):
     uid = p["metadata"]["uid"]
     assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
     a.wait(uid, lambda s: running(s, "main"), what="running")
-    childfile = os.path.join(a.state_dir, "pods", uid, "child")
-    deadline = time.time() + 5
-    while not os.path.exists(childfile) and time.time() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.1)
-    child = int(open(childfile).read())
+    child = pod_file_int(a, uid, "child")
     t0 = time.time()
     assert a.request("pod_kill", {"uid": uid, "grace_s": 1, "reason": "Killing"})["ok"]
     st = a.wait(uid, lambda s: s["phase"] in ("Failed", "Succeeded"), timeout=5,
@@ -489,12 +484,7 @@ def test_shim_restart_never_runs_twice(a):
     uid = p["metadata"]["uid"]
     assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
     a.wait(uid, lambda s: running(s, "main"), what="running")
-    pidfile = os.path.join(a.state_dir, "pods", uid, "pid")
-    deadline = time.time() + 5
-    while not os.path.exists(pidfile) and time.time() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.1)
-    pid = int(open(pidfile).read())
+    pid = pod_file_int(a, uid, "pid")
     a.proc.kill()
     a.proc.wait()
     a.conn.close()
@@ -527,6 +517,17 @@ def test_shutdown_stops_pods(a):
     assert r["ok"], r
     assert a.last("uid-sd")["phase"] == "Succeeded", a.last("uid-sd")
     assert a.proc.wait(5) == 0
+
+
+def pod_file_int(a, uid, name, timeout=5):
+    """The number a container wrote to `name` in its pod dir ($SLURM_K8S_POD_DIR): waits up to
+    `timeout` s for the file, then a moment for the write to finish."""
+    path = os.path.join(a.state_dir, "pods", uid, name)
+    deadline = time.time() + timeout
+    while not os.path.exists(path) and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.1)
+    return int(open(path).read())
 
 
 def wait_log(a, uid, cname, line, timeout=5):

@@ -50,11 +50,11 @@ are gone, and the agent's job state and the shim's state dir are removed.
 Prints check lines and `N passed, N failed`; exits 1 on a failure; leaves no
 process behind (processes with the marker are killed on the way out).
 """
-import argparse, os, random, shutil, signal, statistics, sys, threading, time
+import os, random, shutil, signal, statistics, sys, threading, time
 import urllib.error
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from sktest.env import NODE, ShimEnv  # noqa: E402
+from sktest.env import NODE, ShimEnv, suite_args  # noqa: E402
 from sktest.host import marked_procs, proc_rss_kib  # noqa: E402
 from sktest.suite import check, run_suite, wait_for  # noqa: E402
 
@@ -483,11 +483,7 @@ def run(env):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--agent", required=True)
-    ap.add_argument("--server", required=True)
-    ap.add_argument("--shim", required=True)
-    a = ap.parse_args()
+    a = suite_args(shim=True)
     if not os.path.exists(a.server) or not shutil.which("openssl"):
         print("test API server or openssl missing; skipping")
         return 77

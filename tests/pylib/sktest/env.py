@@ -163,13 +163,20 @@ def phase(env, ns, name):
     return p.get("status", {}).get("phase") if code == 200 else code
 
 
-def suite_main(body):
-    """main() of a suite on AgentEnv: --agent BIN --server kube_test_server.py;
-    77 (skip) without the test API server."""
+def suite_args(shim=False):
+    """The component suites' command line: --agent BIN --server kube_test_server.py, and with
+    `shim` --shim BIN."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--agent", required=True)
     ap.add_argument("--server", required=True)
-    a = ap.parse_args()
+    if shim:
+        ap.add_argument("--shim", required=True)
+    return ap.parse_args()
+
+
+def suite_main(body):
+    """main() of a suite on AgentEnv (suite_args()); 77 (skip) without the test API server."""
+    a = suite_args()
     if not os.path.exists(a.server):
         print("test API server missing; skipping")
         return 77
