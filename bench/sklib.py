@@ -4,38 +4,32 @@ Starts the test API server (tests/kube/kube_test_server.py) and the real
 slurm-k8s-agent, drives the agent's unix socket, watches the API server
 (event arrival times are the measurement, so nothing polls the server while a
 timing runs), reads RSS and CPU time of processes from /proc, and writes one
-JSON result per benchmark. Every benchmark takes its sizes from environment
+JSON result per benchmark. The server, agent, watch and /proc pieces are the
+test layers' (tests/pylib/sktest); this module adds the benchmarks' own. Every benchmark takes its sizes from environment
 variables (see each script's docstring) so that a quick run and the final
 measurement use the same code.
 """
-import http.client
 import json
 import os
 import platform
-import queue
 import shutil
 import signal
-import socket
-import ssl
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-import urllib.error
-import urllib.request
 
-SRCDIR = os.environ.get("SK_TOP_SRCDIR") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BUILDDIR = os.environ.get("SK_TOP_BUILDDIR") or SRCDIR
-SERVER_PY = os.path.join(SRCDIR, "tests", "kube", "kube_test_server.py")
-# The agent socket client is the component tests' (one implementation).
-sys.path.insert(0, os.path.join(SRCDIR, "tests", "component"))
-from agent_lib import agent_call  # noqa: E402
-AGENT_BIN = os.path.join(BUILDDIR, "agent", "slurm-k8s-agent")
-# The agent's test build: the same daemon plus runtime = fake (tests/agent/).
-TEST_AGENT_BIN = os.path.join(BUILDDIR, "tests", "agent", "slurm-k8s-test-agent")
-SHIM_BIN = os.path.join(BUILDDIR, "k8s-shim", "slurm-k8s-shim")
-AGENT_USER = "slurm-k8s-agent"  # the user agent.token authenticates as (test server)
+# The test layers' helpers (tests/pylib/sktest): one implementation of the test API server
+# launcher, the agent's start and socket client, /proc readings and the programs to run.
+sys.path.insert(0, os.path.join(os.environ.get("SK_TOP_SRCDIR") or os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), "tests", "pylib"))
+from sktest.agent import agent_call, start_agent, write_agent_conf  # noqa: E402
+from sktest.host import proc_cpu_s, proc_rss_kib  # noqa: E402,F401 (B.proc_*)
+from sktest.kube import AGENT_USER, Watch  # noqa: E402,F401 (B.AGENT_USER, B.Watch)
+from sktest.kube import KubeServer as Kube  # noqa: E402,F401 (B.Kube)
+from sktest.programs import BUILDDIR, SRCDIR  # noqa: E402,F401 (B.BUILDDIR, B.SRCDIR)
+from sktest.programs import SERVER_PY, agent_binary, shim_argv, shim_binary  # noqa: E402
+SHIM_BIN = shim_binary()
 
 
 def env_int(name, default):
@@ -77,25 +71,7 @@ def summary_ms(values_s):
             "mean": round(sum(ms) / len(ms), 2)}
 
 
-# ---------------------------------------------------------------- /proc
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def proc_cpu_s(pid):
-    """utime + stime of a live process, seconds."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-def proc_rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
+# ---------------------------------------------------------------- machine
 def machine():
     def first(path, key):
         try:
@@ -112,127 +88,6 @@ def machine():
 
 
 # ---------------------------------------------------------------- API server
-class Kube:
-    """The test API server in a private state dir (127.0.0.1, any free port)."""
-
-    def __init__(self, workdir, extra_args=()):
-        self.dir = os.path.join(workdir, "kube")
-        os.makedirs(self.dir, exist_ok=True)
-        self.proc = subprocess.Popen(
-            [sys.executable, SERVER_PY, "--listen", "127.0.0.1:0", "--state-dir", self.dir]
-            + list(extra_args),
-            stdout=open(os.path.join(workdir, "kube.log"), "w"), stderr=subprocess.STDOUT)
-        ready = os.path.join(self.dir, "ready")
-        for _ in range(300):
-            if os.path.exists(ready) and open(ready).read().strip():
-                break
-            if self.proc.poll() is not None:
-                raise RuntimeError("test API server exited; see " + workdir + "/kube.log")
-            time.sleep(0.05)
-        else:
-            raise RuntimeError("test API server not ready; see " + workdir + "/kube.log")
-        self.url = open(ready).read().strip()
-        self.host, self.port = self.url.split("//")[1].rsplit(":", 1)
-        self.token = open(os.path.join(self.dir, "admin.token")).read().strip()
-        self.ctx = ssl.create_default_context(cafile=os.path.join(self.dir, "ca.crt"))
-
-    def api(self, method, path, body=None, ctype="application/json", timeout=30):
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.url + path, method=method, data=data)
-        req.add_header("Authorization", "Bearer " + self.token)
-        if body is not None:
-            req.add_header("Content-Type", ctype)
-        try:
-            with urllib.request.urlopen(req, context=self.ctx, timeout=timeout) as r:
-                return r.status, json.loads(r.read() or b"{}")
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"{}")
-
-    def reset_counters(self):
-        self.api("POST", "/_test/reset")
-
-    def agent_requests(self):
-        """{"METHOD template STATUS": n} of the agent's user since the last reset."""
-        _, c = self.api("GET", "/_test/counters")
-        return c.get("byUser", {}).get(AGENT_USER, {})
-
-    def request_log(self, since=0):
-        _, r = self.api("GET", "/_test/requests?since=%d" % since)
-        return r.get("items", r.get("requests", [])) if isinstance(r, dict) else r
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-class Watch(threading.Thread):
-    """A streaming watch; every event is queued with its arrival time.
-
-    The bench measures with these arrival times instead of polling, so the
-    API server (a Python process on the same cores) is not loaded by the
-    measurement itself."""
-
-    def __init__(self, kube, path):
-        super().__init__(daemon=True)
-        sep = "&" if "?" in path else "?"
-        self.kube, self.path = kube, path + sep + "watch=1&timeoutSeconds=3600"
-        self.events = queue.Queue()
-        self.conn = http.client.HTTPSConnection(kube.host, int(kube.port), context=kube.ctx,
-                                                timeout=3600)
-        self.conn.request("GET", self.path, headers={"Authorization": "Bearer " + kube.token})
-        self.resp = self.conn.getresponse()
-        if self.resp.status != 200:
-            raise RuntimeError("watch %s: HTTP %d" % (path, self.resp.status))
-        self.start()
-
-    def run(self):
-        try:
-            while True:
-                line = self.resp.readline()
-                if not line:
-                    break
-                t = time.time()
-                self.events.put((t, json.loads(line)))
-        except Exception:  # noqa: BLE001 - closed by close(): the stream just ends
-            pass
-        self.events.put((time.time(), None))
-
-    def wait(self, pred, timeout):
-        """Consumes events until pred(event) is true; returns its arrival time or None."""
-        end = time.time() + timeout
-        while True:
-            left = end - time.time()
-            if left <= 0:
-                return None
-            try:
-                t, ev = self.events.get(timeout=left)
-            except queue.Empty:
-                return None
-            if ev is None:
-                return None
-            if pred(ev):
-                return t
-
-    def drain(self):
-        while True:
-            try:
-                self.events.get_nowait()
-            except queue.Empty:
-                return
-
-    def close(self):
-        try:
-            self.conn.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.conn.close()
-
-
 def node_ready(obj):
     conds = {c.get("type"): c.get("status") for c in obj.get("status", {}).get("conditions", [])}
     return conds.get("Ready") == "True"
@@ -253,12 +108,6 @@ def is_phase(name, phase):
 
 
 # ---------------------------------------------------------------- agent
-def agent_binary(runtime):
-    """The agent program for agent.conf's runtime: the shipped daemon offers
-    only the shim; runtime = fake exists in the test build alone."""
-    return TEST_AGENT_BIN if runtime == "fake" else AGENT_BIN
-
-
 class Agent:
     """The real slurm-k8s-agent with a private config, socket and state dir."""
 
@@ -289,22 +138,9 @@ class Agent:
         }
         conf.update(extra or {})
         self.conf = os.path.join(self.dir, "agent.conf")
-        with open(self.conf, "w") as f:
-            for k, v in conf.items():
-                f.write(f"{k} = {v}\n")
-        self.proc = subprocess.Popen([agent_binary(runtime), "--config", self.conf],
-                                     stdout=open(self.log_path, "a"), stderr=subprocess.STDOUT)
-        for _ in range(200):
-            if self.proc.poll() is not None:
-                raise RuntimeError("agent exited at start; see " + self.log_path)
-            try:
-                s = socket.socket(socket.AF_UNIX)
-                s.connect(self.sock)
-                s.close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("agent did not open its socket; see " + self.log_path)
+        write_agent_conf(self.conf, conf)
+        self.proc = start_agent([agent_binary(conf["runtime"]), "--config", self.conf], self.sock,
+                                self.log_path, 10)
 
     @property
     def pid(self):
@@ -351,8 +187,7 @@ class Shim:
     def __init__(self, agent, job_id, slurm_node="n1"):
         self.log_path = os.path.join(agent.dir, f"shim-{job_id}.log")
         self.proc = subprocess.Popen(
-            [SHIM_BIN, "--job-id", str(job_id), "--slurm-node", slurm_node, "--socket", agent.sock,
-             "--log-level", "info"],
+            shim_argv(SHIM_BIN, job_id, agent.sock, slurm_node, log_level="info"),
             stdout=open(self.log_path, "a"), stderr=subprocess.STDOUT, start_new_session=True)
 
     @property
@@ -421,8 +256,10 @@ def write_result(name, data, path=None):
 
 
 def preflight(need_shim=False):
-    missing = [p for p in [SERVER_PY, AGENT_BIN, TEST_AGENT_BIN] + ([SHIM_BIN] if need_shim else [])
-               if not os.path.exists(p)]
+    progs = [SERVER_PY, agent_binary("fake")]
+    if need_shim:
+        progs += [agent_binary("shim"), SHIM_BIN]
+    missing = sorted({p for p in progs if not os.path.exists(p)})
     if missing:
         print("missing: " + ", ".join(missing) + " (make bench builds them; set SK_TOP_BUILDDIR)")
         sys.exit(77)

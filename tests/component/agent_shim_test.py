@@ -8,95 +8,12 @@ kubectl) goes through the test API server's pods/log proxy to the agent's
 kubelet endpoint over TLS (serving cert and client CA from the test server's
 state dir). Prints `N passed, N failed` and leaves no process behind.
 """
-import argparse, json, os, shutil, signal, socket, subprocess, sys, time, urllib.request
+import os, shutil, signal, subprocess, sys, time, urllib.request
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agent_lib import Env, RESULTS, check, memcheck, run_suite, wait_for  # noqa: E402
-
-NODE = "slurm-n1-42"
-SCALE = "0.2"  # shim test time scale: probe periods and back-off 5x faster
-SLOW = memcheck.SCALE  # timeouts stretch only under a wrapper (SK_VALGRIND=1)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-class ShimEnv(Env):
-    def __init__(self, agent, server, shim, kubectl):
-        super().__init__(agent, server)
-        self.shim_bin, self.kubectl_bin = shim, kubectl
-        self.shim = None
-        self.metrics_port = free_port()
-
-    def write_conf(self):
-        super().write_conf()
-        text = open(self.conf).read().replace("runtime = fake", "runtime = shim")
-        text += (f"kubelet_port = 0\nkubelet_cert = {self.kdir}/kubelet-serving.crt\n"
-                 f"kubelet_key = {self.kdir}/kubelet-serving.key\n"
-                 f"kubelet_client_ca = {self.kdir}/ca.crt\n"
-                 f"metrics_port = {self.metrics_port}\n")
-        open(self.conf, "w").write(text)
-
-    def start_shim(self):
-        env = dict(os.environ, SLURM_K8S_SHIM_TEST_TIME_SCALE=SCALE)
-        self.shim = subprocess.Popen(memcheck.wrapper("shim", self.dir) +
-                                     [self.shim_bin, "--job-id", "42", "--slurm-node", "n1",
-                                      "--socket", os.path.join(self.dir, "agent.sock"),
-                                      "--log-level", "verbose"],
-                                     stdout=open(os.path.join(self.dir, "shim.log"), "a"),
-                                     stderr=subprocess.STDOUT, env=env)
-
-    def end_job(self, job_id, grace_s):
-        """The extern step's deregister; then waits for the shim (it exits
-        after `shutdown`). Returns (reply, the shim's exit code or None)."""
-        r = self.call("deregister", {"job_id": job_id, "slurm_node": "n1", "grace_s": grace_s,
-                                     "reason": "JobEnded"})
-        try:
-            rc = self.shim.wait(10 * SLOW)
-            self.exited.append(self.shim.pid)
-        except subprocess.TimeoutExpired:
-            rc = None
-        return r, rc
-
-    def stop(self):
-        if self.shim and self.shim.poll() is None:
-            self.shim.kill()
-            self.shim.wait(10)
-        super().stop()
-
-    def kubectl(self, *args, timeout=20):
-        r = subprocess.run([self.kubectl_bin, "--kubeconfig", os.path.join(self.kdir, "kubeconfig")]
-                           + list(args), capture_output=True, text=True, timeout=timeout * SLOW)
-        return r.returncode, r.stdout, r.stderr
-
-
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie is gone for our purposes
-        return open(f"/proc/{pid}/stat").read().split(") ")[1][0] != "Z"
-    except OSError:
-        return False
-
-
-def procs_with(marker):
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            if marker.encode() in open(f"/proc/{d}/cmdline", "rb").read():
-                out.append(int(d))
-        except OSError:
-            pass
-    return out
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from sktest.env import NODE, ShimEnv, suite_args  # noqa: E402
+from sktest.host import alive, free_port, marked_procs  # noqa: E402
+from sktest.suite import SCALE, check, run_suite, wait_for  # noqa: E402
 
 
 def pod(name, command, extra_container=None, extra_spec=None):
@@ -242,7 +159,7 @@ def run(env):
             "starting (config")[-1]
     check("the shim re-attaches to the restarted agent", wait_for(reattached, 15))
     time.sleep(1.0)
-    pids = procs_with(marker)
+    pids = marked_procs(marker, zombies=True)
     check("the running pod is not run twice (same pid)",
           alive(pid1) and pids == [pid1] and int(open(f"{d}/steady.pid").read()) == pid1, (pid1, pids))
     check("steady still Running", (get_pod(env, "steady") or {}).get("status", {}).get("phase") == "Running")
@@ -272,12 +189,12 @@ def run(env):
           (running, [x for x in m.split("\n") if x.startswith("slurm_k8s_pods")]))
 
     # 6. deregister -> shim shutdown -> every pod process gone, Node/Lease gone
-    sick_pids = procs_with("sick up")
+    sick_pids = marked_procs("sick up", zombies=True)
     r, rc = env.end_job(42, 5)
     check("deregister ok", r and r.get("ok"), r)
     check("the shim exits 0 after shutdown", rc == 0, rc)
-    check("every pod process is gone", not alive(pid1) and not procs_with(marker) and
-          not [x for x in sick_pids if alive(x)], (procs_with(marker), sick_pids))
+    check("every pod process is gone", not alive(pid1) and not marked_procs(marker, zombies=True) and
+          not [x for x in sick_pids if alive(x)], (marked_procs(marker, zombies=True), sick_pids))
     check("Node gone", env.api("GET", "/api/v1/nodes/" + NODE)[0] == 404)
     check("Lease gone", env.api(
         "GET", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/" + NODE)[0] == 404)
@@ -290,28 +207,24 @@ def run(env):
     r = env.call("register", dict(reg, job_id=44))
     check("job 44 registers", r and r.get("ok"), r)
     env.shim = None
-    env44 = dict(os.environ, SLURM_K8S_SHIM_TEST_TIME_SCALE=SCALE)
-    shim44 = subprocess.Popen(memcheck.wrapper("shim", d) +
-                              [env.shim_bin, "--job-id", "44", "--slurm-node", "n1", "--socket",
-                               os.path.join(d, "agent.sock")],
-                              stdout=open(os.path.join(d, "shim44.log"), "a"), stderr=subprocess.STDOUT,
-                              env=env44)
+    shim44 = env.spawn_shim(44, "shim44.log")
     env.shim = shim44
     marker44 = "orphan-%d" % os.getpid()
     p44 = pod("orphan", ["python3", "-c", "import time\ntime.sleep(600)", marker44])
     p44["spec"]["nodeName"] = "slurm-n1-44"
     env.api("POST", "/api/v1/namespaces/default/pods", p44)
-    check("job 44 pod runs", wait_for(lambda: procs_with(marker44), 10))
+    check("job 44 pod runs", wait_for(lambda: marked_procs(marker44, zombies=True), 10))
     env.kill_agent(signal.SIGKILL)
     os.unlink(os.path.join(d, "alive_44"))  # scancel while the agent is down
     env.start_agent()
     try:
-        rc44 = shim44.wait(15 * SLOW)
+        rc44 = shim44.wait(15 * SCALE)
         env.exited.append(shim44.pid)
     except subprocess.TimeoutExpired:
         rc44 = None
     check("the shim of a job that ended while the agent was down exits", rc44 is not None, rc44)
-    check("and its pod processes are gone", not procs_with(marker44), procs_with(marker44))
+    check("and its pod processes are gone", not marked_procs(marker44, zombies=True),
+          marked_procs(marker44, zombies=True))
     check("Node of the ended job deleted", wait_for(
         lambda: env.api("GET", "/api/v1/nodes/slurm-n1-44")[0] == 404, 10))
     check("its pod deleted from the API", wait_for(lambda: get_pod(env, "orphan") is None, 5),
@@ -325,13 +238,6 @@ def run(env):
     r = env.call("register", dict(reg, job_id=46))
     check("job 46 registers", r and r.get("ok"), r)
 
-    def shim46():
-        return subprocess.Popen(memcheck.wrapper("shim", d) +
-                                [env.shim_bin, "--job-id", "46", "--slurm-node", "n1", "--socket",
-                                 os.path.join(d, "agent.sock")],
-                                stdout=open(os.path.join(d, "shim46.log"), "a"),
-                                stderr=subprocess.STDOUT, env=env44)
-
     def pod46(name, command, gpus):
         p = pod(name, command, extra_container={"resources": {"limits": {"nvidia.com/gpu": gpus}}})
         p["spec"]["nodeName"] = "slurm-n1-46"
@@ -341,15 +247,15 @@ def run(env):
         st = (get_pod(env, name) or {}).get("status", {})
         return st.get("phase"), st.get("reason")
 
-    env.shim = shim46()
+    env.shim = env.spawn_shim(46, "shim46.log")
     marker46 = "lost-%d" % os.getpid()
     pod46("lost", ["python3", "-c", "import subprocess,sys,time\n"
                    "subprocess.Popen([sys.executable,'-c','import time; time.sleep(600)',"
                    f"'{marker46}-child'])\ntime.sleep(600)", marker46], "2")
     check("job 46 pod Running with both GPUs", wait_for(
-        lambda: phase_reason("lost")[0] == "Running" and len(procs_with(marker46)) == 2, 10),
-        (phase_reason("lost"), procs_with(marker46)))
-    before = procs_with(marker46)
+        lambda: phase_reason("lost")[0] == "Running" and len(marked_procs(marker46, zombies=True)) == 2, 10),
+        (phase_reason("lost"), marked_procs(marker46, zombies=True)))
+    before = marked_procs(marker46, zombies=True)
     env.shim.kill()
     env.shim.wait(5)
     t0 = time.time()
@@ -360,7 +266,7 @@ def run(env):
     st = lost.get("status", {})
     term = ((st.get("containerStatuses") or [{}])[0].get("state") or {}).get("terminated") or {}
     check("  within 2 s, message names the shim, container terminated 137, not Ready",
-          took < 2 * SLOW and "slurm-k8s-shim" in st.get("message", "") and term.get("exitCode") == 137
+          took < 2 * SCALE and "slurm-k8s-shim" in st.get("message", "") and term.get("exitCode") == 137
           and cond(lost, "Ready") == "False", (took, st))
     check("  the pod's processes (and its child) are gone",
           wait_for(lambda: not [x for x in before if alive(x)], 3), [x for x in before if alive(x)])
@@ -373,7 +279,7 @@ def run(env):
     check("a pod bound while no shim runs fails at once with ShimLost",
           wait_for(lambda: phase_reason("late") == ("Failed", "ShimLost"), 3), phase_reason("late"))
     attached_before = open(os.path.join(d, "agent.log")).read().count("shim attached")
-    env.shim = shim46()
+    env.shim = env.spawn_shim(46, "shim46.log")
     # Bind the pod only once the new shim is attached: until then a bound pod
     # fails at once by design (checked just above); slower builds (ASan) show it.
     wait_for(lambda: open(os.path.join(d, "agent.log")).read().count("shim attached")
@@ -389,11 +295,7 @@ def run(env):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--agent", required=True)
-    ap.add_argument("--server", required=True)
-    ap.add_argument("--shim", required=True)
-    a = ap.parse_args()
+    a = suite_args(shim=True)
     kubectl = shutil.which("kubectl")
     if not os.path.exists(a.server) or not kubectl or not shutil.which("openssl"):
         print("test API server, kubectl or openssl missing; skipping")

@@ -5,7 +5,7 @@ EXTRA_DIST += \
 	tests/component/test_agent.sh \
 	tests/component/test_agent_shim.sh \
 	tests/component/test_kubelet_server.sh \
-	tests/component/agent_lib.py \
+	tests/component/agent_test.py \
 	tests/component/agent_shim_test.py
 
 if BUILD_DAEMONS

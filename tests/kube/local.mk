@@ -4,6 +4,29 @@ EXTRA_DIST += \
 	tests/kube/README.md \
 	tests/kube/local.mk \
 	tests/kube/kube_test_server.py \
+	tests/kube/kubetest/__init__.py \
+	tests/kube/kubetest/api.py \
+	tests/kube/kubetest/auth.py \
+	tests/kube/kubetest/controls.py \
+	tests/kube/kubetest/discovery.py \
+	tests/kube/kubetest/errors.py \
+	tests/kube/kubetest/handler.py \
+	tests/kube/kubetest/main.py \
+	tests/kube/kubetest/node_lifecycle.py \
+	tests/kube/kubetest/objects.py \
+	tests/kube/kubetest/patch.py \
+	tests/kube/kubetest/pod_log.py \
+	tests/kube/kubetest/resource_handler.py \
+	tests/kube/kubetest/resources.py \
+	tests/kube/kubetest/scheduler.py \
+	tests/kube/kubetest/selectors.py \
+	tests/kube/kubetest/server.py \
+	tests/kube/kubetest/store.py \
+	tests/kube/kubetest/tables.py \
+	tests/kube/kubetest/tls.py \
+	tests/kube/kubetest/util.py \
+	tests/kube/kubetest/validation.py \
+	tests/kube/kubetest/watch.py \
 	tests/kube/fake_kubelet.py \
 	tests/kube/start-server.sh \
 	tests/kube/run-tests.sh \

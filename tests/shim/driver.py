@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Component tests for slurm-k8s-shim: real processes, no agent.
 
-This script plays the agent's side of the socket (contracts 1-2): it listens
+This script plays the agent's side of the socket: it listens
 on a unix socket, starts the shim, answers `attach` with {node_name, gpus,
 state_dir}, sends pod_run/pod_kill/pod_list/shutdown and checks the
 pod_status notifications. Time is scaled with SLURM_K8S_SHIM_TEST_TIME_SCALE
@@ -15,13 +15,16 @@ import os
 import re
 import select
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 import traceback
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from sktest.host import alive, free_port  # noqa: E402
+from sktest.programs import shim_argv  # noqa: E402
 
 SCALE = 0.05
 SHIM = None
@@ -40,8 +43,7 @@ class Agent:
         env = dict(os.environ, SLURM_K8S_SHIM_TEST_TIME_SCALE=str(SCALE))
         self.stderr = open(os.path.join(self.tmp, "shim.stderr"), "ab")
         self.proc = subprocess.Popen(
-            [SHIM, "--job-id", "42", "--slurm-node", "n1", "--socket", self.sock_path,
-             "--log-level", "verbose"] + list(extra_args),
+            shim_argv(SHIM, 42, self.sock_path, log_level="verbose") + list(extra_args),
             env=env, stderr=self.stderr)
         self.srv.settimeout(5)
         self.conn, _ = self.srv.accept()
@@ -360,12 +362,7 @@ def test_termination_grace_kills_group(a):
     uid = p["metadata"]["uid"]
     assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
     a.wait(uid, lambda s: running(s, "main"), what="running")
-    childfile = os.path.join(a.state_dir, "pods", uid, "child")
-    deadline = time.time() + 5
-    while not os.path.exists(childfile) and time.time() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.1)
-    child = int(open(childfile).read())
+    child = pod_file_int(a, uid, "child")
     t0 = time.time()
     assert a.request("pod_kill", {"uid": uid, "grace_s": 1, "reason": "Killing"})["ok"]
     st = a.wait(uid, lambda s: s["phase"] in ("Failed", "Succeeded"), timeout=5,
@@ -377,7 +374,7 @@ def test_termination_grace_kills_group(a):
     assert st["phase"] == "Failed", st
     assert os.path.exists(marker), "preStop hook did not run"
     time.sleep(0.1)
-    assert not pid_alive(child), "a process of the container's group survived"
+    assert not alive(child), "a process of the container's group survived"
 
 
 def test_gpus_disjoint_and_refused(a):
@@ -487,12 +484,7 @@ def test_shim_restart_never_runs_twice(a):
     uid = p["metadata"]["uid"]
     assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
     a.wait(uid, lambda s: running(s, "main"), what="running")
-    pidfile = os.path.join(a.state_dir, "pods", uid, "pid")
-    deadline = time.time() + 5
-    while not os.path.exists(pidfile) and time.time() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.1)
-    pid = int(open(pidfile).read())
+    pid = pod_file_int(a, uid, "pid")
     a.proc.kill()
     a.proc.wait()
     a.conn.close()
@@ -506,7 +498,7 @@ def test_shim_restart_never_runs_twice(a):
         assert ready.get("Ready") == "False" and ready.get("ContainersReady") == "False", st
         assert "terminated" in cstatus(st, "main")["state"], st
         time.sleep(0.1)
-        assert not pid_alive(pid), "the old container process still runs"
+        assert not alive(pid), "the old container process still runs"
         n = len(b.statuses[uid])
         assert b.request("pod_run", {"pod": p, "files": {}})["ok"]
         b.drain(0.3)
@@ -533,6 +525,17 @@ def test_shutdown_stops_pods(a):
         assert "handle still open" not in f.read(), "the shim left libuv handles open at exit"
 
 
+def pod_file_int(a, uid, name, timeout=5):
+    """The number a container wrote to `name` in its pod dir ($SLURM_K8S_POD_DIR): waits up to
+    `timeout` s for the file, then a moment for the write to finish."""
+    path = os.path.join(a.state_dir, "pods", uid, name)
+    deadline = time.time() + timeout
+    while not os.path.exists(path) and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.1)
+    return int(open(path).read())
+
+
 def wait_log(a, uid, cname, line, timeout=5):
     """Waits until the container wrote `line` (its signal traps are set)."""
     deadline = time.time() + timeout
@@ -544,22 +547,6 @@ def wait_log(a, uid, cname, line, timeout=5):
             pass
         time.sleep(0.05)
     raise AssertionError("%s/%s never wrote %r" % (uid, cname, line))
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def pid_alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().split(") ")[1][0] != "Z"
-    except (FileNotFoundError, ProcessLookupError):
-        return False
 
 
 TESTS = [

@@ -50,13 +50,13 @@ are gone, and the agent's job state and the shim's state dir are removed.
 Prints check lines and `N passed, N failed`; exits 1 on a failure; leaves no
 process behind (processes with the marker are killed on the way out).
 """
-import argparse, os, random, shutil, signal, statistics, sys, threading, time
+import os, random, shutil, signal, statistics, sys, threading, time
 import urllib.error
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "component"))
-from agent_lib import check, run_suite, wait_for  # noqa: E402
-from agent_shim_test import NODE, ShimEnv, alive  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from sktest.env import NODE, ShimEnv, suite_args  # noqa: E402
+from sktest.host import marked_procs, proc_rss_kib  # noqa: E402
+from sktest.suite import check, run_suite, wait_for  # noqa: E402
 
 NS = "default"
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/" + NODE
@@ -73,11 +73,9 @@ class SoakEnv(ShimEnv):
         super().__init__(agent, server, shim, shutil.which("kubectl") or "kubectl")
         self.marker = "sksoak%d" % os.getpid()
 
-    def write_conf(self):
-        super().write_conf()
+    def conf_settings(self):
         # info, not verbose: an hour of churn must not fill /tmp with agent logs
-        text = open(self.conf).read().replace("log_level = verbose", "log_level = info")
-        open(self.conf, "w").write(text)
+        return dict(super().conf_settings(), log_level="info")
 
     def safe_api(self, method, path, body=None, timeout=20.0):
         """env.api that rides out a refuse fault: retries connection errors
@@ -93,7 +91,7 @@ class SoakEnv(ShimEnv):
 
     def stop(self):
         super().stop()
-        left = marked_procs(self.marker)
+        left = marked_procs(self.marker, by_env=True)
         for pid in left:  # never leave a pod process behind, even on failure
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -103,32 +101,10 @@ class SoakEnv(ShimEnv):
             print("     killed %d leftover pod processes on the way out" % len(left))
 
 
-def marked_procs(marker, by_env=True):
-    """pids (not zombies) whose command line, or environment, carries marker."""
-    out = []
-    m = marker.encode()
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            hit = m in open(f"/proc/{d}/cmdline", "rb").read()
-            if not hit and by_env:
-                hit = m in open(f"/proc/{d}/environ", "rb").read()
-            if hit and alive(int(d)):
-                out.append(int(d))
-        except OSError:
-            pass
-    return out
-
-
 def proc_sample(pid):
     """(VmRSS KiB, open fd count) of pid, or None when it is gone."""
     try:
-        rss = 0
-        for line in open(f"/proc/{pid}/status"):
-            if line.startswith("VmRSS:"):
-                rss = int(line.split()[1])
-        return rss, len(os.listdir(f"/proc/{pid}/fd"))
+        return proc_rss_kib(pid), len(os.listdir(f"/proc/{pid}/fd"))
     except OSError:
         return None
 
@@ -271,7 +247,7 @@ class Soak:
     def scan_overlaps(self):
         """Two live main processes of one pod is a pod run twice."""
         per = {}
-        marked = marked_procs(self.env.marker, by_env=False)
+        marked = marked_procs(self.env.marker)
         for pid in marked:
             try:
                 args = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
@@ -488,7 +464,8 @@ def run(env):
     # the job is no longer registered, and the agent removes the shim's dir.
     r = env.call("deregister", {"job_id": 42, "slurm_node": "n1", "grace_s": 5, "reason": "JobEnded"})
     check("the epilog's second deregister ok", r and r.get("ok"), r)
-    left = wait_for(lambda: not marked_procs(env.marker), 5) or marked_procs(env.marker)
+    left = (wait_for(lambda: not marked_procs(env.marker, by_env=True), 5)
+            or marked_procs(env.marker, by_env=True))
     check("no process with the soak's marker left", left is True, left)
     check("Node gone", env.safe_api("GET", "/api/v1/nodes/" + NODE)[0] == 404)
     check("Lease gone", env.safe_api("GET", LEASE)[0] == 404)
@@ -506,11 +483,7 @@ def run(env):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--agent", required=True)
-    ap.add_argument("--server", required=True)
-    ap.add_argument("--shim", required=True)
-    a = ap.parse_args()
+    a = suite_args(shim=True)
     if not os.path.exists(a.server) or not shutil.which("openssl"):
         print("test API server or openssl missing; skipping")
         return 77

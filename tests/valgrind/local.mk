@@ -1,8 +1,7 @@
 # Valgrind memcheck over the agent's component tests: opt-in, not part of
-# `make check` (it takes minutes). tests/valgrind/memcheck.py is the wrapper
-# the component harness (tests/component/agent_lib.py) loads.
+# `make check` (it takes minutes). tests/pylib/sktest/memcheck.py is the wrapper
+# the component harness (tests/pylib/sktest/env.py) loads.
 EXTRA_DIST += \
-	tests/valgrind/memcheck.py \
 	tests/valgrind/run.sh \
 	tests/valgrind/sigterm_busy.py \
 	tests/valgrind/slurm-k8s.supp

@@ -1,6 +1,6 @@
 #!/bin/sh
 # make check-valgrind: the agent's component tests with the agent (and the
-# shim) under valgrind memcheck (tests/valgrind/memcheck.py), and the agent
+# shim) under valgrind memcheck (tests/pylib/sktest/memcheck.py), and the agent
 # stopped with SIGTERM in the middle of its work (sigterm_busy.py). Not part
 # of `make check`: it takes minutes. Prints one "N passed, N failed" line
 # over all suites; exit 0 only when every check passed.

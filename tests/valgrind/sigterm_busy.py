@@ -7,14 +7,15 @@ API server that refuses connections (watches and Lease renewals retrying), a
 deregister whose deletes went to the background retry, a socket client that
 sent half a line and one that sent nothing. The agent must exit 0, promptly,
 and memcheck must find no error, no leak and no descriptor left open
-(tests/valgrind/memcheck.py). Prints `N passed, N failed`.
+(tests/pylib/sktest/memcheck.py). Prints `N passed, N failed`.
 """
 import os, signal, socket, sys, time
 
 if not any(os.environ.get(v) for v in ("SK_VALGRIND", "SK_AGENT_WRAPPER")):
     os.environ["SK_VALGRIND"] = "1"  # this test exists for memcheck
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "component"))
-from agent_lib import REG, SCALE, check, pod, phase, suite_main, wait_for  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from sktest.env import REG, phase, pod, suite_main  # noqa: E402
+from sktest.suite import SCALE, check, wait_for  # noqa: E402
 
 
 def run(env):

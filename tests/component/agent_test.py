@@ -4,158 +4,14 @@
 Starts kube_test_server.py (127.0.0.1, port 0) and the real agent binary with
 runtime=fake, drives the agent through its unix socket as a test user
 (admin_uids = our uid), checks what a user would see in the API, prints
-`N passed, N failed`, and leaves no process behind.
+`N passed, N failed`, and leaves no process behind. The harness is
+tests/pylib/sktest (env.AgentEnv, suite).
 """
-import argparse, json, os, shutil, signal, socket, ssl, subprocess, sys, tempfile, time
-import urllib.request, urllib.error
+import os, signal, socket, sys, time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "valgrind"))
-import memcheck  # noqa: E402  (opt-in SK_VALGRIND=1: agent and shim under memcheck)
-
-# Timeouts stretch only when a wrapper (valgrind) slows the programs down.
-SCALE = memcheck.SCALE
-RESULTS = {"passed": 0, "failed": 0}
-
-
-class Env:
-    def __init__(self, agent, server):
-        self.dir = tempfile.mkdtemp(prefix="sk-agent-comp-")
-        self.agent_bin, self.server_py = agent, server
-        self.kube = self.agent = None
-        self.exited = []  # pids that exited normally: their memcheck log is complete
-
-    def start_kube(self):
-        kdir = os.path.join(self.dir, "kube")
-        os.makedirs(kdir)
-        self.kube = subprocess.Popen([sys.executable, self.server_py, "--listen", "127.0.0.1:0",
-                                      "--state-dir", kdir, "--lease-grace", "6",
-                                      "--monitor-period", "1"],
-                                     stdout=open(os.path.join(self.dir, "kube.log"), "w"),
-                                     stderr=subprocess.STDOUT)
-        ready = os.path.join(kdir, "ready")
-        for _ in range(100):
-            if os.path.exists(ready) and open(ready).read().strip():
-                break
-            time.sleep(0.1)
-        self.url = open(ready).read().strip()
-        self.token = open(os.path.join(kdir, "admin.token")).read().strip()
-        self.ctx = ssl.create_default_context(cafile=os.path.join(kdir, "ca.crt"))
-        self.kdir = kdir
-
-    def write_conf(self):
-        conf = os.path.join(self.dir, "agent.conf")
-        with open(conf, "w") as f:
-            f.write(f"""api_server = {self.url}
-api_ca_file = {self.kdir}/ca.crt
-api_token_file = {self.kdir}/agent.token
-cluster_name = comp
-slurm_node = n1
-node_address = 127.0.0.1
-state_dir = {self.dir}/state
-shim_state_dir = {self.dir}/shim
-socket_path = {self.dir}/agent.sock
-admin_uids = {os.getuid()}
-shim_auth = uid
-runtime = fake
-lease_duration = 10s
-lease_renew_interval = 1s
-node_check_interval = 0
-gc_interval = 10s
-job_alive_command = test -e {self.dir}/alive_{{job}}
-job_end_command = cat {self.dir}/end_{{job}}
-log_level = verbose
-""")
-        self.conf = conf
-
-    def start_agent(self):
-        self.agent = subprocess.Popen(memcheck.wrapper("agent", self.dir) +
-                                      [self.agent_bin, "--config", self.conf],
-                                      stdout=open(os.path.join(self.dir, "agent.log"), "a"),
-                                      stderr=subprocess.STDOUT)
-        end = time.time() + 5 * SCALE
-        while time.time() < end:  # a stale socket file may exist: wait until it answers
-            try:
-                s = socket.socket(socket.AF_UNIX)
-                s.connect(os.path.join(self.dir, "agent.sock"))
-                s.close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("agent did not start; see " + self.dir + "/agent.log")
-
-    def kill_agent(self, sig=signal.SIGTERM):
-        if self.agent and self.agent.poll() is None:
-            self.agent.send_signal(sig)
-            self.agent.wait(10 * SCALE)
-            if sig != signal.SIGKILL:
-                self.exited.append(self.agent.pid)
-
-    def stop(self):
-        self.kill_agent()
-        if self.kube and self.kube.poll() is None:
-            self.kube.terminate()
-            try:
-                self.kube.wait(10)
-            except subprocess.TimeoutExpired:
-                self.kube.kill()
-        if memcheck.checking():
-            memcheck.verify(self.dir, check, self.exited)
-
-    # ---- API ----
-    def api(self, method, path, body=None, ctype="application/json"):
-        req = urllib.request.Request(self.url + path, method=method,
-                                     data=json.dumps(body).encode() if body is not None else None)
-        req.add_header("Authorization", "Bearer " + self.token)
-        if body is not None:
-            req.add_header("Content-Type", ctype)
-        try:
-            with urllib.request.urlopen(req, context=self.ctx, timeout=10) as r:
-                return r.status, json.loads(r.read() or b"{}")
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"{}")
-
-    # ---- agent socket ----
-    def call(self, op, body, timeout=30):
-        return agent_call(os.path.join(self.dir, "agent.sock"), op, body, timeout * SCALE)
-
-
-def wait_for(fn, timeout=10.0, step=0.1):
-    end = time.time() + timeout * SCALE
-    last = None
-    while time.time() < end:
-        last = fn()
-        if last:
-            return last
-        time.sleep(step)
-    return last
-
-
-def check(name, cond, detail=""):
-    if cond:
-        RESULTS["passed"] += 1
-        print("ok   " + name)
-    else:
-        RESULTS["failed"] += 1
-        print("FAIL " + name + (": " + str(detail) if detail else ""))
-
-
-REG = {"job_id": 42, "slurm_node": "n1", "user": "alice", "uid": 1000, "partition": "gpu",
-       "cluster": "comp", "gpus": [2, 3], "cpus": 4, "memory_mib": 8192,
-       "labels": {"team": "rl"}, "namespaces": ["default"]}
-NODE = "slurm-n1-42"
-
-
-def pod(name, extra_meta=None):
-    md = {"name": name}
-    md.update(extra_meta or {})
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": md,
-            "spec": {"nodeName": NODE, "terminationGracePeriodSeconds": 5,
-                     "containers": [{"name": "main", "image": "busybox:1.35"}]}}
-
-
-def phase(env, ns, name):
-    code, p = env.api("GET", f"/api/v1/namespaces/{ns}/pods/{name}")
-    return p.get("status", {}).get("phase") if code == 200 else code
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from sktest.env import NODE, REG, phase, pod, suite_main  # noqa: E402
+from sktest.suite import SCALE, check, wait_for  # noqa: E402
 
 
 def node_ready(env):
@@ -359,66 +215,10 @@ def run(env):
           env.call("list", {})["ok"])
 
 
-def suite_main(body):
-    """main() of a suite on Env: --agent BIN --server kube_test_server.py;
-    77 (skip) without the test API server."""
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--agent", required=True)
-    ap.add_argument("--server", required=True)
-    a = ap.parse_args()
-    if not os.path.exists(a.server):
-        print("test API server missing; skipping")
-        return 77
-    return run_suite(Env(a.agent, a.server), body, ("agent.log",))
-
-
 def main():
     return suite_main(run)
 
 
-def agent_call(sock_path, op, body, timeout=30):
-    """One request on the agent socket (newline-delimited JSON); the reply as
-    a dict, or None when the agent closed the connection without one."""
-    s = socket.socket(socket.AF_UNIX)
-    s.settimeout(timeout)
-    s.connect(sock_path)
-    s.sendall((json.dumps({"v": 1, "id": 1, "op": op, "body": body}) + "\n").encode())
-    buf = b""
-    while not buf.endswith(b"\n"):
-        d = s.recv(65536)
-        if not d:
-            break
-        buf += d
-    s.close()
-    return json.loads(buf) if buf else None
-
-
-def run_suite(env, body, logs):
-    """Starts the test API server and the agent of `env`, runs `body(env)`,
-    stops everything, prints "N passed, N failed" (and the tails of `logs`
-    from env.dir when something failed); returns the exit status."""
-    t0 = time.time()
-    try:
-        env.start_kube()
-        env.write_conf()
-        env.start_agent()
-        body(env)
-    except Exception as e:  # a crash of the harness is a failure, not a pass
-        RESULTS["failed"] += 1
-        print("FAIL harness: %r" % (e,))
-    finally:
-        env.stop()
-    print(f"     total {time.time() - t0:.1f} s")
-    print(f"{RESULTS['passed']} passed, {RESULTS['failed']} failed")
-    if RESULTS["failed"]:
-        print("logs kept in " + env.dir)
-        for f in logs:
-            print(f"--- {f}")
-            path = os.path.join(env.dir, f)
-            print(open(path).read()[-4000:] if os.path.exists(path) else "(none)")
-    else:
-        shutil.rmtree(env.dir, ignore_errors=True)
-    return 1 if RESULTS["failed"] else 0
 
 if __name__ == "__main__":
     sys.exit(main())

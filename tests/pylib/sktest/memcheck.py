@@ -26,8 +26,7 @@ SK_VALGRIND_REACHABLE=0 reports definite, indirect and possible leaks only
 """
 import glob, os, re, shlex
 
-SRC = os.path.dirname(os.path.abspath(__file__))
-SUPP = os.path.join(SRC, "slurm-k8s.supp")
+SUPP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "valgrind", "slurm-k8s.supp")
 LOG_GLOB = "memcheck-*.log"
 
 

@@ -1,0 +1,128 @@
+"""The /_test controls (not part of the Kubernetes API; admin identity required): request log
+and counters, faults (delay, status; refuse in server.Server), watch history size, ending watches, controller settings and RBAC bindings;
+see the package docstring for the list."""
+
+import json
+import os
+import time
+import uuid
+
+from .errors import ApiError, bad_request
+from .store import ABORT, CLOSE
+from .util import K8S_VERSION, log
+
+
+class TestControls:
+    """Mixin of handler.Handler: the /_test endpoints and the faults they set."""
+
+    def injected_fault(self):
+        """Applies the delay or status fault of /_test/fault to an API request; True when the
+        fault answered the request (the refuse fault lives in server.Server)."""
+        f = self.server.fault
+        if f.get("mode") == "delay":
+            time.sleep(float(f.get("ms", 0)) / 1000.0)
+        elif f.get("mode") == "status":
+            code = int(f.get("code", 503))
+            reason = {500: "InternalError", 503: "ServiceUnavailable", 429: "TooManyRequests",
+                      504: "Timeout", 401: "Unauthorized", 403: "Forbidden"}.get(code, "InternalError")
+            extra = {"Retry-After": "1"} if code in (429, 503) else None
+            e = ApiError(code, reason, f.get("message", "injected fault (test double)"))
+            self.send_obj(code, e.status(), extra=extra)
+            return True
+        return False
+
+    # -- test controls
+    def control(self, method, path, q, body):
+        srv = self.server
+        api = srv.api
+        data = {}
+        if body.strip():
+            try:
+                data = json.loads(body)
+            except ValueError:
+                raise bad_request("control body must be JSON")
+        p = path.rstrip("/")
+        if p == "/_test/info":
+            self.send_obj(200, {"double": True, "version": K8S_VERSION["gitVersion"], "pid": os.getpid(),
+                                "historySize": api.store.history_size, "controllers": self.ctl_state()})
+        elif p == "/_test/requests":
+            since = int(self.query1(q, "since", "0") or 0)
+            with srv.reqlog.lock:
+                items = [e for e in srv.reqlog.entries if e["seq"] > since]
+            self.send_obj(200, {"items": items})
+        elif p == "/_test/counters":
+            with srv.reqlog.lock:
+                out = {"byUser": {k: dict(v) for k, v in srv.reqlog.by_user.items()},
+                       "byClient": {k: dict(v) for k, v in srv.reqlog.by_client.items()},
+                       "total": sum(sum(v.values()) for v in srv.reqlog.by_user.values())}
+            self.send_obj(200, out)
+        elif p == "/_test/reset" and method == "POST":
+            srv.reqlog.reset()
+            self.send_obj(200, {"ok": True})
+        elif p == "/_test/fault":
+            if method == "GET":
+                self.send_obj(200, srv.fault)
+                return
+            mode = "none" if method == "DELETE" else data.get("mode", "none")
+            if mode == "refuse":
+                secs = float(data.get("seconds", 5))
+                self.send_obj(200, {"mode": "refuse", "seconds": secs})
+                self.close_connection = True
+                self.after = lambda: srv.start_refuse(secs)
+                return
+            if mode == "status":
+                srv.fault = {"mode": "status", "code": int(data.get("code", 503))}
+                if data.get("message"):
+                    srv.fault["message"] = data["message"]
+            elif mode == "delay":
+                srv.fault = {"mode": "delay", "ms": float(data.get("ms", 500))}
+            elif mode == "none":
+                srv.fault = {"mode": "none"}
+            else:
+                raise bad_request("unknown fault mode %r" % mode)
+            log("fault: %s" % json.dumps(srv.fault))
+            self.send_obj(200, srv.fault)
+        elif p == "/_test/history" and method == "POST":
+            api.store.set_history(int(data.get("size", 1000)))
+            self.send_obj(200, {"size": api.store.history_size})
+        elif p == "/_test/watches/close" and method == "POST":
+            with srv.watchers_lock:
+                ws = list(srv.watchers)
+            for w in ws:
+                w.q.put(ABORT if data.get("abrupt") else CLOSE)
+            self.send_obj(200, {"closed": len(ws)})
+        elif p == "/_test/controllers":
+            if method == "POST":
+                o = srv.opts
+                if "scheduler" in data:
+                    srv.scheduler.enabled = bool(data["scheduler"])
+                if "nodeLifecycle" in data:
+                    srv.nlc.enabled = bool(data["nodeLifecycle"])
+                for k, a in (("leaseGrace", "lease_grace"), ("monitorPeriod", "monitor_period"),
+                             ("taintRemovalDelay", "taint_removal_delay"), ("bookmarkInterval", "bookmark_interval")):
+                    if k in data:
+                        setattr(o, a, float(data[k]))
+                if "fullDisruption" in data:
+                    o.full_disruption = bool(data["fullDisruption"])
+                api.wake_sched.set()
+                api.wake_nlc.set()
+            self.send_obj(200, self.ctl_state())
+        elif p == "/_test/rbac" and method == "POST":
+            subj, role = data.get("subject"), data.get("role")
+            if not subj or role is None:
+                raise bad_request('need {"subject":"user:NAME|group:NAME","role":...}')
+            with api.auth.lock:
+                api.auth.bindings[subj] = role
+            self.send_obj(200, {"subject": subj, "role": role})
+        elif p == "/_test/tokens" and method == "POST":
+            tok = data.get("token") or uuid.uuid4().hex
+            api.auth.tokens[tok] = (data.get("user", "user-" + tok[:6]), data.get("uid", ""), data.get("groups", []))
+            self.send_obj(200, {"token": tok})
+        else:
+            raise ApiError(404, "NotFound", "unknown test control %s %s" % (method, path))
+
+    def ctl_state(self):
+        srv, o = self.server, self.server.opts
+        return {"scheduler": srv.scheduler.enabled, "nodeLifecycle": srv.nlc.enabled, "leaseGrace": o.lease_grace,
+                "monitorPeriod": o.monitor_period, "taintRemovalDelay": o.taint_removal_delay,
+                "fullDisruption": o.full_disruption, "bookmarkInterval": o.bookmark_interval}

@@ -1,0 +1,151 @@
+"""The command line: options, tokens, certificates, the state dir files (ready, pid,
+server.json, kubeconfig, tokens) and the server's lifetime."""
+
+import argparse
+import json
+import os
+import signal
+import socket
+import sys
+import time
+import uuid
+
+from .api import Api
+from .handler import Handler
+from .node_lifecycle import NodeLifecycle
+from .scheduler import Scheduler
+from .server import Server
+from .store import ABORT
+from .tls import kubelet_client_contexts, make_certs, server_context
+from .util import log
+
+
+def write_file(path, text, mode=0o644):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.chmod(tmp, mode)
+    os.rename(tmp, path)
+
+
+def main():
+    ap = argparse.ArgumentParser(description="Kubernetes API test double (not a Kubernetes API server)")
+    ap.add_argument("--listen", default="127.0.0.1:0")
+    ap.add_argument("--state-dir", required=True)
+    ap.add_argument("--plain-http", action="store_true")
+    ap.add_argument("--token-file", help="CSV token,user,uid,\"group1,group2\" like kube-apiserver")
+    ap.add_argument("--role", action="append", default=[], metavar="SUBJECT=ROLE",
+                    help="bind user:NAME or group:NAME to admin|agent|none (repeatable)")
+    ap.add_argument("--history", type=int, default=1000, help="watch history per resource type")
+    ap.add_argument("--no-scheduler", action="store_true")
+    ap.add_argument("--no-node-lifecycle", action="store_true")
+    ap.add_argument("--lease-grace", type=float, default=40.0)
+    ap.add_argument("--monitor-period", type=float, default=5.0)
+    ap.add_argument("--taint-removal-delay", type=float, default=0.0)
+    ap.add_argument("--no-full-disruption", dest="full_disruption", action="store_false",
+                    help="add unreachable:NoExecute even when every node is NotReady")
+    ap.add_argument("--bookmark-interval", type=float, default=60.0)
+    ap.add_argument("--kubelet-ca", help="CA that signs kubelet serving certs (default: our own CA)")
+    ap.add_argument("--kubelet-insecure", action="store_true", help="do not verify kubelet serving certs")
+    ap.add_argument("--log-requests", action="store_true")
+    opts = ap.parse_args()
+    try:
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = hard if hard != resource.RLIM_INFINITY else 65536
+        if soft < want:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    except (ImportError, ValueError, OSError):
+        pass
+
+    d = os.path.abspath(opts.state_dir)
+    os.makedirs(d, exist_ok=True)
+    for f in ("ready",):
+        if os.path.exists(os.path.join(d, f)):
+            os.unlink(os.path.join(d, f))
+    api = Api(opts)
+    if opts.token_file:
+        api.auth.load_csv(opts.token_file)
+    else:
+        toks = {}
+        for name, user, groups in (("admin", "admin", "system:masters"), ("agent", "slurm-k8s-agent", "slurm-k8s:agent"),
+                                   ("noright", "noright", "")):
+            tp = os.path.join(d, name + ".token")
+            if os.path.exists(tp):
+                tok = open(tp).read().strip()
+            else:
+                tok = uuid.uuid4().hex + uuid.uuid4().hex
+                write_file(tp, tok + "\n", 0o600)
+            toks[name] = tok
+            api.auth.tokens[tok] = (user, user, [g for g in groups.split(",") if g])
+        write_file(os.path.join(d, "tokens.csv"), "".join(
+            '%s,%s,%s,"%s"\n' % (toks[n], u, u, g) for n, u, g in (("admin", "admin", "system:masters"),
+                                                                   ("agent", "slurm-k8s-agent", "slurm-k8s:agent"),
+                                                                   ("noright", "noright", ""))), 0o600)
+    for r in opts.role:
+        s, _, role = r.partition("=")
+        api.auth.bindings[s] = role
+    admin_tok = next((t for t, v in api.auth.tokens.items() if "system:masters" in v[2]), None)
+
+    make_certs(d)
+    ctx = None if opts.plain_http else server_context(d)
+    host, _, port = opts.listen.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    Server.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    srv = Server((host, int(port)), Handler, api, opts, ctx)
+    srv.kubelet_ctx, srv.kubelet_ctx_insecure = kubelet_client_contexts(d, opts.kubelet_ca)
+    if opts.kubelet_insecure:
+        log("WARNING: --kubelet-insecure: kubelet serving certificates are not verified")
+    srv.scheduler = Scheduler(api, opts)
+    srv.nlc = NodeLifecycle(api, opts)
+    srv.scheduler.start()
+    srv.nlc.start()
+
+    port = srv.server_address[1]
+    hp = "[%s]" % host if ":" in host else host
+    url = "%s://%s:%d" % ("http" if opts.plain_http else "https", hp, port)
+    kc = ["apiVersion: v1", "kind: Config", "clusters:", "- name: kube-test-double", "  cluster:",
+          "    server: %s" % url]
+    if not opts.plain_http:
+        kc.append("    certificate-authority: %s" % os.path.join(d, "ca.crt"))
+    kc += ["users:", "- name: admin", "  user:", "    token: %s" % (admin_tok or ""), "contexts:",
+           "- name: kube-test-double", "  context:", "    cluster: kube-test-double", "    user: admin",
+           "    namespace: default", "current-context: kube-test-double", ""]
+    write_file(os.path.join(d, "kubeconfig"), "\n".join(kc), 0o600)
+    write_file(os.path.join(d, "pid"), "%d\n" % os.getpid())
+    write_file(os.path.join(d, "server.json"), json.dumps({
+        "url": url, "port": port, "pid": os.getpid(), "ca": None if opts.plain_http else os.path.join(d, "ca.crt"),
+        "kubeconfig": os.path.join(d, "kubeconfig"), "adminToken": os.path.join(d, "admin.token"),
+        "agentToken": os.path.join(d, "agent.token"), "norightToken": os.path.join(d, "noright.token"),
+        "kubeletClientCert": os.path.join(d, "kubelet-client.crt"), "kubeletClientKey": os.path.join(d, "kubelet-client.key"),
+        "kubeletServingCert": os.path.join(d, "kubelet-serving.crt"),
+        "kubeletServingKey": os.path.join(d, "kubelet-serving.key")}, indent=1) + "\n")
+
+    def stop(signum, frame):
+        srv.stopping = True
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+
+    def clear_fault(signum, frame):
+        srv.fault = {"mode": "none"}
+        if srv.refuse_until:
+            srv.refuse_until = time.monotonic()
+    signal.signal(signal.SIGUSR1, clear_fault)
+    write_file(os.path.join(d, "ready"), url + "\n")
+    log("listening on %s (state dir %s, pid %d)" % (url, d, os.getpid()))
+    srv.loop()
+    log("stopping")
+    try:
+        os.unlink(os.path.join(d, "ready"))
+    except OSError:
+        pass
+    with srv.watchers_lock:
+        for w in list(srv.watchers):
+            w.q.put(ABORT)
+    try:
+        srv.socket.close()
+    except OSError:
+        pass
+    srv.drop_all()
+    sys.stderr.flush()
+    os._exit(0)

@@ -1,0 +1,72 @@
+"""The resource types the double serves (group, version, kind, subresources, verbs, field
+selectors) and the name formats it validates."""
+
+import collections
+import re
+
+
+class Res(object):
+    def __init__(self, plural, kind, group="", version="v1", namespaced=True, short=(), subs=(),
+                 verbs=("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"),
+                 fields=(), has_status=False, singular=None, view_of=None):
+        self.plural, self.kind, self.group, self.version = plural, kind, group, version
+        self.namespaced, self.short, self.subs, self.verbs = namespaced, list(short), list(subs), list(verbs)
+        self.fields = set(["metadata.name", "metadata.namespace"]) | set(fields)
+        self.has_status = has_status
+        self.singular = singular or kind.lower()
+        self.view_of = view_of              # events.k8s.io view: store key of the backing resource
+        self.key = view_of or plural        # store key
+        self.api_version = (group + "/" + version) if group else version
+        self.qual = plural + ("." + group if group else "")
+
+
+POD_FIELDS = ["spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
+              "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName"]
+
+
+EVENT_FIELDS = ["involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
+                "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath",
+                "reason", "reportingComponent", "source", "type"]
+
+
+RESOURCES = {}
+
+
+for _r in [
+    Res("nodes", "Node", namespaced=False, short=["no"], subs=["status", "proxy"], fields=["spec.unschedulable"],
+        has_status=True),
+    Res("pods", "Pod", short=["po"], subs=["status", "log", "binding", "eviction"], fields=POD_FIELDS,
+        has_status=True),
+    Res("namespaces", "Namespace", namespaced=False, short=["ns"], subs=["status", "finalize"],
+        fields=["status.phase"], has_status=True),
+    Res("events", "Event", short=["ev"], fields=EVENT_FIELDS),
+    Res("configmaps", "ConfigMap", short=["cm"]),
+    Res("secrets", "Secret", fields=["type"]),
+    Res("leases", "Lease", group="coordination.k8s.io"),
+    Res("events", "Event", group="events.k8s.io", short=["ev"], verbs=("get", "list", "watch"),
+        view_of="events", fields=["regarding.kind", "regarding.namespace", "regarding.name", "regarding.uid",
+                                  "reason", "type", "reportingController"]),
+]:
+    RESOURCES[(_r.group, _r.plural)] = _r
+
+
+STORE_RES = {r.key: r for r in RESOURCES.values() if not r.view_of}
+
+
+GROUPS = collections.OrderedDict([("", ["v1"]), ("coordination.k8s.io", ["v1"]), ("events.k8s.io", ["v1"])])
+
+
+SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+                 "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+                 "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+
+
+LABEL_MSG = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
+             "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
+             "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")

@@ -1,0 +1,169 @@
+"""Validation and defaulting of objects on create and update, as kube-apiserver 1.28 answers
+(422 Invalid with the causes), lease time handling, pod defaults and the QoS class."""
+
+import re
+
+from .errors import bad_request, invalid
+from .resources import LABEL_MSG, LABEL_RE, SUBDOMAIN_MSG, SUBDOMAIN_RE
+from .util import check_microtime, is_extended, parse_q, q_str
+
+
+def validate_name(res, name, errs):
+    if res.plural == "namespaces":
+        if not LABEL_RE.match(name) or len(name) > 63:
+            errs.append(("metadata.name", name, LABEL_MSG))
+    elif not SUBDOMAIN_RE.match(name) or len(name) > 253:
+        errs.append(("metadata.name", name, SUBDOMAIN_MSG))
+
+
+def validate_resource_list(rl, path, errs, lim=None):
+    for k, v in (rl or {}).items():
+        q = parse_q(v)     # ValueError -> 400 by caller
+        p = "%s[%s]" % (path, k) if lim is not None else "%s.%s" % (path, k)
+        if q < 0:
+            errs.append((p, q_str(v), "must be greater than or equal to 0"))
+        elif is_extended(k) and q.denominator != 1:
+            errs.append((p, q_str(v), "must be an integer"))
+
+
+def check_quantities(res, obj):
+    """Quantities that cannot be parsed are a decoding error (400) like the real server."""
+    def chk(rl):
+        for v in (rl or {}).values():
+            parse_q(v)
+    try:
+        if res.plural == "nodes":
+            chk((obj.get("status") or {}).get("capacity"))
+            chk((obj.get("status") or {}).get("allocatable"))
+        elif res.plural == "pods":
+            sp = obj.get("spec") or {}
+            for c in (sp.get("containers") or []) + (sp.get("initContainers") or []):
+                chk((c.get("resources") or {}).get("limits"))
+                chk((c.get("resources") or {}).get("requests"))
+    except ValueError as e:
+        raise bad_request('%s in version "v1" cannot be handled as a %s: %s' % (res.kind, res.kind, e))
+
+
+def validate(res, obj, old=None):
+    errs = []
+    md = obj.get("metadata") or {}
+    name = md.get("name") or ""
+    if old is None:
+        if not name:
+            errs.append(("metadata.name", None, "Required value: name or generateName is required"))
+        else:
+            validate_name(res, name, errs)
+    for lk, lv in (md.get("labels") or {}).items():
+        if not isinstance(lv, str) or len(lv) > 63 or (lv and not re.match(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$", lv)):
+            errs.append(("metadata.labels", lv, "a valid label must be an empty string or consist of alphanumeric "
+                         "characters, '-', '_' or '.', and must start and end with an alphanumeric character"))
+    if res.plural == "nodes":
+        st = obj.get("status") or {}
+        validate_resource_list(st.get("capacity"), "status.capacity", errs)
+        validate_resource_list(st.get("allocatable"), "status.allocatable", errs)
+        for i, t in enumerate((obj.get("spec") or {}).get("taints") or []):
+            if t.get("effect") not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+                errs.append(("spec.taints[%d].effect" % i, t.get("effect"),
+                             'supported values: "NoSchedule", "PreferNoSchedule", "NoExecute"'))
+    elif res.plural == "pods":
+        sp = obj.get("spec") or {}
+        cs = sp.get("containers") or []
+        if not cs:
+            errs.append(("spec.containers", None, "Required value"))
+        for kind in ("containers", "initContainers"):
+            for i, c in enumerate(sp.get(kind) or []):
+                p = "spec.%s[%d]" % (kind, i)
+                if not c.get("name"):
+                    errs.append((p + ".name", None, "Required value"))
+                if not c.get("image") and old is None:
+                    errs.append((p + ".image", None, "Required value"))
+                r = c.get("resources") or {}
+                lim, req = r.get("limits") or {}, r.get("requests") or {}
+                validate_resource_list(lim, p + ".resources.limits", errs, lim=True)
+                validate_resource_list(req, p + ".resources.requests", errs, lim=True)
+                for k, v in req.items():
+                    if is_extended(k):
+                        if k not in lim:
+                            errs.append((p + ".resources.limits", None, "Required value: Limit must be set for non overcommitable resources"))
+                        elif parse_q(lim[k]) != parse_q(v):
+                            errs.append(("%s.resources.requests[%s]" % (p, k), q_str(v), "must be equal to %s limit of %s" % (k, q_str(lim[k]))))
+                    elif k in lim and parse_q(v) > parse_q(lim[k]):
+                        errs.append(("%s.resources.requests" % p, q_str(v), "must be less than or equal to %s limit of %s" % (k, q_str(lim[k]))))
+    elif res.plural == "events":
+        io = obj.get("involvedObject") or {}
+        if io.get("namespace") and io.get("namespace") != md.get("namespace"):
+            errs.append(("involvedObject.namespace", io.get("namespace"), "does not match event.namespace"))
+    if errs:
+        raise invalid(res, name, errs)
+
+
+def lease_times(res, obj, patch_mode):
+    if res.plural != "leases":
+        return
+    spec = obj.get("spec") or {}
+    for f in ("renewTime", "acquireTime"):
+        if f in spec and spec[f] is not None:
+            norm, err = check_microtime(spec[f])
+            if err:
+                name = (obj.get("metadata") or {}).get("name", "")
+                if patch_mode:
+                    raise invalid(res, name, [("patch", spec[f], err)])
+                raise bad_request('Lease in version "v1" cannot be handled as a Lease: %s' % err)
+            spec[f] = norm
+
+
+def default_pod(pod):
+    sp = pod.setdefault("spec", {})
+    sp.setdefault("restartPolicy", "Always")
+    sp.setdefault("terminationGracePeriodSeconds", 30)
+    sp.setdefault("dnsPolicy", "ClusterFirst")
+    sp.setdefault("serviceAccountName", "default")
+    sp.setdefault("serviceAccount", sp["serviceAccountName"])
+    sp.setdefault("securityContext", {})
+    sp.setdefault("schedulerName", "default-scheduler")
+    sp.setdefault("enableServiceLinks", True)
+    sp.setdefault("priority", 0)
+    sp.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    for kind in ("initContainers", "containers"):
+        for c in sp.get(kind) or []:
+            img = c.get("image") or ""
+            if "imagePullPolicy" not in c:
+                tail = img.split("/")[-1]
+                tag = tail.split(":", 1)[1] if ":" in tail and "@" not in tail else ("" if "@" not in tail else "digest")
+                c["imagePullPolicy"] = "Always" if tag in ("", "latest") else "IfNotPresent"
+            c.setdefault("terminationMessagePath", "/dev/termination-log")
+            c.setdefault("terminationMessagePolicy", "File")
+            r = c.setdefault("resources", {})
+            if r.get("limits"):
+                req = r.setdefault("requests", {})
+                for k, v in r["limits"].items():
+                    req.setdefault(k, v)
+            for p in c.get("ports") or []:
+                p.setdefault("protocol", "TCP")
+    tols = sp.setdefault("tolerations", [])
+    for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
+        if not any(t.get("key") == key and t.get("effect") in ("NoExecute", None, "") for t in tols):
+            tols.append({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300})
+    if not tols:
+        del sp["tolerations"]
+
+
+def qos_class(pod):
+    cs = (pod.get("spec") or {}).get("containers") or []
+    reqs, lims = set(), set()
+    guaranteed = True
+    for c in cs:
+        r = c.get("resources") or {}
+        lim, req = r.get("limits") or {}, r.get("requests") or {}
+        for k in ("cpu", "memory"):
+            if k in req and parse_q(req[k]) != 0:
+                reqs.add(k)
+            if k in lim and parse_q(lim[k]) != 0:
+                lims.add(k)
+            if k not in lim or (k in req and parse_q(req[k]) != parse_q(lim[k])):
+                guaranteed = False
+    if not reqs and not lims:
+        return "BestEffort"
+    if guaranteed and cs:
+        return "Guaranteed"
+    return "Burstable"
