@@ -72,13 +72,6 @@ Result<NodeState> node_state_from_json(const Json::Value &v) {
 
 // ---- attach: the shim's side only ----
 
-#define TRY_ASSIGN(dst, expr)         \
-    do {                              \
-        auto _r = (expr);             \
-        if (!_r) return _r.failure(); \
-        (dst) = std::move(*_r);       \
-    } while (0)
-
 Json::Value to_json(const AttachRequest &r) {
     Json::Value v(Json::objectValue);
     v["job_id"] = r.job_id;
@@ -103,9 +96,9 @@ Json::Value to_json(const AttachReply &r) {
 Result<AttachReply> attach_reply_from_json(const Json::Value &v) {
     constexpr std::string_view ctx = "attach reply";
     AttachReply r;
-    TRY_ASSIGN(r.node_name, json::get_string(v, "node_name", ctx));
-    TRY_ASSIGN(r.gpus, opt_int_list(v, "gpus", ctx, kMaxGpuIndex));
-    TRY_ASSIGN(r.state_dir, opt_string(v, "state_dir", ctx));
+    SK_TRY_ASSIGN(r.node_name, json::get_string(v, "node_name", ctx));
+    SK_TRY_ASSIGN(r.gpus, opt_int_list(v, "gpus", ctx, kMaxGpuIndex));
+    SK_TRY_ASSIGN(r.state_dir, opt_string(v, "state_dir", ctx));
     return r;
 }
 

@@ -84,3 +84,12 @@ class [[nodiscard]] Result<void> {
 using Status = Result<void>;
 
 }  // namespace sk
+
+// In a function returning a Result or Status: evaluates expr (a Result<T>),
+// returns its failure, or moves its value into dst.
+#define SK_TRY_ASSIGN(dst, expr)      \
+    do {                              \
+        auto _r = (expr);             \
+        if (!_r) return _r.failure(); \
+        (dst) = std::move(*_r);       \
+    } while (0)

@@ -55,13 +55,6 @@ Result<E> value_of(const Names<E, N> &names, std::string_view s, std::string_vie
                                   "' is not one of " + accepted);
 }
 
-#define TRY_ASSIGN(dst, expr)         \
-    do {                              \
-        auto _r = (expr);             \
-        if (!_r) return _r.failure(); \
-        (dst) = std::move(*_r);       \
-    } while (0)
-
 std::string field_name(std::string_view ctx, const char *key) {
     return std::string(ctx) + ": '" + key + "'";
 }
@@ -223,9 +216,9 @@ Json::Value to_json(const PodKill &m) {
 Result<PodKill> pod_kill_from_json(const Json::Value &body) {
     constexpr std::string_view ctx = "pod_kill";
     PodKill m;
-    TRY_ASSIGN(m.uid, uid_field(body, ctx));
-    TRY_ASSIGN(m.grace_s, grace_field(body, ctx));
-    TRY_ASSIGN(m.reason, reason_field(body, ctx, StopReason::Killing));
+    SK_TRY_ASSIGN(m.uid, uid_field(body, ctx));
+    SK_TRY_ASSIGN(m.grace_s, grace_field(body, ctx));
+    SK_TRY_ASSIGN(m.reason, reason_field(body, ctx, StopReason::Killing));
     return m;
 }
 
@@ -248,8 +241,8 @@ Json::Value to_json(const Shutdown &m) {
 Result<Shutdown> shutdown_from_json(const Json::Value &body) {
     constexpr std::string_view ctx = "shutdown";
     Shutdown m;
-    TRY_ASSIGN(m.grace_s, grace_field(body, ctx));
-    TRY_ASSIGN(m.reason, reason_field(body, ctx, StopReason::Shutdown));
+    SK_TRY_ASSIGN(m.grace_s, grace_field(body, ctx));
+    SK_TRY_ASSIGN(m.reason, reason_field(body, ctx, StopReason::Shutdown));
     return m;
 }
 
@@ -269,16 +262,16 @@ Result<PodEvent> pod_event_from_json(const Json::Value &e) {
     if (!e.isObject()) return fail(Error::Parse, "pod_status: an event must be an object");
     PodEvent m;
     std::string type;
-    TRY_ASSIGN(type, json::get_string(e, "type", ctx));
-    TRY_ASSIGN(m.type, event_type_from_string(type, field_name(ctx, "type")));
-    TRY_ASSIGN(m.reason,
-               bounded(json::get_string(e, "reason", ctx), ctx, "reason", kMaxEventReasonBytes));
+    SK_TRY_ASSIGN(type, json::get_string(e, "type", ctx));
+    SK_TRY_ASSIGN(m.type, event_type_from_string(type, field_name(ctx, "type")));
+    SK_TRY_ASSIGN(m.reason,
+                  bounded(json::get_string(e, "reason", ctx), ctx, "reason", kMaxEventReasonBytes));
     if (m.reason.empty()) return fail(Error::Parse, "pod_status: event 'reason' is empty");
-    TRY_ASSIGN(m.message, json::opt_string(e, "message", ctx));
+    SK_TRY_ASSIGN(m.message, json::opt_string(e, "message", ctx));
     // A probe's output can be long: the message is cut, not refused.
     if (m.message.size() > kMaxEventMessageBytes) m.message.resize(kMaxEventMessageBytes);
-    TRY_ASSIGN(m.container, bounded(json::opt_string(e, "container", ctx), ctx, "container",
-                                    kMaxObjectNameBytes));
+    SK_TRY_ASSIGN(m.container, bounded(json::opt_string(e, "container", ctx), ctx, "container",
+                                       kMaxObjectNameBytes));
     return m;
 }
 
@@ -301,11 +294,11 @@ Result<PodStatus> pod_status_from_json(const Json::Value &body) {
     constexpr std::string_view ctx = "pod_status";
     if (!body.isObject()) return fail(Error::Parse, "pod_status: the body must be an object");
     PodStatus m;
-    TRY_ASSIGN(m.uid, uid_field(body, ctx));
-    TRY_ASSIGN(m.ns, bounded(json::opt_string(body, "namespace", ctx), ctx, "namespace",
-                             kMaxObjectNameBytes));
-    TRY_ASSIGN(m.name,
-               bounded(json::opt_string(body, "name", ctx), ctx, "name", kMaxObjectNameBytes));
+    SK_TRY_ASSIGN(m.uid, uid_field(body, ctx));
+    SK_TRY_ASSIGN(m.ns, bounded(json::opt_string(body, "namespace", ctx), ctx, "namespace",
+                                kMaxObjectNameBytes));
+    SK_TRY_ASSIGN(m.name,
+                  bounded(json::opt_string(body, "name", ctx), ctx, "name", kMaxObjectNameBytes));
     if (!body["status"].isObject())
         return fail(Error::Parse, "pod_status: 'status' must be an object");
     m.status = body["status"];
