@@ -1,6 +1,6 @@
 // Pod status building (pure): the runtime's view of a pod -> a Kubernetes
 // PodStatus object, shaped like what a kubelet v1.28 writes (recorded status
-// sequences; tests/unit/test_shim_core.cc checks the shapes): phase,
+// sequences; tests/unit/test_shim_pod_status.cc checks the shapes): phase,
 // conditions Initialized/Ready/ContainersReady (PodScheduled is the
 // agent's), initContainerStatuses/containerStatuses with state,
 // lastState, ready, started, restartCount, image, imageID, containerID

@@ -1,10 +1,10 @@
 # Unit tests (Check): one program per module, table-driven, forked mode.
 # Every program compiles with SK_CHECK_CXXFLAGS and links SK_CHECK_LIBS; the
-# plugin's run in a --disable-daemons build too, the rest need the daemons'
-# libraries.
+# plugin's and libcommon_core's run in a --disable-daemons build too, the rest
+# need the daemons' libraries.
 SK_CHECK_CXXFLAGS = $(AM_CXXFLAGS) $(CHECK_CFLAGS)
 SK_CHECK_LIBS = $(CHECK_LIBS)
-EXTRA_DIST += tests/unit/check_main.h
+EXTRA_DIST += tests/unit/check_main.h tests/unit/check_json.h
 
 if HAVE_CHECK
 # ---- the plugin ----
@@ -43,24 +43,58 @@ tests_unit_test_plugin_symbols_LDFLAGS = $(AM_LDFLAGS) -export-dynamic
 tests_unit_test_plugin_symbols_LDADD = $(SK_CHECK_LIBS) -ldl
 EXTRA_tests_unit_test_plugin_symbols_DEPENDENCIES = spank/spank_k8s.la
 
+# ---- common/ (libcommon_core, the plugin's part of common/) ----
+check_PROGRAMS += \
+	tests/unit/test_strings \
+	tests/unit/test_config \
+	tests/unit/test_k8s_names \
+	tests/unit/test_error \
+	tests/unit/test_log
+TESTS += \
+	tests/unit/test_strings \
+	tests/unit/test_config \
+	tests/unit/test_k8s_names \
+	tests/unit/test_error \
+	tests/unit/test_log
+
+tests_unit_test_strings_SOURCES = tests/unit/test_strings.cc
+tests_unit_test_strings_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_strings_LDADD = common/libcommon_core.la $(SK_CHECK_LIBS)
+
+tests_unit_test_config_SOURCES = tests/unit/test_config.cc
+tests_unit_test_config_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_config_LDADD = common/libcommon_core.la $(SK_CHECK_LIBS)
+
+tests_unit_test_k8s_names_SOURCES = tests/unit/test_k8s_names.cc
+tests_unit_test_k8s_names_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_k8s_names_LDADD = common/libcommon_core.la $(SK_CHECK_LIBS)
+
+tests_unit_test_error_SOURCES = tests/unit/test_error.cc
+tests_unit_test_error_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_error_LDADD = common/libcommon_core.la $(SK_CHECK_LIBS)
+
+tests_unit_test_log_SOURCES = tests/unit/test_log.cc
+tests_unit_test_log_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_log_LDADD = common/libcommon_core.la $(SK_CHECK_LIBS)
+
 if BUILD_DAEMONS
 # ---- common/ ----
 check_PROGRAMS += \
-	tests/unit/test_common \
+	tests/unit/test_json \
 	tests/unit/test_protocol \
 	tests/unit/test_wire \
 	tests/unit/test_agent_client \
 	tests/unit/test_cri_log
 TESTS += \
-	tests/unit/test_common \
+	tests/unit/test_json \
 	tests/unit/test_protocol \
 	tests/unit/test_wire \
 	tests/unit/test_agent_client \
 	tests/unit/test_cri_log
 
-tests_unit_test_common_SOURCES = tests/unit/test_common.cc
-tests_unit_test_common_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
-tests_unit_test_common_LDADD = common/libcommon.la $(SK_CHECK_LIBS)
+tests_unit_test_json_SOURCES = tests/unit/test_json.cc
+tests_unit_test_json_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_json_LDADD = common/libcommon.la $(SK_CHECK_LIBS)
 
 tests_unit_test_protocol_SOURCES = tests/unit/test_protocol.cc
 tests_unit_test_protocol_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
@@ -79,25 +113,96 @@ tests_unit_test_cri_log_SOURCES = tests/unit/test_cri_log.cc
 tests_unit_test_cri_log_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
 tests_unit_test_cri_log_LDADD = common/libcommon.la $(SK_CHECK_LIBS)
 
-# ---- agent/ ----
+# ---- agent/: the pure core (libagentcore) ----
+SK_AGENT_CORE_TEST_LIBS = agent/libagentcore.la common/libcommon.la $(SK_CHECK_LIBS)
 check_PROGRAMS += \
-	tests/unit/test_agent_core \
-	tests/unit/test_agent_wiring \
+	tests/unit/test_agent_config \
+	tests/unit/test_backoff \
+	tests/unit/test_env_resolver \
+	tests/unit/test_event_correlator \
+	tests/unit/test_job_store \
+	tests/unit/test_kube_time \
+	tests/unit/test_log_index \
+	tests/unit/test_lost_shim \
+	tests/unit/test_node_builder \
+	tests/unit/test_peer_auth \
+	tests/unit/test_pod_status_patch \
+	tests/unit/test_watch_parser
+TESTS += \
+	tests/unit/test_agent_config \
+	tests/unit/test_backoff \
+	tests/unit/test_env_resolver \
+	tests/unit/test_event_correlator \
+	tests/unit/test_job_store \
+	tests/unit/test_kube_time \
+	tests/unit/test_log_index \
+	tests/unit/test_lost_shim \
+	tests/unit/test_node_builder \
+	tests/unit/test_peer_auth \
+	tests/unit/test_pod_status_patch \
+	tests/unit/test_watch_parser
+
+tests_unit_test_agent_config_SOURCES = tests/unit/test_agent_config.cc
+tests_unit_test_agent_config_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_agent_config_LDADD = $(SK_AGENT_CORE_TEST_LIBS)
+
+tests_unit_test_backoff_SOURCES = tests/unit/test_backoff.cc
+tests_unit_test_backoff_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_backoff_LDADD = $(SK_AGENT_CORE_TEST_LIBS)
+
+tests_unit_test_env_resolver_SOURCES = tests/unit/test_env_resolver.cc
+tests_unit_test_env_resolver_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_env_resolver_LDADD = $(SK_AGENT_CORE_TEST_LIBS)
+
+tests_unit_test_event_correlator_SOURCES = tests/unit/test_event_correlator.cc
+tests_unit_test_event_correlator_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_event_correlator_LDADD = $(SK_AGENT_CORE_TEST_LIBS)
+
+tests_unit_test_job_store_SOURCES = tests/unit/test_job_store.cc
+tests_unit_test_job_store_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_job_store_LDADD = $(SK_AGENT_CORE_TEST_LIBS)
+
+tests_unit_test_kube_time_SOURCES = tests/unit/test_kube_time.cc
+tests_unit_test_kube_time_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_kube_time_LDADD = $(SK_AGENT_CORE_TEST_LIBS)
+
+tests_unit_test_log_index_SOURCES = tests/unit/test_log_index.cc
+tests_unit_test_log_index_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_log_index_LDADD = $(SK_AGENT_CORE_TEST_LIBS)
+
+tests_unit_test_lost_shim_SOURCES = tests/unit/test_lost_shim.cc
+tests_unit_test_lost_shim_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_lost_shim_LDADD = $(SK_AGENT_CORE_TEST_LIBS)
+
+tests_unit_test_node_builder_SOURCES = tests/unit/test_node_builder.cc
+tests_unit_test_node_builder_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_node_builder_LDADD = $(SK_AGENT_CORE_TEST_LIBS)
+
+tests_unit_test_peer_auth_SOURCES = tests/unit/test_peer_auth.cc
+tests_unit_test_peer_auth_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_peer_auth_LDADD = $(SK_AGENT_CORE_TEST_LIBS)
+
+tests_unit_test_pod_status_patch_SOURCES = tests/unit/test_pod_status_patch.cc
+tests_unit_test_pod_status_patch_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_pod_status_patch_LDADD = $(SK_AGENT_CORE_TEST_LIBS)
+
+tests_unit_test_watch_parser_SOURCES = tests/unit/test_watch_parser.cc
+tests_unit_test_watch_parser_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_watch_parser_LDADD = $(SK_AGENT_CORE_TEST_LIBS)
+
+# ---- agent/: the I/O edges (libagentio) and the kubelet endpoint ----
+check_PROGRAMS += \
+	tests/unit/test_shim_runtime \
 	tests/unit/test_kubelet_logs \
 	tests/unit/test_metrics
 TESTS += \
-	tests/unit/test_agent_core \
-	tests/unit/test_agent_wiring \
+	tests/unit/test_shim_runtime \
 	tests/unit/test_kubelet_logs \
 	tests/unit/test_metrics
 
-tests_unit_test_agent_core_SOURCES = tests/unit/test_agent_core.cc
-tests_unit_test_agent_core_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
-tests_unit_test_agent_core_LDADD = agent/libagentcore.la common/libcommon.la $(SK_CHECK_LIBS)
-
-tests_unit_test_agent_wiring_SOURCES = tests/unit/test_agent_wiring.cc
-tests_unit_test_agent_wiring_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
-tests_unit_test_agent_wiring_LDADD = \
+tests_unit_test_shim_runtime_SOURCES = tests/unit/test_shim_runtime.cc
+tests_unit_test_shim_runtime_CXXFLAGS = $(SK_CHECK_CXXFLAGS) $(LIBUV_CFLAGS)
+tests_unit_test_shim_runtime_LDADD = \
 	agent/libagentio.la \
 	agent/libagentcore.la \
 	common/libcommon.la \
@@ -115,20 +220,46 @@ tests_unit_test_metrics_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
 tests_unit_test_metrics_LDADD = agent/libkubelet.la common/libcommon.la $(SK_CHECK_LIBS) -lpthread
 
 # ---- k8s-shim/ ----
+SK_SHIM_TEST_CXXFLAGS = $(SK_CHECK_CXXFLAGS) $(LIBUV_CFLAGS)
+SK_SHIM_TEST_LIBS = k8s-shim/libshim.la $(SK_CHECK_LIBS)
 check_PROGRAMS += \
 	tests/unit/test_shim_plan \
-	tests/unit/test_shim_core
+	tests/unit/test_shim_backoff \
+	tests/unit/test_probe \
+	tests/unit/test_gpu_alloc \
+	tests/unit/test_shim_pod_status \
+	tests/unit/test_pod_runner
 TESTS += \
 	tests/unit/test_shim_plan \
-	tests/unit/test_shim_core
+	tests/unit/test_shim_backoff \
+	tests/unit/test_probe \
+	tests/unit/test_gpu_alloc \
+	tests/unit/test_shim_pod_status \
+	tests/unit/test_pod_runner
 
 tests_unit_test_shim_plan_SOURCES = tests/unit/test_shim_plan.cc
-tests_unit_test_shim_plan_CXXFLAGS = $(SK_CHECK_CXXFLAGS) $(LIBUV_CFLAGS)
-tests_unit_test_shim_plan_LDADD = k8s-shim/libshim.la $(SK_CHECK_LIBS)
+tests_unit_test_shim_plan_CXXFLAGS = $(SK_SHIM_TEST_CXXFLAGS)
+tests_unit_test_shim_plan_LDADD = $(SK_SHIM_TEST_LIBS)
 
-tests_unit_test_shim_core_SOURCES = tests/unit/test_shim_core.cc
-tests_unit_test_shim_core_CXXFLAGS = $(SK_CHECK_CXXFLAGS) $(LIBUV_CFLAGS)
-tests_unit_test_shim_core_LDADD = k8s-shim/libshim.la $(SK_CHECK_LIBS)
+tests_unit_test_shim_backoff_SOURCES = tests/unit/test_shim_backoff.cc
+tests_unit_test_shim_backoff_CXXFLAGS = $(SK_SHIM_TEST_CXXFLAGS)
+tests_unit_test_shim_backoff_LDADD = $(SK_SHIM_TEST_LIBS)
+
+tests_unit_test_probe_SOURCES = tests/unit/test_probe.cc
+tests_unit_test_probe_CXXFLAGS = $(SK_SHIM_TEST_CXXFLAGS)
+tests_unit_test_probe_LDADD = $(SK_SHIM_TEST_LIBS)
+
+tests_unit_test_gpu_alloc_SOURCES = tests/unit/test_gpu_alloc.cc
+tests_unit_test_gpu_alloc_CXXFLAGS = $(SK_SHIM_TEST_CXXFLAGS)
+tests_unit_test_gpu_alloc_LDADD = $(SK_SHIM_TEST_LIBS)
+
+tests_unit_test_shim_pod_status_SOURCES = tests/unit/test_shim_pod_status.cc
+tests_unit_test_shim_pod_status_CXXFLAGS = $(SK_SHIM_TEST_CXXFLAGS)
+tests_unit_test_shim_pod_status_LDADD = $(SK_SHIM_TEST_LIBS)
+
+tests_unit_test_pod_runner_SOURCES = tests/unit/test_pod_runner.cc
+tests_unit_test_pod_runner_CXXFLAGS = $(SK_SHIM_TEST_CXXFLAGS)
+tests_unit_test_pod_runner_LDADD = $(SK_SHIM_TEST_LIBS)
 
 # ---- common/: files, /proc, cgroups, time, lost pods ----
 check_PROGRAMS += \
@@ -208,8 +339,8 @@ tests_unit_test_pod_controller_LDADD = $(SK_CONTROLLER_TEST_LIBS)
 check_PROGRAMS += tests/unit/test_pod_loss
 TESTS += tests/unit/test_pod_loss
 tests_unit_test_pod_loss_SOURCES = tests/unit/test_pod_loss.cc
-tests_unit_test_pod_loss_CXXFLAGS = $(SK_CHECK_CXXFLAGS) $(LIBUV_CFLAGS)
-tests_unit_test_pod_loss_LDADD = k8s-shim/libshim.la $(SK_CHECK_LIBS)
+tests_unit_test_pod_loss_CXXFLAGS = $(SK_SHIM_TEST_CXXFLAGS)
+tests_unit_test_pod_loss_LDADD = $(SK_SHIM_TEST_LIBS)
 
 # ---- cli/ ----
 check_PROGRAMS += tests/unit/test_cli

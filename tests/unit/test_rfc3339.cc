@@ -56,12 +56,24 @@ START_TEST(parse_seconds) {
 }
 END_TEST
 
+// The shapes the agent writes: a Lease's renewTime (agent/node_builder.cc) and seconds.
+START_TEST(micro_time_has_six_digits) {
+    ck_assert_sstr_eq(micro_time(1795963182589439LL), "2026-11-29T14:39:42.589439Z");
+    ck_assert_sstr_eq(micro_time(1795963182000001LL), "2026-11-29T14:39:42.000001Z");
+    ck_assert_sstr_eq(rfc3339(1795963182), "2026-11-29T14:39:42Z");
+    ck_assert_int_eq(parse_rfc3339("2026-11-29T14:39:42Z"), 1795963182);
+    ck_assert_int_eq(parse_rfc3339("2026-11-29T14:39:42.5Z"), 1795963182);
+    ck_assert_int_eq(parse_rfc3339("2026-11-29 14:39:42"), -1);
+}
+END_TEST
+
 int main() {
     Suite *s = suite_create("rfc3339");
     TCase *tc = tcase_create("rfc3339");
     tcase_add_loop_test(tc, format_table, 0, TABLE_SIZE(kFormat));
     tcase_add_test(tc, named_shapes);
     tcase_add_test(tc, parse_seconds);
+    tcase_add_test(tc, micro_time_has_six_digits);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }

@@ -416,6 +416,17 @@ START_TEST(base64_refused) {
 }
 END_TEST
 
+START_TEST(base64_round_trip) {
+    for (std::string s : {"", "a", "ab", "abc", "abcd", "\x01\xff\x10"}) {
+        auto d = base64_decode(base64_encode(s));
+        ck_assert(d.ok());
+        ck_assert_sstr_eq(*d, s);
+    }
+    ck_assert(!base64_decode("a").ok());
+    ck_assert(!base64_decode("a$==").ok());
+}
+END_TEST
+
 int main() {
     Suite *s = suite_create("shim_protocol");
     TCase *tc = tcase_create("messages");
@@ -432,6 +443,7 @@ int main() {
     tc = tcase_create("base64");
     tcase_add_test(tc, base64_vectors);
     tcase_add_loop_test(tc, base64_refused, 0, TABLE_SIZE(kBadBase64));
+    tcase_add_test(tc, base64_round_trip);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }

@@ -1,0 +1,153 @@
+// agent/agent_config: agent.conf (good, bad, the kubelet endpoint's and the
+// job end's keys, defaults), the kubeconfig subset and node name templates.
+#include <string>
+
+#include "agent/agent_config.h"
+#include "tests/unit/check_main.h"
+
+using namespace sk;
+using namespace sk::agent;
+
+static const char *kGoodConf =
+    "api_server = https://127.0.0.1:6443/\n"
+    "api_ca_file = /etc/ca.crt\n"
+    "api_token_file = /etc/token\n"
+    "labels = site=a\n"
+    "taints = dedicated=gpu:NoSchedule\n"
+    "admin_uids = 0,64030\n"
+    "socket_mode = 0660\n"
+    "lease_renew_interval = 8s\n";
+
+START_TEST(config_good) {
+    auto c = parse_agent_config(kGoodConf, "agent.conf");
+    ck_assert_msg(c.ok(), "%s", c.ok() ? "" : c.message().c_str());
+    ck_assert_sstr_eq(c->api.server, "https://127.0.0.1:6443");
+    ck_assert_sstr_eq(c->labels.at("site"), "a");
+    ck_assert_sstr_eq(c->taints[0].key, "dedicated");
+    ck_assert_int_eq(c->admin_uids.size(), 2);
+    ck_assert_uint_eq(c->socket_mode, 0660);
+    ck_assert_uint_eq(c->lease_renew_s, 8);
+    ck_assert_uint_eq(c->lease_duration_s, 40);
+}
+END_TEST
+
+struct BadConf {
+    const char *extra;
+    const char *message_has;
+};
+static const BadConf kBadConfs[] = {
+    {"nope = 1\n", "unknown key 'nope'"},
+    {"lease_duration = 12s\n", "at most half"},
+    {"api_client_cert = /c\n", "set together"},
+    {"max_pods = 0\n", "out of range"},
+    {"shim_auth = none\n", "shim_auth"},
+    {"runtime = fake\n", "runtime"},  // the test double is no choice of the shipped daemon
+    {"node_name_template = {node}\n", "{node} and {job}"},
+    {"node_name_template = BAD_{node}_{job}!\n", "not a valid Kubernetes node name"},
+    {"allowed_namespaces = Bad\n", "not a namespace name"},
+    {"kubeconfig = /nonexistent/kc\n", "set either kubeconfig"},
+    {"api_server = x\n", "set twice"},
+};
+START_TEST(config_bad) {
+    std::string text = std::string(kGoodConf) + kBadConfs[_i].extra;
+    auto c = parse_agent_config(text, "agent.conf");
+    ck_assert_msg(!c.ok(), "accepted %s", kBadConfs[_i].extra);
+    ck_assert_msg(c.message().find(kBadConfs[_i].message_has) != std::string::npos, "%s",
+                  c.message().c_str());
+}
+END_TEST
+
+// A build that registers extra runtimes (agent/daemon.h) accepts their names.
+START_TEST(config_extra_runtime) {
+    auto c =
+        parse_agent_config(std::string(kGoodConf) + "runtime = fake\n", "agent.conf", {"fake"});
+    ck_assert_msg(c.ok(), "%s", c.ok() ? "" : c.message().c_str());
+    ck_assert_sstr_eq(c->runtime, "fake");
+    ck_assert_sstr_eq(parse_agent_config(kGoodConf, "agent.conf", {"fake"})->runtime, "shim");
+    ck_assert(describe_agent_config({"fake"}).find("or fake") != std::string::npos);
+    ck_assert(describe_agent_config().find("fake") == std::string::npos);
+}
+END_TEST
+
+START_TEST(config_requires_credentials) {
+    auto c = parse_agent_config("api_server = https://h:1\n", "a.conf");
+    ck_assert(!c.ok());
+    ck_assert(c.message().find("api_token_file") != std::string::npos);
+    ck_assert(!parse_agent_config("", "a.conf").ok());
+}
+END_TEST
+
+START_TEST(kubeconfig_subset) {
+    auto a = parse_kubeconfig(
+        "clusters:\n- name: x\n  cluster:\n    server: https://127.0.0.1:1\n"
+        "    certificate-authority: ca.crt\nusers:\n- name: a\n  user:\n    tokenFile: /t\n",
+        "/d");
+    ck_assert(a.ok());
+    ck_assert_sstr_eq(a->server, "https://127.0.0.1:1");
+    ck_assert_sstr_eq(a->ca_file, "/d/ca.crt");
+    ck_assert_sstr_eq(a->token_file, "/t");
+    ck_assert(!parse_kubeconfig("users: []\n", "/").ok());
+    ck_assert(!parse_kubeconfig("server: https://h\ncertificate-authority-data: AAA\n", "/").ok());
+}
+END_TEST
+
+START_TEST(node_names) {
+    auto n = expand_node_name("slurm-{node}-{job}", "GPU_N1", 42);
+    ck_assert(n.ok());
+    ck_assert_sstr_eq(*n, "slurm-gpu-n1-42");
+    ck_assert(!expand_node_name("{node}-{job}-", "n1", 1).ok());
+}
+END_TEST
+
+// ---- the kubelet endpoint's and the job end's keys, defaults ----
+static const char kConf[] = "api_server = https://127.0.0.1:6443\napi_token_file = /t\n";
+struct ConfCase {
+    const char *extra, *error_has;  // error_has null = accepted
+};
+static const ConfCase kConfCases[] = {
+    {"kubelet_cert = /c\nkubelet_key = /k\nkubelet_client_ca = /ca\n", nullptr},
+    {"kubelet_insecure = true\nkubelet_port = 0\nmetrics_port = 9100\n", nullptr},
+    {"job_end_command = \n", nullptr},
+    {"kubelet_cert = /c\n", "set together"},
+    {"kubelet_cert = /c\nkubelet_key = /k\n", "kubelet_client_ca is required"},
+    {"kubelet_insecure = true\nkubelet_cert = /c\nkubelet_key = /k\nkubelet_client_ca = /ca\n",
+     "exclude each other"},
+    {"job_end_command = squeue -o %e\n", "must contain {job}"},
+    {"metrics_port = 70000\n", "out of range"},
+    {"kubelet_insecure = maybe\n", "kubelet_insecure"},
+};
+START_TEST(config_keys) {
+    const ConfCase &k = kConfCases[_i];
+    auto c = parse_agent_config(std::string(kConf) + k.extra, "agent.conf");
+    if (!k.error_has) {
+        ck_assert_msg(c.ok(), "%s: %s", k.extra, c.ok() ? "" : c.message().c_str());
+        return;
+    }
+    ck_assert_msg(!c.ok(), "accepted %s", k.extra);
+    ck_assert_msg(c.message().find(k.error_has) != std::string::npos, "%s", c.message().c_str());
+}
+END_TEST
+START_TEST(config_defaults) {
+    auto c = parse_agent_config(kConf, "agent.conf");
+    ck_assert(c.ok());
+    ck_assert_uint_eq(c->cordon_before_end_s, 60);
+    ck_assert_uint_eq(c->metrics_port, 0);
+    ck_assert_uint_eq(c->kubelet_port, 10250);
+    ck_assert_sstr_eq(c->job_end_command, "squeue -h -j {job} -o %e");
+}
+END_TEST
+
+int main() {
+    Suite *s = suite_create("agent_config");
+    TCase *tc = tcase_create("agent_config");
+    tcase_add_test(tc, config_good);
+    tcase_add_loop_test(tc, config_bad, 0, TABLE_SIZE(kBadConfs));
+    tcase_add_test(tc, config_extra_runtime);
+    tcase_add_test(tc, config_requires_credentials);
+    tcase_add_test(tc, kubeconfig_subset);
+    tcase_add_test(tc, node_names);
+    tcase_add_loop_test(tc, config_keys, 0, TABLE_SIZE(kConfCases));
+    tcase_add_test(tc, config_defaults);
+    suite_add_tcase(s, tc);
+    return sk_run_suite(s);
+}

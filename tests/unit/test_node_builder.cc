@@ -1,0 +1,151 @@
+// agent/node_builder: the Node and its status patch, cordon and ownership,
+// and the Lease, against what a real kubelet writes (recorded from a real
+// kubelet v1.28).
+#include <string>
+
+#include "agent/node_builder.h"
+#include "common/rfc3339.h"
+#include "tests/unit/check_json.h"
+
+using namespace sk;
+using namespace sk::agent;
+
+static NodeSpecInput sample_input() {
+    NodeSpecInput in;
+    in.node_name = "slurm-n1-42";
+    in.job.job_id = 42;
+    in.job.slurm_node = "n1";
+    in.job.user = "alice";
+    in.job.partition = "gpu";
+    in.job.gpus = {2, 3};
+    in.job.cpus = 8;
+    in.job.memory_mib = 16384;
+    in.job.labels = {{"team", "rl"}, {"slurm-k8s/job-id", "999"}};
+    in.cluster = "c1";
+    in.node_address = "192.0.2.2";
+    in.kubelet_port = 10250;
+    in.agent_version = "0.1.0";
+    return in;
+}
+
+// ---- node ----
+START_TEST(node_has_kubelet_shape) {
+    Json::Value n = build_node(sample_input(), 1795963182);
+    ck_assert_sstr_eq(n["metadata"]["name"].asString(), "slurm-n1-42");
+    const Json::Value &l = n["metadata"]["labels"];
+    ck_assert_sstr_eq(l["slurm-k8s/job-id"].asString(), "42");  // the user's cannot override
+    ck_assert_sstr_eq(l["slurm-k8s/user"].asString(), "alice");
+    ck_assert_sstr_eq(l["slurm-k8s/partition"].asString(), "gpu");
+    ck_assert_sstr_eq(l["slurm-k8s/slurm-node"].asString(), "n1");
+    ck_assert_sstr_eq(l["slurm-k8s/cluster"].asString(), "c1");
+    ck_assert_sstr_eq(l["kubernetes.io/hostname"].asString(), "slurm-n1-42");
+    ck_assert_sstr_eq(l["node.kubernetes.io/instance-type"].asString(), "slurm-k8s");
+    ck_assert_sstr_eq(l["team"].asString(), "rl");
+    const Json::Value &t = n["spec"]["taints"];
+    ck_assert_int_eq(t.size(), 1);
+    ck_assert_sstr_eq(t[0]["key"].asString(), "slurm-k8s/job");
+    ck_assert_sstr_eq(t[0]["value"].asString(), "42");
+    ck_assert_sstr_eq(t[0]["effect"].asString(), "NoSchedule");
+    const Json::Value &s = n["status"];
+    ck_assert_sstr_eq(s["capacity"]["nvidia.com/gpu"].asString(), "2");
+    ck_assert_sstr_eq(s["capacity"]["cpu"].asString(), "8");
+    ck_assert_sstr_eq(s["capacity"]["memory"].asString(), "16777216Ki");
+    ck_assert_sstr_eq(s["allocatable"]["pods"].asString(), "110");
+    ck_assert_int_eq(s["daemonEndpoints"]["kubeletEndpoint"]["Port"].asInt(), 10250);
+    ck_assert_sstr_eq(s["addresses"][0]["type"].asString(), "InternalIP");
+    ck_assert_sstr_eq(s["addresses"][0]["address"].asString(), "192.0.2.2");
+    ck_assert_sstr_eq(s["addresses"][1]["type"].asString(), "Hostname");
+    // The 4 conditions in the kubelet's order with its reasons (README obs. 4).
+    const char *types[] = {"MemoryPressure", "DiskPressure", "PIDPressure", "Ready"};
+    const char *reasons[] = {"KubeletHasSufficientMemory", "KubeletHasNoDiskPressure",
+                             "KubeletHasSufficientPID", "KubeletReady"};
+    ck_assert_int_eq(s["conditions"].size(), 4);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_sstr_eq(s["conditions"][i]["type"].asString(), types[i]);
+        ck_assert_sstr_eq(s["conditions"][i]["reason"].asString(), reasons[i]);
+        ck_assert_sstr_eq(s["conditions"][i]["status"].asString(), i == 3 ? "True" : "False");
+        ck_assert_sstr_eq(s["conditions"][i]["lastHeartbeatTime"].asString(),
+                          "2026-11-29T14:39:42Z");
+    }
+}
+END_TEST
+
+START_TEST(job_taints_replace_default) {
+    NodeSpecInput in = sample_input();
+    in.job.taints = {{"slurm-k8s/job-id", "42", "NoSchedule"}};
+    in.site_taints = {{"site", "x", "PreferNoSchedule"}, {"slurm-k8s/job-id", "42", "NoSchedule"}};
+    auto t = node_taints(in);
+    ck_assert_int_eq(t.size(), 2);
+    ck_assert_sstr_eq(t[0].key, "slurm-k8s/job-id");
+    ck_assert_sstr_eq(t[1].key, "site");
+}
+END_TEST
+
+START_TEST(status_patch_orders_conditions) {
+    Json::Value p = build_node_status_patch(sample_input(), false, 200, 100);
+    const Json::Value &c = p["status"]["conditions"];
+    ck_assert_sstr_eq(c[3]["status"].asString(), "False");
+    ck_assert_sstr_eq(c[3]["reason"].asString(), "KubeletNotReady");
+    ck_assert_sstr_eq(c[3]["lastTransitionTime"].asString(), rfc3339(100));
+    ck_assert_sstr_eq(p["status"]["$setElementOrder/conditions"][3]["type"].asString(), "Ready");
+    ck_assert(!p.isMember("spec"));  // /status ignores spec anyway
+}
+END_TEST
+
+START_TEST(cordon_patch_keeps_taints) {
+    Json::Value node = J(R"({"metadata":{"resourceVersion":"7"},"spec":{"taints":[
+        {"key":"slurm-k8s/job","value":"42","effect":"NoSchedule"}]}})");
+    Json::Value p = build_cordon_patch(node, {"slurm-k8s/job-ended", "42", "NoExecute"});
+    ck_assert_sstr_eq(p["metadata"]["resourceVersion"].asString(), "7");
+    ck_assert(p["spec"]["unschedulable"].asBool());
+    ck_assert_int_eq(p["spec"]["taints"].size(), 2);
+    ck_assert_sstr_eq(p["spec"]["taints"][1]["effect"].asString(), "NoExecute");
+    // Idempotent: cordoning twice does not add the taint twice.
+    node["spec"]["taints"] = p["spec"]["taints"];
+    Json::Value p2 = build_cordon_patch(node, {"slurm-k8s/job-ended", "42", "NoExecute"});
+    ck_assert_int_eq(p2["spec"]["taints"].size(), 2);
+}
+END_TEST
+
+START_TEST(ownership_by_labels) {
+    Json::Value n = build_node(sample_input(), 1);
+    ck_assert(node_is_ours(n, "c1", "n1"));
+    ck_assert(!node_is_ours(n, "c2", "n1"));
+    ck_assert(!node_is_ours(n, "c1", "n2"));
+    ck_assert(!node_is_ours(J(R"({"metadata":{"name":"x"}})"), "c1", "n1"));
+}
+END_TEST
+
+// ---- lease ----
+START_TEST(lease_like_kubelet) {
+    Json::Value l = build_lease("slurm-n1-42", "uid-1", 40, 1795963182589439LL);
+    ck_assert_sstr_eq(l["apiVersion"].asString(), "coordination.k8s.io/v1");
+    ck_assert_sstr_eq(l["metadata"]["namespace"].asString(), "kube-node-lease");
+    const Json::Value &o = l["metadata"]["ownerReferences"][0];
+    ck_assert_sstr_eq(o["kind"].asString(), "Node");
+    ck_assert_sstr_eq(o["uid"].asString(), "uid-1");
+    ck_assert(!o.isMember("controller"));
+    ck_assert_sstr_eq(l["spec"]["holderIdentity"].asString(), "slurm-n1-42");
+    ck_assert_int_eq(l["spec"]["leaseDurationSeconds"].asInt(), 40);
+    ck_assert_sstr_eq(l["spec"]["renewTime"].asString(), "2026-11-29T14:39:42.589439Z");
+    ck_assert(!l["spec"].isMember("acquireTime"));
+    Json::Value cur = l;
+    cur["metadata"]["resourceVersion"] = "55";
+    Json::Value r = renew_lease(cur, "slurm-n1-42", "uid-1", 40, 1795963192000000LL);
+    ck_assert_sstr_eq(r["metadata"]["resourceVersion"].asString(), "55");
+    ck_assert_sstr_eq(r["spec"]["renewTime"].asString(), "2026-11-29T14:39:52.000000Z");
+}
+END_TEST
+
+int main() {
+    Suite *s = suite_create("node_builder");
+    TCase *tc = tcase_create("node_builder");
+    tcase_add_test(tc, node_has_kubelet_shape);
+    tcase_add_test(tc, job_taints_replace_default);
+    tcase_add_test(tc, status_patch_orders_conditions);
+    tcase_add_test(tc, cordon_patch_keeps_taints);
+    tcase_add_test(tc, ownership_by_labels);
+    tcase_add_test(tc, lease_like_kubelet);
+    suite_add_tcase(s, tc);
+    return sk_run_suite(s);
+}

@@ -1,0 +1,67 @@
+// agent/peer_auth: who may send which op on the agent socket, and a shim's
+// attach by uid and cgroup.
+#include <cstdint>
+#include <string>
+
+#include "agent/peer_auth.h"
+#include "tests/unit/check_main.h"
+
+using namespace sk;
+using namespace sk::agent;
+
+struct OpCase {
+    const char *op;
+    uint32_t uid;
+    bool allowed;
+};
+static const OpCase kOps[] = {
+    {"register", 0, true},       {"register", 1000, false}, {"deregister", 64030, true},
+    {"deregister", 1000, false}, {"status", 1000, true},    {"list", 0, true},
+    {"list", 1000, true},        {"attach", 1000, true},    {"pod_run", 0, false},
+    {"shutdown", 0, false},
+};
+START_TEST(op_authorization) {
+    const auto &c = kOps[_i];
+    Status st = authorize_op(c.op, PeerCred{123, c.uid, c.uid}, {0, 64030});
+    ck_assert_msg(st.ok() == c.allowed, "%s by uid %u", c.op, c.uid);
+    if (!st.ok()) ck_assert(st.error() == Error::Forbidden);
+}
+END_TEST
+
+struct AttachCase {
+    uint32_t uid;
+    ShimAuth mode;
+    const char *cgroup;
+    bool allowed;
+    const char *message_has;
+};
+static const AttachCase kAttach[] = {
+    {1000, ShimAuth::Cgroup, "0::/system.slice/slurmstepd.scope/job_42/step_extern/user/task_0\n",
+     true, ""},
+    {1000, ShimAuth::Cgroup, "5:devices:/slurm/uid_1000/job_42/step_extern\n", true, ""},
+    {1000, ShimAuth::Cgroup, "0::/system.slice/slurmstepd.scope/job_420/step_extern\n", false,
+     "cgroup"},
+    {1000, ShimAuth::Cgroup, "0::/user.slice/user-1000.slice/session-3.scope\n", false, "cgroup"},
+    {1000, ShimAuth::Cgroup, "", false, "cannot read"},
+    {1001, ShimAuth::Cgroup, "0::/x/job_42/step_extern\n", false, "not the job's user"},
+    {1001, ShimAuth::Uid, "", false, "not the job's user"},
+    {1000, ShimAuth::Uid, "", true, ""},
+};
+START_TEST(attach_authorization) {
+    const auto &c = kAttach[_i];
+    Status st = authorize_attach(PeerCred{77, c.uid, c.uid}, 42, 1000, c.mode, c.cgroup);
+    ck_assert_msg(st.ok() == c.allowed, "case %d", _i);
+    if (!st.ok())
+        ck_assert_msg(st.message().find(c.message_has) != std::string::npos, "%s",
+                      st.message().c_str());
+}
+END_TEST
+
+int main() {
+    Suite *s = suite_create("peer_auth");
+    TCase *tc = tcase_create("peer_auth");
+    tcase_add_loop_test(tc, op_authorization, 0, TABLE_SIZE(kOps));
+    tcase_add_loop_test(tc, attach_authorization, 0, TABLE_SIZE(kAttach));
+    suite_add_tcase(s, tc);
+    return sk_run_suite(s);
+}
