@@ -77,6 +77,30 @@ tests_unit_test_log_SOURCES = tests/unit/test_log.cc
 tests_unit_test_log_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
 tests_unit_test_log_LDADD = common/libcommon_core.la $(SK_CHECK_LIBS)
 
+# ---- common/ (libcommon_core): files, /proc, cgroups, time ----
+check_PROGRAMS += \
+	tests/unit/test_fs \
+	tests/unit/test_procfs \
+	tests/unit/test_rfc3339 \
+	tests/unit/test_slurm_cgroup
+TESTS += \
+	tests/unit/test_fs \
+	tests/unit/test_procfs \
+	tests/unit/test_rfc3339 \
+	tests/unit/test_slurm_cgroup
+tests_unit_test_fs_SOURCES = tests/unit/test_fs.cc
+tests_unit_test_fs_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_fs_LDADD = common/libcommon_core.la $(SK_CHECK_LIBS)
+tests_unit_test_procfs_SOURCES = tests/unit/test_procfs.cc
+tests_unit_test_procfs_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_procfs_LDADD = common/libcommon_core.la $(SK_CHECK_LIBS)
+tests_unit_test_rfc3339_SOURCES = tests/unit/test_rfc3339.cc
+tests_unit_test_rfc3339_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_rfc3339_LDADD = common/libcommon_core.la $(SK_CHECK_LIBS)
+tests_unit_test_slurm_cgroup_SOURCES = tests/unit/test_slurm_cgroup.cc
+tests_unit_test_slurm_cgroup_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_slurm_cgroup_LDADD = common/libcommon_core.la $(SK_CHECK_LIBS)
+
 if BUILD_DAEMONS
 # ---- common/ ----
 check_PROGRAMS += \
@@ -260,30 +284,6 @@ tests_unit_test_shim_pod_status_LDADD = $(SK_SHIM_TEST_LIBS)
 tests_unit_test_pod_runner_SOURCES = tests/unit/test_pod_runner.cc
 tests_unit_test_pod_runner_CXXFLAGS = $(SK_SHIM_TEST_CXXFLAGS)
 tests_unit_test_pod_runner_LDADD = $(SK_SHIM_TEST_LIBS)
-
-# ---- common/: files, /proc, cgroups, time, lost pods ----
-check_PROGRAMS += \
-	tests/unit/test_fs \
-	tests/unit/test_procfs \
-	tests/unit/test_rfc3339 \
-	tests/unit/test_slurm_cgroup
-TESTS += \
-	tests/unit/test_fs \
-	tests/unit/test_procfs \
-	tests/unit/test_rfc3339 \
-	tests/unit/test_slurm_cgroup
-tests_unit_test_fs_SOURCES = tests/unit/test_fs.cc
-tests_unit_test_fs_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
-tests_unit_test_fs_LDADD = common/libcommon.la $(SK_CHECK_LIBS)
-tests_unit_test_procfs_SOURCES = tests/unit/test_procfs.cc
-tests_unit_test_procfs_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
-tests_unit_test_procfs_LDADD = common/libcommon.la $(SK_CHECK_LIBS)
-tests_unit_test_rfc3339_SOURCES = tests/unit/test_rfc3339.cc
-tests_unit_test_rfc3339_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
-tests_unit_test_rfc3339_LDADD = common/libcommon.la $(SK_CHECK_LIBS)
-tests_unit_test_slurm_cgroup_SOURCES = tests/unit/test_slurm_cgroup.cc
-tests_unit_test_slurm_cgroup_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
-tests_unit_test_slurm_cgroup_LDADD = common/libcommon.la $(SK_CHECK_LIBS)
 
 # ---- common/: the agent-shim protocol ----
 check_PROGRAMS += tests/unit/test_shim_protocol
