@@ -8,7 +8,7 @@ kubectl) goes through the test API server's pods/log proxy to the agent's
 kubelet endpoint over TLS (serving cert and client CA from the test server's
 state dir). Prints `N passed, N failed` and leaves no process behind.
 """
-import os, shutil, signal, subprocess, sys, time, urllib.request
+import os, shutil, signal, subprocess, sys, threading, time, urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from sktest.env import NODE, ShimEnv, suite_args  # noqa: E402
@@ -94,9 +94,20 @@ def run(env):
           (rc, out, err))
     f = subprocess.Popen([env.kubectl_bin, "--kubeconfig", os.path.join(env.kdir, "kubeconfig"),
                           "logs", "-f", "--tail", "1", "web"], stdout=subprocess.PIPE, text=True)
-    time.sleep(2.0)
+    streamed = []
+
+    def read_stream():
+        for line in f.stdout:
+            streamed.append(line)
+    reader = threading.Thread(target=read_stream, daemon=True)
+    reader.start()
+    # The container ticks every 0.3 s: wait for the lines rather than for a fixed time
+    # (kubectl itself takes a while to start on a loaded machine).
+    wait_for(lambda: len([x for x in list(streamed) if x.startswith("tick")]) >= 4, 10)
     f.terminate()
-    fout = f.communicate(timeout=10)[0]
+    f.wait(10)
+    reader.join(10)
+    fout = "".join(streamed)
     ticks = [x for x in fout.split("\n") if x.startswith("tick")]
     check("kubectl logs -f streams new lines", len(ticks) >= 4, fout[-300:])
     rc, out, err = env.kubectl("logs", "web", "-c", "nope")
@@ -183,8 +194,12 @@ def run(env):
     _, allp = env.api("GET", "/api/v1/pods")
     running = len([x for x in allp.get("items", []) if x["spec"].get("nodeName") == NODE
                    and x["status"].get("phase") == "Running"])
-    time.sleep(2.2)  # the gauge is refreshed every 2 s
-    m = urllib.request.urlopen(f"http://127.0.0.1:{env.metrics_port}/metrics", timeout=5).read().decode()
+    def metrics():
+        return urllib.request.urlopen(f"http://127.0.0.1:{env.metrics_port}/metrics",
+                                      timeout=5).read().decode()
+    # The gauge is refreshed every 2 s: wait for the refresh that counts these pods.
+    wait_for(lambda: f'slurm_k8s_pods{{phase="Running"}} {running}\n' in metrics(), 10)
+    m = metrics()
     check("metrics: pods by phase", f'slurm_k8s_pods{{phase="Running"}} {running}\n' in m and running >= 2,
           (running, [x for x in m.split("\n") if x.startswith("slurm_k8s_pods")]))
 
@@ -270,9 +285,10 @@ def run(env):
           and cond(lost, "Ready") == "False", (took, st))
     check("  the pod's processes (and its child) are gone",
           wait_for(lambda: not [x for x in before if alive(x)], 3), [x for x in before if alive(x)])
-    check("  a ShimLost Warning event", [e for e in events_of(env, "lost")
-                                         if e["reason"] == "ShimLost" and e["type"] == "Warning"],
-          [(e["reason"], e["message"]) for e in events_of(env, "lost")])
+    # The agent posts the event asynchronously, apart from the status patch: wait for it.
+    check("  a ShimLost Warning event", wait_for(lambda: [
+        e for e in events_of(env, "lost") if e["reason"] == "ShimLost" and e["type"] == "Warning"],
+        5), [(e["reason"], e["message"]) for e in events_of(env, "lost")])
     code, n46 = env.api("GET", "/api/v1/nodes/slurm-n1-46")
     check("  the node stays Ready", code == 200 and cond(n46, "Ready") == "True", n46.get("status"))
     pod46("late", ["python3", "-c", "import time\ntime.sleep(600)"], "1")

@@ -46,9 +46,13 @@ def run(env):
         check("kubelet endpoint + address", s["daemonEndpoints"]["kubeletEndpoint"]["Port"] == 10250
               and s["addresses"][0] == {"type": "InternalIP", "address": "127.0.0.1"})
     # 2. lease renewals
-    _, lease1 = env.api("GET", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/" + NODE)
-    time.sleep(2.5)
-    _, lease2 = env.api("GET", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/" + NODE)
+    lease_url = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/" + NODE
+    _, lease1 = env.api("GET", lease_url)
+    def renewed():
+        code, l2 = env.api("GET", lease_url)
+        return l2 if code == 200 and l2.get("spec", {}).get("renewTime") != \
+            lease1.get("spec", {}).get("renewTime") else None
+    lease2 = wait_for(renewed, 5) or env.api("GET", lease_url)[1]
     rt = lease2.get("spec", {}).get("renewTime", "")
     check("lease renewed with MicroTime", rt != lease1.get("spec", {}).get("renewTime") and
           len(rt.split(".")[-1]) == 7, (lease1.get("spec"), lease2.get("spec")))
@@ -65,8 +69,12 @@ def run(env):
           p["status"])
     env.api("DELETE", "/api/v1/namespaces/default/pods/p1")
     check("graceful delete -> gone", wait_for(lambda: phase(env, "default", "p1") == 404, 5))
-    _, evs = env.api("GET", "/api/v1/namespaces/default/events")
-    reasons = {e["reason"] for e in evs.get("items", []) if e["involvedObject"].get("name") == "p1"}
+    def reasons_of(name):
+        _, evs = env.api("GET", "/api/v1/namespaces/default/events")
+        return {e["reason"] for e in evs.get("items", []) if e["involvedObject"].get("name") == name}
+    # The agent posts events asynchronously, apart from the status and the deletion.
+    wait_for(lambda: {"Started", "Killing"} <= reasons_of("p1"), 5)
+    reasons = reasons_of("p1")
     check("Started and Killing events", {"Started", "Killing"} <= reasons, reasons)
     env.api("POST", "/api/v1/namespaces/kube-system/pods", pod("intruder"))
     check("pod in a namespace not allowed -> Failed",
@@ -86,10 +94,15 @@ def run(env):
                                                      open(os.path.join(env.dir, "agent.log")).read(), 5))
     check("pod created around the 410 runs", wait_for(lambda: phase(env, "default", "p410") == "Running", 8))
     check("pods from before the 410 kept", phase(env, "default", "p2") == "Running")
+    def started_events():
+        _, evs = env.api("GET", "/api/v1/namespaces/default/events")
+        return [e for e in evs.get("items", []) if e["involvedObject"].get("name") == "p410"
+                and e["reason"] == "Started"]
+    # The Started event is posted asynchronously: wait for it, then leave a second
+    # start (or a repeat counted on the Event) the time to show.
+    wait_for(started_events, 5)
     time.sleep(0.5)
-    _, evs = env.api("GET", "/api/v1/namespaces/default/events")
-    started = [e for e in evs.get("items", []) if e["involvedObject"].get("name") == "p410"
-               and e["reason"] == "Started"]
+    started = started_events()
     check("relisted pod not started twice", len(started) == 1 and started[0].get("count", 1) == 1,
           started)
     env.api("POST", "/_test/history", {"size": 1000})

@@ -996,8 +996,9 @@ class TestControls(Base):
     def test_fault_refuse(self):
         keep = API.conn()
         self.assertEqual(API.req("GET", "/version", conn=keep).status, 200)
-        control("fault", {"mode": "refuse", "seconds": 1.5})
-        time.sleep(0.3)
+        control("fault", {"mode": "refuse", "seconds": 3})
+        # The server starts refusing after its reply, on its own thread: wait for that.
+        wait_for(lambda: not self._ok(), timeout=2.5, interval=0.05, msg="connections refused")
         with self.assertRaises((ConnectionError, OSError, http.client.HTTPException)):
             API.req("GET", "/version", conn=keep)
         with self.assertRaises((ConnectionRefusedError, ConnectionError, OSError)):

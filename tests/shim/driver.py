@@ -49,6 +49,7 @@ class Agent:
         self.conn, _ = self.srv.accept()
         self.buf = b""
         self.statuses = {}   # uid -> list of (time, status)
+        self.events = {}     # uid -> the events of its pod_status messages, in order
         self.next_id = 1000
         req = self.read_msg(5)
         assert req["op"] == "attach", req
@@ -84,6 +85,7 @@ class Agent:
         if m.get("op") == "pod_status":
             b = m["body"]
             self.statuses.setdefault(b["uid"], []).append((time.time(), b["status"]))
+            self.events.setdefault(b["uid"], []).extend(b.get("events", []))
             self.send({"id": m["id"], "ok": True, "body": {}})
             return None
         return m
@@ -112,6 +114,17 @@ class Agent:
             if time.time() > deadline:
                 raise AssertionError("timeout waiting for %s; last status: %s"
                                      % (what, json.dumps(st)[:1500]))
+            self.pump(min(0.2, max(0.01, deadline - time.time())))
+
+    def wait_event(self, uid, pred, timeout=10, what="event"):
+        deadline = time.time() + timeout
+        while True:
+            found = [e for e in self.events.get(uid, []) if pred(e)]
+            if found:
+                return found[0]
+            if time.time() > deadline:
+                raise AssertionError("timeout waiting for %s; events: %s"
+                                     % (what, json.dumps(self.events.get(uid, []))[:1500]))
             self.pump(min(0.2, max(0.01, deadline - time.time())))
 
     def drain(self, seconds):
@@ -220,7 +233,9 @@ def test_init_and_two_containers(a):
     assert init["state"]["terminated"]["reason"] == "Completed", init
     assert init["ready"] is True, init
     assert cstatus(st, "app-a")["containerID"] == "slurm-k8s://%s/app-a/0" % uid
-    time.sleep(0.5)
+    # The shim writes the logs as it reads the pipes: wait for each container's last line.
+    wait_log(a, uid, "app-a", "args: 1 1-2-$(NOPE)-$(A)")
+    wait_log(a, uid, "app-b", "/tmp")
     log = log_content(read_log(a, uid, "app-a"))
     assert "from-init" in log, log
     # Env order + $(VAR): B sees A, unknown refs stay, $$ escapes.
@@ -310,15 +325,36 @@ def test_readiness_flips_ready(a):
 
 
 def test_http_and_tcp_probes(a):
+    # Probe periods and timeouts are scaled (SCALE): a liveness probe with the default
+    # failureThreshold gives up after 150 ms, less than a Python interpreter takes to
+    # start on a loaded machine. As a real slow-starting server would, the pods carry a
+    # startupProbe whose window (failureThreshold x periodSeconds, 50 s scaled) is longer
+    # than any wait below, so readiness and liveness run only once the server listens
+    # (k8s-shim/probe.h). The server then opens its socket with a large backlog before it
+    # imports http.server, so a connect succeeds whenever it listens, even while the
+    # machine keeps it from running.
+    def server(port):
+        return ("import socket\n"
+                "l = socket.socket()\n"
+                "l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+                "l.bind(('127.0.0.1', %d)); l.listen(128)\n"
+                "import http.server as h\n"
+                "class H(h.BaseHTTPRequestHandler):\n"
+                "  def do_GET(s):\n"
+                "    s.send_response(200 if s.path=='/healthz' else 404); s.end_headers()\n"
+                "  def log_message(s,*a): pass\n"
+                "srv = h.HTTPServer(('127.0.0.1', %d), H, bind_and_activate=False)\n"
+                "srv.socket = l\n"
+                "srv.serve_forever()\n" % (port, port))
+
+    def startup(port):
+        return {"tcpSocket": {"port": port}, "periodSeconds": 1, "failureThreshold": 1000}
+
     port = free_port()
-    server = ("import http.server as h\n"
-              "class H(h.BaseHTTPRequestHandler):\n"
-              "  def do_GET(s):\n"
-              "    s.send_response(200 if s.path=='/healthz' else 404); s.end_headers()\n"
-              "  def log_message(s,*a): pass\n"
-              "h.HTTPServer(('127.0.0.1',%d),H).serve_forever()\n" % port)
-    p = pod("http", [{"name": "web", "image": "python", "command": [sys.executable, "-c", server],
+    p = pod("http", [{"name": "web", "image": "python",
+                      "command": [sys.executable, "-c", server(port)],
                       "ports": [{"name": "http", "containerPort": port}],
+                      "startupProbe": startup(port),
                       "readinessProbe": {"httpGet": {"path": "/healthz", "port": "http"},
                                          "periodSeconds": 1},
                       "livenessProbe": {"tcpSocket": {"port": port}, "periodSeconds": 1}}])
@@ -328,16 +364,28 @@ def test_http_and_tcp_probes(a):
                 what="Ready via httpGet")
     a.drain(1.0)
     assert cstatus(a.last(uid), "web")["restartCount"] == 0, "tcp liveness killed a healthy server"
-    # A probe on a path that answers 404 never makes the pod ready.
+    # A probe on a path that answers 404 never makes the pod ready: the server answered
+    # (an Unhealthy event with the status code) and the pod is still not Ready.
+    bad_port = free_port()
     bad = pod("http404", [{"name": "web", "image": "python",
-                           "command": [sys.executable, "-c", server.replace(str(port),
-                                                                            str(port + 1))],
-                           "readinessProbe": {"httpGet": {"path": "/nope", "port": port + 1},
+                           "command": [sys.executable, "-c", server(bad_port)],
+                           "startupProbe": startup(bad_port),
+                           "readinessProbe": {"httpGet": {"path": "/nope", "port": bad_port},
                                               "periodSeconds": 1}}])
     assert a.request("pod_run", {"pod": bad, "files": {}})["ok"]
     a.wait("uid-http404", lambda s: running(s, "web"), what="running")
+    a.wait_event("uid-http404", lambda e: e["reason"] == "Unhealthy" and e["message"] ==
+                 "Readiness probe failed: HTTP probe failed with statuscode: 404",
+                 what="a readiness probe answered 404")
     a.drain(1.0)
     assert cond(a.last("uid-http404"), "Ready")["status"] == "False"
+    # A tcp liveness probe on a port nobody listens on kills the container.
+    dead = pod("tcpdead", [sh("main", 'trap "exit 0" TERM; while :; do sleep 0.1; done',
+                              livenessProbe={"tcpSocket": {"port": free_port()},
+                                             "periodSeconds": 1})])
+    assert a.request("pod_run", {"pod": dead, "files": {}})["ok"]
+    a.wait("uid-tcpdead", lambda s: cstatus(s, "main")["restartCount"] >= 1, timeout=10,
+           what="restart by tcp liveness")
 
 
 def test_liveness_restarts(a):
@@ -373,8 +421,7 @@ def test_termination_grace_kills_group(a):
     assert t["exitCode"] == 137, t
     assert st["phase"] == "Failed", st
     assert os.path.exists(marker), "preStop hook did not run"
-    time.sleep(0.1)
-    assert not alive(child), "a process of the container's group survived"
+    assert gone(child), "a process of the container's group survived"
 
 
 def test_gpus_disjoint_and_refused(a):
@@ -387,9 +434,8 @@ def test_gpus_disjoint_and_refused(a):
     seen = []
     for name in ("g1", "g2"):
         a.wait("uid-" + name, lambda s: running(s, "main"), what="running")
-    time.sleep(0.3)
     for name in ("g1", "g2"):
-        cuda, nv = log_content(read_log(a, "uid-" + name, "main"))[0].split("/")
+        cuda, nv = wait_log_lines(a, "uid-" + name, "main")[0].split("/")
         assert cuda == nv, (cuda, nv)
         seen.append(set(int(x) for x in cuda.split(",")))
     assert len(seen[0]) == 2 and len(seen[1]) == 2 and not (seen[0] & seen[1]), seen
@@ -497,8 +543,7 @@ def test_shim_restart_never_runs_twice(a):
         ready = {c["type"]: c["status"] for c in st.get("conditions", [])}
         assert ready.get("Ready") == "False" and ready.get("ContainersReady") == "False", st
         assert "terminated" in cstatus(st, "main")["state"], st
-        time.sleep(0.1)
-        assert not alive(pid), "the old container process still runs"
+        assert gone(pid), "the old container process still runs"
         n = len(b.statuses[uid])
         assert b.request("pod_run", {"pod": p, "files": {}})["ok"]
         b.drain(0.3)
@@ -526,27 +571,53 @@ def test_shutdown_stops_pods(a):
 
 
 def pod_file_int(a, uid, name, timeout=5):
-    """The number a container wrote to `name` in its pod dir ($SLURM_K8S_POD_DIR): waits up to
-    `timeout` s for the file, then a moment for the write to finish."""
+    """The number a container wrote (echo: one line) to `name` in its pod dir
+    ($SLURM_K8S_POD_DIR): waits up to `timeout` s for the whole line."""
     path = os.path.join(a.state_dir, "pods", uid, name)
     deadline = time.time() + timeout
-    while not os.path.exists(path) and time.time() < deadline:
+    while True:
+        try:
+            with open(path) as f:
+                text = f.read()
+            if text.endswith("\n"):
+                return int(text)
+        except OSError:
+            pass
+        if time.time() > deadline:
+            raise AssertionError("%s/%s: no complete line within %ss" % (uid, name, timeout))
         time.sleep(0.05)
-    time.sleep(0.1)
-    return int(open(path).read())
 
 
-def wait_log(a, uid, cname, line, timeout=5):
-    """Waits until the container wrote `line` (its signal traps are set)."""
+def wait_log_lines(a, uid, cname, pred=bool, timeout=5):
+    """The lines of the container's log once pred(lines) holds (by default: once it
+    wrote a line); waits up to `timeout` s."""
     deadline = time.time() + timeout
+    lines = None
     while time.time() < deadline:
         try:
-            if line in log_content(read_log(a, uid, cname)):
-                return
+            lines = log_content(read_log(a, uid, cname))
+            if pred(lines):
+                return lines
         except OSError:
             pass
         time.sleep(0.05)
-    raise AssertionError("%s/%s never wrote %r" % (uid, cname, line))
+    raise AssertionError("%s/%s: log never matched; last: %r" % (uid, cname, lines))
+
+
+def wait_log(a, uid, cname, line, timeout=5):
+    """Waits until the container wrote `line` (e.g. its signal traps are set)."""
+    wait_log_lines(a, uid, cname, lambda lines: line in lines, timeout)
+
+
+def gone(pid, timeout=5):
+    """Whether pid is gone (a zombie counts as gone) within `timeout` s: a process
+    that was sent SIGKILL still has to be scheduled to exit."""
+    deadline = time.time() + timeout
+    while alive(pid):
+        if time.time() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 TESTS = [
