@@ -511,6 +511,43 @@ START_TEST(drain_with_list_in_flight) {
 }
 END_TEST
 
+// A second deregister that comes once the first one answered (before the
+// node is dropped) is answered at once, with the same count.
+struct LateRetryCase {
+    const char *name;
+    bool from_done;  // from inside the first done, else on a later loop turn
+};
+static const LateRetryCase kLateRetry[] = {
+    {"from the first answer", true},
+    {"after the first answer", false},
+};
+START_TEST(drain_retry_after_done) {
+    const LateRetryCase &c = kLateRetry[_i];
+    ControllerEnv env;
+    start_with_pods(env, {make_pod("p1", "u1")});
+    ck_assert(env.run_until([&] { return env.served_pod("p1")["status"]["phase"] == "Running"; }));
+    std::vector<uint32_t> answers;
+    auto retry = [&] {
+        env.node->deregister(3, "JobEnded", [&](uint32_t n) { answers.push_back(n); });
+    };
+    env.node->deregister(3, "JobEnded", [&](uint32_t n) {
+        answers.push_back(n);
+        if (c.from_done) retry();
+    });
+    ck_assert(env.run_until([&] { return !answers.empty(); }, 5000));
+    if (!c.from_done) {
+        env.run_for(100);
+        retry();
+    }
+    ck_assert_msg(env.run_until([&] { return answers.size() == 2; }, 1000), "%s: %zu answers",
+                  c.name, answers.size());
+    ck_assert_uint_eq(answers[0], 1);
+    ck_assert_uint_eq(answers[1], 1);
+    ck_assert_uint_eq(env.http().count("DELETE", kNodePath), 1);
+    ck_assert_int_eq(env.close(), 0);
+}
+END_TEST
+
 int main() {
     Suite *s = suite_create("pod_controller");
     TCase *tc = tcase_create("pods");
@@ -523,6 +560,7 @@ int main() {
     tcase_add_test(tc, drain_twice_answers_both);
     tcase_add_loop_test(tc, drain_with_delete_in_flight, 0, TABLE_SIZE(kDeleteInFlight));
     tcase_add_loop_test(tc, drain_with_list_in_flight, 0, TABLE_SIZE(kListInFlight));
+    tcase_add_loop_test(tc, drain_retry_after_done, 0, TABLE_SIZE(kLateRetry));
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }
