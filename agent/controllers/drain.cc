@@ -127,6 +127,9 @@ Drain::Drain(AgentContext &ctx, JobRecord &rec, NodeLeaseController &node, PodCo
     : ctx_(ctx), rec_(rec), node_(node), pods_(pods), timer_(ctx.loop) {}
 
 void Drain::start(uint32_t grace_s, const std::string &reason, std::function<void(uint32_t)> done) {
+    // A retry that comes once the node is gone (before its owner drops it)
+    // is answered at once: the first drain's done will not run again.
+    if (phase_ == Phase::Done) return done(pods_.asked_to_stop());
     if (active()) {  // a second deregister (epilog retry): answer when the first ends
         auto prev = std::move(done_);
         done_ = [prev, done](uint32_t n) {

@@ -126,6 +126,8 @@ void NodeLeaseController::adopt_existing_node() {
                                 prefix().c_str(), uid.c_str());
                        ready_since_ = ctx_.clock->now_s();
                        post_status(true, guard([this, uid](const Status &st) {
+                                       // A drain that started meanwhile owns the node.
+                                       if (mode_ != Mode::Active) return;
                                        if (!st) return retry_node(st);
                                        node_ready(uid);
                                    }));
@@ -189,6 +191,9 @@ void NodeLeaseController::create_lease() {
                                      r.message().c_str());
                             lease_failing_ = true;
                         }
+                        // Released meanwhile: the Lease's uid is kept for the
+                        // drain's delete, but it is not renewed.
+                        if (mode_ != Mode::Active) return;
                         uint64_t ms = ctx_.cfg->lease_renew_s * 1000;
                         lease_timer_.start(ms, guard([this] { renew_lease(); }), ms);
                     }));

@@ -44,9 +44,10 @@ void PodController::relist_if_idle() {
 }
 
 void PodController::list_pods() {
-    if (stopped_) return;
+    if (!watching()) return;
     ctx_.kube->get(KubeClient::pods_on_node(rec_.node_name), guard([this](Result<Json::Value> r) {
-                       if (stopped_) return;
+                       // Sent before end_stop_all, answered after it: the node goes.
+                       if (!watching()) return;
                        if (!r) {
                            uint64_t ms = watch_backoff_.next_ms();
                            LOG_WARN("%s pod list failed: %s; retrying in %llu ms", prefix().c_str(),
@@ -76,7 +77,7 @@ void PodController::list_pods() {
 }
 
 void PodController::start_watch() {
-    if (stopped_) return;
+    if (!watching()) return;
     std::string path = KubeClient::pods_on_node(rec_.node_name) +
                        "&watch=1&allowWatchBookmarks=true&resourceVersion=" + url_escape(pods_rv_);
     watch_id_ = ctx_.kube->watch(path, guard([this](const WatchEvent &e) { on_watch_event(e); }),
@@ -255,13 +256,16 @@ void PodController::delete_pod(const std::string &uid) {
     BoundPod &p = pods_[uid];
     if (p.in_flight.del) return;
     p.in_flight.del = true;
-    if (stopping()) pending_deletes_++;
+    // Counted whatever the phase: a DELETE sent before stop_all may be
+    // answered during it, and the drain waits for every one in flight.
+    deletes_in_flight_++;
     Json::Value body(Json::objectValue);
     body["gracePeriodSeconds"] = 0;
     body["preconditions"]["uid"] = uid;
     std::string ref = pod_ref(p.api);
     ctx_.kube->del(KubeClient::pod(api::object_meta(p.api).ns, api::object_meta(p.api).name), body,
                    guard([this, uid, ref](const Result<Json::Value> &r) {
+                       deletes_in_flight_--;
                        bool gone =
                            r || r.error() == Error::NotFound || r.error() == Error::Conflict;
                        if (gone) {
@@ -285,7 +289,6 @@ void PodController::delete_pod(const std::string &uid) {
                            }
                        }
                        if (stopping()) {
-                           pending_deletes_--;
                            if (gone) pods_.erase(uid);
                            stop_step();
                        }
@@ -590,7 +593,7 @@ void PodController::stop_all(uint32_t grace_s, const std::string &reason,
 bool PodController::all_stopped() const {
     // Not before the first pod list: pods nobody knew of yet would be left
     // behind (the drain's timer still bounds the wait when the API is down).
-    return listed_ && pending_deletes_ == 0 && pods_.empty();
+    return listed_ && deletes_in_flight_ == 0 && pods_.empty();
 }
 
 void PodController::stop_step() {

@@ -125,6 +125,8 @@ class PodController : public NodeBound {
     // all_stopped(). Every change that may bring that closer calls it.
     void stop_step();
     bool stopping() const { return stop_.has_value(); }
+    // Lists and watches go on: neither stop() nor end_stop_all() came.
+    bool watching() const { return !stopped_ && !(stop_ && stop_->ended); }
 
     AgentContext &ctx_;
     const JobRecord &rec_;
@@ -149,7 +151,7 @@ class PodController : public NodeBound {
         bool ended = false;  // end_stop_all(): no further steps
     };
     std::optional<StopAll> stop_;
-    int pending_deletes_ = 0;  // DELETEs sent while stopping, not answered yet
+    size_t deletes_in_flight_ = 0;  // pod DELETEs sent and not answered yet (any phase)
 };
 
 }  // namespace sk::agent

@@ -89,18 +89,22 @@ void FakeTransport::deliver(const FakeRequest &r, HttpCallback done, FakeAnswer 
     pending_[id] = std::move(done);
     std::string what = r.method + " " + r.path;
     std::weak_ptr<bool> alive = alive_;
-    defer(loop_, [this, alive, id, what, a = std::move(a)] {
-        auto live = alive.lock();
-        if (!live || !*live) return;
-        auto it = pending_.find(id);
-        if (it == pending_.end()) return;  // cancelled
-        HttpCallback cb = std::move(it->second);
-        pending_.erase(it);
-        if (a.refused)
-            cb(fail(Error::Transient, what + ": Failed to connect: Connection refused"));
-        else
-            cb(HttpResponse{a.status, a.body});
-    });
+    uint64_t delay_ms = a.delay_ms;
+    defer(
+        loop_,
+        [this, alive, id, what, a = std::move(a)] {
+            auto live = alive.lock();
+            if (!live || !*live) return;
+            auto it = pending_.find(id);
+            if (it == pending_.end()) return;  // cancelled
+            HttpCallback cb = std::move(it->second);
+            pending_.erase(it);
+            if (a.refused)
+                cb(fail(Error::Transient, what + ": Failed to connect: Connection refused"));
+            else
+                cb(HttpResponse{a.status, a.body});
+        },
+        delay_ms);
 }
 
 uint64_t FakeTransport::request(HttpRequest req, HttpCallback done) {

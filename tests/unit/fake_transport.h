@@ -37,13 +37,20 @@ struct FakeRequest {
 
 struct FakeAnswer {
     long status = 200;
-    std::string body;      // sent as is
-    bool refused = false;  // a transport failure (connection refused) instead
+    std::string body;       // sent as is
+    bool refused = false;   // a transport failure (connection refused) instead
+    uint64_t delay_ms = 0;  // delivered this long after the request (an answer in flight)
 
     static FakeAnswer ok(const Json::Value &v);
     static FakeAnswer error(long status, const std::string &reason = "",
                             const std::string &message = "");  // a Kubernetes Status body
     static FakeAnswer refuse() { return FakeAnswer{0, "", true}; }
+    // This answer, delivered ms after the request.
+    FakeAnswer after_ms(uint64_t ms) const {
+        FakeAnswer a = *this;
+        a.delay_ms = ms;
+        return a;
+    }
 };
 
 class FakeTransport : public HttpTransport {

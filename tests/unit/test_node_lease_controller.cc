@@ -249,6 +249,73 @@ START_TEST(outage_and_return) {
 }
 END_TEST
 
+// ---- a drain that starts while a registration step is in flight ----
+// The drain owns the Node from then on: the step's answer neither makes the
+// node ready nor starts status reports or the Lease.
+struct DrainInFlightCase {
+    const char *name;
+    bool exists;         // the Node survived an agent restart: POST 409, then adopted
+    const char *method;  // the request in flight when the drain starts
+    const char *path;
+};
+static const DrainInFlightCase kDrainInFlight[] = {
+    {"the Node create", false, "POST", "/api/v1/nodes"},
+    {"the read of an existing Node", true, "GET", kNodePath},
+    {"the Ready post of an adopted Node", true, "PATCH", "/api/v1/nodes/slurm-n1-42/status"},
+};
+START_TEST(drain_during_registration) {
+    const DrainInFlightCase &c = kDrainInFlight[_i];
+    const std::string status_path = std::string(kNodePath) + "/status";
+    ControllerEnv env;
+    env.cfg().status_report_s = 1;  // a status timer would post every second
+    env.serve_node_and_lease();
+    env.serve_pods({});
+    Json::Value existing(Json::objectValue);
+    existing["metadata"]["name"] = kNodeName;
+    existing["metadata"]["uid"] = "old-node-uid";
+    existing["metadata"]["resourceVersion"] = "5";
+    existing["metadata"]["labels"]["slurm-k8s/job-id"] = "42";
+    existing["metadata"]["labels"]["slurm-k8s/cluster"] = "unit";
+    existing["metadata"]["labels"]["slurm-k8s/slurm-node"] = "n1";
+    FakeAnswer conflict = FakeAnswer::error(409, "AlreadyExists");
+    FakeAnswer slow_ok = FakeAnswer::ok(Json::Value(Json::objectValue)).after_ms(300);
+    std::string method = c.method;
+    if (c.exists) {
+        env.http().on("POST", "/api/v1/nodes", {conflict});
+        env.http().on(
+            "GET", kNodePath,
+            {method == "GET" ? FakeAnswer::ok(existing).after_ms(300) : FakeAnswer::ok(existing)});
+    } else {
+        env.http().on("POST", "/api/v1/nodes", [&](const FakeRequest &r) {
+            Json::Value n = r.json();
+            n["metadata"]["uid"] = kNodeUid;
+            return FakeAnswer::ok(n).after_ms(300);
+        });
+    }
+    if (method == "PATCH") env.http().on("PATCH", status_path, {slow_ok});
+    int ready_calls = 0;
+    env.start_node([&](const Status &) { ready_calls++; });
+    ck_assert_msg(env.run_until([&] { return env.http().count(c.method, c.path) == 1; }),
+                  "%s: not sent", c.name);
+    size_t status_posts = env.http().count("PATCH", status_path);
+    int done_calls = 0;
+    env.node->deregister(0, "JobEnded", [&](uint32_t) { done_calls++; });
+    ck_assert_msg(env.run_until([&] { return done_calls > 0; }, 8000), "%s: no answer", c.name);
+    env.run_for(2300);  // past the answer in flight and two status periods
+    ck_assert_msg(env.http().count("PATCH", status_path) == status_posts,
+                  "%s: %zu status posts after the drain started", c.name,
+                  env.http().count("PATCH", status_path) - status_posts);
+    ck_assert_uint_eq(env.http().count("POST", kLeasesPath), 0);
+    ck_assert_uint_eq(env.http().count("PUT", kLeasePath), 0);
+    ck_assert_uint_eq(env.http().count("POST", "/api/v1/nodes"), 1);
+    ck_assert_uint_eq(env.http().count("DELETE", kNodePath), 1);
+    ck_assert_int_eq(ready_calls, 0);  // the job's register is not answered Ready
+    ck_assert(!env.node->state().ready);
+    ck_assert_int_eq(done_calls, 1);
+    ck_assert_int_eq(env.close(), 0);
+}
+END_TEST
+
 int main() {
     Suite *s = suite_create("node_lease_controller");
     TCase *tc = tcase_create("node_lease");
@@ -258,6 +325,7 @@ int main() {
     tcase_add_loop_test(tc, lease_conflict, 0, TABLE_SIZE(kLeaseConflicts));
     tcase_add_loop_test(tc, lease_or_node_gone, 0, TABLE_SIZE(kGone));
     tcase_add_test(tc, outage_and_return);
+    tcase_add_loop_test(tc, drain_during_registration, 0, TABLE_SIZE(kDrainInFlight));
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }

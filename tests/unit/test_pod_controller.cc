@@ -415,6 +415,139 @@ START_TEST(drain_twice_answers_both) {
 }
 END_TEST
 
+// ---- a pod DELETE in flight when the drain starts ----
+// Sent before the drain (`kubectl delete pod`), answered during it: the drain
+// ends as soon as that answer leaves nothing in the API, not on its grace +
+// 5 s timer.
+struct DeleteInFlightCase {
+    const char *name;
+    std::vector<FakeAnswer> answers;  // of p1's DELETE, in order (the first in flight)
+    size_t deletes;                   // p1 DELETEs sent in all
+    uint64_t done_before_ms;          // done this soon after deregister
+};
+static const DeleteInFlightCase kDeleteInFlight[] = {
+    {"answered ok during the drain",
+     {FakeAnswer::ok(Json::Value(Json::objectValue)).after_ms(300)},
+     1,
+     2500},
+    {"answered 404 during the drain", {FakeAnswer::error(404, "NotFound").after_ms(300)}, 1, 2500},
+    // The drain retries the failed delete after its 1 s pause.
+    {"failed during the drain, retried by it",
+     {FakeAnswer::error(500, "InternalError").after_ms(300),
+      FakeAnswer::ok(Json::Value(Json::objectValue))},
+     2,
+     3500},
+};
+START_TEST(drain_with_delete_in_flight) {
+    const DeleteInFlightCase &c = kDeleteInFlight[_i];
+    const std::string del_path = "/api/v1/namespaces/default/pods/p1";
+    ControllerEnv env;
+    env.http().on("DELETE", del_path, c.answers);
+    start_with_pods(env, {make_pod("p1", "u1")});
+    ck_assert(env.run_until([&] { return env.served_pod("p1")["status"]["phase"] == "Running"; }));
+    env.serve_pod(deleting(env.served_pod("p1"), 0));  // `kubectl delete pod p1 --grace-period=0`
+    env.http().push(env.http().open_stream(kPodsPath), "MODIFIED", env.served_pod("p1"));
+    ck_assert(env.run_until([&] { return env.http().count("DELETE", del_path) == 1; }));
+
+    int done_calls = 0;
+    uint64_t done_at = 0;
+    uv_update_time(env.loop());
+    const uint64_t start = uv_now(env.loop());
+    env.node->deregister(1, "JobEnded", [&](uint32_t) {  // timer: 1 + 5 s
+        done_calls++;
+        done_at = uv_now(env.loop());
+    });
+    ck_assert_msg(env.run_until([&] { return done_calls > 0; }, 8000), "%s: no answer", c.name);
+    ck_assert_msg(done_at - start < c.done_before_ms, "%s: done after %llu ms", c.name,
+                  static_cast<unsigned long long>(done_at - start));
+    ck_assert_uint_eq(env.http().count("DELETE", del_path), c.deletes);
+    ck_assert_uint_eq(env.http().count("DELETE", kNodePath), 1);
+    ck_assert_uint_gt(env.http().matching("DELETE", kLeasePath)[0].id,
+                      env.http().matching("DELETE", del_path).back().id);
+    ck_assert_int_eq(done_calls, 1);
+    ck_assert_int_eq(env.close(), 0);
+}
+END_TEST
+
+// ---- a pod list in flight when the node goes ----
+// A relist sent before the drain ended the watch (no pods left: it goes at
+// once), answered while the Lease and the Node are deleted: no watch and no
+// further list follow.
+struct ListInFlightCase {
+    const char *name;
+    FakeAnswer list;  // the relist's answer, in flight
+};
+static const ListInFlightCase kListInFlight[] = {
+    {"answered with the pods", pod_list({}, "20").after_ms(300)},
+    {"failed (a back-off, then a relist)", FakeAnswer::error(500, "InternalError").after_ms(300)},
+};
+START_TEST(drain_with_list_in_flight) {
+    const ListInFlightCase &c = kListInFlight[_i];
+    ControllerEnv env;
+    env.http().on("DELETE", kLeasePath,
+                  {FakeAnswer::ok(Json::Value(Json::objectValue)).after_ms(2000)});
+    start_with_pods(env, {});
+    env.http().on("GET", kPodsPath, {c.list});
+    // A watch ERROR (410) and the stream's close: an immediate relist.
+    uint64_t id = env.http().open_stream(kPodsPath);
+    Json::Value expired(Json::objectValue);
+    expired["kind"] = "Status";
+    expired["code"] = 410;
+    env.http().push(id, "ERROR", expired);
+    env.http().end(id, FakeAnswer{200, "", false});
+    ck_assert_msg(env.run_until([&] { return lists(env) == 2; }), "%s: no relist", c.name);
+
+    const uint64_t mark = env.http().requests().back().id;
+    int done_calls = 0;
+    env.node->deregister(0, "JobEnded", [&](uint32_t) { done_calls++; });
+    ck_assert_msg(env.run_until([&] { return done_calls > 0; }, 8000), "%s: no answer", c.name);
+    env.run_for(1000);
+    for (const auto &r : env.http().matching("GET", kPodsPath))
+        ck_assert_msg(r.id <= mark, "%s: %s %s sent after the drain started", c.name,
+                      r.stream ? "watch" : "list", r.path.c_str());
+    ck_assert_uint_eq(env.http().count("DELETE", kNodePath), 1);
+    ck_assert_int_eq(done_calls, 1);
+    ck_assert_int_eq(env.close(), 0);
+}
+END_TEST
+
+// A second deregister that comes once the first one answered (before the
+// node is dropped) is answered at once, with the same count.
+struct LateRetryCase {
+    const char *name;
+    bool from_done;  // from inside the first done, else on a later loop turn
+};
+static const LateRetryCase kLateRetry[] = {
+    {"from the first answer", true},
+    {"after the first answer", false},
+};
+START_TEST(drain_retry_after_done) {
+    const LateRetryCase &c = kLateRetry[_i];
+    ControllerEnv env;
+    start_with_pods(env, {make_pod("p1", "u1")});
+    ck_assert(env.run_until([&] { return env.served_pod("p1")["status"]["phase"] == "Running"; }));
+    std::vector<uint32_t> answers;
+    auto retry = [&] {
+        env.node->deregister(3, "JobEnded", [&](uint32_t n) { answers.push_back(n); });
+    };
+    env.node->deregister(3, "JobEnded", [&](uint32_t n) {
+        answers.push_back(n);
+        if (c.from_done) retry();
+    });
+    ck_assert(env.run_until([&] { return !answers.empty(); }, 5000));
+    if (!c.from_done) {
+        env.run_for(100);
+        retry();
+    }
+    ck_assert_msg(env.run_until([&] { return answers.size() == 2; }, 1000), "%s: %zu answers",
+                  c.name, answers.size());
+    ck_assert_uint_eq(answers[0], 1);
+    ck_assert_uint_eq(answers[1], 1);
+    ck_assert_uint_eq(env.http().count("DELETE", kNodePath), 1);
+    ck_assert_int_eq(env.close(), 0);
+}
+END_TEST
+
 int main() {
     Suite *s = suite_create("pod_controller");
     TCase *tc = tcase_create("pods");
@@ -425,6 +558,9 @@ int main() {
     tcase_add_loop_test(tc, api_errors, 0, TABLE_SIZE(kErrorCases));
     tcase_add_loop_test(tc, drain, 0, TABLE_SIZE(kDrainCases));
     tcase_add_test(tc, drain_twice_answers_both);
+    tcase_add_loop_test(tc, drain_with_delete_in_flight, 0, TABLE_SIZE(kDeleteInFlight));
+    tcase_add_loop_test(tc, drain_with_list_in_flight, 0, TABLE_SIZE(kListInFlight));
+    tcase_add_loop_test(tc, drain_retry_after_done, 0, TABLE_SIZE(kLateRetry));
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }
