@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "agent/command_runner.h"
+#include "agent/controllers/drain.h"
 #include "agent/peer_auth.h"
 #include "agent/shim_runtime.h"
 #include "common/log.h"
@@ -354,7 +355,9 @@ void Agent::op_attach(const std::shared_ptr<Connection> &c, const proto::Request
 }
 
 // Nodes of this agent's Slurm node whose jobs are gone (agent down at the
-// epilog, state lost) are deleted with their Lease.
+// epilog, state lost) are deleted with their Lease, and the pods bound to
+// them (never listed by this agent) in the background, as a drain's
+// leftover deletes: with no kubelet nobody else deletes them.
 void Agent::gc() {
     std::string sel = std::string(kLabelPrefix) + "slurm-node=" + ctx_.host.job.slurm_node + "," +
                       kLabelPrefix + "cluster=" + cfg_.cluster_name;
@@ -369,14 +372,15 @@ void Agent::gc() {
             auto job = parse_uint(l[std::string(kLabelPrefix) + "job-id"].asString(), "job-id",
                                   UINT32_MAX);
             if (!job) continue;
-            std::string key = job_key(static_cast<uint32_t>(*job),
-                                      l[std::string(kLabelPrefix) + "slurm-node"].asString());
+            std::string slurm_node = l[std::string(kLabelPrefix) + "slurm-node"].asString();
+            std::string key = job_key(static_cast<uint32_t>(*job), slurm_node);
             if (nodes_.count(key)) continue;
             uint32_t job_id = static_cast<uint32_t>(*job);
-            checker_.alive(job_id, [this, key, name, job_id](bool alive) {
+            checker_.alive(job_id, [this, key, name, job_id, slurm_node](bool alive) {
                 if (alive || nodes_.count(key)) return;  // registered meanwhile: not garbage
-                LOG_INFO("[node %s] gc: job %u is gone: deleting the Node and its Lease",
+                LOG_INFO("[node %s] gc: job %u is gone: deleting its pods, the Node and its Lease",
                          name.c_str(), job_id);
+                delete_unlisted_pods(ctx_, name, job_id, slurm_node);
                 kube_.del(KubeClient::lease(name), Json::Value(),
                           [](const Result<Json::Value> &) {});
                 kube_.del(KubeClient::node(name), Json::Value(),

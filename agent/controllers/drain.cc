@@ -1,10 +1,13 @@
 #include "agent/controllers/drain.h"
 
+#include <sys/stat.h>
+
 #include <memory>
 #include <set>
 #include <utility>
 #include <vector>
 
+#include "agent/api_object.h"
 #include "common/log.h"
 
 namespace sk::agent {
@@ -12,6 +15,14 @@ namespace sk::agent {
 namespace {
 
 class LeftoverDeleter;
+
+Json::Value uid_precondition(const std::string &uid) {
+    if (uid.empty()) return Json::Value();
+    Json::Value b(Json::objectValue);
+    b["preconditions"]["uid"] = uid;
+    return b;
+}
+
 // The deleters still running, for cancel_leftover_deletes (loop thread only).
 std::set<LeftoverDeleter *> &live_deleters() {
     static std::set<LeftoverDeleter *> live;
@@ -23,13 +34,18 @@ std::set<LeftoverDeleter *> &live_deleters() {
 // Node goes within seconds of the API server's return), for at most 10
 // minutes. Each delete carries a uid precondition when the uid is known: an
 // object re-created meanwhile under the same name (the job re-registered) is
-// never touched (409 ends its retries, as does 404). Owns itself until done.
+// never touched (409 ends its retries, as does 404). A node whose pods were
+// never listed gets a list item instead: the list by spec.nodeName, retried
+// like a delete, whose answer turns into one delete per pod (grace 0, uid
+// precondition); none once the job has a state file again (it re-registered:
+// the pods are its new node's). Owns itself until done.
 class LeftoverDeleter : public std::enable_shared_from_this<LeftoverDeleter> {
   public:
     struct Item {
         std::string what;  // for the log: "pod ns/name", "Lease", "Node"
-        std::string path;
+        std::string path;  // the pod list's, for a list item
         Json::Value body;
+        std::string state_path;  // set for a list item only: the job's state file
     };
 
     static void start(AgentContext &ctx, std::string prefix, std::vector<Item> items) {
@@ -39,8 +55,17 @@ class LeftoverDeleter : public std::enable_shared_from_this<LeftoverDeleter> {
         d->self_ = d;
         live_deleters().insert(d.get());
         d->deadline_us_ = ctx.clock->now_us() + kGiveUpUs;
-        LOG_WARN("%s %zu deletes failed; retrying in the background", d->prefix_.c_str(),
-                 d->items_.size());
+        size_t lists = 0;
+        for (const auto &it : d->items_)
+            lists += !it.state_path.empty();
+        if (lists == d->items_.size())
+            LOG_INFO(
+                "%s the node's pods were never listed: listing and deleting them in the "
+                "background",
+                d->prefix_.c_str());
+        else
+            LOG_WARN("%s %zu deletes failed%s; retrying in the background", d->prefix_.c_str(),
+                     d->items_.size() - lists, lists ? " (and the node's pod list)" : "");
         d->schedule();
     }
 
@@ -77,6 +102,10 @@ class LeftoverDeleter : public std::enable_shared_from_this<LeftoverDeleter> {
         auto keep = std::make_shared<std::vector<Item>>();
         std::weak_ptr<LeftoverDeleter> w = weak_from_this();
         for (const auto &it : items_) {
+            if (!it.state_path.empty()) {
+                list_pods(it, left, keep);
+                continue;
+            }
             ctx_.kube->del(it.path, it.body, [w, it, left, keep](const Result<Json::Value> &r) {
                 auto d = w.lock();
                 if (!d) return;
@@ -88,6 +117,37 @@ class LeftoverDeleter : public std::enable_shared_from_this<LeftoverDeleter> {
                 if (--*left == 0) d->after_round(std::move(*keep));
             });
         }
+    }
+
+    void list_pods(const Item &it, std::shared_ptr<size_t> left,
+                   std::shared_ptr<std::vector<Item>> keep) {
+        std::weak_ptr<LeftoverDeleter> w = weak_from_this();
+        ctx_.kube->get(it.path, [w, it, left, keep](const Result<Json::Value> &r) {
+            auto d = w.lock();
+            if (!d) return;
+            struct stat sb;
+            if (!r) {
+                keep->push_back(it);
+            } else if (stat(it.state_path.c_str(), &sb) == 0) {
+                LOG_INFO("%s registered again: its pods are left to its new node",
+                         d->prefix_.c_str());
+            } else {
+                size_t n = 0;
+                for (const auto &pod : api::items(api::field(*r, "items"))) {
+                    api::ObjectMeta md = api::object_meta(pod);
+                    if (md.name.empty() || md.ns.empty()) continue;
+                    Json::Value body = uid_precondition(md.uid);
+                    body["gracePeriodSeconds"] = 0;
+                    keep->push_back({"pod " + md.ns + "/" + md.name,
+                                     KubeClient::pod(md.ns, md.name), body, ""});
+                    n++;
+                }
+                LOG_INFO("%s %zu pods bound to the node listed (background retry)",
+                         d->prefix_.c_str(), n);
+                d->backoff_.reset();  // progress: their deletes follow at once
+            }
+            if (--*left == 0) d->after_round(std::move(*keep));
+        });
     }
 
     void after_round(std::vector<Item> keep) {
@@ -110,17 +170,22 @@ class LeftoverDeleter : public std::enable_shared_from_this<LeftoverDeleter> {
     std::shared_ptr<LeftoverDeleter> self_;
 };
 
-Json::Value uid_precondition(const std::string &uid) {
-    if (uid.empty()) return Json::Value();
-    Json::Value b(Json::objectValue);
-    b["preconditions"]["uid"] = uid;
-    return b;
+LeftoverDeleter::Item pod_list_item(AgentContext &ctx, const std::string &node_name,
+                                    uint32_t job_id, const std::string &slurm_node) {
+    return {"pod list", KubeClient::pods_on_node(node_name), Json::Value(),
+            ctx.store->path_of(job_id, slurm_node)};
 }
 
 }  // namespace
 
 void cancel_leftover_deletes(AgentContext &ctx) {
     LeftoverDeleter::cancel_all(ctx);
+}
+
+void delete_unlisted_pods(AgentContext &ctx, const std::string &node_name, uint32_t job_id,
+                          const std::string &slurm_node) {
+    LeftoverDeleter::start(ctx, "[node " + node_name + "]",
+                           {pod_list_item(ctx, node_name, job_id, slurm_node)});
 }
 
 Drain::Drain(AgentContext &ctx, JobRecord &rec, NodeLeaseController &node, PodController &pods)
@@ -179,8 +244,14 @@ void Drain::remove_node() {
     for (const auto &p : pods_.remaining()) {
         Json::Value body = uid_precondition(p.uid);
         body["gracePeriodSeconds"] = 0;
-        leftovers->push_back({"pod " + p.ns + "/" + p.name, KubeClient::pod(p.ns, p.name), body});
+        leftovers->push_back(
+            {"pod " + p.ns + "/" + p.name, KubeClient::pod(p.ns, p.name), body, ""});
     }
+    // Never listed (the drain's time ran out first): pods nobody knew of
+    // would stay in the API for good, with no kubelet to clean them up.
+    if (!pods_.listed())
+        leftovers->push_back(
+            pod_list_item(ctx_, rec_.node_name, rec_.job.job_id, rec_.job.slurm_node));
     auto finish = guard([this, leftovers] {
         LeftoverDeleter::start(ctx_, prefix(), std::move(*leftovers));
         if (auto st = ctx_.store->remove(rec_.job.job_id, rec_.job.slurm_node); !st)
@@ -200,7 +271,7 @@ void Drain::remove_node() {
         guard([this, finish, leftovers, lease_body, node_body](const Result<Json::Value> &r) {
             if (!r && r.error() != Error::NotFound && r.error() != Error::Conflict) {
                 LOG_WARN("%s lease delete failed: %s", prefix().c_str(), r.message().c_str());
-                leftovers->push_back({"Lease", KubeClient::lease(rec_.node_name), lease_body});
+                leftovers->push_back({"Lease", KubeClient::lease(rec_.node_name), lease_body, ""});
             }
             ctx_.kube->del(
                 KubeClient::node(rec_.node_name), node_body,
@@ -208,7 +279,8 @@ void Drain::remove_node() {
                     if (!r2 && r2.error() != Error::NotFound && r2.error() != Error::Conflict) {
                         LOG_WARN("%s node delete failed: %s", prefix().c_str(),
                                  r2.message().c_str());
-                        leftovers->push_back({"Node", KubeClient::node(rec_.node_name), node_body});
+                        leftovers->push_back(
+                            {"Node", KubeClient::node(rec_.node_name), node_body, ""});
                     }
                     finish();
                 }));

@@ -3,7 +3,8 @@
 // delete the pods (grace 0, uid precondition), then the Lease and the Node,
 // then the state file. Bounded: done comes after grace + 5 s at the latest;
 // deletes that failed by then (API server unreachable) go on in the
-// background, then to the garbage collection of any agent. Owns its timer.
+// background, then to the garbage collection of any agent; so does the pod
+// list when none came back by then (each pod it names is deleted). Owns its timer.
 // All methods run on the loop.
 #pragma once
 
@@ -58,5 +59,13 @@ class Drain : public NodeBound {
 // not finish (they own themselves); the garbage collection of the next agent
 // takes them over.
 void cancel_leftover_deletes(AgentContext &ctx);
+
+// The pods bound to node_name that the agent never listed (a Node removed
+// by the garbage collection): listed by spec.nodeName and deleted (grace 0,
+// uid precondition) in the background, retried like a drain's leftover
+// deletes. Nothing is deleted once the job (job_id on slurm_node) has a
+// state file again: it re-registered and its node has the pods.
+void delete_unlisted_pods(AgentContext &ctx, const std::string &node_name, uint32_t job_id,
+                          const std::string &slurm_node);
 
 }  // namespace sk::agent

@@ -81,6 +81,8 @@ class PodController : public NodeBound {
     // status is written). done runs once all_stopped(), possibly before
     // stop_all returns. No pod starts from now on.
     void stop_all(uint32_t grace_s, const std::string &reason, std::function<void()> done);
+    // A pod list came back at least once (every pod bound here is known).
+    bool listed() const { return listed_; }
     // How many running pods stop_all asked to stop.
     uint32_t asked_to_stop() const { return stop_ ? stop_->asked : 0; }
     // Listed at least once, and no pod left in the API (nothing running,
