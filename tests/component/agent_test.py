@@ -146,7 +146,8 @@ def run(env):
     r = env.call("deregister", {"job_id": 43, "slurm_node": "n1", "grace_s": 2, "reason": "JobEnded"})
     check("second job deregisters", r and r.get("ok") and env.api("GET", "/api/v1/nodes/slurm-n1-43")[0] == 404, r)
     # 7c. garbage collection: a Node + Lease of this slurm node whose job is
-    #     gone (agent down at the epilog) is deleted; one of a live job is kept.
+    #     gone (agent down at the epilog) is deleted, and so is the pod bound
+    #     to it (no kubelet would ever delete it); those of a live job are kept.
     def leftover(job):
         name = f"slurm-n1-{job}"
         code, nn = env.api("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {
@@ -157,14 +158,21 @@ def run(env):
             "metadata": {"name": name, "namespace": "kube-node-lease"},
             "spec": {"holderIdentity": name, "leaseDurationSeconds": 40,
                      "renewTime": "2026-01-01T00:00:00.000000Z"}})
-        return code
+        bound = pod(f"gc{job}")
+        bound["spec"]["nodeName"] = name
+        return code, env.api("POST", "/api/v1/namespaces/default/pods", bound)[0]
     open(os.path.join(env.dir, "alive_78"), "w").close()
-    check("leftover Nodes created", leftover(77) == 201 and leftover(78) == 201)
+    check("leftover Nodes and their pods created", leftover(77) == (201, 201) and
+          leftover(78) == (201, 201))
     lease = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/"
     check("gc deletes the Node and Lease of a gone job", wait_for(
         lambda: env.api("GET", "/api/v1/nodes/slurm-n1-77")[0] == 404 and
         env.api("GET", lease + "slurm-n1-77")[0] == 404, 15))
+    check("gc deletes the pod bound to the Node of a gone job",
+          wait_for(lambda: phase(env, "default", "gc77") == 404, 5))
     check("gc keeps the Node of a live job", env.api("GET", "/api/v1/nodes/slurm-n1-78")[0] == 200)
+    check("gc keeps the pod of a live job", phase(env, "default", "gc78") != 404)
+    env.api("DELETE", "/api/v1/namespaces/default/pods/gc78", {"gracePeriodSeconds": 0})
     env.api("DELETE", "/api/v1/nodes/slurm-n1-78")
     env.api("DELETE", lease + "slurm-n1-78")
     # 7d. the job ends while the API server is down: deregister still answers

@@ -511,6 +511,63 @@ START_TEST(drain_with_list_in_flight) {
 }
 END_TEST
 
+// ---- the first pod list late: the node went before it ever came back ----
+// A restarted agent re-adopts a job that ended meanwhile and drains it
+// before its first pod list answered. A pod the list would have named must
+// not stay in the API: came the list during the drain, the pod gets the
+// drain's final status and delete; came it only after the drain's budget
+// (the node is gone), the node's leftover deletes list the pods bound to it
+// (retried with back-off) and delete each (grace 0, uid precondition).
+// Nothing is re-created.
+struct LateListCase {
+    const char *name;
+    std::vector<FakeAnswer> lists;  // the pod list's answers, in order (the last repeats)
+    bool final_status;              // listed during the drain: final status JobEnded first
+};
+static const LateListCase kLateList[] = {
+    {"answered during the drain", {pod_list({make_pod("p1", "u1")}, "10").after_ms(1500)}, true},
+    {"answered after the drain's budget",
+     {pod_list({make_pod("p1", "u1")}, "10").after_ms(6500)},
+     false},
+    {"failing past the budget, then answering",
+     {FakeAnswer::error(500, "InternalError").after_ms(5500),
+      FakeAnswer::error(503, "ServiceUnavailable"), pod_list({make_pod("p1", "u1")}, "10")},
+     false},
+};
+START_TEST(drain_before_first_list) {
+    const LateListCase &c = kLateList[_i];
+    const std::string del_path = "/api/v1/namespaces/default/pods/p1";
+    ControllerEnv env;
+    env.serve_node_and_lease();
+    env.serve_pods({make_pod("p1", "u1")});  // the status PATCHes
+    env.http().on("GET", kPodsPath, c.lists);
+    env.start_node();
+    ck_assert(env.run_until([&] {
+        return env.http().count("GET", kPodsPath) == 1 && env.http().count("POST", kLeasesPath);
+    }));
+    int done_calls = 0;
+    env.node->deregister(0, "JobEnded", [&](uint32_t) { done_calls++; });
+    ck_assert_msg(env.run_until([&] { return done_calls > 0; }, 8000), "%s: no answer", c.name);
+    ck_assert_msg(env.run_until([&] { return env.http().count("DELETE", del_path) > 0; }, 8000),
+                  "%s: p1 never deleted", c.name);
+    env.run_for(600);
+    auto del = env.http().matching("DELETE", del_path);
+    ck_assert_uint_eq(del.size(), 1);
+    ck_assert_int_eq(del[0].json()["gracePeriodSeconds"].asInt(), 0);
+    ck_assert_sstr_eq(del[0].json()["preconditions"]["uid"].asString(), "u1");
+    if (c.final_status) {
+        ck_assert_sstr_eq(env.served_pod("p1")["status"]["reason"].asString(), "JobEnded");
+        ck_assert_uint_lt(del[0].id, env.http().matching("DELETE", kNodePath)[0].id);
+    }
+    ck_assert_uint_eq(env.http().count("DELETE", kNodePath), 1);
+    ck_assert_uint_eq(env.http().count("POST", "/api/v1/nodes"), 1);
+    ck_assert_uint_eq(env.http().count("POST", kLeasesPath), 1);
+    ck_assert_uint_eq(env.http().count("POST", "/api/v1/namespaces/default/pods"), 0);
+    ck_assert_int_eq(done_calls, 1);
+    ck_assert_int_eq(env.close(), 0);
+}
+END_TEST
+
 // A second deregister that comes once the first one answered (before the
 // node is dropped) is answered at once, with the same count.
 struct LateRetryCase {
@@ -561,6 +618,7 @@ int main() {
     tcase_add_loop_test(tc, drain_with_delete_in_flight, 0, TABLE_SIZE(kDeleteInFlight));
     tcase_add_loop_test(tc, drain_with_list_in_flight, 0, TABLE_SIZE(kListInFlight));
     tcase_add_loop_test(tc, drain_retry_after_done, 0, TABLE_SIZE(kLateRetry));
+    tcase_add_loop_test(tc, drain_before_first_list, 0, TABLE_SIZE(kLateList));
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }
