@@ -119,7 +119,7 @@ Value object() {
     return Value(json_object_new_object());
 }
 
-void set(Value &obj, const char *key, Value child) {
+void set(Value &obj, const char *key, const Value &child) {
     json_object *c = child.get() ? json_object_get(child.get()) : nullptr;
     json_object_object_add(obj.get(), key, c);
 }

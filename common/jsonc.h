@@ -58,7 +58,7 @@ Result<Value> parse(std::string_view text);
 std::string write(const Value &v);
 
 Value object();
-void set(Value &obj, const char *key, Value child);
+void set(Value &obj, const char *key, const Value &child);
 Value of_string(std::string_view s);
 Value of_uint(uint64_t n);
 Value of_int(int64_t n);

@@ -119,8 +119,8 @@ class LeftoverDeleter : public std::enable_shared_from_this<LeftoverDeleter> {
         }
     }
 
-    void list_pods(const Item &it, std::shared_ptr<size_t> left,
-                   std::shared_ptr<std::vector<Item>> keep) {
+    void list_pods(const Item &it, const std::shared_ptr<size_t> &left,
+                   const std::shared_ptr<std::vector<Item>> &keep) {
         std::weak_ptr<LeftoverDeleter> w = weak_from_this();
         ctx_.kube->get(it.path, [w, it, left, keep](const Result<Json::Value> &r) {
             auto d = w.lock();
