@@ -2,8 +2,8 @@
 # Static analysis: clang-tidy (.clang-tidy) and cppcheck
 # (tests/static/cppcheck-suppressions.txt) over the sources in LINT_DIRS,
 # using a compile database recorded with bear from a separate normal build
-# (SK_LINT_BUILDDIR, default ${TMPDIR:-/tmp}/build-lint; configured once,
-# then rebuilt incrementally with --append so changed files are re-recorded).
+# (SK_LINT_BUILDDIR, default one per source tree under ${TMPDIR:-/tmp};
+# configured once, then rebuilt incrementally with --append so changed files are re-recorded).
 #
 #   LINT_DIRS="common spank" tests/static/lint.sh      (make lint does this)
 #
@@ -12,9 +12,11 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-top=${SK_TOP_SRCDIR:-$(cd "$here/../.." && pwd)}
+top=$(cd "${SK_TOP_SRCDIR:-$here/../..}" && pwd)
 dirs=${LINT_DIRS:-common spank agent k8s-shim cli tests/unit tests/fuzz tests/component}
-build=${SK_LINT_BUILDDIR:-${TMPDIR:-/tmp}/build-lint}
+# The default build is one per source tree: a build configured from another
+# checkout would lint that checkout's files.
+build=${SK_LINT_BUILDDIR:-${TMPDIR:-/tmp}/build-lint-$(printf '%s' "$top" | md5sum | cut -c1-8)}
 jobs=${SK_LINT_JOBS:-2}
 
 tidy=
