@@ -5,8 +5,8 @@
 #   build-and-run.sh [--seconds N] [--jobs N] [--build-dir DIR] [--build-only] [TARGET...]
 #
 # TARGET is a name (protocol, json, ...); default: every tests/fuzz/fuzz_*.cc.
-# The build dir (default ${SK_FUZZ_BUILDDIR:-${TMPDIR:-/tmp}/build-fuzz}) is
-# configured once with clang++, CXXFLAGS='-fsanitize=fuzzer-no-link,address,
+# The build dir (SK_FUZZ_BUILDDIR, default one per source tree under
+# ${TMPDIR:-/tmp}) is configured once with clang++, CXXFLAGS='-fsanitize=fuzzer-no-link,address,
 # undefined ...' and reused. The source tree is never written: new inputs go to
 # BUILD/tests/fuzz/work/<target>/, crashes to BUILD/tests/fuzz/artifacts/<target>/.
 # Prints one PASS/FAIL line per target and "N passed, N failed"; exits 1 on a
@@ -17,7 +17,9 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 top=$(cd "$here/../.." && pwd)
 seconds=${SK_FUZZ_SECONDS:-20}
 jobs=${SK_FUZZ_JOBS:-2}
-build=${SK_FUZZ_BUILDDIR:-${TMPDIR:-/tmp}/build-fuzz}
+# The default build is one per source tree: a build configured from another
+# checkout builds that checkout's files (or fails once it is gone).
+build=${SK_FUZZ_BUILDDIR:-${TMPDIR:-/tmp}/build-fuzz-$(printf '%s' "$top" | md5sum | cut -c1-8)}
 build_only=0
 targets=()
 while [ $# -gt 0 ]; do
@@ -62,6 +64,13 @@ fi
 t_start=$SECONDS
 san='-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer'
 mkdir -p "$build"
+# A build configured from another source tree is made again from nothing (its
+# dependency files name that tree's sources).
+if [ -f "$build/Makefile" ] && \
+   [ "$(sed -n 's/^abs_top_srcdir = //p' "$build/Makefile")" != "$top" ]; then
+  echo "build-and-run.sh: $build was configured from another source tree; building it again"
+  rm -rf "$build" && mkdir -p "$build"
+fi
 if [ ! -f "$build/Makefile" ]; then
   echo "build-and-run.sh: configuring $build with $cxx"
   (cd "$build" && CXX=$cxx CXXFLAGS="$san -g -O1" "$top/configure" -q --disable-hardening) \

@@ -27,6 +27,13 @@ for tool in "$tidy" cppcheck bear; do
 done
 
 mkdir -p "$build"
+# A build configured from another source tree is made again from nothing (its
+# dependency files and compile database name that tree's sources).
+if [ -f "$build/Makefile" ] && \
+   [ "$(sed -n 's/^abs_top_srcdir = //p' "$build/Makefile")" != "$top" ]; then
+  echo "lint.sh: $build was configured from another source tree; building it again"
+  rm -rf "$build" && mkdir -p "$build"
+fi
 if [ ! -f "$build/Makefile" ]; then
   (cd "$build" && "$top/configure" -q) || { echo "lint.sh: configure failed ($build/config.log)" >&2; exit 1; }
 fi
