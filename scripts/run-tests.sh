@@ -18,6 +18,9 @@
 #      SK_ROBUSTNESS=0 skips them all; a layer whose tool is missing exits 77
 #      and is reported as skipped, never counted as passed,
 #   7. `make distcheck` (SK_DISTCHECK=0 skips it).
+# SK_CPU_HOGS=N runs the tests (steps 3-7) with N busy loops beside them, as on
+# a loaded machine (the suite must pass so: its tests wait on events, not on
+# time); the loops are stopped at exit.
 # Prints each layer's summary and a final "total: N passed, N failed".
 set -uo pipefail
 
@@ -48,6 +51,17 @@ rm -f "$build/compile_commands.json"
 # The test programs too (TESTS= builds them without running anything).
 "${bear_[@]}" make -C "$build" -j"$jobs" check TESTS= >>"$build/make.out" 2>&1 \
   || { grep -E "error|Error" "$build/make.out" | head -40; echo "run-tests: build failed" >&2; exit 1; }
+
+hogs=()
+stop_hogs() { [ ${#hogs[@]} -eq 0 ] || { kill "${hogs[@]}" 2>/dev/null; wait "${hogs[@]}" 2>/dev/null; }; }
+trap stop_hogs EXIT
+if [ "${SK_CPU_HOGS:-0}" -gt 0 ] 2>/dev/null; then
+  for _ in $(seq "$SK_CPU_HOGS"); do
+    ( trap - EXIT; while :; do :; done ) &
+    hogs+=($!)
+  done
+  say "running the tests with $SK_CPU_HOGS CPU hogs beside them (pids ${hogs[*]})"
+fi
 
 passed=0 failed=0 skips=0
 # True when `make TARGET` (exit status $1, output in file $2) stopped because
