@@ -86,6 +86,7 @@ Status PodRunner::prepare_volumes() {
         for (const auto &m : mounts)
             volume_at.emplace(m.mount_path, m.volume);
     std::vector<MountLink> links;
+    links.reserve(volume_at.size());
     for (const auto &[path, volume] : volume_at)
         links.push_back({path, volume_dir(env_.pod_dir, volume)});
     auto made = make_mount_links(links, getuid(), mount_record(env_.pod_dir));
