@@ -672,6 +672,27 @@ def test_mount_links_swept_after_crash(a):
         b.close()
 
 
+def test_mount_service_account_path(a):
+    # Every pod from an API server mounts its token here: it must run. A
+    # non-root shim cannot create it (only root can write /run): skipped; a
+    # root shim makes it and removes all it made when the pod ends.
+    sa = "/var/run/secrets/kubernetes.io/serviceaccount"
+    existed = os.path.lexists("/var/run/secrets")
+    if not existed:
+        a.cleanup.append("/var/run/secrets")
+    p = pod("sa", [sh("main", "cat $SLURM_K8S_VOLUME_KUBE_API_ACCESS/token", volumeMounts=[
+        {"name": "kube-api-access", "mountPath": sa, "readOnly": True}])],
+        restart="Never", volumes=[{"name": "kube-api-access", "projected": {"sources": [
+            {"serviceAccountToken": {"path": "token"}}]}}])
+    files = {"kube-api-access": {"token": base64.b64encode(b"tok\n").decode()}}
+    assert a.request("pod_run", {"pod": p, "files": files})["ok"]
+    st = a.wait("uid-sa", lambda s: s["phase"] in ("Succeeded", "Failed"), what="done")
+    assert st["phase"] == "Succeeded", st
+    assert log_content(read_log(a, "uid-sa", "main")) == ["tok"]
+    if not existed:
+        wait_gone("/var/run/secrets")
+
+
 def wait_gone(path, timeout=10):
     deadline = time.time() + timeout
     while os.path.lexists(path):
@@ -809,6 +830,7 @@ TESTS = [
     ("mount_path_neighbours", test_mount_path_neighbours, {}),
     ("mount_links_removed", test_mount_links_removed, {}),
     ("mount_links_swept_after_crash", test_mount_links_swept_after_crash, {}),
+    ("mount_service_account_path", test_mount_service_account_path, {}),
     ("log_rotation_and_previous", test_log_rotation_and_previous,
      {"args": ["--log-max-bytes", "4096"]}),
     ("shim_restart_never_runs_twice", test_shim_restart_never_runs_twice, {}),
