@@ -13,6 +13,8 @@ k8s_shim_libshim_la_SOURCES = \
 	k8s-shim/container.h \
 	k8s-shim/gpu_alloc.cc \
 	k8s-shim/gpu_alloc.h \
+	k8s-shim/mount_paths.cc \
+	k8s-shim/mount_paths.h \
 	k8s-shim/pod_plan.cc \
 	k8s-shim/pod_plan.h \
 	k8s-shim/pod_runner.cc \

@@ -340,10 +340,47 @@ Status parse_volumes(const Json::Value &spec, const proto::PodFiles &files, PodP
     return {};
 }
 
+// A mountPath as the shim places it (k8s-shim/mount_paths.h): absolute, no
+// "..", repeated or trailing '/' and "." dropped.
+Result<std::string> normalise_mount_path(const std::string &cname, const Json::Value &m) {
+    std::string in = m["mountPath"].asString(), out;
+    if (in.empty() || in[0] != '/')
+        return invalid("container " + cname + ": mountPath '" + in + "' must be an absolute path");
+    size_t i = 0;
+    while (i < in.size()) {
+        size_t j = std::min(in.find('/', i), in.size());
+        std::string part = in.substr(i, j - i);
+        if (part == "..")
+            return invalid("container " + cname + ": mountPath '" + in + "' must not contain '..'");
+        if (!part.empty() && part != ".") out += "/" + part;
+        i = j + 1;
+    }
+    if (out.empty())
+        return invalid("container " + cname + ": mountPath '" + in + "' must not be '/'");
+    return out;
+}
+
+// Containers share the node's file system: one mountPath names one volume.
+Status check_mount_conflicts(const PodPlan &plan) {
+    std::map<std::string, std::string> at;  // mountPath -> volume
+    for (const auto &[cname, mounts] : plan.mounts)
+        for (const auto &m : mounts) {
+            auto [it, fresh] = at.emplace(m.mount_path, m.volume);
+            if (!fresh && it->second != m.volume)
+                return refused("mountPath " + m.mount_path + " names volume " + it->second +
+                               " and volume " + m.volume +
+                               "; containers on this node share one file system, so each "
+                               "mountPath can hold one volume only");
+        }
+    return {};
+}
+
 Status parse_mounts(const Json::Value &c, PodPlan *plan) {
     std::string cname = c["name"].asString();
     for (const auto &m : c["volumeMounts"]) {
-        VolumeMount vm{m["name"].asString(), m["mountPath"].asString(), is_true(m, "readOnly")};
+        auto path = normalise_mount_path(cname, m);
+        if (!path) return path.failure();
+        VolumeMount vm{m["name"].asString(), *path, is_true(m, "readOnly")};
         bool known = std::any_of(plan->volumes.begin(), plan->volumes.end(),
                                  [&](const VolumePlan &v) { return v.name == vm.volume; });
         if (!known)
@@ -471,6 +508,7 @@ Result<PodPlan> plan_pod_unguarded(const Json::Value &pod, const proto::PodFiles
             (init ? plan.init_containers : plan.containers).push_back(std::move(*cp));
         }
     }
+    if (auto st = check_mount_conflicts(plan); !st) return st.failure();
     assign_gpus(&plan, {});
     return plan;
 }

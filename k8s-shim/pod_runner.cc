@@ -5,9 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <map>
+
 #include "common/fs.h"
 #include "common/log.h"
 #include "k8s-shim/container.h"
+#include "k8s-shim/mount_paths.h"
 
 namespace sk::shim {
 
@@ -64,8 +67,9 @@ bool PodRunner::idle() const {
 
 // Volumes: there is no mount namespace, so a volume is a directory under the
 // pod directory, exported as SLURM_K8S_VOLUME_<NAME>; its mountPath becomes a
-// symlink to it when the job's user can create that path (e.g. under /tmp or
-// the user's home), and is skipped with a log line otherwise.
+// symlink to it where that is safe, the pod is refused where it is not, and
+// a path only root could create is skipped with a log line
+// (k8s-shim/mount_paths.h). The links go when the pod finishes.
 Status PodRunner::prepare_volumes() {
     for (const auto &v : plan_.volumes) {
         std::string dir = volume_dir(env_.pod_dir, v.name);
@@ -77,28 +81,20 @@ Status PodRunner::prepare_volumes() {
             if (auto st = write_file_atomic(path, data, 0640, Durability::Cached); !st) return st;
         }
     }
-    for (const auto &[cname, mounts] : plan_.mounts) {
-        for (const auto &m : mounts) {
-            std::string target = volume_dir(env_.pod_dir, m.volume);
-            struct stat sb;
-            if (lstat(m.mount_path.c_str(), &sb) == 0) {
-                char buf[4096];
-                ssize_t n = readlink(m.mount_path.c_str(), buf, sizeof buf - 1);
-                if (n < 0 || std::string(buf, static_cast<size_t>(n)) != target)
-                    LOG_WARN("[pod %s] mountPath %s exists; volume %s is only at $%s",
-                             plan_.key().c_str(), m.mount_path.c_str(), m.volume.c_str(),
-                             volume_env_name(m.volume).c_str());
-                continue;
-            }
-            auto slash = m.mount_path.rfind('/');
-            if (slash != std::string::npos && slash > 0)
-                (void)make_dirs(m.mount_path.substr(0, slash), 0755);
-            if (symlink(target.c_str(), m.mount_path.c_str()) != 0)
-                LOG_WARN("[pod %s] cannot link mountPath %s (%s); volume %s is at $%s",
-                         plan_.key().c_str(), m.mount_path.c_str(), strerror(errno),
-                         m.volume.c_str(), volume_env_name(m.volume).c_str());
-        }
-    }
+    std::map<std::string, std::string> volume_at;  // mountPath -> volume (one: pod_plan)
+    for (const auto &[cname, mounts] : plan_.mounts)
+        for (const auto &m : mounts)
+            volume_at.emplace(m.mount_path, m.volume);
+    std::vector<MountLink> links;
+    links.reserve(volume_at.size());
+    for (const auto &[path, volume] : volume_at)
+        links.push_back({path, volume_dir(env_.pod_dir, volume)});
+    auto made = make_mount_links(links, getuid(), mount_record(env_.pod_dir));
+    if (!made) return made.failure();
+    for (const auto &path : made->skipped)
+        LOG_WARN("[pod %s] mountPath %s: only root can create it; volume %s is only at $%s",
+                 plan_.key().c_str(), path.c_str(), volume_at[path].c_str(),
+                 volume_env_name(volume_at[path]).c_str());
     return {};
 }
 
@@ -190,6 +186,8 @@ void PodRunner::check_finished() {
     if (!run_.stopping && !pod_finished(plan_, run_)) return;
     finished_ = true;
     LOG_INFO("[pod %s] finished: %s", plan_.key().c_str(), pod_phase(plan_, run_).c_str());
+    if (auto st = remove_mount_links(mount_record(env_.pod_dir), getuid()); !st)
+        LOG_WARN("[pod %s] mountPaths: %s", plan_.key().c_str(), st.message().c_str());
     changed();
     if (env_.on_finished) env_.on_finished();
 }

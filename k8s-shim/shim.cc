@@ -15,6 +15,7 @@
 #include "common/procfs.h"
 #include "common/shim_protocol.h"
 #include "common/strings.h"
+#include "k8s-shim/mount_paths.h"
 #include "k8s-shim/spawn.h"
 
 namespace sk::shim {
@@ -298,7 +299,10 @@ proto::Reply Shim::pod_run(const proto::Request &req) {
         p.runner.reset();
         gpus_.release(uid);
         save_gpus();
-        refuse(p, "PodSetupFailed", "cannot prepare the pod directory: " + st.message());
+        if (st.error() == Error::Refused)
+            refuse(p, "PodRefused", st.message());
+        else
+            refuse(p, "PodSetupFailed", "cannot prepare the pod directory: " + st.message());
         return proto::error_reply(req.id, st.failure());
     }
     save_pod_state(p);
@@ -464,6 +468,10 @@ void Shim::load_previous_pods() {
     while (struct dirent *e = readdir(d)) {
         std::string uid = e->d_name;
         if (uid == "." || uid == "..") continue;
+        // What the previous shim placed at mountPaths goes first, whatever
+        // else is left of the pod (k8s-shim/mount_paths.h).
+        if (auto st = remove_mount_links(mount_record(pod_dir(uid)), getuid()); !st)
+            LOG_WARN("[pod %s] mountPaths: %s", uid.c_str(), st.message().c_str());
         auto st = read_json(pod_dir(uid) + "/state.json");
         auto body = read_json(pod_dir(uid) + "/pod.json");
         if (!st || !body) continue;

@@ -33,6 +33,7 @@ SHIM = None
 class Agent:
     def __init__(self, gpus=(0, 1, 2, 3), state_dir=None, extra_args=(), tmp=None):
         self.tmp = tmp or tempfile.mkdtemp(prefix="shimtest-")
+        self.cleanup = []    # paths outside tmp a test made (removed after it)
         self.state_dir = state_dir or os.path.join(self.tmp, "state")
         self.sock_path = os.path.join(self.tmp, "agent.sock")
         if os.path.exists(self.sock_path):
@@ -507,6 +508,199 @@ def test_volumes_files(a):
     assert log_content(read_log(a, "uid-vol", "main")) == ["key=value", "key=value"]
 
 
+def other_user():
+    """(uid, gid) of a user other than the one running the tests, to own a squat
+    (os.lchown needs root; as another user the squat is the test user's own,
+    which the shim refuses all the same: it exists)."""
+    if os.getuid() != 0:
+        return None
+    import pwd
+    try:
+        pw = pwd.getpwnam("nobody")
+        return pw.pw_uid, pw.pw_gid
+    except KeyError:
+        return 65534, 65534
+
+
+def squat_dir(a, secret):
+    """A directory of the other user holding app.conf = secret (their data)."""
+    d = tempfile.mkdtemp(prefix="shimtest-theirs-")
+    with open(os.path.join(d, "app.conf"), "w") as f:
+        f.write(secret)
+    who = other_user()
+    if who:
+        os.chown(d, *who)
+        os.chown(os.path.join(d, "app.conf"), *who)
+    os.chmod(d, 0o755)
+    a.cleanup.append(d)
+    return d
+
+
+def squat_link(a, path, target):
+    os.symlink(target, path)
+    who = other_user()
+    if who:
+        os.lchown(path, *who)
+    a.cleanup.append(path)
+
+
+def config_pod(name, mount_path, script=None, restart="Never"):
+    script = script or "cat %s/app.conf" % mount_path
+    return pod(name, [sh("main", script, volumeMounts=[
+        {"name": "config", "mountPath": mount_path}])],
+        restart=restart, volumes=[{"name": "config", "configMap": {"name": "c"}}])
+
+
+CONFIG_FILES = {"config": {"app.conf": base64.b64encode(b"ours\n").decode()}}
+
+
+def expect_refused(a, p, words):
+    uid = p["metadata"]["uid"]
+    r = a.request("pod_run", {"pod": p, "files": CONFIG_FILES})
+    assert not r["ok"], r
+    st = a.wait(uid, lambda s: s["phase"] == "Failed", what=uid + " Failed")
+    assert st["reason"] == "PodRefused", st
+    for w in words:
+        assert w in st["message"], (w, st)
+    # Nothing of the pod ran, so nothing of theirs was read.
+    assert not os.path.exists(os.path.join(a.state_dir, "pods", uid, "main")), "a container ran"
+    return st
+
+
+def test_mount_squat_refused(a):
+    # Another user's symlink at the mountPath, in the shared sticky /tmp.
+    theirs = squat_dir(a, "their-secret\n")
+    path = "/tmp/shimtest-squat-%d" % os.getpid()
+    squat_link(a, path, theirs)
+    st = expect_refused(a, config_pod("squat", path), [path, "already exists", "a symlink"])
+    if other_user():
+        assert "uid %d" % other_user()[0] in st["message"], st
+    # What the shim did not make it leaves alone.
+    assert os.readlink(path) == theirs and os.listdir(theirs) == ["app.conf"]
+
+
+def test_mount_path_neighbours(a):
+    who = other_user()
+    # A symlink of another user as a parent component.
+    theirs = squat_dir(a, "their-secret\n")
+    parent = "/tmp/shimtest-parent-%d" % os.getpid()
+    squat_link(a, parent, theirs)
+    if who:
+        expect_refused(a, config_pod("parentlink", parent + "/cfg"),
+                       ["mountPath %s/cfg" % parent, parent, "neither the job's user nor root"])
+        # Another user's directory as a parent component.
+        expect_refused(a, config_pod("parentdir", theirs + "/cfg"),
+                       [theirs, "neither the job's user nor root"])
+        assert os.listdir(theirs) == ["app.conf"], os.listdir(theirs)
+    # A regular file (the job user's own) already at the mountPath.
+    f = os.path.join(a.tmp, "afile")
+    with open(f, "w") as fh:
+        fh.write("mine\n")
+    expect_refused(a, config_pod("file", f), [f, "already exists (a file"])
+    # A directory others can write to, not sticky, on the way.
+    open_dir = os.path.join(a.tmp, "open")
+    os.mkdir(open_dir)
+    os.chmod(open_dir, 0o777)
+    expect_refused(a, config_pod("openparent", open_dir + "/cfg"),
+                   [open_dir, "other users can write to (mode 0777, not sticky)"])
+    # The job user's own directory works, through the user's own symlink,
+    # with missing parents made; everything made goes when the pod ends.
+    real = os.path.join(a.tmp, "real")
+    os.mkdir(real)
+    os.symlink(real, os.path.join(a.tmp, "alias"))
+    mp = os.path.join(a.tmp, "alias", "deep", "cfg")
+    p = config_pod("own", mp)
+    assert a.request("pod_run", {"pod": p, "files": CONFIG_FILES})["ok"]
+    st = a.wait("uid-own", lambda s: s["phase"] in ("Succeeded", "Failed"), what="done")
+    assert st["phase"] == "Succeeded", st
+    assert log_content(read_log(a, "uid-own", "main")) == ["ours"]
+    wait_gone(os.path.join(real, "deep"))
+    assert os.listdir(real) == [] and os.path.islink(os.path.join(a.tmp, "alias"))
+
+
+def test_mount_links_removed(a):
+    shared = "/tmp/shimtest-mnt-%d" % os.getpid()
+    a.cleanup.append(shared)
+    nested = os.path.join(a.tmp, "a", "b")
+    p = pod("links", [sh("main", 'trap "exit 0" TERM; cat %s/app.conf; echo x > %s/f; '
+                                 'echo up; while :; do sleep 0.1; done' % (shared, nested),
+                         volumeMounts=[{"name": "config", "mountPath": shared},
+                                       {"name": "work", "mountPath": nested}])],
+            volumes=[{"name": "config", "configMap": {"name": "c"}},
+                     {"name": "work", "emptyDir": {}}])
+    assert a.request("pod_run", {"pod": p, "files": CONFIG_FILES})["ok"]
+    a.wait("uid-links", lambda s: running(s, "main"), what="running")
+    wait_log(a, "uid-links", "main", "up")
+    assert log_content(read_log(a, "uid-links", "main"))[0] == "ours"
+    pod_dir = os.path.join(a.state_dir, "pods", "uid-links")
+    assert os.readlink(shared) == os.path.join(pod_dir, "volumes", "config")
+    assert os.path.exists(os.path.join(pod_dir, "volumes", "work", "f"))
+    assert a.request("pod_kill", {"uid": "uid-links", "grace_s": 5, "reason": "Deleted"})["ok"]
+    a.wait("uid-links", lambda s: s["phase"] in ("Succeeded", "Failed"), what="stopped")
+    wait_gone(shared)
+    wait_gone(os.path.join(a.tmp, "a"))
+
+
+def test_mount_links_swept_after_crash(a):
+    mine = "/tmp/shimtest-crash-%d" % os.getpid()
+    kept = os.path.join(a.tmp, "kept")
+    for path in (mine, kept):
+        a.cleanup.append(path)
+    p = pod("crash", [sh("main", "while :; do sleep 0.1; done", volumeMounts=[
+        {"name": "config", "mountPath": mine}, {"name": "config2", "mountPath": kept}])],
+        volumes=[{"name": "config", "configMap": {"name": "c"}},
+                 {"name": "config2", "configMap": {"name": "c2"}}])
+    assert a.request("pod_run", {"pod": p, "files": CONFIG_FILES})["ok"]
+    a.wait("uid-crash", lambda s: running(s, "main"), what="running")
+    assert os.path.islink(mine) and os.path.islink(kept)
+    a.proc.kill()
+    a.proc.wait()
+    a.conn.close()
+    a.srv.close()
+    assert os.path.islink(mine), "the crashed shim's link should still be there"
+    # Somebody else's entry now at a recorded path is not the shim's to remove.
+    os.unlink(kept)
+    theirs = squat_dir(a, "their-secret\n")
+    squat_link(a, kept, theirs)
+    b = Agent(state_dir=a.state_dir, tmp=a.tmp)
+    try:
+        st = b.wait("uid-crash", lambda s: s["phase"] == "Failed", what="lost pod reported")
+        assert st["reason"] == "ShimRestarted", st
+        assert not os.path.lexists(mine), "the crashed shim's link outlived it"
+        assert os.readlink(kept) == theirs, "a link the shim did not make was removed"
+    finally:
+        b.close()
+
+
+def test_mount_service_account_path(a):
+    # Every pod from an API server mounts its token here: it must run. A
+    # non-root shim cannot create it (only root can write /run): skipped; a
+    # root shim makes it and removes all it made when the pod ends.
+    sa = "/var/run/secrets/kubernetes.io/serviceaccount"
+    existed = os.path.lexists("/var/run/secrets")
+    if not existed:
+        a.cleanup.append("/var/run/secrets")
+    p = pod("sa", [sh("main", "cat $SLURM_K8S_VOLUME_KUBE_API_ACCESS/token", volumeMounts=[
+        {"name": "kube-api-access", "mountPath": sa, "readOnly": True}])],
+        restart="Never", volumes=[{"name": "kube-api-access", "projected": {"sources": [
+            {"serviceAccountToken": {"path": "token"}}]}}])
+    files = {"kube-api-access": {"token": base64.b64encode(b"tok\n").decode()}}
+    assert a.request("pod_run", {"pod": p, "files": files})["ok"]
+    st = a.wait("uid-sa", lambda s: s["phase"] in ("Succeeded", "Failed"), what="done")
+    assert st["phase"] == "Succeeded", st
+    assert log_content(read_log(a, "uid-sa", "main")) == ["tok"]
+    if not existed:
+        wait_gone("/var/run/secrets")
+
+
+def wait_gone(path, timeout=10):
+    deadline = time.time() + timeout
+    while os.path.lexists(path):
+        if time.time() > deadline:
+            raise AssertionError("%s still exists" % path)
+        time.sleep(0.05)
+
+
 def test_log_rotation_and_previous(a):
     p = pod("chatty", [sh("main", "i=0; while [ $i -lt 300 ]; do "
                                   "echo line-$i-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx; "
@@ -632,6 +826,11 @@ TESTS = [
     ("policy_refusals", test_policy_refusals, {}),
     ("runtime_template", test_runtime_template, {"runtime": True}),
     ("volumes_files", test_volumes_files, {}),
+    ("mount_squat_refused", test_mount_squat_refused, {}),
+    ("mount_path_neighbours", test_mount_path_neighbours, {}),
+    ("mount_links_removed", test_mount_links_removed, {}),
+    ("mount_links_swept_after_crash", test_mount_links_swept_after_crash, {}),
+    ("mount_service_account_path", test_mount_service_account_path, {}),
     ("log_rotation_and_previous", test_log_rotation_and_previous,
      {"args": ["--log-max-bytes", "4096"]}),
     ("shim_restart_never_runs_twice", test_shim_restart_never_runs_twice, {}),
@@ -674,6 +873,11 @@ def main():
         finally:
             if a:
                 a.close()
+                for path in a.cleanup:
+                    if os.path.islink(path) or os.path.isfile(path):
+                        os.unlink(path)
+                    else:
+                        shutil.rmtree(path, ignore_errors=True)
             shutil.rmtree(tmp, ignore_errors=True)
     print("%d passed, %d failed" % (passed, failed))
     return 0 if failed == 0 else 1

@@ -252,14 +252,16 @@ check_PROGRAMS += \
 	tests/unit/test_probe \
 	tests/unit/test_gpu_alloc \
 	tests/unit/test_shim_pod_status \
-	tests/unit/test_pod_runner
+	tests/unit/test_pod_runner \
+	tests/unit/test_mount_paths
 TESTS += \
 	tests/unit/test_shim_plan \
 	tests/unit/test_shim_backoff \
 	tests/unit/test_probe \
 	tests/unit/test_gpu_alloc \
 	tests/unit/test_shim_pod_status \
-	tests/unit/test_pod_runner
+	tests/unit/test_pod_runner \
+	tests/unit/test_mount_paths
 
 tests_unit_test_shim_plan_SOURCES = tests/unit/test_shim_plan.cc
 tests_unit_test_shim_plan_CXXFLAGS = $(SK_SHIM_TEST_CXXFLAGS)
@@ -284,6 +286,10 @@ tests_unit_test_shim_pod_status_LDADD = $(SK_SHIM_TEST_LIBS)
 tests_unit_test_pod_runner_SOURCES = tests/unit/test_pod_runner.cc
 tests_unit_test_pod_runner_CXXFLAGS = $(SK_SHIM_TEST_CXXFLAGS)
 tests_unit_test_pod_runner_LDADD = $(SK_SHIM_TEST_LIBS)
+
+tests_unit_test_mount_paths_SOURCES = tests/unit/test_mount_paths.cc
+tests_unit_test_mount_paths_CXXFLAGS = $(SK_SHIM_TEST_CXXFLAGS)
+tests_unit_test_mount_paths_LDADD = $(SK_SHIM_TEST_LIBS)
 
 # ---- common/: the agent-shim protocol ----
 check_PROGRAMS += tests/unit/test_shim_protocol

@@ -190,6 +190,44 @@ START_TEST(volume_files_decoded) {
 }
 END_TEST
 
+// mountPaths are placed on the node's file system (k8s-shim/mount_paths.h):
+// normalised, absolute, no "..", one volume per path across the containers.
+START_TEST(mount_paths_normalised_and_exclusive) {
+    auto pod_with = [](const std::string &mounts_a, const std::string &mounts_b) {
+        return parse(R"J({"metadata":{"name":"p","namespace":"ns","uid":"u1"},"spec":{
+          "volumes":[{"name":"v1","emptyDir":{}},{"name":"v2","emptyDir":{}}],
+          "containers":[{"name":"a","command":["true"],"volumeMounts":)J" +
+                     mounts_a + R"J(},{"name":"b","command":["true"],"volumeMounts":)J" + mounts_b +
+                     "}]}}");
+    };
+    auto ok = plan_pod(pod_with(R"([{"name":"v1","mountPath":"//tmp/./x//"}])",
+                                R"([{"name":"v1","mountPath":"/tmp/x"}])"),
+                       {}, ctx());
+    ck_assert_msg(ok.ok(), "%s", ok.ok() ? "" : ok.message().c_str());
+    ck_assert_sstr_eq(ok->mounts.at("a")[0].mount_path, "/tmp/x");
+    struct {
+        const char *mount;
+        Error code;
+        const char *message_has;
+    } bad[] = {
+        {R"([{"name":"v1","mountPath":"tmp/x"}])", Error::Invalid, "must be an absolute path"},
+        {R"([{"name":"v1","mountPath":""}])", Error::Invalid, "must be an absolute path"},
+        {R"([{"name":"v1","mountPath":"/tmp/../etc"}])", Error::Invalid, "must not contain '..'"},
+        {R"([{"name":"v1","mountPath":"/./"}])", Error::Invalid, "must not be '/'"},
+        {R"([{"name":"v2","mountPath":"/tmp/x/"}])", Error::Refused,
+         "mountPath /tmp/x names volume v1 and volume v2"},
+    };
+    for (const auto &c : bad) {
+        auto plan =
+            plan_pod(pod_with(R"([{"name":"v1","mountPath":"/tmp/x"}])", c.mount), {}, ctx());
+        ck_assert_msg(!plan.ok(), "accepted: %s", c.mount);
+        ck_assert_msg(plan.error() == c.code, "%s: %s", c.mount, plan.failure().describe().c_str());
+        ck_assert_msg(plan.message().find(c.message_has) != std::string::npos, "%s: '%s'", c.mount,
+                      plan.message().c_str());
+    }
+}
+END_TEST
+
 struct Refusal {
     const char *spec;  // the pod's spec
     Error code;
@@ -278,6 +316,7 @@ int main() {
     tcase_add_test(tc, gpus_are_disjoint);
     tcase_add_test(tc, runtime_template_and_missing_command);
     tcase_add_test(tc, volume_files_decoded);
+    tcase_add_test(tc, mount_paths_normalised_and_exclusive);
     tcase_add_loop_test(tc, refusals_table, 0, TABLE_SIZE(kRefusals));
     tcase_add_test(tc, allowed_security_context);
     suite_add_tcase(s, tc);
