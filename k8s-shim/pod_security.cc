@@ -175,17 +175,20 @@ std::string str(const Json::Value &obj, const char *key) {
 // runAsUser/runAsGroup/runAsNonRoot, at either level: the pod runs as the
 // job's user or not at all.
 Status check_identity(const Json::Value &sc, const PlanContext &ctx, const std::string &who) {
-    if (sc["runAsUser"].isIntegral() && sc["runAsUser"].asInt64() != ctx.uid)
-        return refused(who + " asks for runAsUser " + std::to_string(sc["runAsUser"].asInt64()) +
+    auto differs = [](const Json::Value &v, uint32_t id) {
+        return !v.isNull() && !(v.isIntegral() && v.asInt64() == id);
+    };
+    if (differs(sc["runAsUser"], ctx.uid))
+        return refused(who + " asks for runAsUser " + sc["runAsUser"].asString() +
                        " but pods on this node run as the job's user (uid " +
                        std::to_string(ctx.uid) + "). Remove runAsUser or set it to " +
                        std::to_string(ctx.uid));
-    if (sc["runAsGroup"].isIntegral() && sc["runAsGroup"].asInt64() != ctx.gid)
-        return refused(who + " asks for runAsGroup " + std::to_string(sc["runAsGroup"].asInt64()) +
+    if (differs(sc["runAsGroup"], ctx.gid))
+        return refused(who + " asks for runAsGroup " + sc["runAsGroup"].asString() +
                        " but pods on this node run with the job's group (gid " +
                        std::to_string(ctx.gid) + "). Remove runAsGroup or set it to " +
                        std::to_string(ctx.gid));
-    if (is_true(sc, "runAsNonRoot") && ctx.uid == 0)
+    if (is_set(sc["runAsNonRoot"]) && ctx.uid == 0)
         return refused(who +
                        " asks for runAsNonRoot but the job's user is root, the identity its "
                        "processes would have. Run the job as another user");
@@ -243,18 +246,18 @@ const std::vector<FieldRule> &container_security_context_fields() {
 
 Status check_pod_fields(const Json::Value &spec, const PlanContext &ctx) {
     if (auto st = check_members(spec, kPodSpec, "the pod's spec"); !st) return st;
-    if (is_true(spec, "hostPID"))
+    if (is_set(spec["hostPID"]))
         return refused(
             "hostPID is not allowed: pods on Slurm nodes may not see the job's or "
             "other users' processes. Remove spec.hostPID");
-    if (is_true(spec, "hostIPC"))
+    if (is_set(spec["hostIPC"]))
         return refused("hostIPC is not allowed on Slurm nodes. Remove spec.hostIPC");
-    if (spec["hostUsers"].isBool() && !spec["hostUsers"].asBool())
+    if (!spec["hostUsers"].isNull() && !is_true(spec, "hostUsers"))
         return refused(
             "hostUsers: false asks for a user namespace, which pods on Slurm nodes do not get; "
             "they run as the job's user. Remove spec.hostUsers");
     std::string os = str(spec["os"], "name");
-    if (spec["os"].isObject() && os != "linux")
+    if (is_set(spec["os"]) && os != "linux")
         return refused("the pod asks for os " + os + "; Slurm nodes run Linux");
     const Json::Value &sc = spec["securityContext"];
     if (!sc.isObject()) return {};
@@ -280,17 +283,18 @@ Result<Confinement> plan_container_security(const Json::Value &spec, const Json:
     if (auto st = check_members(sc, kContainerSecurityContext, who + "'s securityContext"); !st)
         return st.failure();
     if (sc.isObject()) {
-        if (is_true(sc, "privileged"))
+        if (is_set(sc["privileged"]))
             return refused(who +
                            " asks for privileged mode; pods on Slurm nodes run as the job's "
                            "user without privileges. Remove securityContext.privileged");
         const Json::Value &add = sc["capabilities"]["add"];
-        if (add.isArray() && !add.empty())
-            return refused(who + " adds Linux capabilities (" + add[0].asString() +
+        if (is_set(add))
+            return refused(who + " adds Linux capabilities (" +
+                           (add.isArray() ? add[0] : add).asString() +
                            "); pods on Slurm nodes cannot gain capabilities. Remove "
                            "securityContext.capabilities.add");
         std::string pm = str(sc, "procMount");
-        if (!pm.empty() && pm != "Default")
+        if (is_set(sc["procMount"]) && pm != "Default")
             return refused(who + " asks for procMount " + pm +
                            "; processes see the node's /proc as the job's user does. Remove "
                            "securityContext.procMount");
@@ -319,7 +323,7 @@ Result<Confinement> plan_container_security(const Json::Value &spec, const Json:
         return refused(who +
                        " asks for a Localhost seccomp profile; Slurm nodes provide only "
                        "RuntimeDefault and Unconfined");
-    } else if (seccomp.isObject() && type != "Unconfined") {
+    } else if (is_set(seccomp) && type != "Unconfined") {
         return refused(who + " asks for seccomp profile type '" + type +
                        "'; Slurm nodes provide RuntimeDefault and Unconfined");
     }
