@@ -62,7 +62,8 @@ Status Container::start() {
     out = Pipe(loop);
     err = Pipe(loop);
     SpawnSpec spec{plan->argv, plan->env,
-                   plan->working_dir.empty() ? env.pod_dir : plan->working_dir};
+                   plan->working_dir.empty() ? env.pod_dir : plan->working_dir, plan->confine,
+                   env.exec_helper};
     oom_before = cgroup_oom_kills();
     int rc = spawn_process(
         loop, proc, spec,
@@ -213,7 +214,8 @@ void Container::stop(int64_t grace_ms) {
     });
     if (!plan->pre_stop.empty() && grace_ms > 0) {
         SpawnSpec spec{plan->pre_stop, plan->env,
-                       plan->working_dir.empty() ? pod->env().pod_dir : plan->working_dir};
+                       plan->working_dir.empty() ? pod->env().pod_dir : plan->working_dir,
+                       plan->confine, pod->env().exec_helper};
         auto hook = hooks.emplace(hooks.end());
         int rc = spawn_process(
             pod->env().clock.loop, *hook, spec,

@@ -17,6 +17,8 @@ k8s_shim_libshim_la_SOURCES = \
 	k8s-shim/mount_paths.h \
 	k8s-shim/pod_plan.cc \
 	k8s-shim/pod_plan.h \
+	k8s-shim/pod_security.cc \
+	k8s-shim/pod_security.h \
 	k8s-shim/pod_runner.cc \
 	k8s-shim/pod_runner.h \
 	k8s-shim/pod_status.cc \
@@ -34,7 +36,9 @@ k8s_shim_libshim_la_CXXFLAGS = $(AM_CXXFLAGS) $(LIBUV_CFLAGS)
 k8s_shim_libshim_la_LIBADD = uv/libskuv.la common/libcommon.la $(LIBUV_LIBS)
 
 bin_PROGRAMS += k8s-shim/slurm-k8s-shim
-k8s_shim_slurm_k8s_shim_SOURCES = k8s-shim/main.cc
-k8s_shim_slurm_k8s_shim_CXXFLAGS = $(AM_CXXFLAGS) $(LIBUV_CFLAGS)
-k8s_shim_slurm_k8s_shim_LDADD = k8s-shim/libshim.la
+# confine.cc (the exec helper, libseccomp) is the binary's alone: what
+# links libshim does not need libseccomp.
+k8s_shim_slurm_k8s_shim_SOURCES = k8s-shim/main.cc k8s-shim/confine.cc k8s-shim/confine.h
+k8s_shim_slurm_k8s_shim_CXXFLAGS = $(AM_CXXFLAGS) $(LIBUV_CFLAGS) $(LIBSECCOMP_CFLAGS)
+k8s_shim_slurm_k8s_shim_LDADD = k8s-shim/libshim.la $(LIBSECCOMP_LIBS)
 endif

@@ -4,6 +4,7 @@
 //   slurm-k8s-shim --job-id ID --slurm-node NODE --socket PATH
 //                  [--runtime-config FILE] [--log-level L] [--log-max-bytes N]
 // Started by spank_k8s.so in the job's extern step, as the job's user.
+//   slurm-k8s-shim --exec-confined ...: the shim's exec helper (confine.h).
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "common/log.h"
 #include "common/strings.h"
 #include "config.h"
+#include "k8s-shim/confine.h"
 #include "k8s-shim/shim.h"
 #include "uv/handles.h"
 
@@ -121,6 +123,9 @@ static int run(int argc, char **argv) {
 // An exception escaping run() (std::bad_alloc, a jsoncpp LogicError) would
 // abort with no word on stderr: name it and exit 1 instead.
 int main(int argc, char **argv) {
+    // The exec helper of spawn_process (k8s-shim/confine.h): nothing of the
+    // shim runs in that mode.
+    if (argc > 1 && strcmp(argv[1], kExecConfined) == 0) return exec_confined_main(argc, argv);
     try {
         return run(argc, argv);
     } catch (const std::exception &e) {

@@ -5,6 +5,7 @@
 
 #include "common/k8s_names.h"
 #include "common/strings.h"
+#include "k8s-shim/pod_security.h"
 
 namespace sk::shim {
 
@@ -113,43 +114,6 @@ Result<std::optional<ProbeSpec>> parse_probe(const Json::Value &c, const char *k
     return std::optional<ProbeSpec>{s};
 }
 
-// runAsUser/runAsGroup/privileged/capabilities: the pod runs as the job's user
-// or not at all.
-Status check_security_context(const Json::Value &sc, const PlanContext &ctx,
-                              const std::string &who) {
-    if (!sc.isObject()) return {};
-    if (is_true(sc, "privileged"))
-        return refused(who +
-                       " asks for privileged mode; pods on Slurm nodes run as the job's "
-                       "user without privileges. Remove securityContext.privileged");
-    const Json::Value &add = sc["capabilities"]["add"];
-    if (add.isArray() && !add.empty())
-        return refused(who + " adds Linux capabilities (" + add[0].asString() +
-                       "); pods on Slurm nodes cannot gain capabilities. Remove "
-                       "securityContext.capabilities.add");
-    if (sc["runAsUser"].isIntegral() && sc["runAsUser"].asInt64() != ctx.uid)
-        return refused(who + " asks for runAsUser " + std::to_string(sc["runAsUser"].asInt64()) +
-                       " but pods on this node run as the job's user (uid " +
-                       std::to_string(ctx.uid) + "). Remove runAsUser or set it to " +
-                       std::to_string(ctx.uid));
-    if (sc["runAsGroup"].isIntegral() && sc["runAsGroup"].asInt64() != ctx.gid)
-        return refused(who + " asks for runAsGroup " + std::to_string(sc["runAsGroup"].asInt64()) +
-                       " but pods on this node run with the job's group (gid " +
-                       std::to_string(ctx.gid) + "). Remove runAsGroup or set it to " +
-                       std::to_string(ctx.gid));
-    return {};
-}
-
-Status check_pod_policy(const Json::Value &spec, const PlanContext &ctx) {
-    if (is_true(spec, "hostPID"))
-        return refused(
-            "hostPID is not allowed: pods on Slurm nodes may not see the job's or "
-            "other users' processes. Remove spec.hostPID");
-    if (is_true(spec, "hostIPC"))
-        return refused("hostIPC is not allowed on Slurm nodes. Remove spec.hostIPC");
-    return check_security_context(spec["securityContext"], ctx, "the pod");
-}
-
 Status parse_resources(const Json::Value &c, ContainerPlan *cp) {
     for (const char *kind : {"requests", "limits"}) {
         const Json::Value &m = c["resources"][kind];
@@ -229,16 +193,15 @@ Status parse_env(const Json::Value &c, const Json::Value &pod, const PlanContext
 }
 
 Status parse_hooks(const Json::Value &c, ContainerPlan *cp) {
-    for (const char *hook : {"preStop", "postStart"}) {
-        const Json::Value &h = c["lifecycle"][hook];
-        if (h.isNull()) continue;
-        if (!h.isMember("exec"))
-            return refused("container " + cp->name + " " + hook +
-                           ": only exec hooks are supported on this node");
-        auto cmd = strings_of(h["exec"]["command"], "container " + cp->name + " " + hook);
-        if (!cmd) return cmd.failure();
-        (std::string(hook) == "preStop" ? cp->pre_stop : cp->post_start) = *cmd;
-    }
+    // Other hooks are refused by plan_container_security (pod_security.h).
+    const Json::Value &h = c["lifecycle"]["preStop"];
+    if (h.isNull()) return {};
+    if (!h.isMember("exec"))
+        return refused("container " + cp->name +
+                       " preStop: only exec hooks are supported on this node");
+    auto cmd = strings_of(h["exec"]["command"], "container " + cp->name + " preStop");
+    if (!cmd) return cmd.failure();
+    cp->pre_stop = *cmd;
     return {};
 }
 
@@ -251,7 +214,10 @@ Result<ContainerPlan> parse_container(const Json::Value &c, const Json::Value &p
     cp.name = c["name"].asString();
     cp.image = c["image"].asString();
     std::string who = std::string(init ? "init container " : "container ") + cp.name;
-    if (auto st = check_security_context(c["securityContext"], ctx, who); !st) return st.failure();
+    const RuntimeTemplate *t = ctx.templates ? ctx.templates->match(cp.image) : nullptr;
+    auto confine = plan_container_security(pod["spec"], c, t != nullptr, ctx, who);
+    if (!confine) return confine.failure();
+    cp.confine = *confine;
     if (c["volumeDevices"].isArray() && !c["volumeDevices"].empty())
         return refused(who +
                        " asks for raw block devices (volumeDevices); only the lent GPUs "
@@ -283,7 +249,6 @@ Result<ContainerPlan> parse_container(const Json::Value &c, const Json::Value &p
         cmd.push_back(expand_vars(w, vars));
     for (const auto &w : *args)
         cmd.push_back(expand_vars(w, vars));
-    const RuntimeTemplate *t = ctx.templates ? ctx.templates->match(cp.image) : nullptr;
     if (t) {
         cp.argv = RuntimeTemplates::expand(*t, cp.image, cp.name, cmd);
     } else if (command->empty()) {
@@ -477,7 +442,7 @@ Result<PodPlan> plan_pod_unguarded(const Json::Value &pod, const proto::PodFiles
     plan.name = pod["metadata"]["name"].asString();
     if (plan.uid.empty() || plan.name.empty()) return invalid("pod metadata needs uid and name");
     const Json::Value &spec = pod["spec"];
-    if (auto st = check_pod_policy(spec, ctx); !st) return st.failure();
+    if (auto st = check_pod_fields(spec, ctx); !st) return st.failure();
 
     std::string rp = spec["restartPolicy"].isString() ? spec["restartPolicy"].asString() : "Always";
     if (rp == "Always")

@@ -26,6 +26,20 @@ struct EnvVar {
     bool operator==(const EnvVar &o) const { return name == o.name && value == o.value; }
 };
 
+// How a container's processes (its command, exec probes and hooks) are
+// confined before exec (k8s-shim/confine.h does it; the table of what decides
+// it is k8s-shim/pod_security.h). Default-constructed: nothing is applied.
+struct Confinement {
+    bool no_new_privs = false;       // prctl(PR_SET_NO_NEW_PRIVS)
+    bool drop_capabilities = false;  // every capability set emptied, ambient cleared
+    bool seccomp_default = false;    // the RuntimeDefault filter (implies no_new_privs)
+    bool any() const { return no_new_privs || drop_capabilities || seccomp_default; }
+    bool operator==(const Confinement &o) const {
+        return no_new_privs == o.no_new_privs && drop_capabilities == o.drop_capabilities &&
+               seccomp_default == o.seccomp_default;
+    }
+};
+
 enum class ProbeAction { Exec, HttpGet, TcpSocket };
 
 struct ProbeSpec {
@@ -47,11 +61,11 @@ struct ContainerPlan {
     std::string working_dir;        // empty: the pod directory
     std::optional<ProbeSpec> startup, readiness, liveness;
     std::vector<std::string> pre_stop;                    // exec preStop hook, empty when none
-    std::vector<std::string> post_start;                  // exec postStart hook, empty when none
     int gpus = 0;                                         // nvidia.com/gpu limit
     std::vector<int> gpu_indices;                         // filled by assign_gpus()
     std::map<std::string, std::string> requests, limits;  // recorded as given
     std::string termination_message_policy = "File";
+    Confinement confine;  // from the securityContexts (k8s-shim/pod_security.h)
 };
 
 enum class RestartPolicy { Always, OnFailure, Never };
@@ -84,9 +98,10 @@ struct PodPlan {
 
 // What the plan needs to know about the job and the node.
 struct PlanContext {
-    uint32_t uid = 0, gid = 0;  // the job's user: the only identity pods may run as
-    std::string node_name;      // virtual node (HOSTNAME, spec.nodeName)
-    std::string pod_dir;        // <state_dir>/pods/<uid>: emptyDir and volume files
+    uint32_t uid = 0, gid = 0;     // the job's user: the only identity pods may run as
+    std::vector<uint32_t> groups;  // the job's supplementary groups (getgroups)
+    std::string node_name;         // virtual node (HOSTNAME, spec.nodeName)
+    std::string pod_dir;           // <state_dir>/pods/<uid>: emptyDir and volume files
     std::string base_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
     const RuntimeTemplates *templates = nullptr;  // may be null: process runtime only
 };

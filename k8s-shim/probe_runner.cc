@@ -120,7 +120,8 @@ void ProbeRunner::run_check() {
     if (spec.action == ProbeAction::Exec) {
         SpawnSpec s{spec.exec, container->plan->env,
                     container->plan->working_dir.empty() ? container->pod->env().pod_dir
-                                                         : container->plan->working_dir};
+                                                         : container->plan->working_dir,
+                    container->plan->confine, container->pod->env().exec_helper};
         int rc = spawn_process(
             clk.loop, c->proc, s,
             [c](int64_t status, int sig) {

@@ -25,6 +25,17 @@ namespace {
 constexpr int kMaxReconnectMs = 30'000;
 constexpr uint64_t kReapMs = 1000;  // finished runners freed within a second or so
 
+// The supplementary groups this process (the job's user) has: a pod's
+// supplementalGroups and fsGroup are honoured when they are among them.
+std::vector<uint32_t> job_groups() {
+    int n = getgroups(0, nullptr);
+    if (n <= 0) return {};
+    std::vector<gid_t> g(static_cast<size_t>(n));
+    n = getgroups(n, g.data());
+    if (n < 0) return {};
+    return std::vector<uint32_t>(g.begin(), g.begin() + n);
+}
+
 int remove_entry(const char *path, const struct stat *, int, struct FTW *) {
     return remove(path) == 0 || errno == ENOENT ? 0 : -1;
 }
@@ -269,6 +280,7 @@ proto::Reply Shim::pod_run(const proto::Request &req) {
     PlanContext ctx;
     ctx.uid = getuid();
     ctx.gid = getgid();
+    ctx.groups = job_groups();
     ctx.node_name = node_name_;
     ctx.pod_dir = dir;
     ctx.templates = &templates_;
@@ -289,6 +301,7 @@ proto::Reply Shim::pod_run(const proto::Request &req) {
     env.clock = clock_;
     env.log_max_bytes = opt_.log_max_bytes;
     env.pod_dir = dir;
+    env.exec_helper = self_executable();
     ShimPod *pe = &p;
     env.on_change = [this, pe] { notify(*pe); };
     env.on_finished = [this, pe] { pod_finished(*pe); };

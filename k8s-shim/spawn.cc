@@ -3,16 +3,28 @@
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
+#include <unistd.h>
+#include <uv.h>
 
 #include <fstream>
 #include <sstream>
+
+#include "k8s-shim/confine.h"
 
 namespace sk::shim {
 
 int spawn_process(uv_loop_t *loop, Process &proc, const SpawnSpec &spec, Process::ExitCb on_exit,
                   Pipe *out, Pipe *err) {
     SpawnOptions o;
-    o.args = spec.argv;
+    if (spec.confine.any()) {
+        if (spec.helper.empty()) return UV_EPERM;
+        o.args = {spec.helper, kExecConfined};
+        if (spec.confine.no_new_privs) o.args.push_back(kNoNewPrivsFlag);
+        if (spec.confine.drop_capabilities) o.args.push_back(kDropCapsFlag);
+        if (spec.confine.seccomp_default) o.args.push_back(kSeccompDefaultFlag);
+        o.args.push_back("--");
+    }
+    o.args.insert(o.args.end(), spec.argv.begin(), spec.argv.end());
     o.env.emplace();
     o.env->reserve(spec.env.size());
     for (const auto &e : spec.env)
@@ -22,6 +34,13 @@ int spawn_process(uv_loop_t *loop, Process &proc, const SpawnSpec &spec, Process
     o.out = out;
     o.err = err;
     return proc.spawn(loop, o, std::move(on_exit));
+}
+
+std::string self_executable() {
+    char buf[4096];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n <= 0) return "";
+    return std::string(buf, static_cast<size_t>(n));
 }
 
 void signal_group(int pgid, int sig) noexcept {

@@ -16,13 +16,19 @@ struct SpawnSpec {
     std::vector<std::string> argv;
     std::vector<EnvVar> env;
     std::string cwd;
+    Confinement confine;  // applied by `helper` when any()
+    std::string helper;   // the shim's binary (self_executable()), run as k8s-shim/confine.h says
 };
 
 // Spawns into proc. Returns 0 or a negative libuv error (uv_strerror; proc
 // is closed then). out/err may be null; when given, they are fresh Pipes of
-// the same loop.
+// the same loop. A spec to confine without a helper is not started
+// (UV_EPERM): a process never runs less confined than its plan says.
 int spawn_process(uv_loop_t *loop, Process &proc, const SpawnSpec &spec, Process::ExitCb on_exit,
                   Pipe *out, Pipe *err);
+
+// The running program's path (/proc/self/exe), "" when unreadable.
+std::string self_executable();
 
 // kill(-pgid, sig), ignoring ESRCH (the group is already gone).
 void signal_group(int pgid, int sig) noexcept;

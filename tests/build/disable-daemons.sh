@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make check-disable-daemons`: proves that `./configure --disable-daemons &&
 # make` builds spank_k8s.so on a host without the daemons' development
-# packages (libuv, libcurl, jsoncpp, libmicrohttpd, GnuTLS). In a private
+# packages (libuv, libcurl, jsoncpp, libmicrohttpd, GnuTLS, libseccomp). In a private
 # mount namespace (unshare -m; unshare -rm as a normal user) their headers and
 # pkg-config files are taken away (/usr/include and the pkg-config directory
 # replaced by copies without them, their static and development libraries
@@ -11,7 +11,7 @@
 # dpkg or no way to make a mount namespace.
 set -uo pipefail
 top=${SK_TOP_SRCDIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
-pkgs=(libuv1-dev libcurl4-openssl-dev libcurl4-gnutls-dev libjsoncpp-dev libmicrohttpd-dev libgnutls28-dev)
+pkgs=(libuv1-dev libcurl4-openssl-dev libcurl4-gnutls-dev libjsoncpp-dev libmicrohttpd-dev libgnutls28-dev libseccomp-dev)
 
 if [ "${SK_IN_NAMESPACE:-0}" != 1 ]; then
   command -v dpkg >/dev/null 2>&1 || { echo "SKIP: disable-daemons needs dpkg (to list the packages' files)"; exit 77; }

@@ -6,6 +6,9 @@
 // - a plan has the pod's uid and name, at least one container, unique
 //   container names, a non-empty argv per container, env without duplicate
 //   names, grace >= 0, and gpus_needed() within what containers asked for;
+// - without runtime templates every container's processes run with
+//   no_new_privs and no capabilities, whatever its securityContext says
+//   (k8s-shim/pod_security.h);
 // - planning is deterministic;
 // - assign_gpus() gives each app container its own indices, init containers
 //   a prefix of them, and CUDA_/NVIDIA_VISIBLE_DEVICES exactly once each;
@@ -37,6 +40,7 @@ void check_container(const ContainerPlan &c, std::set<std::string> *names) {
     FUZZ_CHECK(names->insert(c.name).second);
     FUZZ_CHECK(!c.argv.empty());
     FUZZ_CHECK(c.gpus >= 0 && c.gpus <= 1024);
+    FUZZ_CHECK(c.confine.no_new_privs && c.confine.drop_capabilities);
     std::set<std::string> env;
     for (const auto &e : c.env) {
         FUZZ_CHECK(!e.name.empty());
@@ -96,7 +100,8 @@ bool same(const PodPlan &a, const PodPlan &b) {
         return false;
     for (size_t i = 0; i < a.containers.size(); i++)
         if (a.containers[i].argv != b.containers[i].argv ||
-            !(a.containers[i].env == b.containers[i].env))
+            !(a.containers[i].env == b.containers[i].env) ||
+            !(a.containers[i].confine == b.containers[i].confine))
             return false;
     for (size_t i = 0; i < a.volumes.size(); i++)
         if (a.volumes[i].files != b.volumes[i].files) return false;

@@ -470,12 +470,75 @@ def test_policy_refusals(a):
         ("nocmd", pod("nocmd", [{"name": "main", "image": "nginx"}]), "has no command"),
         ("dev", pod("dev", [sh("main", "true", resources={"limits": {"amd.com/gpu": "1"}})]),
          "amd.com/gpu"),
+        # What the shim cannot enforce is refused, never accepted silently.
+        ("rofs", pod("rofs", [sh("main", "true", securityContext={
+            "readOnlyRootFilesystem": True})]), "readOnlyRootFilesystem"),
+        ("seclocal", pod("seclocal", [sh("main", "true", securityContext={
+            "seccompProfile": {"type": "Localhost", "localhostProfile": "x.json"}})]),
+         "Localhost seccomp profile"),
+        ("sysctl", pod("sysctl", [sh("main", "true")], spec_extra={"securityContext": {
+            "sysctls": [{"name": "net.core.somaxconn", "value": "1024"}]}}), "sysctls"),
+        ("poststart", pod("poststart", [sh("main", "true", lifecycle={
+            "postStart": {"exec": {"command": ["true"]}}})]), "lifecycle.postStart"),
+        ("unknown", pod("unknown", [sh("main", "true", futureField=True)]),
+         "does not know"),
     ]
     for name, p, word in cases:
         r = a.request("pod_run", {"pod": p, "files": {}})
         assert not r["ok"] and word in r["message"], (name, r)
         st = a.wait("uid-" + name, lambda s: s["phase"] == "Failed", what=name + " Failed")
         assert st["reason"] == "PodRefused" and word in st["message"], st
+
+
+# Prints the confinement of the probing process, then tries keyctl(2) and
+# unshare(2), two calls the RuntimeDefault filter denies (k8s-shim/confine.cc).
+CONFINEMENT_PROBE = r"""
+import ctypes, platform
+for line in open("/proc/self/status"):
+    if line.split(":")[0] in ("NoNewPrivs", "Seccomp", "CapEff", "CapPrm"):
+        print(" ".join(line.split()))
+libc = ctypes.CDLL(None, use_errno=True)
+nr = {"x86_64": 250, "aarch64": 219}[platform.machine()]
+r = libc.syscall(nr, 0, -3, 0)  # KEYCTL_GET_KEYRING_ID, the session keyring
+print("keyctl", "denied" if r < 0 and ctypes.get_errno() == 1 else "ran")
+r = libc.unshare(0x10000000)  # CLONE_NEWUSER
+print("unshare", "denied" if r < 0 and ctypes.get_errno() == 1 else "ran")
+"""
+
+
+def test_confinement(a):
+    """securityContext enforced: no_new_privs and no capabilities for every
+    process container; RuntimeDefault is a seccomp filter for the container
+    and its exec probes."""
+    probe = [sys.executable, "-c", CONFINEMENT_PROBE]
+    ready_if_filtered = {"exec": {"command": [
+        "/bin/sh", "-c", "grep -q '^Seccomp:[[:space:]]*2' /proc/self/status"]},
+        "periodSeconds": 1}
+    pods = [
+        pod("plain", [{"name": "main", "image": "x", "command": probe}], restart="Never"),
+        pod("nnp", [{"name": "main", "image": "x", "command": probe,
+                     "securityContext": {"allowPrivilegeEscalation": False,
+                                         "capabilities": {"drop": ["ALL"]}}}],
+            restart="Never"),
+        pod("filtered", [{"name": "main", "image": "x", "command": probe},
+                         sh("server", "sleep 60", readinessProbe=ready_if_filtered)],
+            spec_extra={"securityContext": {"seccompProfile": {"type": "RuntimeDefault"}}}),
+    ]
+    for p in pods:
+        assert a.request("pod_run", {"pod": p, "files": {}})["ok"], p["metadata"]["name"]
+    # Without the filter a pod is as seccomp-confined as the shim itself (not
+    # at all, unless the test runs in a sandbox): the same probe run here.
+    host = subprocess.run(probe, stdout=subprocess.PIPE, text=True, check=True).stdout.split("\n")
+    unfiltered = [x for x in host if x.startswith(("Seccomp", "keyctl"))]
+    no_privs = ["NoNewPrivs: 1", "CapEff: 0000000000000000", "CapPrm: 0000000000000000"]
+    for name in ("plain", "nnp"):
+        lines = wait_log_lines(a, "uid-" + name, "main", lambda ls: len(ls) >= 6, timeout=20)
+        assert set(no_privs + unfiltered) <= set(lines), (name, lines, host)
+    lines = wait_log_lines(a, "uid-filtered", "main", lambda ls: len(ls) >= 6, timeout=20)
+    assert set(no_privs + ["Seccomp: 2", "keyctl denied", "unshare denied"]) <= set(lines), lines
+    # The exec probe ran under the filter too: the server became ready.
+    a.wait("uid-filtered", lambda s: (cstatus(s, "server") or {}).get("ready"), timeout=20,
+           what="server ready through a probe under the filter")
 
 
 def test_runtime_template(a):
@@ -824,6 +887,7 @@ TESTS = [
     ("termination_grace_kills_group", test_termination_grace_kills_group, {}),
     ("gpus_disjoint_and_refused", test_gpus_disjoint_and_refused, {}),
     ("policy_refusals", test_policy_refusals, {}),
+    ("confinement", test_confinement, {}),
     ("runtime_template", test_runtime_template, {"runtime": True}),
     ("volumes_files", test_volumes_files, {}),
     ("mount_squat_refused", test_mount_squat_refused, {}),

@@ -2,10 +2,14 @@
 // GPU assignment, runtime templates and the isolation policy's refusals.
 // Inputs include a pod recorded from a real API server (reference
 // kubelet-objects/07-init-containers, with its kube-api-access volume).
+#include <stdio.h>
+#include <stdlib.h>
+
 #include <string>
 
 #include "common/json.h"
 #include "k8s-shim/pod_plan.h"
+#include "k8s-shim/pod_security.h"
 #include "tests/unit/check_main.h"
 
 using namespace sk;
@@ -281,6 +285,81 @@ static const Refusal kRefusals[] = {
     {C1(",\"env\":[{\"name\":\"S\",\"valueFrom\":{\"secretKeyRef\":{\"name\":\"s\",\"key\":\"k\"}}}"
         "]"),
      Error::Invalid, "did not resolve"},
+    // Fields the shim cannot honour are refused, never ignored (k8s-shim/pod_security.h).
+    {C1(",\"securityContext\":{\"readOnlyRootFilesystem\":true}"), Error::Refused,
+     "readOnlyRootFilesystem"},
+    {C1(",\"securityContext\":{\"seccompProfile\":{\"type\":\"Localhost\","
+        "\"localhostProfile\":\"p.json\"}}"),
+     Error::Refused, "Localhost seccomp profile"},
+    {C1(",\"securityContext\":{\"seccompProfile\":{\"type\":\"Strict\"}}"), Error::Refused,
+     "seccomp profile type 'Strict'"},
+    {C1(",\"securityContext\":{\"seLinuxOptions\":{\"level\":\"s0:c1\"}}"), Error::Refused,
+     "seLinuxOptions"},
+    {C1(",\"securityContext\":{\"appArmorProfile\":{\"type\":\"RuntimeDefault\"}}"), Error::Refused,
+     "AppArmor profile RuntimeDefault"},
+    {C1(",\"securityContext\":{\"procMount\":\"Unmasked\"}"), Error::Refused, "procMount Unmasked"},
+    {C1(",\"securityContext\":{\"windowsOptions\":{\"hostProcess\":true}}"), Error::Refused,
+     "windowsOptions"},
+    {C1(",\"securityContext\":{\"noSuchField\":1}"), Error::Refused,
+     "sets noSuchField, a field this node's shim does not know"},
+    {C1(",\"securityContext\":{\"runAsNonRoot\":true,\"runAsUser\":0}"), Error::Refused,
+     "runAsUser 0"},
+    // A value of the wrong type is not taken for "unset".
+    {C1(",\"securityContext\":{\"privileged\":\"true\"}"), Error::Refused, "privileged"},
+    {C1(",\"securityContext\":{\"capabilities\":{\"add\":\"SYS_ADMIN\"}}"), Error::Refused,
+     "capabilities (SYS_ADMIN)"},
+    {C1(",\"securityContext\":{\"seccompProfile\":\"RuntimeDefault\"}"), Error::Refused,
+     "seccomp profile type ''"},
+    {C1(",\"securityContext\":{\"runAsUser\":\"0\"}"), Error::Refused, "runAsUser 0"},
+    {"{\"os\":\"windows\",\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}", Error::Refused,
+     "Slurm nodes run Linux"},
+    {C1(",\"stdin\":true"), Error::Refused, "stdin"},
+    {C1(",\"tty\":true"), Error::Refused, "tty"},
+    {C1(",\"restartPolicy\":\"Always\""), Error::Refused, "sidecar"},
+    {C1(",\"envFrom\":[{\"configMapRef\":{\"name\":\"c\"}}]"), Error::Refused, "envFrom"},
+    {C1(",\"lifecycle\":{\"postStart\":{\"exec\":{\"command\":[\"x\"]}}}"), Error::Refused,
+     "lifecycle.postStart"},
+    {C1(",\"lifecycle\":{\"stopSignal\":\"SIGUSR1\"}"), Error::Refused, "lifecycle.stopSignal"},
+    {C1(",\"futureField\":{}"), Error::Refused, "futureField, a field this node's shim does not"},
+    {"{\"securityContext\":{\"sysctls\":[{\"name\":\"net.core.somaxconn\",\"value\":\"1024\"}]},"
+     "\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}",
+     Error::Refused, "sysctls"},
+    {"{\"securityContext\":{\"supplementalGroups\":[2001,4242]},"
+     "\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}",
+     Error::Refused, "supplemental group 4242"},
+    {"{\"securityContext\":{\"fsGroup\":4242},\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]"
+     "}",
+     Error::Refused, "fsGroup 4242"},
+    {"{\"securityContext\":{\"supplementalGroupsPolicy\":\"Strict\"},"
+     "\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}",
+     Error::Refused, "supplementalGroupsPolicy Strict"},
+    {"{\"securityContext\":{\"seccompProfile\":{\"type\":\"Localhost\"}},"
+     "\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}",
+     Error::Refused, "Localhost seccomp profile"},
+    {"{\"hostUsers\":false,\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}", Error::Refused,
+     "hostUsers"},
+    {"{\"os\":{\"name\":\"windows\"},\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}",
+     Error::Refused, "os windows"},
+    {"{\"activeDeadlineSeconds\":60,\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}",
+     Error::Refused, "activeDeadlineSeconds"},
+    {"{\"hostAliases\":[{\"ip\":\"10.0.0.1\",\"hostnames\":[\"db\"]}],"
+     "\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}",
+     Error::Refused, "hostAliases"},
+    {"{\"dnsConfig\":{\"nameservers\":[\"1.1.1.1\"]},"
+     "\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}",
+     Error::Refused, "dnsConfig"},
+    {"{\"hostname\":\"web-0\",\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}",
+     Error::Refused, "hostname"},
+    {"{\"readinessGates\":[{\"conditionType\":\"x\"}],"
+     "\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}",
+     Error::Refused, "readinessGates"},
+    {"{\"runtimeClassName\":\"gvisor\",\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}",
+     Error::Refused, "runtimeClassName"},
+    {"{\"ephemeralContainers\":[{\"name\":\"dbg\"}],"
+     "\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}",
+     Error::Refused, "ephemeralContainers"},
+    {"{\"newPodField\":true,\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}", Error::Refused,
+     "newPodField, a field this node's shim does not know"},
 };
 START_TEST(refusals_table) {
     const auto &c = kRefusals[_i];
@@ -307,6 +386,102 @@ START_TEST(allowed_security_context) {
 }
 END_TEST
 
+static Json::Value pod_with(const std::string &spec) {
+    return parse(R"J({"metadata":{"name":"p","namespace":"ns","uid":"u"},"spec":)J" + spec + "}");
+}
+
+START_TEST(fields_without_effect_accepted) {
+    // Defaults the API server fills in, scheduling fields, and fields whose
+    // request the node already satisfies: accepted (k8s-shim/pod_security.cc).
+    PlanContext c = ctx();
+    c.groups = {2001, 3000};
+    auto plan = plan_pod(pod_with(R"J({"hostNetwork":false,"dnsPolicy":"ClusterFirst",
+      "enableServiceLinks":true,"shareProcessNamespace":true,"hostUsers":true,
+      "os":{"name":"linux"},"nodeSelector":{"a":"b"},"imagePullSecrets":[{"name":"r"}],
+      "securityContext":{"runAsNonRoot":true,"supplementalGroups":[3000],"fsGroup":2001,
+        "fsGroupChangePolicy":"OnRootMismatch","supplementalGroupsPolicy":"Merge",
+        "seccompProfile":{"type":"Unconfined"},"appArmorProfile":{"type":"Unconfined"}},
+      "containers":[{"name":"c","image":"x","command":["x"],"imagePullPolicy":"Always",
+        "stdin":false,"tty":false,"ports":[{"containerPort":80}],
+        "terminationMessagePath":"/dev/termination-log",
+        "resizePolicy":[{"resourceName":"cpu","restartPolicy":"NotRequired"}],
+        "securityContext":{"procMount":"Default","readOnlyRootFilesystem":false,
+          "allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]}}}]})J"),
+                         {}, c);
+    ck_assert_msg(plan.ok(), "%s", plan.ok() ? "" : plan.message().c_str());
+}
+END_TEST
+
+START_TEST(confinement_from_security_context) {
+    // A process container never gains privileges or holds capabilities.
+    auto plain =
+        plan_pod(pod_with(R"J({"containers":[{"name":"c","command":["x"]}]})J"), {}, ctx());
+    ck_assert(plain.ok());
+    ck_assert(plain->containers[0].confine == (Confinement{true, true, false}));
+    // RuntimeDefault from the pod, overridden by one container's Unconfined.
+    auto sec =
+        plan_pod(pod_with(R"J({"securityContext":{"seccompProfile":{"type":"RuntimeDefault"}},
+      "initContainers":[{"name":"i","command":["x"]}],
+      "containers":[{"name":"a","command":["x"]},{"name":"b","command":["x"],
+        "securityContext":{"seccompProfile":{"type":"Unconfined"}}}]})J"),
+                 {}, ctx());
+    ck_assert_msg(sec.ok(), "%s", sec.ok() ? "" : sec.message().c_str());
+    ck_assert(sec->init_containers[0].confine.seccomp_default);
+    ck_assert(sec->containers[0].confine == (Confinement{true, true, true}));
+    ck_assert(sec->containers[1].confine == (Confinement{true, true, false}));
+    // A runtime template's tool keeps its setuid helpers unless the pod says
+    // otherwise; the seccomp filter would break it, so it is refused.
+    auto t =
+        RuntimeTemplates::parse("template = docker.io/* apptainer exec {image} {command}\n", "r");
+    ck_assert(t.ok());
+    PlanContext c = ctx();
+    c.templates = &*t;
+    auto tmpl = plan_pod(pod_with(R"J({"containers":[{"name":"a","image":"docker.io/x"},
+      {"name":"b","image":"docker.io/x","securityContext":{"allowPrivilegeEscalation":false,
+        "capabilities":{"drop":["ALL"]}}}]})J"),
+                         {}, c);
+    ck_assert_msg(tmpl.ok(), "%s", tmpl.ok() ? "" : tmpl.message().c_str());
+    ck_assert(tmpl->containers[0].confine == Confinement{});
+    ck_assert(tmpl->containers[1].confine == (Confinement{true, true, false}));
+    auto tsec = plan_pod(pod_with(R"J({"containers":[{"name":"a","image":"docker.io/x",
+      "securityContext":{"seccompProfile":{"type":"RuntimeDefault"}}}]})J"),
+                         {}, c);
+    ck_assert(!tsec.ok() && tsec.error() == Error::Refused);
+    ck_assert(tsec.message().find("runtime template") != std::string::npos);
+    // runAsNonRoot holds for a job user that is not root only.
+    PlanContext root = ctx();
+    root.uid = 0;
+    auto nonroot = pod_with(R"J({"containers":[{"name":"c","command":["x"],
+      "securityContext":{"runAsNonRoot":true}}]})J");
+    ck_assert(plan_pod(nonroot, {}, ctx()).ok());
+    auto r = plan_pod(nonroot, {}, root);
+    ck_assert(!r.ok() && r.message().find("runAsNonRoot") != std::string::npos);
+}
+END_TEST
+
+// Every field of the tables has a reason where the user sees one, and
+// docs/kubernetes-guide.md lists every field.
+START_TEST(field_tables_documented) {
+    const char *top = getenv("SK_TOP_SRCDIR");
+    std::string path = std::string(top ? top : ".") + "/docs/kubernetes-guide.md";
+    FILE *f = fopen(path.c_str(), "r");
+    ck_assert_msg(f != nullptr, "cannot read %s", path.c_str());
+    std::string doc;
+    char buf[4096];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;)
+        doc.append(buf, n);
+    fclose(f);
+    for (const auto *table : {&pod_spec_fields(), &container_fields(),
+                              &pod_security_context_fields(), &container_security_context_fields()})
+        for (const auto &r : *table) {
+            if (r.use != FieldUse::Implemented)
+                ck_assert_msg(r.why[0] != '\0', "%s has no reason", r.name);
+            ck_assert_msg(doc.find(std::string("`") + r.name + "`") != std::string::npos,
+                          "docs/kubernetes-guide.md does not list `%s`", r.name);
+        }
+}
+END_TEST
+
 int main() {
     Suite *s = suite_create("shim_plan");
     TCase *tc = tcase_create("plan");
@@ -319,6 +494,9 @@ int main() {
     tcase_add_test(tc, mount_paths_normalised_and_exclusive);
     tcase_add_loop_test(tc, refusals_table, 0, TABLE_SIZE(kRefusals));
     tcase_add_test(tc, allowed_security_context);
+    tcase_add_test(tc, fields_without_effect_accepted);
+    tcase_add_test(tc, confinement_from_security_context);
+    tcase_add_test(tc, field_tables_documented);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }

@@ -1,0 +1,158 @@
+#include "k8s-shim/confine.h"
+
+#include <errno.h>
+#include <linux/capability.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace sk::shim {
+
+namespace {
+
+constexpr int kStartFailed = 128;
+
+// The RuntimeDefault filter: everything is allowed but the calls below,
+// which fail with EPERM. A deny-list, not the container runtimes' allow-list:
+// the process runs on the node as the job's user, which already bounds what
+// it can do; the filter takes away the kernel interfaces an unprivileged
+// process can reach that a workload has no use for and that kernel exploits
+// start from, the same ones the container runtimes' default profile denies
+// to a container without CAP_SYS_ADMIN.
+const char *const kDenied[] = {
+    // New namespaces and mounts: user namespaces open root-only kernel code
+    // to any user (clone with namespace flags: below).
+    "unshare", "setns", "mount", "umount", "umount2", "pivot_root", "chroot", "fsopen", "fsconfig",
+    "fsmount", "fspick", "move_mount", "open_tree", "mount_setattr",
+    // Kernel keyrings: not namespaced, shared by every process of the uid.
+    "add_key", "request_key", "keyctl",
+    // Large attack surface, no use in a workload.
+    "bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter",
+    "io_uring_register", "lookup_dcookie", "open_by_handle_at", "fanotify_init",
+    // Privileged anyway: denied so that no kernel code runs for them.
+    "acct", "clock_adjtime", "clock_settime", "settimeofday", "stime", "create_module",
+    "init_module", "finit_module", "delete_module", "get_kernel_syms", "query_module", "kexec_load",
+    "kexec_file_load", "reboot", "swapon", "swapoff", "syslog", "iopl", "ioperm", "quotactl",
+    "quotactl_fd", "nfsservctl", "sysfs", "_sysctl", "uselib", "ustat", "vm86", "vm86old",
+    "vhangup"};
+
+// clone() may still make threads and processes, not namespaces.
+const unsigned long kNamespaceFlags[] = {CLONE_NEWNS,  CLONE_NEWUTS, CLONE_NEWIPC,   CLONE_NEWUSER,
+                                         CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWCGROUP};
+
+struct FilterFree {
+    void operator()(scmp_filter_ctx f) const { seccomp_release(f); }
+};
+
+std::string load_default_filter() {
+    std::unique_ptr<void, FilterFree> f(seccomp_init(SCMP_ACT_ALLOW));
+    if (!f) return "seccomp_init failed";
+    // The compat ABIs too: a deny-list for the native ABI alone is bypassed
+    // by calling through int 0x80 or the x32 ABI.
+    uint32_t native = seccomp_arch_native();
+    std::vector<uint32_t> extra;
+    if (native == SCMP_ARCH_X86_64) extra = {SCMP_ARCH_X86, SCMP_ARCH_X32};
+    if (native == SCMP_ARCH_AARCH64) extra = {SCMP_ARCH_ARM};
+    for (uint32_t arch : extra) {
+        int rc = seccomp_arch_add(f.get(), arch);
+        if (rc < 0 && rc != -EEXIST) return std::string("seccomp_arch_add: ") + strerror(-rc);
+    }
+    for (const char *name : kDenied) {
+        int nr = seccomp_syscall_resolve_name(name);
+        if (nr == __NR_SCMP_ERROR) continue;  // unknown to this libseccomp: none to deny
+        int rc = seccomp_rule_add(f.get(), SCMP_ACT_ERRNO(EPERM), nr, 0);
+        if (rc < 0) return std::string("seccomp rule for ") + name + ": " + strerror(-rc);
+    }
+    for (unsigned long flag : kNamespaceFlags) {
+        int rc = seccomp_rule_add(f.get(), SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+                                  SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag));
+        if (rc < 0) return std::string("seccomp rule for clone: ") + strerror(-rc);
+    }
+    // clone3 passes its flags in memory a filter cannot read: ENOSYS makes
+    // the C library fall back to clone(), which the rules above see.
+    if (int rc = seccomp_rule_add(f.get(), SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0); rc < 0)
+        return std::string("seccomp rule for clone3: ") + strerror(-rc);
+    if (int rc = seccomp_load(f.get()); rc < 0)
+        return std::string("seccomp_load: ") + strerror(-rc);
+    return "";
+}
+
+bool read_caps(__user_cap_data_struct data[2]) {
+    __user_cap_header_struct h{_LINUX_CAPABILITY_VERSION_3, 0};
+    return syscall(SYS_capget, &h, data) == 0;
+}
+
+bool holds_any(const __user_cap_data_struct data[2]) {
+    for (int i = 0; i < 2; i++)
+        if (data[i].effective || data[i].permitted || data[i].inheritable) return true;
+    return false;
+}
+
+// Leaves the process with empty effective, permitted, inheritable and
+// ambient sets and, when it could (CAP_SETPCAP), an empty bounding set: a
+// root job's process then gains nothing at exec either.
+std::string drop_capabilities() {
+    __user_cap_data_struct data[2] = {};
+    if (!read_caps(data)) return std::string("capget: ") + strerror(errno);
+    // EINVAL: a kernel without ambient capabilities, so none to clear.
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
+        return std::string("clearing the ambient capabilities: ") + strerror(errno);
+    if (!holds_any(data)) return "";
+    if (data[CAP_TO_INDEX(CAP_SETPCAP)].effective & CAP_TO_MASK(CAP_SETPCAP))
+        for (int cap = 0; cap < 64; cap++)
+            if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
+                if (errno == EINVAL) break;  // past the kernel's last capability
+                return std::string("dropping the bounding set: ") + strerror(errno);
+            }
+    __user_cap_header_struct h{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct none[2] = {};
+    if (syscall(SYS_capset, &h, none) != 0) return std::string("capset: ") + strerror(errno);
+    if (!read_caps(data) || holds_any(data)) return "capabilities are still held after capset";
+    return "";
+}
+
+}  // namespace
+
+int exec_confined_main(int argc, char **argv) {
+    bool nnp = false, caps = false, seccomp = false;
+    int i = 2;
+    for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        if (strcmp(argv[i], kNoNewPrivsFlag) == 0)
+            nnp = true;
+        else if (strcmp(argv[i], kDropCapsFlag) == 0)
+            caps = true;
+        else if (strcmp(argv[i], kSeccompDefaultFlag) == 0)
+            seccomp = true;
+        else {
+            fprintf(stderr, "slurm-k8s-shim %s: unknown flag %s\n", kExecConfined, argv[i]);
+            return kStartFailed;
+        }
+    }
+    if (i + 1 >= argc) {
+        fprintf(stderr, "slurm-k8s-shim %s: no program after --\n", kExecConfined);
+        return kStartFailed;
+    }
+    char **prog = argv + i + 1;
+    std::string err;
+    if (caps) err = drop_capabilities();
+    if (err.empty() && (nnp || seccomp) && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+        err = std::string("PR_SET_NO_NEW_PRIVS: ") + strerror(errno);
+    if (err.empty() && seccomp) err = load_default_filter();
+    if (!err.empty()) {
+        fprintf(stderr, "cannot start '%s': confining it failed: %s\n", prog[0], err.c_str());
+        return kStartFailed;
+    }
+    execvp(prog[0], prog);
+    fprintf(stderr, "cannot start '%s': %s\n", prog[0], strerror(errno));
+    return kStartFailed;
+}
+
+}  // namespace sk::shim

@@ -1,0 +1,26 @@
+// The exec helper that confines a container's processes. libuv's uv_spawn
+// has no hook between fork and exec, so spawn_process (k8s-shim/spawn.h)
+// starts the shim's own binary as
+//   slurm-k8s-shim --exec-confined [--no-new-privs] [--drop-capabilities]
+//                  [--seccomp-default] -- PROGRAM ARGS...
+// which applies what the flags say in this order (capabilities first: the
+// bounding set can be dropped only while CAP_SETPCAP is held), then execvp()s
+// PROGRAM with the environment and working directory it was given. What each
+// flag does, and why the RuntimeDefault filter denies what it denies:
+// docs/kubernetes-guide.md, "Pod fields on Slurm nodes".
+#pragma once
+
+namespace sk::shim {
+
+constexpr const char kExecConfined[] = "--exec-confined";
+constexpr const char kNoNewPrivsFlag[] = "--no-new-privs";
+constexpr const char kDropCapsFlag[] = "--drop-capabilities";
+constexpr const char kSeccompDefaultFlag[] = "--seccomp-default";
+
+// argv[1] is kExecConfined. Returns only when the confinement or the exec
+// failed, after a line "cannot start 'PROGRAM': why" on stderr (the
+// container's log): the exit code then, 128 as for a start failure
+// (k8s-shim/container.cc).
+int exec_confined_main(int argc, char **argv);
+
+}  // namespace sk::shim
