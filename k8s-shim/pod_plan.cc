@@ -346,11 +346,15 @@ Status parse_mounts(const Json::Value &c, PodPlan *plan) {
         auto path = normalise_mount_path(cname, m);
         if (!path) return path.failure();
         VolumeMount vm{m["name"].asString(), *path, is_true(m, "readOnly")};
-        bool known = std::any_of(plan->volumes.begin(), plan->volumes.end(),
-                                 [&](const VolumePlan &v) { return v.name == vm.volume; });
-        if (!known)
+        auto vol = std::find_if(plan->volumes.begin(), plan->volumes.end(),
+                                [&](const VolumePlan &v) { return v.name == vm.volume; });
+        if (vol == plan->volumes.end())
             return invalid("container " + cname + " mounts volume " + vm.volume +
                            ", which the pod does not define");
+        if (auto st = check_volume_mount(m, vol->kind == VolumeKind::Files,
+                                         "container " + cname + "'s volumeMount " + vm.volume);
+            !st)
+            return st;
         plan->mounts[cname].push_back(vm);
     }
     return {};

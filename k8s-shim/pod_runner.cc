@@ -78,7 +78,8 @@ Status PodRunner::prepare_volumes() {
             std::string path = dir + "/" + rel;
             auto slash = path.rfind('/');
             if (auto st = make_dirs(path.substr(0, slash), 0750); !st) return st;
-            if (auto st = write_file_atomic(path, data, 0640, Durability::Cached); !st) return st;
+            // Read-only, as a kubelet mounts these volumes (pod_security.cc).
+            if (auto st = write_file_atomic(path, data, 0440, Durability::Cached); !st) return st;
         }
     }
     std::map<std::string, std::string> volume_at;  // mountPath -> volume (one: pod_plan)

@@ -133,6 +133,21 @@ const std::vector<FieldRule> kContainer = {
     {"workingDir", U::Implemented, ""},
 };
 
+// A volumeMount: mountPath is a link to the whole volume (k8s-shim/mount_paths.h).
+const std::vector<FieldRule> kVolumeMount = {
+    {"mountPath", U::Implemented, ""},
+    {"mountPropagation", U::Implemented, ""},
+    {"name", U::Implemented, ""},
+    {"readOnly", U::Implemented, ""},
+    {"recursiveReadOnly", U::Implemented, ""},
+    {"subPath", U::RefusedIfSet,
+     "a mountPath is a link to the whole volume; use $SLURM_K8S_VOLUME_<NAME>/<path> "
+     "or a mountPath of the whole volume"},
+    {"subPathExpr", U::RefusedIfSet,
+     "a mountPath is a link to the whole volume; use $SLURM_K8S_VOLUME_<NAME>/<path> "
+     "or a mountPath of the whole volume"},
+};
+
 const char kSELinux[] = "SELinux labels are not applied to processes";
 const char kWindows[] = "Slurm nodes run Linux";
 
@@ -170,6 +185,15 @@ const std::vector<FieldRule> kContainerSecurityContext = {
 
 std::string str(const Json::Value &obj, const char *key) {
     return obj.isObject() && obj[key].isString() ? obj[key].asString() : "";
+}
+
+// A field that may only hold its "off" value (or be unset).
+Status only_value(const Json::Value &obj, const char *key, const char *off, const std::string &who,
+                  const char *why) {
+    if (obj[key].isNull() || (obj[key].isString() && obj[key].asString() == off)) return {};
+    return refused(who + " sets " + key + " " + obj[key].toStyledString().substr(0, 64) +
+                   ", which Slurm nodes do not support: " + why + ". Remove " + key +
+                   " or set it to " + off);
 }
 
 // runAsUser/runAsGroup/runAsNonRoot, at either level: the pod runs as the
@@ -230,6 +254,32 @@ Status check_apparmor(const Json::Value &sc, const std::string &who) {
 }
 
 }  // namespace
+
+const std::vector<FieldRule> &volume_mount_fields() {
+    return kVolumeMount;
+}
+
+Status check_volume_mount(const Json::Value &m, bool files_volume, const std::string &who) {
+    if (auto st = check_members(m, kVolumeMount, who); !st) return st;
+    if (auto st = only_value(m, "mountPropagation", "None", who,
+                             "a mountPath is a link, nothing is mounted or propagated");
+        !st)
+        return st;
+    if (auto st = only_value(m, "recursiveReadOnly", "Disabled", who,
+                             "a mountPath is a link, not a read-only mount");
+        !st)
+        return st;
+    // configMap/secret/projected/downwardAPI volumes are read-only anyway
+    // (their files are written mode 0440, as a kubelet mounts them read-only);
+    // an emptyDir the job's user owns cannot be made read-only for one
+    // container only.
+    if (is_true(m, "readOnly") && !files_volume)
+        return refused(who +
+                       " mounts an emptyDir readOnly, which Slurm nodes cannot enforce: "
+                       "the pod's containers run as one user on one file system. Remove "
+                       "readOnly");
+    return {};
+}
 
 const std::vector<FieldRule> &pod_spec_fields() {
     return kPodSpec;

@@ -561,14 +561,17 @@ def test_runtime_template(a):
 
 def test_volumes_files(a):
     data = base64.b64encode(b"key=value\n").decode()
+    # The files of a configMap volume are read-only (mode 0440), as a kubelet
+    # mounts such volumes read-only.
     p = pod("vol", [sh("main", "cat $SLURM_K8S_VOLUME_CONFIG/app.conf; "
-                               "cat %s/cfg/app.conf" % a.tmp,
+                               "cat %s/cfg/app.conf; "
+                               "stat -c %%a $SLURM_K8S_VOLUME_CONFIG/app.conf" % a.tmp,
                        volumeMounts=[{"name": "config", "mountPath": a.tmp + "/cfg"}])],
             restart="Never", volumes=[{"name": "config", "configMap": {"name": "c"}}])
     assert a.request("pod_run", {"pod": p, "files": {"config": {"app.conf": data}}})["ok"]
     st = a.wait("uid-vol", lambda s: s["phase"] in ("Succeeded", "Failed"), what="done")
     assert st["phase"] == "Succeeded", st
-    assert log_content(read_log(a, "uid-vol", "main")) == ["key=value", "key=value"]
+    assert log_content(read_log(a, "uid-vol", "main")) == ["key=value", "key=value", "440"]
 
 
 def other_user():

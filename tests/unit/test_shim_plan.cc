@@ -239,7 +239,19 @@ struct Refusal {
 };
 #define C1(extra) \
     "{\"containers\":[{\"name\":\"c\",\"image\":\"x\",\"command\":[\"true\"]" extra "}]}"
+#define VM1(mount, vol)                   \
+    "{\"volumes\":[{\"name\":\"v\"," vol  \
+    "}],\"containers\":[{\"name\":\"c\"," \
+    "\"command\":[\"x\"],\"volumeMounts\":[{\"name\":\"v\",\"mountPath\":\"/tmp/v\"" mount "}]}]}"
 static const Refusal kRefusals[] = {
+    {VM1(",\"subPath\":\"a\"", "\"emptyDir\":{}"), Error::Refused, "sets subPath"},
+    {VM1(",\"subPathExpr\":\"$(X)\"", "\"emptyDir\":{}"), Error::Refused, "sets subPathExpr"},
+    {VM1(",\"readOnly\":true", "\"emptyDir\":{}"), Error::Refused, "emptyDir readOnly"},
+    {VM1(",\"mountPropagation\":\"HostToContainer\"", "\"emptyDir\":{}"), Error::Refused,
+     "mountPropagation"},
+    {VM1(",\"recursiveReadOnly\":\"Enabled\"", "\"configMap\":{\"name\":\"m\"}"), Error::Refused,
+     "recursiveReadOnly"},
+    {VM1(",\"mountFlags\":1", "\"emptyDir\":{}"), Error::Refused, "does not know; it cannot"},
     {C1(",\"securityContext\":{\"privileged\":true}"), Error::Refused, "privileged"},
     {C1(",\"securityContext\":{\"capabilities\":{\"add\":[\"NET_ADMIN\"]}}"), Error::Refused,
      "capabilities (NET_ADMIN)"},
@@ -412,6 +424,21 @@ START_TEST(fields_without_effect_accepted) {
 }
 END_TEST
 
+START_TEST(volume_mounts_accepted) {
+    // What a real API server sends (the kube-api-access volume, mounted
+    // readOnly) and the "off" values of the mount fields.
+    auto plan = plan_pod(pod_with(R"J({"volumes":[{"name":"kube-api-access-x","projected":{}},
+      {"name":"scratch","emptyDir":{}}],
+      "containers":[{"name":"c","command":["x"],"volumeMounts":[
+        {"name":"kube-api-access-x","readOnly":true,
+         "mountPath":"/var/run/secrets/kubernetes.io/serviceaccount"},
+        {"name":"scratch","mountPath":"/tmp/scratch-x","readOnly":false,
+         "mountPropagation":"None","recursiveReadOnly":"Disabled","subPath":""}]}]})J"),
+                         {}, ctx());
+    ck_assert_msg(plan.ok(), "%s", plan.ok() ? "" : plan.message().c_str());
+}
+END_TEST
+
 START_TEST(confinement_from_security_context) {
     // A process container never gains privileges or holds capabilities.
     auto plain =
@@ -471,8 +498,9 @@ START_TEST(field_tables_documented) {
     for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;)
         doc.append(buf, n);
     fclose(f);
-    for (const auto *table : {&pod_spec_fields(), &container_fields(),
-                              &pod_security_context_fields(), &container_security_context_fields()})
+    for (const auto *table :
+         {&pod_spec_fields(), &container_fields(), &pod_security_context_fields(),
+          &container_security_context_fields(), &volume_mount_fields()})
         for (const auto &r : *table) {
             if (r.use != FieldUse::Implemented)
                 ck_assert_msg(r.why[0] != '\0', "%s has no reason", r.name);
@@ -495,6 +523,7 @@ int main() {
     tcase_add_loop_test(tc, refusals_table, 0, TABLE_SIZE(kRefusals));
     tcase_add_test(tc, allowed_security_context);
     tcase_add_test(tc, fields_without_effect_accepted);
+    tcase_add_test(tc, volume_mounts_accepted);
     tcase_add_test(tc, confinement_from_security_context);
     tcase_add_test(tc, field_tables_documented);
     suite_add_tcase(s, tc);
