@@ -36,13 +36,16 @@ struct AgentConfig {
     std::string kubelet_key;                    // its key
     std::string kubelet_client_ca;              // CA of the API server's kubelet-client certificate
     bool kubelet_insecure = false;              // plain HTTP, no client auth (tests only; logged)
-    uint64_t kubelet_max_connections = 256;     // connections at most, all addresses together
-    uint64_t kubelet_max_connections_per_address = 64;  // from one client address
-    uint64_t kubelet_handshake_timeout_s = 10;  // inactivity allowed before the first request
     uint64_t metrics_port = 0;                  // GET /metrics on 127.0.0.1; 0 = off
     std::map<std::string, std::string> labels;  // added to every virtual node
     std::vector<k8s::Taint> taints;             // added to every virtual node
     std::vector<std::string> allowed_namespaces;  // used when a job names none; empty = any
+    // Bounds on the kubelet endpoint's peers before they authenticate: at
+    // most this many connections in all and from one address, and the
+    // inactivity a new connection may spend before its first request.
+    uint64_t kubelet_max_connections = 256;
+    uint64_t kubelet_max_connections_per_address = 64;
+    uint64_t kubelet_handshake_timeout_s = 10;
 
     uint64_t lease_duration_s = 40;
     uint64_t lease_renew_s = 10;

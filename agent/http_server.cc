@@ -251,8 +251,8 @@ Status HttpServer::start() {
                      static_cast<intptr_t>(config_.max_connections_per_address), nullptr};
     // Every connection starts with the short budget; HttpServerGlue::handle
     // switches to idle_timeout_s once a request came.
-    opts[n++] = {MHD_OPTION_CONNECTION_TIMEOUT,
-                 static_cast<intptr_t>(config_.handshake_timeout_s), nullptr};
+    opts[n++] = {MHD_OPTION_CONNECTION_TIMEOUT, static_cast<intptr_t>(config_.handshake_timeout_s),
+                 nullptr};
     if (config_.threads > 1)
         opts[n++] = {MHD_OPTION_THREAD_POOL_SIZE, static_cast<intptr_t>(config_.threads), nullptr};
     if (sslen) opts[n++] = {MHD_OPTION_SOCK_ADDR, 0, &ss};

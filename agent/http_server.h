@@ -75,9 +75,9 @@ struct HttpServerConfig {
     std::string bind_address;   // IPv4/IPv6 literal; "" = all addresses
     uint16_t port = 0;          // 0 = an ephemeral port (see HttpServer::port())
     bool tls = false;
-    std::string cert_file;       // PEM serving certificate (chain)
-    std::string key_file;        // PEM private key
-    std::string client_ca_file;  // PEM CA; "" = no client certificate required
+    std::string cert_file;                      // PEM serving certificate (chain)
+    std::string key_file;                       // PEM private key
+    std::string client_ca_file;                 // PEM CA; "" = no client certificate required
     unsigned max_connections = 64;              // all addresses together
     unsigned max_connections_per_address = 16;  // from one client address; 0 = no own limit
     // Inactivity a new connection may spend before its first request (TCP
