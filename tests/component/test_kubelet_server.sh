@@ -77,7 +77,7 @@ EOF
 "$SERVER" --state-dir "$S" --port-file "$T/port" --cert serving.crt --key serving.key \
     --client-ca ca.crt 2>"$T/server.log" &
 PID=$!
-for _ in $(seq 50); do [ -s "$T/port" ] && break; sleep 0.1; done
+for _ in $(seq 300); do [ -s "$T/port" ] && break; sleep 0.1; done
 [ -s "$T/port" ] || { echo "FAIL: server did not start"; cat "$T/server.log"; exit 1; }
 PORT=$(cat "$T/port")
 URL=https://127.0.0.1:$PORT
@@ -194,7 +194,7 @@ HS=6
     --client-ca ca.crt --max-connections 24 --max-per-address 8 --handshake-timeout $HS \
     2>"$T/server2.log" &
 PID=$!
-for _ in $(seq 100); do [ -s "$T/port2" ] && break; sleep 0.1; done
+for _ in $(seq 300); do [ -s "$T/port2" ] && break; sleep 0.1; done
 [ -s "$T/port2" ] || { echo "FAIL: bounded server did not start"; cat "$T/server2.log"; exit 1; }
 PORT2=$(cat "$T/port2")
 URL2=https://127.0.0.1:$PORT2
