@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <string.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
@@ -319,7 +320,7 @@ bool HttpServer::park(MHD_Connection *conn) {
 void HttpServer::waker() {
     std::unique_lock<std::mutex> lock(park_mu_);
     while (!park_closed_) {
-        park_cv_.wait_for(lock, std::chrono::milliseconds(config_.stream_poll_ms));
+        park_cv_.wait_for(lock, std::chrono::milliseconds(std::max(1, config_.stream_poll_ms)));
         for (MHD_Connection *c : parked_)
             MHD_resume_connection(c);
         parked_.clear();

@@ -85,7 +85,7 @@ struct HttpServerConfig {
     unsigned handshake_timeout_s = 10;
     unsigned idle_timeout_s = 60;  // keep-alive connections between requests
     unsigned threads = 2;          // polling threads (at least 1)
-    int stream_poll_ms = 100;      // a parked stream's next read() (HttpStream)
+    int stream_poll_ms = 100;      // a parked stream's next read() (HttpStream); >= 1
 };
 
 class HttpServer {
