@@ -189,7 +189,7 @@ wait $F3 2>/dev/null
 # limit: the surplus is closed at once, another address is still served, the
 # held ones are closed after the handshake timeout; a TLS session that sends
 # no request is closed too. ----
-HS=6
+HS=8
 "$SERVER" --state-dir "$S" --port-file "$T/port2" --cert serving.crt --key serving.key \
     --client-ca ca.crt --max-connections 24 --max-per-address 8 --handshake-timeout $HS \
     2>"$T/server2.log" &
