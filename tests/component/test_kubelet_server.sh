@@ -11,6 +11,16 @@ done
 [ -x "$SERVER" ] || { echo "FAIL: $SERVER not built"; exit 1; }
 
 T=$(mktemp -d /tmp/sk-kubelet-XXXXXX)
+# SK_VALGRIND=1 (make check-valgrind): the servers run under memcheck with the
+# options of tests/pylib/sktest/memcheck.py; an error or a leak makes their
+# exit status 99 (checked at each stop), and no descriptor may be left open.
+RUN=()
+if [ "${SK_VALGRIND:-}" == 1 ]; then
+    RUN=(valgrind --tool=memcheck --leak-check=full --show-leak-kinds=all
+        --errors-for-leak-kinds=all --error-exitcode=99 --track-fds=yes --num-callers=30
+        "--suppressions=${SK_TOP_SRCDIR:-$BUILD/..}/tests/valgrind/slurm-k8s.supp"
+        "--log-file=$T/memcheck.%p.log")
+fi
 PID=
 cleanup() {
     [ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
@@ -74,7 +84,7 @@ default web main uid-1 1 1
 default side side uid-2 0 1
 EOF
 
-"$SERVER" --state-dir "$S" --port-file "$T/port" --cert serving.crt --key serving.key \
+"${RUN[@]}" "$SERVER" --state-dir "$S" --port-file "$T/port" --cert serving.crt --key serving.key \
     --client-ca ca.crt 2>"$T/server.log" &
 PID=$!
 for _ in $(seq 300); do [ -s "$T/port" ] && break; sleep 0.1; done
@@ -190,7 +200,7 @@ wait $F3 2>/dev/null
 # held ones are closed after the handshake timeout; a TLS session that sends
 # no request is closed too. ----
 HS=8
-"$SERVER" --state-dir "$S" --port-file "$T/port2" --cert serving.crt --key serving.key \
+"${RUN[@]}" "$SERVER" --state-dir "$S" --port-file "$T/port2" --cert serving.crt --key serving.key \
     --client-ca ca.crt --max-connections 24 --max-per-address 8 --handshake-timeout $HS \
     2>"$T/server2.log" &
 PID=$!
@@ -315,6 +325,13 @@ exec 7>&-
 expect_eq "bounded server exit status on SIGTERM" 0 $rc
 if [ $ms -lt 3000 ]; then ok; else bad "stop with 4 open follows took ${ms} ms"; fi
 for f in "${FOLLOWS[@]}"; do wait "$f" 2>/dev/null; done
+
+if [ ${#RUN[@]} -gt 0 ]; then
+    for log in "$T"/memcheck.*.log; do
+        left=$(awk '/Open .*descriptor/ { d = $0; getline; if ($0 !~ /inherited from parent/) print d }' "$log")
+        expect_eq "no descriptor left open ($(basename "$log"))" "" "$left"
+    done
+fi
 
 echo "kubelet server: $PASSES passed, $FAILS failed"
 [ $FAILS -eq 0 ]
