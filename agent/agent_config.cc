@@ -38,6 +38,15 @@ void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string
                "CA that signs the API server's kubelet-client certificate (PEM)");
     s.add_bool("kubelet_insecure", &c.kubelet_insecure,
                "serve the kubelet endpoint over plain HTTP without client auth (tests only)");
+    s.add_uint("kubelet_max_connections", &c.kubelet_max_connections, 4, 100000,
+               "kubelet endpoint connections at most, all addresses together");
+    s.add_uint("kubelet_max_connections_per_address", &c.kubelet_max_connections_per_address, 1,
+               100000,
+               "kubelet endpoint connections at most from one client address (the API server "
+               "holds one per open kubectl logs)");
+    s.add_seconds("kubelet_handshake_timeout", &c.kubelet_handshake_timeout_s, 1, 300,
+                  "kubelet endpoint: inactivity a new connection may spend before its first "
+                  "request (TLS handshake included)");
     s.add_uint("metrics_port", &c.metrics_port, 0, 65535,
                "Prometheus /metrics on 127.0.0.1:PORT; 0 = off");
     s.add(

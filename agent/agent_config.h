@@ -40,6 +40,12 @@ struct AgentConfig {
     std::map<std::string, std::string> labels;  // added to every virtual node
     std::vector<k8s::Taint> taints;             // added to every virtual node
     std::vector<std::string> allowed_namespaces;  // used when a job names none; empty = any
+    // Bounds on the kubelet endpoint's peers before they authenticate: at
+    // most this many connections in all and from one address, and the
+    // inactivity a new connection may spend before its first request.
+    uint64_t kubelet_max_connections = 256;
+    uint64_t kubelet_max_connections_per_address = 64;
+    uint64_t kubelet_handshake_timeout_s = 10;
 
     uint64_t lease_duration_s = 40;
     uint64_t lease_renew_s = 10;

@@ -116,6 +116,10 @@ Result<std::unique_ptr<KubeletServer>> start_kubelet_endpoint(const AgentConfig 
     }
     KubeletServerConfig c;
     c.http.port = static_cast<uint16_t>(cfg.kubelet_port);
+    c.http.max_connections = static_cast<unsigned>(cfg.kubelet_max_connections);
+    c.http.max_connections_per_address =
+        static_cast<unsigned>(cfg.kubelet_max_connections_per_address);
+    c.http.handshake_timeout_s = static_cast<unsigned>(cfg.kubelet_handshake_timeout_s);
     if (cfg.kubelet_insecure) {
         LOG_WARN(
             "kubelet_insecure = true: the kubelet endpoint serves container logs over plain "

@@ -9,6 +9,8 @@
 #include <poll.h>
 #include <string.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <fstream>
@@ -82,7 +84,8 @@ std::string verify_client(MHD_Connection *conn, std::string *cn) {
 
 struct StreamCtx {
     std::shared_ptr<HttpStream> stream;
-    const HttpServer *server;
+    HttpServer *server;
+    MHD_Connection *conn;
 };
 
 }  // namespace
@@ -91,14 +94,14 @@ struct HttpServerGlue {
     static ssize_t read_stream(void *cls, uint64_t, char *buf, size_t max) {
         auto *ctx = static_cast<StreamCtx *>(cls);
         try {
-            // MHD must not get 0 in internal polling mode (it would spin); the
-            // stream blocks briefly per call, so loop here until data or end.
-            for (;;) {
-                if (ctx->server->stopping()) return MHD_CONTENT_READER_END_OF_STREAM;
-                ssize_t n = ctx->stream->read(buf, max);
-                if (n > 0) return n;
-                if (n < 0) return MHD_CONTENT_READER_END_OF_STREAM;
-            }
+            if (ctx->server->stopping()) return MHD_CONTENT_READER_END_OF_STREAM;
+            ssize_t n = ctx->stream->read(buf, max);
+            if (n > 0) return n;
+            if (n < 0) return MHD_CONTENT_READER_END_OF_STREAM;
+            // Nothing yet. A 0 alone would make MHD's polling thread call
+            // again at once (a busy loop, microhttpd.h on
+            // MHD_ContentReaderCallback): park the connection instead.
+            return ctx->server->park(ctx->conn) ? 0 : MHD_CONTENT_READER_END_OF_STREAM;
         } catch (const std::exception &e) {
             LOG_ERROR("[http] stream failed: %s", e.what());
             return MHD_CONTENT_READER_END_WITH_ERROR;
@@ -141,13 +144,17 @@ struct HttpServerGlue {
             }
         }
         if (resp.status != 401) resp = self->handler_(req);
+        // The connection authenticated (or is plain) and sent a request: from
+        // now on the keep-alive timeout holds instead of the handshake one.
+        MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT,
+                                  self->config_.idle_timeout_s);
         return queue(self, conn, resp);
     }
 
     static MHD_Result queue(HttpServer *self, MHD_Connection *conn, const HttpResponse &r) {
         MHD_Response *m;
         if (r.stream) {
-            auto *ctx = new StreamCtx{r.stream, self};
+            auto *ctx = new StreamCtx{r.stream, self, conn};
             m = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, static_cast<size_t>(32 * 1024),
                                                   read_stream, ctx, free_stream);
             if (!m) {
@@ -188,8 +195,11 @@ HttpServer::~HttpServer() {
 
 Status HttpServer::start() {
     if (daemon_) return fail(Error::Internal, config_.name + " server already started");
-    unsigned flags =
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+    // A fixed pool of epoll threads (not a thread per connection): what an
+    // idle or half-open socket costs does not grow into threads. Streams
+    // park their connection while they have nothing to send (park()).
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ERROR_LOG;
     if (config_.tls) {
         if (config_.cert_file.empty() || config_.key_file.empty())
             return fail(Error::InvalidArgument,
@@ -231,14 +241,21 @@ Status HttpServer::start() {
         flags |= MHD_USE_DUAL_STACK;
     }
 
-    MHD_OptionItem opts[10];
+    MHD_OptionItem opts[12];
     int n = 0;
     opts[n++] = {MHD_OPTION_EXTERNAL_LOGGER, reinterpret_cast<intptr_t>(mhd_logger),
                  const_cast<char *>(config_.name.c_str())};
     opts[n++] = {MHD_OPTION_CONNECTION_LIMIT, static_cast<intptr_t>(config_.max_connections),
                  nullptr};
-    opts[n++] = {MHD_OPTION_CONNECTION_TIMEOUT, static_cast<intptr_t>(config_.idle_timeout_s),
+    if (config_.max_connections_per_address)
+        opts[n++] = {MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                     static_cast<intptr_t>(config_.max_connections_per_address), nullptr};
+    // Every connection starts with the short budget; HttpServerGlue::handle
+    // switches to idle_timeout_s once a request came.
+    opts[n++] = {MHD_OPTION_CONNECTION_TIMEOUT, static_cast<intptr_t>(config_.handshake_timeout_s),
                  nullptr};
+    if (config_.threads > 1)
+        opts[n++] = {MHD_OPTION_THREAD_POOL_SIZE, static_cast<intptr_t>(config_.threads), nullptr};
     if (sslen) opts[n++] = {MHD_OPTION_SOCK_ADDR, 0, &ss};
     if (config_.tls) {
         opts[n++] = {MHD_OPTION_HTTPS_MEM_CERT, 0, const_cast<char *>(cert_pem_.c_str())};
@@ -251,6 +268,7 @@ Status HttpServer::start() {
     opts[n++] = {MHD_OPTION_END, 0, nullptr};
 
     stopping_ = false;
+    park_closed_ = false;
     daemon_ = MHD_start_daemon(flags, config_.port, nullptr, nullptr, &HttpServerGlue::on_request,
                                this, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
     if (!daemon_) {
@@ -261,6 +279,7 @@ Status HttpServer::start() {
                                    (err ? strerror(err) : "libmicrohttpd refused the settings") +
                                    (config_.tls ? " (check the certificate and key)" : ""));
     }
+    waker_ = std::thread([this] { waker(); });
     const MHD_DaemonInfo *info = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT);
     port_ = info ? info->port : config_.port;
     LOG_INFO("[%s] listening on port %u (%s%s)", config_.name.c_str(), port_,
@@ -272,8 +291,40 @@ Status HttpServer::start() {
 void HttpServer::stop() {
     if (!daemon_) return;
     stopping_ = true;
+    {
+        // MHD must not be stopped with suspended connections
+        // (microhttpd.h, MHD_suspend_connection): resume them all; their
+        // readers then see stopping() and end.
+        std::lock_guard<std::mutex> lock(park_mu_);
+        park_closed_ = true;
+        for (MHD_Connection *c : parked_)
+            MHD_resume_connection(c);
+        parked_.clear();
+    }
+    park_cv_.notify_all();
+    waker_.join();
     MHD_stop_daemon(daemon_);
     daemon_ = nullptr;
+}
+
+bool HttpServer::park(MHD_Connection *conn) {
+    std::lock_guard<std::mutex> lock(park_mu_);
+    if (park_closed_) return false;
+    // Allowed from within a content reader (microhttpd.h); resumed by
+    // waker() or stop(), both under park_mu_, never twice.
+    MHD_suspend_connection(conn);
+    parked_.push_back(conn);
+    return true;
+}
+
+void HttpServer::waker() {
+    std::unique_lock<std::mutex> lock(park_mu_);
+    while (!park_closed_) {
+        park_cv_.wait_for(lock, std::chrono::milliseconds(std::max(1, config_.stream_poll_ms)));
+        for (MHD_Connection *c : parked_)
+            MHD_resume_connection(c);
+        parked_.clear();
+    }
 }
 
 bool HttpServer::peer_closed(int fd, int wait_ms) {

@@ -1,7 +1,15 @@
 // A small HTTP(S) server over libmicrohttpd for the kubelet endpoint and the
-// agent's /metrics. It runs in MHD's own threads (one per connection, so a
-// streaming response may block), never in the agent's event loop: handlers
-// must be thread-safe and must not touch loop-owned state without a lock.
+// agent's /metrics. It runs in MHD's own threads, never in the agent's event
+// loop: handlers must be thread-safe and must not touch loop-owned state
+// without a lock. Those threads are a fixed pool (HttpServerConfig::threads),
+// each polling its connections with epoll, so an idle or half-open
+// connection costs a socket and a little memory, not a thread; a handler or a
+// stream's read() that blocks holds up every connection of its thread.
+//
+// Untrusted peers are bounded before they authenticate: a connection gets
+// handshake_timeout_s of inactivity to finish its TLS handshake and send its
+// first request, at most max_connections_per_address come from one address,
+// at most max_connections in all (docs/security.md, "The kubelet endpoint").
 //
 // TLS mode (GnuTLS backend): serves `cert_file`/`key_file`; with
 // `client_ca_file` every request must carry a client certificate that
@@ -12,11 +20,15 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "common/result.h"
 
@@ -33,14 +45,16 @@ struct HttpRequest {
     int fd = -1;            // the connection's socket (see HttpStream)
 };
 
-// A body produced while it is sent (chunked). read() runs in the
-// connection's own thread and may block; it must return within about a
-// second at a time so that a server stop or a gone client is noticed.
+// A body produced while it is sent (chunked). read() runs in a polling
+// thread shared with other connections: it must not wait for data (bounded
+// work per call). When it has nothing yet the connection is parked
+// (MHD_suspend_connection) and read() is called again stream_poll_ms later;
+// a server stop ends the body without calling read() again.
 class HttpStream {
   public:
     virtual ~HttpStream() = default;
-    // > 0: bytes written into buf (at most max); 0: nothing yet, call again;
-    // -1: end of the body.
+    // > 0: bytes written into buf (at most max); 0: nothing yet, call again
+    // later; -1: end of the body.
     virtual ssize_t read(char *buf, size_t max) = 0;
 };
 
@@ -61,11 +75,17 @@ struct HttpServerConfig {
     std::string bind_address;   // IPv4/IPv6 literal; "" = all addresses
     uint16_t port = 0;          // 0 = an ephemeral port (see HttpServer::port())
     bool tls = false;
-    std::string cert_file;       // PEM serving certificate (chain)
-    std::string key_file;        // PEM private key
-    std::string client_ca_file;  // PEM CA; "" = no client certificate required
-    unsigned max_connections = 64;
-    unsigned idle_timeout_s = 60;  // keep-alive connections without a request
+    std::string cert_file;                      // PEM serving certificate (chain)
+    std::string key_file;                       // PEM private key
+    std::string client_ca_file;                 // PEM CA; "" = no client certificate required
+    unsigned max_connections = 64;              // all addresses together
+    unsigned max_connections_per_address = 16;  // from one client address; 0 = no own limit
+    // Inactivity a new connection may spend before its first request (TCP
+    // accepted, TLS handshake, request headers); then idle_timeout_s holds.
+    unsigned handshake_timeout_s = 10;
+    unsigned idle_timeout_s = 60;  // keep-alive connections between requests
+    unsigned threads = 2;          // polling threads (at least 1)
+    int stream_poll_ms = 100;      // a parked stream's next read() (HttpStream); >= 1
 };
 
 class HttpServer {
@@ -77,18 +97,25 @@ class HttpServer {
     HttpServer &operator=(const HttpServer &) = delete;
 
     Status start();
-    // Tells streams to end (stopping() turns true), then joins MHD's threads.
+    // Ends every stream (stopping() turns true, parked ones are resumed to
+    // end), then joins MHD's threads; waits on no stream's data.
     void stop();
     uint16_t port() const { return port_; }
     // True once stop() began: long-running streams poll this.
     bool stopping() const { return stopping_.load(); }
 
     // Whether the peer of a connection has closed it (poll for POLLRDHUP,
-    // waiting at most wait_ms): a following stream's way to end early.
+    // waiting at most wait_ms; a stream passes 0): a following stream's way
+    // to end early.
     static bool peer_closed(int fd, int wait_ms);
 
   private:
     friend struct HttpServerGlue;  // the MHD callbacks in http_server.cc
+
+    // Parks a stream's connection until the waker's next round; false once
+    // stop() began (the stream then ends instead).
+    bool park(MHD_Connection *conn);
+    void waker();  // resumes the parked connections every stream_poll_ms
 
     HttpServerConfig config_;
     HttpHandler handler_;
@@ -96,6 +123,12 @@ class HttpServer {
     MHD_Daemon *daemon_ = nullptr;
     uint16_t port_ = 0;
     std::atomic<bool> stopping_{false};
+
+    std::mutex park_mu_;
+    std::condition_variable park_cv_;
+    std::vector<MHD_Connection *> parked_;  // suspended, to be resumed
+    bool park_closed_ = false;              // stop() resumed them all: no more parking
+    std::thread waker_;
 };
 
 }  // namespace sk

@@ -122,7 +122,6 @@ class FollowStream : public HttpStream {
         : req_(std::move(req)),
           path_(src.paths_oldest_first.back()),
           resolver_(std::move(resolver)),
-          poll_ms_(cfg.follow_poll_ms),
           recheck_ms_(cfg.follow_recheck_ms),
           fd_(fd),
           follower_(std::move(follower)),
@@ -155,7 +154,9 @@ class FollowStream : public HttpStream {
         }
         recheck();
         if (closing_) return 0;  // one more poll for lines written just before the end
-        if (HttpServer::peer_closed(fd_, poll_ms_)) return -1;
+        // Never wait here: the server parks the connection for
+        // follow_poll_ms (HttpStream) and calls again.
+        if (HttpServer::peer_closed(fd_, 0)) return -1;
         return 0;
     }
 
@@ -175,7 +176,6 @@ class FollowStream : public HttpStream {
     ContainerLogsRequest req_;
     std::string path_;
     ContainerLogResolver resolver_;
-    int poll_ms_;
     int recheck_ms_;
     int fd_;
     std::unique_ptr<CriLogFollower> follower_;
@@ -241,6 +241,7 @@ Result<ContainerLogsRequest> parse_container_logs_request(
 KubeletServer::KubeletServer(KubeletServerConfig config, ContainerLogResolver resolver)
     : config_(std::move(config)), resolver_(std::move(resolver)) {
     if (config_.http.name == "http") config_.http.name = "kubelet";
+    config_.http.stream_poll_ms = config_.follow_poll_ms;
     if (!config_.clock) config_.clock = cri_realtime_ns;
 }
 

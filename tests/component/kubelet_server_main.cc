@@ -4,6 +4,8 @@
 // end a container ("running" 0) or remove a pod while a follow is open:
 //     <namespace> <pod> <container> <pod uid> <restartCount> <running 0|1>
 // Writes the bound port to --port-file, runs until SIGTERM/SIGINT.
+// --max-connections, --max-per-address and --handshake-timeout (seconds) set
+// the HttpServerConfig bounds of the same names.
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +61,12 @@ int main(int argc, char **argv) {
             cfg.http.key_file = v;
         else if (k == "--client-ca")
             cfg.http.client_ca_file = v;
+        else if (k == "--max-connections")
+            cfg.http.max_connections = static_cast<unsigned>(std::stoul(v));
+        else if (k == "--max-per-address")
+            cfg.http.max_connections_per_address = static_cast<unsigned>(std::stoul(v));
+        else if (k == "--handshake-timeout")
+            cfg.http.handshake_timeout_s = static_cast<unsigned>(std::stoul(v));
         else {
             fprintf(stderr, "unknown option %s\n", k.c_str());
             return 2;
@@ -67,7 +75,8 @@ int main(int argc, char **argv) {
     if (state_dir.empty() || port_file.empty()) {
         fprintf(stderr,
                 "usage: %s --state-dir DIR --port-file FILE [--cert C --key K "
-                "[--client-ca CA]]\n",
+                "[--client-ca CA]] [--max-connections N] [--max-per-address N] "
+                "[--handshake-timeout S]\n",
                 argv[0]);
         return 2;
     }

@@ -11,6 +11,16 @@ done
 [ -x "$SERVER" ] || { echo "FAIL: $SERVER not built"; exit 1; }
 
 T=$(mktemp -d /tmp/sk-kubelet-XXXXXX)
+# SK_VALGRIND=1 (make check-valgrind): the servers run under memcheck with the
+# options of tests/pylib/sktest/memcheck.py; an error or a leak makes their
+# exit status 99 (checked at each stop), and no descriptor may be left open.
+RUN=()
+if [ "${SK_VALGRIND:-}" == 1 ]; then
+    RUN=(valgrind --tool=memcheck --leak-check=full --show-leak-kinds=all
+        --errors-for-leak-kinds=all --error-exitcode=99 --track-fds=yes --num-callers=30
+        "--suppressions=${SK_TOP_SRCDIR:-$BUILD/..}/tests/valgrind/slurm-k8s.supp"
+        "--log-file=$T/memcheck.%p.log")
+fi
 PID=
 cleanup() {
     [ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
@@ -74,10 +84,10 @@ default web main uid-1 1 1
 default side side uid-2 0 1
 EOF
 
-"$SERVER" --state-dir "$S" --port-file "$T/port" --cert serving.crt --key serving.key \
+"${RUN[@]}" "$SERVER" --state-dir "$S" --port-file "$T/port" --cert serving.crt --key serving.key \
     --client-ca ca.crt 2>"$T/server.log" &
 PID=$!
-for _ in $(seq 50); do [ -s "$T/port" ] && break; sleep 0.1; done
+for _ in $(seq 300); do [ -s "$T/port" ] && break; sleep 0.1; done
 [ -s "$T/port" ] || { echo "FAIL: server did not start"; cat "$T/server.log"; exit 1; }
 PORT=$(cat "$T/port")
 URL=https://127.0.0.1:$PORT
@@ -182,6 +192,146 @@ ms=$((($(date +%s%N) - start) / 1000000))
 expect_eq "server exit status on SIGTERM" 0 $rc
 if [ $ms -lt 3000 ]; then ok; else bad "server stop with an open follow took ${ms} ms"; fi
 wait $F3 2>/dev/null
+
+# ---- unauthenticated peers are bounded (docs/security.md, "The kubelet
+# endpoint"): a second server with small limits. Idle TCP connections that
+# never start TLS, from one address, beyond the per-address and the total
+# limit: the surplus is closed at once, another address is still served, the
+# held ones are closed after the handshake timeout; a TLS session that sends
+# no request is closed too. ----
+HS=8
+"${RUN[@]}" "$SERVER" --state-dir "$S" --port-file "$T/port2" --cert serving.crt --key serving.key \
+    --client-ca ca.crt --max-connections 24 --max-per-address 8 --handshake-timeout $HS \
+    2>"$T/server2.log" &
+PID=$!
+for _ in $(seq 300); do [ -s "$T/port2" ] && break; sleep 0.1; done
+[ -s "$T/port2" ] || { echo "FAIL: bounded server did not start"; cat "$T/server2.log"; exit 1; }
+PORT2=$(cat "$T/port2")
+URL2=https://127.0.0.1:$PORT2
+cat >"$T/flood.py" <<'EOF'
+# Prints "ok NAME" or "bad NAME: why" per check; waits on events (EOF, select)
+# with generous deadlines.
+import socket, ssl, subprocess, sys, time, select
+port, per, total, hs = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+def check(name, cond, why=""):
+    print(("ok " if cond else "bad ") + name + ("" if cond else ": " + why), flush=True)
+def conn(src):
+    s = socket.socket()
+    s.bind((src, 0))
+    s.connect(("127.0.0.1", port))
+    return s
+def is_closed(s, wait):
+    r, _, _ = select.select([s], [], [], wait)
+    if not r:
+        return False
+    try:
+        return s.recv(1) == b""  # the server sends nothing before a ClientHello
+    except OSError:
+        return True  # reset
+def wait_closed(socks, deadline):
+    """Waits until every socket in socks has EOF; returns {sock: seconds}."""
+    t0, done = time.monotonic(), {}
+    while len(done) < len(socks) and time.monotonic() - t0 < deadline:
+        for s in socks:
+            if s not in done and is_closed(s, 0.05):
+                done[s] = time.monotonic() - t0
+    return done
+def healthz(src):
+    r = subprocess.run(["curl", "-sS", "--max-time", "10", "--interface", src, "--cacert",
+                        "ca.crt", "--cert", "client.crt", "--key", "client.key",
+                        "https://127.0.0.1:%d/healthz" % port],
+                       capture_output=True, text=True)
+    return r.stdout + r.stderr
+n = total + 6  # beyond the per-address and the total limit
+t0 = time.monotonic()
+socks = [conn("127.0.0.1") for _ in range(n)]
+# The surplus is closed at once: exactly `per` stay open.
+closed = {}
+while len(closed) < n - per and time.monotonic() - t0 < hs + 20:
+    for s in socks:
+        if s not in closed and is_closed(s, 0.05):
+            closed[s] = True
+held = [s for s in socks if s not in closed]
+check("surplus connections from one address closed", len(closed) == n - per,
+      "%d of %d closed" % (len(closed), n - per))
+check("per-address limit keeps exactly the limit open", len(held) == per,
+      "%d held" % len(held))
+out = healthz("127.0.0.2")
+check("healthz from another address while %d idle connections were made" % n, out == "ok", out)
+extra = conn("127.0.0.1")
+refused = wait_closed([extra], hs + 20)
+still = [s for s in held if not is_closed(s, 0)]
+check("the next connection from the full address is refused", extra in refused, "not closed")
+check("... while the held ones are still open", len(still) == per, "%d open" % len(still))
+# TLS done with a valid client certificate, then no request: closed as well.
+ctx = ssl.create_default_context(cafile="ca.crt")
+ctx.load_cert_chain("client.crt", "client.key")
+try:
+    tls = ctx.wrap_socket(conn("127.0.0.3"), server_hostname="127.0.0.1")
+except (ssl.SSLError, OSError) as e:
+    tls = None
+    check("TLS handshake from another address while one address is full", False, str(e))
+t_tls = time.monotonic()
+held_closed = wait_closed(held, hs + 40)
+check("idle connections closed after the handshake timeout", len(held_closed) == per,
+      "%d of %d closed within %.0f s" % (len(held_closed), per, hs + 40))
+early = [t for t in held_closed.values() if t < hs * 0.5]
+check("... not before it", not early, "closed after %s s" % early)
+tls_closed = False
+if tls:
+    tls.settimeout(hs + 40)
+    try:
+        tls_closed = tls.recv(1) == b""
+    except (ssl.SSLError, OSError) as e:
+        tls_closed = not isinstance(e, socket.timeout)
+check("TLS session without a request closed after the handshake timeout", tls_closed,
+      "still open after %.0f s" % (time.monotonic() - t_tls))
+out = healthz("127.0.0.1")
+check("the address is served again once its connections are gone", out == "ok", out)
+EOF
+while read -r verdict rest; do
+    if [ "$verdict" == ok ]; then ok; else bad "$rest"; fi
+done < <(cd "$T" && python3 "$T/flood.py" "$PORT2" 8 24 $HS 2>&1)
+
+# A follow that has nothing to send does not hold up its server thread (the
+# connection is parked): other requests are answered while follows are open.
+CURL2=(curl -sS --max-time 30 --cacert ca.crt --cert client.crt --key client.key)
+FOLLOWS=()
+for i in 1 2 3 4; do
+    "${CURL2[@]}" -N "$URL2/containerLogs/default/side/side?follow=1" >"$T/fb$i.out" 2>/dev/null &
+    FOLLOWS+=($!)
+done
+for i in 1 2 3 4; do
+    for _ in $(seq 100); do [ -s "$T/fb$i.out" ] && break; sleep 0.1; done
+done
+expect_eq "follows streaming" "side side side side" "$(cat "$T"/fb[1-4].out | tr '\n' ' ' | sed 's/ $//')"
+for i in 1 2 3; do
+    expect_eq "healthz $i while 4 follows are open" ok "$("${CURL2[@]}" --max-time 10 "$URL2/healthz")"
+done
+expect_eq "a plain read while follows are open" "side" \
+    "$("${CURL2[@]}" --max-time 10 "$URL2/containerLogs/default/side/side")"
+printf '%s stdout F side-live\n' "$(now)" >>"$S/pods/uid-2/side/0.log"
+for _ in $(seq 100); do grep -q side-live "$T/fb4.out" && break; sleep 0.1; done
+expect_eq "a parked follow gets new lines" "side side-live" "$(tr '\n' ' ' <"$T/fb4.out" | sed 's/ $//')"
+# Stop with open follows and idle connections: prompt, no wait on a reader.
+exec 7<>/dev/tcp/127.0.0.1/$PORT2
+start=$(date +%s%N)
+kill $PID
+wait $PID
+rc=$?
+PID=
+ms=$((($(date +%s%N) - start) / 1000000))
+exec 7>&-
+expect_eq "bounded server exit status on SIGTERM" 0 $rc
+if [ $ms -lt 3000 ]; then ok; else bad "stop with 4 open follows took ${ms} ms"; fi
+for f in "${FOLLOWS[@]}"; do wait "$f" 2>/dev/null; done
+
+if [ ${#RUN[@]} -gt 0 ]; then
+    for log in "$T"/memcheck.*.log; do
+        left=$(awk '/Open .*descriptor/ { d = $0; getline; if ($0 !~ /inherited from parent/) print d }' "$log")
+        expect_eq "no descriptor left open ($(basename "$log"))" "" "$left"
+    done
+fi
 
 echo "kubelet server: $PASSES passed, $FAILS failed"
 [ $FAILS -eq 0 ]

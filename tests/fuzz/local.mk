@@ -16,6 +16,7 @@ FUZZ_TARGET_SOURCES = \
 	tests/fuzz/fuzz_cri_writer.cc \
 	tests/fuzz/fuzz_json.cc \
 	tests/fuzz/fuzz_k8s_names.cc \
+	tests/fuzz/fuzz_kubelet_request.cc \
 	tests/fuzz/fuzz_line_buffer.cc \
 	tests/fuzz/fuzz_pod_plan.cc \
 	tests/fuzz/fuzz_protocol.cc \
@@ -24,6 +25,7 @@ FUZZ_TARGET_SOURCES = \
 	tests/fuzz/fuzz_strings.cc \
 	tests/fuzz/fuzz_watch_parser.cc
 FUZZ_LDADD = \
+	agent/libkubelet.la \
 	agent/libagentio.la \
 	agent/libagentcore.la \
 	k8s-shim/libshim.la \

@@ -259,6 +259,24 @@ def seeds_cri_log():
         put("cri_log", struct.pack(">BBI", flags, tail, limit) + log.encode())
 
 
+def seeds_kubelet_request():
+    """Flag byte (method, resolver answer, now = 0), path, query lines."""
+    L = "/containerLogs/default/web/main"
+    for flags, path, query in (
+            (0, "/healthz", []), (1, "/healthz", []), (0, "/pods", []),
+            (0, "/stats/summary", []), (0, "/containerLogs/default/web", []),
+            (0, "/containerLogs/default/web/main/extra", []), (0, "/containerLogs//web/main", []),
+            (0, L, []), (4, L, ["follow=true", "tailLines=10", "timestamps"]),
+            (8, L, ["previous=1", "limitBytes=6"]), (12, L, ["sinceSeconds=60"]),
+            (16, L, ["sinceSeconds=9223372036854775807"]), (0, L, ["tailLines=-1"]),
+            (0, L, ["tailLines=x"]), (0, L, ["limitBytes=0"]),
+            (0, L, ["sinceTime=2024-05-01T12:00:03Z"]), (0, L, ["sinceTime=yesterday"]),
+            (0, L, ["sinceSeconds=1", "sinceTime=2024-05-01T12:00:00Z"]),
+            (0, L, ["follow=F", "follow=0", "tailLines=-0"]), (2, L, ["follow"]),
+            (0, "/containerLogs/../../etc/passwd", []), (0, "/containerLogs/a/b/c%2F..", [])):
+        put("kubelet_request", bytes([flags]) + "\n".join([path] + query).encode())
+
+
 def seeds_cri_writer():
     def triple(ctl, chunk):
         return bytes([ctl, len(chunk)]) + chunk
@@ -419,6 +437,7 @@ def main():
     seeds_strings()
     seeds_cri_log()
     seeds_cri_writer()
+    seeds_kubelet_request()
     seeds_api_objects(ref)
 
 

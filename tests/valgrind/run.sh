@@ -42,6 +42,10 @@ suite() {  # name command...
 }
 suite test_agent.sh sh "$SK_TOP_SRCDIR/tests/component/test_agent.sh"
 suite test_agent_shim.sh sh "$SK_TOP_SRCDIR/tests/component/test_agent_shim.sh"
+# The kubelet endpoint's server (TLS, floods, follow streams, stops); its
+# summary line starts with "kubelet server: ".
+suite test_kubelet_server.sh bash -o pipefail -c \
+    'bash "$1" 2>&1 | sed "s/^kubelet server: //"' _ "$SK_TOP_SRCDIR/tests/component/test_kubelet_server.sh"
 # runtime=fake: the agent's test build (tests/agent/local.mk)
 suite sigterm_busy.py "$PYTHON3" "$SK_TOP_SRCDIR/tests/valgrind/sigterm_busy.py" \
     --agent "$SK_TOP_BUILDDIR/tests/agent/slurm-k8s-test-agent" \
