@@ -9,7 +9,7 @@
 # api_down first: the time-limit job (60 s, submitted after it) must not end
 # while the API server is down.
 E2E_CASES=(api_down bad_flags socket_auth privileged too_many_gpus namespace two_jobs
-           scancel step_signals slurmd_restart agent_kill shim_kill time_limit)
+           scancel step_signals time_limit_update slurmd_restart agent_kill shim_kill time_limit)
 
 # sbatch refuses malformed --k8s-* flags before submission, naming the flag.
 case_bad_flags() {
@@ -225,6 +225,33 @@ echo finished")"
   e2e_wait 30 "[ -z \"\$(e2e_node_names $j)\" ]"; ok $? "step_signals: Node gone at the job's end"
   rm -f "$done_f"
   e2e_assert_clean "$j" "step_signals"
+}
+
+# scontrol update TimeLimit= moves the job's end: the agent re-reads it
+# (end_time_check_interval, 2 s here) and cordons when the new end is within
+# cordon_before_end (60 s), uncordons when it moves away again.
+case_time_limit_update() {
+  e2e_job 1 -N1 -w n2 --gres=gpu:2 --k8s-gpus=1 --time=10 || { ok 1 "time_limit_update: job"; return; }
+  local j="$E2E_JOB" node
+  node="$(e2e_node_names "$j")"
+  cordoned() {  # the Node is unschedulable and carries the job-ending taint
+    [ "$(e2e_kubectl get node "$node" -o 'jsonpath={.spec.unschedulable}')" = true ] \
+      && e2e_kubectl get node "$node" -o 'jsonpath={.spec.taints}' | grep -q '"slurm-k8s/job-ending"'
+  }
+  state() { echo "unschedulable=$(e2e_kubectl get node "$node" -o 'jsonpath={.spec.unschedulable}') taints=$(e2e_kubectl get node "$node" -o 'jsonpath={.spec.taints}')"; }
+  e2e_wait 20 "grep -q '\[node $node\] Slurm says job $j ends at' '$E2E_AGENTS/n2/agent.log'"
+  ok $? "time_limit_update: the agent read the end of job $j (10 min away)"
+  ! cordoned; ok $? "time_limit_update: not cordoned 10 min before the end ($(state))"
+  scontrol update jobid="$j" TimeLimit=1; ok $? "scontrol update jobid=$j TimeLimit=1"
+  e2e_wait 20 cordoned; ok $? "time_limit_update: cordoned after the shortening ($(state))"
+  scontrol update jobid="$j" TimeLimit=10; ok $? "scontrol update jobid=$j TimeLimit=10"
+  e2e_wait 20 "! cordoned && [ \"\$(e2e_kubectl get node $node -o 'jsonpath={.spec.unschedulable}')\" != true ]"
+  ok $? "time_limit_update: uncordoned after the extension ($(state))"
+  e2e_pod "$j" tlu; e2e_pod_running tlu 30
+  ok $? "time_limit_update: the scheduler places a new pod on the uncordoned node ($(e2e_pod_field default/tlu '{.spec.nodeName}'))"
+  [ "$(sk_job_state "$j")" = RUNNING ]; ok $? "time_limit_update: job $j still RUNNING"
+  e2e_end_job "$j"
+  e2e_assert_clean "$j" "time_limit_update"
 }
 
 case_slurmd_restart() {
