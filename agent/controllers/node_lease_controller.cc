@@ -75,8 +75,8 @@ void NodeLeaseController::query_end_time() {
             // 0: unknown or no end (a failed query too): keep what we know.
             if (mode_ != Mode::Active || t <= 0) return;
             if (rec_.job.end_time == t) {
-                // A cordon that failed (API down) is tried again.
-                if (!end_cordoned_ && end_cordon_due()) schedule_end_cordon();
+                // A cordon or uncordon that failed (API down) is tried again.
+                if (end_cordoned_ != end_cordon_due()) schedule_end_cordon();
                 return;
             }
             int64_t old = rec_.job.end_time;
@@ -342,7 +342,7 @@ void NodeLeaseController::patch_end_cordon(bool cordon, uint64_t gen, int attemp
             if (mode_ != Mode::Active || gen != end_gen_) return;  // superseded
             if (!r) {
                 LOG_WARN("%s %s failed: %s", prefix().c_str(), what, r.message().c_str());
-                if (cordon) end_cordoned_ = false;  // the next end-time check retries
+                end_cordoned_ = !cordon;  // the next end-time check retries
                 return;
             }
             Json::Value patch =
@@ -356,7 +356,7 @@ void NodeLeaseController::patch_end_cordon(bool cordon, uint64_t gen, int attemp
                         gen == end_gen_)
                         return patch_end_cordon(cordon, gen, attempts + 1);
                     LOG_WARN("%s %s failed: %s", prefix().c_str(), what, p.message().c_str());
-                    if (cordon && gen == end_gen_) end_cordoned_ = false;
+                    if (gen == end_gen_) end_cordoned_ = !cordon;  // retried at the next check
                 }));
         }));
 }

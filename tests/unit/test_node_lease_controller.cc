@@ -339,11 +339,14 @@ struct EndCase {
     int64_t first_end_in_s;   // the end Slurm reports at register
     int64_t second_end_in_s;  // after `scontrol update TimeLimit=`
     bool admin_cordon;        // an admin cordoned the Node before the end-time cordon
+    bool first_patch_fails;   // the first Node PATCH after the change answers 403
 };
 static const EndCase kEndCases[] = {
-    {"an extension uncordons", 30, 3600, false},
-    {"a shortening cordons earlier", 3600, 30, false},
-    {"an extension keeps an admin's cordon", 30, 3600, true},
+    {"an extension uncordons", 30, 3600, false, false},
+    {"a shortening cordons earlier", 3600, 30, false, false},
+    {"an extension keeps an admin's cordon", 30, 3600, true, false},
+    {"a failed uncordon is retried", 30, 3600, false, true},
+    {"a failed cordon is retried", 3600, 30, false, true},
 };
 START_TEST(end_time_followed) {
     const EndCase &c = kEndCases[_i];
@@ -361,7 +364,12 @@ START_TEST(end_time_followed) {
         return FakeAnswer::ok(node);
     });
     env.http().on("GET", kNodePath, [&](const FakeRequest &) { return FakeAnswer::ok(node); });
+    bool fail_next_patch = false;
     env.http().on("PATCH", kNodePath, [&](const FakeRequest &r) {
+        if (fail_next_patch) {
+            fail_next_patch = false;
+            return FakeAnswer::error(403, "Forbidden");
+        }
         merge_patch(node, r.json());
         node["metadata"]["resourceVersion"] = std::to_string(++rv);
         return FakeAnswer::ok(node);
@@ -393,6 +401,7 @@ START_TEST(end_time_followed) {
         ck_assert_msg(!cordoned(), "%s: cordoned 1 h before the end", c.name);
     }
     end = now + c.second_end_in_s;
+    fail_next_patch = c.first_patch_fails;
     int q = queries;
     if (c.second_end_in_s > 60) {
         bool taint_gone = env.run_until(
@@ -413,6 +422,7 @@ START_TEST(end_time_followed) {
         ck_assert_msg(env.run_until(cordoned, 4000), "%s: not cordoned after the shortening",
                       c.name);
     }
+    ck_assert_msg(!fail_next_patch, "%s: no Node PATCH after the change", c.name);
     // The end stays where it is now: no more PATCHes of the Node.
     size_t patches = env.http().count("PATCH", kNodePath) -
                      env.http().count("PATCH", std::string(kNodePath) + "/status");
