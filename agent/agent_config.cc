@@ -79,6 +79,9 @@ void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string
                   "noticed anyway: its Lease is garbage-collected, the next renewal gets 404)");
     s.add_seconds("cordon_before_end", &c.cordon_before_end_s, 0, 86400,
                   "cordon this long before the job's end time");
+    s.add_seconds("end_time_check_interval", &c.end_time_check_s, 0, 86400,
+                  "re-read each job's end time this often (job_end_command, one run per job) "
+                  "to follow a changed time limit; 0 = read once at register");
     s.add_seconds("gc_interval", &c.gc_interval_s, 10, 86400,
                   "garbage collection of Nodes whose jobs are gone");
     s.add_path("state_dir", &c.state_dir, "agent state (one file per registered job)");

@@ -54,6 +54,9 @@ struct AgentConfig {
     // with the Node, so the next renewal gets 404) and the status report.
     uint64_t node_check_s = 0;
     uint64_t cordon_before_end_s = 60;
+    // How often the end time of each job is read again (job_end_command),
+    // so that a changed time limit moves the end-time cordon; 0 = read once.
+    uint64_t end_time_check_s = 30;
     uint64_t gc_interval_s = 300;
 
     std::string state_dir = "/var/lib/slurm-k8s";

@@ -164,6 +164,40 @@ Json::Value build_cordon_patch(const Json::Value &node, const k8s::Taint &extra)
     return p;
 }
 
+Json::Value build_end_cordon_patch(const Json::Value &node, const k8s::Taint &taint) {
+    Json::Value p = build_cordon_patch(node, taint);
+    const Json::Value &unsched = api::field(api::field(node, "spec"), "unschedulable");
+    if (!(unsched.isBool() && unsched.asBool()))
+        p["metadata"]["annotations"][kEndCordonAnnotation] = "unschedulable";
+    return p;
+}
+
+bool has_taint(const Json::Value &node, const std::string &key, const std::string &effect) {
+    for (const auto &t : api::items(api::field(api::field(node, "spec"), "taints")))
+        if (api::text(api::field(t, "key")) == key && api::text(api::field(t, "effect")) == effect)
+            return true;
+    return false;
+}
+
+Json::Value build_end_uncordon_patch(const Json::Value &node, const k8s::Taint &taint) {
+    const Json::Value &meta = api::field(node, "metadata");
+    bool ours = api::field(api::field(meta, "annotations"), kEndCordonAnnotation).isString();
+    if (!ours && !has_taint(node, taint.key, taint.effect)) return Json::Value();
+    Json::Value p(Json::objectValue);
+    p["metadata"]["resourceVersion"] = api::field(meta, "resourceVersion");
+    Json::Value taints(Json::arrayValue);
+    for (const auto &t : api::items(api::field(api::field(node, "spec"), "taints")))
+        if (!(api::text(api::field(t, "key")) == taint.key &&
+              api::text(api::field(t, "effect")) == taint.effect))
+            taints.append(t);
+    p["spec"]["taints"] = taints;
+    if (ours) {
+        p["spec"]["unschedulable"] = false;
+        p["metadata"]["annotations"][kEndCordonAnnotation] = Json::Value();  // null: removed
+    }
+    return p;
+}
+
 bool node_is_ours(const Json::Value &node, const std::string &cluster,
                   const std::string &slurm_node) {
     const Json::Value &l = api::field(api::field(node, "metadata"), "labels");

@@ -18,6 +18,9 @@ constexpr const char *kLabelPrefix = "slurm-k8s/";
 constexpr const char *kJobTaintKey = "slurm-k8s/job";
 constexpr const char *kEndingTaintKey = "slurm-k8s/job-ending";
 constexpr const char *kEndedTaintKey = "slurm-k8s/job-ended";
+// On a Node whose end-time cordon set spec.unschedulable (it was schedulable
+// before): the uncordon may clear it. Without it the flag is someone else's.
+constexpr const char *kEndCordonAnnotation = "slurm-k8s/end-cordon";
 
 // Everything a Node object is built from: the job and the site configuration.
 struct NodeSpecInput {
@@ -54,6 +57,15 @@ Json::Value build_node_status_patch(const NodeSpecInput &in, bool ready, int64_t
 // (current taints + extra, no duplicates by key+effect), guarded by the
 // resourceVersion read with them.
 Json::Value build_cordon_patch(const Json::Value &current_node, const k8s::Taint &extra);
+// The cordon ahead of the job's end: build_cordon_patch, plus the annotation
+// kEndCordonAnnotation when the Node was schedulable until now.
+Json::Value build_end_cordon_patch(const Json::Value &current_node, const k8s::Taint &taint);
+// Undoes build_end_cordon_patch when the end moved away: drops the taints
+// with taint's key and effect, clears unschedulable only when the annotation
+// says the end cordon set it, drops the annotation. Null: nothing to undo.
+Json::Value build_end_uncordon_patch(const Json::Value &current_node, const k8s::Taint &taint);
+// True when the Node carries a taint with this key and effect.
+bool has_taint(const Json::Value &node, const std::string &key, const std::string &effect);
 // True when node's labels say it belongs to (job, slurm node) of this agent.
 bool node_is_ours(const Json::Value &node, const std::string &cluster,
                   const std::string &slurm_node);

@@ -76,6 +76,25 @@ Result<RuntimeTemplates> load_templates(const std::string &path) {
     return RuntimeTemplates::parse(ss.str(), path);
 }
 
+void on_step_signal(int) {}
+
+// Signals Slurm may send to a running job's steps (scancel --signal) must
+// not end the job's pods: the shim survives them, and the pods get none
+// (docs/user-guide.md, "Signals"). A handler, not SIG_IGN: containers start
+// with default dispositions (exec resets handlers, keeps SIG_IGN). SIGTERM
+// keeps its default: it is the plugin's stop (spank/shim_process.h, stop_shim),
+// never a step signal in Slurm's supported setup (spank/hooks_extern.cc).
+void ignore_step_signals() {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_step_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    for (int s : {SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGTSTP, SIGTTIN, SIGTTOU,
+                  SIGXCPU, SIGVTALRM, SIGPROF, SIGIO, SIGPWR})
+        sigaction(s, &sa, nullptr);
+}
+
 }  // namespace
 
 static int run(int argc, char **argv) {
@@ -98,6 +117,7 @@ static int run(int argc, char **argv) {
     }
     // A dead agent connection must surface as EPIPE on write, not kill us.
     signal(SIGPIPE, SIG_IGN);
+    ignore_step_signals();
     args->opt.time_scale = Clock::scale_from_env();
     LOG_INFO("%s starting for job %u on %s (%zu runtime templates%s)", PACKAGE_STRING,
              args->opt.job_id, args->opt.slurm_node.c_str(), templates->size(),

@@ -21,9 +21,22 @@
 //    node runs nothing: the agent's garbage collection removes its nodes.
 //  - Bound: grace + timeout for the agent, + 1 s TERM, + 3 s KILL. The
 //    admin's grace must stay below slurm.conf's UnkillableStepTimeout.
+//  - Signals: Slurm signals every step of a running job (scancel --signal
+//    without --batch), the extern step included: proctrack signals freezer
+//    step_extern, i.e. the step's own task (Slurm's "sleep 100000000", whose
+//    signals Slurm resets to default before exec). That task dying of, say,
+//    SIGUSR1 ends the extern step while the job runs on; stopping the pods
+//    and killing the job's processes then would kill the job. So exit asks
+//    Slurm for the job's state first (slurm_job_state: one squeue at every
+//    job end) and, while it is RUNNING, waits (a query every 2 s) for the
+//    real end before the graceful stop. The shim is in its own session and
+//    out of freezer step_extern: no step signal reaches it, nor the pods
+//    (docs/user-guide.md, "Signals"); it also survives such signals sent to
+//    it directly (k8s-shim/main.cc).
 // Failure modes: task_post_fork and exit returning -1 only log in Slurm
 // (the job runs on); both return 0 and log their problems themselves.
 #include <pwd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/plugin_wire.h"
@@ -119,6 +132,21 @@ int extern_task_post_fork(spank_t sp, int ac, char **av) {
 int extern_exit(spank_t, int ac, char **av) {
     if (g_ext.shim <= 0) return 0;
     auto cfg = plugstack(ac, av, "extern exit");
+    // Ended early by a signal sent to the job's steps: the job, its shim and
+    // pods run on; this slurmstepd stays (its step is not complete for
+    // Slurm) until the job ends. A failed query counts as the end.
+    if (slurm_job_state(g_ext.job_id, 5000) == "RUNNING") {
+        LOG_INFO(
+            "extern: job %u: [node %s] the extern step's task ended while the job runs (a "
+            "signal sent to the job's steps): the pods keep running until the job ends",
+            g_ext.job_id, g_ext.node_name.c_str());
+        struct timespec two_s = {2, 0};
+        do
+            nanosleep(&two_s, nullptr);
+        while (slurm_job_state(g_ext.job_id, 5000) == "RUNNING");
+        LOG_INFO("extern: job %u: [node %s] the job ends: stopping the pods", g_ext.job_id,
+                 g_ext.node_name.c_str());
+    }
     uint64_t grace = cfg ? cfg->grace_s : 30, timeout = cfg ? cfg->timeout_s : 5;
     bool agent_ok = false;
     if (cfg) {

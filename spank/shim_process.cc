@@ -139,6 +139,65 @@ bool reap(pid_t pid, bool *reaped) {
 
 }  // namespace
 
+std::string slurm_job_state(uint32_t job_id, int timeout_ms) {
+    std::string path;
+    std::string dirs = getenv("PATH") ? getenv("PATH") : "";
+    dirs += ":/usr/bin:/usr/local/bin";
+    std::istringstream in(dirs);
+    for (std::string d; std::getline(in, d, ':');)
+        if (!d.empty() && d[0] == '/' && access((d + "/squeue").c_str(), X_OK) == 0) {
+            path = d + "/squeue";
+            break;
+        }
+    if (path.empty()) return "";
+    std::string id = std::to_string(job_id);
+    const char *argv[] = {path.c_str(), "-h", "-j", id.c_str(), "-o", "%T", nullptr};
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) return "";
+    pid_t pid = fork();
+    if (pid == 0) {  // slurmstepd has threads: async-signal-safe calls only
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, nullptr);
+        int devnull = open("/dev/null", O_RDWR);
+        if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(p[1], 1) < 0 || dup2(devnull, 2) < 0)
+            _exit(127);
+        close_fds_from(3, -1);
+        execv(argv[0], const_cast<char *const *>(argv));
+        _exit(127);
+    }
+    close(p[1]);
+    if (pid < 0) {
+        close(p[0]);
+        return "";
+    }
+    fcntl(p[0], F_SETFL, O_NONBLOCK);
+    std::string out;
+    char buf[256];
+    int64_t end = now_ms() + timeout_ms;
+    while (now_ms() < end) {
+        ssize_t n = read(p[0], buf, sizeof buf);
+        if (n > 0 && out.size() < 256) out.append(buf, static_cast<size_t>(n));
+        if (n == 0) break;
+        if (n < 0 && errno != EAGAIN && errno != EINTR) break;
+        if (n < 0) sleep_ms(10);
+    }
+    close(p[0]);
+    int st = 0;
+    pid_t r;
+    while ((r = waitpid(pid, &st, WNOHANG)) == 0 && now_ms() < end)
+        sleep_ms(10);
+    if (r == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        return "";
+    }
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) return "";
+    while (!out.empty() && (out.back() == '\n' || out.back() == ' ' || out.back() == '\r'))
+        out.pop_back();
+    return out;
+}
+
 Result<pid_t> spawn_shim(const ShimSpec &spec) {
     std::vector<char *> argv, envp;
     for (const auto &a : spec.argv)

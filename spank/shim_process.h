@@ -13,6 +13,8 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
+
 #include <string>
 #include <vector>
 
@@ -37,6 +39,11 @@ struct ShimSpec {
 // and ids of the user, chdir home, exec. The parent learns the exec result
 // through a CLOEXEC pipe: a returned pid has exec'd.
 Result<pid_t> spawn_shim(const ShimSpec &spec);
+
+// Slurm's state of the job ("RUNNING", "COMPLETING", ...), asked with
+// `squeue -h -j JOB -o %T` (found in PATH, else /usr/bin), output read up to
+// 256 bytes, killed after timeout_ms. Empty when it could not be asked.
+std::string slurm_job_state(uint32_t job_id, int timeout_ms);
 
 // SIGTERM to the shim's process group, up to term_ms for it to exit, then
 // SIGKILL to every process of `uid` in the given cgroup dirs (and their

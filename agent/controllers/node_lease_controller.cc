@@ -16,7 +16,8 @@ NodeLeaseController::NodeLeaseController(AgentContext &ctx, JobRecord &rec,
       lease_timer_(ctx.loop),
       status_timer_(ctx.loop),
       check_timer_(ctx.loop),
-      end_timer_(ctx.loop) {}
+      end_timer_(ctx.loop),
+      end_check_timer_(ctx.loop) {}
 
 NodeSpecInput NodeLeaseController::spec_input() const {
     NodeSpecInput in = ctx_.host;
@@ -30,7 +31,12 @@ void NodeLeaseController::start(std::function<void(Status)> ready_cb) {
     start_us_ = ctx_.clock->now_us();
     create_node();
     schedule_end_cordon();
-    if (rec_.job.end_time <= 0) query_end_time();
+    query_end_time();
+    // A time limit can change while the job runs (scontrol update TimeLimit=):
+    // re-read it. Cost: one job_end_command per job per period.
+    uint64_t ms = ctx_.cfg->end_time_check_s * 1000;
+    if (ms > 0 && ctx_.job_end_time)
+        end_check_timer_.start(ms, guard([this] { query_end_time(); }), ms);
 }
 
 void NodeLeaseController::release() {
@@ -39,12 +45,14 @@ void NodeLeaseController::release() {
     status_timer_.stop();
     check_timer_.stop();
     end_timer_.stop();
+    end_check_timer_.stop();
     node_timer_.stop();
 }
 
 void NodeLeaseController::stop() {
     mode_ = Mode::Stopped;
-    for (Timer *t : {&node_timer_, &lease_timer_, &status_timer_, &check_timer_, &end_timer_})
+    for (Timer *t : {&node_timer_, &lease_timer_, &status_timer_, &check_timer_, &end_timer_,
+                     &end_check_timer_})
         t->stop();
 }
 
@@ -55,22 +63,35 @@ void NodeLeaseController::call_ready_cb(const Status &st) {
     cb(st);
 }
 
-// The plugin's prolog does not know the time limit (end_time 0): ask Slurm,
-// off the loop, then cordon ahead of it like a known end time.
+// The plugin's prolog does not know the time limit (end_time 0), and the
+// limit can change while the job runs: ask Slurm, off the loop (one query at
+// a time), and re-plan the cordon when the end moved.
 void NodeLeaseController::query_end_time() {
-    if (!ctx_.job_end_time) return;
-    ctx_.job_end_time(rec_.job.job_id, guard([this](int64_t t) {
-                          if (mode_ != Mode::Active || t <= 0) return;
-                          if (rec_.job.end_time == t) return;
-                          rec_.job.end_time = t;
-                          LOG_INFO("%s Slurm says job %u ends at %s; cordoning %llus before",
-                                   prefix().c_str(), rec_.job.job_id, rfc3339(t).c_str(),
-                                   static_cast<unsigned long long>(ctx_.cfg->cordon_before_end_s));
-                          if (auto st = ctx_.store->save(rec_); !st)
-                              LOG_WARN("%s cannot save state: %s", prefix().c_str(),
-                                       st.message().c_str());
-                          schedule_end_cordon();
-                      }));
+    if (!ctx_.job_end_time || end_query_in_flight_) return;
+    end_query_in_flight_ = true;
+    ctx_.job_end_time(
+        rec_.job.job_id, guard([this](int64_t t) {
+            end_query_in_flight_ = false;
+            // 0: unknown or no end (a failed query too): keep what we know.
+            if (mode_ != Mode::Active || t <= 0) return;
+            if (rec_.job.end_time == t) {
+                // A cordon or uncordon that failed (API down) is tried again.
+                if (end_cordoned_ != end_cordon_due()) schedule_end_cordon();
+                return;
+            }
+            int64_t old = rec_.job.end_time;
+            rec_.job.end_time = t;
+            if (old > 0)
+                LOG_INFO("%s job %u's end moved from %s to %s", prefix().c_str(), rec_.job.job_id,
+                         rfc3339(old).c_str(), rfc3339(t).c_str());
+            else
+                LOG_INFO("%s Slurm says job %u ends at %s; cordoning %llus before",
+                         prefix().c_str(), rec_.job.job_id, rfc3339(t).c_str(),
+                         static_cast<unsigned long long>(ctx_.cfg->cordon_before_end_s));
+            if (auto st = ctx_.store->save(rec_); !st)
+                LOG_WARN("%s cannot save state: %s", prefix().c_str(), st.message().c_str());
+            schedule_end_cordon();
+        }));
 }
 
 void NodeLeaseController::retry_node(const Status &why) {
@@ -124,6 +145,12 @@ void NodeLeaseController::adopt_existing_node() {
                        std::string uid = api::object_meta(*r).uid;
                        LOG_INFO("%s exists (uid %s): adopting it and posting Ready",
                                 prefix().c_str(), uid.c_str());
+                       // An end-time cordon of the previous run: kept while
+                       // due, undone when the end moved away meanwhile.
+                       if (!end_cordoned_ && has_taint(*r, kEndingTaintKey, "NoSchedule")) {
+                           end_cordoned_ = true;
+                           schedule_end_cordon();
+                       }
                        ready_since_ = ctx_.clock->now_s();
                        post_status(true, guard([this, uid](const Status &st) {
                                        // A drain that started meanwhile owns the node.
@@ -277,21 +304,61 @@ void NodeLeaseController::cordon(const k8s::Taint &taint, const std::function<vo
                    }));
 }
 
+bool NodeLeaseController::end_cordon_due() const {
+    return rec_.job.end_time > 0 &&
+           rec_.job.end_time - static_cast<int64_t>(ctx_.cfg->cordon_before_end_s) <=
+               ctx_.clock->now_s();
+}
+
 void NodeLeaseController::schedule_end_cordon() {
     if (rec_.job.end_time <= 0) return;
     int64_t at = rec_.job.end_time - static_cast<int64_t>(ctx_.cfg->cordon_before_end_s);
     int64_t in_s = at - ctx_.clock->now_s();
+    if (in_s <= 0 && end_cordoned_) return;  // cordoned, and still due
+    end_gen_++;
+    if (in_s > 0 && end_cordoned_) {
+        // The end moved away (a longer time limit): the Node takes pods again
+        // until the new cordon time.
+        end_cordoned_ = false;
+        LOG_INFO("%s the job's end moved away: uncordoning until %s", prefix().c_str(),
+                 rfc3339(at).c_str());
+        patch_end_cordon(false, end_gen_);
+    }
     if (in_s < 0) in_s = 0;
     end_timer_.start(static_cast<uint64_t>(in_s) * 1000 + 1, guard([this] {
                          if (mode_ != Mode::Active) return;
                          LOG_INFO("%s the job ends soon: cordoning", prefix().c_str());
-                         cordon({kEndingTaintKey, std::to_string(rec_.job.job_id), "NoSchedule"},
-                                guard([this](const Status &st) {
-                                    if (!st)
-                                        LOG_WARN("%s cordon failed: %s", prefix().c_str(),
-                                                 st.message().c_str());
-                                }));
+                         end_cordoned_ = true;
+                         patch_end_cordon(true, end_gen_);
                      }));
+}
+
+void NodeLeaseController::patch_end_cordon(bool cordon, uint64_t gen, int attempts) {
+    const char *what = cordon ? "cordon" : "uncordon";
+    k8s::Taint taint{kEndingTaintKey, std::to_string(rec_.job.job_id), "NoSchedule"};
+    ctx_.kube->get(
+        KubeClient::node(rec_.node_name),
+        guard([this, cordon, gen, attempts, what, taint](Result<Json::Value> r) {
+            if (mode_ != Mode::Active || gen != end_gen_) return;  // superseded
+            if (!r) {
+                LOG_WARN("%s %s failed: %s", prefix().c_str(), what, r.message().c_str());
+                end_cordoned_ = !cordon;  // the next end-time check retries
+                return;
+            }
+            Json::Value patch =
+                cordon ? build_end_cordon_patch(*r, taint) : build_end_uncordon_patch(*r, taint);
+            if (patch.isNull()) return;
+            ctx_.kube->patch(
+                KubeClient::node(rec_.node_name), patch, kMergePatch,
+                guard([this, cordon, gen, attempts, what](const Result<Json::Value> &p) {
+                    if (p) return;
+                    if (p.error() == Error::Conflict && attempts < 5 && mode_ == Mode::Active &&
+                        gen == end_gen_)
+                        return patch_end_cordon(cordon, gen, attempts + 1);
+                    LOG_WARN("%s %s failed: %s", prefix().c_str(), what, p.message().c_str());
+                    if (gen == end_gen_) end_cordoned_ = !cordon;  // retried at the next check
+                }));
+        }));
 }
 
 }  // namespace sk::agent

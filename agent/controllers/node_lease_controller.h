@@ -2,7 +2,9 @@
 // restart) the Node, post its status every status_report_s, create and renew
 // the Lease every lease_renew_s (re-read after a 409, re-created after a 404
 // or for a new Node uid), check the Node every node_check_s and re-create it
-// when it was deleted, and cordon ahead of the job's end time. Owns its
+// when it was deleted, and cordon ahead of the job's end time, re-read every
+// end_time_check_interval (a changed time limit moves the cordon; an end that
+// moved away undoes it, docs/admin-guide.md "Cordon"). Owns its
 // timers and its back-off; the drain takes the Node over with release().
 // All methods run on the loop.
 #pragma once
@@ -63,7 +65,11 @@ class NodeLeaseController : public NodeBound {
     void renew_lease();
     void check_node();
     void schedule_end_cordon();
+    bool end_cordon_due() const;
     void query_end_time();
+    // GET + merge PATCH of the end-time cordon (cordon) or its undoing;
+    // dropped when the end moved again meanwhile (gen != end_gen_).
+    void patch_end_cordon(bool cordon, uint64_t gen, int attempts = 0);
     void retry_node(const Status &why);
     void call_ready_cb(const Status &st);
 
@@ -77,7 +83,11 @@ class NodeLeaseController : public NodeBound {
     int64_t start_us_ = 0;
     Json::Value lease_;
     Backoff node_backoff_{200, 30000};
-    Timer node_timer_, lease_timer_, status_timer_, check_timer_, end_timer_;
+    // The end-time cordon: sent (or found on an adopted Node) and not undone.
+    bool end_cordoned_ = false;
+    bool end_query_in_flight_ = false;
+    uint64_t end_gen_ = 0;  // bumped whenever the end-time cordon is re-planned
+    Timer node_timer_, lease_timer_, status_timer_, check_timer_, end_timer_, end_check_timer_;
     std::function<void(Status)> ready_cb_;
 };
 

@@ -9,7 +9,7 @@
 # api_down first: the time-limit job (60 s, submitted after it) must not end
 # while the API server is down.
 E2E_CASES=(api_down bad_flags socket_auth privileged too_many_gpus namespace two_jobs
-           scancel slurmd_restart agent_kill shim_kill time_limit)
+           scancel step_signals time_limit_update slurmd_restart agent_kill shim_kill time_limit)
 
 # sbatch refuses malformed --k8s-* flags before submission, naming the flag.
 case_bad_flags() {
@@ -180,6 +180,78 @@ case_scancel() {
   check_job_end_pod "$j" s1 scancel; check_job_end_pod "$j" s2 scancel
   sk_wait_state "$j" CANCELLED 30; ok $? "scancel: job state $(sk_job_state "$j")"
   e2e_assert_clean "$j" "scancel"
+}
+
+# Signals Slurm sends to a running job's steps (scancel --signal, with and
+# without --full / --batch) reach the extern step, where the shim runs: the
+# shim and the pods ignore them (docs/user-guide.md, "Signals"), the batch
+# step gets them as without --k8s, and the job ends normally afterwards.
+case_step_signals() {
+  local s j spid ppid done_f out sig
+  done_f="$SK_JOBS_DIR/step-signals.done"
+  rm -f "$done_f"
+  s="$(e2e_script step-signals "for x in USR1 USR2 HUP INT QUIT; do trap \"echo trapped \$x\" \$x; done
+echo started
+while [ ! -e '$done_f' ]; do sleep 0.2 & wait \$! 2>/dev/null; done
+echo finished")"
+  j="$(sk_submit_as_user -o "$SK_JOBS_DIR/e2e-%j.out" -N1 -w n1 --gres=gpu:2 --k8s-gpus=1 "$s")" \
+    || { ok 1 "step_signals: job submitted"; return; }
+  sk_wait_state "$j" RUNNING 30 && e2e_wait 20 "[ \"\$(e2e_ready_nodes $j)\" = 1 ]"
+  ok $? "step_signals: job $j RUNNING with a Ready node"
+  e2e_pod "$j" sig1; e2e_pod_running sig1 30; ok $? "step_signals: pod Running"
+  spid="$(pgrep -u "$TEST_UID" -f "slurm-k8s-shim --job-id $j ")"; ppid="$(e2e_pod_pids "$j" sig1)"
+  e2e_wait 10 "grep -q started '$SK_JOBS_DIR/e2e-$j.out'"
+  out="$SK_JOBS_DIR/e2e-$j.out"
+  # Without --full/--batch Slurm signals every step but the batch one
+  # (the extern step included); with them, the batch step too.
+  for sig in USR1 USR2 HUP INT QUIT CONT; do scancel --signal="$sig" "$j"; done
+  for sig in USR1 HUP INT; do scancel --full --signal="$sig" "$j"; done
+  scancel --batch --signal=USR2 "$j"
+  scancel --batch --signal=QUIT "$j"
+  e2e_wait 20 "[ \"\$(grep -o 'trapped [A-Z0-9]*' '$out' | sort -u | wc -l)\" -ge 5 ]"
+  local seen; seen="$(grep -o 'trapped [A-Z0-9]*' "$out" | sort -u | paste -sd, -)"
+  [[ "$seen" == *USR1* && "$seen" == *USR2* && "$seen" == *HUP* && "$seen" == *INT* && "$seen" == *QUIT* ]]
+  ok $? "step_signals: the batch script's traps saw --full/--batch signals ($seen)"
+  sleep 2  # a shim or pod killed by a signal needs a moment to be noticed
+  [ "$(sk_job_state "$j")" = RUNNING ] && sk_pid_alive "$spid" && [ "$(e2e_pod_pids "$j" sig1)" = "$ppid" ] \
+    && [ "$(e2e_pod_phase sig1)" = Running ] && [ "$(e2e_ready_nodes "$j")" = 1 ] \
+    && [ "$(e2e_pod_field default/sig1 '{.status.containerStatuses[0].restartCount}')" = 0 ]
+  ok $? "step_signals: after 12 signals job $(sk_job_state "$j"), shim $spid $(sk_pid_alive "$spid" && echo alive || echo dead), pod process $ppid -> $(e2e_pod_pids "$j" sig1), phase $(e2e_pod_phase sig1), restarts $(e2e_pod_field default/sig1 '{.status.containerStatuses[0].restartCount}')"
+  ! grep -q "received signal" <(e2e_pod_log default/sig1 2>/dev/null)
+  ok $? "step_signals: the pod's container got none of the signals"
+  touch "$done_f"
+  sk_wait_state "$j" COMPLETED 30; ok $? "step_signals: the job ended normally ($(sk_job_state "$j"))"
+  grep -q finished "$out"; ok $? "step_signals: the batch script ran to its end"
+  e2e_wait 30 "[ -z \"\$(e2e_node_names $j)\" ]"; ok $? "step_signals: Node gone at the job's end"
+  rm -f "$done_f"
+  e2e_assert_clean "$j" "step_signals"
+}
+
+# scontrol update TimeLimit= moves the job's end: the agent re-reads it
+# (end_time_check_interval, 2 s here) and cordons when the new end is within
+# cordon_before_end (60 s), uncordons when it moves away again.
+case_time_limit_update() {
+  e2e_job 1 -N1 -w n2 --gres=gpu:2 --k8s-gpus=1 --time=10 || { ok 1 "time_limit_update: job"; return; }
+  local j="$E2E_JOB" node
+  node="$(e2e_node_names "$j")"
+  cordoned() {  # the Node is unschedulable and carries the job-ending taint
+    [ "$(e2e_kubectl get node "$node" -o 'jsonpath={.spec.unschedulable}')" = true ] \
+      && e2e_kubectl get node "$node" -o 'jsonpath={.spec.taints}' | grep -q '"slurm-k8s/job-ending"'
+  }
+  state() { echo "unschedulable=$(e2e_kubectl get node "$node" -o 'jsonpath={.spec.unschedulable}') taints=$(e2e_kubectl get node "$node" -o 'jsonpath={.spec.taints}')"; }
+  e2e_wait 20 "grep -q '\[node $node\] Slurm says job $j ends at' '$E2E_AGENTS/n2/agent.log'"
+  ok $? "time_limit_update: the agent read the end of job $j (10 min away)"
+  ! cordoned; ok $? "time_limit_update: not cordoned 10 min before the end ($(state))"
+  scontrol update jobid="$j" TimeLimit=1; ok $? "scontrol update jobid=$j TimeLimit=1"
+  e2e_wait 20 cordoned; ok $? "time_limit_update: cordoned after the shortening ($(state))"
+  scontrol update jobid="$j" TimeLimit=10; ok $? "scontrol update jobid=$j TimeLimit=10"
+  e2e_wait 20 "! cordoned && [ \"\$(e2e_kubectl get node $node -o 'jsonpath={.spec.unschedulable}')\" != true ]"
+  ok $? "time_limit_update: uncordoned after the extension ($(state))"
+  e2e_pod "$j" tlu; e2e_pod_running tlu 30
+  ok $? "time_limit_update: the scheduler places a new pod on the uncordoned node ($(e2e_pod_field default/tlu '{.spec.nodeName}'))"
+  [ "$(sk_job_state "$j")" = RUNNING ]; ok $? "time_limit_update: job $j still RUNNING"
+  e2e_end_job "$j"
+  e2e_assert_clean "$j" "time_limit_update"
 }
 
 case_slurmd_restart() {

@@ -166,6 +166,7 @@ socket_mode = 0666
 admin_uids = 0
 shim_auth = cgroup
 job_alive_command = squeue -h -j {job} -o %T
+end_time_check_interval = 2s
 gc_interval = 10s
 log_level = verbose
 EOF

@@ -15,6 +15,7 @@ import os
 import re
 import select
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -423,6 +424,37 @@ def test_termination_grace_kills_group(a):
     assert st["phase"] == "Failed", st
     assert os.path.exists(marker), "preStop hook did not run"
     assert gone(child), "a process of the container's group survived"
+
+
+def test_step_signals_ignored(a):
+    # Signals Slurm may send to a job's steps (docs/user-guide.md, "Signals"):
+    # the shim survives them and its pods get none; the containers start with
+    # default dispositions (the shim's handlers are not inherited).
+    p = pod("steady", [sh("main", "echo $$$$ > $SLURM_K8S_POD_DIR/pid; exec sleep 1000")])
+    uid = p["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    a.wait(uid, lambda s: running(s, "main"), what="running")
+    pid = pod_file_int(a, uid, "pid")
+    sigs = [signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
+            signal.SIGALRM, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU, signal.SIGXCPU,
+            signal.SIGVTALRM, signal.SIGPROF, signal.SIGIO, signal.SIGPWR, signal.SIGCONT]
+    for sig in sigs:
+        a.proc.send_signal(sig)
+    lst = a.request("pod_list", {})  # answered: the shim runs, not stopped
+    assert lst["ok"], lst
+    assert a.proc.poll() is None, "the shim died of a step signal: %s" % a.proc.returncode
+    assert alive(pid), "the container's process died"
+    st = a.last(uid)
+    assert running(st, "main") and cstatus(st, "main")["restartCount"] == 0, st
+    deadline = time.time() + 10  # the shell has exec'd sleep
+    while open("/proc/%d/comm" % pid).read().strip() != "sleep" and time.time() < deadline:
+        time.sleep(0.05)
+    with open("/proc/%d/status" % pid) as f:
+        fields = dict(l.split(":", 1) for l in f if l.startswith(("Name", "SigIgn", "SigCgt")))
+    assert fields["Name"].strip() == "sleep", fields
+    mask = sum(1 << (int(sig) - 1) for sig in sigs)
+    assert int(fields["SigCgt"], 16) == 0, fields
+    assert int(fields["SigIgn"], 16) & mask == 0, fields
 
 
 def test_gpus_disjoint_and_refused(a):
@@ -889,6 +921,7 @@ TESTS = [
     ("liveness_restarts", test_liveness_restarts, {}),
     ("termination_grace_kills_group", test_termination_grace_kills_group, {}),
     ("gpus_disjoint_and_refused", test_gpus_disjoint_and_refused, {}),
+    ("step_signals_ignored", test_step_signals_ignored, {}),
     ("policy_refusals", test_policy_refusals, {}),
     ("confinement", test_confinement, {}),
     ("runtime_template", test_runtime_template, {"runtime": True}),

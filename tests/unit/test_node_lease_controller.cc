@@ -5,6 +5,9 @@
 // requests sent, the ready callback and state(), nothing internal.
 #include <uv.h>
 
+#include <time.h>
+
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -316,6 +319,122 @@ START_TEST(drain_during_registration) {
 }
 END_TEST
 
+// ---- the end-time cordon follows a changed time limit ----
+// A fake end-time source (Slurm's squeue in the agent) whose answer the test
+// changes, re-read every second; the fake API side keeps the Node and merges
+// its PATCHes, so the assertions are on the Node as a user would see it.
+void merge_patch(Json::Value &dst, const Json::Value &patch) {
+    for (const auto &k : patch.getMemberNames()) {
+        if (patch[k].isNull())
+            dst.removeMember(k);
+        else if (patch[k].isObject() && dst[k].isObject())
+            merge_patch(dst[k], patch[k]);
+        else
+            dst[k] = patch[k];
+    }
+}
+
+struct EndCase {
+    const char *name;
+    int64_t first_end_in_s;   // the end Slurm reports at register
+    int64_t second_end_in_s;  // after `scontrol update TimeLimit=`
+    bool admin_cordon;        // an admin cordoned the Node before the end-time cordon
+    bool first_patch_fails;   // the first Node PATCH after the change answers 403
+};
+static const EndCase kEndCases[] = {
+    {"an extension uncordons", 30, 3600, false, false},
+    {"a shortening cordons earlier", 3600, 30, false, false},
+    {"an extension keeps an admin's cordon", 30, 3600, true, false},
+    {"a failed uncordon is retried", 30, 3600, false, true},
+    {"a failed cordon is retried", 3600, 30, false, true},
+};
+START_TEST(end_time_followed) {
+    const EndCase &c = kEndCases[_i];
+    ControllerEnv env;
+    env.cfg().cordon_before_end_s = 60;
+    env.cfg().end_time_check_s = 1;
+    env.serve_node_and_lease();
+    Json::Value node;
+    int rv = 100;
+    env.http().on("POST", "/api/v1/nodes", [&](const FakeRequest &r) {
+        node = r.json();
+        node["metadata"]["uid"] = kNodeUid;
+        node["metadata"]["resourceVersion"] = std::to_string(rv);
+        if (c.admin_cordon) node["spec"]["unschedulable"] = true;
+        return FakeAnswer::ok(node);
+    });
+    env.http().on("GET", kNodePath, [&](const FakeRequest &) { return FakeAnswer::ok(node); });
+    bool fail_next_patch = false;
+    env.http().on("PATCH", kNodePath, [&](const FakeRequest &r) {
+        if (fail_next_patch) {
+            fail_next_patch = false;
+            return FakeAnswer::error(403, "Forbidden");
+        }
+        merge_patch(node, r.json());
+        node["metadata"]["resourceVersion"] = std::to_string(++rv);
+        return FakeAnswer::ok(node);
+    });
+    const int64_t now = static_cast<int64_t>(time(nullptr));
+    int64_t end = now + c.first_end_in_s;
+    int queries = 0;
+    env.ctx().job_end_time = [&](uint32_t job, std::function<void(int64_t)> cb) {
+        ck_assert_uint_eq(job, 42);
+        queries++;
+        cb(end);
+    };
+    auto cordoned = [&] {
+        bool taint = false;
+        for (const auto &t : node["spec"]["taints"])
+            if (t["key"] == kEndingTaintKey) taint = true;
+        return taint && node["spec"]["unschedulable"].asBool();
+    };
+    Ready ready;
+    register_node(env, ready);
+    const bool first_due = c.first_end_in_s <= 60;
+    if (first_due) {
+        ck_assert_msg(env.run_until(cordoned), "%s: not cordoned ahead of the first end", c.name);
+        ck_assert_msg(
+            node["metadata"]["annotations"].isMember(kEndCordonAnnotation) == !c.admin_cordon,
+            "%s: annotation %s", c.name, node.toStyledString().c_str());
+    } else {
+        env.run_for(1500);  // a re-read has happened: still not due
+        ck_assert_msg(!cordoned(), "%s: cordoned 1 h before the end", c.name);
+    }
+    end = now + c.second_end_in_s;
+    fail_next_patch = c.first_patch_fails;
+    int q = queries;
+    if (c.second_end_in_s > 60) {
+        bool taint_gone = env.run_until(
+            [&] {
+                for (const auto &t : node["spec"]["taints"])
+                    if (t["key"] == kEndingTaintKey) return false;
+                return queries > q;
+            },
+            4000);
+        ck_assert_msg(taint_gone, "%s: the ending taint stayed: %s", c.name,
+                      node.toStyledString().c_str());
+        env.run_for(300);
+        ck_assert_msg(node["spec"]["unschedulable"].asBool() == c.admin_cordon,
+                      "%s: unschedulable %s", c.name,
+                      node["spec"]["unschedulable"].toStyledString().c_str());
+        ck_assert(!node["metadata"]["annotations"].isMember(kEndCordonAnnotation));
+    } else {
+        ck_assert_msg(env.run_until(cordoned, 4000), "%s: not cordoned after the shortening",
+                      c.name);
+    }
+    ck_assert_msg(!fail_next_patch, "%s: no Node PATCH after the change", c.name);
+    // The end stays where it is now: no more PATCHes of the Node.
+    size_t patches = env.http().count("PATCH", kNodePath) -
+                     env.http().count("PATCH", std::string(kNodePath) + "/status");
+    env.run_for(2200);
+    ck_assert_uint_eq(env.http().count("PATCH", kNodePath) -
+                          env.http().count("PATCH", std::string(kNodePath) + "/status"),
+                      patches);
+    ck_assert_int_ge(queries, 3);
+    ck_assert_int_eq(env.close(), 0);
+}
+END_TEST
+
 int main() {
     Suite *s = suite_create("node_lease_controller");
     TCase *tc = tcase_create("node_lease");
@@ -326,6 +445,7 @@ int main() {
     tcase_add_loop_test(tc, lease_or_node_gone, 0, TABLE_SIZE(kGone));
     tcase_add_test(tc, outage_and_return);
     tcase_add_loop_test(tc, drain_during_registration, 0, TABLE_SIZE(kDrainInFlight));
+    tcase_add_loop_test(tc, end_time_followed, 0, TABLE_SIZE(kEndCases));
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }

@@ -2,6 +2,8 @@
 // GPU request detection, GPU split and trainer env edits, host lists, the
 // run-file format, slurm.conf and /proc/PID/cgroup readers.
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -451,6 +453,50 @@ START_TEST(spawn_missing_binary) {
 }
 END_TEST
 
+// slurm_job_state over a fake squeue first in PATH: its output trimmed, or
+// "" when it failed, hung past the timeout or printed without bound.
+struct StateCase {
+    const char *name;
+    const char *script;  // body of the fake squeue
+    const char *want;
+};
+static const StateCase kState[] = {
+    {"running", "echo RUNNING", "RUNNING"},
+    {"completing", "printf 'COMPLETING\\n'", "COMPLETING"},
+    {"failed query", "echo 'slurm_load_jobs error' >&2; exit 1", ""},
+    {"hung query", "exec sleep 30", ""},
+    {"flood", "head -c 1000000 /dev/zero | tr '\\0' x", nullptr},
+};
+START_TEST(job_state_query) {
+    const StateCase &c = kState[_i];
+    char tmpl[] = "/tmp/sk-squeue-XXXXXX";
+    std::string dir = mkdtemp(tmpl);
+    std::string exe = dir + "/squeue";
+    std::ofstream(exe) << "#!/bin/sh\necho \"$@\" > " << dir << "/args\n" << c.script << "\n";
+    chmod(exe.c_str(), 0755);
+    std::string old_path = getenv("PATH") ? getenv("PATH") : "";
+    setenv("PATH", (dir + ":" + old_path).c_str(), 1);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    std::string got = slurm_job_state(42, 500);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    setenv("PATH", old_path.c_str(), 1);
+    double s = static_cast<double>(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+    std::ifstream a(dir + "/args");
+    std::string args;
+    std::getline(a, args);
+    ck_assert_msg(args == "-h -j 42 -o %T", "%s: args '%s'", c.name, args.c_str());
+    if (c.want)
+        ck_assert_msg(got == c.want, "%s: '%s'", c.name, got.c_str());
+    else
+        ck_assert_msg(got.size() <= 512, "%s: %zu bytes kept", c.name, got.size());
+    ck_assert_msg(s < 5, "%s: took %.1f s", c.name, s);
+    unlink((dir + "/args").c_str());
+    unlink(exe.c_str());
+    rmdir(dir.c_str());
+}
+END_TEST
+
 int main() {
     Suite *s = suite_create("spank_logic");
     TCase *tc = tcase_create("logic");
@@ -469,6 +515,7 @@ int main() {
     tcase_add_test(tc, cgroup_dirs);
     tcase_add_test(tc, spawn_inherits_nothing);
     tcase_add_test(tc, spawn_missing_binary);
+    tcase_add_loop_test(tc, job_state_query, 0, TABLE_SIZE(kState));
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }
