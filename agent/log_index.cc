@@ -1,14 +1,17 @@
 #include "agent/log_index.h"
 
-#include <unistd.h>
+#include <sys/stat.h>
 
 #include "common/log_paths.h"
 
 namespace sk::agent {
 
+// Whether the instance wrote a file. lstat: a symlink in its place counts,
+// and reading it is then refused (read_cri_log), never followed here either.
 static bool exists_any(const std::vector<std::string> &paths) {
+    struct stat st;
     for (const auto &p : paths)
-        if (access(p.c_str(), F_OK) == 0) return true;
+        if (lstat(p.c_str(), &st) == 0) return true;
     return false;
 }
 
@@ -76,6 +79,7 @@ Result<ContainerLogSource> LogIndex::resolve(const ContainerLogRef &ref) const {
         if (auto prev = container_log_files(dir, uid, ref.container, c.restart_count, true); prev)
             files = prev;
     }
+    src.trusted_dir = dir;
     src.paths_oldest_first = *files;
     src.running = !ref.previous && c.running;
     return src;

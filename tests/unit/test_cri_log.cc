@@ -185,7 +185,7 @@ START_TEST(write_read_table) {
         if (c.flush) ck_assert(w->flush().ok());
         // Check what a reader sees before the writer is destroyed (dtor flushes).
         CriLogReadStats stats;
-        auto recs = read_cri_log({path + ".1", path}, {}, &stats);
+        auto recs = read_cri_log(dir, {path + ".1", path}, {}, &stats);
         ck_assert_msg(recs.ok(), "%s", c.name);
         ck_assert_msg(describe(*recs) == c.want, "%s: got '%s'", c.name, describe(*recs).c_str());
         ck_assert_int_eq(stats.malformed_lines, 0);
@@ -244,7 +244,7 @@ START_TEST(appends_to_existing_file) {
     ck_assert(w.ok());
     ck_assert_int_eq(w->file_bytes(), 44);
     ck_assert(w->write("stdout", "new\n", 4).ok());
-    auto recs = read_cri_log({path}, {});
+    auto recs = read_cri_log(dir, {path}, {});
     ck_assert(recs.ok());
     ck_assert_sstr_eq(format_for_kubectl(*recs, false), "old\nnew\n");
 }
@@ -265,12 +265,12 @@ START_TEST(rotation_keeps_one_previous_file) {
         ck_assert_uint_le(w->file_bytes(), 100);
     }
     // 0.log holds line-6, 0.log.1 holds line-4 and line-5; lines 0-3 are gone.
-    auto cur = read_cri_log({path}, {});
-    auto old = read_cri_log({path + ".1"}, {});
+    auto cur = read_cri_log(dir, {path}, {});
+    auto old = read_cri_log(dir, {path + ".1"}, {});
     ck_assert(cur.ok() && old.ok());
     ck_assert_sstr_eq(format_for_kubectl(*cur, false), "line-6\n");
     ck_assert_sstr_eq(format_for_kubectl(*old, false), "line-4\nline-5\n");
-    auto all = read_cri_log({path + ".1", path}, {});
+    auto all = read_cri_log(dir, {path + ".1", path}, {});
     ck_assert(all.ok());
     ck_assert_sstr_eq(format_for_kubectl(*all, false), "line-4\nline-5\nline-6\n");
 }
@@ -286,11 +286,11 @@ START_TEST(oversized_record_still_written) {
     big += "\n";
     ck_assert(w->write("stdout", "a\n", 2).ok());
     ck_assert(w->write("stdout", big.data(), big.size()).ok());
-    auto cur = read_cri_log({path}, {});
+    auto cur = read_cri_log(dir, {path}, {});
     ck_assert(cur.ok());
     ck_assert_int_eq(cur->size(), 1);
     ck_assert_int_eq((*cur)[0].content.size(), 100);
-    auto all = read_cri_log({path + ".1", path}, {});
+    auto all = read_cri_log(dir, {path + ".1", path}, {});
     ck_assert_int_eq(all->size(), 2);
 }
 END_TEST
@@ -338,7 +338,7 @@ START_TEST(query_table) {
     q.tail_lines = c.tail;
     q.since_ns = c.since;
     q.limit_bytes = c.limit;
-    auto recs = read_cri_log({dir + "/0.log.1", dir + "/0.log"}, q);
+    auto recs = read_cri_log(dir, {dir + "/0.log.1", dir + "/0.log"}, q);
     ck_assert(recs.ok());
     std::string got = format_for_kubectl(*recs, c.timestamps);
     ck_assert_msg(got == c.want, "%s: got '%s'", c.name, got.c_str());
@@ -355,7 +355,7 @@ START_TEST(malformed_lines_skipped_and_counted) {
          "2024-05-01T12:00:03.000000000Z stderr F also good\n"
          "2024-05-01T12:00:04.000000000Z stdout F being writ");
     CriLogReadStats stats;
-    auto recs = read_cri_log({dir + "/0.log"}, {}, &stats);
+    auto recs = read_cri_log(dir, {dir + "/0.log"}, {}, &stats);
     ck_assert(recs.ok());
     ck_assert_sstr_eq(format_for_kubectl(*recs, false), "good\nalso good\n");
     ck_assert_int_eq(stats.malformed_lines, 3);
@@ -364,12 +364,12 @@ END_TEST
 
 START_TEST(missing_files) {
     std::string dir = make_tmpdir();
-    auto none = read_cri_log({dir + "/0.log.1", dir + "/0.log"}, {});
+    auto none = read_cri_log(dir, {dir + "/0.log.1", dir + "/0.log"}, {});
     ck_assert(!none.ok());
     ck_assert(none.error() == Error::NotFound);
     ck_assert(none.message().find("0.log") != std::string::npos);
     spit(dir + "/0.log", "");
-    auto empty = read_cri_log({dir + "/0.log.1", dir + "/0.log"}, {});
+    auto empty = read_cri_log(dir, {dir + "/0.log.1", dir + "/0.log"}, {});
     ck_assert(empty.ok());
     ck_assert_int_eq(empty->size(), 0);
 }
@@ -379,7 +379,7 @@ END_TEST
 START_TEST(follower_reads_growth_and_rotation) {
     std::string dir = make_tmpdir();
     std::string path = dir + "/0.log";
-    CriLogFollower f(path);
+    CriLogFollower f(dir, path);
     auto r0 = f.poll();
     ck_assert(r0.ok());
     ck_assert_int_eq(r0->size(), 0);  // file not there yet: nothing, no error
@@ -408,7 +408,7 @@ START_TEST(follower_waits_for_complete_lines) {
     std::string dir = make_tmpdir();
     std::string path = dir + "/0.log";
     spit(path, "2024-05-01T12:00:01.000000000Z stdout F a\n2024-05-01T12:00:02.0000");
-    CriLogFollower f(path);
+    CriLogFollower f(dir, path);
     auto r1 = f.poll();
     ck_assert_sstr_eq(format_for_kubectl(*r1, false), "a\n");
     std::ofstream(path, std::ios::app) << "00000Z stdout F b\n";
