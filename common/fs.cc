@@ -107,18 +107,24 @@ Result<int> open_file_beneath(const std::string &trusted_dir, const std::string 
     for (size_t i = 0; i < parts.size(); i++) {
         const bool last = i + 1 == parts.size();
         walked += "/" + parts[i];
-        // O_NOFOLLOW: ELOOP on a symlink; O_DIRECTORY: ENOTDIR on anything
-        // but a directory (a symlink to one included).
+        // O_NOFOLLOW: ELOOP on a symlink (ENOTDIR with O_DIRECTORY);
+        // O_DIRECTORY: ENOTDIR on anything but a directory.
         int flags =
             O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | (last ? O_NONBLOCK : O_DIRECTORY);
         int fd = openat(dfd, parts[i].c_str(), flags);
-        int err = errno;
-        close(dfd);
         if (fd < 0) {
-            if (err == ELOOP) return refused(walked, "a symbolic link");
+            int err = errno;
+            struct stat lst;
+            bool link =
+                err == ELOOP ||
+                (err == ENOTDIR && fstatat(dfd, parts[i].c_str(), &lst, AT_SYMLINK_NOFOLLOW) == 0 &&
+                 S_ISLNK(lst.st_mode));
+            close(dfd);
+            if (link) return refused(walked, "a symbolic link");
             if (err == ENOTDIR) return refused(walked, "not a directory");
             return io_error("cannot open", walked, err);
         }
+        close(dfd);
         if (Status st = check_beneath(fd, walked, !last, top.st_uid); !st.ok()) {
             close(fd);
             return st.failure();
