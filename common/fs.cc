@@ -78,9 +78,9 @@ Status check_beneath(int fd, const std::string &path, bool want_dir, uid_t owner
     return {};
 }
 
-}  // namespace
-
-Result<int> open_file_beneath(const std::string &trusted_dir, const std::string &path) {
+// open_file_beneath and open_dir_beneath: the last component a regular file
+// or a directory.
+Result<int> open_beneath(const std::string &trusted_dir, const std::string &path, bool dir) {
     if (trusted_dir.empty() || path.size() <= trusted_dir.size() + 1 ||
         path.compare(0, trusted_dir.size(), trusted_dir) != 0 || path[trusted_dir.size()] != '/')
         return fail(Error::InvalidArgument, path + " is not below " + trusted_dir);
@@ -109,8 +109,8 @@ Result<int> open_file_beneath(const std::string &trusted_dir, const std::string 
         walked += "/" + parts[i];
         // O_NOFOLLOW: ELOOP on a symlink (ENOTDIR with O_DIRECTORY);
         // O_DIRECTORY: ENOTDIR on anything but a directory.
-        int flags =
-            O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | (last ? O_NONBLOCK : O_DIRECTORY);
+        int flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY |
+                    (last && !dir ? O_NONBLOCK : O_DIRECTORY);
         int fd = openat(dfd, parts[i].c_str(), flags);
         if (fd < 0) {
             int err = errno;
@@ -125,13 +125,23 @@ Result<int> open_file_beneath(const std::string &trusted_dir, const std::string 
             return io_error("cannot open", walked, err);
         }
         close(dfd);
-        if (Status st = check_beneath(fd, walked, !last, top.st_uid); !st.ok()) {
+        if (Status st = check_beneath(fd, walked, !last || dir, top.st_uid); !st.ok()) {
             close(fd);
             return st.failure();
         }
         dfd = fd;
     }
     return dfd;
+}
+
+}  // namespace
+
+Result<int> open_file_beneath(const std::string &trusted_dir, const std::string &path) {
+    return open_beneath(trusted_dir, path, false);
+}
+
+Result<int> open_dir_beneath(const std::string &trusted_dir, const std::string &path) {
+    return open_beneath(trusted_dir, path, true);
 }
 
 Status write_file_atomic(const std::string &path, std::string_view data, mode_t mode,

@@ -63,5 +63,7 @@ Result<std::string> read_file(const std::string &path, size_t max_bytes);
 // Error::Io otherwise. The caller owns the returned descriptor
 // (O_RDONLY | O_CLOEXEC, O_NONBLOCK set).
 Result<int> open_file_beneath(const std::string &trusted_dir, const std::string &path);
+// The same for a directory below trusted_dir (O_RDONLY | O_DIRECTORY), to list.
+Result<int> open_dir_beneath(const std::string &trusted_dir, const std::string &path);
 
 }  // namespace sk
