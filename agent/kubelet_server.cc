@@ -260,7 +260,7 @@ HttpResponse KubeletServer::container_logs(const HttpRequest &req) {
 
     // limit_bytes counts what is sent (like the kubelet's limited writer), so
     // the formatter cuts the text; the reader's cut of the records' content
-    // (never shorter than their text) only bounds what it reads.
+    // (never longer than the text made of it) only bounds what it reads.
     std::optional<int64_t> limit = r.query.limit_bytes;
     auto follower =
         std::make_unique<CriLogFollower>(src->trusted_dir, src->paths_oldest_first.back());
