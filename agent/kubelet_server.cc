@@ -38,6 +38,7 @@ int status_for(Error e) {
         case Error::Invalid:
             return 400;
         case Error::Forbidden:
+        case Error::Refused:  // a log file that is a symlink, a FIFO, another's file
             return 403;
         default:
             return 500;
@@ -84,35 +85,6 @@ class KubectlFormatter {
     std::optional<int64_t> limit_;
     bool line_start_ = true;
 };
-
-// The first batch of records for a request: the rotated file, then the
-// current one through `follower` (which then keeps its position). A record in
-// both (a rotation between the two reads) is dropped from the older part:
-// the writer's timestamps only grow.
-Result<std::vector<CriLogRecord>> initial_records(const ContainerLogSource &src,
-                                                  CriLogFollower *follower) {
-    auto current = follower->poll();
-    if (!current.ok()) return current.failure();
-    std::vector<CriLogRecord> recs;
-    std::vector<std::string> older(src.paths_oldest_first.begin(),
-                                   src.paths_oldest_first.end() - 1);
-    if (!older.empty()) {
-        auto old = read_cri_log(older, {});
-        if (old.ok())
-            recs = std::move(*old);
-        else if (old.error() != Error::NotFound)
-            return old.failure();
-    }
-    if (!current->empty()) {
-        int64_t first = current->front().ts_ns;
-        recs.erase(std::remove_if(recs.begin(), recs.end(),
-                                  [&](const CriLogRecord &r) { return r.ts_ns >= first; }),
-                   recs.end());
-    }
-    recs.insert(recs.end(), std::make_move_iterator(current->begin()),
-                std::make_move_iterator(current->end()));
-    return recs;
-}
 
 class FollowStream : public HttpStream {
   public:
@@ -288,18 +260,17 @@ HttpResponse KubeletServer::container_logs(const HttpRequest &req) {
         return http_text(500, "no log files for container " + ref_name(r.ref) + "\n");
 
     // limit_bytes counts what is sent (like the kubelet's limited writer), so
-    // it is applied to the formatted text, not to the records.
+    // the formatter cuts the text; the reader's cut of the records' content
+    // (never longer than the text made of it) only bounds what it reads.
     std::optional<int64_t> limit = r.query.limit_bytes;
-    CriLogQuery q = r.query;
-    q.limit_bytes.reset();
-    auto follower = std::make_unique<CriLogFollower>(src->paths_oldest_first.back());
-    auto recs = initial_records(*src, follower.get());
+    auto follower =
+        std::make_unique<CriLogFollower>(src->trusted_dir, src->paths_oldest_first.back());
+    auto recs = follower->start(src->paths_oldest_first, r.query);
     if (!recs.ok()) {
         LOG_WARN("[pod %s/%s] cannot read logs: %s", r.ref.ns.c_str(), r.ref.pod.c_str(),
                  recs.message().c_str());
-        return http_text(500, recs.message() + "\n");
+        return http_text(recs.error() == Error::Refused ? 403 : 500, recs.message() + "\n");
     }
-    apply_cri_query(&*recs, q);
     KubectlFormatter fmt(r.timestamps, limit);
     std::string first;
     fmt.append(*recs, &first);

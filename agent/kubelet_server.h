@@ -32,6 +32,10 @@ struct ContainerLogRef {
 };
 
 struct ContainerLogSource {
+    // The directory the files lie below that root trusts (the job's shim state
+    // dir, which the agent made): everything below it is the job user's, and
+    // is opened without following symlinks (read_cri_log, common/cri_log.h).
+    std::string trusted_dir;
     // Files of one container instance, oldest first, as from
     // log_files_oldest_first(container_log_path(...)); missing files are fine.
     std::vector<std::string> paths_oldest_first;
@@ -40,7 +44,8 @@ struct ContainerLogSource {
     bool running = false;
 };
 
-// Errors map to HTTP: NotFound -> 404, InvalidArgument -> 400, other -> 500;
+// Errors map to HTTP: NotFound -> 404, InvalidArgument -> 400, Refused -> 403,
+// other -> 500;
 // the message is the response body (kubectl shows it).
 using ContainerLogResolver = std::function<Result<ContainerLogSource>(const ContainerLogRef &)>;
 

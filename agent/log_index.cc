@@ -2,13 +2,20 @@
 
 #include <unistd.h>
 
+#include "common/fs.h"
 #include "common/log_paths.h"
 
 namespace sk::agent {
 
-static bool exists_any(const std::vector<std::string> &paths) {
-    for (const auto &p : paths)
-        if (access(p.c_str(), F_OK) == 0) return true;
+// Whether the instance wrote a file, looked up as read_cri_log opens it
+// (never through a symlink): anything there but nothing counts, so that
+// what is refused is refused when it is read, with the reason.
+static bool exists_any(const std::string &dir, const std::vector<std::string> &paths) {
+    for (const auto &p : paths) {
+        auto fd = open_file_beneath(dir, p);
+        if (fd.ok()) close(*fd);
+        if (fd.ok() || fd.error() != Error::NotFound) return true;
+    }
     return false;
 }
 
@@ -63,19 +70,20 @@ Result<ContainerLogSource> LogIndex::resolve(const ContainerLogRef &ref) const {
     if (!ref.previous && !c.running && c.restart_count == 0 && !c.waiting_reason.empty()) {
         // Never started: the kubelet answers 400 with the waiting reason.
         auto files = container_log_files(dir, uid, ref.container, 0, false);
-        if (!files || !exists_any(*files))
+        if (!files || !exists_any(dir, *files))
             return fail(Error::InvalidArgument, "container \"" + ref.container + "\" in pod \"" +
                                                     ref.pod +
                                                     "\" is waiting to start: " + c.waiting_reason);
     }
     auto files = container_log_files(dir, uid, ref.container, c.restart_count, ref.previous);
     if (!files) return files.failure();
-    if (!ref.previous && !c.running && !exists_any(*files)) {
+    if (!ref.previous && !c.running && !exists_any(dir, *files)) {
         // In back-off the status already counts the next instance, which has
         // not written yet: show the last terminated one, as the kubelet does.
         if (auto prev = container_log_files(dir, uid, ref.container, c.restart_count, true); prev)
             files = prev;
     }
+    src.trusted_dir = dir;
     src.paths_oldest_first = *files;
     src.running = !ref.previous && c.running;
     return src;

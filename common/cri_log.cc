@@ -6,9 +6,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <utility>
+
+#include "common/fs.h"
 
 namespace sk {
 namespace {
@@ -47,49 +50,313 @@ Status write_all(int fd, const std::string &path, const char *p, size_t n) {
     return {};
 }
 
-// Splits a file's text into records; a last line without '\n' is left in
-// *rest (a writer may be in the middle of it).
-void parse_lines(std::string_view text, std::vector<CriLogRecord> *out, CriLogReadStats *stats,
-                 std::string *rest) {
+// Appends the records of the complete lines in `chunk` to *out; *partial
+// holds the bytes of an unterminated line before and after it. A line longer
+// than kCriMaxRecordBytes is not held: *skipping drops its bytes up to its
+// '\n', and it counts as malformed.
+void split_lines(std::string_view chunk, std::string *partial, bool *skipping,
+                 std::vector<CriLogRecord> *out, CriLogReadStats *stats) {
     size_t pos = 0;
-    while (pos < text.size()) {
-        size_t nl = text.find('\n', pos);
-        if (nl == std::string_view::npos) break;
-        auto rec = parse_cri_line(text.substr(pos, nl - pos));
-        if (rec.ok())
+    while (pos < chunk.size()) {
+        size_t nl = chunk.find('\n', pos);
+        std::string_view piece = chunk.substr(pos, nl == std::string_view::npos ? nl : nl - pos);
+        if (!*skipping) {
+            if (partial->size() + piece.size() > kCriMaxRecordBytes) {
+                *skipping = true;
+                partial->clear();
+            } else {
+                partial->append(piece);
+            }
+        }
+        if (nl == std::string_view::npos) return;
+        if (*skipping) {
+            *skipping = false;
+            if (stats) ++stats->malformed_lines;
+        } else if (auto rec = parse_cri_line(*partial); rec.ok()) {
             out->push_back(std::move(*rec));
-        else if (stats)
+        } else if (stats) {
             ++stats->malformed_lines;
+        }
+        partial->clear();
         pos = nl + 1;
     }
-    if (rest) rest->assign(text.substr(pos));
 }
 
-Result<std::string> read_whole(const std::string &path, bool *missing) {
-    *missing = false;
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT) {
-            *missing = true;
-            return std::string();
-        }
-        return fail(Error::Io, errno_text("cannot open container log", path, errno));
+constexpr size_t kChunkBytes = 65536;
+
+// pread(2) of up to n bytes at off, resumed after EINTR and short reads; fewer
+// bytes only at the end of the file.
+Result<size_t> pread_full(int fd, const std::string &path, char *buf, size_t n, off_t off) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = ::pread(fd, buf + got, n - got, off + static_cast<off_t>(got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return fail(Error::Io, errno_text("cannot read container log", path, errno));
+        if (r == 0) break;
+        got += static_cast<size_t>(r);
     }
-    std::string data;
-    char buf[65536];
-    for (;;) {
-        ssize_t n = ::read(fd, buf, sizeof buf);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-            int err = errno;
-            ::close(fd);
-            return fail(Error::Io, errno_text("cannot read container log", path, err));
+    return got;
+}
+
+// Where a forward read of one file stands.
+struct ForwardState {
+    off_t offset = 0;
+    std::string partial;
+    bool skipping = false;
+};
+
+// Reads `fd` from st->offset toward its end in chunks, at most *budget
+// bytes, into *out. *eof: the end was reached. `enough`, when given, is asked
+// after each chunk whether to stop early.
+Status read_forward(int fd, const std::string &path, ForwardState *st, size_t *budget,
+                    std::vector<CriLogRecord> *out, CriLogReadStats *stats, bool *eof,
+                    const std::function<bool()> &enough = {}) {
+    *eof = false;
+    std::string buf(kChunkBytes, '\0');
+    while (*budget > 0) {
+        size_t want = std::min(kChunkBytes, *budget);
+        auto n = pread_full(fd, path, buf.data(), want, st->offset);
+        if (!n.ok()) return n.failure();
+        *budget -= *n;
+        if (stats) stats->bytes_read += *n;
+        st->offset += static_cast<off_t>(*n);
+        split_lines(std::string_view(buf.data(), *n), &st->partial, &st->skipping, out, stats);
+        if (*n < want) {
+            *eof = true;
+            return {};
         }
-        if (n == 0) break;
-        data.append(buf, static_cast<size_t>(n));
+        if (enough && enough()) return {};
     }
-    ::close(fd);
-    return data;
+    return {};
+}
+
+// The lines of one file from its end toward its start, without their '\n'.
+// The bytes after the file's last '\n' are no line (a writer may be in the
+// middle of it, or a crash cut it). Holds at most kCriMaxRecordBytes plus a
+// chunk: a longer line is skipped as malformed without being held.
+class ReverseLines {
+  public:
+    ReverseLines(int fd, const std::string &path, off_t end) : fd_(fd), path_(path), lo_(end) {}
+
+    // The next line toward the start (true), or false at the start of the
+    // file or when *budget is spent (then exhausted()).
+    Result<bool> next(std::string *line, size_t *budget, CriLogReadStats *stats) {
+        for (;;) {
+            if (done_) return false;
+            size_t i = buf_.rfind('\n');
+            if (i != std::string::npos) {
+                bool too_long = overlong_ || buf_.size() - i - 1 > kCriMaxRecordBytes;
+                std::string piece = buf_.substr(i + 1);
+                buf_.resize(i);
+                overlong_ = false;
+                if (tail_offset_ < 0) {
+                    tail_offset_ = lo_ + static_cast<off_t>(i) + 1;
+                    continue;
+                }
+                if (too_long) {
+                    if (stats) ++stats->malformed_lines;
+                    continue;
+                }
+                *line = std::move(piece);
+                return true;
+            }
+            if (lo_ == 0) {
+                // buf_ is the file's first line, if the file has a '\n' at all.
+                done_ = true;
+                if (tail_offset_ < 0) return false;
+                if (overlong_ || buf_.size() > kCriMaxRecordBytes) {
+                    if (stats) ++stats->malformed_lines;
+                    return false;
+                }
+                *line = std::move(buf_);
+                buf_.clear();
+                return true;
+            }
+            if (*budget == 0) {
+                done_ = exhausted_ = true;
+                return false;
+            }
+            size_t n = std::min({kChunkBytes, static_cast<size_t>(lo_), *budget});
+            std::string chunk(n, '\0');
+            auto got = pread_full(fd_, path_, chunk.data(), n, lo_ - static_cast<off_t>(n));
+            if (!got.ok()) return got.failure();
+            if (*got < n) {  // the file shrank under us: what is left is gone
+                done_ = true;
+                return false;
+            }
+            *budget -= n;
+            if (stats) stats->bytes_read += n;
+            lo_ -= static_cast<off_t>(n);
+            if (!overlong_) chunk.append(buf_);
+            buf_.swap(chunk);
+            if (buf_.find('\n') == std::string::npos && buf_.size() > kCriMaxRecordBytes) {
+                overlong_ = true;  // inside a line too long to hold: drop it up to its start
+                buf_.clear();
+            }
+        }
+    }
+
+    // Just after the file's last '\n' once the reader went past it, else -1.
+    off_t tail_offset() const { return tail_offset_; }
+    bool exhausted() const { return exhausted_; }
+    bool at_start() const { return lo_ == 0; }
+
+  private:
+    int fd_;
+    const std::string &path_;
+    off_t lo_;         // file offset of buf_[0]
+    std::string buf_;  // bytes [lo_, lo_ + size) not yet returned
+    bool overlong_ = false;
+    bool done_ = false;
+    bool exhausted_ = false;
+    off_t tail_offset_ = -1;
+};
+
+// One log file, opened with open_file_beneath.
+struct OpenLog {
+    std::string path;
+    int fd = -1;
+    off_t size = 0;
+    dev_t dev = 0;
+    ino_t ino = 0;
+
+    OpenLog() = default;
+    OpenLog(const OpenLog &) = delete;
+    OpenLog &operator=(const OpenLog &) = delete;
+    OpenLog(OpenLog &&o) noexcept
+        : path(std::move(o.path)),
+          fd(std::exchange(o.fd, -1)),
+          size(o.size),
+          dev(o.dev),
+          ino(o.ino) {}
+    ~OpenLog() {
+        if (fd >= 0) ::close(fd);
+    }
+};
+
+// Opens `path` below `dir`; an OpenLog with fd -1 when it does not exist.
+Result<OpenLog> open_log(const std::string &dir, const std::string &path) {
+    OpenLog f;
+    f.path = path;
+    auto fd = open_file_beneath(dir, path);
+    if (!fd.ok()) {
+        if (fd.error() == Error::NotFound) return f;
+        return fail(fd.error(), "cannot open container log: " + fd.message());
+    }
+    f.fd = *fd;
+    struct stat st;
+    if (fstat(f.fd, &st) != 0)
+        return fail(Error::Io, errno_text("cannot stat container log", path, errno));
+    f.size = st.st_size;
+    f.dev = st.st_dev;
+    f.ino = st.st_ino;
+    return f;
+}
+
+// The files of a read, oldest first (missing ones left out). The newest is
+// opened first: when a rotation moves it to an older name between the
+// opens, that older name is the same file and is not read twice.
+Result<std::vector<OpenLog>> open_logs(const std::string &dir,
+                                       const std::vector<std::string> &paths_oldest_first) {
+    std::vector<OpenLog> rev;
+    for (size_t i = paths_oldest_first.size(); i-- > 0;) {
+        auto f = open_log(dir, paths_oldest_first[i]);
+        if (!f.ok()) return f.failure();
+        if (f->fd < 0) continue;
+        bool seen = false;
+        for (const auto &o : rev)
+            seen = seen || (o.dev == f->dev && o.ino == f->ino);
+        if (!seen) rev.push_back(std::move(*f));
+    }
+    return std::vector<OpenLog>(std::make_move_iterator(rev.rbegin()),
+                                std::make_move_iterator(rev.rend()));
+}
+
+size_t content_bytes(const CriLogRecord &r) {
+    return r.content.size() + (r.partial ? 0 : 1);
+}
+
+// The records the query needs, read within max_bytes; *follow, when given,
+// is where a follow of `current` (one of `files`, or null) goes on.
+Status read_records(const std::vector<OpenLog> &files, const OpenLog *current, const CriLogQuery &q,
+                    size_t max_bytes, CriLogReadStats *stats, std::vector<CriLogRecord> *recs,
+                    ForwardState *follow) {
+    size_t budget = max_bytes;
+    if (q.limit_bytes && !q.tail_lines) {
+        // The first limit_bytes of the log: read from the start.
+        size_t kept = 0;
+        const size_t want = static_cast<size_t>(std::max<int64_t>(*q.limit_bytes, 0));
+        for (const auto &f : files) {
+            ForwardState st;
+            size_t from = recs->size();
+            auto enough = [&] {
+                for (; from < recs->size(); ++from)
+                    if (!q.since_ns || (*recs)[from].ts_ns >= *q.since_ns)
+                        kept += content_bytes((*recs)[from]);
+                return kept >= want;
+            };
+            bool eof = false;
+            Status s = read_forward(f.fd, f.path, &st, &budget, recs, stats, &eof, enough);
+            if (!s.ok()) return s;
+            // An unterminated last line stays in st.partial: no record yet.
+            if (&f == current && follow) *follow = std::move(st);
+            if (enough()) return {};
+            if (!eof) {
+                if (stats) stats->truncated = true;
+                return {};
+            }
+        }
+        return {};
+    }
+    // The newest records: read backwards until the tail is complete.
+    std::vector<CriLogRecord> rev;
+    int64_t lines = 0;
+    bool seen = false;
+    bool need_more = true;
+    for (size_t i = files.size(); i-- > 0 && need_more;) {
+        const OpenLog &f = files[i];
+        ReverseLines rl(f.fd, f.path, f.size);
+        std::string line;
+        for (;;) {
+            auto more = rl.next(&line, &budget, stats);
+            if (!more.ok()) return more.failure();
+            if (!*more) break;
+            auto rec = parse_cri_line(line);
+            if (!rec.ok()) {
+                if (stats) ++stats->malformed_lines;
+                continue;
+            }
+            if (q.tail_lines && (!q.since_ns || rec->ts_ns >= *q.since_ns)) {
+                // As tail_start(): a line ends at an F record or at the last one.
+                if (!rec->partial || !seen) {
+                    if (lines >= *q.tail_lines) {
+                        need_more = false;
+                        break;
+                    }
+                    ++lines;
+                }
+                seen = true;
+            }
+            rev.push_back(std::move(*rec));
+        }
+        if (&f == current && follow) {
+            if (rl.tail_offset() >= 0)
+                follow->offset = rl.tail_offset();
+            else if (rl.at_start())
+                follow->offset = 0;  // no '\n' yet: the first line is still being written
+            else {
+                follow->offset = f.size;  // inside a line too long to be a record
+                follow->skipping = true;
+            }
+        }
+        if (rl.exhausted()) {
+            if (stats) stats->truncated = true;
+            break;
+        }
+    }
+    recs->insert(recs->end(), std::make_move_iterator(rev.rbegin()),
+                 std::make_move_iterator(rev.rend()));
+    return {};
 }
 
 // Index of the first record of the last `n` lines. A line is a run of P
@@ -343,25 +610,19 @@ Status CriLogWriter::flush() {
 
 // ---- reader ----
 
-Result<std::vector<CriLogRecord>> read_cri_log(const std::vector<std::string> &paths_oldest_first,
-                                               const CriLogQuery &q, CriLogReadStats *stats) {
-    std::vector<CriLogRecord> recs;
-    bool any = false;
-    for (const auto &path : paths_oldest_first) {
-        bool missing = false;
-        auto text = read_whole(path, &missing);
-        if (!text.ok()) return text.failure();
-        if (missing) continue;
-        any = true;
-        std::string rest;
-        parse_lines(*text, &recs, stats, &rest);
-        // A last line without '\n' is being written (or was cut by a crash):
-        // not a record yet; a crash-cut line would not parse reliably.
-    }
-    if (!any) {
+Result<std::vector<CriLogRecord>> read_cri_log(const std::string &trusted_dir,
+                                               const std::vector<std::string> &paths_oldest_first,
+                                               const CriLogQuery &q, CriLogReadStats *stats,
+                                               size_t max_bytes) {
+    auto files = open_logs(trusted_dir, paths_oldest_first);
+    if (!files.ok()) return files.failure();
+    if (files->empty()) {
         std::string names = paths_oldest_first.empty() ? "(none)" : paths_oldest_first.back();
         return fail(Error::NotFound, "no container log file " + names);
     }
+    std::vector<CriLogRecord> recs;
+    Status st = read_records(*files, nullptr, q, max_bytes, stats, &recs, nullptr);
+    if (!st.ok()) return st.failure();
     apply_cri_query(&recs, q);
     return recs;
 }
@@ -413,74 +674,75 @@ std::string format_for_kubectl(const std::vector<CriLogRecord> &recs, bool times
 
 // ---- follower ----
 
-CriLogFollower::CriLogFollower(std::string path) : path_(std::move(path)) {}
+CriLogFollower::CriLogFollower(std::string trusted_dir, std::string path)
+    : trusted_dir_(std::move(trusted_dir)), path_(std::move(path)) {}
 
 CriLogFollower::~CriLogFollower() {
     if (fd_ >= 0) ::close(fd_);
 }
 
-Status CriLogFollower::drain(std::vector<CriLogRecord> *out, CriLogReadStats *stats) {
-    char buf[65536];
-    for (;;) {
-        ssize_t n = ::read(fd_, buf, sizeof buf);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return fail(Error::Io, errno_text("cannot read container log", path_, errno));
-        if (n == 0) return {};
-        partial_line_.append(buf, static_cast<size_t>(n));
-        std::string rest;
-        parse_lines(partial_line_, out, stats, &rest);
-        partial_line_.swap(rest);
+Result<std::vector<CriLogRecord>> CriLogFollower::start(
+    const std::vector<std::string> &paths_oldest_first, const CriLogQuery &q,
+    CriLogReadStats *stats, size_t max_bytes) {
+    if (paths_oldest_first.empty() || paths_oldest_first.back() != path_)
+        return fail(Error::Internal, "a follow of " + path_ + " started on other files");
+    auto files = open_logs(trusted_dir_, paths_oldest_first);
+    if (!files.ok()) return files.failure();
+    OpenLog *current = !files->empty() && files->back().path == path_ ? &files->back() : nullptr;
+    std::vector<CriLogRecord> recs;
+    ForwardState follow;
+    Status st = read_records(*files, current, q, max_bytes, stats, &recs, &follow);
+    if (!st.ok()) return st.failure();
+    apply_cri_query(&recs, q);
+    if (current) {
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = std::exchange(current->fd, -1);
+        dev_ = current->dev;
+        ino_ = current->ino;
+        offset_ = follow.offset;
+        partial_line_ = std::move(follow.partial);
+        skipping_ = follow.skipping;
     }
-}
-
-Status CriLogFollower::reopen_if_rotated(std::vector<CriLogRecord> *out, CriLogReadStats *stats) {
-    struct stat st;
-    if (::stat(path_.c_str(), &st) != 0) {
-        if (errno == ENOENT) return {};  // not created yet, or between rename and create
-        return fail(Error::Io, errno_text("cannot stat container log", path_, errno));
-    }
-    if (fd_ >= 0 && st.st_dev == dev_ && st.st_ino == ino_) return {};
-    int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT) return {};
-        return fail(Error::Io, errno_text("cannot open container log", path_, errno));
-    }
-    struct stat fst;
-    if (fstat(fd, &fst) != 0) {
-        int err = errno;
-        ::close(fd);
-        return fail(Error::Io, errno_text("cannot stat container log", path_, err));
-    }
-    if (fd_ >= 0) {
-        // Rotated: the writer no longer appends to the old file; finish it.
-        Status d = drain(out, stats);
-        ::close(fd_);
-        partial_line_.clear();
-        if (!d.ok()) {
-            fd_ = fd;
-            dev_ = fst.st_dev;
-            ino_ = fst.st_ino;
-            return d;
-        }
-    }
-    fd_ = fd;
-    dev_ = fst.st_dev;
-    ino_ = fst.st_ino;
-    return {};
+    return recs;
 }
 
 Result<std::vector<CriLogRecord>> CriLogFollower::poll(CriLogReadStats *stats) {
     std::vector<CriLogRecord> out;
+    size_t budget = kCriMaxPollBytes;
+    ForwardState st;
+    auto drain = [&](bool *eof) -> Status {
+        st.offset = offset_;
+        st.partial.swap(partial_line_);
+        st.skipping = skipping_;
+        Status s = read_forward(fd_, path_, &st, &budget, &out, stats, eof);
+        offset_ = st.offset;
+        partial_line_.swap(st.partial);
+        skipping_ = st.skipping;
+        return s;
+    };
+    bool eof = true;
     if (fd_ >= 0) {
-        Status d = drain(&out, stats);
-        if (!d.ok()) return d.failure();
+        if (Status d = drain(&eof); !d.ok()) return d.failure();
+        if (!eof) return out;  // more next call
     }
-    Status r = reopen_if_rotated(&out, stats);
-    if (!r.ok()) return r.failure();
+    auto now = open_log(trusted_dir_, path_);
+    if (!now.ok()) return now.failure();
+    if (now->fd < 0) return out;  // not created yet, or between rename and create
+    if (fd_ >= 0 && now->dev == dev_ && now->ino == ino_) return out;
     if (fd_ >= 0) {
-        Status d = drain(&out, stats);
-        if (!d.ok()) return d.failure();
+        // Rotated: the writer no longer appends to the old file; finish it
+        // (what it wrote just before the rename included), then switch.
+        if (Status d = drain(&eof); !d.ok()) return d.failure();
+        if (!eof) return out;  // the rest of the old file first
+        ::close(fd_);
     }
+    fd_ = std::exchange(now->fd, -1);
+    dev_ = now->dev;
+    ino_ = now->ino;
+    offset_ = 0;
+    partial_line_.clear();
+    skipping_ = false;
+    if (Status d = drain(&eof); !d.ok()) return d.failure();
     return out;
 }
 

@@ -102,19 +102,41 @@ struct CriLogQuery {
 };
 
 struct CriLogReadStats {
-    size_t malformed_lines = 0;  // lines skipped because they did not parse
+    size_t malformed_lines = 0;  // lines skipped because they did not parse (or were too long)
+    size_t bytes_read = 0;       // bytes read from the files
+    bool truncated = false;      // a read stopped at its byte bound before the query was answered
 };
 
-// Reads the files oldest first (e.g. {"0.log.1", "0.log"}); missing files are
-// skipped, NotFound when none exists. Applies since, then tail, then limit
-// (the last record is cut and marked partial when the limit falls inside it).
-// Malformed lines are skipped and counted in *stats.
-Result<std::vector<CriLogRecord>> read_cri_log(const std::vector<std::string> &paths_oldest_first,
-                                               const CriLogQuery &q,
-                                               CriLogReadStats *stats = nullptr);
+// The reader's bounds. The agent reads, as root, files that a job's user can
+// fill with anything, so nothing it holds or reads grows with the file:
+// - a line longer than kCriMaxRecordBytes (more than the writer ever writes:
+//   kCriMaxLineBytes of content and the prefix) is malformed; it is skipped
+//   without being held, however long it is, a file without '\n' included;
+// - one read_cri_log (one `kubectl logs` request) reads at most
+//   kCriMaxReadBytes of the files: from the end (tailLines, sinceTime or no
+//   query: the newest records) or, with limitBytes and no tailLines, from the
+//   start; where the bound cuts, the rest is left out and stats say so;
+// - one CriLogFollower::poll() reads at most kCriMaxPollBytes.
+constexpr size_t kCriMaxRecordBytes = kCriMaxLineBytes + 256;
+constexpr size_t kCriMaxReadBytes = size_t{8} * 1024 * 1024;
+constexpr size_t kCriMaxPollBytes = size_t{1} * 1024 * 1024;
 
-// The since/tail/limit part of read_cri_log, for records read otherwise
-// (the first batch of a follow).
+// Reads the files oldest first (e.g. {"0.log.1", "0.log"}); missing files are
+// skipped, NotFound when none exists. Every path lies below `trusted_dir`
+// (the job's shim state dir) and is opened with open_file_beneath
+// (common/fs.h): a symlink at any component below it, a FIFO, a device or a
+// file not of trusted_dir's owner is refused (Error::Refused), never read.
+// Applies since, then tail, then limit (the last record is cut and marked
+// partial when the limit falls inside it) to the records of at most
+// `max_bytes` of the files (see kCriMaxReadBytes). Malformed lines are skipped
+// and counted in *stats.
+Result<std::vector<CriLogRecord>> read_cri_log(const std::string &trusted_dir,
+                                               const std::vector<std::string> &paths_oldest_first,
+                                               const CriLogQuery &q,
+                                               CriLogReadStats *stats = nullptr,
+                                               size_t max_bytes = kCriMaxReadBytes);
+
+// The since/tail/limit part of read_cri_log, for records read otherwise.
 void apply_cri_query(std::vector<CriLogRecord> *recs, const CriLogQuery &q);
 
 // What `kubectl logs` prints: content, '\n' after F records, P records joined
@@ -123,29 +145,40 @@ void apply_cri_query(std::vector<CriLogRecord> *recs, const CriLogQuery &q);
 std::string format_for_kubectl(const std::vector<CriLogRecord> &recs, bool timestamps);
 
 // Incremental reader for `kubectl logs -f`: returns records appended to
-// `path` since the last call, and follows a rotation (the file replaced by a
-// new one: the rest of the old file, now at path + ".1", is read first).
-// Does not block. Not thread-safe; one per follower.
+// `path` (below `trusted_dir`, opened as read_cri_log does, also when it
+// reopens the file) since the last call, and follows a rotation (the file
+// replaced by a new one: the rest of the old file, now at path + ".1", is
+// read first). Does not block, and reads at most kCriMaxPollBytes a call, so
+// that its caller sees a stop between calls. Not thread-safe; one per follower.
 class CriLogFollower {
   public:
-    // Starts at the beginning of the file; the first poll() returns all of it.
-    explicit CriLogFollower(std::string path);
+    // Without start(), the first poll() reads the file from its beginning.
+    CriLogFollower(std::string trusted_dir, std::string path);
     CriLogFollower(const CriLogFollower &) = delete;
     CriLogFollower &operator=(const CriLogFollower &) = delete;
     ~CriLogFollower();
+
+    // The first batch of a follow: read_cri_log(trusted_dir, paths_oldest_first,
+    // q, stats), paths_oldest_first.back() being this follower's path; poll()
+    // then returns what follows it in that file. A file that replaced the
+    // current one between the opens is not read twice. No file at all is no
+    // records (not NotFound): the follow waits for the file.
+    Result<std::vector<CriLogRecord>> start(const std::vector<std::string> &paths_oldest_first,
+                                            const CriLogQuery &q, CriLogReadStats *stats = nullptr,
+                                            size_t max_bytes = kCriMaxReadBytes);
 
     // New complete records (an unterminated last line waits for the next call).
     Result<std::vector<CriLogRecord>> poll(CriLogReadStats *stats = nullptr);
 
   private:
-    Status reopen_if_rotated(std::vector<CriLogRecord> *out, CriLogReadStats *stats);
-    Status drain(std::vector<CriLogRecord> *out, CriLogReadStats *stats);
-
+    std::string trusted_dir_;
     std::string path_;
     int fd_ = -1;
     dev_t dev_ = 0;
     ino_t ino_ = 0;
-    std::string partial_line_;  // bytes after the last '\n' read so far
+    off_t offset_ = 0;          // where the next read of fd_ starts
+    std::string partial_line_;  // bytes of an unterminated line, at most kCriMaxRecordBytes
+    bool skipping_ = false;     // inside a line longer than that, up to its '\n'
 };
 
 }  // namespace sk

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 namespace sk {
 
@@ -59,7 +60,89 @@ bool write_all(int fd, std::string_view data) {
     return true;
 }
 
+Failure refused(const std::string &path, const std::string &why) {
+    return fail(Error::Refused, path + " refused: " + why);
+}
+
+// Checks a component opened below the trusted directory: its kind and owner.
+Status check_beneath(int fd, const std::string &path, bool want_dir, uid_t owner) {
+    struct stat st;
+    if (fstat(fd, &st) != 0) return io_error("cannot stat", path, errno);
+    if (want_dir && !S_ISDIR(st.st_mode)) return refused(path, "not a directory");
+    if (!want_dir && !S_ISREG(st.st_mode)) return refused(path, "not a regular file");
+    if (st.st_uid != owner)
+        return refused(path, "owned by uid " + std::to_string(st.st_uid) + ", not uid " +
+                                 std::to_string(owner));
+    if (!want_dir && st.st_nlink != 1)
+        return refused(path, "has " + std::to_string(st.st_nlink) + " hard links");
+    return {};
+}
+
+// open_file_beneath and open_dir_beneath: the last component a regular file
+// or a directory.
+Result<int> open_beneath(const std::string &trusted_dir, const std::string &path, bool dir) {
+    if (trusted_dir.empty() || path.size() <= trusted_dir.size() + 1 ||
+        path.compare(0, trusted_dir.size(), trusted_dir) != 0 || path[trusted_dir.size()] != '/')
+        return fail(Error::InvalidArgument, path + " is not below " + trusted_dir);
+    std::vector<std::string> parts;
+    size_t pos = trusted_dir.size() + 1;
+    while (pos <= path.size()) {
+        size_t slash = path.find('/', pos);
+        if (slash == std::string::npos) slash = path.size();
+        std::string part = path.substr(pos, slash - pos);
+        if (part.empty() || part == "." || part == "..")
+            return fail(Error::InvalidArgument, path + ": invalid component '" + part + "'");
+        parts.push_back(std::move(part));
+        pos = slash + 1;
+    }
+    int dfd = open(trusted_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return io_error("cannot open", trusted_dir, errno);
+    struct stat top;
+    if (fstat(dfd, &top) != 0) {
+        int err = errno;
+        close(dfd);
+        return io_error("cannot stat", trusted_dir, err);
+    }
+    std::string walked = trusted_dir;
+    for (size_t i = 0; i < parts.size(); i++) {
+        const bool last = i + 1 == parts.size();
+        walked += "/" + parts[i];
+        // O_NOFOLLOW: ELOOP on a symlink (ENOTDIR with O_DIRECTORY);
+        // O_DIRECTORY: ENOTDIR on anything but a directory.
+        int flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY |
+                    (last && !dir ? O_NONBLOCK : O_DIRECTORY);
+        int fd = openat(dfd, parts[i].c_str(), flags);
+        if (fd < 0) {
+            int err = errno;
+            struct stat lst;
+            bool link =
+                err == ELOOP ||
+                (err == ENOTDIR && fstatat(dfd, parts[i].c_str(), &lst, AT_SYMLINK_NOFOLLOW) == 0 &&
+                 S_ISLNK(lst.st_mode));
+            close(dfd);
+            if (link) return refused(walked, "a symbolic link");
+            if (err == ENOTDIR) return refused(walked, "not a directory");
+            return io_error("cannot open", walked, err);
+        }
+        close(dfd);
+        if (Status st = check_beneath(fd, walked, !last || dir, top.st_uid); !st.ok()) {
+            close(fd);
+            return st.failure();
+        }
+        dfd = fd;
+    }
+    return dfd;
+}
+
 }  // namespace
+
+Result<int> open_file_beneath(const std::string &trusted_dir, const std::string &path) {
+    return open_beneath(trusted_dir, path, false);
+}
+
+Result<int> open_dir_beneath(const std::string &trusted_dir, const std::string &path) {
+    return open_beneath(trusted_dir, path, true);
+}
 
 Status write_file_atomic(const std::string &path, std::string_view data, mode_t mode,
                          Durability durability) {

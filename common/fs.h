@@ -48,4 +48,22 @@ void sync_to_disk(const std::string &path) noexcept;
 // their end under the same bound.
 Result<std::string> read_file(const std::string &path, size_t max_bytes);
 
+// Opens for reading the regular file at `path`, which lies below
+// `trusted_dir`, so that whoever can write below trusted_dir cannot redirect
+// the open: trusted_dir is opened as given (root made it, or the admin named
+// it), every component after it with openat(2) from its parent's descriptor
+// and O_NOFOLLOW (a symlink at any component is refused, never followed; ".."
+// and "." are refused too). Each directory below trusted_dir and the file must
+// belong to trusted_dir's owner (the job's user for a shim state dir: another
+// user's file hard-linked or moved in is refused), and the file must be a
+// regular file with a single link; it is opened O_NONBLOCK so that a FIFO
+// cannot block the open, and refused after fstat(2). Error::NotFound when a
+// component is missing, Error::Refused with the reason when something is
+// refused, Error::InvalidArgument when path is not below trusted_dir,
+// Error::Io otherwise. The caller owns the returned descriptor
+// (O_RDONLY | O_CLOEXEC, O_NONBLOCK set).
+Result<int> open_file_beneath(const std::string &trusted_dir, const std::string &path);
+// The same for a directory below trusted_dir (O_RDONLY | O_DIRECTORY), to list.
+Result<int> open_dir_beneath(const std::string &trusted_dir, const std::string &path);
+
 }  // namespace sk

@@ -2,9 +2,12 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
+
+#include "common/fs.h"
 
 namespace sk {
 
@@ -57,12 +60,19 @@ std::optional<int> previous_restart_count(const std::vector<int> &existing, int 
     return best;
 }
 
-Result<std::vector<int>> list_restart_counts(const std::string &dir) {
+Result<std::vector<int>> list_restart_counts(const std::string &trusted_dir,
+                                             const std::string &dir) {
     std::vector<int> out;
-    DIR *d = opendir(dir.c_str());
+    auto fd = open_dir_beneath(trusted_dir, dir);
+    if (!fd.ok()) {
+        if (fd.error() == Error::NotFound) return out;
+        return fail(fd.error(), "cannot list container logs: " + fd.message());
+    }
+    DIR *d = fdopendir(*fd);
     if (!d) {
-        if (errno == ENOENT) return out;
-        return fail(Error::Io, "cannot list " + dir + ": " + std::strerror(errno));
+        int err = errno;
+        close(*fd);
+        return fail(Error::Io, "cannot list " + dir + ": " + std::strerror(err));
     }
     while (struct dirent *e = readdir(d)) {
         if (auto n = parse_log_file_name(e->d_name)) out.push_back(*n);
@@ -81,7 +91,8 @@ Result<std::vector<std::string>> container_log_files(const std::string &state_di
         return st.failure();
     int restart = current_restart_count;
     if (previous) {
-        auto existing = list_restart_counts(container_log_dir(state_dir, pod_uid, container));
+        auto existing =
+            list_restart_counts(state_dir, container_log_dir(state_dir, pod_uid, container));
         if (!existing.ok()) return existing.failure();
         auto prev = previous_restart_count(*existing, current_restart_count);
         if (!prev)

@@ -36,9 +36,12 @@ std::optional<int> parse_log_file_name(std::string_view name);
 // The highest value in `existing` below `current`; nullopt when none.
 std::optional<int> previous_restart_count(const std::vector<int> &existing, int current);
 
-// Restart counts that have a "<n>.log" file in `dir`; empty when the
-// directory does not exist.
-Result<std::vector<int>> list_restart_counts(const std::string &dir);
+// Restart counts that have a "<n>.log" file in `dir`, below `trusted_dir`
+// and opened as open_dir_beneath (common/fs.h) does: a symlink at any
+// component below it is refused (Error::Refused), never listed. Empty when
+// the directory does not exist.
+Result<std::vector<int>> list_restart_counts(const std::string &trusted_dir,
+                                             const std::string &dir);
 
 // The files to read for a container: the current restart's, or with
 // `previous` those of the restart before it (NotFound with a kubectl-style

@@ -34,6 +34,7 @@ static Result<ContainerLogSource> lookup(const std::string &state_dir, const Con
         auto files = container_log_files(state_dir, uid, container, restart, r.previous);
         if (!files.ok()) return files.failure();
         ContainerLogSource src;
+        src.trusted_dir = state_dir;
         src.paths_oldest_first = std::move(*files);
         src.running = running != 0 && !r.previous;
         return src;

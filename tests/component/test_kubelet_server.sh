@@ -79,9 +79,29 @@ this line is not CRI and is skipped
 2024-05-01T12:00:04.000000000Z stderr F four
 EOF
 printf '2024-05-01T12:00:05.000000000Z stdout F side\n' >"$S/pods/uid-2/side/0.log"
+# Hostile pods: what a job's user can put where the agent reads. A secret
+# only root may read, reached by a symlinked 0.log, a symlinked container
+# dir, a hard link; a FIFO; 1.5 GB without a newline (sparse) before records.
+printf '2024-05-01T12:00:00.000000000Z stdout F the secret\n' >"$T/secret"
+chmod 600 "$T/secret"
+mkdir -p "$S/pods/uid-3/main" "$S/pods/uid-4" "$T/elsewhere" "$S/pods/uid-5/main" \
+    "$S/pods/uid-6/main" "$S/pods/uid-7/main"
+ln -s "$T/secret" "$S/pods/uid-3/main/0.log"
+cp "$T/secret" "$T/elsewhere/0.log"
+ln -s "$T/elsewhere" "$S/pods/uid-4/main"
+ln "$T/secret" "$S/pods/uid-5/main/0.log"
+mkfifo "$S/pods/uid-6/main/0.log"
+HUGE=$S/pods/uid-7/main/0.log
+truncate -s 1536M "$HUGE"
+printf '\n2024-05-01T12:00:06.000000000Z stdout F huge-end\n' >>"$HUGE"
 cat >"$S/containers.tsv" <<'EOF'
 default web main uid-1 1 1
 default side side uid-2 0 1
+default link main uid-3 0 1
+default linkdir main uid-4 0 1
+default hardlink main uid-5 0 1
+default fifo main uid-6 0 1
+default huge main uid-7 0 1
 EOF
 
 "${RUN[@]}" "$SERVER" --state-dir "$S" --port-file "$T/port" --cert serving.crt --key serving.key \
@@ -142,6 +162,22 @@ expect_eq "message names the problem" "at most one of \`sinceTime\` or \`sinceSe
 expect_eq "unknown path -> 404" 404 "$(code /pods --cert client.crt --key client.key)"
 expect_eq "POST -> 405" 405 "$(code /healthz -X POST --cert client.crt --key client.key)"
 
+# ---- hostile files: refused with the reason, never followed or read whole ----
+for pod in link linkdir hardlink fifo; do
+    expect_eq "$pod -> 403" 403 "$(code /containerLogs/default/$pod/main --cert client.crt --key client.key)"
+    body=$(get /containerLogs/default/$pod/main)
+    case "$body" in *secret*) bad "$pod: served the secret: $body" ;; *refused*) ok ;;
+    *) bad "$pod: no refusal in [$body]" ;; esac
+done
+expect_eq "symlink named in the refusal" "a symbolic link" \
+    "$(get /containerLogs/default/link/main | grep -o 'a symbolic link')"
+expect_eq "huge file: the records after 1.5 GB without a newline" "huge-end" \
+    "$(get '/containerLogs/default/huge/main?tailLines=3')"
+expect_eq "huge file: all of it, i.e. the newest part" "huge-end" \
+    "$(get /containerLogs/default/huge/main)"
+expect_eq "huge file: limitBytes reads from the start, within its bound" "" \
+    "$(get '/containerLogs/default/huge/main?limitBytes=100')"
+
 # ---- follow: new lines, a rotation, then the container ends ----
 now() { date -u +%Y-%m-%dT%H:%M:%S.%NZ; }
 "${CURL[@]}" -N --max-time 20 "$URL/containerLogs/default/web/main?follow=true&tailLines=1" \
@@ -182,9 +218,22 @@ kill $F2
 wait $F2 2>/dev/null
 "${CURL[@]}" -N --max-time 20 "$URL/containerLogs/default/side/side?follow=1" >/dev/null &
 F3=$!
+# A follow of the huge file is served (its first batch read within bounds)
+# and is under way when the server is told to stop.
+"${CURL[@]}" -N --max-time 60 "$URL/containerLogs/default/huge/main?follow=1" >"$T/f4.out" &
+F4=$!
+for _ in $(seq 200); do grep -q huge-end "$T/f4.out" && break; sleep 0.1; done
+expect_eq "follow of the huge file" "huge-end" "$(cat "$T/f4.out")"
 sleep 0.3
 start=$(date +%s%N)
 kill $PID
+# Wait on the exit with a generous deadline: a reader the stop waits on
+# would keep the server up for minutes.
+for _ in $(seq 300); do kill -0 $PID 2>/dev/null || break; sleep 0.1; done
+if kill -0 $PID 2>/dev/null; then
+    bad "server still running 30 s after SIGTERM with follows open"
+    kill -9 $PID
+fi
 wait $PID
 rc=$?
 PID=
@@ -192,6 +241,7 @@ ms=$((($(date +%s%N) - start) / 1000000))
 expect_eq "server exit status on SIGTERM" 0 $rc
 if [ $ms -lt 3000 ]; then ok; else bad "server stop with an open follow took ${ms} ms"; fi
 wait $F3 2>/dev/null
+wait $F4 2>/dev/null
 
 # ---- unauthenticated peers are bounded (docs/security.md, "The kubelet
 # endpoint"): a second server with small limits. Idle TCP connections that

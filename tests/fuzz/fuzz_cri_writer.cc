@@ -60,7 +60,7 @@ SK_FUZZ_TARGET(cri_writer) {
         }
         FUZZ_CHECK(w->flush().ok());
     }
-    auto recs = read_cri_log({path}, CriLogQuery{});
+    auto recs = read_cri_log(g_dir, {path}, CriLogQuery{});
     if (want[0].empty() && want[1].empty()) {
         FUZZ_CHECK(!recs.ok() || recs->empty());
         return 0;

@@ -1,4 +1,6 @@
 // common/cri_log: the CRI container log format, writer, reader, follower.
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -185,7 +187,7 @@ START_TEST(write_read_table) {
         if (c.flush) ck_assert(w->flush().ok());
         // Check what a reader sees before the writer is destroyed (dtor flushes).
         CriLogReadStats stats;
-        auto recs = read_cri_log({path + ".1", path}, {}, &stats);
+        auto recs = read_cri_log(dir, {path + ".1", path}, {}, &stats);
         ck_assert_msg(recs.ok(), "%s", c.name);
         ck_assert_msg(describe(*recs) == c.want, "%s: got '%s'", c.name, describe(*recs).c_str());
         ck_assert_int_eq(stats.malformed_lines, 0);
@@ -244,7 +246,7 @@ START_TEST(appends_to_existing_file) {
     ck_assert(w.ok());
     ck_assert_int_eq(w->file_bytes(), 44);
     ck_assert(w->write("stdout", "new\n", 4).ok());
-    auto recs = read_cri_log({path}, {});
+    auto recs = read_cri_log(dir, {path}, {});
     ck_assert(recs.ok());
     ck_assert_sstr_eq(format_for_kubectl(*recs, false), "old\nnew\n");
 }
@@ -265,12 +267,12 @@ START_TEST(rotation_keeps_one_previous_file) {
         ck_assert_uint_le(w->file_bytes(), 100);
     }
     // 0.log holds line-6, 0.log.1 holds line-4 and line-5; lines 0-3 are gone.
-    auto cur = read_cri_log({path}, {});
-    auto old = read_cri_log({path + ".1"}, {});
+    auto cur = read_cri_log(dir, {path}, {});
+    auto old = read_cri_log(dir, {path + ".1"}, {});
     ck_assert(cur.ok() && old.ok());
     ck_assert_sstr_eq(format_for_kubectl(*cur, false), "line-6\n");
     ck_assert_sstr_eq(format_for_kubectl(*old, false), "line-4\nline-5\n");
-    auto all = read_cri_log({path + ".1", path}, {});
+    auto all = read_cri_log(dir, {path + ".1", path}, {});
     ck_assert(all.ok());
     ck_assert_sstr_eq(format_for_kubectl(*all, false), "line-4\nline-5\nline-6\n");
 }
@@ -286,11 +288,11 @@ START_TEST(oversized_record_still_written) {
     big += "\n";
     ck_assert(w->write("stdout", "a\n", 2).ok());
     ck_assert(w->write("stdout", big.data(), big.size()).ok());
-    auto cur = read_cri_log({path}, {});
+    auto cur = read_cri_log(dir, {path}, {});
     ck_assert(cur.ok());
     ck_assert_int_eq(cur->size(), 1);
     ck_assert_int_eq((*cur)[0].content.size(), 100);
-    auto all = read_cri_log({path + ".1", path}, {});
+    auto all = read_cri_log(dir, {path + ".1", path}, {});
     ck_assert_int_eq(all->size(), 2);
 }
 END_TEST
@@ -338,7 +340,7 @@ START_TEST(query_table) {
     q.tail_lines = c.tail;
     q.since_ns = c.since;
     q.limit_bytes = c.limit;
-    auto recs = read_cri_log({dir + "/0.log.1", dir + "/0.log"}, q);
+    auto recs = read_cri_log(dir, {dir + "/0.log.1", dir + "/0.log"}, q);
     ck_assert(recs.ok());
     std::string got = format_for_kubectl(*recs, c.timestamps);
     ck_assert_msg(got == c.want, "%s: got '%s'", c.name, got.c_str());
@@ -355,7 +357,7 @@ START_TEST(malformed_lines_skipped_and_counted) {
          "2024-05-01T12:00:03.000000000Z stderr F also good\n"
          "2024-05-01T12:00:04.000000000Z stdout F being writ");
     CriLogReadStats stats;
-    auto recs = read_cri_log({dir + "/0.log"}, {}, &stats);
+    auto recs = read_cri_log(dir, {dir + "/0.log"}, {}, &stats);
     ck_assert(recs.ok());
     ck_assert_sstr_eq(format_for_kubectl(*recs, false), "good\nalso good\n");
     ck_assert_int_eq(stats.malformed_lines, 3);
@@ -364,12 +366,12 @@ END_TEST
 
 START_TEST(missing_files) {
     std::string dir = make_tmpdir();
-    auto none = read_cri_log({dir + "/0.log.1", dir + "/0.log"}, {});
+    auto none = read_cri_log(dir, {dir + "/0.log.1", dir + "/0.log"}, {});
     ck_assert(!none.ok());
     ck_assert(none.error() == Error::NotFound);
     ck_assert(none.message().find("0.log") != std::string::npos);
     spit(dir + "/0.log", "");
-    auto empty = read_cri_log({dir + "/0.log.1", dir + "/0.log"}, {});
+    auto empty = read_cri_log(dir, {dir + "/0.log.1", dir + "/0.log"}, {});
     ck_assert(empty.ok());
     ck_assert_int_eq(empty->size(), 0);
 }
@@ -379,7 +381,7 @@ END_TEST
 START_TEST(follower_reads_growth_and_rotation) {
     std::string dir = make_tmpdir();
     std::string path = dir + "/0.log";
-    CriLogFollower f(path);
+    CriLogFollower f(dir, path);
     auto r0 = f.poll();
     ck_assert(r0.ok());
     ck_assert_int_eq(r0->size(), 0);  // file not there yet: nothing, no error
@@ -408,12 +410,239 @@ START_TEST(follower_waits_for_complete_lines) {
     std::string dir = make_tmpdir();
     std::string path = dir + "/0.log";
     spit(path, "2024-05-01T12:00:01.000000000Z stdout F a\n2024-05-01T12:00:02.0000");
-    CriLogFollower f(path);
+    CriLogFollower f(dir, path);
     auto r1 = f.poll();
     ck_assert_sstr_eq(format_for_kubectl(*r1, false), "a\n");
     std::ofstream(path, std::ios::app) << "00000Z stdout F b\n";
     auto r2 = f.poll();
     ck_assert_sstr_eq(format_for_kubectl(*r2, false), "b\n");
+}
+END_TEST
+
+// ---- hostile files: what a job's user can put where the agent reads ----
+// Each case lays out <dir>/pods/u/main/0.log (dir is the trusted directory)
+// in a way the reader must refuse, with a secret it must never return.
+static const char kSecret[] = "2024-05-01T12:00:00.000000000Z stdout F the secret\n";
+
+struct Refusal {
+    const char *name;
+    const char *why;  // in the error message
+    void (*setup)(const std::string &dir, const std::string &log);
+};
+
+static const Refusal kRefusals[] = {
+    {"symlinked 0.log", "a symbolic link",
+     [](const std::string &dir, const std::string &log) {
+         spit(dir + "/secret", kSecret);
+         ck_assert_int_eq(symlink((dir + "/secret").c_str(), log.c_str()), 0);
+     }},
+    {"symlinked container dir", "a symbolic link",
+     [](const std::string &dir, const std::string &) {
+         ck_assert_int_eq(mkdir((dir + "/elsewhere").c_str(), 0755), 0);
+         spit(dir + "/elsewhere/0.log", kSecret);
+         ck_assert_int_eq(rmdir((dir + "/pods/u/main").c_str()), 0);
+         ck_assert_int_eq(symlink((dir + "/elsewhere").c_str(), (dir + "/pods/u/main").c_str()), 0);
+     }},
+    {"symlinked pod dir", "a symbolic link",
+     [](const std::string &dir, const std::string &) {
+         ck_assert_int_eq(mkdir((dir + "/elsewhere").c_str(), 0755), 0);
+         ck_assert_int_eq(mkdir((dir + "/elsewhere/main").c_str(), 0755), 0);
+         spit(dir + "/elsewhere/main/0.log", kSecret);
+         ck_assert_int_eq(rmdir((dir + "/pods/u/main").c_str()), 0);
+         ck_assert_int_eq(rmdir((dir + "/pods/u").c_str()), 0);
+         ck_assert_int_eq(symlink((dir + "/elsewhere").c_str(), (dir + "/pods/u").c_str()), 0);
+     }},
+    {"FIFO", "not a regular file",
+     [](const std::string &, const std::string &log) {
+         ck_assert_int_eq(mkfifo(log.c_str(), 0644), 0);
+     }},
+    {"directory", "not a regular file",
+     [](const std::string &, const std::string &log) {
+         ck_assert_int_eq(mkdir(log.c_str(), 0755), 0);
+     }},
+    {"hard link", "hard links",
+     [](const std::string &dir, const std::string &log) {
+         spit(dir + "/secret", kSecret);
+         ck_assert_int_eq(link((dir + "/secret").c_str(), log.c_str()), 0);
+     }},
+    {"file of another owner", "owned by uid",
+     [](const std::string &, const std::string &log) {
+         spit(log, kSecret);
+         if (geteuid() == 0) ck_assert_int_eq(chown(log.c_str(), 65534, 65534), 0);
+     }},
+};
+
+START_TEST(hostile_files_refused) {
+    const Refusal &c = kRefusals[_i];
+    if (std::string(c.why) == "owned by uid" && geteuid() != 0) {
+        printf("%s: needs root to make a file of another owner, not checked\n", c.name);
+        return;
+    }
+    std::string dir = make_tmpdir();
+    ck_assert_int_eq(mkdir((dir + "/pods").c_str(), 0755), 0);
+    ck_assert_int_eq(mkdir((dir + "/pods/u").c_str(), 0755), 0);
+    ck_assert_int_eq(mkdir((dir + "/pods/u/main").c_str(), 0755), 0);
+    std::string log = dir + "/pods/u/main/0.log";
+    c.setup(dir, log);
+    std::vector<std::string> files = {log + ".1", log};
+
+    auto r = read_cri_log(dir, files, {});
+    ck_assert_msg(!r.ok(), "%s: read, not refused", c.name);
+    ck_assert_msg(r.error() == Error::Refused, "%s: %s", c.name, r.message().c_str());
+    ck_assert_msg(r.message().find(c.why) != std::string::npos, "%s: %s", c.name,
+                  r.message().c_str());
+    ck_assert_msg(r.message().find(dir + "/pods/u") != std::string::npos,
+                  "%s: the message names the path: %s", c.name, r.message().c_str());
+
+    CriLogFollower f(dir, log);
+    auto s = f.start(files, {});
+    ck_assert_msg(!s.ok() && s.error() == Error::Refused, "%s: follow start not refused", c.name);
+    CriLogFollower g(dir, log);
+    auto p = g.poll();
+    ck_assert_msg(!p.ok() && p.error() == Error::Refused, "%s: follow poll not refused", c.name);
+}
+END_TEST
+
+// A follow that is under way when the file is replaced by a symlink ends
+// with a refusal; it never reads the link's target.
+START_TEST(follower_refuses_a_symlink_swapped_in) {
+    std::string dir = make_tmpdir();
+    std::string path = dir + "/0.log";
+    spit(path, "2024-05-01T12:00:01.000000000Z stdout F mine\n");
+    spit(dir + "/secret", kSecret);
+    CriLogFollower f(dir, path);
+    auto r1 = f.start({path + ".1", path}, {});
+    ck_assert(r1.ok());
+    ck_assert_sstr_eq(format_for_kubectl(*r1, false), "mine\n");
+    ck_assert_int_eq(rename(path.c_str(), (path + ".1").c_str()), 0);
+    ck_assert_int_eq(symlink((dir + "/secret").c_str(), path.c_str()), 0);
+    auto r2 = f.poll();
+    ck_assert(!r2.ok());
+    ck_assert_int_eq(static_cast<int>(r2.error()), static_cast<int>(Error::Refused));
+}
+END_TEST
+
+// A path outside the trusted directory, or with ".." in it, is no path to read.
+START_TEST(paths_outside_the_trusted_dir) {
+    std::string dir = make_tmpdir();
+    for (const std::string &p : {std::string("/etc/passwd"), dir + "x/0.log", dir + "/../x.log",
+                                 dir + "/./0.log", dir + "//0.log"}) {
+        auto r = read_cri_log(dir, {p}, {});
+        ck_assert_msg(!r.ok() && r.error() == Error::InvalidArgument, "%s", p.c_str());
+    }
+}
+END_TEST
+
+// A file of 1.5 GB without a newline (sparse: no disk used), alone and with
+// records after it: every read stays within its byte bound and returns what
+// fits, whatever the size.
+static std::string make_huge(const std::string &dir, const std::string &after) {
+    std::string path = dir + "/0.log";
+    int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0640);
+    ck_assert_int_ge(fd, 0);
+    const off_t huge = off_t{1536} * 1024 * 1024;
+    ck_assert_int_eq(ftruncate(fd, huge), 0);
+    ck_assert_int_eq(pwrite(fd, after.data(), after.size(), huge), (ssize_t)after.size());
+    close(fd);
+    return path;
+}
+
+START_TEST(huge_file_without_newline_is_bounded) {
+    std::string dir = make_tmpdir();
+    std::string path = make_huge(dir, "");
+    std::vector<std::string> files = {path + ".1", path};
+    CriLogQuery tail;
+    tail.tail_lines = 10;
+    CriLogQuery limit;
+    limit.limit_bytes = 100;
+    CriLogQuery since;
+    since.since_ns = 0;
+    for (const CriLogQuery &q : {CriLogQuery{}, tail, limit, since}) {
+        CriLogReadStats st;
+        auto r = read_cri_log(dir, files, q, &st);
+        ck_assert(r.ok());
+        ck_assert_int_eq(r->size(), 0);
+        ck_assert_uint_le(st.bytes_read, kCriMaxReadBytes);
+        ck_assert(st.truncated);
+    }
+    // A follow: the first batch within the bound, then nothing more to read
+    // (the rest is the middle of a line too long to be a record).
+    CriLogFollower f(dir, path);
+    CriLogReadStats st;
+    auto first = f.start(files, tail, &st);
+    ck_assert(first.ok());
+    ck_assert_int_eq(first->size(), 0);
+    ck_assert_uint_le(st.bytes_read, kCriMaxReadBytes);
+    CriLogReadStats ps;
+    auto next = f.poll(&ps);
+    ck_assert(next.ok());
+    ck_assert_int_eq(next->size(), 0);
+    ck_assert_uint_eq(ps.bytes_read, 0);
+    // A follower from the start of the file reads at most a poll's bound per
+    // call and holds no line (it would be longer than a record).
+    CriLogFollower g(dir, path);
+    for (int i = 0; i < 3; i++) {
+        CriLogReadStats gs;
+        auto r = g.poll(&gs);
+        ck_assert(r.ok());
+        ck_assert_int_eq(r->size(), 0);
+        ck_assert_uint_le(gs.bytes_read, kCriMaxPollBytes);
+        ck_assert_uint_gt(gs.bytes_read, 0);
+    }
+}
+END_TEST
+
+START_TEST(huge_line_before_records_is_skipped) {
+    std::string dir = make_tmpdir();
+    std::string path = make_huge(dir,
+                                 "\n2024-05-01T12:00:01.000000000Z stdout F one\n"
+                                 "2024-05-01T12:00:02.000000000Z stdout F two\n"
+                                 "2024-05-01T12:00:03.000000000Z stdout F thr");
+    CriLogQuery q;
+    q.tail_lines = 5;
+    CriLogReadStats st;
+    auto r = read_cri_log(dir, {path}, q, &st);
+    ck_assert(r.ok());
+    ck_assert_sstr_eq(format_for_kubectl(*r, false), "one\ntwo\n");
+    ck_assert_uint_le(st.bytes_read, kCriMaxReadBytes);
+    // The follow goes on after the last complete line.
+    CriLogFollower f(dir, path);
+    auto first = f.start({path}, q);
+    ck_assert(first.ok());
+    ck_assert_int_eq(first->size(), 2);
+    std::ofstream(path, std::ios::app) << "ee\n";
+    auto next = f.poll();
+    ck_assert(next.ok());
+    ck_assert_sstr_eq(format_for_kubectl(*next, false), "three\n");
+}
+END_TEST
+
+// Lines longer than a record are skipped as malformed wherever they are,
+// never held whole; the records around them are read. A small read bound
+// shows the newest records are the ones kept.
+START_TEST(long_lines_and_the_read_bound) {
+    std::string dir = make_tmpdir();
+    std::string path = dir + "/0.log";
+    std::string big(kCriMaxRecordBytes + 1, 'x');
+    std::string text = "2024-05-01T12:00:01.000000000Z stdout F a\n" + big + "\n" +
+                       "2024-05-01T12:00:02.000000000Z stdout F b\n" + big + big + "\n" +
+                       "2024-05-01T12:00:03.000000000Z stdout F c\n";
+    spit(path, text);
+    for (const CriLogQuery &q : {CriLogQuery{}, CriLogQuery{std::nullopt, std::nullopt, 1000}}) {
+        CriLogReadStats st;
+        auto r = read_cri_log(dir, {path}, q, &st);
+        ck_assert(r.ok());
+        ck_assert_sstr_eq(format_for_kubectl(*r, false), "a\nb\nc\n");
+        ck_assert_int_eq(st.malformed_lines, 2);
+        ck_assert_uint_eq(st.bytes_read, text.size());
+        ck_assert(!st.truncated);
+    }
+    CriLogReadStats st;
+    auto r = read_cri_log(dir, {path}, {}, &st, 100);
+    ck_assert(r.ok());
+    ck_assert_sstr_eq(format_for_kubectl(*r, false), "c\n");
+    ck_assert_uint_eq(st.bytes_read, 100);
+    ck_assert(st.truncated);
 }
 END_TEST
 
@@ -438,6 +667,15 @@ int main(void) {
     tcase_add_test(tc, missing_files);
     tcase_add_test(tc, follower_reads_growth_and_rotation);
     tcase_add_test(tc, follower_waits_for_complete_lines);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("hostile");
+    tcase_set_timeout(tc, 60);  // a FIFO read before the refusal blocked for ever
+    tcase_add_loop_test(tc, hostile_files_refused, 0, TABLE_SIZE(kRefusals));
+    tcase_add_test(tc, follower_refuses_a_symlink_swapped_in);
+    tcase_add_test(tc, paths_outside_the_trusted_dir);
+    tcase_add_test(tc, huge_file_without_newline_is_bounded);
+    tcase_add_test(tc, huge_line_before_records_is_skipped);
+    tcase_add_test(tc, long_lines_and_the_read_bound);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }

@@ -3,6 +3,7 @@
 // and routed.
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <map>
@@ -101,11 +102,31 @@ START_TEST(files_for_previous_come_from_the_directory) {
     auto traversal = container_log_files(state, "..", "c", 0, false);
     ck_assert(!traversal.ok());
     ck_assert(traversal.error() == Error::InvalidArgument);
-    auto listed = list_restart_counts(dir);
+    auto listed = list_restart_counts(state, dir);
     ck_assert(listed.ok());
     ck_assert_int_eq(listed->size(), 3);
-    auto missing = list_restart_counts(state + "/nope");
+    auto missing = list_restart_counts(state, state + "/nope");
     ck_assert(missing.ok() && missing->empty());
+}
+END_TEST
+
+// --previous lists the container's directory: a symlink in its place (to a
+// directory of root's) is refused, not listed.
+START_TEST(previous_refuses_a_symlinked_directory) {
+    char tmpl[] = "/tmp/sk-logpaths-XXXXXX";
+    std::string state = mkdtemp(tmpl);
+    std::string elsewhere = state + "/elsewhere";
+    ck_assert_int_eq(mkdir(elsewhere.c_str(), 0755), 0);
+    std::ofstream(elsewhere + "/0.log") << "";
+    ck_assert_int_eq(mkdir((state + "/pods").c_str(), 0755), 0);
+    ck_assert_int_eq(mkdir((state + "/pods/u").c_str(), 0755), 0);
+    ck_assert_int_eq(symlink(elsewhere.c_str(), container_log_dir(state, "u", "c").c_str()), 0);
+    auto prev = container_log_files(state, "u", "c", 1, true);
+    ck_assert(!prev.ok());
+    ck_assert_msg(prev.error() == Error::Refused, "%s", prev.message().c_str());
+    ck_assert(prev.message().find("a symbolic link") != std::string::npos);
+    auto listed = list_restart_counts(state, container_log_dir(state, "u", "c"));
+    ck_assert(!listed.ok() && listed.error() == Error::Refused);
 }
 END_TEST
 
@@ -227,6 +248,7 @@ int main(void) {
     tcase_add_loop_test(tc, previous_instance, 0, TABLE_SIZE(kPrev));
     tcase_add_loop_test(tc, path_components, 0, TABLE_SIZE(kComponents));
     tcase_add_test(tc, files_for_previous_come_from_the_directory);
+    tcase_add_test(tc, previous_refuses_a_symlinked_directory);
     suite_add_tcase(s, tc);
     tc = tcase_create("requests");
     tcase_add_loop_test(tc, request_table, 0, TABLE_SIZE(kReqs));
