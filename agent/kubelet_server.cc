@@ -103,23 +103,26 @@ class FollowStream : public HttpStream {
           last_check_(std::chrono::steady_clock::now()) {}
 
     ssize_t read(char *buf, size_t max) override {
+        bool found = false;
+        if (pending_.empty()) {
+            if (ended_ || fmt_.exhausted()) return -1;
+            auto recs = follower_->poll();
+            if (!recs.ok()) {
+                LOG_WARN("[pod %s] log follow ends: %s", ref_name(req_.ref).c_str(),
+                         recs.message().c_str());
+                return -1;
+            }
+            found = !recs->empty();
+            if (found) fmt_.append(*recs, &pending_);
+        }
+        // What a poll found goes out at once, not after the next park.
         if (!pending_.empty()) {
             size_t n = std::min(max, pending_.size());
             memcpy(buf, pending_.data(), n);
             pending_.erase(0, n);
             return static_cast<ssize_t>(n);
         }
-        if (ended_ || fmt_.exhausted()) return -1;
-        auto recs = follower_->poll();
-        if (!recs.ok()) {
-            LOG_WARN("[pod %s] log follow ends: %s", ref_name(req_.ref).c_str(),
-                     recs.message().c_str());
-            return -1;
-        }
-        if (!recs->empty()) {
-            fmt_.append(*recs, &pending_);
-            return 0;
-        }
+        if (found) return 0;  // records, none to send: poll again
         if (closing_) {
             ended_ = true;  // the last poll after the end found nothing more
             return -1;
