@@ -55,13 +55,23 @@ Status connect_unix(int fd, const std::string &path, int64_t deadline) {
     if (path.size() >= sizeof sa.sun_path)
         return fail(Error::InvalidArgument, "agent socket path too long: " + path);
     memcpy(sa.sun_path, path.c_str(), path.size() + 1);
-    if (connect(fd, reinterpret_cast<struct sockaddr *>(&sa), sizeof sa) == 0) return {};
-    int err = errno;
+    int err = 0;
+    // A unix socket whose listen backlog is full answers EAGAIN and gives
+    // no event when there is room again (a burst of connections, a flood):
+    // retry within the bound.
+    for (;;) {
+        if (connect(fd, reinterpret_cast<struct sockaddr *>(&sa), sizeof sa) == 0) return {};
+        err = errno;
+        if (err == EINTR) continue;
+        if (err != EAGAIN) break;
+        if (now_ms() + 10 >= deadline)
+            return fail(Error::Timeout, "connect " + path + ": the agent's backlog stayed full");
+        poll(nullptr, 0, 10);
+    }
     if (err == ENOENT || err == ECONNREFUSED)
         return fail(Error::Unavailable, sys_error("agent socket " + path, err) +
                                             " (is slurm-k8s-agent running on this node?)");
-    if (err != EINPROGRESS && err != EAGAIN)
-        return fail(Error::Io, sys_error("connect " + path, err));
+    if (err != EINPROGRESS) return fail(Error::Io, sys_error("connect " + path, err));
     if (auto s = wait_fd(fd, POLLOUT, deadline, "connect " + path); !s) return s;
     int soerr = 0;
     socklen_t len = sizeof soerr;
@@ -109,7 +119,12 @@ Result<std::string> agent_exchange(const std::string &path, const std::string &l
     Fd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (fd.get() < 0) return fail(Error::Io, sys_error("socket", errno));
     if (auto s = connect_unix(fd.get(), path, deadline); !s) return s.failure();
-    if (auto s = send_all(fd.get(), line, deadline); !s) return s.failure();
+    if (auto s = send_all(fd.get(), line, deadline); !s) {
+        // The agent may have answered and closed before reading (a refusal
+        // at accept): its reply is still queued here, and says more.
+        if (auto early = read_line(fd.get(), deadline)) return early;
+        return s.failure();
+    }
     return read_line(fd.get(), deadline);
 }
 
