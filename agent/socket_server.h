@@ -38,32 +38,6 @@ typedef struct uv_pipe_s uv_pipe_t;
 
 namespace sk::agent {
 
-struct SocketLimits {
-    size_t max_connections = 256;   // user pool, all uids together
-    size_t max_per_uid = 16;        // user pool, per uid
-    size_t admin_connections = 64;  // reserved for the admin uids
-    uint64_t idle_timeout_ms = 10000;
-};
-
-// What the agent knows of a peer at accept.
-struct PeerStanding {
-    bool admin = false;  // root or the SlurmUser (agent/peer_auth.h: is_admin)
-    size_t jobs = 0;     // jobs of this uid registered here: its shim slots
-};
-
-enum class Pool { None, Admin, Shim, User };
-
-// The pool a new connection goes to, or the refusal (Error::Unavailable, the
-// text the peer gets). Pure: `n` counts the connections open now.
-struct PoolCounts {
-    size_t admin = 0;  // the admin pool, all uids
-    size_t shim_of_uid = 0;
-    size_t user_of_uid = 0;
-    size_t user_total = 0;
-};
-Result<Pool> admit_connection(const PeerStanding &who, uint32_t uid, const PoolCounts &n,
-                              const SocketLimits &limits);
-
 class Connection : public std::enable_shared_from_this<Connection> {
   public:
     using LineHandler = std::function<void(const std::string &line)>;
