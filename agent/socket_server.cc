@@ -72,11 +72,9 @@ void Connection::reply(const proto::Reply &r) {
 void Connection::arm_idle() {
     if (closed_ || handed_over_ || idle_ms_ == 0) return;
     idle_.start(idle_ms_, [this] {
-        LOG_VERBOSE(
-            "socket: connection %llu (uid %u pid %d) sent no request in %llu ms; closing "
-            "it",
-            static_cast<unsigned long long>(id_), peer_.uid, peer_.pid,
-            static_cast<unsigned long long>(idle_ms_));
+        LOG_VERBOSE("socket: connection %llu (uid %u pid %d): no request in %llu ms; closing it",
+                    static_cast<unsigned long long>(id_), peer_.uid, peer_.pid,
+                    static_cast<unsigned long long>(idle_ms_));
         std::shared_ptr<Connection> keep = self_;
         send(proto::encode(proto::error_reply(
             0, fail(Error::Timeout, "no complete request within " +

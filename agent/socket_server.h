@@ -1,12 +1,13 @@
 // The agent's unix socket: newline-delimited JSON (common/protocol.h), peers
 // identified by SO_PEERCRED at accept. Each connection reads lines through a
 // bounded LineBuffer; a malformed or oversized message closes that
-// connection only. The server does not decide anything: it hands requests
+// connection only. The server decides nothing about requests: it hands them
 // (with the peer's credentials) to a handler, which replies on the
 // connection, possibly later (deregister), or takes the connection over
 // (attach: the shim runtime then reads the lines).
 //
-// Admission (docs/security.md, "the agent socket"): every connection is put
+// Admission (docs/security.md, "Who can talk to the agent socket"; the
+// decision: admit_connection, agent/peer_auth.h): every connection is put
 // at accept, by its SO_PEERCRED uid, into one of three pools, so that no
 // local user can crowd out the prolog/epilog or a job's shim:
 //   admin  root and the SlurmUser: admin_connections of their own, then the
@@ -24,8 +25,8 @@
 
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 
