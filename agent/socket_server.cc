@@ -168,7 +168,10 @@ Status SocketServer::start() {
     int rc = uv_pipe_bind(listener_, path_.c_str());
     if (rc == 0 && chmod(path_.c_str(), mode_) != 0) rc = -errno;
     if (rc == 0)
-        rc = uv_listen(reinterpret_cast<uv_stream_t *>(listener_), 128, Impl::on_connection);
+        // The kernel's cap (net.core.somaxconn): room for a burst of job
+        // starts beside another user's connect loop; clients wait for room
+        // (common/agent_call.cc).
+        rc = uv_listen(reinterpret_cast<uv_stream_t *>(listener_), SOMAXCONN, Impl::on_connection);
     if (rc != 0) {
         uv_close(reinterpret_cast<uv_handle_t *>(listener_),
                  [](uv_handle_t *h) { delete reinterpret_cast<uv_pipe_t *>(h); });
