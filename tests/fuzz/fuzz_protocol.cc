@@ -157,15 +157,14 @@ void client_reads(std::string_view line) {
         auto a = AgentClient::read_reply(line, expected);
         auto p = PluginAgentClient::read_reply(line, expected);
         FUZZ_CHECK(a.ok() == p.ok());
+        // The messages may differ in bytes: the JSON parsers word their
+        // errors, and treat invalid UTF-8, each its own way.
+        if (!a) FUZZ_CHECK(a.error() == p.error() && !a.message().empty());
         auto r = decode_reply(line);
-        if (!a) {
-            FUZZ_CHECK(a.error() == p.error() && !a.message().empty());
-            // The JSON parsers word their errors each its own way.
-            if (r) FUZZ_CHECK(a.message() == p.message());
-        }
         if (r && r->id == 0 && !r->ok) {
             FUZZ_CHECK(!a.ok() && a.error() == r->error);
             FUZZ_CHECK(a.message() == "agent: " + r->message);
+            if (PluginCodec::decode_reply(line)) FUZZ_CHECK(p.message().rfind("agent: ", 0) == 0);
         }
     }
 }
