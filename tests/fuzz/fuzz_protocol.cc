@@ -153,18 +153,28 @@ void plugin_request(std::string_view line) {
 }
 
 void client_reads(std::string_view line) {
+    auto r = decode_reply(line);
+    auto rp = PluginCodec::decode_reply(line);
     for (uint64_t expected : {uint64_t{1}, uint64_t{7}}) {
         auto a = AgentClient::read_reply(line, expected);
         auto p = PluginAgentClient::read_reply(line, expected);
-        FUZZ_CHECK(a.ok() == p.ok());
-        // The messages may differ in bytes: the JSON parsers word their
-        // errors, and treat invalid UTF-8, each its own way.
-        if (!a) FUZZ_CHECK(a.error() == p.error() && !a.message().empty());
-        auto r = decode_reply(line);
+        if (!a) FUZZ_CHECK(!a.message().empty());
+        if (!p) FUZZ_CHECK(!p.message().empty());
+        // Where both decoders read the envelope, the clients agree (the
+        // messages may differ in bytes: the parsers treat invalid UTF-8 each
+        // its own way). Where only one does (json-c reads some lines jsoncpp
+        // refuses), plugin_reply above bounds the difference.
+        if (r.ok() == rp.ok()) {
+            FUZZ_CHECK(a.ok() == p.ok());
+            if (!a) FUZZ_CHECK(a.error() == p.error());
+        }
         if (r && r->id == 0 && !r->ok) {
             FUZZ_CHECK(!a.ok() && a.error() == r->error);
             FUZZ_CHECK(a.message() == "agent: " + r->message);
-            if (PluginCodec::decode_reply(line)) FUZZ_CHECK(p.message().rfind("agent: ", 0) == 0);
+        }
+        if (rp && rp->id == 0 && !rp->ok) {
+            FUZZ_CHECK(!p.ok() && p.error() == rp->error);
+            FUZZ_CHECK(p.message() == "agent: " + rp->message);
         }
     }
 }
