@@ -157,8 +157,14 @@ Status Agent::start() {
         LOG_WARN("state: ignoring %s", b.c_str());
     std::string dir = cfg_.socket_path.substr(0, cfg_.socket_path.rfind('/'));
     if (!dir.empty()) mkdir(dir.c_str(), 0755);
+    SocketLimits limits;
+    limits.max_connections = cfg_.max_connections;
+    limits.max_per_uid = cfg_.max_connections_per_uid;
+    limits.admin_connections = cfg_.admin_connections;
+    limits.idle_timeout_ms = cfg_.socket_idle_timeout_s * 1000;
     server_ = std::make_unique<SocketServer>(
-        loop_, cfg_.socket_path, static_cast<unsigned>(cfg_.socket_mode), cfg_.max_connections,
+        loop_, cfg_.socket_path, static_cast<unsigned>(cfg_.socket_mode), limits,
+        [this](const PeerCred &peer) { return standing(peer); },
         [this](const std::shared_ptr<Connection> &c, const proto::Request &r) { handle(c, r); });
     if (auto st = server_->start(); !st) return st;
     gc_timer_.start(
@@ -198,6 +204,14 @@ std::shared_ptr<VirtualNode> Agent::add_node(JobRecord rec, std::function<void(S
     if (runtime_factory_) vn->set_runtime(runtime_factory_(loop_, clock_));
     vn->start(std::move(ready));
     return vn;
+}
+
+PeerStanding Agent::standing(const PeerCred &peer) const {
+    PeerStanding s;
+    s.admin = is_admin(peer, admin_uids_);
+    for (const auto &[k, vn] : nodes_)
+        if (vn->record().job.uid == peer.uid) s.jobs++;  // each job's shim has its slot
+    return s;
 }
 
 void Agent::handle(const std::shared_ptr<Connection> &c, const proto::Request &req) {

@@ -69,6 +69,7 @@ class Agent {
     void set_runtime_factory(RuntimeFactory f) { runtime_factory_ = std::move(f); }
 
   private:
+    PeerStanding standing(const PeerCred &peer) const;
     void handle(const std::shared_ptr<Connection> &c, const proto::Request &req);
     void op_register(const std::shared_ptr<Connection> &c, const proto::Request &req);
     void op_deregister(const std::shared_ptr<Connection> &c, const proto::Request &req);

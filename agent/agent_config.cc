@@ -120,7 +120,14 @@ void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string
                  "prints the end time of job {job} (Slurm format, N/A = none); empty = never ask");
     s.add_uint("max_jobs", &c.max_jobs, 1, 100000, "registered jobs at most");
     s.add_uint("max_pods", &c.max_pods, 1, 10000, "pods per virtual node (capacity pods)");
-    s.add_uint("max_connections", &c.max_connections, 4, 100000, "socket connections at most");
+    s.add_uint("max_connections", &c.max_connections, 4, 100000,
+               "socket connections of users (not of root, the SlurmUser or a job's shim) at most");
+    s.add_uint("max_connections_per_uid", &c.max_connections_per_uid, 1, 100000,
+               "socket connections of one user at most (besides one per job of theirs here)");
+    s.add_uint("admin_connections", &c.admin_connections, 1, 100000,
+               "socket connections reserved for root and the SlurmUser");
+    s.add_seconds("socket_idle_timeout", &c.socket_idle_timeout_s, 1, 3600,
+                  "a socket connection without a complete request this long is closed");
     s.add_enum("log_level", &c.log_level, {"error", "warning", "info", "verbose", "debug"},
                "log level");
 }

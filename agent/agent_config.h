@@ -76,7 +76,11 @@ struct AgentConfig {
 
     uint64_t max_jobs = 64;
     uint64_t max_pods = 110;
-    uint64_t max_connections = 256;
+    // The agent socket's admission (agent/socket_server.h, docs/security.md).
+    uint64_t max_connections = 256;         // users' connections (not admins', not shims') in all
+    uint64_t max_connections_per_uid = 16;  // one user's
+    uint64_t admin_connections = 64;        // reserved for root and the SlurmUser
+    uint64_t socket_idle_timeout_s = 10;    // no complete request in this long: closed
     std::string log_level = "info";
 };
 

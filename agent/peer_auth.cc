@@ -46,6 +46,37 @@ Status authorize_attach(const PeerCred &peer, uint32_t job_id, uint32_t job_uid,
     return {};
 }
 
+namespace {
+
+std::string n_of(size_t n, const char *key) {
+    return std::string(key) + "=" + std::to_string(n);
+}
+
+}  // namespace
+
+Result<Pool> admit_connection(const PeerStanding &who, uint32_t uid, const PoolCounts &n,
+                              const SocketLimits &limits) {
+    if (who.admin) {
+        if (n.admin < limits.admin_connections) return Pool::Admin;
+        if (n.user_total < limits.max_connections) return Pool::User;
+        return fail(Error::Unavailable,
+                    "too many connections (" + n_of(limits.admin_connections, "admin_connections") +
+                        " and " + n_of(limits.max_connections, "max_connections") + " in use)");
+    }
+    if (n.shim_of_uid < who.jobs) return Pool::Shim;
+    if (n.user_of_uid >= limits.max_per_uid)
+        return fail(Error::Unavailable,
+                    "too many connections from uid " + std::to_string(uid) + " (" +
+                        n_of(limits.max_per_uid, "max_connections_per_uid") +
+                        "); close idle ones, the agent closes a connection idle for " +
+                        std::to_string(limits.idle_timeout_ms / 1000) + " s");
+    if (n.user_total >= limits.max_connections)
+        return fail(Error::Unavailable, "too many connections (" +
+                                            n_of(limits.max_connections, "max_connections") +
+                                            " in use by users); try again later");
+    return Pool::User;
+}
+
 std::string read_proc_cgroup(int32_t pid) {
     auto text = read_proc_file(pid, "cgroup");
     return text ? *text : std::string();

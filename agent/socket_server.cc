@@ -11,6 +11,11 @@
 #include "common/log.h"
 
 namespace sk::agent {
+namespace {
+
+constexpr uint64_t kRefusalLogMs = 10000;
+
+}  // namespace
 
 struct Connection::Impl {
     static void on_alloc(uv_handle_t *, size_t, uv_buf_t *buf) noexcept {
@@ -39,6 +44,10 @@ struct Connection::Impl {
             while (!c->closed_) {
                 auto line = c->buf_.next();
                 if (!line) break;
+                if (!c->handed_over_) {
+                    c->in_progress_++;
+                    c->idle_.stop();
+                }
                 if (c->on_line_) c->on_line_(*line);
             }
         } catch (const std::exception &e) {
@@ -48,6 +57,31 @@ struct Connection::Impl {
         }
     }
 };
+
+void Connection::set_line_handler(LineHandler h) {
+    on_line_ = std::move(h);
+    handed_over_ = true;
+    idle_.close();
+}
+
+void Connection::reply(const proto::Reply &r) {
+    send(proto::encode(r));
+    if (in_progress_ > 0 && --in_progress_ == 0) arm_idle();
+}
+
+void Connection::arm_idle() {
+    if (closed_ || handed_over_ || idle_ms_ == 0) return;
+    idle_.start(idle_ms_, [this] {
+        LOG_VERBOSE("socket: connection %llu (uid %u pid %d): no request in %llu ms; closing it",
+                    static_cast<unsigned long long>(id_), peer_.uid, peer_.pid,
+                    static_cast<unsigned long long>(idle_ms_));
+        std::shared_ptr<Connection> keep = self_;
+        send(proto::encode(proto::error_reply(
+            0, fail(Error::Timeout, "no complete request within " +
+                                        std::to_string(idle_ms_ / 1000) + " s; closing"))));
+        close();
+    });
+}
 
 void Connection::send(const std::string &line) {
     if (closed_) return;
@@ -70,7 +104,9 @@ void Connection::send(const std::string &line) {
 void Connection::close() {
     if (closed_) return;
     closed_ = true;
+    idle_.close();
     auto handler = std::move(on_close_);
+    auto release = std::move(on_release_);
     on_line_ = nullptr;
     uv_read_stop(reinterpret_cast<uv_stream_t *>(pipe_));
     pipe_->data = this;
@@ -91,6 +127,7 @@ void Connection::close() {
         delete sr;
         uv_close(reinterpret_cast<uv_handle_t *>(pipe_), close_cb);
     }
+    if (release) release();
     if (handler) handler();
 }
 
@@ -109,12 +146,13 @@ struct SocketServer::Impl {
     }
 };
 
-SocketServer::SocketServer(uv_loop_t *loop, std::string path, unsigned mode, size_t max_connections,
-                           RequestHandler handler)
+SocketServer::SocketServer(uv_loop_t *loop, std::string path, unsigned mode, SocketLimits limits,
+                           Classifier classify, RequestHandler handler)
     : loop_(loop),
       path_(std::move(path)),
       mode_(mode),
-      max_conns_(max_connections),
+      limits_(limits),
+      classify_(std::move(classify)),
       handler_(std::move(handler)) {}
 
 SocketServer::~SocketServer() {
@@ -130,7 +168,10 @@ Status SocketServer::start() {
     int rc = uv_pipe_bind(listener_, path_.c_str());
     if (rc == 0 && chmod(path_.c_str(), mode_) != 0) rc = -errno;
     if (rc == 0)
-        rc = uv_listen(reinterpret_cast<uv_stream_t *>(listener_), 128, Impl::on_connection);
+        // The kernel's cap (net.core.somaxconn): room for a burst of job
+        // starts beside another user's connect loop; clients wait for room
+        // (common/agent_call.cc).
+        rc = uv_listen(reinterpret_cast<uv_stream_t *>(listener_), SOMAXCONN, Impl::on_connection);
     if (rc != 0) {
         uv_close(reinterpret_cast<uv_handle_t *>(listener_),
                  [](uv_handle_t *h) { delete reinterpret_cast<uv_pipe_t *>(h); });
@@ -175,18 +216,30 @@ void SocketServer::accept_one() {
         getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
         conn->peer_ = PeerCred{cred.pid, cred.uid, cred.gid};
     }
-    if (conns_.size() >= max_conns_) {
-        LOG_WARN("socket: %zu connections open, refusing one from uid %u", conns_.size(), cred.uid);
-        conn->reply(proto::error_reply(0, fail(Error::Unavailable, "too many connections")));
-        conn->close();
-        return;
+    PoolCounts n;
+    n.admin = admin_count_;
+    n.user_total = user_total_;
+    if (auto it = shim_of_uid_.find(conn->peer_.uid); it != shim_of_uid_.end())
+        n.shim_of_uid = it->second;
+    if (auto it = user_of_uid_.find(conn->peer_.uid); it != user_of_uid_.end())
+        n.user_of_uid = it->second;
+    auto pool = admit_connection(classify_ ? classify_(conn->peer_) : PeerStanding{},
+                                 conn->peer_.uid, n, limits_);
+    if (!pool) return refuse(conn, pool.failure());
+    conn->pool_ = *pool;
+    if (*pool == Pool::Admin) admin_count_++;
+    if (*pool == Pool::Shim) shim_of_uid_[conn->peer_.uid]++;
+    if (*pool == Pool::User) {
+        user_total_++;
+        user_of_uid_[conn->peer_.uid]++;
     }
     conns_.insert(conn);
+    conn->on_release_ = [this, raw = conn.get()] { release(*raw); };
+    conn->idle_ = Timer(loop_);
+    conn->idle_ms_ = limits_.idle_timeout_ms;
+    conn->arm_idle();
     std::weak_ptr<Connection> weak = conn;
-    conn->set_close_handler([this, weak] {
-        if (auto c = weak.lock()) conns_.erase(c);
-    });
-    conn->set_line_handler([this, weak](const std::string &line) {
+    conn->on_line_ = [this, weak](const std::string &line) {
         auto c = weak.lock();
         if (!c) return;
         auto req = proto::decode_request(line);
@@ -199,9 +252,46 @@ void SocketServer::accept_one() {
             return;
         }
         handler_(c, *req);
-    });
+    };
     uv_read_start(reinterpret_cast<uv_stream_t *>(pipe), Connection::Impl::on_alloc,
                   Connection::Impl::on_read);
+}
+
+void SocketServer::refuse(const std::shared_ptr<Connection> &conn, const Failure &why) {
+    const uint32_t uid = conn->peer_.uid;
+    const uint64_t now = uv_now(loop_);
+    if (refusal_log_.size() > 4096) refusal_log_.clear();  // bounded whatever the peers do
+    RefusalLog &rl = refusal_log_[uid];
+    if (rl.last_ms == 0 || now - rl.last_ms >= kRefusalLogMs) {
+        std::string more =
+            rl.suppressed ? " (and " + std::to_string(rl.suppressed) + " more not logged)" : "";
+        LOG_WARN("socket: refused a connection from uid %u pid %d: %s%s", uid, conn->peer_.pid,
+                 why.message.c_str(), more.c_str());
+        rl.last_ms = now;
+        rl.suppressed = 0;
+    } else {
+        rl.suppressed++;
+    }
+    conn->reply(proto::error_reply(0, why));
+    conn->close();
+}
+
+void SocketServer::release(const Connection &c) {
+    auto drop = [](std::map<uint32_t, size_t> &m, uint32_t uid) {
+        auto it = m.find(uid);
+        if (it != m.end() && --it->second == 0) m.erase(it);
+    };
+    if (c.pool_ == Pool::Admin) admin_count_--;
+    if (c.pool_ == Pool::Shim) drop(shim_of_uid_, c.peer_.uid);
+    if (c.pool_ == Pool::User) {
+        user_total_--;
+        drop(user_of_uid_, c.peer_.uid);
+    }
+    for (auto it = conns_.begin(); it != conns_.end(); ++it)
+        if (it->get() == &c) {
+            conns_.erase(it);  // c lives on: its pipe's close callback holds it (self_)
+            break;
+        }
 }
 
 }  // namespace sk::agent

@@ -1,20 +1,38 @@
 // The agent's unix socket: newline-delimited JSON (common/protocol.h), peers
 // identified by SO_PEERCRED at accept. Each connection reads lines through a
 // bounded LineBuffer; a malformed or oversized message closes that
-// connection only. The server does not decide anything: it hands requests
+// connection only. The server decides nothing about requests: it hands them
 // (with the peer's credentials) to a handler, which replies on the
 // connection, possibly later (deregister), or takes the connection over
 // (attach: the shim runtime then reads the lines).
+//
+// Admission (docs/security.md, "Who can talk to the agent socket"; the
+// decision: admit_connection, agent/peer_auth.h): every connection is put
+// at accept, by its SO_PEERCRED uid, into one of three pools, so that no
+// local user can crowd out the prolog/epilog or a job's shim:
+//   admin  root and the SlurmUser: admin_connections of their own, then the
+//          user pool (no per-uid bound);
+//   shim   a uid with registered jobs: one connection per such job, which no
+//          other uid can take (a shim attaches on one);
+//   user   everything else: max_connections in all, max_per_uid per uid.
+// A connection none of them takes is answered with an error reply of id 0
+// (common/protocol.h: a reply about the connection, not about a request) and
+// closed. A connection that has no request in progress and sends no complete
+// request within idle_timeout_ms (from its accept or its last reply) is
+// closed, so idle and slow-loris peers free their slot; a connection handed
+// over (set_line_handler: attach) is its new owner's to time out.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
 
 #include "agent/peer_auth.h"
 #include "common/protocol.h"
+#include "uv/handles.h"
 
 typedef struct uv_loop_s uv_loop_t;
 typedef struct uv_pipe_s uv_pipe_t;
@@ -29,10 +47,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
     uint64_t id() const { return id_; }
     bool closed() const { return closed_; }
     void send(const std::string &line);  // line includes its '\n'
-    void reply(const proto::Reply &r) { send(proto::encode(r)); }
+    // Sends the reply to a request; the last one in progress re-arms the
+    // idle timeout.
+    void reply(const proto::Reply &r);
     void close();
-    // Replaces how lines are handled (attach hands the connection to a runtime).
-    void set_line_handler(LineHandler h) { on_line_ = std::move(h); }
+    // Hands the connection over (attach: to a shim runtime): its lines go to
+    // h, and the idle timeout no longer applies.
+    void set_line_handler(LineHandler h);
     void set_close_handler(std::function<void()> h) { on_close_ = std::move(h); }
 
     struct Impl;
@@ -40,6 +61,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   private:
     friend class SocketServer;
     friend struct Impl;
+    void arm_idle();
     uv_pipe_t *pipe_ = nullptr;
     PeerCred peer_;
     uint64_t id_ = 0;
@@ -47,6 +69,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
     proto::LineBuffer buf_;
     LineHandler on_line_;
     std::function<void()> on_close_;
+    std::function<void()> on_release_;  // the server's bookkeeping, whoever owns the lines
+    Pool pool_ = Pool::None;
+    bool handed_over_ = false;
+    size_t in_progress_ = 0;  // requests handed to the handler and not replied to yet
+    uint64_t idle_ms_ = 0;
+    Timer idle_;
     std::shared_ptr<Connection> self_;  // keeps the object alive while the pipe is open
 };
 
@@ -55,8 +83,10 @@ class SocketServer {
     using RequestHandler =
         std::function<void(const std::shared_ptr<Connection> &conn, const proto::Request &req)>;
 
-    SocketServer(uv_loop_t *loop, std::string path, unsigned mode, size_t max_connections,
-                 RequestHandler handler);
+    using Classifier = std::function<PeerStanding(const PeerCred &peer)>;
+
+    SocketServer(uv_loop_t *loop, std::string path, unsigned mode, SocketLimits limits,
+                 Classifier classify, RequestHandler handler);
     ~SocketServer();
     // Removes a stale socket file, binds, chmods, listens.
     Status start();
@@ -68,11 +98,22 @@ class SocketServer {
   private:
     friend struct Impl;
     void accept_one();
+    void refuse(const std::shared_ptr<Connection> &conn, const Failure &why);
+    void release(const Connection &c);
     uv_loop_t *loop_;
     std::string path_;
     unsigned mode_;
-    size_t max_conns_;
+    SocketLimits limits_;
+    Classifier classify_;
     RequestHandler handler_;
+    size_t admin_count_ = 0, user_total_ = 0;
+    std::map<uint32_t, size_t> shim_of_uid_, user_of_uid_;
+    // Refusals are logged once per uid per kRefusalLogMs, with a count.
+    struct RefusalLog {
+        uint64_t last_ms = 0;
+        size_t suppressed = 0;
+    };
+    std::map<uint32_t, RefusalLog> refusal_log_;
     uv_pipe_t *listener_ = nullptr;
     uint64_t next_id_ = 1;
     std::set<std::shared_ptr<Connection>> conns_;

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -55,18 +56,31 @@ Status connect_unix(int fd, const std::string &path, int64_t deadline) {
     if (path.size() >= sizeof sa.sun_path)
         return fail(Error::InvalidArgument, "agent socket path too long: " + path);
     memcpy(sa.sun_path, path.c_str(), path.size() + 1);
-    if (connect(fd, reinterpret_cast<struct sockaddr *>(&sa), sizeof sa) == 0) return {};
-    int err = errno;
+    // Blocking, bounded by SO_SNDTIMEO: while the agent's listen backlog is
+    // full (a burst of job starts, another user's connect loop), a unix
+    // socket's connect waits in the kernel's queue for room; a non-blocking
+    // one would get EAGAIN and no event for when there is room.
+    int err = EAGAIN;  // what a bound that ran out before the first try reads as
+    for (;;) {
+        int64_t left = deadline - now_ms();
+        if (left <= 0) break;
+        struct timeval tv = {static_cast<time_t>(left / 1000),
+                             static_cast<suseconds_t>((left % 1000) * 1000)};
+        if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0)
+            return fail(Error::Io, sys_error("setsockopt SO_SNDTIMEO", errno));
+        err = connect(fd, reinterpret_cast<struct sockaddr *>(&sa), sizeof sa) == 0 ? 0 : errno;
+        if (err != EINTR) break;
+    }
     if (err == ENOENT || err == ECONNREFUSED)
         return fail(Error::Unavailable, sys_error("agent socket " + path, err) +
                                             " (is slurm-k8s-agent running on this node?)");
-    if (err != EINPROGRESS && err != EAGAIN)
-        return fail(Error::Io, sys_error("connect " + path, err));
-    if (auto s = wait_fd(fd, POLLOUT, deadline, "connect " + path); !s) return s;
-    int soerr = 0;
-    socklen_t len = sizeof soerr;
-    getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len);
-    if (soerr != 0) return fail(Error::Unavailable, sys_error("agent socket " + path, soerr));
+    if (err == EAGAIN || err == EINTR)
+        return fail(Error::Timeout,
+                    "connect " + path + ": the agent accepted no connection within the timeout");
+    if (err != 0) return fail(Error::Io, sys_error("connect " + path, err));
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0)
+        return fail(Error::Io, sys_error("fcntl O_NONBLOCK", errno));
     return {};
 }
 
@@ -106,10 +120,15 @@ Result<std::string> read_line(int fd, int64_t deadline) {
 Result<std::string> agent_exchange(const std::string &path, const std::string &line,
                                    int timeout_ms) {
     const int64_t deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 1);
-    Fd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    Fd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));  // non-blocking once connected
     if (fd.get() < 0) return fail(Error::Io, sys_error("socket", errno));
     if (auto s = connect_unix(fd.get(), path, deadline); !s) return s.failure();
-    if (auto s = send_all(fd.get(), line, deadline); !s) return s.failure();
+    if (auto s = send_all(fd.get(), line, deadline); !s) {
+        // The agent may have answered and closed before reading (a refusal
+        // at accept): its reply is still queued here, and says more.
+        if (auto early = read_line(fd.get(), deadline)) return early;
+        return s.failure();
+    }
     return read_line(fd.get(), deadline);
 }
 

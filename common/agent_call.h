@@ -7,11 +7,15 @@
 //
 // Errors: a missing socket or a refused connection is Error::Unavailable (the
 // agent is not running); a bound that ran out is Error::Timeout; a reply with
-// ok=false comes back as its own error code and message.
+// ok=false comes back as its own error code and message, prefixed "agent: ",
+// and so does an error reply of id 0, the agent's word about the connection
+// itself (refused: too many connections; closed idle; an unreadable request:
+// common/protocol.h), which no request id can be mistaken for: ids start at 1.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "common/result.h"
@@ -21,7 +25,8 @@ namespace sk {
 
 // Connects to `path`, sends `line` (one framed request) and returns the first
 // line of the reply (without '\n', at most proto::kMaxMessageBytes), all
-// within `timeout_ms`.
+// within `timeout_ms`. When the agent closed before taking the request (it
+// refused the connection), the reply it left is read all the same.
 Result<std::string> agent_exchange(const std::string &path, const std::string &line,
                                    int timeout_ms);
 
@@ -47,11 +52,17 @@ class BasicAgentClient {
         req.body = body;
         auto line = agent_exchange(path_, proto::Codec<J>::encode(req), timeout_ms);
         if (!line) return line.failure();
-        auto reply = proto::Codec<J>::decode_reply(*line);
+        return read_reply(*line, req.id);
+    }
+
+    // What one reply line says to the caller of request `expected_id` (> 0).
+    static Result<Value> read_reply(std::string_view line, uint64_t expected_id) {
+        auto reply = proto::Codec<J>::decode_reply(line);
         if (!reply) return fail(Error::Parse, "bad reply from agent: " + reply.message());
-        if (reply->id != req.id)
+        if (reply->id == 0 && !reply->ok) return fail(reply->error, "agent: " + reply->message);
+        if (reply->id != expected_id)
             return fail(Error::Parse, "agent replied to request " + std::to_string(reply->id) +
-                                          ", expected " + std::to_string(req.id));
+                                          ", expected " + std::to_string(expected_id));
         if (!reply->ok) return fail(reply->error, "agent: " + reply->message);
         return std::move(reply->body);
     }

@@ -4,7 +4,9 @@
 //   reply:   {"id":7,"ok":true,"body":{...}}\n
 //            {"id":7,"ok":false,"error":"forbidden","message":"..."}\n
 //
-// Every request carries an id that its reply repeats. Who may send what is
+// Every request carries an id (from 1) that its reply repeats; an error reply
+// of id 0 is the agent's word about the connection (refused, idle, an
+// unreadable line) just before it closes it (docs/protocol.md). Who may send what is
 // decided by the agent from SO_PEERCRED (root/SlurmUser: register, deregister,
 // status, list; a job's shim: attach, then the pod stream). After a successful
 // attach the connection carries agent->shim requests ("pod_run", "pod_kill",

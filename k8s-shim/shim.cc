@@ -128,6 +128,8 @@ void Shim::on_line(const std::string &line) {
     if (v->isMember("ok")) {
         auto r = proto::decode_reply(line);
         if (!r) return lost_connection("bad reply from the agent: " + r.message());
+        if (r->id == 0 && !r->ok)  // about the connection (common/protocol.h): it is closing
+            return lost_connection("agent: " + r->message);
         if (r->id == attach_id_)
             on_attached(*r);
         else if (!r->ok)

@@ -7,11 +7,27 @@ runtime=fake, drives the agent through its unix socket as a test user
 `N passed, N failed`, and leaves no process behind. The harness is
 tests/pylib/sktest (env.AgentEnv, suite).
 """
-import os, signal, socket, sys, time
+import json, os, select, signal, socket, subprocess, sys, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from sktest.env import NODE, REG, phase, pod, suite_main  # noqa: E402
+from sktest.env import NODE, REG, AgentEnv, phase, pod, suite_main  # noqa: E402
+from sktest.programs import BUILDDIR  # noqa: E402
 from sktest.suite import SCALE, check, wait_for  # noqa: E402
+
+# The agent socket's admission (agent/socket_server.h): the defaults of
+# max_connections_per_uid and max_connections, and an idle timeout short
+# enough to wait for, long enough for the flood checks to finish inside it on
+# a loaded machine (stretched, within reason, under valgrind).
+PER_UID, USER_POOL = 16, 256
+IDLE_S = int(12 * min(SCALE, 4))
+NOBODY = 65534
+
+
+class Env(AgentEnv):
+    def conf_settings(self):
+        s = super().conf_settings()
+        s["socket_idle_timeout"] = f"{IDLE_S}s"
+        return s
 
 
 def node_ready(env):
@@ -234,10 +250,184 @@ def run(env):
     s.close()
     check("malformed message closes that connection only", b'"ok":false' in data and closed and
           env.call("list", {})["ok"])
+    socket_admission(env)
+
+
+def connect_as(path, uid):
+    """A connection that SO_PEERCRED reports as uid's (the kernel takes the credentials,
+    the effective uid, at connect)."""
+    os.seteuid(uid)
+    try:
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(path)  # blocking: waits while the listen backlog is full
+        s.settimeout(10 * SCALE)
+    finally:
+        os.seteuid(0)
+    return s
+
+
+def has_data(s):
+    p = select.poll()
+    p.register(s, select.POLLIN)
+    return bool(p.poll(0))
+
+
+def read_to_eof(s):
+    """Everything the agent sent before closing s (it closes right after a refusal)."""
+    data = b""
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            data += d
+    except OSError:
+        pass
+    return data
+
+
+def refusal(s):
+    data = read_to_eof(s)
+    try:
+        return json.loads(data.split(b"\n")[0])
+    except ValueError:
+        return {"raw": data}
+
+
+def cli(env, *args, uid=None):
+    """slurm-k8s on the test agent's socket, as uid (default: ours); (rc, stdout + stderr)."""
+    kw = dict(user=uid, group=uid, extra_groups=[]) if uid is not None else {}
+    r = subprocess.run([os.path.join(BUILDDIR, "cli", "slurm-k8s"), "--socket",
+                        os.path.join(env.dir, "agent.sock"), "--timeout", str(int(10 * SCALE))]
+                       + list(args), capture_output=True, text=True, timeout=30 * SCALE, **kw)
+    return r.returncode, r.stdout + r.stderr
+
+
+def socket_admission(env):
+    """ISSUE14 item 2: other local users cannot cut jobs off from the agent (docs/security.md,
+    "the agent socket")."""
+    if os.getuid() != 0:
+        print("     not root: the admission checks need connections of other uids; skipped")
+        return
+    path = os.path.join(env.dir, "agent.sock")
+    os.chmod(env.dir, 0o711)  # other uids reach the socket (mode 0666)
+    open(os.path.join(env.dir, "alive_46"), "w").close()
+    # 300 idle connections of one user: its 16 are kept, the rest refused with the reason.
+    flood = [connect_as(path, NOBODY) for _ in range(300)]
+    env.call("list", {})  # accepted after the flood: every refusal has been written
+    quiet = [c for c in flood if not has_data(c)]
+    replies = [refusal(c) for c in flood if c not in quiet]
+    check("300 connections of one uid: max_connections_per_uid kept, the rest refused",
+          len(quiet) == PER_UID and len(replies) == 300 - PER_UID, (len(quiet), len(replies)))
+    check("a refusal is a framed error reply of id 0 that names the limit",
+          replies and all(r.get("id") == 0 and r.get("ok") is False and r.get("error") == "unavailable"
+                          and "too many connections from uid 65534" in r.get("message", "")
+                          and "max_connections_per_uid=16" in r["message"] for r in replies),
+          replies[:1])
+    r = env.call("register", dict(REG, job_id=46))
+    check("root's register beside 300 idle connections of another uid", r and r.get("ok"), r)
+    st = env.call("status", {"job_id": 46, "slurm_node": "n1"})
+    check("root's status beside the flood", st and st.get("ok"), st)
+    rc, out = cli(env, "status")
+    check("slurm-k8s status (root) beside the flood", rc == 0 and "version:" in out, (rc, out))
+    rc, out = cli(env, "list", uid=NOBODY)
+    check("slurm-k8s prints the agent's refusal to the flooding uid",
+          rc != 0 and "agent: too many connections from uid 65534" in out
+          and "replied to request" not in out, (rc, out))
+    # Fill the users' pool with 15 more uids: the next uid is refused, root and a job's user
+    # (its shim's slot) still get in.
+    others = [connect_as(path, 60001 + i // PER_UID) for i in range(USER_POOL - PER_UID)]
+    env.call("list", {})
+    check("the users' pool holds max_connections", not [c for c in others if has_data(c)])
+    late = connect_as(path, 60100)
+    r = refusal(late)
+    check("a full users' pool refuses the next uid, naming max_connections",
+          r.get("id") == 0 and "max_connections=256" in r.get("message", ""), r)
+    late.close()
+    st = env.call("status", {"job_id": 46, "slurm_node": "n1"})
+    check("root still served when the users' pool is full", st and st.get("ok"), st)
+    shim = connect_as(path, REG["uid"])
+    shim.sendall(b'{"v":1,"id":1,"op":"status","body":{"job_id":46,"slurm_node":"n1"}}\n')
+    data = b""
+    while not data.endswith(b"\n"):
+        d = shim.recv(65536)
+        if not d:
+            break
+        data += d
+    shim.close()
+    check("a job's user gets its shim's slot when the users' pool is full",
+          data and json.loads(data).get("ok") is True, data)
+    # Close and reopen quickly: each refused at once, logged once in a while, nothing leaks.
+    for _ in range(200):
+        c = connect_as(path, 60100)
+        read_to_eof(c)
+        c.close()
+    log = open(os.path.join(env.dir, "agent.log")).read()
+    check("refusals of one uid are logged once per 10 s",
+          1 <= log.count("refused a connection from uid 60100") <= 3)
+    for c in others:
+        c.close()
+    def admitted():
+        c = connect_as(path, 60100)
+        env.call("list", {})
+        if has_data(c):
+            c.close()
+            return None
+        return c
+    back = wait_for(admitted, 10)
+    check("closed connections give their slots back", back is not None)
+    if back:
+        back.close()
+    # A frame over 1 MiB, even unterminated: too_large, closed.
+    big = connect_as(path, 60200)
+    try:
+        big.sendall(b"{" + b" " * (2 << 20))
+    except OSError:
+        pass
+    r = refusal(big)
+    check("a frame over 1 MiB is refused with too_large and closed",
+          r.get("id") == 0 and r.get("error") == "too_large", r)
+    # Idle connections are closed after socket_idle_timeout: the flood's, one idle after a
+    # reply, and a slow loris (a partial request, a byte at a time).
+    t0 = time.time()
+    after = socket.socket(socket.AF_UNIX)
+    after.settimeout(10 * SCALE)
+    after.connect(path)
+    after.sendall(b'{"v":1,"id":1,"op":"list","body":{}}\n')
+    first = b""
+    while not first.endswith(b"\n"):
+        d = after.recv(65536)
+        if not d:
+            break
+        first += d
+    check("a list reply before the idle wait", b'"ok":true' in first, first)
+    loris = connect_as(path, 60201)
+    loris.sendall(b'{"v":1,')
+    words = {}
+    def all_closed():
+        try:
+            loris.send(b" ")
+        except OSError:
+            pass
+        for c in quiet + [after, loris]:
+            if c not in words and has_data(c):
+                words[c] = read_to_eof(c)
+        return len(words) == len(quiet) + 2
+    closed = wait_for(all_closed, IDLE_S + 30, step=0.5)
+    took = time.time() - t0
+    check("idle connections closed after socket_idle_timeout", closed and took >= IDLE_S - 1,
+          (len(words), took))
+    check("the idle close says why", all(b"no complete request within" in w for w in words.values()),
+          list(words.values())[:1])
+    for c in quiet + [after, loris]:
+        c.close()
+    r = env.call("deregister", {"job_id": 46, "slurm_node": "n1", "grace_s": 0, "reason": "JobEnded"})
+    check("job 46 deregisters", r and r.get("ok"), r)
+    os.unlink(os.path.join(env.dir, "alive_46"))
 
 
 def main():
-    return suite_main(run)
+    return suite_main(run, Env)
 
 
 

@@ -79,6 +79,10 @@ REPLIES = [
     {"id": 7, "ok": True},
     {"id": 8, "ok": False, "error": "forbidden", "message": "uid 1000 may not register"},
     {"id": 9, "ok": False, "error": "no_such_error", "message": "x"},
+    # About the connection, not a request (agent/socket_server.h): a refusal, an idle close.
+    {"id": 0, "ok": False, "error": "unavailable",
+     "message": "too many connections from uid 65534 (max_connections_per_uid=16); close idle ones"},
+    {"id": 0, "ok": False, "error": "timeout", "message": "no complete request within 10 s; closing"},
     {"id": 10, "ok": False, "error": "not_found"},
 ]
 MALFORMED = [

@@ -47,10 +47,17 @@ At the end the job is deregistered as the plugin does it (the extern step's
 deregister with grace 5 s, then the epilog's) and the test checks: the shim
 exited 0, no process carrying the soak's marker is left, Node, Lease and pods
 are gone, and the agent's job state and the shim's state dir are removed.
+Beside the churn, when the test runs as root, a forked child as `nobody` floods
+the agent socket: it keeps SOAK_FLOOD (default 300) connections open and idle
+and reopens each one the agent refuses or closes (after socket_idle_timeout),
+as an attacker would. The agent must refuse it beyond max_connections_per_uid
+and answer root's `status` (as the prolog and the epilog would ask) every
+half second throughout, each within 5 s.
+
 Prints check lines and `N passed, N failed`; exits 1 on a failure; leaves no
 process behind (processes with the marker are killed on the way out).
 """
-import os, random, shutil, signal, statistics, sys, threading, time
+import json, os, random, select, shutil, signal, socket, statistics, subprocess, sys, threading, time
 import urllib.error
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
@@ -385,6 +392,92 @@ def bound_check(label, series, warm_t, rss_slack, fd_slack, final, pods_after):
           final is not None and final[1] <= fd0 + fd_slack, (final, text))
 
 
+NOBODY = 65534
+
+
+def socket_flood(path, n, stop_fd, report_fd):
+    """In a forked child, as nobody: up to n idle connections to the agent socket, each reopened
+    as soon as the agent refuses or closes it, until stop_fd is readable; then writes
+    {"opened", "refused", "closed_idle"} to report_fd and exits."""
+    os.setgroups([])
+    os.setgid(NOBODY)
+    os.setuid(NOBODY)
+    conns, counts = set(), {"opened": 0, "refused": 0, "closed_idle": 0}
+    poller = select.poll()
+    poller.register(stop_fd, select.POLLIN)
+    while True:
+        while len(conns) < n:
+            c = socket.socket(socket.AF_UNIX)
+            try:
+                c.connect(path)
+            except OSError:
+                c.close()
+                break
+            counts["opened"] += 1
+            conns.add(c)
+            poller.register(c, select.POLLIN)
+        events = dict(poller.poll(200))
+        if stop_fd in events:
+            break
+        for c in [c for c in conns if c.fileno() in events]:
+            try:
+                data = c.recv(65536)
+            except OSError:
+                data = b""
+            counts["refused" if b"too many connections" in data else "closed_idle"] += 1
+            poller.unregister(c)
+            conns.discard(c)
+            c.close()
+    os.write(report_fd, json.dumps(counts).encode())
+    os._exit(0)
+
+
+class Flood:
+    """The socket flood (socket_flood in a child) and root's probe of the agent beside it."""
+
+    def __init__(self, env, n):
+        self.env, self.pid = env, None
+        self.cli = os.path.join(os.path.dirname(os.path.dirname(env.agent_bin)), "cli", "slurm-k8s")
+        self.probes, self.slow, self.failed = 0, [], []
+        if os.getuid() != 0 or n <= 0:
+            return
+        os.chmod(env.dir, 0o711)  # nobody reaches the socket (mode 0666)
+        self.stop_r, self.stop_w = os.pipe()
+        self.rep_r, rep_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                socket_flood(os.path.join(env.dir, "agent.sock"), n, self.stop_r, rep_w)
+            finally:
+                os._exit(1)
+        os.close(rep_w)
+        self.pid = pid
+
+    def probe(self, stop):
+        while self.pid and not stop.wait(0.5):
+            t0 = time.time()
+            # The plugin's and the CLI's client (common/agent_call.cc): it waits for room in
+            # the listen backlog, which the flood's connect loop keeps full.
+            r = subprocess.run([self.cli, "--socket", os.path.join(self.env.dir, "agent.sock"),
+                                "--timeout", "10", "status"], capture_output=True, text=True,
+                               timeout=30)
+            took = time.time() - t0
+            self.probes += 1
+            if r.returncode != 0:
+                self.failed.append(r.stdout + r.stderr)
+            elif took > 5:
+                self.slow.append(round(took, 2))
+
+    def finish(self):
+        """Stops the child; its counts, or None when there was no flood."""
+        if not self.pid:
+            return None
+        os.write(self.stop_w, b"x")
+        _, status = os.waitpid(self.pid, 0)
+        data = os.read(self.rep_r, 4096)
+        return json.loads(data) if data and status == 0 else {"status": status}
+
+
 def run(env):
     seconds = env_num("SOAK_SECONDS", 120.0)
     seed = int(env_num("SOAK_SEED", int(time.time() * 1000) % 1000000, int))
@@ -400,7 +493,9 @@ def run(env):
     check("shim attached", wait_for(lambda: "shim attached" in open(os.path.join(env.dir, "agent.log")).read(), 15))
 
     s = Soak(env, seconds, seed)
-    threads = [threading.Thread(target=s.breaker, daemon=True), threading.Thread(target=s.sampler, daemon=True)]
+    flood = Flood(env, env_num("SOAK_FLOOD", 300, int))
+    threads = [threading.Thread(target=s.breaker, daemon=True), threading.Thread(target=s.sampler, daemon=True),
+               threading.Thread(target=flood.probe, args=(s.stop,), daemon=True)]
     for th in threads:
         th.start()
     try:
@@ -409,6 +504,15 @@ def run(env):
         s.stop.set()
         for th in threads:
             th.join(15)
+        counts = flood.finish()
+    if counts is not None:
+        print(f"     socket flood as nobody: {counts}; root's probes {flood.probes}")
+        check("the flood was refused beyond max_connections_per_uid and its idle connections closed",
+              counts.get("refused", 0) > 0 and counts.get("closed_idle", 0) > 0, counts)
+        check("root's status answered beside the socket flood, each within 5 s",
+              flood.probes > 0 and not flood.failed and not flood.slow, (flood.failed[:3], flood.slow[:10]))
+    else:
+        print("     socket flood skipped (needs root to connect as nobody)")
     env.safe_api("DELETE", "/_test/fault")
     time.sleep(1.0)  # let the last pod's state settle before the final sample
     final_agent, final_shim = proc_sample(env.agent.pid), proc_sample(env.shim.pid)

@@ -1,6 +1,7 @@
 // AgentClient against a real unix socket served by a thread of this test:
 // ok and error replies, an absent agent, a silent agent (the bound holds), a
-// closed connection, a reply to the wrong request.
+// closed connection, a reply to the wrong request, a refusal of the
+// connection (an error reply of id 0, common/protocol.h), read or not.
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -15,7 +16,7 @@
 
 using namespace sk;
 
-enum class Mode { Ok, Error, Silent, Close, WrongId };
+enum class Mode { Ok, Error, Silent, Close, WrongId, Refuse, RefuseUnread };
 
 struct Server {
     std::string path;
@@ -27,6 +28,14 @@ struct Server {
 static void serve(Server *s, Mode mode) {
     int c = accept(s->fd, nullptr, nullptr);
     if (c < 0) return;
+    static const std::string kRefusal =
+        "{\"id\":0,\"ok\":false,\"error\":\"unavailable\",\"message\":\"too many "
+        "connections from uid 65534 (max_connections_per_uid=16)\"}\n";
+    if (mode == Mode::RefuseUnread) {  // as the agent does at accept: answer, close, never read
+        (void)!write(c, kRefusal.data(), kRefusal.size());
+        close(c);
+        return;
+    }
     char buf[4096];
     ssize_t n = read(c, buf, sizeof buf);
     if (n > 0) s->got.assign(buf, static_cast<size_t>(n));
@@ -45,7 +54,11 @@ static void serve(Server *s, Mode mode) {
             sleep(1);  // usleep() takes < 1 s (POSIX): 1.5 s as 1 s + 500 ms
             usleep(500 * 1000);
             break;
+        case Mode::Refuse:
+            reply = kRefusal;
+            break;
         case Mode::Close:
+        case Mode::RefuseUnread:
             break;
     }
     if (!reply.empty()) (void)!write(c, reply.data(), reply.size());
@@ -85,6 +98,8 @@ static const Case kCases[] = {
     {Mode::Silent, false, Error::Timeout, "timeout"},
     {Mode::Close, false, Error::Unavailable, "closed"},
     {Mode::WrongId, false, Error::Parse, "expected 1"},
+    {Mode::Refuse, false, Error::Unavailable, "agent: too many connections from uid 65534"},
+    {Mode::RefuseUnread, false, Error::Unavailable, "agent: too many connections from uid 65534"},
 };
 START_TEST(client_table) {
     const auto &c = kCases[_i];
@@ -101,8 +116,9 @@ START_TEST(client_table) {
     close(s.fd);
     ck_assert_msg(r.ok() == c.ok, "case %d: %s", _i, r.ok() ? "ok" : r.message().c_str());
     ck_assert_msg(took < 1.0, "the 300 ms bound held (took %.2f s)", took);
-    ck_assert_msg(s.got.find("\"op\":\"register\"") != std::string::npos, "sent: %s",
-                  s.got.c_str());
+    if (c.mode != Mode::RefuseUnread)
+        ck_assert_msg(s.got.find("\"op\":\"register\"") != std::string::npos, "sent: %s",
+                      s.got.c_str());
     if (c.ok) {
         ck_assert_sstr_eq((*r)["node_name"].asString(), "slurm-n1-7");
     } else {

@@ -1,5 +1,6 @@
 // agent/peer_auth: who may send which op on the agent socket, and a shim's
-// attach by uid and cgroup.
+// attach by uid and cgroup; which connection pool a peer gets
+// (admit_connection).
 #include <cstdint>
 #include <string>
 
@@ -57,11 +58,50 @@ START_TEST(attach_authorization) {
 }
 END_TEST
 
+struct AdmitCase {
+    bool admin;
+    size_t jobs;
+    PoolCounts n;  // admin, shim_of_uid, user_of_uid, user_total
+    Pool pool;     // None: refused
+    const char *message_has;
+};
+static const AdmitCase kAdmit[] = {
+    {true, 0, {0, 0, 0, 0}, Pool::Admin, ""},
+    {true, 0, {64, 0, 0, 10}, Pool::User, ""},    // admins spill over into the users' pool
+    {true, 0, {64, 0, 999, 10}, Pool::User, ""},  // with no per-uid bound
+    {true, 0, {64, 0, 0, 256}, Pool::None, "admin_connections=64 and max_connections=256"},
+    {false, 1, {0, 0, 16, 256}, Pool::Shim, ""},  // a job's user: its shim's slot, whatever else
+    {false, 2, {0, 1, 0, 0}, Pool::Shim, ""},
+    {false, 1, {0, 1, 3, 3}, Pool::User, ""},
+    {false, 0, {0, 0, 15, 255}, Pool::User, ""},
+    {false, 0, {0, 0, 16, 20}, Pool::None, "from uid 77 (max_connections_per_uid=16)"},
+    {false, 0, {0, 0, 2, 256}, Pool::None, "(max_connections=256 in use by users)"},
+    {false, 0, {0, 0, 0, 0}, Pool::User, ""},  // admins' connections never count here
+};
+START_TEST(admission) {
+    const auto &c = kAdmit[_i];
+    PeerStanding who;
+    who.admin = c.admin;
+    who.jobs = c.jobs;
+    auto r = admit_connection(who, 77, c.n, SocketLimits{});
+    if (c.pool == Pool::None) {
+        ck_assert_msg(!r.ok(), "case %d admitted", _i);
+        ck_assert(r.error() == Error::Unavailable);
+        ck_assert_msg(r.message().find(c.message_has) != std::string::npos, "case %d: %s", _i,
+                      r.message().c_str());
+    } else {
+        ck_assert_msg(r.ok(), "case %d: %s", _i, r.ok() ? "" : r.message().c_str());
+        ck_assert_msg(*r == c.pool, "case %d: pool %d", _i, static_cast<int>(*r));
+    }
+}
+END_TEST
+
 int main() {
     Suite *s = suite_create("peer_auth");
     TCase *tc = tcase_create("peer_auth");
     tcase_add_loop_test(tc, op_authorization, 0, TABLE_SIZE(kOps));
     tcase_add_loop_test(tc, attach_authorization, 0, TABLE_SIZE(kAttach));
+    tcase_add_loop_test(tc, admission, 0, TABLE_SIZE(kAdmit));
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }

@@ -174,10 +174,11 @@ def suite_args(shim=False):
     return ap.parse_args()
 
 
-def suite_main(body):
-    """main() of a suite on AgentEnv (suite_args()); 77 (skip) without the test API server."""
+def suite_main(body, env_class=None):
+    """main() of a suite on AgentEnv, or on the subclass `env_class` (suite_args()); 77 (skip)
+    without the test API server."""
     a = suite_args()
     if not os.path.exists(a.server):
         print("test API server missing; skipping")
         return 77
-    return run_suite(AgentEnv(a.agent, a.server), body, ("agent.log",))
+    return run_suite((env_class or AgentEnv)(a.agent, a.server), body, ("agent.log",))
