@@ -351,6 +351,7 @@ void Agent::op_attach(const std::shared_ptr<Connection> &c, const proto::Request
     rep.body = proto::to_json(proto::AttachReply{vn.record().node_name, vn.record().job.gpus, dir});
     c->reply(rep);
     LOG_INFO("%s shim attached (pid %d)", vn.prefix().c_str(), c->peer().pid);
+    c->set_link_bound(proto::kMaxShimMessageBytes);
     vn.set_runtime(std::make_unique<ShimRuntime>(c, vn.prefix()), c->peer().pid);
 }
 

@@ -1,8 +1,9 @@
 // The agent's unix socket: newline-delimited JSON (common/protocol.h), peers
 // identified by SO_PEERCRED at accept. Each connection reads lines through a
 // bounded LineBuffer; a malformed or oversized message closes that
-// connection only. The server does not decide anything: it hands requests
-// (with the peer's credentials) to a handler, which replies on the
+// connection only, until attach makes it a shim's link (set_link_bound:
+// a larger bound, and an oversized line is dropped, the link kept). The server does not decide
+// anything: it hands requests (with the peer's credentials) to a handler, which replies on the
 // connection, possibly later (deregister), or takes the connection over
 // (attach: the shim runtime then reads the lines).
 #pragma once
@@ -34,6 +35,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
     // Replaces how lines are handled (attach hands the connection to a runtime).
     void set_line_handler(LineHandler h) { on_line_ = std::move(h); }
     void set_close_handler(std::function<void()> h) { on_close_ = std::move(h); }
+    // An attached shim's link (common/shim_protocol.h): lines up to max_line,
+    // an oversized one dropped with a warning instead of closing.
+    void set_link_bound(size_t max_line) {
+        buf_.set_max(max_line);
+        drop_oversize_ = true;
+    }
 
     struct Impl;
 
@@ -45,6 +52,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     uint64_t id_ = 0;
     bool closed_ = false;
     proto::LineBuffer buf_;
+    bool drop_oversize_ = false;
     LineHandler on_line_;
     std::function<void()> on_close_;
     std::shared_ptr<Connection> self_;  // keeps the object alive while the pipe is open
