@@ -71,7 +71,7 @@ void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string
     s.add_seconds("cordon_before_end", &c.cordon_before_end_s, 0, 86400,
                   "cordon this long before the job's end time");
     s.add_seconds("gc_interval", &c.gc_interval_s, 10, 86400,
-                  "garbage collection of Nodes whose jobs are gone");
+                  "garbage collection of what gone jobs left (Nodes, shim dirs, records)");
     s.add_path("state_dir", &c.state_dir, "agent state (one file per registered job)");
     s.add_path("shim_state_dir", &c.shim_state_dir, "parent of the per-job shim state dirs");
     s.add_path("socket_path", &c.socket_path, "the agent's unix socket");
