@@ -2,6 +2,7 @@
 
 #include "agent/agent.h"
 
+#include <dirent.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include "agent/controllers/drain.h"
 #include "agent/peer_auth.h"
 #include "agent/shim_runtime.h"
+#include "common/fs.h"
 #include "common/log.h"
 #include "common/strings.h"
 #include "uv/handles.h"
@@ -61,15 +63,26 @@ void remove_job_dir_as_owner(uv_loop_t *loop, const std::string &dir) {
 }
 }  // namespace
 
-void CommandJobChecker::alive(uint32_t job_id, std::function<void(bool)> cb) {
+JobState job_state_of(const CommandResult &r) {
+    if (!r.ran) return JobState::Unknown;
+    if (r.exit_code == 0) return job_state_is_alive(r.output) ? JobState::Alive : JobState::Gone;
+    if (r.errors.find("Invalid job id") != std::string::npos) return JobState::Gone;
+    if (r.exit_code >= 1 && r.exit_code <= 125 && trim(r.errors).empty()) return JobState::Gone;
+    return JobState::Unknown;
+}
+
+void CommandJobChecker::state(uint32_t job_id, std::function<void(JobState)> cb) {
     std::string cmd = expand_job_command(alive_tmpl_, job_id);
     run_command_async(loop_, cmd, kCommandTimeoutMs, [cb, cmd](const CommandResult &r) {
-        if (!r.ran) {  // cannot tell: never delete on doubt
-            LOG_WARN("job_alive_command '%s' did not run (%s): assuming the job is alive",
-                     cmd.c_str(), r.error.c_str());
-            return cb(true);
-        }
-        cb(r.exit_code == 0 && job_state_is_alive(r.output));
+        JobState s = job_state_of(r);
+        if (s == JobState::Unknown)  // cannot tell: never delete on doubt
+            LOG_WARN("job_alive_command '%s' could not tell (%s): assuming the job is alive",
+                     cmd.c_str(),
+                     !r.ran ? r.error.c_str()
+                            : ("exit " + std::to_string(r.exit_code) + ": " +
+                               std::string(trim(r.errors)))
+                                  .c_str());
+        cb(s);
     });
 }
 
@@ -365,6 +378,7 @@ void Agent::op_attach(const std::shared_ptr<Connection> &c, const proto::Request
     rep.body = proto::to_json(proto::AttachReply{vn.record().node_name, vn.record().job.gpus, dir});
     c->reply(rep);
     LOG_INFO("%s shim attached (pid %d)", vn.prefix().c_str(), c->peer().pid);
+    c->set_link_bound(proto::kMaxShimMessageBytes);
     vn.set_runtime(std::make_unique<ShimRuntime>(c, vn.prefix()), c->peer().pid);
 }
 
@@ -373,6 +387,7 @@ void Agent::op_attach(const std::shared_ptr<Connection> &c, const proto::Request
 // them (never listed by this agent) in the background, as a drain's
 // leftover deletes: with no kubelet nobody else deletes them.
 void Agent::gc() {
+    gc_files();
     std::string sel = std::string(kLabelPrefix) + "slurm-node=" + ctx_.host.job.slurm_node + "," +
                       kLabelPrefix + "cluster=" + cfg_.cluster_name;
     kube_.get("/api/v1/nodes?labelSelector=" + url_escape(sel), [this](Result<Json::Value> r) {
@@ -406,6 +421,48 @@ void Agent::gc() {
             });
         }
     });
+}
+
+// What a job leaves on this machine when its end went wrong (the agent
+// stalled or was killed during the deregisters, a record unreadable at
+// start): its shim state dir (pod state and logs, <shim_state_dir>/job_N_node),
+// its job store record, and the temporary files of writers that died
+// mid-write. A job registered here is never touched (its end cleans up);
+// for any other, Slurm decides: only a job Slurm says is Gone loses its
+// files, one Slurm cannot tell about (JobState::Unknown) keeps them, and a
+// job registered while the answer was on its way keeps them too.
+void Agent::gc_files() {
+    if (size_t n = remove_stale_temp_files(store_.dir()))
+        LOG_INFO("gc: removed %zu temporary file(s) of dead writers in %s", n,
+                 store_.dir().c_str());
+    if (size_t n = remove_stale_temp_files(cfg_.shim_state_dir))
+        LOG_INFO("gc: removed %zu temporary file(s) of dead writers in %s", n,
+                 cfg_.shim_state_dir.c_str());
+    auto collect = [this](const proto::JobKey &k, std::function<void()> remove) {
+        std::string key = job_key(k.job_id, k.slurm_node);
+        if (nodes_.count(key)) return;
+        checker_.state(k.job_id, [this, key, remove = std::move(remove)](JobState s) {
+            if (s == JobState::Gone && !nodes_.count(key)) remove();
+        });
+    };
+    for (const auto &k : store_.record_keys())
+        collect(k, [this, k] {
+            LOG_INFO("gc: job %u is gone: removing its record %s", k.job_id,
+                     store_.path_of(k.job_id, k.slurm_node).c_str());
+            (void)store_.remove(k.job_id, k.slurm_node);
+        });
+    DIR *d = opendir(cfg_.shim_state_dir.c_str());
+    if (!d) return;
+    std::vector<proto::JobKey> dirs;
+    while (struct dirent *e = readdir(d))
+        if (auto k = parse_job_file_name(e->d_name, "")) dirs.push_back(std::move(*k));
+    closedir(d);
+    for (const auto &k : dirs)
+        collect(k, [this, k] {
+            std::string dir = shim_state_dir_for(cfg_, k.job_id, k.slurm_node);
+            LOG_INFO("gc: job %u is gone: removing its shim dir %s", k.job_id, dir.c_str());
+            remove_job_dir_as_owner(loop_, dir);
+        });
 }
 
 }  // namespace sk::agent

@@ -13,27 +13,40 @@
 
 namespace sk::agent {
 
+// What Slurm says of a job. Unknown: Slurm could not be asked (the command
+// did not run, timed out, or failed with an error of its own): never delete
+// anything of a job on Unknown.
+enum class JobState { Alive, Gone, Unknown };
+
 // "Is Slurm job N still alive?" and "when does it end?", asked of Slurm.
 // Injectable so tests need no Slurm. Answers come later, on the loop.
 class JobAliveChecker {
   public:
     virtual ~JobAliveChecker() = default;
-    virtual void alive(uint32_t job_id, std::function<void(bool)> cb) = 0;
+    virtual void state(uint32_t job_id, std::function<void(JobState)> cb) = 0;
+    // state() != Gone: a job Slurm cannot tell about counts as alive.
+    void alive(uint32_t job_id, const std::function<void(bool)> &cb) {
+        state(job_id, [cb](JobState s) { cb(s != JobState::Gone); });
+    }
     // Unix seconds; 0 = unknown or no limit.
     // By value like alive(): the overriders keep cb for a later answer.
     // NOLINTNEXTLINE(performance-unnecessary-value-param): the interface's signature
     virtual void end_time(uint32_t /*job_id*/, std::function<void(int64_t)> cb) { cb(0); }
 };
 
-// Runs job_alive_command ({job} replaced) off the loop (uv_spawn): alive
+// Runs job_alive_command ({job} replaced) off the loop (uv_spawn): Alive
 // when it exits 0 and prints a live state (RUNNING, COMPLETING, ...), or
-// prints nothing; a command that cannot run or times out counts as alive
-// (never delete on doubt). job_end_command prints Slurm's EndTime.
+// prints nothing; Gone when it exits 0 with another state (COMPLETED, ...),
+// or exits 1..125 saying nothing on stderr (the command's own "no") or
+// Slurm's "Invalid job id" (squeue of a job Slurm has forgotten); Unknown
+// when it cannot run, times out, is killed, exits 126/127, or fails with any
+// other message (squeue: "Unable to contact slurm controller"): never
+// delete on doubt. job_end_command prints Slurm's EndTime.
 class CommandJobChecker : public JobAliveChecker {
   public:
     CommandJobChecker(uv_loop_t *loop, std::string alive_tmpl, std::string end_tmpl)
         : loop_(loop), alive_tmpl_(std::move(alive_tmpl)), end_tmpl_(std::move(end_tmpl)) {}
-    void alive(uint32_t job_id, std::function<void(bool)> cb) override;
+    void state(uint32_t job_id, std::function<void(JobState)> cb) override;
     void end_time(uint32_t job_id, std::function<void(int64_t)> cb) override;
 
   private:
@@ -43,6 +56,9 @@ class CommandJobChecker : public JobAliveChecker {
 
 // Pure: the state squeue printed -> alive.
 bool job_state_is_alive(const std::string &state_output);
+// Pure: job_alive_command's result -> what Slurm says (CommandJobChecker).
+struct CommandResult;
+JobState job_state_of(const CommandResult &r);
 
 // An in-process pod runtime in place of the job's shim (agent.conf runtime =
 // a name the daemon's build registered, agent/daemon.h): every virtual node
@@ -78,6 +94,7 @@ class Agent {
     void op_attach(const std::shared_ptr<Connection> &c, const proto::Request &req);
     std::shared_ptr<VirtualNode> add_node(JobRecord rec, std::function<void(Status)> ready);
     void gc();
+    void gc_files();
     void forget_node(const std::string &key);  // deferred erase (called from a node's callback)
     void report_pods();
 

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <uv.h>
 
+#include <algorithm>
 #include <exception>
 
 #include "common/log.h"
@@ -12,14 +13,20 @@ namespace sk::agent {
 namespace {
 
 constexpr size_t kMaxOutput = 64 << 10;
+constexpr size_t kMaxErrors = 4 << 10;
+
+void append_bounded(std::string *to, const char *data, ssize_t n, size_t max) {
+    if (n > 0 && to->size() < max)
+        to->append(data, std::min(static_cast<size_t>(n), max - to->size()));
+}
 
 // Owns its handles and itself: freed once it reported and the process was
 // reaped (a killed process is waited for, so it leaves no zombie).
 struct Cmd {
     Process proc;
-    Pipe out;
+    Pipe out, err;
     Timer timer;
-    bool exited = false, eof = false, timed_out = false, reported = false;
+    bool exited = false, eof = false, err_eof = false, timed_out = false, reported = false;
     CommandResult result;
     std::function<void(const CommandResult &)> done;
 
@@ -28,7 +35,7 @@ struct Cmd {
 };
 
 void Cmd::maybe_report() {
-    if (reported || !((exited && eof) || timed_out)) return;
+    if (reported || !((exited && eof && err_eof) || timed_out)) return;
     reported = true;
     try {
         if (done) done(result);
@@ -40,6 +47,7 @@ void Cmd::maybe_report() {
     done = nullptr;
     timer.close();
     out.close();
+    err.close();
     if (exited) delete this;
 }
 
@@ -75,24 +83,32 @@ void run_command_async(uv_loop_t *loop, const std::string &cmdline, uint64_t tim
     c->done = std::move(done);
     c->timer = Timer(loop);
     c->out = Pipe(loop);
+    c->err = Pipe(loop);
     SpawnOptions o;
     o.file = "/bin/sh";
     o.args = {"/bin/sh", "-c", cmdline};
     o.out = &c->out;
+    o.err = &c->err;
     int rc = c->proc.spawn(loop, o, [c](int64_t status, int sig) { c->on_exit(status, sig); });
     if (rc != 0) {
         c->exited = true;
         c->eof = true;
+        c->err_eof = true;
         c->result.error = std::string("cannot run /bin/sh: ") + uv_strerror(rc);
         c->timer.start(0, [c] { c->maybe_report(); });
         return;
     }
     c->out.read_start([c](ssize_t n, const char *data) {
-        if (n > 0 && c->result.output.size() < kMaxOutput)
-            c->result.output.append(
-                data, std::min(static_cast<size_t>(n), kMaxOutput - c->result.output.size()));
+        append_bounded(&c->result.output, data, n, kMaxOutput);
         if (n < 0) {
             c->eof = true;
+            c->maybe_report();
+        }
+    });
+    c->err.read_start([c](ssize_t n, const char *data) {
+        append_bounded(&c->result.errors, data, n, kMaxErrors);
+        if (n < 0) {
+            c->err_eof = true;
             c->maybe_report();
         }
     });

@@ -1,6 +1,6 @@
 // Runs a short admin-configured command (job_alive_command, job_end_command)
-// off the loop thread: `/bin/sh -c CMD` through uv_spawn, stdout collected
-// (bounded), stderr discarded, killed at the deadline. The loop never blocks
+// off the loop thread: `/bin/sh -c CMD` through uv_spawn, stdout and stderr
+// collected (bounded), killed at the deadline. The loop never blocks
 // on Slurm (squeue may hang when slurmctld is slow).
 #pragma once
 
@@ -16,6 +16,7 @@ struct CommandResult {
     bool ran = false;    // false: could not spawn, or killed at the deadline
     int exit_code = -1;  // valid when ran
     std::string output;  // stdout, at most 64 KiB
+    std::string errors;  // stderr, at most 4 KiB (squeue says there why it failed)
     std::string error;   // why it did not run
 };
 

@@ -79,6 +79,32 @@ Status JobStore::remove(uint32_t job_id, const std::string &slurm_node) const {
     return {};
 }
 
+std::optional<proto::JobKey> parse_job_file_name(std::string_view name, std::string_view suffix) {
+    if (!starts_with(name, "job_") || !ends_with(name, suffix)) return std::nullopt;
+    std::string_view mid = name.substr(4, name.size() - 4 - suffix.size());
+    size_t us = mid.find('_');
+    if (us == std::string_view::npos || us == 0 || us > 10) return std::nullopt;
+    uint64_t id = 0;
+    for (char c : mid.substr(0, us)) {
+        if (c < '0' || c > '9') return std::nullopt;
+        id = id * 10 + static_cast<uint64_t>(c - '0');
+    }
+    if (id == 0 || id > UINT32_MAX) return std::nullopt;
+    std::string node(mid.substr(us + 1));
+    if (!proto::check_node_name(node, "job file")) return std::nullopt;
+    return proto::JobKey{static_cast<uint32_t>(id), node};
+}
+
+std::vector<proto::JobKey> JobStore::record_keys() const {
+    std::vector<proto::JobKey> out;
+    DIR *d = opendir(dir_.c_str());
+    if (!d) return out;
+    while (struct dirent *e = readdir(d))
+        if (auto k = parse_job_file_name(e->d_name, ".json")) out.push_back(std::move(*k));
+    closedir(d);
+    return out;
+}
+
 std::vector<JobRecord> JobStore::load_all(std::vector<std::string> *bad) const {
     std::vector<JobRecord> out;
     DIR *d = opendir(dir_.c_str());

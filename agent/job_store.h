@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,9 @@ struct JobRecord {
 Json::Value to_json(const JobRecord &r);
 Result<JobRecord> job_record_from_json(const Json::Value &v);
 std::string job_key(uint32_t job_id, const std::string &slurm_node);  // "42@n1"
+// "job_<id>_<slurm node><suffix>" (a record file, a shim state dir) -> its
+// job and node; nullopt for any other name.
+std::optional<proto::JobKey> parse_job_file_name(std::string_view name, std::string_view suffix);
 
 class JobStore {
   public:
@@ -51,6 +55,9 @@ class JobStore {
     // Every record; unreadable files are reported in `bad` and skipped.
     std::vector<JobRecord> load_all(std::vector<std::string> *bad) const;
     std::string path_of(uint32_t job_id, const std::string &slurm_node) const;
+    // The (job, slurm node) of every record file, loadable or not.
+    std::vector<proto::JobKey> record_keys() const;
+    const std::string &dir() const { return dir_; }
 
   private:
     std::string dir_;

@@ -75,7 +75,7 @@ void ShimRuntime::on_closed() {
     notify_lost();  // may destroy this
 }
 
-void ShimRuntime::call(proto::ShimOp op, const Json::Value &body, ReplyCb cb) {
+void ShimRuntime::call(proto::ShimOp op, const Json::Value &body, ReplyCb cb, size_t max) {
     if (!connected()) {
         cb(fail(Error::Unavailable, "no shim attached"));
         return;
@@ -84,8 +84,15 @@ void ShimRuntime::call(proto::ShimOp op, const Json::Value &body, ReplyCb cb) {
     r.id = next_id_++;
     r.op = std::string(proto::to_string(op));
     r.body = body;
+    std::string line = proto::encode(r);
+    if (line.size() - 1 > max) {  // never sent: the shim would drop it
+        cb(fail(Error::TooLarge, std::string(proto::to_string(op)) + " message of " +
+                                     std::to_string(line.size() - 1) +
+                                     " bytes exceeds the limit of " + std::to_string(max)));
+        return;
+    }
     pending_[r.id] = std::move(cb);
-    conn_->send(proto::encode(r));
+    conn_->send(line);
 }
 
 void ShimRuntime::on_line(const std::string &line) {
@@ -96,7 +103,7 @@ void ShimRuntime::on_line(const std::string &line) {
         return;
     }
     if (v->isMember("ok")) {  // a reply to one of our requests
-        auto rep = proto::decode_reply(line);
+        auto rep = proto::decode_reply(line, proto::kMaxShimMessageBytes);
         if (!rep) {
             LOG_WARN("%s bad reply from the shim: %s", prefix_.c_str(), rep.message().c_str());
             return;
@@ -111,7 +118,7 @@ void ShimRuntime::on_line(const std::string &line) {
             cb(fail(rep->error, rep->message));
         return;
     }
-    auto req = proto::decode_request(line);
+    auto req = proto::decode_request(line, proto::kMaxShimMessageBytes);
     if (!req) {
         if (conn_) conn_->reply(proto::error_reply(0, req.failure()));
         return;
@@ -139,10 +146,22 @@ void ShimRuntime::on_line(const std::string &line) {
 void ShimRuntime::run(const Json::Value &body, Done done) {
     // Decoded here as the shim will decode it: a body the shim would refuse
     // fails before it is sent, with the same message.
+    // A pod_run over kMaxPodRunBytes (a huge spec, or the data of its
+    // ConfigMap/Secret volumes) fails TooLarge here, that pod alone: the
+    // link and the job's other pods are not touched.
     auto m = proto::pod_run_from_json(body);
     if (!m) return done(m.failure());
-    call(proto::ShimOp::PodRun, proto::to_json(*m),
-         [done](const Result<Json::Value> &r) { done(r ? Status() : r.failure()); });
+    call(
+        proto::ShimOp::PodRun, proto::to_json(*m),
+        [done](const Result<Json::Value> &r) {
+            if (r) return done(Status());
+            if (r.error() != Error::TooLarge) return done(r.failure());
+            done(fail(Error::TooLarge,
+                      "the pod is too large to run: its spec with the data of its ConfigMap and "
+                      "Secret volumes makes a " +
+                          r.message()));
+        },
+        proto::kMaxPodRunBytes);
 }
 
 void ShimRuntime::kill(const std::string &uid, uint32_t grace_s, const std::string &reason,

@@ -34,7 +34,9 @@ class ShimRuntime : public PodRuntime {
 
   private:
     using ReplyCb = std::function<void(Result<Json::Value>)>;
-    void call(proto::ShimOp op, const Json::Value &body, ReplyCb cb);
+    // Fails TooLarge, without sending, when the request line would exceed max.
+    void call(proto::ShimOp op, const Json::Value &body, ReplyCb cb,
+              size_t max = proto::kMaxShimMessageBytes);
     void on_closed();
 
     std::shared_ptr<Connection> conn_;

@@ -33,7 +33,12 @@ struct Connection::Impl {
         if (n == 0) return;
         std::shared_ptr<Connection> keep = c->self_;
         try {
-            if (auto st = c->buf_.feed(buf->base, static_cast<size_t>(n)); !st) {
+            auto st = c->buf_.feed(buf->base, static_cast<size_t>(n));
+            if (!st && c->drop_oversize_) {
+                LOG_WARN("socket: connection %llu (uid %u pid %d): %s; dropped it",
+                         static_cast<unsigned long long>(c->id_), c->peer_.uid, c->peer_.pid,
+                         st.message().c_str());
+            } else if (!st) {
                 LOG_WARN("socket: connection %llu (uid %u pid %d): %s; closing it",
                          static_cast<unsigned long long>(c->id_), c->peer_.uid, c->peer_.pid,
                          st.message().c_str());

@@ -1,8 +1,9 @@
 // The agent's unix socket: newline-delimited JSON (common/protocol.h), peers
 // identified by SO_PEERCRED at accept. Each connection reads lines through a
 // bounded LineBuffer; a malformed or oversized message closes that
-// connection only. The server decides nothing about requests: it hands them
-// (with the peer's credentials) to a handler, which replies on the
+// connection only, until attach makes it a shim's link (set_link_bound:
+// a larger bound, and an oversized line is dropped, the link kept). The server does not decide
+// anything: it hands requests (with the peer's credentials) to a handler, which replies on the
 // connection, possibly later (deregister), or takes the connection over
 // (attach: the shim runtime then reads the lines).
 //
@@ -55,6 +56,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
     // h, and the idle timeout no longer applies.
     void set_line_handler(LineHandler h);
     void set_close_handler(std::function<void()> h) { on_close_ = std::move(h); }
+    // An attached shim's link (common/shim_protocol.h): lines up to max_line,
+    // an oversized one dropped with a warning instead of closing.
+    void set_link_bound(size_t max_line) {
+        buf_.set_max(max_line);
+        drop_oversize_ = true;
+    }
 
     struct Impl;
 
@@ -67,6 +74,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     uint64_t id_ = 0;
     bool closed_ = false;
     proto::LineBuffer buf_;
+    bool drop_oversize_ = false;
     LineHandler on_line_;
     std::function<void()> on_close_;
     std::function<void()> on_release_;  // the server's bookkeeping, whoever owns the lines

@@ -1,6 +1,8 @@
 #include "common/fs.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -215,6 +217,55 @@ Result<std::string> read_file(const std::string &path, size_t max_bytes) {
     }
     close(fd);
     return text;
+}
+
+namespace {
+
+// The writer's pid of "<name>.tmp.<pid>.<n>" (both numbers plain decimal), or 0.
+pid_t temp_file_writer(std::string_view name) {
+    size_t dot = name.rfind('.');
+    if (dot == std::string_view::npos || dot + 1 == name.size()) return 0;
+    for (char c : name.substr(dot + 1))
+        if (c < '0' || c > '9') return 0;
+    std::string_view head = name.substr(0, dot);
+    size_t pdot = head.rfind('.');
+    if (pdot == std::string_view::npos || pdot + 1 == head.size() || pdot < 4 ||
+        head.substr(pdot - 4, 5) != ".tmp.")
+        return 0;
+    std::string_view pid = head.substr(pdot + 1);
+    if (pid.size() > 9) return 0;
+    pid_t v = 0;
+    for (char c : pid) {
+        if (c < '0' || c > '9') return 0;
+        v = v * 10 + (c - '0');
+    }
+    return v;
+}
+
+}  // namespace
+
+size_t remove_stale_temp_files(const std::string &dir) {
+    int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0) return 0;
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return 0;
+    }
+    std::vector<std::string> stale;
+    while (struct dirent *e = readdir(d)) {
+        pid_t pid = temp_file_writer(e->d_name);
+        if (pid <= 0 || pid == getpid()) continue;
+        if (kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive, or cannot tell
+        struct stat st;
+        if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+        if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) stale.emplace_back(e->d_name);
+    }
+    size_t n = 0;
+    for (const auto &name : stale)
+        if (unlinkat(dfd, name.c_str(), 0) == 0) n++;
+    closedir(d);  // closes dfd
+    return n;
 }
 
 }  // namespace sk

@@ -34,6 +34,14 @@ enum class Durability {
 Status write_file_atomic(const std::string &path, std::string_view data, mode_t mode,
                          Durability durability = Durability::Durable);
 
+// The temporary files write_file_atomic left in `dir` ("<name>.tmp.<pid>.<n>")
+// whose writer is gone (no process <pid>; never this process's own): a
+// writer killed between create and rename leaves one. Each is removed with
+// unlinkat() from a directory fd opened O_NOFOLLOW (the directory cannot be
+// swapped for a symlink; unlink never follows one); only regular files and
+// symlinks matching the pattern are touched. Returns how many were removed.
+size_t remove_stale_temp_files(const std::string &dir);
+
 // fsync() of the file at `path` (not following a symlink) and of its
 // directory. Errors are ignored: the file may be gone or replaced already,
 // and a successor is synced on its own. For work handed to another thread

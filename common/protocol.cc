@@ -14,11 +14,11 @@ std::string encode(const Request &r) {
 std::string encode(const Reply &r) {
     return AgentCodec::encode(r);
 }
-Result<Request> decode_request(std::string_view line) {
-    return AgentCodec::decode_request(line);
+Result<Request> decode_request(std::string_view line, size_t max) {
+    return AgentCodec::decode_request(line, max);
 }
-Result<Reply> decode_reply(std::string_view line) {
-    return AgentCodec::decode_reply(line);
+Result<Reply> decode_reply(std::string_view line, size_t max) {
+    return AgentCodec::decode_reply(line, max);
 }
 
 Reply error_reply(uint64_t id, const Failure &f) {

@@ -12,7 +12,9 @@
 // attach the connection carries agent->shim requests ("pod_run", "pod_kill",
 // ...) and shim->agent notifications ("pod_status"), defined by the agent and
 // shim on top of the same envelope. A message over kMaxMessageBytes, or one
-// that is not valid JSON, closes that connection only.
+// that is not valid JSON, closes that connection only; an attached shim's
+// link has a larger bound and drops an oversized line instead
+// (common/shim_protocol.h: kMaxShimMessageBytes).
 //
 // The plugin's messages (register, deregister, status, list) and the framing
 // are in common/wire.h, free of jsoncpp; their JSON form and the envelope's
@@ -39,8 +41,10 @@ using Reply = BasicReply<json::Api>;
 
 std::string encode(const Request &r);  // one line, with '\n'
 std::string encode(const Reply &r);
-Result<Request> decode_request(std::string_view line);
-Result<Reply> decode_reply(std::string_view line);
+// `max`: the line's bound; an attached shim's link passes kMaxShimMessageBytes
+// (common/shim_protocol.h).
+Result<Request> decode_request(std::string_view line, size_t max = kMaxMessageBytes);
+Result<Reply> decode_reply(std::string_view line, size_t max = kMaxMessageBytes);
 Reply error_reply(uint64_t id, const Failure &f);
 
 // ---- attach: a shim binds its connection to its job ----

@@ -39,7 +39,18 @@ constexpr uint32_t kMaxGraceSeconds = 86400;
 constexpr size_t kMaxEvents = 256;              // events in one pod_status
 constexpr size_t kMaxEventReasonBytes = 128;    // an event's reason (refused beyond)
 constexpr size_t kMaxEventMessageBytes = 1024;  // an event's message (cut beyond)
-// Everything else is bounded by the envelope: kMaxMessageBytes per line.
+// The link's bound after attach, both directions, instead of the socket's
+// kMaxMessageBytes: a pod as the API server accepts it (a request of up to
+// 3 MiB) resolved, with the data of the ConfigMaps and Secrets it uses (up
+// to 1 MiB each, base64 on the wire) must fit. The agent refuses a pod whose
+// pod_run request would exceed kMaxPodRunBytes, on that pod's status
+// (agent/shim_runtime.cc), so no pod_run reaches the bound; a line over
+// kMaxShimMessageBytes that arrives anyway is dropped by the receiver, which
+// stays attached (common/wire.h: LineBuffer), and the shim replies to a
+// request whose reply would exceed it with TooLarge. Everything else is
+// bounded by these per line.
+constexpr size_t kMaxPodRunBytes = size_t{16} << 20;
+constexpr size_t kMaxShimMessageBytes = size_t{32} << 20;
 
 // ---- enums carried as strings ----
 

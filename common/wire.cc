@@ -1,6 +1,7 @@
 #include "common/wire.h"
 
 #include <cctype>
+#include <cstring>
 
 namespace sk::proto {
 
@@ -21,15 +22,25 @@ Status LineBuffer::feed(const char *data, size_t len) {
         line_start_ -= pos_;
         pos_ = 0;
     }
-    size_t scan = buf_.size();
-    buf_.append(data, len);
-    for (size_t nl = buf_.find('\n', scan); nl != std::string::npos; nl = buf_.find('\n', nl + 1)) {
-        if (nl - line_start_ > max_)
-            return fail(Error::TooLarge, "message exceeds " + std::to_string(max_) + " bytes");
-        line_start_ = nl + 1;
+    bool over = false;
+    const char *end = data + len;
+    while (data < end) {
+        auto *nl = static_cast<const char *>(memchr(data, '\n', static_cast<size_t>(end - data)));
+        const char *stop = nl ? nl + 1 : end;
+        size_t n = static_cast<size_t>((nl ? nl : end) - data);  // bytes of the line, '\n' excluded
+        if (skipping_) {
+            skipping_ = nl == nullptr;
+        } else if (buf_.size() - line_start_ + n > max_) {
+            over = true;
+            buf_.resize(line_start_);  // drop what was received of the line
+            skipping_ = nl == nullptr;
+        } else {
+            buf_.append(data, static_cast<size_t>(stop - data));
+            if (nl) line_start_ = buf_.size();
+        }
+        data = stop;
     }
-    if (buf_.size() - line_start_ > max_)
-        return fail(Error::TooLarge, "message exceeds " + std::to_string(max_) + " bytes");
+    if (over) return fail(Error::TooLarge, "message exceeds " + std::to_string(max_) + " bytes");
     return {};
 }
 

@@ -71,20 +71,31 @@ struct NodeState {
 Status check_node_name(const std::string &n, std::string_view ctx);
 
 // Splits a byte stream into lines; refuses a line longer than the bound.
+// A line over the bound is dropped whole: feed() fails with TooLarge once
+// for it (when it crosses the bound), its bytes are discarded up to and
+// including its '\n' without being buffered, and the lines before and after
+// it are delivered as usual. A caller may therefore close the stream on
+// TooLarge (an unauthenticated peer) or carry on with the next line (an
+// attached shim's link, docs/protocol.md), and memory stays within the bound.
 class LineBuffer {
   public:
     explicit LineBuffer(size_t max_line = kMaxMessageBytes) : max_(max_line) {}
-    // Appends bytes; fails with TooLarge when an unterminated line exceeds the bound.
+    // Appends bytes; fails with TooLarge when a line exceeds the bound.
     Status feed(const char *data, size_t len);
     // Next complete line without its '\n'.
     std::optional<std::string> next();
     size_t buffered() const { return buf_.size() - pos_; }
+    // Changes the bound for the lines still to come (the line being received
+    // included).
+    void set_max(size_t max_line) { max_ = max_line; }
+    size_t max() const { return max_; }
 
   private:
     std::string buf_;
     size_t pos_ = 0;         // start of the next unread line
     size_t line_start_ = 0;  // start of the line being received
     size_t max_;
+    bool skipping_ = false;  // inside a dropped line, until its '\n'
 };
 
 }  // namespace sk::proto

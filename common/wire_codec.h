@@ -75,8 +75,11 @@ struct Codec {
         return J::write(v) + "\n";
     }
 
-    static Result<BasicRequest<J>> decode_request(std::string_view line) {
-        auto v = parse_envelope(line);
+    // `max`: the line's bound (kMaxMessageBytes; an attached shim's link has
+    // its own, common/shim_protocol.h).
+    static Result<BasicRequest<J>> decode_request(std::string_view line,
+                                                  size_t max = kMaxMessageBytes) {
+        auto v = parse_envelope(line, max);
         if (!v) return v.failure();
         auto ver = J::opt_uint(*v, "v", "request", kVersion, 1000);
         if (!ver) return ver.failure();
@@ -99,8 +102,9 @@ struct Codec {
         return r;
     }
 
-    static Result<BasicReply<J>> decode_reply(std::string_view line) {
-        auto v = parse_envelope(line);
+    static Result<BasicReply<J>> decode_reply(std::string_view line,
+                                              size_t max = kMaxMessageBytes) {
+        auto v = parse_envelope(line, max);
         if (!v) return v.failure();
         BasicReply<J> r;
         auto id = J::get_uint(*v, "id", "reply", UINT64_MAX);
@@ -310,11 +314,10 @@ struct Codec {
         return true;
     }
 
-    static Result<Value> parse_envelope(std::string_view line) {
-        if (line.size() > kMaxMessageBytes)
+    static Result<Value> parse_envelope(std::string_view line, size_t max) {
+        if (line.size() > max)
             return fail(Error::TooLarge, "message of " + std::to_string(line.size()) +
-                                             " bytes exceeds the limit of " +
-                                             std::to_string(kMaxMessageBytes));
+                                             " bytes exceeds the limit of " + std::to_string(max));
         auto v = J::parse(line);
         if (!v) return v.failure();
         if (!J::is_object(*v)) return fail(Error::Parse, "message is not a JSON object");

@@ -51,7 +51,7 @@ Status remove_tree(const std::string &dir) {
 // The shim's own state files, in a directory the job's user can write: read
 // like any hostile file (no symlink, bounded by what one message can carry).
 Result<Json::Value> read_json(const std::string &path) {
-    auto text = read_file(path, proto::kMaxMessageBytes);
+    auto text = read_file(path, proto::kMaxShimMessageBytes);
     if (!text) return text.failure();
     return json::parse(*text);
 }
@@ -90,7 +90,7 @@ void Shim::on_connected(int status) {
                         uv_strerror(status));
         return;
     }
-    lines_ = proto::LineBuffer();
+    lines_ = proto::LineBuffer(proto::kMaxShimMessageBytes);
     conn_.read_start([this](ssize_t n, const char *data) { on_read(n, data); });
     proto::AttachRequest a;
     a.job_id = opt_.job_id;
@@ -108,10 +108,11 @@ void Shim::on_read(ssize_t n, const char *data) {
                                     : std::string("read: ") + uv_strerror(static_cast<int>(n)));
         return;
     }
-    if (auto st = lines_.feed(data, static_cast<size_t>(n)); !st) {
-        lost_connection(st.message());
-        return;
-    }
+    // An oversized line is dropped and the link stays: reconnecting would
+    // only bring the same message back (the agent resends its pods on
+    // attach) and cut every other pod of the job off meanwhile.
+    if (auto st = lines_.feed(data, static_cast<size_t>(n)); !st)
+        LOG_ERROR("dropped a message from the agent: %s", st.message().c_str());
     while (auto line = lines_.next()) {
         on_line(*line);
         if (!conn_) return;
@@ -126,7 +127,7 @@ void Shim::on_line(const std::string &line) {
         return;
     }
     if (v->isMember("ok")) {
-        auto r = proto::decode_reply(line);
+        auto r = proto::decode_reply(line, proto::kMaxShimMessageBytes);
         if (!r) return lost_connection("bad reply from the agent: " + r.message());
         if (r->id == 0 && !r->ok)  // about the connection (common/protocol.h): it is closing
             return lost_connection("agent: " + r->message);
@@ -136,19 +137,19 @@ void Shim::on_line(const std::string &line) {
             LOG_WARN("agent refused a notification: %s", r->message.c_str());
         return;
     }
-    auto req = proto::decode_request(line);
+    auto req = proto::decode_request(line, proto::kMaxShimMessageBytes);
     if (!req) {
         LOG_WARN("bad request from the agent: %s", req.message().c_str());
         return;
     }
     if (!attached_) {
-        send_line(proto::encode(
-            proto::error_reply(req->id, fail(Error::Unavailable, "the shim is not attached yet"))));
+        send_reply(
+            proto::error_reply(req->id, fail(Error::Unavailable, "the shim is not attached yet")));
         return;
     }
     bool deferred = false;
     proto::Reply reply = handle(*req, &deferred);
-    if (!deferred) send_line(proto::encode(reply));
+    if (!deferred) send_reply(reply);
 }
 
 void Shim::on_attached(const proto::Reply &r) {
@@ -204,8 +205,22 @@ void Shim::on_attached(const proto::Reply &r) {
     load_previous_pods();
 }
 
-void Shim::send_line(const std::string &line) {
+bool Shim::send_line(const std::string &line) {
+    // The agent would drop a line over the link's bound (common/shim_protocol.h).
+    if (line.size() > proto::kMaxShimMessageBytes + 1) {
+        LOG_ERROR("a message of %zu bytes to the agent exceeds the limit of %zu: not sent",
+                  line.size() - 1, proto::kMaxShimMessageBytes);
+        return false;
+    }
     (void)conn_.write(line);  // no connection: dropped
+    return true;
+}
+
+void Shim::send_reply(const proto::Reply &r) {
+    if (send_line(proto::encode(r))) return;
+    send_line(proto::encode(proto::error_reply(
+        r.id, fail(Error::TooLarge, "the reply exceeds the agent link's limit of " +
+                                        std::to_string(proto::kMaxShimMessageBytes) + " bytes"))));
 }
 
 void Shim::lost_connection(const std::string &why) {
@@ -404,7 +419,7 @@ void Shim::maybe_finish_shutdown() {
         if (p.runner && !p.runner->finished()) return;
     proto::Reply r;
     r.id = shutdown_req_id_;
-    if (shutdown_req_id_) send_line(proto::encode(r));  // 0: our own decision, nobody asked
+    if (shutdown_req_id_) send_reply(r);  // 0: our own decision, nobody asked
     shutdown_replied_ = true;
     LOG_INFO("[node %s] all pods stopped, exiting", node_name_.c_str());
     // Let the reply flush, then stop: closing the connection after the write

@@ -25,6 +25,7 @@
 #include <json/json.h>
 
 #include "common/protocol.h"
+#include "common/shim_protocol.h"
 #include "k8s-shim/clock.h"
 #include "k8s-shim/gpu_alloc.h"
 #include "k8s-shim/pod_runner.h"
@@ -68,7 +69,10 @@ class Shim {
     void on_read(ssize_t n, const char *data);
     void on_line(const std::string &line);
     void on_attached(const proto::Reply &r);
-    void send_line(const std::string &line);
+    // false (logged, nothing sent) for a line over the link's bound.
+    bool send_line(const std::string &line);
+    // A reply over the bound goes out as a TooLarge error with its id.
+    void send_reply(const proto::Reply &r);
     void notify(ShimPod &p);
     void lost_connection(const std::string &why);
     void schedule_reconnect();
@@ -97,7 +101,7 @@ class Shim {
     Timer reconnect_timer_;
     Timer reap_timer_;
     int reconnect_delay_ms_ = 500;
-    proto::LineBuffer lines_;
+    proto::LineBuffer lines_{proto::kMaxShimMessageBytes};
     bool attached_ = false;
     bool ever_attached_ = false;
     uint64_t next_id_ = 1;

@@ -212,8 +212,9 @@ void PodController::run_pod(const std::string &uid) {
                 return;
             }
             if (q.rt_status.isNull() || !pod_is_terminal(q.rt_status)) {
-                q.rt_status = refused_pod_status(q.api, "Refused", st.message(),
-                                                 ctx_.cfg->node_address, ctx_.clock->now_s());
+                q.rt_status = refused_pod_status(
+                    q.api, st.error() == Error::TooLarge ? "PodTooLarge" : "Refused", st.message(),
+                    ctx_.cfg->node_address, ctx_.clock->now_s());
                 push_status(uid);
             }
         }));

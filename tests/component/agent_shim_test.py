@@ -309,6 +309,68 @@ def run(env):
     check("job 46 deregisters", r and r.get("ok"), r)
     check("  its new shim exits 0", rc46 == 0, rc46)
 
+    # 9. large pods: 1 MiB of environment runs and sees it; one whose pod_run
+    #    would exceed the link's limit (its ConfigMap volumes) is refused with
+    #    a reason, alone: the job's other pods keep Running on an unbroken link
+    #    and are stopped gracefully (SIGTERM, their grace) at the job's end.
+    open(os.path.join(d, "alive_48"), "w").close()
+    r = env.call("register", dict(reg, job_id=48))
+    check("job 48 registers", r and r.get("ok"), r)
+    env.shim = env.spawn_shim(48, "shim48.log")
+
+    def pod48(name, command, extra_container=None, extra_spec=None):
+        p = pod(name, command, extra_container, extra_spec)
+        p["spec"]["nodeName"] = "slurm-n1-48"
+        return env.api("POST", "/api/v1/namespaces/default/pods", p)[0]
+
+    keeper = (f"import signal,time,os\n"
+              f"def term(*a):\n open('{d}/keeper.sigterm','w').write('x'); os._exit(0)\n"
+              f"signal.signal(signal.SIGTERM,term)\n"
+              f"open('{d}/keeper.pid','w').write(str(os.getpid()))\ntime.sleep(600)")
+    pod48("keeper", ["python3", "-c", keeper])
+    check("job 48: a pod Running", wait_for(lambda: phase_reason("keeper")[0] == "Running", 10),
+          phase_reason("keeper"))
+    # 1 MiB of environment in 16 variables (Linux caps one exec string at 128 KiB)
+    big_env = [{"name": "BIG%d" % i, "value": chr(ord("a") + i) * (64 << 10)} for i in range(16)]
+    seen = (f"import os,time\n"
+            f"n=sum(len(os.environ.get('BIG%d'%i,'')) for i in range(16))\n"
+            f"open('{d}/bigenv.len','w').write(str(n))\ntime.sleep(600)")
+    code = pod48("bigenv", ["python3", "-c", seen], {"env": big_env})
+    check("a pod with 1 MiB of environment is accepted by the API", code == 201, code)
+    check("  it runs", wait_for(lambda: phase_reason("bigenv")[0] == "Running", 20),
+          phase_reason("bigenv"))
+    check("  and sees its whole environment", wait_for(
+        lambda: os.path.exists(f"{d}/bigenv.len") and open(f"{d}/bigenv.len").read() == str(16 << 16),
+        10), os.path.exists(f"{d}/bigenv.len") and open(f"{d}/bigenv.len").read())
+    # one ConfigMap of ~1 MB used by 14 volumes: a pod_run of ~18.7 MB (base64),
+    # over the agent's 16 MiB limit for one pod
+    code, _ = env.api("POST", "/api/v1/namespaces/default/configmaps", {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big-cm"},
+        "data": {"blob": "y" * 1_000_000}})
+    check("a ConfigMap of 1 MB", code == 201, code)
+    pod48("huge", ["python3", "-c", "import time\ntime.sleep(600)"], None,
+          {"volumes": [{"name": "v%d" % i, "configMap": {"name": "big-cm"}} for i in range(14)]})
+    check("a pod over the link's limit is refused: Failed, reason PodTooLarge",
+          wait_for(lambda: phase_reason("huge") == ("Failed", "PodTooLarge"), 20), phase_reason("huge"))
+    hst = (get_pod(env, "huge") or {}).get("status", {})
+    check("  its message says why", "too large" in hst.get("message", "") and
+          "16777216" in hst.get("message", ""), hst.get("message"))
+    check("  the job's other pods keep Running",
+          phase_reason("keeper")[0] == "Running" and phase_reason("bigenv")[0] == "Running",
+          (phase_reason("keeper"), phase_reason("bigenv")))
+    shim48_log = open(os.path.join(d, "shim48.log")).read()
+    check("  the link never broke (no reconnect, no re-attach)",
+          "reconnecting" not in shim48_log and "re-attached" not in shim48_log,
+          [x for x in shim48_log.split("\n") if "reconnect" in x or "exceeds" in x][:3])
+    r, rc48 = env.end_job(48, 5)
+    check("job 48 deregisters, its shim exits 0", r and r.get("ok") and rc48 == 0, (r, rc48))
+    check("  its running pod got SIGTERM (its grace, not Orphaned)",
+          os.path.exists(f"{d}/keeper.sigterm"), phase_reason("keeper"))
+    agent_log = open(os.path.join(d, "agent.log")).read()
+    check("  no pod of the job stopped as Orphaned",
+          not [x for x in agent_log.split("\n") if "slurm-n1-48" in x and "Orphaned" in x],
+          [x for x in agent_log.split("\n") if "Orphaned" in x][:3])
+
 
 def main():
     a = suite_args(shim=True)

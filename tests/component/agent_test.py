@@ -7,9 +7,10 @@ runtime=fake, drives the agent through its unix socket as a test user
 `N passed, N failed`, and leaves no process behind. The harness is
 tests/pylib/sktest (env.AgentEnv, suite).
 """
-import json, os, select, signal, socket, subprocess, sys, time
+import json, os, select, shutil, signal, socket, subprocess, sys, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from sktest.agent import write_agent_conf  # noqa: E402
 from sktest.env import NODE, REG, AgentEnv, phase, pod, suite_main  # noqa: E402
 from sktest.programs import BUILDDIR  # noqa: E402
 from sktest.suite import SCALE, check, wait_for  # noqa: E402
@@ -424,6 +425,82 @@ def socket_admission(env):
     r = env.call("deregister", {"job_id": 46, "slurm_node": "n1", "grace_s": 0, "reason": "JobEnded"})
     check("job 46 deregisters", r and r.get("ok"), r)
     os.unlink(os.path.join(env.dir, "alive_46"))
+
+
+    # 10. garbage collection of what gone jobs left on disk (an agent stalled
+    #     or killed during a job's end): shim dirs, unreadable job records,
+    #     temporary files of dead writers; at start and every gc_interval. A
+    #     job Slurm says runs keeps its files; when Slurm cannot be asked,
+    #     nothing is removed.
+    gc_files(env)
+
+
+def seed_shim_dir(env, job):
+    """A shim state dir as a shim leaves it (pod state, a log), for job `job` on n1."""
+    d = os.path.join(env.dir, "shim", f"job_{job}_n1", "pods", "u1", "main")
+    os.makedirs(d, exist_ok=True)
+    open(os.path.join(d, "0.log"), "w").write("2024-01-01T00:00:00Z stdout F left behind\n")
+    return os.path.dirname(os.path.dirname(os.path.dirname(d)))
+
+
+def dead_pid():
+    """A pid that no process has (a writer that died)."""
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
+def gc_files(env):
+    d = env.dir
+    down = os.path.join(d, "slurm_down")
+    # squeue's failure when slurmctld is unreachable: exit 1 and a message on stderr
+    env.settings["job_alive_command"] = (
+        f"if test -e {down}; then echo 'slurm_load_jobs error: Unable to contact slurm controller "
+        f"(connect failure)' >&2; exit 1; fi; test -e {d}/alive_{{job}}")
+    write_agent_conf(env.conf, env.settings)
+    env.kill_agent()
+    jobs = os.path.join(d, "state", "jobs")
+    gone_dir = seed_shim_dir(env, 90)       # job 90 ended during an agent stall
+    open(os.path.join(d, "alive_91"), "w").close()
+    live_dir = seed_shim_dir(env, 91)       # job 91 runs (its shim not attached yet)
+    bad_rec = os.path.join(jobs, "job_92_n1.json")
+    open(bad_rec, "w").write("{truncated")  # unreadable record of a gone job
+    stale_tmp = os.path.join(jobs, f"job_92_n1.json.tmp.{dead_pid()}.0")
+    open(stale_tmp, "w").write("{}")
+    live_tmp = os.path.join(jobs, f"job_93_n1.json.tmp.{os.getpid()}.0")  # its writer lives
+    open(live_tmp, "w").write("{}")
+    shim_tmp = os.path.join(d, "shim", f"gpus.json.tmp.{dead_pid()}.3")
+    open(shim_tmp, "w").write("{}")
+    open(down, "w").close()
+    log = os.path.join(d, "agent.log")
+    before = len(open(log).read())
+    env.start_agent()
+    # each seeded job's query (90, 91, 92) logs "could not tell" once per gc
+    check("gc at start, Slurm unreachable: the query fails for each seeded job",
+          wait_for(lambda: open(log).read()[before:].count("could not tell") >= 3 and
+                   "Unable to contact slurm controller" in open(log).read()[before:], 15),
+          open(log).read()[before:][-600:])
+    check("  nothing of a job is removed while Slurm cannot be asked",
+          os.path.isdir(gone_dir) and os.path.exists(bad_rec) and os.path.isdir(live_dir),
+          (os.path.isdir(gone_dir), os.path.exists(bad_rec), os.path.isdir(live_dir)))
+    check("  temporary files of dead writers are removed, a live writer's kept",
+          not os.path.exists(stale_tmp) and not os.path.exists(shim_tmp) and os.path.exists(live_tmp),
+          sorted(os.listdir(jobs)))
+    env.kill_agent()
+    os.unlink(down)
+    env.start_agent()
+    check("gc at start: the shim dir of a gone job is removed",
+          wait_for(lambda: not os.path.exists(gone_dir), 15), os.listdir(os.path.join(d, "shim")))
+    check("  and the unreadable record of a gone job",
+          wait_for(lambda: not os.path.exists(bad_rec), 5), sorted(os.listdir(jobs)))
+    check("  a running job's shim dir is kept", os.path.isdir(live_dir) and
+          os.path.exists(os.path.join(live_dir, "pods", "u1", "main", "0.log")))
+    late = seed_shim_dir(env, 94)  # left after the agent started: the periodic gc takes it
+    check("periodic gc (gc_interval): a gone job's shim dir is removed",
+          wait_for(lambda: not os.path.exists(late), 30), os.listdir(os.path.join(d, "shim")))
+    check("  a running job's still kept", os.path.isdir(live_dir))
+    os.unlink(live_tmp)
+    shutil.rmtree(live_dir)
 
 
 def main():

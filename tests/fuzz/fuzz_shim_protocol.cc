@@ -46,7 +46,9 @@ void round_trip(ShimOp op, const Json::Value &body, Decode decode, Error refusal
     r.body = again;
     std::string line = encode(r);
     FUZZ_CHECK(!line.empty() && line.back() == '\n' && line.find('\n') == line.size() - 1);
-    auto wire = decode_request(std::string_view(line).substr(0, line.size() - 1));
+    // Decoded with the attached link's bound, as the shim and the agent do.
+    auto wire =
+        decode_request(std::string_view(line).substr(0, line.size() - 1), kMaxShimMessageBytes);
     if (!wire) {  // only an encoding over the size limit may fail
         FUZZ_CHECK(wire.error() == Error::TooLarge);
         return;
@@ -79,13 +81,25 @@ void all_decoders(const Json::Value &body) {
     }
 }
 
+// The line as the link decodes it (kMaxShimMessageBytes); the socket's
+// bound gives the same answer for every line within it.
 void as_message(std::string_view line) {
-    if (auto req = decode_request(line); req) {
+    auto socket_req = decode_request(line);
+    auto socket_rep = decode_reply(line);
+    if (line.size() <= kMaxMessageBytes) {
+        auto req = decode_request(line, kMaxShimMessageBytes);
+        auto rep = decode_reply(line, kMaxShimMessageBytes);
+        FUZZ_CHECK(req.ok() == socket_req.ok() && rep.ok() == socket_rep.ok());
+    } else {
+        FUZZ_CHECK(socket_req.error() == Error::TooLarge && socket_rep.error() == Error::TooLarge);
+    }
+    if (auto req = decode_request(line, kMaxShimMessageBytes); req) {
         auto op = shim_op_from_string(req->op, "op");
         FUZZ_CHECK(op ? to_string(*op) == req->op : !op.message().empty());
         all_decoders(req->body);
     }
-    if (auto rep = decode_reply(line); rep && rep->ok) all_decoders(rep->body);
+    if (auto rep = decode_reply(line, kMaxShimMessageBytes); rep && rep->ok)
+        all_decoders(rep->body);
     // Decoders never assume an object: try them on whatever the line holds.
     if (auto v = json::parse(line); v) {
         all_decoders(*v);

@@ -3,8 +3,10 @@
 #include <dirent.h>
 #include <ftw.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -139,6 +141,51 @@ START_TEST(read_is_bounded_and_refuses_links_and_fifos) {
 }
 END_TEST
 
+// The temporary files of writers that died are removed; a live writer's, this
+// process's, other names and directories are not (agent garbage collection).
+START_TEST(stale_temp_files_of_dead_writers_removed) {
+    pid_t dead = fork();
+    if (dead == 0) _exit(0);
+    ck_assert(dead > 0);
+    int wst = 0;
+    ck_assert_int_eq(waitpid(dead, &wst, 0), dead);
+    std::string d = std::to_string(dead), me = std::to_string(getpid());
+    std::string ppid = std::to_string(getppid());
+    auto touch = [](const std::string &p) {
+        FILE *f = fopen(p.c_str(), "w");
+        ck_assert(f != nullptr);
+        fclose(f);
+    };
+    touch(g_dir + "/a.json.tmp." + d + ".0");      // dead writer: removed
+    touch(g_dir + "/gpus.json.tmp." + d + ".17");  // dead writer: removed
+    touch(g_dir + "/b.json.tmp." + me + ".0");     // this process: kept
+    touch(g_dir + "/c.json.tmp." + ppid + ".0");   // a live writer: kept
+    touch(g_dir + "/d.json.tmp." + d + ".x");      // not the pattern: kept
+    touch(g_dir + "/e.json.tmp." + d);             // not the pattern: kept
+    touch(g_dir + "/f.json");                      // kept
+    ck_assert_int_eq(mkdir((g_dir + "/g.tmp." + d + ".1").c_str(), 0700), 0);        // a dir: kept
+    ck_assert(symlink("/etc/passwd", (g_dir + "/h.tmp." + d + ".2").c_str()) == 0);  // the link
+    ck_assert_uint_eq(remove_stale_temp_files(g_dir), 3);
+    auto left = entries();
+    std::sort(left.begin(), left.end());
+    std::vector<std::string> want = {"b.json.tmp." + me + ".0",
+                                     "c.json.tmp." + ppid + ".0",
+                                     "d.json.tmp." + d + ".x",
+                                     "e.json.tmp." + d,
+                                     "f.json",
+                                     "g.tmp." + d + ".1"};
+    std::sort(want.begin(), want.end());
+    ck_assert(left == want);
+    struct stat st;
+    ck_assert_int_eq(stat("/etc/passwd", &st), 0);  // the link's target untouched
+    // A symlink in place of the directory is not followed.
+    ck_assert(symlink(g_dir.c_str(), (g_dir + "/link").c_str()) == 0);
+    touch(g_dir + "/z.tmp." + d + ".0");
+    ck_assert_uint_eq(remove_stale_temp_files(g_dir + "/link"), 0);
+    ck_assert_uint_eq(remove_stale_temp_files(g_dir + "/missing"), 0);
+}
+END_TEST
+
 int main() {
     Suite *s = suite_create("fs");
     TCase *tc = tcase_create("fs");
@@ -148,6 +195,7 @@ int main() {
     tcase_add_test(tc, write_failure_cleans_up);
     tcase_add_test(tc, sync_to_disk_ignores_errors);
     tcase_add_test(tc, read_is_bounded_and_refuses_links_and_fifos);
+    tcase_add_test(tc, stale_temp_files_of_dead_writers_removed);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }

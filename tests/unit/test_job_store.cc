@@ -62,10 +62,25 @@ START_TEST(job_store_round_trip) {
     ck_assert_int_eq(rmdir(tmpl), 0);
 }
 
+// The names the garbage collection reads back (agent/agent.cc: gc_files).
+START_TEST(job_file_names) {
+    auto k = parse_job_file_name("job_42_n1.json", ".json");
+    ck_assert(k && k->job_id == 42 && k->slurm_node == "n1");
+    auto d = parse_job_file_name("job_7_node_a-1.b", "");
+    ck_assert(d && d->job_id == 7 && d->slurm_node == "node_a-1.b");
+    for (const char *bad : {"job_42_n1.json.tmp.1.0", "job__n1.json", "job_x_n1.json",
+                            "job_0_n1.json", "job_4294967296_n1.json", "job_42_.json",
+                            "job_42_n/1.json", "jobs_42_n1.json", "job_42.json"})
+        ck_assert_msg(!parse_job_file_name(bad, ".json"), "accepted %s", bad);
+    ck_assert(!parse_job_file_name("job_42_n 1", ""));
+}
+END_TEST
+
 int main() {
     Suite *s = suite_create("job_store");
     TCase *tc = tcase_create("job_store");
     tcase_add_test(tc, job_store_round_trip);
+    tcase_add_test(tc, job_file_names);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }

@@ -192,6 +192,40 @@ START_TEST(linebuffer_oversize) {
 }
 END_TEST
 
+// A line over the bound is dropped whole, once reported, without buffering
+// it; the lines around it still come out (the attached shim's link carries
+// on past an oversized message instead of reconnecting, docs/protocol.md).
+START_TEST(linebuffer_drops_oversize_line_and_carries_on) {
+    LineBuffer lb(16);
+    std::string a = "first\n" + std::string(20, 'x');
+    ck_assert(lb.feed(a.data(), a.size()).error() == Error::TooLarge);
+    ck_assert_uint_eq(lb.buffered(), 6);  // "first\n": the dropped bytes are not kept
+    std::string more(1000, 'x');          // the rest of the long line: discarded, reported once
+    ck_assert(lb.feed(more.data(), more.size()).ok());
+    ck_assert(lb.feed("xx\nsecond\n", 10).ok());
+    auto l1 = lb.next(), l2 = lb.next(), l3 = lb.next();
+    ck_assert(l1 && *l1 == "first");
+    ck_assert(l2 && *l2 == "second");
+    ck_assert(!l3);
+    // Two long lines in one chunk: one failure, both dropped, the short one kept.
+    std::string two = std::string(17, 'a') + "\nok\n" + std::string(30, 'b') + "\n";
+    ck_assert(lb.feed(two.data(), two.size()).error() == Error::TooLarge);
+    auto l4 = lb.next();
+    ck_assert(l4 && *l4 == "ok");
+    ck_assert(!lb.next());
+    ck_assert_uint_eq(lb.buffered(), 0);
+    // A raised bound applies to the line being received.
+    LineBuffer lb2(16);
+    std::string part(16, 'c');
+    ck_assert(lb2.feed(part.data(), part.size()).ok());
+    lb2.set_max(64);
+    ck_assert(lb2.feed(part.data(), part.size()).ok());
+    ck_assert(lb2.feed("\n", 1).ok());
+    auto l5 = lb2.next();
+    ck_assert(l5 && l5->size() == 32);
+}
+END_TEST
+
 START_TEST(oversize_message_refused) {
     std::string big =
         "{\"id\":1,\"op\":\"x\",\"body\":{\"pad\":\"" + std::string(kMaxMessageBytes, 'a') + "\"}}";
@@ -213,6 +247,7 @@ int main() {
     tc = tcase_create("framing");
     tcase_add_test(tc, linebuffer_split_chunks);
     tcase_add_test(tc, linebuffer_oversize);
+    tcase_add_test(tc, linebuffer_drops_oversize_line_and_carries_on);
     tcase_add_test(tc, oversize_message_refused);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);

@@ -427,6 +427,42 @@ START_TEST(base64_round_trip) {
 }
 END_TEST
 
+// The attached link's frame limits (common/shim_protocol.h): a pod_run of
+// up to kMaxPodRunBytes, far over the socket's kMaxMessageBytes, goes
+// through the envelope with the link's bound, and the link's bound is
+// enforced on both decoders.
+START_TEST(link_frame_limits) {
+    static_assert(kMaxPodRunBytes >= 3 * kMaxMessageBytes + 4 * kMaxMessageBytes,
+                  "a 3 MiB pod with several MiB of volume data fits one pod_run");
+    static_assert(kMaxShimMessageBytes > kMaxPodRunBytes + 4096,
+                  "a pod_run within its limit fits the link with its envelope");
+    PodRun m;
+    m.uid = "u1";
+    m.pod["metadata"]["uid"] = "u1";
+    m.pod["spec"]["containers"][0]["name"] = "main";
+    m.pod["spec"]["containers"][0]["env"][0]["name"] = "BIG";
+    m.pod["spec"]["containers"][0]["env"][0]["value"] = std::string(kMaxMessageBytes * 3, 'e');
+    m.files["v"]["f"] = std::string(kMaxMessageBytes * 2, 'f');
+    Request r;
+    r.id = 5;
+    r.op = "pod_run";
+    r.body = to_json(m);
+    std::string line = encode(r);
+    line.pop_back();
+    ck_assert(line.size() > 5 * kMaxMessageBytes && line.size() <= kMaxPodRunBytes);
+    ck_assert(decode_request(line).error() == Error::TooLarge);  // the socket's bound
+    auto back = decode_request(line, kMaxShimMessageBytes);
+    ck_assert(back.ok());
+    auto m2 = pod_run_from_json(back->body);
+    ck_assert(m2.ok());
+    ck_assert(m2->files == m.files && m2->pod == m.pod);
+    std::string over = "{\"id\":1,\"ok\":true,\"body\":{\"pad\":\"" +
+                       std::string(kMaxShimMessageBytes, 'a') + "\"}}";
+    ck_assert(decode_reply(over, kMaxShimMessageBytes).error() == Error::TooLarge);
+    ck_assert(decode_request(over, kMaxShimMessageBytes).error() == Error::TooLarge);
+}
+END_TEST
+
 int main() {
     Suite *s = suite_create("shim_protocol");
     TCase *tc = tcase_create("messages");
@@ -438,6 +474,7 @@ int main() {
     tcase_add_test(tc, enum_unknown_values);
     tcase_add_loop_test(tc, malformed_fields_table, 0, TABLE_SIZE(kBad));
     tcase_add_test(tc, size_limits);
+    tcase_add_test(tc, link_frame_limits);
     tcase_add_test(tc, deregister_reason_checked);
     suite_add_tcase(s, tc);
     tc = tcase_create("base64");

@@ -1,7 +1,10 @@
 // agent/shim_runtime: the pod_status notification's optional "events" array
-// (docs/protocol.md) into a snapshot.
+// (docs/protocol.md) into a snapshot; agent/agent.h: job_alive_command's
+// result into what Slurm says of a job.
 #include <string>
 
+#include "agent/agent.h"
+#include "agent/command_runner.h"
 #include "agent/shim_runtime.h"
 #include "tests/unit/check_json.h"
 
@@ -35,11 +38,37 @@ START_TEST(pod_status_events_bad) {
 }
 END_TEST
 
+// job_alive_command's result -> what Slurm says: Gone only when it says so.
+START_TEST(job_state_from_command) {
+    auto st = [](bool ran, int code, const char *out, const char *err) {
+        CommandResult r;
+        r.ran = ran;
+        r.exit_code = code;
+        r.output = out;
+        r.errors = err;
+        return job_state_of(r);
+    };
+    ck_assert(st(true, 0, "RUNNING\n", "") == JobState::Alive);
+    ck_assert(st(true, 0, "", "") == JobState::Alive);
+    ck_assert(st(true, 0, "COMPLETED\n", "") == JobState::Gone);
+    ck_assert(st(true, 1, "", "slurm_load_jobs error: Invalid job id specified\n") ==
+              JobState::Gone);
+    ck_assert(st(true, 1, "", "") == JobState::Gone);  // the command's own "no" (test -e)
+    ck_assert(st(true, 1, "",
+                 "slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n") ==
+              JobState::Unknown);
+    ck_assert(st(true, 127, "", "") == JobState::Unknown);  // not found
+    ck_assert(st(true, 137, "", "") == JobState::Unknown);  // killed
+    ck_assert(st(false, -1, "", "") == JobState::Unknown);  // timed out, not spawned
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("shim_runtime");
     TCase *tc = tcase_create("shim_runtime");
     tcase_add_test(tc, pod_status_events_parse);
     tcase_add_loop_test(tc, pod_status_events_bad, 0, TABLE_SIZE(kBadEvents));
+    tcase_add_test(tc, job_state_from_command);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }
