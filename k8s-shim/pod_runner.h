@@ -31,6 +31,7 @@ struct RunnerEnv {
     Clock clock;
     size_t log_max_bytes = 10 << 20;
     std::string pod_dir;                // <state_dir>/pods/<uid>
+    std::string supervisor;             // slurm-k8s-shim (k8s-shim/supervise.h)
     std::function<void()> on_change;    // status changed (send pod_status)
     std::function<void()> on_finished;  // nothing runs any more and nothing will
 };

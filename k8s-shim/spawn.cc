@@ -9,10 +9,13 @@
 
 namespace sk::shim {
 
-int spawn_process(uv_loop_t *loop, Process &proc, const SpawnSpec &spec, Process::ExitCb on_exit,
-                  Pipe *out, Pipe *err) {
+namespace {
+
+int spawn(uv_loop_t *loop, Process &proc, const std::string &file, std::vector<std::string> args,
+          const SpawnSpec &spec, Process::ExitCb on_exit, Pipe *out, Pipe *err) {
     SpawnOptions o;
-    o.args = spec.argv;
+    o.args = std::move(args);
+    o.file = file;
     o.env.emplace();
     o.env->reserve(spec.env.size());
     for (const auto &e : spec.env)
@@ -22,6 +25,20 @@ int spawn_process(uv_loop_t *loop, Process &proc, const SpawnSpec &spec, Process
     o.out = out;
     o.err = err;
     return proc.spawn(loop, o, std::move(on_exit));
+}
+
+}  // namespace
+
+int spawn_process(uv_loop_t *loop, Process &proc, const SpawnSpec &spec, Process::ExitCb on_exit,
+                  Pipe *out, Pipe *err) {
+    return spawn(loop, proc, "", spec.argv, spec, std::move(on_exit), out, err);
+}
+
+int spawn_container(uv_loop_t *loop, Process &proc, const std::string &supervisor,
+                    const SpawnSpec &spec, Process::ExitCb on_exit, Pipe *out, Pipe *err) {
+    std::vector<std::string> args{"slurm-k8s-supervise", "--supervise", "--"};
+    args.insert(args.end(), spec.argv.begin(), spec.argv.end());
+    return spawn(loop, proc, supervisor, std::move(args), spec, std::move(on_exit), out, err);
 }
 
 void signal_group(int pgid, int sig) noexcept {

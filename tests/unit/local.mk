@@ -252,14 +252,16 @@ check_PROGRAMS += \
 	tests/unit/test_probe \
 	tests/unit/test_gpu_alloc \
 	tests/unit/test_shim_pod_status \
-	tests/unit/test_pod_runner
+	tests/unit/test_pod_runner \
+	tests/unit/test_supervise
 TESTS += \
 	tests/unit/test_shim_plan \
 	tests/unit/test_shim_backoff \
 	tests/unit/test_probe \
 	tests/unit/test_gpu_alloc \
 	tests/unit/test_shim_pod_status \
-	tests/unit/test_pod_runner
+	tests/unit/test_pod_runner \
+	tests/unit/test_supervise
 
 tests_unit_test_shim_plan_SOURCES = tests/unit/test_shim_plan.cc
 tests_unit_test_shim_plan_CXXFLAGS = $(SK_SHIM_TEST_CXXFLAGS)
@@ -281,9 +283,17 @@ tests_unit_test_shim_pod_status_SOURCES = tests/unit/test_shim_pod_status.cc
 tests_unit_test_shim_pod_status_CXXFLAGS = $(SK_SHIM_TEST_CXXFLAGS)
 tests_unit_test_shim_pod_status_LDADD = $(SK_SHIM_TEST_LIBS)
 
+# Its containers run under the built shim's supervisor (k8s-shim/supervise.h).
 tests_unit_test_pod_runner_SOURCES = tests/unit/test_pod_runner.cc
+tests_unit_test_pod_runner_CPPFLAGS = $(AM_CPPFLAGS) \
+	-DSK_SHIM_BIN='"$(abs_top_builddir)/k8s-shim/slurm-k8s-shim"'
 tests_unit_test_pod_runner_CXXFLAGS = $(SK_SHIM_TEST_CXXFLAGS)
 tests_unit_test_pod_runner_LDADD = $(SK_SHIM_TEST_LIBS)
+EXTRA_tests_unit_test_pod_runner_DEPENDENCIES = k8s-shim/slurm-k8s-shim
+
+tests_unit_test_supervise_SOURCES = tests/unit/test_supervise.cc
+tests_unit_test_supervise_CXXFLAGS = $(SK_SHIM_TEST_CXXFLAGS)
+tests_unit_test_supervise_LDADD = $(SK_SHIM_TEST_LIBS)
 
 # ---- common/: the agent-shim protocol ----
 check_PROGRAMS += tests/unit/test_shim_protocol
