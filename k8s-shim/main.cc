@@ -6,9 +6,11 @@
 // Started by spank_k8s.so in the job's extern step, as the job's user.
 //   slurm-k8s-shim --supervise -- ARGV...
 // is how the shim runs each container (k8s-shim/supervise.h).
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <exception>
 #include <fstream>
@@ -100,6 +102,12 @@ static int run(int argc, char **argv) {
     // A dead agent connection must surface as EPIPE on write, not kill us.
     signal(SIGPIPE, SIG_IGN);
     args->opt.time_scale = Clock::scale_from_env();
+    // The containers' supervisor is this program, named by its path: exec of
+    // /proc/self/exe would start valgrind's loader under memcheck.
+    char self[PATH_MAX];
+    ssize_t self_len = readlink("/proc/self/exe", self, sizeof self);
+    if (self_len > 0 && static_cast<size_t>(self_len) < sizeof self)
+        args->opt.supervisor.assign(self, static_cast<size_t>(self_len));
     LOG_INFO("%s starting for job %u on %s (%zu runtime templates%s)", PACKAGE_STRING,
              args->opt.job_id, args->opt.slurm_node.c_str(), templates->size(),
              args->opt.time_scale != 1.0 ? ", TEST time scale" : "");

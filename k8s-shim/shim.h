@@ -39,7 +39,7 @@ struct ShimOptions {
     size_t log_max_bytes = 10 << 20;
     double time_scale = 1.0;  // test-only (SLURM_K8S_SHIM_TEST_TIME_SCALE)
     // The executable that supervises containers (k8s-shim/supervise.h): this
-    // very program, even once its file was replaced or removed.
+    // program; main() sets the path it runs from.
     std::string supervisor = "/proc/self/exe";
 };
 

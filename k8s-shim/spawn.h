@@ -25,8 +25,8 @@ int spawn_process(uv_loop_t *loop, Process &proc, const SpawnSpec &spec, Process
                   Pipe *out, Pipe *err);
 
 // Spawns a container's command under its supervisor (k8s-shim/supervise.h):
-// `supervisor` is the slurm-k8s-shim executable ("/proc/self/exe" in the
-// shim). proc's pid is the supervisor's, the leader of the container's
+// `supervisor` is the slurm-k8s-shim executable (ShimOptions::supervisor).
+// proc's pid is the supervisor's, the leader of the container's
 // session and process group.
 int spawn_container(uv_loop_t *loop, Process &proc, const std::string &supervisor,
                     const SpawnSpec &spec, Process::ExitCb on_exit, Pipe *out, Pipe *err);
