@@ -4,7 +4,7 @@
 //   slurm-k8s-shim --job-id ID --slurm-node NODE --socket PATH
 //                  [--runtime-config FILE] [--log-level L] [--log-max-bytes N]
 // Started by spank_k8s.so in the job's extern step, as the job's user.
-//   slurm-k8s-shim --supervise -- ARGV...
+//   slurm-k8s-shim --supervise
 // is how the shim runs each container (k8s-shim/supervise.h).
 #include <limits.h>
 #include <signal.h>
@@ -132,8 +132,7 @@ static int run(int argc, char **argv) {
 // An exception escaping run() (std::bad_alloc, a jsoncpp LogicError) would
 // abort with no word on stderr: name it and exit 1 instead.
 int main(int argc, char **argv) {
-    if (argc >= 3 && strcmp(argv[1], "--supervise") == 0 && strcmp(argv[2], "--") == 0)
-        return supervise_main(argv + 3);
+    if (argc == 2 && strcmp(argv[1], "--supervise") == 0) return supervise_env_main();
     try {
         return run(argc, argv);
     } catch (const std::exception &e) {

@@ -1,5 +1,7 @@
 #include "k8s-shim/spawn.h"
 
+#include "k8s-shim/supervise.h"
+
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
@@ -36,9 +38,11 @@ int spawn_process(uv_loop_t *loop, Process &proc, const SpawnSpec &spec, Process
 
 int spawn_container(uv_loop_t *loop, Process &proc, const std::string &supervisor,
                     const SpawnSpec &spec, Process::ExitCb on_exit, Pipe *out, Pipe *err) {
-    std::vector<std::string> args{"slurm-k8s-supervise", "--supervise", "--"};
-    args.insert(args.end(), spec.argv.begin(), spec.argv.end());
-    return spawn(loop, proc, supervisor, std::move(args), spec, std::move(on_exit), out, err);
+    SpawnSpec s = spec;
+    // First: getenv() finds it before a variable of the pod's of that name.
+    s.env.insert(s.env.begin(), {kSuperviseArgvEnv, encode_supervise_argv(spec.argv)});
+    return spawn(loop, proc, supervisor, {"slurm-k8s-supervise", "--supervise"}, s,
+                 std::move(on_exit), out, err);
 }
 
 void signal_group(int pgid, int sig) noexcept {

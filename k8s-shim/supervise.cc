@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/procfs.h"
+#include "common/strings.h"
 
 namespace sk::shim {
 
@@ -58,6 +59,30 @@ void wait_child_event(long ms) {
 }
 
 }  // namespace
+
+std::string encode_supervise_argv(const std::vector<std::string> &argv) {
+    std::string out;
+    for (const auto &w : argv)
+        out += std::to_string(w.size()) + ":" + w;
+    return out;
+}
+
+bool decode_supervise_argv(std::string_view text, std::vector<std::string> *argv) {
+    std::vector<std::string> out;
+    while (!text.empty()) {
+        auto colon = text.find(':');
+        if (colon == std::string_view::npos || colon == 0 || colon > 10) return false;
+        auto len = parse_uint(text.substr(0, colon), "length", text.size());
+        if (!len || *len > text.size() - colon - 1) return false;
+        std::string word(text.substr(colon + 1, *len));
+        if (word.find('\0') != std::string::npos) return false;
+        out.push_back(std::move(word));
+        text.remove_prefix(colon + 1 + *len);
+    }
+    if (out.empty()) return false;
+    *argv = std::move(out);
+    return true;
+}
 
 int supervisor_kill_signal() noexcept {
     return SIGRTMAX;
@@ -182,6 +207,21 @@ int supervise_main(char **argv) {
     while (!main_reaped && waitpid(main_pid, &ws, 0) < 0 && errno == EINTR) {
     }
     exit_like(ws);
+}
+
+int supervise_env_main() {
+    const char *value = getenv(kSuperviseArgvEnv);
+    std::vector<std::string> words;
+    if (!value || !decode_supervise_argv(value, &words)) {
+        fprintf(stderr, "slurm-k8s-shim --supervise: no valid %s\n", kSuperviseArgvEnv);
+        return 128;
+    }
+    unsetenv(kSuperviseArgvEnv);
+    std::vector<char *> argv;
+    for (auto &w : words)
+        argv.push_back(w.data());
+    argv.push_back(nullptr);
+    return supervise_main(argv.data());
 }
 
 }  // namespace sk::shim

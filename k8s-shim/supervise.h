@@ -1,4 +1,5 @@
-// The supervisor of one container: `slurm-k8s-shim --supervise -- ARGV...`.
+// The supervisor of one container: `slurm-k8s-shim --supervise`, the
+// container's command in the environment variable SK_SUPERVISE_ARGV.
 // The shim runs every container's command under one (spawn_container in
 // k8s-shim/spawn.h), as a job-user process of its own session whose pid the
 // shim records as the container's. Why (docs/architecture.md, "Containers'
@@ -10,7 +11,9 @@
 //
 // Contract:
 // - It forks the command (same process group, signals unblocked, default
-//   dispositions) and execs it through PATH of the container's environment.
+//   dispositions) and execs it through PATH of the container's environment,
+//   SK_SUPERVISE_ARGV removed. The command is not on the supervisor's own
+//   command line, so it shows once in ps or pgrep -f: as the main process.
 //   When the exec fails it writes "cannot start 'ARGV0': REASON" to stderr
 //   and exits 128.
 // - The container ends when the command (its main process) exits: the
@@ -26,9 +29,19 @@
 
 #include <sys/types.h>
 
+#include <string>
+#include <string_view>
 #include <vector>
 
 namespace sk::shim {
+
+constexpr const char kSuperviseArgvEnv[] = "SK_SUPERVISE_ARGV";
+
+// A command as the value of SK_SUPERVISE_ARGV: each word as
+// "<decimal length>:<bytes>" (a word holds any byte but NUL).
+std::string encode_supervise_argv(const std::vector<std::string> &argv);
+// Its inverse; false on a malformed value or an empty command.
+bool decode_supervise_argv(std::string_view text, std::vector<std::string> *argv);
 
 // SIGRTMAX: no program has a default use for it, and glibc reserves only the
 // lowest real-time signals.
@@ -54,5 +67,8 @@ void sweep_descendants(pid_t main_pid, int *main_status, bool *main_reaped);
 // at least one word). Returns the exit code, or does not return (the main's
 // signal re-raised).
 int supervise_main(char **argv);
+// `slurm-k8s-shim --supervise`: supervise_main of SK_SUPERVISE_ARGV, which
+// it removes from the environment; 128 when it is missing or malformed.
+int supervise_env_main();
 
 }  // namespace sk::shim

@@ -154,6 +154,34 @@ START_TEST(supervise_reports_exec_failure) {
 }
 END_TEST
 
+START_TEST(argv_encoding_round_trips) {
+    std::vector<std::vector<std::string>> cmds = {
+        {"/bin/sh", "-c", "echo 'a:b' 12:x"}, {"x"}, {"", "two words", "\n:\xff", ""}};
+    for (const auto &c : cmds) {
+        std::vector<std::string> back;
+        ck_assert(decode_supervise_argv(encode_supervise_argv(c), &back));
+        ck_assert(back == c);
+    }
+    ck_assert_sstr_eq(encode_supervise_argv({"ab", "", "c:d"}), "2:ab0:3:c:d");
+}
+END_TEST
+
+static const char *const kBadArgv[] = {
+    "",               // no command
+    "3:ab",           // shorter than its length
+    "2ab",            // no colon
+    ":ab",            // no length
+    "-1:a",           // not a length
+    "2:ab1",          // a length without its colon
+    "99999999999:a",  // a length longer than the value
+};
+START_TEST(argv_decoding_refuses_malformed) {
+    std::vector<std::string> out{"keep"};
+    ck_assert(!decode_supervise_argv(kBadArgv[_i], &out));
+    ck_assert(out == std::vector<std::string>{"keep"});  // untouched
+}
+END_TEST
+
 int main() {
     Suite *s = suite_create("supervise");
     TCase *tc = tcase_create("core");
@@ -162,6 +190,8 @@ int main() {
     tcase_add_test(tc, sweep_outlasts_a_fork_bomb);
     tcase_add_loop_test(tc, supervise_exits_as_its_main, 0, TABLE_SIZE(kSupervise));
     tcase_add_test(tc, supervise_reports_exec_failure);
+    tcase_add_test(tc, argv_encoding_round_trips);
+    tcase_add_loop_test(tc, argv_decoding_refuses_malformed, 0, TABLE_SIZE(kBadArgv));
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }
