@@ -241,8 +241,8 @@ void Container::stop(int64_t grace_ms) {
         SpawnSpec spec{plan->pre_stop, plan->env,
                        plan->working_dir.empty() ? pod->env().pod_dir : plan->working_dir};
         auto hook = hooks.emplace(hooks.end());
-        int rc = spawn_process(
-            pod->env().clock.loop, *hook, spec,
+        int rc = spawn_container(
+            pod->env().clock.loop, *hook, pod->env().supervisor, spec,
             [this, hook](int64_t, int) {
                 hooks.erase(hook);
                 if (running) signal_group(pid, SIGTERM);
@@ -262,9 +262,9 @@ void Container::stop(int64_t grace_ms) {
 }
 
 void Container::kill_all() {
-    // SIGCONT first: a supervisor stopped by the container cannot act.
-    (void)kill(pid, SIGCONT);
-    (void)kill(pid, supervisor_kill_signal());
+    kill_supervised(pid);
+    for (auto &h : hooks)  // a preStop hook still running ends with the grace
+        kill_supervised(h.pid());
     kill_timer.start(kSweepMs, [this] {
         if (!running || pending_exit) return;
         LOG_WARN("%s its supervisor did not end within %llu ms, killing its process group",

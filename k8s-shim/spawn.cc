@@ -45,6 +45,12 @@ int spawn_container(uv_loop_t *loop, Process &proc, const std::string &superviso
                  std::move(on_exit), out, err);
 }
 
+void kill_supervised(int pid) noexcept {
+    if (pid <= 1) return;
+    (void)kill(pid, SIGCONT);
+    (void)kill(pid, supervisor_kill_signal());
+}
+
 void signal_group(int pgid, int sig) noexcept {
     if (pgid > 1) kill(-pgid, sig);
 }

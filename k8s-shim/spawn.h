@@ -24,12 +24,18 @@ struct SpawnSpec {
 int spawn_process(uv_loop_t *loop, Process &proc, const SpawnSpec &spec, Process::ExitCb on_exit,
                   Pipe *out, Pipe *err);
 
-// Spawns a container's command under its supervisor (k8s-shim/supervise.h):
+// Spawns a container's command (or its exec probe's, its preStop hook's)
+// under a supervisor (k8s-shim/supervise.h):
 // `supervisor` is the slurm-k8s-shim executable (ShimOptions::supervisor).
 // proc's pid is the supervisor's, the leader of the container's
 // session and process group.
 int spawn_container(uv_loop_t *loop, Process &proc, const std::string &supervisor,
                     const SpawnSpec &spec, Process::ExitCb on_exit, Pipe *out, Pipe *err);
+
+// Tells the supervisor `pid` to kill every process it has now
+// (supervisor_kill_signal(), k8s-shim/supervise.h), SIGCONT first: a
+// supervisor stopped by its container could not act.
+void kill_supervised(int pid) noexcept;
 
 // kill(-pgid, sig), ignoring ESRCH (the group is already gone).
 void signal_group(int pgid, int sig) noexcept;

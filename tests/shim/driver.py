@@ -667,6 +667,26 @@ def test_always_restarts_after_daemonizing_main(a):
     a.wait(uid, lambda s: s["phase"] in ("Failed", "Succeeded"), timeout=30, what="stopped")
 
 
+def test_probe_and_hook_daemons_die(a):
+    # An exec probe and a preStop hook are processes of the container too:
+    # a daemon either starts is killed when the probe or hook exits.
+    d = daemonize_sh(a)
+    c = sh("main", "trap 'exit 0' TERM; while :; do sleep 0.1; done",
+           readinessProbe={"exec": {"command": ["sh", d, "probe-daemon", "sleep", "1000"]},
+                           "periodSeconds": 60},
+           lifecycle={"preStop": {"exec": {"command": ["sh", d, "hook-daemon", "sleep", "1000"]}}})
+    p = pod("probe-daemons", [c], grace=5)
+    uid = p["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    a.wait(uid, lambda s: cstatus(s, "main")["ready"], timeout=30, what="ready")
+    assert gone(pod_file_int(a, uid, "probe-daemon", timeout=30), timeout=10), \
+        "the exec probe's daemon survived the probe"
+    assert a.request("pod_kill", {"uid": uid, "grace_s": 5, "reason": "Deleted"})["ok"]
+    a.wait(uid, lambda s: s["phase"] in ("Failed", "Succeeded"), timeout=30, what="terminal")
+    assert gone(pod_file_int(a, uid, "hook-daemon", timeout=30), timeout=10), \
+        "the preStop hook's daemon survived"
+
+
 def pod_file_int(a, uid, name, timeout=5):
     """The number a container wrote (echo: one line) to `name` in its pod dir
     ($SLURM_K8S_POD_DIR): waits up to `timeout` s for the whole line."""
@@ -737,6 +757,7 @@ TESTS = [
     ("delete_kills_daemons_and_new_sessions", test_delete_kills_daemons_and_new_sessions, {}),
     ("main_exit_kills_stubborn_children", test_main_exit_kills_stubborn_children, {}),
     ("always_restarts_after_daemonizing_main", test_always_restarts_after_daemonizing_main, {}),
+    ("probe_and_hook_daemons_die", test_probe_and_hook_daemons_die, {}),
 ]
 
 
