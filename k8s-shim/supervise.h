@@ -3,7 +3,7 @@
 // The shim runs every container's command under one (spawn_container in
 // k8s-shim/spawn.h), as a job-user process of its own session whose pid the
 // shim records as the container's. Why (docs/architecture.md, "Containers'
-// processes"): without a mount of its own cgroup or PID namespace, a process
+// processes"): without a cgroup or PID namespace of its own, a process
 // that daemonizes (setsid, double fork) leaves the container's process group
 // and the shim's sight; the supervisor is a child subreaper
 // (PR_SET_CHILD_SUBREAPER), so every orphan of the container is reparented
@@ -23,8 +23,9 @@
 //   process of the container now (the main included); the shim sends it when
 //   a grace period is over. Every other signal the supervisor receives (the
 //   shim signals the group: the main got it too) is consumed and ignored.
-// - It writes nothing else and holds no descriptor but the container's
-//   stdin/stdout/stderr.
+// - It writes nothing else to the container's stdout/stderr, and opens no
+//   descriptor of its own but its reads of /proc and the exec-error pipe
+//   (close-on-exec).
 #pragma once
 
 #include <sys/types.h>
