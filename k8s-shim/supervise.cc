@@ -218,6 +218,7 @@ int supervise_env_main() {
     }
     unsetenv(kSuperviseArgvEnv);
     std::vector<char *> argv;
+    argv.reserve(words.size() + 1);
     for (auto &w : words)
         argv.push_back(w.data());
     argv.push_back(nullptr);

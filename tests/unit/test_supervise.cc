@@ -27,7 +27,7 @@ static bool gone_or_zombie(pid_t p) {
 static bool wait_descendants(size_t n) {
     for (int i = 0; i < 3000; i++) {
         if (live_descendants().size() >= n) return true;
-        struct timespec ts = {0, 10 * 1000 * 1000};
+        struct timespec ts = {0, 10000000L};  // 10 ms
         nanosleep(&ts, nullptr);
     }
     return false;
