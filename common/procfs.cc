@@ -16,11 +16,12 @@ bool parse_proc_stat(std::string_view text, ProcStat *out) {
         return false;
     // Fields 3.. are separated by single spaces; the last ends the line.
     auto fields = split(trim(text.substr(paren + 2)), ' ');
-    constexpr size_t kState = 0, kStartTime = 22 - 3;
+    constexpr size_t kState = 0, kPpid = 4 - 3, kStartTime = 22 - 3;
     if (fields.size() <= kStartTime || fields[kState].size() != 1) return false;
     auto start = parse_uint(fields[kStartTime], "starttime");
-    if (!start) return false;
-    *out = ProcStat{fields[kState][0], *start};
+    auto ppid = parse_uint(fields[kPpid], "ppid", INT32_MAX);
+    if (!start || !ppid) return false;
+    *out = ProcStat{fields[kState][0], *start, static_cast<int>(*ppid)};
     return true;
 }
 

@@ -21,10 +21,11 @@ Result<std::string> read_proc_file(int pid, const char *name, size_t max_bytes =
 struct ProcStat {
     char state = 0;            // field 3: R, S, D, Z (zombie), X (dead), ...
     uint64_t start_ticks = 0;  // field 22: start time, clock ticks after boot
+    int ppid = 0;              // field 4: the parent (0: none, as for pid 1)
 };
 // Parses the text of /proc/<pid>/stat. The command name (field 2) may hold
 // spaces and ')': the fields resume after the last ')'. Fails when the
-// text does not have 22 fields or field 22 is not a decimal number: then
+// text does not have 22 fields or field 4 or 22 is not a decimal number: then
 // false, and *out is left as it was.
 bool parse_proc_stat(std::string_view text, ProcStat *out);
 // read_proc_file(pid, "stat") parsed; false when gone or malformed.

@@ -8,17 +8,31 @@
 #include "common/procfs.h"
 #include "k8s-shim/pod_runner.h"
 #include "k8s-shim/spawn.h"
+#include "k8s-shim/supervise.h"
 
 namespace sk::shim {
 
 namespace {
 
 constexpr size_t kTailBytes = 4096;  // the kubelet's termination message limit
+// After the supervisor exited, its log pipes are read this long at most: the
+// processes it killed close them at once, one it could not signal (setuid)
+// must not keep the container from ending.
+constexpr uint64_t kDrainMs = 2000;
+// After a supervisor was told to kill everything, how long it may take
+// before the shim kills its process group itself (the supervisor stopped by
+// a SIGSTOP of the container's own, or a kill pass slowed by a fork bomb).
+constexpr uint64_t kSweepMs = 10000;
 
 }  // namespace
 
 Container::Container(PodRunner *p, ContainerPlan *pl, ContainerRun *r)
-    : pod(p), plan(pl), run(r), timer(p->env().clock.loop), kill_timer(p->env().clock.loop) {
+    : pod(p),
+      plan(pl),
+      run(r),
+      timer(p->env().clock.loop),
+      kill_timer(p->env().clock.loop),
+      drain_timer(p->env().clock.loop) {
     if (plan->startup)
         probes.push_back(std::make_unique<ProbeRunner>(this, ProbeKind::Startup, *plan->startup));
     if (plan->readiness)
@@ -63,10 +77,10 @@ Status Container::start() {
     err = Pipe(loop);
     SpawnSpec spec{plan->argv, plan->env,
                    plan->working_dir.empty() ? env.pod_dir : plan->working_dir, plan->confine,
-                   env.exec_helper};
+                   env.supervisor};
     oom_before = cgroup_oom_kills();
-    int rc = spawn_process(
-        loop, proc, spec,
+    int rc = spawn_container(
+        loop, proc, env.supervisor, spec,
         [this](int64_t status, int sig) {
             proc.close();
             on_process_exit(status, sig);
@@ -136,9 +150,20 @@ void Container::on_process_exit(int64_t status, int sig) {
     exit_status = status;
     term_signal = sig;
     pending_exit = true;
-    // The container's other processes die with it, as in a cgroup-based
-    // runtime; that also closes the pipes they held.
+    kill_timer.stop();
+    // The supervisor killed the container's other processes before it
+    // exited (k8s-shim/supervise.h). Its group too, in case the supervisor
+    // itself was killed; what is left cannot hold the container open
+    // longer than kDrainMs.
     signal_group(pid, SIGKILL);
+    if (out || err)
+        drain_timer.start(kDrainMs, [this] {
+            LOG_INFO("%s log pipes still open %llu ms after the exit, closing them",
+                     id_prefix().c_str(), static_cast<unsigned long long>(kDrainMs));
+            out.close();
+            err.close();
+            maybe_finish_exit();
+        });
     maybe_finish_exit();
 }
 
@@ -147,6 +172,7 @@ void Container::maybe_finish_exit() {
     pending_exit = false;
     running = false;
     kill_timer.stop();
+    drain_timer.stop();
     for (auto &p : probes)
         p->stop();
     if (log) {
@@ -206,19 +232,19 @@ void Container::stop(int64_t grace_ms) {
     killing = true;
     if (pid == 0) return;
     kill_timer.start(static_cast<uint64_t>(std::max<int64_t>(grace_ms, 0)), [this] {
-        if (running) {
-            LOG_INFO("%s grace period over, sending SIGKILL to the process group",
+        if (running && !pending_exit) {
+            LOG_INFO("%s grace period over, killing every process of the container",
                      id_prefix().c_str());
-            signal_group(pid, SIGKILL);
+            kill_all();
         }
     });
     if (!plan->pre_stop.empty() && grace_ms > 0) {
         SpawnSpec spec{plan->pre_stop, plan->env,
                        plan->working_dir.empty() ? pod->env().pod_dir : plan->working_dir,
-                       plan->confine, pod->env().exec_helper};
+                       plan->confine, pod->env().supervisor};
         auto hook = hooks.emplace(hooks.end());
-        int rc = spawn_process(
-            pod->env().clock.loop, *hook, spec,
+        int rc = spawn_container(
+            pod->env().clock.loop, *hook, pod->env().supervisor, spec,
             [this, hook](int64_t, int) {
                 hooks.erase(hook);
                 if (running) signal_group(pid, SIGTERM);
@@ -231,7 +257,22 @@ void Container::stop(int64_t grace_ms) {
         hooks.erase(hook);
         LOG_WARN("%s preStop hook failed to start: %s", id_prefix().c_str(), uv_strerror(rc));
     }
-    signal_group(pid, grace_ms > 0 ? SIGTERM : SIGKILL);
+    if (grace_ms > 0)
+        signal_group(pid, SIGTERM);
+    else
+        kill_all();
+}
+
+void Container::kill_all() {
+    kill_supervised(pid);
+    for (auto &h : hooks)  // a preStop hook still running ends with the grace
+        kill_supervised(h.pid());
+    kill_timer.start(kSweepMs, [this] {
+        if (!running || pending_exit) return;
+        LOG_WARN("%s its supervisor did not end within %llu ms, killing its process group",
+                 id_prefix().c_str(), static_cast<unsigned long long>(kSweepMs));
+        signal_group(pid, SIGKILL);
+    });
 }
 
 void Container::kill_for_restart(const std::string &why) {

@@ -1,4 +1,5 @@
-// One container of a pod on the libuv loop: its process group, log pipes,
+// One container of a pod on the libuv loop: its supervisor (every process
+// of the container descends from it, k8s-shim/supervise.h), log pipes,
 // restart timer, probes and termination. Owned by PodRunner (pod_runner.h).
 // Every handle is an object of uv/handles.h owned here: destroying the
 // container closes them, and no callback reaches it afterwards.
@@ -54,17 +55,19 @@ struct Container {
     ContainerPlan *plan;
     ContainerRun *run;
 
-    // The instance: its process (closed at the exit) and log pipes (closed
-    // at their EOF); a restart opens fresh ones.
+    // The instance: its supervisor process (closed at the exit; its exit is
+    // the main's) and log pipes (closed at their EOF, or kDrainMs after the
+    // exit, container.cc); a restart opens fresh ones.
     Process proc;
     Pipe out, err;
     Timer timer;               // restart back-off
-    Timer kill_timer;          // grace period
+    Timer kill_timer;          // grace period, then the supervisor's kill pass
+    Timer drain_timer;         // log pipes after the exit
     std::list<Process> hooks;  // preStop processes still running
     bool running = false;
-    int pid = 0;
+    int pid = 0;  // the supervisor's: the session and process group
     unsigned long long start_ticks = 0;
-    bool pending_exit = false;  // process exited, pipes still draining
+    bool pending_exit = false;  // supervisor exited, pipes still draining
     int64_t exit_status = 0;
     int term_signal = 0;
     long long oom_before = -1;
@@ -78,10 +81,11 @@ struct Container {
     Status start();                                 // spawn one instance
     void stop(int64_t grace_ms);                    // preStop, SIGTERM, grace, SIGKILL
     void kill_for_restart(const std::string &why);  // failed liveness/startup probe
+    void kill_all();  // every process now (the supervisor's kill signal), bounded
     void restart_after(int64_t spec_ms);
     void cancel_restart();
     void on_process_exit(int64_t status, int signal);
-    void maybe_finish_exit();  // exit seen and pipes at EOF
+    void maybe_finish_exit();  // exit seen and pipes at EOF (or drained long enough)
     void on_read(Pipe &p, const char *stream, ssize_t n, const char *data);
     void on_output(const char *stream, const char *data, size_t len);
     void probes_changed();  // recompute ready/started

@@ -31,7 +31,9 @@ k8s_shim_libshim_la_SOURCES = \
 	k8s-shim/shim.cc \
 	k8s-shim/shim.h \
 	k8s-shim/spawn.cc \
-	k8s-shim/spawn.h
+	k8s-shim/spawn.h \
+	k8s-shim/supervise.cc \
+	k8s-shim/supervise.h
 k8s_shim_libshim_la_CXXFLAGS = $(AM_CXXFLAGS) $(LIBUV_CFLAGS)
 k8s_shim_libshim_la_LIBADD = uv/libskuv.la common/libcommon.la $(LIBUV_LIBS)
 

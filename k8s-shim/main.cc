@@ -4,10 +4,14 @@
 //   slurm-k8s-shim --job-id ID --slurm-node NODE --socket PATH
 //                  [--runtime-config FILE] [--log-level L] [--log-max-bytes N]
 // Started by spank_k8s.so in the job's extern step, as the job's user.
-//   slurm-k8s-shim --exec-confined ...: the shim's exec helper (confine.h).
+// The same program runs each container's processes (k8s-shim/spawn.h):
+//   slurm-k8s-shim --supervise                 the supervisor (supervise.h)
+//   slurm-k8s-shim --exec-confined ... -- CMD  the exec helper (confine.h)
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <exception>
 #include <fstream>
@@ -19,6 +23,7 @@
 #include "config.h"
 #include "k8s-shim/confine.h"
 #include "k8s-shim/shim.h"
+#include "k8s-shim/supervise.h"
 #include "uv/handles.h"
 
 using namespace sk;
@@ -119,6 +124,12 @@ static int run(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     ignore_step_signals();
     args->opt.time_scale = Clock::scale_from_env();
+    // The containers' supervisor is this program, named by its path: exec of
+    // /proc/self/exe would start valgrind's loader under memcheck.
+    char self[PATH_MAX];
+    ssize_t self_len = readlink("/proc/self/exe", self, sizeof self);
+    if (self_len > 0 && static_cast<size_t>(self_len) < sizeof self)
+        args->opt.supervisor.assign(self, static_cast<size_t>(self_len));
     LOG_INFO("%s starting for job %u on %s (%zu runtime templates%s)", PACKAGE_STRING,
              args->opt.job_id, args->opt.slurm_node.c_str(), templates->size(),
              args->opt.time_scale != 1.0 ? ", TEST time scale" : "");
@@ -143,9 +154,10 @@ static int run(int argc, char **argv) {
 // An exception escaping run() (std::bad_alloc, a jsoncpp LogicError) would
 // abort with no word on stderr: name it and exit 1 instead.
 int main(int argc, char **argv) {
-    // The exec helper of spawn_process (k8s-shim/confine.h): nothing of the
-    // shim runs in that mode.
+    // The exec helper and the supervisor (k8s-shim/spawn.h): nothing of the
+    // shim runs in those modes.
     if (argc > 1 && strcmp(argv[1], kExecConfined) == 0) return exec_confined_main(argc, argv);
+    if (argc == 2 && strcmp(argv[1], "--supervise") == 0) return supervise_env_main();
     try {
         return run(argc, argv);
     } catch (const std::exception &e) {

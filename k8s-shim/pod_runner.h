@@ -31,7 +31,8 @@ struct RunnerEnv {
     Clock clock;
     size_t log_max_bytes = 10 << 20;
     std::string pod_dir;                // <state_dir>/pods/<uid>
-    std::string exec_helper;            // SpawnSpec::helper (k8s-shim/spawn.h)
+    std::string supervisor;             // slurm-k8s-shim: supervisor (k8s-shim/supervise.h)
+                                        // and exec helper (SpawnSpec::helper)
     std::function<void()> on_change;    // status changed (send pod_status)
     std::function<void()> on_finished;  // nothing runs any more and nothing will
 };

@@ -113,7 +113,7 @@ void ProbeRunner::run_check() {
     c->generation = generation;
     c->timeout = Timer(clk.loop);
     c->timeout.start(clk.real_delay(int64_t{spec.timeout_s} * 1000), [c] {
-        if (c->pgid) signal_group(c->pgid, SIGKILL);
+        if (c->pgid) kill_supervised(c->pgid);
         c->finish(false, "timeout: probe did not answer within " +
                              std::to_string(c->probe->state.spec().timeout_s) + "s");
     });
@@ -121,9 +121,9 @@ void ProbeRunner::run_check() {
         SpawnSpec s{spec.exec, container->plan->env,
                     container->plan->working_dir.empty() ? container->pod->env().pod_dir
                                                          : container->plan->working_dir,
-                    container->plan->confine, container->pod->env().exec_helper};
-        int rc = spawn_process(
-            clk.loop, c->proc, s,
+                    container->plan->confine, container->pod->env().supervisor};
+        int rc = spawn_container(
+            clk.loop, c->proc, container->pod->env().supervisor, s,
             [c](int64_t status, int sig) {
                 signal_group(c->pgid, SIGKILL);
                 c->pgid = 0;

@@ -318,7 +318,7 @@ proto::Reply Shim::pod_run(const proto::Request &req) {
     env.clock = clock_;
     env.log_max_bytes = opt_.log_max_bytes;
     env.pod_dir = dir;
-    env.exec_helper = self_executable();
+    env.supervisor = opt_.supervisor;
     ShimPod *pe = &p;
     env.on_change = [this, pe] { notify(*pe); };
     env.on_finished = [this, pe] { pod_finished(*pe); };

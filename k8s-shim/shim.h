@@ -40,6 +40,9 @@ struct ShimOptions {
     std::string socket_path;
     size_t log_max_bytes = 10 << 20;
     double time_scale = 1.0;  // test-only (SLURM_K8S_SHIM_TEST_TIME_SCALE)
+    // The executable that supervises containers (k8s-shim/supervise.h): this
+    // program; main() sets the path it runs from.
+    std::string supervisor = "/proc/self/exe";
 };
 
 struct ShimPod {

@@ -3,30 +3,41 @@
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
-#include <unistd.h>
 #include <uv.h>
 
 #include <fstream>
 #include <sstream>
 
 #include "k8s-shim/confine.h"
+#include "k8s-shim/supervise.h"
 
 namespace sk::shim {
 
-int spawn_process(uv_loop_t *loop, Process &proc, const SpawnSpec &spec, Process::ExitCb on_exit,
-                  Pipe *out, Pipe *err) {
-    SpawnOptions o;
+namespace {
+
+// The command line that runs spec.argv as confined as spec.confine says;
+// false when it asks for confinement and there is no helper.
+bool confined_argv(const SpawnSpec &spec, std::vector<std::string> *args) {
+    args->clear();
     if (spec.confine.any()) {
-        if (spec.helper.empty()) return UV_EPERM;
-        o.args = {spec.helper, kExecConfined};
-        if (spec.confine.no_new_privs) o.args.push_back(kNoNewPrivsFlag);
-        if (spec.confine.drop_capabilities) o.args.push_back(kDropCapsFlag);
-        if (spec.confine.seccomp_default) o.args.push_back(kSeccompDefaultFlag);
-        o.args.push_back("--");
+        if (spec.helper.empty()) return false;
+        *args = {spec.helper, kExecConfined};
+        if (spec.confine.no_new_privs) args->push_back(kNoNewPrivsFlag);
+        if (spec.confine.drop_capabilities) args->push_back(kDropCapsFlag);
+        if (spec.confine.seccomp_default) args->push_back(kSeccompDefaultFlag);
+        args->push_back("--");
     }
-    o.args.insert(o.args.end(), spec.argv.begin(), spec.argv.end());
+    args->insert(args->end(), spec.argv.begin(), spec.argv.end());
+    return true;
+}
+
+int spawn(uv_loop_t *loop, Process &proc, const std::string &file, std::vector<std::string> args,
+          const SpawnSpec &spec, Process::ExitCb on_exit, Pipe *out, Pipe *err) {
+    SpawnOptions o;
+    o.args = std::move(args);
+    o.file = file;
     o.env.emplace();
-    o.env->reserve(spec.env.size());
+    o.env->reserve(spec.env.size() + 1);
     for (const auto &e : spec.env)
         o.env->push_back(e.name + "=" + e.value);
     o.cwd = spec.cwd;
@@ -36,11 +47,30 @@ int spawn_process(uv_loop_t *loop, Process &proc, const SpawnSpec &spec, Process
     return proc.spawn(loop, o, std::move(on_exit));
 }
 
-std::string self_executable() {
-    char buf[4096];
-    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-    if (n <= 0) return "";
-    return std::string(buf, static_cast<size_t>(n));
+}  // namespace
+
+int spawn_process(uv_loop_t *loop, Process &proc, const SpawnSpec &spec, Process::ExitCb on_exit,
+                  Pipe *out, Pipe *err) {
+    std::vector<std::string> args;
+    if (!confined_argv(spec, &args)) return UV_EPERM;
+    return spawn(loop, proc, "", std::move(args), spec, std::move(on_exit), out, err);
+}
+
+int spawn_container(uv_loop_t *loop, Process &proc, const std::string &supervisor,
+                    const SpawnSpec &spec, Process::ExitCb on_exit, Pipe *out, Pipe *err) {
+    std::vector<std::string> args;
+    if (!confined_argv(spec, &args)) return UV_EPERM;
+    SpawnSpec s = spec;
+    // First: getenv() finds it before a variable of the pod's of that name.
+    s.env.insert(s.env.begin(), {kSuperviseArgvEnv, encode_supervise_argv(args)});
+    return spawn(loop, proc, supervisor, {"slurm-k8s-supervise", "--supervise"}, s,
+                 std::move(on_exit), out, err);
+}
+
+void kill_supervised(int pid) noexcept {
+    if (pid <= 1) return;
+    (void)kill(pid, SIGCONT);
+    (void)kill(pid, supervisor_kill_signal());
 }
 
 void signal_group(int pgid, int sig) noexcept {

@@ -2,6 +2,9 @@
 // Every process gets its own session and process group (UV_PROCESS_DETACHED
 // = setsid), so a signal to -pid reaches everything the container started.
 // stdin is /dev/null; stdout/stderr go to the given pipes, or /dev/null.
+// A spec with a confinement runs as
+//   HELPER --exec-confined FLAGS -- ARGV   (k8s-shim/confine.h)
+// and a container's under its supervisor, which runs that command line.
 #pragma once
 
 #include <string>
@@ -17,7 +20,7 @@ struct SpawnSpec {
     std::vector<EnvVar> env;
     std::string cwd;
     Confinement confine;  // applied by `helper` when any()
-    std::string helper;   // the shim's binary (self_executable()), run as k8s-shim/confine.h says
+    std::string helper;   // the shim's binary (RunnerEnv::supervisor), as k8s-shim/confine.h says
 };
 
 // Spawns into proc. Returns 0 or a negative libuv error (uv_strerror; proc
@@ -27,8 +30,18 @@ struct SpawnSpec {
 int spawn_process(uv_loop_t *loop, Process &proc, const SpawnSpec &spec, Process::ExitCb on_exit,
                   Pipe *out, Pipe *err);
 
-// The running program's path (/proc/self/exe), "" when unreadable.
-std::string self_executable();
+// Spawns a container's command (or its exec probe's, its preStop hook's)
+// under a supervisor (k8s-shim/supervise.h), confined as spawn_process does:
+// `supervisor` is the slurm-k8s-shim executable (ShimOptions::supervisor).
+// proc's pid is the supervisor's, the leader of the container's
+// session and process group.
+int spawn_container(uv_loop_t *loop, Process &proc, const std::string &supervisor,
+                    const SpawnSpec &spec, Process::ExitCb on_exit, Pipe *out, Pipe *err);
+
+// Tells the supervisor `pid` to kill every process it has now
+// (supervisor_kill_signal(), k8s-shim/supervise.h), SIGCONT first: a
+// supervisor stopped by its container could not act.
+void kill_supervised(int pid) noexcept;
 
 // kill(-pgid, sig), ignoring ESRCH (the group is already gone).
 void signal_group(int pgid, int sig) noexcept;

@@ -862,6 +862,123 @@ def test_shutdown_stops_pods(a):
         assert "handle still open" not in f.read(), "the shim left libuv handles open at exit"
 
 
+# ---- a container's processes are all its processes (k8s-shim/supervise.h) ----
+
+DAEMONIZE = """#!/bin/sh
+# daemonize.sh NAME CMD...: runs CMD as a daemon (setsid, double fork) that
+# ignores SIGTERM and keeps stdout/stderr; waits until its pid is in
+# $SLURM_K8S_POD_DIR/NAME.
+name=$1; shift
+( setsid sh -c 'trap "" TERM; d=$SLURM_K8S_POD_DIR; echo $$ > "$d/$0.tmp"; mv "$d/$0.tmp" "$d/$0"
+  exec "$@"' "$name" "$@" & )
+while [ ! -s "$SLURM_K8S_POD_DIR/$name" ]; do sleep 0.05; done
+"""
+
+
+def daemonize_sh(a):
+    path = os.path.join(a.tmp, "daemonize.sh")
+    with open(path, "w") as f:
+        f.write(DAEMONIZE)
+    return path
+
+
+def test_daemonizing_main_completes(a):
+    d = daemonize_sh(a)
+    p = pod("daemonizer", [sh("main", "sh %s daemon sleep 1000; echo main-done; exit 0" % d)],
+            restart="Never")
+    uid = p["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    # The daemon holds the log pipes: the container still ends with its main.
+    st = a.wait(uid, lambda s: s["phase"] in ("Succeeded", "Failed"), timeout=30,
+                what="terminal phase while a daemon holds stdout")
+    t = cstatus(st, "main")["state"]["terminated"]
+    assert st["phase"] == "Succeeded" and t["exitCode"] == 0, st
+    assert gone(pod_file_int(a, uid, "daemon")), "the daemon outlived its container"
+    assert "main-done" in log_content(read_log(a, uid, "main"))
+
+
+def test_delete_kills_daemons_and_new_sessions(a):
+    d = daemonize_sh(a)
+    # A daemon child, and its own child in a new session; both ignore SIGTERM.
+    script = ("sh %s daemon sh -c 'setsid sleep 1000 & echo $! > $SLURM_K8S_POD_DIR/grandchild; "
+              "exec sleep 1000'; trap 'exit 0' TERM; echo up; while :; do sleep 0.1; done" % d)
+    p = pod("daemons", [sh("main", script)], grace=1)
+    uid = p["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    a.wait(uid, lambda s: running(s, "main"), what="running")
+    wait_log(a, uid, "main", "up", timeout=30)
+    daemon = pod_file_int(a, uid, "daemon", timeout=30)
+    grandchild = pod_file_int(a, uid, "grandchild", timeout=30)
+    assert alive(daemon) and alive(grandchild)
+    assert a.request("pod_kill", {"uid": uid, "grace_s": 1, "reason": "Deleted"})["ok"]
+    st = a.wait(uid, lambda s: s["phase"] in ("Failed", "Succeeded"), timeout=30,
+                what="terminal phase after the delete")
+    assert cstatus(st, "main")["state"]["terminated"]["exitCode"] == 0, st  # TERM trap
+    assert gone(daemon, timeout=10), "the daemon survived the delete"
+    assert gone(grandchild, timeout=10), "the daemon's child in a new session survived"
+
+
+def test_main_exit_kills_stubborn_children(a):
+    # The main exits at SIGTERM; its children ignore it, one in a session of
+    # its own: they are killed with the main's exit, long before the grace.
+    script = ("trap '' TERM; sleep 1000 & echo $! > $SLURM_K8S_POD_DIR/child; "
+              "setsid sleep 1000 & echo $! > $SLURM_K8S_POD_DIR/session; "
+              "trap 'exit 5' TERM; echo up; while :; do sleep 0.1; done")
+    p = pod("stubborn-kids", [sh("main", script)], grace=60, restart="Never")
+    uid = p["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    wait_log(a, uid, "main", "up", timeout=30)
+    child = pod_file_int(a, uid, "child")
+    session = pod_file_int(a, uid, "session")
+    t0 = time.time()
+    assert a.request("pod_kill", {"uid": uid, "grace_s": 60, "reason": "Killing"})["ok"]
+    st = a.wait(uid, lambda s: s["phase"] in ("Failed", "Succeeded"), timeout=30,
+                what="terminal phase")
+    assert time.time() - t0 < 30, "waited for the grace period"
+    assert cstatus(st, "main")["state"]["terminated"]["exitCode"] == 5, st
+    assert gone(child) and gone(session), "a child ignoring SIGTERM outlived the main"
+
+
+def test_always_restarts_after_daemonizing_main(a):
+    d = daemonize_sh(a)
+    # Each instance leaves a daemon (its pid in daemon-<restart>) and exits 0.
+    script = ("n=$(ls $SLURM_K8S_POD_DIR | grep -c '^daemon-'); sh %s daemon-$n sleep 1000; "
+              "echo run-$n; exit 0" % d)
+    p = pod("redaemon", [sh("main", script)])
+    uid = p["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    st = a.wait(uid, lambda s: cstatus(s, "main")["restartCount"] >= 2, timeout=60,
+                what="2 restarts")
+    c = cstatus(st, "main")
+    assert c["lastState"]["terminated"]["exitCode"] == 0, c
+    assert c["lastState"]["terminated"]["reason"] == "Completed", c
+    for n in (0, 1):
+        assert gone(pod_file_int(a, uid, "daemon-%d" % n)), "daemon of run %d survived" % n
+        assert log_content(read_log(a, uid, "main", n)) == ["run-%d" % n]
+    assert a.request("pod_kill", {"uid": uid, "grace_s": 1})["ok"]
+    a.wait(uid, lambda s: s["phase"] in ("Failed", "Succeeded"), timeout=30, what="stopped")
+
+
+def test_probe_and_hook_daemons_die(a):
+    # An exec probe and a preStop hook are processes of the container too:
+    # a daemon either starts is killed when the probe or hook exits.
+    d = daemonize_sh(a)
+    c = sh("main", "trap 'exit 0' TERM; while :; do sleep 0.1; done",
+           readinessProbe={"exec": {"command": ["sh", d, "probe-daemon", "sleep", "1000"]},
+                           "periodSeconds": 60},
+           lifecycle={"preStop": {"exec": {"command": ["sh", d, "hook-daemon", "sleep", "1000"]}}})
+    p = pod("probe-daemons", [c], grace=5)
+    uid = p["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    a.wait(uid, lambda s: cstatus(s, "main")["ready"], timeout=30, what="ready")
+    assert gone(pod_file_int(a, uid, "probe-daemon", timeout=30), timeout=10), \
+        "the exec probe's daemon survived the probe"
+    assert a.request("pod_kill", {"uid": uid, "grace_s": 5, "reason": "Deleted"})["ok"]
+    a.wait(uid, lambda s: s["phase"] in ("Failed", "Succeeded"), timeout=30, what="terminal")
+    assert gone(pod_file_int(a, uid, "hook-daemon", timeout=30), timeout=10), \
+        "the preStop hook's daemon survived"
+
+
 def pod_file_int(a, uid, name, timeout=5):
     """The number a container wrote (echo: one line) to `name` in its pod dir
     ($SLURM_K8S_POD_DIR): waits up to `timeout` s for the whole line."""
@@ -935,6 +1052,11 @@ TESTS = [
      {"args": ["--log-max-bytes", "4096"]}),
     ("shim_restart_never_runs_twice", test_shim_restart_never_runs_twice, {}),
     ("shutdown_stops_pods", test_shutdown_stops_pods, {}),
+    ("daemonizing_main_completes", test_daemonizing_main_completes, {}),
+    ("delete_kills_daemons_and_new_sessions", test_delete_kills_daemons_and_new_sessions, {}),
+    ("main_exit_kills_stubborn_children", test_main_exit_kills_stubborn_children, {}),
+    ("always_restarts_after_daemonizing_main", test_always_restarts_after_daemonizing_main, {}),
+    ("probe_and_hook_daemons_die", test_probe_and_hook_daemons_die, {}),
 ]
 
 

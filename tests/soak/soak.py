@@ -17,6 +17,15 @@ pods alive, each of a kind with a known correct end:
                                               -> gone; restarted (CrashLoopBackOff between)
   flap       runs with an exec readiness probe that flaps every 2 s, DELETEd once
              Ready was seen both True and False -> gone; never restarted
+Hostile kinds, beside them (k8s-shim/supervise.h):
+  daemon     starts a daemon (setsid, fork) that keeps stdout, exits 0, Never
+                                              -> Succeeded, exit 0, restartCount 0
+  forkbomb   4 loops forking as fast as they can (one in its own session,
+             ignoring SIGTERM), DELETEd after 1-4 s -> gone; SIGTERM; started once
+  logbomb    writes to stdout as fast as it can, DELETEd after 1-4 s
+                                              -> gone; SIGTERM; started once
+No process of a hostile pod outlives it (each pod's processes carry
+SOAK_POD=<name> in their environment).
 
 Terminal pods are checked in the API when they finish, then DELETEd. Every
 container start appends "<pod uid> start <pid>" to a file, so the test proves
@@ -67,7 +76,9 @@ from sktest.suite import check, run_suite, wait_for  # noqa: E402
 
 NS = "default"
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/" + NODE
-KINDS = ["ok", "fail", "crash", "forever", "crashloop", "flap"]
+KINDS = ["ok", "fail", "crash", "forever", "crashloop", "flap", "daemon", "forkbomb", "logbomb"]
+HOSTILE = ("daemon", "forkbomb", "logbomb")
+RUN_UNTIL_DELETED = ("forever", "flap", "forkbomb", "logbomb")
 
 
 def env_num(name, default, cast=float):
@@ -131,6 +142,19 @@ def script(kind, starts, n_crash):
                 f'[ "$n" -gt {n_crash} ] && exit 0; exit 1')
     if kind == "crashloop":
         return rec + "sleep 0.3; exit 1"
+    term = f'trap \'echo "$SLURM_K8S_POD_UID term $$$$" >> {starts}; exit 0\' TERM; '
+    if kind == "daemon":
+        # setsid -f: the daemon's fork never carries the main's command line
+        # (scan_overlaps counts those).
+        return (rec + f'f={os.path.dirname(starts)}/daemon-$SLURM_K8S_POD_UID; '
+                'setsid -f sh -c \'echo $$$$ > "$0.tmp"; mv "$0.tmp" "$0"; exec sleep 1000\' "$f"; '
+                'while [ ! -s "$f" ]; do sleep 0.05; done; exit 0')
+    if kind == "forkbomb":
+        loop = "while :; do sh -c :; done"
+        return (term + rec + f"for i in 1 2 3; do sh -c '{loop}' & done; "
+                f"setsid -f sh -c 'trap \"\" TERM; {loop}'; while :; do sleep 0.5; done")
+    if kind == "logbomb":
+        return term + rec + "yes 0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz"
     # forever, flap: record the SIGTERM, then exit 0
     return (f'trap \'echo "$SLURM_K8S_POD_UID term $$$$" >> {starts}; exit 0\' TERM; ' + rec +
             "while :; do sleep 0.5; done")
@@ -139,12 +163,12 @@ def script(kind, starts, n_crash):
 def manifest(env, name, kind, starts, n_crash):
     c = {"name": "main", "image": "busybox:1.36",
          "command": ["sh", "-c", script(kind, starts, n_crash), f"{env.marker}:{name}"],
-         "env": [{"name": "SOAK_MARK", "value": env.marker}]}
+         "env": [{"name": "SOAK_MARK", "value": env.marker}, {"name": "SOAK_POD", "value": name}]}
     if kind == "flap":
         # period 5 s at the shim's test time scale 0.2 -> a probe a second
         c["readinessProbe"] = {"exec": {"command": ["sh", "-c", "test $(( $(date +%s) % 4 )) -lt 2"]},
                                "periodSeconds": 5, "failureThreshold": 1, "successThreshold": 1}
-    policy = {"ok": "Never", "fail": "Never", "crash": "OnFailure"}.get(kind, "Always")
+    policy = {"ok": "Never", "fail": "Never", "crash": "OnFailure", "daemon": "Never"}.get(kind, "Always")
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"soak": kind}},
             "spec": {"nodeName": NODE, "terminationGracePeriodSeconds": 5, "restartPolicy": policy,
                      "containers": [c],
@@ -169,7 +193,8 @@ class Tracked:
     def __init__(self, name, kind, rng, now):
         self.name, self.kind = name, kind
         self.n_crash = rng.randint(1, 2) if kind == "crash" else 0
-        self.delete_after = rng.uniform(1, 8) if kind == "forever" else 0.0
+        self.delete_after = {"forever": rng.uniform(1, 8), "forkbomb": rng.uniform(1, 4),
+                             "logbomb": rng.uniform(1, 4)}.get(kind, 0.0)
         self.created = now
         self.uid = None
         self.state = "new"  # new -> alive -> deleting -> gone
@@ -180,7 +205,7 @@ class Tracked:
         self.errors = []
 
     def terminal_kind(self):
-        return self.kind in ("ok", "fail", "crash")
+        return self.kind in ("ok", "fail", "crash", "daemon")
 
     def expect(self):
         """Checks the status the API showed when the pod finished."""
@@ -189,7 +214,7 @@ class Tracked:
         term = cs.get("state", {}).get("terminated") or {}
         want_phase, want_code, want_reason = {
             "ok": ("Succeeded", 0, "Completed"), "fail": ("Failed", 1, "Error"),
-            "crash": ("Succeeded", 0, "Completed")}[self.kind]
+            "crash": ("Succeeded", 0, "Completed"), "daemon": ("Succeeded", 0, "Completed")}[self.kind]
         bad = []
         if st.get("phase") != want_phase:
             bad.append(f"phase {st.get('phase')} != {want_phase}")
@@ -322,7 +347,8 @@ class Soak:
             t.errors.append(f"a {t.kind} pod ended: {st}")
             self.delete(t, now)
             return
-        due = {"forever": st.get("phase") == "Running" and now - t.created >= t.delete_after,
+        timed = st.get("phase") == "Running" and now - t.created >= t.delete_after
+        due = {"forever": timed, "forkbomb": timed, "logbomb": timed,
                "crashloop": t.max_restarts >= 1,
                "flap": t.seen_ready >= {"True", "False"}}[t.kind]
         late = now - t.created > Tracked.TIMEOUT
@@ -531,7 +557,7 @@ def run(env):
         st = s.starts_of(lines, t.uid)
         if t.terminal_kind() and t.final is not None and len(st) != t.n_crash + 1:
             twice.append((t.name, "starts", len(st), "restartCount", t.n_crash))
-        if t.kind in ("forever", "flap") and len(st) != 1:
+        if t.kind in RUN_UNTIL_DELETED and len(st) != 1:
             twice.append((t.name, "starts", len(st)))
         # A crashloop pod is deleted while it restarts: its last instance may
         # get the SIGTERM before its first line ran, so it may not have
@@ -542,10 +568,18 @@ def run(env):
             twice.append((t.name, "started after it was gone", len(st), t.starts_when_gone))
     check("no pod ran twice (starts == restartCount + 1, none after the end)", not twice, twice[:10])
     check("never two live processes for one pod", not s.overlaps, s.overlaps[:10])
-    noterm = [t.name for t in pods if t.kind in ("forever", "flap") and t.state == "gone" and
+    noterm = [t.name for t in pods if t.kind in RUN_UNTIL_DELETED and t.state == "gone" and
               not any(w == "term" for w, _ in lines.get(t.uid, []))]
     check("every deleted running pod got SIGTERM", not noterm, noterm[:10])
     check("the agent kept running", env.agent.poll() is None, env.agent.returncode)
+
+    def hostile_left():
+        return [(t.name, marked_procs(f"SOAK_POD={t.name}\0", by_env=True))
+                for t in pods if t.kind in HOSTILE and t.state == "gone"
+                and marked_procs(f"SOAK_POD={t.name}\0", by_env=True)]
+    wait_for(lambda: not hostile_left(), 5)
+    check("no process of a hostile pod (daemon, fork bomb, log bomb) outlived it",
+          not hostile_left(), hostile_left()[:10])
     pods_dir = os.path.join(env.dir, "shim", "job_42_n1", "pods")
     def pod_dirs():
         return os.listdir(pods_dir) if os.path.isdir(pods_dir) else []

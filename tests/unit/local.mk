@@ -254,6 +254,7 @@ check_PROGRAMS += \
 	tests/unit/test_shim_pod_status \
 	tests/unit/test_pod_runner \
 	tests/unit/test_mount_paths
+	tests/unit/test_supervise
 TESTS += \
 	tests/unit/test_shim_plan \
 	tests/unit/test_shim_backoff \
@@ -262,6 +263,7 @@ TESTS += \
 	tests/unit/test_shim_pod_status \
 	tests/unit/test_pod_runner \
 	tests/unit/test_mount_paths
+	tests/unit/test_supervise
 
 tests_unit_test_shim_plan_SOURCES = tests/unit/test_shim_plan.cc
 tests_unit_test_shim_plan_CXXFLAGS = $(SK_SHIM_TEST_CXXFLAGS)
@@ -283,9 +285,17 @@ tests_unit_test_shim_pod_status_SOURCES = tests/unit/test_shim_pod_status.cc
 tests_unit_test_shim_pod_status_CXXFLAGS = $(SK_SHIM_TEST_CXXFLAGS)
 tests_unit_test_shim_pod_status_LDADD = $(SK_SHIM_TEST_LIBS)
 
+# Its containers run under the built shim's supervisor (k8s-shim/supervise.h).
 tests_unit_test_pod_runner_SOURCES = tests/unit/test_pod_runner.cc
+tests_unit_test_pod_runner_CPPFLAGS = $(AM_CPPFLAGS) \
+	-DSK_SHIM_BIN='"$(abs_top_builddir)/k8s-shim/slurm-k8s-shim"'
 tests_unit_test_pod_runner_CXXFLAGS = $(SK_SHIM_TEST_CXXFLAGS)
 tests_unit_test_pod_runner_LDADD = $(SK_SHIM_TEST_LIBS)
+EXTRA_tests_unit_test_pod_runner_DEPENDENCIES = k8s-shim/slurm-k8s-shim
+
+tests_unit_test_supervise_SOURCES = tests/unit/test_supervise.cc
+tests_unit_test_supervise_CXXFLAGS = $(SK_SHIM_TEST_CXXFLAGS)
+tests_unit_test_supervise_LDADD = $(SK_SHIM_TEST_LIBS)
 
 tests_unit_test_mount_paths_SOURCES = tests/unit/test_mount_paths.cc
 tests_unit_test_mount_paths_CXXFLAGS = $(SK_SHIM_TEST_CXXFLAGS)

@@ -69,6 +69,7 @@ START_TEST(runner_on_loop_leaves_no_handle) {
     env.clock.loop = &loop;
     env.clock.origin = uv_now(&loop);
     env.pod_dir = dir + "/pod";
+    env.supervisor = SK_SHIM_BIN;
     int changes = 0, finished = 0;
     env.on_change = [&changes] { changes++; };
     env.on_finished = [&finished] { finished++; };

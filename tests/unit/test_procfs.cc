@@ -16,32 +16,36 @@ struct StatCase {
     bool ok;
     char state;
     uint64_t start;
+    int ppid;
 };
 // Fields 1..22: pid (comm) state ppid pgrp session tty tpgid flags minflt
 // cminflt majflt cmajflt utime stime cutime cstime priority nice threads
 // itrealvalue starttime ...
 static const StatCase kStat[] = {
     {"1234 (sleep) S 1 1234 1234 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 98765 1000 200\n", true,
-     'S', 98765},
+     'S', 98765, 1},
     // A command name with spaces and ')' cannot shift the fields.
     {"1234 (a) Z 9 9 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 ) R 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 "
      "16 17 18 777 1 2\n",
-     true, 'R', 777},
-    {"1234 (x) Z 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0", true, 'Z', 5},
-    {"1234 (x) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0", false, 0, 0},       // no field 22
-    {"1234 (x) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 -5 0", false, 0, 0},  // signed
-    {"1234 (x) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5x 0", false, 0, 0},  // garbage
-    {"1234 (x)S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0", false, 0, 0},    // no space after ')'
-    {"1234 (x) SS 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0", false, 0, 0},  // state not a letter
-    {"1234 (x", false, 0, 0},
-    {"", false, 0, 0},
+     true, 'R', 777, 1},
+    {"1234 (x) Z 7 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0", true, 'Z', 5, 7},
+    {"1234 (x) S -1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0", false, 0, 0, 0},  // ppid signed
+    {"1234 (x) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0", false, 0, 0, 0},         // no field 22
+    {"1234 (x) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 -5 0", false, 0, 0, 0},    // signed
+    {"1234 (x) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5x 0", false, 0, 0, 0},    // garbage
+    {"1234 (x)S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0", false, 0, 0, 0},  // no space after ')'
+    {"1234 (x) SS 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0", false, 0, 0,
+     0},  // state not a letter
+    {"1234 (x", false, 0, 0, 0},
+    {"", false, 0, 0, 0},
 };
 START_TEST(stat_table) {
     const auto &c = kStat[_i];
-    ProcStat st{'?', 1};
+    ProcStat st{'?', 1, 3};
     ck_assert_msg(parse_proc_stat(c.text, &st) == c.ok, "case %d", _i);
     ck_assert_int_eq(st.state, c.ok ? c.state : '?');  // untouched on failure
     ck_assert_uint_eq(st.start_ticks, c.ok ? c.start : 1);
+    ck_assert_int_eq(st.ppid, c.ok ? c.ppid : 3);
 }
 END_TEST
 
@@ -51,6 +55,7 @@ START_TEST(live_process_identity) {
     ProcStat st;
     ck_assert(read_proc_stat(getpid(), &st));
     ck_assert_uint_eq(st.start_ticks, me);
+    ck_assert_int_eq(st.ppid, getppid());
     ck_assert(!process_gone(getpid(), me));
     ck_assert(process_gone(getpid(), me + 1));  // a reused pid
     ck_assert(process_gone(getpid(), 0));       // never known

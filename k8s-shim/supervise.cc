@@ -1,0 +1,228 @@
+#include "k8s-shim/supervise.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <map>
+#include <set>
+#include <vector>
+
+#include "common/procfs.h"
+#include "common/strings.h"
+
+namespace sk::shim {
+
+namespace {
+
+void reap(pid_t main_pid, int *main_status, bool *main_reaped) {
+    int ws;
+    pid_t p;
+    while ((p = waitpid(-1, &ws, WNOHANG)) > 0)
+        if (p == main_pid) {
+            *main_status = ws;
+            *main_reaped = true;
+        }
+}
+
+// Waits up to ms for a SIGCHLD (blocked: it stays pending until taken here).
+void wait_child_event(long ms) {
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    (void)sigtimedwait(&chld, nullptr, &ts);
+}
+
+[[noreturn]] void exit_like(int ws) {
+    if (WIFEXITED(ws)) _exit(WEXITSTATUS(ws));
+    int sig = WIFSIGNALED(ws) ? WTERMSIG(ws) : SIGKILL;
+    // The same signal, without a second core dump.
+    struct rlimit none = {0, 0};
+    (void)setrlimit(RLIMIT_CORE, &none);
+    signal(sig, SIG_DFL);
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    (void)kill(getpid(), sig);
+    (void)sigprocmask(SIG_UNBLOCK, &one, nullptr);
+    _exit(128 + sig);  // a signal whose default is not to terminate
+}
+
+}  // namespace
+
+std::string encode_supervise_argv(const std::vector<std::string> &argv) {
+    std::string out;
+    for (const auto &w : argv)
+        out += std::to_string(w.size()) + ":" + w;
+    return out;
+}
+
+bool decode_supervise_argv(std::string_view text, std::vector<std::string> *argv) {
+    std::vector<std::string> out;
+    while (!text.empty()) {
+        auto colon = text.find(':');
+        if (colon == std::string_view::npos || colon == 0 || colon > 10) return false;
+        auto len = parse_uint(text.substr(0, colon), "length", text.size());
+        if (!len || *len > text.size() - colon - 1) return false;
+        std::string word(text.substr(colon + 1, *len));
+        if (word.find('\0') != std::string::npos) return false;
+        out.push_back(std::move(word));
+        text.remove_prefix(colon + 1 + *len);
+    }
+    if (out.empty()) return false;
+    *argv = std::move(out);
+    return true;
+}
+
+int supervisor_kill_signal() noexcept {
+    return SIGRTMAX;
+}
+
+std::vector<pid_t> live_descendants() {
+    std::multimap<int, int> children;  // ppid -> pid
+    if (DIR *d = opendir("/proc")) {
+        while (struct dirent *e = readdir(d)) {
+            char *end = nullptr;
+            long pid = strtol(e->d_name, &end, 10);
+            if (pid <= 0 || *end != '\0') continue;
+            ProcStat st;
+            if (!read_proc_stat(static_cast<int>(pid), &st) || st.state == 'Z' || st.state == 'X')
+                continue;
+            children.emplace(st.ppid, static_cast<int>(pid));
+        }
+        closedir(d);
+    }
+    std::vector<pid_t> out;
+    std::vector<int> todo{getpid()};
+    while (!todo.empty()) {
+        int p = todo.back();
+        todo.pop_back();
+        auto [b, e] = children.equal_range(p);
+        for (auto it = b; it != e; ++it) {
+            out.push_back(it->second);
+            todo.push_back(it->second);
+        }
+    }
+    return out;
+}
+
+void sweep_descendants(pid_t main_pid, int *main_status, bool *main_reaped) {
+    std::set<pid_t> stopped, refused;
+    for (;;) {
+        reap(main_pid, main_status, main_reaped);
+        std::vector<pid_t> left;
+        bool fresh = false;
+        for (pid_t p : live_descendants()) {
+            if (refused.count(p)) continue;
+            if (stopped.insert(p).second) {
+                if (kill(p, SIGSTOP) != 0) {
+                    stopped.erase(p);
+                    if (errno == EPERM) refused.insert(p);
+                    continue;  // or gone (ESRCH)
+                }
+                fresh = true;
+            }
+            left.push_back(p);
+        }
+        if (left.empty()) break;
+        if (fresh) continue;  // it may have forked before it stopped: scan again
+        for (pid_t p : left)
+            (void)kill(p, SIGKILL);
+        wait_child_event(50);
+    }
+    reap(main_pid, main_status, main_reaped);
+}
+
+int supervise_main(char **argv) {
+    if (!argv[0]) {
+        fprintf(stderr, "slurm-k8s-shim --supervise: no command\n");
+        return 128;
+    }
+    (void)prctl(PR_SET_NAME, "sk-supervise");
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
+        fprintf(stderr, "slurm-k8s-shim --supervise: PR_SET_CHILD_SUBREAPER: %s\n",
+                strerror(errno));
+        return 128;
+    }
+    // Every signal is taken synchronously (sigwaitinfo), so none can kill or
+    // stop the supervisor but SIGKILL and SIGSTOP.
+    sigset_t all, none;
+    sigfillset(&all);
+    sigemptyset(&none);
+    (void)sigprocmask(SIG_BLOCK, &all, nullptr);
+
+    int ep[2];
+    if (pipe2(ep, O_CLOEXEC) != 0) {
+        fprintf(stderr, "cannot start '%s': pipe: %s\n", argv[0], strerror(errno));
+        return 128;
+    }
+    pid_t main_pid = fork();
+    if (main_pid < 0) {
+        fprintf(stderr, "cannot start '%s': fork: %s\n", argv[0], strerror(errno));
+        return 128;
+    }
+    if (main_pid == 0) {
+        close(ep[0]);
+        (void)sigprocmask(SIG_SETMASK, &none, nullptr);
+        execvp(argv[0], argv);
+        int e = errno;
+        (void)!write(ep[1], &e, sizeof e);
+        _exit(127);
+    }
+    close(ep[1]);
+    int exec_errno = 0;
+    ssize_t n;
+    do
+        n = read(ep[0], &exec_errno, sizeof exec_errno);
+    while (n < 0 && errno == EINTR);
+    close(ep[0]);
+    int ws = 0;
+    bool main_reaped = false;
+    if (n == static_cast<ssize_t>(sizeof exec_errno)) {
+        fprintf(stderr, "cannot start '%s': %s\n", argv[0], strerror(exec_errno));
+        (void)waitpid(main_pid, &ws, 0);
+        return 128;
+    }
+
+    const int kill_sig = supervisor_kill_signal();
+    while (!main_reaped) {
+        siginfo_t si;
+        int sig = sigwaitinfo(&all, &si);
+        if (sig == SIGCHLD) reap(main_pid, &ws, &main_reaped);
+        if (sig == kill_sig) break;
+    }
+    sweep_descendants(main_pid, &ws, &main_reaped);
+    // A main this process may not signal (setuid): the container lasts as
+    // long as it does.
+    while (!main_reaped && waitpid(main_pid, &ws, 0) < 0 && errno == EINTR) {
+    }
+    exit_like(ws);
+}
+
+int supervise_env_main() {
+    const char *value = getenv(kSuperviseArgvEnv);
+    std::vector<std::string> words;
+    if (!value || !decode_supervise_argv(value, &words)) {
+        fprintf(stderr, "slurm-k8s-shim --supervise: no valid %s\n", kSuperviseArgvEnv);
+        return 128;
+    }
+    unsetenv(kSuperviseArgvEnv);
+    std::vector<char *> argv;
+    argv.reserve(words.size() + 1);
+    for (auto &w : words)
+        argv.push_back(w.data());
+    argv.push_back(nullptr);
+    return supervise_main(argv.data());
+}
+
+}  // namespace sk::shim

@@ -1,0 +1,75 @@
+// The supervisor of one container: `slurm-k8s-shim --supervise`, the
+// container's command in the environment variable SK_SUPERVISE_ARGV.
+// The shim runs every container's command under one (spawn_container in
+// k8s-shim/spawn.h), as a job-user process of its own session whose pid the
+// shim records as the container's. Why (docs/architecture.md, "Containers'
+// processes"): without a cgroup or PID namespace of its own, a process
+// that daemonizes (setsid, double fork) leaves the container's process group
+// and the shim's sight; the supervisor is a child subreaper
+// (PR_SET_CHILD_SUBREAPER), so every orphan of the container is reparented
+// to it and stays its descendant, whatever session or group it moved to.
+//
+// Contract:
+// - It forks the command (same process group, signals unblocked, default
+//   dispositions) and execs it through PATH of the container's environment,
+//   SK_SUPERVISE_ARGV removed. The command is not on the supervisor's own
+//   command line, so it shows once in ps or pgrep -f: as the main process.
+//   When the exec fails it writes "cannot start 'ARGV0': REASON" to stderr
+//   and exits 128.
+// - The container ends when the command (its main process) exits: the
+//   supervisor then kills every descendant left (sweep_descendants) and
+//   exits as the main did: its exit code, or the same signal (no core).
+// - supervisor_kill_signal(), sent to the supervisor's pid, kills every
+//   process of the container now (the main included); the shim sends it when
+//   a grace period is over. Every other signal the supervisor receives (the
+//   shim signals the group: the main got it too) is consumed and ignored.
+// - It writes nothing else to the container's stdout/stderr, and opens no
+//   descriptor of its own but its reads of /proc and the exec-error pipe
+//   (close-on-exec).
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sk::shim {
+
+constexpr const char kSuperviseArgvEnv[] = "SK_SUPERVISE_ARGV";
+
+// A command as the value of SK_SUPERVISE_ARGV: each word as
+// "<decimal length>:<bytes>" (a word holds any byte but NUL).
+std::string encode_supervise_argv(const std::vector<std::string> &argv);
+// Its inverse; false on a malformed value or an empty command.
+bool decode_supervise_argv(std::string_view text, std::vector<std::string> *argv);
+
+// SIGRTMAX: no program has a default use for it, and glibc reserves only the
+// lowest real-time signals.
+int supervisor_kill_signal() noexcept;
+
+// The live (not zombie) descendants of the calling process, from one scan
+// of /proc. One that moved to another session or group is found too: its
+// parent chain leads here (orphans are reparented to a subreaper).
+std::vector<pid_t> live_descendants();
+
+// Kills every descendant of the calling process that it may signal, and
+// reaps its children, until none is left. Each pass sends SIGSTOP to the
+// descendants not yet stopped (a stopped or signalled process cannot fork:
+// fork fails with a signal pending); once a pass finds none new, all get
+// SIGKILL. So a fork bomb cannot outrun it: every process it stopped stays
+// until the SIGKILL, and a job's process limit (RLIMIT_NPROC) bounds how
+// many there can be. Descendants it may not signal (a setuid program) are
+// skipped. The status of `main_pid` when reaped here goes to *main_status
+// and *main_reaped is set.
+void sweep_descendants(pid_t main_pid, int *main_status, bool *main_reaped);
+
+// The supervisor's main: argv is the container's command (null-terminated,
+// at least one word). Returns the exit code, or does not return (the main's
+// signal re-raised).
+int supervise_main(char **argv);
+// `slurm-k8s-shim --supervise`: supervise_main of SK_SUPERVISE_ARGV, which
+// it removes from the environment; 128 when it is missing or malformed.
+int supervise_env_main();
+
+}  // namespace sk::shim
