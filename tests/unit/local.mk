@@ -253,7 +253,7 @@ check_PROGRAMS += \
 	tests/unit/test_gpu_alloc \
 	tests/unit/test_shim_pod_status \
 	tests/unit/test_pod_runner \
-	tests/unit/test_mount_paths
+	tests/unit/test_mount_paths \
 	tests/unit/test_supervise
 TESTS += \
 	tests/unit/test_shim_plan \
@@ -262,7 +262,7 @@ TESTS += \
 	tests/unit/test_gpu_alloc \
 	tests/unit/test_shim_pod_status \
 	tests/unit/test_pod_runner \
-	tests/unit/test_mount_paths
+	tests/unit/test_mount_paths \
 	tests/unit/test_supervise
 
 tests_unit_test_shim_plan_SOURCES = tests/unit/test_shim_plan.cc
