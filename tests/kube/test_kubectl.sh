@@ -56,7 +56,9 @@ EOF
 "$PY" "$HERE/fake_kubelet.py" --cert "$SD/kubelet-serving.crt" --key "$SD/kubelet-serving.key" --ca "$SD/ca.crt" \
     --port-file "$WORK/fk.port" 2>/dev/null &
 FK_PID=$!
-for _ in $(seq 50); do [ -s "$WORK/fk.port" ] && break; sleep 0.1; done
+# Waits poll a condition with a generous deadline (60 s): a loaded machine
+# starts Python and kubectl slowly.
+for _ in $(seq 600); do [ -s "$WORK/fk.port" ] && break; sleep 0.1; done
 FKPORT=$(cat "$WORK/fk.port" 2>/dev/null || echo 10250)
 
 SFX=$RANDOM
@@ -96,7 +98,7 @@ t "create -f node" "node/$NODE created" k create -f "$WORK/node.json"
 NODE_UID=$(k get node "$NODE" -o jsonpath='{.metadata.uid}')
 api POST /apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases \
     "{\"metadata\":{\"name\":\"$NODE\",\"ownerReferences\":[{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"name\":\"$NODE\",\"uid\":\"$NODE_UID\"}]},\"spec\":{\"holderIdentity\":\"$NODE\",\"leaseDurationSeconds\":40,\"renewTime\":\"$(date -u +%Y-%m-%dT%H:%M:%S.000000Z)\"}}" >/dev/null
-for _ in $(seq 100); do k get node "$NODE" -o jsonpath='{.spec.taints}' | grep -q not-ready || break; sleep 0.1; done
+for _ in $(seq 600); do k get node "$NODE" -o jsonpath='{.spec.taints}' | grep -q not-ready || break; sleep 0.1; done
 t "get nodes" "^NAME +STATUS +ROLES +AGE +VERSION" k get nodes
 t "get nodes row" "^$NODE +Ready +gpu +[0-9]+[smhd].* +v1\.28\.7$" k get nodes
 t "get nodes -o wide" "^NAME +STATUS +ROLES +AGE +VERSION +INTERNAL-IP +EXTERNAL-IP +OS-IMAGE +KERNEL-VERSION +CONTAINER-RUNTIME" k get nodes -o wide
@@ -111,7 +113,7 @@ t "apply -f (configured)" "pod/kp1 configured" k apply -f "$WORK/pod.yaml"
 t "apply result" "^kubectl-test2$" k get pod kp1 -n "$NS" -o jsonpath='{.metadata.labels.app}'
 t "create -f" "pod/kp2 created" k create -f "$WORK/pod2.yaml"
 t "create -f duplicate" 'AlreadyExists|already exists' k create -f "$WORK/pod2.yaml"
-for _ in $(seq 50); do [ -n "$(k get pod kp2 -n "$NS" -o jsonpath='{.spec.nodeName}')" ] && break; sleep 0.1; done
+for _ in $(seq 600); do [ -n "$(k get pod kp2 -n "$NS" -o jsonpath='{.spec.nodeName}')" ] && break; sleep 0.1; done
 t "get pods -o wide -A" "^NAMESPACE +NAME +READY +STATUS +RESTARTS +AGE +IP +NODE +NOMINATED NODE +READINESS GATES" k get pods -o wide -A
 t "get pods -o wide -A row" "^$NS +kp1 +0/1 +Pending +0 +[0-9]+[smh].* +<none> +$NODE +<none> +<none>" k get pods -o wide -A
 t "get pod -o yaml defaults" "restartPolicy: Always" k get pod kp1 -n "$NS" -o yaml
@@ -125,16 +127,27 @@ t "get leases" "^$NODE +$NODE " k get leases -n kube-node-lease
 t "logs" "^log line 1 \(main\)$" k logs kp1 -n "$NS"
 t "logs --tail" "^log line 5 \(main\)$" k logs kp1 -n "$NS" --tail=1
 tn "logs --tail=1 has one line" "log line 4" k logs kp1 -n "$NS" --tail=1
-t "logs -f" "^follow line 2$" timeout 3 "$KUBECTL" logs -f kp1 -n "$NS"
+# kubectl logs -f streams until it is stopped: it passes once "follow line 2"
+# arrived (within 60 s), then it is stopped.
+"$KUBECTL" logs -f kp1 -n "$NS" >"$WORK/follow.out" 2>&1 &
+FOLLOW_PID=$!
+for _ in $(seq 600); do grep -q "^follow line 2$" "$WORK/follow.out" && break; sleep 0.1; done
+kill "$FOLLOW_PID" 2>/dev/null; wait "$FOLLOW_PID" 2>/dev/null
+t "logs -f" "^follow line 2$" cat "$WORK/follow.out"
 t "logs -c wrong" "container nope is not valid for pod kp1" k logs kp1 -n "$NS" -c nope
 t "cordon" "node/$NODE cordoned" k cordon "$NODE"
 t "get nodes cordoned" "^$NODE +Ready,SchedulingDisabled " k get nodes
 t "uncordon" "node/$NODE uncordoned" k uncordon "$NODE"
 t "delete --wait=false" "pod \"kp2\" deleted" k delete pod kp2 -n "$NS" --wait=false
 t "get pods terminating" "^kp2 +0/1 +Terminating " k get pods -n "$NS"
-# kubectl delete waits until the pod is gone: play the node agent's final delete after a second
+# kubectl delete waits until the pod is gone: play the node agent's final delete
 UID1=$(k get pod kp1 -n "$NS" -o jsonpath='{.metadata.uid}')
-( sleep 1.5; api DELETE "/api/v1/namespaces/$NS/pods/kp1" "{\"gracePeriodSeconds\":0,\"preconditions\":{\"uid\":\"$UID1\"}}" >/dev/null ) &
+# (once kubectl's graceful delete has set the pod's deletionTimestamp, not
+# after a fixed time: kubectl may start slowly)
+( for _ in $(seq 600); do
+    api GET "/api/v1/namespaces/$NS/pods/kp1" | grep -q '"deletionTimestamp"' && break; sleep 0.1
+  done
+  api DELETE "/api/v1/namespaces/$NS/pods/kp1" "{\"gracePeriodSeconds\":0,\"preconditions\":{\"uid\":\"$UID1\"}}" >/dev/null ) &
 FINAL_PID=$!
 t "delete (waits for final delete)" "pod \"kp1\" deleted" k delete pod kp1 -n "$NS" --timeout=20s
 wait "$FINAL_PID"
