@@ -50,7 +50,7 @@ std::string encode_supervise_argv(const std::vector<std::string> &argv);
 // Its inverse; false on a malformed value or an empty command.
 bool decode_supervise_argv(std::string_view text, std::vector<std::string> *argv);
 
-// SIGRTMAX (common/supervisor.h: the agent, which does not link the shim,
+// SIGRTMAX - 1 (common/supervisor.h: the agent, which does not link the shim,
 // sends it too, to the supervisors of a dead shim).
 using sk::supervisor_kill_signal;
 
