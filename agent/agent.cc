@@ -155,16 +155,7 @@ Status Agent::start() {
         // Re-adopt at once (pods keep being served), then ask Slurm off the
         // loop whether the job still runs; a gone job is cleaned up then.
         LOG_INFO("[node %s] re-adopting job %u", rec.node_name.c_str(), rec.job.job_id);
-        add_node(rec, {});
-        uint32_t job = rec.job.job_id;
-        std::string name = rec.node_name;
-        checker_.alive(job, [this, key, job, name](bool alive) {
-            if (alive) return;
-            auto it = nodes_.find(key);
-            if (it == nodes_.end()) return;
-            LOG_INFO("[node %s] job %u is gone: cleaning up", name.c_str(), job);
-            it->second->deregister(0, "JobEnded", [this, key](uint32_t) { forget_node(key); });
-        });
+        collect_if_gone(add_node(rec, {}), "it ended while the agent was down");
     }
     for (const auto &b : bad)
         LOG_WARN("state: ignoring %s", b.c_str());
@@ -185,6 +176,27 @@ Status Agent::start() {
     pods_timer_.start(
         1000, [this] { report_pods(); }, 2000);
     return {};
+}
+
+void Agent::collect_if_gone(const std::shared_ptr<VirtualNode> &vn, const char *why) {
+    std::string key = job_key(vn->record().job.job_id, vn->record().job.slurm_node);
+    std::weak_ptr<VirtualNode> weak = vn;
+    checker_.state(vn->record().job.job_id, [this, key, weak, why](JobState s) {
+        auto node = weak.lock();
+        if (s != JobState::Gone || !node) return;  // never on Unknown
+        auto it = nodes_.find(key);
+        // Deregistered (and maybe registered again) or ending meanwhile:
+        // that end does the cleanup.
+        if (it == nodes_.end() || it->second != node || node->draining()) return;
+        const proto::RegisterRequest &job = node->record().job;
+        LOG_WARN("%s job %u is gone in Slurm but still registered (%s): deregistering it",
+                 node->prefix().c_str(), job.job_id, why);
+        std::string dir = shim_state_dir_for(cfg_, job.job_id, job.slurm_node);
+        node->deregister(0, "JobEnded", [this, key, dir](uint32_t) {
+            forget_node(key);
+            remove_job_dir_as_owner(loop_, dir);
+        });
+    });
 }
 
 void Agent::forget_node(const std::string &key) {
@@ -385,9 +397,18 @@ void Agent::op_attach(const std::shared_ptr<Connection> &c, const proto::Request
 // Nodes of this agent's Slurm node whose jobs are gone (agent down at the
 // epilog, state lost) are deleted with their Lease, and the pods bound to
 // them (never listed by this agent) in the background, as a drain's
-// leftover deletes: with no kubelet nobody else deletes them.
+// leftover deletes: with no kubelet nobody else deletes them. A job still
+// registered here whose deregister never came (the node's extern step and
+// epilog lost: slurmd killed during the job's end) is deregistered once
+// Slurm says it is gone (collect_if_gone).
 void Agent::gc() {
     gc_files();
+    std::vector<std::shared_ptr<VirtualNode>> registered;
+    for (const auto &[k, vn] : nodes_)
+        if (!vn->draining()) registered.push_back(vn);
+    for (const auto &vn : registered)
+        collect_if_gone(vn,
+                        "its deregister never came: the node's extern step and epilog were lost");
     std::string sel = std::string(kLabelPrefix) + "slurm-node=" + ctx_.host.job.slurm_node + "," +
                       kLabelPrefix + "cluster=" + cfg_.cluster_name;
     kube_.get("/api/v1/nodes?labelSelector=" + url_escape(sel), [this](Result<Json::Value> r) {

@@ -95,6 +95,12 @@ class Agent {
     std::shared_ptr<VirtualNode> add_node(JobRecord rec, std::function<void(Status)> ready);
     void gc();
     void gc_files();
+    // Asks Slurm about a registered job; when it is Gone (never on Unknown)
+    // and vn is still its node, not ending, it is deregistered as the
+    // epilog's deregister does it (the drain with grace 0: Slurm ended the
+    // job, its time and resources are over; then the Node, Lease and state
+    // record go) and its shim dir is removed; logged with `why`.
+    void collect_if_gone(const std::shared_ptr<VirtualNode> &vn, const char *why);
     void forget_node(const std::string &key);  // deferred erase (called from a node's callback)
     void report_pods();
 

@@ -1,16 +1,11 @@
 #include "agent/lost_shim.h"
 
 #include <dirent.h>
-#include <grp.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cerrno>
 
 #include "common/fs.h"
 #include "common/json.h"
 #include "common/pod_loss.h"
+#include "common/supervisor.h"
 
 namespace sk::agent {
 
@@ -45,41 +40,25 @@ static Json::Value read_state_file(const std::string &path) {
     return v ? *v : Json::Value();
 }
 
-// Signals the groups from a child holding the job user's credentials: the
-// kernel's permission check then bounds what a forged record can reach.
-static int kill_groups_as(const std::vector<int> &pgids, uint32_t uid, uint32_t gid) {
-    if (pgids.empty()) return 0;
-    pid_t child = fork();
-    if (child < 0) return 0;
-    if (child == 0) {  // async-signal-safe calls only
-        if (geteuid() == 0 && (setgroups(0, nullptr) != 0 || setresgid(gid, gid, gid) != 0 ||
-                               setresuid(uid, uid, uid) != 0))
-            _exit(1);
-        if (geteuid() != uid) _exit(1);
-        for (int g : pgids)
-            kill(-g, SIGKILL);
-        _exit(0);
-    }
-    int status = 0;
-    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
-    }
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? static_cast<int>(pgids.size()) : 0;
-}
-
 int stop_recorded_processes(const std::string &state_dir, uint32_t uid, uint32_t gid) {
     std::string pods = state_dir + "/pods";
     DIR *d = opendir(pods.c_str());
     if (!d) return 0;
-    std::vector<int> pgids;
+    RecordedContainers containers;
     while (struct dirent *e = readdir(d)) {
         std::string uid_dir = e->d_name;
         if (uid_dir == "." || uid_dir == "..") continue;
         for (const auto &p :
              recorded_processes(read_state_file(pods + "/" + uid_dir + "/state.json")))
-            if (!process_gone(p.pid, p.start_ticks)) pgids.push_back(p.pid);
+            (void)containers.add(p.pid, p.start_ticks);
     }
     closedir(d);
-    return kill_groups_as(pgids, uid, gid);
+    // As the job's user, from a child: the kernel's permission check then
+    // bounds what a forged record can reach. The supervisors' kill passes
+    // are waited for by a grandchild (RecordedContainers::stop), never on
+    // the agent's loop.
+    JobCredentials as{uid, gid};
+    return containers.stop(&as, kSupervisorSweepMs) ? static_cast<int>(containers.size()) : 0;
 }
 
 }  // namespace sk::agent

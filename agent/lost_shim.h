@@ -18,7 +18,7 @@
 namespace sk::agent {
 
 struct RecordedProcess {
-    int pid = 0;  // also its process group (the shim starts each container in its own session)
+    int pid = 0;  // the container's supervisor: its session and process group
     unsigned long long start_ticks = 0;
 };
 
@@ -34,8 +34,12 @@ Json::Value shim_lost_status(const Json::Value &status, const std::string &messa
                              const std::string &finished_at);
 
 // Reads every <state_dir>/pods/<uid>/state.json (regular files only, never
-// following a link) and SIGKILLs the verified process groups of unfinished
-// pods as uid/gid. Returns the number of process groups signalled.
+// following a link) and stops the verified containers of unfinished pods as
+// uid/gid (RecordedContainers::stop, common/supervisor.h): a supervisor is
+// told to kill every process of its container (a daemon that left the group
+// too), and the process groups are SIGKILLed once the supervisors are done
+// (bounded). Returns at once, the number of containers signalled; the kill
+// passes end in the background.
 int stop_recorded_processes(const std::string &state_dir, uint32_t uid, uint32_t gid);
 
 }  // namespace sk::agent

@@ -54,6 +54,8 @@ common_libcommon_la_SOURCES = \
 	common/protocol.cc \
 	common/protocol.h \
 	common/shim_protocol.cc \
-	common/shim_protocol.h
+	common/shim_protocol.h \
+	common/supervisor.cc \
+	common/supervisor.h
 common_libcommon_la_LIBADD = common/libcommon_core.la $(JSONCPP_LIBS)
 endif

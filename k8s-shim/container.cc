@@ -22,7 +22,7 @@ constexpr uint64_t kDrainMs = 2000;
 // After a supervisor was told to kill everything, how long it may take
 // before the shim kills its process group itself (the supervisor stopped by
 // a SIGSTOP of the container's own, or a kill pass slowed by a fork bomb).
-constexpr uint64_t kSweepMs = 10000;
+constexpr uint64_t kSweepMs = kSupervisorSweepMs;
 
 }  // namespace
 

@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
-#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,11 +11,10 @@
 #include "common/fs.h"
 #include "common/json.h"
 #include "common/log.h"
-#include "common/procfs.h"
 #include "common/shim_protocol.h"
 #include "common/strings.h"
+#include "common/supervisor.h"
 #include "k8s-shim/mount_paths.h"
-#include "k8s-shim/spawn.h"
 
 namespace sk::shim {
 
@@ -490,11 +488,16 @@ void Shim::save_pod_state(ShimPod &p) {
 }
 
 // Pods of a previous shim of this job: finished ones are remembered (pod_run
-// stays idempotent); running ones are lost: their verified process groups are
-// killed and the pod is reported Failed.
+// stays idempotent); running ones are lost: their verified containers are
+// stopped whole (RecordedContainers::stop, common/supervisor.h: each
+// supervisor kills every process of its container, a daemon that left the
+// group included, then the groups are killed; the kill passes end in the
+// background, the loop never waits for them) and the pod is reported Failed.
 void Shim::load_previous_pods() {
     DIR *d = opendir((state_dir_ + "/pods").c_str());
     if (!d) return;
+    RecordedContainers containers;
+    std::vector<std::pair<std::string, int>> lost;  // uid, its containers stopped
     while (struct dirent *e = readdir(d)) {
         std::string uid = e->d_name;
         if (uid == "." || uid == "..") continue;
@@ -512,26 +515,30 @@ void Shim::load_previous_pods() {
         p.finished = true;
         p.fixed_status = (*st)["status"];
         if ((*st)["finished"].asBool()) continue;
-        int killed = 0;
+        int found = 0;
         const Json::Value &procs = (*st)["processes"];
         for (const auto &name :
              procs.isObject() ? procs.getMemberNames() : Json::Value::Members{}) {
             const Json::Value &pr = procs[name];
             int pid = pr["pid"].isIntegral() ? pr["pid"].asInt() : 0;
             uint64_t ticks = pr["start_ticks"].isIntegral() ? pr["start_ticks"].asUInt64() : 0;
-            if (pid > 1 && !process_gone(pid, ticks)) {
-                signal_group(pid, SIGKILL);
-                killed++;
-            }
+            if (containers.add(pid, ticks)) found++;
         }
-        p.fixed_status = restarted_pod_status(p.fixed_status, killed > 0, Clock::wall_ms());
-        LOG_WARN("[pod %s/%s] lost with the previous shim (%d process groups stopped)",
-                 p.ns.c_str(), p.name.c_str(), killed);
+        lost.emplace_back(uid, found);
+    }
+    closedir(d);
+    // Signalled before any is reported: the agent may run their successors.
+    if (!containers.stop(nullptr, kSupervisorSweepMs))
+        LOG_ERROR("cannot stop the containers of the previous shim: fork: %s", strerror(errno));
+    for (const auto &[uid, found] : lost) {
+        ShimPod &p = pods_[uid];
+        p.fixed_status = restarted_pod_status(p.fixed_status, found > 0, Clock::wall_ms());
+        LOG_WARN("[pod %s/%s] lost with the previous shim (%d containers stopped)", p.ns.c_str(),
+                 p.name.c_str(), found);
         gpus_.release(uid);
         save_pod_state(p);
         notify(p);
     }
-    closedir(d);
     save_gpus();
 }
 

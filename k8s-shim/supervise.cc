@@ -84,10 +84,6 @@ bool decode_supervise_argv(std::string_view text, std::vector<std::string> *argv
     return true;
 }
 
-int supervisor_kill_signal() noexcept {
-    return SIGRTMAX;
-}
-
 std::vector<pid_t> live_descendants() {
     std::multimap<int, int> children;  // ppid -> pid
     if (DIR *d = opendir("/proc")) {
@@ -148,7 +144,7 @@ int supervise_main(char **argv) {
         fprintf(stderr, "slurm-k8s-shim --supervise: no command\n");
         return 128;
     }
-    (void)prctl(PR_SET_NAME, "sk-supervise");
+    (void)prctl(PR_SET_NAME, kSupervisorComm);
     if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
         fprintf(stderr, "slurm-k8s-shim --supervise: PR_SET_CHILD_SUBREAPER: %s\n",
                 strerror(errno));

@@ -21,8 +21,12 @@
 //   exits as the main did: its exit code, or the same signal (no core).
 // - supervisor_kill_signal(), sent to the supervisor's pid, kills every
 //   process of the container now (the main included); the shim sends it when
-//   a grace period is over. Every other signal the supervisor receives (the
-//   shim signals the group: the main got it too) is consumed and ignored.
+//   a grace period is over, and a restarted shim or the agent to the
+//   supervisors a dead shim recorded (common/supervisor.h). Every other
+//   signal the supervisor receives (the shim signals the group: the main got
+//   it too) is consumed and ignored.
+// - Its process name is kSupervisorComm (common/supervisor.h): how the
+//   restarted shim and the agent tell a supervisor from another process.
 // - It writes nothing else to the container's stdout/stderr, and opens no
 //   descriptor of its own but its reads of /proc and the exec-error pipe
 //   (close-on-exec).
@@ -34,6 +38,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/supervisor.h"
+
 namespace sk::shim {
 
 constexpr const char kSuperviseArgvEnv[] = "SK_SUPERVISE_ARGV";
@@ -44,9 +50,9 @@ std::string encode_supervise_argv(const std::vector<std::string> &argv);
 // Its inverse; false on a malformed value or an empty command.
 bool decode_supervise_argv(std::string_view text, std::vector<std::string> *argv);
 
-// SIGRTMAX: no program has a default use for it, and glibc reserves only the
-// lowest real-time signals.
-int supervisor_kill_signal() noexcept;
+// SIGRTMAX - 1 (common/supervisor.h: the agent, which does not link the shim,
+// sends it too, to the supervisors of a dead shim).
+using sk::supervisor_kill_signal;
 
 // The live (not zombie) descendants of the calling process, from one scan
 // of /proc. One that moved to another session or group is found too: its

@@ -522,20 +522,21 @@ void PodController::watch_lost_shim() {
 }
 
 // The shim died: nothing stops or reports its pods any more. Their recorded
-// process groups are killed, and each pod becomes Failed/ShimLost with a
-// Warning event. The node stays Ready (the job still holds its GPUs and a
-// new shim may attach), but until one does a pod bound here fails at once
-// with ShimLost instead of sitting Pending with no explanation: that is what
-// a user checking `kubectl get pods` can act on, and what a kubelet does with
-// pods it cannot admit.
+// containers are stopped whole (stop_recorded_processes, agent/lost_shim.h:
+// every process of each, in the background), and each pod becomes
+// Failed/ShimLost with a Warning event. The node stays Ready (the job still
+// holds its GPUs and a new shim may attach), but until one does a pod bound
+// here fails at once with ShimLost instead of sitting Pending with no
+// explanation: that is what a user checking `kubectl get pods` can act on,
+// and what a kubelet does with pods it cannot admit.
 void PodController::on_shim_dead() {
     shim_dead_ = true;
     int n =
         stop_recorded_processes(shim_state_dir_for(*ctx_.cfg, rec_.job.job_id, rec_.job.slurm_node),
                                 rec_.job.uid, rec_.job.gid);
     LOG_WARN(
-        "%s the job's shim (pid %d) died without re-attaching: stopped %d pod process "
-        "groups; its pods are reported Failed (ShimLost)",
+        "%s the job's shim (pid %d) died without re-attaching: stopping its %d running "
+        "containers; its pods are reported Failed (ShimLost)",
         prefix().c_str(), shim_pid_, n);
     if (stopping()) return stop_step();  // final statuses name the job's end
     std::vector<std::string> uids;

@@ -47,6 +47,7 @@ class VirtualNode : public std::enable_shared_from_this<VirtualNode> {
     // statuses, delete pods, Lease, Node; done(pods_stopped) within grace_s + 5 s.
     void deregister(uint32_t grace_s, const std::string &reason,
                     std::function<void(uint32_t)> done);
+    bool draining() const { return drain_.active(); }
 
     proto::NodeState state() const;
     // Adds this node's pods per phase (Pending for pods not yet reported).

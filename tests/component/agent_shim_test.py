@@ -246,9 +246,10 @@ def run(env):
           (get_pod(env, "orphan") or {}).get("status"))
 
     # 8. the shim is killed -9: its pod becomes Failed/ShimLost with a Warning
-    #    event, its processes (child included) are stopped, the node stays
-    #    Ready; a pod bound meanwhile fails at once; a new shim of the job gets
-    #    the dead pod's GPUs back and the ShimLost status stays.
+    #    event, its processes (child included, and a daemon that left the
+    #    container's process group: its supervisor kills it) are stopped, the
+    #    node stays Ready; a pod bound meanwhile fails at once; a new shim of
+    #    the job gets the dead pod's GPUs back and the ShimLost status stays.
     open(os.path.join(d, "alive_46"), "w").close()
     r = env.call("register", dict(reg, job_id=46))
     check("job 46 registers", r and r.get("ok"), r)
@@ -264,13 +265,23 @@ def run(env):
 
     env.shim = env.spawn_shim(46, "shim46.log")
     marker46 = "lost-%d" % os.getpid()
-    pod46("lost", ["python3", "-c", "import subprocess,sys,time\n"
+    # The daemon: setsid + double fork, its pid in lost46.daemon.
+    daemon46 = os.path.join(d, "lost46.daemon")
+    pod46("lost", ["python3", "-c", "import os,subprocess,sys,time\n"
                    "subprocess.Popen([sys.executable,'-c','import time; time.sleep(600)',"
-                   f"'{marker46}-child'])\ntime.sleep(600)", marker46], "2")
+                   f"'{marker46}-child'])\n"
+                   "if os.fork() == 0:\n os.setsid()\n if os.fork() == 0:\n"
+                   f"  open('{daemon46}.tmp','w').write(str(os.getpid()))\n"
+                   f"  os.rename('{daemon46}.tmp','{daemon46}')\n"
+                   "  os.execv(sys.executable,[sys.executable,'-c','import time; time.sleep(600)'])\n"
+                   " os._exit(0)\n"
+                   "time.sleep(600)", marker46], "2")
     check("job 46 pod Running with both GPUs", wait_for(
         lambda: phase_reason("lost")[0] == "Running" and len(marked_procs(marker46, zombies=True)) == 2, 10),
         (phase_reason("lost"), marked_procs(marker46, zombies=True)))
     before = marked_procs(marker46, zombies=True)
+    check("  its daemon runs", wait_for(lambda: os.path.exists(daemon46), 10))
+    daemon_pid = int(open(daemon46).read()) if os.path.exists(daemon46) else 0
     env.shim.kill()
     env.shim.wait(5)
     t0 = time.time()
@@ -285,6 +296,8 @@ def run(env):
           and cond(lost, "Ready") == "False", (took, st))
     check("  the pod's processes (and its child) are gone",
           wait_for(lambda: not [x for x in before if alive(x)], 3), [x for x in before if alive(x)])
+    check("  and its daemon (another session, out of the process group) is gone",
+          daemon_pid and wait_for(lambda: not alive(daemon_pid), 15), daemon_pid)
     # The agent posts the event asynchronously, apart from the status patch: wait for it.
     check("  a ShimLost Warning event", wait_for(lambda: [
         e for e in events_of(env, "lost") if e["reason"] == "ShimLost" and e["type"] == "Warning"],

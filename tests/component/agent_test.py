@@ -433,6 +433,57 @@ def socket_admission(env):
     #     job Slurm says runs keeps its files; when Slurm cannot be asked,
     #     nothing is removed.
     gc_files(env)
+    # 11. a registered job whose deregister never comes (the node's extern
+    #     step and epilog lost: slurmd killed -9 during the job's end): the
+    #     periodic gc deregisters it once Slurm says it is gone, never while
+    #     Slurm cannot be asked.
+    gc_registered(env)
+
+
+def gc_registered(env):
+    d = env.dir
+    down = os.path.join(d, "slurm_down")  # gc_files' job_alive_command: Slurm unreachable
+    lease = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/"
+    for job in (95, 96):
+        open(os.path.join(d, f"alive_{job}"), "w").close()
+        r = env.call("register", dict(REG, job_id=job))
+        check(f"job {job} registers", r and r.get("ok"), r)
+    check("  their Nodes and Leases exist", wait_for(lambda: all(
+        env.api("GET", f"/api/v1/nodes/slurm-n1-{j}")[0] == 200 and
+        env.api("GET", lease + f"slurm-n1-{j}")[0] == 200 for j in (95, 96)), 10))
+    shim95 = seed_shim_dir(env, 95)
+    record95 = os.path.join(d, "state", "jobs", "job_95_n1.json")
+    check("  job 95's record is on disk", os.path.exists(record95))
+    log = os.path.join(d, "agent.log")
+    before = len(open(log).read())
+    open(down, "w").close()
+    os.unlink(os.path.join(d, "alive_95"))  # ended, but Slurm cannot be asked
+    check("periodic gc, Slurm unreachable: a registered job's query could not tell",
+          wait_for(lambda: [x for x in open(log).read()[before:].split("\n")
+                            if "could not tell" in x and "alive_95" in x], 30),
+          open(log).read()[before:][-600:])
+    lst = env.call("list", {})
+    check("  the job stays registered, its Node too",
+          lst and lst["ok"] and 95 in [n["job_id"] for n in lst["body"]["nodes"]] and
+          env.api("GET", "/api/v1/nodes/slurm-n1-95")[0] == 200 and os.path.isdir(shim95),
+          lst)
+    os.unlink(down)
+    check("periodic gc: a registered job Slurm says is gone is deregistered (Node, Lease gone)",
+          wait_for(lambda: env.api("GET", "/api/v1/nodes/slurm-n1-95")[0] == 404 and
+                   env.api("GET", lease + "slurm-n1-95")[0] == 404, 30),
+          env.api("GET", "/api/v1/nodes/slurm-n1-95")[0])
+    check("  its record and shim dir are removed, the agent no longer lists it",
+          wait_for(lambda: not os.path.exists(record95) and not os.path.exists(shim95) and
+                   95 not in [n["job_id"] for n in env.call("list", {})["body"]["nodes"]], 10),
+          (os.path.exists(record95), os.path.exists(shim95)))
+    check("  the log says why", "job 95 is gone in Slurm but still registered" in
+          open(log).read()[before:], open(log).read()[before:][-600:])
+    check("  a registered job Slurm says runs is kept",
+          env.api("GET", "/api/v1/nodes/slurm-n1-96")[0] == 200 and
+          96 in [n["job_id"] for n in env.call("list", {})["body"]["nodes"]])
+    r = env.call("deregister", {"job_id": 96, "slurm_node": "n1", "grace_s": 0, "reason": "JobEnded"})
+    check("job 96 deregisters", r and r.get("ok"), r)
+    os.unlink(os.path.join(d, "alive_96"))
 
 
 def seed_shim_dir(env, job):

@@ -979,6 +979,51 @@ def test_probe_and_hook_daemons_die(a):
         "the preStop hook's daemon survived"
 
 
+def test_shim_restart_kills_daemons(a):
+    # A shim killed -9 leaves its containers' supervisors running; the
+    # restarted shim has each kill every process of its container: a daemon
+    # (setsid, double fork, out of the recorded process group), its child in
+    # a session of its own, and those of a container that stopped its own
+    # supervisor (SIGCONT first).
+    d = daemonize_sh(a)
+    main = ("sh %s daemon sh -c 'setsid sleep 1000 & echo $! > $SLURM_K8S_POD_DIR/grandchild; "
+            "exec sleep 1000'; echo $$$$ > $SLURM_K8S_POD_DIR/main.pid; while :; do sleep 0.1; done" % d)
+    stopper = ("sh %s stopper-daemon sleep 1000; echo $$PPID > $SLURM_K8S_POD_DIR/stopped; "
+               "kill -STOP $$PPID; while :; do sleep 0.1; done" % d)
+    p = pod("lost-daemons", [sh("main", main), sh("stopper", stopper)])
+    uid = p["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    a.wait(uid, lambda s: running(s, "main") and running(s, "stopper"), what="running")
+    pids = {n: pod_file_int(a, uid, n, timeout=30)
+            for n in ("daemon", "grandchild", "main.pid", "stopper-daemon", "stopped")}
+    deadline = time.time() + 30
+    while proc_state(pids["stopped"]) != "T":  # the stopper's supervisor
+        assert time.time() < deadline, "the stopper's supervisor never stopped"
+        time.sleep(0.05)
+    assert all(alive(x) for x in pids.values()), pids
+    a.proc.kill()
+    a.proc.wait()
+    a.conn.close()
+    a.srv.close()
+    b = Agent(state_dir=a.state_dir, tmp=a.tmp)
+    try:
+        st = b.wait(uid, lambda s: s["phase"] == "Failed", what="lost pod reported")
+        assert st["reason"] == "ShimRestarted", st
+        for name, pid in sorted(pids.items()):
+            assert gone(pid, timeout=30), "%s (pid %d) outlived the shim's restart" % (name, pid)
+    finally:
+        b.close()
+
+
+def proc_state(pid):
+    """The state letter of /proc/PID/stat (R, S, T, Z, ...), None when gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
 def pod_file_int(a, uid, name, timeout=5):
     """The number a container wrote (echo: one line) to `name` in its pod dir
     ($SLURM_K8S_POD_DIR): waits up to `timeout` s for the whole line."""
@@ -1057,6 +1102,7 @@ TESTS = [
     ("main_exit_kills_stubborn_children", test_main_exit_kills_stubborn_children, {}),
     ("always_restarts_after_daemonizing_main", test_always_restarts_after_daemonizing_main, {}),
     ("probe_and_hook_daemons_die", test_probe_and_hook_daemons_die, {}),
+    ("shim_restart_kills_daemons", test_shim_restart_kills_daemons, {}),
 ]
 
 

@@ -1,11 +1,16 @@
 // agent/lost_shim: a dead shim's recorded processes, the status of its lost
 // pods, and the checks that a recorded process is still the same one.
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <string>
 
 #include "agent/lost_shim.h"
 #include "agent/pod_status_patch.h"
+#include "common/supervisor.h"
 #include "tests/unit/check_json.h"
 
 using namespace sk;
@@ -84,12 +89,105 @@ START_TEST(lost_shim_process_checks) {
 }
 END_TEST
 
+// A recorded container is added only while its process is the one that
+// started then: not a reused pid, a zombie, pid 0/1 or a missing process.
+START_TEST(recorded_containers_verified) {
+    RecordedContainers c;
+    unsigned long long me = proc_start_ticks(getpid());
+    ck_assert(c.add(getpid(), me));
+    ck_assert(!c.add(getpid(), me + 1));
+    ck_assert(!c.add(1, proc_start_ticks(1)));
+    ck_assert(!c.add(0x3ffffff, 1));
+    ck_assert(!c.add(getpid(), 0));
+    pid_t z = fork();
+    if (z == 0) _exit(0);
+    ProcStat st;
+    for (int i = 0; i < 3000 && !(read_proc_stat(z, &st) && st.state == 'Z'); i++) {
+        struct timespec ts = {0, 10000000L};
+        nanosleep(&ts, nullptr);
+    }
+    ck_assert(read_proc_stat(z, &st) && st.state == 'Z');
+    ck_assert(!c.add(z, st.start_ticks));  // a zombie
+    ck_assert(waitpid(z, nullptr, 0) == z);
+    ck_assert_uint_eq(c.size(), 1);
+}
+END_TEST
+
+// Waits (30 s at most) for the child p to end; its wait status.
+static int reap_within_30s(pid_t p) {
+    int ws = -1;
+    for (int i = 0; i < 3000; i++) {
+        if (waitpid(p, &ws, WNOHANG) == p) return ws;
+        struct timespec ts = {0, 10000000L};
+        nanosleep(&ts, nullptr);
+    }
+    return -1;
+}
+
+// A child of its own process group; as a supervisor (named kSupervisorComm)
+// it reports each signal it takes on `report` and never exits by itself;
+// otherwise it just waits.
+static pid_t group_leader(bool supervisor, int report) {
+    pid_t c = fork();
+    if (c == 0) {
+        setpgid(0, 0);
+        sigset_t all;
+        sigfillset(&all);
+        sigprocmask(SIG_BLOCK, &all, nullptr);
+        if (supervisor) prctl(PR_SET_NAME, kSupervisorComm);
+        for (;;) {
+            int sig = sigwaitinfo(&all, nullptr);
+            if (sig > 0) (void)!write(report, &sig, sizeof sig);
+        }
+    }
+    setpgid(c, c);
+    return c;
+}
+
+// stop(): a supervisor is sent SIGCONT and supervisor_kill_signal(), and
+// its group SIGKILL only once the wait is over (it did not exit); stop()
+// itself returns without waiting. Another process's group gets SIGKILL at
+// once.
+START_TEST(recorded_containers_stop) {
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t sup = group_leader(true, fds[1]);
+    pid_t other = group_leader(false, fds[1]);
+    close(fds[1]);
+    ProcStat st;
+    for (int i = 0; i < 3000; i++) {  // the name is set once the child runs
+        auto comm = read_proc_file(sup, "comm");
+        if (comm && *comm == std::string(kSupervisorComm) + "\n") break;
+        struct timespec ts = {0, 10000000L};
+        nanosleep(&ts, nullptr);
+    }
+    RecordedContainers c;
+    ck_assert(c.add(sup, proc_start_ticks(sup)));
+    ck_assert(c.add(other, proc_start_ticks(other)));
+    ck_assert(c.stop(nullptr, 3000));
+    ck_assert(read_proc_stat(sup, &st) && st.state != 'Z');  // the wait is in the background
+    int ws = reap_within_30s(other);
+    ck_assert(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL);
+    int got[2] = {0, 0};
+    for (int &g : got)
+        ck_assert_int_eq(read(fds[0], &g, sizeof g), sizeof g);
+    ck_assert_int_eq(got[0], SIGCONT);
+    ck_assert_int_eq(got[1], supervisor_kill_signal());
+    ws = reap_within_30s(sup);
+    ck_assert(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL);
+    close(fds[0]);
+}
+END_TEST
+
 int main() {
     Suite *s = suite_create("lost_shim");
     TCase *tc = tcase_create("lost_shim");
     tcase_add_loop_test(tc, lost_shim_records, 0, TABLE_SIZE(kRecords));
     tcase_add_test(tc, lost_shim_status);
     tcase_add_test(tc, lost_shim_process_checks);
+    tcase_add_test(tc, recorded_containers_verified);
+    tcase_add_test(tc, recorded_containers_stop);
+    tcase_set_timeout(tc, 60);  // the stop's wait, on a loaded machine
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }
