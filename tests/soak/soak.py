@@ -464,7 +464,7 @@ class Flood:
     def __init__(self, env, n):
         self.env, self.pid = env, None
         self.cli = os.path.join(os.path.dirname(os.path.dirname(env.agent_bin)), "cli", "slurm-k8s")
-        self.probes, self.slow, self.failed = 0, [], []
+        self.probes, self.slow, self.failed, self.slowest = 0, [], [], 0.0
         if os.getuid() != 0 or n <= 0:
             return
         os.chmod(env.dir, 0o711)  # nobody reaches the socket (mode 0666)
@@ -489,6 +489,7 @@ class Flood:
                                timeout=30)
             took = time.time() - t0
             self.probes += 1
+            self.slowest = max(self.slowest, took)
             if r.returncode != 0:
                 self.failed.append(r.stdout + r.stderr)
             elif took > 5:
@@ -532,7 +533,8 @@ def run(env):
             th.join(15)
         counts = flood.finish()
     if counts is not None:
-        print(f"     socket flood as nobody: {counts}; root's probes {flood.probes}")
+        print(f"     socket flood as nobody: {counts}; root's probes {flood.probes}, "
+              f"slowest {flood.slowest:.2f} s")
         check("the flood was refused beyond max_connections_per_uid and its idle connections closed",
               counts.get("refused", 0) > 0 and counts.get("closed_idle", 0) > 0, counts)
         check("root's status answered beside the socket flood, each within 5 s",
