@@ -66,11 +66,12 @@ bool RecordedContainers::add(int pid, uint64_t start_ticks) {
     if (pid <= 1 || start_ticks == 0) return false;
     Held h;
     h.pid = pid;
+    int fd = -1;
     if (procs_.size() < kMaxHeld) {
         std::string path = "/proc/" + std::to_string(pid) + "/stat";
-        h.stat_fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     }
-    if (h.stat_fd < 0) {  // not held: verified, and its group signalled by pid
+    if (fd < 0) {  // not held: verified, and its group signalled by pid
         if (process_gone(pid, start_ticks)) return false;
         procs_.push_back(h);
         return true;
@@ -78,16 +79,17 @@ bool RecordedContainers::add(int pid, uint64_t start_ticks) {
     char buf[4096];  // a stat line is a few hundred bytes
     ssize_t n;
     do
-        n = pread(h.stat_fd, buf, sizeof buf, 0);
+        n = pread(fd, buf, sizeof buf, 0);
     while (n < 0 && errno == EINTR);
     ProcStat st;
     std::string_view text(buf, n > 0 ? static_cast<size_t>(n) : 0);
     // Checked on the held file: the pid cannot have been reused since.
     if (!parse_proc_stat(text, &st) || st.state == 'Z' || st.state == 'X' ||
         st.start_ticks != start_ticks) {
-        close(h.stat_fd);
+        close(fd);
         return false;
     }
+    h.stat_fd = fd;  // closed by the destructor
     h.supervisor = stat_comm(text) == kSupervisorComm;
     procs_.push_back(h);
     return true;

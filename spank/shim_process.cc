@@ -141,7 +141,8 @@ bool reap(pid_t pid, bool *reaped) {
 
 std::string slurm_job_state(uint32_t job_id, int timeout_ms) {
     std::string path;
-    std::string dirs = getenv("PATH") ? getenv("PATH") : "";
+    const char *env_path = getenv("PATH");
+    std::string dirs = env_path ? env_path : "";
     dirs += ":/usr/bin:/usr/local/bin";
     std::istringstream in(dirs);
     for (std::string d; std::getline(in, d, ':');)

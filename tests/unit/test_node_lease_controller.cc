@@ -377,7 +377,7 @@ START_TEST(end_time_followed) {
     const int64_t now = static_cast<int64_t>(time(nullptr));
     int64_t end = now + c.first_end_in_s;
     int queries = 0;
-    env.ctx().job_end_time = [&](uint32_t job, std::function<void(int64_t)> cb) {
+    env.ctx().job_end_time = [&](uint32_t job, const std::function<void(int64_t)> &cb) {
         ck_assert_uint_eq(job, 42);
         queries++;
         cb(end);

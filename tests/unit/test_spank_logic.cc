@@ -474,7 +474,8 @@ START_TEST(job_state_query) {
     std::string exe = dir + "/squeue";
     std::ofstream(exe) << "#!/bin/sh\necho \"$@\" > " << dir << "/args\n" << c.script << "\n";
     chmod(exe.c_str(), 0755);
-    std::string old_path = getenv("PATH") ? getenv("PATH") : "";
+    const char *env_path = getenv("PATH");
+    std::string old_path = env_path ? env_path : "";
     setenv("PATH", (dir + ":" + old_path).c_str(), 1);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
