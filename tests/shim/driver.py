@@ -134,6 +134,13 @@ class Agent:
         while time.time() < deadline:
             self.pump(deadline - time.time())
 
+    def crash(self):
+        """The shim killed with SIGKILL (no shutdown), and this agent's side closed."""
+        self.proc.kill()
+        self.proc.wait()
+        self.conn.close()
+        self.srv.close()
+
     def close(self):
         try:
             if self.proc.poll() is None:
@@ -751,10 +758,7 @@ def test_mount_links_swept_after_crash(a):
     assert a.request("pod_run", {"pod": p, "files": CONFIG_FILES})["ok"]
     a.wait("uid-crash", lambda s: running(s, "main"), what="running")
     assert os.path.islink(mine) and os.path.islink(kept)
-    a.proc.kill()
-    a.proc.wait()
-    a.conn.close()
-    a.srv.close()
+    a.crash()
     assert os.path.islink(mine), "the crashed shim's link should still be there"
     # Somebody else's entry now at a recorded path is not the shim's to remove.
     os.unlink(kept)
@@ -823,10 +827,7 @@ def test_shim_restart_never_runs_twice(a):
     assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
     a.wait(uid, lambda s: running(s, "main"), what="running")
     pid = pod_file_int(a, uid, "pid")
-    a.proc.kill()
-    a.proc.wait()
-    a.conn.close()
-    a.srv.close()
+    a.crash()
     b = Agent(state_dir=a.state_dir, tmp=a.tmp)
     try:
         st = b.wait(uid, lambda s: s["phase"] == "Failed", what="lost pod reported")
@@ -1001,10 +1002,7 @@ def test_shim_restart_kills_daemons(a):
         assert time.time() < deadline, "the stopper's supervisor never stopped"
         time.sleep(0.05)
     assert all(alive(x) for x in pids.values()), pids
-    a.proc.kill()
-    a.proc.wait()
-    a.conn.close()
-    a.srv.close()
+    a.crash()
     b = Agent(state_dir=a.state_dir, tmp=a.tmp)
     try:
         st = b.wait(uid, lambda s: s["phase"] == "Failed", what="lost pod reported")
