@@ -35,6 +35,18 @@ say "installing packages and the test user"
 bash "$top/tests/slurm/cluster.sh" install >/dev/null \
   || { echo "run-tests: package installation failed" >&2; exit 1; }
 
+# The tests run the built programs as other users (the job's user k8suser,
+# nobody): each directory above the checkout must let them through (a clone
+# into `mktemp -d` is 0700). Only search permission (o+x) is added, and said.
+d=$top
+while [ "$d" != / ]; do
+  if [ -z "$(find "$d" -maxdepth 0 -perm -o=x)" ]; then
+    echo "run-tests: adding o+x to $d (the tests run programs of this tree as other users)"
+    chmod o+x "$d"
+  fi
+  d=$(dirname "$d")
+done
+
 say "building in $build"
 (cd "$top" && autoreconf -fi >/dev/null 2>&1) || { echo "run-tests: autoreconf failed" >&2; exit 1; }
 mkdir -p "$build"
