@@ -3,6 +3,7 @@
 #include "agent/agent.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -33,6 +34,32 @@ bool job_state_is_alive(const std::string &out) {
 }
 
 namespace {
+
+// The admin socket's directory: made mode 0700, or one already there checked
+// (a directory, not a link, the agent's own) and set to 0700, so that only
+// the agent's user (root) can connect to what is in it.
+Status prepare_admin_dir(const std::string &dir) {
+    auto sys = [](const std::string &what) {
+        return fail(Error::Io, what + ": " + std::strerror(errno));
+    };
+    if (dir.empty()) return {};
+    if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+        return sys("cannot make the admin socket directory " + dir);
+    int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return sys("admin socket directory " + dir + " (a directory, not a link)");
+    struct stat st;
+    Status out;
+    if (fstat(fd, &st) != 0)
+        out = sys("fstat " + dir);
+    else if (st.st_uid != geteuid())
+        out = fail(Error::Forbidden, "admin socket directory " + dir + " belongs to uid " +
+                                         std::to_string(st.st_uid) + ", not to the agent's uid " +
+                                         std::to_string(geteuid()) + ": remove it");
+    else if ((st.st_mode & 07777) != 0700 && fchmod(fd, 0700) != 0)
+        out = sys("chmod 0700 " + dir);
+    close(fd);
+    return out;
+}
 constexpr uint64_t kCommandTimeoutMs = 10000;
 
 // The per-job shim dir (pod logs, pod state) goes when the job has ended on
@@ -161,11 +188,25 @@ Status Agent::start() {
         LOG_WARN("state: ignoring %s", b.c_str());
     std::string dir = cfg_.socket_path.substr(0, cfg_.socket_path.rfind('/'));
     if (!dir.empty()) mkdir(dir.c_str(), 0755);
+    if (auto st =
+            prepare_admin_dir(cfg_.admin_socket_path.substr(0, cfg_.admin_socket_path.rfind('/')));
+        !st)
+        return st;
     SocketLimits limits;
     limits.max_connections = cfg_.max_connections;
     limits.max_per_uid = cfg_.max_connections_per_uid;
     limits.admin_connections = cfg_.admin_connections;
     limits.idle_timeout_ms = cfg_.socket_idle_timeout_s * 1000;
+    // The same requests, from root and the SlurmUser only, on a socket no
+    // other user can reach: a flood of the agent socket never delays them.
+    // It listens first: whoever finds the agent socket open finds it too.
+    SocketLimits admin_limits = limits;
+    admin_limits.admin_only = true;
+    admin_server_ = std::make_unique<SocketServer>(
+        loop_, cfg_.admin_socket_path, 0600, admin_limits,
+        [this](const PeerCred &peer) { return standing(peer); },
+        [this](const std::shared_ptr<Connection> &c, const proto::Request &r) { handle(c, r); });
+    if (auto st = admin_server_->start(); !st) return st;
     server_ = std::make_unique<SocketServer>(
         loop_, cfg_.socket_path, static_cast<unsigned>(cfg_.socket_mode), limits,
         [this](const PeerCred &peer) { return standing(peer); },
@@ -214,6 +255,8 @@ void Agent::report_pods() {
 void Agent::stop() {
     if (server_) server_->stop();
     server_.reset();
+    if (admin_server_) admin_server_->stop();
+    admin_server_.reset();
     gc_timer_.stop();
     pods_timer_.stop();
     for (auto &[k, vn] : nodes_)

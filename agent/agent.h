@@ -112,6 +112,7 @@ class Agent {
     JobStore store_;
     AgentContext ctx_;
     std::unique_ptr<SocketServer> server_;
+    std::unique_ptr<SocketServer> admin_server_;  // root's own (AgentConfig::admin_socket_path)
     std::map<std::string, std::shared_ptr<VirtualNode>> nodes_;  // by job_key
     std::vector<uint32_t> admin_uids_;
     Timer gc_timer_;

@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/agent_call.h"
 #include "common/config.h"
 #include "common/strings.h"
 
@@ -87,6 +88,9 @@ void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string
     s.add_path("state_dir", &c.state_dir, "agent state (one file per registered job)");
     s.add_path("shim_state_dir", &c.shim_state_dir, "parent of the per-job shim state dirs");
     s.add_path("socket_path", &c.socket_path, "the agent's unix socket");
+    s.add_path("admin_socket_path", &c.admin_socket_path,
+               "root's own socket (the plugin's and root's CLI), in a directory of mode 0700 the "
+               "agent makes (default: admin/ beside socket_path)");
     s.add("socket_mode", "socket permissions, octal",
           [&c](const std::string &v, const std::string &k) -> Status {
               if (v.empty() || v.size() > 4 || v.find_first_not_of("01234567") != std::string::npos)
@@ -271,6 +275,14 @@ Result<AgentConfig> parse_agent_config(std::string_view text, std::string_view s
                         "certificate; without it anyone could read container logs)");
     if (c.job_alive_command.find("{job}") == std::string::npos)
         return fail(Error::InvalidArgument, src + ": job_alive_command must contain {job}");
+    if (c.admin_socket_path.empty()) c.admin_socket_path = admin_socket_for(c.socket_path);
+    if (c.admin_socket_path == c.socket_path ||
+        c.admin_socket_path.substr(0, c.admin_socket_path.rfind('/')) ==
+            c.socket_path.substr(0, c.socket_path.rfind('/')))
+        return fail(Error::InvalidArgument,
+                    src + ": admin_socket_path='" + c.admin_socket_path +
+                        "' must be in a directory of its own, not socket_path's (the agent makes "
+                        "it mode 0700 so that only root reaches the admin socket)");
     return c;
 }
 

@@ -62,7 +62,10 @@ struct AgentConfig {
     std::string state_dir = "/var/lib/slurm-k8s";
     std::string shim_state_dir = "/run/slurm-k8s/shim";
     std::string socket_path = "/run/slurm-k8s/agent.sock";
-    uint64_t socket_mode = 0666;       // peers are authenticated by SO_PEERCRED, not by mode
+    uint64_t socket_mode = 0666;  // peers are authenticated by SO_PEERCRED, not by mode
+    // Root's and the SlurmUser's own socket, in a directory only the agent's
+    // user may enter (common/agent_call.h); "" = admin_socket_for(socket_path).
+    std::string admin_socket_path;
     std::vector<uint32_t> admin_uids;  // empty = root + slurm_user
     std::string slurm_user = "slurm";
     std::string shim_auth = "cgroup";  // cgroup | uid (weaker; tests without Slurm)

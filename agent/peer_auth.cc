@@ -56,6 +56,17 @@ std::string n_of(size_t n, const char *key) {
 
 Result<Pool> admit_connection(const PeerStanding &who, uint32_t uid, const PoolCounts &n,
                               const SocketLimits &limits) {
+    if (limits.admin_only) {
+        if (!who.admin)
+            return fail(Error::Forbidden,
+                        "uid " + std::to_string(uid) +
+                            ": the admin socket is root's and the SlurmUser's; use the agent "
+                            "socket (socket_path)");
+        if (n.admin < limits.admin_connections) return Pool::Admin;
+        return fail(Error::Unavailable, "too many connections (" +
+                                            n_of(limits.admin_connections, "admin_connections") +
+                                            " in use on the admin socket)");
+    }
     if (who.admin) {
         if (n.admin < limits.admin_connections) return Pool::Admin;
         if (n.user_total < limits.max_connections) return Pool::User;

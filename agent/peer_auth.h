@@ -40,6 +40,9 @@ struct SocketLimits {
     size_t max_per_uid = 16;        // user pool, per uid
     size_t admin_connections = 64;  // reserved for the admin uids
     uint64_t idle_timeout_ms = 10000;
+    // The admin socket (common/agent_call.h admin_socket_for): only the
+    // admin uids, admin_connections of them; no user or shim pool.
+    bool admin_only = false;
 };
 
 // What the agent knows of a peer at accept.

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "common/agent_call.h"
 #include "common/json.h"
 #include "common/strings.h"
 
@@ -43,6 +44,11 @@ Result<Options> parse_args(const std::vector<std::string> &args) {
             if (!v.ok()) return v.failure();
             if (v->empty()) return usage("--socket needs a path");
             o.socket = *v;
+        } else if (a == "--admin-socket" || starts_with(a, "--admin-socket=")) {
+            auto v = value("--admin-socket");
+            if (!v.ok()) return v.failure();
+            if (v->empty()) return usage("--admin-socket needs a path");
+            o.admin_socket = *v;
         } else if (a == "--timeout" || starts_with(a, "--timeout=")) {
             auto v = value("--timeout");
             if (!v.ok()) return v.failure();
@@ -78,6 +84,11 @@ Result<Options> parse_args(const std::vector<std::string> &args) {
     return o;
 }
 
+std::string socket_to_use(const Options &o, uint32_t euid) {
+    if (euid != 0) return o.socket;
+    return o.admin_socket.empty() ? admin_socket_for(o.socket) : o.admin_socket;
+}
+
 std::string help_text() {
     return "NAME\n"
            "    slurm-k8s - show what this node lends to Kubernetes\n"
@@ -97,6 +108,9 @@ std::string help_text() {
            "\n"
            "OPTIONS\n"
            "    --socket PATH   agent socket (default /run/slurm-k8s/agent.sock)\n"
+           "    --admin-socket PATH\n"
+           "                    the agent's admin socket, used when run as root\n"
+           "                    (default: admin/ beside the agent socket)\n"
            "    --json          print the agent's reply as JSON\n"
            "    --timeout S     wait: give up after S (30, 90s, 5m; default 5m);\n"
            "                    other commands: bound on the agent's answer (default 5s)\n"

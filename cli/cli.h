@@ -24,6 +24,7 @@ enum ExitCode { kExitOk = 0, kExitFailed = 1, kExitUsage = 2, kExitUnreachable =
 struct Options {
     enum class Command { Help, Version, Status, List, Wait } command = Command::Help;
     std::string socket = kDefaultSocket;
+    std::string admin_socket;  // "" = admin_socket_for(socket) (common/agent_call.h)
     bool json = false;
     uint64_t timeout_s = 0;  // wait: 0 = the default (300 s); other commands: socket bound
     uint32_t job_id = 0;     // wait
@@ -32,6 +33,10 @@ struct Options {
 // argv without the program name. InvalidArgument with a message that names
 // the bad word and says `slurm-k8s --help`.
 Result<Options> parse_args(const std::vector<std::string> &args);
+// The socket a caller of effective uid `euid` talks to: root's is the admin
+// socket, which no other user's connections can crowd; anyone else's the
+// agent socket.
+std::string socket_to_use(const Options &o, uint32_t euid);
 std::string help_text();
 
 // `list` reply body {"nodes":[NodeState...]} (and optional "version").

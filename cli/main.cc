@@ -53,7 +53,7 @@ static int run(int argc, char **argv) {
         fprintf(stderr, "slurm-k8s: %s\n", opts.message().c_str());
         return kExitUsage;
     }
-    const Options &o = *opts;
+    Options o = *opts;
     if (o.command == Options::Command::Help) {
         fputs(help_text().c_str(), stdout);
         return kExitOk;
@@ -65,6 +65,9 @@ static int run(int argc, char **argv) {
     int call_ms = o.command != Options::Command::Wait && o.timeout_s
                       ? static_cast<int>(o.timeout_s * 1000)
                       : 5000;
+    // Root's calls go to the admin socket (socket_to_use), and its messages
+    // name that socket.
+    o.socket = socket_to_use(o, static_cast<uint32_t>(geteuid()));
     AgentClient client(o.socket, call_ms);
     if (o.command == Options::Command::Wait) return run_wait(client, o);
 

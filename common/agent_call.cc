@@ -117,6 +117,12 @@ Result<std::string> read_line(int fd, int64_t deadline) {
 
 }  // namespace
 
+std::string admin_socket_for(const std::string &socket_path) {
+    size_t slash = socket_path.rfind('/');
+    if (slash == std::string::npos) return "admin/" + socket_path;
+    return socket_path.substr(0, slash + 1) + "admin/" + socket_path.substr(slash + 1);
+}
+
 Result<std::string> agent_exchange(const std::string &path, const std::string &line,
                                    int timeout_ms) {
     const int64_t deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 1);

@@ -23,6 +23,14 @@
 
 namespace sk {
 
+// The admin socket beside an agent socket: "<dir>/admin/<name>" (a socket
+// "/run/slurm-k8s/agent.sock" has "/run/slurm-k8s/admin/agent.sock"). The
+// agent listens on both; the admin one is in a directory only the agent's
+// user (root) may enter, so no other user's connections share its listen
+// queue (docs/security.md, "Who can talk to the agent socket"). The plugin
+// and the CLI run as root use it.
+std::string admin_socket_for(const std::string &socket_path);
+
 // Connects to `path`, sends `line` (one framed request) and returns the first
 // line of the reply (without '\n', at most proto::kMaxMessageBytes), all
 // within `timeout_ms`. When the agent closed before taking the request (it

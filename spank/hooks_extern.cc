@@ -155,7 +155,7 @@ int extern_exit(spank_t, int ac, char **av) {
         d.slurm_node = g_ext.node;
         d.grace_s = static_cast<uint32_t>(grace);
         d.reason = "JobEnded";
-        PluginAgentClient agent(socket_for(*cfg, g_ext.node),
+        PluginAgentClient agent(admin_socket_for(*cfg, g_ext.node),
                                 static_cast<int>((grace + timeout) * 1000));
         auto r = agent.call("deregister", PluginCodec::to_json(d));
         agent_ok = r.ok() || r.error() == Error::NotFound;

@@ -132,7 +132,8 @@ int prolog(spank_t sp, int ac, char **av) {
     auto taints = default_taints_for(*cfg, e.job_id);
     if (!taints) return refuse(*cfg, rf, taints.message());
 
-    PluginAgentClient agent(socket_for(*cfg, e.node), static_cast<int>(cfg->timeout_s * 1000));
+    PluginAgentClient agent(admin_socket_for(*cfg, e.node),
+                            static_cast<int>(cfg->timeout_s * 1000));
     auto reply =
         agent.call("register", PluginCodec::to_json(make_request(e, *opts, *cfg, *lent, *taints)));
     auto name = reply ? PluginCodec::register_reply_from_json(*reply)
@@ -179,7 +180,7 @@ int epilog(spank_t sp, int ac, char **av) {
         d.slurm_node = node;
         d.grace_s = static_cast<uint32_t>(cfg->grace_s);
         d.reason = "JobEnded";
-        PluginAgentClient agent(socket_for(*cfg, node),
+        PluginAgentClient agent(admin_socket_for(*cfg, node),
                                 static_cast<int>((cfg->grace_s + cfg->timeout_s) * 1000));
         auto r = agent.call("deregister", PluginCodec::to_json(d));
         if (!r && r.error() != Error::NotFound) {

@@ -42,7 +42,8 @@ int64_t now_ms() {
 void wait_ready(const PlugConfig &cfg) {
     const RunFile &rf = g_step.rf;
     const int64_t deadline = now_ms() + static_cast<int64_t>(rf.wait_s) * 1000;
-    PluginAgentClient agent(socket_for(cfg, rf.slurm_node), static_cast<int>(cfg.timeout_s * 1000));
+    PluginAgentClient agent(admin_socket_for(cfg, rf.slurm_node),
+                            static_cast<int>(cfg.timeout_s * 1000));
     proto::JobKey key{rf.job_id, rf.slurm_node};
     std::string last = "not Ready yet";
     while (now_ms() < deadline) {

@@ -1,5 +1,6 @@
 #include "spank/plugstack.h"
 
+#include "common/agent_call.h"
 #include "common/config.h"
 #include "common/strings.h"
 
@@ -13,6 +14,9 @@ namespace {
 ConfigSchema schema(PlugConfig *c, std::string *on_error) {
     ConfigSchema s;
     s.add_path("socket", &c->socket, "agent socket (default /run/slurm-k8s/agent.sock)");
+    s.add_path("admin_socket", &c->admin_socket,
+               "the agent's admin socket, root's own (default admin/ beside socket, as the "
+               "agent's admin_socket_path)");
     s.add_seconds("timeout", &c->timeout_s, 1, 300,
                   "bound on each agent call from prolog and steps, seconds (default 5)");
     s.add_seconds("grace", &c->grace_s, 0, 3600,
@@ -73,12 +77,24 @@ Result<std::vector<k8s::Taint>> default_taints_for(const PlugConfig &cfg, uint32
     return std::vector<k8s::Taint>{*r};
 }
 
-std::string socket_for(const PlugConfig &cfg, const std::string &slurm_node) {
-    std::string out = cfg.socket;
+namespace {
+
+std::string with_node(std::string out, const std::string &slurm_node) {
     for (size_t pos = out.find("{node}"); pos != std::string::npos;
          pos = out.find("{node}", pos + slurm_node.size()))
         out.replace(pos, 6, slurm_node);
     return out;
+}
+
+}  // namespace
+
+std::string socket_for(const PlugConfig &cfg, const std::string &slurm_node) {
+    return with_node(cfg.socket, slurm_node);
+}
+
+std::string admin_socket_for(const PlugConfig &cfg, const std::string &slurm_node) {
+    return with_node(cfg.admin_socket.empty() ? sk::admin_socket_for(cfg.socket) : cfg.admin_socket,
+                     slurm_node);
 }
 
 std::string plugstack_keys_doc() {

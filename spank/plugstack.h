@@ -20,6 +20,9 @@ namespace sk::spank {
 
 struct PlugConfig {
     std::string socket = "/run/slurm-k8s/agent.sock";
+    // The agent's admin socket, which only root reaches; "" = admin/ beside
+    // socket (common/agent_call.h admin_socket_for).
+    std::string admin_socket;
     uint64_t timeout_s = 5;                       // bound on register/status/one poll, per call
     uint64_t grace_s = 30;                        // pods' stop budget at job end (deregister)
     uint64_t max_gpus_per_node = 0;               // 0 = no site limit
@@ -42,7 +45,12 @@ Result<PlugConfig> parse_plugstack(int argc, const char *const *argv);
 Result<std::vector<k8s::Taint>> default_taints_for(const PlugConfig &cfg, uint32_t job_id);
 // The agent socket of one Slurm node: "{node}" in socket= is replaced by the
 // node name, for hosts that run several slurmd (one agent each).
+// That socket is the shim's (it runs as the job's user).
 std::string socket_for(const PlugConfig &cfg, const std::string &slurm_node);
+// The admin socket of one Slurm node ("{node}" replaced alike): the plugin's
+// own calls (register, deregister, status), made as root, go there, so that
+// no user's flood of the agent socket delays a job's start or end.
+std::string admin_socket_for(const PlugConfig &cfg, const std::string &slurm_node);
 // One "key: doc" line per key (for the docs and error messages).
 std::string plugstack_keys_doc();
 

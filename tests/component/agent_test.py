@@ -7,12 +7,12 @@ runtime=fake, drives the agent through its unix socket as a test user
 `N passed, N failed`, and leaves no process behind. The harness is
 tests/pylib/sktest (env.AgentEnv, suite).
 """
-import json, os, select, shutil, signal, socket, subprocess, sys, time
+import json, os, resource, select, shutil, signal, socket, stat, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from sktest.agent import write_agent_conf  # noqa: E402
+from sktest.agent import start_agent, write_agent_conf  # noqa: E402
 from sktest.env import NODE, REG, AgentEnv, phase, pod, suite_main  # noqa: E402
-from sktest.programs import BUILDDIR  # noqa: E402
+from sktest.programs import BUILDDIR, agent_binary  # noqa: E402
 from sktest.suite import SCALE, check, wait_for  # noqa: E402
 
 # The agent socket's admission (agent/socket_server.h): the defaults of
@@ -252,6 +252,7 @@ def run(env):
     check("malformed message closes that connection only", b'"ok":false' in data and closed and
           env.call("list", {})["ok"])
     socket_admission(env)
+    admin_dir_checked(env)
 
 
 def connect_as(path, uid):
@@ -313,6 +314,129 @@ def cli(env, *args, uid=None):
     return r.returncode, r.stdout + r.stderr
 
 
+def connect_nowait(path, uid):
+    """A non-blocking connect as uid: the socket, or None when the listen queue is full."""
+    os.seteuid(uid)
+    try:
+        s = socket.socket(socket.AF_UNIX)
+        s.setblocking(False)
+        try:
+            s.connect(path)
+        except BlockingIOError:
+            s.close()
+            return None
+    finally:
+        os.seteuid(0)
+    return s
+
+
+def admin_socket(env, path):
+    """Root's own socket (docs/security.md): in a 0700 dir no other user can enter, so a
+    full listen queue of the agent socket never delays root."""
+    admin = os.path.join(env.dir, "admin", "agent.sock")
+    d = os.lstat(os.path.dirname(admin))
+    a = os.lstat(admin)
+    check("the admin socket's dir is root's, mode 0700; the socket 0600",
+          stat.S_ISDIR(d.st_mode) and d.st_uid == 0 and stat.S_IMODE(d.st_mode) == 0o700
+          and stat.S_ISSOCK(a.st_mode) and stat.S_IMODE(a.st_mode) == 0o600,
+          (oct(d.st_mode), d.st_uid, oct(a.st_mode)))
+    try:
+        connect_as(admin, NOBODY).close()
+        denied = None
+    except PermissionError as e:
+        denied = e
+    check("another uid cannot connect to the admin socket (EACCES)", denied is not None, denied)
+    # The agent stopped: fill the agent socket's listen queue from another uid, as a
+    # connect loop of a local user does faster than the agent accepts.
+    need = 4096 + 600
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < need:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(need, soft), max(need, hard)))
+    os.kill(env.agent.pid, signal.SIGSTOP)
+    queued = []
+    try:
+        while len(queued) < need:
+            c = connect_nowait(path, NOBODY)
+            if c is None:
+                break
+            queued.append(c)
+        full = len(queued) < need
+        root_main = connect_nowait(path, 0)
+        root_admin = connect_nowait(admin, 0)
+    finally:
+        os.kill(env.agent.pid, signal.SIGCONT)
+    check("the agent socket's listen queue full: root's connect there waits too",
+          full and root_main is None, (len(queued), root_main))
+    check("root's connect to the admin socket is taken at once beside it", root_admin is not None)
+    if root_admin:
+        root_admin.setblocking(True)
+        root_admin.settimeout(30 * SCALE)
+        root_admin.sendall(b'{"v":1,"id":1,"op":"list","body":{}}\n')
+        data = b""
+        while not data.endswith(b"\n"):
+            d = root_admin.recv(65536)
+            if not d:
+                break
+            data += d
+        root_admin.close()
+        check("root's list on the admin socket answered beside the full queue",
+              data and json.loads(data).get("ok") is True, data[:200])
+    for c in queued:
+        c.close()
+    if root_main:
+        root_main.close()
+    r = env.call("list", {})  # after the agent has answered every queued connection
+    check("the agent serves the agent socket again", r and r.get("ok"), r)
+
+
+def admin_dir_checked(env):
+    """The agent makes the admin socket's dir 0700 and refuses one it cannot trust."""
+    if os.getuid() != 0:
+        print("     not root: the admin dir checks need a dir of another uid; skipped")
+        return
+    base = tempfile.mkdtemp(prefix="admin-", dir=env.dir)
+    os.chmod(base, 0o755)
+    target = os.path.join(base, "elsewhere")
+    os.mkdir(target, 0o777)
+    os.symlink(target, os.path.join(base, "link"))
+    theirs = os.path.join(base, "theirs")
+    os.mkdir(theirs, 0o700)
+    os.chown(theirs, NOBODY, NOBODY)
+    loose = os.path.join(base, "loose")
+    os.mkdir(loose, 0o777)
+    for name, what, want in (("link", "a symlink", "not a link"),
+                             ("theirs", "of another uid", "belongs to uid 65534")):
+        conf = os.path.join(base, name + ".conf")
+        settings = dict(env.settings, socket_path=os.path.join(base, name + ".sock"),
+                        state_dir=os.path.join(base, name + "-state"),
+                        shim_state_dir=os.path.join(base, name + "-shim"),
+                        admin_socket_path=os.path.join(base, name, "agent.sock"),
+                        metrics_port=0, kubelet_port=0)
+        write_agent_conf(conf, settings)
+        r = subprocess.run([agent_binary(env.settings["runtime"], env.agent_bin), "--config", conf],
+                           capture_output=True, text=True, timeout=30 * SCALE)
+        out = r.stdout + r.stderr
+        check(f"an admin socket dir {what}: the agent does not start, saying '{want}'",
+              r.returncode != 0 and want in out and not os.path.exists(settings["socket_path"]),
+              (r.returncode, out[-300:]))
+    check("  nothing was made in the link's target", os.listdir(target) == [])
+    # A dir of its own with a loose mode is set to 0700 (an agent of an older layout left it).
+    conf = os.path.join(base, "loose.conf")
+    settings = dict(env.settings, socket_path=os.path.join(base, "loose.sock"),
+                    state_dir=os.path.join(base, "loose-state"),
+                    shim_state_dir=os.path.join(base, "loose-shim"),
+                    admin_socket_path=os.path.join(loose, "agent.sock"),
+                    metrics_port=0, kubelet_port=0)
+    write_agent_conf(conf, settings)
+    p = start_agent([agent_binary(env.settings["runtime"], env.agent_bin), "--config", conf],
+                    settings["socket_path"], os.path.join(base, "loose.log"), 5 * SCALE)
+    mode = stat.S_IMODE(os.stat(loose).st_mode)
+    p.terminate()
+    p.wait(10 * SCALE)
+    check("an admin socket dir of mode 0777 of the agent's own is set to 0700", mode == 0o700,
+          oct(mode))
+
+
 def socket_admission(env):
     """Other local users cannot cut jobs off from the agent (docs/security.md,
     "the agent socket")."""
@@ -339,7 +463,9 @@ def socket_admission(env):
     st = env.call("status", {"job_id": 46, "slurm_node": "n1"})
     check("root's status beside the flood", st and st.get("ok"), st)
     rc, out = cli(env, "status")
-    check("slurm-k8s status (root) beside the flood", rc == 0 and "version:" in out, (rc, out))
+    check("slurm-k8s status (root) beside the flood, on the admin socket",
+          rc == 0 and "version:" in out and "/admin/agent.sock" in out, (rc, out))
+    admin_socket(env, path)
     rc, out = cli(env, "list", uid=NOBODY)
     check("slurm-k8s prints the agent's refusal to the flooding uid",
           rc != 0 and "agent: too many connections from uid 65534" in out

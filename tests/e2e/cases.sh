@@ -63,6 +63,14 @@ print(buf.decode().strip())' "$sock" "$2" "$3" 2>&1
   grep -q '"ok":false' <<<"$r"; ok $? "attach by the job's own user from outside the job's cgroup refused: $r"
   r="$(runuser -u "$TEST_USER" -- python3 -c '
 import socket, sys
+s = socket.socket(socket.AF_UNIX); s.settimeout(5)
+try:
+    s.connect(sys.argv[1]); print("connected")
+except PermissionError as e:
+    print("denied:", e)' "$E2E_AGENTS/n1/admin/agent.sock" 2>&1)"
+  grep -q '^denied:' <<<"$r"; ok $? "$TEST_USER cannot connect to the agent's admin socket: $r"
+  r="$(runuser -u "$TEST_USER" -- python3 -c '
+import socket, sys
 s = socket.socket(socket.AF_UNIX); s.settimeout(5); s.connect(sys.argv[1])
 s.sendall(b"{not json\n"); print(s.recv(4096).decode().strip())' "$sock" 2>&1)"
   sk_pid_alive "$(cat "$E2E_AGENTS/n1/agent.pid")" && [ -z "$(e2e_node_names 9999)" ] && [ "$(e2e_ready_nodes "$j")" = 1 ]

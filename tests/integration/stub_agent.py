@@ -10,6 +10,10 @@ request to a JSON-lines file with the peer's pid/uid, and answers ok:
   status     -> {"job_id", "slurm_node", "node_name", "ready": true, "phase": "ready", ...}
   attach     -> {"node_name", "gpus", "state_dir"}; the connection stays open
 
+Like the agent, it listens on SOCKET and on the admin socket beside it
+(DIR/admin/NAME, a directory of mode 0700); each record names the socket a
+request came on ("socket": "agent" or "admin").
+
 Usage: stub_agent.py SOCKET RECORD_FILE   (SIGTERM ends it)
 """
 import json
@@ -54,7 +58,7 @@ def shutdown_shim(key, grace):
         return "shim error: %s" % e
 
 
-def serve(conn):
+def serve(conn, which):
     cred = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     pid, uid, _gid = struct.unpack("3i", cred)
     rfile = conn.makefile("r")
@@ -63,7 +67,7 @@ def serve(conn):
         for line in rfile:
             req = json.loads(line)
             op, body, rid = req.get("op"), req.get("body", {}), req.get("id")
-            entry = {"op": op, "body": body, "peer_uid": uid, "peer_pid": pid}
+            entry = {"op": op, "body": body, "peer_uid": uid, "peer_pid": pid, "socket": which}
             if op == "attach":
                 try:
                     with open("/proc/%d/cgroup" % pid) as f:
@@ -108,18 +112,31 @@ def serve(conn):
             conn.close()
 
 
-def main():
+def listen(path, mode):
     try:
-        os.unlink(SOCK)
+        os.unlink(path)
     except FileNotFoundError:
         pass
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    srv.bind(SOCK)
-    os.chmod(SOCK, 0o666)
+    srv.bind(path)
+    os.chmod(path, mode)
     srv.listen(64)
+    return srv
+
+
+def accept_loop(srv, which):
     while True:
         conn, _ = srv.accept()
-        threading.Thread(target=serve, args=(conn,), daemon=True).start()
+        threading.Thread(target=serve, args=(conn, which), daemon=True).start()
+
+
+def main():
+    admin_dir = os.path.join(os.path.dirname(SOCK), "admin")
+    os.makedirs(admin_dir, mode=0o700, exist_ok=True)
+    admin = listen(os.path.join(admin_dir, os.path.basename(SOCK)), 0o600)
+    agent = listen(SOCK, 0o666)
+    threading.Thread(target=accept_loop, args=(admin, "admin"), daemon=True).start()
+    accept_loop(agent, "agent")
 
 
 if __name__ == "__main__":

@@ -27,8 +27,12 @@ ARGS="socket=$SOCK rundir=$D/rundir shim=$D/lib/shim_recorder.sh timeout=3 grace
 export PLUGSTACK_LINES="required $D/lib/spank_k8s.so $ARGS"
 
 AGENT_PID=""
-start_agent() { python3 "$HERE/stub_agent.py" "$SOCK" "$REC" & AGENT_PID=$!; sleep 0.5; }
-stop_agent() { [ -z "$AGENT_PID" ] || kill "$AGENT_PID" 2>/dev/null; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=""; rm -f "$SOCK"; }
+start_agent() {  # returns once both of its sockets are there
+  python3 "$HERE/stub_agent.py" "$SOCK" "$REC" & AGENT_PID=$!
+  local end=$((SECONDS + 20))
+  until [ -S "$SOCK" ] && [ -S "$D/admin/agent.sock" ]; do [ $SECONDS -ge $end ] && return 1; sleep 0.1; done
+}
+stop_agent() { [ -z "$AGENT_PID" ] || kill "$AGENT_PID" 2>/dev/null; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=""; rm -f "$SOCK" "$D/admin/agent.sock"; }
 cleanup() { stop_agent; "$CLUSTER" stop >/dev/null 2>&1; }
 trap cleanup EXIT
 
@@ -88,6 +92,15 @@ ok "[ \$(grep -c 'TASK n[123] CVD=0,1\$' '$OUTF') -eq 3 ]" "srun tasks on all 3 
 ok "[ \$(rec_count attach $J) -eq 3 ]" "a shim attached on every node"
 ok "[ \$(rec_count deregister $J) -ge 3 ]" "job end deregistered on every node"
 ok "grep -q 'shutdown grace_s=5' '$D/out/shim-$J-n1.txt'" "the shim got shutdown with the grace budget"
+on_socket() {  # on_socket JOB -> "op:socket" pairs of the job's requests, sorted, unique
+  python3 - "$REC" "$1" <<'PY'
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1])]
+print(" ".join(sorted({"%s:%s" % (e["op"], e.get("socket")) for e in r
+                       if "socket" in e and str(e["body"].get("job_id")) == sys.argv[2]})))
+PY
+}
+ok "[ \"\$(on_socket $J)\" = 'attach:agent deregister:admin register:admin' ]" "the plugin's register and deregister go to the admin socket, the shim's attach to the agent socket ($(on_socket $J))"
 ok "no_leftovers $J" "after normal end: no shim process, no cgroup dir of job $J"
 
 # ---- 3. the shim: job user, job cgroups, only the job's GPUs
@@ -112,6 +125,8 @@ scancel "$J"
 sk_wait_gone "$J" 60; ok $? "cancelled job $J left the queue"
 ok "[ \$(rec_count deregister $J) -ge 3 ]" "scancel deregistered on all 3 nodes"
 ok "wait_until 5 no_leftovers $J" "after scancel: no shim process, no cgroup dir of job $J"
+
+ok "python3 -c 'import json,sys; r=[json.loads(l) for l in open(\"$REC\")]; bad=[e for e in r if e[\"op\"] in (\"register\",\"deregister\",\"status\") and e[\"socket\"]!=\"admin\"]; sys.exit(1 if bad or not r else 0)'" "every register/deregister/status of the plugin came on the admin socket"
 
 # ---- 5. agent absent, default policy (warn): job runs, nothing drained
 stop_agent

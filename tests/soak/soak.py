@@ -60,8 +60,9 @@ Beside the churn, when the test runs as root, a forked child as `nobody` floods
 the agent socket: it keeps SOAK_FLOOD (default 300) connections open and idle
 and reopens each one the agent refuses or closes (after socket_idle_timeout),
 as an attacker would. The agent must refuse it beyond max_connections_per_uid
-and answer root's `status` (as the prolog and the epilog would ask) every
-half second throughout, each within 5 s.
+and answer root's `status` (as the prolog and the epilog would ask, on the
+admin socket, which the flood cannot reach) every half second throughout,
+each within 5 s.
 
 Prints check lines and `N passed, N failed`; exits 1 on a failure; leaves no
 process behind (processes with the marker are killed on the way out).
@@ -482,8 +483,8 @@ class Flood:
     def probe(self, stop):
         while self.pid and not stop.wait(0.5):
             t0 = time.time()
-            # The plugin's and the CLI's client (common/agent_call.cc): it waits for room in
-            # the listen backlog, which the flood's connect loop keeps full.
+            # The plugin's and the CLI's client (common/agent_call.cc); as root it talks to
+            # the admin socket, whose listen queue the flood's connect loop cannot fill.
             r = subprocess.run([self.cli, "--socket", os.path.join(self.env.dir, "agent.sock"),
                                 "--timeout", "10", "status"], capture_output=True, text=True,
                                timeout=30)

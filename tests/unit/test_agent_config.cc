@@ -47,6 +47,9 @@ static const BadConf kBadConfs[] = {
     {"allowed_namespaces = Bad\n", "not a namespace name"},
     {"kubeconfig = /nonexistent/kc\n", "set either kubeconfig"},
     {"api_server = x\n", "set twice"},
+    // the admin socket must be alone in a directory the agent makes 0700
+    {"admin_socket_path = /run/slurm-k8s/agent.sock\n", "in a directory of its own"},
+    {"admin_socket_path = /run/slurm-k8s/root.sock\n", "in a directory of its own"},
 };
 START_TEST(config_bad) {
     std::string text = std::string(kGoodConf) + kBadConfs[_i].extra;
@@ -134,6 +137,14 @@ START_TEST(config_defaults) {
     ck_assert_uint_eq(c->metrics_port, 0);
     ck_assert_uint_eq(c->kubelet_port, 10250);
     ck_assert_sstr_eq(c->job_end_command, "squeue -h -j {job} -o %e");
+    ck_assert_sstr_eq(c->socket_path, "/run/slurm-k8s/agent.sock");
+    ck_assert_sstr_eq(c->admin_socket_path, "/run/slurm-k8s/admin/agent.sock");
+    auto moved = parse_agent_config(std::string(kConf) + "socket_path = /tmp/x/a.sock\n", "a");
+    ck_assert(moved.ok());
+    ck_assert_sstr_eq(moved->admin_socket_path, "/tmp/x/admin/a.sock");  // follows socket_path
+    auto own = parse_agent_config(std::string(kConf) + "admin_socket_path = /run/r/a.sock\n", "a");
+    ck_assert(own.ok());
+    ck_assert_sstr_eq(own->admin_socket_path, "/run/r/a.sock");
 }
 END_TEST
 

@@ -150,10 +150,27 @@ START_TEST(failure_messages) {
 }
 END_TEST
 
+// Root talks to the admin socket, any other user to the agent socket.
+START_TEST(socket_by_uid) {
+    auto o = parse_args({"status"});
+    ck_assert(o.ok());
+    ck_assert_sstr_eq(socket_to_use(*o, 0), "/run/slurm-k8s/admin/agent.sock");
+    ck_assert_sstr_eq(socket_to_use(*o, 1000), "/run/slurm-k8s/agent.sock");
+    o = parse_args({"--socket", "/tmp/a/b.sock", "list"});
+    ck_assert_sstr_eq(socket_to_use(*o, 0), "/tmp/a/admin/b.sock");
+    ck_assert_sstr_eq(socket_to_use(*o, 64030), "/tmp/a/b.sock");
+    o = parse_args({"--admin-socket=/r/x.sock", "list"});
+    ck_assert_sstr_eq(socket_to_use(*o, 0), "/r/x.sock");
+    ck_assert_sstr_eq(socket_to_use(*o, 5), "/run/slurm-k8s/agent.sock");
+    auto bad = parse_args({"--admin-socket=", "list"});
+    ck_assert(!bad.ok() && bad.message().find("--admin-socket needs a path") != std::string::npos);
+}
+END_TEST
+
 START_TEST(help_mentions_every_command_and_option) {
     std::string h = help_text();
-    for (const char *w : {"status", "list", "wait JOBID", "--socket", "--json", "--timeout",
-                          "EXIT STATUS", "/run/slurm-k8s/agent.sock"})
+    for (const char *w : {"status", "list", "wait JOBID", "--socket", "--admin-socket", "--json",
+                          "--timeout", "EXIT STATUS", "/run/slurm-k8s/agent.sock"})
         ck_assert_msg(h.find(w) != std::string::npos, "help lacks %s", w);
 }
 END_TEST
@@ -166,6 +183,7 @@ int main(void) {
     tcase_add_test(tc, status_output);
     tcase_add_test(tc, list_reply_round_trip_and_wait);
     tcase_add_loop_test(tc, failure_messages, 0, TABLE_SIZE(kFails));
+    tcase_add_test(tc, socket_by_uid);
     tcase_add_test(tc, help_mentions_every_command_and_option);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);

@@ -96,12 +96,41 @@ START_TEST(admission) {
 }
 END_TEST
 
+// The admin socket: admins only, in their own pool, never spilling over.
+static const AdmitCase kAdmitAdminSocket[] = {
+    {true, 0, {0, 0, 0, 0}, Pool::Admin, ""},
+    {true, 0, {63, 0, 0, 256}, Pool::Admin, ""},  // a full users' pool is not its business
+    {true, 0, {64, 0, 0, 0}, Pool::None, "admin_connections=64 in use on the admin socket"},
+    {false, 0, {0, 0, 0, 0}, Pool::None, "the admin socket is root's and the SlurmUser's"},
+    {false, 3, {0, 0, 0, 0}, Pool::None, "use the agent socket"},  // not even a job's shim
+};
+START_TEST(admission_admin_socket) {
+    const auto &c = kAdmitAdminSocket[_i];
+    PeerStanding who;
+    who.admin = c.admin;
+    who.jobs = c.jobs;
+    SocketLimits limits;
+    limits.admin_only = true;
+    auto r = admit_connection(who, 77, c.n, limits);
+    if (c.pool == Pool::None) {
+        ck_assert_msg(!r.ok(), "case %d admitted", _i);
+        ck_assert(r.error() == (c.admin ? Error::Unavailable : Error::Forbidden));
+        ck_assert_msg(r.message().find(c.message_has) != std::string::npos, "case %d: %s", _i,
+                      r.message().c_str());
+    } else {
+        ck_assert_msg(r.ok(), "case %d: %s", _i, r.ok() ? "" : r.message().c_str());
+        ck_assert_msg(*r == c.pool, "case %d: pool %d", _i, static_cast<int>(*r));
+    }
+}
+END_TEST
+
 int main() {
     Suite *s = suite_create("peer_auth");
     TCase *tc = tcase_create("peer_auth");
     tcase_add_loop_test(tc, op_authorization, 0, TABLE_SIZE(kOps));
     tcase_add_loop_test(tc, attach_authorization, 0, TABLE_SIZE(kAttach));
     tcase_add_loop_test(tc, admission, 0, TABLE_SIZE(kAdmit));
+    tcase_add_loop_test(tc, admission_admin_socket, 0, TABLE_SIZE(kAdmitAdminSocket));
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }

@@ -81,6 +81,13 @@ START_TEST(plugstack_values) {
     ck_assert_sstr_eq(socket_for(*r, "n1"), "/s");
     ck_assert_sstr_eq(socket_for(*cfg_of({"socket=/run/{node}/a-{node}.sock"}), "n2"),
                       "/run/n2/a-n2.sock");
+    // The plugin's own calls go to the admin socket beside it (as the
+    // agent's default admin_socket_path), or to admin_socket=.
+    ck_assert_sstr_eq(admin_socket_for(*cfg_of({}), "n1"), "/run/slurm-k8s/admin/agent.sock");
+    ck_assert_sstr_eq(admin_socket_for(*cfg_of({"socket=/run/{node}/a-{node}.sock"}), "n2"),
+                      "/run/n2/admin/a-n2.sock");
+    ck_assert_sstr_eq(admin_socket_for(*cfg_of({"admin_socket=/r/{node}.sock"}), "n3"),
+                      "/r/n3.sock");
 }
 END_TEST
 
