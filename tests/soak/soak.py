@@ -62,6 +62,19 @@ and reopens each one the agent refuses or closes (after socket_idle_timeout),
 as an attacker would. The agent must refuse it beyond max_connections_per_uid
 and answer root's `status` (as the prolog and the epilog would ask) every
 half second throughout, each within 5 s.
+Beside it (as any user), a forked child floods the agent's kubelet endpoint
+from 127.0.0.2: SOAK_TCP_FLOOD (default 200) TCP connections that never start
+TLS, each reopened as the agent closes it, at most SOAK_TCP_RATE (default
+1000) connects a second. The soak's agent.conf has the default limits
+(kubelet_max_connections_per_address 64, kubelet_max_connections 256) and
+kubelet_handshake_timeout 5 s. Every 0.5 s the test makes, from 127.0.0.1
+(the API server's address) with the test server's kubelet client
+certificate, the request of the API server's pods/log proxy for a pod that
+prints a line every 0.5 s (probe-logs, deleted after the churn). The flood
+must be refused beyond the per-address limit (closed within half the
+handshake timeout), held connections closed after the handshake timeout
+(none open longer than it + 10 s, never more than the limit held at once),
+and every probe answered with the pod's log within 5 s.
 
 Prints check lines and `N passed, N failed`; exits 1 on a failure; leaves no
 process behind (processes with the marker are killed on the way out).
