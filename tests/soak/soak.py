@@ -63,11 +63,25 @@ as an attacker would. The agent must refuse it beyond max_connections_per_uid
 and answer root's `status` (as the prolog and the epilog would ask, on the
 admin socket, which the flood cannot reach) every half second throughout,
 each within 5 s.
+Beside it (as any user), a forked child floods the agent's kubelet endpoint
+from 127.0.0.2: SOAK_TCP_FLOOD (default 200) TCP connections that never start
+TLS, each reopened as the agent closes it, at most SOAK_TCP_RATE (default
+1000) connects a second. The soak's agent.conf has the default limits
+(kubelet_max_connections_per_address 64, kubelet_max_connections 256) and
+kubelet_handshake_timeout 5 s. Every 0.5 s the test makes, from 127.0.0.1
+(the API server's address) with the test server's kubelet client
+certificate, the request of the API server's pods/log proxy for a pod that
+prints a line every 0.5 s (probe-logs, deleted after the churn). The flood
+must be refused beyond the per-address limit (closed within half the
+handshake timeout), held connections closed after the handshake timeout
+(none open longer than it + 10 s, never more than the limit held at once),
+and every probe answered with the pod's log within 5 s.
 
 Prints check lines and `N passed, N failed`; exits 1 on a failure; leaves no
 process behind (processes with the marker are killed on the way out).
 """
-import json, os, random, select, shutil, signal, socket, statistics, subprocess, sys, threading, time
+import http.client, json, os, random, select, shutil, signal, socket, ssl, statistics, struct
+import subprocess, sys, threading, time
 import urllib.error
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
@@ -80,6 +94,10 @@ LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/" + NODE
 KINDS = ["ok", "fail", "crash", "forever", "crashloop", "flap", "daemon", "forkbomb", "logbomb"]
 HOSTILE = ("daemon", "forkbomb", "logbomb")
 RUN_UNTIL_DELETED = ("forever", "flap", "forkbomb", "logbomb")
+KUBELET_PER_ADDRESS = 64  # kubelet_max_connections_per_address in the soak's agent.conf
+KUBELET_HANDSHAKE_S = 5  # kubelet_handshake_timeout
+PROBE_POD = "probe-logs"  # the running pod whose log the kubelet probe reads
+FLOOD_ADDRESS = "127.0.0.2"  # the TCP flood's source; the API server reaches the agent from 127.0.0.1
 
 
 def env_num(name, default, cast=float):
@@ -93,8 +111,12 @@ class SoakEnv(ShimEnv):
         self.marker = "sksoak%d" % os.getpid()
 
     def conf_settings(self):
-        # info, not verbose: an hour of churn must not fill /tmp with agent logs
-        return dict(super().conf_settings(), log_level="info")
+        # info, not verbose: an hour of churn must not fill /tmp with agent logs. The kubelet
+        # endpoint's limits are the defaults (docs/security.md) but for a handshake timeout
+        # short enough that the TCP flood sees it many times in a short run.
+        return dict(super().conf_settings(), log_level="info", kubelet_max_connections=256,
+                    kubelet_max_connections_per_address=KUBELET_PER_ADDRESS,
+                    kubelet_handshake_timeout=f"{KUBELET_HANDSHAKE_S}s")
 
     def safe_api(self, method, path, body=None, timeout=20.0):
         """env.api that rides out a refuse fault: retries connection errors
@@ -303,6 +325,11 @@ class Soak:
         t = Tracked(f"s{i:04d}-{kind}", kind, self.rng, now)
         code, p = self.env.safe_api("POST", f"/api/v1/namespaces/{NS}/pods",
                                     manifest(self.env, t.name, kind, self.starts, t.n_crash))
+        if code == 409:
+            # safe_api retried a POST whose answer was lost (a timeout on a loaded machine, a
+            # refuse fault) after the server had created the pod: it is ours, track it.
+            code, p = self.env.safe_api("GET", f"/api/v1/namespaces/{NS}/pods/{t.name}")
+            code = 201 if code == 200 else code
         if code != 201:
             self.api_errors += 1
             return
@@ -506,6 +533,178 @@ class Flood:
         return json.loads(data) if data and status == 0 else {"status": status}
 
 
+def tcp_flood(port, src, n, rate, handshake_s, stop_fd, report_fd):
+    """In a forked child: up to n TCP connections from address src to the kubelet endpoint on
+    127.0.0.1:port that never start TLS, each reopened as soon as the agent closes it (at most
+    `rate` connects a second, so that the flood is the same on any machine: unpaced it made
+    up to 6 400 a second here, as the load allowed), until stop_fd is readable or its write
+    end is gone; then writes its counts to report_fd and exits.
+    A connection the agent closed within half the handshake timeout counts as refused (beyond
+    the per-address limit it closes one at once), a later close as timed out. Also records the
+    longest a connection stayed open and the most open at once for longer than half the
+    handshake timeout (those the agent holds; a refused one is closed in milliseconds), and the
+    CPU seconds the child used."""
+    counts = {"opened": 0, "refused": 0, "closed_timeout": 0, "connect_errors": 0,
+              "longest_s": 0.0, "most_held": 0}
+    conns = {}  # fd -> (socket, opened at)
+    poller = select.poll()
+    poller.register(stop_fd, select.POLLIN)
+    # Our close after the agent's sends a reset, so the agent's side leaves no TIME_WAIT
+    # behind for each of the thousands of connections.
+    linger = struct.pack("ii", 1, 0)
+    half, last_count = handshake_s / 2, 0.0
+    tokens, last_fill = float(n), time.monotonic()
+    while True:
+        now = time.monotonic()
+        tokens, last_fill = min(float(n), tokens + (now - last_fill) * rate), now
+        while len(conns) < n and tokens >= 1:
+            tokens -= 1
+            c = socket.socket()
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
+            c.settimeout(5)
+            try:
+                c.bind((src, 0))
+                c.connect(("127.0.0.1", port))
+            except OSError:
+                c.close()
+                counts["connect_errors"] += 1
+                break
+            counts["opened"] += 1
+            conns[c.fileno()] = (c, time.monotonic())
+            poller.register(c, select.POLLIN)
+        events = dict(poller.poll(100 if len(conns) >= n else 10))
+        if stop_fd in events:
+            break
+        now = time.monotonic()
+        for fd in events:
+            if fd in conns:
+                c, opened = conns.pop(fd)
+                poller.unregister(fd)
+                held = now - opened
+                counts["refused" if held < half else "closed_timeout"] += 1
+                counts["longest_s"] = max(counts["longest_s"], round(held, 2))
+                c.close()
+        if now - last_count >= 0.1:
+            last_count = now
+            counts["most_held"] = max(counts["most_held"],
+                                      sum(1 for _, opened in conns.values() if now - opened >= half))
+    now = time.monotonic()
+    for c, opened in conns.values():
+        counts["longest_s"] = max(counts["longest_s"], round(now - opened, 2))
+    counts["cpu_s"] = round(sum(os.times()[:2]), 1)
+    os.write(report_fd, json.dumps(counts).encode())
+    os._exit(0)
+
+
+class TcpFlood:
+    """The TCP flood on the agent's kubelet endpoint (tcp_flood in a child, from FLOOD_ADDRESS)
+    and, beside it, a probe of what `kubectl logs` needs: every 0.5 s, from 127.0.0.1 with the
+    test API server's kubelet client certificate, the request its pods/log proxy makes
+    (GET /containerLogs/NS/POD/main over TLS) for PROBE_POD, a pod that prints a line every
+    0.5 s for the whole run. The probe talks to the endpoint directly, not through the API
+    server, whose refuse faults (Soak.breaker) would fail it for reasons of their own."""
+
+    def __init__(self, env, n, rate):
+        self.env, self.n, self.rate, self.pid, self.port, self.pod = env, n, rate, None, None, False
+        self.probes, self.slow, self.failed, self.times = 0, [], [], []
+        if n <= 0:
+            return
+        try:
+            with socket.socket() as probe_bind:
+                probe_bind.bind((FLOOD_ADDRESS, 0))
+        except OSError as e:
+            print(f"     TCP flood skipped: cannot bind {FLOOD_ADDRESS} ({e})")
+            return
+        code, n_obj = wait_for(lambda: (lambda c_n: c_n if c_n[0] == 200 and c_n[1].get("status", {}).get(
+            "daemonEndpoints") else None)(env.safe_api("GET", "/api/v1/nodes/" + NODE)), 15) or (0, {})
+        self.port = n_obj.get("status", {}).get("daemonEndpoints", {}).get("kubeletEndpoint", {}).get("Port")
+        check("the Node carries the kubelet endpoint's port", self.port, n_obj.get("status"))
+        self.ctx = ssl.create_default_context(cafile=os.path.join(env.kdir, "ca.crt"))
+        self.ctx.load_cert_chain(os.path.join(env.kdir, "kubelet-client.crt"),
+                                 os.path.join(env.kdir, "kubelet-client.key"))
+        script = 'trap "exit 0" TERM; while :; do echo soak-probe tick; sleep 0.5; done'
+        code, _ = env.safe_api("POST", f"/api/v1/namespaces/{NS}/pods", {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": PROBE_POD},
+            "spec": {"nodeName": NODE, "terminationGracePeriodSeconds": 5,
+                     "tolerations": [{"key": "slurm-k8s/job", "operator": "Exists"}],
+                     "containers": [{"name": "main", "image": "busybox:1.36",
+                                     "command": ["sh", "-c", script, f"{env.marker}:{PROBE_POD}"],
+                                     "env": [{"name": "SOAK_MARK", "value": env.marker}]}]}})
+        self.pod = code == 201
+        served = self.port and self.pod and wait_for(lambda: self.read_log()[0], 30, 0.5)
+        check("the probe pod runs and the kubelet endpoint serves its log", served,
+              (code, self.port and self.read_log()))
+        if not served:
+            self.port = None
+
+    def read_log(self):
+        """(whether the pod's log came, HTTP status or the error, seconds to connect and finish
+        TLS, the body's start) of the probe's request."""
+        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.ctx, timeout=10,
+                                           source_address=("127.0.0.1", 0))
+        t0 = time.time()
+        handshake = None
+        try:
+            conn.connect()
+            handshake = round(time.time() - t0, 2)
+            conn.request("GET", f"/containerLogs/{NS}/{PROBE_POD}/main?tailLines=1")
+            r = conn.getresponse()
+            body = r.read(65536).decode("utf-8", "replace")
+            return r.status == 200 and "soak-probe tick" in body, r.status, handshake, body[:200]
+        except (OSError, ssl.SSLError, http.client.HTTPException) as e:
+            return False, repr(e), handshake, ""
+        finally:
+            conn.close()
+
+    def start(self):
+        """Forks the flood (after Flood's fork, so that child holds none of these pipes)."""
+        if not self.port:
+            return
+        self.stop_r, self.stop_w = os.pipe()
+        self.rep_r, rep_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(self.stop_w)  # the parent's end alone: its death ends the flood too
+                tcp_flood(self.port, FLOOD_ADDRESS, self.n, self.rate, KUBELET_HANDSHAKE_S,
+                          self.stop_r, rep_w)
+            finally:
+                os._exit(1)
+        os.close(rep_w)
+        os.close(self.stop_r)
+        self.pid = pid
+
+    def probe(self, stop):
+        while self.pid and not stop.wait(0.5):
+            t0 = time.time()
+            got = self.read_log()
+            took = time.time() - t0
+            self.probes += 1
+            self.times.append(took)
+            if not got[0]:
+                self.failed.append((round(took, 1),) + got[1:])
+            elif took > 5:
+                self.slow.append((round(took, 2), "TLS after", got[2]))
+
+    def finish(self):
+        """Stops the child; its counts, or None when there was no flood."""
+        if not self.pid:
+            return None
+        os.write(self.stop_w, b"x")
+        _, status = os.waitpid(self.pid, 0)
+        data = os.read(self.rep_r, 4096)
+        return json.loads(data) if data and status == 0 else {"status": status}
+
+    def remove_pod(self):
+        """Deletes the probe pod and waits until it is gone (the checks after the churn count
+        the shim's pods and fds)."""
+        if not self.pod:
+            return
+        self.env.safe_api("DELETE", f"/api/v1/namespaces/{NS}/pods/{PROBE_POD}")
+        check("the probe pod is gone after its DELETE", wait_for(lambda: self.env.safe_api(
+            "GET", f"/api/v1/namespaces/{NS}/pods/{PROBE_POD}")[0] == 404, 30, 0.5))
+
+
 def run(env):
     seconds = env_num("SOAK_SECONDS", 120.0)
     seed = int(env_num("SOAK_SEED", int(time.time() * 1000) % 1000000, int))
@@ -520,10 +719,13 @@ def run(env):
     env.start_shim()
     check("shim attached", wait_for(lambda: "shim attached" in open(os.path.join(env.dir, "agent.log")).read(), 15))
 
+    tcp = TcpFlood(env, env_num("SOAK_TCP_FLOOD", 200, int), env_num("SOAK_TCP_RATE", 1000.0))
     s = Soak(env, seconds, seed)
     flood = Flood(env, env_num("SOAK_FLOOD", 300, int))
+    tcp.start()
     threads = [threading.Thread(target=s.breaker, daemon=True), threading.Thread(target=s.sampler, daemon=True),
-               threading.Thread(target=flood.probe, args=(s.stop,), daemon=True)]
+               threading.Thread(target=flood.probe, args=(s.stop,), daemon=True),
+               threading.Thread(target=tcp.probe, args=(s.stop,), daemon=True)]
     for th in threads:
         th.start()
     try:
@@ -533,6 +735,7 @@ def run(env):
         for th in threads:
             th.join(15)
         counts = flood.finish()
+        tcp_counts = tcp.finish()
     if counts is not None:
         print(f"     socket flood as nobody: {counts}; root's probes {flood.probes}, "
               f"slowest {flood.slowest:.2f} s")
@@ -542,6 +745,21 @@ def run(env):
               flood.probes > 0 and not flood.failed and not flood.slow, (flood.failed[:3], flood.slow[:10]))
     else:
         print("     socket flood skipped (needs root to connect as nobody)")
+    if tcp_counts is not None:
+        print(f"     TCP flood from {FLOOD_ADDRESS} on the kubelet endpoint: {tcp_counts}; log probes "
+              f"{tcp.probes}" + (f", median {statistics.median(tcp.times):.2f} s, max {max(tcp.times):.2f} s"
+                                 if tcp.times else ""))
+        limited = (tcp_counts.get("closed_timeout", 0) > 0
+                   and (tcp_counts.get("refused", 0) > 0 or tcp.n <= KUBELET_PER_ADDRESS)
+                   and tcp_counts.get("most_held", 0) <= KUBELET_PER_ADDRESS
+                   and tcp_counts.get("longest_s", 1e9) <= KUBELET_HANDSHAKE_S + 10)
+        check(f"the TCP flood was refused beyond kubelet_max_connections_per_address "
+              f"({KUBELET_PER_ADDRESS}) and closed after kubelet_handshake_timeout ({KUBELET_HANDSHAKE_S} s)",
+              limited, tcp_counts)
+        check("the kubelet endpoint served the probe pod's log from 127.0.0.1 beside the TCP flood, "
+              "each within 5 s", tcp.probes > 0 and not tcp.failed and not tcp.slow,
+              (len(tcp.failed), tcp.failed[:3], tcp.slow[:10]))
+    tcp.remove_pod()
     env.safe_api("DELETE", "/_test/fault")
     time.sleep(1.0)  # let the last pod's state settle before the final sample
     final_agent, final_shim = proc_sample(env.agent.pid), proc_sample(env.shim.pid)
