@@ -252,6 +252,7 @@ void Container::stop(int64_t grace_ms) {
             nullptr, nullptr);
         if (rc == 0) {
             LOG_INFO("%s running preStop hook", id_prefix().c_str());
+            if (pod->env().on_processes) pod->env().on_processes();  // recorded (state.json)
             return;  // SIGTERM when the hook exits (or SIGKILL at the deadline)
         }
         hooks.erase(hook);

@@ -39,7 +39,9 @@ struct ProbeRunner {
     unsigned generation = 0;
     std::list<std::unique_ptr<ProbeCheck>> checks;
 
-    void arm();   // (re)start probing now + initialDelay
+    void arm();  // (re)start probing now + initialDelay
+    // The pids of its exec checks still running (their supervisors).
+    void exec_pids(std::vector<int> *out) const;
     void stop();  // no more checks; a check in flight is ignored
     void schedule();
     void run_check();

@@ -9,6 +9,7 @@
 
 #include "common/fs.h"
 #include "common/log.h"
+#include "common/procfs.h"
 #include "k8s-shim/container.h"
 #include "k8s-shim/mount_paths.h"
 
@@ -231,6 +232,30 @@ Json::Value PodRunner::process_record() const {
             p["start_ticks"] = Json::UInt64(c->start_ticks);
             p["restart_count"] = c->run->restart_count;
             v[c->plan->name] = p;
+        }
+    // The container's helpers, each under its own supervisor: preStop hooks
+    // and exec probe checks still running, as "<container>:preStop:<pid>" and
+    // "<container>:probe:<pid>" (':' is in no container name), so that a dead
+    // shim's are stopped with its containers (Shim::load_previous_pods,
+    // agent/lost_shim.cc read every member alike). Unreaped children of the
+    // shim: their pids cannot have been reused.
+    auto helper = [&v](const std::string &name, int pid) {
+        unsigned long long ticks = proc_start_ticks(pid);
+        if (pid <= 1 || ticks == 0) return;
+        Json::Value p(Json::objectValue);
+        p["pid"] = pid;
+        p["start_ticks"] = Json::UInt64(ticks);
+        v[name + ":" + std::to_string(pid)] = p;
+    };
+    for (auto *list : {&init_, &app_})
+        for (const auto &c : *list) {
+            for (const auto &h : c->hooks)
+                helper(c->plan->name + ":preStop", h.pid());
+            std::vector<int> probe_pids;
+            for (const auto &pr : c->probes)
+                pr->exec_pids(&probe_pids);
+            for (int pid : probe_pids)
+                helper(c->plan->name + ":probe", pid);
         }
     return v;
 }

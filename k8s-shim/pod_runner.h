@@ -35,6 +35,9 @@ struct RunnerEnv {
                                         // and exec helper (SpawnSpec::helper)
     std::function<void()> on_change;    // status changed (send pod_status)
     std::function<void()> on_finished;  // nothing runs any more and nothing will
+    // A preStop hook or an exec probe check started: process_record() has
+    // one more process to record.
+    std::function<void()> on_processes;
 };
 
 class PodRunner {

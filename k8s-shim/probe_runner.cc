@@ -99,6 +99,11 @@ void ProbeRunner::schedule() {
     timer.start(clk.real_delay(wait), [this] { run_check(); });
 }
 
+void ProbeRunner::exec_pids(std::vector<int> *out) const {
+    for (const auto &c : checks)
+        if (c->pgid > 0) out->push_back(c->pgid);
+}
+
 void ProbeRunner::release(ProbeCheck *c) {
     checks.remove_if([c](const std::unique_ptr<ProbeCheck> &p) { return p.get() == c; });
 }
@@ -136,6 +141,8 @@ void ProbeRunner::run_check() {
             return;
         }
         c->pgid = c->proc.pid();
+        // Recorded (state.json), so that a dead shim's check is stopped too.
+        if (container->pod->env().on_processes) container->pod->env().on_processes();
         return;
     }
     c->tcp = Tcp(clk.loop);

@@ -320,6 +320,7 @@ proto::Reply Shim::pod_run(const proto::Request &req) {
     ShimPod *pe = &p;
     env.on_change = [this, pe] { notify(*pe); };
     env.on_finished = [this, pe] { pod_finished(*pe); };
+    env.on_processes = [this, pe] { save_pod_state(*pe); };
     p.runner = std::make_unique<PodRunner>(std::move(env), std::move(*plan));
     LOG_INFO("[pod %s/%s] starting (uid %s, GPUs [%s])", p.ns.c_str(), p.name.c_str(), uid.c_str(),
              format_index_list(*idx).c_str());

@@ -1013,6 +1013,52 @@ def test_shim_restart_kills_daemons(a):
         b.close()
 
 
+def test_shim_restart_stops_hooks_and_probes(a):
+    # A shim killed -9 while an exec probe check and a preStop hook run: both
+    # are recorded (state.json) with the containers, and the restarted shim
+    # stops them, their daemons included.
+    d = daemonize_sh(a)
+    # (no $(VAR) expansion in probe and hook commands: $$ is the shell's pid)
+    probe = ("sh %s probe-daemon sleep 1000; echo $$ > $SLURM_K8S_POD_DIR/probe.pid; "
+             "exec sleep 1000" % d)
+    hook = ("sh %s hook-daemon sleep 1000; echo $$ > $SLURM_K8S_POD_DIR/hook.pid; "
+            "exec sleep 1000" % d)
+    c = sh("main", "trap '' TERM; while :; do sleep 0.1; done",
+           livenessProbe={"exec": {"command": ["sh", "-c", probe]}, "periodSeconds": 60,
+                          "timeoutSeconds": 600})
+    h = sh("hooked", "trap '' TERM; while :; do sleep 0.1; done",
+           lifecycle={"preStop": {"exec": {"command": ["sh", "-c", hook]}}})
+    p = pod("lost-helpers", [c, h], grace=600)
+    uid = p["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    a.wait(uid, lambda s: running(s, "main") and running(s, "hooked"), what="running")
+    pids = {n: pod_file_int(a, uid, n, timeout=30) for n in ("probe-daemon", "probe.pid")}
+    assert a.request("pod_kill", {"uid": uid, "grace_s": 600, "reason": "Deleted"})["ok"]
+    pids.update({n: pod_file_int(a, uid, n, timeout=30) for n in ("hook-daemon", "hook.pid")})
+    state = os.path.join(a.state_dir, "pods", uid, "state.json")
+    def recorded():
+        try:
+            procs = json.load(open(state))["processes"]
+        except (OSError, ValueError, KeyError):
+            return False
+        return (any(k.startswith("main:probe:") for k in procs)
+                and any(k.startswith("hooked:preStop:") for k in procs))
+    deadline = time.time() + 30
+    while not recorded():
+        assert time.time() < deadline, "the probe check and the hook are not in state.json"
+        time.sleep(0.05)
+    assert all(alive(x) for x in pids.values()), pids
+    a.crash()
+    b = Agent(state_dir=a.state_dir, tmp=a.tmp)
+    try:
+        st = b.wait(uid, lambda s: s["phase"] == "Failed", what="lost pod reported")
+        assert st["reason"] == "ShimRestarted", st
+        for name, pid in sorted(pids.items()):
+            assert gone(pid, timeout=30), "%s (pid %d) outlived the shim's restart" % (name, pid)
+    finally:
+        b.close()
+
+
 def proc_state(pid):
     """The state letter of /proc/PID/stat (R, S, T, Z, ...), None when gone."""
     try:
@@ -1101,6 +1147,7 @@ TESTS = [
     ("always_restarts_after_daemonizing_main", test_always_restarts_after_daemonizing_main, {}),
     ("probe_and_hook_daemons_die", test_probe_and_hook_daemons_die, {}),
     ("shim_restart_kills_daemons", test_shim_restart_kills_daemons, {}),
+    ("shim_restart_stops_hooks_and_probes", test_shim_restart_stops_hooks_and_probes, {}),
 ]
 
 

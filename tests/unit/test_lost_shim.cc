@@ -24,6 +24,9 @@ static const struct {
 } kRecords[] = {
     {R"({"finished":false,"processes":{"a":{"pid":1234,"start_ticks":99},"b":{"pid":77,"start_ticks":5}}})",
      2},
+    // a container's preStop hook and exec probe check, recorded beside it
+    {R"({"finished":false,"processes":{"a":{"pid":1234,"start_ticks":99},"a:preStop:1300":{"pid":1300,"start_ticks":120},"a:probe:1301":{"pid":1301,"start_ticks":121}}})",
+     3},
     {R"({"finished":true,"processes":{"a":{"pid":1234,"start_ticks":99}}})", 0},
     {R"({"finished":false,"processes":{"a":{"pid":1,"start_ticks":99}}})", 0},
     {R"({"finished":false,"processes":{"a":{"pid":-5,"start_ticks":99}}})", 0},
