@@ -144,12 +144,34 @@ struct SocketServer::Impl {
             return;
         }
         try {
-            self->accept_one();
+            self->on_incoming();
         } catch (const std::exception &e) {
             LOG_ERROR("socket: accept: %s", e.what());
         }
     }
 };
+
+void SocketServer::on_incoming() {
+    const uint64_t now = uv_now(loop_);
+    if (now != burst_ms_) {
+        burst_ms_ = now;
+        burst_ = 0;
+    }
+    if (burst_ >= kAcceptBurst) {
+        if (!accept_deferred_) {
+            accept_deferred_ = true;
+            resume_.start(0, [this] {
+                accept_deferred_ = false;
+                burst_ms_ = uv_now(loop_);
+                burst_ = 1;
+                if (listener_) accept_one();
+            });
+        }
+        return;
+    }
+    burst_++;
+    accept_one();
+}
 
 SocketServer::SocketServer(uv_loop_t *loop, std::string path, unsigned mode, SocketLimits limits,
                            Classifier classify, RequestHandler handler)
@@ -165,6 +187,7 @@ SocketServer::~SocketServer() {
 }
 
 Status SocketServer::start() {
+    resume_ = Timer(loop_);
     listener_ = new uv_pipe_t;
     uv_pipe_init(loop_, listener_, 0);
     listener_->data = this;
@@ -188,6 +211,8 @@ Status SocketServer::start() {
 }
 
 void SocketServer::stop() {
+    resume_.stop();
+    accept_deferred_ = false;
     if (listener_) {
         uv_close(reinterpret_cast<uv_handle_t *>(listener_),
                  [](uv_handle_t *h) { delete reinterpret_cast<uv_pipe_t *>(h); });

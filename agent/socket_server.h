@@ -105,6 +105,14 @@ class SocketServer {
 
   private:
     friend struct Impl;
+    // At most kAcceptBurst connections are accepted per loop iteration; a
+    // further one is left pending (libuv stops watching the listener until
+    // it is accepted) and taken on the next iteration, so that a peer's
+    // connect loop, which libuv would otherwise accept from until the queue
+    // is empty, never starves the loop's other handles: the admin socket,
+    // the shims' links, the API server's replies.
+    static constexpr unsigned kAcceptBurst = 16;
+    void on_incoming();
     void accept_one();
     void refuse(const std::shared_ptr<Connection> &conn, const Failure &why);
     void release(const Connection &c);
@@ -123,6 +131,10 @@ class SocketServer {
     };
     std::map<uint32_t, RefusalLog> refusal_log_;
     uv_pipe_t *listener_ = nullptr;
+    uint64_t burst_ms_ = UINT64_MAX;  // uv_now() of the burst being counted
+    unsigned burst_ = 0;
+    bool accept_deferred_ = false;
+    Timer resume_;  // takes the pending connection on the next iteration
     uint64_t next_id_ = 1;
     std::set<std::shared_ptr<Connection>> conns_;
 };
