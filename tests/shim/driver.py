@@ -317,11 +317,19 @@ def test_never_exit_codes(a):
     assert t["message"] == "last words\n", t
 
 
+# An exec probe whose success a test needs gets this timeout: probe times are
+# scaled like every time of the shim here (SHIM_TIME_SCALE), so the default 1 s
+# would be 0.2 s, which a sanitizer build on a loaded machine misses (a probe
+# is a supervisor, the exec helper and the command: three execs).
+PROBE_TIMEOUT_S = 60
+
+
 def test_readiness_flips_ready(a):
     p = pod("ready", [sh("main", 'trap "exit 0" TERM; sleep 0.6; touch $SLURM_K8S_POD_DIR/ready; '
                                  'while :; do sleep 0.1; done',
                          readinessProbe={"exec": {"command": ["test", "-f", "ready"]},
-                                         "periodSeconds": 2, "failureThreshold": 1})])
+                                         "periodSeconds": 2, "failureThreshold": 1,
+                                         "timeoutSeconds": PROBE_TIMEOUT_S})])
     uid = p["metadata"]["uid"]
     assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
     st = a.wait(uid, lambda s: running(s, "main"), what="running")
@@ -329,7 +337,7 @@ def test_readiness_flips_ready(a):
     assert cstatus(st, "main")["started"] is True, st
     assert cond(st, "Ready")["status"] == "False", st
     assert cond(st, "Ready")["message"] == "containers with unready status: [main]", st
-    st = a.wait(uid, lambda s: cond(s, "Ready")["status"] == "True", what="Ready", timeout=5)
+    st = a.wait(uid, lambda s: cond(s, "Ready")["status"] == "True", what="Ready", timeout=30)
     assert cstatus(st, "main")["ready"] is True
 
 
@@ -552,7 +560,7 @@ def test_confinement(a):
     probe = [sys.executable, "-c", CONFINEMENT_PROBE]
     ready_if_filtered = {"exec": {"command": [
         "/bin/sh", "-c", "grep -q '^Seccomp:[[:space:]]*2' /proc/self/status"]},
-        "periodSeconds": 1}
+        "periodSeconds": 1, "timeoutSeconds": PROBE_TIMEOUT_S}
     pods = [
         pod("plain", [{"name": "main", "image": "x", "command": probe}], restart="Never"),
         pod("nnp", [{"name": "main", "image": "x", "command": probe,
@@ -966,7 +974,7 @@ def test_probe_and_hook_daemons_die(a):
     d = daemonize_sh(a)
     c = sh("main", "trap 'exit 0' TERM; while :; do sleep 0.1; done",
            readinessProbe={"exec": {"command": ["sh", d, "probe-daemon", "sleep", "1000"]},
-                           "periodSeconds": 60},
+                           "periodSeconds": 60, "timeoutSeconds": PROBE_TIMEOUT_S},
            lifecycle={"preStop": {"exec": {"command": ["sh", d, "hook-daemon", "sleep", "1000"]}}})
     p = pod("probe-daemons", [c], grace=5)
     uid = p["metadata"]["uid"]

@@ -193,9 +193,11 @@ def manifest(env, name, kind, starts, n_crash):
          "command": ["sh", "-c", script(kind, starts, n_crash), f"{env.marker}:{name}"],
          "env": [{"name": "SOAK_MARK", "value": env.marker}, {"name": "SOAK_POD", "value": name}]}
     if kind == "flap":
-        # period 5 s at the shim's test time scale 0.2 -> a probe a second
+        # period 5 s at the shim's test time scale 0.2 -> a probe a second; its timeout
+        # too (the default 1 s would be 0.2 s, which a loaded machine misses)
         c["readinessProbe"] = {"exec": {"command": ["sh", "-c", "test $(( $(date +%s) % 4 )) -lt 2"]},
-                               "periodSeconds": 5, "failureThreshold": 1, "successThreshold": 1}
+                               "periodSeconds": 5, "timeoutSeconds": 5, "failureThreshold": 1,
+                               "successThreshold": 1}
     policy = {"ok": "Never", "fail": "Never", "crash": "OnFailure", "daemon": "Never"}.get(kind, "Always")
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"soak": kind}},
             "spec": {"nodeName": NODE, "terminationGracePeriodSeconds": 5, "restartPolicy": policy,
