@@ -988,6 +988,20 @@ def test_probe_and_hook_daemons_die(a):
         "the preStop hook's daemon survived"
 
 
+def crash_and_restart_stops(a, uid, pids):
+    """The shim killed -9, a new one started on its state: it reports the pod lost
+    (ShimRestarted) and every process in `pids` ({name: pid}) is gone."""
+    a.crash()
+    b = Agent(state_dir=a.state_dir, tmp=a.tmp)
+    try:
+        st = b.wait(uid, lambda s: s["phase"] == "Failed", what="lost pod reported")
+        assert st["reason"] == "ShimRestarted", st
+        for name, pid in sorted(pids.items()):
+            assert gone(pid, timeout=30), "%s (pid %d) outlived the shim's restart" % (name, pid)
+    finally:
+        b.close()
+
+
 def test_shim_restart_kills_daemons(a):
     # A shim killed -9 leaves its containers' supervisors running; the
     # restarted shim has each kill every process of its container: a daemon
@@ -1010,15 +1024,7 @@ def test_shim_restart_kills_daemons(a):
         assert time.time() < deadline, "the stopper's supervisor never stopped"
         time.sleep(0.05)
     assert all(alive(x) for x in pids.values()), pids
-    a.crash()
-    b = Agent(state_dir=a.state_dir, tmp=a.tmp)
-    try:
-        st = b.wait(uid, lambda s: s["phase"] == "Failed", what="lost pod reported")
-        assert st["reason"] == "ShimRestarted", st
-        for name, pid in sorted(pids.items()):
-            assert gone(pid, timeout=30), "%s (pid %d) outlived the shim's restart" % (name, pid)
-    finally:
-        b.close()
+    crash_and_restart_stops(a, uid, pids)
 
 
 def test_shim_restart_stops_hooks_and_probes(a):
@@ -1056,15 +1062,7 @@ def test_shim_restart_stops_hooks_and_probes(a):
         assert time.time() < deadline, "the probe check and the hook are not in state.json"
         time.sleep(0.05)
     assert all(alive(x) for x in pids.values()), pids
-    a.crash()
-    b = Agent(state_dir=a.state_dir, tmp=a.tmp)
-    try:
-        st = b.wait(uid, lambda s: s["phase"] == "Failed", what="lost pod reported")
-        assert st["reason"] == "ShimRestarted", st
-        for name, pid in sorted(pids.items()):
-            assert gone(pid, timeout=30), "%s (pid %d) outlived the shim's restart" % (name, pid)
-    finally:
-        b.close()
+    crash_and_restart_stops(a, uid, pids)
 
 
 def proc_state(pid):
