@@ -988,6 +988,23 @@ def test_probe_and_hook_daemons_die(a):
         "the preStop hook's daemon survived"
 
 
+def test_shorter_grace_shortens_a_stop(a):
+    # A pod deleted with a long grace, then stopped with a short one (a second
+    # DELETE, the job's end): the short one wins, as on a kubelet.
+    p = pod("slow-stop", [sh("main", "trap '' TERM; echo $$$$ > $SLURM_K8S_POD_DIR/main.pid; "
+                                     "while :; do sleep 0.1; done")], grace=600)
+    uid = p["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    main = pod_file_int(a, uid, "main.pid", timeout=30)  # SIGTERM is ignored from here on
+    assert a.request("pod_kill", {"uid": uid, "grace_s": 600, "reason": "Deleted"})["ok"]
+    assert a.request("pod_kill", {"uid": uid, "grace_s": 1, "reason": "Deleted"})["ok"]
+    st = a.wait(uid, lambda s: s["phase"] in ("Failed", "Succeeded"), timeout=60,
+                what="stopped within the shorter grace")
+    t = cstatus(st, "main")["state"]["terminated"]
+    assert t["exitCode"] == 137, t  # killed at the end of the shorter grace
+    assert gone(main), main
+
+
 def crash_and_restart_stops(a, uid, pids):
     """The shim killed -9, a new one started on its state: it reports the pod lost
     (ShimRestarted) and every process in `pids` ({name: pid}) is gone."""
@@ -1154,6 +1171,7 @@ TESTS = [
     ("probe_and_hook_daemons_die", test_probe_and_hook_daemons_die, {}),
     ("shim_restart_kills_daemons", test_shim_restart_kills_daemons, {}),
     ("shim_restart_stops_hooks_and_probes", test_shim_restart_stops_hooks_and_probes, {}),
+    ("shorter_grace_shortens_a_stop", test_shorter_grace_shortens_a_stop, {}),
 ]
 
 
