@@ -78,6 +78,19 @@ handshake timeout), held connections closed after the handshake timeout
 (none open longer than it + 10 s, never more than the limit held at once),
 and every probe answered with the pod's log within 5 s.
 
+CPU shares. On a node the agent is a service in a cgroup of its own, a job's
+pods are in the job's cgroup and another user's processes in theirs, so no
+one of them takes the others' CPU, whatever it runs. Here, when run as root
+where the cgroup v1 cpu controller is writable, the soak makes that
+arrangement before it starts anything (SoakCgroups): `node` (the soak itself,
+the test API server, the agent), `job` (the shim, so every pod), `user` (the
+floods), equal cpu.shares, removed at the end. Without it the kernel's
+autogroups gave each pod's session as much CPU as the agent and the whole
+harness together: beside two CPU hogs the agent waited 2.4 s on the run
+queue to use 0.01 s of CPU, and starting `slurm-k8s --version` took up to 6 s,
+which measured the machine, not the agent. Elsewhere the soak says that the
+pods share the CPU with the agent and runs all the same.
+
 Prints check lines and `N passed, N failed`; exits 1 on a failure; leaves no
 process behind (processes with the marker are killed on the way out).
 """
@@ -117,6 +130,77 @@ def env_num(name, default, cast=float):
     return cast(v) if v.strip() else default
 
 
+class SoakCgroups:
+    """The node's, the job's and another user's CPU shares (module docstring, "CPU shares"):
+    cgroup v1 cpu groups node, job and user under CPU_CGROUP_ROOT/sk-soak-PID."""
+
+    GROUPS = ("node", "job", "user")
+
+    def __init__(self):
+        self.base, self.why_not = None, None
+
+    def setup(self):
+        if os.getuid() != 0:
+            self.why_not = "not root"
+            return
+        if not os.access(os.path.join(CPU_CGROUP_ROOT, "cgroup.procs"), os.W_OK):
+            self.why_not = f"no writable cgroup v1 cpu controller at {CPU_CGROUP_ROOT}"
+            return
+        base = os.path.join(CPU_CGROUP_ROOT, f"sk-soak-{os.getpid()}")
+        try:
+            for g in self.GROUPS:
+                os.makedirs(os.path.join(base, g), exist_ok=True)
+            self.base = base
+            self.enter("node")
+        except OSError as e:
+            self.why_not = f"cannot make cpu cgroups under {CPU_CGROUP_ROOT}: {e}"
+            self.remove()
+
+    def enter(self, group):
+        """Moves the calling process (all its threads) into group; none when there are no groups."""
+        if self.base:
+            with open(os.path.join(self.base, group, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+
+    def enter_job(self):
+        self.enter("job")
+
+    def enter_user(self):
+        self.enter("user")
+
+    def describe(self):
+        return (f"cpu cgroups node/job/user under {self.base}, equal shares" if self.base else
+                f"no cpu cgroups ({self.why_not}): the pods share the CPU with the agent")
+
+    def remove(self):
+        """Back to the root group; the groups removed (they are empty once every child is gone)."""
+        if not self.base:
+            return
+        base, self.base = self.base, None
+        try:
+            with open(os.path.join(CPU_CGROUP_ROOT, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+        except OSError:
+            pass
+        for g in self.GROUPS:
+            for _ in range(50):
+                try:
+                    os.rmdir(os.path.join(base, g))
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:  # EBUSY: a process of the group not reaped yet
+                    time.sleep(0.1)
+        try:
+            os.rmdir(base)
+        except OSError as e:
+            print(f"     could not remove {base}: {e}")
+
+
+CPU_CGROUP_ROOT = "/sys/fs/cgroup/cpu"
+CGROUPS = SoakCgroups()
+
+
 class SoakEnv(ShimEnv):
     def __init__(self, agent, server, shim):
         super().__init__(agent, server, shim, shutil.which("kubectl") or "kubectl")
@@ -129,6 +213,10 @@ class SoakEnv(ShimEnv):
         return dict(super().conf_settings(), log_level="info", kubelet_max_connections=256,
                     kubelet_max_connections_per_address=KUBELET_PER_ADDRESS,
                     kubelet_handshake_timeout=f"{KUBELET_HANDSHAKE_S}s")
+
+    def start_shim(self):
+        # The shim, and so every pod, in the job's cgroup (see "CPU shares" above).
+        self.shim = self.spawn_shim(42, "shim.log", "verbose", preexec_fn=CGROUPS.enter_job)
 
     def safe_api(self, method, path, body=None, timeout=20.0):
         """env.api that rides out a refuse fault: retries connection errors
@@ -526,6 +614,7 @@ class Flood:
         pid = os.fork()
         if pid == 0:
             try:
+                CGROUPS.enter_user()
                 socket_flood(os.path.join(env.dir, "agent.sock"), n, self.stop_r, rep_w)
             finally:
                 os._exit(1)
@@ -691,6 +780,7 @@ class TcpFlood:
         if pid == 0:
             try:
                 os.close(self.stop_w)  # the parent's end alone: its death ends the flood too
+                CGROUPS.enter_user()
                 tcp_flood(self.port, FLOOD_ADDRESS, self.n, self.rate, KUBELET_HANDSHAKE_S,
                           self.stop_r, rep_w)
             finally:
@@ -735,6 +825,7 @@ def run(env):
     seed = int(env_num("SOAK_SEED", int(time.time() * 1000) % 1000000, int))
     warm_t = env_num("SOAK_WARMUP", min(60.0, max(20.0, seconds / 4)))
     print(f"     soak {seconds:.0f} s, seed {seed} (replay: SOAK_SEED={seed}), warm-up {warm_t:.0f} s")
+    print(f"     {CGROUPS.describe()}")
     open(os.path.join(env.dir, "alive_42"), "w").close()
     reg = {"job_id": 42, "slurm_node": "n1", "user": os.environ.get("USER", "me"),
            "uid": os.getuid(), "gid": os.getgid(), "partition": "gpu", "cluster": "comp",
@@ -881,7 +972,11 @@ def main():
     if not os.path.exists(a.server) or not shutil.which("openssl"):
         print("test API server or openssl missing; skipping")
         return 77
-    return run_suite(SoakEnv(a.agent, a.server, a.shim), run, ("agent.log", "shim.log"))
+    CGROUPS.setup()  # before any child, so that each starts in its group
+    try:
+        return run_suite(SoakEnv(a.agent, a.server, a.shim), run, ("agent.log", "shim.log"))
+    finally:
+        CGROUPS.remove()
 
 
 if __name__ == "__main__":
