@@ -29,6 +29,9 @@ from sktest.programs import shim_argv  # noqa: E402
 
 SCALE = 0.05
 SHIM = None
+# common/supervisor.h: kSupervisorComm, supervisor_kill_signal().
+SUPERVISOR_COMM = "sk-supervise"
+SUPERVISOR_KILL_SIGNAL = signal.SIGRTMAX - 1
 
 
 class Agent:
@@ -154,6 +157,37 @@ class Agent:
                 self.proc.wait()
             self.conn.close()
             self.srv.close()
+            self.stop_recorded_containers()
+
+    def stop_recorded_containers(self):
+        """Stops the containers (supervisors) a shim that is gone recorded and left running,
+        as a restarted shim or the agent would: a test that failed half-way (a shim killed,
+        an assertion before the restart) must leave no process behind. A recorded pid counts
+        only while its start time and name still match (the pid may have been reused)."""
+        pods = os.path.join(self.state_dir, "pods")
+        try:
+            uids = os.listdir(pods)
+        except OSError:
+            return
+        for uid in uids:
+            try:
+                with open(os.path.join(pods, uid, "state.json")) as f:
+                    procs = json.load(f).get("processes") or {}
+            except (OSError, ValueError, AttributeError):
+                continue
+            for rec in procs.values():
+                pid, ticks = rec.get("pid"), rec.get("start_ticks")
+                try:
+                    with open("/proc/%d/stat" % pid) as f:
+                        stat = f.read()
+                except (OSError, TypeError):
+                    continue
+                comm = stat[stat.index("(") + 1:stat.rindex(")")]
+                if comm == SUPERVISOR_COMM and int(stat[stat.rindex(")") + 2:].split()[19]) == ticks:
+                    try:
+                        os.kill(pid, SUPERVISOR_KILL_SIGNAL)
+                    except OSError:
+                        pass
 
 
 def pod(name, containers, init=None, restart="Always", uid=None, grace=None, volumes=None,
