@@ -18,8 +18,11 @@ def api_resource_list(group, version):
         for s in r.subs:
             sv = {"status": ["get", "patch", "update"], "log": ["get"], "binding": ["create"],
                   "eviction": ["create"], "proxy": ["create", "delete", "get", "patch", "update"],
-                  "finalize": ["update"]}[s]
-            kind = {"log": "Pod", "binding": "Binding", "eviction": "Eviction", "proxy": "NodeProxyOptions"}.get(s, r.kind)
+                  "finalize": ["update"], "exec": ["create", "get"], "attach": ["create", "get"],
+                  "portforward": ["create", "get"]}[s]
+            kind = {"log": "Pod", "binding": "Binding", "eviction": "Eviction", "proxy": "NodeProxyOptions",
+                    "exec": "PodExecOptions", "attach": "PodAttachOptions",
+                    "portforward": "PodPortForwardOptions"}.get(s, r.kind)
             e2 = {"name": r.plural + "/" + s, "singularName": "", "namespaced": r.namespaced, "kind": kind, "verbs": sv}
             if s in ("binding", "eviction"):
                 e2["group"], e2["version"] = ("policy", "v1") if s == "eviction" else ("", "v1")

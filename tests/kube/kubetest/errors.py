@@ -9,8 +9,10 @@ class ApiError(Exception):
         self.code, self.reason, self.message, self.details = code, reason, message, details
 
     def status(self):
-        st = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-              "message": self.message, "reason": self.reason, "code": self.code}
+        st = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": self.message}
+        if self.reason:     # Go's omitempty: an error kube-apiserver did not classify has none
+            st["reason"] = self.reason
+        st["code"] = self.code
         if self.details is not None:
             st["details"] = self.details
         return st

@@ -1,7 +1,11 @@
 """The request handler: HTTP plumbing (bodies, chunked responses), authentication (bearer
 token or client certificate), the faults of /_test/fault, the request log entry and routing of
 discovery and resource paths. The resource verbs, watches, pod logs and test controls are its
-mixins."""
+mixins.
+
+Verbs for authorization, as kube-apiserver maps them: GET get (list, watch), POST create, PUT update,
+PATCH patch, DELETE delete; so pods/exec, pods/attach and pods/portforward need create for
+kubectl's SPDY POST and get for a WebSocket GET, and nodes/proxy the verb of its method."""
 
 import http.server
 import json
@@ -17,11 +21,13 @@ from .pod_log import PodLogHandler
 from .resource_handler import ResourceHandler
 from .resources import GROUPS, RESOURCES
 from .server import path_template
+from .streaming import StreamingHandler
 from .util import K8S_VERSION, log
 from .watch import WatchHandler
 
 
-class Handler(ResourceHandler, WatchHandler, PodLogHandler, TestControls, http.server.BaseHTTPRequestHandler):
+class Handler(ResourceHandler, WatchHandler, PodLogHandler, StreamingHandler, TestControls,
+              http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "kube-test-double"
     sys_version = ""
@@ -244,7 +250,7 @@ class Handler(ResourceHandler, WatchHandler, PodLogHandler, TestControls, http.s
         ns = None
         if rest[0] == "namespaces" and len(rest) >= 3 and not (len(rest) == 3 and rest[2] in ("status", "finalize")):
             ns, rest = rest[1], rest[2:]
-        if len(rest) > 3:
+        if len(rest) > 3 and not (rest[0] == "nodes" and rest[2] == "proxy"):   # nodes/NAME/proxy/PATH
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         res = RESOURCES.get((group, rest[0]))
         name = rest[1] if len(rest) > 1 else None

@@ -47,6 +47,9 @@ def main():
     ap.add_argument("--bookmark-interval", type=float, default=60.0)
     ap.add_argument("--kubelet-ca", help="CA that signs kubelet serving certs (default: our own CA)")
     ap.add_argument("--kubelet-insecure", action="store_true", help="do not verify kubelet serving certs")
+    ap.add_argument("--node-proxy-global-only", action="store_true",
+                    help="nodes/proxy refuses node addresses that are not global unicast (400 address not allowed), "
+                         "as kube-apiserver does")
     ap.add_argument("--log-requests", action="store_true")
     opts = ap.parse_args()
     try:

@@ -1,5 +1,5 @@
 """Resource requests: the verbs on one resource path, with dry runs, tables, subresources
-(status, binding, eviction, log) and deletecollection."""
+(status, binding, eviction, log, exec, attach, portforward, proxy) and deletecollection."""
 
 import base64
 import json
@@ -98,7 +98,13 @@ class ResourceHandler:
             api.mutate("pods", (ns, name), fn)
             self.send_obj(201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
             return
-        if sub == "eviction" or sub == "proxy" or sub == "finalize":
+        if sub in ("exec", "attach", "portforward"):
+            self.pod_stream(method, api.get(res, ns, name), sub, q, body)
+            return
+        if sub == "proxy":
+            self.node_proxy(method, name, body)
+            return
+        if sub == "eviction" or sub == "finalize":
             raise ApiError(405, "MethodNotAllowed", "this test double does not implement %s/%s" % (res.plural, sub))
         if method == "POST":
             obj = self.parse_json(body, res)

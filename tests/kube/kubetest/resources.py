@@ -35,7 +35,7 @@ RESOURCES = {}
 for _r in [
     Res("nodes", "Node", namespaced=False, short=["no"], subs=["status", "proxy"], fields=["spec.unschedulable"],
         has_status=True),
-    Res("pods", "Pod", short=["po"], subs=["status", "log", "binding", "eviction"], fields=POD_FIELDS,
+    Res("pods", "Pod", short=["po"], subs=["status", "log", "binding", "eviction", "exec", "attach", "portforward"], fields=POD_FIELDS,
         has_status=True),
     Res("namespaces", "Namespace", namespaced=False, short=["ns"], subs=["status", "finalize"],
         fields=["status.phase"], has_status=True),

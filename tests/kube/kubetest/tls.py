@@ -60,4 +60,6 @@ def kubelet_client_contexts(d, kubelet_ca=None):
     ictx.check_hostname = False
     ictx.verify_mode = ssl.CERT_NONE
     ictx.load_cert_chain(cert, key)
+    for c in (kctx, ictx):
+        c.set_alpn_protocols(["http/1.1"])     # what kube-apiserver offers a kubelet
     return kctx, ictx
