@@ -11,6 +11,7 @@ EXTRA_DIST += \
 	tests/kube/kubetest/discovery.py \
 	tests/kube/kubetest/errors.py \
 	tests/kube/kubetest/handler.py \
+	tests/kube/kubetest/kubelet.py \
 	tests/kube/kubetest/main.py \
 	tests/kube/kubetest/node_lifecycle.py \
 	tests/kube/kubetest/objects.py \
@@ -22,6 +23,7 @@ EXTRA_DIST += \
 	tests/kube/kubetest/selectors.py \
 	tests/kube/kubetest/server.py \
 	tests/kube/kubetest/store.py \
+	tests/kube/kubetest/streaming.py \
 	tests/kube/kubetest/tables.py \
 	tests/kube/kubetest/tls.py \
 	tests/kube/kubetest/util.py \
@@ -32,4 +34,5 @@ EXTRA_DIST += \
 	tests/kube/run-tests.sh \
 	tests/kube/test_kube_api.py \
 	tests/kube/test_api_races.py \
-	tests/kube/test_kubectl.sh
+	tests/kube/test_kubectl.sh \
+	tests/kube/kubectl_streams.sh

@@ -1,7 +1,10 @@
 #!/bin/bash
 # Real kubectl against the Kubernetes API test double (or any server whose state dir layout matches).
 # Usage: KUBE_STATE_DIR=DIR test_kubectl.sh     (DIR from kube_test_server.py --state-dir)
-# Optional: KUBECTL (default: kubectl on PATH), KUBE_TEST_SUMMARY (file for "passed failed skipped").
+# Optional: KUBECTL (default: kubectl on PATH), KUBE_TEST_SUMMARY (file for "passed failed skipped"),
+# KUBECTL_128 / KUBECTL_132 (the 1.28 and 1.32 clients for the exec, attach and port-forward
+# checks; default: kubectl.1.28 / kubectl.1.32 beside the kubectl dispatcher, whose pick follows
+# the server's /version: 1.28 here, which speaks SPDY only, while 1.32 tries WebSocket first).
 # Prints one "ok - ..." / "FAIL - ..." line per check and "kubectl: N passed, N failed" at the end.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -11,15 +14,17 @@ PY=${PYTHON:-/usr/bin/python3}
 [ -x "$PY" ] || PY=python3
 export KUBECONFIG=$SD/kubeconfig
 WORK=$(mktemp -d)
-FK_PID=
+FK_PID= ECHO_PID=
 cleanup() {
     [ -n "$FK_PID" ] && kill "$FK_PID" 2>/dev/null && wait "$FK_PID" 2>/dev/null
+    [ -n "$ECHO_PID" ] && kill "$ECHO_PID" 2>/dev/null && wait "$ECHO_PID" 2>/dev/null
     rm -rf "$WORK"
 }
 trap cleanup EXIT
 
-pass=0 fail=0
+pass=0 fail=0 skip=0
 ok() { pass=$((pass + 1)); echo "ok - $1"; }
+skipped() { skip=$((skip + 1)); echo "skip - $1"; }
 nok() { fail=$((fail + 1)); echo "FAIL - $1"; printf '%s\n' "$2" | head -25 | sed 's/^/    /'; }
 # t NAME EXTENDED-REGEX COMMAND...   (passes when the command's output matches)
 t() {
@@ -32,6 +37,13 @@ tn() {
     local name=$1 re=$2 out; shift 2
     out=$("$@" 2>&1)
     if printf '%s\n' "$out" | grep -Eq -- "$re"; then nok "$name" "$out"; else ok "$name"; fi
+}
+# trc NAME RC COMMAND...  (passes when the command exits with RC)
+trc() {
+    local name=$1 want=$2 out rc; shift 2
+    out=$("$@" 2>&1)
+    rc=$?
+    if [ "$rc" -eq "$want" ]; then ok "$name"; else nok "$name" "exit $rc, want $want: $out"; fi
 }
 k() { timeout 60 "$KUBECTL" "$@"; }
 api() {  # api METHOD PATH [JSON]  -> prints body (admin token)
@@ -52,9 +64,9 @@ except urllib.error.HTTPError as e:
 EOF
 }
 
-# --- a fake kubelet for kubectl logs
+# --- a fake kubelet for kubectl logs, exec, attach, port-forward and nodes/proxy
 "$PY" "$HERE/fake_kubelet.py" --cert "$SD/kubelet-serving.crt" --key "$SD/kubelet-serving.key" --ca "$SD/ca.crt" \
-    --port-file "$WORK/fk.port" 2>/dev/null &
+    --port-file "$WORK/fk.port" --requests-file "$WORK/fk.req" 2>/dev/null &
 FK_PID=$!
 # Waits poll a condition with a generous deadline (60 s): a loaded machine
 # starts Python and kubectl slowly.
@@ -135,6 +147,7 @@ for _ in $(seq 600); do grep -q "^follow line 2$" "$WORK/follow.out" && break; s
 kill "$FOLLOW_PID" 2>/dev/null; wait "$FOLLOW_PID" 2>/dev/null
 t "logs -f" "^follow line 2$" cat "$WORK/follow.out"
 t "logs -c wrong" "container nope is not valid for pod kp1" k logs kp1 -n "$NS" -c nope
+. "$HERE/kubectl_streams.sh"
 t "cordon" "node/$NODE cordoned" k cordon "$NODE"
 t "get nodes cordoned" "^$NODE +Ready,SchedulingDisabled " k get nodes
 t "uncordon" "node/$NODE uncordoned" k uncordon "$NODE"
@@ -158,6 +171,6 @@ t "delete namespace" "namespace \"$NS\" deleted" k delete namespace "$NS" --wait
 t "api-resources" "^leases +coordination\.k8s\.io/v1 +true +Lease" k api-resources --api-group=coordination.k8s.io
 t "no rights" "Forbidden|forbidden" k get nodes --token="$(cat "$SD/noright.token")"
 
-if [ -n "${KUBE_TEST_SUMMARY:-}" ]; then echo "$pass $fail 0" >"$KUBE_TEST_SUMMARY"; fi
-echo "kubectl: $pass passed, $fail failed"
+if [ -n "${KUBE_TEST_SUMMARY:-}" ]; then echo "$pass $fail $skip" >"$KUBE_TEST_SUMMARY"; fi
+echo "kubectl: $pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]
