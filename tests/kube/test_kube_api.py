@@ -955,6 +955,232 @@ class TestLogProxy(Base):
         self.assertEqual(API.get(self.pods("lp3") + "/log").status, 404)
 
 
+class TestStreamProxy(Base):
+    """pods/exec, attach, portforward and nodes/proxy through the API server to a fake kubelet
+    (tests/kube/fake_kubelet.py), byte for byte: what reaches the kubelet, the checks before the
+    dial, the kubelet's answers passed through, the relay after the 101."""
+
+    @classmethod
+    def setUpClass(cls):
+        sj = CFG.get("sj")
+        if not sj or not os.path.exists(sj.get("kubeletServingCert", "")):
+            raise unittest.SkipTest("needs KUBE_STATE_DIR with kubelet-serving.crt trusted by the API server")
+        Base.setUpClass.__func__(cls)
+        import fake_kubelet
+        cls.fk = fake_kubelet.FakeKubelet(sj["kubeletServingCert"], sj["kubeletServingKey"], sj["ca"] or os.path.join(CFG["state"], "ca.crt"))
+
+    @classmethod
+    def tearDownClass(cls):
+        if getattr(cls, "fk", None):
+            cls.fk.stop()
+        Base.tearDownClass.__func__(cls)
+
+    def setUp(self):
+        if not getattr(type(self), "node", None):
+            type(self).node = self.mknode(port=self.fk.port)["metadata"]["name"]
+            for name in ("sp", "missing-sp", "notrunning-sp"):
+                self.assertEqual(API.post(self.pods(), pod_body(name, node=self.node)).status, 201)
+
+    def upgrade(self, method, path, headers, token="admin"):
+        """Sends an upgrade request by hand: (socket, status, headers dict, bytes after the head)."""
+        c = API.conn()
+        c.connect()
+        s = c.sock
+        lines = ["%s %s HTTP/1.1" % (method, path), "Host: %s:%d" % (API.host, API.port)]
+        tok = CFG["token"] if token == "admin" else token
+        if tok:
+            lines.append("Authorization: Bearer " + tok)
+        lines += ["%s: %s" % kv for kv in headers]
+        s.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        buf = b""
+        s.settimeout(30)
+        while b"\r\n\r\n" not in buf:
+            d = s.recv(65536)
+            if not d:
+                break
+            buf += d
+        head, _, rest = buf.partition(b"\r\n\r\n")
+        hl = head.decode("latin-1").split("\r\n")
+        hd = {}
+        for l in hl[1:]:
+            k, _, v = l.partition(":")
+            hd[k.strip().lower()] = v.strip()
+        return s, int(hl[0].split()[1]), hd, rest
+
+    @staticmethod
+    def ws_headers(protocol="v5.channel.k8s.io"):
+        import base64
+        return [("Connection", "Upgrade"), ("Upgrade", "websocket"), ("sec-websocket-version", "13"),
+                ("sec-websocket-key", base64.b64encode(os.urandom(16)).decode()), ("sec-websocket-protocol", protocol)]
+
+    @staticmethod
+    def ws_send(s, payload, opcode=2):
+        import struct
+        mask = os.urandom(4)
+        n = len(payload)
+        head = struct.pack(">BB", 0x80 | opcode, 0x80 | n) if n < 126 else struct.pack(">BBH", 0x80 | opcode, 0x80 | 126, n)
+        s.sendall(head + mask + bytes(c ^ mask[i % 4] for i, c in enumerate(payload)))
+
+    @staticmethod
+    def ws_frames(s, buf):
+        """Yields (opcode, payload) of the server's (unmasked) frames."""
+        import struct
+        while True:
+            while len(buf) < 2 or len(buf) < 2 + ((buf[1] & 0x7F) if (buf[1] & 0x7F) < 126 else 0) or \
+                    ((buf[1] & 0x7F) == 126 and len(buf) < 4 + struct.unpack(">H", buf[2:4])[0]):
+                d = s.recv(65536)
+                if not d:
+                    return
+                buf += d
+            n, i = buf[1] & 0x7F, 2
+            if n == 126:
+                n, i = struct.unpack(">H", buf[2:4])[0], 4
+            yield buf[0] & 0x0F, buf[i:i + n]
+            buf = buf[i + n:]
+
+    def last(self, prefix):
+        return [r for r in self.fk.requests if r["path"].startswith(prefix)][-1]
+
+    def test_exec_websocket_relay_and_request(self):
+        path = self.pods("sp") + "/exec?command=cat&stdin=true&stdout=true&stderr=true"
+        s, code, hd, rest = self.upgrade("GET", path, self.ws_headers() + [
+            ("User-Agent", "stream-test/1"), ("X-Forwarded-For", "192.0.2.7"), ("kubectl-command", "kubectl exec")])
+        try:
+            self.assertEqual(code, 101, rest)
+            self.assertEqual(hd.get("sec-websocket-protocol"), "v5.channel.k8s.io")
+            self.ws_send(s, b"\x00ping through\n")
+            frames = self.ws_frames(s, rest)
+            self.assertEqual(next(frames), (2, b"\x01ping through\n"))
+            self.ws_send(s, b"\xff\x00")                 # v5: stdin closed
+            op, st = next(frames)
+            self.assertEqual((op, st[:1]), (2, b"\x03"))
+            self.assertEqual(json.loads(st[1:].decode()), {"metadata": {}, "status": "Success"})
+            self.assertEqual(next(frames)[0], 8)        # Close
+        finally:
+            s.close()
+        r = self.last("/exec/")
+        self.assertEqual(r["requestLine"], "GET /exec/%s/sp/main?command=cat&error=1&input=1&output=1 HTTP/1.1" % self.ns)
+        self.assertEqual(r["clientCN"], "kube-apiserver-kubelet-client")
+        # As Go's http.Request.Write writes them: Host, User-Agent, then the rest sorted, under
+        # canonical names; no credentials; X-Forwarded-For appended.
+        self.assertEqual([k for k, v in r["headers"]],
+                         ["Host", "User-Agent", "Connection", "Kubectl-Command", "Sec-Websocket-Key",
+                          "Sec-Websocket-Protocol", "Sec-Websocket-Version", "Upgrade", "X-Forwarded-For"])
+        h = dict(r["headers"])
+        self.assertEqual(h["Host"], "%s:%d" % (API.host, API.port))
+        self.assertEqual(h["User-Agent"], "stream-test/1")
+        self.assertEqual(h["X-Forwarded-For"], "192.0.2.7, 127.0.0.1")
+
+    def test_exec_exit_code_on_the_error_channel(self):
+        s, code, hd, rest = self.upgrade("GET", self.pods("sp") + "/exec?command=exit&command=7&stdout=1",
+                                         self.ws_headers("v4.channel.k8s.io"))
+        try:
+            self.assertEqual(code, 101)
+            op, st = next(self.ws_frames(s, rest))
+            self.assertEqual(st[:1], b"\x03")
+            st = json.loads(st[1:].decode())
+            self.assertEqual((st["status"], st["reason"]), ("Failure", "NonZeroExitCode"))
+            self.assertEqual(st["details"]["causes"], [{"reason": "ExitCode", "message": "7"}])
+        finally:
+            s.close()
+
+    def test_checks_before_the_dial(self):
+        n = len(self.fk.requests)
+        r = API.get(self.pods("sp") + "/exec?command=echo&stdout=1")
+        self.assertStatus(r, 400, "BadRequest")
+        self.assertEqual(r.json["message"], "Upgrade request required")
+        r = API.post(self.pods("sp") + "/attach?stdout=1", b"")
+        self.assertEqual(r.json["message"], "Upgrade request required")
+        r = API.get(self.pods("sp") + "/exec?command=echo&container=zz")
+        self.assertStatus(r, 400, "BadRequest")
+        self.assertEqual(r.json["message"], "container zz is not valid for pod sp")
+        API.post(self.pods(), pod_body("sp2", node=self.node, containers=[{"name": "a", "image": "x:1"}, {"name": "b", "image": "x:1"}]))
+        s, code, hd, rest = self.upgrade("GET", self.pods("sp2") + "/exec?command=echo", self.ws_headers())
+        s.close()
+        self.assertEqual(code, 400)
+        self.assertEqual(json.loads(rest.decode())["message"], "a container name must be specified for pod sp2, choose one of: [a b]")
+        API.post(self.pods(), pod_body("sp3", selector={"no-such-label": "x"}))
+        s, code, hd, rest = self.upgrade("GET", self.pods("sp3") + "/exec?command=echo", self.ws_headers())
+        s.close()
+        self.assertEqual(code, 400)
+        self.assertEqual(json.loads(rest.decode())["message"], "pod sp3 does not have a host assigned")
+        self.assertStatus(API.get(self.pods("nosuchpod") + "/exec?command=echo"), 404, "NotFound")
+        self.assertEqual(len(self.fk.requests), n, "a refused request reached the kubelet")
+
+    def test_dial_failure(self):
+        dead = self.mknode(port=1)["metadata"]["name"]
+        API.post(self.pods(), pod_body("spd", node=dead))
+        s, code, hd, rest = self.upgrade("POST", self.pods("spd") + "/exec?command=echo&stdout=1",
+                                         [("Connection", "Upgrade"), ("Upgrade", "SPDY/3.1"),
+                                          ("X-Stream-Protocol-Version", "v4.channel.k8s.io"), ("Content-Length", "0")])
+        s.close()
+        self.assertEqual(code, 500)
+        st = json.loads(rest.decode())
+        self.assertEqual(st["message"], "error dialing backend: dial tcp 127.0.0.1:1: connect: connection refused")
+        self.assertNotIn("reason", st)
+
+    def test_kubelet_answers_passed_through(self):
+        s, code, hd, rest = self.upgrade("GET", self.pods("missing-sp") + "/exec?command=echo&stdout=1", self.ws_headers())
+        s.close()
+        self.assertEqual((code, hd.get("content-type")), (404, "text/plain"))
+        self.assertEqual(rest, ("pod %s/missing-sp not found\n" % self.ns).encode())
+        s, code, hd, rest = self.upgrade("GET", self.pods("notrunning-sp") + "/portforward?ports=8080",
+                                         [("Connection", "Upgrade"), ("Upgrade", "SPDY/3.1"),
+                                          ("X-Stream-Protocol-Version", "portforward.k8s.io")])
+        s.close()
+        self.assertEqual(code, 400)
+        self.assertEqual(json.loads(rest.decode())["message"], "container main is not running")
+        self.assertEqual(self.last("/portForward/")["requestLine"],
+                         "GET /portForward/%s/notrunning-sp?port=8080 HTTP/1.1" % self.ns)
+
+    def test_rbac(self):
+        if not CFG["noright"]:
+            self.skipTest("KUBE_NORIGHTS_TOKEN not set")
+        for method, verb in (("POST", "create"), ("GET", "get")):
+            s, code, hd, rest = self.upgrade(method, self.pods("sp") + "/exec?command=echo&stdout=1", self.ws_headers(),
+                                             token=CFG["noright"])
+            s.close()
+            self.assertEqual(code, 403)
+            self.assertIn('cannot %s resource "pods/exec" in API group "" in the namespace "%s"' % (verb, self.ns),
+                          json.loads(rest.decode())["message"])
+
+    def test_discovery(self):
+        subs = {r["name"]: r for r in API.get("/api/v1").json["resources"]}
+        for sub, kind in (("exec", "PodExecOptions"), ("attach", "PodAttachOptions"), ("portforward", "PodPortForwardOptions")):
+            self.assertEqual(sorted(subs["pods/" + sub]["verbs"]), ["create", "get"])
+            self.assertEqual(subs["pods/" + sub]["kind"], kind)
+        self.assertEqual(subs["nodes/proxy"]["kind"], "NodeProxyOptions")
+
+    def test_node_proxy(self):
+        if not has_controls():
+            self.skipTest("a real API server refuses nodes/proxy to a loopback node address (400 address not allowed)")
+        r = API.get("/api/v1/nodes/%s/proxy/metrics/resource" % self.node)
+        self.assertEqual(r.status, 200, r.text)
+        self.assertIn("\nnode_cpu_usage_seconds_total ", r.text)
+        req = self.last("/metrics/")
+        self.assertEqual(req["clientCN"], "kube-apiserver-kubelet-client")
+        self.assertNotIn("Authorization", dict(req["headers"]))
+        r = API.post("/api/v1/nodes/%s/proxy/fakeproxy/x?y=1" % self.node, b"body")
+        self.assertEqual(r.text, "POST /fakeproxy/x?y=1 HTTP/1.1\n")
+        self.assertEqual(API.get("/api/v1/nodes/%s/proxy/no/such" % self.node).status, 404)
+        self.assertStatus(API.get("/api/v1/nodes/%s/proxy/metrics" % rname("ghost")), 404, "NotFound")
+        dead = self.mknode(port=1)["metadata"]["name"]
+        r = API.get("/api/v1/nodes/%s/proxy/metrics/resource" % dead)
+        self.assertStatus(r, 503, "ServiceUnavailable")
+        self.assertEqual(r.json["message"], "error trying to reach service: dial tcp 127.0.0.1:1: connect: connection refused")
+        if CFG["noright"]:
+            r = API.get("/api/v1/nodes/%s/proxy/metrics/resource" % self.node, token=CFG["noright"])
+            self.assertStatus(r, 403, "Forbidden")
+            self.assertIn('cannot get resource "nodes/proxy"', r.json["message"])
+        control("controllers", {"nodeProxyGlobalOnly": True})
+        try:
+            r = API.get("/api/v1/nodes/%s/proxy/metrics/resource" % self.node)
+            self.assertStatus(r, 400, "BadRequest")
+            self.assertEqual(r.json["message"], "address not allowed")
+        finally:
+            control("controllers", {"nodeProxyGlobalOnly": False})
+
+
 class TestControls(Base):
     @classmethod
     def setUpClass(cls):

@@ -12,8 +12,9 @@ Modules, lowest layer first (each imports only from those before it): util (log,
 formats, quantities), errors, resources, objects, selectors, patch, store (objects,
 resourceVersions, watch history), validation, auth, tables, api (the verbs on the store),
 node_lifecycle and scheduler (the controllers), discovery, tls (certificates), server (HTTP(S)
-server, request log, refuse fault), the handler's mixins resource_handler, watch, pod_log and
-controls (the /_test endpoints and faults), handler (plumbing, authentication, routing), main
+server, request log, refuse fault), kubelet (the kubelet endpoint of a node: address, TLS dial,
+Go-worded dial errors), the handler's mixins resource_handler, watch, pod_log, streaming (exec,
+attach, portforward, nodes/proxy) and controls (the /_test endpoints and faults), handler (plumbing, authentication, routing), main
 (command line, state dir).
 
 Test controls (NOT part of the Kubernetes API; admin identity required):
@@ -34,6 +35,6 @@ Test controls (NOT part of the Kubernetes API; admin identity required):
   POST /_test/watches/close [{"abrupt":true}]  end every open watch (abrupt: drop the TCP connection)
   GET/POST /_test/controllers {"scheduler":bool,"nodeLifecycle":bool,"leaseGrace":s,
                                 "monitorPeriod":s,"taintRemovalDelay":s,"fullDisruption":bool,
-                                "bookmarkInterval":s}
+                                "bookmarkInterval":s,"nodeProxyGlobalOnly":bool}
   POST /_test/rbac {"subject":"user:NAME"|"group:NAME","role":"admin"|"agent"|"none"|[rules]}
 """

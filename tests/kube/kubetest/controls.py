@@ -104,6 +104,8 @@ class TestControls:
                         setattr(o, a, float(data[k]))
                 if "fullDisruption" in data:
                     o.full_disruption = bool(data["fullDisruption"])
+                if "nodeProxyGlobalOnly" in data:
+                    o.node_proxy_global_only = bool(data["nodeProxyGlobalOnly"])
                 api.wake_sched.set()
                 api.wake_nlc.set()
             self.send_obj(200, self.ctl_state())
@@ -125,4 +127,5 @@ class TestControls:
         srv, o = self.server, self.server.opts
         return {"scheduler": srv.scheduler.enabled, "nodeLifecycle": srv.nlc.enabled, "leaseGrace": o.lease_grace,
                 "monitorPeriod": o.monitor_period, "taintRemovalDelay": o.taint_removal_delay,
-                "fullDisruption": o.full_disruption, "bookmarkInterval": o.bookmark_interval}
+                "fullDisruption": o.full_disruption, "bookmarkInterval": o.bookmark_interval,
+                "nodeProxyGlobalOnly": o.node_proxy_global_only}
