@@ -33,7 +33,8 @@ GET /metrics/resource, /healthz, /stats/summary and anything under /fakeproxy/ (
 A pod named missing* answers 404 text (like a kubelet without that pod); a pod named
 notrunning* answers 400 with a JSON Status "container C is not running" on the streaming paths.
 Every request is recorded in .requests: method, path, query (first values), queryList,
-requestLine, headers (as received: [name, value]), clientCN, protocol (the one negotiated).
+requestLine, headers (as received: [name, value]), clientCN, protocol (the one negotiated); each
+message on a resize stream as {"event": "resize", "data": ...}. Under tty=1 a ^D ends cat's input.
 
 As a module:  k = FakeKubelet(cert, key, ca); k.port; k.requests; k.stop()
 As a program: fake_kubelet.py --cert C --key K --ca CA [--listen 127.0.0.1:0] [--port-file F]
@@ -104,9 +105,9 @@ def status_for(code, msg=None):
 class Program(object):
     """The fixed command set. out(channel, data) writes a stream; finish(status) ends the session."""
 
-    def __init__(self, kind, argv, container, out, finish, has_stdin):
+    def __init__(self, kind, argv, container, out, finish, has_stdin, tty=False):
         self.kind, self.argv, self.container = kind, argv, container
-        self.out, self.finish, self.has_stdin = out, finish, has_stdin
+        self.out, self.finish, self.has_stdin, self.tty = out, finish, has_stdin, tty
         self.copying = False
 
     def start(self):
@@ -136,8 +137,15 @@ class Program(object):
         self.copying = True
 
     def stdin(self, data):
+        """Under a TTY a ^D ends the input, as a terminal's line discipline would."""
         if self.copying and data:
-            self.out(STDOUT, data)
+            eof = self.tty and b"\x04" in data
+            if eof:
+                data = data[:data.index(b"\x04")]
+            if data:
+                self.out(STDOUT, data)
+            if eof:
+                self.stdin_eof()
 
     def stdin_eof(self):
         if self.copying:
@@ -286,7 +294,7 @@ class SpdySession(Session):
             self.by_type[st] = sid
             if self.prog is None and self.want <= set(self.by_type):
                 self.prog = Program(self.kind, self.q.get("command_list", []), self.container, self.out, self.finish,
-                                    "stdin" in self.want)
+                                    "stdin" in self.want, "resize" in self.want)
                 self.prog.start()
         elif ftype == 3:                                 # RST_STREAM
             sid = struct.unpack(">I", payload[:4])[0] & 0x7FFFFFFF
@@ -310,6 +318,8 @@ class SpdySession(Session):
                     except OSError:
                         pass
             return
+        if st == "resize" and payload:
+            self.fk.record({"event": "resize", "data": payload.decode("utf-8", "replace")})
         if st == "stdin" and self.prog is not None:
             if payload:
                 self.prog.stdin(payload)
@@ -370,7 +380,9 @@ class WsSession(Session):
         self.v5 = protocol == "v5.channel.k8s.io"
         self.buf, self.msg, self.closed_sent = b"", None, False
         want_stdin = q.get("input") == "1"
-        self.prog = Program(kind, q.get("command_list", []), container, self.out, self.finish, want_stdin)
+        self.fk = fk
+        self.prog = Program(kind, q.get("command_list", []), container, self.out, self.finish, want_stdin,
+                            q.get("tty") == "1")
         self.prog.start()
 
     def frame(self, opcode, payload):
@@ -441,6 +453,8 @@ class WsSession(Session):
         ch, data = msg[0], msg[1:]
         if ch == STDIN:
             self.prog.stdin(data)
+        elif ch == RESIZE:
+            self.fk.record({"event": "resize", "data": data.decode("utf-8", "replace")})
         elif ch == 255 and self.v5 and data[:1] == bytes([STDIN]):
             self.prog.stdin_eof()
 

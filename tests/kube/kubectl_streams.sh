@@ -17,14 +17,14 @@ lastreq() {
     "$PY" - "$WORK/fk.req" "$1" <<'EOF'
 import json, sys
 reqs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-r = [x for x in reqs if x["path"].startswith(sys.argv[2])][-1]
+r = [x for x in reqs if x.get("path", "").startswith(sys.argv[2])][-1]
 print(r["requestLine"].split(" ")[1], r["protocol"] or "-", r["clientCN"] or "-", "method=" + r["method"])
 for k, v in r["headers"]:
     print("H %s: %s" % (k, v))
 EOF
 }
 # nreq PATH-PREFIX: how many requests the fake kubelet got under that path
-nreq() { "$PY" -c 'import json,sys; print(sum(1 for l in open(sys.argv[1]) if json.loads(l)["path"].startswith(sys.argv[2])))' "$WORK/fk.req" "$1"; }
+nreq() { "$PY" -c 'import json,sys; print(sum(1 for l in open(sys.argv[1]) if json.loads(l).get("path", "").startswith(sys.argv[2])))' "$WORK/fk.req" "$1"; }
 
 # A TCP echo server: the port-forward target (the fake kubelet dials 127.0.0.1:PORT)
 "$PY" -c '
@@ -64,6 +64,50 @@ for word in ("hello-through-the-double", "second-connection"):
         got += d
     c.close()
     print("got: " + got.decode().strip())
+EOF
+}
+
+# ttyexec KUBECTL ARGS...: kubectl on a pseudo-terminal of 30 rows, 100 columns without local echo
+# (so that what comes back came through the fake kubelet); types a line once the kubelet has the
+# request, then ^D after it came back; prints what the terminal showed and kubectl's exit status.
+ttyexec() {
+    "$PY" - "$WORK/fk.req" "$@" <<'EOF'
+import fcntl, json, os, pty, select, struct, subprocess, sys, termios, time
+reqfile, argv = sys.argv[1], sys.argv[2:]
+master, slave = pty.openpty()
+fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
+attrs = termios.tcgetattr(slave)
+attrs[3] &= ~termios.ECHO
+termios.tcsetattr(slave, termios.TCSANOW, attrs)
+def n_tty_requests():
+    try:
+        return sum(1 for l in open(reqfile) if "tty=1" in json.loads(l).get("requestLine", ""))
+    except OSError:
+        return 0
+before = n_tty_requests()
+p = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
+os.close(slave)
+out, deadline, typed, ended = b"", time.time() + 60, False, False
+while time.time() < deadline and p.poll() is None:
+    if not typed and n_tty_requests() > before:
+        os.write(master, b"typed-on-a-tty\r")
+        typed = True
+    if typed and not ended and b"typed-on-a-tty" in out:
+        os.write(master, b"\x04")
+        ended = True
+    r, _, _ = select.select([master], [], [], 0.1)
+    if r:
+        try:
+            out += os.read(master, 4096)
+        except OSError:
+            break
+try:
+    rc = p.wait(timeout=max(1, deadline - time.time()))
+except subprocess.TimeoutExpired:
+    p.kill()
+    rc = "timeout"
+print(out.decode("utf-8", "replace").replace("\r", "\n"))
+print("exit=%s" % rc)
 EOF
 }
 
@@ -111,6 +155,11 @@ for kv in 1.28 1.32; do
     t "$kv exec -i stdin piped" "^line 1,line 2,$" sh -c "printf 'line 1\nline 2\n' | timeout 60 '$kc' exec -i -n '$NS' kp1 -- cat | tr '\n' ','"
     t "$kv exec -i query" "^/exec/$NS/kp1/main\?command=cat&error=1&input=1&output=1 $proto " lastreq /exec/
     t "$kv exec unknown command" "executable file not found" kx exec -n "$NS" kp1 -- nosuchcommand
+    ttyexec "$kc" exec -it -n "$NS" kp1 -- cat >"$WORK/tty.out" 2>&1
+    t "$kv exec -it on a pseudo-terminal" "^typed-on-a-tty$" cat "$WORK/tty.out"
+    t "$kv exec -it ends with ^D" "^exit=0$" cat "$WORK/tty.out"
+    t "$kv exec -it query (tty, no stderr)" "^/exec/$NS/kp1/main\?command=cat&input=1&output=1&tty=1 $proto " lastreq /exec/
+    t "$kv exec -it sends the terminal size" '"data": "\{\\"Width\\":100,\\"Height\\":30\}' tail -20 "$WORK/fk.req"
     t "$kv attach" "^attached to main$" kx attach -n "$NS" kp1
     t "$kv attach path" "^/attach/$NS/kp1/main\?error=1&output=1 $proto " lastreq /attach/
     t "$kv attach -i" "^attached to main,piped,$" sh -c "echo piped | timeout 60 '$kc' attach -i -n '$NS' kp1 | tr '\n' ','"

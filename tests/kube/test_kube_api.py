@@ -1039,7 +1039,7 @@ class TestStreamProxy(Base):
             buf = buf[i + n:]
 
     def last(self, prefix):
-        return [r for r in self.fk.requests if r["path"].startswith(prefix)][-1]
+        return [r for r in self.fk.requests if r.get("path", "").startswith(prefix)][-1]
 
     def test_exec_websocket_relay_and_request(self):
         path = self.pods("sp") + "/exec?command=cat&stdin=true&stdout=true&stderr=true"
