@@ -209,8 +209,8 @@ class Session(object):
                             self.feed(data)
                     else:
                         self.upstreams[s](data)
-        except (OSError, ValueError):
-            return
+        except (OSError, ValueError, KeyError, IndexError, struct.error, zlib.error):
+            return      # a broken peer or garbage: the session ends, the server goes on
         finally:
             for s in list(self.upstreams):
                 s.close()

@@ -9,7 +9,7 @@ K128=${KUBECTL_128:-$KDIR/kubectl.1.28}
 K132=${KUBECTL_132:-$KDIR/kubectl.1.32}
 APIHOST=$("$PY" -c 'import json,sys,urllib.parse; print(urllib.parse.urlsplit(json.load(open(sys.argv[1]))["url"]).netloc)' "$SD/server.json")
 DOUBLE=
-api GET /_test/info | grep -q '"double": *true' && DOUBLE=1
+case $(api GET /_test/info) in *'"double":true'*) DOUBLE=1 ;; esac
 
 # lastreq PATH-PREFIX: the last request the fake kubelet got under that path:
 # "METHOD REQUEST-LINE-TARGET PROTOCOL CLIENT-CN", then "H Name: value" per header as received.
@@ -69,7 +69,8 @@ EOF
 
 # ttyexec KUBECTL ARGS...: kubectl on a pseudo-terminal of 30 rows, 100 columns without local echo
 # (so that what comes back came through the fake kubelet); types a line once the kubelet has the
-# request, then ^D after it came back; prints what the terminal showed and kubectl's exit status.
+# request, then ^D once the line came back and the kubelet got the terminal size; prints what the
+# terminal showed, "resize: DATA" per resize message the kubelet got, and kubectl's exit status.
 ttyexec() {
     "$PY" - "$WORK/fk.req" "$@" <<'EOF'
 import fcntl, json, os, pty, select, struct, subprocess, sys, termios, time
@@ -79,11 +80,16 @@ fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
 attrs = termios.tcgetattr(slave)
 attrs[3] &= ~termios.ECHO
 termios.tcsetattr(slave, termios.TCSANOW, attrs)
-def n_tty_requests():
+def recorded():
     try:
-        return sum(1 for l in open(reqfile) if "tty=1" in json.loads(l).get("requestLine", ""))
+        return [json.loads(l) for l in open(reqfile) if l.strip()]
     except OSError:
-        return 0
+        return []
+def n_tty_requests():
+    return sum(1 for r in recorded() if "tty=1" in r.get("requestLine", ""))
+def resizes():
+    return [r["data"] for r in recorded()[skip:] if r.get("event") == "resize"]
+skip = len(recorded())
 before = n_tty_requests()
 p = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
 os.close(slave)
@@ -92,7 +98,7 @@ while time.time() < deadline and p.poll() is None:
     if not typed and n_tty_requests() > before:
         os.write(master, b"typed-on-a-tty\r")
         typed = True
-    if typed and not ended and b"typed-on-a-tty" in out:
+    if typed and not ended and b"typed-on-a-tty" in out and resizes():
         os.write(master, b"\x04")
         ended = True
     r, _, _ = select.select([master], [], [], 0.1)
@@ -107,6 +113,8 @@ except subprocess.TimeoutExpired:
     p.kill()
     rc = "timeout"
 print(out.decode("utf-8", "replace").replace("\r", "\n"))
+for d in resizes():
+    print("resize: " + d.strip())
 print("exit=%s" % rc)
 EOF
 }
@@ -159,7 +167,7 @@ for kv in 1.28 1.32; do
     t "$kv exec -it on a pseudo-terminal" "^typed-on-a-tty$" cat "$WORK/tty.out"
     t "$kv exec -it ends with ^D" "^exit=0$" cat "$WORK/tty.out"
     t "$kv exec -it query (tty, no stderr)" "^/exec/$NS/kp1/main\?command=cat&input=1&output=1&tty=1 $proto " lastreq /exec/
-    t "$kv exec -it sends the terminal size" '"data": "\{\\"Width\\":100,\\"Height\\":30\}' tail -20 "$WORK/fk.req"
+    t "$kv exec -it sends the terminal size" '^resize: \{"Width":100,"Height":30\}$' cat "$WORK/tty.out"
     t "$kv attach" "^attached to main$" kx attach -n "$NS" kp1
     t "$kv attach path" "^/attach/$NS/kp1/main\?error=1&output=1 $proto " lastreq /attach/
     t "$kv attach -i" "^attached to main,piped,$" sh -c "echo piped | timeout 60 '$kc' attach -i -n '$NS' kp1 | tr '\n' ','"
