@@ -1124,14 +1124,14 @@ class TestStreamProxy(Base):
         s.close()
         self.assertEqual((code, hd.get("content-type")), (404, "text/plain"))
         self.assertEqual(rest, ("pod %s/missing-sp not found\n" % self.ns).encode())
-        s, code, hd, rest = self.upgrade("GET", self.pods("notrunning-sp") + "/portforward?ports=8080",
+        s, code, hd, rest = self.upgrade("GET", self.pods("notrunning-sp") + "/portforward?ports=8080&ports=8081",
                                          [("Connection", "Upgrade"), ("Upgrade", "SPDY/3.1"),
                                           ("X-Stream-Protocol-Version", "portforward.k8s.io")])
         s.close()
         self.assertEqual(code, 400)
         self.assertEqual(json.loads(rest.decode())["message"], "container main is not running")
         self.assertEqual(self.last("/portForward/")["requestLine"],
-                         "GET /portForward/%s/notrunning-sp?port=8080 HTTP/1.1" % self.ns)
+                         "GET /portForward/%s/notrunning-sp?port=8080%%2C8081 HTTP/1.1" % self.ns)
 
     def test_rbac(self):
         if not CFG["noright"]:

@@ -25,6 +25,8 @@ def pick_container(pod, container):
     if not container:
         if len(main) == 1:
             return main[0]
+        if not main:
+            raise bad_request("a container name must be specified for pod %s" % name)
         m = "a container name must be specified for pod %s, choose one of: [%s]" % (name, " ".join(main))
         if init:
             m += " or one of the init containers: [%s]" % " ".join(init)

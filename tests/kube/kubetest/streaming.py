@@ -203,13 +203,11 @@ class StreamingHandler:
         params = []
         if sub == "portforward":
             ports = []
-            for v in q.get("ports") or []:
-                for p in v.split(","):
-                    try:
-                        n = int(p.strip())
-                    except ValueError:
-                        raise bad_request('strconv.ParseInt: parsing "%s": invalid syntax' % p)
-                    ports.append(str(n))
+            for v in q.get("ports") or []:      # one port per value, as PodPortForwardOptions.Ports
+                try:
+                    ports.append(str(int(v, 10)))
+                except ValueError:
+                    raise bad_request('strconv.ParseInt: parsing "%s": invalid syntax' % v)
             if ports:
                 params.append(("port", ",".join(ports)))
             path = "/portForward/%s/%s" % (ns, name)
