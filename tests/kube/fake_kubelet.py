@@ -36,7 +36,7 @@ Every request is recorded in .requests: method, path, query (first values), quer
 requestLine, headers (as received: [name, value]), clientCN, protocol (the one negotiated); each
 message on a resize stream as {"event": "resize", "data": ...}. Under tty=1 a ^D ends cat's input.
 
-As a module:  k = FakeKubelet(cert, key, ca); k.port; k.requests; k.stop()
+As a module:  k = FakeKubelet(cert, key, ca); k.port; k.requests; k.active (sessions running); k.stop()
 As a program: fake_kubelet.py --cert C --key K --ca CA [--listen 127.0.0.1:0] [--port-file F]
               [--requests-file F]  (appends one JSON line per request)
 """
@@ -188,7 +188,14 @@ class Session(object):
         try:
             while not fk.stopped:
                 if self.done and deadline is None:
-                    deadline = time.monotonic() + 10     # let the client read and close first
+                    # As a kubelet closes the connection when the command ended: no more bytes
+                    # from here; go on reading (so that the close is no reset) until the client
+                    # closes too, for 10 s at most.
+                    deadline = time.monotonic() + 10
+                    try:
+                        self.sock.shutdown(socket.SHUT_WR)
+                    except OSError:
+                        pass
                 if deadline is not None and time.monotonic() > deadline:
                     return
                 socks = [self.sock] + list(self.upstreams)
@@ -563,7 +570,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.rec["protocol"] = proto
             self.switch(["Upgrade: websocket", "Connection: Upgrade", "Sec-WebSocket-Accept: " + accept,
                          "Sec-WebSocket-Protocol: " + proto])
-            WsSession(self.connection, self.leftover(), fk, kind, q, container, proto).run(fk)
+            fk.session(WsSession(self.connection, self.leftover(), fk, kind, q, container, proto))
             return
         if upgrade != "spdy/3.1":
             return self.reply(400, b"Upgrade request required\n")
@@ -575,7 +582,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                                     "supports %s\n" % (offered, server)).encode())
         self.rec["protocol"] = proto
         self.switch(["Connection: Upgrade", "Upgrade: SPDY/3.1", "X-Stream-Protocol-Version: " + proto])
-        SpdySession(self.connection, self.leftover(), fk, kind, q, container).run(fk)
+        fk.session(SpdySession(self.connection, self.leftover(), fk, kind, q, container))
 
     def switch(self, headers):
         self.commit()
@@ -629,6 +636,7 @@ class FakeKubelet(object):
     def __init__(self, cert, key, ca, host="127.0.0.1", port=0, lines=5, follow_max=50, requests_file=None):
         self.requests = []
         self.streams = []            # SPDY stream headers as the client sent them
+        self.active = 0              # upgraded sessions now running
         self.lines, self.follow_max, self.stopped = lines, follow_max, False
         self.requests_file = requests_file
         self.lock = threading.Lock()
@@ -649,6 +657,15 @@ class FakeKubelet(object):
             if self.requests_file:
                 with open(self.requests_file, "a") as f:
                     f.write(json.dumps({k: v for k, v in rec.items()}) + "\n")
+
+    def session(self, sess):
+        with self.lock:
+            self.active += 1
+        try:
+            sess.run(self)
+        finally:
+            with self.lock:
+                self.active -= 1
 
     def record_stream(self, headers):
         with self.lock:

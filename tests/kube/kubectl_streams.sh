@@ -26,6 +26,14 @@ EOF
 # nreq PATH-PREFIX: how many requests the fake kubelet got under that path
 nreq() { "$PY" -c 'import json,sys; print(sum(1 for l in open(sys.argv[1]) if json.loads(l).get("path", "").startswith(sys.argv[2])))' "$WORK/fk.req" "$1"; }
 
+# renew: play the node agent's Lease renewal, so that NODE stays Ready through this section
+# (the node lifecycle controller marks it Unknown after 40 s without one).
+renew() {
+    api PATCH "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/$NODE" \
+        "{\"spec\":{\"renewTime\":\"$(date -u +%Y-%m-%dT%H:%M:%S.000000Z)\"}}" application/merge-patch+json >/dev/null
+}
+renew
+
 # A TCP echo server: the port-forward target (the fake kubelet dials 127.0.0.1:PORT)
 "$PY" -c '
 import os, socket, sys, threading
@@ -142,6 +150,7 @@ for kv in 1.28 1.32; do
         continue
     fi
     kx() { timeout 60 "$kc" "$@"; }
+    renew
     t "$kv exec echo" "^hi there$" kx exec -n "$NS" kp1 -- echo hi there
     t "$kv exec reaches the kubelet path, renamed flags, one command= per word" \
         "^/exec/$NS/kp1/main\?command=echo&command=hi&command=there&error=1&output=1 $proto kube-apiserver-kubelet-client method=$meth$" \
@@ -211,7 +220,11 @@ t "nodes/proxy query" "^GET /fakeproxy/a/b\?x=1&y=2 HTTP/1\.1$" k get --raw "/ap
 t "nodes/proxy kubelet 404 passed through" "NotFound" k get --raw "/api/v1/nodes/$NODE/proxy/no/such/path"
 t "nodes/proxy dial failure" "^Error from server \(ServiceUnavailable\): error trying to reach service: dial tcp 127\.0\.0\.1:1: connect: connection refused$" \
     k get --raw "/api/v1/nodes/$DEADNODE/proxy/metrics/resource"
+t "logs dial failure (500, no reason)" \
+    "^Error from server: Get \"https://127\.0\.0\.1:1/containerLogs/$NS/kdead/main\": dial tcp 127\.0\.0\.1:1: connect: connection refused$" \
+    k logs -n "$NS" kdead
 
+renew
 # RBAC: kubectl 1.28's SPDY POST needs create on pods/exec, 1.32's WebSocket GET needs get (and
 # falls back to the POST when the GET is refused).
 if [ -n "$DOUBLE" ]; then
@@ -244,3 +257,10 @@ else
     skipped "RBAC on pods/exec (needs the double's /_test controls)"
 fi
 api DELETE "/api/v1/nodes/$DEADNODE" >/dev/null
+# The checks after this section want NODE Ready: should a loaded machine have let it go Unknown
+# even so, post Ready as the agent would and wait for it.
+renew
+now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+api PATCH "/api/v1/nodes/$NODE/status" "{\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\",\"reason\":\"KubeletReady\",\"message\":\"kubelet is posting ready status\",\"lastHeartbeatTime\":\"$now\",\"lastTransitionTime\":\"$now\"}]}}" \
+    application/strategic-merge-patch+json >/dev/null
+for _ in $(seq 600); do k get node "$NODE" --no-headers 2>/dev/null | grep -Eq "^$NODE +Ready " && break; sleep 0.1; done

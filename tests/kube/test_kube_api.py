@@ -1056,6 +1056,7 @@ class TestStreamProxy(Base):
             self.assertEqual((op, st[:1]), (2, b"\x03"))
             self.assertEqual(json.loads(st[1:].decode()), {"metadata": {}, "status": "Success"})
             self.assertEqual(next(frames)[0], 8)        # Close
+            self.assertEqual(list(frames), [])          # the kubelet closed: so did the API server
         finally:
             s.close()
         r = self.last("/exec/")
@@ -1118,6 +1119,35 @@ class TestStreamProxy(Base):
         st = json.loads(rest.decode())
         self.assertEqual(st["message"], "error dialing backend: dial tcp 127.0.0.1:1: connect: connection refused")
         self.assertNotIn("reason", st)
+        r = API.get(self.pods("spd") + "/log")
+        self.assertEqual(r.status, 500)
+        self.assertEqual(r.json["message"], 'Get "https://127.0.0.1:1/containerLogs/%s/spd/main": '
+                                            'dial tcp 127.0.0.1:1: connect: connection refused' % self.ns)
+        self.assertNotIn("reason", r.json)
+
+    def cat_session(self):
+        s, code, hd, rest = self.upgrade("GET", self.pods("sp") + "/exec?command=cat&stdin=1&stdout=1", self.ws_headers())
+        self.assertEqual(code, 101, rest)
+        return s, self.ws_frames(s, rest)
+
+    def test_client_close_ends_the_kubelet_session(self):
+        s, frames = self.cat_session()
+        self.ws_send(s, b"\x00up\n")
+        self.assertEqual(next(frames), (2, b"\x01up\n"))
+        self.assertGreaterEqual(self.fk.active, 1)
+        s.close()           # without closing stdin: only the relay's close can end the kubelet's cat
+        wait_for(lambda: self.fk.active == 0, timeout=30, msg="the kubelet's session to end")
+
+    def test_concurrent_sessions(self):
+        sessions = [self.cat_session() for _ in range(10)]
+        try:
+            for i, (s, frames) in enumerate(sessions):
+                self.ws_send(s, b"\x00session %d\n" % i)
+            for i, (s, frames) in enumerate(reversed(sessions)):
+                self.assertEqual(next(frames), (2, b"\x01session %d\n" % (9 - i)))
+        finally:
+            for s, frames in sessions:
+                s.close()
 
     def test_kubelet_answers_passed_through(self):
         s, code, hd, rest = self.upgrade("GET", self.pods("missing-sp") + "/exec?command=echo&stdout=1", self.ws_headers())
