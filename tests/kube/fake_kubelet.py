@@ -34,7 +34,8 @@ A pod named missing* answers 404 text (like a kubelet without that pod); a pod n
 notrunning* answers 400 with a JSON Status "container C is not running" on the streaming paths.
 Every request is recorded in .requests: method, path, query (first values), queryList,
 requestLine, headers (as received: [name, value]), clientCN, protocol (the one negotiated); each
-message on a resize stream as {"event": "resize", "data": ...}. Under tty=1 a ^D ends cat's input.
+SPDY stream's headers as {"event": "stream", "headers": {...}}, each message on a resize stream as
+{"event": "resize", "data": ...}. Under tty=1 a ^D ends cat's input.
 
 As a module:  k = FakeKubelet(cert, key, ca); k.port; k.requests; k.active (sessions running); k.stop()
 As a program: fake_kubelet.py --cert C --key K --ca CA [--listen 127.0.0.1:0] [--port-file F]
@@ -90,11 +91,12 @@ STDIN, STDOUT, STDERR, ERROR, RESIZE = 0, 1, 2, 3, 4
 CHANNELS = {"stdin": STDIN, "stdout": STDOUT, "stderr": STDERR, "error": ERROR, "resize": RESIZE}
 
 
-def status_for(code, msg=None):
-    """The metav1.Status a kubelet writes on the error stream when the command ended."""
-    if msg is not None:
-        return {"metadata": {}, "status": "Failure", "message": "Internal error occurred: " + msg,
-                "reason": "InternalError", "details": {"causes": [{"message": msg}]}, "code": 500}
+def status_for(code, error=None):
+    """The metav1.Status a kubelet writes on the error stream: the command's exit code, or the
+    error that kept it from running."""
+    if error is not None:
+        return {"metadata": {}, "status": "Failure", "message": "Internal error occurred: " + error,
+                "reason": "InternalError", "details": {"causes": [{"message": error}]}, "code": 500}
     if code == 0:
         return {"metadata": {}, "status": "Success"}
     return {"metadata": {}, "status": "Failure",
@@ -116,7 +118,7 @@ class Program(object):
             return self._copy()
         a = self.argv
         if not a:
-            return self.finish(status_for(0, "error executing command in container: no command"))
+            return self.finish(status_for(0, error="error executing command in container: no command"))
         if a[0] == "echo":
             self.out(STDOUT, (" ".join(a[1:]) + "\n").encode())
             return self.finish(status_for(0))
@@ -129,7 +131,7 @@ class Program(object):
             return self.finish(status_for(0 if a[0] == "true" else 1))
         if a[0] == "exit" and len(a) == 2 and a[1].isdigit():
             return self.finish(status_for(int(a[1]) & 255))
-        self.finish(status_for(0, 'error executing command in container: exec: "%s": executable file not found in $PATH' % a[0]))
+        self.finish(status_for(0, error='error executing command in container: exec: "%s": executable file not found in $PATH' % a[0]))
 
     def _copy(self):
         if not self.has_stdin:
@@ -294,7 +296,7 @@ class SpdySession(Session):
             st = h.get("streamtype", "")
             self.control(2, 0, struct.pack(">I", sid) + self.header_block([]))   # SYN_REPLY
             self.streams[sid] = st
-            self.fk.record_stream(h)
+            self.fk.record({"event": "stream", "headers": h})
             if self.kind == "portforward":
                 self.pf_stream(sid, st, h)
                 return
@@ -635,7 +637,6 @@ class _Server(http.server.ThreadingHTTPServer):
 class FakeKubelet(object):
     def __init__(self, cert, key, ca, host="127.0.0.1", port=0, lines=5, follow_max=50, requests_file=None):
         self.requests = []
-        self.streams = []            # SPDY stream headers as the client sent them
         self.active = 0              # upgraded sessions now running
         self.lines, self.follow_max, self.stopped = lines, follow_max, False
         self.requests_file = requests_file
@@ -666,10 +667,6 @@ class FakeKubelet(object):
         finally:
             with self.lock:
                 self.active -= 1
-
-    def record_stream(self, headers):
-        with self.lock:
-            self.streams.append(headers)
 
     def stop(self):
         self.stopped = True

@@ -206,6 +206,8 @@ for kv in 1.28 1.32; do
     t "$kv port-forward upgrade request" "^/portForward/$NS/kp1 portforward\.k8s\.io kube-apiserver-kubelet-client method=POST$" \
         lastreq /portForward/
     t "$kv port-forward offers portforward.k8s.io" "^H X-Stream-Protocol-Version: portforward\.k8s\.io$" lastreq /portForward/
+    t "$kv port-forward data stream names the port" "\"port\": \"$ECHO_PORT\"" \
+        sh -c "grep '\"streamtype\": \"data\"' '$WORK/fk.req' | tail -1"
     t "$kv port-forward kubelet 400 Status" "error upgrading connection: container main is not running" \
         kx port-forward -n "$NS" pod/notrunning-x 0:80
 done
