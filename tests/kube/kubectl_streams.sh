@@ -54,6 +54,7 @@ while True:
     c, _ = s.accept()
     threading.Thread(target=echo, args=(c,), daemon=True).start()
 ' "$WORK/echo.port" &
+# shellcheck disable=SC2034  # test_kubectl.sh's cleanup stops it
 ECHO_PID=$!
 for _ in $(seq 600); do [ -s "$WORK/echo.port" ] && break; sleep 0.1; done
 ECHO_PORT=$(cat "$WORK/echo.port" 2>/dev/null || echo 9)

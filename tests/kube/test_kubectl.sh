@@ -14,7 +14,8 @@ PY=${PYTHON:-/usr/bin/python3}
 [ -x "$PY" ] || PY=python3
 export KUBECONFIG=$SD/kubeconfig
 WORK=$(mktemp -d)
-FK_PID= ECHO_PID=
+FK_PID=
+ECHO_PID=
 cleanup() {
     [ -n "$FK_PID" ] && kill "$FK_PID" 2>/dev/null && wait "$FK_PID" 2>/dev/null
     [ -n "$ECHO_PID" ] && kill "$ECHO_PID" 2>/dev/null && wait "$ECHO_PID" 2>/dev/null
