@@ -53,6 +53,8 @@ common_libcommon_la_SOURCES = \
 	common/pod_loss.h \
 	common/protocol.cc \
 	common/protocol.h \
+	common/exec_frames.cc \
+	common/exec_frames.h \
 	common/shim_protocol.cc \
 	common/shim_protocol.h \
 	common/supervisor.cc \

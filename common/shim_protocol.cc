@@ -13,12 +13,14 @@ namespace {
 template <typename E, size_t N>
 using Names = std::array<std::pair<E, std::string_view>, N>;
 
-constexpr Names<ShimOp, 5> kOps{{
+constexpr Names<ShimOp, 7> kOps{{
     {ShimOp::PodRun, "pod_run"},
     {ShimOp::PodKill, "pod_kill"},
     {ShimOp::PodList, "pod_list"},
     {ShimOp::Shutdown, "shutdown"},
     {ShimOp::PodStatus, "pod_status"},
+    {ShimOp::ExecStart, "exec_start"},
+    {ShimOp::ExecAttach, "exec_attach"},
 }};
 
 constexpr Names<StopReason, 8> kReasons{{
@@ -219,6 +221,80 @@ Result<PodKill> pod_kill_from_json(const Json::Value &body) {
     SK_TRY_ASSIGN(m.uid, uid_field(body, ctx));
     SK_TRY_ASSIGN(m.grace_s, grace_field(body, ctx));
     SK_TRY_ASSIGN(m.reason, reason_field(body, ctx, StopReason::Killing));
+    return m;
+}
+
+// ---- exec_start, exec_attach ----
+
+namespace {
+
+Result<std::string> session_field(const Json::Value &v, std::string_view ctx) {
+    auto s = json::get_string(v, "session", ctx);
+    if (!s) return s;
+    bool ok = !s->empty() && s->size() <= kMaxSessionBytes;
+    for (char ch : *s)
+        ok = ok && ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                    (ch >= '0' && ch <= '9') || ch == '-');
+    if (!ok)
+        return fail(Error::Parse, field_name(ctx, "session") + " must be 1.." +
+                                      std::to_string(kMaxSessionBytes) +
+                                      " bytes of letters, digits and '-'");
+    return s;
+}
+
+}  // namespace
+
+Json::Value to_json(const ExecStart &m) {
+    Json::Value v(Json::objectValue);
+    v["session"] = m.session;
+    v["uid"] = m.uid;
+    v["container"] = m.container;
+    v["command"] = json::from_strings(m.command);
+    v["stdin"] = m.in;
+    v["stdout"] = m.out;
+    v["stderr"] = m.err;
+    v["tty"] = m.tty;
+    return v;
+}
+
+Result<ExecStart> exec_start_from_json(const Json::Value &body) {
+    constexpr std::string_view ctx = "exec_start";
+    if (!body.isObject()) return fail(Error::Parse, "exec_start: the body must be an object");
+    ExecStart m;
+    SK_TRY_ASSIGN(m.session, session_field(body, ctx));
+    SK_TRY_ASSIGN(m.uid, uid_field(body, ctx));
+    SK_TRY_ASSIGN(m.container, bounded(json::get_string(body, "container", ctx), ctx,
+                                       "container", kMaxObjectNameBytes));
+    if (m.container.empty())
+        return fail(Error::Parse, field_name(ctx, "container") + " must not be empty");
+    SK_TRY_ASSIGN(m.command, json::opt_string_list(body, "command", ctx));
+    size_t total = 0;
+    for (const auto &w : m.command) {
+        total += w.size();
+        if (w.find('\0') != std::string::npos)
+            return fail(Error::Parse, field_name(ctx, "command") + " has a word with a NUL byte");
+    }
+    if (m.command.empty() || m.command.size() > kMaxExecWords || total > kMaxExecCommandBytes)
+        return fail(Error::Parse, field_name(ctx, "command") + " must have 1.." +
+                                      std::to_string(kMaxExecWords) + " words of at most " +
+                                      std::to_string(kMaxExecCommandBytes) + " bytes in all");
+    SK_TRY_ASSIGN(m.in, json::opt_bool(body, "stdin", ctx, false));
+    SK_TRY_ASSIGN(m.out, json::opt_bool(body, "stdout", ctx, true));
+    SK_TRY_ASSIGN(m.err, json::opt_bool(body, "stderr", ctx, true));
+    SK_TRY_ASSIGN(m.tty, json::opt_bool(body, "tty", ctx, false));
+    return m;
+}
+
+Json::Value to_json(const ExecAttach &m) {
+    Json::Value v(Json::objectValue);
+    v["session"] = m.session;
+    return v;
+}
+
+Result<ExecAttach> exec_attach_from_json(const Json::Value &body) {
+    if (!body.isObject()) return fail(Error::Parse, "exec_attach: the body must be an object");
+    ExecAttach m;
+    SK_TRY_ASSIGN(m.session, session_field(body, "exec_attach"));
     return m;
 }
 

@@ -7,6 +7,10 @@
 //     pod_kill  {"uid", "grace_s", "reason"}                          -> {}
 //     pod_list  {}                                     -> {"pods": [PodStatus...]}
 //     shutdown  {"grace_s", "reason"}   -> {} once every pod has stopped
+//     exec_start {"session", "uid", "container", "command", "stdin", "stdout",
+//                 "stderr", "tty"}  -> {} once the command runs (kubectl exec)
+//   shim -> agent, first line of an exec session's own data connection:
+//     exec_attach {"session"} -> {}, then frames (common/exec_frames.h)
 //   shim -> agent notification, answered ok (or an error naming the field):
 //     pod_status {"uid", "namespace", "name", "status": PodStatus, "events": [...]}
 //
@@ -50,12 +54,15 @@ constexpr size_t kMaxEventMessageBytes = 1024;  // an event's message (cut beyon
 // request whose reply would exceed it with TooLarge. Everything else is
 // bounded by these per line.
 constexpr size_t kMaxPodRunBytes = size_t{16} << 20;
+constexpr size_t kMaxSessionBytes = 64;        // an exec session's id: [A-Za-z0-9-]
+constexpr size_t kMaxExecWords = 1024;         // exec_start "command"
+constexpr size_t kMaxExecCommandBytes = 64 << 10;  // its words together
 constexpr size_t kMaxShimMessageBytes = size_t{32} << 20;
 
 // ---- enums carried as strings ----
 
 // The operations on an attached shim's connection.
-enum class ShimOp { PodRun, PodKill, PodList, Shutdown, PodStatus };
+enum class ShimOp { PodRun, PodKill, PodList, Shutdown, PodStatus, ExecStart, ExecAttach };
 
 // Why pods stop (pod_kill and shutdown "reason"). The shim logs it and
 // forgets a pod once it has stopped when the reason says the pod is gone
@@ -108,6 +115,26 @@ struct Shutdown {
     StopReason reason = StopReason::Shutdown;
 };
 
+// Run a command in a running container of a pod, for the kubelet's /exec
+// (docs/protocol.md "exec_start"). The agent picks the session id; the
+// shim's data connection names it in exec_attach.
+struct ExecStart {
+    std::string session;               // 1..kMaxSessionBytes of [A-Za-z0-9-]
+    std::string uid;                   // the pod
+    std::string container;             // 1..kMaxObjectNameBytes
+    std::vector<std::string> command;  // 1..kMaxExecWords words, no NUL
+    bool in = false;                   // "stdin": the session sends stdin frames
+    bool out = true;                   // "stdout"
+    bool err = true;                   // "stderr" (ignored with a tty: one stream)
+    bool tty = false;
+};
+
+// ---- shim -> agent, on an exec session's data connection ----
+
+struct ExecAttach {
+    std::string session;
+};
+
 // ---- shim -> agent ----
 
 struct PodEvent {
@@ -140,6 +167,8 @@ Json::Value to_json(const Shutdown &m);
 Json::Value to_json(const PodStatus &m);
 Json::Value to_json(const PodListReply &m);
 Json::Value to_json(const PodEvent &m);
+Json::Value to_json(const ExecStart &m);
+Json::Value to_json(const ExecAttach &m);
 
 Result<PodRun> pod_run_from_json(const Json::Value &body);
 Result<PodFiles> pod_files_from_json(const Json::Value &files);  // pod_run's "files"
@@ -149,5 +178,7 @@ Result<Shutdown> shutdown_from_json(const Json::Value &body);
 Result<PodStatus> pod_status_from_json(const Json::Value &body);
 Result<PodListReply> pod_list_reply_from_json(const Json::Value &body);
 Result<PodEvent> pod_event_from_json(const Json::Value &event);
+Result<ExecStart> exec_start_from_json(const Json::Value &body);
+Result<ExecAttach> exec_attach_from_json(const Json::Value &body);
 
 }  // namespace sk::proto

@@ -11,6 +11,8 @@ k8s_shim_libshim_la_SOURCES = \
 	k8s-shim/clock.h \
 	k8s-shim/container.cc \
 	k8s-shim/container.h \
+	k8s-shim/exec_session.cc \
+	k8s-shim/exec_session.h \
 	k8s-shim/gpu_alloc.cc \
 	k8s-shim/gpu_alloc.h \
 	k8s-shim/mount_paths.cc \

@@ -222,6 +222,28 @@ Json::Value PodRunner::status() {
     return last_status_;
 }
 
+Result<SpawnSpec> PodRunner::exec_spec(const std::string &container,
+                                       const std::vector<std::string> &argv) const {
+    for (auto *list : {&init_, &app_})
+        for (const auto &c : *list) {
+            if (c->plan->name != container) continue;
+            if (run_.stopping || finished_)
+                return fail(Error::Invalid, "cannot exec in container " + container + " of pod " +
+                                                plan_.key() + ": the pod is terminating");
+            if (!c->running || c->pending_exit)
+                return fail(Error::Invalid,
+                            "container " + container + " of pod " + plan_.key() + " is not running");
+            return SpawnSpec{argv, c->plan->env,
+                             c->plan->working_dir.empty() ? env_.pod_dir : c->plan->working_dir,
+                             c->plan->confine, env_.supervisor};
+        }
+    return fail(Error::NotFound, "pod " + plan_.key() + " has no container " + container);
+}
+
+bool PodRunner::container_running(const std::string &container) const {
+    return exec_spec(container, {}).ok();
+}
+
 Json::Value PodRunner::process_record() const {
     Json::Value v(Json::objectValue);
     for (auto *list : {&init_, &app_})

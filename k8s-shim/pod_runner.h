@@ -19,9 +19,11 @@
 
 #include <json/json.h>
 
+#include "common/result.h"
 #include "k8s-shim/clock.h"
 #include "k8s-shim/pod_plan.h"
 #include "k8s-shim/pod_status.h"
+#include "k8s-shim/spawn.h"
 
 namespace sk::shim {
 
@@ -63,6 +65,15 @@ class PodRunner {
     const RunnerEnv &env() const { return env_; }
     // Persisted record of the running processes (pid, start time, restarts).
     Json::Value process_record() const;
+
+    // What an exec session into `container` runs (k8s-shim/exec_session.h):
+    // argv with the container's environment, working directory and
+    // confinement. NotFound: the pod has no container of that name;
+    // Invalid: the container is not running, or the pod is stopping.
+    Result<SpawnSpec> exec_spec(const std::string &container,
+                                const std::vector<std::string> &argv) const;
+    // Whether `container` runs now (an exec session into it ends otherwise).
+    bool container_running(const std::string &container) const;
 
     // Kubelet-like events (Unhealthy, BackOff, Killing) queued for the next
     // pod_status notification (its optional "events" array, docs/protocol.md).

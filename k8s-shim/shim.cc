@@ -251,7 +251,10 @@ proto::Reply Shim::handle(const proto::Request &req, bool *deferred) {
                 return pod_list(req);
             case proto::ShimOp::Shutdown:
                 return shutdown(req, deferred);
+            case proto::ShimOp::ExecStart:
+                return exec_start(req, deferred);
             case proto::ShimOp::PodStatus:  // the shim's own notification
+            case proto::ShimOp::ExecAttach:
                 break;
         }
     }
@@ -344,6 +347,7 @@ proto::Reply Shim::pod_run(const proto::Request &req) {
 // uid never comes back) is forgotten once finished, its directory (logs,
 // state) removed, as the kubelet does for a deleted pod.
 void Shim::reap() {
+    execs_ended_.clear();
     std::vector<std::string> gone;
     for (auto &[uid, p] : pods_) {
         if (p.runner && p.runner->idle()) release(p);
@@ -375,8 +379,84 @@ proto::Reply Shim::pod_kill(const proto::Request &req) {
         (m->reason == proto::StopReason::Deleted || m->reason == proto::StopReason::Orphaned))
         it->second.forget = true;
     if (it == pods_.end() || !it->second.runner) return reply;  // unknown or never ran: ok
+    kill_execs(m->uid, "the pod is stopping", true);
     it->second.runner->kill(m->grace_s, std::string(proto::to_string(m->reason)));
     return reply;
+}
+
+// Bounds per pod and per job: a client that opens sessions without end gets
+// a refusal, never an unbounded number of processes and connections.
+constexpr size_t kMaxExecSessionsPerPod = 16;
+constexpr size_t kMaxExecSessions = 64;
+
+proto::Reply Shim::exec_start(const proto::Request &req, bool *deferred) {
+    auto m = proto::exec_start_from_json(req.body);
+    if (!m) return proto::error_reply(req.id, m.failure());
+    if (shutting_down_)
+        return proto::error_reply(req.id, fail(Error::Unavailable, "the shim is shutting down"));
+    if (execs_.count(m->session))
+        return proto::error_reply(
+            req.id, fail(Error::AlreadyExists, "exec session " + m->session + " exists"));
+    auto it = pods_.find(m->uid);
+    if (it == pods_.end() || !it->second.runner)
+        return proto::error_reply(
+            req.id, fail(Error::NotFound, it == pods_.end()
+                                              ? "no pod with uid " + m->uid + " on this node"
+                                              : "pod " + it->second.ns + "/" + it->second.name +
+                                                    " is not running"));
+    ShimPod &p = it->second;
+    auto spec = p.runner->exec_spec(m->container, m->command);
+    if (!spec) return proto::error_reply(req.id, spec.failure());
+    size_t in_pod = 0;
+    for (const auto &[id, e] : execs_)
+        in_pod += e->request().uid == m->uid;
+    if (in_pod >= kMaxExecSessionsPerPod || execs_.size() >= kMaxExecSessions)
+        return proto::error_reply(
+            req.id,
+            fail(Error::Refused,
+                 "too many exec sessions (at most " + std::to_string(kMaxExecSessionsPerPod) +
+                     " per pod, " + std::to_string(kMaxExecSessions) +
+                     " per job): end one (exit the shell) and try again"));
+    std::string session = m->session, uid = m->uid;
+    uint64_t id = req.id;
+    LOG_INFO("[pod %s/%s] exec session %s in %s: '%s'%s", p.ns.c_str(), p.name.c_str(),
+             session.c_str(), m->container.c_str(), m->command[0].c_str(),
+             m->tty ? " (tty)" : "");
+    auto started = [this, id, uid](const Status &st) {
+        proto::Reply r = st ? proto::Reply{} : proto::error_reply(id, st.failure());
+        r.id = id;
+        send_reply(r);
+        if (auto pit = pods_.find(uid); pit != pods_.end() && pit->second.runner)
+            save_pod_state(pit->second);  // the command's supervisor is recorded
+    };
+    auto ended = [this, session, uid] {
+        auto e = execs_.find(session);
+        if (e == execs_.end()) return;
+        execs_ended_.push_back(std::move(e->second));
+        execs_.erase(e);
+        if (auto pit = pods_.find(uid); pit != pods_.end() && pit->second.runner)
+            save_pod_state(pit->second);
+    };
+    auto s = std::make_unique<ExecSession>(loop_, std::move(*m), std::move(*spec), opt_.supervisor,
+                                           started, ended);
+    ExecSession *raw = s.get();
+    execs_[session] = std::move(s);
+    *deferred = true;
+    raw->start(opt_.socket_path);
+    return {};
+}
+
+void Shim::kill_execs(const std::string &uid, const std::string &why, bool all) {
+    auto pit = pods_.find(uid);
+    std::vector<ExecSession *> doomed;
+    for (auto &[id, e] : execs_) {
+        if (e->request().uid != uid) continue;
+        if (all || pit == pods_.end() || !pit->second.runner ||
+            !pit->second.runner->container_running(e->request().container))
+            doomed.push_back(e.get());
+    }
+    for (auto *e : doomed)
+        e->kill(all ? why : "container " + e->request().container + " is not running");
 }
 
 proto::Reply Shim::pod_list(const proto::Request &req) {
@@ -406,8 +486,10 @@ proto::Reply Shim::shutdown(const proto::Request &req, bool *deferred) {
     shutting_down_ = true;
     shutdown_req_id_ = req.id;
     *deferred = true;
-    for (auto &[uid, p] : pods_)
+    for (auto &[uid, p] : pods_) {
+        kill_execs(uid, "the node shuts down", true);
         if (p.runner) p.runner->kill(m->grace_s, reason);
+    }
     maybe_finish_shutdown();
     return {};
 }
@@ -432,6 +514,7 @@ void Shim::maybe_finish_shutdown() {
 }
 
 void Shim::notify(ShimPod &p) {
+    kill_execs(p.uid, "", false);  // sessions into a container that stopped
     Json::Value status = p.runner ? p.runner->status() : p.fixed_status;
     bool events = p.runner && p.runner->has_events();
     if (status == p.last_sent && !events) return;
@@ -483,6 +566,15 @@ void Shim::save_pod_state(ShimPod &p) {
     Json::Value s(Json::objectValue);
     s["finished"] = p.finished;
     s["processes"] = p.runner ? p.runner->process_record() : Json::Value(Json::objectValue);
+    // Exec sessions' supervisors as "<container>:exec:<pid>" (':' is in no
+    // container name), stopped with the containers when this shim dies.
+    for (const auto &[id, e] : execs_) {
+        if (e->request().uid != p.uid || e->pid() <= 0) continue;
+        Json::Value r(Json::objectValue);
+        r["pid"] = e->pid();
+        r["start_ticks"] = Json::UInt64(e->start_ticks());
+        s["processes"][e->request().container + ":exec:" + std::to_string(e->pid())] = r;
+    }
     s["status"] = p.runner ? p.runner->status() : p.fixed_status;
     (void)write_file_atomic(pod_dir(p.uid) + "/state.json", json::write(s), 0640,
                             Durability::Cached);

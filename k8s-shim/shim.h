@@ -27,6 +27,7 @@
 #include "common/protocol.h"
 #include "common/shim_protocol.h"
 #include "k8s-shim/clock.h"
+#include "k8s-shim/exec_session.h"
 #include "k8s-shim/gpu_alloc.h"
 #include "k8s-shim/pod_runner.h"
 #include "k8s-shim/runtime_template.h"
@@ -84,6 +85,10 @@ class Shim {
     proto::Reply pod_kill(const proto::Request &req);
     proto::Reply pod_list(const proto::Request &req);
     proto::Reply shutdown(const proto::Request &req, bool *deferred);
+    proto::Reply exec_start(const proto::Request &req, bool *deferred);
+    // Ends the exec sessions of pod uid (all of them, or those into a
+    // container that no longer runs).
+    void kill_execs(const std::string &uid, const std::string &why, bool all);
     void maybe_finish_shutdown();
     void refuse(ShimPod &p, const std::string &reason, const std::string &message);
 
@@ -113,6 +118,10 @@ class Shim {
     std::string node_name_, state_dir_;
     GpuAllocator gpus_;
     std::map<std::string, ShimPod> pods_;  // by uid
+    // Exec sessions by session id; ended ones wait in execs_ended_ for the
+    // next reap (a session is never destroyed inside its own callback).
+    std::map<std::string, std::unique_ptr<ExecSession>> execs_;
+    std::vector<std::unique_ptr<ExecSession>> execs_ended_;
 
     bool shutting_down_ = false;
     uint64_t shutdown_req_id_ = 0;

@@ -32,7 +32,7 @@ bool confined_argv(const SpawnSpec &spec, std::vector<std::string> *args) {
 }
 
 int spawn(uv_loop_t *loop, Process &proc, const std::string &file, std::vector<std::string> args,
-          const SpawnSpec &spec, Process::ExitCb on_exit, Pipe *out, Pipe *err) {
+          const SpawnSpec &spec, Process::ExitCb on_exit, const SpawnStdio &io) {
     SpawnOptions o;
     o.args = std::move(args);
     o.file = file;
@@ -42,8 +42,10 @@ int spawn(uv_loop_t *loop, Process &proc, const std::string &file, std::vector<s
         o.env->push_back(e.name + "=" + e.value);
     o.cwd = spec.cwd;
     o.detached = true;
-    o.out = out;
-    o.err = err;
+    o.in = io.in;
+    o.out = io.out;
+    o.err = io.err;
+    o.terminal_fd = io.terminal_fd;
     return proc.spawn(loop, o, std::move(on_exit));
 }
 
@@ -53,18 +55,25 @@ int spawn_process(uv_loop_t *loop, Process &proc, const SpawnSpec &spec, Process
                   Pipe *out, Pipe *err) {
     std::vector<std::string> args;
     if (!confined_argv(spec, &args)) return UV_EPERM;
-    return spawn(loop, proc, "", std::move(args), spec, std::move(on_exit), out, err);
+    return spawn(loop, proc, "", std::move(args), spec, std::move(on_exit), {nullptr, out, err});
 }
 
 int spawn_container(uv_loop_t *loop, Process &proc, const std::string &supervisor,
                     const SpawnSpec &spec, Process::ExitCb on_exit, Pipe *out, Pipe *err) {
+    return spawn_supervised(loop, proc, supervisor, spec, std::move(on_exit),
+                            {nullptr, out, err});
+}
+
+int spawn_supervised(uv_loop_t *loop, Process &proc, const std::string &supervisor,
+                     const SpawnSpec &spec, Process::ExitCb on_exit, const SpawnStdio &io) {
     std::vector<std::string> args;
     if (!confined_argv(spec, &args)) return UV_EPERM;
     SpawnSpec s = spec;
-    // First: getenv() finds it before a variable of the pod's of that name.
+    // First: getenv() finds them before a variable of the pod's of that name.
     s.env.insert(s.env.begin(), {kSuperviseArgvEnv, encode_supervise_argv(args)});
+    if (io.terminal_fd >= 0) s.env.insert(s.env.begin(), {kSuperviseTerminalEnv, "1"});
     return spawn(loop, proc, supervisor, {"slurm-k8s-supervise", "--supervise"}, s,
-                 std::move(on_exit), out, err);
+                 std::move(on_exit), io);
 }
 
 void kill_supervised(int pid) noexcept {

@@ -1,7 +1,8 @@
 // Process spawning for containers, probes and hooks (libuv edge).
 // Every process gets its own session and process group (UV_PROCESS_DETACHED
 // = setsid), so a signal to -pid reaches everything the container started.
-// stdin is /dev/null; stdout/stderr go to the given pipes, or /dev/null.
+// stdin is /dev/null; stdout/stderr go to the given pipes, or /dev/null
+// (spawn_supervised takes any stdio).
 // A spec with a confinement runs as
 //   HELPER --exec-confined FLAGS -- ARGV   (k8s-shim/confine.h)
 // and a container's under its supervisor, which runs that command line.
@@ -37,6 +38,22 @@ int spawn_process(uv_loop_t *loop, Process &proc, const SpawnSpec &spec, Process
 // session and process group.
 int spawn_container(uv_loop_t *loop, Process &proc, const std::string &supervisor,
                     const SpawnSpec &spec, Process::ExitCb on_exit, Pipe *out, Pipe *err);
+
+// Where a process's stdio goes (uv/handles.h SpawnOptions): fresh Pipes of
+// the loop or null (/dev/null), or, when terminal_fd >= 0, that descriptor
+// (a pseudo-terminal's slave end) for all three.
+struct SpawnStdio {
+    Pipe *in = nullptr;
+    Pipe *out = nullptr;
+    Pipe *err = nullptr;
+    int terminal_fd = -1;
+};
+
+// spawn_container with any stdio: an exec session's command
+// (k8s-shim/exec_session.h). On a terminal the supervisor makes it its
+// controlling terminal (kSuperviseTerminalEnv, k8s-shim/supervise.h).
+int spawn_supervised(uv_loop_t *loop, Process &proc, const std::string &supervisor,
+                     const SpawnSpec &spec, Process::ExitCb on_exit, const SpawnStdio &io);
 
 // Tells the supervisor `pid` to kill every process it has now
 // (supervisor_kill_signal(), k8s-shim/supervise.h), SIGCONT first: a

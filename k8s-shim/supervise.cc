@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -139,9 +140,14 @@ void sweep_descendants(pid_t main_pid, int *main_status, bool *main_reaped) {
     reap(main_pid, main_status, main_reaped);
 }
 
-int supervise_main(char **argv) {
+int supervise_main(char **argv, bool terminal) {
     if (!argv[0]) {
         fprintf(stderr, "slurm-k8s-shim --supervise: no command\n");
+        return 128;
+    }
+    if (terminal && ioctl(STDIN_FILENO, TIOCSCTTY, 0) != 0) {
+        fprintf(stderr, "cannot start '%s': no controlling terminal: %s\n", argv[0],
+                strerror(errno));
         return 128;
     }
     (void)prctl(PR_SET_NAME, kSupervisorComm);
@@ -213,12 +219,15 @@ int supervise_env_main() {
         return 128;
     }
     unsetenv(kSuperviseArgvEnv);
+    const char *terminal = getenv(kSuperviseTerminalEnv);
+    bool on_terminal = terminal && strcmp(terminal, "1") == 0;
+    unsetenv(kSuperviseTerminalEnv);
     std::vector<char *> argv;
     argv.reserve(words.size() + 1);
     for (auto &w : words)
         argv.push_back(w.data());
     argv.push_back(nullptr);
-    return supervise_main(argv.data());
+    return supervise_main(argv.data(), on_terminal);
 }
 
 }  // namespace sk::shim

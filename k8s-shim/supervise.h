@@ -43,6 +43,13 @@
 namespace sk::shim {
 
 constexpr const char kSuperviseArgvEnv[] = "SK_SUPERVISE_ARGV";
+// Set (to "1") for a command on a terminal (an exec session with a TTY,
+// k8s-shim/exec_session.h): stdin is a pseudo-terminal's slave end, which the
+// supervisor, leader of its new session, makes its controlling terminal
+// (TIOCSCTTY) before it forks the command, so that the command's process
+// group is the terminal's foreground group (^C reaches it). Removed from the
+// environment too.
+constexpr const char kSuperviseTerminalEnv[] = "SK_SUPERVISE_TERMINAL";
 
 // A command as the value of SK_SUPERVISE_ARGV: each word as
 // "<decimal length>:<bytes>" (a word holds any byte but NUL).
@@ -71,11 +78,12 @@ std::vector<pid_t> live_descendants();
 void sweep_descendants(pid_t main_pid, int *main_status, bool *main_reaped);
 
 // The supervisor's main: argv is the container's command (null-terminated,
-// at least one word). Returns the exit code, or does not return (the main's
-// signal re-raised).
-int supervise_main(char **argv);
+// at least one word); `terminal` as kSuperviseTerminalEnv says. Returns the
+// exit code, or does not return (the main's signal re-raised).
+int supervise_main(char **argv, bool terminal = false);
 // `slurm-k8s-shim --supervise`: supervise_main of SK_SUPERVISE_ARGV, which
-// it removes from the environment; 128 when it is missing or malformed.
+// it removes from the environment (and kSuperviseTerminalEnv); 128 when it
+// is missing or malformed.
 int supervise_env_main();
 
 }  // namespace sk::shim

@@ -299,6 +299,15 @@ void Pipe::connect(const std::string &path, DoneCb done) {
     });
 }
 
+int Pipe::open(int fd) {
+    if (!n_) return UV_EINVAL;
+    return uv_pipe_open(&static_cast<PipeNode *>(n_)->h, fd);
+}
+
+size_t Stream::write_queue_size() const {
+    return n_ ? uv_stream_get_write_queue_size(stream_of(n_)) : 0;
+}
+
 Tcp::Tcp(uv_loop_t *loop) {
     auto *n = new TcpNode;
     uv_tcp_init(loop, &n->h);
@@ -332,12 +341,17 @@ int Process::spawn(uv_loop_t *loop, const SpawnOptions &o, ExitCb on_exit) {
         env.push_back(nullptr);
     }
     uv_stdio_container_t stdio[3];
-    Pipe *outs[3] = {nullptr, o.out, o.err};
+    Pipe *pipes[3] = {o.in, o.out, o.err};
     for (int i = 0; i < 3; i++) {
         stdio[i].flags = UV_IGNORE;
-        if (outs[i] && outs[i]->n_) {
-            stdio[i].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_WRITABLE_PIPE);
-            stdio[i].data.stream = stream_of(outs[i]->n_);
+        if (o.terminal_fd >= 0) {
+            stdio[i].flags = UV_INHERIT_FD;
+            stdio[i].data.fd = o.terminal_fd;
+        } else if (pipes[i] && pipes[i]->n_) {
+            // The child's end: readable for stdin, writable for stdout/stderr.
+            stdio[i].flags = static_cast<uv_stdio_flags>(
+                UV_CREATE_PIPE | (i == 0 ? UV_READABLE_PIPE : UV_WRITABLE_PIPE));
+            stdio[i].data.stream = stream_of(pipes[i]->n_);
         }
     }
     uv_process_options_t opt{};

@@ -91,6 +91,9 @@ class Stream : public Handle {
     int write(std::string data, DoneCb done = {});
     // Shuts the write side down once the queued writes went out.
     int shutdown(DoneCb done);
+    // Bytes queued by write() and not yet written (uv_stream_get_write_queue_size):
+    // a relay stops reading its source while the sink holds more than its bound.
+    size_t write_queue_size() const;
 
   protected:
     Stream() = default;
@@ -102,6 +105,9 @@ class Pipe : public Stream {
     Pipe() = default;
     explicit Pipe(uv_loop_t *loop);  // a unix socket, or a child's stdout/stderr (Process)
     void connect(const std::string &path, DoneCb done);
+    // Takes fd (a pipe, a socket, a pseudo-terminal master), which the Pipe
+    // closes; 0 or a negative libuv error (fd is then not taken).
+    int open(int fd);
 };
 
 class Tcp : public Stream {
@@ -119,10 +125,14 @@ struct SpawnOptions {
     bool detached = false;                        // own session and process group (setsid)
     std::optional<uid_t> uid;
     std::optional<gid_t> gid;
-    // stdin is /dev/null; stdout/stderr go to these (made on the same loop,
-    // not yet used), or to /dev/null when null.
+    // stdin reads from `in`, stdout/stderr go to `out`/`err` (each made on
+    // the same loop, not yet used); /dev/null for a null one. Unless
+    // terminal_fd >= 0: then all three are that descriptor (a pseudo-terminal's
+    // slave end), which the caller keeps and closes after the spawn.
+    Pipe *in = nullptr;
     Pipe *out = nullptr;
     Pipe *err = nullptr;
+    int terminal_fd = -1;
 };
 
 // A child process. The handle stays open after the exit (pid() still

@@ -71,6 +71,8 @@ void all_decoders(const Json::Value &body) {
     round_trip<PodStatus>(ShimOp::PodStatus, body, pod_status_from_json, Error::Parse);
     round_trip<PodListReply>(ShimOp::PodList, body, pod_list_reply_from_json, Error::Parse);
     round_trip<PodEvent>(ShimOp::PodStatus, body, pod_event_from_json, Error::Parse);
+    round_trip<ExecStart>(ShimOp::ExecStart, body, exec_start_from_json, Error::Parse);
+    round_trip<ExecAttach>(ShimOp::ExecAttach, body, exec_attach_from_json, Error::Parse);
     if (auto files = pod_files_from_json(body); files) {
         PodRun m;
         m.files = *files;

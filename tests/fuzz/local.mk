@@ -14,6 +14,7 @@ FUZZ_TARGET_SOURCES = \
 	tests/fuzz/fuzz_config.cc \
 	tests/fuzz/fuzz_cri_log.cc \
 	tests/fuzz/fuzz_cri_writer.cc \
+	tests/fuzz/fuzz_exec_frames.cc \
 	tests/fuzz/fuzz_json.cc \
 	tests/fuzz/fuzz_k8s_names.cc \
 	tests/fuzz/fuzz_kubelet_request.cc \

@@ -132,6 +132,10 @@ SHIM_REQUESTS = [
     ("pod_kill", {"uid": UID, "grace_s": 0, "reason": "Orphaned"}),
     ("pod_kill", {"uid": UID}),
     ("pod_list", {}),
+    ("exec_start", {"session": "s-1", "uid": UID, "container": "main",
+                    "command": ["sh", "-c", "echo hi"], "stdin": True, "tty": True}),
+    ("exec_start", {"session": "s-2", "uid": UID, "container": "main", "command": ["true"]}),
+    ("exec_attach", {"session": "s-1"}),
     ("shutdown", {"grace_s": 10, "reason": "JobEnded"}),
     ("shutdown", {"grace_s": 0, "reason": "TimeLimit"}),
     ("shutdown", {}),
@@ -191,6 +195,25 @@ def seeds_line_buffer(msgs):
         put("line_buffer", data)
     put("line_buffer", b"\x05\x06ab\r\ncd\x03\nef\x00")
     put("line_buffer", b"\x03\x08abcdefgh")
+
+
+def exec_frame(ch, payload):
+    return bytes([ch]) + struct.pack(">I", len(payload)) + payload
+
+
+def seeds_exec_frames():
+    to_shim = (exec_frame(0, b"ls -l\n") + exec_frame(4, b'{"Width":80,"Height":24}\n')
+               + exec_frame(255, b"\x00"))
+    to_agent = (exec_frame(1, b"hi\n") + exec_frame(2, b"") + exec_frame(1, b"x" * 300)
+                + exec_frame(3, b'{"exit_code":3}'))
+    for sel, stream in ((0, to_shim), (1, to_agent), (0, to_agent), (1, exec_frame(4, b"{}")),
+                        (0, b"\x00\x00\x01\x00\x01"), (0, exec_frame(4, b'{"Width":-1}'))):
+        for chunk in (1, 5, 7, 255):
+            data = bytes([sel])
+            for i in range(0, len(stream), chunk):
+                piece = stream[i:i + chunk]
+                data += bytes([len(piece)]) + piece
+            put("exec_frames", data)
 
 
 def seeds_json(ref):
@@ -435,6 +458,7 @@ def main():
     msgs = seeds_protocol()
     seeds_shim_protocol()
     seeds_line_buffer(msgs)
+    seeds_exec_frames()
     seeds_json(ref)
     seeds_config()
     seeds_k8s_names()

@@ -17,6 +17,7 @@ import select
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -137,6 +138,44 @@ class Agent:
         while time.time() < deadline:
             self.pump(deadline - time.time())
 
+    def exec_start(self, uid, container, command, stdin=False, stdout=True, stderr=True,
+                   tty=False, timeout=10):
+        """Sends exec_start and plays the agent's side of the session's data connection:
+        accepts the shim's connection, answers its exec_attach. Returns (the exec_start
+        reply, an ExecConn or None when the shim refused before connecting)."""
+        self.next_id += 1
+        rid = self.next_id
+        session = "sess-%d" % rid
+        self.send({"v": 1, "id": rid, "op": "exec_start",
+                   "body": {"session": session, "uid": uid, "container": container,
+                            "command": command, "stdin": stdin, "stdout": stdout,
+                            "stderr": stderr, "tty": tty}})
+        deadline = time.time() + timeout
+        conn = None
+        self.srv.settimeout(0.05)
+        try:
+            while conn is None:
+                assert time.time() < deadline, "no exec data connection within %ss" % timeout
+                m = self.pump(0.05)
+                if m is not None and m.get("id") == rid:
+                    return m, None  # refused before connecting
+                try:
+                    c, _ = self.srv.accept()
+                except socket.timeout:
+                    continue
+                c.settimeout(timeout)
+                conn = ExecConn(c)
+                hello = conn.read_line()
+                assert hello["op"] == "exec_attach" and hello["body"] == {"session": session}, hello
+                c.sendall((json.dumps({"id": hello["id"], "ok": True, "body": {}}) + "\n").encode())
+        finally:
+            self.srv.settimeout(5)
+        while time.time() < deadline:
+            m = self.pump(deadline - time.time())
+            if m is not None and m.get("id") == rid:
+                return m, conn
+        raise AssertionError("no reply to exec_start within %ss" % timeout)
+
     def crash(self):
         """The shim killed with SIGKILL (no shutdown), and this agent's side closed."""
         self.proc.kill()
@@ -188,6 +227,88 @@ class Agent:
                         os.kill(pid, SUPERVISOR_KILL_SIGNAL)
                     except OSError:
                         pass
+
+
+class ExecConn:
+    """The agent's end of an exec session's data connection: frames of
+    [channel][length, 4 bytes big-endian][payload] (common/exec_frames.h)."""
+    STDIN, STDOUT, STDERR, EXIT, RESIZE, CLOSE = 0, 1, 2, 3, 4, 255
+
+    def __init__(self, sock):
+        self.sock, self.buf = sock, b""
+        self.out, self.err, self.exit, self.eof = b"", b"", None, False
+
+    def _more(self):
+        data = self.sock.recv(65536)
+        if not data:
+            self.eof = True
+        self.buf += data
+
+    def read_line(self):
+        while b"\n" not in self.buf:
+            self._more()
+            if self.eof:
+                raise EOFError("the shim closed the data connection")
+        line, self.buf = self.buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def send(self, channel, payload=b""):
+        self.sock.sendall(bytes([channel]) + struct.pack(">I", len(payload)) + payload)
+
+    def stdin(self, data):
+        self.send(self.STDIN, data)
+
+    def close_stdin(self):
+        self.send(self.CLOSE, b"\x00")
+
+    def resize(self, width, height):
+        self.send(self.RESIZE, json.dumps({"Width": width, "Height": height}).encode())
+
+    def read_frame(self, timeout):
+        """The next frame's (channel, payload); None at EOF; raises on a timeout."""
+        self.sock.settimeout(timeout)
+        while True:
+            if len(self.buf) >= 5:
+                n = struct.unpack(">I", self.buf[1:5])[0]
+                if len(self.buf) >= 5 + n:
+                    ch, payload, self.buf = self.buf[0], self.buf[5:5 + n], self.buf[5 + n:]
+                    return ch, payload
+            if self.eof:
+                return None
+            self._more()
+
+    def wait_output(self, pred, timeout=10):
+        """Reads frames until pred(stdout bytes) holds; the stdout so far."""
+        deadline = time.time() + timeout
+        while not pred(self.out):
+            f = self.read_frame(max(0.01, deadline - time.time()))
+            assert f is not None, "EOF before the output: %r %r" % (self.out, self.err)
+            self._take(f)
+        return self.out
+
+    def _take(self, f):
+        ch, payload = f
+        assert ch in (self.STDOUT, self.STDERR, self.EXIT), "channel %d from the shim" % ch
+        assert self.exit is None, "a frame after the exit: %r" % (f,)
+        if ch == self.STDOUT:
+            self.out += payload
+        elif ch == self.STDERR:
+            self.err += payload
+        else:
+            self.exit = json.loads(payload)
+
+    def finish(self, timeout=10):
+        """Reads to EOF: (stdout, stderr, the Exit frame's object or None)."""
+        deadline = time.time() + timeout
+        while True:
+            f = self.read_frame(max(0.01, deadline - time.time()))
+            if f is None:
+                self.sock.close()
+                return self.out, self.err, self.exit
+            self._take(f)
+
+    def close(self):
+        self.sock.close()
 
 
 def pod(name, containers, init=None, restart="Always", uid=None, grace=None, volumes=None,
@@ -1175,6 +1296,168 @@ def gone(pid, timeout=5):
     return True
 
 
+# ---- exec sessions (k8s-shim/exec_session.h) ----
+
+FOREVER = "trap 'exit 0' TERM; while :; do sleep 0.1; done"
+
+
+def exec_pod(a, name, **kw):
+    """A running pod of one container `main` (env FOO=bar); its uid."""
+    p = pod(name, [sh("main", FOREVER, env=[{"name": "FOO", "value": "bar"}], **kw)])
+    uid = p["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    a.wait(uid, lambda s: running(s, "main"), what="running")
+    return uid
+
+
+def test_exec_output_and_exit_code(a):
+    # The command runs as the job's user in the container's environment and
+    # working directory; stdout and stderr apart; the exit code in the Exit frame.
+    uid = exec_pod(a, "ex-out", workingDir="/tmp")
+    r, c = a.exec_start(uid, "main", ["sh", "-c", "echo out $FOO; id -u; pwd; echo err >&2; exit 3"])
+    assert r["ok"], r
+    out, err, ex = c.finish()
+    assert out.decode().split() == ["out", "bar", str(os.getuid()), "/tmp"], out
+    assert err == b"err\n", err
+    assert ex == {"exit_code": 3}, ex
+    # Killed by a signal: 128 + the signal, as a container runtime reports it.
+    r, c = a.exec_start(uid, "main", ["sh", "-c", "kill -KILL $$"])
+    assert r["ok"], r
+    assert c.finish()[2] == {"exit_code": 137}
+    # Output over many frames arrives whole and in order.
+    r, c = a.exec_start(uid, "main", ["sh", "-c", "seq 1 200000"], stderr=False)
+    assert r["ok"], r
+    out, err, ex = c.finish(timeout=60)
+    assert out == "".join("%d\n" % i for i in range(1, 200001)).encode() and ex == {"exit_code": 0}
+
+
+def test_exec_stdin(a):
+    # stdin frames reach the command; the Close frame is its end of input.
+    uid = exec_pod(a, "ex-in")
+    r, c = a.exec_start(uid, "main", ["sh", "-c", "wc -c; cat"], stdin=True)
+    assert r["ok"], r
+    block = b"x" * 300000
+    for i in range(0, len(block), 65536):
+        c.stdin(block[i:i + 65536])
+    c.close_stdin()
+    out, err, ex = c.finish(timeout=30)
+    assert out.split() == [b"300000"] and ex == {"exit_code": 0}, (out, err, ex)
+
+
+def test_exec_tty(a):
+    # With a tty: one stream, a terminal of the command's own (its controlling
+    # terminal), the window size from Resize frames.
+    uid = exec_pod(a, "ex-tty")
+    r, c = a.exec_start(uid, "main", ["sh", "-c", "read x; stty size; echo got $x; tty; exit 5"],
+                        stdin=True, tty=True)
+    assert r["ok"], r
+    c.resize(100, 30)
+    c.stdin(b"abc\n")
+    out, err, ex = c.finish()
+    text = out.decode()
+    assert "30 100" in text and "got abc" in text and "/dev/pts/" in text, text
+    assert err == b"" and ex == {"exit_code": 5}, (err, ex)
+
+
+def test_exec_refusals(a):
+    # What cannot run is refused with the reason; a command that does not
+    # exist runs its supervisor, which says so on stderr and exits 128.
+    uid = exec_pod(a, "ex-bad")
+    r, c = a.exec_start(uid, "nosuch", ["true"])
+    assert not r["ok"] and r["error"] == "not_found" and "has no container nosuch" in r["message"], r
+    r, c = a.exec_start("uid-unknown", "main", ["true"])
+    assert not r["ok"] and r["error"] == "not_found" and "no pod with uid" in r["message"], r
+    r, c = a.exec_start(uid, "main", ["no-such-command-here"])
+    assert r["ok"], r
+    out, err, ex = c.finish()
+    assert b"cannot start 'no-such-command-here'" in err and ex == {"exit_code": 128}, (err, ex)
+    done = pod("ex-done", [sh("main", "exit 0")], restart="Never")
+    duid = done["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": done, "files": {}})["ok"]
+    a.wait(duid, lambda s: s["phase"] == "Succeeded", what="done")
+    r, c = a.exec_start(duid, "main", ["true"])
+    assert not r["ok"] and r["error"] in ("invalid", "not_found"), r
+    assert a.request("pod_kill", {"uid": uid, "grace_s": 30})["ok"]
+    r, c = a.exec_start(uid, "main", ["true"])
+    assert not r["ok"] and ("terminating" in r["message"] or "not running" in r["message"]), r
+    bad = a.request("exec_start", {"session": "x", "uid": uid, "container": "main", "command": []})
+    assert not bad["ok"] and "'command' must have 1..1024 words" in bad["message"], bad
+
+
+def exec_pid(a, uid, extra=""):
+    """An exec session whose command prints its pid, then waits: (conn, pid)."""
+    r, c = a.exec_start(uid, "main", ["sh", "-c", extra + "echo $$; exec sleep 1000"])
+    assert r["ok"], r
+    return c, int(c.wait_output(lambda o: o.endswith(b"\n")).split()[-1])
+
+
+def test_exec_killed_with_its_connection(a):
+    # The client went away (the agent closed the connection): every process
+    # of the command is killed, one that left its session included.
+    uid = exec_pod(a, "ex-conn")
+    r, c = a.exec_start(uid, "main", ["sh", "-c", "setsid sleep 1000 & echo $!; echo $$; "
+                                                  "exec sleep 1000"])
+    assert r["ok"], r
+    daemon, pid = [int(x) for x in c.wait_output(lambda o: o.count(b"\n") == 2).split()]
+    assert alive(daemon) and alive(pid)
+    c.close()
+    assert gone(pid, timeout=30), "the exec'd command outlived its connection"
+    assert gone(daemon, timeout=30), "the command's daemon outlived the connection"
+
+
+def test_exec_killed_with_pod_and_container(a):
+    # A pod that stops ends its sessions (no Exit frame: the connection closes);
+    # so does a container that exits while its session runs.
+    uid = exec_pod(a, "ex-pod")
+    c, pid = exec_pid(a, uid)
+    assert a.request("pod_kill", {"uid": uid, "grace_s": 30})["ok"]
+    out, err, ex = c.finish(timeout=30)
+    assert ex is None and gone(pid, timeout=30), ex
+    p = pod("ex-ctr", [sh("main", "trap 'exit 0' TERM; while [ ! -e $(SLURM_K8S_POD_DIR)/stop ]; "
+                                  "do sleep 0.1; done")], restart="Never")
+    cuid = p["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    a.wait(cuid, lambda s: running(s, "main"), what="running")
+    c, pid = exec_pid(a, cuid)
+    open(os.path.join(a.state_dir, "pods", cuid, "stop"), "w").close()
+    out, err, ex = c.finish(timeout=30)
+    assert ex is None and gone(pid, timeout=30), ex
+
+
+def test_exec_session_limits(a):
+    # At most 16 sessions into a pod: the next is refused with what to do.
+    uid = exec_pod(a, "ex-many")
+    conns = [exec_pid(a, uid)[0] for _ in range(16)]
+    r, c = a.exec_start(uid, "main", ["true"])
+    assert not r["ok"] and r["error"] == "refused" and "too many exec sessions" in r["message"], r
+    conns.pop().close()
+    deadline = time.time() + 30
+    while True:  # the slot comes back once the closed session ended
+        r, c = a.exec_start(uid, "main", ["true"])
+        if r["ok"]:
+            break
+        assert time.time() < deadline, r
+        a.pump(0.1)
+    assert c.finish()[2] == {"exit_code": 0}
+    for x in conns:
+        x.close()
+
+
+def test_shim_restart_stops_exec_sessions(a):
+    # A shim killed -9 while a session runs: its supervisor is recorded
+    # (state.json "main:exec:<pid>") and the restarted shim stops it.
+    uid = exec_pod(a, "ex-lost")
+    c, pid = exec_pid(a, uid)
+    state = os.path.join(a.state_dir, "pods", uid, "state.json")
+    deadline = time.time() + 30
+    while not any(k.startswith("main:exec:") for k in
+                  (json.load(open(state)).get("processes") or {})):
+        assert time.time() < deadline, "the exec session is not in state.json"
+        a.pump(0.05)
+    crash_and_restart_stops(a, uid, {"exec": pid})
+    c.close()
+
+
 TESTS = [
     ("init_and_two_containers", test_init_and_two_containers, {}),
     ("crashloop_backoff", test_crashloop_backoff, {}),
@@ -1206,6 +1489,14 @@ TESTS = [
     ("shim_restart_kills_daemons", test_shim_restart_kills_daemons, {}),
     ("shim_restart_stops_hooks_and_probes", test_shim_restart_stops_hooks_and_probes, {}),
     ("shorter_grace_shortens_a_stop", test_shorter_grace_shortens_a_stop, {}),
+    ("exec_output_and_exit_code", test_exec_output_and_exit_code, {}),
+    ("exec_stdin", test_exec_stdin, {}),
+    ("exec_tty", test_exec_tty, {}),
+    ("exec_refusals", test_exec_refusals, {}),
+    ("exec_killed_with_its_connection", test_exec_killed_with_its_connection, {}),
+    ("exec_killed_with_pod_and_container", test_exec_killed_with_pod_and_container, {}),
+    ("exec_session_limits", test_exec_session_limits, {}),
+    ("shim_restart_stops_exec_sessions", test_shim_restart_stops_exec_sessions, {}),
 ]
 
 

@@ -302,6 +302,12 @@ tests_unit_test_mount_paths_CXXFLAGS = $(SK_SHIM_TEST_CXXFLAGS)
 tests_unit_test_mount_paths_LDADD = $(SK_SHIM_TEST_LIBS)
 
 # ---- common/: the agent-shim protocol ----
+check_PROGRAMS += tests/unit/test_exec_frames
+TESTS += tests/unit/test_exec_frames
+tests_unit_test_exec_frames_SOURCES = tests/unit/test_exec_frames.cc
+tests_unit_test_exec_frames_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_exec_frames_LDADD = common/libcommon.la $(SK_CHECK_LIBS)
+
 check_PROGRAMS += tests/unit/test_shim_protocol
 TESTS += tests/unit/test_shim_protocol
 tests_unit_test_shim_protocol_SOURCES = tests/unit/test_shim_protocol.cc

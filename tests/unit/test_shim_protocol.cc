@@ -153,14 +153,54 @@ START_TEST(pod_status_round_trip) {
 }
 END_TEST
 
+START_TEST(exec_start_round_trip) {
+    ExecStart m;
+    m.session = "0f3a-Session-9";
+    m.uid = "u1";
+    m.container = "gen";
+    m.command = {"sh", "-c", "echo hi; exit 3", ""};
+    m.in = true;
+    m.err = false;
+    m.tty = true;
+    auto back = exec_start_from_json(to_json(m));
+    ck_assert(back.ok());
+    ck_assert_sstr_eq(back->session, m.session);
+    ck_assert_sstr_eq(back->uid, m.uid);
+    ck_assert_sstr_eq(back->container, m.container);
+    ck_assert(back->command == m.command);
+    ck_assert(back->in && back->out && !back->err && back->tty);
+    // Defaults: output and errors, no input, no terminal.
+    auto d = exec_start_from_json(J(R"({"session":"s","uid":"u","container":"c","command":["x"]})"));
+    ck_assert(d.ok() && !d->in && d->out && d->err && !d->tty);
+    std::string at(kMaxSessionBytes, 's'), over(kMaxSessionBytes + 1, 's');
+    ck_assert(exec_attach_from_json(to_json(ExecAttach{at})).ok());
+    ck_assert(!exec_attach_from_json(to_json(ExecAttach{over})).ok());
+    // The command's bounds: words and bytes.
+    Json::Value body = to_json(m);
+    body["command"] = Json::Value(Json::arrayValue);
+    for (size_t i = 0; i < kMaxExecWords; i++)
+        body["command"].append("w");
+    ck_assert(exec_start_from_json(body).ok());
+    body["command"].append("w");
+    ck_assert(!exec_start_from_json(body).ok());
+    body["command"] = Json::Value(Json::arrayValue);
+    body["command"].append(std::string(kMaxExecCommandBytes, 'b'));
+    ck_assert(exec_start_from_json(body).ok());
+    body["command"][0] = std::string(kMaxExecCommandBytes + 1, 'b');
+    ck_assert(!exec_start_from_json(body).ok());
+}
+END_TEST
+
 START_TEST(enum_names) {
     ck_assert_sstr_eq(std::string(to_string(ShimOp::PodRun)), "pod_run");
     ck_assert_sstr_eq(std::string(to_string(ShimOp::PodKill)), "pod_kill");
     ck_assert_sstr_eq(std::string(to_string(ShimOp::PodList)), "pod_list");
     ck_assert_sstr_eq(std::string(to_string(ShimOp::Shutdown)), "shutdown");
     ck_assert_sstr_eq(std::string(to_string(ShimOp::PodStatus)), "pod_status");
-    for (ShimOp op :
-         {ShimOp::PodRun, ShimOp::PodKill, ShimOp::PodList, ShimOp::Shutdown, ShimOp::PodStatus}) {
+    ck_assert_sstr_eq(std::string(to_string(ShimOp::ExecStart)), "exec_start");
+    ck_assert_sstr_eq(std::string(to_string(ShimOp::ExecAttach)), "exec_attach");
+    for (ShimOp op : {ShimOp::PodRun, ShimOp::PodKill, ShimOp::PodList, ShimOp::Shutdown,
+                      ShimOp::PodStatus, ShimOp::ExecStart, ShimOp::ExecAttach}) {
         auto back = shim_op_from_string(to_string(op), "op");
         ck_assert(back.ok() && *back == op);
     }
@@ -270,6 +310,31 @@ static const Bad kBad[] = {
     {ShimOp::PodStatus,
      R"({"uid":"u","status":{},"events":[{"type":"Normal","reason":"R","container":[]}]})",
      Error::Parse, "event: 'container' must be a string"},
+    {ShimOp::ExecStart, R"([])", Error::Parse, "exec_start: the body must be an object"},
+    {ShimOp::ExecStart, R"({"uid":"u","container":"c","command":["x"]})", Error::Parse,
+     "exec_start: missing 'session'"},
+    {ShimOp::ExecStart, R"({"session":"a b","uid":"u","container":"c","command":["x"]})",
+     Error::Parse, "'session' must be 1..64 bytes of letters, digits and '-'"},
+    {ShimOp::ExecStart, R"({"session":"","uid":"u","container":"c","command":["x"]})",
+     Error::Parse, "'session' must be 1..64"},
+    {ShimOp::ExecStart, R"({"session":"s","uid":"../x","container":"c","command":["x"]})",
+     Error::Parse, "'uid' must be 1..128 bytes without '/'"},
+    {ShimOp::ExecStart, R"({"session":"s","uid":"u","command":["x"]})", Error::Parse,
+     "exec_start: missing 'container'"},
+    {ShimOp::ExecStart, R"({"session":"s","uid":"u","container":"","command":["x"]})",
+     Error::Parse, "'container' must not be empty"},
+    {ShimOp::ExecStart, R"({"session":"s","uid":"u","container":"c"})", Error::Parse,
+     "'command' must have 1..1024 words"},
+    {ShimOp::ExecStart, R"({"session":"s","uid":"u","container":"c","command":[]})", Error::Parse,
+     "'command' must have 1..1024 words"},
+    {ShimOp::ExecStart, R"({"session":"s","uid":"u","container":"c","command":[1]})",
+     Error::Parse, "'command'"},
+    {ShimOp::ExecStart, R"({"session":"s","uid":"u","container":"c","command":["a\u0000b"]})",
+     Error::Parse, "'command' has a word with a NUL byte"},
+    {ShimOp::ExecStart, R"({"session":"s","uid":"u","container":"c","command":["x"],"tty":1})",
+     Error::Parse, "'tty'"},
+    {ShimOp::ExecAttach, R"({})", Error::Parse, "exec_attach: missing 'session'"},
+    {ShimOp::ExecAttach, R"({"session":"x/y"})", Error::Parse, "exec_attach: 'session' must be"},
 };
 
 static Status decode_as(ShimOp op, const Json::Value &body) {
@@ -292,6 +357,14 @@ static Status decode_as(ShimOp op, const Json::Value &body) {
         }
         case ShimOp::PodStatus: {
             auto r = pod_status_from_json(body);
+            return r ? Status() : r.failure();
+        }
+        case ShimOp::ExecStart: {
+            auto r = exec_start_from_json(body);
+            return r ? Status() : r.failure();
+        }
+        case ShimOp::ExecAttach: {
+            auto r = exec_attach_from_json(body);
             return r ? Status() : r.failure();
         }
     }
@@ -470,6 +543,7 @@ int main() {
     tcase_add_test(tc, pod_kill_round_trip);
     tcase_add_test(tc, shutdown_and_list_round_trip);
     tcase_add_test(tc, pod_status_round_trip);
+    tcase_add_test(tc, exec_start_round_trip);
     tcase_add_test(tc, enum_names);
     tcase_add_test(tc, enum_unknown_values);
     tcase_add_loop_test(tc, malformed_fields_table, 0, TABLE_SIZE(kBad));
