@@ -263,8 +263,8 @@ Result<ExecStart> exec_start_from_json(const Json::Value &body) {
     ExecStart m;
     SK_TRY_ASSIGN(m.session, session_field(body, ctx));
     SK_TRY_ASSIGN(m.uid, uid_field(body, ctx));
-    SK_TRY_ASSIGN(m.container, bounded(json::get_string(body, "container", ctx), ctx,
-                                       "container", kMaxObjectNameBytes));
+    SK_TRY_ASSIGN(m.container, bounded(json::get_string(body, "container", ctx), ctx, "container",
+                                       kMaxObjectNameBytes));
     if (m.container.empty())
         return fail(Error::Parse, field_name(ctx, "container") + " must not be empty");
     SK_TRY_ASSIGN(m.command, json::opt_string_list(body, "command", ctx));

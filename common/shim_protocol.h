@@ -54,8 +54,8 @@ constexpr size_t kMaxEventMessageBytes = 1024;  // an event's message (cut beyon
 // request whose reply would exceed it with TooLarge. Everything else is
 // bounded by these per line.
 constexpr size_t kMaxPodRunBytes = size_t{16} << 20;
-constexpr size_t kMaxSessionBytes = 64;        // an exec session's id: [A-Za-z0-9-]
-constexpr size_t kMaxExecWords = 1024;         // exec_start "command"
+constexpr size_t kMaxSessionBytes = 64;            // an exec session's id: [A-Za-z0-9-]
+constexpr size_t kMaxExecWords = 1024;             // exec_start "command"
 constexpr size_t kMaxExecCommandBytes = 64 << 10;  // its words together
 constexpr size_t kMaxShimMessageBytes = size_t{32} << 20;
 

@@ -23,8 +23,12 @@ constexpr size_t kMaxAttachReplyBytes = 64 << 10;
 
 ExecSession::ExecSession(uv_loop_t *loop, proto::ExecStart request, SpawnSpec spec,
                          std::string supervisor, Started started, Ended ended)
-    : loop_(loop), req_(std::move(request)), spec_(std::move(spec)),
-      supervisor_(std::move(supervisor)), started_(std::move(started)), ended_(std::move(ended)) {}
+    : loop_(loop),
+      req_(std::move(request)),
+      spec_(std::move(spec)),
+      supervisor_(std::move(supervisor)),
+      started_(std::move(started)),
+      ended_(std::move(ended)) {}
 
 ExecSession::~ExecSession() {
     if (pid_ > 0 && !exited_) kill_supervised(pid_);
@@ -54,7 +58,8 @@ void ExecSession::on_data(ssize_t n, const char *data) {
     if (n < 0) {
         // The agent closed the session (its client went away) or the link broke.
         if (!attached_) {
-            finish_start(fail(Error::Unavailable, "the agent closed the exec session's connection"));
+            finish_start(
+                fail(Error::Unavailable, "the agent closed the exec session's connection"));
             end();
         } else {
             kill("connection closed");
@@ -130,8 +135,9 @@ void ExecSession::spawn() {
             io.err = &err_;
         }
     }
-    int rc = spawn_supervised(loop_, proc_, supervisor_, spec_,
-                              [this](int64_t status, int sig) { on_exit(status, sig); }, io);
+    int rc = spawn_supervised(
+        loop_, proc_, supervisor_, spec_, [this](int64_t status, int sig) { on_exit(status, sig); },
+        io);
     if (slave >= 0) close(slave);
     if (rc != 0) {
         in_.close();
@@ -232,8 +238,7 @@ void ExecSession::send(proto::ExecChannel ch, std::string_view payload) {
 void ExecSession::after_write() {
     if (output_paused_ && data_.write_queue_size() <= kMaxQueuedBytes / 2) pause_output(false);
     Stream *in = input();
-    if (input_paused_ && (!in || in->write_queue_size() <= kMaxQueuedBytes / 2))
-        pause_input(false);
+    if (input_paused_ && (!in || in->write_queue_size() <= kMaxQueuedBytes / 2)) pause_input(false);
 }
 
 void ExecSession::pause_output(bool pause) {

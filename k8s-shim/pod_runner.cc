@@ -231,8 +231,8 @@ Result<SpawnSpec> PodRunner::exec_spec(const std::string &container,
                 return fail(Error::Invalid, "cannot exec in container " + container + " of pod " +
                                                 plan_.key() + ": the pod is terminating");
             if (!c->running || c->pending_exit)
-                return fail(Error::Invalid,
-                            "container " + container + " of pod " + plan_.key() + " is not running");
+                return fail(Error::Invalid, "container " + container + " of pod " + plan_.key() +
+                                                " is not running");
             return SpawnSpec{argv, c->plan->env,
                              c->plan->working_dir.empty() ? env_.pod_dir : c->plan->working_dir,
                              c->plan->confine, env_.supervisor};

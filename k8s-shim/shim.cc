@@ -400,10 +400,10 @@ proto::Reply Shim::exec_start(const proto::Request &req, bool *deferred) {
     auto it = pods_.find(m->uid);
     if (it == pods_.end() || !it->second.runner)
         return proto::error_reply(
-            req.id, fail(Error::NotFound, it == pods_.end()
-                                              ? "no pod with uid " + m->uid + " on this node"
-                                              : "pod " + it->second.ns + "/" + it->second.name +
-                                                    " is not running"));
+            req.id, fail(Error::NotFound,
+                         it == pods_.end()
+                             ? "no pod with uid " + m->uid + " on this node"
+                             : "pod " + it->second.ns + "/" + it->second.name + " is not running"));
     ShimPod &p = it->second;
     auto spec = p.runner->exec_spec(m->container, m->command);
     if (!spec) return proto::error_reply(req.id, spec.failure());
@@ -412,16 +412,14 @@ proto::Reply Shim::exec_start(const proto::Request &req, bool *deferred) {
         in_pod += e->request().uid == m->uid;
     if (in_pod >= kMaxExecSessionsPerPod || execs_.size() >= kMaxExecSessions)
         return proto::error_reply(
-            req.id,
-            fail(Error::Refused,
-                 "too many exec sessions (at most " + std::to_string(kMaxExecSessionsPerPod) +
-                     " per pod, " + std::to_string(kMaxExecSessions) +
-                     " per job): end one (exit the shell) and try again"));
+            req.id, fail(Error::Refused, "too many exec sessions (at most " +
+                                             std::to_string(kMaxExecSessionsPerPod) + " per pod, " +
+                                             std::to_string(kMaxExecSessions) +
+                                             " per job): end one (exit the shell) and try again"));
     std::string session = m->session, uid = m->uid;
     uint64_t id = req.id;
     LOG_INFO("[pod %s/%s] exec session %s in %s: '%s'%s", p.ns.c_str(), p.name.c_str(),
-             session.c_str(), m->container.c_str(), m->command[0].c_str(),
-             m->tty ? " (tty)" : "");
+             session.c_str(), m->container.c_str(), m->command[0].c_str(), m->tty ? " (tty)" : "");
     auto started = [this, id, uid](const Status &st) {
         proto::Reply r = st ? proto::Reply{} : proto::error_reply(id, st.failure());
         r.id = id;

@@ -60,8 +60,7 @@ int spawn_process(uv_loop_t *loop, Process &proc, const SpawnSpec &spec, Process
 
 int spawn_container(uv_loop_t *loop, Process &proc, const std::string &supervisor,
                     const SpawnSpec &spec, Process::ExitCb on_exit, Pipe *out, Pipe *err) {
-    return spawn_supervised(loop, proc, supervisor, spec, std::move(on_exit),
-                            {nullptr, out, err});
+    return spawn_supervised(loop, proc, supervisor, spec, std::move(on_exit), {nullptr, out, err});
 }
 
 int spawn_supervised(uv_loop_t *loop, Process &proc, const std::string &supervisor,

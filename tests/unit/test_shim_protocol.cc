@@ -170,7 +170,8 @@ START_TEST(exec_start_round_trip) {
     ck_assert(back->command == m.command);
     ck_assert(back->in && back->out && !back->err && back->tty);
     // Defaults: output and errors, no input, no terminal.
-    auto d = exec_start_from_json(J(R"({"session":"s","uid":"u","container":"c","command":["x"]})"));
+    auto d =
+        exec_start_from_json(J(R"({"session":"s","uid":"u","container":"c","command":["x"]})"));
     ck_assert(d.ok() && !d->in && d->out && d->err && !d->tty);
     std::string at(kMaxSessionBytes, 's'), over(kMaxSessionBytes + 1, 's');
     ck_assert(exec_attach_from_json(to_json(ExecAttach{at})).ok());
@@ -315,20 +316,20 @@ static const Bad kBad[] = {
      "exec_start: missing 'session'"},
     {ShimOp::ExecStart, R"({"session":"a b","uid":"u","container":"c","command":["x"]})",
      Error::Parse, "'session' must be 1..64 bytes of letters, digits and '-'"},
-    {ShimOp::ExecStart, R"({"session":"","uid":"u","container":"c","command":["x"]})",
-     Error::Parse, "'session' must be 1..64"},
+    {ShimOp::ExecStart, R"({"session":"","uid":"u","container":"c","command":["x"]})", Error::Parse,
+     "'session' must be 1..64"},
     {ShimOp::ExecStart, R"({"session":"s","uid":"../x","container":"c","command":["x"]})",
      Error::Parse, "'uid' must be 1..128 bytes without '/'"},
     {ShimOp::ExecStart, R"({"session":"s","uid":"u","command":["x"]})", Error::Parse,
      "exec_start: missing 'container'"},
-    {ShimOp::ExecStart, R"({"session":"s","uid":"u","container":"","command":["x"]})",
-     Error::Parse, "'container' must not be empty"},
+    {ShimOp::ExecStart, R"({"session":"s","uid":"u","container":"","command":["x"]})", Error::Parse,
+     "'container' must not be empty"},
     {ShimOp::ExecStart, R"({"session":"s","uid":"u","container":"c"})", Error::Parse,
      "'command' must have 1..1024 words"},
     {ShimOp::ExecStart, R"({"session":"s","uid":"u","container":"c","command":[]})", Error::Parse,
      "'command' must have 1..1024 words"},
-    {ShimOp::ExecStart, R"({"session":"s","uid":"u","container":"c","command":[1]})",
-     Error::Parse, "'command'"},
+    {ShimOp::ExecStart, R"({"session":"s","uid":"u","container":"c","command":[1]})", Error::Parse,
+     "'command'"},
     {ShimOp::ExecStart, R"({"session":"s","uid":"u","container":"c","command":["a\u0000b"]})",
      Error::Parse, "'command' has a word with a NUL byte"},
     {ShimOp::ExecStart, R"({"session":"s","uid":"u","container":"c","command":["x"],"tty":1})",
