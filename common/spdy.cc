@@ -297,7 +297,7 @@ struct Decoder::Inflater {
     }
 };
 
-Decoder::Decoder(Limits limits) : limits_(limits), inflater_(std::make_unique<Inflater>()) {}
+Decoder::Decoder(const Limits &limits) : limits_(limits), inflater_(std::make_unique<Inflater>()) {}
 Decoder::~Decoder() = default;
 
 Status Decoder::fail_with(Failure f) {

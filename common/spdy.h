@@ -135,7 +135,7 @@ struct Limits {
 // later feed fails the same way.
 class Decoder {
   public:
-    explicit Decoder(Limits limits = {});
+    explicit Decoder(const Limits &limits = {});
     ~Decoder();
     Decoder(const Decoder &) = delete;
     Decoder &operator=(const Decoder &) = delete;

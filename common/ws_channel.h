@@ -77,7 +77,7 @@ struct Limits {
 // (max_message). After a failure every later feed fails the same way.
 class FrameDecoder {
   public:
-    explicit FrameDecoder(Limits limits = {}) : limits_(limits) {}
+    explicit FrameDecoder(const Limits &limits = {}) : limits_(limits) {}
 
     // Appends the messages completed by `bytes` to *out. Failures: TooLarge
     // (a frame or message over its limit), Parse (everything else).

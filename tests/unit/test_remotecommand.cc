@@ -12,12 +12,12 @@ using namespace sk::remotecommand;
 
 // ---- negotiation ----
 
-struct Offer {
+struct OfferCase {
     std::vector<std::string_view> offered;
     std::vector<std::string_view> supported;
     const char *want;  // nullptr: none
 };
-const Offer kOffers[] = {
+const OfferCase kOffers[] = {
     // kubectl v1.28 exec over SPDY (X-Stream-Protocol-Version, one per line).
     {{"v4.channel.k8s.io", "v3.channel.k8s.io", "v2.channel.k8s.io", "channel.k8s.io"},
      {kStreamProtocolV4},
@@ -44,7 +44,7 @@ const Offer kOffers[] = {
 };
 
 START_TEST(protocol_negotiation) {
-    const Offer &o = kOffers[_i];
+    const OfferCase &o = kOffers[_i];
     auto got = choose_protocol(o.offered, o.supported);
     if (!o.want) {
         ck_assert_msg(!got, "case %d: %s", _i, got ? got->c_str() : "");
@@ -102,11 +102,11 @@ END_TEST
 
 // ---- the resize stream ----
 
-struct Size {
+struct SizeCase {
     const char *json;
     int width, height;  // -1: invalid
 };
-const Size kSizes[] = {
+const SizeCase kSizes[] = {
     {"{\"Width\":100,\"Height\":30}", 100, 30},
     {" { \"Height\" : 24 , \"Width\" : 80 } ", 80, 24},
     {"{\"width\":1,\"height\":2}", 1, 2},
@@ -123,7 +123,7 @@ const Size kSizes[] = {
 };
 
 START_TEST(terminal_sizes) {
-    const Size &c = kSizes[_i];
+    const SizeCase &c = kSizes[_i];
     auto r = parse_terminal_size(c.json);
     if (c.width < 0) {
         ck_assert_msg(!r.ok(), "%s", c.json);

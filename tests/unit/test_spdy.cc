@@ -215,12 +215,12 @@ END_TEST
 
 // ---- what kubectl sends ----
 
-struct Recorded {
+struct RecordedSpdy {
     const char *name;
     const char *hex;
     const char *frames;
 };
-const Recorded kRecorded[] = {
+const RecordedSpdy kRecorded[] = {
     {"exec -i", kExecInput,
      "SYN_STREAM 1 {streamtype=error}|SYN_STREAM 3 {streamtype=stdin}|"
      "SYN_STREAM 5 {streamtype=stdout}|SYN_STREAM 7 {streamtype=stderr}|DATA 3 'hello\\n'|"
@@ -237,7 +237,7 @@ const Recorded kRecorded[] = {
 };
 
 START_TEST(recorded_kubectl_sessions) {
-    const Recorded &r = kRecorded[_i];
+    const RecordedSpdy &r = kRecorded[_i];
     std::string wire = unhex(r.hex);
     // Whole, one byte at a time, and in pieces that split every field.
     for (size_t chunk : {size_t{0}, size_t{1}, size_t{3}, size_t{7}, size_t{13}, size_t{64}}) {
@@ -403,12 +403,12 @@ END_TEST
 
 // ---- malformed frames: each a session error that names the fault ----
 
-struct Bad {
+struct BadSpdy {
     const char *name;
     std::string (*wire)();
     const char *error;  // a substring of the failure
 };
-const Bad kBad[] = {
+const BadSpdy kBad[] = {
     {"version 2", [] { return control(3, 0, be32(1) + be32(1), 2); }, "SPDY version 2"},
     {"DATA on stream 0", [] { return be32(0) + be32(1) + "x"; }, "DATA frame: stream id 0"},
     {"RST_STREAM short", [] { return control(3, 0, be32(1)); }, "RST_STREAM: length 4, not 8"},
@@ -494,7 +494,7 @@ const Bad kBad[] = {
 };
 
 START_TEST(malformed_frames_fail) {
-    const Bad &b = kBad[_i];
+    const BadSpdy &b = kBad[_i];
     std::string wire = b.wire();
     for (size_t chunk : {size_t{0}, size_t{1}}) {
         std::string got = decode_all(wire + control(6, 0, be32(1)), chunk);

@@ -135,12 +135,12 @@ END_TEST
 
 // ---- client frames ----
 
-struct Good {
+struct GoodWs {
     const char *name;
     std::string (*wire)();
     const char *messages;
 };
-const Good kGood[] = {
+const GoodWs kGood[] = {
     // RFC 6455 5.7.
     {"masked Hello", [] { return unhex("818537fa213d7f9f4d5158"); }, "text 'Hello'|"},
     {"fragmented Hello",
@@ -179,7 +179,7 @@ const Good kGood[] = {
 };
 
 START_TEST(client_frames_decode) {
-    const Good &g = kGood[_i];
+    const GoodWs &g = kGood[_i];
     std::string wire = g.wire();
     std::string want = g.messages ? g.messages : decode_all(wire, 0);
     ck_assert_msg(want.find("ERROR") == std::string::npos, "%s: %s", g.name, want.c_str());
@@ -202,13 +202,13 @@ START_TEST(long_payloads_unmask) {
 }
 END_TEST
 
-struct Bad {
+struct BadWs {
     const char *name;
     std::string (*wire)();
     uint16_t close;
     const char *error;
 };
-const Bad kBad[] = {
+const BadWs kBad[] = {
     {"unmasked", [] { return unhex("810548656c6c6f"); }, kCloseProtocolError, "unmasked"},
     {"RSV1", [] { return client_frame(0xc1, "x"); }, kCloseProtocolError, "reserved bits"},
     {"opcode 3", [] { return client_frame(0x83, "x"); }, kCloseProtocolError, "unknown opcode 3"},
@@ -247,7 +247,7 @@ const Bad kBad[] = {
 };
 
 START_TEST(bad_client_frames_fail) {
-    const Bad &b = kBad[_i];
+    const BadWs &b = kBad[_i];
     std::string wire = b.wire();
     for (size_t chunk : {size_t{0}, size_t{1}}) {
         uint16_t code = 0;
@@ -363,14 +363,14 @@ START_TEST(channel_protocol_names) {
 }
 END_TEST
 
-struct Chan {
+struct ChanCase {
     ChannelProtocol protocol;
     const char *payload;
     size_t payload_len;
     unsigned channels;
     const char *want;  // "data C 'x'", "close C", "empty", or "ERROR ..."
 };
-const Chan kChan[] = {
+const ChanCase kChan[] = {
     {ChannelProtocol::V4, "\x00hi", 3, kExecChannels, "data 0 'hi'"},
     {ChannelProtocol::V4, "\x01", 1, kExecChannels, "data 1 ''"},
     {ChannelProtocol::V5, "\x04{}", 3, kExecChannels, "data 4 '{}'"},
@@ -388,7 +388,7 @@ const Chan kChan[] = {
 };
 
 START_TEST(channel_messages) {
-    const Chan &c = kChan[_i];
+    const ChanCase &c = kChan[_i];
     auto r =
         parse_channel_message(c.protocol, std::string_view(c.payload, c.payload_len), c.channels);
     std::string got;
