@@ -161,10 +161,12 @@ class Decoder {
 
 // Encoder of this side's frames, with this side's zlib stream. A frame that
 // cannot be written (a stream id over 31 bits or 0 where one is needed, a
-// DATA payload over kMaxLength, an invalid header name or value, a header
-// block that compresses beyond kMaxLength) fails with InvalidArgument and
-// appends nothing; the encoder stays usable. A zlib failure (out of memory)
-// is Internal and sticky.
+// DATA payload over kMaxLength, a field out of its range, an invalid or
+// repeated header name, an invalid value, a header block over kMaxLength / 2
+// before compression, so that it always fits once compressed) fails with
+// InvalidArgument before the zlib stream sees it and appends nothing; the
+// encoder stays usable. A zlib failure (out of memory) is Internal and
+// sticky.
 class Encoder {
   public:
     Encoder();
