@@ -228,16 +228,23 @@ void Container::stop(int64_t grace_ms) {
     cancel_restart();
     for (auto &p : probes)
         p->stop();
-    if (!running || killing) return;
+    if (!running) return;
+    grace_ms = std::max<int64_t>(grace_ms, 0);
+    const uint64_t now = uv_now(pod->env().clock.loop);
+    if (killing) {
+        // A shorter grace shortens a stop in progress, as the kubelet's grace
+        // override does (a second DELETE with a smaller grace period, the
+        // job's end while a pod drains): the kill comes at the earlier deadline.
+        if (pid != 0 && now + static_cast<uint64_t>(grace_ms) < kill_deadline_ms) {
+            LOG_INFO("%s grace shortened to %llds", id_prefix().c_str(),
+                     static_cast<long long>(grace_ms / 1000));
+            arm_kill(grace_ms, now);
+        }
+        return;
+    }
     killing = true;
     if (pid == 0) return;
-    kill_timer.start(static_cast<uint64_t>(std::max<int64_t>(grace_ms, 0)), [this] {
-        if (running && !pending_exit) {
-            LOG_INFO("%s grace period over, killing every process of the container",
-                     id_prefix().c_str());
-            kill_all();
-        }
-    });
+    arm_kill(grace_ms, now);
     if (!plan->pre_stop.empty() && grace_ms > 0) {
         SpawnSpec spec{plan->pre_stop, plan->env,
                        plan->working_dir.empty() ? pod->env().pod_dir : plan->working_dir,
@@ -262,6 +269,17 @@ void Container::stop(int64_t grace_ms) {
         signal_group(pid, SIGTERM);
     else
         kill_all();
+}
+
+void Container::arm_kill(int64_t grace_ms, uint64_t now) {
+    kill_deadline_ms = now + static_cast<uint64_t>(grace_ms);
+    kill_timer.start(static_cast<uint64_t>(grace_ms), [this] {
+        if (running && !pending_exit) {
+            LOG_INFO("%s grace period over, killing every process of the container",
+                     id_prefix().c_str());
+            kill_all();
+        }
+    });
 }
 
 void Container::kill_all() {

@@ -62,10 +62,11 @@ struct Container {
     // exit, container.cc); a restart opens fresh ones.
     Process proc;
     Pipe out, err;
-    Timer timer;               // restart back-off
-    Timer kill_timer;          // grace period, then the supervisor's kill pass
-    Timer drain_timer;         // log pipes after the exit
-    std::list<Process> hooks;  // preStop processes still running
+    Timer timer;                    // restart back-off
+    Timer kill_timer;               // grace period, then the supervisor's kill pass
+    uint64_t kill_deadline_ms = 0;  // loop time kill_timer fires at
+    Timer drain_timer;              // log pipes after the exit
+    std::list<Process> hooks;       // preStop processes still running
     bool running = false;
     int pid = 0;  // the supervisor's: the session and process group
     unsigned long long start_ticks = 0;
@@ -82,6 +83,7 @@ struct Container {
 
     Status start();                                 // spawn one instance
     void stop(int64_t grace_ms);                    // preStop, SIGTERM, grace, SIGKILL
+    void arm_kill(int64_t grace_ms, uint64_t now);  // the grace's end, from loop time now
     void kill_for_restart(const std::string &why);  // failed liveness/startup probe
     void kill_all();  // every process now (the supervisor's kill signal), bounded
     void restart_after(int64_t spec_ms);

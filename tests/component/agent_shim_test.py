@@ -72,9 +72,12 @@ def run(env):
            f"http.server.HTTPServer(('127.0.0.1',{web_port}),H).serve_forever()\n")
     env.api("POST", "/api/v1/namespaces/default/pods", pod(
         "web", ["python3", "-c", web],
-        {"readinessProbe": {"httpGet": {"path": "/", "port": web_port}, "periodSeconds": 1},
+        # (probe times are scaled by the shim's test time scale: a 1 s default timeout
+        # would be 0.2 s, which a loaded machine misses)
+        {"readinessProbe": {"httpGet": {"path": "/", "port": web_port}, "periodSeconds": 1,
+                            "timeoutSeconds": 30},
          "resources": {"limits": {"nvidia.com/gpu": "1"}}}))
-    p = wait_for(lambda: (lambda x: x if cond(x, "Ready") == "True" else None)(get_pod(env, "web")), 15)
+    p = wait_for(lambda: (lambda x: x if cond(x, "Ready") == "True" else None)(get_pod(env, "web")), 60)
     check("web pod Running and Ready (readiness httpGet)", p is not None,
           (get_pod(env, "web") or {}).get("status"))
     web_pid = int(open(f"{d}/web.pid").read()) if os.path.exists(f"{d}/web.pid") else 0

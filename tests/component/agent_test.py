@@ -268,6 +268,19 @@ def connect_as(path, uid):
     return s
 
 
+def request_line(s, line):
+    """Sends one request line on s, reads the reply line (until newline or EOF), closes s."""
+    s.sendall(line)
+    data = b""
+    while not data.endswith(b"\n"):
+        d = s.recv(65536)
+        if not d:
+            break
+        data += d
+    s.close()
+    return data
+
+
 def has_data(s):
     p = select.poll()
     p.register(s, select.POLLIN)
@@ -371,14 +384,7 @@ def admin_socket(env, path):
     if root_admin:
         root_admin.setblocking(True)
         root_admin.settimeout(30 * SCALE)
-        root_admin.sendall(b'{"v":1,"id":1,"op":"list","body":{}}\n')
-        data = b""
-        while not data.endswith(b"\n"):
-            d = root_admin.recv(65536)
-            if not d:
-                break
-            data += d
-        root_admin.close()
+        data = request_line(root_admin, b'{"v":1,"id":1,"op":"list","body":{}}\n')
         check("root's list on the admin socket answered beside the full queue",
               data and json.loads(data).get("ok") is True, data[:200])
     for c in queued:
@@ -483,14 +489,7 @@ def socket_admission(env):
     st = env.call("status", {"job_id": 46, "slurm_node": "n1"})
     check("root still served when the users' pool is full", st and st.get("ok"), st)
     shim = connect_as(path, REG["uid"])
-    shim.sendall(b'{"v":1,"id":1,"op":"status","body":{"job_id":46,"slurm_node":"n1"}}\n')
-    data = b""
-    while not data.endswith(b"\n"):
-        d = shim.recv(65536)
-        if not d:
-            break
-        data += d
-    shim.close()
+    data = request_line(shim, b'{"v":1,"id":1,"op":"status","body":{"job_id":46,"slurm_node":"n1"}}\n')
     check("a job's user gets its shim's slot when the users' pool is full",
           data and json.loads(data).get("ok") is True, data)
     # Close and reopen quickly: each refused at once, logged once in a while, nothing leaks.

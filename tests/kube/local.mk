@@ -31,4 +31,5 @@ EXTRA_DIST += \
 	tests/kube/start-server.sh \
 	tests/kube/run-tests.sh \
 	tests/kube/test_kube_api.py \
+	tests/kube/test_api_races.py \
 	tests/kube/test_kubectl.sh

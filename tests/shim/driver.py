@@ -317,11 +317,19 @@ def test_never_exit_codes(a):
     assert t["message"] == "last words\n", t
 
 
+# An exec probe whose success a test needs gets this timeout: probe times are
+# scaled like every time of the shim here (SHIM_TIME_SCALE), so the default 1 s
+# would be 0.2 s, which a sanitizer build on a loaded machine misses (a probe
+# is a supervisor, the exec helper and the command: three execs).
+PROBE_TIMEOUT_S = 60
+
+
 def test_readiness_flips_ready(a):
     p = pod("ready", [sh("main", 'trap "exit 0" TERM; sleep 0.6; touch $SLURM_K8S_POD_DIR/ready; '
                                  'while :; do sleep 0.1; done',
                          readinessProbe={"exec": {"command": ["test", "-f", "ready"]},
-                                         "periodSeconds": 2, "failureThreshold": 1})])
+                                         "periodSeconds": 2, "failureThreshold": 1,
+                                         "timeoutSeconds": PROBE_TIMEOUT_S})])
     uid = p["metadata"]["uid"]
     assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
     st = a.wait(uid, lambda s: running(s, "main"), what="running")
@@ -329,7 +337,7 @@ def test_readiness_flips_ready(a):
     assert cstatus(st, "main")["started"] is True, st
     assert cond(st, "Ready")["status"] == "False", st
     assert cond(st, "Ready")["message"] == "containers with unready status: [main]", st
-    st = a.wait(uid, lambda s: cond(s, "Ready")["status"] == "True", what="Ready", timeout=5)
+    st = a.wait(uid, lambda s: cond(s, "Ready")["status"] == "True", what="Ready", timeout=30)
     assert cstatus(st, "main")["ready"] is True
 
 
@@ -552,7 +560,7 @@ def test_confinement(a):
     probe = [sys.executable, "-c", CONFINEMENT_PROBE]
     ready_if_filtered = {"exec": {"command": [
         "/bin/sh", "-c", "grep -q '^Seccomp:[[:space:]]*2' /proc/self/status"]},
-        "periodSeconds": 1}
+        "periodSeconds": 1, "timeoutSeconds": PROBE_TIMEOUT_S}
     pods = [
         pod("plain", [{"name": "main", "image": "x", "command": probe}], restart="Never"),
         pod("nnp", [{"name": "main", "image": "x", "command": probe,
@@ -966,7 +974,7 @@ def test_probe_and_hook_daemons_die(a):
     d = daemonize_sh(a)
     c = sh("main", "trap 'exit 0' TERM; while :; do sleep 0.1; done",
            readinessProbe={"exec": {"command": ["sh", d, "probe-daemon", "sleep", "1000"]},
-                           "periodSeconds": 60},
+                           "periodSeconds": 60, "timeoutSeconds": PROBE_TIMEOUT_S},
            lifecycle={"preStop": {"exec": {"command": ["sh", d, "hook-daemon", "sleep", "1000"]}}})
     p = pod("probe-daemons", [c], grace=5)
     uid = p["metadata"]["uid"]
@@ -978,6 +986,37 @@ def test_probe_and_hook_daemons_die(a):
     a.wait(uid, lambda s: s["phase"] in ("Failed", "Succeeded"), timeout=30, what="terminal")
     assert gone(pod_file_int(a, uid, "hook-daemon", timeout=30), timeout=10), \
         "the preStop hook's daemon survived"
+
+
+def test_shorter_grace_shortens_a_stop(a):
+    # A pod deleted with a long grace, then stopped with a short one (a second
+    # DELETE, the job's end): the short one wins, as on a kubelet.
+    p = pod("slow-stop", [sh("main", "trap '' TERM; echo $$$$ > $SLURM_K8S_POD_DIR/main.pid; "
+                                     "while :; do sleep 0.1; done")], grace=600)
+    uid = p["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    main = pod_file_int(a, uid, "main.pid", timeout=30)  # SIGTERM is ignored from here on
+    assert a.request("pod_kill", {"uid": uid, "grace_s": 600, "reason": "Deleted"})["ok"]
+    assert a.request("pod_kill", {"uid": uid, "grace_s": 1, "reason": "Deleted"})["ok"]
+    st = a.wait(uid, lambda s: s["phase"] in ("Failed", "Succeeded"), timeout=60,
+                what="stopped within the shorter grace")
+    t = cstatus(st, "main")["state"]["terminated"]
+    assert t["exitCode"] == 137, t  # killed at the end of the shorter grace
+    assert gone(main), main
+
+
+def crash_and_restart_stops(a, uid, pids):
+    """The shim killed -9, a new one started on its state: it reports the pod lost
+    (ShimRestarted) and every process in `pids` ({name: pid}) is gone."""
+    a.crash()
+    b = Agent(state_dir=a.state_dir, tmp=a.tmp)
+    try:
+        st = b.wait(uid, lambda s: s["phase"] == "Failed", what="lost pod reported")
+        assert st["reason"] == "ShimRestarted", st
+        for name, pid in sorted(pids.items()):
+            assert gone(pid, timeout=30), "%s (pid %d) outlived the shim's restart" % (name, pid)
+    finally:
+        b.close()
 
 
 def test_shim_restart_kills_daemons(a):
@@ -1002,15 +1041,7 @@ def test_shim_restart_kills_daemons(a):
         assert time.time() < deadline, "the stopper's supervisor never stopped"
         time.sleep(0.05)
     assert all(alive(x) for x in pids.values()), pids
-    a.crash()
-    b = Agent(state_dir=a.state_dir, tmp=a.tmp)
-    try:
-        st = b.wait(uid, lambda s: s["phase"] == "Failed", what="lost pod reported")
-        assert st["reason"] == "ShimRestarted", st
-        for name, pid in sorted(pids.items()):
-            assert gone(pid, timeout=30), "%s (pid %d) outlived the shim's restart" % (name, pid)
-    finally:
-        b.close()
+    crash_and_restart_stops(a, uid, pids)
 
 
 def test_shim_restart_stops_hooks_and_probes(a):
@@ -1048,15 +1079,7 @@ def test_shim_restart_stops_hooks_and_probes(a):
         assert time.time() < deadline, "the probe check and the hook are not in state.json"
         time.sleep(0.05)
     assert all(alive(x) for x in pids.values()), pids
-    a.crash()
-    b = Agent(state_dir=a.state_dir, tmp=a.tmp)
-    try:
-        st = b.wait(uid, lambda s: s["phase"] == "Failed", what="lost pod reported")
-        assert st["reason"] == "ShimRestarted", st
-        for name, pid in sorted(pids.items()):
-            assert gone(pid, timeout=30), "%s (pid %d) outlived the shim's restart" % (name, pid)
-    finally:
-        b.close()
+    crash_and_restart_stops(a, uid, pids)
 
 
 def proc_state(pid):
@@ -1148,6 +1171,7 @@ TESTS = [
     ("probe_and_hook_daemons_die", test_probe_and_hook_daemons_die, {}),
     ("shim_restart_kills_daemons", test_shim_restart_kills_daemons, {}),
     ("shim_restart_stops_hooks_and_probes", test_shim_restart_stops_hooks_and_probes, {}),
+    ("shorter_grace_shortens_a_stop", test_shorter_grace_shortens_a_stop, {}),
 ]
 
 

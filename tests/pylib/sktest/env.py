@@ -113,13 +113,14 @@ class ShimEnv(AgentEnv):
                  metrics_port=self.metrics_port)
         return s
 
-    def spawn_shim(self, job_id, log_name, log_level=None):
-        """A shim of job_id (memcheck-wrapped when asked for), output appended to DIR/log_name."""
+    def spawn_shim(self, job_id, log_name, log_level=None, preexec_fn=None):
+        """A shim of job_id (memcheck-wrapped when asked for), output appended to DIR/log_name;
+        preexec_fn runs in the child before the exec."""
         env = dict(os.environ, SLURM_K8S_SHIM_TEST_TIME_SCALE=SHIM_TIME_SCALE)
         argv = shim_argv(self.shim_bin, job_id, os.path.join(self.dir, "agent.sock"), log_level=log_level)
         return subprocess.Popen(memcheck.wrapper("shim", self.dir) + argv,
                                 stdout=open(os.path.join(self.dir, log_name), "a"),
-                                stderr=subprocess.STDOUT, env=env)
+                                stderr=subprocess.STDOUT, env=env, preexec_fn=preexec_fn)
 
     def start_shim(self):
         self.shim = self.spawn_shim(42, "shim.log", "verbose")
