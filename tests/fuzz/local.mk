@@ -23,18 +23,22 @@ FUZZ_TARGET_SOURCES = \
 	tests/fuzz/fuzz_protocol.cc \
 	tests/fuzz/fuzz_shim_protocol.cc \
 	tests/fuzz/fuzz_spank_options.cc \
+	tests/fuzz/fuzz_spdy.cc \
 	tests/fuzz/fuzz_strings.cc \
-	tests/fuzz/fuzz_watch_parser.cc
+	tests/fuzz/fuzz_watch_parser.cc \
+	tests/fuzz/fuzz_ws_channel.cc
 FUZZ_LDADD = \
 	agent/libkubelet.la \
 	agent/libagentio.la \
 	agent/libagentcore.la \
 	k8s-shim/libshim.la \
 	spank/libspank_core.la \
+	common/libstreams.la \
 	common/libcommon.la \
 	$(LIBUV_LIBS) \
 	$(LIBCURL_LIBS) \
-	$(JSONCPP_LIBS)
+	$(JSONCPP_LIBS) \
+	$(ZLIB_LIBS)
 
 # The targets link the daemons' libraries: not built by --disable-daemons.
 if BUILD_DAEMONS

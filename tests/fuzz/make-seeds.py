@@ -451,6 +451,122 @@ def seeds_api_objects(ref):
     api_seed(200, 8, pod, cm)
 
 
+# fuzz_spdy.cc: byte 0 = mode (bit 0: raw header blocks), chunking (bits
+# 1-4), small limits (bit 5); then the wire, or (type byte, length byte, raw
+# block) triples. The recorded sessions are kubectl v1.28.15's side of `exec -i`,
+# `exec -it` (with a resize) and `port-forward` (tests/unit/test_spdy.cc).
+SPDY_RECORDED = [
+    "80030001000000290000000100000000000078f9e3c6a7c26260606004a7b392a2d4c45c6851c29a0a0a6800"
+    "000000ffff800300010000001700000003000000000000c22e555c92929907000000ffff8003000100000019"
+    "00000005000000000000c22ac5565c92925f5a02000000ffff800300010000001500000007000000000000c2"
+    "29975a5404000000ffff000000030000000668656c6c6f0a8003000300000008000000010000000580030003"
+    "0000000800000003000000058003000300000008000000050000000580030003000000080000000700000005"
+    "80030007000000080000000000000000",
+    "80030001000000290000000100000000000078f9e3c6a7c26260606004a7b392a2d4c45c6851c29a0a0a6800"
+    "000000ffff800300010000001700000003000000000000c22e555c92929907000000ffff8003000100000019"
+    "00000005000000000000c22ac5565c92925f5a02000000ffff800300010000001800000007000000000000c2"
+    "2e57945a9c59950a000000ffff000000070000001a7b225769647468223a3130302c22486569676874223a33"
+    "307d0a0000000300000001048003000300000008000000070000000580030003000000080000000100000005"
+    "8003000300000008000000030000000580030003000000080000000500000005800300070000000800000000"
+    "00000000",
+    "800300010000003d0000000100000000000078f9e3c6a7c202253a703a2b294a4dcc851625aca9a0808614cb"
+    "45a024cc6461c0c0c0c0590489c44c50e2663400000000ffff00000001010000008003000100000018000000"
+    "03000000000000c2aa15540a2512d209000000ffff0000000300000012474554202f20485454502f312e300d"
+    "0a0d0a8003000600000004000000010000000301000000800300060000000400000003",
+]
+
+
+def spdy_control(ftype, flags, payload, version=3):
+    return struct.pack(">HHI", 0x8000 | version, ftype, (flags << 24) | len(payload)) + payload
+
+
+def spdy_pairs(pairs, count=None):
+    b = struct.pack(">I", len(pairs) if count is None else count)
+    for k, v in pairs:
+        b += struct.pack(">I", len(k)) + k + struct.pack(">I", len(v)) + v
+    return b
+
+
+def seeds_spdy():
+    for rec in SPDY_RECORDED:
+        for flags in (0x00, 0x06, 0x20, 0x1e):
+            put("spdy", bytes([flags]) + bytes.fromhex(rec))
+    ctl = b"".join([
+        spdy_control(4, 1, struct.pack(">IIIII", 2, 0x01000004, 100, 7, 65536)),
+        spdy_control(9, 0, struct.pack(">II", 0, 1 << 20)),
+        spdy_control(9, 0, struct.pack(">II", 3, 0x7fffffff)),
+        spdy_control(6, 0, struct.pack(">I", 2)),
+        struct.pack(">II", 3, (1 << 24) | 5) + b"hello",
+        struct.pack(">II", 3, 1 << 24),
+        spdy_control(3, 0, struct.pack(">II", 1, 5)),
+        spdy_control(10, 0, b"credential"),
+        spdy_control(7, 0, struct.pack(">II", 7, 0)),
+    ])
+    put("spdy", b"\x00" + ctl)
+    put("spdy", b"\x02" + ctl)
+    put("spdy", b"\x20" + ctl)
+    put("spdy", b"\x00" + spdy_control(3, 0, struct.pack(">II", 1, 1), version=2))
+    put("spdy", b"\x00" + struct.pack(">II", 1, 0xffffff))
+    put("spdy", b"\x00" + spdy_control(4, 0, struct.pack(">I", 0xffffffff)))
+    blocks = [
+        (0x00, spdy_pairs([(b"streamtype", b"error")])),
+        (0x00, spdy_pairs([(b"streamtype", b"data"), (b"port", b"8080"), (b"requestid", b"0")])),
+        (0x40, spdy_pairs([])),
+        (0x80, spdy_pairs([(b"streamtype", b"stdout"), (b"x", b"a\x00b\x00c")])),
+        (0x00, spdy_pairs([(b"StreamType", b"error")])),
+        (0x00, spdy_pairs([(b"a", b"1"), (b"a", b"2")])),
+        (0x00, spdy_pairs([(b"a", b"\x00b")])),
+        (0x00, spdy_pairs([(b"a", b"1")], count=0xffffffff)),
+        (0x00, spdy_pairs([(b"a", b"1")]) + b"trailing"),
+        (0x00, spdy_pairs([(b"", b"1")])),
+    ]
+    for flags in (0x01, 0x03, 0x21):
+        body = b"".join(bytes([typ, len(raw)]) + raw for typ, raw in blocks)
+        put("spdy", bytes([flags]) + body)
+    for typ, raw in blocks:
+        put("spdy", b"\x01" + bytes([typ, len(raw)]) + raw)
+
+
+# fuzz_ws_channel.cc: byte 0 = mode (bit 0: frames the target masks),
+# chunking (bits 1-4), small limits (bit 5), v5 (bit 6); then the wire, or
+# (first byte, length, payload) triples. Recorded: kubectl v1.32.5's side of
+# `exec -i` and `exec -it` (tests/unit/test_ws_channel.cc).
+WS_RECORDED = [
+    "8287ebcd1bb6eba57eda87a2118282d954685126548882fcf77105ff1f",
+    "829b390c7a913d7758c650680ef91b364ba1092058d95c651df94d2e40a209717088829139d38192d1",
+    "818537fa213d7f9f4d5158",  # RFC 6455 5.7: a masked "Hello"
+]
+
+
+def ws_frames(*frames):
+    return b"".join(bytes([first, len(p)]) + p for first, p in frames)
+
+
+def seeds_ws_channel():
+    for rec in WS_RECORDED:
+        for flags in (0x00, 0x40, 0x0a, 0x22):
+            put("ws_channel", bytes([flags]) + bytes.fromhex(rec))
+    put("ws_channel", b"dGhlIHNhbXBsZSBub25jZQ==")
+    sets = [
+        ws_frames((0x82, b"\x00hello\n"), (0x82, b"\xff\x00"), (0x88, b"\x03\xe8")),
+        ws_frames((0x82, b'\x04{"Width":100,"Height":30}\n'), (0x82, b'\x04{"Width":80,'),
+                  (0x82, b'\x04{"width":1,"height":2}')),
+        ws_frames((0x02, b"\x01ab"), (0x89, b"ping"), (0x00, b"cd"), (0x80, b"ef")),
+        ws_frames((0x81, "gr\u00fc\u00df".encode()), (0x01, b"\xc3"), (0x80, b"\xbc")),
+        ws_frames((0x81, b"\xc0\xaf")),
+        ws_frames((0x88, b"\x03")),
+        ws_frames((0x88, b"\x03\xe8bye"), (0x82, b"\x00after")),
+        ws_frames((0x80, b"x")),
+        ws_frames((0x09, b"x")),
+        ws_frames((0xc2, b"x")),
+        ws_frames((0x82, b"\x05x"), (0x82, b"\xff"), (0x82, b"")),
+        ws_frames((0x82, b"\x03" + b"e" * 200)),
+    ]
+    for body in sets:
+        for flags in (0x01, 0x41, 0x21, 0x03):
+            put("ws_channel", bytes([flags]) + body)
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit("usage: make-seeds.py DIR-OF-RECORDED-KUBELET-OBJECTS")
@@ -467,6 +583,8 @@ def main():
     seeds_cri_writer()
     seeds_kubelet_request()
     seeds_api_objects(ref)
+    seeds_spdy()
+    seeds_ws_channel()
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 # seconds (default 15), two at a time (SK_FUZZ_JOBS), in the clang build
 # SK_FUZZ_BUILDDIR (default one per source tree under ${TMPDIR:-/tmp}; built on
 # first use).
-# Sized for CI: 14 targets x 15 s / 2 jobs = about 105 s of fuzzing, plus about
+# Sized for CI: 16 targets x 15 s / 2 jobs = about 120 s of fuzzing, plus about
 # 2-3 min for a fresh clang build on 2 cores.
 # Prints one PASS/FAIL line per target, then "N passed, N failed"; exits 0
 # when all passed, 1 on a failure, 77 when clang++ or libFuzzer is missing.

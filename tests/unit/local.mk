@@ -137,6 +137,30 @@ tests_unit_test_cri_log_SOURCES = tests/unit/test_cri_log.cc
 tests_unit_test_cri_log_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
 tests_unit_test_cri_log_LDADD = common/libcommon.la $(SK_CHECK_LIBS)
 
+# ---- common/libstreams: the kubelet streaming protocols ----
+check_PROGRAMS += \
+	tests/unit/test_spdy \
+	tests/unit/test_ws_channel \
+	tests/unit/test_remotecommand
+TESTS += \
+	tests/unit/test_spdy \
+	tests/unit/test_ws_channel \
+	tests/unit/test_remotecommand
+SK_STREAMS_TEST_LIBS = common/libstreams.la common/libcommon.la $(SK_CHECK_LIBS)
+
+# Writes peer header blocks with zlib itself.
+tests_unit_test_spdy_SOURCES = tests/unit/test_spdy.cc
+tests_unit_test_spdy_CXXFLAGS = $(SK_CHECK_CXXFLAGS) $(ZLIB_CFLAGS)
+tests_unit_test_spdy_LDADD = $(SK_STREAMS_TEST_LIBS) $(ZLIB_LIBS)
+
+tests_unit_test_ws_channel_SOURCES = tests/unit/test_ws_channel.cc
+tests_unit_test_ws_channel_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_ws_channel_LDADD = $(SK_STREAMS_TEST_LIBS)
+
+tests_unit_test_remotecommand_SOURCES = tests/unit/test_remotecommand.cc
+tests_unit_test_remotecommand_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_remotecommand_LDADD = $(SK_STREAMS_TEST_LIBS)
+
 # ---- agent/: the pure core (libagentcore) ----
 SK_AGENT_CORE_TEST_LIBS = agent/libagentcore.la common/libcommon.la $(SK_CHECK_LIBS)
 check_PROGRAMS += \
