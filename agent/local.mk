@@ -94,7 +94,9 @@ agent_libkubelet_la_SOURCES = \
 	agent/kubelet_server.cc \
 	agent/kubelet_server.h \
 	agent/metrics.cc \
-	agent/metrics.h
+	agent/metrics.h \
+	agent/stream_request.cc \
+	agent/stream_request.h
 agent_libkubelet_la_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(GNUTLS_CFLAGS)
-agent_libkubelet_la_LIBADD = $(MHD_LIBS) $(GNUTLS_LIBS) -lpthread
+agent_libkubelet_la_LIBADD = common/libstreams.la $(MHD_LIBS) $(GNUTLS_LIBS) -lpthread
 endif

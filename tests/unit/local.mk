@@ -137,6 +137,13 @@ tests_unit_test_cri_log_SOURCES = tests/unit/test_cri_log.cc
 tests_unit_test_cri_log_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
 tests_unit_test_cri_log_LDADD = common/libcommon.la $(SK_CHECK_LIBS)
 
+# ---- agent/stream_request: the kubelet's streaming requests ----
+check_PROGRAMS += tests/unit/test_stream_request
+TESTS += tests/unit/test_stream_request
+tests_unit_test_stream_request_SOURCES = tests/unit/test_stream_request.cc
+tests_unit_test_stream_request_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_stream_request_LDADD = agent/libkubelet.la common/libstreams.la common/libcommon.la $(SK_CHECK_LIBS)
+
 # ---- common/libstreams: the kubelet streaming protocols ----
 check_PROGRAMS += \
 	tests/unit/test_spdy \
