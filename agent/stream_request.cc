@@ -15,12 +15,6 @@ std::string lower(std::string_view s) {
     return l;
 }
 
-std::string trim(std::string_view s) {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-    return std::string(s);
-}
-
 // Every value of header `name` (any case), each comma-separated list split.
 std::vector<std::string> header_tokens(const Pairs &headers, std::string_view name) {
     std::vector<std::string> out;
@@ -28,7 +22,7 @@ std::vector<std::string> header_tokens(const Pairs &headers, std::string_view na
     for (const auto &[k, v] : headers) {
         if (lower(k) != want) continue;
         for (const auto &t : split(v, ',')) {
-            std::string tok = trim(t);
+            std::string tok(trim(t));
             if (!tok.empty()) out.push_back(tok);
         }
     }
@@ -72,8 +66,8 @@ const std::vector<std::string_view> &port_forward_protocols(StreamTransport) {
     return both;
 }
 
-StreamParse parse_stream_request(std::string_view method, std::string_view path,
-                                 const Pairs &query, const Pairs &headers) {
+StreamParse parse_stream_request(std::string_view method, std::string_view path, const Pairs &query,
+                                 const Pairs &headers) {
     StreamParse p;
     auto parts = split(path, '/');
     StreamRequest &r = p.request;
@@ -102,7 +96,8 @@ StreamParse parse_stream_request(std::string_view method, std::string_view path,
             for (const auto &w : split(v, ',')) {
                 auto n = parse_uint(trim(w), "port", 65535);
                 if (!n || *n == 0)
-                    return refused(400, "invalid port '" + trim(w) + "': must be 1..65535");
+                    return refused(400,
+                                   "invalid port '" + std::string(trim(w)) + "': must be 1..65535");
                 r.ports.push_back(static_cast<uint16_t>(*n));
             }
         }
@@ -132,8 +127,8 @@ StreamParse parse_stream_request(std::string_view method, std::string_view path,
     if (!has_token(connection, "upgrade") || upgrade.empty())
         return refused(400, "unable to upgrade: missing upgrade headers in request");
     const auto &supported = [&]() -> const std::vector<std::string_view> & {
-        r.transport = has_token(upgrade, "websocket") ? StreamTransport::WebSocket
-                                                      : StreamTransport::Spdy;
+        r.transport =
+            has_token(upgrade, "websocket") ? StreamTransport::WebSocket : StreamTransport::Spdy;
         return r.kind == StreamKind::PortForward ? port_forward_protocols(r.transport)
                                                  : exec_protocols(r.transport);
     }();

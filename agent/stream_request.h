@@ -33,7 +33,7 @@ struct StreamRequest {
     bool in = false, out = false, err = false, tty = false;
     std::vector<uint16_t> ports;  // port-forward: from port= (WebSocket clients send it)
     StreamTransport transport = StreamTransport::Spdy;
-    std::string protocol;      // the negotiated subprotocol
+    std::string protocol;       // the negotiated subprotocol
     std::string websocket_key;  // Sec-WebSocket-Key (WebSocket)
 };
 
@@ -59,8 +59,8 @@ struct StreamParse {
     StreamRequest request;
     StreamRefusal refusal;
 };
-StreamParse parse_stream_request(std::string_view method, std::string_view path,
-                                 const Pairs &query, const Pairs &headers);
+StreamParse parse_stream_request(std::string_view method, std::string_view path, const Pairs &query,
+                                 const Pairs &headers);
 
 // The protocols the endpoint speaks, in its order of preference.
 const std::vector<std::string_view> &exec_protocols(StreamTransport t);

@@ -30,10 +30,9 @@ const Pairs kWs132 = {
 }  // namespace
 
 START_TEST(exec_spdy_from_kubectl_128) {
-    auto p = parse_stream_request("POST", "/exec/facts-ns/facts-pod/c",
-                                  {{"command", "echo"}, {"command", "hi"}, {"error", "1"},
-                                   {"output", "1"}},
-                                  kSpdy128);
+    auto p = parse_stream_request(
+        "POST", "/exec/facts-ns/facts-pod/c",
+        {{"command", "echo"}, {"command", "hi"}, {"error", "1"}, {"output", "1"}}, kSpdy128);
     ck_assert(p.ok);
     ck_assert(p.request.kind == StreamKind::Exec);
     ck_assert_sstr_eq(p.request.ns, "facts-ns");
@@ -64,8 +63,8 @@ START_TEST(exec_websocket_from_kubectl_132) {
 END_TEST
 
 START_TEST(attach_and_port_forward) {
-    auto a = parse_stream_request("POST", "/attach/n/p/c", {{"error", "1"}, {"output", "1"}},
-                                  kSpdy128);
+    auto a =
+        parse_stream_request("POST", "/attach/n/p/c", {{"error", "1"}, {"output", "1"}}, kSpdy128);
     ck_assert(a.ok && a.request.kind == StreamKind::Attach && a.request.command.empty());
     // tty drops stderr, as the kubelet does.
     auto t = parse_stream_request("POST", "/attach/n/p/c",
@@ -93,43 +92,82 @@ START_TEST(refusals) {
         int status;
         const char *body_has;
     } cases[] = {
-        {"POST", "/exec/n/p", {{"command", "x"}, {"output", "1"}}, kSpdy128, 404, "404 page not found"},
+        {"POST",
+         "/exec/n/p",
+         {{"command", "x"}, {"output", "1"}},
+         kSpdy128,
+         404,
+         "404 page not found"},
         {"POST", "/exec/n/p/c/d", {{"command", "x"}, {"output", "1"}}, kSpdy128, 404, "404"},
         {"POST", "/exec//p/c", {{"command", "x"}, {"output", "1"}}, kSpdy128, 404, "404"},
         {"PUT", "/exec/n/p/c", {{"command", "x"}, {"output", "1"}}, kSpdy128, 404, "404"},
         {"POST", "/run/n/p/c", {{"command", "x"}}, kSpdy128, 404, "404"},
-        {"POST", "/exec/n/p/c", {{"command", "x"}}, kSpdy128, 400,
+        {"POST",
+         "/exec/n/p/c",
+         {{"command", "x"}},
+         kSpdy128,
+         400,
          "you must specify at least 1 of stdin, stdout, stderr"},
-        {"POST", "/exec/n/p/c", {{"command", "x"}, {"output", "true"}}, kSpdy128, 400,
+        {"POST",
+         "/exec/n/p/c",
+         {{"command", "x"}, {"output", "true"}},
+         kSpdy128,
+         400,
          "at least 1 of stdin"},
         {"POST", "/exec/n/p/c", {{"output", "1"}}, kSpdy128, 400, "you must specify a command"},
         {"GET", "/portForward/n/p", {{"port", "0"}}, kWs132, 400, "invalid port '0'"},
         {"GET", "/portForward/n/p", {{"port", "70000"}}, kWs132, 400, "invalid port '70000'"},
         {"GET", "/portForward/n/p", {{"port", "http"}}, kWs132, 400, "invalid port 'http'"},
-        {"POST", "/exec/n/p/c", {{"command", "x"}, {"output", "1"}}, {}, 400,
+        {"POST",
+         "/exec/n/p/c",
+         {{"command", "x"}, {"output", "1"}},
+         {},
+         400,
          "unable to upgrade: missing upgrade headers in request"},
-        {"POST", "/exec/n/p/c", {{"command", "x"}, {"output", "1"}},
-         {{"Upgrade", "SPDY/3.1"}, {"X-Stream-Protocol-Version", "v4.channel.k8s.io"}}, 400,
+        {"POST",
+         "/exec/n/p/c",
+         {{"command", "x"}, {"output", "1"}},
+         {{"Upgrade", "SPDY/3.1"}, {"X-Stream-Protocol-Version", "v4.channel.k8s.io"}},
+         400,
          "missing upgrade headers"},
-        {"POST", "/exec/n/p/c", {{"command", "x"}, {"output", "1"}},
-         {{"Connection", "Upgrade"}, {"Upgrade", "h2c"}}, 400, "unsupported protocol 'h2c'"},
-        {"POST", "/exec/n/p/c", {{"command", "x"}, {"output", "1"}},
-         {{"Connection", "Upgrade"}, {"Upgrade", "SPDY/3.1"}}, 400,
+        {"POST",
+         "/exec/n/p/c",
+         {{"command", "x"}, {"output", "1"}},
+         {{"Connection", "Upgrade"}, {"Upgrade", "h2c"}},
+         400,
+         "unsupported protocol 'h2c'"},
+        {"POST",
+         "/exec/n/p/c",
+         {{"command", "x"}, {"output", "1"}},
+         {{"Connection", "Upgrade"}, {"Upgrade", "SPDY/3.1"}},
+         400,
          "unable to upgrade: X-Stream-Protocol-Version is required"},
-        {"POST", "/exec/n/p/c", {{"command", "x"}, {"output", "1"}},
-         {{"Connection", "Upgrade"}, {"Upgrade", "SPDY/3.1"},
+        {"POST",
+         "/exec/n/p/c",
+         {{"command", "x"}, {"output", "1"}},
+         {{"Connection", "Upgrade"},
+          {"Upgrade", "SPDY/3.1"},
           {"X-Stream-Protocol-Version", "v3.channel.k8s.io"}},
          403,
          "unable to upgrade: unable to negotiate protocol: client supports [v3.channel.k8s.io], "
          "server accepts [v4.channel.k8s.io]"},
-        {"GET", "/exec/n/p/c", {{"command", "x"}, {"output", "1"}},
-         {{"Connection", "Upgrade"}, {"Upgrade", "websocket"},
+        {"GET",
+         "/exec/n/p/c",
+         {{"command", "x"}, {"output", "1"}},
+         {{"Connection", "Upgrade"},
+          {"Upgrade", "websocket"},
           {"Sec-WebSocket-Protocol", "v5.channel.k8s.io"}},
-         400, "no Sec-WebSocket-Key"},
-        {"GET", "/portForward/n/p", {},
-         {{"Connection", "Upgrade"}, {"Upgrade", "websocket"}, {"Sec-WebSocket-Key", "k"},
+         400,
+         "no Sec-WebSocket-Key"},
+        {"GET",
+         "/portForward/n/p",
+         {},
+         {{"Connection", "Upgrade"},
+          {"Upgrade", "websocket"},
+          {"Sec-WebSocket-Key", "k"},
           {"Sec-WebSocket-Protocol", "SPDY/3.1+portforward.k8s.io"}},
-         403, "client supports [SPDY/3.1+portforward.k8s.io], server accepts [portforward.k8s.io]"},
+         403,
+         "client supports [SPDY/3.1+portforward.k8s.io], server accepts [portforward.k8s.io]"},
     };
     for (const auto &c : cases) {
         auto p = parse_stream_request(c.method, c.path, c.query, c.headers);
