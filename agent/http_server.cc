@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <new>
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
@@ -47,6 +48,18 @@ MHD_Result collect_query(void *cls, MHD_ValueKind, const char *key, const char *
     (*m)[key ? key : ""] = value ? value : "";
     return MHD_YES;
 }
+
+MHD_Result collect_pairs(void *cls, MHD_ValueKind, const char *key, const char *value) {
+    static_cast<std::vector<std::pair<std::string, std::string>> *>(cls)->emplace_back(
+        key ? key : "", value ? value : "");
+    return MHD_YES;
+}
+
+// Per connection, from MHD's STARTED to CLOSED notification: what an
+// upgrade response hands its connection to.
+struct ConnState {
+    std::function<void(HttpUpgrade)> upgrade;
+};
 
 // Returns "" when verified (and sets *cn), else the reason for the refusal.
 std::string verify_client(MHD_Connection *conn, std::string *cn) {
@@ -90,7 +103,78 @@ struct StreamCtx {
 
 }  // namespace
 
+struct HttpServer::Upgraded {
+    std::mutex mu;
+    MHD_UpgradeResponseHandle *urh = nullptr;  // null once closed
+};
+
+void HttpServer::close_upgrades() {
+    std::vector<std::shared_ptr<Upgraded>> all;
+    {
+        std::lock_guard<std::mutex> lock(upgrades_mu_);
+        all.swap(upgrades_);
+    }
+    for (auto &u : all) {
+        std::lock_guard<std::mutex> lock(u->mu);
+        if (u->urh) MHD_upgrade_action(u->urh, MHD_UPGRADE_ACTION_CLOSE);
+        u->urh = nullptr;
+    }
+}
+
 struct HttpServerGlue {
+    static void notify_connection(void *, MHD_Connection *, void **socket_context,
+                                  MHD_ConnectionNotificationCode toe) noexcept {
+        if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+            *socket_context = new (std::nothrow) ConnState;
+        } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+            delete static_cast<ConnState *>(*socket_context);
+            *socket_context = nullptr;
+        }
+    }
+
+    static ConnState *conn_state(MHD_Connection *conn) {
+        const MHD_ConnectionInfo *info =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        return info ? static_cast<ConnState *>(info->socket_context) : nullptr;
+    }
+
+    static void on_upgrade(void *cls, MHD_Connection *conn, void *, const char *extra_in,
+                           size_t extra_in_size, MHD_socket sock,
+                           MHD_UpgradeResponseHandle *urh) noexcept {
+        auto *self = static_cast<HttpServer *>(cls);
+        auto u = std::make_shared<HttpServer::Upgraded>();
+        u->urh = urh;
+        std::function<void(HttpUpgrade)> fn;
+        if (ConnState *st = conn_state(conn)) fn = std::move(st->upgrade);
+        {
+            std::lock_guard<std::mutex> lock(self->upgrades_mu_);
+            self->upgrades_.push_back(u);
+        }
+        HttpUpgrade h;
+        h.fd = sock;
+        h.early.assign(extra_in ? extra_in : "", extra_in ? extra_in_size : 0);
+        h.close = [self, u] {
+            {
+                std::lock_guard<std::mutex> lock(u->mu);
+                if (!u->urh) return;
+                MHD_upgrade_action(u->urh, MHD_UPGRADE_ACTION_CLOSE);
+                u->urh = nullptr;
+            }
+            std::lock_guard<std::mutex> lock(self->upgrades_mu_);
+            auto &v = self->upgrades_;
+            v.erase(std::remove(v.begin(), v.end(), u), v.end());
+        };
+        if (self->stopping() || !fn) {
+            h.close();
+            return;
+        }
+        try {
+            fn(std::move(h));
+        } catch (const std::exception &e) {
+            LOG_ERROR("[%s] upgrade failed: %s", self->config_.name.c_str(), e.what());
+        }
+    }
+
     static ssize_t read_stream(void *cls, uint64_t, char *buf, size_t max) {
         auto *ctx = static_cast<StreamCtx *>(cls);
         try {
@@ -131,6 +215,8 @@ struct HttpServerGlue {
         req.method = method;
         req.path = url;
         MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, collect_query, &req.query);
+        MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, collect_pairs, &req.query_all);
+        MHD_get_connection_values(conn, MHD_HEADER_KIND, collect_pairs, &req.headers);
         if (const MHD_ConnectionInfo *fdi =
                 MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD))
             req.fd = fdi->connect_fd;
@@ -153,7 +239,15 @@ struct HttpServerGlue {
 
     static MHD_Result queue(HttpServer *self, MHD_Connection *conn, const HttpResponse &r) {
         MHD_Response *m;
-        if (r.stream) {
+        if (r.upgrade && r.status == 101) {
+            ConnState *st = conn_state(conn);
+            if (!st) return MHD_NO;
+            st->upgrade = r.upgrade;
+            m = MHD_create_response_for_upgrade(&HttpServerGlue::on_upgrade, self);
+            if (!m) return MHD_NO;
+            // An upgraded connection ends itself (its holder's close()).
+            MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+        } else if (r.stream) {
             auto *ctx = new StreamCtx{r.stream, self, conn};
             m = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, static_cast<size_t>(32 * 1024),
                                                   read_stream, ctx, free_stream);
@@ -199,7 +293,7 @@ Status HttpServer::start() {
     // idle or half-open socket costs does not grow into threads. Streams
     // park their connection while they have nothing to send (park()).
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
-                     MHD_USE_ERROR_LOG;
+                     MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG;
     if (config_.tls) {
         if (config_.cert_file.empty() || config_.key_file.empty())
             return fail(Error::InvalidArgument,
@@ -241,8 +335,10 @@ Status HttpServer::start() {
         flags |= MHD_USE_DUAL_STACK;
     }
 
-    MHD_OptionItem opts[12];
+    MHD_OptionItem opts[13];
     int n = 0;
+    opts[n++] = {MHD_OPTION_NOTIFY_CONNECTION,
+                 reinterpret_cast<intptr_t>(&HttpServerGlue::notify_connection), this};
     opts[n++] = {MHD_OPTION_EXTERNAL_LOGGER, reinterpret_cast<intptr_t>(mhd_logger),
                  const_cast<char *>(config_.name.c_str())};
     opts[n++] = {MHD_OPTION_CONNECTION_LIMIT, static_cast<intptr_t>(config_.max_connections),
@@ -303,6 +399,8 @@ void HttpServer::stop() {
     }
     park_cv_.notify_all();
     waker_.join();
+    // MHD must not be stopped with upgraded connections open (microhttpd.h).
+    close_upgrades();
     MHD_stop_daemon(daemon_);
     daemon_ = nullptr;
 }

@@ -41,6 +41,10 @@ struct HttpRequest {
     std::string method;                        // "GET"
     std::string path;                          // decoded, without the query
     std::map<std::string, std::string> query;  // last value wins
+    // Every query argument and request header in order, repeated names kept
+    // (`command=` once per word, X-Stream-Protocol-Version once per offer).
+    std::vector<std::pair<std::string, std::string>> query_all;
+    std::vector<std::pair<std::string, std::string>> headers;
     std::string client_cn;  // TLS client certificate's subject CN ("" in plain mode)
     int fd = -1;            // the connection's socket (see HttpStream)
 };
@@ -58,12 +62,30 @@ class HttpStream {
     virtual ssize_t read(char *buf, size_t max) = 0;
 };
 
+// A connection after a 101 Switching Protocols: fd carries the client's
+// bytes both ways (with TLS one end of a socket pair whose other end
+// libmicrohttpd's thread encrypts), `early` holds what the client sent after
+// its request that the server already read. The holder reads and writes fd
+// (non-blocking; it may shutdown() it, never close() it) and calls close()
+// when it is done, once, from any thread: the server then closes the
+// connection. A server stop closes every upgraded connection still open
+// (fd then reads EOF and close() does nothing more).
+struct HttpUpgrade {
+    int fd = -1;
+    std::string early;
+    std::function<void()> close;
+};
+
 struct HttpResponse {
     int status = 200;
     std::string content_type = "text/plain; charset=utf-8";
     std::string body;                    // used when stream is null
     std::shared_ptr<HttpStream> stream;  // chunked body
     std::map<std::string, std::string> headers;
+    // With status 101 (and headers naming the Upgrade): called with the
+    // connection once the response went out, in a polling thread (it must
+    // not block). Not called when the client is gone before.
+    std::function<void(HttpUpgrade)> upgrade;
 };
 
 HttpResponse http_text(int status, std::string body);
@@ -123,6 +145,12 @@ class HttpServer {
     MHD_Daemon *daemon_ = nullptr;
     uint16_t port_ = 0;
     std::atomic<bool> stopping_{false};
+
+    // Upgraded connections not closed yet (HttpUpgrade::close, stop()).
+    struct Upgraded;
+    std::mutex upgrades_mu_;
+    std::vector<std::shared_ptr<Upgraded>> upgrades_;
+    void close_upgrades();
 
     std::mutex park_mu_;
     std::condition_variable park_cv_;

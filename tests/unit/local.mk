@@ -137,6 +137,13 @@ tests_unit_test_cri_log_SOURCES = tests/unit/test_cri_log.cc
 tests_unit_test_cri_log_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
 tests_unit_test_cri_log_LDADD = common/libcommon.la $(SK_CHECK_LIBS)
 
+# ---- agent/http_server: upgraded connections ----
+check_PROGRAMS += tests/unit/test_http_upgrade
+TESTS += tests/unit/test_http_upgrade
+tests_unit_test_http_upgrade_SOURCES = tests/unit/test_http_upgrade.cc
+tests_unit_test_http_upgrade_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_http_upgrade_LDADD = agent/libkubelet.la common/libstreams.la common/libcommon.la $(SK_CHECK_LIBS) -lpthread
+
 # ---- agent/stream_request: the kubelet's streaming requests ----
 check_PROGRAMS += tests/unit/test_stream_request
 TESTS += tests/unit/test_stream_request

@@ -1,0 +1,192 @@
+// agent/http_server.h: a 101 response hands the connection to its upgrade
+// callback (HttpUpgrade): the bytes after the request, both directions, the
+// holder's close(), and a server stop with an upgraded connection open.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <errno.h>
+#include <stdio.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/http_server.h"
+#include "tests/unit/check_main.h"
+
+using namespace sk;
+
+namespace {
+
+int connect_to(uint16_t port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
+    return fd;
+}
+
+// Reads until `want` is in what came, or EOF, or 10 s; returns all of it.
+std::string read_until(int fd, const std::string &want) {
+    std::string got;
+    char buf[4096];
+    for (int i = 0; i < 1000 && got.find(want) == std::string::npos; i++) {
+        pollfd p{fd, POLLIN, 0};
+        if (poll(&p, 1, 10) <= 0) continue;
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n <= 0) break;
+        got.append(buf, static_cast<size_t>(n));
+    }
+    return got;
+}
+
+// Reads until EOF (true) or 10 s (false).
+bool reads_eof(int fd) {
+    char buf[4096];
+    for (int i = 0; i < 1000; i++) {
+        pollfd p{fd, POLLIN, 0};
+        if (poll(&p, 1, 10) <= 0) continue;
+        if (read(fd, buf, sizeof buf) <= 0) return true;
+    }
+    return false;
+}
+
+// The holder: echoes what it reads (early bytes first) until the client's
+// EOF, then closes; or, with hold, keeps the connection until told.
+struct Echo {
+    std::vector<std::thread> threads;
+    std::atomic<bool> hold{false};
+    std::function<void()> held_close;
+    std::mutex mu;
+
+    void take(HttpUpgrade u) {
+        if (hold) {
+            std::lock_guard<std::mutex> lock(mu);
+            held_close = u.close;
+            return;
+        }
+        threads.emplace_back([u] {
+            std::string out = "early[" + u.early + "]";
+            (void)!write(u.fd, out.data(), out.size());
+            char buf[4096];
+            for (;;) {
+                pollfd p{u.fd, POLLIN, 0};
+                if (poll(&p, 1, 10000) <= 0) break;
+                ssize_t n = read(u.fd, buf, sizeof buf);
+                if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+                if (n <= 0) break;
+                (void)!write(u.fd, buf, static_cast<size_t>(n));
+            }
+            u.close();
+        });
+    }
+    ~Echo() {
+        for (auto &t : threads)
+            t.join();
+    }
+};
+
+HttpServerConfig plain() {
+    HttpServerConfig c;
+    c.bind_address = "127.0.0.1";
+    c.port = 0;
+    return c;
+}
+
+const char kUpgrade[] =
+    "GET /echo HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: test-echo\r\n"
+    "X-Offer: a\r\nX-Offer: b\r\n\r\n";
+
+}  // namespace
+
+START_TEST(upgrade_relays_both_ways) {
+    Echo echo;
+    std::vector<std::pair<std::string, std::string>> seen_headers, seen_query;
+    HttpServer srv(plain(), [&](const HttpRequest &req) {
+        if (req.path != "/echo") return http_text(404, "no\n");
+        seen_headers = req.headers;
+        seen_query = req.query_all;
+        HttpResponse r;
+        r.status = 101;
+        r.headers = {{"Upgrade", "test-echo"}};  // MHD adds Connection: Upgrade
+        r.upgrade = [&](HttpUpgrade u) { echo.take(std::move(u)); };
+        return r;
+    });
+    ck_assert(srv.start().ok());
+    int fd = connect_to(srv.port());
+    // The request, then bytes right behind it in the same write: they come
+    // back as the holder's "early" bytes.
+    std::string req = std::string(kUpgrade).replace(4, 5, "/echo?command=a&command=b");
+    req += "hello";
+    ck_assert(write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size()));
+    std::string got = read_until(fd, "early[");
+    ck_assert_msg(got.rfind("HTTP/1.1 101", 0) == 0, "%s", got.c_str());
+    got += read_until(fd, "]");
+    ck_assert_msg(got.find("early[hello]") != std::string::npos ||
+                      got.find("early[]") != std::string::npos,
+                  "%s", got.c_str());
+    std::string more = "ping-pong";
+    ck_assert(write(fd, more.data(), more.size()) == static_cast<ssize_t>(more.size()));
+    std::string echoed = read_until(fd, "ping-pong");
+    ck_assert_msg(echoed.find("ping-pong") != std::string::npos, "got '%s' after '%s'",
+                  echoed.c_str(), got.c_str());
+    // Repeated headers and query arguments are all kept, in order.
+    int offers = 0;
+    for (const auto &[k, v] : seen_headers)
+        offers += k == "X-Offer";
+    ck_assert_int_eq(offers, 2);
+    ck_assert_uint_eq(seen_query.size(), 2);
+    ck_assert_sstr_eq(seen_query[0].second, "a");
+    ck_assert_sstr_eq(seen_query[1].second, "b");
+    // The client's EOF ends the holder, whose close() ends the connection.
+    shutdown(fd, SHUT_WR);
+    ck_assert(reads_eof(fd));
+    close(fd);
+    srv.stop();
+}
+END_TEST
+
+// A stop with an upgraded connection still held: the connection is closed,
+// stop() returns, and the holder's late close() does nothing more.
+START_TEST(stop_closes_held_upgrades) {
+    Echo echo;
+    echo.hold = true;
+    HttpServer srv(plain(), [&](const HttpRequest &) {
+        HttpResponse r;
+        r.status = 101;
+        r.headers = {{"Upgrade", "test-echo"}};  // MHD adds Connection: Upgrade
+        r.upgrade = [&](HttpUpgrade u) { echo.take(std::move(u)); };
+        return r;
+    });
+    ck_assert(srv.start().ok());
+    int fd = connect_to(srv.port());
+    ck_assert(write(fd, kUpgrade, sizeof kUpgrade - 1) == static_cast<ssize_t>(sizeof kUpgrade - 1));
+    ck_assert(read_until(fd, "\r\n\r\n").rfind("HTTP/1.1 101", 0) == 0);
+    for (int i = 0; i < 1000; i++) {
+        std::lock_guard<std::mutex> lock(echo.mu);
+        if (echo.held_close) break;
+        usleep(10000);
+    }
+    srv.stop();
+    ck_assert(reads_eof(fd));
+    close(fd);
+    std::lock_guard<std::mutex> lock(echo.mu);
+    ck_assert(static_cast<bool>(echo.held_close));
+    echo.held_close();  // after the stop: nothing happens
+}
+END_TEST
+
+int main() {
+    Suite *s = suite_create("http_upgrade");
+    TCase *tc = tcase_create("upgrade");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, upgrade_relays_both_ways);
+    tcase_add_test(tc, stop_closes_held_upgrades);
+    suite_add_tcase(s, tc);
+    return sk_run_suite(s);
+}
