@@ -124,12 +124,9 @@ START_TEST(upgrade_relays_both_ways) {
     std::string req = std::string(kUpgrade).replace(4, 5, "/echo?command=a&command=b");
     req += "hello";
     ck_assert(write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size()));
-    std::string got = read_until(fd, "early[");
+    std::string got = read_until(fd, "]");  // the 101, then the holder's first bytes
     ck_assert_msg(got.rfind("HTTP/1.1 101", 0) == 0, "%s", got.c_str());
-    got += read_until(fd, "]");
-    ck_assert_msg(got.find("early[hello]") != std::string::npos ||
-                      got.find("early[]") != std::string::npos,
-                  "%s", got.c_str());
+    ck_assert_msg(got.find("early[hello]") != std::string::npos, "%s", got.c_str());
     std::string more = "ping-pong";
     ck_assert(write(fd, more.data(), more.size()) == static_cast<ssize_t>(more.size()));
     std::string echoed = read_until(fd, "ping-pong");
@@ -165,7 +162,8 @@ START_TEST(stop_closes_held_upgrades) {
     });
     ck_assert(srv.start().ok());
     int fd = connect_to(srv.port());
-    ck_assert(write(fd, kUpgrade, sizeof kUpgrade - 1) == static_cast<ssize_t>(sizeof kUpgrade - 1));
+    ck_assert(write(fd, kUpgrade, sizeof kUpgrade - 1) ==
+              static_cast<ssize_t>(sizeof kUpgrade - 1));
     ck_assert(read_until(fd, "\r\n\r\n").rfind("HTTP/1.1 101", 0) == 0);
     for (int i = 0; i < 1000; i++) {
         std::lock_guard<std::mutex> lock(echo.mu);
