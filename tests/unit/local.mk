@@ -141,8 +141,8 @@ tests_unit_test_cri_log_LDADD = common/libcommon.la $(SK_CHECK_LIBS)
 check_PROGRAMS += tests/unit/test_http_upgrade
 TESTS += tests/unit/test_http_upgrade
 tests_unit_test_http_upgrade_SOURCES = tests/unit/test_http_upgrade.cc
-tests_unit_test_http_upgrade_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
-tests_unit_test_http_upgrade_LDADD = agent/libkubelet.la common/libstreams.la common/libcommon.la $(SK_CHECK_LIBS) -lpthread
+tests_unit_test_http_upgrade_CXXFLAGS = $(SK_CHECK_CXXFLAGS) $(GNUTLS_CFLAGS)
+tests_unit_test_http_upgrade_LDADD = agent/libkubelet.la common/libstreams.la common/libcommon.la $(SK_CHECK_LIBS) $(GNUTLS_LIBS) -lpthread
 
 # ---- agent/stream_request: the kubelet's streaming requests ----
 check_PROGRAMS += tests/unit/test_stream_request

@@ -9,7 +9,11 @@
 #include <errno.h>
 #include <stdio.h>
 
+#include <gnutls/gnutls.h>
+#include <stdlib.h>
+
 #include <atomic>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -56,6 +60,21 @@ bool reads_eof(int fd) {
     return false;
 }
 
+// The handed fd is non-blocking: a write may take part of the bytes.
+void write_all(int fd, const char *p, size_t n) {
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
+            pollfd pf{fd, POLLOUT, 0};
+            (void)poll(&pf, 1, 1000);
+            continue;
+        }
+        if (w <= 0) return;
+        p += w;
+        n -= static_cast<size_t>(w);
+    }
+}
+
 // The holder: echoes what it reads (early bytes first) until the client's
 // EOF, then closes; or, with hold, keeps the connection until told.
 struct Echo {
@@ -72,7 +91,7 @@ struct Echo {
         }
         threads.emplace_back([u] {
             std::string out = "early[" + u.early + "]";
-            (void)!write(u.fd, out.data(), out.size());
+            write_all(u.fd, out.data(), out.size());
             char buf[4096];
             for (;;) {
                 pollfd p{u.fd, POLLIN, 0};
@@ -80,7 +99,7 @@ struct Echo {
                 ssize_t n = read(u.fd, buf, sizeof buf);
                 if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
                 if (n <= 0) break;
-                (void)!write(u.fd, buf, static_cast<size_t>(n));
+                write_all(u.fd, buf, static_cast<size_t>(n));
             }
             u.close();
         });
@@ -179,12 +198,106 @@ START_TEST(stop_closes_held_upgrades) {
 }
 END_TEST
 
+// A TLS client over fd (no verification: the test's own self-signed server).
+struct TlsClient {
+    gnutls_session_t s{};
+    gnutls_certificate_credentials_t cred{};
+    explicit TlsClient(int fd) {
+        gnutls_certificate_allocate_credentials(&cred);
+        gnutls_init(&s, GNUTLS_CLIENT);
+        gnutls_set_default_priority(s);
+        gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, cred);
+        gnutls_transport_set_int(s, fd);
+        gnutls_handshake_set_timeout(s, 10000);
+        int rc;
+        do
+            rc = gnutls_handshake(s);
+        while (rc < 0 && gnutls_error_is_fatal(rc) == 0);
+        ck_assert_msg(rc == 0, "handshake: %s", gnutls_strerror(rc));
+    }
+    ~TlsClient() {
+        gnutls_deinit(s);
+        gnutls_certificate_free_credentials(cred);
+    }
+    void send(const std::string &b) {
+        for (size_t off = 0; off < b.size();) {  // a record at a time
+            ssize_t n = gnutls_record_send(s, b.data() + off, b.size() - off);
+            if (n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED) continue;
+            ck_assert_msg(n > 0, "send: %s", gnutls_strerror(static_cast<int>(n)));
+            off += static_cast<size_t>(n);
+        }
+    }
+    std::string read_until(const std::string &want) {
+        std::string got;
+        char buf[4096];
+        while (got.find(want) == std::string::npos) {
+            ssize_t n = gnutls_record_recv(s, buf, sizeof buf);
+            if (n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED) continue;
+            if (n <= 0) break;
+            got.append(buf, static_cast<size_t>(n));
+        }
+        return got;
+    }
+};
+
+// Over TLS (the kubelet endpoint's mode) the holder gets one end of a socket
+// pair that the server's thread relays: the same contract.
+START_TEST(upgrade_over_tls) {
+    char dir[] = "/tmp/sk-upgrade-XXXXXX";
+    ck_assert(mkdtemp(dir) != nullptr);
+    std::string d = dir;
+    std::string cmd =
+        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+        "-subj /CN=test -days 1 -keyout " +
+        d + "/key.pem -out " + d + "/cert.pem >/dev/null 2>&1";
+    ck_assert_int_eq(system(cmd.c_str()), 0);
+    Echo echo;
+    HttpServerConfig c = plain();
+    c.tls = true;
+    c.cert_file = d + "/cert.pem";
+    c.key_file = d + "/key.pem";
+    HttpServer srv(c, [&](const HttpRequest &) {
+        HttpResponse r;
+        r.status = 101;
+        r.headers = {{"Upgrade", "test-echo"}};
+        r.upgrade = [&](HttpUpgrade u) { echo.take(std::move(u)); };
+        return r;
+    });
+    ck_assert(srv.start().ok());
+    int fd = connect_to(srv.port());
+    {
+        TlsClient t(fd);
+        t.send(std::string(kUpgrade) + "hello");
+        std::string got = t.read_until("]");
+        ck_assert_msg(got.rfind("HTTP/1.1 101", 0) == 0, "%s", got.c_str());
+        ck_assert_msg(got.find("early[hello]") != std::string::npos ||
+                          got.find("early[]") != std::string::npos,
+                      "%s", got.c_str());
+        std::string big(200000, 'z');
+        t.send(big);
+        // All of it comes back, through both relays (the server's TLS one and the echo).
+        std::string back;
+        while (back.size() < big.size()) {
+            std::string more = t.read_until("z");
+            if (more.empty()) break;
+            back += more;
+        }
+        ck_assert_uint_eq(back.size(), big.size());
+        ck_assert(back == big);
+    }
+    close(fd);
+    srv.stop();
+    ck_assert_int_eq(system(("rm -rf " + d).c_str()), 0);
+}
+END_TEST
+
 int main() {
     Suite *s = suite_create("http_upgrade");
     TCase *tc = tcase_create("upgrade");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, upgrade_relays_both_ways);
     tcase_add_test(tc, stop_closes_held_upgrades);
+    tcase_add_test(tc, upgrade_over_tls);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }
