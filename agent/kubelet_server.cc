@@ -5,7 +5,9 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "common/remotecommand.h"
 #include "common/strings.h"
+#include "common/ws_channel.h"
 
 namespace sk {
 namespace {
@@ -213,8 +215,9 @@ Result<ContainerLogsRequest> parse_container_logs_request(
     return r;
 }
 
-KubeletServer::KubeletServer(KubeletServerConfig config, ContainerLogResolver resolver)
-    : config_(std::move(config)), resolver_(std::move(resolver)) {
+KubeletServer::KubeletServer(KubeletServerConfig config, ContainerLogResolver resolver,
+                             std::shared_ptr<StreamHandler> streams)
+    : config_(std::move(config)), resolver_(std::move(resolver)), streams_(std::move(streams)) {
     if (config_.http.name == "http") config_.http.name = "kubelet";
     config_.http.stream_poll_ms = config_.follow_poll_ms;
     if (!config_.clock) config_.clock = cri_realtime_ns;
@@ -242,6 +245,9 @@ uint16_t KubeletServer::port() const {
 }
 
 HttpResponse KubeletServer::handle(const HttpRequest &req) {
+    if (streams_ && (starts_with(req.path, "/exec/") || starts_with(req.path, "/attach/") ||
+                     starts_with(req.path, "/portForward/")))
+        return stream(req);
     bool logs = starts_with(req.path, "/containerLogs/");
     if (req.path != "/healthz" && !logs) return http_text(404, "404 page not found\n");
     if (req.method != "GET") {
@@ -251,6 +257,37 @@ HttpResponse KubeletServer::handle(const HttpRequest &req) {
     }
     if (!logs) return http_text(200, "ok");
     return container_logs(req);
+}
+
+HttpResponse KubeletServer::stream(const HttpRequest &req) {
+    StreamParse p = parse_stream_request(req.method, req.path, req.query_all, req.headers);
+    if (!p.ok) return http_text(p.refusal.status, p.refusal.body);
+    Status st = streams_->check(p.request);
+    if (!st.ok()) {
+        if (st.error() == Error::NotFound) return http_text(404, st.message() + "\n");
+        if (st.error() != Error::Invalid && st.error() != Error::InvalidArgument)
+            return http_text(500, st.message() + "\n");
+        HttpResponse r =
+            http_text(400, remotecommand::status_http_error(400, "BadRequest", st.message()));
+        r.content_type = "application/json";
+        return r;
+    }
+    HttpResponse r;
+    r.status = 101;
+    if (p.request.transport == StreamTransport::WebSocket) {
+        auto accept = ws::accept_key(p.request.websocket_key);
+        if (!accept.ok()) return http_text(400, accept.message() + "\n");
+        r.headers["Upgrade"] = "websocket";
+        r.headers["Sec-WebSocket-Accept"] = *accept;
+        r.headers["Sec-WebSocket-Protocol"] = p.request.protocol;
+    } else {
+        r.headers["Upgrade"] = "SPDY/3.1";
+        r.headers["X-Stream-Protocol-Version"] = p.request.protocol;
+    }
+    auto handler = streams_;
+    StreamRequest sr = p.request;
+    r.upgrade = [handler, sr](HttpUpgrade conn) { handler->start(sr, std::move(conn)); };
+    return r;
 }
 
 HttpResponse KubeletServer::container_logs(const HttpRequest &req) {

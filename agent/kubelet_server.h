@@ -4,6 +4,9 @@
 //   GET /containerLogs/{namespace}/{pod}/{container}
 //       ?follow=&tailLines=&sinceSeconds=&sinceTime=&timestamps=&previous=&limitBytes=
 //   GET /healthz -> "ok"
+//   POST|GET /exec, /attach, /portForward (agent/stream_request.h), when a
+//       StreamHandler is given: refusals as the kubelet's, else 101 and the
+//       connection to the handler
 // everything else 404 (405 for another method on those paths).
 //
 // The server runs in libmicrohttpd's threads. Which files belong to a
@@ -19,6 +22,7 @@
 #include <vector>
 
 #include "agent/http_server.h"
+#include "agent/stream_request.h"
 #include "common/cri_log.h"
 #include "common/result.h"
 
@@ -63,6 +67,21 @@ struct ContainerLogsRequest {
 Result<ContainerLogsRequest> parse_container_logs_request(
     const std::string &path, const std::map<std::string, std::string> &query, int64_t now_ns);
 
+// Where the streaming endpoints' sessions go (`/exec`, `/attach`,
+// `/portForward`: agent/stream_request.h). Called from the server's threads;
+// both must be thread-safe and must not block.
+class StreamHandler {
+  public:
+    virtual ~StreamHandler() = default;
+    // Before the upgrade: whether the pod and container can take the session.
+    // NotFound -> 404 text, Invalid -> 400 with a JSON Status (kubectl prints
+    // its message), other -> 500 text.
+    virtual Status check(const StreamRequest &req) = 0;
+    // After the 101: the session's connection; the handler owns it (and calls
+    // its close() when the session ends).
+    virtual void start(StreamRequest req, HttpUpgrade conn) = 0;
+};
+
 struct KubeletServerConfig {
     HttpServerConfig http;         // TLS, port, client CA; name defaults to "kubelet"
     int follow_poll_ms = 100;      // how often a follow looks for new lines
@@ -73,7 +92,9 @@ struct KubeletServerConfig {
 class KubeletServer {
   public:
     // No I/O; start() binds.
-    KubeletServer(KubeletServerConfig config, ContainerLogResolver resolver);
+    // streams: null = the streaming endpoints answer 404, as before they existed.
+    KubeletServer(KubeletServerConfig config, ContainerLogResolver resolver,
+                  std::shared_ptr<StreamHandler> streams = nullptr);
     ~KubeletServer();
     KubeletServer(const KubeletServer &) = delete;
     KubeletServer &operator=(const KubeletServer &) = delete;
@@ -87,9 +108,11 @@ class KubeletServer {
 
   private:
     HttpResponse container_logs(const HttpRequest &req);
+    HttpResponse stream(const HttpRequest &req);
 
     KubeletServerConfig config_;
     ContainerLogResolver resolver_;
+    std::shared_ptr<StreamHandler> streams_;
     std::unique_ptr<HttpServer> http_;
 };
 

@@ -144,6 +144,12 @@ tests_unit_test_http_upgrade_SOURCES = tests/unit/test_http_upgrade.cc
 tests_unit_test_http_upgrade_CXXFLAGS = $(SK_CHECK_CXXFLAGS) $(GNUTLS_CFLAGS)
 tests_unit_test_http_upgrade_LDADD = agent/libkubelet.la common/libstreams.la common/libcommon.la $(SK_CHECK_LIBS) $(GNUTLS_LIBS) -lpthread
 
+check_PROGRAMS += tests/unit/test_kubelet_streams
+TESTS += tests/unit/test_kubelet_streams
+tests_unit_test_kubelet_streams_SOURCES = tests/unit/test_kubelet_streams.cc
+tests_unit_test_kubelet_streams_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_kubelet_streams_LDADD = agent/libkubelet.la common/libstreams.la common/libcommon.la $(SK_CHECK_LIBS) -lpthread
+
 # ---- agent/stream_request: the kubelet's streaming requests ----
 check_PROGRAMS += tests/unit/test_stream_request
 TESTS += tests/unit/test_stream_request
