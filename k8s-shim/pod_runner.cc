@@ -222,8 +222,7 @@ Json::Value PodRunner::status() {
     return last_status_;
 }
 
-Result<SpawnSpec> PodRunner::exec_spec(const std::string &container,
-                                       const std::vector<std::string> &argv) const {
+Result<const Container *> PodRunner::exec_container(const std::string &container) const {
     for (auto *list : {&init_, &app_})
         for (const auto &c : *list) {
             if (c->plan->name != container) continue;
@@ -233,15 +232,23 @@ Result<SpawnSpec> PodRunner::exec_spec(const std::string &container,
             if (!c->running || c->pending_exit)
                 return fail(Error::Invalid, "container " + container + " of pod " + plan_.key() +
                                                 " is not running");
-            return SpawnSpec{argv, c->plan->env,
-                             c->plan->working_dir.empty() ? env_.pod_dir : c->plan->working_dir,
-                             c->plan->confine, env_.supervisor};
+            return static_cast<const Container *>(c.get());
         }
     return fail(Error::NotFound, "pod " + plan_.key() + " has no container " + container);
 }
 
+Result<SpawnSpec> PodRunner::exec_spec(const std::string &container,
+                                       const std::vector<std::string> &argv) const {
+    auto c = exec_container(container);
+    if (!c) return c.failure();
+    const ContainerPlan &plan = *(*c)->plan;
+    return SpawnSpec{argv, plan.env, plan.working_dir.empty() ? env_.pod_dir : plan.working_dir,
+                     plan.confine, env_.supervisor};
+}
+
+// Asked on every status change for each exec session of the pod: no spec is built.
 bool PodRunner::container_running(const std::string &container) const {
-    return exec_spec(container, {}).ok();
+    return exec_container(container).ok();
 }
 
 Json::Value PodRunner::process_record() const {

@@ -90,6 +90,8 @@ class PodRunner {
     void changed();
 
   private:
+    // The running container an exec session may enter, or why not (exec_spec).
+    Result<const Container *> exec_container(const std::string &container) const;
     Status prepare_volumes();
     void start_app_containers();
     void check_finished();

@@ -57,6 +57,9 @@ import time
 import urllib.parse
 import zlib
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kubetest.util import send_all  # noqa: E402
+
 # SPDY/3 header-block compression dictionary (draft 3, section 2.6.10.1): each name behind its
 # 4-byte big-endian length, then a run of common values; 1423 bytes.
 _DICT_NAMES = ["options", "head", "post", "put", "delete", "trace", "accept", "accept-charset", "accept-encoding",
@@ -155,18 +158,6 @@ class Program(object):
             self.finish(status_for(0))
 
 
-def send_all(s, data):
-    view = memoryview(data)
-    while view:
-        try:
-            n = s.send(view)
-        except (ssl.SSLWantWriteError, BlockingIOError, InterruptedError):
-            select.select([], [s], [], 30)
-            continue
-        except ssl.SSLWantReadError:
-            select.select([s], [], [], 30)
-            continue
-        view = view[n:]
 
 
 class Session(object):

@@ -904,7 +904,10 @@ class TestNodeLifecycle(Base):
         wait_for(lambda: not (API.get("/api/v1/nodes/" + name).json["spec"].get("taints")), timeout=15, msg="unreachable taints removed")
 
 
-class TestLogProxy(Base):
+class WithFakeKubelet(Base):
+    """A test class with a fake kubelet (tests/kube/fake_kubelet.py) as cls.fk, serving with
+    the certificate the test API server trusts; skipped against a server without one."""
+
     @classmethod
     def setUpClass(cls):
         sj = CFG.get("sj")
@@ -919,6 +922,9 @@ class TestLogProxy(Base):
         if getattr(cls, "fk", None):
             cls.fk.stop()
         Base.tearDownClass.__func__(cls)
+
+
+class TestLogProxy(WithFakeKubelet):
 
     def test_logs(self):
         node = self.mknode(port=self.fk.port)["metadata"]["name"]
@@ -955,25 +961,11 @@ class TestLogProxy(Base):
         self.assertEqual(API.get(self.pods("lp3") + "/log").status, 404)
 
 
-class TestStreamProxy(Base):
+class TestStreamProxy(WithFakeKubelet):
     """pods/exec, attach, portforward and nodes/proxy through the API server to a fake kubelet
     (tests/kube/fake_kubelet.py), byte for byte: what reaches the kubelet, the checks before the
     dial, the kubelet's answers passed through, the relay after the 101."""
 
-    @classmethod
-    def setUpClass(cls):
-        sj = CFG.get("sj")
-        if not sj or not os.path.exists(sj.get("kubeletServingCert", "")):
-            raise unittest.SkipTest("needs KUBE_STATE_DIR with kubelet-serving.crt trusted by the API server")
-        Base.setUpClass.__func__(cls)
-        import fake_kubelet
-        cls.fk = fake_kubelet.FakeKubelet(sj["kubeletServingCert"], sj["kubeletServingKey"], sj["ca"] or os.path.join(CFG["state"], "ca.crt"))
-
-    @classmethod
-    def tearDownClass(cls):
-        if getattr(cls, "fk", None):
-            cls.fk.stop()
-        Base.tearDownClass.__func__(cls)
 
     def setUp(self):
         if not getattr(type(self), "node", None):

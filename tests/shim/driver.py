@@ -1377,9 +1377,15 @@ def test_exec_refusals(a):
     a.wait(duid, lambda s: s["phase"] == "Succeeded", what="done")
     r, c = a.exec_start(duid, "main", ["true"])
     assert not r["ok"] and r["error"] in ("invalid", "not_found"), r
-    assert a.request("pod_kill", {"uid": uid, "grace_s": 30})["ok"]
-    r, c = a.exec_start(uid, "main", ["true"])
-    assert not r["ok"] and ("terminating" in r["message"] or "not running" in r["message"]), r
+    # Terminating: its container ignores SIGTERM, so it still runs through the grace.
+    t = pod("ex-term", [sh("main", "trap '' TERM; while :; do sleep 0.1; done")], grace=600)
+    tuid = t["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": t, "files": {}})["ok"]
+    a.wait(tuid, lambda s: running(s, "main"), what="running")
+    assert a.request("pod_kill", {"uid": tuid, "grace_s": 600})["ok"]
+    r, c = a.exec_start(tuid, "main", ["true"])
+    assert not r["ok"] and r["error"] == "invalid" and "the pod is terminating" in r["message"], r
+    assert a.request("pod_kill", {"uid": tuid, "grace_s": 0})["ok"]
     bad = a.request("exec_start", {"session": "x", "uid": uid, "container": "main", "command": []})
     assert not bad["ok"] and "'command' must have 1..1024 words" in bad["message"], bad
 

@@ -16,6 +16,7 @@ import ssl
 import urllib.parse
 
 from .errors import ApiError, bad_request
+from .util import send_all
 from .kubelet import dial, go_dial_error, join_host_port, kubelet_context, node_endpoint, pick_container, proxyable
 
 # Dropped by Go's net/http/httputil.ReverseProxy in both directions.
@@ -47,19 +48,6 @@ def _bool(q, k):
     return v not in ("", "0") and v.lower() != "false"
 
 
-def send_all(s, data):
-    """sendall on a non-blocking (TLS) socket."""
-    view = memoryview(data)
-    while view:
-        try:
-            n = s.send(view)
-        except (ssl.SSLWantWriteError, BlockingIOError, InterruptedError):
-            select.select([], [s], [], 60)
-            continue
-        except ssl.SSLWantReadError:
-            select.select([s], [], [], 60)
-            continue
-        view = view[n:]
 
 
 def relay(a, b):

@@ -4,6 +4,8 @@ time formats of the API (Time, MicroTime, kubectl's ages) and resource quantitie
 import datetime
 import json
 import re
+import select
+import ssl
 import sys
 import time
 from fractions import Fraction
@@ -139,3 +141,18 @@ def is_extended(name):
 
 def q_str(v):
     return v if isinstance(v, str) else json.dumps(v)
+
+
+def send_all(s, data, wait_s=60):
+    """sendall on a non-blocking (TLS) socket: waits up to wait_s for each chance to write."""
+    view = memoryview(data)
+    while view:
+        try:
+            n = s.send(view)
+        except (ssl.SSLWantWriteError, BlockingIOError, InterruptedError):
+            select.select([], [s], [], wait_s)
+            continue
+        except ssl.SSLWantReadError:
+            select.select([s], [], [], wait_s)
+            continue
+        view = view[n:]
