@@ -253,6 +253,8 @@ void Agent::report_pods() {
 }
 
 void Agent::stop() {
+    if (streams_) streams_->set_resolver(nullptr);
+    streams_ = nullptr;
     if (server_) server_->stop();
     server_.reset();
     if (admin_server_) admin_server_->stop();
@@ -294,6 +296,39 @@ void Agent::handle(const std::shared_ptr<Connection> &c, const proto::Request &r
     if (req.op == "status") return op_status(c, req);
     if (req.op == "list") return op_list(c, req);
     if (req.op == "attach") return op_attach(c, req);
+    if (req.op == "exec_attach") {
+        if (streams_) return streams_->attach(c, req);
+        c->reply(proto::error_reply(req.id,
+                                    fail(Error::NotFound, "this agent serves no exec sessions")));
+        return c->close();
+    }
+}
+
+void Agent::set_stream_sessions(StreamSessions *s) {
+    streams_ = s;
+    if (s)
+        s->set_resolver(
+            [this](const std::string &ns, const std::string &pod) { return exec_target(ns, pod); });
+}
+
+Result<ExecTarget> Agent::exec_target(const std::string &ns, const std::string &pod) {
+    for (const auto &[key, vn] : nodes_) {
+        std::string uid = vn->running_uid(ns, pod);
+        if (uid.empty()) continue;
+        ExecTarget t;
+        t.pod_uid = uid;
+        t.job_uid = vn->record().job.uid;
+        std::weak_ptr<VirtualNode> weak = vn;
+        t.start = [weak](const proto::ExecStart &m, const PodRuntime::Done &done) {
+            auto node = weak.lock();
+            PodRuntime *rt = node ? node->runtime() : nullptr;
+            if (!rt) return done(fail(Error::Unavailable, "the job's shim is not attached"));
+            rt->exec_start(m, done);
+        };
+        return t;
+    }
+    return fail(Error::NotFound,
+                "pod \"" + pod + "\" in namespace \"" + ns + "\" is not running on this node");
 }
 
 void Agent::op_register(const std::shared_ptr<Connection> &c, const proto::Request &req) {

@@ -10,6 +10,7 @@
 #include "agent/agent_config.h"
 #include "agent/controllers/virtual_node.h"
 #include "agent/socket_server.h"
+#include "agent/stream_sessions.h"
 
 namespace sk::agent {
 
@@ -81,6 +82,10 @@ class Agent {
         ctx_.obs = obs;
     }
     void set_log_index(LogIndex *logs) { ctx_.logs = logs; }
+    // Optional, before start(): the kubelet endpoint's exec sessions, which
+    // find their pods here and whose data connections arrive on this
+    // agent's socket (exec_attach). Outlives the Agent.
+    void set_stream_sessions(StreamSessions *s);
     // Optional, before start(): none = pods run in the job's shim (runtime = shim).
     void set_runtime_factory(RuntimeFactory f) { runtime_factory_ = std::move(f); }
 
@@ -92,6 +97,7 @@ class Agent {
     void op_status(const std::shared_ptr<Connection> &c, const proto::Request &req);
     void op_list(const std::shared_ptr<Connection> &c, const proto::Request &req);
     void op_attach(const std::shared_ptr<Connection> &c, const proto::Request &req);
+    Result<ExecTarget> exec_target(const std::string &ns, const std::string &pod);
     std::shared_ptr<VirtualNode> add_node(JobRecord rec, std::function<void(Status)> ready);
     void gc();
     void gc_files();
@@ -120,6 +126,7 @@ class Agent {
     EventCorrelator events_;
     const AgentObserver *obs_ = nullptr;
     RuntimeFactory runtime_factory_;
+    StreamSessions *streams_ = nullptr;
 };
 
 }  // namespace sk::agent

@@ -48,6 +48,12 @@ void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string
     s.add_seconds("kubelet_handshake_timeout", &c.kubelet_handshake_timeout_s, 1, 300,
                   "kubelet endpoint: inactivity a new connection may spend before its first "
                   "request (TLS handshake included)");
+    s.add_uint("kubelet_max_stream_sessions", &c.kubelet_max_stream_sessions, 1, 4096,
+               "kubectl exec sessions open at once on this node (more are answered 429; "
+               "each also holds one of kubelet_max_connections)");
+    s.add_seconds("kubelet_stream_idle_timeout", &c.kubelet_stream_idle_timeout_s, 1, 86400,
+                  "kubectl exec: a session with no byte either way for this long is closed (the "
+                  "kubelet's streamingConnectionIdleTimeout)");
     s.add_uint("metrics_port", &c.metrics_port, 0, 65535,
                "Prometheus /metrics on 127.0.0.1:PORT; 0 = off");
     s.add(

@@ -26,6 +26,7 @@
 #include "agent/kube_client.h"
 #include "agent/kubelet_server.h"
 #include "agent/log_index.h"
+#include "agent/stream_sessions.h"
 #include "agent/metrics.h"
 #include "uv/handles.h"
 #include "common/log.h"
@@ -106,8 +107,8 @@ AgentObserver observe_into(AgentMetrics &m) {
 // TLS with client-certificate auth (the API server's kubelet-client cert),
 // or plain HTTP when the admin said kubelet_insecure; nothing (null) when
 // neither is configured: `kubectl logs` then cannot reach this node.
-Result<std::unique_ptr<KubeletServer>> start_kubelet_endpoint(const AgentConfig &cfg,
-                                                              LogIndex &logs) {
+Result<std::unique_ptr<KubeletServer>> start_kubelet_endpoint(
+    const AgentConfig &cfg, LogIndex &logs, std::shared_ptr<StreamSessions> streams) {
     if (cfg.kubelet_cert.empty() && !cfg.kubelet_insecure) {
         LOG_WARN(
             "kubelet endpoint off (set kubelet_cert, kubelet_key and kubelet_client_ca): "
@@ -132,7 +133,7 @@ Result<std::unique_ptr<KubeletServer>> start_kubelet_endpoint(const AgentConfig 
         c.http.client_ca_file = cfg.kubelet_client_ca;
     }
     auto srv = std::make_unique<KubeletServer>(
-        c, [&logs](const ContainerLogRef &ref) { return logs.resolve(ref); });
+        c, [&logs](const ContainerLogRef &ref) { return logs.resolve(ref); }, std::move(streams));
     if (auto st = srv->start(); !st)
         return fail(st.error(), "kubelet endpoint on port " + std::to_string(cfg.kubelet_port) +
                                     ": " + st.message() +
@@ -230,7 +231,13 @@ int run(int argc, char **argv, const RuntimeFactories &extra) {
     // 5. the kubelet endpoint (kubectl logs through the API server); its
     //    port goes into every Node's daemonEndpoints, so it starts first.
     LogIndex logs;
-    auto kubelet = start_kubelet_endpoint(*cfg, logs);
+    StreamLimits stream_limits;
+    stream_limits.max_sessions = static_cast<size_t>(cfg->kubelet_max_stream_sessions);
+    stream_limits.idle_timeout_ms = cfg->kubelet_stream_idle_timeout_s * 1000;
+    auto streams = std::make_shared<StreamSessions>(
+        &loop, stream_limits,
+        [&logs](const StreamRequest &r) { return logs.exec_check(r.ns, r.pod, r.container); });
+    auto kubelet = start_kubelet_endpoint(*cfg, logs, streams);
     if (!kubelet) {
         LOG_ERROR("%s", kubelet.message().c_str());
         return 1;
@@ -242,6 +249,7 @@ int run(int argc, char **argv, const RuntimeFactories &extra) {
     auto agent = std::make_unique<Agent>(&loop, *cfg, kube, clock, checker, host);
     agent->set_observer(&obs);
     agent->set_log_index(&logs);
+    agent->set_stream_sessions(streams.get());
     if (auto it = extra.find(cfg->runtime); it != extra.end())
         agent->set_runtime_factory(it->second);
     if (auto st = agent->start(); !st) {
@@ -266,6 +274,7 @@ int run(int argc, char **argv, const RuntimeFactories &extra) {
 
     // 8. teardown in reverse
     if (*kubelet) (*kubelet)->stop();
+    streams->stop();  // no start() can come now: the HTTP threads are gone
     agent.reset();
     cancel_deferred(&loop);  // calls into the agent that is gone
     if (metrics_ep) metrics_ep->stop();

@@ -265,6 +265,12 @@ HttpResponse KubeletServer::stream(const HttpRequest &req) {
     Status st = streams_->check(p.request);
     if (!st.ok()) {
         if (st.error() == Error::NotFound) return http_text(404, st.message() + "\n");
+        if (st.error() == Error::Refused) {
+            HttpResponse r = http_text(
+                429, remotecommand::status_http_error(429, "TooManyRequests", st.message()));
+            r.content_type = "application/json";
+            return r;
+        }
         if (st.error() != Error::Invalid && st.error() != Error::InvalidArgument)
             return http_text(500, st.message() + "\n");
         HttpResponse r =

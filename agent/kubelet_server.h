@@ -75,7 +75,8 @@ class StreamHandler {
     virtual ~StreamHandler() = default;
     // Before the upgrade: whether the pod and container can take the session.
     // NotFound -> 404 text, Invalid -> 400 with a JSON Status (kubectl prints
-    // its message), other -> 500 text.
+    // its message), Refused -> 429 with a JSON Status (too many sessions),
+    // other -> 500 text.
     virtual Status check(const StreamRequest &req) = 0;
     // After the 101: the session's connection; the handler owns it (and calls
     // its close() when the session ends).

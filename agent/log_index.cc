@@ -89,4 +89,20 @@ Result<ContainerLogSource> LogIndex::resolve(const ContainerLogRef &ref) const {
     return src;
 }
 
+Status LogIndex::exec_check(const std::string &ns, const std::string &pod,
+                            const std::string &container) const {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = pods_.find(ns + "/" + pod);
+    if (it == pods_.end())
+        return fail(Error::NotFound,
+                    "pod \"" + pod + "\" in namespace \"" + ns + "\" is not running on this node");
+    auto ci = it->second.containers.find(container);
+    if (ci == it->second.containers.end())
+        return fail(Error::NotFound, "container not found (\"" + container + "\")");
+    if (!ci->second.running)
+        return fail(Error::InvalidArgument,
+                    "container \"" + container + "\" in pod \"" + pod + "\" is not running");
+    return {};
+}
+
 }  // namespace sk::agent

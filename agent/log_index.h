@@ -42,6 +42,12 @@ class LogIndex {
     // kubelet's 400s), NotFound with kubectl's wording for a missing --previous.
     Result<ContainerLogSource> resolve(const ContainerLogRef &ref) const;
 
+    // Thread-safe: whether a command can run in the container now (the
+    // kubelet endpoint's /exec, before its upgrade). NotFound for an unknown
+    // pod or container, InvalidArgument for one that is not running.
+    Status exec_check(const std::string &ns, const std::string &pod,
+                      const std::string &container) const;
+
   private:
     mutable std::mutex mu_;
     std::map<std::string, PodLogs> pods_;  // by "ns/name"

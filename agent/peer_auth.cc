@@ -23,7 +23,9 @@ Status authorize_op(const std::string &op, const PeerCred &peer,
                                           "' is allowed only to root and the SlurmUser (uid " +
                                           std::to_string(peer.uid) + " is neither)");
     }
-    if (op == "attach") return {};
+    // A shim's link and an exec session's data connection: checked against
+    // the job's uid by their handlers (Agent::op_attach, StreamSessions::attach).
+    if (op == "attach" || op == "exec_attach") return {};
     return fail(Error::Forbidden, "unknown or not allowed operation '" + op + "'");
 }
 

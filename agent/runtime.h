@@ -13,6 +13,10 @@
 //    to re-adopt after an agent restart).
 //  - shutdown(grace_s, reason): stop everything, report final statuses, then
 //    done.
+//  - exec_start(m): starts an exec session's command in a running container
+//    (docs/protocol.md "exec_start"): done once it runs (its output then
+//    flows on the session's data connection) or with the refusal.
+//    A runtime that cannot exec refuses with Unavailable.
 //  - Status notifications go to the sink set with set_status_sink, on every
 //    change, from the loop (never inside a call above).
 //  - All callbacks run on the agent's loop.
@@ -25,6 +29,7 @@
 #include <json/json.h>
 
 #include "common/result.h"
+#include "common/shim_protocol.h"
 
 namespace sk::agent {
 
@@ -58,6 +63,9 @@ class PodRuntime {
                       Done done) = 0;
     virtual void snapshot(std::function<void(Result<std::vector<PodSnapshot>>)> done) = 0;
     virtual void shutdown(uint32_t grace_s, const std::string &reason, Done done) = 0;
+    virtual void exec_start(const proto::ExecStart & /*m*/, Done done) {
+        done(fail(Error::Unavailable, "this node's pod runtime does not run commands in pods"));
+    }
 
     void set_status_sink(StatusSink s) { sink_ = std::move(s); }
     // Called once when the runtime goes away (the shim's connection closed).

@@ -193,4 +193,9 @@ void ShimRuntime::shutdown(uint32_t grace_s, const std::string &reason, Done don
          [done](const Result<Json::Value> &r) { done(r ? Status() : r.failure()); });
 }
 
+void ShimRuntime::exec_start(const proto::ExecStart &m, Done done) {
+    call(proto::ShimOp::ExecStart, proto::to_json(m),
+         [done](const Result<Json::Value> &r) { done(r ? Status() : r.failure()); });
+}
+
 }  // namespace sk::agent

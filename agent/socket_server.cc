@@ -1,6 +1,7 @@
 #include "agent/socket_server.h"
 
 #include <sys/socket.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
@@ -106,6 +107,18 @@ void Connection::send(const std::string &line) {
     }
 }
 
+int Connection::take_fd(std::string *rest) {
+    if (closed_) return -1;
+    int fd = -1;
+    if (uv_fileno(reinterpret_cast<uv_handle_t *>(pipe_), &fd) != 0) return -1;
+    int dup = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (dup < 0) return -1;
+    *rest = buf_.take_rest();
+    keep_socket_ = true;
+    close();
+    return dup;
+}
+
 void Connection::close() {
     if (closed_) return;
     closed_ = true;
@@ -121,7 +134,14 @@ void Connection::close() {
         c->pipe_ = nullptr;
         c->self_.reset();  // may destroy c
     };
-    // Shut down first so that queued replies (an error reason) still go out.
+    // Shut down first so that queued replies (an error reason) still go out;
+    // not when the socket lives on in another descriptor (take_fd).
+    if (keep_socket_) {
+        uv_close(reinterpret_cast<uv_handle_t *>(pipe_), close_cb);
+        if (release) release();
+        if (handler) handler();
+        return;
+    }
     auto *sr = new uv_shutdown_t;
     sr->data = reinterpret_cast<void *>(+close_cb);
     if (uv_shutdown(sr, reinterpret_cast<uv_stream_t *>(pipe_), [](uv_shutdown_t *r, int) {

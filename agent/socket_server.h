@@ -52,6 +52,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
     // idle timeout.
     void reply(const proto::Reply &r);
     void close();
+    // Takes the socket out of the server (an exec session's data connection
+    // after its exec_attach line: docs/protocol.md): returns a duplicate of
+    // its descriptor (close-on-exec, the caller's to close) and in *rest
+    // the bytes already read after the last line, then closes this
+    // connection without shutting the socket down. -1 when closed.
+    int take_fd(std::string *rest);
     // Hands the connection over (attach: to a shim runtime): its lines go to
     // h, and the idle timeout no longer applies.
     void set_line_handler(LineHandler h);
@@ -75,6 +81,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     bool closed_ = false;
     proto::LineBuffer buf_;
     bool drop_oversize_ = false;
+    bool keep_socket_ = false;  // take_fd: close without shutdown()
     LineHandler on_line_;
     std::function<void()> on_close_;
     std::function<void()> on_release_;  // the server's bookkeeping, whoever owns the lines

@@ -53,4 +53,12 @@ std::optional<std::string> LineBuffer::next() {
     return line;
 }
 
+std::string LineBuffer::take_rest() {
+    std::string rest = buf_.substr(pos_);
+    buf_.clear();
+    pos_ = line_start_ = 0;
+    skipping_ = false;
+    return rest;
+}
+
 }  // namespace sk::proto

@@ -85,6 +85,9 @@ class LineBuffer {
     // Next complete line without its '\n'.
     std::optional<std::string> next();
     size_t buffered() const { return buf_.size() - pos_; }
+    // The bytes after the last line next() returned (the start of whatever
+    // follows the lines on the stream), which the buffer forgets.
+    std::string take_rest();
     // Changes the bound for the lines still to come (the line being received
     // included).
     void set_max(size_t max_line) { max_ = max_line; }

@@ -90,6 +90,11 @@ struct SignalNode : NodeOf<uv_signal_t> {
     void drop() override { cb = nullptr; }
 };
 
+struct AsyncNode : NodeOf<uv_async_t> {
+    std::function<void()> cb;
+    void drop() override { cb = nullptr; }
+};
+
 template <typename H>
 struct StreamNode : NodeOf<H> {
     Stream::ReadCb on_read;
@@ -207,6 +212,21 @@ int Signal::start(int signum, std::function<void(int)> cb) {
 
 void Signal::stop() {
     if (n_) uv_signal_stop(&static_cast<SignalNode *>(n_)->h);
+}
+
+// ---- Async ----
+
+Async::Async(uv_loop_t *loop, std::function<void()> cb) {
+    auto *n = new AsyncNode;
+    n->cb = std::move(cb);
+    uv_async_init(loop, &n->h, [](uv_async_t *h) noexcept {
+        run_copy(static_cast<AsyncNode *>(AsyncNode::of(h))->cb, "async");
+    });
+    n_ = n;
+}
+
+void Async::send() {
+    if (n_) uv_async_send(&static_cast<AsyncNode *>(n_)->h);
 }
 
 // ---- Stream ----

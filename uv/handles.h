@@ -76,6 +76,17 @@ class Signal : public Handle {
     void stop();
 };
 
+// A wake-up from another thread (uv_async_t): send() may be called from any
+// thread while the object is alive (its owner closes it on the loop thread
+// only once no other thread can call send() any more); the callback runs on
+// the loop, once for one or several sends since the last run.
+class Async : public Handle {
+  public:
+    Async() = default;
+    Async(uv_loop_t *loop, std::function<void()> cb);
+    void send();
+};
+
 // A byte stream (Pipe, Tcp).
 class Stream : public Handle {
   public:

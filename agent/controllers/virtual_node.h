@@ -43,6 +43,9 @@ class VirtualNode : public std::enable_shared_from_this<VirtualNode> {
     // the node tell a shim that died from one that will reconnect.
     void set_runtime(std::unique_ptr<PodRuntime> rt, int shim_pid = 0);
     PodRuntime *runtime() { return pods_.runtime(); }
+    std::string running_uid(const std::string &ns, const std::string &name) const {
+        return pods_.running_uid(ns, name);
+    }
     // The job ended: cordon + NoExecute taint, stop pods within grace_s, final
     // statuses, delete pods, Lease, Node; done(pods_stopped) within grace_s + 5 s.
     void deregister(uint32_t grace_s, const std::string &reason,

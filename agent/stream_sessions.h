@@ -1,0 +1,111 @@
+// The agent's side of `kubectl exec` (docs/architecture.md "Exec sessions"):
+// the kubelet endpoint hands each upgraded /exec connection here
+// (StreamHandler, agent/kubelet_server.h); a session speaks the client's
+// protocol (SPDY/3.1 or WebSocket v4/v5: common/spdy.h, common/ws_channel.h,
+// common/remotecommand.h), asks the job's runtime to start the command
+// (exec_start: the job's shim starts it as the job's user, in the pod's
+// environment), takes the shim's data connection when it arrives on the
+// agent socket (exec_attach, checked against the job's uid) and relays bytes
+// between the two: stdin, stdout, stderr, the terminal's size, and at the
+// end the exit status as the kubelet's metav1.Status on the error stream.
+// The agent never runs anything itself and reads nothing for the pod.
+//
+// A session ends when the command exits (status, then the client's close or
+// a linger), when the client goes away (the data connection is closed: the
+// shim kills the command), on a protocol error from either side, after the
+// SPDY streams did not all arrive in time, or after idle_timeout without a
+// byte either way. Bounded: max_sessions on the node, relay_buffer bytes per
+// direction before the relay stops reading its source.
+//
+// Threads: check() and start() come from the HTTP server's threads; all
+// else runs on the agent's loop.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "agent/kubelet_server.h"
+#include "agent/runtime.h"
+#include "agent/socket_server.h"
+#include "common/protocol.h"
+#include "common/result.h"
+#include "common/shim_protocol.h"
+#include "uv/handles.h"
+
+namespace sk::agent {
+
+// Where a pod's commands run, as the agent knows it on its loop.
+struct ExecTarget {
+    std::string pod_uid;
+    uint32_t job_uid = 0;  // the only uid whose data connection may attach
+    // The job's runtime's exec_start (agent/runtime.h); done on the loop.
+    std::function<void(const proto::ExecStart &, PodRuntime::Done)> start;
+};
+// NotFound when no virtual node of this agent runs the pod.
+using ExecResolver =
+    std::function<Result<ExecTarget>(const std::string &ns, const std::string &pod)>;
+// Before the upgrade, from an HTTP thread (thread-safe): whether the pod and
+// its container can take a session (agent/log_index.h).
+using ExecCheck = std::function<Status(const StreamRequest &req)>;
+
+struct StreamLimits {
+    uint64_t creation_timeout_ms = 30000;           // SPDY: every expected stream (the kubelet's)
+    uint64_t idle_timeout_ms = 4ULL * 3600 * 1000;  // the kubelet's streaming idle timeout
+    uint64_t linger_ms = 10000;                     // after the status: the client's close
+    size_t max_sessions = 64;                       // on this agent
+    size_t relay_buffer = 1 << 20;                  // bytes queued per direction
+};
+
+class StreamSessions : public StreamHandler {
+  public:
+    StreamSessions(uv_loop_t *loop, StreamLimits limits, ExecCheck check);
+    ~StreamSessions() override;
+    StreamSessions(const StreamSessions &) = delete;
+    StreamSessions &operator=(const StreamSessions &) = delete;
+
+    // Loop thread, before sessions arrive (the agent exists after the
+    // kubelet endpoint, whose port the nodes name).
+    void set_resolver(ExecResolver r) { resolver_ = std::move(r); }
+
+    Status check(const StreamRequest &req) override;
+    void start(StreamRequest req, HttpUpgrade conn) override;
+
+    // Loop thread: the agent socket's exec_attach request on connection c
+    // (a shim's data connection, docs/protocol.md). Answers and closes c on
+    // a refusal; otherwise takes its socket over.
+    void attach(const std::shared_ptr<Connection> &c, const proto::Request &req);
+
+    // Loop thread: ends every session (after the HTTP server stopped: no
+    // start() can come any more) and closes the handles.
+    void stop();
+    size_t sessions() const { return count_.load(); }
+
+    class Session;
+
+  private:
+    friend class Session;
+    void take_started();
+    void ended(Session *s);  // the session closed everything: free it soon
+
+    uv_loop_t *loop_;
+    StreamLimits limits_;
+    ExecCheck check_;
+    ExecResolver resolver_;
+    std::atomic<size_t> count_{0};  // sessions admitted by check() and not yet freed
+    std::mutex mu_;
+    std::deque<std::pair<StreamRequest, HttpUpgrade>> started_;  // from HTTP threads
+    Async wake_;
+    Timer reap_;
+    uint64_t next_ = 1;
+    std::map<std::string, std::unique_ptr<Session>> by_id_;
+    bool stopped_ = false;
+};
+
+}  // namespace sk::agent

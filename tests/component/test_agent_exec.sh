@@ -1,0 +1,9 @@
+#!/bin/sh
+# Component test: kubectl exec and cp through the test API server to the real agent and shim.
+: "${SK_TOP_SRCDIR:=$(cd "$(dirname "$0")/../.." && pwd)}"
+: "${SK_TOP_BUILDDIR:=$SK_TOP_SRCDIR}"
+: "${PYTHON3:=python3}"
+exec "$PYTHON3" "$SK_TOP_SRCDIR/tests/component/agent_exec_test.py" \
+    --agent "$SK_TOP_BUILDDIR/agent/slurm-k8s-agent" \
+    --shim "$SK_TOP_BUILDDIR/k8s-shim/slurm-k8s-shim" \
+    --server "$SK_TOP_SRCDIR/tests/kube/kube_test_server.py"
