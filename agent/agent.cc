@@ -313,11 +313,18 @@ void Agent::set_stream_sessions(StreamSessions *s) {
 
 Result<ExecTarget> Agent::exec_target(const std::string &ns, const std::string &pod) {
     for (const auto &[key, vn] : nodes_) {
-        std::string uid = vn->running_uid(ns, pod);
-        if (uid.empty()) continue;
+        const Json::Value *p = vn->running_pod(ns, pod);
+        if (!p) continue;
         ExecTarget t;
-        t.pod_uid = uid;
+        t.pod_uid = (*p)["metadata"]["uid"].asString();
         t.job_uid = vn->record().job.uid;
+        for (const auto &c : (*p)["spec"]["containers"])
+            for (const auto &port : c.isObject() ? c["ports"] : Json::Value())
+                if (port.isObject() && port["containerPort"].isIntegral() &&
+                    port["containerPort"].asInt64() >= 1 &&
+                    port["containerPort"].asInt64() <= 65535 &&
+                    port.get("protocol", "TCP").asString() == "TCP")
+                    t.ports.push_back(static_cast<uint16_t>(port["containerPort"].asInt()));
         std::weak_ptr<VirtualNode> weak = vn;
         t.start = [weak](const proto::ExecStart &m, const PodRuntime::Done &done) {
             auto node = weak.lock();

@@ -30,6 +30,8 @@ agent_libagentcore_la_SOURCES = \
 	agent/peer_auth.h \
 	agent/pod_status_patch.cc \
 	agent/pod_status_patch.h \
+	agent/tcp_listeners.cc \
+	agent/tcp_listeners.h \
 	agent/watch_parser.cc \
 	agent/watch_parser.h
 agent_libagentcore_la_LIBADD = common/libcommon.la

@@ -96,6 +96,7 @@ Status LogIndex::exec_check(const std::string &ns, const std::string &pod,
     if (it == pods_.end())
         return fail(Error::NotFound,
                     "pod \"" + pod + "\" in namespace \"" + ns + "\" is not running on this node");
+    if (container.empty()) return {};  // port-forward: the pod's network, no container
     auto ci = it->second.containers.find(container);
     if (ci == it->second.containers.end())
         return fail(Error::NotFound, "container not found (\"" + container + "\")");

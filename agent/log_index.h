@@ -45,6 +45,7 @@ class LogIndex {
     // Thread-safe: whether a command can run in the container now (the
     // kubelet endpoint's /exec, before its upgrade). NotFound for an unknown
     // pod or container, InvalidArgument for one that is not running.
+    // container "" (port-forward): the pod alone.
     Status exec_check(const std::string &ns, const std::string &pod,
                       const std::string &container) const;
 

@@ -61,9 +61,14 @@ const std::vector<std::string_view> &exec_protocols(StreamTransport t) {
     return t == StreamTransport::Spdy ? spdy : ws;
 }
 
-const std::vector<std::string_view> &port_forward_protocols(StreamTransport) {
-    static const std::vector<std::string_view> both = {remotecommand::kPortForwardProtocol};
-    return both;
+// Port-forward over WebSocket is the channel protocol (data on 2i, errors
+// on 2i+1), binary, as the kubelet's; kubectl itself uses SPDY (1.31+ first
+// tries SPDY tunnelled in WebSocket, which a 1.28 kubelet does not speak
+// either, and falls back).
+const std::vector<std::string_view> &port_forward_protocols(StreamTransport t) {
+    static const std::vector<std::string_view> spdy = {remotecommand::kPortForwardProtocol};
+    static const std::vector<std::string_view> ws = {"v4.channel.k8s.io", "channel.k8s.io"};
+    return t == StreamTransport::Spdy ? spdy : ws;
 }
 
 StreamParse parse_stream_request(std::string_view method, std::string_view path, const Pairs &query,

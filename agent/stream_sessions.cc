@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/exec_frames.h"
+#include "common/fs.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/remotecommand.h"
@@ -20,6 +21,8 @@
 namespace sk::agent {
 
 namespace {
+
+constexpr size_t kMaxProcNetTcp = 16 << 20;  // /proc/net/tcp of a host with 100k sockets
 
 // An unguessable session id (the data connection names it; the peer's uid
 // is checked too): 128 random bits in hex.
@@ -60,6 +63,12 @@ const char *kind_name(StreamKind k) {
 }  // namespace
 
 // One upgraded connection and, once the shim attached, its data connection.
+// ---- what every session does with its client ----
+
+// The upgraded connection: one decoder per protocol, the writes with their
+// bound, the ending (the last writes, then the client's close within
+// linger_ms), the idle timeout. Subclasses handle the frames and own
+// whatever the bytes are relayed to (`upstreams`).
 class StreamSessions::Session {
   public:
     Session(StreamSessions &owner, std::string id, StreamRequest req, HttpUpgrade conn)
@@ -69,17 +78,23 @@ class StreamSessions::Session {
           conn_(std::move(conn)),
           client_(owner.loop_),
           timer_(owner.loop_),
-          shim_decoder_(proto::ExecDirection::ToAgent) {
-        prefix_ = "[" + std::string(kind_name(req_.kind)) + " " + req_.ns + "/" + req_.pod + "/" +
-                  req_.container + "]";
+          started_ms_(uv_now(owner.loop_)) {
+        prefix_ = "[" + std::string(kind_name(req_.kind)) + " " + req_.ns + "/" + req_.pod +
+                  (req_.container.empty() ? "" : "/" + req_.container) + "]";
         if (req_.transport == StreamTransport::WebSocket)
             ws_proto_ = ws::channel_protocol(req_.protocol).value_or(ws::ChannelProtocol::V4);
     }
+    virtual ~Session() = default;
+    Session(const Session &) = delete;
+    Session &operator=(const Session &) = delete;
 
-    const std::string &id() const { return id_; }
-    uint32_t job_uid() const { return job_uid_; }
-    bool waiting_for_shim() const { return launched_ && !shim_ && !finished_ && !closed_; }
     bool closed() const { return closed_; }
+    // An exec session whose command is being started: its data connection may attach.
+    virtual bool waiting_for_shim() const { return false; }
+    virtual uint32_t job_uid() const { return 0; }
+    virtual void attach_shim(int fd, const std::string & /*rest*/, uint64_t /*req_id*/) {
+        ::close(fd);
+    }
 
     void begin() {
         // The upgrade's descriptor stays the HTTP server's (it closes it on
@@ -91,16 +106,219 @@ class StreamSessions::Session {
             return close_all();
         }
         last_activity_ = uv_now(owner_.loop_);
-        arm_timer();
+        uint64_t every = std::min<uint64_t>(owner_.limits_.idle_timeout_ms, 60000);
+        every = std::min<uint64_t>(every, owner_.limits_.creation_timeout_ms);
+        timer_.start(
+            every, [this] { tick(); }, every);
         if (client_.read_start([this](ssize_t n, const char *d) { on_client(n, d); }) != 0)
             return close_all();
         std::string early = std::move(conn_.early);
         if (!early.empty()) on_client_bytes(early);
-        if (req_.transport == StreamTransport::WebSocket && !closed_) launch_when_sized();
+        if (!closed_) on_begun();
     }
 
+    // Ends everything now (agent stop, protocol errors, the client's close).
+    void close_all() {
+        if (closed_) return;
+        closed_ = true;
+        close_upstreams();
+        client_.close();
+        timer_.close();
+        if (conn_.close) conn_.close();
+        conn_.close = nullptr;
+        owner_.ended();
+    }
+
+  protected:
+    // The connection is set up (WebSocket: the session can start now).
+    virtual void on_begun() {}
+    virtual void spdy_frame(const spdy::Frame &f) = 0;
+    virtual void ws_data(const ws::ChannelMessage &m) = 0;
+    // Closes what the session relays to (the shim's data connection, the
+    // pod's sockets).
+    virtual void close_upstreams() = 0;
+    // The client's queue fell below half its bound: upstreams may be read again.
+    virtual void client_drained() {}
+    // SPDY: whether the session still waits for its streams (creation timeout).
+    virtual bool awaiting_streams() const { return false; }
+
+    void on_client(ssize_t n, const char *d) {
+        if (n < 0) {
+            if (!ending_) LOG_VERBOSE("%s the client closed the session", prefix_.c_str());
+            return close_all();
+        }
+        last_activity_ = uv_now(owner_.loop_);
+        on_client_bytes(std::string_view(d, static_cast<size_t>(n)));
+    }
+
+    void on_client_bytes(std::string_view bytes) {
+        if (ending_) return;  // after the last writes: only the close matters
+        if (req_.transport == StreamTransport::Spdy) {
+            std::vector<spdy::Frame> frames;
+            Status st = spdy_decoder_.feed(bytes, &frames);
+            for (auto &f : frames) {
+                if (ending_ || closed_) return;
+                if (f.stream_id > last_client_stream_ && f.type == spdy::FrameType::SynStream)
+                    last_client_stream_ = f.stream_id;
+                if (f.type == spdy::FrameType::Ping) {
+                    send_spdy(spdy::ping(f.ping_id));
+                } else if (f.type == spdy::FrameType::GoAway) {
+                    LOG_VERBOSE("%s the client sent GOAWAY", prefix_.c_str());
+                    return close_all();
+                } else {
+                    spdy_frame(f);
+                }
+            }
+            if (!st.ok() && !closed_ && !ending_) {
+                LOG_WARN("%s SPDY from the client: %s; closing", prefix_.c_str(),
+                         st.message().c_str());
+                send_spdy(spdy::goaway(last_client_stream_, spdy::kGoAwayProtocolError));
+                end_after_writes();
+            }
+            return;
+        }
+        std::vector<ws::Message> msgs;
+        Status st = ws_decoder_.feed(bytes, &msgs);
+        for (auto &m : msgs) {
+            if (ending_ || closed_) return;
+            ws_message(m);
+        }
+        if (!st.ok() && !closed_ && !ending_) {
+            LOG_WARN("%s WebSocket from the client: %s; closing", prefix_.c_str(),
+                     st.message().c_str());
+            send_client(ws::encode_close(ws_decoder_.close_code(), st.message()));
+            end_after_writes();
+        }
+    }
+
+    void ws_message(const ws::Message &m) {
+        switch (m.opcode) {
+            case ws::Opcode::Ping:
+                return send_client(ws::encode_frame(ws::Opcode::Pong, m.payload));
+            case ws::Opcode::Pong:
+                return;
+            case ws::Opcode::Close:
+                send_client(ws::encode_close(ws::kCloseNormal, ""));
+                return end_after_writes();
+            case ws::Opcode::Text:
+                send_client(ws::encode_close(ws::kClosePolicy, "text messages are not a channel"));
+                return end_after_writes();
+            default:
+                break;
+        }
+        auto cm = ws::parse_channel_message(ws_proto_, m.payload, ws_channels());
+        if (!cm.ok()) {
+            send_client(ws::encode_close(ws::kCloseProtocolError, cm.message()));
+            return end_after_writes();
+        }
+        if (cm->kind != ws::ChannelMessage::Kind::Empty) ws_data(*cm);
+    }
+
+    virtual unsigned ws_channels() const { return ws::kExecChannels; }
+
+    // No more bytes to the client after what is queued: shut the write side
+    // down once it went out, then wait for the client's close (a kubelet's
+    // closed connection reads as the end on the client) at most linger_ms.
+    void end_after_writes() {
+        if (closed_ || ending_) return;
+        ending_ = true;
+        close_upstreams();
+        resume_client();  // its close is what we wait for now
+        client_.shutdown([](int) {});
+        timer_.start(owner_.limits_.linger_ms, [this] { close_all(); });
+    }
+
+    void send_spdy(const spdy::Frame &f) {
+        std::string out;
+        Status st = spdy_encoder_.encode(f, &out);
+        if (!st.ok()) {
+            LOG_ERROR("%s cannot encode a SPDY frame: %s", prefix_.c_str(), st.message().c_str());
+            return close_all();
+        }
+        send_client(std::move(out));
+    }
+
+    void send_client(std::string bytes) {
+        if (closed_ || ending_) return;
+        client_.write(std::move(bytes), [this, alive = std::weak_ptr<bool>(alive_)](int) {
+            if (alive.expired() || closed_) return;
+            if (client_full_ && client_.write_queue_size() < owner_.limits_.relay_buffer / 2) {
+                client_full_ = false;
+                client_drained();
+            }
+        });
+        if (client_.write_queue_size() > owner_.limits_.relay_buffer) client_full_ = true;
+    }
+
+    void pause_client() {
+        if (client_paused_ || ending_) return;
+        client_paused_ = true;
+        client_.read_stop();
+    }
+
+    void resume_client() {
+        if (!client_paused_ || closed_) return;
+        client_paused_ = false;
+        client_.read_start([this](ssize_t n, const char *d) { on_client(n, d); });
+    }
+
+    void tick() {
+        uint64_t now = uv_now(owner_.loop_);
+        if (awaiting_streams() && now - started_ms_ >= owner_.limits_.creation_timeout_ms) {
+            LOG_WARN("%s the client did not open its streams within %llu ms; closing",
+                     prefix_.c_str(),
+                     static_cast<unsigned long long>(owner_.limits_.creation_timeout_ms));
+            send_spdy(spdy::goaway(last_client_stream_, spdy::kGoAwayOk));
+            return end_after_writes();
+        }
+        if (now - last_activity_ >= owner_.limits_.idle_timeout_ms) {
+            LOG_INFO("%s idle for %llu s; closing", prefix_.c_str(),
+                     static_cast<unsigned long long>(owner_.limits_.idle_timeout_ms / 1000));
+            idle();
+        }
+    }
+    virtual void idle() {
+        if (req_.transport == StreamTransport::Spdy)
+            send_spdy(spdy::goaway(last_client_stream_, spdy::kGoAwayOk));
+        else
+            send_client(ws::encode_close(ws::kCloseNormal, "idle"));
+        end_after_writes();
+    }
+
+    void touch() { last_activity_ = uv_now(owner_.loop_); }
+
+    StreamSessions &owner_;
+    std::string id_;
+    StreamRequest req_;
+    HttpUpgrade conn_;
+    std::string prefix_;
+    Pipe client_;
+    Timer timer_;
+    uint64_t started_ms_;
+    uint64_t last_activity_ = 0;
+    std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for callbacks that outlive us
+    bool ending_ = false;                                         // no more writes to the client
+    bool closed_ = false;                                         // everything closed
+    bool client_paused_ = false;
+    bool client_full_ = false;  // the client's queue is over its bound
+    spdy::Decoder spdy_decoder_;
+    spdy::Encoder spdy_encoder_;
+    uint32_t last_client_stream_ = 0;
+    ws::FrameDecoder ws_decoder_;
+    ws::ChannelProtocol ws_proto_ = ws::ChannelProtocol::V4;
+};
+
+// ---- exec ----
+
+class ExecSession : public StreamSessions::Session {
+  public:
+    using Session::Session;
+
+    bool waiting_for_shim() const override { return launched_ && !shim_ && !finished_ && !closed_; }
+    uint32_t job_uid() const override { return job_uid_; }
+
     // The shim's data connection arrived (exec_attach, already checked).
-    void attach_shim(int fd, const std::string &rest, uint64_t req_id) {
+    void attach_shim(int fd, const std::string &rest, uint64_t req_id) override {
         shim_ = Pipe(owner_.loop_);
         if (shim_.open(fd) != 0) {
             ::close(fd);
@@ -118,79 +336,28 @@ class StreamSessions::Session {
         if (shim_.read_start([this](ssize_t n, const char *d) { on_shim(n, d); }) != 0)
             return fail_session("cannot read the shim's data connection");
         if (!rest.empty()) on_shim_bytes(rest);
-        if (client_paused_ && !closed_) resume_client();
-    }
-
-    // Ends everything now (agent stop, protocol errors).
-    void close_all() {
-        if (closed_) return;
-        closed_ = true;
-        client_.close();
-        shim_.close();
-        timer_.close();
-        size_wait_.close();
-        if (conn_.close) conn_.close();
-        conn_.close = nullptr;
-        owner_.ended(this);
+        if (client_paused_ && !closed_ && shim_.write_queue_size() < owner_.limits_.relay_buffer)
+            resume_client();
     }
 
   private:
-    // ---- the client ----
-
-    void on_client(ssize_t n, const char *d) {
-        if (n < 0) {
-            // The client went away (or closed after our status): the data
-            // connection's close tells the shim to kill the command.
-            if (!finished_) LOG_VERBOSE("%s the client closed the session", prefix_.c_str());
-            return close_all();
-        }
-        last_activity_ = uv_now(owner_.loop_);
-        on_client_bytes(std::string_view(d, static_cast<size_t>(n)));
-    }
-
-    void on_client_bytes(std::string_view bytes) {
-        if (finished_) return;  // after the status: only the close matters
-        if (req_.transport == StreamTransport::Spdy)
-            spdy_in(bytes);
-        else
-            ws_in(bytes);
-    }
-
-    void spdy_in(std::string_view bytes) {
-        std::vector<spdy::Frame> frames;
-        Status st = spdy_decoder_.feed(bytes, &frames);
-        for (auto &f : frames) {
-            if (closed_ || finished_) return;
-            spdy_frame(f);
-        }
-        if (!st.ok() && !closed_) {
-            LOG_WARN("%s SPDY from the client: %s; closing", prefix_.c_str(), st.message().c_str());
-            send_spdy(spdy::goaway(last_client_stream_, spdy::kGoAwayProtocolError));
-            end_after_writes();
-        }
-    }
-
-    void spdy_frame(const spdy::Frame &f) {
-        switch (f.type) {
-            case spdy::FrameType::SynStream:
-                return spdy_syn_stream(f);
-            case spdy::FrameType::Data:
-                return spdy_data(f.stream_id, f.data, f.fin());
-            case spdy::FrameType::RstStream:
-                // A reset stdin is its end; any other reset stream we ignore.
-                if (f.stream_id == stream_id_[kStdin]) return stdin_end();
-                return;
-            case spdy::FrameType::Ping:
-                return send_spdy(spdy::ping(f.ping_id));
-            case spdy::FrameType::GoAway:
-                LOG_VERBOSE("%s the client sent GOAWAY", prefix_.c_str());
-                return close_all();
-            default:
-                return;  // SETTINGS, WINDOW_UPDATE, HEADERS, SYN_REPLY: nothing to do
-        }
-    }
-
     enum StreamSlot { kError, kStdin, kStdout, kStderr, kResize, kSlots };
+
+    void on_begun() override {
+        if (req_.transport == StreamTransport::WebSocket) launch_when_sized();
+    }
+    bool awaiting_streams() const override { return !launched_ && !launch_waits_; }
+    void close_upstreams() override {
+        shim_.close();  // a command still running is killed by the shim
+        size_wait_.close();
+    }
+    void client_drained() override {
+        if (shim_paused_ && shim_) {
+            shim_paused_ = false;
+            shim_.read_start([this](ssize_t n, const char *d) { on_shim(n, d); });
+        }
+    }
+    void idle() override { finish(remotecommand::status_internal_error("the session was idle")); }
 
     static int slot_of(const std::string &type) {
         if (type == remotecommand::kStreamError) return kError;
@@ -218,8 +385,22 @@ class StreamSessions::Session {
         }
     }
 
-    void spdy_syn_stream(const spdy::Frame &f) {
-        if (f.stream_id > last_client_stream_) last_client_stream_ = f.stream_id;
+    void spdy_frame(const spdy::Frame &f) override {
+        switch (f.type) {
+            case spdy::FrameType::SynStream:
+                return syn_stream(f);
+            case spdy::FrameType::Data:
+                return spdy_data(f.stream_id, f.data, f.fin());
+            case spdy::FrameType::RstStream:
+                // A reset stdin is its end; any other reset stream we ignore.
+                if (f.stream_id == stream_id_[kStdin]) stdin_end();
+                return;
+            default:
+                return;  // SETTINGS, WINDOW_UPDATE, HEADERS, SYN_REPLY: nothing to do
+        }
+    }
+
+    void syn_stream(const spdy::Frame &f) {
         const std::string *type = spdy::find_header(f.headers, remotecommand::kHeaderStreamType);
         int slot = type ? slot_of(*type) : -1;
         if (slot < 0 || !expected(slot) || stream_id_[slot] != 0) {
@@ -258,51 +439,16 @@ class StreamSessions::Session {
         // The error stream and streams we reset carry nothing for us.
     }
 
-    void ws_in(std::string_view bytes) {
-        std::vector<ws::Message> msgs;
-        Status st = ws_decoder_.feed(bytes, &msgs);
-        for (auto &m : msgs) {
-            if (closed_ || finished_) return;
-            ws_message(m);
-        }
-        if (!st.ok() && !closed_) {
-            LOG_WARN("%s WebSocket from the client: %s; closing", prefix_.c_str(),
-                     st.message().c_str());
-            send_client(ws::encode_close(ws_decoder_.close_code(), st.message()));
-            end_after_writes();
-        }
-    }
-
-    void ws_message(const ws::Message &m) {
-        switch (m.opcode) {
-            case ws::Opcode::Ping:
-                return send_client(ws::encode_frame(ws::Opcode::Pong, m.payload));
-            case ws::Opcode::Pong:
-                return;
-            case ws::Opcode::Close:
-                send_client(ws::encode_close(ws::kCloseNormal, ""));
-                return end_after_writes();
-            case ws::Opcode::Text:
-                send_client(ws::encode_close(ws::kClosePolicy, "text messages are not a channel"));
-                return end_after_writes();
-            default:
-                break;
-        }
-        auto cm = ws::parse_channel_message(ws_proto_, m.payload, ws::kExecChannels);
-        if (!cm.ok()) {
-            send_client(ws::encode_close(ws::kCloseProtocolError, cm.message()));
-            return end_after_writes();
-        }
-        if (cm->kind == ws::ChannelMessage::Kind::CloseStream) {
-            if (cm->channel == ws::kChannelStdin) stdin_end();
+    void ws_data(const ws::ChannelMessage &m) override {
+        if (m.kind == ws::ChannelMessage::Kind::CloseStream) {
+            if (m.channel == ws::kChannelStdin) stdin_end();
             return;
         }
-        if (cm->kind != ws::ChannelMessage::Kind::Data) return;
-        if (cm->channel == ws::kChannelStdin && req_.in) {
-            if (!cm->data.empty()) stdin_data(cm->data);
-        } else if (cm->channel == ws::kChannelResize && req_.tty) {
+        if (m.channel == ws::kChannelStdin && req_.in) {
+            if (!m.data.empty()) stdin_data(m.data);
+        } else if (m.channel == ws::kChannelResize && req_.tty) {
             std::vector<remotecommand::TerminalSize> sizes;
-            Status st = resize_decoder_.feed(cm->data, &sizes);
+            Status st = resize_decoder_.feed(m.data, &sizes);
             if (st.ok()) st = resize_decoder_.end_message(&sizes);
             for (const auto &t : sizes)
                 resized(t);
@@ -332,8 +478,6 @@ class StreamSessions::Session {
         }
     }
 
-    // ---- the command ----
-
     // With a terminal, the command starts once the client sent its window
     // size (kubectl sends it first thing), so that it starts on a terminal
     // of that size and not 0x0; a client that sends none gets its command
@@ -347,7 +491,7 @@ class StreamSessions::Session {
     }
 
     void launch() {
-        if (launched_ || closed_ || finished_) return;
+        if (launched_ || closed_ || ending_) return;
         launched_ = true;
         size_wait_.close();
         if (!owner_.resolver_) return finish(remotecommand::status_internal_error("no pods here"));
@@ -404,7 +548,7 @@ class StreamSessions::Session {
                     "went away?)"));
             return;
         }
-        last_activity_ = uv_now(owner_.loop_);
+        touch();
         on_shim_bytes(std::string_view(d, static_cast<size_t>(n)));
     }
 
@@ -458,12 +602,16 @@ class StreamSessions::Session {
         } else {
             send_client(ws::encode_channel_data(channel, data));
         }
+        if (client_full_ && shim_ && !shim_paused_) {
+            shim_paused_ = true;
+            shim_.read_stop();
+        }
     }
 
     // The command is over (or never ran): the status on the error stream,
     // the output streams closed, then the client's close within linger_ms.
     void finish(const std::string &status) {
-        if (finished_ || closed_) return;
+        if (finished_ || closed_ || ending_) return;
         finished_ = true;
         if (req_.transport == StreamTransport::Spdy) {
             for (int s : {kStdout, kStderr})
@@ -484,114 +632,300 @@ class StreamSessions::Session {
         finish(remotecommand::status_internal_error(why));
     }
 
-    // No more bytes to the client after what is queued: shut the write side
-    // down once it went out, then wait for the client's close (a kubelet's
-    // closed connection reads as the end on the client) at most linger_ms.
-    void end_after_writes() {
-        if (closed_ || ending_) return;
-        ending_ = true;
-        shim_.close();    // a command still running is killed by the shim
-        resume_client();  // its close is what we wait for now
-        client_.shutdown([](int) {});
-        timer_.start(owner_.limits_.linger_ms, [this] { close_all(); });
-    }
-
-    void send_spdy(const spdy::Frame &f) {
-        std::string out;
-        Status st = spdy_encoder_.encode(f, &out);
-        if (!st.ok()) {
-            LOG_ERROR("%s cannot encode a SPDY frame: %s", prefix_.c_str(), st.message().c_str());
-            return close_all();
-        }
-        send_client(std::move(out));
-    }
-
-    void send_client(std::string bytes) {
-        if (closed_ || ending_) return;
-        client_.write(std::move(bytes), [this, alive = std::weak_ptr<bool>(alive_)](int) {
-            if (alive.expired() || closed_) return;
-            if (shim_paused_ && client_.write_queue_size() < owner_.limits_.relay_buffer / 2) {
-                shim_paused_ = false;
-                shim_.read_start([this](ssize_t n, const char *d) { on_shim(n, d); });
-            }
-        });
-        if (shim_ && !shim_paused_ && client_.write_queue_size() > owner_.limits_.relay_buffer) {
-            shim_paused_ = true;
-            shim_.read_stop();
-        }
-    }
-
-    void pause_client() {
-        if (client_paused_ || ending_) return;
-        client_paused_ = true;
-        client_.read_stop();
-    }
-
-    void resume_client() {
-        if (!client_paused_) return;
-        client_paused_ = false;
-        client_.read_start([this](ssize_t n, const char *d) { on_client(n, d); });
-    }
-
-    // One timer: the SPDY streams' deadline, then the idle timeout, then
-    // (end_after_writes) the linger.
-    void arm_timer() {
-        uint64_t every = std::min<uint64_t>(owner_.limits_.idle_timeout_ms, 60000);
-        if (req_.transport == StreamTransport::Spdy)
-            every = std::min<uint64_t>(every, owner_.limits_.creation_timeout_ms);
-        timer_.start(
-            every, [this] { tick(); }, every);
-    }
-
-    void tick() {
-        uint64_t now = uv_now(owner_.loop_);
-        if (!launched_ && now - started_ms_ >= owner_.limits_.creation_timeout_ms) {
-            LOG_WARN("%s the client did not open its streams within %llu ms; closing",
-                     prefix_.c_str(),
-                     static_cast<unsigned long long>(owner_.limits_.creation_timeout_ms));
-            send_spdy(spdy::goaway(last_client_stream_, spdy::kGoAwayOk));
-            return end_after_writes();
-        }
-        if (now - last_activity_ >= owner_.limits_.idle_timeout_ms) {
-            LOG_INFO("%s idle for %llu s; closing", prefix_.c_str(),
-                     static_cast<unsigned long long>(owner_.limits_.idle_timeout_ms / 1000));
-            finish(remotecommand::status_internal_error("the session was idle for too long"));
-        }
-    }
-
-    StreamSessions &owner_;
-    std::string id_;
-    StreamRequest req_;
-    HttpUpgrade conn_;
-    std::string prefix_;
-    Pipe client_;
     Pipe shim_;
-    Timer timer_;
     Timer size_wait_;
-    uint64_t started_ms_ = uv_now(owner_.loop_);
-    uint64_t last_activity_ = 0;
-    std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for callbacks that outlive us
-
     uint32_t job_uid_ = 0;
     bool launched_ = false;  // exec_start sent (or the launch failed)
     bool finished_ = false;  // the status went out
-    bool ending_ = false;    // no more writes to the client
-    bool closed_ = false;    // everything closed
     bool stdin_closed_ = false;
     bool sized_ = false;         // a terminal size came from the client
     bool launch_waits_ = false;  // every stream is there: the size is awaited
-    bool client_paused_ = false;
     bool shim_paused_ = false;
     std::string to_shim_pending_;
-
-    spdy::Decoder spdy_decoder_;
-    spdy::Encoder spdy_encoder_;
     uint32_t stream_id_[kSlots] = {};
-    uint32_t last_client_stream_ = 0;
-    ws::FrameDecoder ws_decoder_;
-    ws::ChannelProtocol ws_proto_ = ws::ChannelProtocol::V4;
     remotecommand::ResizeDecoder resize_decoder_;
-    proto::ExecFrameDecoder shim_decoder_;
+    proto::ExecFrameDecoder shim_decoder_{proto::ExecDirection::ToAgent};
+};
+
+// ---- port-forward ----
+
+// SPDY: per forwarded connection the client opens an error stream and a data
+// stream with the same requestid and port; the data stream is relayed to a
+// new TCP connection to the pod's listener. WebSocket: one connection per
+// port of the query, on channels 2i (data) and 2i+1 (errors), each opened
+// with the port (2 bytes, little endian). Errors go on the error stream as
+// the kubelet words them, and end that connection only.
+class ForwardSession : public StreamSessions::Session {
+  public:
+    using Session::Session;
+
+  private:
+    struct Conn {
+        uint16_t port = 0;
+        uint32_t data_sid = 0, error_sid = 0;  // SPDY
+        unsigned index = 0;                    // WebSocket: the port's index in the query
+        Tcp tcp;
+        bool connected = false, client_fin = false, up_eof = false, paused = false;
+        std::string pending;  // client bytes before the connect completed
+    };
+
+    unsigned ws_channels() const override {
+        return static_cast<unsigned>(std::min<size_t>(req_.ports.size() * 2, 254));
+    }
+
+    void on_begun() override {
+        if (req_.transport != StreamTransport::WebSocket) return;
+        if (req_.ports.empty() || req_.ports.size() > 127) {
+            send_client(ws::encode_close(ws::kClosePolicy, "port-forward needs 1..127 ports"));
+            return end_after_writes();
+        }
+        for (unsigned i = 0; i < req_.ports.size(); i++) {
+            std::string port_le{static_cast<char>(req_.ports[i] & 0xff),
+                                static_cast<char>(req_.ports[i] >> 8)};
+            send_client(ws::encode_channel_data(static_cast<uint8_t>(2 * i), port_le));
+            send_client(ws::encode_channel_data(static_cast<uint8_t>(2 * i + 1), port_le));
+            auto c = std::make_unique<Conn>();
+            c->port = req_.ports[i];
+            c->index = i;
+            Conn *raw = c.get();
+            conns_[i + 1] = std::move(c);
+            dial(raw, i + 1);
+        }
+    }
+
+    void close_upstreams() override {
+        for (auto &[k, c] : conns_)
+            c->tcp.close();
+        conns_.clear();
+    }
+
+    void client_drained() override {
+        for (auto &[k, c] : conns_)
+            if (c->paused && c->connected && !c->up_eof) {
+                c->paused = false;
+                read_upstream(c.get(), k);
+            }
+    }
+
+    void spdy_frame(const spdy::Frame &f) override {
+        switch (f.type) {
+            case spdy::FrameType::SynStream:
+                return syn_stream(f);
+            case spdy::FrameType::Data: {
+                // Only the data stream carries bytes; the client closes its
+                // side of the error stream at once.
+                uint64_t key = by_sid(f.stream_id);
+                auto it = conns_.find(key);
+                if (it != conns_.end() && it->second->data_sid == f.stream_id)
+                    client_data(key, f.data, f.fin());
+                return;
+            }
+            case spdy::FrameType::RstStream: {
+                uint64_t key = by_sid(f.stream_id);
+                auto it = conns_.find(key);
+                if (it != conns_.end() && it->second->data_sid == f.stream_id) drop(key);
+                return;
+            }
+            default:
+                return;
+        }
+    }
+
+    uint64_t by_sid(uint32_t sid) const {
+        auto it = sid_.find(sid);
+        return it == sid_.end() ? 0 : it->second;
+    }
+
+    void syn_stream(const spdy::Frame &f) {
+        const std::string *type = spdy::find_header(f.headers, remotecommand::kHeaderStreamType);
+        const std::string *port_s = spdy::find_header(f.headers, remotecommand::kHeaderPort);
+        const std::string *rid = spdy::find_header(f.headers, remotecommand::kHeaderRequestId);
+        uint64_t port = 0;
+        bool port_ok = port_s && !port_s->empty() && port_s->size() <= 5 &&
+                       port_s->find_first_not_of("0123456789") == std::string::npos &&
+                       (port = std::stoul(*port_s)) >= 1 && port <= 65535;
+        if (!type || !rid || !port_ok ||
+            (*type != remotecommand::kStreamData && *type != remotecommand::kStreamError)) {
+            LOG_WARN("%s a stream without a valid streamtype, port and requestid; resetting it",
+                     prefix_.c_str());
+            return send_spdy(spdy::rst_stream(f.stream_id, spdy::kRstProtocolError));
+        }
+        auto &key = rid_[*rid];
+        if (key == 0) {
+            if (conns_.size() >= kMaxConnections) {
+                LOG_WARN("%s more than %zu forwarded connections at once; resetting one",
+                         prefix_.c_str(), kMaxConnections);
+                rid_.erase(*rid);
+                return send_spdy(spdy::rst_stream(f.stream_id, spdy::kRstRefusedStream));
+            }
+            key = next_key_++;
+            conns_[key] = std::make_unique<Conn>();
+            conns_[key]->port = static_cast<uint16_t>(port);
+            request_of_[key] = *rid;
+        }
+        Conn *c = conns_.count(key) ? conns_[key].get() : nullptr;
+        if (!c) return send_spdy(spdy::rst_stream(f.stream_id, spdy::kRstInvalidStream));
+        uint32_t &slot = *type == remotecommand::kStreamData ? c->data_sid : c->error_sid;
+        if (slot != 0) return send_spdy(spdy::rst_stream(f.stream_id, spdy::kRstStreamInUse));
+        slot = f.stream_id;
+        sid_[f.stream_id] = key;
+        send_spdy(spdy::syn_reply(f.stream_id));
+        if (*type == remotecommand::kStreamData) dial(c, key);
+    }
+
+    void ws_data(const ws::ChannelMessage &m) override {
+        unsigned i = m.channel / 2;
+        auto it = conns_.find(i + 1);
+        if (it == conns_.end() || m.channel % 2 != 0) return;  // errors from the client: none
+        if (m.kind == ws::ChannelMessage::Kind::CloseStream) return client_data(i + 1, "", true);
+        client_data(i + 1, m.data, false);
+    }
+
+    // Where the pod listens on c->port (docs/security.md "port-forward"),
+    // then the connection.
+    void dial(Conn *c, uint64_t key) {
+        if (!owner_.resolver_) return conn_error(key, "no pods here");
+        auto target = owner_.resolver_(req_.ns, req_.pod);
+        if (!target.ok()) return conn_error(key, target.message());
+        if (!owner_.limits_.forward_any_port &&
+            std::find(target->ports.begin(), target->ports.end(), c->port) == target->ports.end())
+            return conn_error(key, "the pod declares no containerPort " + std::to_string(c->port) +
+                                       " (this node forwards only to declared ports)");
+        auto l = owner_.find_listener_(c->port, target->job_uid);
+        if (!l)
+            return conn_error(key, "failed to connect to localhost:" + std::to_string(c->port) +
+                                       ": no process of the pod listens on it");
+        sockaddr_storage ss{};
+        int rc =
+            l->v6
+                ? uv_ip6_addr(l->connect_to.c_str(), c->port, reinterpret_cast<sockaddr_in6 *>(&ss))
+                : uv_ip4_addr(l->connect_to.c_str(), c->port, reinterpret_cast<sockaddr_in *>(&ss));
+        if (rc != 0) return conn_error(key, "bad listener address " + l->connect_to);
+        c->tcp = Tcp(owner_.loop_);
+        rc = c->tcp.connect(reinterpret_cast<sockaddr *>(&ss), [this, key](int status) {
+            auto it = conns_.find(key);
+            if (it == conns_.end()) return;
+            if (status != 0)
+                return conn_error(
+                    key, "failed to connect to localhost:" + std::to_string(it->second->port) +
+                             ": " + uv_strerror(status));
+            Conn *cc = it->second.get();
+            cc->connected = true;
+            if (!cc->pending.empty()) write_upstream(cc, key, std::move(cc->pending));
+            cc->pending.clear();
+            if (cc->client_fin) cc->tcp.shutdown([](int) {});
+            read_upstream(cc, key);
+        });
+        if (rc != 0) conn_error(key, std::string("cannot connect: ") + uv_strerror(rc));
+    }
+
+    void read_upstream(Conn *c, uint64_t key) {
+        c->tcp.read_start([this, key](ssize_t n, const char *d) {
+            auto it = conns_.find(key);
+            if (it == conns_.end()) return;
+            Conn *cc = it->second.get();
+            if (n < 0) {
+                cc->up_eof = true;
+                to_client(cc, "", true);
+                return maybe_done(key);
+            }
+            touch();
+            to_client(cc, std::string_view(d, static_cast<size_t>(n)), false);
+            if (client_full_ && !cc->paused) {
+                cc->paused = true;
+                cc->tcp.read_stop();
+            }
+        });
+    }
+
+    void to_client(Conn *c, std::string_view data, bool fin) {
+        if (req_.transport == StreamTransport::Spdy) {
+            if (c->data_sid) send_spdy(spdy::data_frame(c->data_sid, std::string(data), fin));
+        } else if (!data.empty()) {
+            send_client(ws::encode_channel_data(static_cast<uint8_t>(2 * c->index), data));
+        } else if (fin && ws_proto_ == ws::ChannelProtocol::V5) {
+            send_client(ws::encode_channel_close(static_cast<uint8_t>(2 * c->index)));
+        }
+    }
+
+    void client_data(uint64_t key, std::string_view data, bool fin) {
+        auto it = conns_.find(key);
+        if (it == conns_.end()) return;
+        Conn *c = it->second.get();
+        if (!data.empty()) {
+            if (!c->connected)
+                c->pending.append(data);
+            else
+                write_upstream(c, key, std::string(data));
+            if (c->pending.size() > owner_.limits_.relay_buffer) pause_client();
+        }
+        if (fin && !c->client_fin) {
+            c->client_fin = true;
+            if (c->connected) c->tcp.shutdown([](int) {});
+            maybe_done(key);
+        }
+    }
+
+    void write_upstream(Conn *c, uint64_t key, std::string bytes) {
+        touch();
+        c->tcp.write(std::move(bytes), [this, key](int) {
+            auto it = conns_.find(key);
+            if (it == conns_.end()) return;
+            if (client_paused_ &&
+                it->second->tcp.write_queue_size() < owner_.limits_.relay_buffer / 2)
+                resume_client();
+        });
+        if (c->tcp.write_queue_size() > owner_.limits_.relay_buffer) pause_client();
+    }
+
+    // Both directions ended: the connection is over (its streams closed).
+    void maybe_done(uint64_t key) {
+        auto it = conns_.find(key);
+        if (it == conns_.end() || !it->second->up_eof || !it->second->client_fin) return;
+        Conn *c = it->second.get();
+        if (req_.transport == StreamTransport::Spdy && c->error_sid)
+            send_spdy(spdy::data_frame(c->error_sid, "", true));
+        drop(key);
+    }
+
+    void conn_error(uint64_t key, const std::string &why) {
+        auto it = conns_.find(key);
+        if (it == conns_.end()) return;
+        Conn *c = it->second.get();
+        std::string msg =
+            "error forwarding port " + std::to_string(c->port) + " to pod " + req_.pod + ": " + why;
+        LOG_INFO("%s %s", prefix_.c_str(), msg.c_str());
+        if (req_.transport == StreamTransport::Spdy) {
+            if (c->error_sid) send_spdy(spdy::data_frame(c->error_sid, msg, true));
+            if (c->data_sid) send_spdy(spdy::data_frame(c->data_sid, "", true));
+            return drop(key);
+        }
+        send_client(ws::encode_channel_data(static_cast<uint8_t>(2 * c->index + 1), msg));
+        // WebSocket forwards one connection per port for the whole session:
+        // the port is lost, the others go on.
+        c->tcp.close();
+        c->up_eof = c->client_fin = true;
+    }
+
+    void drop(uint64_t key) {
+        auto it = conns_.find(key);
+        if (it == conns_.end()) return;
+        it->second->tcp.close();
+        sid_.erase(it->second->data_sid);
+        sid_.erase(it->second->error_sid);
+        if (auto r = request_of_.find(key); r != request_of_.end()) {
+            rid_.erase(r->second);
+            request_of_.erase(r);
+        }
+        conns_.erase(it);
+    }
+
+    static constexpr size_t kMaxConnections = 128;
+    std::map<uint64_t, std::unique_ptr<Conn>> conns_;  // by key (WebSocket: index + 1)
+    std::map<uint32_t, uint64_t> sid_;                 // SPDY stream -> key
+    std::map<std::string, uint64_t> rid_;              // SPDY requestid -> key
+    std::map<uint64_t, std::string> request_of_;
+    uint64_t next_key_ = 1;
 };
 
 StreamSessions::StreamSessions(uv_loop_t *loop, StreamLimits limits, ExecCheck check)
@@ -599,16 +933,25 @@ StreamSessions::StreamSessions(uv_loop_t *loop, StreamLimits limits, ExecCheck c
       limits_(limits),
       check_(std::move(check)),
       wake_(loop, [this] { take_started(); }),
-      reap_(loop) {}
+      reap_(loop) {
+    find_listener_ = [](uint16_t port, uint32_t uid) -> std::optional<Listener> {
+        // Root reads the kernel's tables, bounded; the pod cannot write them.
+        for (bool v6 : {false, true}) {
+            auto text = read_file(v6 ? "/proc/net/tcp6" : "/proc/net/tcp", kMaxProcNetTcp);
+            if (!text.ok()) continue;
+            if (auto l = find_listener(*text, v6, port, uid)) return l;
+        }
+        return std::nullopt;
+    };
+}
 
 StreamSessions::~StreamSessions() {
     stop();
 }
 
 Status StreamSessions::check(const StreamRequest &req) {
-    if (req.kind != StreamKind::Exec)
-        return fail(Error::NotFound,
-                    std::string(kind_name(req.kind)) + " is not served on this node yet");
+    if (req.kind == StreamKind::Attach)
+        return fail(Error::NotFound, "attach is not served on this node yet");
     if (count_.load() >= limits_.max_sessions)
         return fail(Error::Refused, "too many streaming sessions on this node (" +
                                         std::to_string(limits_.max_sessions) + ")");
@@ -637,7 +980,11 @@ void StreamSessions::take_started() {
             continue;
         }
         std::string id = new_session_id(next_++);
-        auto s = std::make_unique<Session>(*this, id, std::move(req), std::move(conn));
+        std::unique_ptr<Session> s;
+        if (req.kind == StreamKind::PortForward)
+            s = std::make_unique<ForwardSession>(*this, id, std::move(req), std::move(conn));
+        else
+            s = std::make_unique<ExecSession>(*this, id, std::move(req), std::move(conn));
         Session *raw = s.get();
         by_id_[id] = std::move(s);
         raw->begin();
@@ -667,8 +1014,7 @@ void StreamSessions::attach(const std::shared_ptr<Connection> &c, const proto::R
     it->second->attach_shim(fd, rest, req.id);
 }
 
-void StreamSessions::ended(Session *s) {
-    (void)s;
+void StreamSessions::ended() {
     if (stopped_) return;
     reap_.start(0, [this] {
         for (auto it = by_id_.begin(); it != by_id_.end();) {

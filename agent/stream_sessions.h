@@ -29,11 +29,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "agent/kubelet_server.h"
 #include "agent/runtime.h"
 #include "agent/socket_server.h"
+#include "agent/tcp_listeners.h"
 #include "common/protocol.h"
 #include "common/result.h"
 #include "common/shim_protocol.h"
@@ -41,10 +44,14 @@
 
 namespace sk::agent {
 
+class ExecSession;
+class ForwardSession;
+
 // Where a pod's commands run, as the agent knows it on its loop.
 struct ExecTarget {
     std::string pod_uid;
-    uint32_t job_uid = 0;  // the only uid whose data connection may attach
+    uint32_t job_uid = 0;         // the only uid whose data connection may attach
+    std::vector<uint16_t> ports;  // the containerPorts the pod declares (port-forward)
     // The job's runtime's exec_start (agent/runtime.h); done on the loop.
     std::function<void(const proto::ExecStart &, PodRuntime::Done)> start;
 };
@@ -61,6 +68,9 @@ struct StreamLimits {
     uint64_t linger_ms = 10000;                     // after the status: the client's close
     size_t max_sessions = 64;                       // on this agent
     size_t relay_buffer = 1 << 20;                  // bytes queued per direction
+    // port-forward: also to ports the pod does not declare (still only to a
+    // listener of the job's user: agent/tcp_listeners.h).
+    bool forward_any_port = false;
 };
 
 class StreamSessions : public StreamHandler {
@@ -91,13 +101,17 @@ class StreamSessions : public StreamHandler {
 
   private:
     friend class Session;
+    friend class ExecSession;
+    friend class ForwardSession;
     void take_started();
-    void ended(Session *s);  // the session closed everything: free it soon
+    void ended();  // a session closed everything: free it soon
 
     uv_loop_t *loop_;
     StreamLimits limits_;
     ExecCheck check_;
     ExecResolver resolver_;
+    // The listener of uid on port (agent/tcp_listeners.h), from /proc/net.
+    std::function<std::optional<Listener>(uint16_t port, uint32_t uid)> find_listener_;
     std::atomic<size_t> count_{0};  // sessions admitted by check() and not yet freed
     std::mutex mu_;
     std::deque<std::pair<StreamRequest, HttpUpgrade>> started_;  // from HTTP threads

@@ -657,13 +657,14 @@ void PodController::count_phases(std::map<std::string, int64_t> *by_phase) const
     }
 }
 
-std::string PodController::running_uid(const std::string &ns, const std::string &name) const {
+const Json::Value *PodController::running_pod(const std::string &ns,
+                                              const std::string &name) const {
     for (const auto &[uid, p] : pods_) {
         const Json::Value &md = p.api["metadata"];
         if (p.in_runtime() && md["namespace"].asString() == ns && md["name"].asString() == name)
-            return uid;
+            return &p.api;
     }
-    return "";
+    return nullptr;
 }
 
 }  // namespace sk::agent

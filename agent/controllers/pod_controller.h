@@ -97,8 +97,9 @@ class PodController : public NodeBound {
     std::vector<PodName> remaining() const;
 
     size_t size() const { return pods_.size(); }
-    // The uid of the pod ns/name when the runtime runs it (exec's target), else "".
-    std::string running_uid(const std::string &ns, const std::string &name) const;
+    // The pod ns/name as last seen in the API when the runtime runs it
+    // (exec's and port-forward's target), else null.
+    const Json::Value *running_pod(const std::string &ns, const std::string &name) const;
     uint32_t unfinished() const;  // pods not in a terminal phase (API view)
     void count_phases(std::map<std::string, int64_t> *by_phase) const;
 

@@ -43,8 +43,8 @@ class VirtualNode : public std::enable_shared_from_this<VirtualNode> {
     // the node tell a shim that died from one that will reconnect.
     void set_runtime(std::unique_ptr<PodRuntime> rt, int shim_pid = 0);
     PodRuntime *runtime() { return pods_.runtime(); }
-    std::string running_uid(const std::string &ns, const std::string &name) const {
-        return pods_.running_uid(ns, name);
+    const Json::Value *running_pod(const std::string &ns, const std::string &name) const {
+        return pods_.running_pod(ns, name);
     }
     // The job ended: cordon + NoExecute taint, stop pods within grace_s, final
     // statuses, delete pods, Lease, Node; done(pods_stopped) within grace_s + 5 s.

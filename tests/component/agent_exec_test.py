@@ -5,11 +5,11 @@ kubelet endpoint (TLS), whose exec session has the real shim start the command a
 user in the pod's environment. No Slurm; any user. Prints `N passed, N failed` and leaves no
 process behind.
 """
-import os, pty, select, shutil, signal, subprocess, sys, time
+import os, pty, select, shutil, signal, socket, subprocess, sys, threading, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from sktest.env import NODE, ShimEnv, suite_args  # noqa: E402
-from sktest.host import alive  # noqa: E402
+from sktest.host import free_port  # noqa: E402
 from sktest.suite import SCALE, check, run_suite, wait_for  # noqa: E402
 
 
@@ -69,6 +69,67 @@ def under_pty(argv, rows, cols, send, timeout):
     return out, status
 
 
+ECHO = """
+import socket, sys, threading
+def serve(port):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", port))
+    s.listen(64)
+    while True:
+        c, _ = s.accept()
+        threading.Thread(target=echo, args=(c,), daemon=True).start()
+def echo(c):
+    while True:
+        d = c.recv(65536)
+        if not d:
+            break
+        c.sendall(d)
+    c.shutdown(socket.SHUT_WR)
+    c.close()
+for p in sys.argv[1:]:
+    threading.Thread(target=serve, args=(int(p),), daemon=True).start()
+threading.Event().wait()
+"""
+
+
+def echo_through(port, data):
+    """Sends data to 127.0.0.1:port, half-closes, returns everything read until EOF."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=30 * SCALE)
+    got = []
+    t = threading.Thread(target=lambda: got.append(read_all(s)))
+    t.start()
+    s.sendall(data)
+    s.shutdown(socket.SHUT_WR)
+    t.join(60 * SCALE)
+    s.close()
+    return got[0] if got else None
+
+
+def read_all(s):
+    out = b""
+    while True:
+        try:
+            d = s.recv(65536)
+        except OSError:
+            return out
+        if not d:
+            return out
+        out += d
+
+
+def port_forward(env, k, local, remote):
+    """kubectl port-forward pod/echo local:remote, once it says it forwards."""
+    p = subprocess.Popen([k, "--kubeconfig", os.path.join(env.kdir, "kubeconfig"), "port-forward",
+                          "pod/echo", "%d:%d" % (local, remote)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    if "Forwarding from" not in line:  # it failed: say why
+        p.kill()
+        line += p.communicate(timeout=10)[1]
+    return p, line
+
+
 def run(env):
     d = env.dir
     open(os.path.join(d, "alive_42"), "w").close()
@@ -84,8 +145,51 @@ def run(env):
     check("pod created", code == 201, code)
     check("pod runs", wait_for(lambda: running(env, "box"), 30), "")
 
+    declared, undeclared = free_port(), free_port()
+    echo = pod("echo", ["python3", "-c", ECHO, str(declared), str(undeclared)])
+    echo["spec"]["containers"][0]["ports"] = [{"containerPort": declared}]
+    code, _ = env.api("POST", "/api/v1/namespaces/default/pods", echo)
+    check("an echo pod with one declared port runs", code == 201 and
+          wait_for(lambda: running(env, "echo"), 30), code)
+
     for ver, k in versions(env.kubectl_bin):
         tag = "kubectl " + ver
+        local = free_port()
+        pf, line = port_forward(env, k, local, declared)
+        check(tag + ": port-forward starts", "Forwarding from" in line, line)
+        blobs = [os.urandom(1 << 20) for _ in range(4)]
+        results = [None] * len(blobs)
+
+        def one(i):
+            try:
+                results[i] = echo_through(local, blobs[i])
+            except OSError as e:
+                results[i] = repr(e)
+        ts = [threading.Thread(target=one, args=(i,)) for i in range(len(blobs))]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(120 * SCALE)
+        check(tag + ": port-forward: 4 connections at once, 1 MiB each way, both ends closed",
+              results == blobs, [len(r) if isinstance(r, bytes) else r for r in results])
+        try:
+            again = echo_through(local, b"again")
+        except OSError as e:
+            again = repr(e)
+        check(tag + ": port-forward: a connection after those", again == b"again", again)
+        pf.terminate()
+        pf.wait(10)
+        local = free_port()
+        pf, line = port_forward(env, k, local, undeclared)
+        try:
+            got = echo_through(local, b"x") if "Forwarding from" in line else None
+        except OSError as e:
+            got = repr(e)
+        pf.terminate()
+        _, err = pf.communicate(timeout=10)
+        check(tag + ": port-forward to a port the pod does not declare is refused",
+              got == b"" and "declares no containerPort" in err, (line, got, err[-400:]))
+
         rc, out, err = kc(env, k, "exec", "box", "--", "sh", "-c", 'echo "$GREETING"; id -u')
         check(tag + ": exec runs in the pod's environment as the job's user",
               rc == 0 and out.decode().split() == ["hello", "from", "the", "pod", str(os.getuid())],

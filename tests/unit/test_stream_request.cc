@@ -77,7 +77,7 @@ START_TEST(attach_and_port_forward) {
     ck_assert(f.ok && f.request.kind == StreamKind::PortForward && f.request.ports.empty());
     ck_assert_sstr_eq(f.request.protocol, "portforward.k8s.io");
     Pairs wpf = kWs132;
-    wpf[2] = {"Sec-Websocket-Protocol", "portforward.k8s.io"};
+    wpf[2] = {"Sec-Websocket-Protocol", "v4.channel.k8s.io"};
     auto w = parse_stream_request("GET", "/portForward/n/p", {{"port", "80"}, {"port", "443,8080"}},
                                   wpf);
     ck_assert(w.ok && w.request.ports == (std::vector<uint16_t>{80, 443, 8080}));
@@ -167,7 +167,8 @@ START_TEST(refusals) {
           {"Sec-WebSocket-Key", "k"},
           {"Sec-WebSocket-Protocol", "SPDY/3.1+portforward.k8s.io"}},
          403,
-         "client supports [SPDY/3.1+portforward.k8s.io], server accepts [portforward.k8s.io]"},
+         "client supports [SPDY/3.1+portforward.k8s.io], server accepts [v4.channel.k8s.io "
+         "channel.k8s.io]"},
     };
     for (const auto &c : cases) {
         auto p = parse_stream_request(c.method, c.path, c.query, c.headers);
