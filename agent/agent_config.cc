@@ -54,6 +54,9 @@ void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string
     s.add_seconds("kubelet_stream_idle_timeout", &c.kubelet_stream_idle_timeout_s, 1, 86400,
                   "kubectl exec: a session with no byte either way for this long is closed (the "
                   "kubelet's streamingConnectionIdleTimeout)");
+    s.add_seconds("kubelet_stream_creation_timeout", &c.kubelet_stream_creation_timeout_s, 1, 300,
+                  "kubectl exec over SPDY: a client that has not opened every stream it asked "
+                  "for within this long is disconnected (the kubelet's 30 s)");
     s.add_bool("kubelet_port_forward_any_port", &c.kubelet_port_forward_any_port,
                "kubectl port-forward also to ports a pod does not declare as containerPort "
                "(always only to a socket of the job's user; pods share the host's network)");

@@ -49,6 +49,7 @@ struct AgentConfig {
     uint64_t kubelet_max_stream_sessions = 64;
     uint64_t kubelet_stream_idle_timeout_s = 4 * 3600;
     bool kubelet_port_forward_any_port = false;
+    uint64_t kubelet_stream_creation_timeout_s = 30;
 
     uint64_t lease_duration_s = 40;
     uint64_t lease_renew_s = 10;

@@ -235,6 +235,7 @@ int run(int argc, char **argv, const RuntimeFactories &extra) {
     stream_limits.max_sessions = static_cast<size_t>(cfg->kubelet_max_stream_sessions);
     stream_limits.idle_timeout_ms = cfg->kubelet_stream_idle_timeout_s * 1000;
     stream_limits.forward_any_port = cfg->kubelet_port_forward_any_port;
+    stream_limits.creation_timeout_ms = cfg->kubelet_stream_creation_timeout_s * 1000;
     auto streams = std::make_shared<StreamSessions>(
         &loop, stream_limits,
         [&logs](const StreamRequest &r) { return logs.exec_check(r.ns, r.pod, r.container); });
