@@ -34,7 +34,8 @@ GET /metrics/resource
   scrape_error, each sample stamped with the time of the scrape in ms. The figures are .usage
   (default: the node uses 0.25 cores and 1 MiB, no containers), or --usage-file's JSON read at
   each scrape; CPU counters grow at the given rate from the kubelet's start, so two scrapes give
-  back that rate (see resource_metrics). .metrics_text, when set, is served instead, as it is.
+  back that rate (see resource_metrics). .metrics_text, when set, is served instead, as it is,
+  with the status .metrics_status (default 200).
 
 GET /healthz, /stats/summary and anything under /fakeproxy/ (nodes/proxy tests)
   Fixed bodies; /fakeproxy/... echoes the request line.
@@ -47,7 +48,7 @@ SPDY stream's headers as {"event": "stream", "headers": {...}}, each message on 
 {"event": "resize", "data": ...}. Under tty=1 a ^D ends cat's input.
 
 As a module:  k = FakeKubelet(cert, key, ca); k.port; k.requests; k.active (sessions running); k.usage;
-              k.metrics_text; k.stop()
+              k.metrics_text; k.metrics_status; k.stop()
 As a program: fake_kubelet.py --cert C --key K --ca CA [--listen 127.0.0.1:0] [--port-file F]
               [--requests-file F]  (appends one JSON line per request) [--usage-file F]
 """
@@ -533,7 +534,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if len(parts) == 4 and parts[1] == "portForward":
             return self.stream("portforward", parts[2], parts[3], "", dict(q, pod=parts[3]))
         if method == "GET" and u.path == "/metrics/resource":
-            return self.reply(200, fk.metrics_body(), "text/plain; version=0.0.4")
+            return self.reply(fk.metrics_status, fk.metrics_body(), "text/plain; version=0.0.4")
         if method == "GET" and u.path == "/healthz":
             return self.reply(200, b"ok", "text/plain; charset=utf-8")
         if method == "GET" and u.path == "/stats/summary":
@@ -670,6 +671,7 @@ class FakeKubelet(object):
         self.requests = []
         self.usage = dict(DEFAULT_USAGE)   # what /metrics/resource reports (resource_metrics)
         self.metrics_text = None           # when set: /metrics/resource answers these bytes as they are
+        self.metrics_status = 200          # the HTTP status /metrics/resource answers with
         self.usage_file = usage_file       # when set: usage is read from this JSON file at each scrape
         self.t0_ms = int(time.time() * 1000)
         self.active = 0              # upgraded sessions now running
