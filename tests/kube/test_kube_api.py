@@ -1269,6 +1269,12 @@ class TestMetricsApi(WithFakeKubelet):
     def scrapes(self, k):
         return [r for r in k.requests if r["path"] == "/metrics/resource"]
 
+    def after_next_scrape(self, k):
+        """The node metrics of the first list answered after kubelet k's next scrape."""
+        n = len(self.scrapes(k))
+        return wait_for(lambda: (lambda got: [got] if len(self.scrapes(k)) > n else None)(self.node_metrics()),
+                        msg="a scrape")[0]
+
     def test_node_figures(self):
         """A node's usage from its kubelet: the first scrape alone gives nothing (no rate yet),
         then CPU in nanocores as a rate, memory in bytes (Ki/Mi canonical form), labels, window,
@@ -1317,9 +1323,8 @@ class TestMetricsApi(WithFakeKubelet):
         self.assertEqual(m["usage"], {"cpu": "875m", "memory": "1Mi"})
         self.assertEqual(m["window"], "4s")
         self.assertEqual(m["timestamp"], "2023-11-14T22:13:24Z")
-        n = len(self.scrapes(k))
         k.metrics_text = (body % ("1", t0 + 5000, "1536", t0 + 5000)).encode()
-        wait_for(lambda: name not in self.node_metrics() and len(self.scrapes(k)) > n, msg="counter reset drops the node")
+        self.assertNotIn(name, self.after_next_scrape(k))
         k.metrics_text = (body % ("1.25", t0 + 5500, "1536", t0 + 5500)).encode()
         m = self.wait_node(name)
         self.assertEqual((m["usage"], m["window"]), ({"cpu": "500m", "memory": "1536"}, "500ms"))
@@ -1381,28 +1386,31 @@ class TestMetricsApi(WithFakeKubelet):
         self.assertEqual(self.scrapes(idle), [])
 
     def test_bad_kubelet_answers(self):
-        """Malformed Prometheus text, a body that is not UTF-8 and a kubelet answering 500 leave
+        """Malformed Prometheus text (a bad sample, value, label set, a label value that is not
+        UTF-8, a line that is no sample) and a kubelet answering 500 leave
         that node out; the server and the other nodes are unaffected, and the node is back once
         its kubelet answers well again."""
         good = self.node(self.fk.port)
         bad = self.kubelet()
         name = self.node(bad.port)
         self.wait_node(name)
-        ok = "node_cpu_usage_seconds_total 1 %d\nnode_memory_working_set_bytes 1 %d\n"
-        t = int(time.time() * 1000)
-        for text in (b"node_cpu_usage_seconds_total{{{ 1 2 3\n", b"node_cpu_usage_seconds_total one\n",
-                     b'container_cpu_usage_seconds_total{pod="x} 1\n', b"\xff\xfe\x00garbage\n",
-                     (ok % (t, t)).encode() + b"not a sample at all\n"):
-            n = len(self.scrapes(bad))
+        for line in (b"node_cpu_usage_seconds_total{{{ 1 2 3", b"node_cpu_usage_seconds_total one",
+                     b'container_cpu_usage_seconds_total{pod="x} 1',
+                     b'container_cpu_usage_seconds_total{container="\xff",namespace="a",pod="b"} 1', b"not a sample at all"):
+            bad.metrics_text = None
+            self.wait_node(name)            # two good samples before each bad answer
+            t = int(time.time() * 1000) + 1000
+            # good samples, later and higher than those, and the one bad line
+            text = ("node_cpu_usage_seconds_total 1e6 %d\nnode_memory_working_set_bytes 1 %d\n" % (t, t)).encode() + line + b"\n"
             bad.metrics_text = text
-            wait_for(lambda: name not in self.node_metrics() and len(self.scrapes(bad)) > n, msg="node left out: %r" % text)
-            self.assertIn(good, self.node_metrics())
+            got = self.after_next_scrape(bad)
+            self.assertNotIn(name, got, text)
+            self.assertIn(good, got)
             self.assertEqual(API.get("/healthz").status, 200)
         bad.metrics_text = None
         self.wait_node(name)
-        n = len(self.scrapes(bad))
         bad.metrics_status = 500
-        wait_for(lambda: name not in self.node_metrics() and len(self.scrapes(bad)) > n, msg="node left out: 500")
+        self.assertNotIn(name, self.after_next_scrape(bad))
         bad.metrics_status = 200
         self.wait_node(name)
 
