@@ -1332,7 +1332,7 @@ class TestMetricsApi(WithFakeKubelet):
     def test_pod_figures(self):
         """PodMetrics per container (names sorted), namespaced; label and field selectors; get by
         name; a pod the kubelet reports that the API does not know is left out, and so is a pod
-        with no figures; 404 for a pod without metrics."""
+        with no figures (404 on a get) and one with a container that just restarted."""
         ns = self.ns
         k = self.kubelet({"node": {"cpu": 1, "memory": 1 << 30}, "containers": [
             {"namespace": ns, "pod": "tp1", "container": "main", "cpu": 0.25, "memory": 64 << 20},
@@ -1370,6 +1370,15 @@ class TestMetricsApi(WithFakeKubelet):
         self.assertEqual(t["rows"][0]["cells"][:3], ["tp1", "251m", "67109864"])
         self.assertEqual(set(m["metadata"]["name"] for m in API.get(self.M + "/pods").json["items"]) & {"tp1", "unknown"},
                          {"tp1"})
+        # a container that restarted (its start time changed) has no rate across the restart, and a
+        # pod is shown whole or not at all: tp1 is left out until the next pair of scrapes
+        usage = json.loads(json.dumps(k.usage))
+        next(c for c in usage["containers"] if c["container"] == "aside")["start"] = time.time()
+        n = len(self.scrapes(k))
+        k.usage = usage
+        got = wait_for(lambda: (lambda g: [g] if len(self.scrapes(k)) > n else None)(pods()), msg="a scrape")[0]
+        self.assertEqual(set(got), {"tp2"})
+        self.assertEqual(len(wait_for(lambda: pods().get("tp1"), msg="tp1 back")["containers"]), 2)
 
     def test_unreachable_and_not_ready_left_out(self):
         """A node whose kubelet cannot be reached, or that is not Ready, has no metrics (it is
