@@ -1394,6 +1394,23 @@ class TestMetricsApi(WithFakeKubelet):
         self.assertStatus(API.get(self.M + "/nodes/" + dead), 404, "NotFound")
         self.assertEqual(self.scrapes(idle), [])
 
+    def test_silent_kubelet(self):
+        """A kubelet that accepts the connection and never answers the TLS handshake is given up
+        on after the scrape timeout: that node is left out, the others are in the same answer."""
+        good = self.node(self.fk.port)
+        self.wait_node(good)
+        silent = socket.socket()
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        self.addCleanup(silent.close)
+        hung = self.node(silent.getsockname()[1])
+        t0 = time.time()
+        got = self.node_metrics()
+        self.assertIn(good, got)
+        self.assertNotIn(hung, got)
+        self.assertLess(time.time() - t0, 30)
+        self.assertEqual(API.get("/healthz").status, 200)
+
     def test_bad_kubelet_answers(self):
         """Malformed Prometheus text (a bad sample, value, label set, a label value that is not
         UTF-8, a line that is no sample) and a kubelet answering 500 leave

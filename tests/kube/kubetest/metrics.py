@@ -24,7 +24,7 @@ import threading
 import time
 
 from .errors import ApiError
-from .kubelet import dial, go_dial_error, kubelet_context, node_endpoint
+from .kubelet import dial, go_dial_error, join_host_port, kubelet_context, node_endpoint
 from .objects import cond
 from .resources import METRICS_GROUP, RESOURCES
 from .selectors import Filter, parse_field_selector, parse_label_selector
@@ -211,7 +211,7 @@ class Metrics(object):
                 try:
                     c.samples.append(self.scrape(name, host, port))
                 except RuntimeError as e:
-                    log("metrics: failed to scrape node %s (%s): %s" % (name, node_endpoint_str(host, port), e))
+                    log("metrics: failed to scrape node %s (%s): %s" % (name, join_host_port(host, port), e))
                     c.samples.clear()
             return list(c.samples)
 
@@ -262,10 +262,6 @@ class Metrics(object):
             out.append({"kind": "PodMetrics", "apiVersion": METRICS_GROUP + "/v1beta1", "metadata": _md(md),
                         "timestamp": _stamp(when), "window": go_duration(window), "containers": cs})
         return out
-
-
-def node_endpoint_str(host, port):
-    return "%s:%d" % ("[%s]" % host if ":" in host else host, port)
 
 
 def _md(md):
