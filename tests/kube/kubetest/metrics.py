@@ -32,7 +32,7 @@ from .tables import col
 from .util import log, parse_q, ts
 
 MAX_AGE = 1.0               # seconds a scrape stays fresh
-SCRAPE_TIMEOUT = 5.0        # connect, handshake and read, per scrape
+SCRAPE_TIMEOUT = 5.0        # seconds the connect, the TLS handshake and each read of a scrape may take
 MAX_BODY = 16 << 20         # a kubelet's /metrics/resource larger than this is refused
 
 _NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
