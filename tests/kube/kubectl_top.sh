@@ -41,6 +41,7 @@ for kv in 1.28 1.32; do
     t "$kv top pods kp1" "^kp1 +250m +64Mi *$" "$kc" top pods -n "$NS"
     t "$kv top pods kp2 (sum of its containers)" "^kp2 +60m +4Mi *$" "$kc" top pods -n "$NS"
     tn "$kv top pods: pods without figures left out" "^(missing-x|notrunning-x|kdead|kunbound) " "$kc" top pods -n "$NS"
+    t "$kv top pods -A" "^$NS +kp1 +250m +64Mi *$" "$kc" top pods -A
     t "$kv top pods --containers" "^kp2 +side +10m +3Mi *$" "$kc" top pods -n "$NS" --containers
     t "$kv top pods -l" "^kp2 " "$kc" top pods -n "$NS" -l app=kubectl-test
     tn "$kv top pods -l selects" "^kp1 " "$kc" top pods -n "$NS" -l app=kubectl-test

@@ -421,6 +421,21 @@ class TestDiscovery(Base):
                          ("NodeMetrics", False, ["get", "list"]))
         self.assertEqual((res["pods"]["kind"], res["pods"]["namespaced"], sorted(res["pods"]["verbs"])),
                          ("PodMetrics", True, ["get", "list"]))
+        # what kubectl 1.28 and 1.32 ask for first: aggregated discovery, or the legacy list it falls back to
+        r = API.get("/apis", headers={"Accept": "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
+                                                "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,"
+                                                "application/json"})
+        self.assertEqual(r.status, 200, r.text[:300])
+        if r.json["kind"] == "APIGroupDiscoveryList":
+            g = next(i for i in r.json["items"] if i["metadata"]["name"] == "metrics.k8s.io")
+            v = next(v for v in g["versions"] if v["version"] == "v1beta1")
+            self.assertEqual({x["resource"]: (x["responseKind"]["kind"], x["scope"]) for x in v["resources"]},
+                             {"nodes": ("NodeMetrics", "Cluster"), "pods": ("PodMetrics", "Namespaced")})
+        else:
+            self.assertEqual(r.json["kind"], "APIGroupList")
+            self.assertTrue(r.headers["Content-Type"].startswith("application/json"), r.headers["Content-Type"])
+            self.assertNotIn("apidiscovery", r.headers["Content-Type"])
+            self.assertIn("metrics.k8s.io", [g["name"] for g in r.json["groups"]])
 
 
 class TestNodes(Base):
