@@ -49,6 +49,9 @@ for kv in 1.28 1.32; do
     t "$kv top pod NAME without figures" "podmetrics\.metrics\.k8s\.io \"$NS/kunbound\" not found" "$kc" top pod kunbound -n "$NS"
     t "$kv top pods: empty namespace" "No resources found in kube-public namespace\." "$kc" top pods -n kube-public
 done
+t "api-resources: NodeMetrics" "^nodes +metrics\.k8s\.io/v1beta1 +false +NodeMetrics *$" k api-resources --api-group=metrics.k8s.io
+t "api-resources: PodMetrics" "^pods +metrics\.k8s\.io/v1beta1 +true +PodMetrics *$" k api-resources --api-group=metrics.k8s.io
+t "get nodes.metrics.k8s.io (the Table)" "^$NODE +1 +2Gi +[0-9.]+m?s *$" k get nodes.metrics.k8s.io "$NODE"
 t "metrics scrapes carry the kubelet client certificate" "^/metrics/resource - kube-apiserver-kubelet-client method=GET$" \
     lastreq /metrics/resource
 api DELETE "/api/v1/nodes/$TOPDEAD" >/dev/null
