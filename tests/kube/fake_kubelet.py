@@ -27,7 +27,17 @@ POST /portForward/NS/POD (SPDY/3.1, portforward.k8s.io)
   data stream is relayed to 127.0.0.1:PORT (the pod is on this host); a failed connect writes
   the kubelet's message on the error stream.
 
-GET /metrics/resource, /healthz, /stats/summary and anything under /fakeproxy/ (nodes/proxy tests)
+GET /metrics/resource
+  The kubelet's resource metrics in Prometheus text: node_cpu_usage_seconds_total,
+  node_memory_working_set_bytes, container_cpu_usage_seconds_total,
+  container_memory_working_set_bytes, container_start_time_seconds {container, namespace, pod},
+  scrape_error, each sample stamped with the time of the scrape in ms. The figures are .usage
+  (default: the node uses 0.25 cores and 1 MiB, no containers), or --usage-file's JSON read at
+  each scrape; CPU counters grow at the given rate from the kubelet's start, so two scrapes give
+  back that rate (see resource_metrics). .metrics_text, when set, is served instead, as it is,
+  with the status .metrics_status (default 200).
+
+GET /healthz, /stats/summary and anything under /fakeproxy/ (nodes/proxy tests)
   Fixed bodies; /fakeproxy/... echoes the request line.
 
 A pod named missing* answers 404 text (like a kubelet without that pod); a pod named
@@ -37,9 +47,10 @@ requestLine, headers (as received: [name, value]), clientCN, protocol (the one n
 SPDY stream's headers as {"event": "stream", "headers": {...}}, each message on a resize stream as
 {"event": "resize", "data": ...}. Under tty=1 a ^D ends cat's input.
 
-As a module:  k = FakeKubelet(cert, key, ca); k.port; k.requests; k.active (sessions running); k.stop()
+As a module:  k = FakeKubelet(cert, key, ca); k.port; k.requests; k.active (sessions running); k.usage;
+              k.metrics_text; k.metrics_status; k.stop()
 As a program: fake_kubelet.py --cert C --key K --ca CA [--listen 127.0.0.1:0] [--port-file F]
-              [--requests-file F]  (appends one JSON line per request)
+              [--requests-file F]  (appends one JSON line per request) [--usage-file F]
 """
 import argparse
 import base64
@@ -84,14 +95,43 @@ assert len(SPDY_DICT) == 1423
 WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 SPDY_EXEC_PROTOCOLS = ["v4.channel.k8s.io", "v3.channel.k8s.io", "v2.channel.k8s.io", "channel.k8s.io"]
 WS_EXEC_PROTOCOLS = ["v5.channel.k8s.io", "v4.channel.k8s.io"]
-METRICS = ("# HELP node_cpu_usage_seconds_total [STABLE] Cumulative cpu time consumed by the node in core-seconds\n"
-           "# TYPE node_cpu_usage_seconds_total counter\nnode_cpu_usage_seconds_total 12.5 1700000000000\n"
-           "# HELP node_memory_working_set_bytes [STABLE] Current working set of the node in bytes\n"
-           "# TYPE node_memory_working_set_bytes gauge\nnode_memory_working_set_bytes 1.048576e+06 1700000000000\n"
-           "# HELP scrape_error [STABLE] 1 if there was an error while getting container metrics, 0 otherwise\n"
-           "# TYPE scrape_error gauge\nscrape_error 0\n")
+DEFAULT_USAGE = {"node": {"cpu": 0.25, "memory": 1 << 20}, "containers": []}
 STDIN, STDOUT, STDERR, ERROR, RESIZE = 0, 1, 2, 3, 4
 CHANNELS = {"stdin": STDIN, "stdout": STDOUT, "stderr": STDERR, "error": ERROR, "resize": RESIZE}
+
+
+def resource_metrics(usage, now_ms, t0_ms):
+    """The kubelet's /metrics/resource (Prometheus text format 0.0.4) for usage: {"node": {"cpu":
+    cores, "memory": bytes}, "containers": [{"namespace", "pod", "container", "cpu", "memory",
+    "start" (unix seconds, default t0)}]}. The CPU counters grow at the given rate since t0_ms
+    (cpu * elapsed seconds), so two scrapes give back that rate; every sample is stamped now_ms."""
+    el = (now_ms - t0_ms) / 1000.0
+    node = usage.get("node")
+    cs = usage.get("containers") or []
+
+    def lab(c):
+        return '{container="%s",namespace="%s",pod="%s"}' % (c["container"], c["namespace"], c["pod"])
+    out = []
+    for name, typ, what, val in (
+            ("container_cpu_usage_seconds_total", "counter", "Cumulative cpu time consumed by the container in core-seconds",
+             lambda c: c["cpu"] * el),
+            ("container_memory_working_set_bytes", "gauge", "Current working set of the container in bytes",
+             lambda c: c["memory"]),
+            ("container_start_time_seconds", "gauge", "Start time of the container since unix epoch in seconds",
+             lambda c: c.get("start", t0_ms / 1000.0))):
+        if cs:
+            out.append("# HELP %s [STABLE] %s\n# TYPE %s %s\n" % (name, what, name, typ))
+            out += ["%s%s %r %d\n" % (name, lab(c), float(val(c)), now_ms) for c in cs]
+    if node:
+        out.append("# HELP node_cpu_usage_seconds_total [STABLE] Cumulative cpu time consumed by the node in core-seconds\n"
+                   "# TYPE node_cpu_usage_seconds_total counter\n"
+                   "node_cpu_usage_seconds_total %r %d\n" % (float(node["cpu"] * el), now_ms))
+        out.append("# HELP node_memory_working_set_bytes [STABLE] Current working set of the node in bytes\n"
+                   "# TYPE node_memory_working_set_bytes gauge\n"
+                   "node_memory_working_set_bytes %r %d\n" % (float(node["memory"]), now_ms))
+    out.append("# HELP scrape_error [STABLE] 1 if there was an error while getting container metrics, 0 otherwise\n"
+               "# TYPE scrape_error gauge\nscrape_error 0\n")
+    return "".join(out)
 
 
 def status_for(code, error=None):
@@ -494,7 +534,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if len(parts) == 4 and parts[1] == "portForward":
             return self.stream("portforward", parts[2], parts[3], "", dict(q, pod=parts[3]))
         if method == "GET" and u.path == "/metrics/resource":
-            return self.reply(200, METRICS.encode(), "text/plain; version=0.0.4")
+            return self.reply(fk.metrics_status, fk.metrics_body(), "text/plain; version=0.0.4")
         if method == "GET" and u.path == "/healthz":
             return self.reply(200, b"ok", "text/plain; charset=utf-8")
         if method == "GET" and u.path == "/stats/summary":
@@ -626,8 +666,14 @@ class _Server(http.server.ThreadingHTTPServer):
 
 
 class FakeKubelet(object):
-    def __init__(self, cert, key, ca, host="127.0.0.1", port=0, lines=5, follow_max=50, requests_file=None):
+    def __init__(self, cert, key, ca, host="127.0.0.1", port=0, lines=5, follow_max=50, requests_file=None,
+                 usage_file=None):
         self.requests = []
+        self.usage = dict(DEFAULT_USAGE)   # what /metrics/resource reports (resource_metrics)
+        self.metrics_text = None           # when set: /metrics/resource answers these bytes as they are
+        self.metrics_status = 200          # the HTTP status /metrics/resource answers with
+        self.usage_file = usage_file       # when set: usage is read from this JSON file at each scrape
+        self.t0_ms = int(time.time() * 1000)
         self.active = 0              # upgraded sessions now running
         self.lines, self.follow_max, self.stopped = lines, follow_max, False
         self.requests_file = requests_file
@@ -642,6 +688,18 @@ class FakeKubelet(object):
         self.port = self.srv.server_address[1]
         self.thread = threading.Thread(target=self.srv.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
         self.thread.start()
+
+    def metrics_body(self):
+        if self.metrics_text is not None:
+            return self.metrics_text
+        usage = self.usage
+        if self.usage_file:
+            try:
+                with open(self.usage_file) as f:
+                    usage = json.load(f)
+            except (OSError, ValueError):
+                pass
+        return resource_metrics(usage, int(time.time() * 1000), self.t0_ms).encode()
 
     def record(self, rec):
         with self.lock:
@@ -674,9 +732,11 @@ def main():
     ap.add_argument("--lines", type=int, default=5)
     ap.add_argument("--port-file")
     ap.add_argument("--requests-file")
+    ap.add_argument("--usage-file", help="JSON usage for /metrics/resource, read at each scrape (resource_metrics)")
     a = ap.parse_args()
     host, _, port = a.listen.rpartition(":")
-    k = FakeKubelet(a.cert, a.key, a.ca, host or "127.0.0.1", int(port), a.lines, requests_file=a.requests_file)
+    k = FakeKubelet(a.cert, a.key, a.ca, host or "127.0.0.1", int(port), a.lines, requests_file=a.requests_file,
+                    usage_file=a.usage_file)
     if a.port_file:
         with open(a.port_file + ".tmp", "w") as f:
             f.write("%d\n" % k.port)

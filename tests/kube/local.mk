@@ -13,6 +13,7 @@ EXTRA_DIST += \
 	tests/kube/kubetest/handler.py \
 	tests/kube/kubetest/kubelet.py \
 	tests/kube/kubetest/main.py \
+	tests/kube/kubetest/metrics.py \
 	tests/kube/kubetest/node_lifecycle.py \
 	tests/kube/kubetest/objects.py \
 	tests/kube/kubetest/patch.py \
@@ -35,4 +36,5 @@ EXTRA_DIST += \
 	tests/kube/test_kube_api.py \
 	tests/kube/test_api_races.py \
 	tests/kube/test_kubectl.sh \
-	tests/kube/kubectl_streams.sh
+	tests/kube/kubectl_streams.sh \
+	tests/kube/kubectl_top.sh

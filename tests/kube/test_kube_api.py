@@ -405,6 +405,38 @@ class TestDiscovery(Base):
         v = API.get("/version").json
         self.assertTrue(v["gitVersion"].startswith("v1."))
 
+    def test_metrics_group(self):
+        """metrics.k8s.io/v1beta1 as metrics-server registers it (skipped on a real server without it)."""
+        groups = {g["name"]: g for g in API.get("/apis").json["groups"]}
+        if "metrics.k8s.io" not in groups and not has_controls():
+            self.skipTest("this server has no metrics API (no metrics-server)")
+        self.assertEqual(groups["metrics.k8s.io"]["preferredVersion"],
+                         {"groupVersion": "metrics.k8s.io/v1beta1", "version": "v1beta1"})
+        self.assertEqual(API.get("/apis/metrics.k8s.io").json["versions"][0]["version"], "v1beta1")
+        r = API.get("/apis/metrics.k8s.io/v1beta1").json
+        self.assertEqual((r["kind"], r["groupVersion"]), ("APIResourceList", "metrics.k8s.io/v1beta1"))
+        res = {x["name"]: x for x in r["resources"]}
+        self.assertEqual(set(res), {"nodes", "pods"})
+        self.assertEqual((res["nodes"]["kind"], res["nodes"]["namespaced"], sorted(res["nodes"]["verbs"])),
+                         ("NodeMetrics", False, ["get", "list"]))
+        self.assertEqual((res["pods"]["kind"], res["pods"]["namespaced"], sorted(res["pods"]["verbs"])),
+                         ("PodMetrics", True, ["get", "list"]))
+        # what kubectl 1.28 and 1.32 ask for first: aggregated discovery, or the legacy list it falls back to
+        r = API.get("/apis", headers={"Accept": "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
+                                                "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,"
+                                                "application/json"})
+        self.assertEqual(r.status, 200, r.text[:300])
+        if r.json["kind"] == "APIGroupDiscoveryList":
+            g = next(i for i in r.json["items"] if i["metadata"]["name"] == "metrics.k8s.io")
+            v = next(v for v in g["versions"] if v["version"] == "v1beta1")
+            self.assertEqual({x["resource"]: (x["responseKind"]["kind"], x["scope"]) for x in v["resources"]},
+                             {"nodes": ("NodeMetrics", "Cluster"), "pods": ("PodMetrics", "Namespaced")})
+        else:
+            self.assertEqual(r.json["kind"], "APIGroupList")
+            self.assertTrue(r.headers["Content-Type"].startswith("application/json"), r.headers["Content-Type"])
+            self.assertNotIn("apidiscovery", r.headers["Content-Type"])
+            self.assertIn("metrics.k8s.io", [g["name"] for g in r.json["groups"]])
+
 
 class TestNodes(Base):
     def test_create_defaults(self):
@@ -1201,6 +1233,238 @@ class TestStreamProxy(WithFakeKubelet):
             self.assertEqual(r.json["message"], "address not allowed")
         finally:
             control("controllers", {"nodeProxyGlobalOnly": False})
+
+
+class TestMetricsApi(WithFakeKubelet):
+    """metrics.k8s.io/v1beta1 as metrics-server serves it, computed by the double from two scrapes
+    of each Ready node's kubelet /metrics/resource (tests/kube/fake_kubelet.py here). The figures
+    need the double (a real API server's metrics-server cannot reach the fake kubelet); the
+    discovery test (TestDiscovery.test_metrics_group) runs against any server that has the group."""
+
+    M = "/apis/metrics.k8s.io/v1beta1"
+
+    @classmethod
+    def setUpClass(cls):
+        WithFakeKubelet.setUpClass.__func__(cls)
+        cls.extra = []                # more fake kubelets, stopped at the end
+
+    @classmethod
+    def tearDownClass(cls):
+        for k in getattr(cls, "extra", []):
+            k.stop()
+        WithFakeKubelet.tearDownClass.__func__(cls)
+
+    def setUp(self):
+        if not has_controls():
+            self.skipTest("the figures come from a fake kubelet on a loopback address, which only the double scrapes")
+        self.sel = rname("top")       # label on this test's nodes: its lists scrape only these
+
+    def kubelet(self, usage=None, text=None):
+        import fake_kubelet
+        sj = CFG["sj"]
+        k = fake_kubelet.FakeKubelet(sj["kubeletServingCert"], sj["kubeletServingKey"], sj["ca"])
+        type(self).extra.append(k)
+        if usage is not None:
+            k.usage = usage
+        k.metrics_text = text
+        return k
+
+    def node(self, port, ready=True, labels=None):
+        return self.mknode(port=port, ready=ready, labels=dict(labels or {}, top=self.sel))["metadata"]["name"]
+
+    def node_metrics(self, extra_sel=""):
+        r = API.get(self.M + "/nodes?labelSelector=" + urllib.parse.quote("top=" + self.sel + extra_sel))
+        self.assertEqual(r.status, 200, r.text)
+        self.assertEqual((r.json["kind"], r.json["apiVersion"]), ("NodeMetricsList", "metrics.k8s.io/v1beta1"))
+        return {m["metadata"]["name"]: m for m in r.json["items"]}
+
+    def wait_node(self, name, extra_sel=""):
+        return wait_for(lambda: self.node_metrics(extra_sel).get(name), msg="metrics of node " + name)
+
+    def scrapes(self, k):
+        return [r for r in k.requests if r["path"] == "/metrics/resource"]
+
+    def after_next_scrape(self, k):
+        """The node metrics of the first list answered after kubelet k's next scrape."""
+        n = len(self.scrapes(k))
+        return wait_for(lambda: (lambda got: [got] if len(self.scrapes(k)) > n else None)(self.node_metrics()),
+                        msg="a scrape")[0]
+
+    def test_node_figures(self):
+        """A node's usage from its kubelet: the first scrape alone gives nothing (no rate yet),
+        then CPU in nanocores as a rate, memory in bytes (Ki/Mi canonical form), labels, window,
+        get by name, the table, label selectors."""
+        k = self.kubelet({"node": {"cpu": 0.5, "memory": 256 << 20}})
+        name = self.node(k.port, labels={"role": "a"})
+        self.assertEqual(self.node_metrics(), {})
+        self.assertEqual(len(self.scrapes(k)), 1)
+        m = self.wait_node(name)
+        self.assertGreaterEqual(len(self.scrapes(k)), 2)
+        self.assertEqual(self.scrapes(k)[-1]["clientCN"], "kube-apiserver-kubelet-client")
+        self.assertEqual(m["usage"], {"cpu": "500m", "memory": "256Mi"})
+        self.assertEqual((m["kind"], m["apiVersion"]), ("NodeMetrics", "metrics.k8s.io/v1beta1"))
+        self.assertEqual(m["metadata"]["name"], name)
+        self.assertEqual(m["metadata"]["labels"], {"role": "a", "top": self.sel})
+        self.assertRegex(m["timestamp"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+        self.assertRegex(m["window"], r"^(\d+(\.\d+)?s|\d+ms|\d+m\d+(\.\d+)?s)$")
+        g = API.get(self.M + "/nodes/" + name)
+        self.assertEqual(g.status, 200, g.text)
+        self.assertEqual((g.json["kind"], g.json["usage"]), ("NodeMetrics", {"cpu": "500m", "memory": "256Mi"}))
+        t = API.get(self.M + "/nodes/" + name, headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}).json
+        self.assertEqual([c["name"] for c in t["columnDefinitions"]], ["Name", "CPU", "Memory", "Window"])
+        self.assertEqual(t["rows"][0]["cells"][:3], [name, "500m", "256Mi"])
+        # label selectors pick the nodes (and only those are scraped)
+        other = self.node(self.kubelet({"node": {"cpu": 2, "memory": 1 << 30}}).port, labels={"role": "b"})
+        self.wait_node(other)
+        self.assertEqual(set(self.node_metrics(",role=a")), {name})
+        self.assertEqual(set(self.node_metrics(",role!=a")), {other})
+        self.assertEqual(self.node_metrics()[other]["usage"], {"cpu": "2", "memory": "1Gi"})
+        r = API.get(self.M + "/nodes/" + rname("ghost"))
+        self.assertStatus(r, 404, "NotFound")
+        self.assertRegex(r.json["message"], r'^nodemetrics\.metrics\.k8s\.io "ghost-\w+" not found$')
+
+    def test_rate_from_two_scrapes(self):
+        """usage = delta of the cumulative CPU seconds over delta of the kubelet's timestamps,
+        window = that delta, timestamp = the later sample's; a counter that goes down (a reset)
+        gives no figure until the next pair."""
+        t0 = 1700000000000
+        body = ("# TYPE node_cpu_usage_seconds_total counter\nnode_cpu_usage_seconds_total %s %d\n"
+                "node_memory_working_set_bytes %s %d\n")
+        k = self.kubelet(text=(body % ("10", t0, "1536", t0)).encode())
+        name = self.node(k.port)
+        self.assertEqual(self.node_metrics(), {})
+        k.metrics_text = (body % ("13.5", t0 + 4000, "1.048576e+06", t0 + 4000)).encode()
+        m = self.wait_node(name)
+        self.assertEqual(m["usage"], {"cpu": "875m", "memory": "1Mi"})
+        self.assertEqual(m["window"], "4s")
+        self.assertEqual(m["timestamp"], "2023-11-14T22:13:24Z")
+        k.metrics_text = (body % ("1", t0 + 5000, "1536", t0 + 5000)).encode()
+        self.assertNotIn(name, self.after_next_scrape(k))
+        k.metrics_text = (body % ("1.25", t0 + 5500, "1536", t0 + 5500)).encode()
+        m = self.wait_node(name)
+        self.assertEqual((m["usage"], m["window"]), ({"cpu": "500m", "memory": "1536"}, "500ms"))
+
+    def test_pod_figures(self):
+        """PodMetrics per container (names sorted), namespaced; label and field selectors; get by
+        name; a pod the kubelet reports that the API does not know is left out, and so is a pod
+        with no figures (404 on a get) and one with a container that just restarted."""
+        ns = self.ns
+        k = self.kubelet({"node": {"cpu": 1, "memory": 1 << 30}, "containers": [
+            {"namespace": ns, "pod": "tp1", "container": "main", "cpu": 0.25, "memory": 64 << 20},
+            {"namespace": ns, "pod": "tp1", "container": "aside", "cpu": 0.001, "memory": 1000},
+            {"namespace": ns, "pod": "tp2", "container": "main", "cpu": 1.5, "memory": 3 << 10},
+            {"namespace": ns, "pod": "unknown", "container": "main", "cpu": 1, "memory": 1}]})
+        node = self.node(k.port)
+        two = [{"name": "main", "image": "x:1"}, {"name": "aside", "image": "x:1"}]
+        for name, labels, cs in (("tp1", {"app": "top"}, two), ("tp2", {"app": "other"}, None), ("tp3", {}, None)):
+            self.assertEqual(API.post(self.pods(), pod_body(name, node=node, labels=labels, containers=cs)).status, 201)
+
+        def pods(q=""):
+            r = API.get(self.M + "/namespaces/%s/pods%s" % (ns, q))
+            self.assertEqual(r.status, 200, r.text)
+            self.assertEqual(r.json["kind"], "PodMetricsList")
+            return {m["metadata"]["name"]: m for m in r.json["items"]}
+        got = wait_for(lambda: pods().get("tp2") and pods(), msg="pod metrics")
+        self.assertEqual(set(got), {"tp1", "tp2"})
+        p1 = got["tp1"]
+        self.assertEqual((p1["kind"], p1["apiVersion"]), ("PodMetrics", "metrics.k8s.io/v1beta1"))
+        self.assertEqual((p1["metadata"]["namespace"], p1["metadata"]["labels"]), (ns, {"app": "top"}))
+        self.assertEqual(p1["containers"], [{"name": "aside", "usage": {"cpu": "1m", "memory": "1000"}},
+                                            {"name": "main", "usage": {"cpu": "250m", "memory": "64Mi"}}])
+        self.assertEqual(got["tp2"]["containers"], [{"name": "main", "usage": {"cpu": "1500m", "memory": "3Ki"}}])
+        self.assertRegex(p1["window"], r"^(\d+(\.\d+)?s|\d+ms)$")
+        self.assertEqual(set(pods("?labelSelector=app%3Dtop")), {"tp1"})
+        self.assertEqual(set(pods("?fieldSelector=metadata.name%3Dtp2")), {"tp2"})
+        r = API.get(self.M + "/namespaces/%s/pods/tp1" % ns)
+        self.assertEqual((r.status, r.json["containers"]), (200, p1["containers"]))
+        r = API.get(self.M + "/namespaces/%s/pods/tp3" % ns)
+        self.assertStatus(r, 404, "NotFound")
+        self.assertEqual(r.json["message"], 'podmetrics.metrics.k8s.io "%s/tp3" not found' % ns)
+        t = API.get(self.M + "/namespaces/%s/pods?labelSelector=app%%3Dtop" % ns,
+                    headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}).json
+        self.assertEqual(t["rows"][0]["cells"][:3], ["tp1", "251m", "67109864"])
+        self.assertEqual(set(m["metadata"]["name"] for m in API.get(self.M + "/pods").json["items"]) & {"tp1", "unknown"},
+                         {"tp1"})
+        # a container that restarted (its start time changed) has no rate across the restart, and a
+        # pod is shown whole or not at all: tp1 is left out until the next pair of scrapes
+        usage = json.loads(json.dumps(k.usage))
+        next(c for c in usage["containers"] if c["container"] == "aside")["start"] = time.time()
+        n = len(self.scrapes(k))
+        k.usage = usage
+        got = wait_for(lambda: (lambda g: [g] if len(self.scrapes(k)) > n else None)(pods()), msg="a scrape")[0]
+        self.assertEqual(set(got), {"tp2"})
+        self.assertEqual(len(wait_for(lambda: pods().get("tp1"), msg="tp1 back")["containers"]), 2)
+
+    def test_unreachable_and_not_ready_left_out(self):
+        """A node whose kubelet cannot be reached, or that is not Ready, has no metrics (it is
+        left out of the list and a get is 404); the others are served as before."""
+        good = self.node(self.fk.port)
+        dead = self.node(1)
+        idle = self.kubelet()
+        notready = self.node(idle.port, ready=False)
+        self.wait_node(good)
+        got = self.node_metrics()
+        self.assertNotIn(dead, got)
+        self.assertNotIn(notready, got)
+        self.assertStatus(API.get(self.M + "/nodes/" + dead), 404, "NotFound")
+        self.assertEqual(self.scrapes(idle), [])
+
+    def test_silent_kubelet(self):
+        """A kubelet that accepts the connection and never answers the TLS handshake is given up
+        on after the scrape timeout: that node is left out, the others are in the same answer."""
+        good = self.node(self.fk.port)
+        self.wait_node(good)
+        silent = socket.socket()
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        self.addCleanup(silent.close)
+        hung = self.node(silent.getsockname()[1])
+        t0 = time.time()
+        got = self.node_metrics()
+        self.assertIn(good, got)
+        self.assertNotIn(hung, got)
+        self.assertLess(time.time() - t0, 30)
+        self.assertEqual(API.get("/healthz").status, 200)
+
+    def test_bad_kubelet_answers(self):
+        """Malformed Prometheus text (a bad sample, value, label set, a label value that is not
+        UTF-8, a line that is no sample) and a kubelet answering 500 leave
+        that node out; the server and the other nodes are unaffected, and the node is back once
+        its kubelet answers well again."""
+        good = self.node(self.fk.port)
+        bad = self.kubelet()
+        name = self.node(bad.port)
+        self.wait_node(name)
+        for line in (b"node_cpu_usage_seconds_total{{{ 1 2 3", b"node_cpu_usage_seconds_total one",
+                     b'container_cpu_usage_seconds_total{pod="x} 1',
+                     b'container_cpu_usage_seconds_total{container="\xff",namespace="a",pod="b"} 1', b"not a sample at all"):
+            bad.metrics_text = None
+            self.wait_node(name)            # two good samples before each bad answer
+            t = int(time.time() * 1000) + 1000
+            # good samples, later and higher than those, and the one bad line
+            text = ("node_cpu_usage_seconds_total 1e6 %d\nnode_memory_working_set_bytes 1 %d\n" % (t, t)).encode() + line + b"\n"
+            bad.metrics_text = text
+            got = self.after_next_scrape(bad)
+            self.assertNotIn(name, got, text)
+            self.assertIn(good, got)
+            self.assertEqual(API.get("/healthz").status, 200)
+        bad.metrics_text = None
+        self.wait_node(name)
+        bad.metrics_status = 500
+        self.assertNotIn(name, self.after_next_scrape(bad))
+        bad.metrics_status = 200
+        self.wait_node(name)
+
+    def test_verbs(self):
+        """get and list only: no watch, no writes."""
+        self.assertStatus(API.get(self.M + "/nodes?watch=true"), 405, "MethodNotAllowed")
+        self.assertStatus(API.post(self.M + "/namespaces/%s/pods" % self.ns, {"metadata": {"name": "x"}}), 405,
+                          "MethodNotAllowed")
+        self.assertStatus(API.delete(self.M + "/nodes/x"), 405, "MethodNotAllowed")
+        if CFG["noright"]:
+            r = API.get(self.M + "/nodes", token=CFG["noright"])
+            self.assertStatus(r, 403, "Forbidden")
+            self.assertIn('cannot list resource "nodes" in API group "metrics.k8s.io"', r.json["message"])
 
 
 class TestControls(Base):

@@ -2,7 +2,7 @@
 # Real kubectl against the Kubernetes API test double (or any server whose state dir layout matches).
 # Usage: KUBE_STATE_DIR=DIR test_kubectl.sh     (DIR from kube_test_server.py --state-dir)
 # Optional: KUBECTL (default: kubectl on PATH), KUBE_TEST_SUMMARY (file for "passed failed skipped"),
-# KUBECTL_128 / KUBECTL_132 (the 1.28 and 1.32 clients for the exec, attach and port-forward
+# KUBECTL_128 / KUBECTL_132 (the 1.28 and 1.32 clients for the exec, attach, port-forward and top
 # checks; default: kubectl.1.28 / kubectl.1.32 beside the kubectl dispatcher, whose pick follows
 # the server's /version: 1.28 here, which speaks SPDY only, while 1.32 tries WebSocket first).
 # Prints one "ok - ..." / "FAIL - ..." line per check and "kubectl: N passed, N failed" at the end.
@@ -67,7 +67,7 @@ EOF
 
 # --- a fake kubelet for kubectl logs, exec, attach, port-forward and nodes/proxy
 "$PY" "$HERE/fake_kubelet.py" --cert "$SD/kubelet-serving.crt" --key "$SD/kubelet-serving.key" --ca "$SD/ca.crt" \
-    --port-file "$WORK/fk.port" --requests-file "$WORK/fk.req" 2>/dev/null &
+    --port-file "$WORK/fk.port" --requests-file "$WORK/fk.req" --usage-file "$WORK/usage.json" 2>/dev/null &
 FK_PID=$!
 # Waits poll a condition with a generous deadline (60 s): a loaded machine
 # starts Python and kubectl slowly.
@@ -149,6 +149,7 @@ kill "$FOLLOW_PID" 2>/dev/null; wait "$FOLLOW_PID" 2>/dev/null
 t "logs -f" "^follow line 2$" cat "$WORK/follow.out"
 t "logs -c wrong" "container nope is not valid for pod kp1" k logs kp1 -n "$NS" -c nope
 . "$HERE/kubectl_streams.sh"
+. "$HERE/kubectl_top.sh"
 t "cordon" "node/$NODE cordoned" k cordon "$NODE"
 t "get nodes cordoned" "^$NODE +Ready,SchedulingDisabled " k get nodes
 t "uncordon" "node/$NODE uncordoned" k uncordon "$NODE"

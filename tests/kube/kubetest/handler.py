@@ -17,16 +17,17 @@ from .auth import forbidden
 from .controls import TestControls
 from .discovery import api_group, api_resource_list, openapi_v2_pb
 from .errors import ApiError
+from .metrics import MetricsHandler
 from .pod_log import PodLogHandler
 from .resource_handler import ResourceHandler
-from .resources import GROUPS, RESOURCES
+from .resources import GROUPS, METRICS_GROUP, RESOURCES
 from .server import path_template
 from .streaming import StreamingHandler
 from .util import K8S_VERSION, log
 from .watch import WatchHandler
 
 
-class Handler(ResourceHandler, WatchHandler, PodLogHandler, StreamingHandler, TestControls,
+class Handler(ResourceHandler, WatchHandler, PodLogHandler, StreamingHandler, MetricsHandler, TestControls,
               http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "kube-test-double"
@@ -265,4 +266,7 @@ class Handler(ResourceHandler, WatchHandler, PodLogHandler, StreamingHandler, Te
             raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
         if not srv.api.auth.allowed(self.user, self.groups, verb, group, res.plural, sub, ns):
             raise forbidden(self.user, verb, res, sub, name, ns)
+        if res.group == METRICS_GROUP:
+            self.metrics(method, verb, res, ns, name, q)
+            return
         self.resource(method, verb, res, ns, name, sub, q, body)

@@ -13,6 +13,7 @@ import uuid
 from .api import Api
 from .handler import Handler
 from .node_lifecycle import NodeLifecycle
+from .metrics import Metrics
 from .scheduler import Scheduler
 from .server import Server
 from .store import ABORT
@@ -99,6 +100,7 @@ def main():
     srv.kubelet_ctx, srv.kubelet_ctx_insecure = kubelet_client_contexts(d, opts.kubelet_ca)
     if opts.kubelet_insecure:
         log("WARNING: --kubelet-insecure: kubelet serving certificates are not verified")
+    srv.metrics = Metrics(srv)
     srv.scheduler = Scheduler(api, opts)
     srv.nlc = NodeLifecycle(api, opts)
     srv.scheduler.start()

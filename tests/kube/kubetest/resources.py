@@ -8,16 +8,17 @@ import re
 class Res(object):
     def __init__(self, plural, kind, group="", version="v1", namespaced=True, short=(), subs=(),
                  verbs=("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"),
-                 fields=(), has_status=False, singular=None, view_of=None):
+                 fields=(), has_status=False, singular=None, view_of=None, stored=True):
         self.plural, self.kind, self.group, self.version = plural, kind, group, version
         self.namespaced, self.short, self.subs, self.verbs = namespaced, list(short), list(subs), list(verbs)
         self.fields = set(["metadata.name", "metadata.namespace"]) | set(fields)
         self.has_status = has_status
-        self.singular = singular or kind.lower()
+        self.singular = kind.lower() if singular is None else singular
         self.view_of = view_of              # events.k8s.io view: store key of the backing resource
-        self.key = view_of or plural        # store key
+        self.stored = stored                # False: computed per request (metrics.k8s.io), not in the store
         self.api_version = (group + "/" + version) if group else version
         self.qual = plural + ("." + group if group else "")
+        self.key = view_of or (plural if stored else self.api_version + "/" + plural)  # store key
 
 
 POD_FIELDS = ["spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
@@ -30,6 +31,9 @@ EVENT_FIELDS = ["involvedObject.kind", "involvedObject.namespace", "involvedObje
 
 
 RESOURCES = {}
+
+
+METRICS_GROUP = "metrics.k8s.io"
 
 
 for _r in [
@@ -46,14 +50,20 @@ for _r in [
     Res("events", "Event", group="events.k8s.io", short=["ev"], verbs=("get", "list", "watch"),
         view_of="events", fields=["regarding.kind", "regarding.namespace", "regarding.name", "regarding.uid",
                                   "reason", "type", "reportingController"]),
+    # The aggregated API metrics-server serves (kubetest/metrics.py computes it from kubelet scrapes).
+    Res("nodes", "NodeMetrics", group=METRICS_GROUP, version="v1beta1", namespaced=False, verbs=("get", "list"),
+        singular="", stored=False),
+    Res("pods", "PodMetrics", group=METRICS_GROUP, version="v1beta1", verbs=("get", "list"), singular="",
+        stored=False),
 ]:
     RESOURCES[(_r.group, _r.plural)] = _r
 
 
-STORE_RES = {r.key: r for r in RESOURCES.values() if not r.view_of}
+STORE_RES = {r.key: r for r in RESOURCES.values() if not r.view_of and r.stored}
 
 
-GROUPS = collections.OrderedDict([("", ["v1"]), ("coordination.k8s.io", ["v1"]), ("events.k8s.io", ["v1"])])
+GROUPS = collections.OrderedDict([("", ["v1"]), ("coordination.k8s.io", ["v1"]), ("events.k8s.io", ["v1"]),
+                                      (METRICS_GROUP, ["v1beta1"])])
 
 
 SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
