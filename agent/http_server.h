@@ -17,6 +17,10 @@
 // answers). Plain mode: for tests and for a localhost-only /metrics.
 #pragma once
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include <sys/types.h>
 
 #include <atomic>
@@ -70,11 +74,28 @@ class HttpStream {
 // when it is done, once, from any thread: the server then closes the
 // connection. A server stop closes every upgraded connection still open
 // (fd then reads EOF and close() does nothing more).
+//
+// With TLS, libmicrohttpd's relay does not pass the client's close on to fd
+// (the holder would wait for ever on a client that went away): tcp_fd is
+// the client's TCP socket itself, to be asked about only through
+// client_closed() (never read, written or closed: the server's thread
+// owns it) until close() is called.
 struct HttpUpgrade {
     int fd = -1;
+    int tcp_fd = -1;
     std::string early;
     std::function<void()> close;
 };
+
+// Whether the client of an upgraded connection closed its side or the
+// connection is gone (its TCP state is past ESTABLISHED), from tcp_fd.
+inline bool client_closed(int tcp_fd) {
+    if (tcp_fd < 0) return true;
+    tcp_info info{};
+    socklen_t len = sizeof info;
+    if (getsockopt(tcp_fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return true;
+    return info.tcpi_state != TCP_ESTABLISHED;
+}
 
 struct HttpResponse {
     int status = 200;

@@ -106,10 +106,8 @@ class StreamSessions::Session {
             return close_all();
         }
         last_activity_ = uv_now(owner_.loop_);
-        uint64_t every = std::min<uint64_t>(owner_.limits_.idle_timeout_ms, 60000);
-        every = std::min<uint64_t>(every, owner_.limits_.creation_timeout_ms);
         timer_.start(
-            every, [this] { tick(); }, every);
+            kTickMs, [this] { tick(); }, kTickMs);
         if (client_.read_start([this](ssize_t n, const char *d) { on_client(n, d); }) != 0)
             return close_all();
         std::string early = std::move(conn_.early);
@@ -126,6 +124,7 @@ class StreamSessions::Session {
         timer_.close();
         if (conn_.close) conn_.close();
         conn_.close = nullptr;
+        LOG_VERBOSE("%s session %s closed", prefix_.c_str(), id_.substr(0, 8).c_str());
         owner_.ended();
     }
 
@@ -216,16 +215,18 @@ class StreamSessions::Session {
 
     virtual unsigned ws_channels() const { return ws::kExecChannels; }
 
-    // No more bytes to the client after what is queued: shut the write side
-    // down once it went out, then wait for the client's close (a kubelet's
-    // closed connection reads as the end on the client) at most linger_ms.
+    // No more bytes to the client after what is queued: the client closes
+    // once it read them (kubectl does after the status or the GOAWAY), and
+    // so the connection ends; a client that does not is cut off after
+    // linger_ms. Not shutdown(): with TLS the server's relay stops
+    // reporting the client's close after it (and what it holds could be
+    // cut), so the client's end is what tells that everything arrived.
     void end_after_writes() {
         if (closed_ || ending_) return;
         ending_ = true;
         close_upstreams();
         resume_client();  // its close is what we wait for now
-        client_.shutdown([](int) {});
-        timer_.start(owner_.limits_.linger_ms, [this] { close_all(); });
+        ending_ms_ = uv_now(owner_.loop_);
     }
 
     void send_spdy(const spdy::Frame &f) {
@@ -252,18 +253,33 @@ class StreamSessions::Session {
 
     void pause_client() {
         if (client_paused_ || ending_) return;
+        LOG_DEBUG("%s the relay is full: not reading the client", prefix_.c_str());
         client_paused_ = true;
         client_.read_stop();
     }
 
     void resume_client() {
         if (!client_paused_ || closed_) return;
+        LOG_DEBUG("%s reading the client again", prefix_.c_str());
         client_paused_ = false;
         client_.read_start([this](ssize_t n, const char *d) { on_client(n, d); });
     }
 
+    // How often a session looks at its client's connection and its
+    // deadlines: the client's close is seen within this (with TLS the
+    // server's relay does not report it: agent/http_server.h).
+    static constexpr uint64_t kTickMs = 250;
+
     void tick() {
         uint64_t now = uv_now(owner_.loop_);
+        if (client_closed(conn_.tcp_fd)) {
+            if (!ending_) LOG_VERBOSE("%s the client closed the session", prefix_.c_str());
+            return close_all();
+        }
+        if (ending_) {
+            if (now - ending_ms_ >= owner_.limits_.linger_ms) close_all();
+            return;
+        }
         if (awaiting_streams() && now - started_ms_ >= owner_.limits_.creation_timeout_ms) {
             LOG_WARN("%s the client did not open its streams within %llu ms; closing",
                      prefix_.c_str(),
@@ -296,6 +312,7 @@ class StreamSessions::Session {
     Timer timer_;
     uint64_t started_ms_;
     uint64_t last_activity_ = 0;
+    uint64_t ending_ms_ = 0;                                      // when end_after_writes came
     std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for callbacks that outlive us
     bool ending_ = false;                                         // no more writes to the client
     bool closed_ = false;                                         // everything closed
@@ -811,7 +828,7 @@ class ForwardSession : public StreamSessions::Session {
                              ": " + uv_strerror(status));
             Conn *cc = it->second.get();
             cc->connected = true;
-            if (!cc->pending.empty()) write_upstream(cc, key, std::move(cc->pending));
+            if (!cc->pending.empty()) write_upstream(cc, std::move(cc->pending));
             cc->pending.clear();
             if (cc->client_fin) cc->tcp.shutdown([](int) {});
             read_upstream(cc, key);
@@ -856,7 +873,7 @@ class ForwardSession : public StreamSessions::Session {
             if (!c->connected)
                 c->pending.append(data);
             else
-                write_upstream(c, key, std::string(data));
+                write_upstream(c, std::string(data));
             if (c->pending.size() > owner_.limits_.relay_buffer) pause_client();
         }
         if (fin && !c->client_fin) {
@@ -866,14 +883,10 @@ class ForwardSession : public StreamSessions::Session {
         }
     }
 
-    void write_upstream(Conn *c, uint64_t key, std::string bytes) {
+    void write_upstream(Conn *c, std::string bytes) {
         touch();
-        c->tcp.write(std::move(bytes), [this, key](int) {
-            auto it = conns_.find(key);
-            if (it == conns_.end()) return;
-            if (client_paused_ &&
-                it->second->tcp.write_queue_size() < owner_.limits_.relay_buffer / 2)
-                resume_client();
+        c->tcp.write(std::move(bytes), [this, alive = std::weak_ptr<bool>(alive_)](int) {
+            if (!alive.expired()) maybe_resume_client();
         });
         if (c->tcp.write_queue_size() > owner_.limits_.relay_buffer) pause_client();
     }
@@ -918,6 +931,17 @@ class ForwardSession : public StreamSessions::Session {
             request_of_.erase(r);
         }
         conns_.erase(it);
+        maybe_resume_client();  // a paused client may have waited on this one
+    }
+
+    // The client is read again once no connection holds more than half the
+    // bound (a connection that went away holds nothing).
+    void maybe_resume_client() {
+        if (!client_paused_ || closed_) return;
+        for (const auto &[k, c] : conns_)
+            if (c->tcp.write_queue_size() + c->pending.size() >= owner_.limits_.relay_buffer / 2)
+                return;
+        resume_client();
     }
 
     static constexpr size_t kMaxConnections = 128;
@@ -980,6 +1004,8 @@ void StreamSessions::take_started() {
             continue;
         }
         std::string id = new_session_id(next_++);
+        LOG_VERBOSE("[%s %s/%s] session %s opened (%zu now)", kind_name(req.kind), req.ns.c_str(),
+                    req.pod.c_str(), id.substr(0, 8).c_str(), count_.load());
         std::unique_ptr<Session> s;
         if (req.kind == StreamKind::PortForward)
             s = std::make_unique<ForwardSession>(*this, id, std::move(req), std::move(conn));

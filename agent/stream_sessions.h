@@ -11,7 +11,7 @@
 // The agent never runs anything itself and reads nothing for the pod.
 //
 // A session ends when the command exits (status, then the client's close or
-// a linger), when the client goes away (the data connection is closed: the
+// its flush), when the client goes away (the data connection is closed: the
 // shim kills the command), on a protocol error from either side, after the
 // SPDY streams did not all arrive in time, or after idle_timeout without a
 // byte either way. Bounded: max_sessions on the node, relay_buffer bytes per
@@ -65,7 +65,7 @@ using ExecCheck = std::function<Status(const StreamRequest &req)>;
 struct StreamLimits {
     uint64_t creation_timeout_ms = 30000;           // SPDY: every expected stream (the kubelet's)
     uint64_t idle_timeout_ms = 4ULL * 3600 * 1000;  // the kubelet's streaming idle timeout
-    uint64_t linger_ms = 10000;                     // after the status: the client's close
+    uint64_t linger_ms = 10000;                     // the last writes' flush at most
     size_t max_sessions = 64;                       // on this agent
     size_t relay_buffer = 1 << 20;                  // bytes queued per direction
     // port-forward: also to ports the pod does not declare (still only to a

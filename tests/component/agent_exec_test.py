@@ -5,7 +5,7 @@ kubelet endpoint (TLS), whose exec session has the real shim start the command a
 user in the pod's environment. No Slurm; any user. Prints `N passed, N failed` and leaves no
 process behind.
 """
-import os, pty, select, shutil, signal, socket, subprocess, sys, threading, time
+import base64, json, os, pty, select, shutil, signal, socket, ssl, subprocess, sys, threading, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from sktest.env import NODE, ShimEnv, suite_args  # noqa: E402
@@ -128,6 +128,127 @@ def port_forward(env, k, local, remote):
         p.kill()
         line += p.communicate(timeout=10)[1]
     return p, line
+
+
+class ExecEnv(ShimEnv):
+    """ShimEnv with short stream bounds, so that the limits are reached in a test."""
+
+    def conf_settings(self):
+        s = super().conf_settings()
+        s.update(kubelet_stream_creation_timeout="2s", kubelet_max_stream_sessions=4)
+        return s
+
+
+def kubelet_port(env):
+    _, n = env.api("GET", "/api/v1/nodes/" + NODE)
+    return n["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
+
+
+def raw_upgrade(env, path, headers):
+    """A TLS connection to the agent's kubelet endpoint with the API server's client certificate,
+    an upgrade request; returns (socket, the response head)."""
+    ctx = ssl.create_default_context(cafile=os.path.join(env.kdir, "ca.crt"))
+    ctx.check_hostname = False
+    ctx.load_cert_chain(os.path.join(env.kdir, "kubelet-client.crt"),
+                        os.path.join(env.kdir, "kubelet-client.key"))
+    s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", kubelet_port(env)),
+                                                 timeout=20 * SCALE))
+    req = "%s %s HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\n" % (
+        "GET" if "websocket" in headers.get("Upgrade", "") else "POST", path)
+    req += "".join("%s: %s\r\n" % kv for kv in headers.items()) + "\r\n"
+    s.sendall(req.encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        d = s.recv(1)
+        if not d:
+            break
+        head += d
+    return s, head.decode("latin-1")
+
+
+def closed_within(s, seconds):
+    """Reads until EOF; returns (bytes read, whether EOF came within `seconds`)."""
+    s.settimeout(seconds * SCALE)
+    out = b""
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                return out, True
+            out += d
+    except (socket.timeout, ssl.SSLError, OSError):
+        return out, False
+
+
+SPDY = {"Upgrade": "SPDY/3.1", "X-Stream-Protocol-Version": "v4.channel.k8s.io"}
+EXEC_Q = "/exec/default/box/main?command=sleep&command=30&output=1"
+
+
+def hostile(env):
+    """Peers that break the protocols: each gets its answer, the agent goes on."""
+    s, head = raw_upgrade(env, EXEC_Q, SPDY)
+    check("raw SPDY upgrade: 101 with the protocol", head.startswith("HTTP/1.1 101") and
+          "v4.channel.k8s.io" in head, head)
+    s.sendall(b"\x80\x03\x00\x01\xff\xff\xff\xff" + os.urandom(64))  # a SYN_STREAM of 16 MiB
+    out, eof = closed_within(s, 10)
+    check("garbage SPDY frames: GOAWAY(PROTOCOL_ERROR), then the connection closes",
+          eof and out[:4] == b"\x80\x03\x00\x07" and out[12:16] == b"\x00\x00\x00\x01",
+          (eof, out[:20]))
+    s.close()
+    s, head = raw_upgrade(env, EXEC_Q, SPDY)
+    t0 = time.time()
+    out, eof = closed_within(s, 20)
+    check("a client that never opens its streams is closed after kubelet_stream_creation_timeout",
+          head.startswith("HTTP/1.1 101") and eof and time.time() - t0 >= 1.5, (head[:40], eof))
+    s.close()
+    key = base64.b64encode(os.urandom(16)).decode()
+    s, head = raw_upgrade(env, EXEC_Q, {"Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+                                        "Sec-WebSocket-Key": key,
+                                        "Sec-WebSocket-Protocol": "v5.channel.k8s.io"})
+    check("raw WebSocket upgrade: 101 v5", head.startswith("HTTP/1.1 101") and
+          "v5.channel.k8s.io" in head, head)
+    s.sendall(b"\x82\x03\x00ab")  # an unmasked client frame
+    out, eof = closed_within(s, 10)
+    i = out.rfind(b"\x88")  # the Close frame: opcode, length, code, reason
+    check("an unmasked WebSocket frame: Close 1002, then the connection closes",
+          eof and i >= 0 and out[i + 2:i + 4] == b"\x03\xea", (eof, out[-40:]))
+    s.close()
+    s, head = raw_upgrade(env, EXEC_Q, {"Upgrade": "SPDY/3.1",
+                                        "X-Stream-Protocol-Version": "v9.channel.k8s.io"})
+    check("a protocol version we do not offer: 403 naming what we accept",
+          head.startswith("HTTP/1.1 403"), head[:80])
+    s.close()
+
+
+def exec_attach_as(env, uid, session):
+    """exec_attach for `session` on the agent socket as `uid` (a child that drops to it)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            if uid != os.getuid():
+                os.setgroups([])
+                os.setgid(uid)
+                os.setuid(uid)
+            c = socket.socket(socket.AF_UNIX)
+            c.connect(os.path.join(env.dir, "agent.sock"))
+            c.sendall(json.dumps({"id": 1, "op": "exec_attach", "body": {"session": session}})
+                      .encode() + b"\n")
+            c.settimeout(10)
+            os.write(w, c.recv(4096))
+        finally:
+            os._exit(0)
+    os.close(w)
+    out = b""
+    while True:
+        d = os.read(r, 4096)
+        if not d:
+            break
+        out += d
+    os.waitpid(pid, 0)
+    os.close(r)
+    return out.decode("utf-8", "replace")
 
 
 def run(env):
@@ -262,6 +383,53 @@ def run(env):
     check("exec into a container that is not running is refused",
           rc != 0 and b"not running" in err, err)
 
+    hostile(env)
+
+    # A session's data connection can only be taken by the job's user, once.
+    p = subprocess.Popen([env.kubectl_bin, "--kubeconfig", os.path.join(env.kdir, "kubeconfig"),
+                          "exec", "box", "--", "sh", "-c", "sleep 5; echo survived"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def session_id():
+        for line in open(os.path.join(d, "shim.log")):
+            if "in main: 'sh'" in line and "exec session " in line:
+                last = line.split("exec session ")[1].split()[0]
+        return last if "last" in locals() else None
+    before = [line for line in open(os.path.join(d, "shim.log"))]
+    sid = wait_for(lambda: (lambda x: x if x and not any(x in b for b in before) else None)(
+        session_id()), 20)
+    if os.getuid() == 0:
+        os.chmod(d, 0o711)  # the other user reaches the socket, as on a node
+        ans = exec_attach_as(env, 65534, sid or "x")
+        os.chmod(d, 0o700)
+        check("exec_attach of a live session from another uid is refused as unknown",
+              '"not_found"' in ans, ans)
+    ans = exec_attach_as(env, os.getuid(), sid or "x")
+    check("a second exec_attach of a session that has its connection is refused",
+          '"not_found"' in ans, ans)
+    out, err = p.communicate(timeout=60 * SCALE)
+    check("the session goes on unaffected", p.returncode == 0 and out.strip() == b"survived",
+          (p.returncode, out, err))
+
+    # The agent's session bound (4 here): the fifth is refused with 429.
+    sleepers = [subprocess.Popen([env.kubectl_bin, "--kubeconfig",
+                                  os.path.join(env.kdir, "kubeconfig"), "exec", "box", "--",
+                                  "sleep", "60"], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL) for _ in range(4)]
+
+    def four():
+        r = subprocess.run(["pgrep", "-fc", "^sleep 60$"], capture_output=True, text=True)
+        return r.stdout.strip() == "4"
+    check("four sessions run", wait_for(four, 30), "")
+    rc, out, err = kc(env, env.kubectl_bin, "exec", "box", "--", "true")
+    check("a fifth session is refused: too many streaming sessions",
+          rc != 0 and b"too many streaming sessions" in err, err)
+    for sp in sleepers:
+        sp.kill()
+        sp.wait()
+    check("their commands end with their clients",
+          wait_for(lambda: subprocess.run(["pgrep", "-f", "^sleep 60$"]).returncode != 0, 20), "")
+
     # The agent is unaffected by all of it: a last exec still works.
     rc, out, err = kc(env, env.kubectl_bin, "exec", "box", "--", "echo", "still")
     check("the agent still serves exec", rc == 0 and out.strip() == b"still", (rc, out, err))
@@ -275,7 +443,7 @@ def main():
     if not os.path.exists(a.server) or not kubectl or not shutil.which("openssl"):
         print("test API server, kubectl or openssl missing; skipping")
         return 77
-    return run_suite(ShimEnv(a.agent, a.server, a.shim, kubectl), run, ("agent.log", "shim.log"))
+    return run_suite(ExecEnv(a.agent, a.server, a.shim, kubectl), run, ("agent.log", "shim.log"))
 
 
 if __name__ == "__main__":

@@ -195,6 +195,7 @@ check_PROGRAMS += \
 	tests/unit/test_node_builder \
 	tests/unit/test_peer_auth \
 	tests/unit/test_pod_status_patch \
+	tests/unit/test_tcp_listeners \
 	tests/unit/test_watch_parser
 TESTS += \
 	tests/unit/test_agent_config \
@@ -208,6 +209,7 @@ TESTS += \
 	tests/unit/test_node_builder \
 	tests/unit/test_peer_auth \
 	tests/unit/test_pod_status_patch \
+	tests/unit/test_tcp_listeners \
 	tests/unit/test_watch_parser
 
 tests_unit_test_agent_config_SOURCES = tests/unit/test_agent_config.cc
@@ -234,6 +236,9 @@ tests_unit_test_kube_time_SOURCES = tests/unit/test_kube_time.cc
 tests_unit_test_kube_time_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
 tests_unit_test_kube_time_LDADD = $(SK_AGENT_CORE_TEST_LIBS)
 
+tests_unit_test_tcp_listeners_SOURCES = tests/unit/test_tcp_listeners.cc
+tests_unit_test_tcp_listeners_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_tcp_listeners_LDADD = $(SK_AGENT_CORE_TEST_LIBS)
 tests_unit_test_log_index_SOURCES = tests/unit/test_log_index.cc
 tests_unit_test_log_index_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
 tests_unit_test_log_index_LDADD = $(SK_AGENT_CORE_TEST_LIBS)

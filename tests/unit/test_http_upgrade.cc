@@ -80,6 +80,7 @@ void write_all(int fd, const char *p, size_t n) {
 struct Echo {
     std::vector<std::thread> threads;
     std::atomic<bool> hold{false};
+    std::atomic<int> tcp_fd{-1};  // the last upgrade's client socket
     std::function<void()> held_close;
     std::mutex mu;
 
@@ -89,6 +90,7 @@ struct Echo {
             held_close = u.close;
             return;
         }
+        tcp_fd = u.tcp_fd;
         threads.emplace_back([u] {
             std::string out = "early[" + u.early + "]";
             write_all(u.fd, out.data(), out.size());
@@ -285,7 +287,16 @@ START_TEST(upgrade_over_tls) {
         ck_assert_uint_eq(back.size(), big.size());
         ck_assert(back == big);
     }
+    ck_assert(!client_closed(echo.tcp_fd));
     close(fd);
+    // The client's close shows on tcp_fd (the TLS relay does not pass it on
+    // to the holder's fd).
+    bool gone = false;
+    for (int i = 0; i < 500 && !gone; i++) {
+        gone = client_closed(echo.tcp_fd);
+        if (!gone) usleep(10000);
+    }
+    ck_assert_msg(gone, "the client's close does not show on tcp_fd");
     srv.stop();
     ck_assert_int_eq(system(("rm -rf " + d).c_str()), 0);
 }
