@@ -295,7 +295,7 @@ Status HttpServer::start() {
     // A fixed pool of epoll threads (not a thread per connection): what an
     // idle or half-open socket costs does not grow into threads. Streams
     // park their connection while they have nothing to send (park()).
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME |
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
                      MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG;
     if (config_.tls) {
         if (config_.cert_file.empty() || config_.key_file.empty())

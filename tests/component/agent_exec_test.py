@@ -428,7 +428,8 @@ def run(env):
         sp.kill()
         sp.wait()
     check("their commands end with their clients",
-          wait_for(lambda: subprocess.run(["pgrep", "-f", "^sleep 60$"]).returncode != 0, 20), "")
+          wait_for(lambda: subprocess.run(["pgrep", "-f", "^sleep 60$"],
+                                         capture_output=True).returncode != 0, 20), "")
 
     # The agent is unaffected by all of it: a last exec still works.
     rc, out, err = kc(env, env.kubectl_bin, "exec", "box", "--", "echo", "still")

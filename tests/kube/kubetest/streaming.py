@@ -50,27 +50,43 @@ def _bool(q, k):
 
 
 
-def relay(a, b):
+def relay(a, b, max_queued=4 << 20):
     """Copies bytes both ways between the sockets a and b (TLS or plain) until either side
     ends or fails, as apimachinery's UpgradeAwareHandler does after a 101. One thread, so that
-    no TLS connection is read and written from two threads at once."""
+    no TLS connection is read and written from two threads at once; each direction has a queue
+    of its own (a side is not read while its peer's queue holds max_queued bytes), so that a
+    peer that is slow to read one way never stops the other way (a blocking write would: the
+    API server copies each direction in a goroutine of its own)."""
     socks = (a, b)
     peer = {a: b, b: a}
+    out = {a: bytearray(), b: bytearray()}  # what waits to be written to each socket
     try:
         for s in socks:
             s.setblocking(False)
         while True:
-            ready = [s for s in socks if isinstance(s, ssl.SSLSocket) and s.pending()]
-            if not ready:
-                ready, _, _ = select.select(socks, [], [])
-            for s in ready:
+            readable = [s for s in socks if len(out[peer[s]]) < max_queued]
+            writable = [s for s in socks if out[s]]
+            ready_r = [s for s in readable if isinstance(s, ssl.SSLSocket) and s.pending()]
+            ready_w = []
+            if not ready_r:
+                ready_r, ready_w, _ = select.select(readable, writable, [])
+            for s in ready_w:
+                try:
+                    n = s.send(out[s])
+                except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError, InterruptedError):
+                    continue
+                del out[s][:n]
+            for s in ready_r:
                 try:
                     data = s.recv(65536)
                 except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError, InterruptedError):
                     continue
                 if not data:
+                    for t in socks:  # what the side that ended sent still goes out
+                        if out[t]:
+                            send_all(t, bytes(out[t]))
                     return
-                send_all(peer[s], data)
+                out[peer[s]] += data
     except (OSError, ValueError):
         return
 
