@@ -8,7 +8,7 @@ next to its reference in the same run:
 - port-forward throughput: BENCH_PF_MIB MiB sent and echoed through `kubectl port-forward`,
   next to the same transfer on a direct connection to the pod's port.
 
-Sizes: BENCH_EXEC_N (30) execs per kubectl, BENCH_PF_MIB (64) MiB each way.
+Sizes: BENCH_EXEC_N (30) execs per kubectl, BENCH_PF_MIB (8) MiB each way.
 """
 import os, shutil, socket, subprocess, sys, threading, time
 
@@ -65,7 +65,7 @@ def main():
         print("no kubectl")
         return 77
     n = B.env_int("BENCH_EXEC_N", 30)
-    mib = B.env_int("BENCH_PF_MIB", 64)
+    mib = B.env_int("BENCH_PF_MIB", 8)
     env = ShimEnv(B.agent_binary("shim"), B.SERVER_PY, B.SHIM_BIN, kubectl)
     res, ok = {}, False
     try:

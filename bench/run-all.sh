@@ -7,7 +7,7 @@
 #   BENCH_STEADY_S=180 BENCH_STEADY_NODES=10 BENCH_STEADY_PODS=1   bench_steady.py
 #   BENCH_RES_NODES=10 BENCH_RES_PODS=20 BENCH_RES_IDLE_S=20       bench_resources.py
 #   BENCH_SCALE_N="10 100 1000" BENCH_SCALE_CONC=128    bench_scale.py
-#   BENCH_EXEC_N=30 BENCH_PF_MIB=64                     bench_streams.py
+#   BENCH_EXEC_N=30 BENCH_PF_MIB=8                      bench_streams.py
 #   BENCH_SLURM_JOBS=30 BENCH_SLURM_ROUNDS=2 BENCH_SLURM_NODES=1   bench_slurm_start.py (root)
 #   BENCH_SLURM_PROFILE_JOBS=10  its hook-timing block (SlurmdDebug=debug)
 #   BENCH_ONLY="lifecycle steady"   run only these;  BENCH_QUICK=1  small sizes (a smoke run)
