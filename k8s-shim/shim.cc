@@ -255,6 +255,7 @@ proto::Reply Shim::handle(const proto::Request &req, bool *deferred) {
                 return exec_start(req, deferred);
             case proto::ShimOp::PodStatus:  // the shim's own notification
             case proto::ShimOp::ExecAttach:
+            case proto::ShimOp::AttachStart:
                 break;
         }
     }
