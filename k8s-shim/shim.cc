@@ -392,6 +392,18 @@ proto::Reply Shim::pod_kill(const proto::Request &req) {
 constexpr size_t kMaxExecSessionsPerPod = 16;
 constexpr size_t kMaxExecSessions = 64;
 
+Result<ShimPod *> Shim::session_pod(const std::string &session, const std::string &uid) {
+    if (shutting_down_) return fail(Error::Unavailable, "the shim is shutting down");
+    if (execs_.count(session) || attaches_.count(session))
+        return fail(Error::AlreadyExists, "exec session " + session + " exists");
+    auto it = pods_.find(uid);
+    if (it == pods_.end()) return fail(Error::NotFound, "no pod with uid " + uid + " on this node");
+    if (!it->second.runner)
+        return fail(Error::NotFound,
+                    "pod " + it->second.ns + "/" + it->second.name + " is not running");
+    return &it->second;
+}
+
 Status Shim::session_limit(const std::string &uid) const {
     size_t in_pod = 0;
     for (const auto &[id, e] : execs_)
@@ -410,19 +422,9 @@ Status Shim::session_limit(const std::string &uid) const {
 proto::Reply Shim::exec_start(const proto::Request &req, bool *deferred) {
     auto m = proto::exec_start_from_json(req.body);
     if (!m) return proto::error_reply(req.id, m.failure());
-    if (shutting_down_)
-        return proto::error_reply(req.id, fail(Error::Unavailable, "the shim is shutting down"));
-    if (execs_.count(m->session) || attaches_.count(m->session))
-        return proto::error_reply(
-            req.id, fail(Error::AlreadyExists, "exec session " + m->session + " exists"));
-    auto it = pods_.find(m->uid);
-    if (it == pods_.end() || !it->second.runner)
-        return proto::error_reply(
-            req.id, fail(Error::NotFound,
-                         it == pods_.end()
-                             ? "no pod with uid " + m->uid + " on this node"
-                             : "pod " + it->second.ns + "/" + it->second.name + " is not running"));
-    ShimPod &p = it->second;
+    auto pod = session_pod(m->session, m->uid);
+    if (!pod) return proto::error_reply(req.id, pod.failure());
+    ShimPod &p = **pod;
     auto spec = p.runner->exec_spec(m->container, m->command);
     if (!spec) return proto::error_reply(req.id, spec.failure());
     if (auto st = session_limit(m->uid); !st) return proto::error_reply(req.id, st.failure());
@@ -457,19 +459,9 @@ proto::Reply Shim::exec_start(const proto::Request &req, bool *deferred) {
 proto::Reply Shim::attach_start(const proto::Request &req, bool *deferred) {
     auto m = proto::attach_start_from_json(req.body);
     if (!m) return proto::error_reply(req.id, m.failure());
-    if (shutting_down_)
-        return proto::error_reply(req.id, fail(Error::Unavailable, "the shim is shutting down"));
-    if (execs_.count(m->session) || attaches_.count(m->session))
-        return proto::error_reply(
-            req.id, fail(Error::AlreadyExists, "exec session " + m->session + " exists"));
-    auto it = pods_.find(m->uid);
-    if (it == pods_.end() || !it->second.runner)
-        return proto::error_reply(
-            req.id, fail(Error::NotFound,
-                         it == pods_.end()
-                             ? "no pod with uid " + m->uid + " on this node"
-                             : "pod " + it->second.ns + "/" + it->second.name + " is not running"));
-    ShimPod &p = it->second;
+    auto pod = session_pod(m->session, m->uid);
+    if (!pod) return proto::error_reply(req.id, pod.failure());
+    ShimPod &p = **pod;
     auto c = p.runner->attach_container(m->container);
     if (!c) return proto::error_reply(req.id, c.failure());
     // Containers get no terminal on this node (k8s-shim/pod_security.cc refuses spec.tty).

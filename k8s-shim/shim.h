@@ -88,6 +88,9 @@ class Shim {
     proto::Reply shutdown(const proto::Request &req, bool *deferred);
     proto::Reply exec_start(const proto::Request &req, bool *deferred);
     proto::Reply attach_start(const proto::Request &req, bool *deferred);
+    // The pod a new exec or attach session enters, or why there is none (the
+    // shim shuts down, the session id is in use, no such pod running).
+    Result<ShimPod *> session_pod(const std::string &session, const std::string &uid);
     // Refused when pod uid (or the job) has as many exec and attach sessions
     // together as allowed; ok otherwise.
     Status session_limit(const std::string &uid) const;
