@@ -55,7 +55,7 @@ class AttachSession : public ContainerTap {
 
     AttachSession(uv_loop_t *loop, proto::AttachStart request, Resolve resolve, Started started,
                   Ended ended);
-    ~AttachSession();  // detaches from the container
+    ~AttachSession() override;  // detaches from the container
     AttachSession(const AttachSession &) = delete;
     AttachSession &operator=(const AttachSession &) = delete;
 
