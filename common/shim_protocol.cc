@@ -13,7 +13,7 @@ namespace {
 template <typename E, size_t N>
 using Names = std::array<std::pair<E, std::string_view>, N>;
 
-constexpr Names<ShimOp, 7> kOps{{
+constexpr Names<ShimOp, 8> kOps{{
     {ShimOp::PodRun, "pod_run"},
     {ShimOp::PodKill, "pod_kill"},
     {ShimOp::PodList, "pod_list"},
@@ -21,6 +21,7 @@ constexpr Names<ShimOp, 7> kOps{{
     {ShimOp::PodStatus, "pod_status"},
     {ShimOp::ExecStart, "exec_start"},
     {ShimOp::ExecAttach, "exec_attach"},
+    {ShimOp::AttachStart, "attach_start"},
 }};
 
 constexpr Names<StopReason, 8> kReasons{{
@@ -224,7 +225,7 @@ Result<PodKill> pod_kill_from_json(const Json::Value &body) {
     return m;
 }
 
-// ---- exec_start, exec_attach ----
+// ---- exec_start, exec_attach, attach_start ----
 
 namespace {
 
@@ -240,6 +241,13 @@ Result<std::string> session_field(const Json::Value &v, std::string_view ctx) {
                                       std::to_string(kMaxSessionBytes) +
                                       " bytes of letters, digits and '-'");
     return s;
+}
+
+Result<std::string> container_field(const Json::Value &v, std::string_view ctx) {
+    auto c = bounded(json::get_string(v, "container", ctx), ctx, "container", kMaxObjectNameBytes);
+    if (c && c->empty())
+        return fail(Error::Parse, field_name(ctx, "container") + " must not be empty");
+    return c;
 }
 
 }  // namespace
@@ -263,10 +271,7 @@ Result<ExecStart> exec_start_from_json(const Json::Value &body) {
     ExecStart m;
     SK_TRY_ASSIGN(m.session, session_field(body, ctx));
     SK_TRY_ASSIGN(m.uid, uid_field(body, ctx));
-    SK_TRY_ASSIGN(m.container, bounded(json::get_string(body, "container", ctx), ctx, "container",
-                                       kMaxObjectNameBytes));
-    if (m.container.empty())
-        return fail(Error::Parse, field_name(ctx, "container") + " must not be empty");
+    SK_TRY_ASSIGN(m.container, container_field(body, ctx));
     SK_TRY_ASSIGN(m.command, json::opt_string_list(body, "command", ctx));
     size_t total = 0;
     for (const auto &w : m.command) {
@@ -295,6 +300,32 @@ Result<ExecAttach> exec_attach_from_json(const Json::Value &body) {
     if (!body.isObject()) return fail(Error::Parse, "exec_attach: the body must be an object");
     ExecAttach m;
     SK_TRY_ASSIGN(m.session, session_field(body, "exec_attach"));
+    return m;
+}
+
+Json::Value to_json(const AttachStart &m) {
+    Json::Value v(Json::objectValue);
+    v["session"] = m.session;
+    v["uid"] = m.uid;
+    v["container"] = m.container;
+    v["stdin"] = m.in;
+    v["stdout"] = m.out;
+    v["stderr"] = m.err;
+    v["tty"] = m.tty;
+    return v;
+}
+
+Result<AttachStart> attach_start_from_json(const Json::Value &body) {
+    constexpr std::string_view ctx = "attach_start";
+    if (!body.isObject()) return fail(Error::Parse, "attach_start: the body must be an object");
+    AttachStart m;
+    SK_TRY_ASSIGN(m.session, session_field(body, ctx));
+    SK_TRY_ASSIGN(m.uid, uid_field(body, ctx));
+    SK_TRY_ASSIGN(m.container, container_field(body, ctx));
+    SK_TRY_ASSIGN(m.in, json::opt_bool(body, "stdin", ctx, false));
+    SK_TRY_ASSIGN(m.out, json::opt_bool(body, "stdout", ctx, true));
+    SK_TRY_ASSIGN(m.err, json::opt_bool(body, "stderr", ctx, true));
+    SK_TRY_ASSIGN(m.tty, json::opt_bool(body, "tty", ctx, false));
     return m;
 }
 

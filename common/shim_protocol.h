@@ -9,7 +9,9 @@
 //     shutdown  {"grace_s", "reason"}   -> {} once every pod has stopped
 //     exec_start {"session", "uid", "container", "command", "stdin", "stdout",
 //                 "stderr", "tty"}  -> {} once the command runs (kubectl exec)
-//   shim -> agent, first line of an exec session's own data connection:
+//     attach_start {"session", "uid", "container", "stdin", "stdout", "stderr",
+//                   "tty"}  -> {} once attached to the container (kubectl attach)
+//   shim -> agent, first line of an exec or attach session's own data connection:
 //     exec_attach {"session"} -> {}, then frames (common/exec_frames.h)
 //   shim -> agent notification, answered ok (or an error naming the field):
 //     pod_status {"uid", "namespace", "name", "status": PodStatus, "events": [...]}
@@ -62,7 +64,16 @@ constexpr size_t kMaxShimMessageBytes = size_t{32} << 20;
 // ---- enums carried as strings ----
 
 // The operations on an attached shim's connection.
-enum class ShimOp { PodRun, PodKill, PodList, Shutdown, PodStatus, ExecStart, ExecAttach };
+enum class ShimOp {
+    PodRun,
+    PodKill,
+    PodList,
+    Shutdown,
+    PodStatus,
+    ExecStart,
+    ExecAttach,
+    AttachStart,
+};
 
 // Why pods stop (pod_kill and shutdown "reason"). The shim logs it and
 // forgets a pod once it has stopped when the reason says the pod is gone
@@ -129,7 +140,21 @@ struct ExecStart {
     bool tty = false;
 };
 
-// ---- shim -> agent, on an exec session's data connection ----
+// Attach to a running container's own stdio, for the kubelet's /attach
+// (docs/protocol.md "attach_start"): its output from now on, its stdin when
+// the container has one. The session's data connection is an exec session's
+// (exec_attach, then common/exec_frames.h).
+struct AttachStart {
+    std::string session;    // as ExecStart's
+    std::string uid;        // the pod
+    std::string container;  // 1..kMaxObjectNameBytes
+    bool in = false;        // "stdin": the session sends stdin frames
+    bool out = true;        // "stdout"
+    bool err = true;        // "stderr"
+    bool tty = false;
+};
+
+// ---- shim -> agent, on an exec or attach session's data connection ----
 
 struct ExecAttach {
     std::string session;
@@ -169,6 +194,7 @@ Json::Value to_json(const PodListReply &m);
 Json::Value to_json(const PodEvent &m);
 Json::Value to_json(const ExecStart &m);
 Json::Value to_json(const ExecAttach &m);
+Json::Value to_json(const AttachStart &m);
 
 Result<PodRun> pod_run_from_json(const Json::Value &body);
 Result<PodFiles> pod_files_from_json(const Json::Value &files);  // pod_run's "files"
@@ -180,5 +206,6 @@ Result<PodListReply> pod_list_reply_from_json(const Json::Value &body);
 Result<PodEvent> pod_event_from_json(const Json::Value &event);
 Result<ExecStart> exec_start_from_json(const Json::Value &body);
 Result<ExecAttach> exec_attach_from_json(const Json::Value &body);
+Result<AttachStart> attach_start_from_json(const Json::Value &body);
 
 }  // namespace sk::proto

@@ -42,7 +42,12 @@ Container::Container(PodRunner *p, ContainerPlan *pl, ContainerRun *r)
         probes.push_back(std::make_unique<ProbeRunner>(this, ProbeKind::Liveness, *plan->liveness));
 }
 
-Container::~Container() = default;
+Container::~Container() {
+    std::list<ContainerTap *> gone;
+    gone.swap(taps);
+    for (auto *t : gone)
+        t->tap_exit(std::nullopt);
+}
 
 std::string Container::id_prefix() const {
     return "[pod " + pod->plan().key() + "] container " + plan->name + ":";
@@ -73,20 +78,27 @@ Status Container::start() {
     tail.clear();
 
     uv_loop_t *loop = env.clock.loop;
+    in = plan->stdin_open ? Pipe(loop) : Pipe();
+    stdin_ending = false;
     out = Pipe(loop);
     err = Pipe(loop);
     SpawnSpec spec{plan->argv, plan->env,
                    plan->working_dir.empty() ? env.pod_dir : plan->working_dir, plan->confine,
                    env.supervisor};
     oom_before = cgroup_oom_kills();
-    int rc = spawn_container(
+    SpawnStdio io;
+    io.in = in ? &in : nullptr;
+    io.out = &out;
+    io.err = &err;
+    int rc = spawn_supervised(
         loop, proc, env.supervisor, spec,
         [this](int64_t status, int sig) {
             proc.close();
             on_process_exit(status, sig);
         },
-        &out, &err);
+        io);
     if (rc != 0) {
+        in.close();
         out.close();
         err.close();
         std::string msg = "cannot start '" + plan->argv[0] + "': " + uv_strerror(rc);
@@ -144,6 +156,48 @@ void Container::on_output(const char *stream, const char *data, size_t len) {
     }
     tail.append(data, len);
     if (tail.size() > 2 * kTailBytes) tail.erase(0, tail.size() - kTailBytes);
+    const bool is_stderr = std::string_view(stream) == "stderr";
+    for (auto it = taps.begin(); it != taps.end();) {
+        ContainerTap *t = *it++;  // first: t may detach itself
+        t->tap_output(is_stderr, std::string_view(data, len));
+    }
+}
+
+void Container::attach(ContainerTap *t) {
+    taps.push_back(t);
+}
+
+void Container::detach(ContainerTap *t) {
+    taps.remove(t);
+}
+
+bool Container::write_stdin(std::string bytes) {
+    if (!in || stdin_ending) return false;
+    in.write(std::move(bytes), [this](int) {
+        if (in && in.write_queue_size() > kMaxStdinQueued / 2) return;
+        for (auto it = taps.begin(); it != taps.end();) {
+            ContainerTap *t = *it++;
+            t->tap_stdin_drained();
+        }
+    });
+    return true;
+}
+
+size_t Container::stdin_queued() const {
+    return in ? in.write_queue_size() : 0;
+}
+
+void Container::close_stdin() {
+    if (!in || stdin_ending) return;
+    stdin_ending = true;
+    LOG_INFO("%s stdin closed (stdinOnce)", id_prefix().c_str());
+    in.shutdown([this](int) {
+        in.close();
+        for (auto it = taps.begin(); it != taps.end();) {
+            ContainerTap *t = *it++;
+            t->tap_stdin_drained();
+        }
+    });
 }
 
 void Container::on_process_exit(int64_t status, int sig) {
@@ -151,6 +205,7 @@ void Container::on_process_exit(int64_t status, int sig) {
     term_signal = sig;
     pending_exit = true;
     kill_timer.stop();
+    in.close();
     // The supervisor killed the container's other processes before it
     // exited (k8s-shim/supervise.h). Its group too, in case the supervisor
     // itself was killed; what is left cannot hold the container open
@@ -196,6 +251,11 @@ void Container::maybe_finish_exit() {
     run->ready = false;
     run->started = false;
     LOG_INFO("%s exited with %d (%s)", id_prefix().c_str(), t.exit_code, t.reason.c_str());
+    // Attached sessions get the exit before a restart can start the next instance.
+    std::list<ContainerTap *> attached;
+    attached.swap(taps);
+    for (auto *tap : attached)
+        tap->tap_exit(t.exit_code);
     pod->container_exited(this);
 }
 

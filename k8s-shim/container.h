@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/cri_log.h"
@@ -23,6 +24,22 @@ namespace sk::shim {
 class PodRunner;
 struct Container;
 struct ProbeCheck;
+
+// What an attached session (kubectl attach, k8s-shim/attach_session.h) sees
+// of a container instance, on the loop. The container calls a tap from its
+// own callbacks; a tap may detach itself (Container::detach) from inside one.
+class ContainerTap {
+  public:
+    virtual ~ContainerTap() = default;
+    // Output of the instance, as it is written to the CRI log (after it).
+    virtual void tap_output(bool is_stderr, std::string_view bytes) = 0;
+    // The instance ended (the output before it was all delivered); the tap
+    // is detached already. nullopt: the container object itself went away.
+    virtual void tap_exit(std::optional<int> exit_code) = 0;
+    // The stdin pipe's queue fell to half of what Container::kMaxStdinQueued
+    // allows, or the pipe closed: a paused writer may go on.
+    virtual void tap_stdin_drained() = 0;
+};
 
 // One probe of a container: its state machine plus the timer that runs it.
 // A check in flight (probe_runner.cc) reports back only if the probe's
@@ -57,16 +74,23 @@ struct Container {
     ContainerPlan *plan;
     ContainerRun *run;
 
+    // How much an instance's stdin pipe holds queued at most before its
+    // writers (attached sessions) stop reading their input.
+    static constexpr size_t kMaxStdinQueued = size_t{1} << 20;
+
     // The instance: its supervisor process (closed at the exit; its exit is
     // the main's) and log pipes (closed at their EOF, or kDrainMs after the
-    // exit, container.cc); a restart opens fresh ones.
+    // exit, container.cc); a restart opens fresh ones. With spec.stdin, `in`
+    // is the write end of its stdin (closed at the exit, or by stdinOnce).
     Process proc;
-    Pipe out, err;
-    Timer timer;                    // restart back-off
-    Timer kill_timer;               // grace period, then the supervisor's kill pass
-    uint64_t kill_deadline_ms = 0;  // loop time kill_timer fires at
-    Timer drain_timer;              // log pipes after the exit
-    std::list<Process> hooks;       // preStop processes still running
+    Pipe in, out, err;
+    bool stdin_ending = false;       // close_stdin() was called for this instance
+    std::list<ContainerTap *> taps;  // attached sessions of this instance
+    Timer timer;                     // restart back-off
+    Timer kill_timer;                // grace period, then the supervisor's kill pass
+    uint64_t kill_deadline_ms = 0;   // loop time kill_timer fires at
+    Timer drain_timer;               // log pipes after the exit
+    std::list<Process> hooks;        // preStop processes still running
     bool running = false;
     int pid = 0;  // the supervisor's: the session and process group
     unsigned long long start_ticks = 0;
@@ -93,6 +117,17 @@ struct Container {
     void on_read(Pipe &p, const char *stream, ssize_t n, const char *data);
     void on_output(const char *stream, const char *data, size_t len);
     void probes_changed();  // recompute ready/started
+
+    // Attached sessions (k8s-shim/attach_session.h). attach: only while the
+    // instance runs; the tap gets its output from now on, then tap_exit.
+    void attach(ContainerTap *t);
+    void detach(ContainerTap *t);
+    // Queues bytes for the instance's stdin; false when it has none (no
+    // spec.stdin, or closed). stdin_queued(): bytes not yet written.
+    bool write_stdin(std::string bytes);
+    size_t stdin_queued() const;
+    void close_stdin();  // the end of input (stdinOnce): EOF once the queue drained
+
     std::string log_path() const;
     std::string id_prefix() const;  // "[pod ns/name] container c:"
 };

@@ -229,6 +229,12 @@ Result<ContainerPlan> parse_container(const Json::Value &c, const Json::Value &p
     if (c["terminationMessagePolicy"].isString())
         cp.termination_message_policy = c["terminationMessagePolicy"].asString();
     for (auto [key, dst] :
+         {std::pair{"stdin", &cp.stdin_open}, std::pair{"stdinOnce", &cp.stdin_once}}) {
+        if (!c[key].isNull() && !c[key].isBool())
+            return invalid(who + ": " + key + " must be true or false");
+        *dst = c[key].isBool() && c[key].asBool();
+    }
+    for (auto [key, dst] :
          {std::pair{"startupProbe", &cp.startup}, std::pair{"readinessProbe", &cp.readiness},
           std::pair{"livenessProbe", &cp.liveness}}) {
         if (init && !c[key].isNull()) return invalid(who + ": init containers may not have " + key);

@@ -65,6 +65,10 @@ struct ContainerPlan {
     std::vector<int> gpu_indices;                         // filled by assign_gpus()
     std::map<std::string, std::string> requests, limits;  // recorded as given
     std::string termination_message_policy = "File";
+    // spec.stdin: the container's stdin is a pipe the shim holds, written by
+    // attached sessions (k8s-shim/attach_session.h); otherwise /dev/null.
+    // spec.stdinOnce: the first attached session's end of input closes it.
+    bool stdin_open = false, stdin_once = false;
     Confinement confine;  // from the securityContexts (k8s-shim/pod_security.h)
 };
 

@@ -59,7 +59,8 @@ bool PodRunner::idle() const {
     if (!finished_) return false;
     for (auto *list : {&init_, &app_})
         for (auto &c : *list) {
-            if (c->running || !c->hooks.empty() || c->proc || c->out || c->err) return false;
+            if (c->running || !c->hooks.empty() || c->proc || c->in || c->out || c->err)
+                return false;
             for (auto &p : c->probes)
                 if (!p->checks.empty()) return false;
         }
@@ -222,24 +223,30 @@ Json::Value PodRunner::status() {
     return last_status_;
 }
 
-Result<const Container *> PodRunner::exec_container(const std::string &container) const {
+Result<Container *> PodRunner::running_container(const std::string &container,
+                                                 const char *verb) const {
     for (auto *list : {&init_, &app_})
         for (const auto &c : *list) {
             if (c->plan->name != container) continue;
             if (run_.stopping || finished_)
-                return fail(Error::Invalid, "cannot exec in container " + container + " of pod " +
-                                                plan_.key() + ": the pod is terminating");
+                return fail(Error::Invalid, std::string("cannot ") + verb + " container " +
+                                                container + " of pod " + plan_.key() +
+                                                ": the pod is terminating");
             if (!c->running || c->pending_exit)
                 return fail(Error::Invalid, "container " + container + " of pod " + plan_.key() +
                                                 " is not running");
-            return static_cast<const Container *>(c.get());
+            return c.get();
         }
     return fail(Error::NotFound, "pod " + plan_.key() + " has no container " + container);
 }
 
+Result<Container *> PodRunner::attach_container(const std::string &container) {
+    return running_container(container, "attach to");
+}
+
 Result<SpawnSpec> PodRunner::exec_spec(const std::string &container,
                                        const std::vector<std::string> &argv) const {
-    auto c = exec_container(container);
+    auto c = running_container(container, "exec in");
     if (!c) return c.failure();
     const ContainerPlan &plan = *(*c)->plan;
     return SpawnSpec{argv, plan.env, plan.working_dir.empty() ? env_.pod_dir : plan.working_dir,
@@ -248,7 +255,7 @@ Result<SpawnSpec> PodRunner::exec_spec(const std::string &container,
 
 // Asked on every status change for each exec session of the pod: no spec is built.
 bool PodRunner::container_running(const std::string &container) const {
-    return exec_container(container).ok();
+    return running_container(container, "exec in").ok();
 }
 
 Json::Value PodRunner::process_record() const {

@@ -74,6 +74,9 @@ class PodRunner {
                                 const std::vector<std::string> &argv) const;
     // Whether `container` runs now (an exec session into it ends otherwise).
     bool container_running(const std::string &container) const;
+    // The running instance an attach session taps (k8s-shim/attach_session.h);
+    // fails as exec_spec does.
+    Result<Container *> attach_container(const std::string &container);
 
     // Kubelet-like events (Unhealthy, BackOff, Killing) queued for the next
     // pod_status notification (its optional "events" array, docs/protocol.md).
@@ -90,8 +93,9 @@ class PodRunner {
     void changed();
 
   private:
-    // The running container an exec session may enter, or why not (exec_spec).
-    Result<const Container *> exec_container(const std::string &container) const;
+    // The running container an exec or attach session may enter, or why not
+    // (exec_spec); verb: "exec in", "attach to", for the message.
+    Result<Container *> running_container(const std::string &container, const char *verb) const;
     Status prepare_volumes();
     void start_app_containers();
     void check_finished();

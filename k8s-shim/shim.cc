@@ -254,6 +254,8 @@ proto::Reply Shim::handle(const proto::Request &req, bool *deferred) {
             case proto::ShimOp::ExecStart:
                 return exec_start(req, deferred);
             case proto::ShimOp::PodStatus:  // the shim's own notification
+            case proto::ShimOp::AttachStart:
+                return attach_start(req, deferred);
             case proto::ShimOp::ExecAttach:
                 break;
         }
@@ -348,6 +350,7 @@ proto::Reply Shim::pod_run(const proto::Request &req) {
 // state) removed, as the kubelet does for a deleted pod.
 void Shim::reap() {
     execs_ended_.clear();
+    attaches_ended_.clear();
     std::vector<std::string> gone;
     for (auto &[uid, p] : pods_) {
         if (p.runner && p.runner->idle()) release(p);
@@ -389,33 +392,42 @@ proto::Reply Shim::pod_kill(const proto::Request &req) {
 constexpr size_t kMaxExecSessionsPerPod = 16;
 constexpr size_t kMaxExecSessions = 64;
 
+Result<ShimPod *> Shim::session_pod(const std::string &session, const std::string &uid) {
+    if (shutting_down_) return fail(Error::Unavailable, "the shim is shutting down");
+    if (execs_.count(session) || attaches_.count(session))
+        return fail(Error::AlreadyExists, "exec session " + session + " exists");
+    auto it = pods_.find(uid);
+    if (it == pods_.end()) return fail(Error::NotFound, "no pod with uid " + uid + " on this node");
+    if (!it->second.runner)
+        return fail(Error::NotFound,
+                    "pod " + it->second.ns + "/" + it->second.name + " is not running");
+    return &it->second;
+}
+
+Status Shim::session_limit(const std::string &uid) const {
+    size_t in_pod = 0;
+    for (const auto &[id, e] : execs_)
+        in_pod += e->request().uid == uid;
+    for (const auto &[id, a] : attaches_)
+        in_pod += a->request().uid == uid;
+    if (in_pod >= kMaxExecSessionsPerPod || execs_.size() + attaches_.size() >= kMaxExecSessions)
+        return fail(Error::Refused, "too many exec sessions (at most " +
+                                        std::to_string(kMaxExecSessionsPerPod) + " per pod, " +
+                                        std::to_string(kMaxExecSessions) +
+                                        " per job, attach sessions included): end one (exit the "
+                                        "shell) and try again");
+    return {};
+}
+
 proto::Reply Shim::exec_start(const proto::Request &req, bool *deferred) {
     auto m = proto::exec_start_from_json(req.body);
     if (!m) return proto::error_reply(req.id, m.failure());
-    if (shutting_down_)
-        return proto::error_reply(req.id, fail(Error::Unavailable, "the shim is shutting down"));
-    if (execs_.count(m->session))
-        return proto::error_reply(
-            req.id, fail(Error::AlreadyExists, "exec session " + m->session + " exists"));
-    auto it = pods_.find(m->uid);
-    if (it == pods_.end() || !it->second.runner)
-        return proto::error_reply(
-            req.id, fail(Error::NotFound,
-                         it == pods_.end()
-                             ? "no pod with uid " + m->uid + " on this node"
-                             : "pod " + it->second.ns + "/" + it->second.name + " is not running"));
-    ShimPod &p = it->second;
+    auto pod = session_pod(m->session, m->uid);
+    if (!pod) return proto::error_reply(req.id, pod.failure());
+    ShimPod &p = **pod;
     auto spec = p.runner->exec_spec(m->container, m->command);
     if (!spec) return proto::error_reply(req.id, spec.failure());
-    size_t in_pod = 0;
-    for (const auto &[id, e] : execs_)
-        in_pod += e->request().uid == m->uid;
-    if (in_pod >= kMaxExecSessionsPerPod || execs_.size() >= kMaxExecSessions)
-        return proto::error_reply(
-            req.id, fail(Error::Refused, "too many exec sessions (at most " +
-                                             std::to_string(kMaxExecSessionsPerPod) + " per pod, " +
-                                             std::to_string(kMaxExecSessions) +
-                                             " per job): end one (exit the shell) and try again"));
+    if (auto st = session_limit(m->uid); !st) return proto::error_reply(req.id, st.failure());
     std::string session = m->session, uid = m->uid;
     uint64_t id = req.id;
     LOG_INFO("[pod %s/%s] exec session %s in %s: '%s'%s", p.ns.c_str(), p.name.c_str(),
@@ -439,6 +451,55 @@ proto::Reply Shim::exec_start(const proto::Request &req, bool *deferred) {
                                            started, ended);
     ExecSession *raw = s.get();
     execs_[session] = std::move(s);
+    *deferred = true;
+    raw->start(opt_.socket_path);
+    return {};
+}
+
+proto::Reply Shim::attach_start(const proto::Request &req, bool *deferred) {
+    auto m = proto::attach_start_from_json(req.body);
+    if (!m) return proto::error_reply(req.id, m.failure());
+    auto pod = session_pod(m->session, m->uid);
+    if (!pod) return proto::error_reply(req.id, pod.failure());
+    ShimPod &p = **pod;
+    auto c = p.runner->attach_container(m->container);
+    if (!c) return proto::error_reply(req.id, c.failure());
+    // Containers get no terminal on this node (k8s-shim/pod_security.cc refuses spec.tty).
+    if (m->tty)
+        return proto::error_reply(
+            req.id, fail(Error::Invalid,
+                         "the container has no terminal (spec.tty is not supported on "
+                         "this node)"));
+    if (m->in && !(*c)->plan->stdin_open)
+        return proto::error_reply(
+            req.id,
+            fail(Error::Invalid, "the container does not take stdin (spec.stdin is false)"));
+    if (auto st = session_limit(m->uid); !st) return proto::error_reply(req.id, st.failure());
+    std::string session = m->session, uid = m->uid, container = m->container;
+    uint64_t id = req.id;
+    LOG_INFO("[pod %s/%s] attach session %s to %s%s", p.ns.c_str(), p.name.c_str(), session.c_str(),
+             container.c_str(), m->in ? " (stdin)" : "");
+    // Asked again once the data connection is up: the container may have stopped.
+    auto resolve = [this, uid, container]() -> Result<Container *> {
+        auto pit = pods_.find(uid);
+        if (pit == pods_.end() || !pit->second.runner)
+            return fail(Error::NotFound, "pod " + uid + " is not running");
+        return pit->second.runner->attach_container(container);
+    };
+    auto started = [this, id](const Status &st) {
+        proto::Reply r = st ? proto::Reply{} : proto::error_reply(id, st.failure());
+        r.id = id;
+        send_reply(r);
+    };
+    auto ended = [this, session] {
+        auto a = attaches_.find(session);
+        if (a == attaches_.end()) return;
+        attaches_ended_.push_back(std::move(a->second));
+        attaches_.erase(a);
+    };
+    auto s = std::make_unique<AttachSession>(loop_, std::move(*m), resolve, started, ended);
+    AttachSession *raw = s.get();
+    attaches_[session] = std::move(s);
     *deferred = true;
     raw->start(opt_.socket_path);
     return {};

@@ -26,6 +26,7 @@
 
 #include "common/protocol.h"
 #include "common/shim_protocol.h"
+#include "k8s-shim/attach_session.h"
 #include "k8s-shim/clock.h"
 #include "k8s-shim/exec_session.h"
 #include "k8s-shim/gpu_alloc.h"
@@ -86,6 +87,13 @@ class Shim {
     proto::Reply pod_list(const proto::Request &req);
     proto::Reply shutdown(const proto::Request &req, bool *deferred);
     proto::Reply exec_start(const proto::Request &req, bool *deferred);
+    proto::Reply attach_start(const proto::Request &req, bool *deferred);
+    // The pod a new exec or attach session enters, or why there is none (the
+    // shim shuts down, the session id is in use, no such pod running).
+    Result<ShimPod *> session_pod(const std::string &session, const std::string &uid);
+    // Refused when pod uid (or the job) has as many exec and attach sessions
+    // together as allowed; ok otherwise.
+    Status session_limit(const std::string &uid) const;
     // Ends the exec sessions of pod uid (all of them, or those into a
     // container that no longer runs).
     void kill_execs(const std::string &uid, const std::string &why, bool all);
@@ -122,6 +130,10 @@ class Shim {
     // next reap (a session is never destroyed inside its own callback).
     std::map<std::string, std::unique_ptr<ExecSession>> execs_;
     std::vector<std::unique_ptr<ExecSession>> execs_ended_;
+    // Attach sessions alike; they end with their container instance, never
+    // with a pod_kill (the container's exit is their last frame).
+    std::map<std::string, std::unique_ptr<AttachSession>> attaches_;
+    std::vector<std::unique_ptr<AttachSession>> attaches_ended_;
 
     bool shutting_down_ = false;
     uint64_t shutdown_req_id_ = 0;

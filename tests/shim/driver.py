@@ -143,19 +143,28 @@ class Agent:
         """Sends exec_start and plays the agent's side of the session's data connection:
         accepts the shim's connection, answers its exec_attach. Returns (the exec_start
         reply, an ExecConn or None when the shim refused before connecting)."""
+        return self.session_start("exec_start", {
+            "uid": uid, "container": container, "command": command, "stdin": stdin,
+            "stdout": stdout, "stderr": stderr, "tty": tty}, timeout)
+
+    def attach_start(self, uid, container, stdin=False, stdout=True, stderr=True, tty=False,
+                     timeout=10):
+        """attach_start, its data connection played as exec_start's: (reply, ExecConn or None)."""
+        return self.session_start("attach_start", {
+            "uid": uid, "container": container, "stdin": stdin, "stdout": stdout,
+            "stderr": stderr, "tty": tty}, timeout)
+
+    def session_start(self, op, body, timeout):
         self.next_id += 1
         rid = self.next_id
         session = "sess-%d" % rid
-        self.send({"v": 1, "id": rid, "op": "exec_start",
-                   "body": {"session": session, "uid": uid, "container": container,
-                            "command": command, "stdin": stdin, "stdout": stdout,
-                            "stderr": stderr, "tty": tty}})
+        self.send({"v": 1, "id": rid, "op": op, "body": dict(body, session=session)})
         deadline = time.time() + timeout
         conn = None
         self.srv.settimeout(0.05)
         try:
             while conn is None:
-                assert time.time() < deadline, "no exec data connection within %ss" % timeout
+                assert time.time() < deadline, "no %s data connection within %ss" % (op, timeout)
                 m = self.pump(0.05)
                 if m is not None and m.get("id") == rid:
                     return m, None  # refused before connecting
@@ -174,7 +183,7 @@ class Agent:
             m = self.pump(deadline - time.time())
             if m is not None and m.get("id") == rid:
                 return m, conn
-        raise AssertionError("no reply to exec_start within %ss" % timeout)
+        raise AssertionError("no reply to %s within %ss" % (op, timeout))
 
     def crash(self):
         """The shim killed with SIGKILL (no shutdown), and this agent's side closed."""
@@ -1464,6 +1473,180 @@ def test_shim_restart_stops_exec_sessions(a):
     c.close()
 
 
+# ---- attach sessions (k8s-shim/attach_session.h) ----
+
+TICKER = ("i=0; trap 'exit 0' TERM; while :; do i=$((i+1)); echo line $i; echo err $i >&2; "
+          "sleep 0.05; done")
+
+
+def numbers(text, word):
+    return [int(l.split()[1]) for l in text.splitlines() if l.startswith(word + " ")]
+
+
+def test_attach_tees_output(a):
+    # The container's output from the moment of the attach arrives as frames while
+    # its CRI log still gets every line; the agent closing the connection ends the
+    # session only: the container keeps running (and logging).
+    p = pod("at-tee", [sh("main", TICKER)])
+    uid = p["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    a.wait(uid, lambda s: running(s, "main"), what="running")
+    wait_log_lines(a, uid, "main", lambda lines: "line 3" in lines)
+    r, c = a.attach_start(uid, "main")
+    assert r["ok"], r
+    out = c.wait_output(lambda o: len(numbers(o.decode(), "line")) >= 5, timeout=30).decode()
+    got = numbers(out, "line")
+    assert got[0] > 1 and got == list(range(got[0], got[0] + len(got))), got
+    deadline = time.time() + 30
+    while not numbers(c.err.decode(), "err"):
+        assert time.time() < deadline, c.err
+        c._take(c.read_frame(30))
+    # Every line the session got is in the log too (a tee, not a diversion).
+    lines = wait_log_lines(a, uid, "main", lambda l: "line %d" % got[-1] in l)
+    assert all("line %d" % n in lines for n in range(1, got[-1] + 1)), lines[:20]
+    c.close()
+    last = got[-1]
+    wait_log_lines(a, uid, "main", lambda l: "line %d" % (last + 20) in l, timeout=30)
+    st = a.last(uid)
+    assert running(st, "main") and cstatus(st, "main")["restartCount"] == 0, st
+
+
+def test_attach_exit_code(a):
+    # The container's exit ends the session with its exit code; so does the pod's
+    # stop (the container's exit after SIGTERM).
+    p = pod("at-exit", [sh("main", "echo up; while [ ! -e $SLURM_K8S_POD_DIR/stop ]; do sleep 0.1; "
+                                   "done; echo bye; exit 7")], restart="Never")
+    uid = p["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    a.wait(uid, lambda s: running(s, "main"), what="running")
+    r, c = a.attach_start(uid, "main")
+    assert r["ok"], r
+    open(os.path.join(a.state_dir, "pods", uid, "stop"), "w").close()
+    out, err, ex = c.finish(timeout=30)
+    assert out == b"bye\n" and ex == {"exit_code": 7}, (out, err, ex)
+    k = pod("at-kill", [sh("main", FOREVER)])
+    kuid = k["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": k, "files": {}})["ok"]
+    a.wait(kuid, lambda s: running(s, "main"), what="running")
+    r, c = a.attach_start(kuid, "main")
+    assert r["ok"], r
+    assert a.request("pod_kill", {"uid": kuid, "grace_s": 30})["ok"]
+    assert c.finish(timeout=30)[2] == {"exit_code": 0}
+
+
+def test_attach_stdin(a):
+    # spec.stdin: the container reads what attached sessions send; its answers
+    # come back as frames and go to its log. Without stdinOnce a client's end of
+    # input leaves the container's stdin open; with it, the container reads EOF.
+    echo = "while read l; do echo got $l; done; echo eof; exec sleep 1000"
+    p = pod("at-in", [sh("main", echo, stdin=True), sh("once", echo, stdin=True, stdinOnce=True)])
+    uid = p["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    a.wait(uid, lambda s: running(s, "main") and running(s, "once"), what="running")
+    r, c = a.attach_start(uid, "main", stdin=True)
+    assert r["ok"], r
+    c.stdin(b"one\n")
+    c.wait_output(lambda o: b"got one\n" in o)
+    c.close_stdin()
+    c.stdin(b"two\n")
+    out = c.wait_output(lambda o: b"got two\n" in o)
+    assert b"eof" not in out, out
+    c.close()
+    wait_log(a, uid, "main", "got two")
+    # A second client writes on: the first one's end closed nothing.
+    r, c = a.attach_start(uid, "main", stdin=True)
+    assert r["ok"], r
+    c.stdin(b"three\n")
+    c.wait_output(lambda o: b"got three\n" in o)
+    c.close()
+    r, c = a.attach_start(uid, "once", stdin=True)
+    assert r["ok"], r
+    block = b"x" * 300000 + b"\n"  # more than a pipe holds: written as the container reads
+    for i in range(0, len(block), 65536):
+        c.stdin(block[i:i + 65536])
+    c.stdin(b"four\n")
+    c.close_stdin()
+    out = c.wait_output(lambda o: b"eof\n" in o, timeout=30)
+    assert b"got four\neof\n" in out, out[-200:]
+    c.close()
+    assert running(a.last(uid), "once")
+
+
+def test_attach_refusals(a):
+    # What cannot be attached to is refused with the reason, before any connection.
+    uid = exec_pod(a, "at-bad")
+    for kw, code, words in [
+            ({"container": "nosuch"}, "not_found", "has no container nosuch"),
+            ({"stdin": True}, "invalid", "the container does not take stdin (spec.stdin is false)"),
+            ({"tty": True}, "invalid", "the container has no terminal"),
+    ]:
+        r, c = a.attach_start(uid, kw.pop("container", "main"), **kw)
+        assert c is None and not r["ok"] and r["error"] == code and words in r["message"], (kw, r)
+    r, c = a.attach_start("uid-unknown", "main")
+    assert c is None and r["error"] == "not_found" and "no pod with uid" in r["message"], r
+    done = pod("at-done", [sh("main", "exit 0")], restart="Never")
+    duid = done["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": done, "files": {}})["ok"]
+    a.wait(duid, lambda s: s["phase"] == "Succeeded", what="done")
+    r, c = a.attach_start(duid, "main")
+    assert c is None and r["error"] in ("invalid", "not_found"), r
+    t = pod("at-term", [sh("main", "trap '' TERM; while :; do sleep 0.1; done")], grace=600)
+    tuid = t["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": t, "files": {}})["ok"]
+    a.wait(tuid, lambda s: running(s, "main"), what="running")
+    assert a.request("pod_kill", {"uid": tuid, "grace_s": 600})["ok"]
+    r, c = a.attach_start(tuid, "main")
+    assert c is None and r["error"] == "invalid" and "the pod is terminating" in r["message"], r
+    assert a.request("pod_kill", {"uid": tuid, "grace_s": 0})["ok"]
+    # Attach sessions count with exec sessions: 16 into a pod at most.
+    conns = [a.attach_start(uid, "main")[1] for _ in range(16)]
+    assert all(conns)
+    r, c = a.exec_start(uid, "main", ["true"])
+    assert not r["ok"] and r["error"] == "refused" and "too many exec sessions" in r["message"], r
+    r, c = a.attach_start(uid, "main")
+    assert not r["ok"] and r["error"] == "refused", r
+    for x in conns:
+        x.close()
+    assert running(a.last(uid), "main")
+
+
+def test_attach_stuck_session_dropped(a):
+    # A client that never reads: once more than 1 MiB waits for it, its session is
+    # dropped (the connection closed); the container never waits and its log gets
+    # everything.
+    p = pod("at-stuck", [sh("main", "trap 'exit 0' TERM; while :; do head -c 65536 /dev/zero | "
+                                    "tr '\\0' x; echo; sleep 0.01; done")])
+    uid = p["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    a.wait(uid, lambda s: running(s, "main"), what="running")
+    log = os.path.join(a.state_dir, "pods", uid, "main", "0.log")
+    r, c = a.attach_start(uid, "main")
+    assert r["ok"], r
+    at_attach = os.path.getsize(log)
+    # More than the queue's bound and the socket's buffers reached the log
+    # while the client read nothing.
+    deadline = time.time() + 60
+    while os.path.getsize(log) - at_attach < 8 << 20:
+        assert time.time() < deadline, "the log stopped growing: the container waits"
+        a.pump(0.1)
+    got = 0
+    deadline = time.time() + 30
+    while True:
+        f = c.read_frame(max(0.01, deadline - time.time()))
+        if f is None:
+            break
+        got += len(f[1])
+        assert time.time() < deadline, "the stuck session was not dropped"
+    assert got < 4 << 20, got
+    size = os.path.getsize(log)
+    deadline = time.time() + 30
+    while os.path.getsize(log) < size + (1 << 20):
+        assert time.time() < deadline, "the container stopped after its session was dropped"
+        a.pump(0.1)
+    st = a.last(uid)
+    assert running(st, "main") and cstatus(st, "main")["restartCount"] == 0, st
+
+
 TESTS = [
     ("init_and_two_containers", test_init_and_two_containers, {}),
     ("crashloop_backoff", test_crashloop_backoff, {}),
@@ -1503,6 +1686,12 @@ TESTS = [
     ("exec_killed_with_pod_and_container", test_exec_killed_with_pod_and_container, {}),
     ("exec_session_limits", test_exec_session_limits, {}),
     ("shim_restart_stops_exec_sessions", test_shim_restart_stops_exec_sessions, {}),
+    ("attach_tees_output", test_attach_tees_output, {}),
+    ("attach_exit_code", test_attach_exit_code, {}),
+    ("attach_stdin", test_attach_stdin, {}),
+    ("attach_refusals", test_attach_refusals, {}),
+    ("attach_stuck_session_dropped", test_attach_stuck_session_dropped,
+     {"args": ["--log-max-bytes", str(256 << 20)]}),
 ]
 
 

@@ -325,7 +325,8 @@ static const Refusal kRefusals[] = {
     {C1(",\"securityContext\":{\"runAsUser\":\"0\"}"), Error::Refused, "runAsUser 0"},
     {"{\"os\":\"windows\",\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}", Error::Refused,
      "Slurm nodes run Linux"},
-    {C1(",\"stdin\":true"), Error::Refused, "stdin"},
+    {C1(",\"stdin\":\"true\""), Error::Invalid, "stdin must be true or false"},
+    {C1(",\"stdinOnce\":1"), Error::Invalid, "stdinOnce must be true or false"},
     {C1(",\"tty\":true"), Error::Refused, "tty"},
     {C1(",\"restartPolicy\":\"Always\""), Error::Refused, "sidecar"},
     {C1(",\"envFrom\":[{\"configMapRef\":{\"name\":\"c\"}}]"), Error::Refused, "envFrom"},
@@ -421,6 +422,20 @@ START_TEST(fields_without_effect_accepted) {
           "allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]}}}]})J"),
                          {}, c);
     ck_assert_msg(plan.ok(), "%s", plan.ok() ? "" : plan.message().c_str());
+}
+END_TEST
+
+START_TEST(stdin_planned) {
+    // spec.stdin and stdinOnce reach the plan (the container's stdin pipe,
+    // k8s-shim/container.cc); unset, stdin is /dev/null.
+    auto plan = plan_pod(pod_with(R"J({"containers":[{"name":"a","command":["x"],"stdin":true},
+      {"name":"b","command":["x"],"stdin":true,"stdinOnce":true},
+      {"name":"c","command":["x"]}]})J"),
+                         {}, ctx());
+    ck_assert_msg(plan.ok(), "%s", plan.ok() ? "" : plan.message().c_str());
+    ck_assert(plan->containers[0].stdin_open && !plan->containers[0].stdin_once);
+    ck_assert(plan->containers[1].stdin_open && plan->containers[1].stdin_once);
+    ck_assert(!plan->containers[2].stdin_open && !plan->containers[2].stdin_once);
 }
 END_TEST
 
@@ -523,6 +538,7 @@ int main() {
     tcase_add_loop_test(tc, refusals_table, 0, TABLE_SIZE(kRefusals));
     tcase_add_test(tc, allowed_security_context);
     tcase_add_test(tc, fields_without_effect_accepted);
+    tcase_add_test(tc, stdin_planned);
     tcase_add_test(tc, volume_mounts_accepted);
     tcase_add_test(tc, confinement_from_security_context);
     tcase_add_test(tc, field_tables_documented);

@@ -192,6 +192,39 @@ START_TEST(exec_start_round_trip) {
 }
 END_TEST
 
+START_TEST(attach_start_round_trip) {
+    AttachStart m;
+    m.session = "a7-Attach-0";
+    m.uid = "u1";
+    m.container = "gen";
+    m.in = true;
+    m.err = false;
+    m.tty = true;
+    auto back = attach_start_from_json(to_json(m));
+    ck_assert(back.ok());
+    ck_assert_sstr_eq(back->session, m.session);
+    ck_assert_sstr_eq(back->uid, m.uid);
+    ck_assert_sstr_eq(back->container, m.container);
+    ck_assert(back->in && back->out && !back->err && back->tty);
+    // Defaults: output and errors, no input, no terminal.
+    auto d = attach_start_from_json(J(R"({"session":"s","uid":"u","container":"c"})"));
+    ck_assert(d.ok() && !d->in && d->out && d->err && !d->tty);
+    // The session id's and the container's bounds, as exec_start's.
+    Json::Value body = to_json(m);
+    body["session"] = std::string(kMaxSessionBytes, 's');
+    ck_assert(attach_start_from_json(body).ok());
+    body["session"] = std::string(kMaxSessionBytes + 1, 's');
+    ck_assert(!attach_start_from_json(body).ok());
+    body = to_json(m);
+    body["container"] = std::string(kMaxObjectNameBytes, 'c');
+    ck_assert(attach_start_from_json(body).ok());
+    body["container"] = std::string(kMaxObjectNameBytes + 1, 'c');
+    auto over = attach_start_from_json(body);
+    ck_assert(!over.ok() &&
+              over.message().find("'container' is longer than 253") != std::string::npos);
+}
+END_TEST
+
 START_TEST(enum_names) {
     ck_assert_sstr_eq(std::string(to_string(ShimOp::PodRun)), "pod_run");
     ck_assert_sstr_eq(std::string(to_string(ShimOp::PodKill)), "pod_kill");
@@ -200,8 +233,10 @@ START_TEST(enum_names) {
     ck_assert_sstr_eq(std::string(to_string(ShimOp::PodStatus)), "pod_status");
     ck_assert_sstr_eq(std::string(to_string(ShimOp::ExecStart)), "exec_start");
     ck_assert_sstr_eq(std::string(to_string(ShimOp::ExecAttach)), "exec_attach");
-    for (ShimOp op : {ShimOp::PodRun, ShimOp::PodKill, ShimOp::PodList, ShimOp::Shutdown,
-                      ShimOp::PodStatus, ShimOp::ExecStart, ShimOp::ExecAttach}) {
+    ck_assert_sstr_eq(std::string(to_string(ShimOp::AttachStart)), "attach_start");
+    for (ShimOp op :
+         {ShimOp::PodRun, ShimOp::PodKill, ShimOp::PodList, ShimOp::Shutdown, ShimOp::PodStatus,
+          ShimOp::ExecStart, ShimOp::ExecAttach, ShimOp::AttachStart}) {
         auto back = shim_op_from_string(to_string(op), "op");
         ck_assert(back.ok() && *back == op);
     }
@@ -336,6 +371,29 @@ static const Bad kBad[] = {
      Error::Parse, "'tty'"},
     {ShimOp::ExecAttach, R"({})", Error::Parse, "exec_attach: missing 'session'"},
     {ShimOp::ExecAttach, R"({"session":"x/y"})", Error::Parse, "exec_attach: 'session' must be"},
+    {ShimOp::AttachStart, R"([])", Error::Parse, "attach_start: the body must be an object"},
+    {ShimOp::AttachStart, R"({"uid":"u","container":"c"})", Error::Parse,
+     "attach_start: missing 'session'"},
+    {ShimOp::AttachStart, R"({"session":"a b","uid":"u","container":"c"})", Error::Parse,
+     "'session' must be 1..64 bytes of letters, digits and '-'"},
+    {ShimOp::AttachStart, R"({"session":"s","container":"c"})", Error::Parse,
+     "attach_start: missing 'uid'"},
+    {ShimOp::AttachStart, R"({"session":"s","uid":".x","container":"c"})", Error::Parse,
+     "'uid' must be 1..128 bytes without '/'"},
+    {ShimOp::AttachStart, R"({"session":"s","uid":"u"})", Error::Parse,
+     "attach_start: missing 'container'"},
+    {ShimOp::AttachStart, R"({"session":"s","uid":"u","container":""})", Error::Parse,
+     "attach_start: 'container' must not be empty"},
+    {ShimOp::AttachStart, R"({"session":"s","uid":"u","container":7})", Error::Parse,
+     "'container' must be a string"},
+    {ShimOp::AttachStart, R"({"session":"s","uid":"u","container":"c","stdin":"yes"})",
+     Error::Parse, "'stdin'"},
+    {ShimOp::AttachStart, R"({"session":"s","uid":"u","container":"c","stdout":0})", Error::Parse,
+     "'stdout'"},
+    {ShimOp::AttachStart, R"({"session":"s","uid":"u","container":"c","stderr":"no"})",
+     Error::Parse, "'stderr'"},
+    {ShimOp::AttachStart, R"({"session":"s","uid":"u","container":"c","tty":1})", Error::Parse,
+     "'tty'"},
 };
 
 static Status decode_as(ShimOp op, const Json::Value &body) {
@@ -366,6 +424,10 @@ static Status decode_as(ShimOp op, const Json::Value &body) {
         }
         case ShimOp::ExecAttach: {
             auto r = exec_attach_from_json(body);
+            return r ? Status() : r.failure();
+        }
+        case ShimOp::AttachStart: {
+            auto r = attach_start_from_json(body);
             return r ? Status() : r.failure();
         }
     }
@@ -545,6 +607,7 @@ int main() {
     tcase_add_test(tc, shutdown_and_list_round_trip);
     tcase_add_test(tc, pod_status_round_trip);
     tcase_add_test(tc, exec_start_round_trip);
+    tcase_add_test(tc, attach_start_round_trip);
     tcase_add_test(tc, enum_names);
     tcase_add_test(tc, enum_unknown_values);
     tcase_add_loop_test(tc, malformed_fields_table, 0, TABLE_SIZE(kBad));
