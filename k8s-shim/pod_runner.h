@@ -74,6 +74,14 @@ class PodRunner {
                                 const std::vector<std::string> &argv) const;
     // Whether `container` runs now (an exec session into it ends otherwise).
     bool container_running(const std::string &container) const;
+    // The containers that run now (init containers included), each with its
+    // supervisor's pid and its instance's start (unix ms), for pod_stats.
+    struct RunningContainer {
+        std::string name;
+        int pid = 0;
+        int64_t started_ms = 0;
+    };
+    std::vector<RunningContainer> running_containers() const;
 
     // Kubelet-like events (Unhealthy, BackOff, Killing) queued for the next
     // pod_status notification (its optional "events" array, docs/protocol.md).

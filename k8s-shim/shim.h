@@ -86,6 +86,7 @@ class Shim {
     proto::Reply pod_list(const proto::Request &req);
     proto::Reply shutdown(const proto::Request &req, bool *deferred);
     proto::Reply exec_start(const proto::Request &req, bool *deferred);
+    proto::Reply pod_stats(const proto::Request &req);
     // Ends the exec sessions of pod uid (all of them, or those into a
     // container that no longer runs).
     void kill_execs(const std::string &uid, const std::string &why, bool all);
