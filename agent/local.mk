@@ -93,6 +93,8 @@ agent_libkubelet_la_SOURCES = \
 	agent/http_server.h \
 	agent/kubelet_server.cc \
 	agent/kubelet_server.h \
+	agent/kubelet_stats.cc \
+	agent/kubelet_stats.h \
 	agent/metrics.cc \
 	agent/metrics.h \
 	agent/stream_request.cc \

@@ -13,6 +13,8 @@
 //    to re-adopt after an agent restart).
 //  - shutdown(grace_s, reason): stop everything, report final statuses, then
 //    done.
+//  - stats(done): what the running pods use now (proto::PodStatsReply,
+//    docs/protocol.md pod_stats), decoded and bounded; done exactly once.
 //  - Status notifications go to the sink set with set_status_sink, on every
 //    change, from the loop (never inside a call above).
 //  - All callbacks run on the agent's loop.
@@ -25,6 +27,7 @@
 #include <json/json.h>
 
 #include "common/result.h"
+#include "common/shim_protocol.h"
 
 namespace sk::agent {
 
@@ -58,6 +61,7 @@ class PodRuntime {
                       Done done) = 0;
     virtual void snapshot(std::function<void(Result<std::vector<PodSnapshot>>)> done) = 0;
     virtual void shutdown(uint32_t grace_s, const std::string &reason, Done done) = 0;
+    virtual void stats(std::function<void(Result<proto::PodStatsReply>)> done) = 0;
 
     void set_status_sink(StatusSink s) { sink_ = std::move(s); }
     // Called once when the runtime goes away (the shim's connection closed).

@@ -25,6 +25,7 @@ class ShimRuntime : public PodRuntime {
               Done done) override;
     void snapshot(std::function<void(Result<std::vector<PodSnapshot>>)> done) override;
     void shutdown(uint32_t grace_s, const std::string &reason, Done done) override;
+    void stats(std::function<void(Result<proto::PodStatsReply>)> done) override;
 
     bool connected() const { return conn_ && !conn_->closed(); }
     void detach();
