@@ -274,6 +274,13 @@ std::shared_ptr<VirtualNode> Agent::add_node(JobRecord rec, std::function<void(S
     return vn;
 }
 
+std::vector<NodeRuntimeRef> Agent::node_runtimes() {
+    std::vector<NodeRuntimeRef> out;
+    for (auto &[key, vn] : nodes_)
+        out.push_back({vn->record().node_name, vn->record().registered_at, vn->runtime()});
+    return out;
+}
+
 PeerStanding Agent::standing(const PeerCred &peer) const {
     PeerStanding s;
     s.admin = is_admin(peer, admin_uids_);

@@ -10,6 +10,7 @@
 #include "agent/agent_config.h"
 #include "agent/controllers/virtual_node.h"
 #include "agent/socket_server.h"
+#include "agent/stats_provider.h"
 
 namespace sk::agent {
 
@@ -83,6 +84,9 @@ class Agent {
     void set_log_index(LogIndex *logs) { ctx_.logs = logs; }
     // Optional, before start(): none = pods run in the job's shim (runtime = shim).
     void set_runtime_factory(RuntimeFactory f) { runtime_factory_ = std::move(f); }
+    // The registered virtual nodes with their runtimes, for the kubelet's
+    // stats (agent/stats_provider.h). Loop thread.
+    std::vector<NodeRuntimeRef> node_runtimes();
 
   private:
     PeerStanding standing(const PeerCred &peer) const;

@@ -106,8 +106,8 @@ AgentObserver observe_into(AgentMetrics &m) {
 // TLS with client-certificate auth (the API server's kubelet-client cert),
 // or plain HTTP when the admin said kubelet_insecure; nothing (null) when
 // neither is configured: `kubectl logs` then cannot reach this node.
-Result<std::unique_ptr<KubeletServer>> start_kubelet_endpoint(const AgentConfig &cfg,
-                                                              LogIndex &logs) {
+Result<std::unique_ptr<KubeletServer>> start_kubelet_endpoint(
+    const AgentConfig &cfg, LogIndex &logs, std::shared_ptr<StatsProvider> stats) {
     if (cfg.kubelet_cert.empty() && !cfg.kubelet_insecure) {
         LOG_WARN(
             "kubelet endpoint off (set kubelet_cert, kubelet_key and kubelet_client_ca): "
@@ -133,6 +133,7 @@ Result<std::unique_ptr<KubeletServer>> start_kubelet_endpoint(const AgentConfig 
     }
     auto srv = std::make_unique<KubeletServer>(
         c, [&logs](const ContainerLogRef &ref) { return logs.resolve(ref); });
+    srv->set_stats_provider(std::move(stats));
     if (auto st = srv->start(); !st)
         return fail(st.error(), "kubelet endpoint on port " + std::to_string(cfg.kubelet_port) +
                                     ": " + st.message() +
@@ -229,8 +230,16 @@ int run(int argc, char **argv, const RuntimeFactories &extra) {
 
     // 5. the kubelet endpoint (kubectl logs through the API server); its
     //    port goes into every Node's daemonEndpoints, so it starts first.
+    //    Its stats come from the agent's loop (agent/stats_provider.h).
     LogIndex logs;
-    auto kubelet = start_kubelet_endpoint(*cfg, logs);
+    std::unique_ptr<Agent> agent;
+    auto stats = std::make_shared<AgentStatsProvider>(
+        &loop, [&agent] { return agent ? agent->node_runtimes() : std::vector<NodeRuntimeRef>{}; });
+    if (auto st = stats->start(); !st) {
+        LOG_ERROR("stats: %s", st.message().c_str());
+        return 1;
+    }
+    auto kubelet = start_kubelet_endpoint(*cfg, logs, stats);
     if (!kubelet) {
         LOG_ERROR("%s", kubelet.message().c_str());
         return 1;
@@ -239,7 +248,7 @@ int run(int argc, char **argv, const RuntimeFactories &extra) {
     if (*kubelet) host.kubelet_port = (*kubelet)->port();
 
     // 6. the agent: state, socket, controllers
-    auto agent = std::make_unique<Agent>(&loop, *cfg, kube, clock, checker, host);
+    agent = std::make_unique<Agent>(&loop, *cfg, kube, clock, checker, host);
     agent->set_observer(&obs);
     agent->set_log_index(&logs);
     if (auto it = extra.find(cfg->runtime); it != extra.end())
@@ -267,6 +276,7 @@ int run(int argc, char **argv, const RuntimeFactories &extra) {
     // 8. teardown in reverse
     if (*kubelet) (*kubelet)->stop();
     agent.reset();
+    stats->close();
     cancel_deferred(&loop);  // calls into the agent that is gone
     if (metrics_ep) metrics_ep->stop();
     http.stop();

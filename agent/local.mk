@@ -60,9 +60,11 @@ agent_libagentio_la_SOURCES = \
 	agent/shim_runtime.cc \
 	agent/shim_runtime.h \
 	agent/socket_server.cc \
-	agent/socket_server.h
+	agent/socket_server.h \
+	agent/stats_provider.cc \
+	agent/stats_provider.h
 agent_libagentio_la_CPPFLAGS = $(AM_CPPFLAGS) $(LIBUV_CFLAGS) $(LIBCURL_CFLAGS)
-agent_libagentio_la_LIBADD = agent/libagentcore.la uv/libskuv.la $(LIBUV_LIBS) $(LIBCURL_LIBS)
+agent_libagentio_la_LIBADD = agent/libagentcore.la agent/libkubelet.la uv/libskuv.la $(LIBUV_LIBS) $(LIBCURL_LIBS)
 
 # The daemon's main() (agent/daemon.h): linked by the shipped agent below and
 # by the test build that adds the fake runtime (tests/agent/local.mk).

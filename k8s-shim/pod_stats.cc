@@ -66,7 +66,7 @@ TreeUsage tree_usage(const ProcessTable &table, int root) {
     // (a parent link cannot loop: each pid has one parent, and root's own is
     // not followed).
     std::deque<int> todo{root};
-    while (!todo.empty()) {
+    while (!todo.empty() && out.processes < table.size()) {
         int pid = todo.front();
         todo.pop_front();
         const ProcUsage &u = table.at(pid);
