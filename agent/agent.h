@@ -10,6 +10,7 @@
 #include "agent/agent_config.h"
 #include "agent/controllers/virtual_node.h"
 #include "agent/socket_server.h"
+#include "agent/node_endpoints.h"
 #include "agent/stats_provider.h"
 
 namespace sk::agent {
@@ -87,6 +88,9 @@ class Agent {
     // The registered virtual nodes with their runtimes, for the kubelet's
     // stats (agent/stats_provider.h). Loop thread.
     std::vector<NodeRuntimeRef> node_runtimes();
+    // Optional, before start(): each virtual node then gets its own kubelet
+    // endpoint (kubelet_node_ports); it outlives the Agent.
+    void set_node_endpoints(NodeEndpoints *e) { endpoints_ = e; }
 
   private:
     PeerStanding standing(const PeerCred &peer) const;
@@ -124,6 +128,7 @@ class Agent {
     EventCorrelator events_;
     const AgentObserver *obs_ = nullptr;
     RuntimeFactory runtime_factory_;
+    NodeEndpoints *endpoints_ = nullptr;
 };
 
 }  // namespace sk::agent

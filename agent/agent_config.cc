@@ -48,6 +48,22 @@ void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string
     s.add_seconds("kubelet_handshake_timeout", &c.kubelet_handshake_timeout_s, 1, 300,
                   "kubelet endpoint: inactivity a new connection may spend before its first "
                   "request (TLS handshake included)");
+    s.add("kubelet_node_ports",
+          "LOW-HIGH: a kubelet endpoint per virtual node on a free port of the range (what "
+          "kubectl top needs with several jobs on a host)",
+          [&c](const std::string &v, const std::string &k) -> Status {
+              auto dash = v.find('-');
+              auto lo = parse_uint(trim(std::string_view(v).substr(0, dash)), k, 65535);
+              auto hi = dash == std::string::npos
+                            ? lo
+                            : parse_uint(trim(std::string_view(v).substr(dash + 1)), k, 65535);
+              if (dash == std::string::npos || !lo || !hi || *lo == 0 || *hi < *lo)
+                  return fail(Error::InvalidArgument,
+                              k + "='" + v + "' is not a port range LOW-HIGH (1..65535)");
+              c.kubelet_node_port_low = *lo;
+              c.kubelet_node_port_high = *hi;
+              return {};
+          });
     s.add_uint("metrics_port", &c.metrics_port, 0, 65535,
                "Prometheus /metrics on 127.0.0.1:PORT; 0 = off");
     s.add(

@@ -55,6 +55,8 @@ agent_libagentio_la_SOURCES = \
 	agent/http_client.h \
 	agent/kube_client.cc \
 	agent/kube_client.h \
+	agent/node_endpoints.cc \
+	agent/node_endpoints.h \
 	agent/observer.h \
 	agent/runtime.h \
 	agent/shim_runtime.cc \

@@ -85,8 +85,8 @@ void AgentStatsProvider::serve(const std::shared_ptr<Pending> &p) {
         return complete(p, fail(Error::NotFound,
                                 "stats are per virtual node, and this kubelet port serves the " +
                                     std::to_string(nodes.size()) +
-                                    " virtual nodes of this host: no figures are served here "
-                                    "while more than one job runs on the host"));
+                                    " virtual nodes of this host: set kubelet_node_ports in "
+                                    "agent.conf to give each node a port of its own"));
     const NodeRuntimeRef &n = nodes[0];
     if (!n.runtime)
         return complete(p, fail(Error::Unavailable,

@@ -6,8 +6,9 @@
 //
 // The figures are per virtual node (the job's share of the host): the one
 // kubelet port of a host serves them only while exactly one virtual node is
-// registered there; with none or several, NotFound (404) says why, and no
-// node's figures are passed off as another's.
+// registered there; with none or several, NotFound (404) says why (naming
+// kubelet_node_ports, which gives each node an endpoint of its own,
+// agent/node_endpoints.h), and no node's figures are passed off as another's.
 #pragma once
 
 #include <uv.h>
@@ -25,6 +26,16 @@
 #include "agent/runtime.h"
 
 namespace sk::agent {
+
+// A StatsProvider that always refuses (NotFound: 404 with the reason).
+class RefusedStats : public StatsProvider {
+  public:
+    explicit RefusedStats(std::string why) : why_(std::move(why)) {}
+    Result<NodeUsageSample> sample() override { return fail(Error::NotFound, why_); }
+
+  private:
+    std::string why_;
+};
 
 // A registered virtual node and its runtime (null while no shim is
 // attached); valid on the loop thread until the loop runs again.
