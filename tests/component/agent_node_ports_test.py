@@ -8,7 +8,7 @@ own pods only, a CPU-burning pod's counter grows on its node alone, a pod of the
 404 on a node's port (logs included), the shared port serves no stats (404 naming the key), and
 a node's port closes with its job. Prints `N passed, N failed`.
 """
-import json, os, re, shutil, socket, ssl, sys, time, urllib.error, urllib.request
+import json, os, re, shutil, socket, ssl, sys, urllib.error, urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from sktest.env import NODE, ShimEnv, suite_args  # noqa: E402
