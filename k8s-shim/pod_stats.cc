@@ -14,7 +14,7 @@ namespace sk::shim {
 namespace {
 
 // Cgroup files are a line or a few dozen; the bound only refuses nonsense.
-constexpr size_t kMaxCgroupFileBytes = 64 * 1024;
+constexpr size_t kMaxCgroupFileBytes = size_t{64} * 1024;
 
 std::optional<uint64_t> number(std::string_view s) {
     auto n = parse_uint(s, "value");
