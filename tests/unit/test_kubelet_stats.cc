@@ -17,6 +17,7 @@ using namespace sk;
 namespace {
 
 struct Sample {
+    bool found = false;  // find(): false when there is no such sample
     std::string name;
     std::map<std::string, std::string> labels;
     double value = 0;
@@ -81,11 +82,15 @@ Exposition parse(const std::string &text) {
     return e;
 }
 
-const Sample *find(const Exposition &e, const std::string &name,
-                   const std::map<std::string, std::string> &labels = {}) {
+Sample find(const Exposition &e, const std::string &name,
+            const std::map<std::string, std::string> &labels = {}) {
     for (const auto &s : e.samples)
-        if (s.name == name && s.labels == labels) return &s;
-    return nullptr;
+        if (s.name == name && s.labels == labels) {
+            Sample out = s;
+            out.found = true;
+            return out;
+        }
+    return Sample{};
 }
 
 NodeUsageSample two_pods() {
@@ -113,32 +118,32 @@ START_TEST(resource_metrics_names_and_values) {
         ck_assert_sstr_eq(e.type[g], "gauge");
         ck_assert_msg(!e.help[g].empty(), "%s has no HELP", g);
     }
-    const Sample *n = find(e, "node_cpu_usage_seconds_total");
-    ck_assert(n && n->value == 7.5);
-    ck_assert_sstr_eq(n->ts, "1700000010123");  // milliseconds
+    Sample n = find(e, "node_cpu_usage_seconds_total");
+    ck_assert(n.found && n.value == 7.5);
+    ck_assert_sstr_eq(n.ts, "1700000010123");  // milliseconds
     n = find(e, "node_memory_working_set_bytes");
-    ck_assert(n && n->value == 3.0 * (1 << 30));
-    const Sample *p = find(e, "pod_cpu_usage_seconds_total", {{"namespace", "rl"}, {"pod", "gen"}});
-    ck_assert(p && p->value == 2.0);  // its containers' sum
+    ck_assert(n.found && n.value == 3.0 * (1 << 30));
+    Sample p = find(e, "pod_cpu_usage_seconds_total", {{"namespace", "rl"}, {"pod", "gen"}});
+    ck_assert(p.found && p.value == 2.0);  // its containers' sum
     p = find(e, "pod_memory_working_set_bytes", {{"namespace", "rl"}, {"pod", "gen"}});
-    ck_assert(p && p->value == 1024);
+    ck_assert(p.found && p.value == 1024);
     // Label values are escaped and read back whole.
     p = find(e, "pod_memory_working_set_bytes", {{"namespace", "rl"}, {"pod", "we\"ird\\"}});
-    ck_assert(p && p->value == 4096);
-    const Sample *c = find(e, "container_cpu_usage_seconds_total",
-                           {{"container", "side"}, {"namespace", "rl"}, {"pod", "gen"}});
-    ck_assert(c && c->value == 0.5);
-    ck_assert_sstr_eq(c->ts, "1700000010123");
+    ck_assert(p.found && p.value == 4096);
+    Sample c = find(e, "container_cpu_usage_seconds_total",
+                    {{"container", "side"}, {"namespace", "rl"}, {"pod", "gen"}});
+    ck_assert(c.found && c.value == 0.5);
+    ck_assert_sstr_eq(c.ts, "1700000010123");
     c = find(e, "container_memory_working_set_bytes",
              {{"container", "main"}, {"namespace", "rl"}, {"pod", "gen"}});
-    ck_assert(c && c->value == 1000);
+    ck_assert(c.found && c.value == 1000);
     c = find(e, "container_start_time_seconds",
              {{"container", "side"}, {"namespace", "rl"}, {"pod", "gen"}});
-    ck_assert(c && c->value == 1700000002.5);
-    ck_assert_sstr_eq(c->ts, "1700000002500");  // the start itself, as the kubelet stamps it
+    ck_assert(c.found && c.value == 1700000002.5);
+    ck_assert_sstr_eq(c.ts, "1700000002500");  // the start itself, as the kubelet stamps it
     for (const char *err : {"resource_scrape_error", "scrape_error"}) {
-        const Sample *x = find(e, err);
-        ck_assert(x && x->value == 0 && x->ts.empty());
+        Sample x = find(e, err);
+        ck_assert(x.found && x.value == 0 && x.ts.empty());
     }
     ck_assert_uint_eq(e.samples.size(), 3 * 3 + 2 + 2 * 2 + 2);
 }
@@ -146,8 +151,9 @@ END_TEST
 
 START_TEST(resource_metrics_error) {
     Exposition e = parse(render_resource_metrics(nullptr));
-    ck_assert(find(e, "scrape_error") && find(e, "scrape_error")->value == 1);
-    ck_assert(find(e, "resource_scrape_error")->value == 1);
+    ck_assert(find(e, "scrape_error").found && find(e, "scrape_error").value == 1);
+    ck_assert(find(e, "resource_scrape_error").found &&
+              find(e, "resource_scrape_error").value == 1);
     ck_assert_uint_eq(e.samples.size(), 2);  // no figures pretended
 }
 END_TEST
@@ -262,7 +268,7 @@ START_TEST(server_routes) {
         r = srv.handle(get(path));
         ck_assert_int_eq(r.status, 200);
         ck_assert(r.content_type.find("version=0.0.4") != std::string::npos);
-        ck_assert(find(parse(r.body), "node_cpu_usage_seconds_total"));
+        ck_assert(find(parse(r.body), "node_cpu_usage_seconds_total").found);
     }
     r = srv.handle(get("/stats/summary"));
     ck_assert_int_eq(r.status, 200);
