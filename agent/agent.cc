@@ -269,11 +269,30 @@ void Agent::stop() {
 
 std::shared_ptr<VirtualNode> Agent::add_node(JobRecord rec, std::function<void(Status)> ready) {
     std::string key = job_key(rec.job.job_id, rec.job.slurm_node);
+    std::shared_ptr<void> endpoint;
+    if (endpoints_) {
+        auto e = endpoints_->open(rec.node_name,
+                                  shim_state_dir_for(cfg_, rec.job.job_id, rec.job.slurm_node));
+        if (e) {
+            rec.kubelet_port = e->port;
+            endpoint = e->endpoint;
+        } else {  // its Node names the shared port, which serves no stats
+            LOG_ERROR("[node %s] %s", rec.node_name.c_str(), e.message().c_str());
+        }
+    }
     auto vn = std::make_shared<VirtualNode>(ctx_, std::move(rec));
+    vn->hold_endpoint(std::move(endpoint));
     nodes_[key] = vn;
     if (runtime_factory_) vn->set_runtime(runtime_factory_(loop_, clock_));
     vn->start(std::move(ready));
     return vn;
+}
+
+std::vector<NodeRuntimeRef> Agent::node_runtimes() {
+    std::vector<NodeRuntimeRef> out;
+    for (auto &[key, vn] : nodes_)
+        out.push_back({vn->record().node_name, vn->record().registered_at, vn->runtime()});
+    return out;
 }
 
 PeerStanding Agent::standing(const PeerCred &peer) const {

@@ -11,6 +11,8 @@
 #include "agent/controllers/virtual_node.h"
 #include "agent/socket_server.h"
 #include "agent/stream_sessions.h"
+#include "agent/node_endpoints.h"
+#include "agent/stats_provider.h"
 
 namespace sk::agent {
 
@@ -88,6 +90,12 @@ class Agent {
     void set_stream_sessions(StreamSessions *s);
     // Optional, before start(): none = pods run in the job's shim (runtime = shim).
     void set_runtime_factory(RuntimeFactory f) { runtime_factory_ = std::move(f); }
+    // The registered virtual nodes with their runtimes, for the kubelet's
+    // stats (agent/stats_provider.h). Loop thread.
+    std::vector<NodeRuntimeRef> node_runtimes();
+    // Optional, before start(): each virtual node then gets its own kubelet
+    // endpoint (kubelet_node_ports); it outlives the Agent.
+    void set_node_endpoints(NodeEndpoints *e) { endpoints_ = e; }
 
   private:
     PeerStanding standing(const PeerCred &peer) const;
@@ -127,6 +135,7 @@ class Agent {
     const AgentObserver *obs_ = nullptr;
     RuntimeFactory runtime_factory_;
     StreamSessions *streams_ = nullptr;
+    NodeEndpoints *endpoints_ = nullptr;
 };
 
 }  // namespace sk::agent

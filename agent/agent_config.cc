@@ -60,6 +60,22 @@ void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string
     s.add_bool("kubelet_port_forward_any_port", &c.kubelet_port_forward_any_port,
                "kubectl port-forward also to ports a pod does not declare as containerPort "
                "(always only to a socket of the job's user; pods share the host's network)");
+    s.add("kubelet_node_ports",
+          "LOW-HIGH: a kubelet endpoint per virtual node on a free port of the range (what "
+          "kubectl top needs with several jobs on a host)",
+          [&c](const std::string &v, const std::string &k) -> Status {
+              auto dash = v.find('-');
+              auto lo = parse_uint(trim(std::string_view(v).substr(0, dash)), k, 65535);
+              auto hi = dash == std::string::npos
+                            ? lo
+                            : parse_uint(trim(std::string_view(v).substr(dash + 1)), k, 65535);
+              if (dash == std::string::npos || !lo || !hi || *lo == 0 || *hi < *lo)
+                  return fail(Error::InvalidArgument,
+                              k + "='" + v + "' is not a port range LOW-HIGH (1..65535)");
+              c.kubelet_node_port_low = *lo;
+              c.kubelet_node_port_high = *hi;
+              return {};
+          });
     s.add_uint("metrics_port", &c.metrics_port, 0, 65535,
                "Prometheus /metrics on 127.0.0.1:PORT; 0 = off");
     s.add(

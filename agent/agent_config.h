@@ -50,6 +50,10 @@ struct AgentConfig {
     uint64_t kubelet_stream_idle_timeout_s = 4 * 3600;
     bool kubelet_port_forward_any_port = false;
     uint64_t kubelet_stream_creation_timeout_s = 30;
+    // kubelet_node_ports = LOW-HIGH: each virtual node gets a kubelet
+    // endpoint of its own on a free port of the range (its Node names it),
+    // serving that node's pods and stats only; 0-0 = off (one shared port).
+    uint64_t kubelet_node_port_low = 0, kubelet_node_port_high = 0;
 
     uint64_t lease_duration_s = 40;
     uint64_t lease_renew_s = 10;

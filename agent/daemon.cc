@@ -28,6 +28,7 @@
 #include "agent/log_index.h"
 #include "agent/stream_sessions.h"
 #include "agent/metrics.h"
+#include "agent/node_endpoints.h"
 #include "uv/handles.h"
 #include "common/log.h"
 #include "common/strings.h"
@@ -107,33 +108,44 @@ AgentObserver observe_into(AgentMetrics &m) {
 // TLS with client-certificate auth (the API server's kubelet-client cert),
 // or plain HTTP when the admin said kubelet_insecure; nothing (null) when
 // neither is configured: `kubectl logs` then cannot reach this node.
-Result<std::unique_ptr<KubeletServer>> start_kubelet_endpoint(
-    const AgentConfig &cfg, LogIndex &logs, std::shared_ptr<StreamSessions> streams) {
-    if (cfg.kubelet_cert.empty() && !cfg.kubelet_insecure) {
-        LOG_WARN(
-            "kubelet endpoint off (set kubelet_cert, kubelet_key and kubelet_client_ca): "
-            "kubectl logs will not work on the virtual nodes");
-        return std::unique_ptr<KubeletServer>();
-    }
+bool kubelet_endpoint_on(const AgentConfig &cfg) {
+    return !cfg.kubelet_cert.empty() || cfg.kubelet_insecure;
+}
+
+KubeletServerConfig kubelet_config(const AgentConfig &cfg) {
     KubeletServerConfig c;
     c.http.port = static_cast<uint16_t>(cfg.kubelet_port);
     c.http.max_connections = static_cast<unsigned>(cfg.kubelet_max_connections);
     c.http.max_connections_per_address =
         static_cast<unsigned>(cfg.kubelet_max_connections_per_address);
     c.http.handshake_timeout_s = static_cast<unsigned>(cfg.kubelet_handshake_timeout_s);
-    if (cfg.kubelet_insecure) {
-        LOG_WARN(
-            "kubelet_insecure = true: the kubelet endpoint serves container logs over plain "
-            "HTTP to anyone who can reach port %llu (tests only)",
-            static_cast<unsigned long long>(cfg.kubelet_port));
-    } else {
+    if (!cfg.kubelet_insecure) {
         c.http.tls = true;
         c.http.cert_file = cfg.kubelet_cert;
         c.http.key_file = cfg.kubelet_key;
         c.http.client_ca_file = cfg.kubelet_client_ca;
     }
+    return c;
+}
+
+Result<std::unique_ptr<KubeletServer>> start_kubelet_endpoint(
+    const AgentConfig &cfg, LogIndex &logs, std::shared_ptr<StatsProvider> stats,
+    std::shared_ptr<StreamSessions> streams) {
+    if (!kubelet_endpoint_on(cfg)) {
+        LOG_WARN(
+            "kubelet endpoint off (set kubelet_cert, kubelet_key and kubelet_client_ca): "
+            "kubectl logs will not work on the virtual nodes");
+        return std::unique_ptr<KubeletServer>();
+    }
+    if (cfg.kubelet_insecure)
+        LOG_WARN(
+            "kubelet_insecure = true: the kubelet endpoint serves container logs over plain "
+            "HTTP to anyone who can reach port %llu (tests only)",
+            static_cast<unsigned long long>(cfg.kubelet_port));
+    KubeletServerConfig c = kubelet_config(cfg);
     auto srv = std::make_unique<KubeletServer>(
         c, [&logs](const ContainerLogRef &ref) { return logs.resolve(ref); }, std::move(streams));
+    srv->set_stats_provider(std::move(stats));
     if (auto st = srv->start(); !st)
         return fail(st.error(), "kubelet endpoint on port " + std::to_string(cfg.kubelet_port) +
                                     ": " + st.message() +
@@ -230,6 +242,9 @@ int run(int argc, char **argv, const RuntimeFactories &extra) {
 
     // 5. the kubelet endpoint (kubectl logs through the API server); its
     //    port goes into every Node's daemonEndpoints, so it starts first.
+    //    Its stats come from the agent's loop (agent/stats_provider.h).
+    //    With kubelet_node_ports each node gets an endpoint of its own
+    //    (agent/node_endpoints.h) and the shared one serves no stats.
     LogIndex logs;
     StreamLimits stream_limits;
     stream_limits.max_sessions = static_cast<size_t>(cfg->kubelet_max_stream_sessions);
@@ -239,7 +254,27 @@ int run(int argc, char **argv, const RuntimeFactories &extra) {
     auto streams = std::make_shared<StreamSessions>(
         &loop, stream_limits,
         [&logs](const StreamRequest &r) { return logs.exec_check(r.ns, r.pod, r.container); });
-    auto kubelet = start_kubelet_endpoint(*cfg, logs, streams);
+    std::unique_ptr<Agent> agent;
+    AgentStatsProvider::Nodes nodes = [&agent] {
+        return agent ? agent->node_runtimes() : std::vector<NodeRuntimeRef>{};
+    };
+    auto stats = std::make_shared<AgentStatsProvider>(&loop, nodes);
+    if (auto st = stats->start(); !st) {
+        LOG_ERROR("stats: %s", st.message().c_str());
+        return 1;
+    }
+    std::unique_ptr<NodeEndpoints> node_endpoints;
+    std::shared_ptr<StatsProvider> shared_stats = stats;
+    if (cfg->kubelet_node_port_low && kubelet_endpoint_on(*cfg)) {
+        node_endpoints = std::make_unique<NodeEndpoints>(
+            &loop, kubelet_config(*cfg), static_cast<uint16_t>(cfg->kubelet_node_port_low),
+            static_cast<uint16_t>(cfg->kubelet_node_port_high), &logs, nodes);
+        shared_stats = std::make_shared<RefusedStats>(
+            "this port is shared by the host's virtual nodes: each serves its stats on its own "
+            "port (kubelet_node_ports), the one its Node's kubeletEndpoint names");
+    }
+    if (node_endpoints) node_endpoints->set_streams(streams);
+    auto kubelet = start_kubelet_endpoint(*cfg, logs, shared_stats, streams);
     if (!kubelet) {
         LOG_ERROR("%s", kubelet.message().c_str());
         return 1;
@@ -248,10 +283,11 @@ int run(int argc, char **argv, const RuntimeFactories &extra) {
     if (*kubelet) host.kubelet_port = (*kubelet)->port();
 
     // 6. the agent: state, socket, controllers
-    auto agent = std::make_unique<Agent>(&loop, *cfg, kube, clock, checker, host);
+    agent = std::make_unique<Agent>(&loop, *cfg, kube, clock, checker, host);
     agent->set_observer(&obs);
     agent->set_log_index(&logs);
     agent->set_stream_sessions(streams.get());
+    agent->set_node_endpoints(node_endpoints.get());
     if (auto it = extra.find(cfg->runtime); it != extra.end())
         agent->set_runtime_factory(it->second);
     if (auto st = agent->start(); !st) {
@@ -275,9 +311,10 @@ int run(int argc, char **argv, const RuntimeFactories &extra) {
     uv_run(&loop, UV_RUN_DEFAULT);
 
     // 8. teardown in reverse
+    stats->close();  // scrapes waiting for the loop are answered: nothing holds the stops
     if (*kubelet) (*kubelet)->stop();
-    streams->stop();  // no start() can come now: the HTTP threads are gone
-    agent.reset();
+    streams->stop();  // no start() can come now from the shared endpoint's threads
+    agent.reset();    // each node's own endpoint closes with it
     cancel_deferred(&loop);  // calls into the agent that is gone
     if (metrics_ep) metrics_ep->stop();
     http.stop();

@@ -24,6 +24,10 @@ struct JobRecord {
     std::string node_uid;  // last known; "" until the Node was created
     int64_t registered_at = 0;
     bool draining = false;
+    // This node's own kubelet endpoint port (kubelet_node_ports), 0 = the
+    // host's shared one. Not persisted: chosen again at each agent start
+    // (the Node's status carries the current one).
+    uint32_t kubelet_port = 0;
 };
 
 Json::Value to_json(const JobRecord &r);

@@ -249,14 +249,34 @@ HttpResponse KubeletServer::handle(const HttpRequest &req) {
                      starts_with(req.path, "/portForward/")))
         return stream(req);
     bool logs = starts_with(req.path, "/containerLogs/");
-    if (req.path != "/healthz" && !logs) return http_text(404, "404 page not found\n");
+    bool stats = stats_ && (req.path == "/stats/summary" || req.path == "/metrics/resource" ||
+                            req.path == "/metrics/resource/v1alpha1");
+    if (req.path != "/healthz" && !logs && !stats) return http_text(404, "404 page not found\n");
     if (req.method != "GET") {
         HttpResponse r = http_text(405, "405 method not allowed\n");
         r.headers["Allow"] = "GET";
         return r;
     }
+    if (stats) return this->stats(req);
     if (!logs) return http_text(200, "ok");
     return container_logs(req);
+}
+
+HttpResponse KubeletServer::stats(const HttpRequest &req) {
+    auto s = stats_->sample();
+    if (!s.ok() && s.error() == Error::NotFound) return http_text(404, s.message() + "\n");
+    if (!s.ok())
+        LOG_WARN("stats for %s: %s", req.client_cn.empty() ? "anonymous" : req.client_cn.c_str(),
+                 s.message().c_str());
+    if (req.path == "/stats/summary") {
+        if (!s.ok()) return http_text(503, s.message() + "\n");
+        HttpResponse r = http_text(200, render_stats_summary(*s));
+        r.content_type = "application/json";
+        return r;
+    }
+    HttpResponse r = http_text(200, render_resource_metrics(s.ok() ? &*s : nullptr));
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    return r;
 }
 
 HttpResponse KubeletServer::stream(const HttpRequest &req) {

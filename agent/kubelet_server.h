@@ -7,6 +7,9 @@
 //   POST|GET /exec, /attach, /portForward (agent/stream_request.h), when a
 //       StreamHandler is given: refusals as the kubelet's, else 101 and the
 //       connection to the handler
+//   GET /stats/summary, /metrics/resource (and /metrics/resource/v1alpha1,
+//       the path older metrics-server asks), when a StatsProvider is given
+//       (agent/kubelet_stats.h renders them)
 // everything else 404 (405 for another method on those paths).
 //
 // The server runs in libmicrohttpd's threads. Which files belong to a
@@ -22,6 +25,7 @@
 #include <vector>
 
 #include "agent/http_server.h"
+#include "agent/kubelet_stats.h"
 #include "agent/stream_request.h"
 #include "common/cri_log.h"
 #include "common/result.h"
@@ -83,6 +87,17 @@ class StreamHandler {
     virtual void start(StreamRequest req, HttpUpgrade conn) = 0;
 };
 
+// Where the stats endpoints' figures come from: a fresh sample of the one
+// virtual node this server answers for. Called from the server's threads;
+// must be thread-safe and return within its own bound. NotFound -> 404 with
+// the message (no node's figures can be had here), other errors -> 503 for
+// /stats/summary and resource_scrape_error 1 for /metrics/resource.
+class StatsProvider {
+  public:
+    virtual ~StatsProvider() = default;
+    virtual Result<NodeUsageSample> sample() = 0;
+};
+
 struct KubeletServerConfig {
     HttpServerConfig http;         // TLS, port, client CA; name defaults to "kubelet"
     int follow_poll_ms = 100;      // how often a follow looks for new lines
@@ -100,6 +115,9 @@ class KubeletServer {
     KubeletServer(const KubeletServer &) = delete;
     KubeletServer &operator=(const KubeletServer &) = delete;
 
+    // Optional, before start(): none = the stats paths answer 404.
+    void set_stats_provider(std::shared_ptr<StatsProvider> stats) { stats_ = std::move(stats); }
+
     Status start();
     void stop();  // ends running follows, joins the server threads
     uint16_t port() const;
@@ -110,10 +128,12 @@ class KubeletServer {
   private:
     HttpResponse container_logs(const HttpRequest &req);
     HttpResponse stream(const HttpRequest &req);
+    HttpResponse stats(const HttpRequest &req);
 
     KubeletServerConfig config_;
     ContainerLogResolver resolver_;
     std::shared_ptr<StreamHandler> streams_;
+    std::shared_ptr<StatsProvider> stats_;
     std::unique_ptr<HttpServer> http_;
 };
 

@@ -57,6 +57,8 @@ agent_libagentio_la_SOURCES = \
 	agent/http_client.h \
 	agent/kube_client.cc \
 	agent/kube_client.h \
+	agent/node_endpoints.cc \
+	agent/node_endpoints.h \
 	agent/observer.h \
 	agent/runtime.h \
 	agent/shim_runtime.cc \
@@ -64,9 +66,11 @@ agent_libagentio_la_SOURCES = \
 	agent/socket_server.cc \
 	agent/socket_server.h \
 	agent/stream_sessions.cc \
-	agent/stream_sessions.h
+	agent/stream_sessions.h \
+	agent/stats_provider.cc \
+	agent/stats_provider.h
 agent_libagentio_la_CPPFLAGS = $(AM_CPPFLAGS) $(LIBUV_CFLAGS) $(LIBCURL_CFLAGS)
-agent_libagentio_la_LIBADD = agent/libagentcore.la common/libstreams.la uv/libskuv.la $(LIBUV_LIBS) $(LIBCURL_LIBS)
+agent_libagentio_la_LIBADD = agent/libagentcore.la agent/libkubelet.la common/libstreams.la uv/libskuv.la $(LIBUV_LIBS) $(LIBCURL_LIBS)
 
 # The daemon's main() (agent/daemon.h): linked by the shipped agent below and
 # by the test build that adds the fake runtime (tests/agent/local.mk).
@@ -97,6 +101,8 @@ agent_libkubelet_la_SOURCES = \
 	agent/http_server.h \
 	agent/kubelet_server.cc \
 	agent/kubelet_server.h \
+	agent/kubelet_stats.cc \
+	agent/kubelet_stats.h \
 	agent/metrics.cc \
 	agent/metrics.h \
 	agent/stream_request.cc \

@@ -17,6 +17,8 @@
 //    (docs/protocol.md "exec_start"): done once it runs (its output then
 //    flows on the session's data connection) or with the refusal.
 //    A runtime that cannot exec refuses with Unavailable.
+//  - stats(done): what the running pods use now (proto::PodStatsReply,
+//    docs/protocol.md pod_stats), decoded and bounded; done exactly once.
 //  - Status notifications go to the sink set with set_status_sink, on every
 //    change, from the loop (never inside a call above).
 //  - All callbacks run on the agent's loop.
@@ -66,6 +68,7 @@ class PodRuntime {
     virtual void exec_start(const proto::ExecStart & /*m*/, Done done) {
         done(fail(Error::Unavailable, "this node's pod runtime does not run commands in pods"));
     }
+    virtual void stats(std::function<void(Result<proto::PodStatsReply>)> done) = 0;
 
     void set_status_sink(StatusSink s) { sink_ = std::move(s); }
     // Called once when the runtime goes away (the shim's connection closed).

@@ -198,4 +198,14 @@ void ShimRuntime::exec_start(const proto::ExecStart &m, Done done) {
          [done](const Result<Json::Value> &r) { done(r ? Status() : r.failure()); });
 }
 
+// The reply is the job user's: decoded strictly and bounded
+// (proto::pod_stats_reply_from_json), whatever the shim sends.
+void ShimRuntime::stats(std::function<void(Result<proto::PodStatsReply>)> done) {
+    call(proto::ShimOp::PodStats, proto::to_json(proto::PodStatsRequest{}),
+         [done](Result<Json::Value> r) {
+             if (!r) return done(r.failure());
+             done(proto::pod_stats_reply_from_json(*r));
+         });
+}
+
 }  // namespace sk::agent

@@ -13,7 +13,7 @@ namespace {
 template <typename E, size_t N>
 using Names = std::array<std::pair<E, std::string_view>, N>;
 
-constexpr Names<ShimOp, 8> kOps{{
+constexpr Names<ShimOp, 9> kOps{{
     {ShimOp::PodRun, "pod_run"},
     {ShimOp::PodKill, "pod_kill"},
     {ShimOp::PodList, "pod_list"},
@@ -22,6 +22,12 @@ constexpr Names<ShimOp, 8> kOps{{
     {ShimOp::ExecStart, "exec_start"},
     {ShimOp::ExecAttach, "exec_attach"},
     {ShimOp::AttachStart, "attach_start"},
+    {ShimOp::PodStats, "pod_stats"},
+}};
+
+constexpr Names<StatsSource, 2> kStatsSources{{
+    {StatsSource::Cgroup, "cgroup"},
+    {StatsSource::Pods, "pods"},
 }};
 
 constexpr Names<StopReason, 8> kReasons{{
@@ -115,6 +121,9 @@ std::string_view to_string(StopReason r) noexcept {
 }
 std::string_view to_string(EventType t) noexcept {
     return name_of(kEventTypes, t);
+}
+std::string_view to_string(StatsSource s) noexcept {
+    return name_of(kStatsSources, s);
 }
 Result<ShimOp> shim_op_from_string(std::string_view s, std::string_view field) {
     return value_of(kOps, s, field);
@@ -441,6 +450,121 @@ Result<PodListReply> pod_list_reply_from_json(const Json::Value &body) {
         auto s = pod_status_from_json(p);
         if (!s) return fail(Error::Parse, "pod_list reply: " + s.message());
         m.pods.push_back(std::move(*s));
+    }
+    return m;
+}
+
+// ---- pod_stats ----
+
+Json::Value to_json(const PodStatsRequest &) {
+    return Json::Value(Json::objectValue);
+}
+
+Result<PodStatsRequest> pod_stats_request_from_json(const Json::Value &body) {
+    if (!body.isObject()) return fail(Error::Parse, "pod_stats: the body must be an object");
+    return PodStatsRequest{};
+}
+
+Json::Value to_json(const PodStatsReply &m) {
+    Json::Value v(Json::objectValue);
+    Json::Value node(Json::objectValue);
+    node["source"] = std::string(to_string(m.node.source));
+    node["cpu_ns"] = Json::UInt64(m.node.cpu_ns);
+    node["memory_bytes"] = Json::UInt64(m.node.memory_bytes);
+    v["node"] = node;
+    Json::Value pods(Json::arrayValue);
+    for (const auto &p : m.pods) {
+        Json::Value e(Json::objectValue);
+        e["uid"] = p.uid;
+        e["namespace"] = p.ns;
+        e["name"] = p.name;
+        e["start_ms"] = Json::Int64(p.start_ms);
+        Json::Value cs(Json::arrayValue);
+        for (const auto &c : p.containers) {
+            Json::Value j(Json::objectValue);
+            j["name"] = c.name;
+            j["start_ms"] = Json::Int64(c.start_ms);
+            j["cpu_ns"] = Json::UInt64(c.cpu_ns);
+            j["memory_bytes"] = Json::UInt64(c.memory_bytes);
+            cs.append(j);
+        }
+        e["containers"] = cs;
+        pods.append(e);
+    }
+    v["pods"] = pods;
+    return v;
+}
+
+namespace {
+
+// A unix-ms time: 0..INT64_MAX (0 only where `zero_ok`).
+Result<int64_t> time_ms_field(const Json::Value &v, const char *key, std::string_view ctx,
+                              bool zero_ok) {
+    auto n = json::get_uint(v, key, ctx, static_cast<uint64_t>(INT64_MAX));
+    if (!n) return n.failure();
+    if (*n == 0 && !zero_ok) return fail(Error::Parse, field_name(ctx, key) + " must be > 0");
+    return static_cast<int64_t>(*n);
+}
+
+Result<ContainerStats> container_stats_from_json(const Json::Value &v) {
+    constexpr std::string_view ctx = "pod_stats reply: container";
+    if (!v.isObject()) return fail(Error::Parse, "pod_stats reply: a container must be an object");
+    ContainerStats c;
+    SK_TRY_ASSIGN(c.name,
+                  bounded(json::get_string(v, "name", ctx), ctx, "name", kMaxObjectNameBytes));
+    if (c.name.empty()) return fail(Error::Parse, field_name(ctx, "name") + " must not be empty");
+    SK_TRY_ASSIGN(c.start_ms, time_ms_field(v, "start_ms", ctx, false));
+    SK_TRY_ASSIGN(c.cpu_ns, json::get_uint(v, "cpu_ns", ctx));
+    SK_TRY_ASSIGN(c.memory_bytes, json::get_uint(v, "memory_bytes", ctx));
+    return c;
+}
+
+Result<PodStatsEntry> pod_stats_entry_from_json(const Json::Value &v) {
+    constexpr std::string_view ctx = "pod_stats reply: pod";
+    if (!v.isObject()) return fail(Error::Parse, "pod_stats reply: a pod must be an object");
+    PodStatsEntry p;
+    SK_TRY_ASSIGN(p.uid, uid_field(v, ctx));
+    SK_TRY_ASSIGN(p.ns, bounded(json::opt_string(v, "namespace", ctx), ctx, "namespace",
+                                kMaxObjectNameBytes));
+    SK_TRY_ASSIGN(p.name,
+                  bounded(json::opt_string(v, "name", ctx), ctx, "name", kMaxObjectNameBytes));
+    SK_TRY_ASSIGN(p.start_ms, time_ms_field(v, "start_ms", ctx, true));
+    const Json::Value &cs = v["containers"];
+    if (!cs.isArray())
+        return fail(Error::Parse, field_name(ctx, "containers") + " must be an array");
+    if (cs.size() > kMaxStatsContainers)
+        return fail(Error::Parse, field_name(ctx, "containers") + " has more than " +
+                                      std::to_string(kMaxStatsContainers) + " entries");
+    for (const auto &c : cs) {
+        auto e = container_stats_from_json(c);
+        if (!e) return e.failure();
+        p.containers.push_back(std::move(*e));
+    }
+    return p;
+}
+
+}  // namespace
+
+Result<PodStatsReply> pod_stats_reply_from_json(const Json::Value &body) {
+    constexpr std::string_view ctx = "pod_stats reply: node";
+    if (!body.isObject()) return fail(Error::Parse, "pod_stats reply: the body must be an object");
+    PodStatsReply m;
+    const Json::Value &node = body["node"];
+    if (!node.isObject()) return fail(Error::Parse, "pod_stats reply: 'node' must be an object");
+    std::string source;
+    SK_TRY_ASSIGN(source, json::get_string(node, "source", ctx));
+    SK_TRY_ASSIGN(m.node.source, value_of(kStatsSources, source, field_name(ctx, "source")));
+    SK_TRY_ASSIGN(m.node.cpu_ns, json::get_uint(node, "cpu_ns", ctx));
+    SK_TRY_ASSIGN(m.node.memory_bytes, json::get_uint(node, "memory_bytes", ctx));
+    const Json::Value &pods = body["pods"];
+    if (!pods.isArray()) return fail(Error::Parse, "pod_stats reply: 'pods' must be an array");
+    if (pods.size() > kMaxStatsPods)
+        return fail(Error::Parse,
+                    "pod_stats reply: more than " + std::to_string(kMaxStatsPods) + " 'pods'");
+    for (const auto &p : pods) {
+        auto e = pod_stats_entry_from_json(p);
+        if (!e) return e.failure();
+        m.pods.push_back(std::move(*e));
     }
     return m;
 }

@@ -11,6 +11,7 @@
 //                 "stderr", "tty"}  -> {} once the command runs (kubectl exec)
 //     attach_start {"session", "uid", "container", "stdin", "stdout", "stderr",
 //                   "tty"}  -> {} once attached to the container (kubectl attach)
+//     pod_stats {}  -> {"node": NodeStats, "pods": [PodStats...]} (kubectl top)
 //   shim -> agent, first line of an exec or attach session's own data connection:
 //     exec_attach {"session"} -> {}, then frames (common/exec_frames.h)
 //   shim -> agent notification, answered ok (or an error naming the field):
@@ -60,6 +61,8 @@ constexpr size_t kMaxSessionBytes = 64;            // an exec session's id: [A-Z
 constexpr size_t kMaxExecWords = 1024;             // exec_start "command"
 constexpr size_t kMaxExecCommandBytes = 64 << 10;  // its words together
 constexpr size_t kMaxShimMessageBytes = size_t{32} << 20;
+constexpr size_t kMaxStatsPods = 1024;       // pods in one pod_stats reply
+constexpr size_t kMaxStatsContainers = 256;  // containers of one pod in it
 
 // ---- enums carried as strings ----
 
@@ -73,6 +76,7 @@ enum class ShimOp {
     ExecStart,
     ExecAttach,
     AttachStart,
+    PodStats,
 };
 
 // Why pods stop (pod_kill and shutdown "reason"). The shim logs it and
@@ -92,9 +96,16 @@ enum class StopReason {
 
 enum class EventType { Normal, Warning };
 
+// Where the node-level figure comes from.
+enum class StatsSource {
+    Cgroup,  // the job's Slurm cgroup on this host (what the job uses here)
+    Pods,    // the sum of the pods' figures (no readable job cgroup)
+};
+
 std::string_view to_string(ShimOp op) noexcept;
 std::string_view to_string(StopReason r) noexcept;
 std::string_view to_string(EventType t) noexcept;
+std::string_view to_string(StatsSource s) noexcept;
 // Unknown names fail with Parse, naming `field` and the accepted values.
 Result<ShimOp> shim_op_from_string(std::string_view s, std::string_view field);
 Result<StopReason> stop_reason_from_string(std::string_view s, std::string_view field);
@@ -154,6 +165,35 @@ struct AttachStart {
     bool tty = false;
 };
 
+// What the pods use now, for the kubelet's /stats/summary and
+// /metrics/resource (docs/protocol.md "pod_stats"). Counters are cumulative
+// since the container instance started; a restart starts a new instance.
+struct PodStatsRequest {};
+
+struct ContainerStats {
+    std::string name;           // 1..kMaxObjectNameBytes
+    int64_t start_ms = 0;       // the instance's start, unix ms (> 0)
+    uint64_t cpu_ns = 0;        // user + system CPU of its processes, cumulative
+    uint64_t memory_bytes = 0;  // working set
+};
+
+struct PodStatsEntry {
+    std::string uid, ns, name;
+    int64_t start_ms = 0;                    // the pod's start, unix ms (0: not started)
+    std::vector<ContainerStats> containers;  // the running ones, at most kMaxStatsContainers
+};
+
+struct NodeStats {
+    StatsSource source = StatsSource::Pods;
+    uint64_t cpu_ns = 0;
+    uint64_t memory_bytes = 0;
+};
+
+struct PodStatsReply {
+    NodeStats node;
+    std::vector<PodStatsEntry> pods;  // at most kMaxStatsPods
+};
+
 // ---- shim -> agent, on an exec or attach session's data connection ----
 
 struct ExecAttach {
@@ -195,6 +235,8 @@ Json::Value to_json(const PodEvent &m);
 Json::Value to_json(const ExecStart &m);
 Json::Value to_json(const ExecAttach &m);
 Json::Value to_json(const AttachStart &m);
+Json::Value to_json(const PodStatsRequest &m);
+Json::Value to_json(const PodStatsReply &m);
 
 Result<PodRun> pod_run_from_json(const Json::Value &body);
 Result<PodFiles> pod_files_from_json(const Json::Value &files);  // pod_run's "files"
@@ -207,5 +249,9 @@ Result<PodEvent> pod_event_from_json(const Json::Value &event);
 Result<ExecStart> exec_start_from_json(const Json::Value &body);
 Result<ExecAttach> exec_attach_from_json(const Json::Value &body);
 Result<AttachStart> attach_start_from_json(const Json::Value &body);
+Result<PodStatsRequest> pod_stats_request_from_json(const Json::Value &body);
+// Every count and name bounded (kMaxStatsPods, kMaxStatsContainers, the
+// name bounds), counters unsigned, start times > 0 for containers.
+Result<PodStatsReply> pod_stats_reply_from_json(const Json::Value &body);
 
 }  // namespace sk::proto

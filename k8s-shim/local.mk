@@ -23,6 +23,8 @@ k8s_shim_libshim_la_SOURCES = \
 	k8s-shim/pod_plan.h \
 	k8s-shim/pod_security.cc \
 	k8s-shim/pod_security.h \
+	k8s-shim/pod_stats.cc \
+	k8s-shim/pod_stats.h \
 	k8s-shim/pod_runner.cc \
 	k8s-shim/pod_runner.h \
 	k8s-shim/pod_status.cc \

@@ -258,6 +258,15 @@ bool PodRunner::container_running(const std::string &container) const {
     return running_container(container, "exec in").ok();
 }
 
+std::vector<PodRunner::RunningContainer> PodRunner::running_containers() const {
+    std::vector<RunningContainer> out;
+    for (auto *list : {&init_, &app_})
+        for (const auto &c : *list)
+            if (c->running && c->pid > 0 && !c->pending_exit)
+                out.push_back({c->plan->name, c->pid, c->run->started_ms});
+    return out;
+}
+
 Json::Value PodRunner::process_record() const {
     Json::Value v(Json::objectValue);
     for (auto *list : {&init_, &app_})

@@ -77,6 +77,14 @@ class PodRunner {
     // The running instance an attach session taps (k8s-shim/attach_session.h);
     // fails as exec_spec does.
     Result<Container *> attach_container(const std::string &container);
+    // The containers that run now (init containers included), each with its
+    // supervisor's pid and its instance's start (unix ms), for pod_stats.
+    struct RunningContainer {
+        std::string name;
+        int pid = 0;
+        int64_t started_ms = 0;
+    };
+    std::vector<RunningContainer> running_containers() const;
 
     // Kubelet-like events (Unhealthy, BackOff, Killing) queued for the next
     // pod_status notification (its optional "events" array, docs/protocol.md).

@@ -94,6 +94,7 @@ class Shim {
     // Refused when pod uid (or the job) has as many exec and attach sessions
     // together as allowed; ok otherwise.
     Status session_limit(const std::string &uid) const;
+    proto::Reply pod_stats(const proto::Request &req);
     // Ends the exec sessions of pod uid (all of them, or those into a
     // container that no longer runs).
     void kill_execs(const std::string &uid, const std::string &why, bool all);

@@ -23,6 +23,7 @@ NodeSpecInput NodeLeaseController::spec_input() const {
     NodeSpecInput in = ctx_.host;
     in.node_name = rec_.node_name;
     in.job = rec_.job;
+    if (rec_.kubelet_port) in.kubelet_port = rec_.kubelet_port;
     return in;
 }
 

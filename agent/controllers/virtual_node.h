@@ -56,6 +56,9 @@ class VirtualNode : public std::enable_shared_from_this<VirtualNode> {
     // Adds this node's pods per phase (Pending for pods not yet reported).
     void count_phases(std::map<std::string, int64_t> *by_phase) const;
     const JobRecord &record() const { return rec_; }
+    // Keeps `e` (this node's own kubelet endpoint, agent/node_endpoints.h)
+    // as long as the node: it closes when the node is gone.
+    void hold_endpoint(std::shared_ptr<void> e) { endpoint_ = std::move(e); }
     std::string prefix() const { return "[node " + rec_.node_name + "]"; }
 
   private:
@@ -67,6 +70,7 @@ class VirtualNode : public std::enable_shared_from_this<VirtualNode> {
     PodController pods_;
     NodeLeaseController node_;
     Drain drain_;
+    std::shared_ptr<void> endpoint_;
 };
 
 }  // namespace sk::agent

@@ -139,6 +139,20 @@ void FakeRuntime::snapshot(std::function<void(Result<std::vector<PodSnapshot>>)>
     post_([done, out] { done(out); });
 }
 
+void FakeRuntime::stats(std::function<void(Result<proto::PodStatsReply>)> done) {
+    proto::PodStatsReply out;
+    int64_t now_ms = now_() * 1000;
+    for (const auto &[uid, p] : pods_) {
+        if (p.status["phase"].asString() != "Running") continue;
+        proto::PodStatsEntry e{uid, p.ns, p.name, now_ms, {}};
+        for (const auto &cs : p.status["containerStatuses"])
+            if (cs["state"].isMember("running"))
+                e.containers.push_back({cs["name"].asString(), now_ms, 0, 0});
+        out.pods.push_back(std::move(e));
+    }
+    post_([done, out] { done(out); });
+}
+
 void FakeRuntime::shutdown(uint32_t grace_s, const std::string &reason, Done done) {
     shutdowns_.push_back({"", grace_s, reason});
     for (auto &[uid, p] : pods_)

@@ -29,6 +29,9 @@ class FakeRuntime : public PodRuntime {
               Done done) override;
     void snapshot(std::function<void(Result<std::vector<PodSnapshot>>)> done) override;
     void shutdown(uint32_t grace_s, const std::string &reason, Done done) override;
+    // Each pod whose status says Running, with its running containers, all
+    // at zero use (nothing runs); the node's figure is their sum.
+    void stats(std::function<void(Result<proto::PodStatsReply>)> done) override;
 
     // Test control: replace a pod's status and notify it.
     bool set_status(const std::string &uid, const Json::Value &status);

@@ -8,7 +8,7 @@ kubectl) goes through the test API server's pods/log proxy to the agent's
 kubelet endpoint over TLS (serving cert and client CA from the test server's
 state dir). Prints `N passed, N failed` and leaves no process behind.
 """
-import os, shutil, signal, subprocess, sys, threading, time, urllib.request
+import json, os, shutil, signal, subprocess, sys, threading, time, urllib.error, urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from sktest.env import NODE, ShimEnv, suite_args  # noqa: E402
@@ -115,6 +115,72 @@ def run(env):
     check("kubectl logs -f streams new lines", len(ticks) >= 4, fout[-300:])
     rc, out, err = env.kubectl("logs", "web", "-c", "nope")
     check("kubectl logs for an unknown container is refused", rc != 0 and "not valid" in err, err)
+
+    # 1b. kubectl top's sources through the API server's nodes/proxy to the
+    #     kubelet endpoint: /metrics/resource with the kubelet's names, a
+    #     CPU-burning pod's counter growing, /stats/summary with the pod.
+    env.api("POST", "/api/v1/namespaces/default/pods", pod(
+        "burn", ["python3", "-c", "while True: pass"]))
+    check("burn pod Running", wait_for(lambda: (lambda x: x and x["status"].get("phase") ==
+                                                "Running")(get_pod(env, "burn")), 60),
+          (get_pod(env, "burn") or {}).get("status"))
+
+    def scrape(path):
+        rc, out, err = env.kubectl("get", "--raw", f"/api/v1/nodes/{NODE}/proxy/{path}")
+        return out if rc == 0 else "ERR " + err
+
+    def burn_cpu():
+        for line in scrape("metrics/resource").split("\n"):
+            if line.startswith("container_cpu_usage_seconds_total{") and 'pod="burn"' in line:
+                return float(line.split(" ")[1])
+        return None
+    text = scrape("metrics/resource")
+    names = {x.split(" ")[2] for x in text.split("\n") if x.startswith("# TYPE ")}
+    check("metrics/resource has the kubelet's metric names",
+          {"node_cpu_usage_seconds_total", "node_memory_working_set_bytes",
+           "pod_cpu_usage_seconds_total", "pod_memory_working_set_bytes",
+           "container_cpu_usage_seconds_total", "container_memory_working_set_bytes",
+           "container_start_time_seconds", "scrape_error"} <= names and
+          "\nscrape_error 0\n" in text, text[:600])
+    first = wait_for(burn_cpu, 30)
+    check("the burning container has a CPU counter", first is not None, text[:800])
+    grown = wait_for(lambda: (lambda v: v if v is not None and first is not None and
+                              v >= first + 0.3 else None)(burn_cpu()), 60)
+    check("its counter grows", grown is not None, (first, burn_cpu()))
+    summ = scrape("stats/summary")
+    try:
+        sj = json.loads(summ)
+    except ValueError:
+        sj = {}
+    bp = [p for p in sj.get("pods", []) if p["podRef"]["name"] == "burn"]
+    check("stats/summary: the node and the pod with its container",
+          sj.get("node", {}).get("nodeName") == NODE and bp and
+          bp[0]["containers"][0]["name"] == "main" and
+          bp[0]["containers"][0]["memory"]["workingSetBytes"] > 0 and
+          bp[0]["cpu"]["usageCoreNanoSeconds"] > 0, summ[:600])
+    # usageNanoCores is a rate of two samples: the second summary has it.
+    sj2 = json.loads(scrape("stats/summary") or "{}")
+    bp2 = [p for p in sj2.get("pods", []) if p["podRef"]["name"] == "burn"]
+    check("stats/summary: usageNanoCores from two samples",
+          bp2 and bp2[0]["containers"][0]["cpu"].get("usageNanoCores", 0) > 0, bp2)
+    # A second job's node on this host: the shared kubelet port cannot tell
+    # whose figures are asked for, and says so rather than answer for either.
+    r = env.call("register", dict(reg, job_id=43))
+    check("job 43 registers", r and r.get("ok"), r)
+    req = urllib.request.Request(f"{env.kube.url}/api/v1/nodes/{NODE}/proxy/metrics/resource")
+    req.add_header("Authorization", "Bearer " + env.kube.token)
+    try:
+        with urllib.request.urlopen(req, context=env.kube.ctx, timeout=10) as resp:
+            code, out = resp.status, resp.read().decode()
+    except urllib.error.HTTPError as e:
+        code, out = e.code, e.read().decode()
+    check("two nodes on the shared port: stats refused (404), naming why",
+          code == 404 and "per virtual node" in out, (code, out[:300]))
+    r = env.call("deregister", {"job_id": 43, "slurm_node": "n1", "grace_s": 0,
+                                "reason": "JobEnded"})
+    check("job 43 deregisters", r and r.get("ok"), r)
+    env.api("DELETE", "/api/v1/namespaces/default/pods/burn?gracePeriodSeconds=0")
+    wait_for(lambda: get_pod(env, "burn") is None, 30)
 
     # 2. failing liveness -> Unhealthy events (counted), Killing, restart
     env.api("POST", "/api/v1/namespaces/default/pods", pod(

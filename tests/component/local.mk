@@ -5,16 +5,19 @@ EXTRA_DIST += \
 	tests/component/test_agent.sh \
 	tests/component/test_agent_shim.sh \
 	tests/component/test_agent_exec.sh \
+	tests/component/test_agent_node_ports.sh \
 	tests/component/test_kubelet_server.sh \
 	tests/component/agent_test.py \
 	tests/component/agent_shim_test.py \
-	tests/component/agent_exec_test.py
+	tests/component/agent_exec_test.py \
+	tests/component/agent_node_ports_test.py
 
 if BUILD_DAEMONS
 TESTS += \
 	tests/component/test_agent.sh \
 	tests/component/test_agent_shim.sh \
 	tests/component/test_agent_exec.sh \
+	tests/component/test_agent_node_ports.sh \
 	tests/component/test_kubelet_server.sh
 
 check_PROGRAMS += tests/component/kubelet_server_main

@@ -74,6 +74,7 @@ void all_decoders(const Json::Value &body) {
     round_trip<ExecStart>(ShimOp::ExecStart, body, exec_start_from_json, Error::Parse);
     round_trip<ExecAttach>(ShimOp::ExecAttach, body, exec_attach_from_json, Error::Parse);
     round_trip<AttachStart>(ShimOp::AttachStart, body, attach_start_from_json, Error::Parse);
+    round_trip<PodStatsReply>(ShimOp::PodStats, body, pod_stats_reply_from_json, Error::Parse);
     if (auto files = pod_files_from_json(body); files) {
         PodRun m;
         m.files = *files;

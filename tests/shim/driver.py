@@ -1647,6 +1647,74 @@ def test_attach_stuck_session_dropped(a):
     assert running(st, "main") and cstatus(st, "main")["restartCount"] == 0, st
 
 
+def pod_stats(a):
+    r = a.request("pod_stats", {})
+    assert r["ok"], r
+    return r["body"]
+
+
+def stats_of(body, uid):
+    for p in body["pods"]:
+        if p["uid"] == uid:
+            return p, {c["name"]: c for c in p["containers"]}
+    return None, {}
+
+
+def test_pod_stats(a):
+    # pod_stats counts every process below a container's supervisor: a
+    # burner that left the group (setsid, its parent gone: reparented to the
+    # supervisor) and the CPU of a child that exited and was reaped
+    # (cutime); memory is the RSS sum; node = the pods' sum without a Slurm
+    # cgroup (none here).
+    t0 = int(time.time() * 1000)
+    p = pod("stats", [
+        sh("burn", '(setsid sh -c "while :; do :; done" &); trap "exit 0" TERM; '
+                   'while :; do sleep 0.1; done'),
+        sh("reaped", 'sh -c "i=0; while [ \\$i -lt 200000 ]; do i=\\$((i+1)); done"; echo done; '
+                     'trap "exit 0" TERM; while :; do sleep 0.1; done'),
+    ])
+    uid = p["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    a.wait(uid, lambda st: running(st, "burn") and running(st, "reaped"), what="running")
+    first, cs = stats_of(pod_stats(a), uid)
+    assert first is not None and first["namespace"] == "rl" and first["name"] == "stats", first
+    assert set(cs) == {"burn", "reaped"}, cs
+    for c in cs.values():
+        assert c["start_ms"] >= t0 - 1000 and c["start_ms"] <= time.time() * 1000 + 1000, c
+        assert c["memory_bytes"] > 0, c
+    # The burner's counter grows by a quarter of a CPU second (it gets at
+    # least a share of one core on a loaded machine).
+    base = cs["burn"]["cpu_ns"]
+    deadline = time.time() + 60
+    while True:
+        body = pod_stats(a)
+        _, cs = stats_of(body, uid)
+        if cs["burn"]["cpu_ns"] >= base + 250 * 10**6:
+            break
+        assert time.time() < deadline, (base, cs)
+        a.pump(0.2)
+    assert body["node"]["source"] == "pods", body["node"]
+    total = sum(c["cpu_ns"] for p in body["pods"] for c in p["containers"])
+    assert body["node"]["cpu_ns"] == total, (body["node"], total)
+    # The reaped child's CPU stays counted after it exited.
+    deadline = time.time() + 60
+    while "done" not in log_content(read_log(a, uid, "reaped")):
+        assert time.time() < deadline, "the counting child did not finish"
+        a.pump(0.2)
+    _, cs = stats_of(pod_stats(a), uid)
+    assert cs["reaped"]["cpu_ns"] >= 50 * 10**6, cs["reaped"]
+    # A stopped pod has no running containers to report.
+    assert a.request("pod_kill", {"uid": uid, "grace_s": 5})["ok"]
+    a.wait(uid, lambda st: st.get("phase") in ("Succeeded", "Failed"), timeout=30, what="stopped")
+    deadline = time.time() + 30
+    while True:
+        _, cs = stats_of(pod_stats(a), uid)
+        if not cs:
+            break
+        assert time.time() < deadline, cs
+        a.pump(0.2)
+
+
 TESTS = [
     ("init_and_two_containers", test_init_and_two_containers, {}),
     ("crashloop_backoff", test_crashloop_backoff, {}),
@@ -1692,6 +1760,7 @@ TESTS = [
     ("attach_refusals", test_attach_refusals, {}),
     ("attach_stuck_session_dropped", test_attach_stuck_session_dropped,
      {"args": ["--log-max-bytes", str(256 << 20)]}),
+    ("pod_stats", test_pod_stats, {}),
 ]
 
 

@@ -267,10 +267,12 @@ tests_unit_test_watch_parser_LDADD = $(SK_AGENT_CORE_TEST_LIBS)
 check_PROGRAMS += \
 	tests/unit/test_shim_runtime \
 	tests/unit/test_kubelet_logs \
+	tests/unit/test_kubelet_stats \
 	tests/unit/test_metrics
 TESTS += \
 	tests/unit/test_shim_runtime \
 	tests/unit/test_kubelet_logs \
+	tests/unit/test_kubelet_stats \
 	tests/unit/test_metrics
 
 tests_unit_test_shim_runtime_SOURCES = tests/unit/test_shim_runtime.cc
@@ -288,6 +290,10 @@ tests_unit_test_kubelet_logs_SOURCES = tests/unit/test_kubelet_logs.cc
 tests_unit_test_kubelet_logs_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
 tests_unit_test_kubelet_logs_LDADD = agent/libkubelet.la common/libcommon.la $(SK_CHECK_LIBS)
 
+tests_unit_test_kubelet_stats_SOURCES = tests/unit/test_kubelet_stats.cc
+tests_unit_test_kubelet_stats_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_kubelet_stats_LDADD = agent/libkubelet.la common/libcommon.la $(SK_CHECK_LIBS)
+
 tests_unit_test_metrics_SOURCES = tests/unit/test_metrics.cc
 tests_unit_test_metrics_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
 tests_unit_test_metrics_LDADD = agent/libkubelet.la common/libcommon.la $(SK_CHECK_LIBS) -lpthread
@@ -302,6 +308,7 @@ check_PROGRAMS += \
 	tests/unit/test_gpu_alloc \
 	tests/unit/test_shim_pod_status \
 	tests/unit/test_pod_runner \
+	tests/unit/test_pod_stats \
 	tests/unit/test_mount_paths \
 	tests/unit/test_supervise
 TESTS += \
@@ -311,6 +318,7 @@ TESTS += \
 	tests/unit/test_gpu_alloc \
 	tests/unit/test_shim_pod_status \
 	tests/unit/test_pod_runner \
+	tests/unit/test_pod_stats \
 	tests/unit/test_mount_paths \
 	tests/unit/test_supervise
 
@@ -345,6 +353,10 @@ EXTRA_tests_unit_test_pod_runner_DEPENDENCIES = k8s-shim/slurm-k8s-shim
 tests_unit_test_supervise_SOURCES = tests/unit/test_supervise.cc
 tests_unit_test_supervise_CXXFLAGS = $(SK_SHIM_TEST_CXXFLAGS)
 tests_unit_test_supervise_LDADD = $(SK_SHIM_TEST_LIBS)
+
+tests_unit_test_pod_stats_SOURCES = tests/unit/test_pod_stats.cc
+tests_unit_test_pod_stats_CXXFLAGS = $(SK_SHIM_TEST_CXXFLAGS)
+tests_unit_test_pod_stats_LDADD = $(SK_SHIM_TEST_LIBS)
 
 tests_unit_test_mount_paths_SOURCES = tests/unit/test_mount_paths.cc
 tests_unit_test_mount_paths_CXXFLAGS = $(SK_SHIM_TEST_CXXFLAGS)

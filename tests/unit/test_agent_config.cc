@@ -118,6 +118,13 @@ static const ConfCase kConfCases[] = {
     {"job_end_command = squeue -o %e\n", "must contain {job}"},
     {"metrics_port = 70000\n", "out of range"},
     {"kubelet_insecure = maybe\n", "kubelet_insecure"},
+    {"kubelet_node_ports = 10300-10363\n", nullptr},
+    {"kubelet_node_ports = 10300 - 10300\n", nullptr},
+    {"kubelet_node_ports = 10300\n", "is not a port range LOW-HIGH"},
+    {"kubelet_node_ports = 10363-10300\n", "is not a port range LOW-HIGH"},
+    {"kubelet_node_ports = 0-10\n", "is not a port range LOW-HIGH"},
+    {"kubelet_node_ports = 1-70000\n", "is not a port range LOW-HIGH"},
+    {"kubelet_node_ports = a-b\n", "is not a port range LOW-HIGH"},
 };
 START_TEST(config_keys) {
     const ConfCase &k = kConfCases[_i];
@@ -133,6 +140,11 @@ END_TEST
 START_TEST(config_defaults) {
     auto c = parse_agent_config(kConf, "agent.conf");
     ck_assert(c.ok());
+    ck_assert_uint_eq(c->kubelet_node_port_low, 0);  // off: one shared port
+    auto ports = parse_agent_config(std::string(kConf) + "kubelet_node_ports = 10300-10363\n", "a");
+    ck_assert(ports.ok());
+    ck_assert_uint_eq(ports->kubelet_node_port_low, 10300);
+    ck_assert_uint_eq(ports->kubelet_node_port_high, 10363);
     ck_assert_uint_eq(c->cordon_before_end_s, 60);
     ck_assert_uint_eq(c->metrics_port, 0);
     ck_assert_uint_eq(c->kubelet_port, 10250);

@@ -225,6 +225,54 @@ START_TEST(attach_start_round_trip) {
 }
 END_TEST
 
+START_TEST(pod_stats_round_trip) {
+    PodStatsReply m;
+    m.node = {StatsSource::Cgroup, 123456789012ULL, 1ULL << 40};
+    m.pods.push_back({"u1", "ns", "p", 1700000000000, {}});
+    m.pods[0].containers.push_back({"gen", 1700000000500, UINT64_MAX, 4096});
+    m.pods.push_back({"u2", "", "", 0, {}});  // not started: no containers
+    auto back = pod_stats_reply_from_json(to_json(m));
+    ck_assert_msg(back.ok(), "%s", back.message().c_str());
+    ck_assert(back->node.source == StatsSource::Cgroup);
+    ck_assert_uint_eq(back->node.cpu_ns, 123456789012ULL);
+    ck_assert_uint_eq(back->node.memory_bytes, 1ULL << 40);
+    ck_assert_uint_eq(back->pods.size(), 2);
+    ck_assert_sstr_eq(back->pods[0].uid, "u1");
+    ck_assert_sstr_eq(back->pods[0].ns, "ns");
+    ck_assert_sstr_eq(back->pods[0].name, "p");
+    ck_assert_int_eq(back->pods[0].start_ms, 1700000000000);
+    ck_assert_uint_eq(back->pods[0].containers.size(), 1);
+    const ContainerStats &c = back->pods[0].containers[0];
+    ck_assert_sstr_eq(c.name, "gen");
+    ck_assert_int_eq(c.start_ms, 1700000000500);
+    ck_assert_uint_eq(c.cpu_ns, UINT64_MAX);
+    ck_assert_uint_eq(c.memory_bytes, 4096);
+    ck_assert(back->pods[1].containers.empty());
+    ck_assert(pod_stats_request_from_json(to_json(PodStatsRequest{})).ok());
+    ck_assert(!pod_stats_request_from_json(J("[]")).ok());
+
+    // The counts' bounds.
+    Json::Value body = to_json(m);
+    Json::Value one = body["pods"][0];
+    body["pods"] = Json::Value(Json::arrayValue);
+    for (size_t i = 0; i < kMaxStatsPods; i++)
+        body["pods"].append(one);
+    ck_assert(pod_stats_reply_from_json(body).ok());
+    body["pods"].append(one);
+    auto many = pod_stats_reply_from_json(body);
+    ck_assert(!many.ok() && many.message().find("more than 1024 'pods'") != std::string::npos);
+    Json::Value pod = one;
+    pod["containers"] = Json::Value(Json::arrayValue);
+    for (size_t i = 0; i <= kMaxStatsContainers; i++)
+        pod["containers"].append(one["containers"][0]);
+    body["pods"] = Json::Value(Json::arrayValue);
+    body["pods"].append(pod);
+    auto crowded = pod_stats_reply_from_json(body);
+    ck_assert(!crowded.ok() &&
+              crowded.message().find("has more than 256 entries") != std::string::npos);
+}
+END_TEST
+
 START_TEST(enum_names) {
     ck_assert_sstr_eq(std::string(to_string(ShimOp::PodRun)), "pod_run");
     ck_assert_sstr_eq(std::string(to_string(ShimOp::PodKill)), "pod_kill");
@@ -234,9 +282,12 @@ START_TEST(enum_names) {
     ck_assert_sstr_eq(std::string(to_string(ShimOp::ExecStart)), "exec_start");
     ck_assert_sstr_eq(std::string(to_string(ShimOp::ExecAttach)), "exec_attach");
     ck_assert_sstr_eq(std::string(to_string(ShimOp::AttachStart)), "attach_start");
+    ck_assert_sstr_eq(std::string(to_string(ShimOp::PodStats)), "pod_stats");
+    ck_assert_sstr_eq(std::string(to_string(StatsSource::Cgroup)), "cgroup");
+    ck_assert_sstr_eq(std::string(to_string(StatsSource::Pods)), "pods");
     for (ShimOp op :
          {ShimOp::PodRun, ShimOp::PodKill, ShimOp::PodList, ShimOp::Shutdown, ShimOp::PodStatus,
-          ShimOp::ExecStart, ShimOp::ExecAttach, ShimOp::AttachStart}) {
+          ShimOp::ExecStart, ShimOp::ExecAttach, ShimOp::AttachStart, ShimOp::PodStats}) {
         auto back = shim_op_from_string(to_string(op), "op");
         ck_assert(back.ok() && *back == op);
     }
@@ -370,6 +421,38 @@ static const Bad kBad[] = {
     {ShimOp::ExecStart, R"({"session":"s","uid":"u","container":"c","command":["x"],"tty":1})",
      Error::Parse, "'tty'"},
     {ShimOp::ExecAttach, R"({})", Error::Parse, "exec_attach: missing 'session'"},
+    {ShimOp::PodStats, R"([])", Error::Parse, "pod_stats reply: the body must be an object"},
+    {ShimOp::PodStats, R"({"pods":[]})", Error::Parse, "'node' must be an object"},
+    {ShimOp::PodStats, R"({"node":{"source":"host","cpu_ns":1,"memory_bytes":1},"pods":[]})",
+     Error::Parse, "'source' 'host' is not one of cgroup, pods"},
+    {ShimOp::PodStats, R"({"node":{"source":"pods","cpu_ns":-1,"memory_bytes":1},"pods":[]})",
+     Error::Parse, "'cpu_ns'"},
+    {ShimOp::PodStats, R"({"node":{"source":"pods","cpu_ns":1.5,"memory_bytes":1},"pods":[]})",
+     Error::Parse, "'cpu_ns'"},
+    {ShimOp::PodStats, R"({"node":{"source":"pods","cpu_ns":1},"pods":[]})", Error::Parse,
+     "missing 'memory_bytes'"},
+    {ShimOp::PodStats, R"({"node":{"source":"pods","cpu_ns":1,"memory_bytes":1}})", Error::Parse,
+     "'pods' must be an array"},
+    {ShimOp::PodStats,
+     R"({"node":{"source":"pods","cpu_ns":1,"memory_bytes":1},"pods":[{"uid":"../x",)"
+     R"("start_ms":0,"containers":[]}]})",
+     Error::Parse, "'uid' must be 1..128 bytes without '/'"},
+    {ShimOp::PodStats,
+     R"({"node":{"source":"pods","cpu_ns":1,"memory_bytes":1},"pods":[{"uid":"u",)"
+     R"("start_ms":0}]})",
+     Error::Parse, "'containers' must be an array"},
+    {ShimOp::PodStats,
+     R"({"node":{"source":"pods","cpu_ns":1,"memory_bytes":1},"pods":[{"uid":"u",)"
+     R"("start_ms":0,"containers":[{"name":"","start_ms":1,"cpu_ns":1,"memory_bytes":1}]}]})",
+     Error::Parse, "'name' must not be empty"},
+    {ShimOp::PodStats,
+     R"({"node":{"source":"pods","cpu_ns":1,"memory_bytes":1},"pods":[{"uid":"u",)"
+     R"("start_ms":0,"containers":[{"name":"c","start_ms":0,"cpu_ns":1,"memory_bytes":1}]}]})",
+     Error::Parse, "'start_ms' must be > 0"},
+    {ShimOp::PodStats,
+     R"({"node":{"source":"pods","cpu_ns":1,"memory_bytes":1},"pods":[{"uid":"u",)"
+     R"("start_ms":-5,"containers":[]}]})",
+     Error::Parse, "'start_ms'"},
     {ShimOp::ExecAttach, R"({"session":"x/y"})", Error::Parse, "exec_attach: 'session' must be"},
     {ShimOp::AttachStart, R"([])", Error::Parse, "attach_start: the body must be an object"},
     {ShimOp::AttachStart, R"({"uid":"u","container":"c"})", Error::Parse,
@@ -428,6 +511,10 @@ static Status decode_as(ShimOp op, const Json::Value &body) {
         }
         case ShimOp::AttachStart: {
             auto r = attach_start_from_json(body);
+            return r ? Status() : r.failure();
+        }
+        case ShimOp::PodStats: {  // the reply: the agent decodes what the shim sends
+            auto r = pod_stats_reply_from_json(body);
             return r ? Status() : r.failure();
         }
     }
@@ -608,6 +695,7 @@ int main() {
     tcase_add_test(tc, pod_status_round_trip);
     tcase_add_test(tc, exec_start_round_trip);
     tcase_add_test(tc, attach_start_round_trip);
+    tcase_add_test(tc, pod_stats_round_trip);
     tcase_add_test(tc, enum_names);
     tcase_add_test(tc, enum_unknown_values);
     tcase_add_loop_test(tc, malformed_fields_table, 0, TABLE_SIZE(kBad));

@@ -1,0 +1,113 @@
+#include "agent/stats_provider.h"
+
+#include <chrono>
+
+namespace sk::agent {
+
+AgentStatsProvider::AgentStatsProvider(uv_loop_t *loop, Nodes nodes, int timeout_ms)
+    : loop_(loop), nodes_(std::move(nodes)), timeout_ms_(timeout_ms) {}
+
+AgentStatsProvider::~AgentStatsProvider() {
+    close();
+}
+
+Status AgentStatsProvider::start() {
+    async_ = new uv_async_t;
+    async_->data = this;
+    if (int rc = uv_async_init(
+            loop_, async_,
+            [](uv_async_t *a) { static_cast<AgentStatsProvider *>(a->data)->on_async(); });
+        rc != 0) {
+        delete async_;
+        async_ = nullptr;
+        return fail(Error::Io, std::string("uv_async_init: ") + uv_strerror(rc));
+    }
+    std::lock_guard<std::mutex> l(mu_);
+    open_ = true;
+    return {};
+}
+
+void AgentStatsProvider::close() {
+    std::deque<std::shared_ptr<Pending>> left;
+    {
+        std::lock_guard<std::mutex> l(mu_);
+        open_ = false;
+        left.swap(queue_);
+    }
+    for (auto &p : left)
+        complete(p, fail(Error::Unavailable, "the agent is stopping"));
+    if (async_) {
+        async_->data = nullptr;
+        uv_close(reinterpret_cast<uv_handle_t *>(async_),
+                 [](uv_handle_t *h) { delete reinterpret_cast<uv_async_t *>(h); });
+        async_ = nullptr;
+    }
+}
+
+void AgentStatsProvider::complete(const std::shared_ptr<Pending> &p, Result<NodeUsageSample> r) {
+    std::lock_guard<std::mutex> l(p->mu);
+    if (p->done) return;
+    p->result = std::move(r);
+    p->done = true;
+    p->cv.notify_all();
+}
+
+Result<NodeUsageSample> AgentStatsProvider::sample() {
+    auto p = std::make_shared<Pending>();
+    {
+        std::lock_guard<std::mutex> l(mu_);
+        if (!open_) return fail(Error::Unavailable, "the agent is not serving stats");
+        queue_.push_back(p);
+        uv_async_send(async_);  // under mu_: close() cannot free the handle meanwhile
+    }
+    std::unique_lock<std::mutex> l(p->mu);
+    if (!p->cv.wait_for(l, std::chrono::milliseconds(timeout_ms_), [&p] { return p->done; }))
+        return fail(Error::Unavailable, "the node's shim did not answer pod_stats within " +
+                                            std::to_string(timeout_ms_ / 1000) + " s");
+    return p->result;
+}
+
+void AgentStatsProvider::on_async() {
+    std::deque<std::shared_ptr<Pending>> todo;
+    {
+        std::lock_guard<std::mutex> l(mu_);
+        todo.swap(queue_);
+    }
+    for (auto &p : todo)
+        serve(p);
+}
+
+void AgentStatsProvider::serve(const std::shared_ptr<Pending> &p) {
+    std::vector<NodeRuntimeRef> nodes = nodes_ ? nodes_() : std::vector<NodeRuntimeRef>{};
+    if (nodes.empty())
+        return complete(p, fail(Error::NotFound, "no virtual node is registered on this host"));
+    if (nodes.size() > 1)
+        return complete(p, fail(Error::NotFound,
+                                "stats are per virtual node, and this kubelet port serves the " +
+                                    std::to_string(nodes.size()) +
+                                    " virtual nodes of this host: set kubelet_node_ports in "
+                                    "agent.conf to give each node a port of its own"));
+    const NodeRuntimeRef &n = nodes[0];
+    if (!n.runtime)
+        return complete(p, fail(Error::Unavailable,
+                                "node " + n.node_name + ": no shim is attached to measure it"));
+    std::string name = n.node_name;
+    int64_t start_ms = n.registered_at_s * 1000;
+    std::weak_ptr<AgentStatsProvider> self = weak_from_this();
+    n.runtime->stats([self, p, name, start_ms](Result<proto::PodStatsReply> r) {
+        auto me = self.lock();
+        if (!me) return complete(p, fail(Error::Unavailable, "the agent is stopping"));
+        if (!r) return complete(p, fail(r.error(), "node " + name + ": pod_stats: " + r.message()));
+        auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+        NodeUsageSample s = usage_sample(name, start_ms, now, *r);
+        me->rates_[name].apply(&s);
+        complete(p, std::move(s));
+    });
+    // Nodes that are gone keep no rates.
+    for (auto it = rates_.begin(); it != rates_.end();)
+        it = it->first == name ? std::next(it) : rates_.erase(it);
+}
+
+}  // namespace sk::agent

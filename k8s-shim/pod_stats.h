@@ -1,0 +1,100 @@
+// What a job's pods use, measured from their processes for the agent's
+// kubelet stats (pod_stats, docs/protocol.md; agent/kubelet_stats.h renders
+// them). The shim runs as the job's user and owns every process it measures;
+// it still reads /proc and the cgroup files bounded and without following a
+// symlink (common/fs.h read_file), and the agent validates what it is sent.
+//
+// What is counted for a container: every live process below its supervisor
+// (k8s-shim/supervise.h: a child subreaper, so a daemon that left the group
+// is still its descendant), the supervisor included.
+//  - CPU: user + system time of each, plus the time of the children each has
+//    reaped (cutime, cstime): a process that exited and was waited for by a
+//    process of the container still counts. Lost: a process reaped by a
+//    parent that ignores SIGCHLD (the kernel then accounts it to nobody).
+//    Resolution: the kernel's clock tick (sysconf(_SC_CLK_TCK), usually 10 ms).
+//  - Memory: the sum of the processes' resident set sizes (shared pages count
+//    once per process that maps them: an upper bound of the working set).
+// The node-level figure is the job's share of the host: its Slurm cgroup
+// (read from /proc/self/cgroup: cgroup v1 cpuacct.usage and
+// memory.usage_in_bytes minus total_inactive_file; v2 cpu.stat usage_usec and
+// memory.current minus inactive_file), else the sum of the pods.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/shim_protocol.h"
+#include "common/slurm_cgroup.h"
+
+namespace sk::shim {
+
+// The fields of /proc/<pid>/stat the figures come from (proc(5)).
+struct ProcUsage {
+    int ppid = 0;            // field 4
+    uint64_t utime = 0;      // 14, clock ticks
+    uint64_t stime = 0;      // 15
+    uint64_t cutime = 0;     // 16: waited-for children's, ticks
+    uint64_t cstime = 0;     // 17
+    uint64_t rss_pages = 0;  // 24
+};
+// Pure: parses /proc/<pid>/stat text; the command name (field 2) may hold
+// spaces and ')'. False, *out untouched, unless fields 4, 14-17 and 24 are
+// decimal numbers.
+bool parse_proc_usage(std::string_view text, ProcUsage *out);
+
+// The processes of the host at one moment, by pid.
+using ProcessTable = std::map<int, ProcUsage>;
+// Every /proc/<pid>/stat readable now (bounded reads; at most max_procs).
+ProcessTable read_process_table(size_t max_procs = 1 << 20);
+
+struct TreeUsage {
+    uint64_t cpu_ticks = 0;
+    uint64_t rss_pages = 0;
+    size_t processes = 0;
+};
+// Pure: root and its descendants in `table` (none when root is not there):
+// the sum of utime+stime+cutime+cstime and of the RSS.
+TreeUsage tree_usage(const ProcessTable &table, int root);
+
+// Pure: the value of `key` in a flat-keyed cgroup file (memory.stat,
+// cpu.stat: "key value" lines); nullopt when absent or not a number.
+std::optional<uint64_t> flat_keyed_value(std::string_view text, std::string_view key);
+// Pure: a single-value cgroup file (memory.current, cpuacct.usage).
+std::optional<uint64_t> single_value(std::string_view text);
+
+// Where the job's cgroup figures are, under `root` (/sys/fs/cgroup), from
+// the lines slurm_job_cgroups() kept: on v1 the cpuacct and memory
+// hierarchies (mounted at root/<controller list>), on v2 the unified one.
+struct JobCgroupFiles {
+    bool v2 = false;
+    std::string cpu_dir, memory_dir;  // "" when the job has none
+};
+JobCgroupFiles job_cgroup_files(const std::vector<CgroupLine> &job_lines,
+                                const std::string &root = "/sys/fs/cgroup");
+
+// Pure: the figures from the files' text. v1: cpuacct.usage (ns),
+// memory.usage_in_bytes, memory.stat (total_inactive_file); v2: cpu.stat
+// (usage_usec), memory.current, memory.stat (inactive_file). The working set
+// is usage minus inactive file pages, never below 0. nullopt when a figure
+// is missing.
+struct NodeUsage {
+    uint64_t cpu_ns = 0;
+    uint64_t working_set_bytes = 0;
+};
+std::optional<NodeUsage> cgroup_usage(bool v2, std::string_view cpu_text,
+                                      std::string_view memory_usage_text,
+                                      std::string_view memory_stat_text);
+
+// The job's usage from its cgroup files (job_id's cgroup in
+// /proc/self/cgroup); nullopt when unreadable.
+std::optional<NodeUsage> read_job_cgroup_usage(uint32_t job_id);
+
+// Ticks and pages in the units of the protocol.
+uint64_t ticks_to_ns(uint64_t ticks);
+uint64_t pages_to_bytes(uint64_t pages);
+
+}  // namespace sk::shim

@@ -1,0 +1,161 @@
+// k8s-shim/pod_stats: /proc/<pid>/stat usage fields (hostile command names
+// included), the process tree below a supervisor, the cgroup files' figures
+// (v1 and v2) and where they are.
+#include <unistd.h>
+
+#include <string>
+
+#include "k8s-shim/pod_stats.h"
+#include "tests/unit/check_main.h"
+
+using namespace sk;
+using namespace sk::shim;
+
+// pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt
+// cmajflt utime stime cutime cstime priority nice threads itrealvalue
+// starttime vsize rss ...
+START_TEST(usage_fields) {
+    ProcUsage u;
+    ck_assert(parse_proc_usage(
+        "77 (py) R 5 77 77 0 -1 0 0 0 0 0 120 30 7 3 20 0 4 0 999 1000 250 18446744073709551615\n",
+        &u));
+    ck_assert_int_eq(u.ppid, 5);
+    ck_assert_uint_eq(u.utime, 120);
+    ck_assert_uint_eq(u.stime, 30);
+    ck_assert_uint_eq(u.cutime, 7);
+    ck_assert_uint_eq(u.cstime, 3);
+    ck_assert_uint_eq(u.rss_pages, 250);
+    // A command name with spaces and ')' cannot shift the fields.
+    ck_assert(parse_proc_usage(
+        "77 (a) 1 2 3 4 5 6 7 8 9 10 11 12 13 ) S 9 1 1 0 -1 0 0 0 0 0 1 2 3 4 20 0 1 0 5 6 7",
+        &u));
+    ck_assert_int_eq(u.ppid, 9);
+    ck_assert_uint_eq(u.utime + u.stime + u.cutime + u.cstime, 10);
+    ck_assert_uint_eq(u.rss_pages, 7);
+}
+END_TEST
+
+static const char *const kBadUsage[] = {
+    "",
+    "77 (x",
+    "77 (x) S 1 1 1 0 -1 0 0 0 0 0 1 2 3 4 20 0 1 0 5 6",              // no rss (field 24)
+    "77 (x) S 1 1 1 0 -1 0 0 0 0 0 1 2 -3 4 20 0 1 0 5 6 7",           // negative cutime
+    "77 (x) S -1 1 1 0 -1 0 0 0 0 0 1 2 3 4 20 0 1 0 5 6 7",           // negative ppid
+    "77 (x) S 1 1 1 0 -1 0 0 0 0 0 1x 2 3 4 20 0 1 0 5 6 7",           // garbage
+    "77 (x)S 1 1 1 0 -1 0 0 0 0 0 1 2 3 4 20 0 1 0 5 6 7",             // no space after ')'
+    "77 (x) S 99999999999 1 1 0 -1 0 0 0 0 0 1 2 3 4 20 0 1 0 5 6 7",  // ppid over int
+};
+START_TEST(usage_refused) {
+    ProcUsage u{3, 1, 1, 1, 1, 1};
+    ck_assert_msg(!parse_proc_usage(kBadUsage[_i], &u), "case %d", _i);
+    ck_assert_int_eq(u.ppid, 3);  // untouched
+    ck_assert_uint_eq(u.rss_pages, 1);
+}
+END_TEST
+
+static ProcUsage proc(int ppid, uint64_t ticks, uint64_t rss, uint64_t reaped = 0) {
+    return ProcUsage{ppid, ticks, 0, reaped, 0, rss};
+}
+
+START_TEST(tree_sums_descendants) {
+    ProcessTable t;
+    t[10] = proc(1, 5, 100, 40);  // the supervisor: its reaped children's 40 ticks count
+    t[11] = proc(10, 100, 1000);  // the main
+    t[12] = proc(11, 50, 500);    // a child of the main
+    t[13] = proc(10, 7, 70);      // a daemon reparented to the supervisor
+    t[20] = proc(1, 999, 9999);   // another container
+    t[21] = proc(20, 999, 9999);
+    TreeUsage u = tree_usage(t, 10);
+    ck_assert_uint_eq(u.processes, 4);
+    ck_assert_uint_eq(u.cpu_ticks, 5 + 40 + 100 + 50 + 7);
+    ck_assert_uint_eq(u.rss_pages, 100 + 1000 + 500 + 70);
+    ck_assert_uint_eq(tree_usage(t, 12).processes, 1);
+    ck_assert_uint_eq(tree_usage(t, 99).processes, 0);  // gone
+    ck_assert_uint_eq(tree_usage(t, 0).processes, 0);
+    // A parent link back to the root (a pid reused while the table was read)
+    // does not loop.
+    t[10].ppid = 12;
+    ck_assert_uint_eq(tree_usage(t, 10).processes, 4);
+}
+END_TEST
+
+START_TEST(cgroup_figures) {
+    // v2: cpu.stat usage_usec, memory.current minus inactive_file.
+    auto v2 = cgroup_usage(true, "usage_usec 1500\nuser_usec 1000\nsystem_usec 500\n", "10000\n",
+                           "anon 4000\nfile 6000\ninactive_file 2500\nactive_file 3500\n");
+    ck_assert(v2.has_value());
+    ck_assert_uint_eq(v2->cpu_ns, 1500000);
+    ck_assert_uint_eq(v2->working_set_bytes, 7500);
+    // v1: cpuacct.usage (ns), memory.usage_in_bytes minus total_inactive_file
+    // (the hierarchy's, not the cgroup's own inactive_file).
+    auto v1 = cgroup_usage(false, "987654321\n", "8192\n",
+                           "inactive_file 1\ntotal_inactive_file 4096\ntotal_active_file 5\n");
+    ck_assert(v1.has_value());
+    ck_assert_uint_eq(v1->cpu_ns, 987654321);
+    ck_assert_uint_eq(v1->working_set_bytes, 4096);
+    // Never below 0.
+    ck_assert_uint_eq(
+        cgroup_usage(true, "usage_usec 1", "10", "inactive_file 20")->working_set_bytes, 0);
+    // Missing or malformed figures: none.
+    ck_assert(!cgroup_usage(true, "user_usec 1\n", "10", "inactive_file 1").has_value());
+    ck_assert(!cgroup_usage(false, "x\n", "10", "total_inactive_file 1").has_value());
+    ck_assert(!cgroup_usage(false, "1", "10", "inactive_file 1").has_value());
+    ck_assert(!cgroup_usage(true, "usage_usec 1", "max", "inactive_file 1").has_value());
+    ck_assert(
+        !cgroup_usage(true, "usage_usec 99999999999999999999", "1", "inactive_file 1").has_value());
+    ck_assert(!flat_keyed_value("usage_usecs 5\n", "usage_usec").has_value());
+    ck_assert(flat_keyed_value("a 1\nusage_usec 5\n", "usage_usec") == 5u);
+}
+END_TEST
+
+START_TEST(cgroup_dirs) {
+    auto v2 =
+        job_cgroup_files(slurm_job_cgroups("0::/system.slice/slurmstepd.scope/job_42/step_0\n", 42),
+                         "/sys/fs/cgroup");
+    ck_assert(v2.v2);
+    ck_assert_sstr_eq(v2.cpu_dir, "/sys/fs/cgroup/system.slice/slurmstepd.scope/job_42");
+    ck_assert_sstr_eq(v2.memory_dir, v2.cpu_dir);
+    auto v1 = job_cgroup_files(slurm_job_cgroups("12:memory:/slurm/uid_1000/job_42/step_0\n"
+                                                 "4:cpu,cpuacct:/slurm/uid_1000/job_42/step_0\n"
+                                                 "1:name=systemd:/user.slice/job_42\n"
+                                                 "0::/user.slice\n",
+                                                 42),
+                               "/sys/fs/cgroup");
+    ck_assert(!v1.v2);
+    ck_assert_sstr_eq(v1.cpu_dir, "/sys/fs/cgroup/cpu,cpuacct/slurm/uid_1000/job_42");
+    ck_assert_sstr_eq(v1.memory_dir, "/sys/fs/cgroup/memory/slurm/uid_1000/job_42");
+    // Another job's cgroup, or none: nothing to read.
+    auto other = job_cgroup_files(slurm_job_cgroups("0::/system.slice/job_7\n", 42));
+    ck_assert(other.cpu_dir.empty() && other.memory_dir.empty());
+}
+END_TEST
+
+START_TEST(own_process_measured) {
+    ProcessTable t = read_process_table();
+    ck_assert(t.count(getpid()));
+    ck_assert_int_eq(t[getpid()].ppid, getppid());
+    ck_assert(t[getpid()].rss_pages > 0);
+    volatile uint64_t x = 0;  // some CPU of our own
+    for (uint64_t i = 0; i < 200000000 && tree_usage(t, getpid()).cpu_ticks == 0; i++) {
+        x = x + i;
+        if (i % 10000000 == 0) t = read_process_table();
+    }
+    ck_assert(tree_usage(t, getpid()).cpu_ticks > 0);
+    ck_assert_uint_eq(ticks_to_ns(1) * static_cast<uint64_t>(sysconf(_SC_CLK_TCK)), 1000000000);
+    ck_assert_uint_eq(pages_to_bytes(2), 2 * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)));
+}
+END_TEST
+
+int main() {
+    Suite *s = suite_create("pod_stats");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, usage_fields);
+    tcase_add_loop_test(tc, usage_refused, 0, TABLE_SIZE(kBadUsage));
+    tcase_add_test(tc, tree_sums_descendants);
+    tcase_add_test(tc, cgroup_figures);
+    tcase_add_test(tc, cgroup_dirs);
+    tcase_add_test(tc, own_process_measured);
+    suite_add_tcase(s, tc);
+    return sk_run_suite(s);
+}
