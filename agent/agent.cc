@@ -351,6 +351,12 @@ Result<ExecTarget> Agent::exec_target(const std::string &ns, const std::string &
             if (!rt) return done(fail(Error::Unavailable, "the job's shim is not attached"));
             rt->exec_start(m, done);
         };
+        t.attach = [weak](const proto::AttachStart &m, const PodRuntime::Done &done) {
+            auto node = weak.lock();
+            PodRuntime *rt = node ? node->runtime() : nullptr;
+            if (!rt) return done(fail(Error::Unavailable, "the job's shim is not attached"));
+            rt->attach_start(m, done);
+        };
         return t;
     }
     return fail(Error::NotFound,

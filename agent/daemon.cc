@@ -313,8 +313,8 @@ int run(int argc, char **argv, const RuntimeFactories &extra) {
     // 8. teardown in reverse
     stats->close();  // scrapes waiting for the loop are answered: nothing holds the stops
     if (*kubelet) (*kubelet)->stop();
-    streams->stop();  // no start() can come now from the shared endpoint's threads
-    agent.reset();    // each node's own endpoint closes with it
+    streams->stop();         // no start() can come now from the shared endpoint's threads
+    agent.reset();           // each node's own endpoint closes with it
     cancel_deferred(&loop);  // calls into the agent that is gone
     if (metrics_ep) metrics_ep->stop();
     http.stop();

@@ -16,7 +16,8 @@
 //  - exec_start(m): starts an exec session's command in a running container
 //    (docs/protocol.md "exec_start"): done once it runs (its output then
 //    flows on the session's data connection) or with the refusal.
-//    A runtime that cannot exec refuses with Unavailable.
+//    A runtime that cannot exec refuses with Unavailable. attach_start(m):
+//    the same for an attach session (the container's own stdio).
 //  - stats(done): what the running pods use now (proto::PodStatsReply,
 //    docs/protocol.md pod_stats), decoded and bounded; done exactly once.
 //  - Status notifications go to the sink set with set_status_sink, on every
@@ -65,8 +66,14 @@ class PodRuntime {
                       Done done) = 0;
     virtual void snapshot(std::function<void(Result<std::vector<PodSnapshot>>)> done) = 0;
     virtual void shutdown(uint32_t grace_s, const std::string &reason, Done done) = 0;
+    // NOLINTNEXTLINE(performance-unnecessary-value-param): the overriders keep done
     virtual void exec_start(const proto::ExecStart & /*m*/, Done done) {
         done(fail(Error::Unavailable, "this node's pod runtime does not run commands in pods"));
+    }
+    // As exec_start, for an attach session (docs/protocol.md "attach_start").
+    // NOLINTNEXTLINE(performance-unnecessary-value-param): the overriders keep done
+    virtual void attach_start(const proto::AttachStart & /*m*/, Done done) {
+        done(fail(Error::Unavailable, "this node's pod runtime does not attach to containers"));
     }
     virtual void stats(std::function<void(Result<proto::PodStatsReply>)> done) = 0;
 

@@ -198,6 +198,11 @@ void ShimRuntime::exec_start(const proto::ExecStart &m, Done done) {
          [done](const Result<Json::Value> &r) { done(r ? Status() : r.failure()); });
 }
 
+void ShimRuntime::attach_start(const proto::AttachStart &m, Done done) {
+    call(proto::ShimOp::AttachStart, proto::to_json(m),
+         [done](const Result<Json::Value> &r) { done(r ? Status() : r.failure()); });
+}
+
 // The reply is the job user's: decoded strictly and bounded
 // (proto::pod_stats_reply_from_json), whatever the shim sends.
 void ShimRuntime::stats(std::function<void(Result<proto::PodStatsReply>)> done) {

@@ -26,6 +26,7 @@ class ShimRuntime : public PodRuntime {
     void snapshot(std::function<void(Result<std::vector<PodSnapshot>>)> done) override;
     void shutdown(uint32_t grace_s, const std::string &reason, Done done) override;
     void exec_start(const proto::ExecStart &m, Done done) override;
+    void attach_start(const proto::AttachStart &m, Done done) override;
     void stats(std::function<void(Result<proto::PodStatsReply>)> done) override;
 
     bool connected() const { return conn_ && !conn_->closed(); }

@@ -515,6 +515,27 @@ class ExecSession : public StreamSessions::Session {
         auto target = owner_.resolver_(req_.ns, req_.pod);
         if (!target.ok()) return finish(remotecommand::status_internal_error(target.message()));
         job_uid_ = target->job_uid;
+        std::weak_ptr<bool> alive = alive_;
+        auto done = [this, alive](const Status &st) {
+            if (alive.expired() || closed_ || finished_) return;
+            if (!st.ok()) {
+                LOG_INFO("%s refused: %s", prefix_.c_str(), st.message().c_str());
+                finish(remotecommand::status_internal_error(st.message()));
+            }
+        };
+        if (req_.kind == StreamKind::Attach) {
+            proto::AttachStart a;
+            a.session = id_;
+            a.uid = target->pod_uid;
+            a.container = req_.container;
+            a.in = req_.in;
+            a.out = req_.out;
+            a.err = req_.err && !req_.tty;
+            a.tty = req_.tty;
+            LOG_INFO("%s session %s%s", prefix_.c_str(), id_.substr(0, 8).c_str(),
+                     a.in ? ", stdin" : "");
+            return target->attach(a, done);
+        }
         proto::ExecStart m;
         m.session = id_;
         m.uid = target->pod_uid;
@@ -526,14 +547,7 @@ class ExecSession : public StreamSessions::Session {
         m.tty = req_.tty;
         LOG_INFO("%s session %s: %zu words%s%s", prefix_.c_str(), id_.substr(0, 8).c_str(),
                  m.command.size(), m.tty ? ", tty" : "", m.in ? ", stdin" : "");
-        std::weak_ptr<bool> alive = alive_;
-        target->start(m, [this, alive](const Status &st) {
-            if (alive.expired() || closed_ || finished_) return;
-            if (!st.ok()) {
-                LOG_INFO("%s refused: %s", prefix_.c_str(), st.message().c_str());
-                finish(remotecommand::status_internal_error(st.message()));
-            }
-        });
+        target->start(m, done);
     }
 
     void to_shim(proto::ExecChannel ch, std::string_view payload) {
@@ -970,12 +984,16 @@ StreamSessions::StreamSessions(uv_loop_t *loop, StreamLimits limits, ExecCheck c
 }
 
 StreamSessions::~StreamSessions() {
-    stop();
+    // Normally stopped already (the daemon's teardown); closing handles does
+    // not throw in practice, and a destructor must not let it out.
+    try {
+        stop();
+    } catch (...) {
+        LOG_ERROR("stream sessions: error while closing them");
+    }
 }
 
 Status StreamSessions::check(const StreamRequest &req) {
-    if (req.kind == StreamKind::Attach)
-        return fail(Error::NotFound, "attach is not served on this node yet");
     if (count_.load() >= limits_.max_sessions)
         return fail(Error::Refused, "too many streaming sessions on this node (" +
                                         std::to_string(limits_.max_sessions) + ")");

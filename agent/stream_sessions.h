@@ -54,6 +54,7 @@ struct ExecTarget {
     std::vector<uint16_t> ports;  // the containerPorts the pod declares (port-forward)
     // The job's runtime's exec_start (agent/runtime.h); done on the loop.
     std::function<void(const proto::ExecStart &, PodRuntime::Done)> start;
+    std::function<void(const proto::AttachStart &, PodRuntime::Done)> attach;
 };
 // NotFound when no virtual node of this agent runs the pod.
 using ExecResolver =

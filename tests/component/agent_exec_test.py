@@ -190,7 +190,7 @@ def hostile(env):
     check("raw SPDY upgrade: 101 with the protocol", head.startswith("HTTP/1.1 101") and
           "v4.channel.k8s.io" in head, head)
     s.sendall(b"\x80\x03\x00\x01\xff\xff\xff\xff" + os.urandom(64))  # a SYN_STREAM of 16 MiB
-    out, eof = closed_within(s, 10)
+    out, eof = closed_within(s, 30)  # the agent waits up to 10 s for the peer to close first
     check("garbage SPDY frames: GOAWAY(PROTOCOL_ERROR), then the connection closes",
           eof and out[:4] == b"\x80\x03\x00\x07" and out[12:16] == b"\x00\x00\x00\x01",
           (eof, out[:20]))
@@ -208,7 +208,7 @@ def hostile(env):
     check("raw WebSocket upgrade: 101 v5", head.startswith("HTTP/1.1 101") and
           "v5.channel.k8s.io" in head, head)
     s.sendall(b"\x82\x03\x00ab")  # an unmasked client frame
-    out, eof = closed_within(s, 10)
+    out, eof = closed_within(s, 30)
     i = out.rfind(b"\x88")  # the Close frame: opcode, length, code, reason
     check("an unmasked WebSocket frame: Close 1002, then the connection closes",
           eof and i >= 0 and out[i + 2:i + 4] == b"\x03\xea", (eof, out[-40:]))
@@ -355,7 +355,7 @@ def run(env):
         # A client that goes away: the exec'd command is killed.
         marker = "sk-exec-abandoned-" + ver.replace(".", "")
         p = subprocess.Popen([k, "--kubeconfig", os.path.join(env.kdir, "kubeconfig"), "exec",
-                              "box", "--", "sh", "-c", "exec -a %s sleep 1000" % marker],
+                              "box", "--", "sh", "-c", "sleep 1000; : %s" % marker],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
         def pids():
@@ -366,6 +366,28 @@ def run(env):
         p.wait()
         check(tag + ": the command is killed when the client goes away",
               wait_for(lambda: not pids(), 20), pids())
+
+    # kubectl attach: the container's own output from now on; its stdin when it has one.
+    for ver, k in versions(env.kubectl_bin):
+        tag = "kubectl " + ver
+        name = "talker" + ver.replace(".", "")
+        code, _ = env.api("POST", "/api/v1/namespaces/default/pods", pod(
+            name, ["sh", "-c", "i=0; while [ $i -lt 40 ]; do i=$((i+1)); echo tick $i; "
+                   "sleep 0.2; done; exit 3"], restart="Never"))
+        check(tag + ": a talking pod runs", wait_for(lambda: running(env, name), 30), code)
+        rc, out, err = kc(env, k, "attach", name, timeout=60)
+        ticks = [int(w.split()[1]) for w in out.decode().splitlines() if w.startswith("tick ")]
+        check(tag + ": kubectl attach streams the container's output until it exits",
+              ticks and ticks[-1] == 40 and ticks == list(range(ticks[0], 41)),
+              (rc, out[-200:], err[-300:]))
+        name = "reader" + ver.replace(".", "")
+        rd = pod(name, ["sh", "-c", "read line; echo got-$line"], restart="Never")
+        rd["spec"]["containers"][0].update(stdin=True, stdinOnce=True)
+        code, _ = env.api("POST", "/api/v1/namespaces/default/pods", rd)
+        check(tag + ": a pod with stdin runs", wait_for(lambda: running(env, name), 30), code)
+        rc, out, err = kc(env, k, "attach", "-i", name, input=b"hello\n", timeout=60)
+        check(tag + ": kubectl attach -i writes to the container's stdin",
+              b"got-hello" in out, (rc, out[-200:], err[-300:]))
 
     # Refusals before the upgrade, as the kubelet's.
     rc, out, err = kc(env, env.kubectl_bin, "exec", "nosuchpod", "--", "true")

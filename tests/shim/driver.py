@@ -1524,10 +1524,12 @@ def test_attach_exit_code(a):
     open(os.path.join(a.state_dir, "pods", uid, "stop"), "w").close()
     out, err, ex = c.finish(timeout=30)
     assert out == b"bye\n" and ex == {"exit_code": 7}, (out, err, ex)
-    k = pod("at-kill", [sh("main", FOREVER)])
+    # Its TERM trap is set before "ready": a stop before it would exit 143.
+    k = pod("at-kill", [sh("main", "trap 'exit 0' TERM; echo ready; while :; do sleep 0.1; done")])
     kuid = k["metadata"]["uid"]
     assert a.request("pod_run", {"pod": k, "files": {}})["ok"]
     a.wait(kuid, lambda s: running(s, "main"), what="running")
+    wait_log_lines(a, kuid, "main", lambda lines: "ready" in lines, timeout=30)
     r, c = a.attach_start(kuid, "main")
     assert r["ok"], r
     assert a.request("pod_kill", {"uid": kuid, "grace_s": 30})["ok"]
