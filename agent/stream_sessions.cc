@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -122,6 +123,9 @@ class StreamSessions::Session {
         close_upstreams();
         client_.close();
         timer_.close();
+        // The server's TLS relay ends the client's connection once its end
+        // of the socket pair reads EOF (the close action alone leaves it).
+        if (conn_.close && conn_.fd >= 0) ::shutdown(conn_.fd, SHUT_RDWR);
         if (conn_.close) conn_.close();
         conn_.close = nullptr;
         LOG_VERBOSE("%s session %s closed", prefix_.c_str(), id_.substr(0, 8).c_str());
@@ -172,7 +176,7 @@ class StreamSessions::Session {
                 LOG_WARN("%s SPDY from the client: %s; closing", prefix_.c_str(),
                          st.message().c_str());
                 send_spdy(spdy::goaway(last_client_stream_, spdy::kGoAwayProtocolError));
-                end_after_writes();
+                end_after_writes(kErrorLingerMs);
             }
             return;
         }
@@ -186,7 +190,7 @@ class StreamSessions::Session {
             LOG_WARN("%s WebSocket from the client: %s; closing", prefix_.c_str(),
                      st.message().c_str());
             send_client(ws::encode_close(ws_decoder_.close_code(), st.message()));
-            end_after_writes();
+            end_after_writes(kErrorLingerMs);
         }
     }
 
@@ -208,7 +212,7 @@ class StreamSessions::Session {
         auto cm = ws::parse_channel_message(ws_proto_, m.payload, ws_channels());
         if (!cm.ok()) {
             send_client(ws::encode_close(ws::kCloseProtocolError, cm.message()));
-            return end_after_writes();
+            return end_after_writes(kErrorLingerMs);
         }
         if (cm->kind != ws::ChannelMessage::Kind::Empty) ws_data(*cm);
     }
@@ -221,9 +225,14 @@ class StreamSessions::Session {
     // linger_ms. Not shutdown(): with TLS the server's relay stops
     // reporting the client's close after it (and what it holds could be
     // cut), so the client's end is what tells that everything arrived.
-    void end_after_writes() {
+    // A peer that broke the protocol or let its time run out gets its
+    // answer and a short while to read it, not the status's linger_ms.
+    static constexpr uint64_t kErrorLingerMs = 1000;
+
+    void end_after_writes(uint64_t linger_ms = 0) {
         if (closed_ || ending_) return;
         ending_ = true;
+        linger_ms_ = linger_ms ? linger_ms : owner_.limits_.linger_ms;
         close_upstreams();
         resume_client();  // its close is what we wait for now
         ending_ms_ = uv_now(owner_.loop_);
@@ -277,7 +286,7 @@ class StreamSessions::Session {
             return close_all();
         }
         if (ending_) {
-            if (now - ending_ms_ >= owner_.limits_.linger_ms) close_all();
+            if (now - ending_ms_ >= linger_ms_) close_all();
             return;
         }
         if (awaiting_streams() && now - started_ms_ >= owner_.limits_.creation_timeout_ms) {
@@ -285,7 +294,7 @@ class StreamSessions::Session {
                      prefix_.c_str(),
                      static_cast<unsigned long long>(owner_.limits_.creation_timeout_ms));
             send_spdy(spdy::goaway(last_client_stream_, spdy::kGoAwayOk));
-            return end_after_writes();
+            return end_after_writes(kErrorLingerMs);
         }
         if (now - last_activity_ >= owner_.limits_.idle_timeout_ms) {
             LOG_INFO("%s idle for %llu s; closing", prefix_.c_str(),
@@ -312,7 +321,8 @@ class StreamSessions::Session {
     Timer timer_;
     uint64_t started_ms_;
     uint64_t last_activity_ = 0;
-    uint64_t ending_ms_ = 0;                                      // when end_after_writes came
+    uint64_t ending_ms_ = 0;  // when end_after_writes came
+    uint64_t linger_ms_ = 0;  // how long the client may take to close then
     std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for callbacks that outlive us
     bool ending_ = false;                                         // no more writes to the client
     bool closed_ = false;                                         // everything closed
@@ -427,7 +437,7 @@ class ExecSession : public StreamSessions::Session {
                      type ? type->c_str() : "");
             send_spdy(spdy::rst_stream(f.stream_id, spdy::kRstProtocolError));
             send_spdy(spdy::goaway(last_client_stream_, spdy::kGoAwayProtocolError));
-            return end_after_writes();
+            return end_after_writes(kErrorLingerMs);
         }
         stream_id_[slot] = f.stream_id;
         send_spdy(spdy::syn_reply(f.stream_id));
@@ -708,7 +718,7 @@ class ForwardSession : public StreamSessions::Session {
         if (req_.transport != StreamTransport::WebSocket) return;
         if (req_.ports.empty() || req_.ports.size() > 127) {
             send_client(ws::encode_close(ws::kClosePolicy, "port-forward needs 1..127 ports"));
-            return end_after_writes();
+            return end_after_writes(kErrorLingerMs);
         }
         for (unsigned i = 0; i < req_.ports.size(); i++) {
             std::string port_le{static_cast<char>(req_.ports[i] & 0xff),

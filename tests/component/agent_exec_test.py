@@ -190,7 +190,7 @@ def hostile(env):
     check("raw SPDY upgrade: 101 with the protocol", head.startswith("HTTP/1.1 101") and
           "v4.channel.k8s.io" in head, head)
     s.sendall(b"\x80\x03\x00\x01\xff\xff\xff\xff" + os.urandom(64))  # a SYN_STREAM of 16 MiB
-    out, eof = closed_within(s, 30)  # the agent waits up to 10 s for the peer to close first
+    out, eof = closed_within(s, 20)
     check("garbage SPDY frames: GOAWAY(PROTOCOL_ERROR), then the connection closes",
           eof and out[:4] == b"\x80\x03\x00\x07" and out[12:16] == b"\x00\x00\x00\x01",
           (eof, out[:20]))
@@ -208,7 +208,7 @@ def hostile(env):
     check("raw WebSocket upgrade: 101 v5", head.startswith("HTTP/1.1 101") and
           "v5.channel.k8s.io" in head, head)
     s.sendall(b"\x82\x03\x00ab")  # an unmasked client frame
-    out, eof = closed_within(s, 30)
+    out, eof = closed_within(s, 20)
     i = out.rfind(b"\x88")  # the Close frame: opcode, length, code, reason
     check("an unmasked WebSocket frame: Close 1002, then the connection closes",
           eof and i >= 0 and out[i + 2:i + 4] == b"\x03\xea", (eof, out[-40:]))
