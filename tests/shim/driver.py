@@ -570,8 +570,11 @@ def test_http_and_tcp_probes(a):
 
 
 def test_liveness_restarts(a):
-    p = pod("live", [sh("main", 'trap "exit 0" TERM; echo up; while :; do sleep 0.1; done',
-                        livenessProbe={"exec": {"command": ["cat", "healthy"]},
+    # The probe fails only once the TERM trap is set ("armed"): a kill before it
+    # would end the shell with 143 on a slow machine (under ASan it did).
+    p = pod("live", [sh("main", 'trap "exit 0" TERM; echo up; touch armed; '
+                                'while :; do sleep 0.1; done',
+                        livenessProbe={"exec": {"command": ["sh", "-c", "test ! -e armed"]},
                                        "periodSeconds": 3, "failureThreshold": 2})])
     uid = p["metadata"]["uid"]
     assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
