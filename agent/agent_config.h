@@ -47,7 +47,7 @@ struct AgentConfig {
     uint64_t kubelet_max_connections_per_address = 64;
     uint64_t kubelet_handshake_timeout_s = 10;
     uint64_t kubelet_max_stream_sessions = 64;
-    uint64_t kubelet_stream_idle_timeout_s = 4 * 3600;
+    uint64_t kubelet_stream_idle_timeout_s = uint64_t{4} * 3600;
     bool kubelet_port_forward_any_port = false;
     uint64_t kubelet_stream_creation_timeout_s = 30;
     // kubelet_node_ports = LOW-HIGH: each virtual node gets a kubelet

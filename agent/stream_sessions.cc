@@ -976,7 +976,7 @@ class ForwardSession : public StreamSessions::Session {
     uint64_t next_key_ = 1;
 };
 
-StreamSessions::StreamSessions(uv_loop_t *loop, StreamLimits limits, ExecCheck check)
+StreamSessions::StreamSessions(uv_loop_t *loop, const StreamLimits &limits, ExecCheck check)
     : loop_(loop),
       limits_(limits),
       check_(std::move(check)),

@@ -76,7 +76,7 @@ struct StreamLimits {
 
 class StreamSessions : public StreamHandler {
   public:
-    StreamSessions(uv_loop_t *loop, StreamLimits limits, ExecCheck check);
+    StreamSessions(uv_loop_t *loop, const StreamLimits &limits, ExecCheck check);
     ~StreamSessions() override;
     StreamSessions(const StreamSessions &) = delete;
     StreamSessions &operator=(const StreamSessions &) = delete;
