@@ -2,12 +2,11 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <gnutls/gnutls.h>
-#include <gnutls/x509.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <new>
@@ -15,8 +14,10 @@
 #include <cstdarg>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
+#include "agent/tls_front.h"
 #include "common/log.h"
 
 namespace sk {
@@ -60,40 +61,6 @@ MHD_Result collect_pairs(void *cls, MHD_ValueKind, const char *key, const char *
 struct ConnState {
     std::function<void(HttpUpgrade)> upgrade;
 };
-
-// Returns "" when verified (and sets *cn), else the reason for the refusal.
-std::string verify_client(MHD_Connection *conn, std::string *cn) {
-    const MHD_ConnectionInfo *info =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
-    if (!info || !info->tls_session) return "no TLS session";
-    auto session = static_cast<gnutls_session_t>(info->tls_session);
-    unsigned status = 0;
-    int rc = gnutls_certificate_verify_peers2(session, &status);
-    if (rc == GNUTLS_E_NO_CERTIFICATE_FOUND) return "no client certificate";
-    if (rc != GNUTLS_E_SUCCESS) return std::string("verification failed: ") + gnutls_strerror(rc);
-    if (status != 0) {
-        gnutls_datum_t out{};
-        std::string why = "client certificate not trusted";
-        if (gnutls_certificate_verification_status_print(status, GNUTLS_CRT_X509, &out, 0) == 0) {
-            why += std::string(": ") + reinterpret_cast<const char *>(out.data);
-            gnutls_free(out.data);
-        }
-        return why;
-    }
-    unsigned n = 0;
-    const gnutls_datum_t *certs = gnutls_certificate_get_peers(session, &n);
-    if (!certs || n == 0) return "no client certificate";
-    gnutls_x509_crt_t crt;
-    if (gnutls_x509_crt_init(&crt) != 0) return "out of memory";
-    if (gnutls_x509_crt_import(crt, &certs[0], GNUTLS_X509_FMT_DER) == 0) {
-        char buf[256];
-        size_t len = sizeof buf;
-        if (gnutls_x509_crt_get_dn_by_oid(crt, GNUTLS_OID_X520_COMMON_NAME, 0, 0, buf, &len) == 0)
-            cn->assign(buf, len);
-    }
-    gnutls_x509_crt_deinit(crt);
-    return "";
-}
 
 struct StreamCtx {
     std::shared_ptr<HttpStream> stream;
@@ -152,9 +119,6 @@ struct HttpServerGlue {
         }
         HttpUpgrade h;
         h.fd = sock;
-        if (const MHD_ConnectionInfo *ci =
-                MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD))
-            h.tcp_fd = ci->connect_fd;
         h.early.assign(extra_in ? extra_in : "", extra_in ? extra_in_size : 0);
         h.close = [self, u] {
             {
@@ -224,8 +188,12 @@ struct HttpServerGlue {
                 MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD))
             req.fd = fdi->connect_fd;
         HttpResponse resp;
-        if (self->config_.tls && !self->ca_pem_.empty()) {
-            std::string why = verify_client(conn, &req.client_cn);
+        if (self->front_) {
+            // The front checked the certificate before any byte of the
+            // request reached us (agent/tls_front.h).
+            std::optional<TlsPeer> peer = self->front_->peer(req.fd);
+            std::string why = !peer ? "no TLS session" : peer->refused;
+            if (peer) req.client_cn = peer->cn;
             if (!why.empty()) {
                 LOG_INFO("[%s] %s %s refused: %s", self->config_.name.c_str(), method, url,
                          why.c_str());
@@ -295,10 +263,8 @@ Status HttpServer::start() {
     // A fixed pool of polling threads (not a thread per connection): what
     // an idle or half-open socket costs does not grow into threads. Streams
     // park their connection while they have nothing to send (park()).
-    // poll(), not epoll: with epoll, libmicrohttpd's TLS relay of an
-    // upgraded connection (0.9.75) missed what the holder wrote on a quiet
-    // connection (component/test_agent_exec.sh "a client that never opens
-    // its streams": the GOAWAY never reached the client).
+    // poll(): the connections of a thread are few (max_connections over
+    // threads), and poll() needs no descriptor of its own.
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME |
                      MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG;
     if (config_.tls) {
@@ -316,12 +282,16 @@ Status HttpServer::start() {
             if (!ca.ok()) return ca.failure();
             ca_pem_ = std::move(*ca);
         }
-        flags |= MHD_USE_TLS;
+        // The daemon never listens itself: the front accepts, runs TLS and
+        // hands it the plaintext (agent/tls_front.h says why).
+        flags |= MHD_USE_NO_LISTEN_SOCKET;
     }
 
     struct sockaddr_storage ss {};
     socklen_t sslen = 0;
-    if (!config_.bind_address.empty()) {
+    if (config_.tls) {
+        // The front's socket; the daemon's address options stay unset.
+    } else if (!config_.bind_address.empty()) {
         auto *v4 = reinterpret_cast<sockaddr_in *>(&ss);
         auto *v6 = reinterpret_cast<sockaddr_in6 *>(&ss);
         if (inet_pton(AF_INET, config_.bind_address.c_str(), &v4->sin_addr) == 1) {
@@ -360,31 +330,58 @@ Status HttpServer::start() {
     if (config_.threads > 1)
         opts[n++] = {MHD_OPTION_THREAD_POOL_SIZE, static_cast<intptr_t>(config_.threads), nullptr};
     if (sslen) opts[n++] = {MHD_OPTION_SOCK_ADDR, 0, &ss};
-    if (config_.tls) {
-        opts[n++] = {MHD_OPTION_HTTPS_MEM_CERT, 0, const_cast<char *>(cert_pem_.c_str())};
-        opts[n++] = {MHD_OPTION_HTTPS_MEM_KEY, 0, const_cast<char *>(key_pem_.c_str())};
-        // With a trust list MHD asks every client for a certificate;
-        // HttpServerGlue::handle verifies it per request.
-        if (!ca_pem_.empty())
-            opts[n++] = {MHD_OPTION_HTTPS_MEM_TRUST, 0, const_cast<char *>(ca_pem_.c_str())};
-    }
     opts[n++] = {MHD_OPTION_END, 0, nullptr};
+
+    int listen_fd = -1;
+    uint16_t front_port = 0;
+    if (config_.tls) {
+        auto fd = tcp_listen(config_.bind_address, config_.port, &front_port);
+        if (!fd.ok()) {
+            std::string where = (config_.bind_address.empty() ? "*" : config_.bind_address) + ":" +
+                                std::to_string(config_.port);
+            return fail(Error::Io,
+                        config_.name + ": cannot listen on " + where + ": " + fd.message());
+        }
+        listen_fd = *fd;
+    }
 
     stopping_ = false;
     park_closed_ = false;
-    daemon_ = MHD_start_daemon(flags, config_.port, nullptr, nullptr, &HttpServerGlue::on_request,
-                               this, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
+    daemon_ =
+        MHD_start_daemon(flags, config_.tls ? 0 : config_.port, nullptr, nullptr,
+                         &HttpServerGlue::on_request, this, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
     if (!daemon_) {
         int err = errno;
+        if (listen_fd >= 0) close(listen_fd);
         std::string where = (config_.bind_address.empty() ? "*" : config_.bind_address) + ":" +
                             std::to_string(config_.port);
         return fail(Error::Io, config_.name + ": cannot listen on " + where + ": " +
                                    (err ? strerror(err) : "libmicrohttpd refused the settings") +
                                    (config_.tls ? " (check the certificate and key)" : ""));
     }
+    if (config_.tls) {
+        TlsFrontConfig fc;
+        fc.name = config_.name;
+        fc.cert_pem = cert_pem_;
+        fc.key_pem = key_pem_;
+        fc.ca_pem = ca_pem_;
+        front_ = std::make_unique<TlsFront>(
+            std::move(fc), listen_fd, [this](int fd, const sockaddr *addr, socklen_t len) {
+                return MHD_add_connection(daemon_, fd, addr, len) == MHD_YES;
+            });
+        Status st = front_->start();
+        if (!st.ok()) {
+            front_.reset();  // closes listen_fd
+            MHD_stop_daemon(daemon_);
+            daemon_ = nullptr;
+            return st;
+        }
+        port_ = front_port;
+    } else {
+        const MHD_DaemonInfo *info = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT);
+        port_ = info ? info->port : config_.port;
+    }
     waker_ = std::thread([this] { waker(); });
-    const MHD_DaemonInfo *info = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT);
-    port_ = info ? info->port : config_.port;
     LOG_INFO("[%s] listening on port %u (%s%s)", config_.name.c_str(), port_,
              config_.tls ? "https" : "http",
              config_.tls && !ca_pem_.empty() ? ", client certificates required" : "");
@@ -406,10 +403,14 @@ void HttpServer::stop() {
     }
     park_cv_.notify_all();
     waker_.join();
+    // No new connection from here; the open ones end (their plaintext ends
+    // read EOF in the daemon).
+    if (front_) front_->stop();
     // MHD must not be stopped with upgraded connections open (microhttpd.h).
     close_upgrades();
     MHD_stop_daemon(daemon_);
     daemon_ = nullptr;
+    front_.reset();
 }
 
 bool HttpServer::park(MHD_Connection *conn) {

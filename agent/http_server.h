@@ -11,15 +11,13 @@
 // first request, at most max_connections_per_address come from one address,
 // at most max_connections in all (docs/security.md, "The kubelet endpoint").
 //
-// TLS mode (GnuTLS backend): serves `cert_file`/`key_file`; with
-// `client_ca_file` every request must carry a client certificate that
+// TLS mode: serves `cert_file`/`key_file` through the agent's own TLS front
+// (agent/tls_front.h: GnuTLS, one end of a socket pair per connection handed
+// to libmicrohttpd in plain mode, the client's address kept for the limits);
+// with `client_ca_file` every request must carry a client certificate that
 // verifies against that CA, else 401 (what a kubelet with anonymous auth off
 // answers). Plain mode: for tests and for a localhost-only /metrics.
 #pragma once
-
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
 
 #include <sys/types.h>
 
@@ -41,6 +39,8 @@ struct MHD_Connection;
 
 namespace sk {
 
+class TlsFront;
+
 struct HttpRequest {
     std::string method;                        // "GET"
     std::string path;                          // decoded, without the query
@@ -50,7 +50,7 @@ struct HttpRequest {
     std::vector<std::pair<std::string, std::string>> query_all;
     std::vector<std::pair<std::string, std::string>> headers;
     std::string client_cn;  // TLS client certificate's subject CN ("" in plain mode)
-    int fd = -1;            // the connection's socket (see HttpStream)
+    int fd = -1;            // the connection's socket, or with TLS its plaintext end
 };
 
 // A body produced while it is sent (chunked). read() runs in a polling
@@ -67,35 +67,20 @@ class HttpStream {
 };
 
 // A connection after a 101 Switching Protocols: fd carries the client's
-// bytes both ways (with TLS one end of a socket pair whose other end
-// libmicrohttpd's thread encrypts), `early` holds what the client sent after
-// its request that the server already read. The holder reads and writes fd
+// bytes both ways (with TLS one end of a socket pair whose other end the TLS
+// front encrypts), `early` holds what the client sent after its request
+// that the server already read. The holder reads and writes fd
 // (non-blocking; it may shutdown() it, never close() it) and calls close()
 // when it is done, once, from any thread: the server then closes the
-// connection. A server stop closes every upgraded connection still open
-// (fd then reads EOF and close() does nothing more).
-//
-// With TLS, libmicrohttpd's relay does not pass the client's close on to fd
-// (the holder would wait for ever on a client that went away): tcp_fd is
-// the client's TCP socket itself, to be asked about only through
-// client_closed() (never read, written or closed: the server's thread
-// owns it) until close() is called.
+// connection. The client's close (FIN, close_notify) reads as EOF on fd and
+// shows as peer_closed(fd, 0) also while the holder does not read. A server
+// stop closes every upgraded connection still open (fd then reads EOF and
+// close() does nothing more).
 struct HttpUpgrade {
     int fd = -1;
-    int tcp_fd = -1;
     std::string early;
     std::function<void()> close;
 };
-
-// Whether the client of an upgraded connection closed its side or the
-// connection is gone (its TCP state is past ESTABLISHED), from tcp_fd.
-inline bool client_closed(int tcp_fd) {
-    if (tcp_fd < 0) return true;
-    tcp_info info{};
-    socklen_t len = sizeof info;
-    if (getsockopt(tcp_fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return true;
-    return info.tcpi_state != TCP_ESTABLISHED;
-}
 
 struct HttpResponse {
     int status = 200;
@@ -148,8 +133,8 @@ class HttpServer {
     bool stopping() const { return stopping_.load(); }
 
     // Whether the peer of a connection has closed it (poll for POLLRDHUP,
-    // waiting at most wait_ms; a stream passes 0): a following stream's way
-    // to end early.
+    // waiting at most wait_ms; a stream passes 0): a following stream's and
+    // an upgraded connection's way to end early.
     static bool peer_closed(int fd, int wait_ms);
 
   private:
@@ -164,6 +149,7 @@ class HttpServer {
     HttpHandler handler_;
     std::string cert_pem_, key_pem_, ca_pem_;
     MHD_Daemon *daemon_ = nullptr;
+    std::unique_ptr<TlsFront> front_;  // TLS mode
     uint16_t port_ = 0;
     std::atomic<bool> stopping_{false};
 

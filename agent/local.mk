@@ -99,6 +99,8 @@ noinst_LTLIBRARIES += agent/libkubelet.la
 agent_libkubelet_la_SOURCES = \
 	agent/http_server.cc \
 	agent/http_server.h \
+	agent/tls_front.cc \
+	agent/tls_front.h \
 	agent/kubelet_server.cc \
 	agent/kubelet_server.h \
 	agent/kubelet_stats.cc \

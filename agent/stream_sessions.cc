@@ -275,13 +275,13 @@ class StreamSessions::Session {
     }
 
     // How often a session looks at its client's connection and its
-    // deadlines: the client's close is seen within this (with TLS the
-    // server's relay does not report it: agent/http_server.h).
+    // deadlines: the client's close is seen within this also while the
+    // session does not read the client (paused by a full relay).
     static constexpr uint64_t kTickMs = 250;
 
     void tick() {
         uint64_t now = uv_now(owner_.loop_);
-        if (client_closed(conn_.tcp_fd)) {
+        if (HttpServer::peer_closed(conn_.fd, 0)) {
             if (!ending_) LOG_VERBOSE("%s the client closed the session", prefix_.c_str());
             return close_all();
         }
