@@ -90,10 +90,10 @@ Result<ContainerLogSource> LogIndex::resolve(const ContainerLogRef &ref) const {
 }
 
 Status LogIndex::exec_check(const std::string &ns, const std::string &pod,
-                            const std::string &container) const {
+                            const std::string &container, const std::string &state_dir) const {
     std::lock_guard<std::mutex> g(mu_);
     auto it = pods_.find(ns + "/" + pod);
-    if (it == pods_.end())
+    if (it == pods_.end() || (!state_dir.empty() && it->second.state_dir != state_dir))
         return fail(Error::NotFound,
                     "pod \"" + pod + "\" in namespace \"" + ns + "\" is not running on this node");
     if (container.empty()) return {};  // port-forward: the pod's network, no container

@@ -45,9 +45,10 @@ class LogIndex {
     // Thread-safe: whether a command can run in the container now (the
     // kubelet endpoint's /exec, before its upgrade). NotFound for an unknown
     // pod or container, InvalidArgument for one that is not running.
-    // container "" (port-forward): the pod alone.
-    Status exec_check(const std::string &ns, const std::string &pod,
-                      const std::string &container) const;
+    // container "" (port-forward): the pod alone. With a state_dir, a pod
+    // of another job (another virtual node's endpoint) is NotFound too.
+    Status exec_check(const std::string &ns, const std::string &pod, const std::string &container,
+                      const std::string &state_dir = "") const;
 
   private:
     mutable std::mutex mu_;

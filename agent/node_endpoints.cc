@@ -18,6 +18,26 @@ struct Endpoint {
     }
 };
 
+// The host's stream sessions, admitted only for this node's pods: the same
+// answer as for a pod the agent does not run.
+class NodeStreams : public StreamHandler {
+  public:
+    NodeStreams(std::shared_ptr<StreamHandler> inner, LogIndex *logs, std::string state_dir)
+        : inner_(std::move(inner)), logs_(logs), state_dir_(std::move(state_dir)) {}
+    Status check(const StreamRequest &req) override {
+        if (auto st = logs_->exec_check(req.ns, req.pod, req.container, state_dir_); !st) return st;
+        return inner_->check(req);
+    }
+    void start(StreamRequest req, HttpUpgrade conn) override {
+        inner_->start(std::move(req), std::move(conn));
+    }
+
+  private:
+    std::shared_ptr<StreamHandler> inner_;
+    LogIndex *logs_;
+    std::string state_dir_;
+};
+
 }  // namespace
 
 NodeEndpoints::NodeEndpoints(uv_loop_t *loop, KubeletServerConfig base, uint16_t low, uint16_t high,
@@ -50,10 +70,12 @@ Result<NodeEndpoints::Opened> NodeEndpoints::open(const std::string &node_name,
                                              "\" is not on this node");
         return src;
     };
+    std::shared_ptr<StreamHandler> streams;
+    if (streams_) streams = std::make_shared<NodeStreams>(streams_, logs_, state_dir);
     for (uint32_t port = low_; port <= high_; port++) {
         KubeletServerConfig c = base_;
         c.http.port = static_cast<uint16_t>(port);
-        auto srv = std::make_unique<KubeletServer>(c, resolve, streams_);
+        auto srv = std::make_unique<KubeletServer>(c, resolve, streams);
         srv->set_stats_provider(stats);
         if (!srv->start()) continue;  // in use: the next one
         LOG_INFO("[node %s] kubelet endpoint of its own on port %u", node_name.c_str(), port);

@@ -58,6 +58,13 @@ def throughput(port, mib):
     return round(mib / dt, 1), round(dt, 3)
 
 
+def cpu_s(pid):
+    """utime + stime of a process so far, in seconds (/proc/PID/stat)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main():
     B.preflight(need_shim=True)
     kubectl = shutil.which("kubectl")
@@ -94,7 +101,9 @@ def main():
             res["get_" + ver] = B.summary_ms(timed([k] + kc + ["get", "pod", "echo"], n))
         res["fork_exec_true"] = B.summary_ms(timed(["true"], n))
         blob = os.urandom(mib << 20)
+        agent_pid = env.agent.pid
         for ver, k in T.versions(kubectl):
+            c0 = cpu_s(agent_pid)
             t0 = time.monotonic()
             r = subprocess.run([k] + kc + ["exec", "-i", "echo", "--", "cat"], input=blob,
                                capture_output=True)
@@ -102,12 +111,19 @@ def main():
             if r.stdout != blob:
                 raise RuntimeError("exec -i cat: %d of %d bytes back" % (len(r.stdout), len(blob)))
             res["exec_cat_mib_s_" + ver] = round(mib / dt, 1)
+            # The agent's own cost, whatever the machine's other processes
+            # (kubectl, the test API server's relay) leave it: CPU per MiB
+            # through it (each MiB crosses it twice, in and back).
+            res["exec_cat_agent_cpu_ms_per_mib_" + ver] = round(
+                (cpu_s(agent_pid) - c0) * 1000 / mib, 2)
         local = free_port()
         pf = subprocess.Popen([kubectl] + kc + ["port-forward", "pod/echo", "%d:%d" % (local, port)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if "Forwarding from" not in pf.stdout.readline():
             raise RuntimeError("port-forward did not start")
+        c0 = cpu_s(agent_pid)
         res["pf_mib_s"], res["pf_s"] = throughput(local, mib)
+        res["pf_agent_cpu_ms_per_mib"] = round((cpu_s(agent_pid) - c0) * 1000 / mib, 2)
         res["direct_mib_s"], res["direct_s"] = throughput(port, mib)
         pf.terminate()
         pf.wait(10)

@@ -74,6 +74,44 @@ def direct(env, port, path):
         return e.code, e.read().decode()
 
 
+WS_EXEC = ("Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+           "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+           "Sec-WebSocket-Protocol: v5.channel.k8s.io\r\n")
+SPDY_PF = "Upgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: portforward.k8s.io\r\n"
+
+
+def exec_upgrade(env, port, path, offer=WS_EXEC):
+    """An upgrade request (by default kubectl 1.32's WebSocket exec offer)
+    straight to a kubelet port; returns the status line's code and the body
+    when refused."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.load_cert_chain(f"{env.kdir}/kubelet-client.crt", f"{env.kdir}/kubelet-client.key")
+    with ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10)) as s:
+        s.sendall((f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\n" + offer +
+                   "\r\n").encode())
+        got = b""
+        while b"\r\n\r\n" not in got:
+            more = s.recv(4096)
+            if not more:
+                break
+            got += more
+        head, _, body = got.partition(b"\r\n\r\n")
+        code = int(head.split()[1]) if head.startswith(b"HTTP/1.1 ") else 0
+        if code != 101:
+            s.settimeout(2)
+            try:
+                while True:
+                    more = s.recv(4096)
+                    if not more:
+                        break
+                    body += more
+            except OSError:
+                pass
+        return code, body.decode(errors="replace")
+
+
 def refused(port):
     try:
         socket.create_connection(("127.0.0.1", port), timeout=5).close()
@@ -137,6 +175,15 @@ def run(env):
           (code, body[:200]))
     code, body = direct(env, p43, "/containerLogs/default/idle43/main")
     check("its own node's port serves it", code == 200 and "idle up" in body, (code, body[:200]))
+    q = "?command=true&output=1&stdout=1"
+    code, body = exec_upgrade(env, p42, "/exec/default/idle43/main" + q)
+    check("another node's pod: exec on a node's port is 404",
+          code == 404 and "not running on this node" in body, (code, body[:200]))
+    code, body = exec_upgrade(env, p42, "/portForward/default/idle43", SPDY_PF)
+    check("another node's pod: port-forward on a node's port is 404",
+          code == 404 and "not running on this node" in body, (code, body[:200]))
+    code, body = exec_upgrade(env, p43, "/exec/default/idle43/main" + q)
+    check("its own node's port upgrades an exec of its pod", code == 101, (code, body[:200]))
     code, body = direct(env, shared, "/metrics/resource")
     check("the shared port serves no stats, naming the key",
           code == 404 and "kubelet_node_ports" in body, (code, body[:200]))

@@ -104,6 +104,30 @@ START_TEST(log_index_remove_keeps_newer_uid) {
 }
 END_TEST
 
+// exec_check (the kubelet endpoint's /exec, /attach, /portForward before the
+// upgrade): a running container, one not running, an unknown container, and
+// a per-node endpoint (state_dir) that must not admit another job's pod.
+START_TEST(log_index_exec_check) {
+    LogIndex idx;
+    sample_index(idx, R"({"running":{}})", 0);
+    ck_assert(idx.exec_check("ns", "p", "main").ok());
+    ck_assert(idx.exec_check("ns", "p", "").ok());  // port-forward: the pod alone
+    ck_assert_int_eq(static_cast<int>(idx.exec_check("ns", "p", "nope").error()),
+                     static_cast<int>(Error::NotFound));
+    ck_assert_int_eq(static_cast<int>(idx.exec_check("ns", "p", "setup").error()),
+                     static_cast<int>(Error::InvalidArgument));  // terminated
+    ck_assert_int_eq(static_cast<int>(idx.exec_check("ns", "other", "main").error()),
+                     static_cast<int>(Error::NotFound));
+    ck_assert(idx.exec_check("ns", "p", "main", g_dir).ok());
+    Status other = idx.exec_check("ns", "p", "main", g_dir + "-another-job");
+    ck_assert_int_eq(static_cast<int>(other.error()), static_cast<int>(Error::NotFound));
+    ck_assert_msg(other.message().find("not running on this node") != std::string::npos, "%s",
+                  other.message().c_str());
+    ck_assert_int_eq(static_cast<int>(idx.exec_check("ns", "p", "", g_dir + "-x").error()),
+                     static_cast<int>(Error::NotFound));
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("log_index");
     TCase *logs = tcase_create("log_index");
@@ -113,6 +137,7 @@ int main(void) {
     tcase_add_loop_test(logs, log_index_failures, 0, TABLE_SIZE(kIdxFails));
     tcase_add_test(logs, log_index_waiting_to_start);
     tcase_add_test(logs, log_index_remove_keeps_newer_uid);
+    tcase_add_test(logs, log_index_exec_check);
     suite_add_tcase(s, logs);
     return sk_run_suite(s);
 }
