@@ -7,12 +7,6 @@
 
 namespace sk::shim {
 
-namespace {
-
-constexpr size_t kMaxAttachReplyBytes = 64 << 10;
-
-}  // namespace
-
 AttachSession::AttachSession(uv_loop_t *loop, proto::AttachStart request, Resolve resolve,
                              Started started, Ended ended)
     : loop_(loop),
@@ -37,11 +31,7 @@ void AttachSession::on_connected(int status) {
         end();
         return;
     }
-    proto::Request r;
-    r.id = 1;
-    r.op = std::string(proto::to_string(proto::ShimOp::ExecAttach));
-    r.body = proto::to_json(proto::ExecAttach{req_.session});
-    data_.write(proto::encode(r));
+    data_.write(handshake_.request());
     read_input(true);
 }
 
@@ -56,8 +46,7 @@ void AttachSession::read_input(bool on) {
 void AttachSession::on_data(ssize_t n, const char *data) {
     if (n < 0) {
         if (!attached_) {
-            finish_start(
-                fail(Error::Unavailable, "the agent closed the attach session's connection"));
+            finish_start(handshake_.closed_early("attach"));
             end();
         } else {
             close("the agent closed the connection");
@@ -66,29 +55,21 @@ void AttachSession::on_data(ssize_t n, const char *data) {
     }
     std::string_view bytes(data, static_cast<size_t>(n));
     if (!attached_) {
-        size_t nl = bytes.find('\n');
-        line_.append(bytes.substr(0, nl));
-        if (line_.size() > kMaxAttachReplyBytes) {
-            finish_start(fail(Error::Parse, "exec_attach: the agent's reply is too long"));
+        AttachHandshake::Step s = handshake_.feed(bytes);
+        if (s.state == AttachHandshake::State::Pending) return;
+        if (s.state == AttachHandshake::State::Refused) {
+            finish_start(s.why);
             end();
             return;
         }
-        if (nl == std::string_view::npos) return;
-        on_attach_reply(line_);
+        on_accepted();
         if (!attached_) return;
-        bytes.remove_prefix(nl + 1);
+        bytes = s.rest;
     }
     if (!bytes.empty()) on_frames(bytes);
 }
 
-void AttachSession::on_attach_reply(const std::string &line) {
-    auto r = proto::decode_reply(line, kMaxAttachReplyBytes);
-    if (!r || !r->ok) {
-        finish_start(r ? fail(r->error, "exec_attach refused: " + r->message)
-                       : fail(Error::Parse, "exec_attach: " + r.message()));
-        end();
-        return;
-    }
+void AttachSession::on_accepted() {
     auto c = resolve_();
     if (!c) {
         finish_start(c.failure());

@@ -38,6 +38,7 @@
 
 #include "common/exec_frames.h"
 #include "common/result.h"
+#include "k8s-shim/attach_handshake.h"
 #include "common/shim_protocol.h"
 #include "k8s-shim/container.h"
 #include "uv/handles.h"
@@ -72,7 +73,7 @@ class AttachSession : public ContainerTap {
 
     void on_connected(int status);
     void on_data(ssize_t n, const char *data);
-    void on_attach_reply(const std::string &line);
+    void on_accepted();  // the agent took the data connection: tap the container
     void on_frames(std::string_view bytes);
     void read_input(bool on);
     void finish_start(const Status &st);
@@ -85,7 +86,7 @@ class AttachSession : public ContainerTap {
     Ended ended_;
 
     Pipe data_;
-    std::string line_;  // the exec_attach reply, until its '\n'
+    AttachHandshake handshake_{req_.session};  // the data connection's exec_attach, its reply
     bool attached_ = false;
     proto::ExecFrameDecoder frames_{proto::ExecDirection::ToShim};
     Container *container_ = nullptr;  // while attached to a running instance

@@ -15,12 +15,6 @@
 
 namespace sk::shim {
 
-namespace {
-
-constexpr size_t kMaxAttachReplyBytes = 64 << 10;
-
-}  // namespace
-
 ExecSession::ExecSession(uv_loop_t *loop, proto::ExecStart request, SpawnSpec spec,
                          std::string supervisor, Started started, Ended ended)
     : loop_(loop),
@@ -46,11 +40,7 @@ void ExecSession::on_connected(int status) {
         end();
         return;
     }
-    proto::Request r;
-    r.id = 1;
-    r.op = std::string(proto::to_string(proto::ShimOp::ExecAttach));
-    r.body = proto::to_json(proto::ExecAttach{req_.session});
-    data_.write(proto::encode(r));
+    data_.write(handshake_.request());
     data_.read_start([this](ssize_t n, const char *data) { on_data(n, data); });
 }
 
@@ -58,8 +48,7 @@ void ExecSession::on_data(ssize_t n, const char *data) {
     if (n < 0) {
         // The agent closed the session (its client went away) or the link broke.
         if (!attached_) {
-            finish_start(
-                fail(Error::Unavailable, "the agent closed the exec session's connection"));
+            finish_start(handshake_.closed_early("exec"));
             end();
         } else {
             kill("connection closed");
@@ -68,31 +57,19 @@ void ExecSession::on_data(ssize_t n, const char *data) {
     }
     std::string_view bytes(data, static_cast<size_t>(n));
     if (!attached_) {
-        size_t nl = bytes.find('\n');
-        line_.append(bytes.substr(0, nl));
-        if (line_.size() > kMaxAttachReplyBytes) {
-            finish_start(fail(Error::Parse, "exec_attach: the agent's reply is too long"));
+        AttachHandshake::Step s = handshake_.feed(bytes);
+        if (s.state == AttachHandshake::State::Pending) return;
+        if (s.state == AttachHandshake::State::Refused) {
+            finish_start(s.why);
             end();
             return;
         }
-        if (nl == std::string_view::npos) return;
-        on_attach_reply(line_);
+        attached_ = true;
+        spawn();
         if (!attached_) return;
-        bytes.remove_prefix(nl + 1);
+        bytes = s.rest;
     }
     if (!bytes.empty()) on_frames(bytes);
-}
-
-void ExecSession::on_attach_reply(const std::string &line) {
-    auto r = proto::decode_reply(line, kMaxAttachReplyBytes);
-    if (!r || !r->ok) {
-        finish_start(r ? fail(r->error, "exec_attach refused: " + r->message)
-                       : fail(Error::Parse, "exec_attach: " + r.message()));
-        end();
-        return;
-    }
-    attached_ = true;
-    spawn();
 }
 
 void ExecSession::spawn() {

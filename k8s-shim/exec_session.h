@@ -40,6 +40,7 @@
 
 #include "common/exec_frames.h"
 #include "common/result.h"
+#include "k8s-shim/attach_handshake.h"
 #include "common/shim_protocol.h"
 #include "k8s-shim/spawn.h"
 #include "uv/handles.h"
@@ -72,7 +73,6 @@ class ExecSession {
   private:
     void on_connected(int status);
     void on_data(ssize_t n, const char *data);
-    void on_attach_reply(const std::string &line);
     void spawn();
     void on_frames(std::string_view bytes);
     void on_output(proto::ExecChannel ch, ssize_t n, const char *data);
@@ -94,7 +94,7 @@ class ExecSession {
     Ended ended_;
 
     Pipe data_;
-    std::string line_;  // the exec_attach reply, until its '\n'
+    AttachHandshake handshake_{req_.session};  // the data connection's exec_attach, its reply
     bool attached_ = false;
     proto::ExecFrameDecoder frames_{proto::ExecDirection::ToShim};
 

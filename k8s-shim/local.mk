@@ -5,6 +5,8 @@
 if BUILD_DAEMONS
 noinst_LTLIBRARIES += k8s-shim/libshim.la
 k8s_shim_libshim_la_SOURCES = \
+	k8s-shim/attach_handshake.cc \
+	k8s-shim/attach_handshake.h \
 	k8s-shim/attach_session.cc \
 	k8s-shim/attach_session.h \
 	k8s-shim/backoff.cc \

@@ -302,6 +302,7 @@ tests_unit_test_metrics_LDADD = agent/libkubelet.la common/libcommon.la $(SK_CHE
 SK_SHIM_TEST_CXXFLAGS = $(SK_CHECK_CXXFLAGS) $(LIBUV_CFLAGS)
 SK_SHIM_TEST_LIBS = k8s-shim/libshim.la $(SK_CHECK_LIBS)
 check_PROGRAMS += \
+	tests/unit/test_attach_handshake \
 	tests/unit/test_shim_plan \
 	tests/unit/test_shim_backoff \
 	tests/unit/test_probe \
@@ -312,6 +313,7 @@ check_PROGRAMS += \
 	tests/unit/test_mount_paths \
 	tests/unit/test_supervise
 TESTS += \
+	tests/unit/test_attach_handshake \
 	tests/unit/test_shim_plan \
 	tests/unit/test_shim_backoff \
 	tests/unit/test_probe \
@@ -321,6 +323,10 @@ TESTS += \
 	tests/unit/test_pod_stats \
 	tests/unit/test_mount_paths \
 	tests/unit/test_supervise
+
+tests_unit_test_attach_handshake_SOURCES = tests/unit/test_attach_handshake.cc
+tests_unit_test_attach_handshake_CXXFLAGS = $(SK_SHIM_TEST_CXXFLAGS)
+tests_unit_test_attach_handshake_LDADD = $(SK_SHIM_TEST_LIBS)
 
 tests_unit_test_shim_plan_SOURCES = tests/unit/test_shim_plan.cc
 tests_unit_test_shim_plan_CXXFLAGS = $(SK_SHIM_TEST_CXXFLAGS)
