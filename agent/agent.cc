@@ -291,7 +291,9 @@ std::shared_ptr<VirtualNode> Agent::add_node(JobRecord rec, std::function<void(S
 std::vector<NodeRuntimeRef> Agent::node_runtimes() {
     std::vector<NodeRuntimeRef> out;
     for (auto &[key, vn] : nodes_)
-        out.push_back({vn->record().node_name, vn->record().registered_at, vn->runtime()});
+        out.push_back(
+            {vn->record().node_name, vn->record().registered_at, vn->runtime(),
+             shim_state_dir_for(cfg_, vn->record().job.job_id, vn->record().job.slurm_node)});
     return out;
 }
 

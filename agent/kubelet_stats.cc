@@ -2,9 +2,12 @@
 
 #include <json/json.h>
 
+#include <algorithm>
+
 #include "agent/metrics.h"
 #include "common/json.h"
 #include "common/rfc3339.h"
+#include "common/strings.h"
 
 namespace sk {
 
@@ -81,7 +84,127 @@ Json::Value memory_json(const UsageFigures &u, int64_t time_ms) {
     return v;
 }
 
+// The Summary's FsStats: a file system's figures and, for a directory on
+// it, what the directory uses (`used`), as the kubelet reports logs and
+// ephemeral-storage; without `used` the file system's own.
+Json::Value fs_json(const std::optional<FsFigures> &fs, const proto::DiskUse *used,
+                    int64_t time_ms) {
+    Json::Value v(Json::objectValue);
+    v["time"] = rfc3339_ms(time_ms);
+    if (fs) {
+        v["capacityBytes"] = Json::UInt64(fs->capacity_bytes);
+        v["availableBytes"] = Json::UInt64(fs->available_bytes);
+        v["inodes"] = Json::UInt64(fs->inodes);
+        v["inodesFree"] = Json::UInt64(fs->inodes_free);
+    }
+    if (used) {
+        v["usedBytes"] = Json::UInt64(used->bytes);
+        v["inodesUsed"] = Json::UInt64(used->inodes);
+    } else if (fs) {
+        v["usedBytes"] = Json::UInt64(fs->used_bytes);
+        v["inodesUsed"] = Json::UInt64(fs->inodes - fs->inodes_free);
+    }
+    return v;
+}
+
+void interface_json(const InterfaceFigures &i, Json::Value *v) {
+    (*v)["name"] = i.name;
+    (*v)["rxBytes"] = Json::UInt64(i.rx_bytes);
+    (*v)["rxErrors"] = Json::UInt64(i.rx_errors);
+    (*v)["txBytes"] = Json::UInt64(i.tx_bytes);
+    (*v)["txErrors"] = Json::UInt64(i.tx_errors);
+}
+
+// The kubelet's NetworkStats: the default interface's figures inline, then
+// every interface.
+Json::Value network_json(const NetworkFigures &n, int64_t time_ms) {
+    Json::Value v(Json::objectValue);
+    v["time"] = rfc3339_ms(time_ms);
+    Json::Value all(Json::arrayValue);
+    for (const auto &i : n.interfaces) {
+        if (i.name == n.default_name) interface_json(i, &v);
+        Json::Value j(Json::objectValue);
+        interface_json(i, &j);
+        all.append(j);
+    }
+    v["interfaces"] = all;
+    return v;
+}
+
+// A hexadecimal field of /proc/net/route (at most 16 digits).
+std::optional<uint64_t> hex_value(std::string_view s) {
+    if (s.empty() || s.size() > 16) return std::nullopt;
+    uint64_t v = 0;
+    for (char c : s) {
+        int d = c >= '0' && c <= '9'   ? c - '0'
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                       : -1;
+        if (d < 0) return std::nullopt;
+        v = v << 4 | static_cast<uint64_t>(d);
+    }
+    return v;
+}
+
 }  // namespace
+
+FsFigures fs_figures(uint64_t frsize, uint64_t blocks, uint64_t bfree, uint64_t bavail,
+                     uint64_t files, uint64_t ffree) {
+    bfree = std::min(bfree, blocks);
+    bavail = std::min(bavail, bfree);
+    ffree = std::min(ffree, files);
+    return {blocks * frsize, bavail * frsize, (blocks - bfree) * frsize, files, ffree};
+}
+
+std::vector<InterfaceFigures> parse_net_dev(std::string_view text) {
+    std::vector<InterfaceFigures> out;
+    for (const auto &line : split(text, '\n')) {
+        if (out.size() >= kMaxInterfaces) break;
+        auto colon = line.find(':');
+        if (colon == std::string::npos) continue;  // the two header lines
+        std::string_view name = trim(std::string_view(line).substr(0, colon));
+        if (name.empty() || name == "lo" || name.find(' ') != std::string_view::npos) continue;
+        // Receive: bytes packets errs drop fifo frame compressed multicast,
+        // then Transmit: bytes packets errs drop fifo colls carrier compressed.
+        std::vector<uint64_t> f;
+        bool ok = true;
+        for (const auto &w : split(trim(std::string_view(line).substr(colon + 1)), ' ')) {
+            if (w.empty()) continue;  // columns are padded with runs of spaces
+            auto n = parse_uint(w, "counter");
+            if (!n) {
+                ok = false;
+                break;
+            }
+            f.push_back(*n);
+        }
+        if (!ok || f.size() < 16) continue;
+        out.push_back({std::string(name), f[0], f[2], f[8], f[10]});
+    }
+    return out;
+}
+
+std::string default_route_interface(std::string_view text) {
+    constexpr uint64_t kRtfUp = 0x1;
+    std::string best;
+    uint64_t best_metric = UINT64_MAX;
+    bool header = true;
+    for (const auto &line : split(text, '\n')) {
+        if (header) {  // Iface Destination Gateway Flags RefCnt Use Metric Mask ...
+            header = false;
+            continue;
+        }
+        std::vector<std::string> f;
+        for (const auto &w : split(line, '\t'))
+            if (!trim(w).empty()) f.emplace_back(trim(w));
+        if (f.size() < 8 || f[1] != "00000000" || f[7] != "00000000") continue;
+        auto flags = hex_value(f[3]);
+        auto metric = parse_uint(f[6], "metric");
+        if (!flags || (*flags & kRtfUp) == 0 || !metric || *metric >= best_metric) continue;
+        best = f[0];
+        best_metric = *metric;
+    }
+    return best;
+}
 
 NodeUsageSample usage_sample(const std::string &node_name, int64_t node_start_ms, int64_t time_ms,
                              const proto::PodStatsReply &reply) {
@@ -99,10 +222,12 @@ NodeUsageSample usage_sample(const std::string &node_name, int64_t node_start_ms
         pu.name = p.name;
         pu.start_ms = p.start_ms;
         for (const auto &c : p.containers) {
-            pu.containers.push_back({c.name, c.start_ms, {c.cpu_ns, c.memory_bytes, std::nullopt}});
+            pu.containers.push_back(
+                {c.name, c.start_ms, {c.cpu_ns, c.memory_bytes, std::nullopt}, c.logs});
             pu.use.cpu_ns += c.cpu_ns;
             pu.use.memory_bytes += c.memory_bytes;
         }
+        pu.ephemeral = p.ephemeral;
         s.pods.push_back(std::move(pu));
     }
     return s;
@@ -189,6 +314,8 @@ std::string render_stats_summary(const NodeUsageSample &s) {
     node["startTime"] = rfc3339_ms(s.node_start_ms);
     node["cpu"] = cpu_json(s.use, s.time_ms);
     node["memory"] = memory_json(s.use, s.time_ms);
+    if (s.fs) node["fs"] = fs_json(s.fs, nullptr, s.time_ms);
+    if (s.network) node["network"] = network_json(*s.network, s.time_ms);
     Json::Value pods(Json::arrayValue);
     for (const auto &p : s.pods) {
         Json::Value j(Json::objectValue);
@@ -203,11 +330,13 @@ std::string render_stats_summary(const NodeUsageSample &s) {
             cj["startTime"] = rfc3339_ms(c.start_ms);
             cj["cpu"] = cpu_json(c.use, s.time_ms);
             cj["memory"] = memory_json(c.use, s.time_ms);
+            if (c.logs) cj["logs"] = fs_json(s.fs, &*c.logs, s.time_ms);
             cs.append(cj);
         }
         j["containers"] = cs;
         j["cpu"] = cpu_json(p.use, s.time_ms);
         j["memory"] = memory_json(p.use, s.time_ms);
+        if (p.ephemeral) j["ephemeral-storage"] = fs_json(s.fs, &*p.ephemeral, s.time_ms);
         pods.append(j);
     }
     Json::Value v(Json::objectValue);

@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/shim_protocol.h"
@@ -30,14 +31,48 @@ struct ContainerUsage {
     std::string name;
     int64_t start_ms = 0;
     UsageFigures use;
+    std::optional<proto::DiskUse> logs = std::nullopt;  // its log directory
 };
 
 struct PodUsage {
     std::string uid, ns, name;
     int64_t start_ms = 0;
     std::vector<ContainerUsage> containers;
-    UsageFigures use;  // the sum of its containers
+    UsageFigures use;                                        // the sum of its containers
+    std::optional<proto::DiskUse> ephemeral = std::nullopt;  // its directory in the shim's state
 };
+
+// A file system's figures as statvfs(2) has them, in the Summary's terms.
+struct FsFigures {
+    uint64_t capacity_bytes = 0;   // f_blocks * f_frsize
+    uint64_t available_bytes = 0;  // f_bavail * f_frsize: what an unprivileged user may use
+    uint64_t used_bytes = 0;       // (f_blocks - f_bfree) * f_frsize
+    uint64_t inodes = 0;           // f_files
+    uint64_t inodes_free = 0;      // f_ffree
+};
+// Pure: the figures from statvfs's fields (a count over its total is cut).
+FsFigures fs_figures(uint64_t frsize, uint64_t blocks, uint64_t bfree, uint64_t bavail,
+                     uint64_t files, uint64_t ffree);
+
+struct InterfaceFigures {
+    std::string name;
+    uint64_t rx_bytes = 0, rx_errors = 0, tx_bytes = 0, tx_errors = 0;
+};
+// The host's interfaces (pods use the host's network) and which one is the
+// default route's ("" when there is none: the Summary then names none).
+struct NetworkFigures {
+    std::string default_name;
+    std::vector<InterfaceFigures> interfaces;
+};
+
+constexpr size_t kMaxInterfaces = 256;
+// Pure: the interfaces of /proc/net/dev text, in its order, at most
+// kMaxInterfaces; the loopback ("lo") left out as the kubelet does; lines
+// that do not parse are skipped.
+std::vector<InterfaceFigures> parse_net_dev(std::string_view text);
+// Pure: the interface of /proc/net/route's default route (destination and
+// mask 0, up), the lowest metric's; "" when none.
+std::string default_route_interface(std::string_view text);
 
 // One sample of a virtual node: the job's share of the host and its pods.
 struct NodeUsageSample {
@@ -47,6 +82,10 @@ struct NodeUsageSample {
     proto::StatsSource source = proto::StatsSource::Pods;
     UsageFigures use;
     std::vector<PodUsage> pods;
+    // The file system of the job's shim state (pods' logs and volumes), and
+    // the host's network; absent when they could not be measured.
+    std::optional<FsFigures> fs;
+    std::optional<NetworkFigures> network;
 };
 
 // The shim's reply as a sample; each pod's figures are its containers' sums.
@@ -83,9 +122,14 @@ class StatsRates {
 // had (scrape_error 1 and nothing else).
 std::string render_resource_metrics(const NodeUsageSample *s);
 
-// GET /stats/summary: {"node": {nodeName, startTime, cpu, memory}, "pods":
-// [{podRef, startTime, containers [{name, startTime, cpu, memory}], cpu,
-// memory}]}; times as RFC 3339.
+// GET /stats/summary: {"node": {nodeName, startTime, cpu, memory, fs,
+// network}, "pods": [{podRef, startTime, containers [{name, startTime, cpu,
+// memory, logs}], cpu, memory, ephemeral-storage}]}; times as RFC 3339. fs,
+// network, logs and ephemeral-storage only where measured; the disk figures
+// of pods and containers carry the node fs's capacity and free figures, as
+// the kubelet's do. Never: runtime.imageFs (no images here), container
+// rootfs (a container writes to the host's file systems), pod network (pods
+// use the host's network: the kubelet reports none for such pods either).
 std::string render_stats_summary(const NodeUsageSample &s);
 
 }  // namespace sk

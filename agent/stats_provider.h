@@ -2,7 +2,8 @@
 // loop: an HTTP thread's sample() hands the request to the loop (a uv_async)
 // and waits for the answer with a bound (then Unavailable: the endpoint
 // answers 503 / resource_scrape_error 1); on the loop the node's runtime is
-// asked pod_stats and the rates are kept per node (StatsRates).
+// asked pod_stats and the rates are kept per node (StatsRates); the node's
+// file system and the host's network are measured by the agent itself.
 //
 // The figures are per virtual node (the job's share of the host): the one
 // kubelet port of a host serves them only while exactly one virtual node is
@@ -43,7 +44,17 @@ struct NodeRuntimeRef {
     std::string node_name;
     int64_t registered_at_s = 0;
     PodRuntime *runtime = nullptr;
+    std::string state_dir = {};  // the job's shim state dir ("" : no node fs figures)
 };
+
+// The figures root takes itself, on the loop, beside the shim's answer.
+// The file system that holds `state_dir` (fstatvfs(2) on the directory
+// opened O_PATH | O_DIRECTORY | O_NOFOLLOW: a symlink in its place is
+// refused, never followed).
+Result<FsFigures> measure_fs(const std::string &state_dir);
+// The host's interfaces (/proc/net/dev) and default route (/proc/net/route),
+// read with a bound (common/fs.h read_file).
+Result<NetworkFigures> measure_network(const std::string &proc_net = "/proc/net");
 
 // Held by a shared_ptr (a runtime's answer may come after the provider is
 // gone: it is then dropped).

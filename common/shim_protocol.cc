@@ -465,6 +465,17 @@ Result<PodStatsRequest> pod_stats_request_from_json(const Json::Value &body) {
     return PodStatsRequest{};
 }
 
+namespace {
+
+Json::Value disk_use_json(const DiskUse &d) {
+    Json::Value v(Json::objectValue);
+    v["bytes"] = Json::UInt64(d.bytes);
+    v["inodes"] = Json::UInt64(d.inodes);
+    return v;
+}
+
+}  // namespace
+
 Json::Value to_json(const PodStatsReply &m) {
     Json::Value v(Json::objectValue);
     Json::Value node(Json::objectValue);
@@ -486,9 +497,11 @@ Json::Value to_json(const PodStatsReply &m) {
             j["start_ms"] = Json::Int64(c.start_ms);
             j["cpu_ns"] = Json::UInt64(c.cpu_ns);
             j["memory_bytes"] = Json::UInt64(c.memory_bytes);
+            if (c.logs) j["logs"] = disk_use_json(*c.logs);
             cs.append(j);
         }
         e["containers"] = cs;
+        if (p.ephemeral) e["ephemeral_storage"] = disk_use_json(*p.ephemeral);
         pods.append(e);
     }
     v["pods"] = pods;
@@ -506,6 +519,19 @@ Result<int64_t> time_ms_field(const Json::Value &v, const char *key, std::string
     return static_cast<int64_t>(*n);
 }
 
+// An optional DiskUse member: absent (older shims) is nullopt.
+Result<std::optional<DiskUse>> disk_use_field(const Json::Value &v, const char *key,
+                                              std::string_view ctx) {
+    if (!v.isMember(key)) return std::optional<DiskUse>{};
+    const Json::Value &d = v[key];
+    std::string name = field_name(ctx, key);
+    if (!d.isObject()) return fail(Error::Parse, name + " must be an object");
+    DiskUse out;
+    SK_TRY_ASSIGN(out.bytes, json::get_uint(d, "bytes", name));
+    SK_TRY_ASSIGN(out.inodes, json::get_uint(d, "inodes", name));
+    return std::optional<DiskUse>{out};
+}
+
 Result<ContainerStats> container_stats_from_json(const Json::Value &v) {
     constexpr std::string_view ctx = "pod_stats reply: container";
     if (!v.isObject()) return fail(Error::Parse, "pod_stats reply: a container must be an object");
@@ -516,6 +542,7 @@ Result<ContainerStats> container_stats_from_json(const Json::Value &v) {
     SK_TRY_ASSIGN(c.start_ms, time_ms_field(v, "start_ms", ctx, false));
     SK_TRY_ASSIGN(c.cpu_ns, json::get_uint(v, "cpu_ns", ctx));
     SK_TRY_ASSIGN(c.memory_bytes, json::get_uint(v, "memory_bytes", ctx));
+    SK_TRY_ASSIGN(c.logs, disk_use_field(v, "logs", ctx));
     return c;
 }
 
@@ -540,6 +567,7 @@ Result<PodStatsEntry> pod_stats_entry_from_json(const Json::Value &v) {
         if (!e) return e.failure();
         p.containers.push_back(std::move(*e));
     }
+    SK_TRY_ASSIGN(p.ephemeral, disk_use_field(v, "ephemeral_storage", ctx));
     return p;
 }
 

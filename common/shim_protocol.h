@@ -170,17 +170,28 @@ struct AttachStart {
 // since the container instance started; a restart starts a new instance.
 struct PodStatsRequest {};
 
+// Disk space a directory tree takes: allocated bytes (st_blocks * 512) and
+// inodes, each inode once. Optional on the wire ("logs", "ephemeral_storage"):
+// absent from older shims and where nothing could be measured.
+struct DiskUse {
+    uint64_t bytes = 0;
+    uint64_t inodes = 0;
+};
+
 struct ContainerStats {
-    std::string name;           // 1..kMaxObjectNameBytes
-    int64_t start_ms = 0;       // the instance's start, unix ms (> 0)
-    uint64_t cpu_ns = 0;        // user + system CPU of its processes, cumulative
-    uint64_t memory_bytes = 0;  // working set
+    std::string name;                            // 1..kMaxObjectNameBytes
+    int64_t start_ms = 0;                        // the instance's start, unix ms (> 0)
+    uint64_t cpu_ns = 0;                         // user + system CPU of its processes, cumulative
+    uint64_t memory_bytes = 0;                   // working set
+    std::optional<DiskUse> logs = std::nullopt;  // its log directory
 };
 
 struct PodStatsEntry {
     std::string uid, ns, name;
     int64_t start_ms = 0;                    // the pod's start, unix ms (0: not started)
     std::vector<ContainerStats> containers;  // the running ones, at most kMaxStatsContainers
+    // The pod's directory in the shim's state (logs, volumes, its records).
+    std::optional<DiskUse> ephemeral = std::nullopt;
 };
 
 struct NodeStats {
@@ -251,7 +262,8 @@ Result<ExecAttach> exec_attach_from_json(const Json::Value &body);
 Result<AttachStart> attach_start_from_json(const Json::Value &body);
 Result<PodStatsRequest> pod_stats_request_from_json(const Json::Value &body);
 // Every count and name bounded (kMaxStatsPods, kMaxStatsContainers, the
-// name bounds), counters unsigned, start times > 0 for containers.
+// name bounds), counters unsigned, start times > 0 for containers; "logs"
+// and "ephemeral_storage" optional (a reply without them still parses).
 Result<PodStatsReply> pod_stats_reply_from_json(const Json::Value &body);
 
 }  // namespace sk::proto

@@ -18,6 +18,9 @@
 // (read from /proc/self/cgroup: cgroup v1 cpuacct.usage and
 // memory.usage_in_bytes minus total_inactive_file; v2 cpu.stat usage_usec and
 // memory.current minus inactive_file), else the sum of the pods.
+//  - Disk: the space a pod's directory in the shim's state takes (its logs,
+//    volumes and records: ephemeral-storage) and each container's log
+//    directory in it (logs), walked as dir_disk_use() says.
 #pragma once
 
 #include <cstdint>
@@ -92,6 +95,27 @@ std::optional<NodeUsage> cgroup_usage(bool v2, std::string_view cpu_text,
 // The job's usage from its cgroup files (job_id's cgroup in
 // /proc/self/cgroup); nullopt when unreadable.
 std::optional<NodeUsage> read_job_cgroup_usage(uint32_t job_id);
+
+// The disk use of the directory tree at `dir`, which the job's user writes:
+// every entry is looked at with fstatat(AT_SYMLINK_NOFOLLOW) from its
+// directory's descriptor and every directory opened with openat(O_NOFOLLOW
+// | O_DIRECTORY), so no symlink is ever followed (a link counts as itself);
+// directories on another file system are counted but not entered (du -x);
+// an inode with several links counts once. Bounded: at most max_entries
+// entries and max_depth levels below `dir`; beyond either the walk stops and
+// `capped` says the figures are what was counted. Error::NotFound when `dir`
+// does not exist, Error::Io when it cannot be opened as a directory.
+struct DirDiskUse {
+    proto::DiskUse total;                            // dir itself included
+    std::map<std::string, proto::DiskUse> by_child;  // each entry of dir, its subtree
+    size_t entries = 0;                              // looked at, dir not counted
+    bool capped = false;
+};
+struct DiskWalkLimits {
+    size_t max_entries = 10000;
+    int max_depth = 16;
+};
+Result<DirDiskUse> dir_disk_use(const std::string &dir, DiskWalkLimits limits = {});
 
 // Ticks and pages in the units of the protocol.
 uint64_t ticks_to_ns(uint64_t ticks);

@@ -53,7 +53,8 @@ struct ShimPod {
     Json::Value fixed_status;           // status of a refused or lost pod
     Json::Value last_sent;
     bool finished = false;
-    bool forget = false;  // gone from the API: drop the entry once finished
+    bool forget = false;            // gone from the API: drop the entry once finished
+    bool disk_walk_capped = false;  // logged once: its disk use walk hit its bound
 };
 
 class Shim {
@@ -95,6 +96,7 @@ class Shim {
     // together as allowed; ok otherwise.
     Status session_limit(const std::string &uid) const;
     proto::Reply pod_stats(const proto::Request &req);
+    void measure_disk(const std::string &uid, ShimPod *p, proto::PodStatsEntry *e, size_t *budget);
     // Ends the exec sessions of pod uid (all of them, or those into a
     // container that no longer runs).
     void kill_execs(const std::string &uid, const std::string &why, bool all);

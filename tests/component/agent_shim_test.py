@@ -163,6 +163,22 @@ def run(env):
     bp2 = [p for p in sj2.get("pods", []) if p["podRef"]["name"] == "burn"]
     check("stats/summary: usageNanoCores from two samples",
           bp2 and bp2[0]["containers"][0]["cpu"].get("usageNanoCores", 0) > 0, bp2)
+    # The disk figures: the node's fs (statvfs of the job's state dir), and
+    # the log use of the pod that has printed its ticks.
+    fs = sj2.get("node", {}).get("fs", {})
+    check("stats/summary: the node's fs",
+          fs.get("capacityBytes", 0) > 0 and
+          0 <= fs.get("availableBytes", -1) <= fs["capacityBytes"] and
+          fs.get("inodes", 0) >= fs.get("inodesFree", -1) >= 0, fs)
+    wp = [p for p in sj2.get("pods", []) if p["podRef"]["name"] == "web"]
+    check("stats/summary: a pod that printed has its logs' use and its ephemeral-storage",
+          wp and wp[0]["containers"][0].get("logs", {}).get("usedBytes", 0) > 0 and
+          wp[0]["containers"][0]["logs"].get("inodesUsed", 0) > 0 and
+          wp[0].get("ephemeral-storage", {}).get("usedBytes", 0) >=
+          wp[0]["containers"][0]["logs"]["usedBytes"] and "network" not in wp[0], wp)
+    check("stats/summary: the node's network lists the host's interfaces",
+          isinstance(sj2.get("node", {}).get("network", {}).get("interfaces"), list),
+          sj2.get("node", {}).get("network"))
     # A second job's node on this host: the shared kubelet port cannot tell
     # whose figures are asked for, and says so rather than answer for either.
     r = env.call("register", dict(reg, job_id=43))

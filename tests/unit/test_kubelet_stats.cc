@@ -227,6 +227,145 @@ START_TEST(rates_from_two_samples) {
 }
 END_TEST
 
+// Recorded on a host (counters enlarged past 32 bits), with an old
+// kernel's line (no space after the colon) and one that does not parse.
+const char kNetDev[] =
+    "Inter-|   Receive                                                |  Transmit\n"
+    " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs "
+    "drop fifo colls carrier compressed\n"
+    "    lo: 5516680207 1261534    0    0    0     0          0         0 5516680207 1261534    "
+    "0    0    0     0       0          0\n"
+    "  eth0: 22762715000     893    7    0    0     0          0         0    55551     741    "
+    "3    0    0     0       0          0\n"
+    "   ib0:12 1 2 0 0 0 0 0 34 1 4 0 0 0 0 0\n"
+    "  bad0: 1 2 3\n"
+    "  bad1: 1 2 x 0 0 0 0 0 34 1 4 0 0 0 0 0\n";
+
+START_TEST(net_dev_parsed) {
+    auto ifs = parse_net_dev(kNetDev);
+    ck_assert_uint_eq(ifs.size(), 2);  // lo left out, bad0 and bad1 skipped
+    ck_assert_sstr_eq(ifs[0].name, "eth0");
+    ck_assert_uint_eq(ifs[0].rx_bytes, 22762715000ULL);
+    ck_assert_uint_eq(ifs[0].rx_errors, 7);
+    ck_assert_uint_eq(ifs[0].tx_bytes, 55551);
+    ck_assert_uint_eq(ifs[0].tx_errors, 3);
+    ck_assert_sstr_eq(ifs[1].name, "ib0");
+    ck_assert_uint_eq(ifs[1].rx_bytes, 12);
+    ck_assert_uint_eq(ifs[1].rx_errors, 2);
+    ck_assert_uint_eq(ifs[1].tx_bytes, 34);
+    ck_assert_uint_eq(ifs[1].tx_errors, 4);
+    ck_assert(parse_net_dev("").empty());
+    std::string many;
+    for (size_t i = 0; i < kMaxInterfaces + 5; i++)
+        many += "d" + std::to_string(i) + ": 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n";
+    ck_assert_uint_eq(parse_net_dev(many).size(), kMaxInterfaces);
+}
+END_TEST
+
+START_TEST(default_route_found) {
+    const char *route =
+        "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT  \n"
+        "eth1\t00000000\t010200C0\t0003\t0\t0\t600\t00000000\t0\t0\t0   \n"
+        "eth0\t00000000\t010200C0\t0003\t0\t0\t100\t00000000\t0\t0\t0   \n"
+        "down\t00000000\t010200C0\t0002\t0\t0\t0\t00000000\t0\t0\t0   \n"
+        "ib0\t000200C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0   \n";
+    ck_assert_sstr_eq(default_route_interface(route), "eth0");  // up, lowest metric
+    ck_assert_sstr_eq(default_route_interface(""), "");
+    ck_assert_sstr_eq(
+        default_route_interface("Iface\tDestination\n"
+                                "ib0\t000200C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n"),
+        "");
+}
+END_TEST
+
+START_TEST(fs_figures_from_statvfs) {
+    FsFigures f = fs_figures(4096, 1000, 400, 300, 100, 60);
+    ck_assert_uint_eq(f.capacity_bytes, 4096000);
+    ck_assert_uint_eq(f.available_bytes, 1228800);
+    ck_assert_uint_eq(f.used_bytes, 2457600);
+    ck_assert_uint_eq(f.inodes, 100);
+    ck_assert_uint_eq(f.inodes_free, 60);
+    f = fs_figures(4096, 10, 20, 30, 5, 9);  // nonsense is cut, never wraps
+    ck_assert_uint_eq(f.used_bytes, 0);
+    ck_assert_uint_eq(f.available_bytes, f.capacity_bytes);
+    ck_assert_uint_eq(f.inodes_free, 5);
+}
+END_TEST
+
+// What the Summary adds when the disk and the network are measured: node
+// fs and network, each pod's ephemeral-storage and its containers' logs
+// (their use, the node fs's capacity); never an image fs, a rootfs or a
+// pod network (host network).
+START_TEST(summary_fs_network_and_disk) {
+    NodeUsageSample s = two_pods();
+    s.fs = fs_figures(4096, 1000, 400, 300, 100, 60);
+    s.network = NetworkFigures{"eth0", parse_net_dev(kNetDev)};
+    s.pods[0].ephemeral = proto::DiskUse{65536, 9};
+    s.pods[0].containers[0].logs = proto::DiskUse{12288, 3};
+    auto v = json::parse(render_stats_summary(s));
+    ck_assert(v.ok());
+    const Json::Value &fs = (*v)["node"]["fs"];
+    ck_assert_uint_eq(fs["capacityBytes"].asUInt64(), 4096000);
+    ck_assert_uint_eq(fs["availableBytes"].asUInt64(), 1228800);
+    ck_assert_uint_eq(fs["usedBytes"].asUInt64(), 2457600);
+    ck_assert_uint_eq(fs["inodes"].asUInt64(), 100);
+    ck_assert_uint_eq(fs["inodesFree"].asUInt64(), 60);
+    ck_assert_uint_eq(fs["inodesUsed"].asUInt64(), 40);
+    ck_assert_sstr_eq(fs["time"].asString(), "2023-11-14T22:13:30Z");
+    ck_assert(!(*v)["node"].isMember("runtime"));  // no image fs
+    const Json::Value &net = (*v)["node"]["network"];
+    ck_assert_sstr_eq(net["name"].asString(), "eth0");
+    ck_assert_uint_eq(net["rxBytes"].asUInt64(), 22762715000ULL);
+    ck_assert_uint_eq(net["rxErrors"].asUInt64(), 7);
+    ck_assert_uint_eq(net["txBytes"].asUInt64(), 55551);
+    ck_assert_uint_eq(net["txErrors"].asUInt64(), 3);
+    ck_assert(net.isMember("time"));
+    ck_assert_uint_eq(net["interfaces"].size(), 2);
+    ck_assert_sstr_eq(net["interfaces"][1]["name"].asString(), "ib0");
+    ck_assert_uint_eq(net["interfaces"][1]["txBytes"].asUInt64(), 34);
+    const Json::Value &p = (*v)["pods"][0];
+    ck_assert(!p.isMember("network"));  // host network: the node's figures
+    const Json::Value &eph = p["ephemeral-storage"];
+    ck_assert_uint_eq(eph["usedBytes"].asUInt64(), 65536);
+    ck_assert_uint_eq(eph["inodesUsed"].asUInt64(), 9);
+    ck_assert_uint_eq(eph["capacityBytes"].asUInt64(), 4096000);
+    ck_assert_uint_eq(eph["availableBytes"].asUInt64(), 1228800);
+    const Json::Value &logs = p["containers"][0]["logs"];
+    ck_assert_uint_eq(logs["usedBytes"].asUInt64(), 12288);
+    ck_assert_uint_eq(logs["inodesUsed"].asUInt64(), 3);
+    ck_assert_uint_eq(logs["inodesFree"].asUInt64(), 60);
+    ck_assert(!p["containers"][0].isMember("rootfs"));
+    ck_assert(!p["containers"][1].isMember("logs"));  // not measured
+    ck_assert(!(*v)["pods"][1].isMember("ephemeral-storage"));
+
+    // No default route: the interfaces alone, no figures passed off as one's.
+    s.network->default_name.clear();
+    v = json::parse(render_stats_summary(s));
+    ck_assert(!(*v)["node"]["network"].isMember("name"));
+    ck_assert_uint_eq((*v)["node"]["network"]["interfaces"].size(), 2);
+
+    // Nothing measured: nothing pretended; a pod's disk use without the
+    // node fs carries no capacity.
+    NodeUsageSample bare = two_pods();
+    bare.pods[0].ephemeral = proto::DiskUse{4096, 1};
+    v = json::parse(render_stats_summary(bare));
+    ck_assert(!(*v)["node"].isMember("fs") && !(*v)["node"].isMember("network"));
+    ck_assert_uint_eq((*v)["pods"][0]["ephemeral-storage"]["usedBytes"].asUInt64(), 4096);
+    ck_assert(!(*v)["pods"][0]["ephemeral-storage"].isMember("capacityBytes"));
+}
+END_TEST
+
+// The shim's disk figures reach the sample.
+START_TEST(sample_carries_disk_use) {
+    proto::PodStatsReply r;
+    r.pods.push_back({"u1", "rl", "gen", 1700000000000, {}, proto::DiskUse{100, 2}});
+    r.pods[0].containers.push_back({"main", 1700000001000, 1, 1, proto::DiskUse{40, 1}});
+    NodeUsageSample s = usage_sample("n", 1, 2, r);
+    ck_assert(s.pods[0].ephemeral && s.pods[0].ephemeral->bytes == 100);
+    ck_assert(s.pods[0].containers[0].logs && s.pods[0].containers[0].logs->inodes == 1);
+}
+END_TEST
+
 namespace {
 
 struct FixedStats : StatsProvider {
@@ -289,6 +428,11 @@ int main() {
     tcase_add_test(tc, summary_json);
     tcase_add_test(tc, rates_from_two_samples);
     tcase_add_test(tc, server_routes);
+    tcase_add_test(tc, net_dev_parsed);
+    tcase_add_test(tc, default_route_found);
+    tcase_add_test(tc, fs_figures_from_statvfs);
+    tcase_add_test(tc, summary_fs_network_and_disk);
+    tcase_add_test(tc, sample_carries_disk_use);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }

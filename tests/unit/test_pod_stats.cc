@@ -1,8 +1,11 @@
 // k8s-shim/pod_stats: /proc/<pid>/stat usage fields (hostile command names
 // included), the process tree below a supervisor, the cgroup files' figures
 // (v1 and v2) and where they are.
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "k8s-shim/pod_stats.h"
@@ -149,6 +152,88 @@ START_TEST(own_process_measured) {
 }
 END_TEST
 
+namespace {
+
+std::string make_tree() {
+    char tmpl[] = "/tmp/sk-du-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(tmpl));
+    return tmpl;
+}
+
+void write(const std::string &path, size_t bytes) {
+    int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ck_assert_int_ge(fd, 0);
+    std::string data(bytes, 'x');
+    ck_assert_int_eq(::write(fd, data.data(), data.size()), static_cast<ssize_t>(bytes));
+    fsync(fd);
+    close(fd);
+}
+
+}  // namespace
+
+// A pod's directory as the shim keeps it: each entry's subtree apart (a
+// container's logs), each inode once, symlinks counted as themselves and
+// never followed (a link to a big file or to / adds nothing of theirs).
+START_TEST(disk_use_of_a_tree) {
+    std::string d = make_tree();
+    std::string big = d + "-big";
+    write(big, 1 << 20);
+    ck_assert_int_eq(mkdir((d + "/main").c_str(), 0755), 0);
+    write(d + "/main/0.log", 20000);
+    write(d + "/main/0.log.1", 5000);
+    ck_assert_int_eq(link((d + "/main/0.log").c_str(), (d + "/main/again").c_str()), 0);
+    ck_assert_int_eq(symlink(big.c_str(), (d + "/main/1.log").c_str()), 0);
+    ck_assert_int_eq(symlink("/", (d + "/root").c_str()), 0);
+    write(d + "/pod.json", 100);
+
+    auto du = dir_disk_use(d);
+    ck_assert_msg(du.ok(), "%s", du.message().c_str());
+    ck_assert(!du->capped);
+    ck_assert_uint_eq(du->entries, 7);
+    const proto::DiskUse &main = du->by_child["main"];
+    // main, 0.log (= again), 0.log.1, the link 1.log: 4 inodes.
+    ck_assert_uint_eq(main.inodes, 4);
+    ck_assert_uint_ge(main.bytes, 25000);
+    ck_assert_uint_lt(main.bytes, 1 << 20);  // the big file is not counted
+    ck_assert_uint_eq(du->by_child["root"].inodes, 1);
+    ck_assert_uint_eq(du->total.inodes, 1 + 4 + 1 + 1);
+    ck_assert_uint_lt(du->total.bytes, 1 << 20);
+    ck_assert_uint_ge(du->total.bytes, main.bytes + du->by_child["pod.json"].bytes);
+
+    // The directory itself a symlink: refused, not followed.
+    ck_assert_int_eq(symlink(d.c_str(), (d + "-link").c_str()), 0);
+    auto via_link = dir_disk_use(d + "-link");
+    ck_assert(!via_link.ok() && via_link.error() == Error::Io);
+    ck_assert(dir_disk_use(d + "-none").error() == Error::NotFound);
+    ck_assert_int_eq(system(("rm -rf " + d + " " + d + "-big " + d + "-link").c_str()), 0);
+}
+END_TEST
+
+// Bounded: a tree with more entries or levels than allowed is counted up
+// to the bound and says so.
+START_TEST(disk_use_bounded) {
+    std::string d = make_tree();
+    for (int i = 0; i < 50; i++)
+        write(d + "/f" + std::to_string(i), 1);
+    auto du = dir_disk_use(d, {10, 16});
+    ck_assert(du.ok() && du->capped);
+    ck_assert_uint_eq(du->entries, 10);
+    ck_assert_uint_eq(du->total.inodes, 11);  // the directory and 10 files
+    du = dir_disk_use(d, {50, 16});
+    ck_assert(du.ok() && !du->capped);
+
+    std::string deep = d + "/a";
+    for (int i = 0; i < 5; i++, deep += "/a")
+        ck_assert_int_eq(mkdir(deep.c_str(), 0755), 0);
+    du = dir_disk_use(d, {1000, 3});
+    ck_assert(du.ok() && du->capped);
+    du = dir_disk_use(d, {1000, 5});
+    ck_assert(du.ok() && !du->capped);
+    ck_assert_uint_eq(du->by_child["a"].inodes, 5);
+    ck_assert_int_eq(system(("rm -rf " + d).c_str()), 0);
+}
+END_TEST
+
 int main() {
     Suite *s = suite_create("pod_stats");
     TCase *tc = tcase_create("core");
@@ -159,6 +244,8 @@ int main() {
     tcase_add_test(tc, cgroup_figures);
     tcase_add_test(tc, cgroup_dirs);
     tcase_add_test(tc, own_process_measured);
+    tcase_add_test(tc, disk_use_of_a_tree);
+    tcase_add_test(tc, disk_use_bounded);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }

@@ -248,6 +248,9 @@ START_TEST(pod_stats_round_trip) {
     ck_assert_uint_eq(c.cpu_ns, UINT64_MAX);
     ck_assert_uint_eq(c.memory_bytes, 4096);
     ck_assert(back->pods[1].containers.empty());
+    ck_assert(!c.logs && !back->pods[0].ephemeral);  // not measured: left out
+    ck_assert(!to_json(m)["pods"][0].isMember("ephemeral_storage"));
+    ck_assert(!to_json(m)["pods"][0]["containers"][0].isMember("logs"));
     ck_assert(pod_stats_request_from_json(to_json(PodStatsRequest{})).ok());
     ck_assert(!pod_stats_request_from_json(J("[]")).ok());
 
@@ -270,6 +273,32 @@ START_TEST(pod_stats_round_trip) {
     auto crowded = pod_stats_reply_from_json(body);
     ck_assert(!crowded.ok() &&
               crowded.message().find("has more than 256 entries") != std::string::npos);
+}
+END_TEST
+
+// The disk figures (logs, ephemeral_storage) travel when measured, and a
+// reply from a shim that sends none (as older shims) still parses.
+START_TEST(pod_stats_disk_use) {
+    PodStatsReply m;
+    m.pods.push_back({"u1", "ns", "p", 1700000000000, {}, DiskUse{UINT64_MAX, 12}});
+    m.pods[0].containers.push_back({"gen", 1700000000500, 1, 2, DiskUse{8192, 3}});
+    Json::Value body = to_json(m);
+    ck_assert_uint_eq(body["pods"][0]["ephemeral_storage"]["bytes"].asUInt64(), UINT64_MAX);
+    auto back = pod_stats_reply_from_json(body);
+    ck_assert_msg(back.ok(), "%s", back.message().c_str());
+    ck_assert(back->pods[0].ephemeral.has_value());
+    ck_assert_uint_eq(back->pods[0].ephemeral->bytes, UINT64_MAX);
+    ck_assert_uint_eq(back->pods[0].ephemeral->inodes, 12);
+    ck_assert(back->pods[0].containers[0].logs.has_value());
+    ck_assert_uint_eq(back->pods[0].containers[0].logs->bytes, 8192);
+    ck_assert_uint_eq(back->pods[0].containers[0].logs->inodes, 3);
+
+    auto old = pod_stats_reply_from_json(
+        J(R"({"node":{"source":"pods","cpu_ns":1,"memory_bytes":1},"pods":[{"uid":"u",)"
+          R"("start_ms":0,"containers":[{"name":"c","start_ms":1,"cpu_ns":1,)"
+          R"("memory_bytes":1}]}]})"));
+    ck_assert_msg(old.ok(), "%s", old.message().c_str());
+    ck_assert(!old->pods[0].ephemeral && !old->pods[0].containers[0].logs);
 }
 END_TEST
 
@@ -453,6 +482,19 @@ static const Bad kBad[] = {
      R"({"node":{"source":"pods","cpu_ns":1,"memory_bytes":1},"pods":[{"uid":"u",)"
      R"("start_ms":-5,"containers":[]}]})",
      Error::Parse, "'start_ms'"},
+    {ShimOp::PodStats,
+     R"({"node":{"source":"pods","cpu_ns":1,"memory_bytes":1},"pods":[{"uid":"u",)"
+     R"("start_ms":0,"containers":[],"ephemeral_storage":7}]})",
+     Error::Parse, "pod_stats reply: pod: 'ephemeral_storage' must be an object"},
+    {ShimOp::PodStats,
+     R"({"node":{"source":"pods","cpu_ns":1,"memory_bytes":1},"pods":[{"uid":"u",)"
+     R"("start_ms":0,"containers":[],"ephemeral_storage":{"bytes":-1,"inodes":1}}]})",
+     Error::Parse, "'ephemeral_storage': 'bytes'"},
+    {ShimOp::PodStats,
+     R"({"node":{"source":"pods","cpu_ns":1,"memory_bytes":1},"pods":[{"uid":"u",)"
+     R"("start_ms":0,"containers":[{"name":"c","start_ms":1,"cpu_ns":1,"memory_bytes":1,)"
+     R"("logs":{"bytes":1}}]}]})",
+     Error::Parse, "'logs': missing 'inodes'"},
     {ShimOp::ExecAttach, R"({"session":"x/y"})", Error::Parse, "exec_attach: 'session' must be"},
     {ShimOp::AttachStart, R"([])", Error::Parse, "attach_start: the body must be an object"},
     {ShimOp::AttachStart, R"({"uid":"u","container":"c"})", Error::Parse,
@@ -696,6 +738,7 @@ int main() {
     tcase_add_test(tc, exec_start_round_trip);
     tcase_add_test(tc, attach_start_round_trip);
     tcase_add_test(tc, pod_stats_round_trip);
+    tcase_add_test(tc, pod_stats_disk_use);
     tcase_add_test(tc, enum_names);
     tcase_add_test(tc, enum_unknown_values);
     tcase_add_loop_test(tc, malformed_fields_table, 0, TABLE_SIZE(kBad));
