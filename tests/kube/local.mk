@@ -20,6 +20,7 @@ EXTRA_DIST += \
 	tests/kube/kubetest/pod_log.py \
 	tests/kube/kubetest/resource_handler.py \
 	tests/kube/kubetest/resources.py \
+	tests/kube/kubetest/reviews.py \
 	tests/kube/kubetest/scheduler.py \
 	tests/kube/kubetest/selectors.py \
 	tests/kube/kubetest/server.py \

@@ -375,6 +375,152 @@ class TestAuth(Base):
         API.delete("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/" + name, token=a)
 
 
+class TestReviews(Base):
+    """TokenReview and SubjectAccessReview as a kubelet in Webhook mode (the agent's kubelet endpoint)
+    asks them, and the self reviews kubectl auth can-i / whoami use."""
+    TR = "/apis/authentication.k8s.io/v1/tokenreviews"
+    SAR = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+    AUD = "https://kubernetes.default.svc.cluster.local"
+
+    def token_review(self, token, audiences=None, as_token="admin"):
+        spec = {"token": token}
+        if audiences is not None:
+            spec["audiences"] = audiences
+        r = API.post(self.TR, {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": spec},
+                     token=as_token)
+        self.assertEqual(r.status, 201, r.text[:500])
+        self.assertEqual((r.json["kind"], r.json["apiVersion"]), ("TokenReview", "authentication.k8s.io/v1"))
+        self.assertEqual(r.json["spec"]["token"], token)
+        return r.json["status"]
+
+    def sar(self, spec, as_token="admin"):
+        return API.post(self.SAR, {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec},
+                        token=as_token)
+
+    def test_token_review_known(self):
+        st = self.token_review(CFG["token"])
+        self.assertIs(st.get("authenticated"), True, st)
+        me = API.post("/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                      {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+        self.assertEqual(me.status, 201, me.text[:300])
+        info = me.json["status"]["userInfo"]
+        self.assertEqual(st["user"]["username"], info["username"])
+        self.assertEqual(st["user"].get("groups"), info.get("groups"))
+        self.assertIn("system:authenticated", st["user"]["groups"])
+        self.assertNotIn("error", st)
+        self.assertIs(self.token_review(CFG["token"], ["kubetest-not-an-audience"]).get("authenticated", False), False)
+        if has_controls():
+            self.assertEqual(st["user"], {"username": "admin", "uid": "admin",
+                                          "groups": ["system:masters", "system:authenticated"]})
+            self.assertEqual(st["audiences"], [self.AUD])
+            self.assertIs(self.token_review(CFG["token"], [self.AUD, "other"]).get("authenticated"), True)
+
+    def test_token_review_garbage(self):
+        st = self.token_review("kubetest-garbage-" + rname("t"))
+        self.assertNotIn("authenticated", st)     # false: left out by Go's omitempty
+        self.assertEqual(st["user"], {})
+        self.assertNotIn("audiences", st)
+        self.assertIsInstance(st.get("error"), str)
+        self.assertTrue(st["error"])
+        r = API.post(self.TR, {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {}})
+        self.assertStatus(r, 400, "BadRequest")
+        self.assertEqual(r.json["message"], "token is required for TokenReview in authentication")
+
+    def test_sar_masters_allowed(self):
+        spec = {"user": rname("someone"), "groups": ["system:masters"],
+                "resourceAttributes": {"verb": "get", "resource": "nodes", "subresource": "proxy", "name": "n1"}}
+        r = self.sar(spec)
+        self.assertEqual(r.status, 201, r.text[:500])
+        self.assertEqual((r.json["kind"], r.json["apiVersion"]), ("SubjectAccessReview", "authorization.k8s.io/v1"))
+        self.assertEqual(r.json["spec"], spec)
+        self.assertIs(r.json["status"]["allowed"], True, r.text)
+        self.assertNotIn("denied", r.json["status"])
+
+    def test_sar_no_bindings_denied(self):
+        for attrs in ({"resourceAttributes": {"verb": "get", "resource": "nodes", "subresource": "proxy", "name": "n1"}},
+                      {"nonResourceAttributes": {"verb": "get", "path": "/metrics"}}):
+            r = self.sar(dict(attrs, user=rname("nobody")))
+            self.assertEqual(r.status, 201, r.text[:500])
+            self.assertIs(r.json["status"]["allowed"], False, r.text)    # "allowed" has no omitempty
+            self.assertNotIn("denied", r.json["status"])                 # RBAC has no opinion, it does not deny
+            self.assertEqual(r.json["status"].get("reason", ""), "")
+
+    def test_sar_rbac_rules(self):
+        if not has_controls():
+            self.skipTest("the double's agent group binding and reason texts")
+        ra = {"verb": "get", "resource": "nodes", "subresource": "proxy"}
+        st = self.sar({"user": "x", "groups": ["slurm-k8s:agent"], "resourceAttributes": ra}).json["status"]
+        self.assertEqual(st, {"allowed": False})
+        st = self.sar({"user": "x", "groups": ["slurm-k8s:agent"],
+                       "resourceAttributes": {"verb": "patch", "resource": "nodes", "subresource": "status"}}).json["status"]
+        self.assertEqual(st, {"allowed": True, "reason": 'RBAC: allowed by ClusterRoleBinding "slurm-k8s-agent" of '
+                                                        'ClusterRole "slurm-k8s-agent" to Group "slurm-k8s:agent"'})
+        lease = {"verb": "update", "group": "coordination.k8s.io", "resource": "leases", "namespace": "kube-node-lease"}
+        st = self.sar({"user": "x", "groups": ["slurm-k8s:agent"], "resourceAttributes": lease}).json["status"]
+        self.assertTrue(st["allowed"])
+        self.assertIn('RoleBinding "slurm-k8s-agent/kube-node-lease" of Role "slurm-k8s-agent"', st["reason"])
+        lease["namespace"] = "default"
+        st = self.sar({"user": "x", "groups": ["slurm-k8s:agent"], "resourceAttributes": lease}).json["status"]
+        self.assertFalse(st["allowed"])
+        # the groups are taken as given: no system:authenticated added
+        nra = {"verb": "get", "path": "/apis/coordination.k8s.io"}
+        self.assertFalse(self.sar({"user": "x", "nonResourceAttributes": nra}).json["status"]["allowed"])
+        st = self.sar({"user": "x", "groups": ["system:authenticated"], "nonResourceAttributes": nra}).json["status"]
+        self.assertTrue(st["allowed"])
+
+    def test_sar_invalid(self):
+        r = self.sar({"resourceAttributes": {"verb": "get", "resource": "nodes"}})
+        self.assertStatus(r, 422, "Invalid")
+        self.assertEqual(r.json["message"], 'SubjectAccessReview.authorization.k8s.io "" is invalid: spec.user: '
+                                            'Invalid value: "": at least one of user or group must be specified')
+        msg = 'Invalid value: "": at least one of user or group must be specified'
+        self.assertEqual(r.json["details"]["causes"], [{"reason": "FieldValueInvalid", "field": "spec.user", "message": msg}])
+        r = self.sar({"user": "x"})
+        self.assertStatus(r, 422, "Invalid")
+        self.assertIn("spec.resourceAttributes: Invalid value: \"null\": exactly one of nonResourceAttributes or "
+                      "resourceAttributes must be specified", r.json["message"])
+
+    def test_callers_need_create(self):
+        if not CFG["noright"]:
+            self.skipTest("KUBE_NORIGHTS_TOKEN not set")
+        r = self.sar({"user": "x", "resourceAttributes": {"verb": "get", "resource": "nodes"}}, as_token=CFG["noright"])
+        self.assertStatus(r, 403, "Forbidden")
+        self.assertRegex(r.json["message"], r'^subjectaccessreviews\.authorization\.k8s\.io is forbidden: User "[^"]+" '
+                         r'cannot create resource "subjectaccessreviews" in API group "authorization\.k8s\.io" '
+                         r'at the cluster scope$')
+        r = API.post(self.TR, {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": "x"}},
+                     token=CFG["noright"])
+        self.assertStatus(r, 403, "Forbidden")
+        self.assertIn('cannot create resource "tokenreviews" in API group "authentication.k8s.io"', r.json["message"])
+        # every authenticated user may ask about itself (system:basic-user)
+        r = API.post("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                     {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                      "spec": {"resourceAttributes": {"verb": "list", "resource": "nodes"}}}, token=CFG["noright"])
+        self.assertEqual(r.status, 201, r.text[:300])
+        self.assertIs(r.json["status"]["allowed"], False)
+
+    def test_agent_may_review(self):
+        if not CFG["agent"]:
+            self.skipTest("KUBE_AGENT_TOKEN not set")
+        st = self.token_review(CFG["agent"], as_token=CFG["agent"])
+        self.assertIs(st.get("authenticated"), True, st)
+        r = self.sar({"user": rname("nobody"), "resourceAttributes": {"verb": "get", "resource": "nodes",
+                                                                      "subresource": "proxy"}}, as_token=CFG["agent"])
+        self.assertEqual(r.status, 201, r.text[:300])
+        self.assertIs(r.json["status"]["allowed"], False)
+
+    def test_discovery(self):
+        groups = {g["name"]: g for g in API.get("/apis").json["groups"]}
+        for g, kinds in (("authentication.k8s.io", {"tokenreviews": "TokenReview",
+                                                    "selfsubjectreviews": "SelfSubjectReview"}),
+                         ("authorization.k8s.io", {"subjectaccessreviews": "SubjectAccessReview",
+                                                   "selfsubjectaccessreviews": "SelfSubjectAccessReview"})):
+            self.assertEqual(groups[g]["preferredVersion"], {"groupVersion": g + "/v1", "version": "v1"})
+            res = {x["name"]: x for x in API.get("/apis/%s/v1" % g).json["resources"]}
+            for n, kind in kinds.items():
+                self.assertEqual((res[n]["kind"], res[n]["namespaced"], res[n]["verbs"]), (kind, False, ["create"]), n)
+
+
 class TestDiscovery(Base):
     def test_api(self):
         r = API.get("/api")

@@ -172,6 +172,10 @@ t "lease garbage-collected" "NotFound|not found" k get lease "$NODE" -n kube-nod
 t "delete namespace" "namespace \"$NS\" deleted" k delete namespace "$NS" --wait=false
 t "api-resources" "^leases +coordination\.k8s\.io/v1 +true +Lease" k api-resources --api-group=coordination.k8s.io
 t "no rights" "Forbidden|forbidden" k get nodes --token="$(cat "$SD/noright.token")"
+t "api-resources: review APIs" "^tokenreviews +authentication\.k8s\.io/v1 +false +TokenReview" k api-resources --api-group=authentication.k8s.io
+t "auth can-i (agent: tokenreviews)" "^yes$" k auth can-i create tokenreviews --token="$(cat "$SD/agent.token")"
+t "auth can-i (noright: subjectaccessreviews)" "^no$" k auth can-i create subjectaccessreviews --token="$(cat "$SD/noright.token")"
+t "auth whoami" "^Username +slurm-k8s-agent$" k auth whoami --token="$(cat "$SD/agent.token")"
 
 if [ -n "${KUBE_TEST_SUMMARY:-}" ]; then echo "$pass $fail $skip" >"$KUBE_TEST_SUMMARY"; fi
 echo "kubectl: $pass passed, $fail failed, $skip skipped"

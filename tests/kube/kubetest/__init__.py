@@ -14,7 +14,8 @@ resourceVersions, watch history), validation, auth, tables, api (the verbs on th
 node_lifecycle and scheduler (the controllers), discovery, tls (certificates), server (HTTP(S)
 server, request log, refuse fault), kubelet (the kubelet endpoint of a node: address, TLS dial,
 Go-worded dial errors), the handler's mixins resource_handler, watch, pod_log, streaming (exec,
-attach, portforward, nodes/proxy), metrics (the metrics.k8s.io API from kubelet scrapes) and controls (the /_test endpoints and faults), handler (plumbing, authentication, routing), main
+attach, portforward, nodes/proxy), metrics (the metrics.k8s.io API from kubelet scrapes), reviews
+(TokenReview, SubjectAccessReview and the self reviews) and controls (the /_test endpoints and faults), handler (plumbing, authentication, routing), main
 (command line, state dir).
 
 Test controls (NOT part of the Kubernetes API; admin identity required):

@@ -1,5 +1,7 @@
 """Authorization: bearer tokens (a kube-apiserver token CSV or the generated admin, agent and
-noright tokens) and RBAC-like rules per user or group (admin, agent, none or explicit rules)."""
+noright tokens) and RBAC-like rules per user or group (admin, agent, none or explicit rules), plus
+the built-in ClusterRoles a real cluster binds to every authenticated user, and the decisions with
+the reason text that SubjectAccessReviews report."""
 
 import threading
 
@@ -15,18 +17,69 @@ AGENT_RULES = [
     {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch", "update"]},
     {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
     {"apiGroups": [""], "resources": ["configmaps", "secrets"], "verbs": ["get"]},
+    # The kubelet endpoint's --authentication-token-webhook / --authorization-mode=Webhook: what the
+    # ClusterRole system:auth-delegator grants.
+    {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+    {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
 ]
 
 
+# kube-apiserver's bootstrap policy for the group system:authenticated: the ClusterRoles
+# system:basic-user (self reviews), system:discovery and system:public-info-viewer.
+BASIC_RULES = [
+    {"apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
+     "verbs": ["create"]},
+    {"apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"], "verbs": ["create"]},
+    {"nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*",
+                         "/readyz", "/version", "/version/"], "verbs": ["get"]},
+]
+
+
+# system:public-info-viewer, bound to system:unauthenticated too.
+PUBLIC_RULES = [{"nonResourceURLs": ["/healthz", "/livez", "/readyz", "/version", "/version/"], "verbs": ["get"]}]
+
+
 ROLES = {"admin": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"], "nonResourceURLs": ["*"]}],
-         "agent": AGENT_RULES, "none": []}
+         "agent": AGENT_RULES, "basic": BASIC_RULES, "public": PUBLIC_RULES, "none": []}
+
+
+# The (Cluster)Role and binding name each named role stands for on a real cluster (etc/rbac.yaml,
+# the bootstrap policy), for the reason of an RBAC allow; explicit rule lists get "kubetest:SUBJECT".
+ROLE_NAMES = {"admin": "cluster-admin", "agent": "slurm-k8s-agent", "basic": "system:basic-user",
+              "public": "system:public-info-viewer"}
+
+
+# The audience of tokens the double issues, as kube-apiserver's --api-audiences defaults to its
+# --service-account-issuer (kubeadm: https://kubernetes.default.svc.cluster.local).
+API_AUDIENCE = "https://kubernetes.default.svc.cluster.local"
+
+
+def _any(patterns, value):
+    return any(p in ("*", value) for p in patterns)
+
+
+def _url_matches(patterns, path):
+    """RBAC's NonResourceURLMatches: "*", the exact path, or a prefix ending in "*"."""
+    return any(p == "*" or p == path or (p.endswith("*") and path.startswith(p.rstrip("*"))) for p in patterns)
 
 
 class Auth(object):
     def __init__(self):
         self.tokens = {}      # token -> (user, uid, groups)
-        self.bindings = {"group:system:masters": "admin", "group:slurm-k8s:agent": "agent"}
+        self.bindings = {"group:system:masters": "admin", "group:slurm-k8s:agent": "agent",
+                         "group:system:authenticated": "basic", "group:system:unauthenticated": "public"}
         self.lock = threading.Lock()
+
+    def authenticate_token(self, token):
+        """(user, uid, groups) of a bearer token, groups with system:authenticated added as
+        kube-apiserver adds it; None for an unknown token."""
+        t = self.tokens.get(token)
+        if not t:
+            return None
+        groups = list(t[2])
+        if "system:authenticated" not in groups:
+            groups.append("system:authenticated")
+        return t[0], t[1], groups
 
     def load_csv(self, path):
         import csv
@@ -37,32 +90,73 @@ class Auth(object):
                 groups = [g for g in (row[3].split(",") if len(row) > 3 else []) if g]
                 self.tokens[row[0].strip()] = (row[1].strip(), row[2].strip() if len(row) > 2 else row[1], groups)
 
-    def rules(self, user, groups):
+    def bound(self, user, groups):
+        """[(subject, role, rules)] of the bindings of a user and its groups, user first."""
         out = []
         with self.lock:
             for s in ["user:" + user] + ["group:" + g for g in groups]:
                 role = self.bindings.get(s)
                 if role is None:
                     continue
-                out.extend(ROLES.get(role, []) if isinstance(role, str) else role)
+                out.append((s, role, ROLES.get(role, []) if isinstance(role, str) else role))
         return out
 
-    def allowed(self, user, groups, verb, group, resource, sub, ns):
+    def rules(self, user, groups):
+        return [r for _, _, rules in self.bound(user, groups) for r in rules]
+
+    def match(self, user, groups, verb, group, resource, sub, ns):
+        """(subject, role, rule) of the first rule that allows the resource request, or None."""
         res = resource + ("/" + sub if sub else "")
-        for r in self.rules(user, groups):
-            if not any(g in ("*", group) for g in r.get("apiGroups", [])):
-                continue
-            if not any(x in ("*", res) for x in r.get("resources", [])):
-                continue
-            if not any(v in ("*", verb) for v in r.get("verbs", [])):
-                continue
-            if r.get("namespaces") and ns not in r["namespaces"]:
-                continue
-            return True
-        return False
+        for s, role, rules in self.bound(user, groups):
+            for r in rules:
+                if not _any(r.get("apiGroups", []), group) or not _any(r.get("resources", []), res):
+                    continue
+                if not _any(r.get("verbs", []), verb):
+                    continue
+                if r.get("namespaces") and ns not in r["namespaces"]:
+                    continue
+                return s, role, r
+        return None
+
+    def match_path(self, user, groups, verb, path):
+        """(subject, role, rule) of the first rule that allows the non-resource request, or None."""
+        for s, role, rules in self.bound(user, groups):
+            for r in rules:
+                if _url_matches(r.get("nonResourceURLs", []), path) and _any(r.get("verbs", []), verb):
+                    return s, role, r
+        return None
+
+    def allowed(self, user, groups, verb, group, resource, sub, ns):
+        return self.match(user, groups, verb, group, resource, sub, ns) is not None
 
     def is_admin(self, user, groups):
-        return any(r.get("nonResourceURLs") for r in self.rules(user, groups))
+        return any("*" in r.get("nonResourceURLs", ()) for r in self.rules(user, groups))
+
+    def review(self, user, groups, ra=None, nra=None):
+        """A SubjectAccessReviewStatus for resourceAttributes ra or nonResourceAttributes nra, as
+        kube-apiserver's authorizers decide it: system:masters is allowed by the privileged-group
+        authorizer before RBAC (no reason); an RBAC allow names the binding, role and subject; RBAC
+        only ever allows, so a refusal is {"allowed": false} without a reason."""
+        with self.lock:
+            privileged = self.bindings.get("group:system:masters") == "admin"
+        if privileged and "system:masters" in groups:
+            return {"allowed": True}
+        if ra is not None:
+            m = self.match(user, groups, ra.get("verb", ""), ra.get("group", ""), ra.get("resource", ""),
+                           ra.get("subresource", ""), ra.get("namespace") or None)
+        else:
+            m = self.match_path(user, groups, nra.get("verb", ""), nra.get("path", ""))
+        if m is None:
+            return {"allowed": False}
+        subject, role, rule = m
+        kind, _, name = subject.partition(":")
+        role_name = ROLE_NAMES.get(role, role) if isinstance(role, str) else "kubetest:" + subject
+        if rule.get("namespaces"):
+            ns = ra.get("namespace")
+            via = 'RoleBinding "%s/%s" of Role "%s"' % (role_name, ns, role_name)
+        else:
+            via = 'ClusterRoleBinding "%s" of ClusterRole "%s"' % (role_name, role_name)
+        return {"allowed": True, "reason": 'RBAC: allowed by %s to %s "%s"' % (via, kind.capitalize(), name)}
 
 
 def forbidden(user, verb, res, sub, name, ns):

@@ -1,7 +1,7 @@
 """The request handler: HTTP plumbing (bodies, chunked responses), authentication (bearer
 token or client certificate), the faults of /_test/fault, the request log entry and routing of
-discovery and resource paths. The resource verbs, watches, pod logs and test controls are its
-mixins.
+discovery and resource paths. The resource verbs, watches, pod logs, the review APIs and test
+controls are its mixins.
 
 Verbs for authorization, as kube-apiserver maps them: GET get (list, watch), POST create, PUT update,
 PATCH patch, DELETE delete; so pods/exec, pods/attach and pods/portforward need create for
@@ -20,15 +20,16 @@ from .errors import ApiError
 from .metrics import MetricsHandler
 from .pod_log import PodLogHandler
 from .resource_handler import ResourceHandler
-from .resources import GROUPS, METRICS_GROUP, RESOURCES
+from .resources import AUTHN_GROUP, AUTHZ_GROUP, GROUPS, METRICS_GROUP, RESOURCES
+from .reviews import ReviewHandler
 from .server import path_template
 from .streaming import StreamingHandler
 from .util import K8S_VERSION, log
 from .watch import WatchHandler
 
 
-class Handler(ResourceHandler, WatchHandler, PodLogHandler, StreamingHandler, MetricsHandler, TestControls,
-              http.server.BaseHTTPRequestHandler):
+class Handler(ResourceHandler, WatchHandler, PodLogHandler, StreamingHandler, MetricsHandler, ReviewHandler,
+              TestControls, http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "kube-test-double"
     sys_version = ""
@@ -107,15 +108,18 @@ class Handler(ResourceHandler, WatchHandler, PodLogHandler, StreamingHandler, Me
 
     # -- authentication
     def authenticate(self):
-        """Returns (user, groups) or None for a bad token. Anonymous -> ('system:anonymous', [...])."""
+        """Returns (user, groups) or None for a bad token. Anonymous -> ('system:anonymous', [...]).
+        Sets self.uid (a token's uid; empty for a certificate or anonymous)."""
         authz = self.headers.get("Authorization")
         api = self.server.api
+        self.uid = ""
         if authz:
             parts = authz.split(None, 1)
             if len(parts) == 2 and parts[0].lower() == "bearer":
-                t = api.auth.tokens.get(parts[1].strip())
+                t = api.auth.authenticate_token(parts[1].strip())
                 if t:
-                    return t[0], list(t[2]) + ["system:authenticated"]
+                    self.uid = t[1]
+                    return t[0], t[2]
             return None
         if isinstance(self.connection, ssl.SSLSocket):
             try:
@@ -268,5 +272,8 @@ class Handler(ResourceHandler, WatchHandler, PodLogHandler, StreamingHandler, Me
             raise forbidden(self.user, verb, res, sub, name, ns)
         if res.group == METRICS_GROUP:
             self.metrics(method, verb, res, ns, name, q)
+            return
+        if res.group in (AUTHN_GROUP, AUTHZ_GROUP):
+            self.review(method, res, name, body)
             return
         self.resource(method, verb, res, ns, name, sub, q, body)

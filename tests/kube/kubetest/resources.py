@@ -36,6 +36,12 @@ RESOURCES = {}
 METRICS_GROUP = "metrics.k8s.io"
 
 
+AUTHN_GROUP, AUTHZ_GROUP = "authentication.k8s.io", "authorization.k8s.io"
+
+
+REVIEW_VERBS = ("create",)
+
+
 for _r in [
     Res("nodes", "Node", namespaced=False, short=["no"], subs=["status", "proxy"], fields=["spec.unschedulable"],
         has_status=True),
@@ -55,6 +61,14 @@ for _r in [
         singular="", stored=False),
     Res("pods", "PodMetrics", group=METRICS_GROUP, version="v1beta1", verbs=("get", "list"), singular="",
         stored=False),
+    # The review APIs (kubetest/reviews.py): create only, answered at once, never stored.
+    Res("tokenreviews", "TokenReview", group=AUTHN_GROUP, namespaced=False, verbs=REVIEW_VERBS, stored=False),
+    Res("selfsubjectreviews", "SelfSubjectReview", group=AUTHN_GROUP, namespaced=False, verbs=REVIEW_VERBS,
+        stored=False),
+    Res("selfsubjectaccessreviews", "SelfSubjectAccessReview", group=AUTHZ_GROUP, namespaced=False,
+        verbs=REVIEW_VERBS, stored=False),
+    Res("subjectaccessreviews", "SubjectAccessReview", group=AUTHZ_GROUP, namespaced=False, verbs=REVIEW_VERBS,
+        stored=False),
 ]:
     RESOURCES[(_r.group, _r.plural)] = _r
 
@@ -63,7 +77,7 @@ STORE_RES = {r.key: r for r in RESOURCES.values() if not r.view_of and r.stored}
 
 
 GROUPS = collections.OrderedDict([("", ["v1"]), ("coordination.k8s.io", ["v1"]), ("events.k8s.io", ["v1"]),
-                                      (METRICS_GROUP, ["v1beta1"])])
+                                  (AUTHN_GROUP, ["v1"]), (AUTHZ_GROUP, ["v1"]), (METRICS_GROUP, ["v1beta1"])])
 
 
 SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
