@@ -57,6 +57,17 @@ void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string
     s.add_seconds("kubelet_stream_creation_timeout", &c.kubelet_stream_creation_timeout_s, 1, 300,
                   "kubectl exec over SPDY: a client that has not opened every stream it asked "
                   "for within this long is disconnected (the kubelet's 30 s)");
+    s.add_enum("kubelet_authorization_mode", &c.kubelet_authorization_mode,
+               {"Webhook", "AlwaysAllow"},
+               "who may use the kubelet endpoint: Webhook asks the API server for each client "
+               "and request (SubjectAccessReview on nodes/proxy, nodes/stats, nodes/metrics, "
+               "nodes/log: a kubelet's --authorization-mode=Webhook; the agent's identity needs "
+               "create on subjectaccessreviews), AlwaysAllow admits any client certificate of "
+               "kubelet_client_ca");
+    s.add_bool("kubelet_authentication_webhook", &c.kubelet_authentication_webhook,
+               "a request with a bearer token instead of a client certificate is admitted when "
+               "the API server's TokenReview names its user (a kubelet's "
+               "--authentication-token-webhook; needs create on tokenreviews)");
     s.add_bool("kubelet_port_forward_any_port", &c.kubelet_port_forward_any_port,
                "kubectl port-forward also to ports a pod does not declare as containerPort "
                "(always only to a socket of the job's user; pods share the host's network)");

@@ -49,6 +49,11 @@ struct AgentConfig {
     uint64_t kubelet_max_stream_sessions = 64;
     uint64_t kubelet_stream_idle_timeout_s = uint64_t{4} * 3600;
     bool kubelet_port_forward_any_port = false;
+    // Who may use the kubelet endpoint (agent/webhook_gate.h): Webhook asks
+    // the API server (SubjectAccessReview on nodes/proxy, nodes/stats, ...),
+    // AlwaysAllow lets any verified client certificate in.
+    std::string kubelet_authorization_mode = "Webhook";
+    bool kubelet_authentication_webhook = true;  // bearer tokens through TokenReview
     uint64_t kubelet_stream_creation_timeout_s = 30;
     // kubelet_node_ports = LOW-HIGH: each virtual node gets a kubelet
     // endpoint of its own on a free port of the range (its Node names it),

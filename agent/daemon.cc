@@ -29,6 +29,7 @@
 #include "agent/stream_sessions.h"
 #include "agent/metrics.h"
 #include "agent/node_endpoints.h"
+#include "agent/webhook_gate.h"
 #include "uv/handles.h"
 #include "common/log.h"
 #include "common/strings.h"
@@ -112,8 +113,9 @@ bool kubelet_endpoint_on(const AgentConfig &cfg) {
     return !cfg.kubelet_cert.empty() || cfg.kubelet_insecure;
 }
 
-KubeletServerConfig kubelet_config(const AgentConfig &cfg) {
+KubeletServerConfig kubelet_config(const AgentConfig &cfg, std::shared_ptr<RequestGate> gate) {
     KubeletServerConfig c;
+    c.gate = std::move(gate);
     c.http.port = static_cast<uint16_t>(cfg.kubelet_port);
     c.http.max_connections = static_cast<unsigned>(cfg.kubelet_max_connections);
     c.http.max_connections_per_address =
@@ -130,7 +132,7 @@ KubeletServerConfig kubelet_config(const AgentConfig &cfg) {
 
 Result<std::unique_ptr<KubeletServer>> start_kubelet_endpoint(
     const AgentConfig &cfg, LogIndex &logs, std::shared_ptr<StatsProvider> stats,
-    std::shared_ptr<StreamSessions> streams) {
+    std::shared_ptr<StreamSessions> streams, std::shared_ptr<RequestGate> gate) {
     if (!kubelet_endpoint_on(cfg)) {
         LOG_WARN(
             "kubelet endpoint off (set kubelet_cert, kubelet_key and kubelet_client_ca): "
@@ -142,7 +144,7 @@ Result<std::unique_ptr<KubeletServer>> start_kubelet_endpoint(
             "kubelet_insecure = true: the kubelet endpoint serves container logs over plain "
             "HTTP to anyone who can reach port %llu (tests only)",
             static_cast<unsigned long long>(cfg.kubelet_port));
-    KubeletServerConfig c = kubelet_config(cfg);
+    KubeletServerConfig c = kubelet_config(cfg, std::move(gate));
     auto srv = std::make_unique<KubeletServer>(
         c, [&logs](const ContainerLogRef &ref) { return logs.resolve(ref); }, std::move(streams));
     srv->set_stats_provider(std::move(stats));
@@ -245,6 +247,28 @@ int run(int argc, char **argv, const RuntimeFactories &extra) {
     //    Its stats come from the agent's loop (agent/stats_provider.h).
     //    With kubelet_node_ports each node gets an endpoint of its own
     //    (agent/node_endpoints.h) and the shared one serves no stats.
+    //    Who may use it: a kubelet's Webhook authentication and
+    //    authorization, asked of the API server on the loop
+    //    (agent/webhook_gate.h); off in kubelet_insecure mode.
+    std::shared_ptr<WebhookGate> gate;
+    bool webhook =
+        cfg->kubelet_authorization_mode == "Webhook" || cfg->kubelet_authentication_webhook;
+    if (kubelet_endpoint_on(*cfg) && !cfg->kubelet_insecure && webhook) {
+        WebhookGateOptions o;
+        o.token_webhook = cfg->kubelet_authentication_webhook;
+        o.authorize_webhook = cfg->kubelet_authorization_mode == "Webhook";
+        o.timeout_ms = static_cast<int>(cfg->api_timeout_s * 1000);
+        gate = std::make_shared<WebhookGate>(
+            &loop,
+            [&kube](const std::string &path, const Json::Value &body, WebhookGate::Done done) {
+                kube.post(path, body, std::move(done));
+            },
+            o);
+        if (auto st = gate->start(); !st) {
+            LOG_ERROR("kubelet endpoint authorization: %s", st.message().c_str());
+            return 1;
+        }
+    }
     LogIndex logs;
     StreamLimits stream_limits;
     stream_limits.max_sessions = static_cast<size_t>(cfg->kubelet_max_stream_sessions);
@@ -267,14 +291,14 @@ int run(int argc, char **argv, const RuntimeFactories &extra) {
     std::shared_ptr<StatsProvider> shared_stats = stats;
     if (cfg->kubelet_node_port_low && kubelet_endpoint_on(*cfg)) {
         node_endpoints = std::make_unique<NodeEndpoints>(
-            &loop, kubelet_config(*cfg), static_cast<uint16_t>(cfg->kubelet_node_port_low),
+            &loop, kubelet_config(*cfg, gate), static_cast<uint16_t>(cfg->kubelet_node_port_low),
             static_cast<uint16_t>(cfg->kubelet_node_port_high), &logs, nodes);
         shared_stats = std::make_shared<RefusedStats>(
             "this port is shared by the host's virtual nodes: each serves its stats on its own "
             "port (kubelet_node_ports), the one its Node's kubeletEndpoint names");
     }
     if (node_endpoints) node_endpoints->set_streams(streams);
-    auto kubelet = start_kubelet_endpoint(*cfg, logs, shared_stats, streams);
+    auto kubelet = start_kubelet_endpoint(*cfg, logs, shared_stats, streams, gate);
     if (!kubelet) {
         LOG_ERROR("%s", kubelet.message().c_str());
         return 1;
@@ -311,7 +335,8 @@ int run(int argc, char **argv, const RuntimeFactories &extra) {
     uv_run(&loop, UV_RUN_DEFAULT);
 
     // 8. teardown in reverse
-    stats->close();  // scrapes waiting for the loop are answered: nothing holds the stops
+    stats->close();           // scrapes waiting for the loop are answered: nothing holds the stops
+    if (gate) gate->close();  // so are requests waiting for their review
     if (*kubelet) (*kubelet)->stop();
     streams->stop();         // no start() can come now from the shared endpoint's threads
     agent.reset();           // each node's own endpoint closes with it

@@ -193,8 +193,17 @@ struct HttpServerGlue {
             // request reached us (agent/tls_front.h).
             std::optional<TlsPeer> peer = self->front_->peer(req.fd);
             std::string why = !peer ? "no TLS session" : peer->refused;
-            if (peer) req.client_cn = peer->cn;
-            if (!why.empty()) {
+            if (peer && why.empty() && !self->ca_pem_.empty()) {
+                req.client_verified = true;
+                req.client_cn = peer->cn;
+                req.client_groups = peer->organizations;
+            }
+            if (!why.empty() && self->config_.pass_unverified && peer) {
+                LOG_VERBOSE(
+                    "[%s] %s %s: no verified client certificate (%s): the handler "
+                    "authenticates it",
+                    self->config_.name.c_str(), method, url, why.c_str());
+            } else if (!why.empty()) {
                 LOG_INFO("[%s] %s %s refused: %s", self->config_.name.c_str(), method, url,
                          why.c_str());
                 resp = http_text(401, "Unauthorized\n");
@@ -203,8 +212,10 @@ struct HttpServerGlue {
         if (resp.status != 401) resp = self->handler_(req);
         // The connection authenticated (or is plain) and sent a request: from
         // now on the keep-alive timeout holds instead of the handshake one.
-        MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT,
-                                  self->config_.idle_timeout_s);
+        // One the handler refused (401) keeps the short one.
+        if (resp.status != 401)
+            MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT,
+                                      self->config_.idle_timeout_s);
         return queue(self, conn, resp);
     }
 

@@ -49,8 +49,12 @@ struct HttpRequest {
     // (`command=` once per word, X-Stream-Protocol-Version once per offer).
     std::vector<std::pair<std::string, std::string>> query_all;
     std::vector<std::pair<std::string, std::string>> headers;
-    std::string client_cn;  // TLS client certificate's subject CN ("" in plain mode)
-    int fd = -1;            // the connection's socket, or with TLS its plaintext end
+    // With a client CA: whether the client presented a certificate that
+    // verified, and its subject CN and O values (a kubelet's user and groups).
+    bool client_verified = false;
+    std::string client_cn;  // "" in plain mode
+    std::vector<std::string> client_groups;
+    int fd = -1;  // the connection's socket, or with TLS its plaintext end
 };
 
 // A body produced while it is sent (chunked). read() runs in a polling
@@ -103,9 +107,13 @@ struct HttpServerConfig {
     std::string bind_address;   // IPv4/IPv6 literal; "" = all addresses
     uint16_t port = 0;          // 0 = an ephemeral port (see HttpServer::port())
     bool tls = false;
-    std::string cert_file;                      // PEM serving certificate (chain)
-    std::string key_file;                       // PEM private key
-    std::string client_ca_file;                 // PEM CA; "" = no client certificate required
+    std::string cert_file;       // PEM serving certificate (chain)
+    std::string key_file;        // PEM private key
+    std::string client_ca_file;  // PEM CA; "" = no client certificate required
+    // With a client CA: a request without a verified certificate goes to the
+    // handler (client_verified false) instead of the server's 401, for a
+    // handler that authenticates bearer tokens itself.
+    bool pass_unverified = false;
     unsigned max_connections = 64;              // all addresses together
     unsigned max_connections_per_address = 16;  // from one client address; 0 = no own limit
     // Inactivity a new connection may spend before its first request (TCP

@@ -228,8 +228,9 @@ KubeletServer::~KubeletServer() {
 }
 
 Status KubeletServer::start() {
-    http_ = std::make_unique<HttpServer>(config_.http,
-                                         [this](const HttpRequest &r) { return handle(r); });
+    HttpServerConfig h = config_.http;
+    if (config_.gate && config_.gate->authenticates_tokens()) h.pass_unverified = true;
+    http_ = std::make_unique<HttpServer>(h, [this](const HttpRequest &r) { return handle(r); });
     Status st = http_->start();
     if (!st.ok()) http_.reset();
     return st;
@@ -245,6 +246,9 @@ uint16_t KubeletServer::port() const {
 }
 
 HttpResponse KubeletServer::handle(const HttpRequest &req) {
+    if (config_.gate)
+        if (std::optional<HttpResponse> refused = config_.gate->admit(req, config_.node_name))
+            return *refused;
     if (streams_ && (starts_with(req.path, "/exec/") || starts_with(req.path, "/attach/") ||
                      starts_with(req.path, "/portForward/")))
         return stream(req);

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -98,11 +99,30 @@ class StatsProvider {
     virtual Result<NodeUsageSample> sample() = 0;
 };
 
+// Who may use the endpoint (agent/webhook_gate.h: the kubelet's Webhook
+// authentication and authorization): asked for every request before it is
+// routed, from the server's threads; thread-safe, bounded. nullopt = serve
+// the request; otherwise the answer to send instead (401, 403, 500).
+// node: the virtual node the endpoint serves ("" on a port several share).
+class RequestGate {
+  public:
+    virtual ~RequestGate() = default;
+    virtual std::optional<HttpResponse> admit(const HttpRequest &req, const std::string &node) = 0;
+    // Whether a request without a verified client certificate may still be
+    // admitted (a bearer token): the server then passes it on
+    // (HttpServerConfig::pass_unverified) instead of answering 401 itself.
+    virtual bool authenticates_tokens() const = 0;
+};
+
 struct KubeletServerConfig {
     HttpServerConfig http;         // TLS, port, client CA; name defaults to "kubelet"
     int follow_poll_ms = 100;      // how often a follow looks for new lines
     int follow_recheck_ms = 1000;  // how often a follow asks the resolver if still running
     CriClock clock;                // for sinceSeconds; default: wall clock
+    // null: a verified client certificate is enough (the server's 401
+    // otherwise), as a kubelet in AlwaysAllow mode.
+    std::shared_ptr<RequestGate> gate;
+    std::string node_name;  // what the gate is told ("" = the host's shared port)
 };
 
 class KubeletServer {

@@ -19,6 +19,8 @@ agent_libagentcore_la_SOURCES = \
 	agent/job_store.cc \
 	agent/job_store.h \
 	agent/kube_time.cc \
+	agent/kubelet_auth.cc \
+	agent/kubelet_auth.h \
 	agent/kube_time.h \
 	agent/log_index.cc \
 	agent/log_index.h \
@@ -34,7 +36,9 @@ agent_libagentcore_la_SOURCES = \
 	agent/tcp_listeners.h \
 	agent/watch_parser.cc \
 	agent/watch_parser.h
-agent_libagentcore_la_LIBADD = common/libcommon.la
+# GnuTLS for kubelet_auth's SHA-256 (a token's cache key).
+agent_libagentcore_la_CPPFLAGS = $(AM_CPPFLAGS) $(GNUTLS_CFLAGS)
+agent_libagentcore_la_LIBADD = common/libcommon.la $(GNUTLS_LIBS)
 
 # I/O edges and controllers: libuv, libcurl.
 noinst_LTLIBRARIES += agent/libagentio.la
@@ -68,7 +72,9 @@ agent_libagentio_la_SOURCES = \
 	agent/stream_sessions.cc \
 	agent/stream_sessions.h \
 	agent/stats_provider.cc \
-	agent/stats_provider.h
+	agent/stats_provider.h \
+	agent/webhook_gate.cc \
+	agent/webhook_gate.h
 agent_libagentio_la_CPPFLAGS = $(AM_CPPFLAGS) $(LIBUV_CFLAGS) $(LIBCURL_CFLAGS)
 agent_libagentio_la_LIBADD = agent/libagentcore.la agent/libkubelet.la common/libstreams.la uv/libskuv.la $(LIBUV_LIBS) $(LIBCURL_LIBS)
 

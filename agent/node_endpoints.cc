@@ -75,6 +75,7 @@ Result<NodeEndpoints::Opened> NodeEndpoints::open(const std::string &node_name,
     for (uint32_t port = low_; port <= high_; port++) {
         KubeletServerConfig c = base_;
         c.http.port = static_cast<uint16_t>(port);
+        c.node_name = node_name;  // what the gate authorizes against
         auto srv = std::make_unique<KubeletServer>(c, resolve, streams);
         srv->set_stats_provider(stats);
         if (!srv->start()) continue;  // in use: the next one

@@ -75,6 +75,7 @@ struct TlsFront::Conn {
     bool app_eof = false;     // app's side ended (read 0)
     bool app_hup = false;     // app is closed entirely (POLLHUP): no longer polled
     bool tcp_gone = false;    // the client's socket failed or hung up both ways
+    bool tcp_rdhup = false;   // the client's FIN arrived (perhaps not read yet)
     bool app_wr_shut = false;
     bool tcp_wr_shut = false;
     short tcp_events = 0, app_events = 0;  // what the last step waits for
@@ -97,9 +98,9 @@ std::string addr_text(const sockaddr *a) {
     return buf;
 }
 
-// "" when the client's certificate verified (and *cn is its subject CN),
-// else the reason; asked only when a client CA is configured.
-std::string verify_client(gnutls_session_t session, std::string *cn) {
+// "" when the client's certificate verified (and *peer has its subject CN
+// and O values), else the reason; asked only when a client CA is configured.
+std::string verify_client(gnutls_session_t session, TlsPeer *peer) {
     unsigned status = 0;
     int rc = gnutls_certificate_verify_peers2(session, &status);
     if (rc == GNUTLS_E_NO_CERTIFICATE_FOUND) return "no client certificate";
@@ -122,7 +123,14 @@ std::string verify_client(gnutls_session_t session, std::string *cn) {
         char buf[256];
         size_t len = sizeof buf;
         if (gnutls_x509_crt_get_dn_by_oid(crt, GNUTLS_OID_X520_COMMON_NAME, 0, 0, buf, &len) == 0)
-            cn->assign(buf, len);
+            peer->cn.assign(buf, len);
+        for (unsigned i = 0; i < 16; i++) {
+            len = sizeof buf;
+            if (gnutls_x509_crt_get_dn_by_oid(crt, GNUTLS_OID_X520_ORGANIZATION_NAME, i, 0, buf,
+                                              &len) != 0)
+                break;
+            peer->organizations.emplace_back(buf, len);
+        }
     }
     gnutls_x509_crt_deinit(crt);
     return "";
@@ -291,7 +299,7 @@ bool TlsFront::step(Conn &c) {
             return false;
         }
         TlsPeer p;
-        if (!config_.ca_pem.empty()) p.refused = verify_client(c.session, &p.cn);
+        if (!config_.ca_pem.empty()) p.refused = verify_client(c.session, &p);
         {
             std::lock_guard<std::mutex> lock(peers_mu_);
             peers_[c.handed] = PeerEntry{c.id, std::move(p)};
@@ -344,6 +352,16 @@ bool TlsFront::step(Conn &c) {
                 c.client_eof = true;
                 progress = true;
             }
+        }
+        // The client ended and the server does not take what is left: drop
+        // it, so that the server sees the end (tls_front.h). With the buffer
+        // full the FIN is not even read: POLLRDHUP tells.
+        bool app_stuck = app_write_wait || c.to_app.room() == 0;
+        if (!c.client_eof && c.tcp_rdhup && c.to_app.room() == 0) c.client_eof = true;
+        if (c.client_eof && !c.to_app.empty() && app_stuck) {
+            LOG_VERBOSE("[%s] %s closed; %zu bytes the server did not read are dropped",
+                        config_.name.c_str(), c.from.c_str(), c.to_app.size());
+            c.to_app.clear();
         }
         if (c.client_eof && c.to_app.empty() && !c.app_wr_shut) {
             shutdown(c.app, SHUT_WR);
@@ -405,6 +423,7 @@ bool TlsFront::step(Conn &c) {
     if (c.tcp_wr_shut && c.app_hup) return false;
 
     if (tcp_read_wait) c.tcp_events |= tcp_dir_write ? POLLOUT : POLLIN;
+    if (!c.client_eof && !c.tcp_rdhup) c.tcp_events |= POLLRDHUP;
     if (tcp_write_wait) c.tcp_events |= POLLOUT;
     if (app_read_wait) c.app_events |= POLLIN;
     if (app_write_wait) c.app_events |= POLLOUT;
@@ -442,6 +461,7 @@ void TlsFront::run() {
             // Nothing more can reach the client, and POLLHUP would be
             // reported on every round.
             if (fds[i].fd == c->tcp && (fds[i].revents & (POLLHUP | POLLERR))) c->tcp_gone = true;
+            if (fds[i].fd == c->tcp && (fds[i].revents & POLLRDHUP)) c->tcp_rdhup = true;
             if (ready.empty() || ready.back() != c) ready.push_back(c);
         }
         for (Conn *c : ready) {

@@ -26,6 +26,10 @@
 // - Half-closes pass through both ways: the client's close_notify or FIN
 //   shuts the plaintext end's write side; the daemon's (or an upgraded
 //   connection's holder's) shutdown or close sends close_notify and a FIN.
+//   Once the client's side ended, what the daemon does not take at once is
+//   dropped: a holder that stopped reading (a full relay) still sees the
+//   client's end (peer_closed on its fd) instead of waiting behind bytes
+//   nobody will answer.
 //   The connection ends when both ways ended, when either side fails, or
 //   when the daemon closed its end entirely and nothing is left to send.
 // - Everything runs in one thread of the front's own, never blocking: a slow
@@ -45,6 +49,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/result.h"
 
@@ -53,7 +58,8 @@ namespace sk {
 // What the TLS handshake established about a client.
 struct TlsPeer {
     std::string refused;  // "" when the certificate verified (or none is asked for), else why not
-    std::string cn;       // the client certificate's subject CN, if any
+    std::string cn;       // the verified certificate's subject CN
+    std::vector<std::string> organizations;  // its subject O values (a kubelet's groups)
 };
 
 struct TlsFrontConfig {

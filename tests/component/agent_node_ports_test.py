@@ -8,7 +8,7 @@ own pods only, a CPU-burning pod's counter grows on its node alone, a pod of the
 404 on a node's port (logs included), the shared port serves no stats (404 naming the key), and
 a node's port closes with its job. Prints `N passed, N failed`.
 """
-import json, os, re, shutil, socket, ssl, sys, urllib.error, urllib.request
+import json, os, re, shutil, socket, ssl, subprocess, sys, urllib.error, urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from sktest.env import NODE, ShimEnv, suite_args  # noqa: E402
@@ -60,15 +60,19 @@ def cpu_of(text, pod_name):
     return None
 
 
-def direct(env, port, path):
-    """GET on a kubelet port with the API server's kubelet client certificate."""
+def direct(env, port, path, cert="kubelet-client", token=None):
+    """GET on a kubelet port with a client certificate of the kubelet client CA (by default
+    the API server's, in system:masters) or none (cert=None), and a bearer token if given."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
-    ctx.load_cert_chain(f"{env.kdir}/kubelet-client.crt", f"{env.kdir}/kubelet-client.key")
+    if cert:
+        ctx.load_cert_chain(f"{env.kdir}/{cert}.crt", f"{env.kdir}/{cert}.key")
+    req = urllib.request.Request(f"https://127.0.0.1:{port}{path}")
+    if token:
+        req.add_header("Authorization", "Bearer " + token)
     try:
-        with urllib.request.urlopen(f"https://127.0.0.1:{port}{path}", context=ctx,
-                                    timeout=10) as r:
+        with urllib.request.urlopen(req, context=ctx, timeout=10) as r:
             return r.status, r.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode()
@@ -110,6 +114,19 @@ def exec_upgrade(env, port, path, offer=WS_EXEC):
             except OSError:
                 pass
         return code, body.decode(errors="replace")
+
+
+def client_cert(env, name, subj):
+    """A client certificate of the kubelet client CA (the test API server's CA) for subj."""
+    k = env.kdir
+    subprocess.run(["openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-keyout", f"{k}/{name}.key", "-out", f"{k}/{name}.csr", "-subj", subj],
+                   check=True, capture_output=True)
+    with open(f"{k}/{name}.ext", "w") as f:
+        f.write("extendedKeyUsage=clientAuth\n")
+    subprocess.run(["openssl", "x509", "-req", "-in", f"{k}/{name}.csr", "-CA", f"{k}/ca.crt",
+                    "-CAkey", f"{k}/ca.key", "-CAcreateserial", "-out", f"{k}/{name}.crt",
+                    "-days", "1", "-extfile", f"{k}/{name}.ext"], check=True, capture_output=True)
 
 
 def refused(port):
@@ -184,6 +201,31 @@ def run(env):
           code == 404 and "not running on this node" in body, (code, body[:200]))
     code, body = exec_upgrade(env, p43, "/exec/default/idle43/main" + q)
     check("its own node's port upgrades an exec of its pod", code == 101, (code, body[:200]))
+    # Who may use a node's endpoint (kubelet_authorization_mode = Webhook, the
+    # default): the API server answers a SubjectAccessReview on nodes/<sub>.
+    client_cert(env, "nobody-client", "/O=researchers/CN=nobody-in-particular")
+    code, body = direct(env, p43, "/stats/summary", cert="nobody-client")
+    check("a client certificate without rights on nodes/stats: 403 with the kubelet's text",
+          code == 403 and body == "Forbidden (user=nobody-in-particular, verb=get, "
+          "resource=nodes, subresource=stats)", (code, body[:200]))
+    code, body = direct(env, p43, "/containerLogs/default/idle43/main", cert="nobody-client")
+    check("... and on nodes/proxy (logs)", code == 403 and "subresource=proxy" in body,
+          (code, body[:200]))
+    code, body = exec_upgrade(env, p43, "/exec/default/idle43/main" + q)
+    check("the API server's client (system:masters) may exec", code == 101, (code, body[:200]))
+    admin = open(os.path.join(env.kdir, "admin.token")).read().strip()
+    noright = open(os.path.join(env.kdir, "noright.token")).read().strip()
+    code, body = direct(env, p43, "/stats/summary", cert=None, token=admin)
+    check("a bearer token the API server vouches for (admin) reads stats",
+          code == 200 and NODE43 in body, (code, body[:200]))
+    code, body = direct(env, p43, "/stats/summary", cert=None, token=noright)
+    check("a bearer token without rights: 403",
+          code == 403 and body.startswith("Forbidden (user=") and "subresource=stats" in body,
+          (code, body[:200]))
+    code, body = direct(env, p43, "/stats/summary", cert=None, token="not-a-token")
+    check("an unknown bearer token: 401", code == 401, (code, body[:200]))
+    code, body = direct(env, p43, "/stats/summary", cert=None)
+    check("neither certificate nor token: 401", code == 401, (code, body[:200]))
     code, body = direct(env, shared, "/metrics/resource")
     check("the shared port serves no stats, naming the key",
           code == 404 and "kubelet_node_ports" in body, (code, body[:200]))

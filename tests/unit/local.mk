@@ -266,11 +266,13 @@ tests_unit_test_watch_parser_LDADD = $(SK_AGENT_CORE_TEST_LIBS)
 # ---- agent/: the I/O edges (libagentio) and the kubelet endpoint ----
 check_PROGRAMS += \
 	tests/unit/test_shim_runtime \
+	tests/unit/test_kubelet_auth \
 	tests/unit/test_kubelet_logs \
 	tests/unit/test_kubelet_stats \
 	tests/unit/test_metrics
 TESTS += \
 	tests/unit/test_shim_runtime \
+	tests/unit/test_kubelet_auth \
 	tests/unit/test_kubelet_logs \
 	tests/unit/test_kubelet_stats \
 	tests/unit/test_metrics
@@ -285,6 +287,18 @@ tests_unit_test_shim_runtime_LDADD = \
 	$(LIBUV_LIBS) \
 	$(LIBCURL_LIBS) \
 	$(JSONCPP_LIBS)
+
+tests_unit_test_kubelet_auth_SOURCES = tests/unit/test_kubelet_auth.cc
+tests_unit_test_kubelet_auth_CXXFLAGS = $(SK_CHECK_CXXFLAGS) $(LIBUV_CFLAGS)
+tests_unit_test_kubelet_auth_LDADD = \
+	agent/libagentio.la \
+	agent/libagentcore.la \
+	common/libcommon.la \
+	$(SK_CHECK_LIBS) \
+	$(LIBUV_LIBS) \
+	$(LIBCURL_LIBS) \
+	$(JSONCPP_LIBS) \
+	-lpthread
 
 tests_unit_test_kubelet_logs_SOURCES = tests/unit/test_kubelet_logs.cc
 tests_unit_test_kubelet_logs_CXXFLAGS = $(SK_CHECK_CXXFLAGS)

@@ -82,12 +82,14 @@ struct Echo {
     std::atomic<bool> hold{false};
     std::atomic<bool> saw_eof{false};  // a holder read the client's EOF
     std::function<void()> held_close;
+    std::atomic<int> held_fd{-1};
     std::mutex mu;
 
     void take(const HttpUpgrade &u) {
         if (hold) {
             std::lock_guard<std::mutex> lock(mu);
             held_close = u.close;
+            held_fd = u.fd;
             return;
         }
         threads.emplace_back([this, u] {
@@ -301,6 +303,73 @@ START_TEST(upgrade_over_tls) {
 }
 END_TEST
 
+// A holder that stopped reading (a paused relay) while the client sends
+// more than every buffer holds, then dies (an abortive close, as a killed
+// client with data in flight): the holder still sees the client's end on
+// its fd (what it did not read is dropped), so a session never waits for
+// ever behind bytes nobody will answer. (A FIN stuck behind data the
+// server's TCP window does not take never arrives: no server can see it.)
+START_TEST(tls_client_gone_while_holder_does_not_read) {
+    char dir[] = "/tmp/sk-upgrade-XXXXXX";
+    ck_assert(mkdtemp(dir) != nullptr);
+    std::string d = dir;
+    std::string cmd =
+        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+        "-subj /CN=test -days 1 -keyout " +
+        d + "/key.pem -out " + d + "/cert.pem >/dev/null 2>&1";
+    // NOLINTNEXTLINE(cert-env33-c): a fixed command line on the test's own files
+    ck_assert_int_eq(system(cmd.c_str()), 0);
+    Echo echo;
+    echo.hold = true;
+    HttpServerConfig c = plain();
+    c.tls = true;
+    c.cert_file = d + "/cert.pem";
+    c.key_file = d + "/key.pem";
+    HttpServer srv(c, [&](const HttpRequest &) {
+        HttpResponse r;
+        r.status = 101;
+        r.headers = {{"Upgrade", "test-echo"}};
+        r.upgrade = [&](const HttpUpgrade &u) { echo.take(u); };
+        return r;
+    });
+    ck_assert(srv.start().ok());
+    int fd = connect_to(srv.port());
+    {
+        TlsClient t(fd);
+        t.send(kUpgrade);
+        ck_assert(t.read_until("\r\n\r\n").rfind("HTTP/1.1 101", 0) == 0);
+        for (int i = 0; i < 1000 && echo.held_fd < 0; i++)
+            usleep(10000);
+        ck_assert_int_ge(echo.held_fd, 0);
+        // Send until every buffer on the way is full (the holder reads
+        // nothing): a send that waited 1 s ends it.
+        timeval tv{1, 0};
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        std::string chunk(16384, 'q');
+        size_t sent = 0;
+        for (int i = 0; i < 4096; i++) {
+            ssize_t n = gnutls_record_send(t.s, chunk.data(), chunk.size());
+            if (n <= 0) break;
+            sent += static_cast<size_t>(n);
+        }
+        ck_assert_uint_gt(sent, 64 * 1024);  // more than the front buffers
+        ck_assert(!HttpServer::peer_closed(echo.held_fd, 0));
+    }
+    linger abort{1, 0};  // close() sends RST, as a killed process's socket may
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort, sizeof abort);
+    close(fd);
+    ck_assert_msg(HttpServer::peer_closed(echo.held_fd, 10000),
+                  "the holder does not see the client's end while it does not read");
+    {
+        std::lock_guard<std::mutex> lock(echo.mu);
+        echo.held_close();
+    }
+    srv.stop();
+    // NOLINTNEXTLINE(cert-env33-c): a fixed command line on the test's own files
+    ck_assert_int_eq(system(("rm -rf " + d).c_str()), 0);
+}
+END_TEST
+
 int main() {
     Suite *s = suite_create("http_upgrade");
     TCase *tc = tcase_create("upgrade");
@@ -308,6 +377,7 @@ int main() {
     tcase_add_test(tc, upgrade_relays_both_ways);
     tcase_add_test(tc, stop_closes_held_upgrades);
     tcase_add_test(tc, upgrade_over_tls);
+    tcase_add_test(tc, tls_client_gone_while_holder_does_not_read);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }
