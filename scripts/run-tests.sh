@@ -27,7 +27,9 @@ set -uo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${SK_BUILD_DIR:-$top/build}
 jobs=${SK_JOBS:-$(nproc)}
-say() { printf '\n=== %s ===\n' "$*"; }
+# Each layer's heading says when it starts (seconds since the script began),
+# so a run's log shows where the suite's time goes.
+say() { printf '\n=== %s === (at %d s)\n' "$*" "$SECONDS"; }
 
 say "installing packages and the test user"
 # cluster.sh install runs scripts/install-deps.sh and creates the unprivileged
@@ -202,6 +204,7 @@ if [ "${SK_DISTCHECK:-1}" = 1 ]; then
 fi
 
 echo
+echo "run-tests: the suite took $SECONDS s"
 skip_note=""
 [ "$skips" != 0 ] && skip_note=", $skips skipped (not passed)"
 echo "total: $passed passed, $failed failed$skip_note"

@@ -99,8 +99,11 @@ def echo_through(port, data):
     got = []
     t = threading.Thread(target=lambda: got.append(read_all(s)))
     t.start()
-    s.sendall(data)
-    s.shutdown(socket.SHUT_WR)
+    try:
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass  # the far end closed first (a refused forward): what came back tells
     t.join(60 * SCALE)
     s.close()
     return got[0] if got else None
@@ -251,6 +254,139 @@ def exec_attach_as(env, uid, session):
     return out.decode("utf-8", "replace")
 
 
+def held_data_connection(env, argv):
+    """Starts `argv` (a kubectl exec) with the agent's socket path lent to a listener of ours for
+    the shim's one data connection: returns (the kubectl process, that connection or None, its
+    exec_attach line). The agent's socket is back at its path on return, and the session waits
+    for its shim until the caller passes the connection on."""
+    sock = os.path.join(env.dir, "agent.sock")
+    os.rename(sock, sock + ".real")  # the agent's listener stays bound to the renamed file
+    hold = socket.socket(socket.AF_UNIX)
+    conn, line = None, b""
+    try:
+        hold.bind(sock)
+        hold.listen(1)
+        hold.settimeout(20 * SCALE)
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            conn, _ = hold.accept()
+            conn.settimeout(10 * SCALE)
+            while not line.endswith(b"\n"):
+                d = conn.recv(4096)
+                if not d:
+                    break
+                line += d
+        except OSError:
+            pass
+    finally:
+        hold.close()
+        os.unlink(sock)
+        os.rename(sock + ".real", sock)
+    return p, conn, line
+
+
+def relay(a, b):
+    """Copies a to b until EOF, then half-closes b."""
+    try:
+        while True:
+            d = a.recv(65536)
+            if not d:
+                break
+            b.sendall(d)
+        b.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+
+
+def uid_check_alone(env):
+    """An exec_attach from another uid while the session still waits for its shim: only the
+    comparison with the job's uid can refuse it (the one-connection rule cannot)."""
+    p, conn, line = held_data_connection(
+        env, [env.kubectl_bin, "--kubeconfig", os.path.join(env.kdir, "kubeconfig"), "exec", "box",
+              "--", "echo", "attached-late"])
+    try:
+        sid = json.loads(line)["body"]["session"]
+    except (ValueError, KeyError, TypeError):
+        sid = None
+    check("the shim's exec_attach held on the way: the session waits, its id known",
+          conn is not None and sid, line)
+    os.chmod(env.dir, 0o711)  # the other user reaches the socket, as on a node
+    ans = exec_attach_as(env, 65534, sid or "x")
+    unknown = exec_attach_as(env, 65534, "0" * len(sid or "x"))
+    os.chmod(env.dir, 0o700)
+    check("exec_attach from another uid while the session waits for its shim: refused as unknown",
+          '"not_found"' in ans and
+          ans.replace(sid or "x", "ID") == unknown.replace("0" * len(sid or "x"), "ID"),
+          (ans, unknown))
+    if conn is None:
+        p.kill()
+        p.communicate()
+        return
+    # The shim's own connection, passed on from the job's uid: still accepted.
+    up = socket.socket(socket.AF_UNIX)
+    up.connect(os.path.join(env.dir, "agent.sock"))
+    up.sendall(line)
+    ts = [threading.Thread(target=relay, args=(conn, up)),
+          threading.Thread(target=relay, args=(up, conn))]
+    for t in ts:
+        t.start()
+    try:
+        out, err = p.communicate(timeout=30 * SCALE)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+    for t in ts:
+        t.join(10 * SCALE)
+    conn.close()
+    up.close()
+    check("then the shim's exec_attach (the job's uid) is accepted: the session runs its command",
+          p.returncode == 0 and out.strip() == b"attached-late", (p.returncode, out, err[-300:]))
+
+
+def shim_killed_mid_session(env):
+    """SIGKILL to the job's shim while `kubectl exec` runs: the client ends, told why; the
+    session's slot comes back; a new shim's pod serves exec."""
+    d, k = env.dir, env.kubectl_bin
+    marker = "sk-exec-shim-lost"
+    p = subprocess.Popen([k, "--kubeconfig", os.path.join(env.kdir, "kubeconfig"), "exec", "box",
+                          "--", "sh", "-c", "sleep 600; : %s" % marker],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def pids():  # the command's, not kubectl's (its argv carries the marker too)
+        r = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+        return [int(x) for x in r.stdout.split() if int(x) != p.pid]
+    check("shim lost: a session's command runs", wait_for(pids, 20), "")
+    env.shim.kill()
+    env.shim.wait(10)
+    t0 = time.time()
+    try:
+        out, err = p.communicate(timeout=20 * SCALE)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+    took = time.time() - t0
+    check("shim lost: kubectl exec ends within 20 s, non-zero, told the shim went away",
+          p.returncode not in (0, -signal.SIGKILL) and b"shim went away" in err,
+          (p.returncode, round(took, 1), err[-300:]))
+    check("shim lost: the session's command is stopped", wait_for(lambda: not pids(), 15), pids())
+    attached = open(os.path.join(d, "agent.log")).read().count("shim attached")
+    env.start_shim()
+    # A pod bound before the new shim attached fails at once (ShimLost), by design.
+    wait_for(lambda: open(os.path.join(d, "agent.log")).read().count("shim attached") > attached,
+             10)
+    code, _ = env.api("POST", "/api/v1/namespaces/default/pods",
+                      pod("box2", ["python3", "-c", "import time\nwhile True: time.sleep(1)"]))
+    check("shim lost: a new shim of the job runs a pod", code == 201 and
+          wait_for(lambda: running(env, "box2"), 30), code)
+    rc, out, err = kc(env, k, "exec", "box2", "--", "echo", "again")
+    check("shim lost: exec into the new shim's pod works", rc == 0 and out.strip() == b"again",
+          (rc, out, err))
+    opened = [line for line in open(os.path.join(d, "agent.log"))
+              if "[exec default/box2] session " in line and " opened (" in line]
+    check("shim lost: the lost session's slot came back (the next session opened as 1 of 1)",
+          opened and opened[-1].rstrip().endswith("opened (1 now)"), opened[-1:])
+
+
 def run(env):
     d = env.dir
     open(os.path.join(d, "alive_42"), "w").close()
@@ -358,9 +494,9 @@ def run(env):
                               "box", "--", "sh", "-c", "sleep 1000; : %s" % marker],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-        def pids():
+        def pids():  # the command's, not kubectl's (its argv carries the marker too)
             r = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
-            return [int(x) for x in r.stdout.split()]
+            return [int(x) for x in r.stdout.split() if int(x) != p.pid]
         check(tag + ": the command runs while the client is there", wait_for(pids, 20), "")
         p.kill()
         p.wait()
@@ -432,6 +568,8 @@ def run(env):
     out, err = p.communicate(timeout=60 * SCALE)
     check("the session goes on unaffected", p.returncode == 0 and out.strip() == b"survived",
           (p.returncode, out, err))
+    if os.getuid() == 0:
+        uid_check_alone(env)
 
     # The agent's session bound (4 here): the fifth is refused with 429.
     sleepers = [subprocess.Popen([env.kubectl_bin, "--kubeconfig",
@@ -456,6 +594,8 @@ def run(env):
     # The agent is unaffected by all of it: a last exec still works.
     rc, out, err = kc(env, env.kubectl_bin, "exec", "box", "--", "echo", "still")
     check("the agent still serves exec", rc == 0 and out.strip() == b"still", (rc, out, err))
+
+    shim_killed_mid_session(env)  # last: the job's pods are lost with their shim
     log = open(os.path.join(d, "agent.log")).read()
     check("the agent's log names no session error", "cannot encode" not in log, "")
 

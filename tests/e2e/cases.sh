@@ -8,7 +8,7 @@
 
 # api_down first: the time-limit job (60 s, submitted after it) must not end
 # while the API server is down.
-E2E_CASES=(api_down bad_flags socket_auth privileged too_many_gpus namespace two_jobs
+E2E_CASES=(api_down bad_flags socket_auth privileged too_many_gpus namespace two_jobs kubectl_io
            scancel step_signals time_limit_update slurmd_restart agent_kill shim_kill time_limit)
 
 # sbatch refuses malformed --k8s-* flags before submission, naming the flag.
@@ -155,6 +155,157 @@ case_two_jobs() {
   e2e_end_job "$j2"
   e2e_assert_clean "$j1" "two_jobs (first)"
   e2e_assert_clean "$j2" "two_jobs (second)"
+}
+
+# The real kubectl's streams through the double to the agent's kubelet
+# endpoint and the shim, on a real job: exec (the job's user, exit code,
+# stdin), cp both ways, port-forward, attach, top; with kubectl 1.28 (SPDY)
+# and 1.32 (WebSocket) where both are installed. scancel ends an exec session
+# in flight: nothing of the job's user is left.
+case_kubectl_io() {
+  e2e_job 1 -N1 -w n1 --gres=gpu:1 --k8s-gpus=1 || { ok 1 "kubectl_io: job with a virtual node"; return; }
+  local j="$E2E_JOB" node port d srv kdir v k out rc vers=()
+  node="$(e2e_node_names "$j")"
+  port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+  d="$E2E_D/kubectl-io-$j"; mkdir -p "$d"
+  # An echo server on the declared port; a tick on stdout every 0.5 s (attach).
+  srv="$(e2e_script kubectl-io-server 'import socket, sys, threading, time
+def echo(c):
+    while True:
+        b = c.recv(65536)
+        if not b:
+            break
+        c.sendall(b)
+    c.shutdown(socket.SHUT_WR)
+    c.close()
+def serve(s):
+    while True:
+        threading.Thread(target=echo, args=(s.accept()[0],), daemon=True).start()
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(16)
+threading.Thread(target=serve, args=(s,), daemon=True).start()
+i = 0
+while True:
+    i += 1
+    print("tick", i, flush=True)
+    time.sleep(0.5)')"
+  e2e_kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: kx, namespace: default}
+spec:
+  nodeName: $node
+  tolerations: [{key: slurm-k8s/job, operator: Equal, value: "$j", effect: NoSchedule}]
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: main
+    image: e2e/echo:1
+    command: ["python3", "$srv", "$port", "e2e-pod-$j-kx"]
+    ports: [{containerPort: $port}]
+    readinessProbe: {tcpSocket: {port: $port}, periodSeconds: 1}
+    resources:
+      limits: {nvidia.com/gpu: 1}
+EOF
+  e2e_pod_running kx 30; ok $? "kubectl_io: pod kx on $node Ready (its echo server listens on $port)"
+
+  kdir="$(dirname "$(readlink -f "$(command -v kubectl)")")"
+  for v in 1.28 1.32; do [ -x "$kdir/kubectl.$v" ] && vers+=("$v"); done
+  [ ${#vers[@]} -gt 0 ] || vers=(default)
+  head -c 65536 /dev/urandom >"$d/blob"
+  install -d -o "$TEST_USER" -m 700 "$d/in-pod"
+  for v in "${vers[@]}"; do
+    k="$kdir/kubectl.$v"; [ "$v" = default ] && k=kubectl
+    kx() { timeout 30 "$k" --kubeconfig "$E2E_ADMIN_KUBECONFIG" "$@"; }
+    out="$(kx exec kx -- sh -c 'id -u; exit 3' 2>"$d/err")"; rc=$?
+    [ "$out" = "$TEST_UID" ] && [ "$rc" = 3 ]
+    ok $? "kubectl $v exec: runs as the job's user and gives its exit code (uid '$out', rc $rc; want $TEST_UID, 3)"
+    kx exec -i kx -- cat <"$d/blob" >"$d/cat-$v" 2>"$d/err"; rc=$?
+    [ "$rc" = 0 ] && cmp -s "$d/blob" "$d/cat-$v"
+    ok $? "kubectl $v exec -i: 64 KiB through cat come back identical (rc $rc, $(stat -c %s "$d/cat-$v") bytes)"
+    kx cp "$d/blob" "kx:$d/in-pod/blob-$v" >/dev/null 2>"$d/err"; rc=$?
+    [ "$rc" = 0 ] && cmp -s "$d/blob" "$d/in-pod/blob-$v" && [ "$(stat -c %u "$d/in-pod/blob-$v")" = "$TEST_UID" ]
+    ok $? "kubectl $v cp into the pod: identical, owned by the job's user (rc $rc, owner $(stat -c %u "$d/in-pod/blob-$v" 2>&1): $(tail -n1 "$d/err"))"
+    kx cp "kx:$d/in-pod/blob-$v" "$d/back-$v" >/dev/null 2>"$d/err"; rc=$?
+    [ "$rc" = 0 ] && cmp -s "$d/blob" "$d/back-$v"
+    ok $? "kubectl $v cp out of the pod: identical (rc $rc: $(tail -n1 "$d/err"))"
+    kubectl_io_forward "$k" "$d" "$port" "$v"
+  done
+
+  # attach: the container's output from now on (3 ticks in a row), then let go.
+  out="$(timeout 20 kubectl --kubeconfig "$E2E_ADMIN_KUBECONFIG" attach kx 2>"$d/err" | grep -m3 '^tick ' | cut -d' ' -f2 | paste -sd' ')"
+  [[ "$out" =~ ^([0-9]+)\ ([0-9]+)\ ([0-9]+)$ ]] && [ $((BASH_REMATCH[1] + 1)) = "${BASH_REMATCH[2]}" ] \
+    && [ $((BASH_REMATCH[2] + 1)) = "${BASH_REMATCH[3]}" ]
+  ok $? "kubectl attach: the container's ticks in order ('$out': $(tail -n1 "$d/err"))"
+
+  # top: the double computes figures from two scrapes of the agent's /metrics/resource.
+  e2e_wait 20 "e2e_kubectl top pod kx 2>/dev/null | grep -q '^kx '"
+  out="$(e2e_kubectl top pod kx 2>&1)"
+  grep -Eq '^kx +[0-9]+m +[0-9]+Mi *$' <<<"$out"; ok $? "kubectl top pod kx: figures ($(tail -n1 <<<"$out"))"
+  e2e_wait 20 "e2e_kubectl top node $node 2>/dev/null | grep -q '^$node '"
+  out="$(e2e_kubectl top node "$node" 2>&1)"
+  grep -Eq "^$node +[0-9]+m +[0-9]+% +[0-9]+Mi +[0-9]+% *\$" <<<"$out"; ok $? "kubectl top node $node: figures ($(tail -n1 <<<"$out"))"
+
+  # scancel with an exec session in flight: the session, its command and the
+  # shim end; no process of the job's user stays in the job.
+  local marker="e2e-exec-$j" epid t0
+  kubectl --kubeconfig "$E2E_ADMIN_KUBECONFIG" exec kx -- sh -c "sleep 1000; : $marker" >/dev/null 2>&1 &
+  epid=$!
+  e2e_wait 20 "[ \"\$(pgrep -u $TEST_UID -f '$marker' | wc -l)\" -ge 1 ]"
+  ok $? "kubectl_io: an exec session runs as uid $TEST_UID ($(pgrep -u "$TEST_UID" -f "$marker" | paste -sd' '))"
+  t0=$SECONDS
+  e2e_end_job "$j"; ok $? "kubectl_io: scancel: job $j, its Node gone ($((SECONDS - t0)) s)"
+  e2e_wait 20 "! sk_pid_alive $epid"; rc=$?
+  sk_pid_alive "$epid" && kill "$epid" 2>/dev/null
+  wait "$epid" 2>/dev/null
+  out="$(kubectl_io_job_procs "$j"; pgrep -af "$marker|e2e-pod-$j-" | sed 's/^/left: /')"
+  [ "$rc" = 0 ] && [ -z "$out" ]
+  ok $? "kubectl_io: after scancel the kubectl exec client ended ($([ "$rc" = 0 ] && echo yes || echo no)), no process of the job is left${out:+: $(tr "\n" " " <<<"$out")}"
+  e2e_assert_clean "$j" "kubectl_io"
+}
+
+# kubectl_io_forward KUBECTL DIR PORT VERSION: port-forward to the pod kx's
+# declared port, a 64 KiB round trip through the echo server.
+kubectl_io_forward() {
+  local k="$1" d="$2" port="$3" v="$4" lport pf got
+  lport="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+  "$k" --kubeconfig "$E2E_ADMIN_KUBECONFIG" port-forward pod/kx "$lport:$port" >"$d/pf-$v.out" 2>&1 &
+  pf=$!
+  e2e_wait 15 "grep -q 'Forwarding from' '$d/pf-$v.out' || ! sk_pid_alive $pf"
+  got="$(python3 - "$lport" "$d/blob" 2>&1 <<'EOF'
+import socket, sys, threading
+data = open(sys.argv[2], "rb").read()
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
+back = []
+def read():
+    b = b""
+    while True:
+        c = s.recv(65536)
+        if not c:
+            break
+        b += c
+    back.append(b)
+t = threading.Thread(target=read)
+t.start()
+s.sendall(data)
+s.shutdown(socket.SHUT_WR)
+t.join(30)
+print("identical" if back and back[0] == data else "got %d of %d bytes" % (len(back[0]) if back else -1, len(data)))
+EOF
+)"
+  kill "$pf" 2>/dev/null; wait "$pf" 2>/dev/null
+  [ "$got" = identical ]
+  ok $? "kubectl $v port-forward pod/kx $lport:$port: 64 KiB echoed back $got ($(head -n1 "$d/pf-$v.out"))"
+}
+
+# Live processes of the job's user still in JOB's cgroup.
+kubectl_io_job_procs() {
+  local p
+  for p in $(pgrep -u "$TEST_UID"); do
+    grep -Eqs "/job_$1(/|$)" "/proc/$p/cgroup" && ps -o pid=,args= -p "$p"
+  done
+  return 0
 }
 
 # Shared by scancel / time limit: the pod got SIGTERM and a final status.
