@@ -236,6 +236,7 @@ class StreamSessions::Session {
         close_upstreams();
         resume_client();  // its close is what we wait for now
         ending_ms_ = uv_now(owner_.loop_);
+        ending_queued_ = client_.write_queue_size();
     }
 
     void send_spdy(const spdy::Frame &f) {
@@ -286,6 +287,12 @@ class StreamSessions::Session {
             return close_all();
         }
         if (ending_) {
+            // The linger counts from the last progress of the final writes:
+            // a slow client that still takes output gets all of it, one
+            // that takes nothing for linger_ms is closed.
+            size_t queued = client_.write_queue_size();
+            if (queued < ending_queued_) ending_ms_ = now;
+            ending_queued_ = queued;
             if (now - ending_ms_ >= linger_ms_) close_all();
             return;
         }
@@ -321,8 +328,9 @@ class StreamSessions::Session {
     Timer timer_;
     uint64_t started_ms_;
     uint64_t last_activity_ = 0;
-    uint64_t ending_ms_ = 0;  // when end_after_writes came
-    uint64_t linger_ms_ = 0;  // how long the client may take to close then
+    uint64_t ending_ms_ = 0;    // when end_after_writes came, or its writes last moved
+    size_t ending_queued_ = 0;  // bytes still queued for the client at the last tick
+    uint64_t linger_ms_ = 0;    // how long the client may take to close then
     std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for callbacks that outlive us
     bool ending_ = false;                                         // no more writes to the client
     bool closed_ = false;                                         // everything closed
