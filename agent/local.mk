@@ -71,6 +71,7 @@ agent_libagentio_la_SOURCES = \
 	agent/socket_server.h \
 	agent/stream_sessions.cc \
 	agent/stream_sessions.h \
+	agent/loop_calls.h \
 	agent/stats_provider.cc \
 	agent/stats_provider.h \
 	agent/webhook_gate.cc \

@@ -53,93 +53,50 @@ AgentStatsProvider::~AgentStatsProvider() {
 }
 
 Status AgentStatsProvider::start() {
-    async_ = new uv_async_t;
-    async_->data = this;
-    if (int rc = uv_async_init(
-            loop_, async_,
-            [](uv_async_t *a) { static_cast<AgentStatsProvider *>(a->data)->on_async(); });
-        rc != 0) {
-        delete async_;
-        async_ = nullptr;
-        return fail(Error::Io, std::string("uv_async_init: ") + uv_strerror(rc));
-    }
-    std::lock_guard<std::mutex> l(mu_);
-    open_ = true;
-    return {};
+    return calls_.start();
 }
 
 void AgentStatsProvider::close() {
-    std::deque<std::shared_ptr<Pending>> left;
-    {
-        std::lock_guard<std::mutex> l(mu_);
-        open_ = false;
-        left.swap(queue_);
-    }
-    for (auto &p : left)
-        complete(p, fail(Error::Unavailable, "the agent is stopping"));
-    if (async_) {
-        async_->data = nullptr;
-        uv_close(reinterpret_cast<uv_handle_t *>(async_),
-                 [](uv_handle_t *h) { delete reinterpret_cast<uv_async_t *>(h); });
-        async_ = nullptr;
-    }
-}
-
-void AgentStatsProvider::complete(const std::shared_ptr<Pending> &p, Result<NodeUsageSample> r) {
-    std::lock_guard<std::mutex> l(p->mu);
-    if (p->done) return;
-    p->result = std::move(r);
-    p->done = true;
-    p->cv.notify_all();
+    calls_.close("the agent is stopping");
 }
 
 Result<NodeUsageSample> AgentStatsProvider::sample() {
-    auto p = std::make_shared<Pending>();
-    {
-        std::lock_guard<std::mutex> l(mu_);
-        if (!open_) return fail(Error::Unavailable, "the agent is not serving stats");
-        queue_.push_back(p);
-        uv_async_send(async_);  // under mu_: close() cannot free the handle meanwhile
-    }
-    std::unique_lock<std::mutex> l(p->mu);
-    if (!p->cv.wait_for(l, std::chrono::milliseconds(timeout_ms_), [&p] { return p->done; }))
-        return fail(Error::Unavailable, "the node's shim did not answer pod_stats within " +
-                                            std::to_string(timeout_ms_ / 1000) + " s");
-    return p->result;
+    std::weak_ptr<AgentStatsProvider> self = weak_from_this();
+    return calls_.call(
+        [self](LoopCalls<NodeUsageSample>::Done done) {
+            if (auto me = self.lock())
+                me->serve(std::move(done));
+            else
+                done(fail(Error::Unavailable, "the agent is stopping"));
+        },
+        timeout_ms_,
+        "the node's shim did not answer pod_stats within " + std::to_string(timeout_ms_ / 1000) +
+            " s",
+        "the agent is not serving stats");
 }
 
-void AgentStatsProvider::on_async() {
-    std::deque<std::shared_ptr<Pending>> todo;
-    {
-        std::lock_guard<std::mutex> l(mu_);
-        todo.swap(queue_);
-    }
-    for (auto &p : todo)
-        serve(p);
-}
-
-void AgentStatsProvider::serve(const std::shared_ptr<Pending> &p) {
+void AgentStatsProvider::serve(LoopCalls<NodeUsageSample>::Done done) {
     std::vector<NodeRuntimeRef> nodes = nodes_ ? nodes_() : std::vector<NodeRuntimeRef>{};
     if (nodes.empty())
-        return complete(p, fail(Error::NotFound, "no virtual node is registered on this host"));
+        return done(fail(Error::NotFound, "no virtual node is registered on this host"));
     if (nodes.size() > 1)
-        return complete(p, fail(Error::NotFound,
-                                "stats are per virtual node, and this kubelet port serves the " +
-                                    std::to_string(nodes.size()) +
-                                    " virtual nodes of this host: set kubelet_node_ports in "
-                                    "agent.conf to give each node a port of its own"));
+        return done(
+            fail(Error::NotFound, "stats are per virtual node, and this kubelet port serves the " +
+                                      std::to_string(nodes.size()) +
+                                      " virtual nodes of this host: set kubelet_node_ports in "
+                                      "agent.conf to give each node a port of its own"));
     const NodeRuntimeRef &n = nodes[0];
     if (!n.runtime)
-        return complete(p, fail(Error::Unavailable,
-                                "node " + n.node_name + ": no shim is attached to measure it"));
+        return done(fail(Error::Unavailable,
+                         "node " + n.node_name + ": no shim is attached to measure it"));
     std::string name = n.node_name;
     std::string state_dir = n.state_dir;
     int64_t start_ms = n.registered_at_s * 1000;
     std::weak_ptr<AgentStatsProvider> self = weak_from_this();
-    n.runtime->stats([self, p, name, state_dir, start_ms](Result<proto::PodStatsReply> r) {
+    n.runtime->stats([self, done, name, state_dir, start_ms](Result<proto::PodStatsReply> r) {
         auto me = self.lock();
-        if (!me) return complete(p, fail(Error::Unavailable, "the agent is stopping"));
-        if (!r) return complete(p, fail(r.error(), "node " + name + ": pod_stats: " + r.message()));
+        if (!me) return done(fail(Error::Unavailable, "the agent is stopping"));
+        if (!r) return done(fail(r.error(), "node " + name + ": pod_stats: " + r.message()));
         auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
                        std::chrono::system_clock::now().time_since_epoch())
                        .count();
@@ -156,7 +113,7 @@ void AgentStatsProvider::serve(const std::shared_ptr<Pending> &p) {
             LOG_DEBUG("[node %s] stats: no network figures: %s", name.c_str(),
                       net.message().c_str());
         me->rates_[name].apply(&s);
-        complete(p, std::move(s));
+        done(std::move(s));
     });
     // Nodes that are gone keep no rates.
     for (auto it = rates_.begin(); it != rates_.end();)

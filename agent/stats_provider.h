@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "agent/kubelet_server.h"
+#include "agent/loop_calls.h"
 #include "agent/runtime.h"
 
 namespace sk::agent {
@@ -77,23 +78,12 @@ class AgentStatsProvider : public StatsProvider,
     Result<NodeUsageSample> sample() override;
 
   private:
-    struct Pending {
-        std::mutex mu;
-        std::condition_variable cv;
-        bool done = false;
-        Result<NodeUsageSample> result = fail(Error::Unavailable, "no answer");
-    };
-    static void complete(const std::shared_ptr<Pending> &p, Result<NodeUsageSample> r);
-    void on_async();  // loop thread
-    void serve(const std::shared_ptr<Pending> &p);
+    void serve(LoopCalls<NodeUsageSample>::Done done);  // loop thread
 
     uv_loop_t *loop_;
     Nodes nodes_;
     int timeout_ms_;
-    uv_async_t *async_ = nullptr;  // freed by its close callback
-    std::mutex mu_;                // guards queue_, open_
-    bool open_ = false;
-    std::deque<std::shared_ptr<Pending>> queue_;
+    LoopCalls<NodeUsageSample> calls_{loop_};
     std::map<std::string, StatsRates> rates_;  // by node name; loop thread
 };
 

@@ -9,23 +9,6 @@
 
 namespace sk::agent {
 
-struct WebhookGate::Pending {
-    std::string path;
-    Json::Value body;
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    Result<Json::Value> result = fail(Error::Unavailable, "no answer");
-
-    void complete(Result<Json::Value> r) {
-        std::lock_guard<std::mutex> l(mu);
-        if (done) return;
-        result = std::move(r);
-        done = true;
-        cv.notify_all();
-    }
-};
-
 namespace {
 
 std::string bearer_token(const sk::HttpRequest &req) {
@@ -60,16 +43,11 @@ std::string decision_key(const KubeletUser &u, const KubeletAttributes &a) {
 }  // namespace
 
 WebhookGate::WebhookGate(uv_loop_t *loop, Post post, WebhookGateOptions options)
-    : loop_(loop),
-      post_(std::move(post)),
+    : post_(std::move(post)),
       options_(std::move(options)),
+      calls_(loop),
       users_(options_.max_cache_entries),
       decisions_(options_.max_cache_entries) {}
-
-WebhookGate::~WebhookGate() {
-    // Normally closed already (the daemon's teardown).
-    if (async_) close();
-}
 
 int64_t WebhookGate::now() const {
     if (options_.now_ms) return options_.now_ms();
@@ -79,64 +57,22 @@ int64_t WebhookGate::now() const {
 }
 
 Status WebhookGate::start() {
-    async_ = new uv_async_t;
-    async_->data = this;
-    if (int rc = uv_async_init(
-            loop_, async_, [](uv_async_t *a) { static_cast<WebhookGate *>(a->data)->on_async(); });
-        rc != 0) {
-        delete async_;
-        async_ = nullptr;
-        return fail(Error::Io, std::string("uv_async_init: ") + uv_strerror(rc));
-    }
-    std::lock_guard<std::mutex> l(mu_);
-    open_ = true;
-    return {};
+    return calls_.start();
 }
 
 void WebhookGate::close() {
-    std::deque<std::shared_ptr<Pending>> left;
-    {
-        std::lock_guard<std::mutex> l(mu_);
-        open_ = false;
-        left.swap(queue_);
-    }
-    for (auto &p : left)
-        p->complete(fail(Error::Unavailable, "the agent is stopping"));
-    if (async_) {
-        async_->data = nullptr;
-        uv_close(reinterpret_cast<uv_handle_t *>(async_),
-                 [](uv_handle_t *h) { delete reinterpret_cast<uv_async_t *>(h); });
-        async_ = nullptr;
-    }
+    calls_.close("the agent is stopping");
 }
 
 Result<Json::Value> WebhookGate::review(const std::string &path, const Json::Value &body) {
-    auto p = std::make_shared<Pending>();
-    p->path = path;
-    p->body = body;
-    {
-        std::lock_guard<std::mutex> l(mu_);
-        if (!open_) return fail(Error::Unavailable, "the agent is not serving");
-        queue_.push_back(p);
-        uv_async_send(async_);  // under mu_: close() cannot free the handle meanwhile
-    }
     reviews_++;
-    std::unique_lock<std::mutex> l(p->mu);
-    if (!p->cv.wait_for(l, std::chrono::milliseconds(options_.timeout_ms),
-                        [&p] { return p->done; }))
-        return fail(Error::Unavailable, "the API server did not answer within " +
-                                            std::to_string(options_.timeout_ms / 1000) + " s");
-    return p->result;
-}
-
-void WebhookGate::on_async() {
-    std::deque<std::shared_ptr<Pending>> todo;
-    {
-        std::lock_guard<std::mutex> l(mu_);
-        todo.swap(queue_);
-    }
-    for (auto &p : todo)
-        post_(p->path, p->body, [p](Result<Json::Value> r) { p->complete(std::move(r)); });
+    return calls_.call(
+        [this, path, body](LoopCalls<Json::Value>::Done done) {
+            post_(path, body, std::move(done));
+        },
+        options_.timeout_ms,
+        "the API server did not answer within " + std::to_string(options_.timeout_ms / 1000) + " s",
+        "the agent is not serving");
 }
 
 std::optional<sk::HttpResponse> WebhookGate::admit(const sk::HttpRequest &req,

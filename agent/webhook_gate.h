@@ -21,9 +21,7 @@
 #include <uv.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -32,6 +30,7 @@
 
 #include "agent/kubelet_auth.h"
 #include "agent/kubelet_server.h"
+#include "agent/loop_calls.h"
 
 namespace sk::agent {
 
@@ -53,7 +52,6 @@ class WebhookGate : public RequestGate, public std::enable_shared_from_this<Webh
     using Post = std::function<void(const std::string &path, const Json::Value &body, Done done)>;
 
     WebhookGate(uv_loop_t *loop, Post post, WebhookGateOptions options);
-    ~WebhookGate() override;
     WebhookGate(const WebhookGate &) = delete;
     WebhookGate &operator=(const WebhookGate &) = delete;
 
@@ -70,19 +68,13 @@ class WebhookGate : public RequestGate, public std::enable_shared_from_this<Webh
     uint64_t reviews() const { return reviews_.load(); }
 
   private:
-    struct Pending;
     // Any thread but the loop's: the review's answer, or Unavailable.
     Result<Json::Value> review(const std::string &path, const Json::Value &body);
-    void on_async();  // loop thread
     int64_t now() const;
 
-    uv_loop_t *loop_;
     Post post_;
     WebhookGateOptions options_;
-    uv_async_t *async_ = nullptr;  // freed by its close callback
-    std::mutex mu_;                // guards queue_, open_
-    bool open_ = false;
-    std::deque<std::shared_ptr<Pending>> queue_;
+    LoopCalls<Json::Value> calls_;
     TtlCache<KubeletUser> users_;
     TtlCache<bool> decisions_;
     std::atomic<uint64_t> reviews_{0};

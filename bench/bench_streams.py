@@ -8,7 +8,11 @@ next to its reference in the same run:
 - port-forward throughput: BENCH_PF_MIB MiB sent and echoed through `kubectl port-forward`,
   next to the same transfer on a direct connection to the pod's port.
 
-Sizes: BENCH_EXEC_N (30) execs per kubectl, BENCH_PF_MIB (8) MiB each way.
+- pod status under sessions: a pod created -> Running (as the API shows it), with no session
+  open and with 4 `kubectl exec -i cat` sessions moving data all the while (BENCH_STATUS_N pods
+  each): what many sessions cost the pod sync of the same agent.
+
+Sizes: BENCH_EXEC_N (30) execs per kubectl, BENCH_PF_MIB (8) MiB each way, BENCH_STATUS_N (5).
 """
 import os, shutil, socket, subprocess, sys, threading, time
 
@@ -56,6 +60,42 @@ def throughput(port, mib):
     if got[0] != mib << 20:
         raise RuntimeError("echoed %d of %d bytes" % (got[0], mib << 20))
     return round(mib / dt, 1), round(dt, 3)
+
+
+def pod_to_running(env, name):
+    """Seconds from a pod's POST to the API showing it Running."""
+    t0 = time.monotonic()
+    code, _ = env.api("POST", "/api/v1/namespaces/default/pods",
+                      T.pod(name, ["python3", "-c", "import time\ntime.sleep(600)"]))
+    if code != 201:
+        raise RuntimeError("pod %s: POST answered %s" % (name, code))
+    while not T.running(env, name):
+        if time.monotonic() - t0 > 60:
+            raise RuntimeError("pod %s not Running after 60 s" % name)
+        time.sleep(0.005)
+    dt = time.monotonic() - t0
+    env.api("DELETE", "/api/v1/namespaces/default/pods/" + name)
+    return dt
+
+
+def streaming_sessions(kubectl, kc, n, stop):
+    """n `kubectl exec -i echo -- cat` sessions fed with data until stop is set."""
+    procs = [subprocess.Popen([kubectl] + kc + ["exec", "-i", "echo", "--", "cat"],
+                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL) for _ in range(n)]
+    chunk = os.urandom(64 << 10)
+
+    def feed(p):
+        try:
+            while not stop.is_set():
+                p.stdin.write(chunk)
+                p.stdin.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            pass
+    threads = [threading.Thread(target=feed, args=(p,), daemon=True) for p in procs]
+    for t in threads:
+        t.start()
+    return procs, threads
 
 
 def cpu_s(pid):
@@ -128,6 +168,18 @@ def main():
         pf.terminate()
         pf.wait(10)
         res["pf_mib"] = mib
+        n_status = B.env_int("BENCH_STATUS_N", 5)
+        quiet = [pod_to_running(env, "quiet-%d" % i) for i in range(n_status)]
+        stop = threading.Event()
+        procs, threads = streaming_sessions(kubectl, kc, 4, stop)
+        time.sleep(1)  # the sessions are open and moving data before the first pod
+        busy = [pod_to_running(env, "busy-%d" % i) for i in range(n_status)]
+        stop.set()
+        for p in procs:
+            p.kill()
+            p.wait()
+        res["pod_running_no_sessions"] = B.summary_ms(quiet)
+        res["pod_running_4_streaming_sessions"] = B.summary_ms(busy)
         ok = True
     finally:
         env.stop()
