@@ -121,6 +121,28 @@ HttpServerConfig plain() {
     return c;
 }
 
+// A directory with a self-signed serving certificate (cert.pem, key.pem).
+std::string self_signed_dir() {
+    char dir[] = "/tmp/sk-upgrade-XXXXXX";
+    ck_assert(mkdtemp(dir) != nullptr);
+    std::string d = dir;
+    std::string cmd =
+        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+        "-subj /CN=test -days 1 -keyout " +
+        d + "/key.pem -out " + d + "/cert.pem >/dev/null 2>&1";
+    // NOLINTNEXTLINE(cert-env33-c): a fixed command line on the test's own files
+    ck_assert_int_eq(system(cmd.c_str()), 0);
+    return d;
+}
+
+HttpServerConfig tls_config(const std::string &d) {
+    HttpServerConfig c = plain();
+    c.tls = true;
+    c.cert_file = d + "/cert.pem";
+    c.key_file = d + "/key.pem";
+    return c;
+}
+
 const char kUpgrade[] =
     "GET /echo HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: test-echo\r\n"
     "X-Offer: a\r\nX-Offer: b\r\n\r\n";
@@ -247,20 +269,9 @@ struct TlsClient {
 // Over TLS (the kubelet endpoint's mode) the holder gets one end of a socket
 // pair that the server's thread relays: the same contract.
 START_TEST(upgrade_over_tls) {
-    char dir[] = "/tmp/sk-upgrade-XXXXXX";
-    ck_assert(mkdtemp(dir) != nullptr);
-    std::string d = dir;
-    std::string cmd =
-        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
-        "-subj /CN=test -days 1 -keyout " +
-        d + "/key.pem -out " + d + "/cert.pem >/dev/null 2>&1";
-    // NOLINTNEXTLINE(cert-env33-c): a fixed command line on the test's own files
-    ck_assert_int_eq(system(cmd.c_str()), 0);
+    std::string d = self_signed_dir();
     Echo echo;
-    HttpServerConfig c = plain();
-    c.tls = true;
-    c.cert_file = d + "/cert.pem";
-    c.key_file = d + "/key.pem";
+    HttpServerConfig c = tls_config(d);
     HttpServer srv(c, [&](const HttpRequest &) {
         HttpResponse r;
         r.status = 101;
@@ -310,21 +321,10 @@ END_TEST
 // ever behind bytes nobody will answer. (A FIN stuck behind data the
 // server's TCP window does not take never arrives: no server can see it.)
 START_TEST(tls_client_gone_while_holder_does_not_read) {
-    char dir[] = "/tmp/sk-upgrade-XXXXXX";
-    ck_assert(mkdtemp(dir) != nullptr);
-    std::string d = dir;
-    std::string cmd =
-        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
-        "-subj /CN=test -days 1 -keyout " +
-        d + "/key.pem -out " + d + "/cert.pem >/dev/null 2>&1";
-    // NOLINTNEXTLINE(cert-env33-c): a fixed command line on the test's own files
-    ck_assert_int_eq(system(cmd.c_str()), 0);
+    std::string d = self_signed_dir();
     Echo echo;
     echo.hold = true;
-    HttpServerConfig c = plain();
-    c.tls = true;
-    c.cert_file = d + "/cert.pem";
-    c.key_file = d + "/key.pem";
+    HttpServerConfig c = tls_config(d);
     HttpServer srv(c, [&](const HttpRequest &) {
         HttpResponse r;
         r.status = 101;
