@@ -16,7 +16,7 @@ case $(api GET /_test/info) in *'"double":true'*) DOUBLE=1 ;; esac
 lastreq() {
     "$PY" - "$WORK/fk.req" "$1" <<'EOF'
 import json, sys
-reqs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+reqs = [json.loads(l) for l in open(sys.argv[1]).read().split("\n")[:-1] if l.strip()]
 r = [x for x in reqs if x.get("path", "").startswith(sys.argv[2])][-1]
 print(r["requestLine"].split(" ")[1], r["protocol"] or "-", r["clientCN"] or "-", "method=" + r["method"])
 for k, v in r["headers"]:
@@ -24,7 +24,7 @@ for k, v in r["headers"]:
 EOF
 }
 # nreq PATH-PREFIX: how many requests the fake kubelet got under that path
-nreq() { "$PY" -c 'import json,sys; print(sum(1 for l in open(sys.argv[1]) if json.loads(l).get("path", "").startswith(sys.argv[2])))' "$WORK/fk.req" "$1"; }
+nreq() { "$PY" -c 'import json,sys; print(sum(1 for l in open(sys.argv[1]).read().split("\n")[:-1] if l.strip() and json.loads(l).get("path", "").startswith(sys.argv[2])))' "$WORK/fk.req" "$1"; }
 
 # renew: play the node agent's Lease renewal, so that NODE stays Ready through this section
 # (the node lifecycle controller marks it Unknown after 40 s without one).
@@ -90,10 +90,13 @@ attrs = termios.tcgetattr(slave)
 attrs[3] &= ~termios.ECHO
 termios.tcsetattr(slave, termios.TCSANOW, attrs)
 def recorded():
+    # The fake kubelet appends while this reads: a last line without its
+    # newline is still being written and waits for the next look.
     try:
-        return [json.loads(l) for l in open(reqfile) if l.strip()]
+        text = open(reqfile).read()
     except OSError:
         return []
+    return [json.loads(l) for l in text.split("\n")[:-1] if l.strip()]
 def n_tty_requests():
     return sum(1 for r in recorded() if "tty=1" in r.get("requestLine", ""))
 def resizes():
