@@ -1522,6 +1522,8 @@ def test_attach_exit_code(a):
     uid = p["metadata"]["uid"]
     assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
     a.wait(uid, lambda s: running(s, "main"), what="running")
+    # The tee starts at the attach: "up" comes before it, so only "bye" is the session's.
+    wait_log_lines(a, uid, "main", lambda lines: "up" in lines, timeout=30)
     r, c = a.attach_start(uid, "main")
     assert r["ok"], r
     open(os.path.join(a.state_dir, "pods", uid, "stop"), "w").close()

@@ -17,8 +17,9 @@ START_TEST(request_names_the_session) {
     ck_assert(!line.empty() && line.back() == '\n');
     auto r = proto::decode_request(line.substr(0, line.size() - 1));
     ck_assert_msg(r.ok(), "%s", r.ok() ? "" : r.message().c_str());
-    ck_assert_str_eq(r->op.c_str(), "exec_attach");
-    ck_assert_str_eq(r->body["session"].asString().c_str(), "s-1234");
+    const std::string op = r->op, session = r->body["session"].asString();
+    ck_assert_str_eq(op.c_str(), "exec_attach");
+    ck_assert_str_eq(session.c_str(), "s-1234");
 }
 END_TEST
 
@@ -34,7 +35,8 @@ START_TEST(accepted_in_pieces_with_frames_behind) {
     std::string second = reply.substr(half) + "FRAMES";
     auto s2 = h.feed(second);
     ck_assert(s2.state == AttachHandshake::State::Accepted);
-    ck_assert_str_eq(std::string(s2.rest).c_str(), "FRAMES");
+    const std::string rest(s2.rest);
+    ck_assert_str_eq(rest.c_str(), "FRAMES");
 }
 END_TEST
 
