@@ -75,7 +75,7 @@ Result<NodeUsageSample> AgentStatsProvider::sample() {
         "the agent is not serving stats");
 }
 
-void AgentStatsProvider::serve(LoopCalls<NodeUsageSample>::Done done) {
+void AgentStatsProvider::serve(const LoopCalls<NodeUsageSample>::Done &done) {
     std::vector<NodeRuntimeRef> nodes = nodes_ ? nodes_() : std::vector<NodeRuntimeRef>{};
     if (nodes.empty())
         return done(fail(Error::NotFound, "no virtual node is registered on this host"));

@@ -78,7 +78,7 @@ class AgentStatsProvider : public StatsProvider,
     Result<NodeUsageSample> sample() override;
 
   private:
-    void serve(LoopCalls<NodeUsageSample>::Done done);  // loop thread
+    void serve(const LoopCalls<NodeUsageSample>::Done &done);  // loop thread
 
     uv_loop_t *loop_;
     Nodes nodes_;

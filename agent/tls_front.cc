@@ -375,15 +375,12 @@ bool TlsFront::step(Conn &c) {
             if (n > 0) {
                 c.to_client.commit(static_cast<size_t>(n));
                 progress = true;
-            } else if (n == 0) {
-                c.app_eof = true;
-                progress = true;
-            } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
                 app_read_wait = true;
-            } else if (errno == EINTR) {
-                progress = true;
             } else {
-                c.app_eof = true;
+                // 0: the server's end; EINTR: again; another error: the
+                // server's end too.
+                if (n == 0 || errno != EINTR) c.app_eof = true;
                 progress = true;
             }
         }

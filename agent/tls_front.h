@@ -63,11 +63,11 @@ struct TlsPeer {
 };
 
 struct TlsFrontConfig {
-    std::string name = "http";        // log prefix
-    std::string cert_pem;             // serving certificate (chain)
-    std::string key_pem;              // its private key
-    std::string ca_pem;               // client CA; "" = no client certificate asked for
-    size_t relay_buffer = 64 * 1024;  // bytes buffered each way per connection
+    std::string name = "http";                // log prefix
+    std::string cert_pem;                     // serving certificate (chain)
+    std::string key_pem;                      // its private key
+    std::string ca_pem;                       // client CA; "" = no client certificate asked for
+    size_t relay_buffer = size_t{64} * 1024;  // bytes buffered each way per connection
 };
 
 using TlsHandOff = std::function<bool(int fd, const sockaddr *addr, socklen_t len)>;

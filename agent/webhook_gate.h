@@ -38,9 +38,9 @@ struct WebhookGateOptions {
     bool token_webhook = true;      // bearer tokens through TokenReview
     bool authorize_webhook = true;  // SubjectAccessReview; false = AlwaysAllow
     int timeout_ms = 10000;         // one review's bound, as seen from admit()
-    int64_t authn_ttl_ms = 2 * 60 * 1000;
-    int64_t allowed_ttl_ms = 5 * 60 * 1000;
-    int64_t denied_ttl_ms = 30 * 1000;
+    int64_t authn_ttl_ms = int64_t{2} * 60 * 1000;
+    int64_t allowed_ttl_ms = int64_t{5} * 60 * 1000;
+    int64_t denied_ttl_ms = int64_t{30} * 1000;
     size_t max_cache_entries = 4096;
     std::function<int64_t()> now_ms;  // monotonic ms; default: steady clock
 };
