@@ -352,7 +352,7 @@ START_TEST(tls_client_gone_while_holder_does_not_read) {
             if (n <= 0) break;
             sent += static_cast<size_t>(n);
         }
-        ck_assert_uint_gt(sent, 64 * 1024);  // more than the front buffers
+        ck_assert_uint_gt(sent, size_t{64} * 1024);  // more than the front buffers
         ck_assert(!HttpServer::peer_closed(echo.held_fd, 0));
     }
     linger abort{1, 0};  // close() sends RST, as a killed process's socket may

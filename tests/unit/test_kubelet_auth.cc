@@ -138,7 +138,8 @@ struct GateEnv {
         o.now_ms = [this] { return now; };
         gate = std::make_shared<WebhookGate>(
             &loop,
-            [this](const std::string &path, const Json::Value &body, WebhookGate::Done done) {
+            [this](const std::string &path, const Json::Value &body,
+                   const WebhookGate::Done &done) {
                 {
                     std::lock_guard<std::mutex> l(mu);
                     paths.push_back(path + " " + body["kind"].asString());
@@ -189,7 +190,7 @@ START_TEST(gate_certificate_allowed_then_cached) {
     // Cached: no second review within the allowed TTL, a new one after it.
     ck_assert(!env.gate->admit(cert_request("/stats/summary"), "n1").has_value());
     ck_assert_uint_eq(env.posted(), 1);
-    env.now += 5 * 60 * 1000;
+    env.now += int64_t{5} * 60 * 1000;
     ck_assert(!env.gate->admit(cert_request("/stats/summary"), "n1").has_value());
     ck_assert_uint_eq(env.posted(), 2);
 }
@@ -207,7 +208,7 @@ START_TEST(gate_denied_with_the_kubelets_text) {
     // Denials are cached 30 s only.
     env.allow = true;
     ck_assert_int_eq(env.gate->admit(cert_request("/exec/ns/p/c"), "n1")->status, 403);
-    env.now += 30 * 1000;
+    env.now += int64_t{30} * 1000;
     ck_assert(!env.gate->admit(cert_request("/exec/ns/p/c"), "n1").has_value());
 }
 END_TEST
