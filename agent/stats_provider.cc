@@ -63,9 +63,9 @@ void AgentStatsProvider::close() {
 Result<NodeUsageSample> AgentStatsProvider::sample() {
     std::weak_ptr<AgentStatsProvider> self = weak_from_this();
     return calls_.call(
-        [self](LoopCalls<NodeUsageSample>::Done done) {
+        [self](const LoopCalls<NodeUsageSample>::Done &done) {
             if (auto me = self.lock())
-                me->serve(std::move(done));
+                me->serve(done);
             else
                 done(fail(Error::Unavailable, "the agent is stopping"));
         },
