@@ -6,19 +6,25 @@
 #      component tests (agent, shim, kubelet endpoint),
 #   4. the integration layer: a real Slurm cluster (munge, slurmctld, 3 slurmd,
 #      fake GPUs) started by tests/slurm/cluster.sh, real sbatch/srun jobs,
-#   5. `make check` again in an ASan + UBSan build, and the e2e layer on real
-#      Slurm with that build's agent and shim (SK_SANITIZERS=0 skips both),
-#   6. robustness layers on the normal build: the agent's and the shim's
-#      component tests under valgrind memcheck (make check-valgrind), the soak
-#      (make check-soak, SOAK_SECONDS), every libFuzzer target for a bounded
-#      time (make fuzz-short, SK_FUZZ_SECONDS), static analysis (make lint),
+#   5. robustness layers on the normal build: the soak (make check-soak,
+#      SOAK_SECONDS), the agent's and the shim's component tests under
+#      valgrind memcheck (make check-valgrind), every libFuzzer target for a
+#      bounded time (make fuzz-short, SK_FUZZ_SECONDS), static analysis (make
+#      lint; it runs in the background from the end of the build to the soak's),
 #      clang-format over every tracked C/C++ source (make format-check),
 #      ./configure --disable-daemons with the daemons' -dev packages hidden
 #      (make check-disable-daemons);
 #      SK_ROBUSTNESS=0 skips them all; a layer whose tool is missing exits 77
 #      and is reported as skipped, never counted as passed,
-#   7. `make distcheck` (SK_DISTCHECK=0 skips it).
-# SK_CPU_HOGS=N runs the tests (steps 3-7) with N busy loops beside them, as on
+#   6. `make distcheck` with configure --enable-sanitizers: the tarball (which
+#      must hold every tracked file) built with ASan + UBSan, its `make check`,
+#      install and uninstall, and the e2e layer on real Slurm with that
+#      build's agent and shim (SK_DISTCHECK=0 skips it, SK_SANITIZERS=0 makes
+#      it a plain distcheck without the e2e).
+# The builds are made with line tables only (-g1: what valgrind's, the
+# sanitizers' and gdb's backtraces need; a third less compile time than -g):
+# SK_CXXFLAGS (default "-O2 -g1") and SK_SAN_CXXFLAGS ("-O1 -g1") change it.
+# SK_CPU_HOGS=N runs the tests (steps 3-6) with N busy loops beside them, as on
 # a loaded machine (the suite must pass so: its tests wait on events, not on
 # time); the loops are stopped at exit.
 # Prints each layer's summary and a final "total: N passed, N failed".
@@ -29,7 +35,14 @@ build=${SK_BUILD_DIR:-$top/build}
 jobs=${SK_JOBS:-$(nproc)}
 # Each layer's heading says when it starts (seconds since the script began),
 # so a run's log shows where the suite's time goes.
-say() { printf '\n=== %s === (at %d s)\n' "$*" "$SECONDS"; }
+# With the CPU time its children have used so far, user + system (a
+# background layer's from when it is waited for): a layer that takes long but
+# little CPU waits (on Slurm, on timeouts), one that takes the CPU's all
+# computes.
+cpu_so_far() {
+  times | awk 'NR == 2 { n = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); n += a[1] * 60 + a[2] } printf "%d", n }'
+}
+say() { printf '\n=== %s === (at %d s, CPU so far %s s)\n' "$*" "$SECONDS" "$(cpu_so_far)"; }
 
 say "installing packages and the test user"
 # cluster.sh install runs scripts/install-deps.sh and creates the unprivileged
@@ -52,7 +65,7 @@ done
 say "building in $build"
 (cd "$top" && autoreconf -fi >/dev/null 2>&1) || { echo "run-tests: autoreconf failed" >&2; exit 1; }
 mkdir -p "$build"
-(cd "$build" && "$top/configure" --enable-werror ${SK_CONFIGURE_FLAGS:-}) >"$build/configure.out" 2>&1 \
+(cd "$build" && "$top/configure" --enable-werror CXXFLAGS="${SK_CXXFLAGS:--O2 -g1}" ${SK_CONFIGURE_FLAGS:-}) >"$build/configure.out" 2>&1 \
   || { tail -40 "$build/configure.out"; echo "run-tests: configure failed" >&2; exit 1; }
 sed -n '/configuration$/,$p' "$build/configure.out"
 # Built under bear when it is there: its compile database is what `make lint`
@@ -67,7 +80,11 @@ rm -f "$build/compile_commands.json"
   || { grep -E "error|Error" "$build/make.out" | head -40; echo "run-tests: build failed" >&2; exit 1; }
 
 hogs=()
-stop_hogs() { [ ${#hogs[@]} -eq 0 ] || { kill "${hogs[@]}" 2>/dev/null; wait "${hogs[@]}" 2>/dev/null; }; }
+stop_hogs() {
+  [ ${#hogs[@]} -eq 0 ] || { kill "${hogs[@]}" 2>/dev/null; wait "${hogs[@]}" 2>/dev/null; }
+  # The background static analysis, should the script end before it is waited for.
+  [ -z "${lint_pid:-}" ] || kill -- -"$lint_pid" 2>/dev/null
+}
 trap stop_hogs EXIT
 if [ "${SK_CPU_HOGS:-0}" -gt 0 ] 2>/dev/null; then
   for _ in $(seq "$SK_CPU_HOGS"); do
@@ -78,6 +95,16 @@ if [ "${SK_CPU_HOGS:-0}" -gt 0 ] 2>/dev/null; then
 fi
 
 passed=0 failed=0 skips=0
+if [ "${SK_ROBUSTNESS:-1}" = 1 ]; then
+  # The static analysis needs only the compile database recorded above, and
+  # takes the CPU while make check, the integration layer and the soak mostly
+  # wait (on Slurm, on the API, on their processes): it runs beside them and
+  # is counted after the soak. It builds nothing (SK_LINT_DB_READY), so it
+  # never runs make in the tree the tests use.
+  say "static analysis (make lint) starts in the background"
+  SK_LINT_BUILDDIR="$build" SK_LINT_DB_READY=1 setsid make -C "$build" lint >"$build/lint.out" 2>&1 &
+  lint_pid=$!  # setsid: its own process group, which the EXIT trap can stop whole
+fi
 # True when `make TARGET` (exit status $1, output in file $2) stopped because
 # its script exited 77, automake's "skipped": make itself then exits 2 and
 # prints "Error 77".
@@ -110,48 +137,6 @@ if [ "$check_rc" != 0 ]; then
   failed=$((failed + (f == 0 ? 1 : 0)))
 fi
 
-if [ "${SK_SANITIZERS:-1}" = 1 ]; then
-say "make check under AddressSanitizer + UndefinedBehaviorSanitizer"
-# A second build of the same tree; the integration layer cannot load an ASan
-# plugin into slurmd, so it runs on the normal build only.
-san="$build-sanitizers"
-mkdir -p "$san"
-if (cd "$san" && "$top/configure" --enable-sanitizers --enable-werror >configure.out 2>&1) &&
-   make -C "$san" -j"$jobs" >"$san/make.out" 2>&1 &&
-   make -C "$san" -j"$jobs" check >"$san/check.out" 2>&1; then
-  grep -E "^# (PASS|FAIL|ERROR):" "$san/check.out" | sed 's/^/sanitizers: /'
-  echo "sanitizers: 1 passed, 0 failed"; passed=$((passed + 1))
-  san_e2e=1
-else
-  grep -E "^(FAIL|ERROR):|error:" "$san/make.out" "$san/check.out" 2>/dev/null | head -20
-  [ -f "$san/test-suite.log" ] && tail -80 "$san/test-suite.log"
-  echo "sanitizers: 0 passed, 1 failed"; failed=$((failed + 1))
-fi
-fi
-
-if [ "${san_e2e:-0}" = 1 ]; then
-  say "e2e on real Slurm with the ASan + UBSan agent and shim"
-  # slurmd is not instrumented, so the plugin is the normal build's; the
-  # agents and the shims (through slurmd, slurmstepd and the plugin, which
-  # pass the *SAN_OPTIONS on) write any report into $reports.
-  # Under /tmp: the shims run as the test user, who may not reach $san.
-  reports=$(mktemp -d /tmp/sk-sanitizer-reports.XXXXXX); chmod 1777 "$reports"
-  ASAN_OPTIONS="log_path=$reports/asan:detect_leaks=1" \
-  UBSAN_OPTIONS="log_path=$reports/ubsan:print_stacktrace=1" \
-  LSAN_OPTIONS="log_path=$reports/lsan" \
-  SK_BUILD_DIR="$build" SK_DAEMON_BUILD_DIR="$san" bash "$top/tests/e2e/run-all.sh" >"$san/e2e.out" 2>&1
-  line=$(grep -E '^e2e: [0-9]+ passed, [0-9]+ failed' "$san/e2e.out" | tail -1)
-  grep -E "^(FAIL|    [a-z_]+: )" "$san/e2e.out"
-  echo "sanitizers ${line:-e2e: 0 passed, 1 failed}"; count_line "${line:-0 passed, 1 failed}"
-  if [ -n "$(find "$reports" -type f -size +0 2>/dev/null)" ]; then
-    head -c 6000 "$reports"/*; cp -r "$reports" "$san/"
-    echo "sanitizers e2e reports: 0 passed, 1 failed (kept in $san/$(basename "$reports"))"; failed=$((failed + 1))
-  else
-    echo "sanitizers e2e reports: 1 passed, 0 failed (none)"; passed=$((passed + 1))
-  fi
-  rm -rf "$reports"
-fi
-
 say "integration (real Slurm cluster)"
 make -C "$build" check-integration 2>&1 | tee "$build/integration.out"
 int_rc=${PIPESTATUS[0]}
@@ -166,10 +151,16 @@ fi
 # One robustness layer: `make TARGET` in the normal build, its own
 # "N passed, N failed" line counted; exit 77 (a tool missing) is a skip.
 layer() {
-  local name=$1 target=$2 out="$build/$2.out" rc line
+  local name=$1 target=$2 out="$build/$2.out" rc
   say "$name (make $target)"
   make -C "$build" "$target" >"$out" 2>&1
   rc=$?
+  layer_report "$target" "$rc"
+}
+# layer_report TARGET RC: counts what `make TARGET` (output in $build/TARGET.out)
+# reported, exit status RC.
+layer_report() {
+  local target=$1 rc=$2 out="$build/$1.out" line
   line=$(grep -aE "(^|: )[0-9]+ passed, [0-9]+ failed" "$out" | tail -1)
   if skipped "$rc" "$out"; then
     tail -5 "$out"; echo "$target: skipped (a tool is missing)"; skips=$((skips + 1)); return
@@ -185,21 +176,50 @@ layer() {
   fi
 }
 if [ "${SK_ROBUSTNESS:-1}" = 1 ]; then
-  export SK_LINT_BUILDDIR="$build"  # its compile database is recorded above
-  layer "agent and shim under valgrind memcheck" check-valgrind
   layer "soak: pod churn with broken watches" check-soak
+  if [ -n "${lint_pid:-}" ]; then
+    say "static analysis (make lint, running since the build): waiting for it"
+    wait "$lint_pid"
+    rc=$?
+    lint_pid=
+    layer_report lint "$rc"
+  fi
+  layer "agent and shim under valgrind memcheck" check-valgrind
   layer "fuzzing, every target for a bounded time" fuzz-short
-  layer "static analysis" lint
   layer "source formatting (clang-format)" format-check
   layer "plugin-only build without the daemons' libraries" check-disable-daemons
 fi
 
 if [ "${SK_DISTCHECK:-1}" = 1 ]; then
-  say "make distcheck"
-  if make -C "$build" -j"$jobs" distcheck >"$build/distcheck.out" 2>&1; then
+  dc_flags="--enable-werror"
+  dc_vars=()
+  if [ "${SK_SANITIZERS:-1}" = 1 ]; then
+    # The only build with the sanitizers: make check and the e2e layer run
+    # there (tests/build/local.mk, installcheck-local).
+    dc_flags="--enable-sanitizers --enable-werror CXXFLAGS='${SK_SAN_CXXFLAGS:--O1 -g1}'"
+    dc_vars=(SK_DISTCHECK_E2E="$build/sanitizers-e2e.out" SK_E2E_PLUGIN_BUILD="$build")
+    rm -f "$build/sanitizers-e2e.out"
+    say "make distcheck: the tarball built with ASan + UBSan, its make check, the e2e on real Slurm with its agent and shim"
+  else
+    say "make distcheck"
+  fi
+  if make -C "$build" -j"$jobs" distcheck DISTCHECK_CONFIGURE_FLAGS="$dc_flags" "${dc_vars[@]}" >"$build/distcheck.out" 2>&1; then
+    grep -E "^# (PASS|FAIL|ERROR):|^dist-complete.sh: " "$build/distcheck.out" | sed 's/^/distcheck: /'
     echo "distcheck: 1 passed, 0 failed"; passed=$((passed + 1))
   else
-    tail -60 "$build/distcheck.out"; echo "distcheck: 0 passed, 1 failed"; failed=$((failed + 1))
+    grep -E "^(FAIL|ERROR):|^dist-complete.sh: | error: " "$build/distcheck.out" | head -40
+    # A failed distcheck keeps its tree: the tarball's test-suite.log is there.
+    for l in "$build"/slurm-k8s-*/_build/sub/test-suite.log; do [ -f "$l" ] && tail -80 "$l"; done
+    tail -30 "$build/distcheck.out"; echo "distcheck: 0 passed, 1 failed"; failed=$((failed + 1))
+  fi
+  if [ ${#dc_vars[@]} -gt 0 ]; then
+    e2e_out="$build/sanitizers-e2e.out"
+    grep -aE "^(FAIL|    [a-z_]+: |--- /tmp/sk-sanitizer)" "$e2e_out" 2>/dev/null
+    for what in "e2e" "e2e reports"; do
+      line=$(grep -aE "^sanitizers $what: [0-9]+ passed, [0-9]+ failed" "$e2e_out" 2>/dev/null | tail -1)
+      echo "${line:-sanitizers $what: 0 passed, 1 failed (no summary: did distcheck reach installcheck? see $e2e_out)}"
+      count_line "${line:-0 passed, 1 failed}"
+    done
   fi
 fi
 

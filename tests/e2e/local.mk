@@ -7,5 +7,6 @@ EXTRA_DIST += \
 	tests/e2e/online_rl.sh \
 	tests/e2e/cases.sh \
 	tests/e2e/run-all.sh \
+	tests/e2e/sanitizers.sh \
 	tests/e2e/watch.py
 

@@ -7,7 +7,7 @@
 # TARGET is a name (protocol, json, ...); default: every tests/fuzz/fuzz_*.cc.
 # The build dir (SK_FUZZ_BUILDDIR, default one per source tree under
 # ${TMPDIR:-/tmp}) is configured once with clang++, CXXFLAGS='-fsanitize=fuzzer-no-link,address,
-# undefined ...' and reused. The source tree is never written: new inputs go to
+# undefined ... -g1 -O1' and reused. The source tree is never written: new inputs go to
 # BUILD/tests/fuzz/work/<target>/, crashes to BUILD/tests/fuzz/artifacts/<target>/.
 # Prints one PASS/FAIL line per target and "N passed, N failed"; exits 1 on a
 # failure, 77 (automake's SKIP) when clang++ or libFuzzer is missing.
@@ -73,7 +73,7 @@ if [ -f "$build/Makefile" ] && \
 fi
 if [ ! -f "$build/Makefile" ]; then
   echo "build-and-run.sh: configuring $build with $cxx"
-  (cd "$build" && CXX=$cxx CXXFLAGS="$san -g -O1" "$top/configure" -q --disable-hardening) \
+  (cd "$build" && CXX=$cxx CXXFLAGS="$san -g1 -O1" "$top/configure" -q --disable-hardening) \
     || { echo "build-and-run.sh: configure failed (see $build/config.log)" >&2; exit 1; }
 fi
 bins=()

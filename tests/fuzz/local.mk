@@ -76,7 +76,7 @@ tests/fuzz/bin/fuzz_%$(EXEEXT): tests/fuzz/fuzz_%.cc tests/fuzz/fuzz_target.h \
 	$(AM_V_CXX)$(CXXCOMPILE) -DSK_FUZZ_LIBFUZZER -c -o tests/fuzz/bin/fuzz_$*.o $<
 	$(AM_V_CXXLD)$(CXXLINK) -fsanitize=fuzzer tests/fuzz/bin/fuzz_$*.o $(FUZZ_LDADD) $(LIBS)
 
-# Short run (CI): every target for SK_FUZZ_SECONDS (default 15) in a clang build
+# Short run (CI): every target for SK_FUZZ_SECONDS (default 8) in a clang build
 # under $TMPDIR; exit 77 when clang or libFuzzer is missing.
 fuzz-short:
 	$(SHELL) $(top_srcdir)/tests/fuzz/run-short.sh

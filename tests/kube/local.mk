@@ -1,5 +1,10 @@
 # Kubernetes API test double and its tests (tests/kube/README.md).
+# The double's own suites run no program of this tree: an ASan + UBSan build
+# (configure --enable-sanitizers, the distcheck of scripts/run-tests.sh) has
+# nothing to add to them.
+if !SANITIZERS
 TESTS += tests/kube/run-tests.sh
+endif
 EXTRA_DIST += \
 	tests/kube/README.md \
 	tests/kube/local.mk \
