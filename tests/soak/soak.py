@@ -27,7 +27,9 @@ Hostile kinds, beside them (k8s-shim/supervise.h):
 No process of a hostile pod outlives it (each pod's processes carry
 SOAK_POD=<name> in their environment).
 
-Terminal pods are checked in the API when they finish, then DELETEd. Every
+Terminal pods are checked in the API when they finish, then DELETEd; a
+forever, forkbomb or logbomb pod is DELETEd once its time is up and its start
+line is written (Running only says its process was started). Every
 container start appends "<pod uid> start <pid> <uptime>" to a file, so the
 test proves that no pod ran twice: starts == restartCount + 1 (a crashloop
 pod's last instance may be killed before it wrote its line, and it may restart
@@ -488,14 +490,21 @@ class Soak:
             t.errors.append(f"a {t.kind} pod ended: {st}")
             self.delete(t, now)
             return
-        timed = st.get("phase") == "Running" and now - t.created >= t.delete_after
+        # Running is posted once the container's process is started, as a kubelet does; its
+        # script may not have run a line yet on a loaded machine. A pod whose checks need its
+        # SIGTERM trap and its start line (forever, forkbomb, logbomb) is DELETEd only once its
+        # start line is there: the trap is set before it.
+        running = st.get("phase") == "Running"
+        started = (t.kind not in ("forever", "forkbomb", "logbomb")
+                   or bool(self.starts_of(self.lines, t.uid)))
+        timed = running and started and now - t.created >= t.delete_after
         due = {"forever": timed, "forkbomb": timed, "logbomb": timed,
                "crashloop": t.max_restarts >= 1,
                "flap": t.seen_ready >= {"True", "False"}}[t.kind]
         late = now - t.created > Tracked.TIMEOUT
         if late:
             t.errors.append(f"{t.kind}: expected state not seen in {Tracked.TIMEOUT:.0f} s: {st}")
-        if due or late or (ending and st.get("phase") == "Running"):
+        if due or late or (ending and running and started):
             self.delete(t, now)
 
     def env_timeout(self):
@@ -521,6 +530,7 @@ class Soak:
                 time.sleep(0.5)
                 continue
             by_name = {p["metadata"]["name"]: p for p in lst.get("items", [])}
+            self.lines = self.start_lines()
             for t in self.live():
                 p = by_name.get(t.name)
                 if p is not None and p["metadata"]["uid"] != t.uid:
