@@ -5,12 +5,13 @@
 #   3. `make check`: Check unit tests, the test API server suite with kubectl,
 #      component tests (agent, shim, kubelet endpoint),
 #   4. the integration layer: a real Slurm cluster (munge, slurmctld, 3 slurmd,
-#      fake GPUs) started by tests/slurm/cluster.sh, real sbatch/srun jobs,
+#      fake GPUs) started by tests/slurm/cluster.sh, real sbatch/srun jobs
+#      (its e2e cases run in step 6's build, with the sanitizers),
 #   5. robustness layers on the normal build: the soak (make check-soak,
 #      SOAK_SECONDS), the agent's and the shim's component tests under
 #      valgrind memcheck (make check-valgrind), every libFuzzer target for a
 #      bounded time (make fuzz-short, SK_FUZZ_SECONDS), static analysis (make
-#      lint; it runs in the background from the end of the build to the soak's),
+#      lint; in the background from the end of the build, counted at the end),
 #      clang-format over every tracked C/C++ source (make format-check),
 #      ./configure --disable-daemons with the daemons' -dev packages hidden
 #      (make check-disable-daemons);
@@ -39,10 +40,13 @@ jobs=${SK_JOBS:-$(nproc)}
 # background layer's from when it is waited for): a layer that takes long but
 # little CPU waits (on Slurm, on timeouts), one that takes the CPU's all
 # computes.
-cpu_so_far() {
-  times | awk 'NR == 2 { n = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); n += a[1] * 60 + a[2] } printf "%d", n }'
+# `times` in this shell (in a command substitution it would be the subshell's).
+cpu_file=$(mktemp)
+say() {
+  times >"$cpu_file"
+  printf '\n=== %s === (at %d s, CPU so far %s s)\n' "$*" "$SECONDS" \
+    "$(awk 'NR == 2 { n = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); n += a[1] * 60 + a[2] } printf "%d", n }' "$cpu_file")"
 }
-say() { printf '\n=== %s === (at %d s, CPU so far %s s)\n' "$*" "$SECONDS" "$(cpu_so_far)"; }
 
 say "installing packages and the test user"
 # cluster.sh install runs scripts/install-deps.sh and creates the unprivileged
@@ -69,9 +73,12 @@ mkdir -p "$build"
   || { tail -40 "$build/configure.out"; echo "run-tests: configure failed" >&2; exit 1; }
 sed -n '/configuration$/,$p' "$build/configure.out"
 # Built under bear when it is there: its compile database is what `make lint`
-# analyses later, so the static analysis needs no build of its own.
+# analyses later, so the static analysis needs no build of its own. Through
+# its compiler wrappers (first on PATH), not its preloaded library: that one
+# reports every process libtool's shell scripts start, and made the build
+# half as slow again.
 bear_=()
-command -v bear >/dev/null 2>&1 && bear_=(bear --output "$build/compile_commands.json" --append --)
+command -v bear >/dev/null 2>&1 && bear_=(bear --force-wrapper --output "$build/compile_commands.json" --append --)
 rm -f "$build/compile_commands.json"
 "${bear_[@]}" make -C "$build" -j"$jobs" >"$build/make.out" 2>&1 \
   || { grep -E "error|Error" "$build/make.out" | head -40; echo "run-tests: build failed" >&2; exit 1; }
@@ -81,6 +88,7 @@ rm -f "$build/compile_commands.json"
 
 hogs=()
 stop_hogs() {
+  rm -f "$cpu_file"
   [ ${#hogs[@]} -eq 0 ] || { kill "${hogs[@]}" 2>/dev/null; wait "${hogs[@]}" 2>/dev/null; }
   # The background static analysis, should the script end before it is waited for.
   [ -z "${lint_pid:-}" ] || kill -- -"$lint_pid" 2>/dev/null
@@ -97,10 +105,10 @@ fi
 passed=0 failed=0 skips=0
 if [ "${SK_ROBUSTNESS:-1}" = 1 ]; then
   # The static analysis needs only the compile database recorded above, and
-  # takes the CPU while make check, the integration layer and the soak mostly
-  # wait (on Slurm, on the API, on their processes): it runs beside them and
-  # is counted after the soak. It builds nothing (SK_LINT_DB_READY), so it
-  # never runs make in the tree the tests use.
+  # takes the CPU the other layers leave while they wait (on Slurm, on the
+  # API, on their processes, on timeouts): it runs beside all of them and is
+  # counted at the end. It builds nothing (SK_LINT_DB_READY), so it never
+  # runs make in the tree the tests use.
   say "static analysis (make lint) starts in the background"
   SK_LINT_BUILDDIR="$build" SK_LINT_DB_READY=1 setsid make -C "$build" lint >"$build/lint.out" 2>&1 &
   lint_pid=$!  # setsid: its own process group, which the EXIT trap can stop whole
@@ -138,7 +146,12 @@ if [ "$check_rc" != 0 ]; then
 fi
 
 say "integration (real Slurm cluster)"
-make -C "$build" check-integration 2>&1 | tee "$build/integration.out"
+# The e2e cases run once, in the distcheck's sanitizer build (its agent and
+# shim, this build's plugin: the same cases, any sanitizer report a failure);
+# without that distcheck they run here (tests/integration/test_e2e.sh).
+e2e_later=0
+[ "${SK_DISTCHECK:-1}" = 1 ] && [ "${SK_SANITIZERS:-1}" = 1 ] && e2e_later=1
+SK_E2E_IN_DISTCHECK=$e2e_later make -C "$build" check-integration 2>&1 | tee "$build/integration.out"
 int_rc=${PIPESTATUS[0]}
 if skipped "$int_rc" "$build/integration.out"; then
   # This script runs as root, where the layer must run: a skip is a failure.
@@ -177,13 +190,6 @@ layer_report() {
 }
 if [ "${SK_ROBUSTNESS:-1}" = 1 ]; then
   layer "soak: pod churn with broken watches" check-soak
-  if [ -n "${lint_pid:-}" ]; then
-    say "static analysis (make lint, running since the build): waiting for it"
-    wait "$lint_pid"
-    rc=$?
-    lint_pid=
-    layer_report lint "$rc"
-  fi
   layer "agent and shim under valgrind memcheck" check-valgrind
   layer "fuzzing, every target for a bounded time" fuzz-short
   layer "source formatting (clang-format)" format-check
@@ -221,6 +227,14 @@ if [ "${SK_DISTCHECK:-1}" = 1 ]; then
       count_line "${line:-0 passed, 1 failed}"
     done
   fi
+fi
+
+if [ -n "${lint_pid:-}" ]; then
+  say "static analysis (make lint, running since the build): waiting for it"
+  wait "$lint_pid"
+  rc=$?
+  lint_pid=
+  layer_report lint "$rc"
 fi
 
 echo
