@@ -93,6 +93,16 @@ threading.Event().wait()
 """
 
 
+def listening(port):
+    """True when something accepts a connection on 127.0.0.1:port (a pod's server: Running only
+    says its process was started, not that it has bound its port yet)."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        return True
+    except OSError:
+        return False
+
+
 def echo_through(port, data):
     """Sends data to 127.0.0.1:port, half-closes, returns everything read until EOF."""
     s = socket.create_connection(("127.0.0.1", port), timeout=30 * SCALE)
@@ -406,8 +416,9 @@ def run(env):
     echo = pod("echo", ["python3", "-c", ECHO, str(declared), str(undeclared)])
     echo["spec"]["containers"][0]["ports"] = [{"containerPort": declared}]
     code, _ = env.api("POST", "/api/v1/namespaces/default/pods", echo)
-    check("an echo pod with one declared port runs", code == 201 and
-          wait_for(lambda: running(env, "echo"), 30), code)
+    check("an echo pod with one declared port runs and listens", code == 201 and
+          wait_for(lambda: running(env, "echo"), 30) and
+          wait_for(lambda: listening(declared) and listening(undeclared), 30), code)
 
     for ver, k in versions(env.kubectl_bin):
         tag = "kubectl " + ver
