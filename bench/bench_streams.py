@@ -9,10 +9,18 @@ next to its reference in the same run:
   next to the same transfer on a direct connection to the pod's port.
 
 - pod status under sessions: a pod created -> Running (as the API shows it), with no session
-  open and with 4 `kubectl exec -i cat` sessions moving data all the while (BENCH_STATUS_N pods
-  each): what many sessions cost the pod sync of the same agent.
+  open, with 4 `kubectl exec -i cat` sessions moving data as fast as they can, and with 16 such
+  sessions at 256 KiB/s each (BENCH_STATUS_N pods each): what sessions cost the pod sync of the
+  same agent. Next to each, the agent's part: its slurm_k8s_pod_start_duration_seconds (the pod
+  seen bound to its node -> the API's answer to its Running status: the shim's start and one
+  PATCH included) from its /metrics, the mean over the same pods; the rest is the watch's
+  delivery and the poll. And the test API server's own latency meanwhile (a GET of a pod): the
+  machine's 2 cores are shared by all, the sessions' kubectl and cat and the double's Python
+  relay too.
 
 Sizes: BENCH_EXEC_N (30) execs per kubectl, BENCH_PF_MIB (8) MiB each way, BENCH_STATUS_N (5).
+BENCH_STATUS_NICE=N (a diagnosis, not a setting): the agent and the shim run the pod-status phases
+at nice N (-10, say), so that what the scheduler's queue costs them shows apart from their own work.
 """
 import os, shutil, socket, subprocess, sys, threading, time
 
@@ -78,24 +86,69 @@ def pod_to_running(env, name):
     return dt
 
 
-def streaming_sessions(kubectl, kc, n, stop):
-    """n `kubectl exec -i echo -- cat` sessions fed with data until stop is set."""
+def streaming_sessions(kubectl, kc, n, stop, kib_s=None):
+    """n `kubectl exec -i echo -- cat` sessions fed with data until stop is set: as fast as
+    they take it, or kib_s KiB/s each (a 64 KiB chunk, then a pause to keep to that rate)."""
     procs = [subprocess.Popen([kubectl] + kc + ["exec", "-i", "echo", "--", "cat"],
                               stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL) for _ in range(n)]
     chunk = os.urandom(64 << 10)
 
     def feed(p):
+        t0, sent = time.monotonic(), 0
         try:
             while not stop.is_set():
                 p.stdin.write(chunk)
                 p.stdin.flush()
+                sent += len(chunk)
+                if kib_s:
+                    ahead = t0 + sent / (kib_s * 1024.0) - time.monotonic()
+                    if ahead > 0:
+                        stop.wait(ahead)
         except (BrokenPipeError, ValueError, OSError):
             pass
     threads = [threading.Thread(target=feed, args=(p,), daemon=True) for p in procs]
     for t in threads:
         t.start()
     return procs, threads
+
+
+def agent_pod_starts(env):
+    """(sum, count) of the agent's slurm_k8s_pod_start_duration_seconds, from its /metrics."""
+    import urllib.request
+    text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % env.metrics_port,
+                                  timeout=10).read().decode()
+    vals = {}
+    for line in text.splitlines():
+        for key in ("_sum", "_count"):
+            if line.startswith("slurm_k8s_pod_start_duration_seconds" + key + " "):
+                vals[key] = float(line.split()[1])
+    return vals.get("_sum", 0.0), vals.get("_count", 0.0)
+
+
+def api_gets(env, n):
+    """n GETs of one pod from the test API server, one after the other (its own latency under
+    the same load: the reference for the agent's PATCH in its pod start)."""
+    out = []
+    for _ in range(n):
+        t0 = time.monotonic()
+        env.api("GET", "/api/v1/namespaces/default/pods/echo")
+        out.append(time.monotonic() - t0)
+    return B.summary_ms(out)
+
+
+def status_phase(env, prefix, n):
+    """Pod created -> Running for n pods, the agent's own mean part of it (ms), the API
+    server's GET latency meanwhile, and the share of a core the agent and the shim used."""
+    s0, c0 = agent_pod_starts(env)
+    a0, h0, t0 = cpu_s(env.agent.pid), cpu_s(env.shim.pid), time.monotonic()
+    times = [pod_to_running(env, "%s-%d" % (prefix, i)) for i in range(n)]
+    a1, h1, t1 = cpu_s(env.agent.pid), cpu_s(env.shim.pid), time.monotonic()
+    s1, c1 = agent_pod_starts(env)
+    if c1 - c0 != n:
+        raise RuntimeError("the agent counted %d pod starts for %d pods" % (c1 - c0, n))
+    cores = {"agent": round((a1 - a0) / (t1 - t0), 2), "shim": round((h1 - h0) / (t1 - t0), 2)}
+    return B.summary_ms(times), round((s1 - s0) * 1000 / n, 2), api_gets(env, 10), cores
 
 
 def cpu_s(pid):
@@ -130,7 +183,7 @@ def main():
         echo["spec"]["containers"][0]["ports"] = [{"containerPort": port}]
         env.api("POST", "/api/v1/namespaces/default/pods", echo)
         deadline = time.time() + 60
-        while not T.running(env, "echo"):
+        while not (T.running(env, "echo") and T.listening(port)):
             if time.time() > deadline:
                 raise RuntimeError("the echo pod does not run")
             time.sleep(0.2)
@@ -169,17 +222,27 @@ def main():
         pf.wait(10)
         res["pf_mib"] = mib
         n_status = B.env_int("BENCH_STATUS_N", 5)
-        quiet = [pod_to_running(env, "quiet-%d" % i) for i in range(n_status)]
-        stop = threading.Event()
-        procs, threads = streaming_sessions(kubectl, kc, 4, stop)
-        time.sleep(1)  # the sessions are open and moving data before the first pod
-        busy = [pod_to_running(env, "busy-%d" % i) for i in range(n_status)]
-        stop.set()
-        for p in procs:
-            p.kill()
-            p.wait()
-        res["pod_running_no_sessions"] = B.summary_ms(quiet)
-        res["pod_running_4_streaming_sessions"] = B.summary_ms(busy)
+        if os.environ.get("BENCH_STATUS_NICE"):
+            nice = int(os.environ["BENCH_STATUS_NICE"])
+            for pid in (env.agent.pid, env.shim.pid):
+                os.setpriority(os.PRIO_PROCESS, pid, nice)
+            res["status_phases_nice"] = nice
+        (res["pod_running_no_sessions"], res["agent_pod_start_mean_ms_no_sessions"],
+         res["api_get_no_sessions"], res["cores_no_sessions"]) = status_phase(env, "quiet", n_status)
+        for name, count, rate in (("4_streaming_sessions", 4, None),
+                                  ("16_sessions_256kib_s", 16, 256)):
+            stop = threading.Event()
+            procs, _ = streaming_sessions(kubectl, kc, count, stop, rate)
+            time.sleep(1)  # the sessions are open and moving data before the first pod
+            try:
+                (res["pod_running_" + name], res["agent_pod_start_mean_ms_" + name],
+                 res["api_get_" + name], res["cores_" + name]) = \
+                    status_phase(env, name.split("_")[0] + "s", n_status)
+            finally:
+                stop.set()
+                for p in procs:
+                    p.kill()
+                    p.wait()
         ok = True
     finally:
         env.stop()
