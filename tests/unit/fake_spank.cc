@@ -17,7 +17,10 @@ spank_t handle() {
     return reinterpret_cast<spank_t>(&g_state);
 }
 
-static void vlog(const char *level, const char *fmt, va_list ap) {
+// The callers are the fakes of Slurm's printf-like logging functions (their
+// format attributes in spank.h), hence the attribute here too.
+__attribute__((format(printf, 2, 0))) static void vlog(const char *level, const char *fmt,
+                                                       va_list ap) {
     char buf[4096];
     vsnprintf(buf, sizeof buf, fmt, ap);
     g_state.log.push_back(std::string(level) + ": " + buf);
@@ -70,6 +73,13 @@ spank_err_t spank_option_getopt(spank_t, struct spank_option *opt, char **optarg
     return static_cast<spank_err_t>(ESPANK_SUCCESS);
 }
 
+// Slurm's prototype (spank.h) puts an enum before the `...`: clang calls its
+// va_start undefined (-Wvarargs: an enum is promoted), as it would Slurm's own
+// implementation of it; the ABIs pass it as an int. This fake keeps the prototype.
+#if defined(__clang__)
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wvarargs"
+#endif
 spank_err_t spank_get_item(spank_t, spank_item_t item, ...) {
     va_list ap;
     va_start(ap, item);
@@ -100,6 +110,9 @@ spank_err_t spank_get_item(spank_t, spank_item_t item, ...) {
     va_end(ap);
     return rc;
 }
+#if defined(__clang__)
+#pragma clang diagnostic pop
+#endif
 
 spank_err_t spank_getenv(spank_t, const char *var, char *buf, int len) {
     if (!g_state.remote) return static_cast<spank_err_t>(ESPANK_NOT_REMOTE);
