@@ -245,7 +245,7 @@ def main():
                     p.wait()
         ok = True
     finally:
-        env.stop()
+        env.stop()  # ends the job first: the shim stops its pods
         if ok and os.environ.get("BENCH_KEEP") != "1":
             shutil.rmtree(env.dir, ignore_errors=True)
         else:
