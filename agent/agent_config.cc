@@ -89,6 +89,8 @@ void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string
           });
     s.add_uint("metrics_port", &c.metrics_port, 0, 65535,
                "Prometheus /metrics on 127.0.0.1:PORT; 0 = off");
+    s.add_nice("nice", &c.nice,
+               "the agent's CPU nice value, -20..19, ahead of the pods' (default -5)");
     s.add(
         "labels", "k=v,... added to every virtual node",
         [&c](const std::string &v, const std::string &k) -> Status {

@@ -37,6 +37,10 @@ struct AgentConfig {
     std::string kubelet_client_ca;              // CA of the API server's kubelet-client certificate
     bool kubelet_insecure = false;              // plain HTTP, no client auth (tests only; logged)
     uint64_t metrics_port = 0;                  // GET /metrics on 127.0.0.1; 0 = off
+    // The agent's CPU nice value, set at its start for all its threads:
+    // ahead of the pods and the sessions' commands (the workload's nice) in
+    // the scheduler, so that their load does not queue the pods' status.
+    int nice = -5;
     std::map<std::string, std::string> labels;  // added to every virtual node
     std::vector<k8s::Taint> taints;             // added to every virtual node
     std::vector<std::string> allowed_namespaces;  // used when a job names none; empty = any

@@ -7,14 +7,17 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 #include <uv.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -102,6 +105,7 @@ AgentObserver observe_into(AgentMetrics &m) {
     o.watch_restart = [&m](const std::string &res) { m.watch_restart(res); };
     o.node_registered = [&m](double s) { m.node_registered(s); };
     o.pod_started = [&m](double s) { m.pod_started(s); };
+    o.pod_running = [&m](double s) { m.pod_running(s); };
     o.pods = [&m](const std::map<std::string, int64_t> &by_phase) { m.set_pods(by_phase); };
     return o;
 }
@@ -113,9 +117,13 @@ bool kubelet_endpoint_on(const AgentConfig &cfg) {
     return !cfg.kubelet_cert.empty() || cfg.kubelet_insecure;
 }
 
-KubeletServerConfig kubelet_config(const AgentConfig &cfg, std::shared_ptr<RequestGate> gate) {
+// relay_nice: the nice value of the endpoint's threads (HttpServerConfig::
+// thread_nice): the one the agent started with, below its loop's.
+KubeletServerConfig kubelet_config(const AgentConfig &cfg, std::shared_ptr<RequestGate> gate,
+                                   std::optional<int> relay_nice) {
     KubeletServerConfig c;
     c.gate = std::move(gate);
+    c.http.thread_nice = relay_nice;
     c.http.port = static_cast<uint16_t>(cfg.kubelet_port);
     c.http.max_connections = static_cast<unsigned>(cfg.kubelet_max_connections);
     c.http.max_connections_per_address =
@@ -132,7 +140,8 @@ KubeletServerConfig kubelet_config(const AgentConfig &cfg, std::shared_ptr<Reque
 
 Result<std::unique_ptr<KubeletServer>> start_kubelet_endpoint(
     const AgentConfig &cfg, LogIndex &logs, std::shared_ptr<StatsProvider> stats,
-    std::shared_ptr<StreamSessions> streams, std::shared_ptr<RequestGate> gate) {
+    std::shared_ptr<StreamSessions> streams, std::shared_ptr<RequestGate> gate,
+    std::optional<int> relay_nice) {
     if (!kubelet_endpoint_on(cfg)) {
         LOG_WARN(
             "kubelet endpoint off (set kubelet_cert, kubelet_key and kubelet_client_ca): "
@@ -144,7 +153,7 @@ Result<std::unique_ptr<KubeletServer>> start_kubelet_endpoint(
             "kubelet_insecure = true: the kubelet endpoint serves container logs over plain "
             "HTTP to anyone who can reach port %llu (tests only)",
             static_cast<unsigned long long>(cfg.kubelet_port));
-    KubeletServerConfig c = kubelet_config(cfg, std::move(gate));
+    KubeletServerConfig c = kubelet_config(cfg, std::move(gate), relay_nice);
     auto srv = std::make_unique<KubeletServer>(
         c, [&logs](const ContainerLogRef &ref) { return logs.resolve(ref); }, std::move(streams));
     srv->set_stats_provider(std::move(stats));
@@ -201,6 +210,21 @@ int run(int argc, char **argv, const RuntimeFactories &extra) {
         cfg->slurm_node = std::string(host).substr(0, std::string(host).find('.'));
     }
     if (cfg->node_address.empty()) cfg->node_address = first_ipv4();
+    // Before any thread starts: a thread inherits its creator's nice value
+    // (on Linux it is each thread's own). The loop and the API client run at
+    // `nice`; the kubelet endpoint's threads, which carry what its clients
+    // move, at the one the agent started with (docs/architecture.md,
+    // "Priorities"). Not fatal: the agent works at any priority, its pods'
+    // status only waits longer behind their load.
+    std::optional<int> relay_nice;
+    errno = 0;
+    if (int started = getpriority(PRIO_PROCESS, 0); errno == 0 && started > cfg->nice)
+        relay_nice = started;
+    if (setpriority(PRIO_PROCESS, 0, cfg->nice) != 0) {
+        LOG_WARN("cannot set the agent's nice value to %d (nice): %s", cfg->nice,
+                 strerror(errno));
+        relay_nice.reset();
+    }
 
     // 2. credentials
     TlsConfig tls{cfg->api.ca_file, cfg->api.client_cert, cfg->api.client_key, ""};
@@ -291,14 +315,15 @@ int run(int argc, char **argv, const RuntimeFactories &extra) {
     std::shared_ptr<StatsProvider> shared_stats = stats;
     if (cfg->kubelet_node_port_low && kubelet_endpoint_on(*cfg)) {
         node_endpoints = std::make_unique<NodeEndpoints>(
-            &loop, kubelet_config(*cfg, gate), static_cast<uint16_t>(cfg->kubelet_node_port_low),
+            &loop, kubelet_config(*cfg, gate, relay_nice),
+            static_cast<uint16_t>(cfg->kubelet_node_port_low),
             static_cast<uint16_t>(cfg->kubelet_node_port_high), &logs, nodes);
         shared_stats = std::make_shared<RefusedStats>(
             "this port is shared by the host's virtual nodes: each serves its stats on its own "
             "port (kubelet_node_ports), the one its Node's kubeletEndpoint names");
     }
     if (node_endpoints) node_endpoints->set_streams(streams);
-    auto kubelet = start_kubelet_endpoint(*cfg, logs, shared_stats, streams, gate);
+    auto kubelet = start_kubelet_endpoint(*cfg, logs, shared_stats, streams, gate, relay_nice);
     if (!kubelet) {
         LOG_ERROR("%s", kubelet.message().c_str());
         return 1;

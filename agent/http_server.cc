@@ -5,6 +5,7 @@
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -269,8 +270,38 @@ HttpServer::~HttpServer() {
     stop();
 }
 
+namespace {
+
+// The calling thread's nice value set to `nice` for the scope (a new thread
+// inherits its creator's), the old one put back at its end; lowering it back
+// needs CAP_SYS_NICE, which root has (a failure is logged: the thread then
+// runs at the lower priority).
+class ScopedThreadNice {
+  public:
+    explicit ScopedThreadNice(std::optional<int> nice) {
+        if (!nice) return;
+        errno = 0;
+        old_ = getpriority(PRIO_PROCESS, 0);
+        if (errno != 0 || old_ == *nice) return;
+        set_ = setpriority(PRIO_PROCESS, 0, *nice) == 0;
+    }
+    ~ScopedThreadNice() {
+        if (set_ && setpriority(PRIO_PROCESS, 0, old_) != 0)
+            LOG_WARN("cannot put the nice value %d back: %s", old_, strerror(errno));
+    }
+    ScopedThreadNice(const ScopedThreadNice &) = delete;
+    ScopedThreadNice &operator=(const ScopedThreadNice &) = delete;
+
+  private:
+    int old_ = 0;
+    bool set_ = false;
+};
+
+}  // namespace
+
 Status HttpServer::start() {
     if (daemon_) return fail(Error::Internal, config_.name + " server already started");
+    ScopedThreadNice nice(config_.thread_nice);
     // A fixed pool of polling threads (not a thread per connection): what
     // an idle or half-open socket costs does not grow into threads. Streams
     // park their connection while they have nothing to send (park()).

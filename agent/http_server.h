@@ -28,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -122,6 +123,13 @@ struct HttpServerConfig {
     unsigned idle_timeout_s = 60;  // keep-alive connections between requests
     unsigned threads = 2;          // polling threads (at least 1)
     int stream_poll_ms = 100;      // a parked stream's next read() (HttpStream); >= 1
+    // The CPU nice value of the server's threads (libmicrohttpd's, the TLS
+    // front's, the waker): set on the starting thread around start(), which
+    // they inherit, then the starting thread's own is put back. None: the
+    // starting thread's. The agent's kubelet endpoint runs below its loop:
+    // what its clients move (logs, exec, port-forward) must not queue the
+    // pods' status (docs/architecture.md, "Priorities").
+    std::optional<int> thread_nice;
 };
 
 class HttpServer {

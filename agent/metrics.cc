@@ -246,6 +246,10 @@ AgentMetrics::AgentMetrics() {
     (void)registry_.add_histogram("slurm_k8s_pod_start_duration_seconds",
                                   "From a pod bound to this node to Running posted.",
                                   kLatencyBuckets);
+    (void)registry_.add_histogram(
+        "slurm_k8s_pod_running_duration_seconds",
+        "From a pod bound to this node to its runtime reporting it Running (no API write in it).",
+        kLatencyBuckets);
     set_pods({});
 }
 
@@ -271,6 +275,10 @@ void AgentMetrics::node_registered(double seconds) {
 
 void AgentMetrics::pod_started(double seconds) {
     registry_.observe("slurm_k8s_pod_start_duration_seconds", {}, seconds);
+}
+
+void AgentMetrics::pod_running(double seconds) {
+    registry_.observe("slurm_k8s_pod_running_duration_seconds", {}, seconds);
 }
 
 // ---- endpoint ----

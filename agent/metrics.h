@@ -76,6 +76,8 @@ class MetricsRegistry {
 //   slurm_k8s_pods{phase}                           gauge (all five phases)
 //   slurm_k8s_node_registration_duration_seconds    histogram (register -> Node Ready)
 //   slurm_k8s_pod_start_duration_seconds            histogram (bound -> Running posted)
+//   slurm_k8s_pod_running_duration_seconds          histogram (bound -> the runtime's Running:
+//                                                   the node's own part, no API write in it)
 class AgentMetrics {
   public:
     AgentMetrics();
@@ -87,6 +89,7 @@ class AgentMetrics {
     void set_pods(const std::map<std::string, int64_t> &by_phase);
     void node_registered(double seconds);
     void pod_started(double seconds);
+    void pod_running(double seconds);
     std::string render() const { return registry_.render(); }
     MetricsRegistry &registry() { return registry_; }
 

@@ -14,6 +14,7 @@ struct AgentObserver {
     std::function<void(const std::string &resource)> watch_restart;
     std::function<void(double seconds)> node_registered;  // register -> Node Ready posted
     std::function<void(double seconds)> pod_started;      // pod seen -> Running posted
+    std::function<void(double seconds)> pod_running;      // pod seen -> the runtime says Running
     std::function<void(const std::map<std::string, int64_t> &by_phase)> pods;
 };
 

@@ -39,6 +39,8 @@ class ConfigSchema {
     void add_path(std::string key, std::string *dst, std::string doc);  // must be absolute
     void add_uint(std::string key, uint64_t *dst, uint64_t min, uint64_t max, std::string doc);
     void add_bool(std::string key, bool *dst, std::string doc);
+    // A CPU scheduling nice value, -20..19 (setpriority(2)).
+    void add_nice(std::string key, int *dst, std::string doc);
     void add_seconds(std::string key, uint64_t *dst, uint64_t min, uint64_t max, std::string doc);
     void add_enum(std::string key, std::string *dst, std::vector<std::string> choices,
                   std::string doc);

@@ -3,18 +3,23 @@
 // plugin defines".
 //   slurm-k8s-shim --job-id ID --slurm-node NODE --socket PATH
 //                  [--runtime-config FILE] [--log-level L] [--log-max-bytes N]
+//                  [--workload-nice N]   the nice of the pods' commands
 // Started by spank_k8s.so in the job's extern step, as the job's user.
 // The same program runs each container's processes (k8s-shim/spawn.h):
 //   slurm-k8s-shim --supervise                 the supervisor (supervise.h)
 //   slurm-k8s-shim --exec-confined ... -- CMD  the exec helper (confine.h)
+#include <errno.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <exception>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -23,6 +28,7 @@
 #include "config.h"
 #include "k8s-shim/confine.h"
 #include "k8s-shim/shim.h"
+#include "k8s-shim/spawn.h"
 #include "k8s-shim/supervise.h"
 #include "uv/handles.h"
 
@@ -33,12 +39,14 @@ namespace {
 
 const char kUsage[] =
     "usage: slurm-k8s-shim --job-id ID --slurm-node NODE --socket PATH\n"
-    "                      [--runtime-config FILE] [--log-level LEVEL] [--log-max-bytes N]\n";
+    "                      [--runtime-config FILE] [--log-level LEVEL] [--log-max-bytes N]\n"
+    "                      [--workload-nice N]\n";
 
 struct Args {
     ShimOptions opt;
     std::string runtime_config;
     std::string log_level = "info";
+    std::optional<int> workload_nice;
 };
 
 Result<Args> parse_args(int argc, char **argv) {
@@ -59,6 +67,13 @@ Result<Args> parse_args(int argc, char **argv) {
             a.runtime_config = v;
         } else if (k == "--log-level") {
             a.log_level = v;
+        } else if (k == "--workload-nice") {
+            bool neg = !v.empty() && v[0] == '-';
+            auto n = parse_uint(neg ? v.substr(1) : v, "--workload-nice", 20);
+            if (!n || (!neg && *n > 19))
+                return fail(Error::InvalidArgument,
+                            "--workload-nice " + v + " is not a nice value (-20..19)");
+            a.workload_nice = neg ? -static_cast<int>(*n) : static_cast<int>(*n);
         } else if (k == "--log-max-bytes") {
             auto n = parse_uint(v, "--log-max-bytes", uint64_t{1} << 40);
             if (!n) return n.failure();
@@ -119,6 +134,13 @@ static int run(int argc, char **argv) {
     if (!templates) {
         LOG_ERROR("%s", templates.message().c_str());
         return 1;
+    }
+    errno = 0;
+    int own_nice = getpriority(PRIO_PROCESS, 0);
+    if (args->workload_nice) {
+        set_workload_nice(*args->workload_nice);
+        LOG_INFO("at nice %d; the pods' commands at nice %d", own_nice,
+                 std::max(own_nice, *args->workload_nice));
     }
     // A dead agent connection must surface as EPIPE on write, not kill us.
     signal(SIGPIPE, SIG_IGN);

@@ -72,7 +72,15 @@ Shim::Shim(uv_loop_t *loop, ShimOptions opt, RuntimeTemplates templates)
     clock_.origin = uv_now(loop);
 }
 
-Shim::~Shim() = default;
+Shim::~Shim() {
+    // The sessions' loop first: its sessions (killing what they run) go on
+    // its own thread, and none of its closures runs after this.
+    if (sessions_)
+        sessions_->stop([this] {
+            live_execs_.clear();
+            dead_execs_.clear();
+        });
+}
 
 Status Shim::start() {
     connect();
@@ -356,7 +364,6 @@ proto::Reply Shim::pod_run(const proto::Request &req) {
 // uid never comes back) is forgotten once finished, its directory (logs,
 // state) removed, as the kubelet does for a deleted pod.
 void Shim::reap() {
-    execs_ended_.clear();
     attaches_ended_.clear();
     std::vector<std::string> gone;
     for (auto &[uid, p] : pods_) {
@@ -414,7 +421,7 @@ Result<ShimPod *> Shim::session_pod(const std::string &session, const std::strin
 Status Shim::session_limit(const std::string &uid) const {
     size_t in_pod = 0;
     for (const auto &[id, e] : execs_)
-        in_pod += e->request().uid == uid;
+        in_pod += e.req.uid == uid;
     for (const auto &[id, a] : attaches_)
         in_pod += a->request().uid == uid;
     if (in_pod >= kMaxExecSessionsPerPod || execs_.size() + attaches_.size() >= kMaxExecSessions)
@@ -439,27 +446,57 @@ proto::Reply Shim::exec_start(const proto::Request &req, bool *deferred) {
     uint64_t id = req.id;
     LOG_INFO("[pod %s/%s] exec session %s in %s: '%s'%s", p.ns.c_str(), p.name.c_str(),
              session.c_str(), m->container.c_str(), m->command[0].c_str(), m->tty ? " (tty)" : "");
-    auto started = [this, id, uid](const Status &st) {
+    if (!sessions_) {
+        auto loop = std::make_unique<SessionLoop>(loop_, workload_nice());
+        if (auto st = loop->start(); !st) return proto::error_reply(req.id, st.failure());
+        sessions_ = std::move(loop);
+    }
+    // On the shim's loop: the reply, the supervisor recorded in state.json;
+    // at the end the record goes.
+    auto started = [this, id, uid, session](const Status &st, int pid,
+                                            unsigned long long ticks) {
         proto::Reply r = st ? proto::Reply{} : proto::error_reply(id, st.failure());
         r.id = id;
         send_reply(r);
+        if (auto e = execs_.find(session); e != execs_.end()) {
+            e->second.pid = pid;
+            e->second.start_ticks = ticks;
+        }
         if (auto pit = pods_.find(uid); pit != pods_.end() && pit->second.runner)
             save_pod_state(pit->second);  // the command's supervisor is recorded
     };
     auto ended = [this, session, uid] {
-        auto e = execs_.find(session);
-        if (e == execs_.end()) return;
-        execs_ended_.push_back(std::move(e->second));
-        execs_.erase(e);
+        if (execs_.erase(session) == 0) return;
         if (auto pit = pods_.find(uid); pit != pods_.end() && pit->second.runner)
             save_pod_state(pit->second);
     };
-    auto s = std::make_unique<ExecSession>(loop_, std::move(*m), std::move(*spec), opt_.supervisor,
-                                           started, ended);
-    ExecSession *raw = s.get();
-    execs_[session] = std::move(s);
+    execs_[session] = ExecInfo{*m};
     *deferred = true;
-    raw->start(opt_.socket_path);
+    // On the sessions' loop: the session itself.
+    sessions_->post([this, m = std::move(*m), spec = std::move(*spec), session, started,
+                     ended]() mutable {
+        SessionLoop *sl = sessions_.get();
+        auto on_started = [this, sl, session, started](const Status &st) {
+            auto it = live_execs_.find(session);
+            int pid = it != live_execs_.end() ? it->second->pid() : 0;
+            unsigned long long ticks = it != live_execs_.end() ? it->second->start_ticks() : 0;
+            sl->post_main([started, st, pid, ticks] { started(st, pid, ticks); });
+        };
+        auto on_ended = [this, sl, session, ended] {
+            auto it = live_execs_.find(session);
+            if (it != live_execs_.end()) {
+                dead_execs_.push_back(std::move(it->second));
+                live_execs_.erase(it);
+                sl->post([this] { dead_execs_.clear(); });
+            }
+            sl->post_main(ended);
+        };
+        auto s = std::make_unique<ExecSession>(sl->loop(), std::move(m), std::move(spec),
+                                               opt_.supervisor, on_started, on_ended);
+        ExecSession *raw = s.get();
+        live_execs_[session] = std::move(s);
+        raw->start(opt_.socket_path);
+    });
     return {};
 }
 
@@ -514,15 +551,15 @@ proto::Reply Shim::attach_start(const proto::Request &req, bool *deferred) {
 
 void Shim::kill_execs(const std::string &uid, const std::string &why, bool all) {
     auto pit = pods_.find(uid);
-    std::vector<ExecSession *> doomed;
     for (auto &[id, e] : execs_) {
-        if (e->request().uid != uid) continue;
+        if (e.req.uid != uid) continue;
         if (all || pit == pods_.end() || !pit->second.runner ||
-            !pit->second.runner->container_running(e->request().container))
-            doomed.push_back(e.get());
+            !pit->second.runner->container_running(e.req.container))
+            sessions_->post([this, id = id,
+                             w = all ? why : "container " + e.req.container + " is not running"] {
+                if (auto it = live_execs_.find(id); it != live_execs_.end()) it->second->kill(w);
+            });
     }
-    for (auto *e : doomed)
-        e->kill(all ? why : "container " + e->request().container + " is not running");
 }
 
 proto::Reply Shim::pod_list(const proto::Request &req) {
@@ -701,11 +738,11 @@ void Shim::save_pod_state(ShimPod &p) {
     // Exec sessions' supervisors as "<container>:exec:<pid>" (':' is in no
     // container name), stopped with the containers when this shim dies.
     for (const auto &[id, e] : execs_) {
-        if (e->request().uid != p.uid || e->pid() <= 0) continue;
+        if (e.req.uid != p.uid || e.pid <= 0) continue;
         Json::Value r(Json::objectValue);
-        r["pid"] = e->pid();
-        r["start_ticks"] = Json::UInt64(e->start_ticks());
-        s["processes"][e->request().container + ":exec:" + std::to_string(e->pid())] = r;
+        r["pid"] = e.pid;
+        r["start_ticks"] = Json::UInt64(e.start_ticks);
+        s["processes"][e.req.container + ":exec:" + std::to_string(e.pid)] = r;
     }
     s["status"] = p.runner ? p.runner->status() : p.fixed_status;
     (void)write_file_atomic(pod_dir(p.uid) + "/state.json", json::write(s), 0640,

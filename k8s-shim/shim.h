@@ -29,6 +29,7 @@
 #include "k8s-shim/attach_session.h"
 #include "k8s-shim/clock.h"
 #include "k8s-shim/exec_session.h"
+#include "k8s-shim/session_loop.h"
 #include "k8s-shim/gpu_alloc.h"
 #include "k8s-shim/pod_runner.h"
 #include "k8s-shim/runtime_template.h"
@@ -129,10 +130,21 @@ class Shim {
     std::string node_name_, state_dir_;
     GpuAllocator gpus_;
     std::map<std::string, ShimPod> pods_;  // by uid
-    // Exec sessions by session id; ended ones wait in execs_ended_ for the
-    // next reap (a session is never destroyed inside its own callback).
-    std::map<std::string, std::unique_ptr<ExecSession>> execs_;
-    std::vector<std::unique_ptr<ExecSession>> execs_ended_;
+    // Exec sessions by session id, as the shim's loop knows them (the
+    // request; the supervisor once started, for state.json). The sessions
+    // themselves run on sessions_'s loop (k8s-shim/session_loop.h: their
+    // relays off this loop, at the job's nice value), made when the first
+    // one starts; live_execs_ and dead_execs_ are that loop's alone (a
+    // session is never destroyed inside its own callback).
+    struct ExecInfo {
+        proto::ExecStart req;
+        int pid = 0;
+        unsigned long long start_ticks = 0;
+    };
+    std::map<std::string, ExecInfo> execs_;
+    std::unique_ptr<SessionLoop> sessions_;
+    std::map<std::string, std::unique_ptr<ExecSession>> live_execs_;
+    std::vector<std::unique_ptr<ExecSession>> dead_execs_;
     // Attach sessions alike; they end with their container instance, never
     // with a pod_kill (the container's exit is their last frame).
     std::map<std::string, std::unique_ptr<AttachSession>> attaches_;

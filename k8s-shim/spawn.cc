@@ -15,6 +15,9 @@ namespace sk::shim {
 
 namespace {
 
+bool g_has_workload_nice = false;
+int g_workload_nice = 0;
+
 // The command line that runs spec.argv as confined as spec.confine says;
 // false when it asks for confinement and there is no helper.
 bool confined_argv(const SpawnSpec &spec, std::vector<std::string> *args) {
@@ -71,8 +74,19 @@ int spawn_supervised(uv_loop_t *loop, Process &proc, const std::string &supervis
     // First: getenv() finds them before a variable of the pod's of that name.
     s.env.insert(s.env.begin(), {kSuperviseArgvEnv, encode_supervise_argv(args)});
     if (io.terminal_fd >= 0) s.env.insert(s.env.begin(), {kSuperviseTerminalEnv, "1"});
+    if (g_has_workload_nice)
+        s.env.insert(s.env.begin(), {kSuperviseNiceEnv, std::to_string(g_workload_nice)});
     return spawn(loop, proc, supervisor, {"slurm-k8s-supervise", "--supervise"}, s,
                  std::move(on_exit), io);
+}
+
+void set_workload_nice(int nice) {
+    g_has_workload_nice = true;
+    g_workload_nice = nice;
+}
+
+std::optional<int> workload_nice() {
+    return g_has_workload_nice ? std::optional<int>(g_workload_nice) : std::nullopt;
 }
 
 void kill_supervised(int pid) noexcept {

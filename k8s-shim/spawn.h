@@ -8,6 +8,7 @@
 // and a container's under its supervisor, which runs that command line.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,16 @@ struct SpawnStdio {
 // controlling terminal (kSuperviseTerminalEnv, k8s-shim/supervise.h).
 int spawn_supervised(uv_loop_t *loop, Process &proc, const std::string &supervisor,
                      const SpawnSpec &spec, Process::ExitCb on_exit, const SpawnStdio &io);
+
+// The nice value of every supervised command (containers, exec sessions,
+// probes, hooks: kSuperviseNiceEnv, k8s-shim/supervise.h): the job's own,
+// while the shim and the supervisors run ahead of them (the plugin starts
+// the shim at plugstack's shim_nice and passes the step's as
+// --workload-nice). Set once by main() before the loop runs; unset, the
+// commands keep the shim's.
+void set_workload_nice(int nice);
+// What set_workload_nice set; none before.
+std::optional<int> workload_nice();
 
 // Tells the supervisor `pid` to kill every process it has now
 // (supervisor_kill_signal(), k8s-shim/supervise.h), SIGCONT first: a

@@ -140,7 +140,7 @@ void sweep_descendants(pid_t main_pid, int *main_status, bool *main_reaped) {
     reap(main_pid, main_status, main_reaped);
 }
 
-int supervise_main(char **argv, bool terminal) {
+int supervise_main(char **argv, bool terminal, const int *nice) {
     if (!argv[0]) {
         fprintf(stderr, "slurm-k8s-shim --supervise: no command\n");
         return 128;
@@ -176,6 +176,9 @@ int supervise_main(char **argv, bool terminal) {
     if (main_pid == 0) {
         close(ep[0]);
         (void)sigprocmask(SIG_SETMASK, &none, nullptr);
+        errno = 0;
+        int own = getpriority(PRIO_PROCESS, 0);
+        if (nice && errno == 0 && *nice > own) (void)setpriority(PRIO_PROCESS, 0, *nice);
         execvp(argv[0], argv);
         int e = errno;
         (void)!write(ep[1], &e, sizeof e);
@@ -222,12 +225,27 @@ int supervise_env_main() {
     const char *terminal = getenv(kSuperviseTerminalEnv);
     bool on_terminal = terminal && strcmp(terminal, "1") == 0;
     unsetenv(kSuperviseTerminalEnv);
+    const char *nice_text = getenv(kSuperviseNiceEnv);
+    int nice = 0;
+    bool has_nice = false;
+    if (nice_text) {
+        char *end = nullptr;
+        long v = strtol(nice_text, &end, 10);
+        if (end == nice_text || *end != '\0' || v < -20 || v > 19) {
+            fprintf(stderr, "slurm-k8s-shim --supervise: %s='%s' is not a nice value\n",
+                    kSuperviseNiceEnv, nice_text);
+            return 128;
+        }
+        nice = static_cast<int>(v);
+        has_nice = true;
+        unsetenv(kSuperviseNiceEnv);
+    }
     std::vector<char *> argv;
     argv.reserve(words.size() + 1);
     for (auto &w : words)
         argv.push_back(w.data());
     argv.push_back(nullptr);
-    return supervise_main(argv.data(), on_terminal);
+    return supervise_main(argv.data(), on_terminal, has_nice ? &nice : nullptr);
 }
 
 }  // namespace sk::shim

@@ -50,6 +50,12 @@ constexpr const char kSuperviseArgvEnv[] = "SK_SUPERVISE_ARGV";
 // group is the terminal's foreground group (^C reaches it). Removed from the
 // environment too.
 constexpr const char kSuperviseTerminalEnv[] = "SK_SUPERVISE_TERMINAL";
+// The nice value the command runs at (decimal, -20..19; removed from the
+// environment too): the job's own, while the shim and the supervisor stay
+// ahead of it (k8s-shim/spawn.h set_workload_nice). The command's is only
+// ever raised (no privilege lowers it): a value below the supervisor's own
+// leaves the command at the supervisor's.
+constexpr const char kSuperviseNiceEnv[] = "SK_SUPERVISE_NICE";
 
 // A command as the value of SK_SUPERVISE_ARGV: each word as
 // "<decimal length>:<bytes>" (a word holds any byte but NUL).
@@ -78,9 +84,10 @@ std::vector<pid_t> live_descendants();
 void sweep_descendants(pid_t main_pid, int *main_status, bool *main_reaped);
 
 // The supervisor's main: argv is the container's command (null-terminated,
-// at least one word); `terminal` as kSuperviseTerminalEnv says. Returns the
-// exit code, or does not return (the main's signal re-raised).
-int supervise_main(char **argv, bool terminal = false);
+// at least one word); `terminal` as kSuperviseTerminalEnv says, `nice` as
+// kSuperviseNiceEnv (nullptr: the supervisor's). Returns the exit code, or
+// does not return (the main's signal re-raised).
+int supervise_main(char **argv, bool terminal = false, const int *nice = nullptr);
 // `slurm-k8s-shim --supervise`: supervise_main of SK_SUPERVISE_ARGV, which
 // it removes from the environment (and kSuperviseTerminalEnv); 128 when it
 // is missing or malformed.

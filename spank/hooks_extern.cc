@@ -35,7 +35,9 @@
 //    it directly (k8s-shim/main.cc).
 // Failure modes: task_post_fork and exit returning -1 only log in Slurm
 // (the job runs on); both return 0 and log their problems themselves.
+#include <errno.h>
 #include <pwd.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -78,6 +80,15 @@ ShimSpec shim_spec(const PlugConfig &cfg, const RunFile &rf) {
     s.argv = {cfg.shim,          "--job-id", std::to_string(rf.job_id),      "--slurm-node",
               rf.slurm_node,     "--socket", socket_for(cfg, rf.slurm_node), "--log-level",
               cfg.shim_log_level};
+    // The shim ahead of its pods in the CPU scheduler (their load must not
+    // queue its work for the pods' status), the pods' and sessions' commands
+    // at the step's own nice, as the job's tasks run.
+    errno = 0;
+    int step_nice = getpriority(PRIO_PROCESS, 0);
+    if (errno == 0) {
+        s.nice = cfg.shim_nice;
+        s.argv.insert(s.argv.end(), {"--workload-nice", std::to_string(step_nice)});
+    }
     s.env = {"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
              "HOME=" + s.home,
              "USER=" + user,

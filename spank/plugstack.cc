@@ -41,6 +41,8 @@ ConfigSchema schema(PlugConfig *c, std::string *on_error) {
     s.add_path("shim", &c->shim, "slurm-k8s-shim binary started in the extern step");
     s.add_enum("shim_log_level", &c->shim_log_level,
                {"error", "warning", "info", "verbose", "debug"}, "shim --log-level (default info)");
+    s.add_nice("shim_nice", &c->shim_nice,
+               "the shim's CPU nice value, -20..19; its pods run at the job's own (default -5)");
     s.add_seconds("wait_default", &c->wait_default_s, 1, 86400,
                   "--k8s-wait without a value waits this long, seconds (default 300)");
     s.add_string("cluster", &c->cluster, "cluster label, default SLURM_CLUSTER_NAME");

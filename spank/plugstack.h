@@ -34,6 +34,9 @@ struct PlugConfig {
     std::string rundir = "/run/slurm-k8s/jobs";
     std::string shim;  // absolute path of slurm-k8s-shim
     std::string shim_log_level = "info";
+    // The shim's CPU nice value; the pods' and sessions' commands run at the
+    // extern step's own (spank/shim_process.h).
+    int shim_nice = -5;
     uint64_t wait_default_s = 300;  // --k8s-wait without a value
     std::string cluster;            // cluster label; "" = SLURM_CLUSTER_NAME
 };

@@ -54,7 +54,7 @@ void close_fds_from(int first, int keep) {
 // on failure and _exit(127)s.
 [[noreturn]] void child(const char *path, char *const argv[], char *const envp[], uid_t uid,
                         gid_t gid, const gid_t *groups, int ngroups, const char *home, int log_fd,
-                        int pipe_fd) {
+                        int pipe_fd, const int *nice) {
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -69,6 +69,7 @@ void close_fds_from(int first, int keep) {
         (void)!write(oom, "0", 1);
         close(oom);
     }
+    if (nice) (void)setpriority(PRIO_PROCESS, 0, *nice);
     int devnull = open("/dev/null", O_RDONLY);
     int err = 0;
     if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(log_fd, 1) < 0 || dup2(log_fd, 2) < 0)
@@ -235,7 +236,7 @@ Result<pid_t> spawn_shim(const ShimSpec &spec) {
     pid_t pid = fork();
     if (pid == 0)
         child(spec.path.c_str(), argv.data(), envp.data(), spec.uid, spec.gid, groups.data(), ng,
-              spec.home.c_str(), log_fd, p[1]);
+              spec.home.c_str(), log_fd, p[1], spec.nice ? &*spec.nice : nullptr);
     int fork_err = errno;
     close(p[1]);
     close(log_fd);

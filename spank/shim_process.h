@@ -15,6 +15,7 @@
 
 #include <cstdint>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,12 +31,16 @@ struct ShimSpec {
     gid_t gid = 0;
     std::string home = "/";
     std::string log_path;  // stdout+stderr, opened by root before the fork
+    // The shim's nice value, set while the child is still root (lowering it
+    // needs CAP_SYS_NICE); std::nullopt = the extern step's own.
+    std::optional<int> nice;
 };
 
 // Prepares everything before fork() (slurmstepd has threads: the child only
 // makes async-signal-safe calls), then in the child: unblocks and resets all
 // signals (slurmstepd blocks TERM, the mask survives exec), setsid, oom
-// score 0, fds 0 = /dev/null and 1,2 = the log, all others closed, groups
+// score 0, the nice value (not fatal: the shim logs the one it runs at),
+// fds 0 = /dev/null and 1,2 = the log, all others closed, groups
 // and ids of the user, chdir home, exec. The parent learns the exec result
 // through a CLOEXEC pipe: a returned pid has exec'd.
 Result<pid_t> spawn_shim(const ShimSpec &spec);

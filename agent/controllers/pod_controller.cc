@@ -332,6 +332,11 @@ void PodController::on_runtime_status(const PodSnapshot &snap) {
         p.state = PodState::Running;  // the runtime holds it (adopted after a restart)
     p.rt_status = snap.status;
     p.rt_events = p.rt_events || snap.reports_events;
+    if (!p.running_seen && api::text(api::field(snap.status, "phase")) == "Running") {
+        p.running_seen = true;
+        if (ctx_.obs && ctx_.obs->pod_running && p.seen_us)
+            ctx_.obs->pod_running(static_cast<double>(ctx_.clock->now_us() - p.seen_us) / 1e6);
+    }
     index_logs(snap);
     post_runtime_events(p.api, snap.events);
     if (stopping() && pod_is_terminal(snap.status))

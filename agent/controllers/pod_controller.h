@@ -53,6 +53,7 @@ struct BoundPod {
     bool rt_events = false;       // the runtime reports BackOff/Unhealthy itself
     int64_t seen_us = 0;          // first seen (pod-start latency)
     bool start_reported = false;  // the Running phase was posted once
+    bool running_seen = false;    // the runtime reported the Running phase once
 
     bool in_runtime() const { return state == PodState::Running || state == PodState::Killing; }
 };

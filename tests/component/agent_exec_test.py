@@ -10,6 +10,7 @@ import base64, json, os, pty, select, shutil, signal, socket, ssl, subprocess, s
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from sktest.env import NODE, ShimEnv, suite_args  # noqa: E402
 from sktest.host import free_port  # noqa: E402
+from sktest.programs import SHIM_NICE  # noqa: E402
 from sktest.suite import SCALE, check, run_suite, wait_for  # noqa: E402
 
 
@@ -397,6 +398,57 @@ def shim_killed_mid_session(env):
           opened and opened[-1].rstrip().endswith("opened (1 now)"), opened[-1:])
 
 
+def nice_of(pid, tid=None):
+    """The nice value of a process (or one of its threads), /proc/PID/stat's 19th field."""
+    path = "/proc/%d/task/%d/stat" % (pid, tid) if tid else "/proc/%d/stat" % pid
+    with open(path) as f:
+        return int(f.read().rsplit(")", 1)[1].split()[16])
+
+
+def priorities(env):
+    """The agent and the shim run ahead of the pods in the CPU scheduler (agent.conf nice,
+    plugstack shim_nice: docs/architecture.md "Priorities"); the pods' and the sessions'
+    commands at the job's own nice value, their supervisors at the shim's."""
+    workload = os.getpriority(os.PRIO_PROCESS, 0)
+    root = os.geteuid() == 0
+    def comm(tid):
+        with open("/proc/%d/task/%d/comm" % (env.agent.pid, tid)) as f:
+            return f.read().strip()
+    agent_tasks = {(t, comm(t)): nice_of(env.agent.pid, t)
+                   for t in map(int, os.listdir("/proc/%d/task" % env.agent.pid))}
+    tls = [n for (t, c), n in agent_tasks.items() if c == "sk-tls"]
+    if root:
+        check("the agent's loop runs at its nice value (-5)",
+              agent_tasks[(env.agent.pid, comm(env.agent.pid))] == -5, agent_tasks)
+        check("the kubelet endpoint's TLS thread runs at the nice the agent started with",
+              tls == [workload], agent_tasks)
+        check("the shim runs at the plugin's shim_nice", nice_of(env.shim.pid) == SHIM_NICE,
+              nice_of(env.shim.pid))
+    else:
+        check("not root: the agent says it could not set its nice value",
+              "cannot set the agent's nice value to -5" in open(
+                  os.path.join(env.dir, "agent.log")).read(), "")
+    marker = "while True: time.sleep(1)"
+    def cmdline(pid):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                return f.read()
+        except OSError:  # gone meanwhile
+            return b""
+    def find():  # Running comes with the supervisor: its command may still be on its way
+        return [int(p) for p in os.listdir("/proc")
+                if p.isdigit() and cmdline(p).startswith(b"python3\0")
+                and marker.encode() in cmdline(p)]
+    mains = wait_for(find, 10)
+    check("the pod's main process runs at the job's nice value, its supervisor at the shim's",
+          len(mains) == 1 and nice_of(mains[0]) == workload and
+          nice_of(int(open("/proc/%d/stat" % mains[0]).read().rsplit(")", 1)[1].split()[1])) ==
+          nice_of(env.shim.pid), [(m, nice_of(m)) for m in mains])
+    rc, out, err = kc(env, env.kubectl_bin, "exec", "box", "--", "cat", "/proc/self/stat")
+    check("an exec'd command runs at the job's nice value",
+          rc == 0 and int(out.decode().rsplit(")", 1)[1].split()[16]) == workload, (rc, out, err))
+
+
 def run(env):
     d = env.dir
     open(os.path.join(d, "alive_42"), "w").close()
@@ -411,6 +463,7 @@ def run(env):
                           env=[{"name": "GREETING", "value": "hello from the pod"}]))
     check("pod created", code == 201, code)
     check("pod runs", wait_for(lambda: running(env, "box"), 30), "")
+    priorities(env)
 
     declared, undeclared = free_port(), free_port()
     echo = pod("echo", ["python3", "-c", ECHO, str(declared), str(undeclared)])

@@ -276,6 +276,9 @@ def run(env):
     check("metrics: pod start latency observed",
           "slurm_k8s_pod_start_duration_seconds_count" in m and
           "slurm_k8s_pod_start_duration_seconds_count 0\n" not in m, m[-800:])
+    check("metrics: the node's own part of pod start observed",
+          "slurm_k8s_pod_running_duration_seconds_count" in m and
+          "slurm_k8s_pod_running_duration_seconds_count 0\n" not in m, m[-800:])
     _, allp = env.api("GET", "/api/v1/pods")
     running = len([x for x in allp.get("items", []) if x["spec"].get("nodeName") == NODE
                    and x["status"].get("phase") == "Running"])

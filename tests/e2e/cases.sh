@@ -209,6 +209,16 @@ spec:
       limits: {nvidia.com/gpu: 1}
 EOF
   e2e_pod_running kx 30; ok $? "kubectl_io: pod kx on $node Ready (its echo server listens on $port)"
+  # Priorities (docs/architecture.md): the plugin starts the shim at
+  # plugstack's shim_nice (-5), ahead of its pods, whose processes run at the
+  # extern step's own nice value.
+  local spid shim_ni step_ni pod_ni
+  spid="$(pgrep -u "$TEST_UID" -f "slurm-k8s-shim --job-id $j " | head -1)"
+  shim_ni="$(ps -o ni= -p "$spid" | tr -d ' ')"
+  step_ni="$(ps -o ni= -p "$(ps -o ppid= -p "$spid" | tr -d ' ')" | tr -d ' ')"
+  pod_ni="$(pgrep -u "$TEST_UID" -f "e2e-pod-$j-kx" | xargs -r ps -o ni= -p | tr -d ' ' | sort -u | paste -sd' ')"
+  [ "$shim_ni" = -5 ] && [ -n "$step_ni" ] && [ "$pod_ni" = "$step_ni" ]
+  ok $? "kubectl_io: the shim at nice -5 (${shim_ni:-?}), the pod's processes at the step's (${step_ni:-?}): ${pod_ni:-none}"
 
   kdir="$(dirname "$(readlink -f "$(command -v kubectl)")")"
   for v in 1.28 1.32; do [ -x "$kdir/kubectl.$v" ] && vers+=("$v"); done

@@ -28,6 +28,8 @@ START_TEST(config_good) {
     ck_assert_uint_eq(c->socket_mode, 0660);
     ck_assert_uint_eq(c->lease_renew_s, 8);
     ck_assert_uint_eq(c->lease_duration_s, 40);
+    ck_assert_int_eq(c->nice, -5);  // ahead of the pods by default
+    ck_assert_int_eq(parse_agent_config(std::string(kGoodConf) + "nice = 0\n", "a.conf")->nice, 0);
 }
 END_TEST
 
@@ -45,6 +47,7 @@ static const BadConf kBadConfs[] = {
     {"node_name_template = {node}\n", "{node} and {job}"},
     {"node_name_template = BAD_{node}_{job}!\n", "not a valid Kubernetes node name"},
     {"allowed_namespaces = Bad\n", "not a namespace name"},
+    {"nice = -30\n", "nice='-30' is not a nice value (allowed -20..19)"},
     {"kubeconfig = /nonexistent/kc\n", "set either kubeconfig"},
     {"api_server = x\n", "set twice"},
     // the admin socket must be alone in a directory the agent makes 0700

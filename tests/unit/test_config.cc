@@ -14,6 +14,7 @@ struct TestConfig {
     std::string on_error = "warn";
     std::vector<std::string> namespaces;
     uint64_t max_gpus = 8;
+    int nice = -5;
 };
 
 static ConfigSchema schema_for(TestConfig *c) {
@@ -24,6 +25,7 @@ static ConfigSchema schema_for(TestConfig *c) {
     s.add_enum("on_agent_error", &c->on_error, {"fail", "warn"}, "policy");
     s.add_list("allowed_namespaces", &c->namespaces, "namespaces");
     s.add_uint("max_gpus_per_node", &c->max_gpus, 0, 64, "limit");
+    s.add_nice("nice", &c->nice, "CPU nice value");
     return s;
 }
 
@@ -47,6 +49,14 @@ static const ArgsCase kArgs[] = {
     {{"allowed_namespaces=a,,b"}, false, "empty list item"},
     {{"max_gpus_per_node=65"}, false, "out of range"},
     {{"=x"}, false, "not a valid key name"},
+    {{"nice=-20"}, true, ""},
+    {{"nice=19"}, true, ""},
+    {{"nice=0"}, true, ""},
+    {{"nice=20"}, false, "is not a nice value (allowed -20..19)"},
+    {{"nice=-21"}, false, "is not a nice value"},
+    {{"nice=--5"}, false, "is not a nice value"},
+    {{"nice=high"}, false, "is not a nice value"},
+    {{"nice="}, false, "is not a nice value"},
 };
 START_TEST(config_args_table) {
     const auto &c = kArgs[_i];
@@ -69,14 +79,16 @@ END_TEST
 
 START_TEST(config_values_applied) {
     TestConfig cfg;
-    const char *argv[] = {"timeout=2m", "allowed_namespaces=rl, serving", "on_agent_error=fail"};
-    auto kvs = parse_kv_args(3, argv, "plugstack.conf");
+    const char *argv[] = {"timeout=2m", "allowed_namespaces=rl, serving", "on_agent_error=fail",
+                          "nice=-12"};
+    auto kvs = parse_kv_args(4, argv, "plugstack.conf");
     ck_assert(kvs.ok());
     ck_assert(schema_for(&cfg).apply(*kvs).ok());
     ck_assert_uint_eq(cfg.timeout, 120);
     ck_assert_int_eq(cfg.namespaces.size(), 2);
     ck_assert_sstr_eq(cfg.namespaces[1], "serving");
     ck_assert_sstr_eq(cfg.on_error, "fail");
+    ck_assert_int_eq(cfg.nice, -12);
 }
 END_TEST
 

@@ -127,6 +127,7 @@ START_TEST(agent_metrics_text) {
     m.node_registered(0.012);
     m.pod_started(0.0390625);
     m.pod_started(0.3125);
+    m.pod_running(0.0078125);
     std::string want =
         "# HELP slurm_k8s_api_requests_total Kubernetes API requests by verb and HTTP status code "
         "(0: no response).\n"
@@ -178,7 +179,24 @@ START_TEST(agent_metrics_text) {
         "slurm_k8s_pod_start_duration_seconds_bucket{le=\"10\"} 2\n"
         "slurm_k8s_pod_start_duration_seconds_bucket{le=\"+Inf\"} 2\n"
         "slurm_k8s_pod_start_duration_seconds_sum 0.3515625\n"
-        "slurm_k8s_pod_start_duration_seconds_count 2\n";
+        "slurm_k8s_pod_start_duration_seconds_count 2\n"
+        "# HELP slurm_k8s_pod_running_duration_seconds From a pod bound to this node to its "
+        "runtime reporting it Running (no API write in it).\n"
+        "# TYPE slurm_k8s_pod_running_duration_seconds histogram\n"
+        "slurm_k8s_pod_running_duration_seconds_bucket{le=\"0.005\"} 0\n"
+        "slurm_k8s_pod_running_duration_seconds_bucket{le=\"0.01\"} 1\n"
+        "slurm_k8s_pod_running_duration_seconds_bucket{le=\"0.025\"} 1\n"
+        "slurm_k8s_pod_running_duration_seconds_bucket{le=\"0.05\"} 1\n"
+        "slurm_k8s_pod_running_duration_seconds_bucket{le=\"0.1\"} 1\n"
+        "slurm_k8s_pod_running_duration_seconds_bucket{le=\"0.25\"} 1\n"
+        "slurm_k8s_pod_running_duration_seconds_bucket{le=\"0.5\"} 1\n"
+        "slurm_k8s_pod_running_duration_seconds_bucket{le=\"1\"} 1\n"
+        "slurm_k8s_pod_running_duration_seconds_bucket{le=\"2.5\"} 1\n"
+        "slurm_k8s_pod_running_duration_seconds_bucket{le=\"5\"} 1\n"
+        "slurm_k8s_pod_running_duration_seconds_bucket{le=\"10\"} 1\n"
+        "slurm_k8s_pod_running_duration_seconds_bucket{le=\"+Inf\"} 1\n"
+        "slurm_k8s_pod_running_duration_seconds_sum 0.0078125\n"
+        "slurm_k8s_pod_running_duration_seconds_count 1\n";
     ck_assert_sstr_eq(m.render(), want);
     // set_pods replaces: a phase no longer reported drops to 0.
     m.set_pods({{"Succeeded", 4}});

@@ -53,6 +53,8 @@ static const PlugCase kPlug[] = {
     {{"max_gpus_per_node=x"}, false, "max_gpus_per_node"},
     {{"noequals"}, false, "noequals"},
     {{"timeout=1", "timeout=2"}, false, "timeout"},
+    {{"shim_nice=-10"}, true, ""},
+    {{"shim_nice=20"}, false, "shim_nice='20' is not a nice value"},
 };
 START_TEST(plugstack_table) {
     const auto &c = kPlug[_i];
@@ -74,6 +76,8 @@ START_TEST(plugstack_values) {
     ck_assert(r->fail_on_agent_error);
     ck_assert_uint_eq(r->allowed_namespaces.size(), 2);
     ck_assert(!cfg_of({})->fail_on_agent_error);  // default warn
+    ck_assert_int_eq(cfg_of({})->shim_nice, -5);   // the shim ahead of its pods
+    ck_assert_int_eq(cfg_of({"shim_nice=3"})->shim_nice, 3);
     auto t = default_taints_for(*cfg_of({}), 42);
     ck_assert(t.ok() && t->size() == 1);
     ck_assert_sstr_eq(k8s::format_taint((*t)[0]), "slurm-k8s/job=42:NoSchedule");
@@ -423,12 +427,14 @@ START_TEST(spawn_inherits_nothing) {
     spec.argv = {"sh", "-c",
                  "for f in 3 4 5 6 7 8 9 " + std::to_string(low) + " " + std::to_string(high) +
                      "; do [ -e /proc/$$/fd/$f ] && echo open $f; done; echo env $SK_X; "
-                     "[ -t 0 ] || read -r x || echo stdin-eof"};
+                     "[ -t 0 ] || read -r x || echo stdin-eof; "
+                     "echo nice $(cut -d' ' -f19 /proc/$$/stat)"};
     spec.env = {"SK_X=1", "PATH=/bin:/usr/bin"};
     spec.uid = getuid();
     spec.gid = getgid();
     spec.home = dir;
     spec.log_path = std::string(dir) + "/shim.log";
+    spec.nice = -7;  // set while still root: the shim runs ahead of its pods
     auto pid = spawn_shim(spec);
     ck_assert_msg(pid.ok(), "%s", pid.message().c_str());
     int st = 0;
@@ -437,7 +443,7 @@ START_TEST(spawn_inherits_nothing) {
     std::ifstream in(spec.log_path);
     std::stringstream out;
     out << in.rdbuf();
-    ck_assert_sstr_eq(out.str(), "env 1\nstdin-eof\n");
+    ck_assert_sstr_eq(out.str(), "env 1\nstdin-eof\nnice -7\n");
     close(high);
     close(low);
     unlink(spec.log_path.c_str());

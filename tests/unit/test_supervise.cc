@@ -1,9 +1,11 @@
 // k8s-shim/supervise: the kill pass over a container's descendants (new
 // sessions, double forks, SIGTERM ignored, a bounded fork bomb) and the
 // supervisor's exit, which is the main's.
+#include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -154,6 +156,40 @@ START_TEST(supervise_reports_exec_failure) {
 }
 END_TEST
 
+// The command runs at the nice value it is given, its supervisor at its
+// own; a value below the supervisor's leaves the command at the supervisor's
+// (it could not be had without privilege).
+START_TEST(supervise_sets_the_commands_nice) {
+    errno = 0;
+    int base = getpriority(PRIO_PROCESS, 0);
+    ck_assert_int_eq(errno, 0);
+    if (base > 16) return;  // no room to raise it in
+    for (int want : {base + 3, base - 1}) {
+        int fds[2];
+        ck_assert_int_eq(pipe(fds), 0);
+        pid_t s = fork();
+        if (s == 0) {
+            dup2(fds[1], 1);
+            char sh[] = "/bin/sh", dash_c[] = "-c";
+            char script[] = "cut -d' ' -f19 /proc/self/stat";
+            char *argv[] = {sh, dash_c, script, nullptr};
+            _exit(supervise_main(argv, false, &want));
+        }
+        close(fds[1]);
+        int ws = 0;
+        ck_assert_int_eq(waitpid(s, &ws, 0), s);
+        ck_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+        char buf[32] = {0};
+        ck_assert_int_gt(read(fds[0], buf, sizeof buf - 1), 0);
+        close(fds[0]);
+        // /proc/PID/stat's 19th field, from a command whose name has no space.
+        ck_assert_int_eq(atoi(buf), want >= base ? want : base);
+    }
+    errno = 0;
+    ck_assert_int_eq(getpriority(PRIO_PROCESS, 0), base);
+}
+END_TEST
+
 START_TEST(argv_encoding_round_trips) {
     std::vector<std::vector<std::string>> cmds = {
         {"/bin/sh", "-c", "echo 'a:b' 12:x"}, {"x"}, {"", "two words", "\n:\xff", ""}};
@@ -190,6 +226,7 @@ int main() {
     tcase_add_test(tc, sweep_outlasts_a_fork_bomb);
     tcase_add_loop_test(tc, supervise_exits_as_its_main, 0, TABLE_SIZE(kSupervise));
     tcase_add_test(tc, supervise_reports_exec_failure);
+    tcase_add_test(tc, supervise_sets_the_commands_nice);
     tcase_add_test(tc, argv_encoding_round_trips);
     tcase_add_loop_test(tc, argv_decoding_refuses_malformed, 0, TABLE_SIZE(kBadArgv));
     suite_add_tcase(s, tc);

@@ -16,7 +16,7 @@ from . import memcheck
 from .agent import agent_call, start_agent, write_agent_conf
 from .host import free_port
 from .kube import KubeServer
-from .programs import agent_binary, shim_argv
+from .programs import agent_binary, shim_argv, shim_priority
 from .suite import SCALE, check, run_suite
 
 REG = {"job_id": 42, "slurm_node": "n1", "user": "alice", "uid": 1000, "partition": "gpu",
@@ -114,13 +114,15 @@ class ShimEnv(AgentEnv):
         return s
 
     def spawn_shim(self, job_id, log_name, log_level=None, preexec_fn=None):
-        """A shim of job_id (memcheck-wrapped when asked for), output appended to DIR/log_name;
-        preexec_fn runs in the child before the exec."""
+        """A shim of job_id (memcheck-wrapped when asked for), output appended to DIR/log_name,
+        at the plugin's nice value (shim_priority); preexec_fn runs in the child before the
+        exec too."""
         env = dict(os.environ, SLURM_K8S_SHIM_TEST_TIME_SCALE=SHIM_TIME_SCALE)
         argv = shim_argv(self.shim_bin, job_id, os.path.join(self.dir, "agent.sock"), log_level=log_level)
         return subprocess.Popen(memcheck.wrapper("shim", self.dir) + argv,
                                 stdout=open(os.path.join(self.dir, log_name), "a"),
-                                stderr=subprocess.STDOUT, env=env, preexec_fn=preexec_fn)
+                                stderr=subprocess.STDOUT, env=env,
+                                preexec_fn=lambda: (shim_priority(), preexec_fn and preexec_fn()))
 
     def start_shim(self):
         self.shim = self.spawn_shim(42, "shim.log", "verbose")

@@ -29,10 +29,23 @@ def shim_binary(given=None):
     return given or os.path.join(BUILDDIR, "k8s-shim", "slurm-k8s-shim")
 
 
+# plugstack.conf's shim_nice default: the plugin starts the shim at this nice value and
+# passes its own as --workload-nice (spank/hooks_extern.cc).
+SHIM_NICE = -5
+
+
 def shim_argv(shim, job_id, sock, slurm_node="n1", log_level=None):
     """The shim's command line as the plugin's extern step starts it, attached to the agent
-    socket `sock` (the agent authenticates it by uid: shim_auth = uid)."""
+    socket `sock` (the agent authenticates it by uid: shim_auth = uid); the pods' commands at
+    the caller's nice value. Start it with preexec_fn=shim_priority, as the plugin does."""
     argv = [shim, "--job-id", str(job_id), "--slurm-node", slurm_node, "--socket", sock]
     if log_level:
         argv += ["--log-level", log_level]
-    return argv
+    return argv + ["--workload-nice", str(os.getpriority(os.PRIO_PROCESS, 0))]
+
+
+def shim_priority():
+    """In the shim's child before its exec: SHIM_NICE, as the plugin sets it (only root may
+    lower a nice value; other callers leave it)."""
+    if os.geteuid() == 0:
+        os.setpriority(os.PRIO_PROCESS, 0, SHIM_NICE)
