@@ -301,7 +301,12 @@ int run(int argc, char **argv, const RuntimeFactories &extra) {
     stream_limits.creation_timeout_ms = cfg->kubelet_stream_creation_timeout_s * 1000;
     auto streams = std::make_shared<StreamSessions>(
         &loop, stream_limits,
-        [&logs](const StreamRequest &r) { return logs.exec_check(r.ns, r.pod, r.container); });
+        [&logs](const StreamRequest &r) { return logs.exec_check(r.ns, r.pod, r.container); },
+        relay_nice);
+    if (auto st = streams->start(); !st) {
+        LOG_ERROR("streaming sessions: %s", st.message().c_str());
+        return 1;
+    }
     std::unique_ptr<Agent> agent;
     AgentStatsProvider::Nodes nodes = [&agent] {
         return agent ? agent->node_runtimes() : std::vector<NodeRuntimeRef>{};

@@ -85,7 +85,7 @@ class StreamSessions::Session {
         if (req_.transport == StreamTransport::WebSocket)
             ws_proto_ = ws::channel_protocol(req_.protocol).value_or(ws::ChannelProtocol::V4);
     }
-    virtual ~Session() = default;
+    virtual ~Session() { owner_.unexpect_shim(id_); }
     Session(const Session &) = delete;
     Session &operator=(const Session &) = delete;
 
@@ -529,10 +529,17 @@ class ExecSession : public StreamSessions::Session {
         if (launched_ || closed_ || ending_) return;
         launched_ = true;
         size_wait_.close();
-        if (!owner_.resolver_) return finish(remotecommand::status_internal_error("no pods here"));
-        auto target = owner_.resolver_(req_.ns, req_.pod);
+        std::weak_ptr<bool> alive = alive_;
+        owner_.resolve(req_.ns, req_.pod, [this, alive](Result<ExecTarget> target) {
+            if (alive.expired() || closed_ || finished_) return;
+            launch_in(std::move(target));
+        });
+    }
+
+    void launch_in(Result<ExecTarget> target) {
         if (!target.ok()) return finish(remotecommand::status_internal_error(target.message()));
         job_uid_ = target->job_uid;
+        owner_.expect_shim(id_, job_uid_);
         std::weak_ptr<bool> alive = alive_;
         auto done = [this, alive](const Status &st) {
             if (alive.expired() || closed_ || finished_) return;
@@ -832,9 +839,16 @@ class ForwardSession : public StreamSessions::Session {
 
     // Where the pod listens on c->port (docs/security.md "port-forward"),
     // then the connection.
-    void dial(Conn *c, uint64_t key) {
-        if (!owner_.resolver_) return conn_error(key, "no pods here");
-        auto target = owner_.resolver_(req_.ns, req_.pod);
+    void dial(Conn *, uint64_t key) {
+        owner_.resolve(req_.ns, req_.pod,
+                       [this, key, alive = std::weak_ptr<bool>(alive_)](Result<ExecTarget> t) {
+                           if (alive.expired() || closed_) return;
+                           auto it = conns_.find(key);
+                           if (it != conns_.end()) dial_in(it->second.get(), key, std::move(t));
+                       });
+    }
+
+    void dial_in(Conn *c, uint64_t key, Result<ExecTarget> target) {
         if (!target.ok()) return conn_error(key, target.message());
         if (!owner_.limits_.forward_any_port &&
             std::find(target->ports.begin(), target->ports.end(), c->port) == target->ports.end())
@@ -984,12 +998,14 @@ class ForwardSession : public StreamSessions::Session {
     uint64_t next_key_ = 1;
 };
 
-StreamSessions::StreamSessions(uv_loop_t *loop, const StreamLimits &limits, ExecCheck check)
-    : loop_(loop),
+StreamSessions::StreamSessions(uv_loop_t *main, const StreamLimits &limits, ExecCheck check,
+                               std::optional<int> relay_nice)
+    : thread_(main, "sk-streams", relay_nice),
+      loop_(thread_.loop()),
       limits_(limits),
       check_(std::move(check)),
-      wake_(loop, [this] { take_started(); }),
-      reap_(loop) {
+      wake_(loop_, [this] { take_started(); }),
+      reap_(loop_) {
     find_listener_ = [](uint16_t port, uint32_t uid) -> std::optional<Listener> {
         // Root reads the kernel's tables, bounded; the pod cannot write them.
         for (bool v6 : {false, true}) {
@@ -1053,18 +1069,60 @@ void StreamSessions::take_started() {
     }
 }
 
+Status StreamSessions::start() {
+    return thread_.start();
+}
+
+void StreamSessions::resolve(const std::string &ns, const std::string &pod,
+                             std::function<void(Result<ExecTarget>)> cb) {
+    ThreadLoop *tl = &thread_;
+    tl->post_main([this, tl, ns, pod, cb = std::move(cb)] {
+        Result<ExecTarget> t =
+            resolver_ ? resolver_(ns, pod) : Result<ExecTarget>(fail(Error::NotFound, "no pods here"));
+        if (t.ok()) {
+            // Called on the sessions' thread; the runtime is the agent's
+            // loop's, and its answer goes back.
+            auto on_main = [tl](auto fn) {
+                return [tl, fn](const auto &m, PodRuntime::Done done) {
+                    tl->post_main([tl, fn, m, done] {
+                        fn(m, [tl, done](const Status &st) { tl->post([done, st] { done(st); }); });
+                    });
+                };
+            };
+            t->start = on_main(t->start);
+            t->attach = on_main(t->attach);
+        }
+        tl->post([cb, t] { cb(t); });
+    });
+}
+
+void StreamSessions::expect_shim(const std::string &id, uint32_t uid) {
+    std::lock_guard<std::mutex> lock(wait_mu_);
+    waiting_[id] = uid;
+}
+
+void StreamSessions::unexpect_shim(const std::string &id) {
+    std::lock_guard<std::mutex> lock(wait_mu_);
+    waiting_.erase(id);
+}
+
 void StreamSessions::attach(const std::shared_ptr<Connection> &c, const proto::Request &req) {
     auto m = proto::exec_attach_from_json(req.body);
     if (!m.ok()) {
         c->reply(proto::error_reply(req.id, m.failure()));
         return c->close();
     }
-    auto it = by_id_.find(m->session);
-    if (it == by_id_.end() || !it->second->waiting_for_shim() ||
-        it->second->job_uid() != c->peer().uid) {
-        if (it != by_id_.end() && it->second->job_uid() != c->peer().uid)
+    bool claimed = false;
+    {
+        std::lock_guard<std::mutex> lock(wait_mu_);
+        auto it = waiting_.find(m->session);
+        if (it != waiting_.end() && it->second != c->peer().uid)
             LOG_WARN("socket: exec_attach for a session of uid %u from uid %u pid %d: refused",
-                     it->second->job_uid(), c->peer().uid, c->peer().pid);
+                     it->second, c->peer().uid, c->peer().pid);
+        else if (it != waiting_.end())
+            claimed = true, waiting_.erase(it);  // a second exec_attach finds none
+    }
+    if (!claimed || main_stopped_) {
         // One answer for all three: nothing tells another user which ids exist.
         c->reply(proto::error_reply(
             req.id, fail(Error::NotFound, "no exec session '" + m->session + "' waits")));
@@ -1073,7 +1131,16 @@ void StreamSessions::attach(const std::shared_ptr<Connection> &c, const proto::R
     std::string rest;
     int fd = c->take_fd(&rest);
     if (fd < 0) return;
-    it->second->attach_shim(fd, rest, req.id);
+    // Closed unless the session takes it (a closure dropped at stop too).
+    auto held = std::shared_ptr<int>(new int(fd), [](int *p) {
+        if (*p >= 0) ::close(*p);
+        delete p;
+    });
+    thread_.post([this, id = m->session, held, rest, req_id = req.id] {
+        auto it = by_id_.find(id);
+        if (it == by_id_.end() || !it->second->waiting_for_shim()) return;  // ended meanwhile
+        it->second->attach_shim(std::exchange(*held, -1), rest, req_id);
+    });
 }
 
 void StreamSessions::ended() {
@@ -1091,15 +1158,18 @@ void StreamSessions::ended() {
 }
 
 void StreamSessions::stop() {
-    if (stopped_) return;
-    stopped_ = true;
-    take_started();  // what arrived before the HTTP server stopped
-    for (auto &[id, s] : by_id_)
-        s->close_all();
-    count_ -= by_id_.size();
-    by_id_.clear();
-    wake_.close();
-    reap_.close();
+    if (main_stopped_) return;
+    main_stopped_ = true;
+    thread_.stop([this] {
+        stopped_ = true;
+        take_started();  // what arrived before the HTTP server stopped
+        for (auto &[id, s] : by_id_)
+            s->close_all();
+        count_ -= by_id_.size();
+        by_id_.clear();
+        wake_.close();
+        reap_.close();
+    });
 }
 
 }  // namespace sk::agent

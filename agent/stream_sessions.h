@@ -17,8 +17,13 @@
 // byte either way. Bounded: max_sessions on the node, relay_buffer bytes per
 // direction before the relay stops reading its source.
 //
-// Threads: check() and start() come from the HTTP server's threads; all
-// else runs on the agent's loop.
+// Threads: check() and start() come from the HTTP server's threads;
+// set_resolver(), attach() and stop() from the agent's loop, which alone
+// runs the resolver and the targets' start/attach (the job's runtime); the
+// sessions themselves run on a loop and thread of their own
+// (uv/thread_loop.h, "sk-streams", at `relay_nice`): what they relay is
+// scheduled behind the agent's loop, which keeps the pods' status
+// (docs/architecture.md, "Priorities").
 #pragma once
 
 #include <atomic>
@@ -41,6 +46,7 @@
 #include "common/result.h"
 #include "common/shim_protocol.h"
 #include "uv/handles.h"
+#include "uv/thread_loop.h"
 
 namespace sk::agent {
 
@@ -76,25 +82,31 @@ struct StreamLimits {
 
 class StreamSessions : public StreamHandler {
   public:
-    StreamSessions(uv_loop_t *loop, const StreamLimits &limits, ExecCheck check);
+    // main: the agent's loop. relay_nice: the sessions' thread's nice value
+    // (none: the agent's).
+    StreamSessions(uv_loop_t *main, const StreamLimits &limits, ExecCheck check,
+                   std::optional<int> relay_nice = std::nullopt);
     ~StreamSessions() override;
     StreamSessions(const StreamSessions &) = delete;
     StreamSessions &operator=(const StreamSessions &) = delete;
 
-    // Loop thread, before sessions arrive (the agent exists after the
+    // The sessions' thread.
+    Status start();
+
+    // Agent's loop, before sessions arrive (the agent exists after the
     // kubelet endpoint, whose port the nodes name).
     void set_resolver(ExecResolver r) { resolver_ = std::move(r); }
 
     Status check(const StreamRequest &req) override;
     void start(StreamRequest req, HttpUpgrade conn) override;
 
-    // Loop thread: the agent socket's exec_attach request on connection c
+    // Agent's loop: the agent socket's exec_attach request on connection c
     // (a shim's data connection, docs/protocol.md). Answers and closes c on
-    // a refusal; otherwise takes its socket over.
+    // a refusal; otherwise takes its socket over for the session.
     void attach(const std::shared_ptr<Connection> &c, const proto::Request &req);
 
-    // Loop thread: ends every session (after the HTTP server stopped: no
-    // start() can come any more) and closes the handles.
+    // Agent's loop: ends every session (after the HTTP server stopped: no
+    // start() can come any more), closes the handles, joins the thread.
     void stop();
     size_t sessions() const { return count_.load(); }
 
@@ -106,8 +118,17 @@ class StreamSessions : public StreamHandler {
     friend class ForwardSession;
     void take_started();
     void ended();  // a session closed everything: free it soon
+    // Sessions' thread: the resolver asked on the agent's loop; cb runs on
+    // the sessions' thread, and so do the target's start/attach Done.
+    void resolve(const std::string &ns, const std::string &pod,
+                 std::function<void(Result<ExecTarget>)> cb);
+    // Sessions' thread: an exec session whose data connection may now
+    // attach (from the job's uid), and no more.
+    void expect_shim(const std::string &id, uint32_t uid);
+    void unexpect_shim(const std::string &id);
 
-    uv_loop_t *loop_;
+    ThreadLoop thread_;
+    uv_loop_t *loop_;  // thread_'s
     StreamLimits limits_;
     ExecCheck check_;
     ExecResolver resolver_;
@@ -120,7 +141,12 @@ class StreamSessions : public StreamHandler {
     Timer reap_;
     uint64_t next_ = 1;
     std::map<std::string, std::unique_ptr<Session>> by_id_;
-    bool stopped_ = false;
+    bool stopped_ = false;  // sessions' thread
+    bool main_stopped_ = false;
+    // Exec sessions waiting for their data connection: id -> the job's uid
+    // (expect_shim); the agent's loop claims an entry for an exec_attach.
+    std::mutex wait_mu_;
+    std::map<std::string, uint32_t> waiting_;
 };
 
 }  // namespace sk::agent

@@ -36,8 +36,6 @@ k8s_shim_libshim_la_SOURCES = \
 	k8s-shim/probe_runner.cc \
 	k8s-shim/runtime_template.cc \
 	k8s-shim/runtime_template.h \
-	k8s-shim/session_loop.cc \
-	k8s-shim/session_loop.h \
 	k8s-shim/shim.cc \
 	k8s-shim/shim.h \
 	k8s-shim/spawn.cc \

@@ -447,7 +447,7 @@ proto::Reply Shim::exec_start(const proto::Request &req, bool *deferred) {
     LOG_INFO("[pod %s/%s] exec session %s in %s: '%s'%s", p.ns.c_str(), p.name.c_str(),
              session.c_str(), m->container.c_str(), m->command[0].c_str(), m->tty ? " (tty)" : "");
     if (!sessions_) {
-        auto loop = std::make_unique<SessionLoop>(loop_, workload_nice());
+        auto loop = std::make_unique<ThreadLoop>(loop_, "sk-sessions", workload_nice());
         if (auto st = loop->start(); !st) return proto::error_reply(req.id, st.failure());
         sessions_ = std::move(loop);
     }
@@ -475,7 +475,7 @@ proto::Reply Shim::exec_start(const proto::Request &req, bool *deferred) {
     // On the sessions' loop: the session itself.
     sessions_->post([this, m = std::move(*m), spec = std::move(*spec), session, started,
                      ended]() mutable {
-        SessionLoop *sl = sessions_.get();
+        ThreadLoop *sl = sessions_.get();
         auto on_started = [this, sl, session, started](const Status &st) {
             auto it = live_execs_.find(session);
             int pid = it != live_execs_.end() ? it->second->pid() : 0;

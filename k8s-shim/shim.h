@@ -29,11 +29,11 @@
 #include "k8s-shim/attach_session.h"
 #include "k8s-shim/clock.h"
 #include "k8s-shim/exec_session.h"
-#include "k8s-shim/session_loop.h"
 #include "k8s-shim/gpu_alloc.h"
 #include "k8s-shim/pod_runner.h"
 #include "k8s-shim/runtime_template.h"
 #include "uv/handles.h"
+#include "uv/thread_loop.h"
 
 namespace sk::shim {
 
@@ -132,7 +132,7 @@ class Shim {
     std::map<std::string, ShimPod> pods_;  // by uid
     // Exec sessions by session id, as the shim's loop knows them (the
     // request; the supervisor once started, for state.json). The sessions
-    // themselves run on sessions_'s loop (k8s-shim/session_loop.h: their
+    // themselves run on sessions_'s loop (uv/thread_loop.h: their
     // relays off this loop, at the job's nice value), made when the first
     // one starts; live_execs_ and dead_execs_ are that loop's alone (a
     // session is never destroyed inside its own callback).
@@ -142,7 +142,7 @@ class Shim {
         unsigned long long start_ticks = 0;
     };
     std::map<std::string, ExecInfo> execs_;
-    std::unique_ptr<SessionLoop> sessions_;
+    std::unique_ptr<ThreadLoop> sessions_;
     std::map<std::string, std::unique_ptr<ExecSession>> live_execs_;
     std::vector<std::unique_ptr<ExecSession>> dead_execs_;
     // Attach sessions alike; they end with their container instance, never

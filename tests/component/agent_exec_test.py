@@ -416,12 +416,13 @@ def priorities(env):
             return f.read().strip()
     agent_tasks = {(t, comm(t)): nice_of(env.agent.pid, t)
                    for t in map(int, os.listdir("/proc/%d/task" % env.agent.pid))}
-    tls = [n for (t, c), n in agent_tasks.items() if c == "sk-tls"]
+    relays = sorted((c, n) for (t, c), n in agent_tasks.items() if c in ("sk-tls", "sk-streams"))
     if root:
         check("the agent's loop runs at its nice value (-5)",
               agent_tasks[(env.agent.pid, comm(env.agent.pid))] == -5, agent_tasks)
-        check("the kubelet endpoint's TLS thread runs at the nice the agent started with",
-              tls == [workload], agent_tasks)
+        check("the kubelet endpoint's TLS thread and the sessions' thread run at the nice the "
+              "agent started with", relays == [("sk-streams", workload), ("sk-tls", workload)],
+              agent_tasks)
         check("the shim runs at the plugin's shim_nice", nice_of(env.shim.pid) == SHIM_NICE,
               nice_of(env.shim.pid))
     else:
@@ -447,6 +448,12 @@ def priorities(env):
     rc, out, err = kc(env, env.kubectl_bin, "exec", "box", "--", "cat", "/proc/self/stat")
     check("an exec'd command runs at the job's nice value",
           rc == 0 and int(out.decode().rsplit(")", 1)[1].split()[16]) == workload, (rc, out, err))
+    shim_threads = {}
+    for t in os.listdir("/proc/%d/task" % env.shim.pid):
+        with open("/proc/%d/task/%s/comm" % (env.shim.pid, t)) as f:
+            shim_threads[f.read().strip()] = nice_of(env.shim.pid, int(t))
+    check("the shim's exec sessions relay on a thread of their own at the job's nice value",
+          shim_threads.get("sk-sessions") == workload, shim_threads)
 
 
 def run(env):
