@@ -4,19 +4,25 @@
 // released at the close, and every loop ends with no handle
 // (uv_loop_close() == 0): what the daemons' teardown relies on.
 #include <arpa/inet.h>
+#include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include <uv.h>
 
+#include <atomic>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "tests/unit/check_main.h"
 #include "uv/handles.h"
+#include "uv/thread_loop.h"
 
 using namespace sk;
 
@@ -477,6 +483,93 @@ START_TEST(open_handles_counted) {
 }
 END_TEST
 
+// ---- ThreadLoop (uv/thread_loop.h) ----
+
+// Closures go to the thread and back in order, the thread has its name and
+// nice value, a timer made before start() runs there, stop(last) runs last
+// there and then nothing more runs on either side.
+START_TEST(thread_loop_round_trips) {
+    Loop main;
+    errno = 0;
+    int base = getpriority(PRIO_PROCESS, 0);
+    std::vector<int> seen;  // the main loop's
+    std::atomic<bool> on_thread_ok{true};
+    std::string name;
+    int thread_nice = 99;
+    bool timer_fired = false, last_ran = false;
+    {
+        ThreadLoop tl(&main.loop, "sk-test-loop", base + 2);
+        Timer t(tl.loop());  // made before start(): the thread's from then on
+        auto maybe_done = [&] {
+            if (seen.size() == 100 && timer_fired) uv_stop(&main.loop);
+        };
+        tl.post([&] {
+            t.start(1, [&] {
+                tl.post_main([&] {
+                    timer_fired = true;
+                    maybe_done();
+                });
+            });
+        });
+        ck_assert(tl.start().ok());
+        pthread_t self = pthread_self();
+        for (int i = 0; i < 100; i++)
+            tl.post([&, i, self] {
+                if (pthread_equal(pthread_self(), self)) on_thread_ok = false;
+                if (i == 0) {
+                    char buf[16] = {0};
+                    pthread_getname_np(pthread_self(), buf, sizeof buf);
+                    name = buf;
+                    thread_nice = getpriority(PRIO_PROCESS, 0);
+                }
+                tl.post_main([&, i] {
+                    seen.push_back(i);
+                    maybe_done();
+                });
+            });
+        Timer keep(&main.loop);  // the wake-up does not hold the main loop: this does
+        keep.start(30000, [&] { uv_stop(&main.loop); });
+        uv_run(&main.loop, UV_RUN_DEFAULT);
+        keep.close();
+        tl.stop([&] {
+            last_ran = true;
+            t.close();
+        });
+        tl.post([&] { on_thread_ok = false; });       // after stop(): never runs
+        tl.post_main([&] { seen.push_back(-1); });  // nor this
+    }
+    ck_assert(on_thread_ok);
+    ck_assert_int_eq(seen.size(), 100);
+    for (int i = 0; i < 100; i++)
+        ck_assert_int_eq(seen[i], i);
+    ck_assert_sstr_eq(name, "sk-test-loop");
+    ck_assert_int_eq(thread_nice, base + 2);
+    ck_assert(timer_fired && last_ran);
+    errno = 0;
+    ck_assert_int_eq(getpriority(PRIO_PROCESS, 0), base);  // the main thread's is its own
+    main.close();
+}
+END_TEST
+
+// Never started: stop(last) runs last here and closes the loop.
+START_TEST(thread_loop_stopped_unstarted) {
+    Loop main;
+    bool last_ran = false, posted_ran = false;
+    {
+        ThreadLoop tl(&main.loop, "sk-test-idle", std::nullopt);
+        Timer t(tl.loop());
+        tl.post([&] { posted_ran = true; });
+        tl.stop([&] {
+            last_ran = true;
+            t.close();
+        });
+    }
+    ck_assert(last_ran);
+    ck_assert(!posted_ran);  // dropped: only `last` runs at a stop
+    main.close();
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("uv");
     TCase *tc = tcase_create("handles");
@@ -496,6 +589,8 @@ int main(void) {
     tcase_add_test(tc, pool_work_runs);
     tcase_add_test(tc, callback_exception_contained);
     tcase_add_test(tc, open_handles_counted);
+    tcase_add_test(tc, thread_loop_round_trips);
+    tcase_add_test(tc, thread_loop_stopped_unstarted);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }
