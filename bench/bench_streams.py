@@ -10,17 +10,21 @@ next to its reference in the same run:
 
 - pod status under sessions: a pod created -> Running (as the API shows it), with no session
   open, with 4 `kubectl exec -i cat` sessions moving data as fast as they can, and with 16 such
-  sessions at 256 KiB/s each (BENCH_STATUS_N pods each): what sessions cost the pod sync of the
-  same agent. Next to each, the agent's part: its slurm_k8s_pod_start_duration_seconds (the pod
-  seen bound to its node -> the API's answer to its Running status: the shim's start and one
-  PATCH included) from its /metrics, the mean over the same pods; the rest is the watch's
-  delivery and the poll. And the test API server's own latency meanwhile (a GET of a pod): the
-  machine's 2 cores are shared by all, the sessions' kubectl and cat and the double's Python
-  relay too.
+  sessions at 256 KiB/s each (every session moving data before the first pod; what they echoed
+  is reported): what sessions cost the pod sync of the same agent. Per pod the agent's part
+  (slurm_k8s_pod_start_duration_seconds: bound -> the API's answer to its Running status) and
+  the node's own part (slurm_k8s_pod_running_duration_seconds: bound -> the shim's report that
+  it runs, no API call in it), from its /metrics; over each phase the test API server's GET
+  latency, the share of a core the agent and the shim used and how busy the node's CPU was.
+  BENCH_STATUS_N pods in each of two modes, one of each in turn, so that both meet the same
+  load: as configured (the agent's and the shim's loops at nice -5, their relays and the pods'
+  and sessions' commands at 0: docs/architecture.md "Priorities") and with every thread of the
+  agent and the shim at nice 0. With more than one CPU the node's processes (the agent, the
+  shim and all it starts) run on the last CPU and the cluster's (the test API server, kubectl,
+  this script) on the others, as on a real cluster, where neither the API server nor the users'
+  kubectl run on the node.
 
 Sizes: BENCH_EXEC_N (30) execs per kubectl, BENCH_PF_MIB (8) MiB each way, BENCH_STATUS_N (5).
-BENCH_STATUS_NICE=N (a diagnosis, not a setting): the agent and the shim run the pod-status phases
-at nice N (-10, say), so that what the scheduler's queue costs them shows apart from their own work.
 """
 import os, shutil, socket, subprocess, sys, threading, time
 
@@ -74,7 +78,7 @@ def pod_to_running(env, name):
     """Seconds from a pod's POST to the API showing it Running."""
     t0 = time.monotonic()
     code, _ = env.api("POST", "/api/v1/namespaces/default/pods",
-                      T.pod(name, ["python3", "-c", "import time\ntime.sleep(600)"]))
+                      T.pod(name, ["sleep", "600"]))
     if code != 201:
         raise RuntimeError("pod %s: POST answered %s" % (name, code))
     while not T.running(env, name):
@@ -86,44 +90,80 @@ def pod_to_running(env, name):
     return dt
 
 
-def streaming_sessions(kubectl, kc, n, stop, kib_s=None):
-    """n `kubectl exec -i echo -- cat` sessions fed with data until stop is set: as fast as
-    they take it, or kib_s KiB/s each (a 64 KiB chunk, then a pause to keep to that rate)."""
-    procs = [subprocess.Popen([kubectl] + kc + ["exec", "-i", "echo", "--", "cat"],
-                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL) for _ in range(n)]
-    chunk = os.urandom(64 << 10)
+class Sessions:
+    """n `kubectl exec -i echo -- cat` sessions fed with data until stop(): as fast as they
+    take it, or kib_s KiB/s each (a 64 KiB chunk, then a pause to keep to that rate); what
+    their commands echo back is counted."""
 
-    def feed(p):
+    def __init__(self, kubectl, kc, n, kib_s=None):
+        self.procs = [subprocess.Popen([kubectl] + kc + ["exec", "-i", "echo", "--", "cat"],
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                       stderr=subprocess.DEVNULL) for _ in range(n)]
+        self.kib_s, self.done = kib_s, threading.Event()
+        self.back = [0] * n
+        self.threads = [threading.Thread(target=f, args=(i,), daemon=True)
+                        for i in range(n) for f in (self.feed, self.drain)]
+        for t in self.threads:
+            t.start()
+
+    def feed(self, i):
+        p, chunk = self.procs[i], os.urandom(64 << 10)
         t0, sent = time.monotonic(), 0
         try:
-            while not stop.is_set():
+            while not self.done.is_set():
                 p.stdin.write(chunk)
                 p.stdin.flush()
                 sent += len(chunk)
-                if kib_s:
-                    ahead = t0 + sent / (kib_s * 1024.0) - time.monotonic()
+                if self.kib_s:
+                    ahead = t0 + sent / (self.kib_s * 1024.0) - time.monotonic()
                     if ahead > 0:
-                        stop.wait(ahead)
+                        self.done.wait(ahead)
         except (BrokenPipeError, ValueError, OSError):
             pass
-    threads = [threading.Thread(target=feed, args=(p,), daemon=True) for p in procs]
-    for t in threads:
-        t.start()
-    return procs, threads
+
+    def drain(self, i):
+        try:
+            while True:
+                b = self.procs[i].stdout.read1(1 << 20)
+                if not b:
+                    return
+                self.back[i] += len(b)
+        except (ValueError, OSError):
+            pass
+
+    def flowing(self, timeout):
+        """Once every session has echoed data back (its command runs and the relay moves)."""
+        deadline = time.monotonic() + timeout
+        while not all(self.back):
+            if time.monotonic() > deadline:
+                raise RuntimeError("%d of %d sessions moved no data in %d s"
+                                   % (self.back.count(0), len(self.back), timeout))
+            time.sleep(0.05)
+
+    def stop(self):
+        self.done.set()
+        for p in self.procs:
+            p.kill()
+            p.wait()
 
 
-def agent_pod_starts(env):
-    """(sum, count) of the agent's slurm_k8s_pod_start_duration_seconds, from its /metrics."""
+STARTED = "slurm_k8s_pod_start_duration_seconds"  # bound -> Running posted (the API's answer)
+RUNNING = "slurm_k8s_pod_running_duration_seconds"  # bound -> the runtime's Running
+
+
+def agent_histograms(env):
+    """{name: (sum, count)} of the agent's two pod-start histograms, from its /metrics."""
     import urllib.request
     text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % env.metrics_port,
                                   timeout=10).read().decode()
     vals = {}
     for line in text.splitlines():
-        for key in ("_sum", "_count"):
-            if line.startswith("slurm_k8s_pod_start_duration_seconds" + key + " "):
-                vals[key] = float(line.split()[1])
-    return vals.get("_sum", 0.0), vals.get("_count", 0.0)
+        for name in (STARTED, RUNNING):
+            for key in ("_sum", "_count"):
+                if line.startswith(name + key + " "):
+                    vals[name + key] = float(line.split()[1])
+    return {name: (vals.get(name + "_sum", 0.0), vals.get(name + "_count", 0.0))
+            for name in (STARTED, RUNNING)}
 
 
 def api_gets(env, n):
@@ -137,18 +177,94 @@ def api_gets(env, n):
     return B.summary_ms(out)
 
 
-def status_phase(env, prefix, n):
-    """Pod created -> Running for n pods, the agent's own mean part of it (ms), the API
-    server's GET latency meanwhile, and the share of a core the agent and the shim used."""
-    s0, c0 = agent_pod_starts(env)
+def status_phase(env, prefix, n, modes):
+    """Pod created -> Running for n pods in each of `modes` (name -> a function that sets it),
+    one pod of each in turn, so that each mode meets the same load: per mode the times, the
+    agent's mean part of it (ms: bound -> Running posted) and the node's (bound -> the
+    runtime's Running); and over the phase the API server's GET latency and the share of a
+    core the agent, the shim and the node's CPU were busy."""
+    node_cpu = max(os.sched_getaffinity(env.agent.pid))
+    out = {m: ([], [], []) for m in modes}
     a0, h0, t0 = cpu_s(env.agent.pid), cpu_s(env.shim.pid), time.monotonic()
-    times = [pod_to_running(env, "%s-%d" % (prefix, i)) for i in range(n)]
+    b0 = cpu_busy(node_cpu)
+    for i in range(n):
+        for m, set_mode in modes.items():
+            set_mode()
+            before = agent_histograms(env)
+            dt = pod_to_running(env, "%s%s-%d" % (prefix, m, i))
+            deadline = time.monotonic() + 10
+            while True:  # the agent observes its PATCH's answer just after the API shows it
+                after = agent_histograms(env)
+                if all(after[k][1] == before[k][1] + 1 for k in after):
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the agent did not count the pod's start: %s -> %s"
+                                       % (before, after))
+                time.sleep(0.01)
+            out[m][0].append(dt)
+            out[m][1].append(after[STARTED][0] - before[STARTED][0])
+            out[m][2].append(after[RUNNING][0] - before[RUNNING][0])
+    b1 = cpu_busy(node_cpu)
     a1, h1, t1 = cpu_s(env.agent.pid), cpu_s(env.shim.pid), time.monotonic()
-    s1, c1 = agent_pod_starts(env)
-    if c1 - c0 != n:
-        raise RuntimeError("the agent counted %d pod starts for %d pods" % (c1 - c0, n))
-    cores = {"agent": round((a1 - a0) / (t1 - t0), 2), "shim": round((h1 - h0) / (t1 - t0), 2)}
-    return B.summary_ms(times), round((s1 - s0) * 1000 / n, 2), api_gets(env, 10), cores
+    cores = {"agent": round((a1 - a0) / (t1 - t0), 2), "shim": round((h1 - h0) / (t1 - t0), 2),
+             "node_cpu_busy": round((b1[0] - b0[0]) / max(1, b1[1] - b0[1]), 2)}
+    per_mode = {m: (B.summary_ms(v[0]), B.summary_ms(v[1]), B.summary_ms(v[2]))
+                for m, v in out.items()}
+    return per_mode, api_gets(env, 10), cores
+
+
+def thread_nices(pid):
+    """{tid: nice} of every thread of pid now."""
+    return {int(t): os.getpriority(os.PRIO_PROCESS, int(t)) for t in os.listdir("/proc/%d/task" % pid)}
+
+
+def set_nices(saved, flat):
+    """The threads back to their saved nice values, or all at 0 (flat)."""
+    for tid, v in saved.items():
+        try:
+            os.setpriority(os.PRIO_PROCESS, tid, 0 if flat else v)
+        except OSError:  # a thread that ended
+            pass
+
+
+def tree(pid):
+    """pid and its descendants now (/proc/*/stat's ppid)."""
+    kids = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            kids.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(kids.get(p, []))
+    return out
+
+
+def pin(pid, cpus):
+    """Every thread of pid and of its descendants onto cpus (what they start later inherits)."""
+    for p in tree(pid):
+        try:
+            for t in os.listdir("/proc/%d/task" % p):
+                os.sched_setaffinity(int(t), cpus)
+        except OSError:
+            pass
+
+
+def cpu_busy(cpu):
+    """(busy, total) jiffies of one CPU so far (/proc/stat)."""
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith("cpu%d " % cpu):
+                # user nice system idle iowait irq softirq steal (guest is in user)
+                v = [int(x) for x in line.split()[1:9]]
+                return v[0] + v[1] + v[2] + v[5] + v[6], sum(v)
+    return 0, 0
 
 
 def cpu_s(pid):
@@ -222,27 +338,41 @@ def main():
         pf.wait(10)
         res["pf_mib"] = mib
         n_status = B.env_int("BENCH_STATUS_N", 5)
-        if os.environ.get("BENCH_STATUS_NICE"):
-            nice = int(os.environ["BENCH_STATUS_NICE"])
-            for pid in (env.agent.pid, env.shim.pid):
-                os.setpriority(os.PRIO_PROCESS, pid, nice)
-            res["status_phases_nice"] = nice
-        (res["pod_running_no_sessions"], res["agent_pod_start_mean_ms_no_sessions"],
-         res["api_get_no_sessions"], res["cores_no_sessions"]) = status_phase(env, "quiet", n_status)
-        for name, count, rate in (("4_streaming_sessions", 4, None),
+        # The node's processes (the agent, the shim, its pods and sessions' commands) on one
+        # CPU, the cluster's (the test API server, the kubectl clients, this script) on the
+        # others: on a real cluster the API server and the users' kubectl are not on the node.
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) > 1:
+            node, cluster = {cpus[-1]}, set(cpus[:-1])
+            pin(env.agent.pid, node)
+            pin(env.shim.pid, node)
+            pin(env.kube.proc.pid, cluster)
+            os.sched_setaffinity(0, cluster)
+            res["status_cpus"] = {"node": sorted(node), "cluster": sorted(cluster)}
+        # As configured (the agent and the shim at nice -5, the pods' and sessions' commands
+        # at the job's 0) and with everything at 0, a pod of each in turn: what the
+        # priorities give, under the same load.
+        saved = {**thread_nices(env.agent.pid), **thread_nices(env.shim.pid)}
+        modes = {"": lambda: set_nices(saved, False), "flat": lambda: set_nices(saved, True)}
+        for name, count, rate in (("no_sessions", 0, None), ("4_streaming_sessions", 4, None),
                                   ("16_sessions_256kib_s", 16, 256)):
-            stop = threading.Event()
-            procs, _ = streaming_sessions(kubectl, kc, count, stop, rate)
-            time.sleep(1)  # the sessions are open and moving data before the first pod
+            B.log("pod status: " + name)
+            sessions = Sessions(kubectl, kc, count, rate)
             try:
-                (res["pod_running_" + name], res["agent_pod_start_mean_ms_" + name],
-                 res["api_get_" + name], res["cores_" + name]) = \
-                    status_phase(env, name.split("_")[0] + "s", n_status)
+                sessions.flowing(60)  # every session moves data before the first pod
+                back0, t0 = sum(sessions.back), time.monotonic()
+                per_mode, res["api_get_" + name], res["cores_" + name] = \
+                    status_phase(env, name.split("_")[0], n_status, modes)
+                res["sessions_kib_s_" + name] = round(
+                    (sum(sessions.back) - back0) / 1024 / (time.monotonic() - t0))
+                for m, (times, agent_part, node_part) in per_mode.items():
+                    key = name + ("_" + m if m else "")
+                    res["pod_running_" + key] = times
+                    res["agent_pod_start_" + key] = agent_part
+                    res["node_pod_running_" + key] = node_part
             finally:
-                stop.set()
-                for p in procs:
-                    p.kill()
-                    p.wait()
+                sessions.stop()
+            set_nices(saved, False)
         ok = True
     finally:
         env.stop()  # ends the job first: the shim stops its pods

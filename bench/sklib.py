@@ -28,7 +28,7 @@ from sktest.host import proc_cpu_s, proc_rss_kib  # noqa: E402,F401 (B.proc_*)
 from sktest.kube import AGENT_USER, Watch  # noqa: E402,F401 (B.AGENT_USER, B.Watch)
 from sktest.kube import KubeServer as Kube  # noqa: E402,F401 (B.Kube)
 from sktest.programs import BUILDDIR, SRCDIR  # noqa: E402,F401 (B.BUILDDIR, B.SRCDIR)
-from sktest.programs import SERVER_PY, agent_binary, shim_argv, shim_binary  # noqa: E402
+from sktest.programs import SERVER_PY, agent_binary, shim_argv, shim_binary, shim_priority  # noqa: E402
 SHIM_BIN = shim_binary()
 
 
@@ -188,7 +188,8 @@ class Shim:
         self.log_path = os.path.join(agent.dir, f"shim-{job_id}.log")
         self.proc = subprocess.Popen(
             shim_argv(SHIM_BIN, job_id, agent.sock, slurm_node, log_level="info"),
-            stdout=open(self.log_path, "a"), stderr=subprocess.STDOUT, start_new_session=True)
+            stdout=open(self.log_path, "a"), stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=shim_priority)
 
     @property
     def pid(self):
