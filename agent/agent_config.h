@@ -31,18 +31,18 @@ struct AgentConfig {
     std::string slurm_node;  // this agent's Slurm node name; empty = short hostname
     std::string node_name_template = "slurm-{node}-{job}";
     std::string node_address;  // InternalIP of the virtual nodes; empty = first non-loopback IPv4
-    uint64_t kubelet_port = 10250;              // 0 = any free port (the Node carries the real one)
-    std::string kubelet_cert;                   // PEM serving certificate for the kubelet endpoint
-    std::string kubelet_key;                    // its key
-    std::string kubelet_client_ca;              // CA of the API server's kubelet-client certificate
-    bool kubelet_insecure = false;              // plain HTTP, no client auth (tests only; logged)
-    uint64_t metrics_port = 0;                  // GET /metrics on 127.0.0.1; 0 = off
+    uint64_t kubelet_port = 10250;  // 0 = any free port (the Node carries the real one)
+    std::string kubelet_cert;       // PEM serving certificate for the kubelet endpoint
+    std::string kubelet_key;        // its key
+    std::string kubelet_client_ca;  // CA of the API server's kubelet-client certificate
+    bool kubelet_insecure = false;  // plain HTTP, no client auth (tests only; logged)
+    uint64_t metrics_port = 0;      // GET /metrics on 127.0.0.1; 0 = off
     // The agent's CPU nice value, set at its start for all its threads:
     // ahead of the pods and the sessions' commands (the workload's nice) in
     // the scheduler, so that their load does not queue the pods' status.
     int nice = -5;
-    std::map<std::string, std::string> labels;  // added to every virtual node
-    std::vector<k8s::Taint> taints;             // added to every virtual node
+    std::map<std::string, std::string> labels;    // added to every virtual node
+    std::vector<k8s::Taint> taints;               // added to every virtual node
     std::vector<std::string> allowed_namespaces;  // used when a job names none; empty = any
     // Bounds on the kubelet endpoint's peers before they authenticate: at
     // most this many connections in all and from one address, and the

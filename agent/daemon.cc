@@ -221,8 +221,7 @@ int run(int argc, char **argv, const RuntimeFactories &extra) {
     if (int started = getpriority(PRIO_PROCESS, 0); errno == 0 && started > cfg->nice)
         relay_nice = started;
     if (setpriority(PRIO_PROCESS, 0, cfg->nice) != 0) {
-        LOG_WARN("cannot set the agent's nice value to %d (nice): %s", cfg->nice,
-                 strerror(errno));
+        LOG_WARN("cannot set the agent's nice value to %d (nice): %s", cfg->nice, strerror(errno));
         relay_nice.reset();
     }
 

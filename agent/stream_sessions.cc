@@ -1077,14 +1077,15 @@ void StreamSessions::resolve(const std::string &ns, const std::string &pod,
                              std::function<void(Result<ExecTarget>)> cb) {
     ThreadLoop *tl = &thread_;
     tl->post_main([this, tl, ns, pod, cb = std::move(cb)] {
-        Result<ExecTarget> t =
-            resolver_ ? resolver_(ns, pod) : Result<ExecTarget>(fail(Error::NotFound, "no pods here"));
+        Result<ExecTarget> t = resolver_
+                                   ? resolver_(ns, pod)
+                                   : Result<ExecTarget>(fail(Error::NotFound, "no pods here"));
         if (t.ok()) {
             // Called on the sessions' thread; the runtime is the agent's
             // loop's, and its answer goes back.
             auto on_main = [tl](auto fn) {
                 return [tl, fn](const auto &m, PodRuntime::Done done) {
-                    tl->post_main([tl, fn, m, done] {
+                    tl->post_main([tl, fn, m, done = std::move(done)] {
                         fn(m, [tl, done](const Status &st) { tl->post([done, st] { done(st); }); });
                     });
                 };
@@ -1116,11 +1117,13 @@ void StreamSessions::attach(const std::shared_ptr<Connection> &c, const proto::R
     {
         std::lock_guard<std::mutex> lock(wait_mu_);
         auto it = waiting_.find(m->session);
-        if (it != waiting_.end() && it->second != c->peer().uid)
+        if (it != waiting_.end() && it->second != c->peer().uid) {
             LOG_WARN("socket: exec_attach for a session of uid %u from uid %u pid %d: refused",
                      it->second, c->peer().uid, c->peer().pid);
-        else if (it != waiting_.end())
-            claimed = true, waiting_.erase(it);  // a second exec_attach finds none
+        } else if (it != waiting_.end()) {
+            claimed = true;
+            waiting_.erase(it);  // a second exec_attach finds none
+        }
     }
     if (!claimed || main_stopped_) {
         // One answer for all three: nothing tells another user which ids exist.

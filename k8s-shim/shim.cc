@@ -75,11 +75,15 @@ Shim::Shim(uv_loop_t *loop, ShimOptions opt, RuntimeTemplates templates)
 Shim::~Shim() {
     // The sessions' loop first: its sessions (killing what they run) go on
     // its own thread, and none of its closures runs after this.
-    if (sessions_)
+    if (!sessions_) return;
+    try {
         sessions_->stop([this] {
             live_execs_.clear();
             dead_execs_.clear();
         });
+    } catch (...) {  // a destructor must not let it out
+        LOG_ERROR("exec sessions: error while stopping them");
+    }
 }
 
 Status Shim::start() {
@@ -453,8 +457,7 @@ proto::Reply Shim::exec_start(const proto::Request &req, bool *deferred) {
     }
     // On the shim's loop: the reply, the supervisor recorded in state.json;
     // at the end the record goes.
-    auto started = [this, id, uid, session](const Status &st, int pid,
-                                            unsigned long long ticks) {
+    auto started = [this, id, uid, session](const Status &st, int pid, unsigned long long ticks) {
         proto::Reply r = st ? proto::Reply{} : proto::error_reply(id, st.failure());
         r.id = id;
         send_reply(r);
@@ -473,30 +476,30 @@ proto::Reply Shim::exec_start(const proto::Request &req, bool *deferred) {
     execs_[session] = ExecInfo{*m};
     *deferred = true;
     // On the sessions' loop: the session itself.
-    sessions_->post([this, m = std::move(*m), spec = std::move(*spec), session, started,
-                     ended]() mutable {
-        ThreadLoop *sl = sessions_.get();
-        auto on_started = [this, sl, session, started](const Status &st) {
-            auto it = live_execs_.find(session);
-            int pid = it != live_execs_.end() ? it->second->pid() : 0;
-            unsigned long long ticks = it != live_execs_.end() ? it->second->start_ticks() : 0;
-            sl->post_main([started, st, pid, ticks] { started(st, pid, ticks); });
-        };
-        auto on_ended = [this, sl, session, ended] {
-            auto it = live_execs_.find(session);
-            if (it != live_execs_.end()) {
-                dead_execs_.push_back(std::move(it->second));
-                live_execs_.erase(it);
-                sl->post([this] { dead_execs_.clear(); });
-            }
-            sl->post_main(ended);
-        };
-        auto s = std::make_unique<ExecSession>(sl->loop(), std::move(m), std::move(spec),
-                                               opt_.supervisor, on_started, on_ended);
-        ExecSession *raw = s.get();
-        live_execs_[session] = std::move(s);
-        raw->start(opt_.socket_path);
-    });
+    sessions_->post(
+        [this, m = std::move(*m), spec = std::move(*spec), session, started, ended]() mutable {
+            ThreadLoop *sl = sessions_.get();
+            auto on_started = [this, sl, session, started](const Status &st) {
+                auto it = live_execs_.find(session);
+                int pid = it != live_execs_.end() ? it->second->pid() : 0;
+                unsigned long long ticks = it != live_execs_.end() ? it->second->start_ticks() : 0;
+                sl->post_main([started, st, pid, ticks] { started(st, pid, ticks); });
+            };
+            auto on_ended = [this, sl, session, ended] {
+                auto it = live_execs_.find(session);
+                if (it != live_execs_.end()) {
+                    dead_execs_.push_back(std::move(it->second));
+                    live_execs_.erase(it);
+                    sl->post([this] { dead_execs_.clear(); });
+                }
+                sl->post_main(ended);
+            };
+            auto s = std::make_unique<ExecSession>(sl->loop(), std::move(m), std::move(spec),
+                                                   opt_.supervisor, on_started, on_ended);
+            ExecSession *raw = s.get();
+            live_execs_[session] = std::move(s);
+            raw->start(opt_.socket_path);
+        });
     return {};
 }
 

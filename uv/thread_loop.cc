@@ -22,7 +22,13 @@ ThreadLoop::ThreadLoop(uv_loop_t *main, std::string name, std::optional<int> nic
 }
 
 ThreadLoop::~ThreadLoop() {
-    stop();
+    // Normally stopped by its owner already; a destructor must not let an
+    // exception out (a failed join, say).
+    try {
+        stop();
+    } catch (...) {
+        LOG_ERROR("%s: error while stopping its thread", name_.c_str());
+    }
 }
 
 Status ThreadLoop::start() {

@@ -76,7 +76,7 @@ START_TEST(plugstack_values) {
     ck_assert(r->fail_on_agent_error);
     ck_assert_uint_eq(r->allowed_namespaces.size(), 2);
     ck_assert(!cfg_of({})->fail_on_agent_error);  // default warn
-    ck_assert_int_eq(cfg_of({})->shim_nice, -5);   // the shim ahead of its pods
+    ck_assert_int_eq(cfg_of({})->shim_nice, -5);  // the shim ahead of its pods
     ck_assert_int_eq(cfg_of({"shim_nice=3"})->shim_nice, 3);
     auto t = default_taints_for(*cfg_of({}), 42);
     ck_assert(t.ok() && t->size() == 1);

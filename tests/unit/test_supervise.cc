@@ -183,7 +183,7 @@ START_TEST(supervise_sets_the_commands_nice) {
         ck_assert_int_gt(read(fds[0], buf, sizeof buf - 1), 0);
         close(fds[0]);
         // /proc/PID/stat's 19th field, from a command whose name has no space.
-        ck_assert_int_eq(atoi(buf), want >= base ? want : base);
+        ck_assert_int_eq(strtol(buf, nullptr, 10), want >= base ? want : base);
     }
     errno = 0;
     ck_assert_int_eq(getpriority(PRIO_PROCESS, 0), base);

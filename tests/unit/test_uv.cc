@@ -535,7 +535,7 @@ START_TEST(thread_loop_round_trips) {
             last_ran = true;
             t.close();
         });
-        tl.post([&] { on_thread_ok = false; });       // after stop(): never runs
+        tl.post([&] { on_thread_ok = false; });     // after stop(): never runs
         tl.post_main([&] { seen.push_back(-1); });  // nor this
     }
     ck_assert(on_thread_ok);
