@@ -252,23 +252,32 @@ void NodeLeaseController::renew_lease() {
                 return;
             }
             if (r.error() == Error::Conflict) {
-                // Written meanwhile (a stale resourceVersion): read
-                // it, the next renewal PUTs over that version.
+                // Written meanwhile (a stale resourceVersion): read it, the
+                // next renewal PUTs over that version. Or gone: a PUT whose
+                // uid precondition meets no Lease is a 409 on a real API
+                // server, not a 404 (the garbage collector deleted it with
+                // a Node deleted by hand): then as a 404.
                 ctx_.kube->get(KubeClient::lease(rec_.node_name),
                                guard([this](Result<Json::Value> g) {
-                                   if (g) lease_ = *g;
+                                   if (mode_ != Mode::Active) return;
+                                   if (g) {
+                                       lease_ = *g;
+                                   } else if (g.error() == Error::NotFound) {
+                                       lease_gone();
+                                   }
                                }));
                 return;
             }
-            if (r.error() == Error::NotFound) {
-                lease_ = Json::Value();
-                check_node();
-                return;
-            }
+            if (r.error() == Error::NotFound) return lease_gone();
             if (!lease_failing_)
                 LOG_WARN("%s lease renewal failed: %s", prefix().c_str(), r.message().c_str());
             lease_failing_ = true;
         }));
+}
+
+void NodeLeaseController::lease_gone() {
+    lease_ = Json::Value();  // the next renewal creates it
+    check_node();            // and the Node, if it went too
 }
 
 void NodeLeaseController::check_node() {

@@ -64,6 +64,9 @@ class NodeLeaseController : public NodeBound {
     void create_lease();
     void renew_lease();
     void check_node();
+    // The Lease is gone (a 404, or a 409 whose GET is a 404): created again at
+    // the next renewal, after the Node is checked.
+    void lease_gone();
     void schedule_end_cordon();
     bool end_cordon_due() const;
     void query_end_time();

@@ -746,6 +746,29 @@ class TestLeases(Base):
         b["metadata"]["namespace"] = ns
         self.assertStatus(API.post("/apis/coordination.k8s.io/v1/namespaces/%s/leases" % ns, b), 404, "NotFound")
 
+    def test_put_after_delete(self):
+        """A PUT of a Lease that was deleted (the garbage collector takes it with its Node):
+        with the old uid the storage's uid precondition fails, a 409 and not a 404; without a
+        uid the PUT creates it (201), a new uid, the stale resourceVersion ignored."""
+        name = rname("l")
+        l = API.post(self.base, lease_body(name)).json
+        self.assertEqual(API.delete(self.base + "/" + name).status, 200)
+        self.assertStatus(API.get(self.base + "/" + name), 404, "NotFound")
+        l["spec"]["renewTime"] = now_us()
+        r = API.put(self.base + "/" + name, l)
+        self.assertStatus(r, 409, "Conflict")
+        self.assertIn("Precondition failed: UID in precondition: %s, UID in object meta: " % l["metadata"]["uid"],
+                      r.json["message"])
+        self.assertEqual(r.json["details"]["name"], name)
+        self.assertStatus(API.get(self.base + "/" + name), 404, "NotFound")  # nothing created
+        old_uid = l["metadata"].pop("uid")
+        r = API.put(self.base + "/" + name, l)
+        self.assertEqual(r.status, 201, r.text)
+        self.assertNotEqual(r.json["metadata"]["uid"], old_uid)
+        self.assertEqual(r.json["spec"]["holderIdentity"], name)
+        self.assertEqual(API.get(self.base + "/" + name).json["metadata"]["uid"], r.json["metadata"]["uid"])
+        self.assertEqual(API.delete(self.base + "/" + name).status, 200)
+
 
 class TestPods(Base):
     def test_defaults(self):

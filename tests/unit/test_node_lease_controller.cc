@@ -184,10 +184,15 @@ END_TEST
 struct GoneCase {
     const char *name;
     bool node_gone;  // the Node was deleted too: re-created
+    // The renewal's answer: 404, or the real API server's 409 (the PUT's
+    // uid precondition meets no Lease), whose GET of the Lease is a 404.
+    bool conflict;
 };
 static const GoneCase kGone[] = {
-    {"Lease deleted: re-created", false},
-    {"Node deleted: Node and Lease re-created", true},
+    {"Lease deleted: re-created", false, false},
+    {"Node deleted: Node and Lease re-created", true, false},
+    {"Lease deleted, 409 on its uid: re-created", false, true},
+    {"Node deleted, 409 on the Lease's uid: Node and Lease re-created", true, true},
 };
 START_TEST(lease_or_node_gone) {
     const GoneCase &c = kGone[_i];
@@ -195,7 +200,12 @@ START_TEST(lease_or_node_gone) {
     env.serve_node_and_lease();
     Ready ready;
     register_node(env, ready);
-    env.http().on("PUT", kLeasePath, {FakeAnswer::error(404, "NotFound")});
+    if (c.conflict) {
+        env.http().on("PUT", kLeasePath, {FakeAnswer::error(409, "Conflict")});
+        env.http().on("GET", kLeasePath, {FakeAnswer::error(404, "NotFound")});
+    } else {
+        env.http().on("PUT", kLeasePath, {FakeAnswer::error(404, "NotFound")});
+    }
     if (c.node_gone) env.http().on("GET", kNodePath, {FakeAnswer::error(404, "NotFound")});
     ck_assert_msg(env.run_until([&] { return env.http().count("POST", kLeasesPath) >= 2; }, 4000),
                   "%s: Lease not re-created", c.name);

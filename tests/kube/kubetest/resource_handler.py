@@ -112,7 +112,11 @@ class ResourceHandler:
             return
         if method == "PUT":
             obj = self.parse_json(body, res)
-            self.send_obj(200, api.update(res, ns, name, obj, sub, dry=dry))
+            out = api.update(res, ns, name, obj, sub, dry=dry)
+            if isinstance(out, tuple):  # created on update
+                self.send_obj(201, out[0])
+            else:
+                self.send_obj(200, out)
             return
         if method == "PATCH":
             o, code = api.patch(res, ns, name, self.headers.get("Content-Type"), body, sub, dry=dry)
