@@ -1683,7 +1683,15 @@ def test_pod_stats(a):
     uid = p["metadata"]["uid"]
     assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
     a.wait(uid, lambda st: running(st, "burn") and running(st, "reaped"), what="running")
-    first, cs = stats_of(pod_stats(a), uid)
+    # Running comes with the supervisor's start; its command (the first
+    # process below it, whose RSS is counted) may still be on its way.
+    deadline = time.time() + 30
+    while True:
+        first, cs = stats_of(pod_stats(a), uid)
+        if (first is not None and set(cs) == {"burn", "reaped"}
+                and all(c["memory_bytes"] > 0 for c in cs.values())) or time.time() > deadline:
+            break
+        time.sleep(0.05)
     assert first is not None and first["namespace"] == "rl" and first["name"] == "stats", first
     assert set(cs) == {"burn", "reaped"}, cs
     for c in cs.values():
