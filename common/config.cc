@@ -105,12 +105,9 @@ void ConfigSchema::add_uint(std::string key, uint64_t *dst, uint64_t min, uint64
 void ConfigSchema::add_nice(std::string key, int *dst, std::string doc) {
     add(std::move(key), std::move(doc),
         [dst](const std::string &v, const std::string &k) -> Status {
-            bool neg = !v.empty() && v[0] == '-';
-            auto n = parse_uint(neg ? v.substr(1) : v, k, 20);
-            if (!n || (!neg && *n > 19))
-                return fail(Error::InvalidArgument,
-                            k + "='" + v + "' is not a nice value (allowed -20..19)");
-            *dst = neg ? -static_cast<int>(*n) : static_cast<int>(*n);
+            auto n = parse_nice(v, k);
+            if (!n) return n.failure();
+            *dst = *n;
             return {};
         });
 }

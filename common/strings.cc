@@ -65,6 +65,15 @@ Result<uint64_t> parse_uint(std::string_view s, std::string_view what, uint64_t 
     return v;
 }
 
+Result<int> parse_nice(std::string_view s, std::string_view what) {
+    bool neg = !s.empty() && s[0] == '-';
+    auto n = parse_uint(neg ? s.substr(1) : s, what, 20);
+    if (!n || (!neg && *n > 19))
+        return fail(Error::InvalidArgument, std::string(what) + "='" + std::string(s) +
+                                                "' is not a nice value (allowed -20..19)");
+    return neg ? -static_cast<int>(*n) : static_cast<int>(*n);
+}
+
 Result<bool> parse_bool(std::string_view s, std::string_view what) {
     std::string l(s);
     std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return tolower(c); });

@@ -20,6 +20,9 @@ std::string join(const std::vector<std::string> &parts, std::string_view sep);
 
 // Decimal, no sign; fails with InvalidArgument naming `what`.
 Result<uint64_t> parse_uint(std::string_view s, std::string_view what, uint64_t max = UINT64_MAX);
+// A CPU nice value, -20..19 (setpriority(2)); fails with InvalidArgument
+// "WHAT='S' is not a nice value (allowed -20..19)".
+Result<int> parse_nice(std::string_view s, std::string_view what);
 // yes/no/true/false/1/0/on/off.
 Result<bool> parse_bool(std::string_view s, std::string_view what);
 // Memory size to MiB: "512M", "16G", "1T", "1024" (plain number = MiB, as in

@@ -68,12 +68,9 @@ Result<Args> parse_args(int argc, char **argv) {
         } else if (k == "--log-level") {
             a.log_level = v;
         } else if (k == "--workload-nice") {
-            bool neg = !v.empty() && v[0] == '-';
-            auto n = parse_uint(neg ? v.substr(1) : v, "--workload-nice", 20);
-            if (!n || (!neg && *n > 19))
-                return fail(Error::InvalidArgument,
-                            "--workload-nice " + v + " is not a nice value (-20..19)");
-            a.workload_nice = neg ? -static_cast<int>(*n) : static_cast<int>(*n);
+            auto n = parse_nice(v, "--workload-nice");
+            if (!n) return n.failure();
+            a.workload_nice = *n;
         } else if (k == "--log-max-bytes") {
             auto n = parse_uint(v, "--log-max-bytes", uint64_t{1} << 40);
             if (!n) return n.failure();

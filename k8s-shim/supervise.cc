@@ -229,14 +229,12 @@ int supervise_env_main() {
     int nice = 0;
     bool has_nice = false;
     if (nice_text) {
-        char *end = nullptr;
-        long v = strtol(nice_text, &end, 10);
-        if (end == nice_text || *end != '\0' || v < -20 || v > 19) {
-            fprintf(stderr, "slurm-k8s-shim --supervise: %s='%s' is not a nice value\n",
-                    kSuperviseNiceEnv, nice_text);
+        auto v = parse_nice(nice_text, kSuperviseNiceEnv);
+        if (!v) {
+            fprintf(stderr, "slurm-k8s-shim --supervise: %s\n", v.message().c_str());
             return 128;
         }
-        nice = static_cast<int>(v);
+        nice = *v;
         has_nice = true;
         unsetenv(kSuperviseNiceEnv);
     }
