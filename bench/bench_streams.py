@@ -185,7 +185,7 @@ def status_phase(env, prefix, n, modes):
     core the agent, the shim and the node's CPU were busy."""
     node_cpu = max(os.sched_getaffinity(env.agent.pid))
     out = {m: ([], [], []) for m in modes}
-    a0, h0, t0 = cpu_s(env.agent.pid), cpu_s(env.shim.pid), time.monotonic()
+    a0, h0, t0 = B.proc_cpu_s(env.agent.pid), B.proc_cpu_s(env.shim.pid), time.monotonic()
     b0 = cpu_busy(node_cpu)
     for i in range(n):
         for m, set_mode in modes.items():
@@ -205,7 +205,7 @@ def status_phase(env, prefix, n, modes):
             out[m][1].append(after[STARTED][0] - before[STARTED][0])
             out[m][2].append(after[RUNNING][0] - before[RUNNING][0])
     b1 = cpu_busy(node_cpu)
-    a1, h1, t1 = cpu_s(env.agent.pid), cpu_s(env.shim.pid), time.monotonic()
+    a1, h1, t1 = B.proc_cpu_s(env.agent.pid), B.proc_cpu_s(env.shim.pid), time.monotonic()
     cores = {"agent": round((a1 - a0) / (t1 - t0), 2), "shim": round((h1 - h0) / (t1 - t0), 2),
              "node_cpu_busy": round((b1[0] - b0[0]) / max(1, b1[1] - b0[1]), 2)}
     per_mode = {m: (B.summary_ms(v[0]), B.summary_ms(v[1]), B.summary_ms(v[2]))
@@ -267,13 +267,6 @@ def cpu_busy(cpu):
     return 0, 0
 
 
-def cpu_s(pid):
-    """utime + stime of a process so far, in seconds (/proc/PID/stat)."""
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def main():
     B.preflight(need_shim=True)
     kubectl = shutil.which("kubectl")
@@ -312,7 +305,7 @@ def main():
         blob = os.urandom(mib << 20)
         agent_pid = env.agent.pid
         for ver, k in T.versions(kubectl):
-            c0 = cpu_s(agent_pid)
+            c0 = B.proc_cpu_s(agent_pid)
             t0 = time.monotonic()
             r = subprocess.run([k] + kc + ["exec", "-i", "echo", "--", "cat"], input=blob,
                                capture_output=True)
@@ -324,15 +317,15 @@ def main():
             # (kubectl, the test API server's relay) leave it: CPU per MiB
             # through it (each MiB crosses it twice, in and back).
             res["exec_cat_agent_cpu_ms_per_mib_" + ver] = round(
-                (cpu_s(agent_pid) - c0) * 1000 / mib, 2)
+                (B.proc_cpu_s(agent_pid) - c0) * 1000 / mib, 2)
         local = free_port()
         pf = subprocess.Popen([kubectl] + kc + ["port-forward", "pod/echo", "%d:%d" % (local, port)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if "Forwarding from" not in pf.stdout.readline():
             raise RuntimeError("port-forward did not start")
-        c0 = cpu_s(agent_pid)
+        c0 = B.proc_cpu_s(agent_pid)
         res["pf_mib_s"], res["pf_s"] = throughput(local, mib)
-        res["pf_agent_cpu_ms_per_mib"] = round((cpu_s(agent_pid) - c0) * 1000 / mib, 2)
+        res["pf_agent_cpu_ms_per_mib"] = round((B.proc_cpu_s(agent_pid) - c0) * 1000 / mib, 2)
         res["direct_mib_s"], res["direct_s"] = throughput(port, mib)
         pf.terminate()
         pf.wait(10)
