@@ -30,7 +30,15 @@ void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string
     s.add_string("slurm_node", &c.slurm_node, "this node's Slurm name (default: short hostname)");
     s.add_string("node_name_template", &c.node_name_template,
                  "virtual node name; {node} and {job} are replaced");
-    s.add_string("node_address", &c.node_address, "InternalIP of the virtual nodes");
+    s.add_string("node_address", &c.node_address,
+                 "InternalIP of the virtual nodes, the address the API server dials "
+                 "(default: the source address of the default route)");
+    s.add_string("node_hostname", &c.node_hostname,
+                 "Hostname address of the virtual nodes, advertised only when it resolves to "
+                 "node_address and kubelet_cert is valid for it (default: this host's name; "
+                 "'-' = none)");
+    s.add_string("kubelet_address", &c.kubelet_address,
+                 "address the kubelet endpoint listens on (default: node_address; '*' = all)");
     s.add_uint("kubelet_port", &c.kubelet_port, 0, 65535,
                "kubelet endpoint port (0 = any free port; the Node carries the real one)");
     s.add_path("kubelet_cert", &c.kubelet_cert, "kubelet endpoint serving certificate (PEM)");

@@ -30,7 +30,11 @@ struct AgentConfig {
     std::string cluster_name = "slurm";
     std::string slurm_node;  // this agent's Slurm node name; empty = short hostname
     std::string node_name_template = "slurm-{node}-{job}";
-    std::string node_address;  // InternalIP of the virtual nodes; empty = first non-loopback IPv4
+    std::string node_address;  // InternalIP of the virtual nodes; empty = primary_ipv4()
+    // The Hostname address, advertised only when usable (agent/node_address.h);
+    // empty = host_name(); "-" = never.
+    std::string node_hostname;
+    std::string kubelet_address;    // listen address; empty = node_address; "*" = all
     uint64_t kubelet_port = 10250;  // 0 = any free port (the Node carries the real one)
     std::string kubelet_cert;       // PEM serving certificate for the kubelet endpoint
     std::string kubelet_key;        // its key

@@ -3,9 +3,6 @@
 // the agent, the loop; teardown in reverse.
 #include <config.h>  // PACKAGE_VERSION (agent/agent_config.h is the agent's own)
 
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <net/if.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/utsname.h>
@@ -31,6 +28,7 @@
 #include "agent/log_index.h"
 #include "agent/stream_sessions.h"
 #include "agent/metrics.h"
+#include "agent/node_address.h"
 #include "agent/node_endpoints.h"
 #include "agent/webhook_gate.h"
 #include "uv/handles.h"
@@ -59,21 +57,28 @@ std::string os_image() {
     return "linux";
 }
 
-std::string first_ipv4() {
-    struct ifaddrs *ifs = nullptr;
-    std::string out = "127.0.0.1";
-    if (getifaddrs(&ifs) != 0) return out;
-    for (auto *i = ifs; i; i = i->ifa_next) {
-        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || (i->ifa_flags & IFF_LOOPBACK))
-            continue;
-        char buf[INET_ADDRSTRLEN];
-        inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in *>(i->ifa_addr)->sin_addr, buf,
-                  sizeof buf);
-        out = buf;
-        break;
+// The Hostname address only where the API server can use it (agent/
+// node_address.h): a configured name that cannot is a warning, this host's
+// own name that cannot is left out quietly (the InternalIP serves).
+void settle_node_hostname(AgentConfig &cfg) {
+    if (cfg.node_hostname == "-") {
+        cfg.node_hostname.clear();
+        return;
     }
-    freeifaddrs(ifs);
-    return out;
+    bool configured = !cfg.node_hostname.empty();
+    std::string name = configured ? cfg.node_hostname : host_name();
+    auto st = hostname_usable(name, cfg.node_address, cfg.kubelet_insecure ? "" : cfg.kubelet_cert);
+    if (st) {
+        cfg.node_hostname = name;
+        return;
+    }
+    cfg.node_hostname.clear();
+    if (configured)
+        LOG_WARN("node_hostname: not advertised: %s (the API server would dial it first)",
+                 st.message().c_str());
+    else
+        LOG_INFO("no Hostname address on the virtual nodes: %s; the API server dials node_address",
+                 st.message().c_str());
 }
 
 NodeSpecInput host_facts(const AgentConfig &cfg) {
@@ -91,6 +96,7 @@ NodeSpecInput host_facts(const AgentConfig &cfg) {
     h.host_memory_mib = pages > 0 ? static_cast<uint64_t>(pages) * psize / (1 << 20) : 1024;
     h.cluster = cfg.cluster_name;
     h.node_address = cfg.node_address;
+    h.node_hostname = cfg.node_hostname;
     h.kubelet_port = static_cast<uint32_t>(cfg.kubelet_port);
     h.site_labels = cfg.labels;
     h.site_taints = cfg.taints;
@@ -125,6 +131,9 @@ KubeletServerConfig kubelet_config(const AgentConfig &cfg, std::shared_ptr<Reque
     c.gate = std::move(gate);
     c.http.thread_nice = relay_nice;
     c.http.port = static_cast<uint16_t>(cfg.kubelet_port);
+    c.http.bind_address = cfg.kubelet_address == "*"    ? ""
+                          : cfg.kubelet_address.empty() ? cfg.node_address
+                                                        : cfg.kubelet_address;
     c.http.max_connections = static_cast<unsigned>(cfg.kubelet_max_connections);
     c.http.max_connections_per_address =
         static_cast<unsigned>(cfg.kubelet_max_connections_per_address);
@@ -161,8 +170,8 @@ Result<std::unique_ptr<KubeletServer>> start_kubelet_endpoint(
         return fail(st.error(), "kubelet endpoint on port " + std::to_string(cfg.kubelet_port) +
                                     ": " + st.message() +
                                     " (kubelet_port, kubelet_cert, kubelet_key)");
-    LOG_INFO("kubelet endpoint on %s://0.0.0.0:%u", cfg.kubelet_insecure ? "http" : "https",
-             srv->port());
+    LOG_INFO("kubelet endpoint on %s://%s:%u", cfg.kubelet_insecure ? "http" : "https",
+             c.http.bind_address.empty() ? "*" : c.http.bind_address.c_str(), srv->port());
     return Result<std::unique_ptr<KubeletServer>>(std::move(srv));
 }
 
@@ -209,7 +218,8 @@ int run(int argc, char **argv, const RuntimeFactories &extra) {
         gethostname(host, sizeof host - 1);
         cfg->slurm_node = std::string(host).substr(0, std::string(host).find('.'));
     }
-    if (cfg->node_address.empty()) cfg->node_address = first_ipv4();
+    if (cfg->node_address.empty()) cfg->node_address = primary_ipv4();
+    settle_node_hostname(*cfg);
     // Before any thread starts: a thread inherits its creator's nice value
     // (on Linux it is each thread's own). The loop and the API client run at
     // `nice`; the kubelet endpoint's threads, which carry what its clients

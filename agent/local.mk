@@ -26,6 +26,8 @@ agent_libagentcore_la_SOURCES = \
 	agent/log_index.h \
 	agent/lost_shim.cc \
 	agent/lost_shim.h \
+	agent/node_address.cc \
+	agent/node_address.h \
 	agent/node_builder.cc \
 	agent/node_builder.h \
 	agent/peer_auth.cc \
@@ -36,7 +38,8 @@ agent_libagentcore_la_SOURCES = \
 	agent/tcp_listeners.h \
 	agent/watch_parser.cc \
 	agent/watch_parser.h
-# GnuTLS for kubelet_auth's SHA-256 (a token's cache key).
+# GnuTLS for kubelet_auth's SHA-256 (a token's cache key) and node_address's
+# certificate name check.
 agent_libagentcore_la_CPPFLAGS = $(AM_CPPFLAGS) $(GNUTLS_CFLAGS)
 agent_libagentcore_la_LIBADD = common/libcommon.la $(GNUTLS_LIBS)
 

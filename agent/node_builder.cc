@@ -36,13 +36,18 @@ Json::Value status_fields(const NodeSpecInput &in) {
     s["capacity"] = resources(in);
     s["allocatable"] = resources(in);
     Json::Value addrs(Json::arrayValue);
-    Json::Value ip(Json::objectValue), host(Json::objectValue);
+    Json::Value ip(Json::objectValue);
     ip["type"] = "InternalIP";
     ip["address"] = in.node_address;
-    host["type"] = "Hostname";
-    host["address"] = in.node_name;
     addrs.append(ip);
-    addrs.append(host);
+    // Never the virtual node's own name: nothing resolves it, and the API
+    // server would dial it before the InternalIP (agent/node_address.h).
+    if (!in.node_hostname.empty()) {
+        Json::Value host(Json::objectValue);
+        host["type"] = "Hostname";
+        host["address"] = in.node_hostname;
+        addrs.append(host);
+    }
     s["addresses"] = addrs;
     s["daemonEndpoints"]["kubeletEndpoint"]["Port"] = in.kubelet_port;
     Json::Value &ni = s["nodeInfo"];

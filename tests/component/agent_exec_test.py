@@ -149,8 +149,29 @@ class ExecEnv(ShimEnv):
 
     def conf_settings(self):
         s = super().conf_settings()
-        s.update(kubelet_stream_creation_timeout="2s", kubelet_max_stream_sessions=4)
+        s.update(kubelet_stream_creation_timeout="2s", kubelet_max_stream_sessions=4,
+                 node_hostname="localhost")
         return s
+
+
+def listen_addresses(port):
+    """The local addresses of the sockets listening on TCP `port` (/proc/net/tcp and tcp6)."""
+    out = []
+    for f, v6 in (("/proc/net/tcp", False), ("/proc/net/tcp6", True)):
+        try:
+            lines = open(f).read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            w = line.split()
+            addr, p = w[1].split(":")
+            if w[3] != "0A" or int(p, 16) != port:
+                continue
+            raw = bytes.fromhex(addr)
+            # the kernel prints each 32-bit word in host (little-endian) order
+            raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+            out.append(socket.inet_ntop(socket.AF_INET6 if v6 else socket.AF_INET, raw))
+    return out
 
 
 def kubelet_port(env):
@@ -471,6 +492,16 @@ def run(env):
     check("pod created", code == 201, code)
     check("pod runs", wait_for(lambda: running(env, "box"), 30), "")
     priorities(env)
+    _, node = env.api("GET", "/api/v1/nodes/" + NODE)
+    # localhost resolves to node_address and the serving certificate names it: advertised, and
+    # the API server dials it first (Hostname before InternalIP), so every kubectl exec, attach,
+    # cp and port-forward below goes through it.
+    check("node_hostname usable: the Node's addresses are its InternalIP and Hostname localhost",
+          node["status"]["addresses"] == [{"type": "InternalIP", "address": "127.0.0.1"},
+                                          {"type": "Hostname", "address": "localhost"}],
+          node["status"]["addresses"])
+    check("the kubelet endpoint listens on node_address only",
+          listen_addresses(kubelet_port(env)) == ["127.0.0.1"], listen_addresses(kubelet_port(env)))
 
     declared, undeclared = free_port(), free_port()
     echo = pod("echo", ["python3", "-c", ECHO, str(declared), str(undeclared)])

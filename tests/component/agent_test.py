@@ -60,8 +60,9 @@ def run(env):
               ["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"])
         check("taint", {"key": "slurm-k8s/job", "value": "42", "effect": "NoSchedule"}
               in n["spec"].get("taints", []), n["spec"])
-        check("kubelet endpoint + address", s["daemonEndpoints"]["kubeletEndpoint"]["Port"] == 10250
-              and s["addresses"][0] == {"type": "InternalIP", "address": "127.0.0.1"})
+        check("kubelet endpoint + address (node_hostname '-': no Hostname address)",
+              s["daemonEndpoints"]["kubeletEndpoint"]["Port"] == 10250
+              and s["addresses"] == [{"type": "InternalIP", "address": "127.0.0.1"}], s["addresses"])
     # 2. lease renewals
     lease_url = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/" + NODE
     _, lease1 = env.api("GET", lease_url)

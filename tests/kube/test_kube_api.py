@@ -234,7 +234,7 @@ def node_body(name, labels=None, capacity=None, ready=True, addresses=None, port
                   "message": "kubelet is posting ready status" if ready else "not yet",
                   "lastHeartbeatTime": t, "lastTransitionTime": t})
     st = {"capacity": capacity or {"cpu": "4", "memory": "8Gi", "pods": "110"}, "conditions": conds,
-          "addresses": addresses or [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": name}],
+          "addresses": addresses or [{"type": "InternalIP", "address": "127.0.0.1"}],
           "nodeInfo": {"kubeletVersion": "v1.28.7", "osImage": "Test OS", "kernelVersion": "6.1", "containerRuntimeVersion": "fake://1",
                        "operatingSystem": "linux", "architecture": "amd64", "machineID": "", "systemUUID": "", "bootID": "",
                        "kubeProxyVersion": ""}}
@@ -1160,6 +1160,28 @@ class TestLogProxy(WithFakeKubelet):
         # pod bound to an unknown node
         API.post(self.pods(), pod_body("lp3", node=rname("ghost")))
         self.assertEqual(API.get(self.pods("lp3") + "/log").status, 404)
+
+    def test_address_preference(self):
+        """kube-apiserver's default --kubelet-preferred-address-types puts Hostname before
+        InternalIP whatever the list's order: a Hostname that does not resolve breaks the log
+        proxy although the InternalIP would answer (what a virtual node must not advertise)."""
+        bad = rname("nores") + ".invalid"
+        node = self.mknode(port=self.fk.port, addresses=[{"type": "InternalIP", "address": "127.0.0.1"},
+                                                         {"type": "Hostname", "address": bad}])["metadata"]["name"]
+        API.post(self.pods(), pod_body("ap1", node=node))
+        r = API.get(self.pods("ap1") + "/log")
+        self.assertEqual(r.status, 500, r.text)
+        self.assertRegex(r.json["message"], r'^Get "https://%s:%d/containerLogs/%s/ap1/main": dial tcp: lookup %s'
+                         % (re.escape(bad), self.fk.port, self.ns, re.escape(bad)))
+        self.assertIn("no such host", r.json["message"])
+        node2 = self.mknode(port=self.fk.port, addresses=[{"type": "ExternalIP", "address": "192.0.2.1"},
+                                                          {"type": "InternalIP", "address": "127.0.0.1"}])["metadata"]["name"]
+        API.post(self.pods(), pod_body("ap2", node=node2))
+        r = API.get(self.pods("ap2") + "/log")
+        self.assertEqual(r.status, 200, r.text)
+        node3 = self.mknode(port=self.fk.port, addresses=[{"type": "ExternalIP", "address": "127.0.0.1"}])["metadata"]["name"]
+        API.post(self.pods(), pod_body("ap3", node=node3))
+        self.assertEqual(API.get(self.pods("ap3") + "/log").status, 200)
 
 
 class TestStreamProxy(WithFakeKubelet):

@@ -81,7 +81,7 @@ NOW=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 cat >"$WORK/node.json" <<EOF
 {"apiVersion":"v1","kind":"Node","metadata":{"name":"$NODE","labels":{"kubectl-test":"$SFX","node-role.kubernetes.io/gpu":""}},
  "status":{"capacity":{"cpu":"4","memory":"8Gi","pods":"110","nvidia.com/gpu":"2"},
-  "addresses":[{"type":"InternalIP","address":"127.0.0.1"},{"type":"Hostname","address":"$NODE"}],
+  "addresses":[{"type":"InternalIP","address":"127.0.0.1"}],
   "daemonEndpoints":{"kubeletEndpoint":{"Port":$FKPORT}},
   "nodeInfo":{"kubeletVersion":"v1.28.7","osImage":"Debian GNU/Linux 12 (bookworm)","kernelVersion":"6.1.0","containerRuntimeVersion":"slurm://1.0",
    "operatingSystem":"linux","architecture":"amd64","machineID":"","systemUUID":"","bootID":"","kubeProxyVersion":""},

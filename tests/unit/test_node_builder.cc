@@ -54,7 +54,15 @@ START_TEST(node_has_kubelet_shape) {
     ck_assert_int_eq(s["daemonEndpoints"]["kubeletEndpoint"]["Port"].asInt(), 10250);
     ck_assert_sstr_eq(s["addresses"][0]["type"].asString(), "InternalIP");
     ck_assert_sstr_eq(s["addresses"][0]["address"].asString(), "192.0.2.2");
-    ck_assert_sstr_eq(s["addresses"][1]["type"].asString(), "Hostname");
+    // No Hostname unless one was found usable: the API server would dial the
+    // virtual node's name first (agent/node_address.h).
+    ck_assert_int_eq(s["addresses"].size(), 1);
+    NodeSpecInput named = sample_input();
+    named.node_hostname = "cn1.example.org";
+    Json::Value sn = build_node(named, 1700000000)["status"];
+    ck_assert_int_eq(sn["addresses"].size(), 2);
+    ck_assert_sstr_eq(sn["addresses"][1]["type"].asString(), "Hostname");
+    ck_assert_sstr_eq(sn["addresses"][1]["address"].asString(), "cn1.example.org");
     // The 4 conditions in the kubelet's order with its reasons (README obs. 4).
     const char *types[] = {"MemoryPressure", "DiskPressure", "PIDPressure", "Ready"};
     const char *reasons[] = {"KubeletHasSufficientMemory", "KubeletHasNoDiskPressure",

@@ -36,16 +36,22 @@ def pick_container(pod, container):
     return container
 
 
-def node_endpoint(api, node_name):
-    """(host, port) of a node's kubelet endpoint: the first address of type InternalIP,
-    ExternalIP, Hostname, InternalDNS, ExternalDNS and status.daemonEndpoints.kubeletEndpoint.Port
-    (10250 when unset). 404 for an unknown node, 500 when it has no address."""
+# kube-apiserver's --kubelet-preferred-address-types default (v1.28): a
+# Hostname address wins over an InternalIP one, wherever it stands in the list.
+PREFERRED_ADDRESS_TYPES = ("Hostname", "InternalDNS", "InternalIP", "ExternalDNS", "ExternalIP")
+
+
+def node_endpoint(api, node_name, preferred=PREFERRED_ADDRESS_TYPES):
+    """(host, port) of a node's kubelet endpoint: the first address of the first type in
+    preferred (kube-apiserver's --kubelet-preferred-address-types) and
+    status.daemonEndpoints.kubeletEndpoint.Port (10250 when unset). 404 for an unknown node,
+    500 when it has no address of those types."""
     node = api.store.get("nodes", ("", node_name))
     if node is None:
         raise not_found(RESOURCES[("", "nodes")], node_name)
     st = node.get("status") or {}
     addrs = st.get("addresses") or []
-    for t in ("InternalIP", "ExternalIP", "Hostname", "InternalDNS", "ExternalDNS"):
+    for t in preferred:
         host = next((a.get("address") for a in addrs if a.get("type") == t and a.get("address")), None)
         if host:
             break

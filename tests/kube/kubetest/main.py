@@ -12,6 +12,7 @@ import uuid
 
 from .api import Api
 from .handler import Handler
+from .kubelet import PREFERRED_ADDRESS_TYPES
 from .node_lifecycle import NodeLifecycle
 from .metrics import Metrics
 from .scheduler import Scheduler
@@ -51,8 +52,13 @@ def main():
     ap.add_argument("--node-proxy-global-only", action="store_true",
                     help="nodes/proxy refuses node addresses that are not global unicast (400 address not allowed), "
                          "as kube-apiserver does")
+    ap.add_argument("--kubelet-preferred-address-types", default=",".join(PREFERRED_ADDRESS_TYPES),
+                    help="node address types tried in order to reach a kubelet, as kube-apiserver's flag "
+                         "(default %(default)s)")
     ap.add_argument("--log-requests", action="store_true")
     opts = ap.parse_args()
+    opts.kubelet_preferred_address_types = tuple(
+        t.strip() for t in opts.kubelet_preferred_address_types.split(",") if t.strip())
     try:
         import resource
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

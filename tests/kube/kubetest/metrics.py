@@ -196,7 +196,7 @@ class Metrics(object):
         first, at most two; none after a failed scrape)."""
         name = node["metadata"]["name"]
         try:
-            host, port = node_endpoint(self.srv.api, name)
+            host, port = node_endpoint(self.srv.api, name, self.srv.opts.kubelet_preferred_address_types)
         except ApiError:
             return []
         key = (node["metadata"].get("uid"), host, port)

@@ -22,7 +22,7 @@ class PodLogHandler:
         if not node_name:
             self.send_bytes(200, b"", "text/plain")
             return
-        host, port = node_endpoint(srv.api, node_name)
+        host, port = node_endpoint(srv.api, node_name, srv.opts.kubelet_preferred_address_types)
         params = []
         follow = (self.query1(q, "follow") or "").lower() in ("true", "1")
         for k in ("follow", "previous", "timestamps"):

@@ -226,7 +226,7 @@ class StreamingHandler:
         node_name = (pod.get("spec") or {}).get("nodeName")
         if not node_name:
             raise bad_request("pod %s does not have a host assigned" % name)
-        host, port = node_endpoint(self.server.api, node_name)
+        host, port = node_endpoint(self.server.api, node_name, self.server.opts.kubelet_preferred_address_types)
         if not is_upgrade(self.headers):
             raise bad_request("Upgrade request required")
         target = path + ("?" + urllib.parse.urlencode(params) if params else "")
@@ -275,7 +275,7 @@ class StreamingHandler:
         https://<node address>:<kubelet port>/PATH with the kubelet client certificate."""
         srv = self.server
         node_name, _, req_port = name.partition(":")
-        host, port = node_endpoint(srv.api, node_name)
+        host, port = node_endpoint(srv.api, node_name, srv.opts.kubelet_preferred_address_types)
         if req_port and req_port != str(port):
             raise bad_request("this test double proxies nodes/proxy to the kubelet port (%d) only" % port)
         if srv.opts.node_proxy_global_only:

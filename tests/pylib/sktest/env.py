@@ -47,6 +47,7 @@ class AgentEnv:
             "cluster_name": "comp",
             "slurm_node": "n1",
             "node_address": "127.0.0.1",
+            "node_hostname": "-",
             "state_dir": f"{self.dir}/state",
             "shim_state_dir": f"{self.dir}/shim",
             "socket_path": f"{self.dir}/agent.sock",
