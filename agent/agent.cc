@@ -463,6 +463,7 @@ void Agent::op_list(const std::shared_ptr<Connection> &c, const proto::Request &
     proto::Reply rep;
     rep.id = req.id;
     rep.body["version"] = PACKAGE_VERSION;
+    if (api_status_) rep.body["api"] = api_status_();
     rep.body["nodes"] = Json::Value(Json::arrayValue);
     const bool admin = is_admin(c->peer(), admin_uids_);
     for (const auto &[k, vn] : nodes_)

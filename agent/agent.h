@@ -84,6 +84,9 @@ class Agent {
         ctx_.obs = obs;
     }
     void set_log_index(LogIndex *logs) { ctx_.logs = logs; }
+    // Optional: the API credential's state for `list` (agent/api_auth.h
+    // status()), which `slurm-k8s status` prints. Loop thread.
+    void set_api_status(std::function<Json::Value()> f) { api_status_ = std::move(f); }
     // Optional, before start(): the kubelet endpoint's exec sessions, which
     // find their pods here and whose data connections arrive on this
     // agent's socket (exec_attach). Outlives the Agent.
@@ -133,6 +136,7 @@ class Agent {
     Timer pods_timer_;  // pods-by-phase gauge
     EventCorrelator events_;
     const AgentObserver *obs_ = nullptr;
+    std::function<Json::Value()> api_status_;
     RuntimeFactory runtime_factory_;
     StreamSessions *streams_ = nullptr;
     NodeEndpoints *endpoints_ = nullptr;

@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "agent/kubeconfig.h"
 #include "common/agent_call.h"
 #include "common/config.h"
 #include "common/strings.h"
@@ -24,7 +25,10 @@ void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string
     s.add_path("api_token_file", &c.api.token_file, "file holding a bearer token");
     s.add_path("api_client_cert", &c.api.client_cert, "client certificate (PEM)");
     s.add_path("api_client_key", &c.api.client_key, "client key (PEM)");
-    s.add_path("kubeconfig", &c.kubeconfig, "single-cluster kubeconfig instead of api_*");
+    s.add_path("kubeconfig", &c.kubeconfig,
+               "kubeconfig instead of api_* (its current-context, or kubeconfig_context)");
+    s.add_string("kubeconfig_context", &c.kubeconfig_context,
+                 "the kubeconfig's context to use (default: its current-context)");
     s.add_seconds("api_timeout", &c.api_timeout_s, 1, 300, "timeout of one API request");
     s.add_string("cluster_name", &c.cluster_name, "Slurm cluster name (label slurm-k8s/cluster)");
     s.add_string("slurm_node", &c.slurm_node, "this node's Slurm name (default: short hostname)");
@@ -185,57 +189,7 @@ void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string
                "log level");
 }
 
-std::string unquote(std::string_view v) {
-    v = trim(v);
-    if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front())
-        v = v.substr(1, v.size() - 2);
-    return std::string(v);
-}
-
-std::string resolve(const std::string &p, const std::string &dir) {
-    if (p.empty() || p[0] == '/') return p;
-    return dir + "/" + p;
-}
-
 }  // namespace
-
-Result<ApiCredentials> parse_kubeconfig(std::string_view text, const std::string &dir) {
-    ApiCredentials a;
-    std::string token;
-    for (const auto &raw : split(text, '\n')) {
-        std::string_view line = trim(raw);
-        if (starts_with(line, "- ")) line = trim(line.substr(2));
-        auto colon = line.find(':');
-        if (colon == std::string_view::npos) continue;
-        std::string key(trim(line.substr(0, colon)));
-        std::string val = unquote(line.substr(colon + 1));
-        if (val.empty()) continue;
-        auto set_once = [](std::string &dst, const std::string &v) {
-            if (dst.empty()) dst = v;
-        };
-        if (key == "server")
-            set_once(a.server, val);
-        else if (key == "certificate-authority")
-            set_once(a.ca_file, resolve(val, dir));
-        else if (key == "tokenFile")
-            set_once(a.token_file, resolve(val, dir));
-        else if (key == "token")
-            set_once(token, val);
-        else if (key == "client-certificate")
-            set_once(a.client_cert, resolve(val, dir));
-        else if (key == "client-key")
-            set_once(a.client_key, resolve(val, dir));
-        else if (key == "certificate-authority-data" || key == "client-certificate-data" ||
-                 key == "client-key-data")
-            return fail(Error::InvalidArgument, "kubeconfig: inline '" + key +
-                                                    "' is not supported; reference files instead");
-    }
-    if (a.server.empty()) return fail(Error::InvalidArgument, "kubeconfig: no cluster server");
-    if (!token.empty() && a.token_file.empty())
-        return fail(Error::InvalidArgument,
-                    "kubeconfig: inline 'token' is not supported; use tokenFile");
-    return a;
-}
 
 Result<std::string> expand_node_name(const std::string &tmpl, const std::string &slurm_node,
                                      uint32_t job_id) {
@@ -278,7 +232,7 @@ Result<AgentConfig> parse_agent_config(std::string_view text, std::string_view s
         if (!text_kc)
             return fail(Error::InvalidArgument, src + ": kubeconfig: " + text_kc.message());
         std::string dir = c.kubeconfig.substr(0, c.kubeconfig.rfind('/'));
-        auto creds = parse_kubeconfig(*text_kc, dir.empty() ? "/" : dir);
+        auto creds = parse_kubeconfig(*text_kc, dir.empty() ? "/" : dir, c.kubeconfig_context);
         if (!creds) return fail(Error::InvalidArgument, src + ": " + creds.message());
         c.api = *creds;
     }
@@ -292,7 +246,9 @@ Result<AgentConfig> parse_agent_config(std::string_view text, std::string_view s
     if (c.api.client_cert.empty() != c.api.client_key.empty())
         return fail(Error::InvalidArgument,
                     src + ": api_client_cert and api_client_key must be set together");
-    if (c.api.token_file.empty() && c.api.client_cert.empty())
+    if (!c.kubeconfig_context.empty() && c.kubeconfig.empty())
+        return fail(Error::InvalidArgument, src + ": kubeconfig_context needs kubeconfig");
+    if (!c.api.has_credential())
         return fail(Error::InvalidArgument,
                     src + ": set api_token_file or api_client_cert/api_client_key (credentials)");
     if (c.lease_renew_s * 2 > c.lease_duration_s)

@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/k8s_names.h"
@@ -14,17 +15,42 @@
 
 namespace sk::agent {
 
+// A kubeconfig user's `exec` credential plugin (client.authentication.k8s.io).
+struct ExecPlugin {
+    std::string api_version;  // client.authentication.k8s.io/v1 or v1beta1
+    std::string command;      // a relative path with a '/' is made absolute (the kubeconfig's dir)
+    std::vector<std::string> args;
+    std::vector<std::pair<std::string, std::string>> env;
+    bool provide_cluster_info = false;
+};
+
+// Where the agent's credential comes from (agent/api_auth.h keeps it
+// current). A token file wins over an inline token (client-go's rule); a
+// client certificate goes with either.
 struct ApiCredentials {
-    std::string server;       // https://host:port (http:// only for tests)
-    std::string ca_file;      // PEM bundle that signs the API server's certificate
-    std::string token_file;   // bearer token, re-read at start
-    std::string client_cert;  // or a client certificate + key
+    std::string server;           // https://host:port (http:// only for tests)
+    std::string ca_file;          // PEM bundle that signs the API server's certificate
+    std::string ca_data;          // or the PEM itself (kubeconfig certificate-authority-data)
+    std::string tls_server_name;  // the name checked in the server's certificate; "" = the URL's
+    std::string proxy_url;        // http(s):// or socks5:// proxy to the server; "" = none
+    std::string token_file;       // bearer token, re-read when it changes and after a 401
+    std::string token;            // inline (kubeconfig `token`)
+    std::string client_cert;      // or a client certificate + key, files
     std::string client_key;
+    std::string client_cert_data, client_key_data;  // or inline PEM
+    ExecPlugin exec;                                // command "" = none
+    std::string context;  // the kubeconfig context used ("" = not from a kubeconfig)
+
+    bool has_credential() const {
+        return !token_file.empty() || !token.empty() || !client_cert.empty() ||
+               !client_cert_data.empty() || !exec.command.empty();
+    }
 };
 
 struct AgentConfig {
     ApiCredentials api;
-    std::string kubeconfig;  // alternative to api_*: a single-cluster kubeconfig
+    std::string kubeconfig;          // alternative to api_*: agent/kubeconfig.h
+    std::string kubeconfig_context;  // "" = its current-context
     uint64_t api_timeout_s = 10;
 
     std::string cluster_name = "slurm";
@@ -117,11 +143,6 @@ Result<AgentConfig> load_agent_config(const std::string &path,
                                       const std::vector<std::string> &extra_runtimes = {});
 // "key: doc" lines for --help.
 std::string describe_agent_config(const std::vector<std::string> &extra_runtimes = {});
-
-// A kubeconfig subset: the first cluster's server and certificate-authority,
-// the first user's token / tokenFile / client-certificate / client-key.
-// Relative paths are taken relative to the kubeconfig's directory.
-Result<ApiCredentials> parse_kubeconfig(std::string_view text, const std::string &dir);
 
 // "slurm-{node}-{job}" -> "slurm-n1-42", lowercased; fails when the result is
 // not a DNS-1123 subdomain.

@@ -3,7 +3,10 @@
 #include <signal.h>
 #include <uv.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstring>
 #include <exception>
 
 #include "common/log.h"
@@ -79,22 +82,44 @@ std::string expand_job_command(const std::string &tmpl, uint32_t job_id) {
 
 void run_command_async(uv_loop_t *loop, const std::string &cmdline, uint64_t timeout_ms,
                        std::function<void(const CommandResult &)> done) {
+    run_program_async(loop, {"/bin/sh", "-c", cmdline}, {}, timeout_ms, std::move(done));
+}
+
+void run_program_async(uv_loop_t *loop, std::vector<std::string> argv,
+                       const std::vector<std::string> &extra_env, uint64_t timeout_ms,
+                       std::function<void(const CommandResult &)> done) {
     auto *c = new Cmd;
     c->done = std::move(done);
     c->timer = Timer(loop);
     c->out = Pipe(loop);
     c->err = Pipe(loop);
     SpawnOptions o;
-    o.file = "/bin/sh";
-    o.args = {"/bin/sh", "-c", cmdline};
+    std::string program = argv.empty() ? std::string() : argv[0];
+    o.args = std::move(argv);
+    if (!extra_env.empty()) {
+        std::vector<std::string> env;
+        auto overridden = [&extra_env](const char *kv) {
+            const char *eq = strchr(kv, '=');
+            size_t n = eq ? static_cast<size_t>(eq - kv) + 1 : strlen(kv);
+            for (const auto &e : extra_env)
+                if (e.compare(0, n, kv, n) == 0) return true;
+            return false;
+        };
+        for (char **e = environ; e && *e; ++e)
+            if (!overridden(*e)) env.emplace_back(*e);
+        env.insert(env.end(), extra_env.begin(), extra_env.end());
+        o.env = std::move(env);
+    }
     o.out = &c->out;
     o.err = &c->err;
-    int rc = c->proc.spawn(loop, o, [c](int64_t status, int sig) { c->on_exit(status, sig); });
+    int rc = o.args.empty() ? UV_EINVAL : c->proc.spawn(loop, o, [c](int64_t status, int sig) {
+        c->on_exit(status, sig);
+    });
     if (rc != 0) {
         c->exited = true;
         c->eof = true;
         c->err_eof = true;
-        c->result.error = std::string("cannot run /bin/sh: ") + uv_strerror(rc);
+        c->result.error = "cannot run " + program + ": " + uv_strerror(rc);
         c->timer.start(0, [c] { c->maybe_report(); });
         return;
     }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 typedef struct uv_loop_s uv_loop_t;
 
@@ -22,6 +23,13 @@ struct CommandResult {
 
 // done runs on the loop, later (never inside the call), exactly once.
 void run_command_async(uv_loop_t *loop, const std::string &cmdline, uint64_t timeout_ms,
+                       std::function<void(const CommandResult &)> done);
+
+// The same for a program and its arguments, no shell: argv[0] is looked up
+// in PATH unless it holds a '/'; extra_env ("NAME=value") is added to this
+// process's environment, replacing variables of the same name.
+void run_program_async(uv_loop_t *loop, std::vector<std::string> argv,
+                       const std::vector<std::string> &extra_env, uint64_t timeout_ms,
                        std::function<void(const CommandResult &)> done);
 
 // "{job}" in tmpl -> the job id.

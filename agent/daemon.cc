@@ -22,6 +22,7 @@
 
 #include "agent/agent.h"
 #include "agent/agent_config.h"
+#include "agent/api_auth.h"
 #include "agent/http_client.h"
 #include "agent/kube_client.h"
 #include "agent/kubelet_server.h"
@@ -55,6 +56,25 @@ std::string os_image() {
             return v;
         }
     return "linux";
+}
+
+// kubeconfig tls-server-name: the URL names the certificate's name (what
+// libcurl checks) and CURLOPT_CONNECT_TO dials the server's real host.
+std::string with_tls_server_name(const std::string &server, const std::string &name,
+                                 std::string *connect_to) {
+    size_t scheme = server.find("://");
+    size_t start = scheme == std::string::npos ? 0 : scheme + 3;
+    size_t end = server.find('/', start);
+    std::string hostport = server.substr(start, end == std::string::npos ? end : end - start);
+    std::string host = hostport, port = starts_with(server, "http://") ? "80" : "443";
+    size_t colon = hostport.rfind(':');
+    if (colon != std::string::npos && hostport.find(']', colon) == std::string::npos) {
+        host = hostport.substr(0, colon);
+        port = hostport.substr(colon + 1);
+    }
+    *connect_to = name + ":" + port + ":" + host + ":" + port;
+    return server.substr(0, start) + name + ":" + port +
+           (end == std::string::npos ? "" : server.substr(end));
 }
 
 // The Hostname address only where the API server can use it (agent/
@@ -235,31 +255,46 @@ int run(int argc, char **argv, const RuntimeFactories &extra) {
         relay_nice.reset();
     }
 
-    // 2. credentials
-    TlsConfig tls{cfg->api.ca_file, cfg->api.client_cert, cfg->api.client_key, ""};
-    if (!cfg->api.token_file.empty()) {
-        tls.bearer_token = read_first_line(cfg->api.token_file);
-        if (tls.bearer_token.empty()) {
-            LOG_ERROR("api_token_file %s is empty or unreadable", cfg->api.token_file.c_str());
-            return 1;
-        }
-    }
+    // 2. the API server's address and trust; the credential is ApiAuth's
+    TlsConfig tls;
+    tls.ca_file = cfg->api.ca_file;
+    tls.ca_data = cfg->api.ca_data;
+    tls.proxy_url = cfg->api.proxy_url;
+    std::string server = cfg->api.server;
+    if (!cfg->api.tls_server_name.empty())
+        server = with_tls_server_name(server, cfg->api.tls_server_name, &tls.connect_to);
 
     // 3. loop, signals, HTTP
     signal(SIGPIPE, SIG_IGN);  // a shim that went away must not kill the agent
     uv_loop_t loop;
     uv_loop_init(&loop);
+    ApiAuth auth(&loop, cfg->api, cfg->api.server);
     CurlTransport http(&loop, tls);
+    http.set_auth(&auth);
     if (auto st = http.start(); !st) {
         LOG_ERROR("HTTP client: %s", st.message().c_str());
         return 1;
     }
-    KubeClient kube(http, cfg->api.server, cfg->api_timeout_s * 1000);
+    KubeClient kube(http, server, cfg->api_timeout_s * 1000);
     SystemClock clock;
     CommandJobChecker checker(&loop, cfg->job_alive_command, cfg->job_end_command);
 
     // 4. metrics (updated on the loop, rendered from an HTTP thread)
     AgentMetrics metrics;
+    auth.set_observer({[&metrics] { metrics.api_credential_reloaded(); },
+                       [&metrics](bool ok) { metrics.api_credential(ok); },
+                       [&metrics](int64_t s) { metrics.api_credential_expiry(s); }});
+    // The credential before the first request: an exec plugin answers on the loop.
+    if (auto st = auth.start(); !st) {
+        LOG_ERROR("%s", st.message().c_str());
+        return 1;
+    }
+    while (!auth.ready() && auth.start_error().empty())
+        uv_run(&loop, UV_RUN_ONCE);
+    if (!auth.ready()) {
+        LOG_ERROR("%s", auth.start_error().c_str());
+        return 1;
+    }
     AgentObserver obs = observe_into(metrics);
     kube.set_observer([&metrics](const char *verb, int code) { metrics.api_request(verb, code); });
     std::unique_ptr<MetricsEndpoint> metrics_ep;
@@ -348,6 +383,7 @@ int run(int argc, char **argv, const RuntimeFactories &extra) {
     // 6. the agent: state, socket, controllers
     agent = std::make_unique<Agent>(&loop, *cfg, kube, clock, checker, host);
     agent->set_observer(&obs);
+    agent->set_api_status([&auth] { return auth.status(); });
     agent->set_log_index(&logs);
     agent->set_stream_sessions(streams.get());
     agent->set_node_endpoints(node_endpoints.get());

@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "agent/api_auth.h"
 #include "common/log.h"
 
 namespace sk::agent {
@@ -21,6 +22,8 @@ struct CurlTransport::Transfer {
     std::string body;  // whole body (request) or error body (stream, non-2xx)
     long status = 0;
     bool cancelled = false;
+    bool retried = false;     // sent again after a 401 (once at most)
+    uint64_t generation = 0;  // of the credential it carries (ApiAuth)
     char errbuf[CURL_ERROR_SIZE] = "";
 };
 
@@ -118,7 +121,9 @@ struct CurlTransport::Impl {
     }
 };
 
-CurlTransport::CurlTransport(uv_loop_t *loop, TlsConfig tls) : loop_(loop), tls_(std::move(tls)) {}
+CurlTransport::CurlTransport(uv_loop_t *loop, TlsConfig tls) : loop_(loop), tls_(std::move(tls)) {
+    if (!tls_.connect_to.empty()) connect_to_ = curl_slist_append(nullptr, tls_.connect_to.c_str());
+}
 
 CurlTransport::~CurlTransport() {
     for (auto &[id, t] : transfers_) {
@@ -128,6 +133,7 @@ CurlTransport::~CurlTransport() {
     }
     transfers_.clear();
     if (multi_) curl_multi_cleanup(static_cast<CURLM *>(multi_));
+    curl_slist_free_all(static_cast<curl_slist *>(connect_to_));
 }
 
 Status CurlTransport::start() {
@@ -187,12 +193,18 @@ uint64_t CurlTransport::add(HttpRequest req, HttpDataCallback on_data, HttpCallb
     t->req = std::move(req);
     t->on_data = std::move(on_data);
     t->done = std::move(done);
+    start_transfer(std::move(t));
+    return id;
+}
+
+void CurlTransport::start_transfer(std::unique_ptr<Transfer> t) {
+    uint64_t id = t->id;
     CURL *e = stopped_ ? nullptr : curl_easy_init();
     if (!e) {
         // Reported from the loop like any other failure (never inside the call).
         transfers_[id] = std::move(t);
         kick();
-        return id;
+        return;
     }
     t->easy = e;
     const HttpRequest &r = t->req;
@@ -207,16 +219,41 @@ uint64_t CurlTransport::add(HttpRequest req, HttpDataCallback on_data, HttpCallb
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     if (r.timeout_ms) curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(r.timeout_ms));
-    if (!tls_.ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, tls_.ca_file.c_str());
-    if (!tls_.client_cert.empty()) {
-        curl_easy_setopt(e, CURLOPT_SSLCERT, tls_.client_cert.c_str());
-        curl_easy_setopt(e, CURLOPT_SSLKEY, tls_.client_key.c_str());
+    if (!tls_.ca_data.empty()) {
+        curl_blob ca{const_cast<char *>(tls_.ca_data.data()), tls_.ca_data.size(), CURL_BLOB_COPY};
+        curl_easy_setopt(e, CURLOPT_CAINFO_BLOB, &ca);
+    } else if (!tls_.ca_file.empty()) {
+        curl_easy_setopt(e, CURLOPT_CAINFO, tls_.ca_file.c_str());
+    }
+    if (connect_to_)
+        curl_easy_setopt(e, CURLOPT_CONNECT_TO, static_cast<curl_slist *>(connect_to_));
+    if (!tls_.proxy_url.empty()) curl_easy_setopt(e, CURLOPT_PROXY, tls_.proxy_url.c_str());
+    // The credential current now (agent/api_auth.h), or the fixed one.
+    Credential fixed;
+    const Credential *c = &fixed;
+    if (auth_) {
+        c = &auth_->current();
+    } else {
+        fixed.cert_file = tls_.client_cert;
+        fixed.key_file = tls_.client_key;
+        fixed.token = tls_.bearer_token;
+    }
+    t->generation = c->generation;
+    if (!c->cert_pem.empty()) {
+        curl_blob cert{const_cast<char *>(c->cert_pem.data()), c->cert_pem.size(), CURL_BLOB_COPY};
+        curl_blob key{const_cast<char *>(c->key_pem.data()), c->key_pem.size(), CURL_BLOB_COPY};
+        curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM");
+        curl_easy_setopt(e, CURLOPT_SSLCERT_BLOB, &cert);
+        curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
+        curl_easy_setopt(e, CURLOPT_SSLKEY_BLOB, &key);
+    } else if (!c->cert_file.empty()) {
+        curl_easy_setopt(e, CURLOPT_SSLCERT, c->cert_file.c_str());
+        curl_easy_setopt(e, CURLOPT_SSLKEY, c->key_file.c_str());
     }
     curl_easy_setopt(e, CURLOPT_USERAGENT, "slurm-k8s-agent/" PACKAGE_VERSION);
     t->headers = curl_slist_append(t->headers, "Accept: application/json");
-    if (!tls_.bearer_token.empty())
-        t->headers =
-            curl_slist_append(t->headers, ("Authorization: Bearer " + tls_.bearer_token).c_str());
+    if (!c->token.empty())
+        t->headers = curl_slist_append(t->headers, ("Authorization: Bearer " + c->token).c_str());
     if (!r.content_type.empty())
         t->headers = curl_slist_append(t->headers, ("Content-Type: " + r.content_type).c_str());
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->headers);
@@ -230,7 +267,6 @@ uint64_t CurlTransport::add(HttpRequest req, HttpDataCallback on_data, HttpCallb
     // and requests are often made from a watch's data callback: add from the loop.
     pending_add_.push_back(id);
     kick();
-    return id;
 }
 
 void CurlTransport::cancel(uint64_t id) {
@@ -310,8 +346,27 @@ void CurlTransport::check_messages() {
         long status = t->status;
         std::string body = std::move(t->body);
         curl_easy_cleanup(t->easy);
+        t->easy = nullptr;
         curl_slist_free_all(t->headers);
+        t->headers = nullptr;
         if (!done || t->cancelled) continue;
+        if (auth_ && code == CURLE_OK && status == 401) {
+            // Sent once more when the credential changed since (a token
+            // file rewritten, an exec plugin's new token): the request was
+            // refused before anything happened, and a watch got no data.
+            if (auth_->unauthorized(t->generation) && !t->retried) {
+                auto again = std::make_unique<Transfer>();
+                again->id = t->id;
+                again->req = std::move(t->req);
+                again->on_data = std::move(t->on_data);
+                again->done = std::move(done);
+                again->retried = true;
+                start_transfer(std::move(again));
+                continue;
+            }
+        } else if (auth_ && code == CURLE_OK && status != 0) {
+            auth_->accepted();
+        }
         try {
             if (code != CURLE_OK && status != 0 && t->on_data) {
                 done(fail(Error::Transient,

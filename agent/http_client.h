@@ -54,11 +54,23 @@ class HttpTransport {
 struct TlsConfig {
     std::string ca_file, client_cert, client_key;
     std::string bearer_token;  // sent as Authorization: Bearer
+    std::string ca_data;       // PEM instead of ca_file
+    // Dial connect_host:port for the URL's host:port (kubeconfig
+    // tls-server-name: the URL names the certificate's name); "" = the URL's.
+    std::string connect_to;
+    std::string proxy_url;  // "" = none (libcurl's proxy environment is not read)
 };
+
+class ApiAuth;
 
 class CurlTransport : public HttpTransport {
   public:
     CurlTransport(uv_loop_t *loop, TlsConfig tls);
+    // Each request carries auth's current credential instead of the fixed
+    // ones of TlsConfig; a 401 is reported to it, and the request sent once
+    // more when it has another credential since (agent/api_auth.h). auth
+    // outlives the transport.
+    void set_auth(ApiAuth *auth) { auth_ = auth; }
     ~CurlTransport() override;
     Status start();
     // Cancels everything; handles are closed asynchronously (run the loop).
@@ -74,6 +86,7 @@ class CurlTransport : public HttpTransport {
 
   private:
     uint64_t add(HttpRequest req, HttpDataCallback on_data, HttpCallback done);
+    void start_transfer(std::unique_ptr<Transfer> t);
     void check_messages();
     void reap();
     void kick();     // runs service() from the loop soon
@@ -81,7 +94,9 @@ class CurlTransport : public HttpTransport {
 
     uv_loop_t *loop_;
     TlsConfig tls_;
-    void *multi_ = nullptr;  // CURLM*
+    ApiAuth *auth_ = nullptr;
+    void *connect_to_ = nullptr;  // curl_slist* of tls_.connect_to
+    void *multi_ = nullptr;       // CURLM*
     uv_timer_t *timer_ = nullptr;
     uv_timer_t *reaper_ = nullptr;
     uint64_t next_id_ = 1;

@@ -22,6 +22,8 @@ agent_libagentcore_la_SOURCES = \
 	agent/kubelet_auth.cc \
 	agent/kubelet_auth.h \
 	agent/kube_time.h \
+	agent/kubeconfig.cc \
+	agent/kubeconfig.h \
 	agent/log_index.cc \
 	agent/log_index.h \
 	agent/lost_shim.cc \
@@ -40,14 +42,16 @@ agent_libagentcore_la_SOURCES = \
 	agent/watch_parser.h
 # GnuTLS for kubelet_auth's SHA-256 (a token's cache key) and node_address's
 # certificate name check.
-agent_libagentcore_la_CPPFLAGS = $(AM_CPPFLAGS) $(GNUTLS_CFLAGS)
-agent_libagentcore_la_LIBADD = common/libcommon.la $(GNUTLS_LIBS)
+agent_libagentcore_la_CPPFLAGS = $(AM_CPPFLAGS) $(GNUTLS_CFLAGS) $(LIBYAML_CFLAGS)
+agent_libagentcore_la_LIBADD = common/libcommon.la $(GNUTLS_LIBS) $(LIBYAML_LIBS)
 
 # I/O edges and controllers: libuv, libcurl.
 noinst_LTLIBRARIES += agent/libagentio.la
 agent_libagentio_la_SOURCES = \
 	agent/agent.cc \
 	agent/agent.h \
+	agent/api_auth.cc \
+	agent/api_auth.h \
 	agent/command_runner.cc \
 	agent/command_runner.h \
 	agent/controllers/agent_context.h \

@@ -250,7 +250,30 @@ AgentMetrics::AgentMetrics() {
         "slurm_k8s_pod_running_duration_seconds",
         "From a pod bound to this node to its runtime reporting it Running (no API write in it).",
         kLatencyBuckets);
+    (void)registry_.add_gauge("slurm_k8s_api_credential_accepted",
+                              "1 while the API server accepts the agent's credential, 0 once it "
+                              "answered 401 to it (until it accepts one again).");
+    (void)registry_.add_counter("slurm_k8s_api_credential_reloads_total",
+                                "New credentials taken from their source (a token file that "
+                                "changed, an exec plugin's new token or certificate).");
+    (void)registry_.add_gauge("slurm_k8s_api_credential_expiry_timestamp_seconds",
+                              "When the agent's credential expires (a token's exp claim, an "
+                              "exec plugin's expirationTimestamp); 0 = unknown.");
     set_pods({});
+    registry_.set("slurm_k8s_api_credential_accepted", {}, 1);
+}
+
+void AgentMetrics::api_credential(bool accepted) {
+    registry_.set("slurm_k8s_api_credential_accepted", {}, accepted ? 1 : 0);
+}
+
+void AgentMetrics::api_credential_reloaded() {
+    registry_.inc("slurm_k8s_api_credential_reloads_total");
+}
+
+void AgentMetrics::api_credential_expiry(int64_t unix_s) {
+    registry_.set("slurm_k8s_api_credential_expiry_timestamp_seconds", {},
+                  static_cast<double>(unix_s));
 }
 
 void AgentMetrics::api_request(const std::string &verb, int code) {

@@ -78,6 +78,9 @@ class MetricsRegistry {
 //   slurm_k8s_pod_start_duration_seconds            histogram (bound -> Running posted)
 //   slurm_k8s_pod_running_duration_seconds          histogram (bound -> the runtime's Running:
 //                                                   the node's own part, no API write in it)
+//   slurm_k8s_api_credential_accepted               gauge (0 after a 401, agent/api_auth.h)
+//   slurm_k8s_api_credential_reloads_total          counter
+//   slurm_k8s_api_credential_expiry_timestamp_seconds gauge (0 = unknown)
 class AgentMetrics {
   public:
     AgentMetrics();
@@ -90,6 +93,9 @@ class AgentMetrics {
     void node_registered(double seconds);
     void pod_started(double seconds);
     void pod_running(double seconds);
+    void api_credential(bool accepted);
+    void api_credential_reloaded();
+    void api_credential_expiry(int64_t unix_s);
     std::string render() const { return registry_.render(); }
     MetricsRegistry &registry() { return registry_; }
 

@@ -158,12 +158,23 @@ std::string format_list(const std::vector<proto::NodeState> &nodes) {
 }
 
 std::string format_status(const std::string &socket, const std::string &agent_version,
-                          const std::vector<proto::NodeState> &nodes) {
+                          const std::vector<proto::NodeState> &nodes, const Json::Value &api) {
     size_t ready = 0;
     for (const auto &n : nodes)
         ready += n.ready ? 1 : 0;
     std::string out = "agent:   reachable at " + socket + "\n";
     out += "version: " + (agent_version.empty() ? std::string("unknown") : agent_version) + "\n";
+    if (api.isObject()) {
+        auto s = [&api](const char *k) { return api[k].isString() ? api[k].asString() : ""; };
+        std::string state = s("state");
+        out += "api:     ";
+        if (state == "refused")
+            out += "credential REFUSED since " + s("since") + ": " + s("message") + "\n";
+        else
+            out += std::string(state == "ok" ? "credential accepted" : "credential not used yet") +
+                   " (" + s("source") + (s("expires").empty() ? "" : ", expires " + s("expires")) +
+                   ")\n";
+    }
     out += "jobs:    " + std::to_string(nodes.size()) + " on this node (" + std::to_string(ready) +
            " Ready)\n";
     for (const auto &n : nodes)

@@ -83,7 +83,7 @@ static int run(int argc, char **argv) {
         fputs(format_list(*nodes).c_str(), stdout);
     } else {
         std::string version = (*body)["version"].isString() ? (*body)["version"].asString() : "";
-        fputs(format_status(o.socket, version, *nodes).c_str(), stdout);
+        fputs(format_status(o.socket, version, *nodes, (*body)["api"]).c_str(), stdout);
     }
     return kExitOk;
 }

@@ -8,7 +8,7 @@ PKGS=(
   # build
   build-essential g++ autoconf automake libtool pkg-config make
   # libraries
-  libjson-c-dev libuv1-dev libcurl4-openssl-dev libjsoncpp-dev libmicrohttpd-dev libgnutls28-dev zlib1g-dev libseccomp-dev check
+  libjson-c-dev libuv1-dev libcurl4-openssl-dev libjsoncpp-dev libmicrohttpd-dev libgnutls28-dev zlib1g-dev libseccomp-dev libyaml-dev check
   libslurm-dev
   # real Slurm for the integration layer
   slurm-wlm slurmd slurmctld slurm-client munge slurm-wlm-basic-plugins

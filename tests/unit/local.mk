@@ -270,17 +270,30 @@ tests_unit_test_watch_parser_LDADD = $(SK_AGENT_CORE_TEST_LIBS)
 
 # ---- agent/: the I/O edges (libagentio) and the kubelet endpoint ----
 check_PROGRAMS += \
+	tests/unit/test_api_auth \
 	tests/unit/test_shim_runtime \
 	tests/unit/test_kubelet_auth \
 	tests/unit/test_kubelet_logs \
 	tests/unit/test_kubelet_stats \
 	tests/unit/test_metrics
 TESTS += \
+	tests/unit/test_api_auth \
 	tests/unit/test_shim_runtime \
 	tests/unit/test_kubelet_auth \
 	tests/unit/test_kubelet_logs \
 	tests/unit/test_kubelet_stats \
 	tests/unit/test_metrics
+
+tests_unit_test_api_auth_SOURCES = tests/unit/test_api_auth.cc
+tests_unit_test_api_auth_CXXFLAGS = $(SK_CHECK_CXXFLAGS) $(LIBUV_CFLAGS)
+tests_unit_test_api_auth_LDADD = \
+	agent/libagentio.la \
+	agent/libagentcore.la \
+	common/libcommon.la \
+	$(SK_CHECK_LIBS) \
+	$(LIBUV_LIBS) \
+	$(LIBCURL_LIBS) \
+	$(JSONCPP_LIBS)
 
 tests_unit_test_shim_runtime_SOURCES = tests/unit/test_shim_runtime.cc
 tests_unit_test_shim_runtime_CXXFLAGS = $(SK_CHECK_CXXFLAGS) $(LIBUV_CFLAGS)

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "agent/agent_config.h"
+#include "agent/kubeconfig.h"
 #include "tests/unit/check_main.h"
 
 using namespace sk;
@@ -83,17 +84,135 @@ START_TEST(config_requires_credentials) {
 }
 END_TEST
 
-START_TEST(kubeconfig_subset) {
-    auto a = parse_kubeconfig(
-        "clusters:\n- name: x\n  cluster:\n    server: https://127.0.0.1:1\n"
-        "    certificate-authority: ca.crt\nusers:\n- name: a\n  user:\n    tokenFile: /t\n",
+// A kubeconfig as kubectl writes one (kubectl config set-cluster/-credentials/
+// -context): its current-context picks the cluster and the user.
+const char kKubeconfig[] = R"(apiVersion: v1
+kind: Config
+current-context: agent@prod
+clusters:
+- name: staging
+  cluster:
+    server: https://staging.example:6443
+- name: prod
+  cluster:
+    server: https://10.0.0.1:6443
+    certificate-authority-data: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==
+    tls-server-name: kubernetes.default
+contexts:
+- name: agent@staging
+  context: {cluster: staging, user: agent-file}
+- name: agent@prod
+  context:
+    cluster: prod
+    user: agent-exec
+    namespace: kube-system
+users:
+- name: agent-file
+  user:
+    tokenFile: token
+    client-certificate: certs/agent.crt
+    client-key: /abs/agent.key
+- name: agent-exec
+  user:
+    exec:
+      apiVersion: client.authentication.k8s.io/v1
+      command: ./bin/get-token
+      args: ["--cluster", "prod"]
+      env:
+      - name: REGION
+        value: eu-1
+      provideClusterInfo: true
+      interactiveMode: Never
+)";
+
+START_TEST(kubeconfig_as_kubectl_reads_it) {
+    auto a = parse_kubeconfig(kKubeconfig, "/etc/slurm-k8s");
+    ck_assert_msg(a.ok(), "%s", a.ok() ? "" : a.message().c_str());
+    ck_assert_sstr_eq(a->context, "agent@prod");
+    ck_assert_sstr_eq(a->server, "https://10.0.0.1:6443");
+    ck_assert_sstr_eq(a->ca_data, "-----BEGIN CERTIFICATE-----\n");
+    ck_assert(a->ca_file.empty());
+    ck_assert_sstr_eq(a->tls_server_name, "kubernetes.default");
+    ck_assert_sstr_eq(a->exec.api_version, "client.authentication.k8s.io/v1");
+    ck_assert_sstr_eq(a->exec.command, "/etc/slurm-k8s/bin/get-token");
+    ck_assert_int_eq(a->exec.args.size(), 2);
+    ck_assert_sstr_eq(a->exec.args[1], "prod");
+    ck_assert_int_eq(a->exec.env.size(), 1);
+    ck_assert_sstr_eq(a->exec.env[0].first, "REGION");
+    ck_assert_sstr_eq(a->exec.env[0].second, "eu-1");
+    ck_assert(a->exec.provide_cluster_info);
+    ck_assert(a->has_credential());
+
+    auto f = parse_kubeconfig(kKubeconfig, "/etc/slurm-k8s", "agent@staging");
+    ck_assert_msg(f.ok(), "%s", f.ok() ? "" : f.message().c_str());
+    ck_assert_sstr_eq(f->server, "https://staging.example:6443");
+    ck_assert_sstr_eq(f->token_file, "/etc/slurm-k8s/token");
+    ck_assert_sstr_eq(f->client_cert, "/etc/slurm-k8s/certs/agent.crt");
+    ck_assert_sstr_eq(f->client_key, "/abs/agent.key");
+    ck_assert(f->exec.command.empty());
+
+    // JSON is YAML too; inline data are base64.
+    auto j = parse_kubeconfig(
+        R"({"current-context":"c","contexts":[{"name":"c","context":{"cluster":"k","user":"u"}}],
+            "clusters":[{"name":"k","cluster":{"server":"https://h:1","certificate-authority":"ca.crt"}}],
+            "users":[{"name":"u","user":{"token":"abc","client-certificate-data":"Q0VSVA==",
+                                          "client-key-data":"S0VZ"}}]})",
         "/d");
-    ck_assert(a.ok());
-    ck_assert_sstr_eq(a->server, "https://127.0.0.1:1");
-    ck_assert_sstr_eq(a->ca_file, "/d/ca.crt");
-    ck_assert_sstr_eq(a->token_file, "/t");
-    ck_assert(!parse_kubeconfig("users: []\n", "/").ok());
-    ck_assert(!parse_kubeconfig("server: https://h\ncertificate-authority-data: AAA\n", "/").ok());
+    ck_assert_msg(j.ok(), "%s", j.ok() ? "" : j.message().c_str());
+    ck_assert_sstr_eq(j->ca_file, "/d/ca.crt");
+    ck_assert_sstr_eq(j->token, "abc");
+    ck_assert_sstr_eq(j->client_cert_data, "CERT");
+    ck_assert_sstr_eq(j->client_key_data, "KEY");
+}
+END_TEST
+
+START_TEST(kubeconfig_refusals_say_why) {
+    struct Case {
+        std::string text, context, expect;
+    } cases[] = {
+        {"users: []\n", "", "no current-context"},
+        {"current-context: x\n", "", "no context named 'x'"},
+        {kKubeconfig, "nope", "no context named 'nope'"},
+        {"current-context: c\ncontexts: [{name: c, context: {cluster: k, user: u}}]\n", "",
+         "names cluster 'k', which is not in clusters"},
+        {"current-context: c\ncontexts: [{name: c, context: {cluster: k, user: u}}]\n"
+         "clusters: [{name: k, cluster: {server: 'https://h'}}]\n",
+         "", "names user 'u', which is not in users"},
+        {"current-context: c\ncontexts: [{name: c, context: {cluster: k, user: u}}]\n"
+         "clusters: [{name: k, cluster: {server: 'https://h', insecure-skip-tls-verify: true}}]\n"
+         "users: [{name: u, user: {token: t}}]\n",
+         "", "insecure-skip-tls-verify is not supported"},
+        {"current-context: c\ncontexts: [{name: c, context: {cluster: k, user: u}}]\n"
+         "clusters: [{name: k, cluster: {server: 'https://h'}}]\n"
+         "users: [{name: u, user: {auth-provider: {name: oidc}}}]\n",
+         "", "auth-provider is not supported"},
+        {"current-context: c\ncontexts: [{name: c, context: {cluster: k, user: u}}]\n"
+         "clusters: [{name: k, cluster: {server: 'https://h'}}]\n"
+         "users: [{name: u, user: {}}]\n",
+         "", "its user has no credential"},
+        {"current-context: c\ncontexts: [{name: c, context: {cluster: k, user: u}}]\n"
+         "clusters: [{name: k, cluster: {server: 'https://h'}}]\n"
+         "users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1alpha1, "
+         "command: x}}}]\n",
+         "", "apiVersion 'client.authentication.k8s.io/v1alpha1' is not supported"},
+        {"current-context: c\ncontexts: [{name: c, context: {cluster: k, user: u}}]\n"
+         "clusters: [{name: k, cluster: {server: 'https://h'}}]\n"
+         "users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1, "
+         "command: x, interactiveMode: Always}}}]\n",
+         "", "interactiveMode Always needs a terminal"},
+        {"current-context: c\ncontexts: [{name: c, context: {cluster: k, user: u}}]\n"
+         "clusters: [{name: k, cluster: {server: 'https://h'}}]\n"
+         "users: [{name: u, user: {client-certificate: a.crt}}]\n",
+         "", "a client certificate needs its key"},
+        {"current-context: c\nclusters: [{name: k, cluster: {server: 'https://h',\n", "",
+         "kubeconfig: line "},
+    };
+    for (const auto &c : cases) {
+        auto r = parse_kubeconfig(c.text, "/d", c.context);
+        ck_assert_msg(!r.ok(), "accepted: %s", c.text.c_str());
+        ck_assert_msg(r.message().find(c.expect) != std::string::npos, "'%s' lacks '%s'",
+                      r.message().c_str(), c.expect.c_str());
+    }
 }
 END_TEST
 
@@ -170,7 +289,8 @@ int main() {
     tcase_add_loop_test(tc, config_bad, 0, TABLE_SIZE(kBadConfs));
     tcase_add_test(tc, config_extra_runtime);
     tcase_add_test(tc, config_requires_credentials);
-    tcase_add_test(tc, kubeconfig_subset);
+    tcase_add_test(tc, kubeconfig_as_kubectl_reads_it);
+    tcase_add_test(tc, kubeconfig_refusals_say_why);
     tcase_add_test(tc, node_names);
     tcase_add_loop_test(tc, config_keys, 0, TABLE_SIZE(kConfCases));
     tcase_add_test(tc, config_defaults);

@@ -99,6 +99,22 @@ START_TEST(status_output) {
                       "  job 42 (alice): slurm-n1-42 ready, GPUs 2,3, 5 pods\n"
                       "  job 1234567 (bob): slurm-n1-1234567 registering, GPUs -, 0 pods\n");
     ck_assert(format_status("/s", "", {}).find("version: unknown\n") != std::string::npos);
+    ck_assert(format_status("/s", "", {}).find("api:") == std::string::npos);
+    Json::Value ok;
+    ok["state"] = "ok";
+    ok["source"] = "token file /etc/slurm-k8s/token";
+    ok["expires"] = "2026-12-02T16:00:00Z";
+    ck_assert_sstr_eq(format_status("/s", "1", {}, ok).c_str(),
+                      "agent:   reachable at /s\nversion: 1\napi:     credential accepted (token "
+                      "file /etc/slurm-k8s/token, expires 2026-12-02T16:00:00Z)\njobs:    0 on "
+                      "this node (0 Ready)\n");
+    Json::Value refused;
+    refused["state"] = "refused";
+    refused["since"] = "2026-12-02T15:01:02Z";
+    refused["message"] = "401 Unauthorized with the credential from token file /t";
+    ck_assert(format_status("/s", "1", {}, refused)
+                  .find("api:     credential REFUSED since 2026-12-02T15:01:02Z: 401 Unauthorized "
+                        "with the credential from token file /t\n") != std::string::npos);
 }
 END_TEST
 
