@@ -17,6 +17,7 @@ FUZZ_TARGET_SOURCES = \
 	tests/fuzz/fuzz_exec_frames.cc \
 	tests/fuzz/fuzz_json.cc \
 	tests/fuzz/fuzz_k8s_names.cc \
+	tests/fuzz/fuzz_kubeconfig.cc \
 	tests/fuzz/fuzz_kubelet_request.cc \
 	tests/fuzz/fuzz_line_buffer.cc \
 	tests/fuzz/fuzz_pod_plan.cc \

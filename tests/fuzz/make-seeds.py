@@ -252,6 +252,46 @@ namespaces = other
         put("config", b"\x01" + "\0".join(words).encode())
 
 
+def seeds_kubeconfig():
+    kc = """apiVersion: v1
+kind: Config
+current-context: agent
+clusters:
+- name: c
+  cluster:
+    server: https://10.0.0.1:6443
+    certificate-authority-data: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==
+    tls-server-name: kubernetes.default
+contexts:
+- name: agent
+  context: {cluster: c, user: u}
+users:
+- name: u
+  user:
+%s
+"""
+    users = ["    tokenFile: token",
+             "    token: abc\n    client-certificate: a.crt\n    client-key: a.key",
+             "    client-certificate-data: Q0VSVA==\n    client-key-data: S0VZ",
+             "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: ./bin/tok\n"
+             "      args: [a, b]\n      env: [{name: A, value: b}]\n      provideClusterInfo: true",
+             "    auth-provider: {name: oidc}",
+             "    username: a\n    password: b"]
+    for u in users:
+        put("kubeconfig", b"\x00" + (kc % u).encode())
+    put("kubeconfig", b"\x00" + json.dumps({
+        "current-context": "x", "contexts": [{"name": "x", "context": {"cluster": "k", "user": "u"}}],
+        "clusters": [{"name": "k", "cluster": {"server": "https://h:1"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}]}).encode())
+    put("kubeconfig", b"\x00a: &x [*x, *x]\nb: *x\n")
+    put("kubeconfig", b"\x00" + b"[" * 64 + b"]" * 64)
+    put("kubeconfig", b"\x00current-context: c\nclusters: [{name: k, cluster: {server: 'https://h',\n")
+    for st in ({"token": "t", "expirationTimestamp": "2026-12-02T16:00:00Z"},
+               {"clientCertificateData": "C", "clientKeyData": "K"}, {"clientCertificateData": "C"}, {}):
+        put("kubeconfig", b"\x01" + json.dumps({"apiVersion": "client.authentication.k8s.io/v1",
+                                                "kind": "ExecCredential", "status": st}).encode())
+
+
 def seeds_k8s_names():
     for sel, s in ((0, "team=rl,example.com/tier=gen"), (0, "a="), (0, "a=b,a=c"), (0, "-a=b"),
                    (0, "a" * 64 + "=b"), (0, "x/y/z=1"), (0, ""), (0, "kubernetes.io/hostname=n1"),
@@ -577,6 +617,7 @@ def main():
     seeds_exec_frames()
     seeds_json(ref)
     seeds_config()
+    seeds_kubeconfig()
     seeds_k8s_names()
     seeds_strings()
     seeds_cri_log()
