@@ -33,6 +33,7 @@ EXTRA_DIST += \
 	tests/kube/kubetest/streaming.py \
 	tests/kube/kubetest/tables.py \
 	tests/kube/kubetest/tls.py \
+	tests/kube/kubetest/tokens.py \
 	tests/kube/kubetest/util.py \
 	tests/kube/kubetest/validation.py \
 	tests/kube/kubetest/watch.py \

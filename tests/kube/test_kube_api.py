@@ -521,6 +521,279 @@ class TestReviews(Base):
                 self.assertEqual((res[n]["kind"], res[n]["namespaced"], res[n]["verbs"]), (kind, False, ["create"]), n)
 
 
+def jwt_part(token, i):
+    """Part i of a JWT (0 header, 1 payload) decoded: base64url without padding, JSON."""
+    import base64
+    seg = token.split(".")[i]
+    return json.loads(base64.urlsafe_b64decode(seg + "=" * (-len(seg) % 4)).decode())
+
+
+def epoch_of(t):
+    return datetime.datetime.strptime(t, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
+UNAUTHORIZED = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": "Unauthorized",
+                "reason": "Unauthorized", "code": 401}
+
+
+class TestServiceAccountTokens(Base):
+    """ServiceAccounts and the TokenRequest API (serviceaccounts/NAME/token, what `kubectl create token`
+    posts), and the tokens it issues used as bearer tokens: what the agent's credential rotation meets.
+    A real kube-apiserver caches a successful token authentication for 10 s, so a token whose
+    ServiceAccount or Pod went away is polled until it gets 401."""
+    WHOAMI = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+    TR = "/apis/authentication.k8s.io/v1/tokenreviews"
+    AUD = "https://kubernetes.default.svc.cluster.local"
+    ONE_YEAR = 365 * 24 * 3600
+
+    def sas(self, name=""):
+        return "/api/v1/namespaces/%s/serviceaccounts" % self.ns + ("/" + name if name else "")
+
+    def mksa(self, name=None):
+        r = API.post(self.sas(), {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name or rname("sa")}})
+        self.assertEqual(r.status, 201, r.text[:300])
+        return r.json
+
+    def token_request(self, sa, spec):
+        return API.post(self.sas(sa) + "/token", {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                                                  "spec": spec})
+
+    def issue(self, sa, spec):
+        """(the TokenRequest answered, the token's claims)"""
+        r = self.token_request(sa, spec)
+        self.assertEqual(r.status, 201, r.text[:500])
+        self.assertEqual((r.json["kind"], r.json["apiVersion"]), ("TokenRequest", "authentication.k8s.io/v1"))
+        return r.json, jwt_part(r.json["status"]["token"], 1)
+
+    def whoami(self, token):
+        return API.post(self.WHOAMI, {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}, token=token)
+
+    def token_review(self, token, audiences=None):
+        spec = {"token": token}
+        if audiences:
+            spec["audiences"] = audiences
+        r = API.post(self.TR, {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": spec})
+        self.assertEqual(r.status, 201, r.text[:300])
+        return r.json["status"]
+
+    def user_of(self, sa):
+        return "system:serviceaccount:%s:%s" % (self.ns, sa["metadata"]["name"])
+
+    def groups(self):
+        return ["system:serviceaccounts", "system:serviceaccounts:" + self.ns, "system:authenticated"]
+
+    def assertUnauthorized(self, r):
+        self.assertEqual(r.status, 401, r.text[:300])
+        self.assertEqual(r.json, UNAUTHORIZED)
+
+    def wait_unauthorized(self, token, what):
+        def refused():
+            r = self.whoami(token)
+            return r if r.status != 201 else None
+        self.assertUnauthorized(wait_for(refused, timeout=30, interval=0.2, msg="401 for the token after " + what))
+
+    def test_serviceaccount_object(self):
+        sa = self.mksa()
+        name = sa["metadata"]["name"]
+        self.assertEqual((sa["kind"], sa["apiVersion"], sa["metadata"]["namespace"]), ("ServiceAccount", "v1", self.ns))
+        for f in ("uid", "resourceVersion", "creationTimestamp"):
+            self.assertTrue(sa["metadata"].get(f), f)
+        r = API.get(self.sas(name))
+        self.assertEqual(r.status, 200, r.text[:300])
+        self.assertEqual(r.json["metadata"]["uid"], sa["metadata"]["uid"])
+        self.assertIn(name, [o["metadata"]["name"] for o in API.get(self.sas()).json["items"]])
+        self.assertStatus(API.post(self.sas(), {"metadata": {"name": name}}), 409, "AlreadyExists")
+        t = API.get(self.sas(name), headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}).json
+        self.assertEqual([c["name"] for c in t["columnDefinitions"]], ["Name", "Secrets", "Age"])
+        self.assertEqual(t["rows"][0]["cells"][0], name)
+        res = {x["name"]: x for x in API.get("/api/v1").json["resources"]}
+        self.assertEqual((res["serviceaccounts"]["kind"], res["serviceaccounts"]["namespaced"]), ("ServiceAccount", True))
+        self.assertIn("sa", res["serviceaccounts"]["shortNames"])
+        tr = res["serviceaccounts/token"]
+        self.assertEqual((tr["kind"], tr["group"], tr["version"], tr["verbs"]),
+                         ("TokenRequest", "authentication.k8s.io", "v1", ["create"]))
+        self.assertEqual(API.delete(self.sas(name)).status, 200)
+        self.assertStatus(API.get(self.sas(name)), 404, "NotFound")
+
+    def test_default_token(self):
+        sa = self.mksa()
+        name, uid = sa["metadata"]["name"], sa["metadata"]["uid"]
+        tr, c = self.issue(name, {})
+        self.assertEqual((tr["metadata"]["name"], tr["metadata"]["namespace"]), (name, self.ns))
+        auds = tr["spec"]["audiences"]
+        self.assertEqual((tr["spec"]["expirationSeconds"], tr["spec"]["boundObjectRef"]), (3600, None))
+        self.assertEqual(jwt_part(tr["status"]["token"], 0)["alg"], "RS256")
+        self.assertTrue(jwt_part(tr["status"]["token"], 0)["kid"])
+        self.assertEqual(c["exp"] - c["iat"], 3600)
+        self.assertEqual(c["nbf"], c["iat"])
+        self.assertLessEqual(abs(epoch_of(tr["status"]["expirationTimestamp"]) - (c["iat"] + 3600)), 1)
+        self.assertEqual(c["aud"], auds)
+        self.assertEqual(c["sub"], self.user_of(sa))
+        self.assertEqual(c["kubernetes.io"], {"namespace": self.ns, "serviceaccount": {"name": name, "uid": uid}})
+        self.assertIsInstance(c["iss"], str)
+        if has_controls():
+            self.assertEqual((auds, c["iss"]), ([self.AUD], self.AUD))
+        # the token authenticates as the ServiceAccount
+        tok = tr["status"]["token"]
+        r = self.whoami(tok)
+        self.assertEqual(r.status, 201, r.text[:300])
+        self.assertEqual(r.json["status"]["userInfo"], {"username": self.user_of(sa), "uid": uid, "groups": self.groups()})
+        self.assertEqual(API.get("/api", token=tok).status, 200)
+        r = API.get(self.pods(), token=tok)
+        self.assertStatus(r, 403, "Forbidden")
+        self.assertEqual(r.json["message"], 'pods is forbidden: User "%s" cannot list resource "pods" in API group "" '
+                                            'in the namespace "%s"' % (self.user_of(sa), self.ns))
+        st = self.token_review(tok)
+        self.assertIs(st.get("authenticated"), True, st)
+        self.assertEqual(st["user"], {"username": self.user_of(sa), "uid": uid, "groups": self.groups()})
+        self.assertEqual(st["audiences"], auds)
+
+    def test_audiences(self):
+        sa = self.mksa()
+        aud = "kubetest-" + rname("aud")
+        tr, c = self.issue(sa["metadata"]["name"], {"audiences": [aud]})
+        self.assertEqual((tr["spec"]["audiences"], c["aud"]), ([aud], [aud]))
+        tok = tr["status"]["token"]
+        self.assertUnauthorized(self.whoami(tok))       # not for the API's audience
+        st = self.token_review(tok, [aud, "kubetest-other"])
+        self.assertIs(st.get("authenticated"), True, st)
+        self.assertEqual((st["user"]["username"], st["audiences"]), (self.user_of(sa), [aud]))
+        st = self.token_review(tok)
+        self.assertNotIn("authenticated", st)
+        self.assertEqual(st["user"], {})
+
+    def test_expiration_too_short(self):
+        if has_controls():      # the real minimum, also where the suite started the double with a lower one
+            saved = control("controllers", method="GET")["minTokenExpiration"]
+            control("controllers", {"minTokenExpiration": 600})
+            self.addCleanup(control, "controllers", {"minTokenExpiration": saved})
+        name = self.mksa()["metadata"]["name"]
+        r = self.token_request(name, {"expirationSeconds": 599})
+        self.assertStatus(r, 422, "Invalid")
+        msg = "Invalid value: 599: may not specify a duration less than 10 minutes"
+        self.assertEqual(r.json["message"], 'TokenRequest.authentication.k8s.io "" is invalid: spec.expirationSeconds: ' + msg)
+        self.assertEqual(r.json["details"], {"group": "authentication.k8s.io", "kind": "TokenRequest", "causes": [
+            {"reason": "FieldValueInvalid", "message": msg, "field": "spec.expirationSeconds"}]})
+        tr, c = self.issue(name, {"expirationSeconds": 600})
+        self.assertEqual(c["exp"] - c["iat"], 600)
+
+    def test_missing_serviceaccount(self):
+        name = rname("nosa")
+        r = self.token_request(name, {})
+        self.assertStatus(r, 404, "NotFound")
+        self.assertEqual(r.json["message"], 'serviceaccounts "%s" not found' % name)
+        self.assertEqual(r.json["details"], {"name": name, "kind": "serviceaccounts"})
+
+    def test_pod_bound(self):
+        sa, other = self.mksa(), self.mksa()
+        name = sa["metadata"]["name"]
+        pb = pod_body(rname("p"))
+        pb["spec"]["serviceAccountName"] = name
+        r = API.post(self.pods(), pb)
+        self.assertEqual(r.status, 201, r.text[:300])
+        pod = r.json["metadata"]
+        ref = {"kind": "Pod", "apiVersion": "v1", "name": pod["name"], "uid": pod["uid"]}
+        # the ServiceAccount admission plugin's projected token: 3607 s bound to a pod lasts a year
+        tr, c = self.issue(name, {"expirationSeconds": 3607, "boundObjectRef": ref})
+        self.assertEqual((tr["spec"]["expirationSeconds"], tr["spec"]["boundObjectRef"]), (3607, ref))
+        self.assertEqual(c["exp"] - c["iat"], self.ONE_YEAR)
+        self.assertEqual(c["kubernetes.io"], {"namespace": self.ns, "pod": {"name": pod["name"], "uid": pod["uid"]},
+                                              "serviceaccount": {"name": name, "uid": sa["metadata"]["uid"]},
+                                              "warnafter": c["iat"] + 3607})
+        self.assertLessEqual(abs(epoch_of(tr["status"]["expirationTimestamp"]) - (c["iat"] + 3607)), 1)
+        tok = tr["status"]["token"]
+        r = self.whoami(tok)
+        self.assertEqual(r.status, 201, r.text[:300])
+        self.assertEqual(r.json["status"]["userInfo"], {
+            "username": self.user_of(sa), "uid": sa["metadata"]["uid"], "groups": self.groups(),
+            "extra": {"authentication.kubernetes.io/pod-name": [pod["name"]],
+                      "authentication.kubernetes.io/pod-uid": [pod["uid"]]}})
+        # no extension for another lifetime, or without the pod
+        _, c = self.issue(name, {"expirationSeconds": 3600, "boundObjectRef": ref})
+        self.assertEqual(c["exp"] - c["iat"], 3600)
+        self.assertNotIn("warnafter", c["kubernetes.io"])
+        _, c = self.issue(name, {"expirationSeconds": 3607})
+        self.assertEqual(c["exp"] - c["iat"], 3607)
+        self.assertNotIn("warnafter", c["kubernetes.io"])
+        # a binding to a pod that is not the one (another uid), not there, or runs as another ServiceAccount
+        r = self.token_request(name, {"boundObjectRef": dict(ref, uid="00000000-0000-0000-0000-000000000000")})
+        self.assertStatus(r, 409, "Conflict")
+        self.assertEqual(r.json["message"], 'Operation cannot be fulfilled on Pod "%s": the UID in the bound object '
+                         'reference (00000000-0000-0000-0000-000000000000) does not match the UID in record. The object '
+                         'might have been deleted and then recreated' % pod["name"])
+        r = self.token_request(name, {"boundObjectRef": dict(ref, name="nopod", uid="")})
+        self.assertStatus(r, 404, "NotFound")
+        self.assertEqual(r.json["message"], 'pods "nopod" not found')
+        r = self.token_request(other["metadata"]["name"], {"boundObjectRef": ref})
+        self.assertStatus(r, 400, "BadRequest")
+        self.assertEqual(r.json["message"], 'cannot bind token for serviceaccount "%s" to pod running with different '
+                                            'serviceaccount name.' % other["metadata"]["name"])
+        # the pod gone: the token with it
+        r = API.delete(self.pods(pod["name"]), {"gracePeriodSeconds": 0})
+        self.assertEqual(r.status, 200, r.text[:300])
+        self.wait_unauthorized(tok, "its pod was deleted")
+
+    def test_serviceaccount_deleted(self):
+        sa = self.mksa()
+        name = sa["metadata"]["name"]
+        tok = self.issue(name, {})[0]["status"]["token"]
+        self.assertEqual(self.whoami(tok).status, 201)
+        self.assertEqual(API.delete(self.sas(name)).status, 200)
+        self.wait_unauthorized(tok, "its ServiceAccount was deleted")
+        self.mksa(name)                 # the same name again is another ServiceAccount (uid)
+        self.assertUnauthorized(self.whoami(tok))
+        self.assertNotIn("authenticated", self.token_review(tok))
+
+    def test_expiry(self):
+        """A token dies `exp` plus the server's leeway (real: 60 s) after it was issued. Only where the
+        server issues tokens of a few seconds: the double started with --min-token-expiration 1 and
+        --token-expiry-leeway 0 (run-tests.sh); a real one refuses them (422), and the test is skipped."""
+        sa = self.mksa()
+        r = self.token_request(sa["metadata"]["name"], {"expirationSeconds": 3})
+        if r.status == 422:
+            self.skipTest("the server does not issue tokens of 3 s (its minimum: %s)" % r.json["message"].split(": ")[-1])
+        leeway = 60.0
+        if has_controls():
+            leeway = control("controllers", method="GET")["tokenExpiryLeeway"]
+            if leeway > 5:
+                self.skipTest("the double's --token-expiry-leeway is %ss" % leeway)
+        self.assertEqual(r.status, 201, r.text[:300])
+        tok = r.json["status"]["token"]
+        c = jwt_part(tok, 1)
+        self.assertEqual(c["exp"] - c["iat"], 3)
+        self.assertEqual(self.whoami(tok).status, 201)
+        self.assertIs(self.token_review(tok).get("authenticated"), True)
+        end = c["exp"] + leeway + 15
+        while True:
+            r = self.whoami(tok)
+            if r.status != 201 or time.time() > end:
+                break
+            time.sleep(0.1)
+        self.assertUnauthorized(r)
+        self.assertGreater(time.time(), c["exp"] + leeway)
+        st = self.token_review(tok)
+        self.assertNotIn("authenticated", st)
+        self.assertEqual(st["user"], {})
+
+    def test_rbac_by_user_name(self):
+        """A binding of the user name (the double's --role user:system:serviceaccount:NS:NAME=agent)."""
+        if not has_controls():
+            self.skipTest("binds roles with the double's /_test/rbac")
+        sa = self.mksa()
+        tok = self.issue(sa["metadata"]["name"], {})[0]["status"]["token"]
+        self.assertStatus(API.get("/api/v1/nodes", token=tok), 403, "Forbidden")
+        subject = "user:" + self.user_of(sa)
+        control("rbac", {"subject": subject, "role": "agent"})
+        self.addCleanup(control, "rbac", {"subject": subject, "role": "none"})
+        self.assertEqual(API.get("/api/v1/nodes", token=tok).status, 200)
+        r = API.post("/apis/authorization.k8s.io/v1/subjectaccessreviews", {
+            "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+            "spec": {"user": self.user_of(sa), "groups": self.groups(),
+                     "resourceAttributes": {"verb": "list", "resource": "nodes"}}})
+        self.assertEqual(r.json["status"], {"allowed": True, "reason": 'RBAC: allowed by ClusterRoleBinding "slurm-k8s-agent" '
+                                            'of ClusterRole "slurm-k8s-agent" to User "%s"' % self.user_of(sa)})
+
+
 class TestDiscovery(Base):
     def test_api(self):
         r = API.get("/api")

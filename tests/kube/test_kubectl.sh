@@ -169,6 +169,10 @@ wait "$FINAL_PID"
 t "get pod after delete" "NotFound|not found" k get pod kp1 -n "$NS"
 t "delete node" "node \"$NODE\" deleted" k delete node "$NODE"
 t "lease garbage-collected" "NotFound|not found" k get lease "$NODE" -n kube-node-lease
+t "create serviceaccount" "serviceaccount/ksa created" k create serviceaccount ksa -n "$NS"
+t "get sa" "^ksa +0 +[0-9]+s$" k get sa -n "$NS"
+SA_TOKEN=$(k create token ksa -n "$NS" 2>&1)
+t "create token: whoami" "^Username +system:serviceaccount:$NS:ksa$" k auth whoami --token="$SA_TOKEN"
 t "delete namespace" "namespace \"$NS\" deleted" k delete namespace "$NS" --wait=false
 t "api-resources" "^leases +coordination\.k8s\.io/v1 +true +Lease" k api-resources --api-group=coordination.k8s.io
 t "no rights" "Forbidden|forbidden" k get nodes --token="$(cat "$SD/noright.token")"

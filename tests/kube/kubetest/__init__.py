@@ -10,7 +10,8 @@ Usage (tests/kube/kube_test_server.py is the entry point; main.py has the option
 
 Modules, lowest layer first (each imports only from those before it): util (log, version, time
 formats, quantities), errors, resources, objects, selectors, patch, store (objects,
-resourceVersions, watch history), validation, auth, tables, api (the verbs on the store),
+resourceVersions, watch history), validation, auth, tokens (TokenRequest, ServiceAccount token
+authentication), tables, api (the verbs on the store),
 node_lifecycle and scheduler (the controllers), discovery, tls (certificates), server (HTTP(S)
 server, request log, refuse fault), kubelet (the kubelet endpoint of a node: address, TLS dial,
 Go-worded dial errors), the handler's mixins resource_handler, watch, pod_log, streaming (exec,
@@ -36,6 +37,7 @@ Test controls (NOT part of the Kubernetes API; admin identity required):
   POST /_test/watches/close [{"abrupt":true}]  end every open watch (abrupt: drop the TCP connection)
   GET/POST /_test/controllers {"scheduler":bool,"nodeLifecycle":bool,"leaseGrace":s,
                                 "monitorPeriod":s,"taintRemovalDelay":s,"fullDisruption":bool,
-                                "bookmarkInterval":s,"nodeProxyGlobalOnly":bool}
+                                "bookmarkInterval":s,"nodeProxyGlobalOnly":bool,
+                                "minTokenExpiration":s,"tokenExpiryLeeway":s}
   POST /_test/rbac {"subject":"user:NAME"|"group:NAME","role":"admin"|"agent"|"none"|[rules]}
 """

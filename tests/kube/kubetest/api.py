@@ -13,6 +13,7 @@ from .objects import new_uid, pod_terminal, rand_suffix, strip_for_compare
 from .patch import PATCH_TYPES, json_patch, merge_patch, smp
 from .resources import RESOURCES, STORE_RES
 from .store import Store
+from .tokens import ServiceAccountTokens
 from .util import micro_ts, now_utc, parse_ts, ts
 from .validation import check_quantities, default_pod, lease_times, qos_class, validate
 
@@ -22,6 +23,8 @@ class Api(object):
         self.opts = opts
         self.store = Store(opts.history)
         self.auth = Auth()
+        self.tokens = ServiceAccountTokens(self.store, opts)
+        self.auth.issuer = self.tokens
         self.wake_sched = threading.Event()
         self.wake_nlc = threading.Event()
         self.cluster_gen = 0

@@ -66,20 +66,35 @@ def _url_matches(patterns, path):
 class Auth(object):
     def __init__(self):
         self.tokens = {}      # token -> (user, uid, groups)
+        self.issuer = None    # the issued ServiceAccount tokens (tokens.ServiceAccountTokens), set by api.Api
         self.bindings = {"group:system:masters": "admin", "group:slurm-k8s:agent": "agent",
                          "group:system:authenticated": "basic", "group:system:unauthenticated": "public"}
         self.lock = threading.Lock()
 
-    def authenticate_token(self, token):
-        """(user, uid, groups) of a bearer token, groups with system:authenticated added as
-        kube-apiserver adds it; None for an unknown token."""
+    def authenticate_token(self, token, audiences=None):
+        """(user, uid, groups, extra, audiences) of a bearer token valid for one of `audiences` (default:
+        the API audience, what a request to the API asks for), groups with system:authenticated added as
+        kube-apiserver adds it, audiences those of `audiences` it is valid for; None for an unknown or
+        no longer valid token. A token of the token table is audience-agnostic, as kube-apiserver wraps a
+        token file's (valid for the API audience only); an issued ServiceAccount token is valid for the
+        audiences it was issued for, while its claims hold (tokens.py)."""
+        auds = list(audiences or [API_AUDIENCE])
         t = self.tokens.get(token)
-        if not t:
+        if t:
+            if API_AUDIENCE not in auds:
+                return None
+            user, uid, groups, extra, good = t[0], t[1], t[2], {}, [API_AUDIENCE]
+        elif self.issuer is not None:
+            r = self.issuer.authenticate(token, auds)
+            if r is None:
+                return None
+            user, uid, groups, extra, good = r
+        else:
             return None
-        groups = list(t[2])
+        groups = list(groups)
         if "system:authenticated" not in groups:
             groups.append("system:authenticated")
-        return t[0], t[1], groups
+        return user, uid, groups, extra, good
 
     def load_csv(self, path):
         import csv

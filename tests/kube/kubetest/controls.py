@@ -106,6 +106,10 @@ class TestControls:
                     o.full_disruption = bool(data["fullDisruption"])
                 if "nodeProxyGlobalOnly" in data:
                     o.node_proxy_global_only = bool(data["nodeProxyGlobalOnly"])
+                if "minTokenExpiration" in data:
+                    o.min_token_expiration = int(data["minTokenExpiration"])
+                if "tokenExpiryLeeway" in data:
+                    o.token_expiry_leeway = float(data["tokenExpiryLeeway"])
                 api.wake_sched.set()
                 api.wake_nlc.set()
             self.send_obj(200, self.ctl_state())
@@ -128,4 +132,5 @@ class TestControls:
         return {"scheduler": srv.scheduler.enabled, "nodeLifecycle": srv.nlc.enabled, "leaseGrace": o.lease_grace,
                 "monitorPeriod": o.monitor_period, "taintRemovalDelay": o.taint_removal_delay,
                 "fullDisruption": o.full_disruption, "bookmarkInterval": o.bookmark_interval,
-                "nodeProxyGlobalOnly": o.node_proxy_global_only}
+                "nodeProxyGlobalOnly": o.node_proxy_global_only, "minTokenExpiration": o.min_token_expiration,
+                "tokenExpiryLeeway": o.token_expiry_leeway}

@@ -19,15 +19,13 @@ def api_resource_list(group, version):
             sv = {"status": ["get", "patch", "update"], "log": ["get"], "binding": ["create"],
                   "eviction": ["create"], "proxy": ["create", "delete", "get", "patch", "update"],
                   "finalize": ["update"], "exec": ["create", "get"], "attach": ["create", "get"],
-                  "portforward": ["create", "get"]}[s]
+                  "portforward": ["create", "get"], "token": ["create"]}[s]
             kind = {"log": "Pod", "binding": "Binding", "eviction": "Eviction", "proxy": "NodeProxyOptions",
                     "exec": "PodExecOptions", "attach": "PodAttachOptions",
-                    "portforward": "PodPortForwardOptions"}.get(s, r.kind)
+                    "portforward": "PodPortForwardOptions", "token": "TokenRequest"}.get(s, r.kind)
             e2 = {"name": r.plural + "/" + s, "singularName": "", "namespaced": r.namespaced, "kind": kind, "verbs": sv}
-            if s in ("binding", "eviction"):
-                e2["group"], e2["version"] = ("policy", "v1") if s == "eviction" else ("", "v1")
-                if s == "binding":
-                    del e2["group"], e2["version"]
+            if s in ("eviction", "token"):     # a kind of another group
+                e2["group"], e2["version"] = {"eviction": "policy", "token": "authentication.k8s.io"}[s], "v1"
             res.append(e2)
     return {"kind": "APIResourceList", "groupVersion": (group + "/" + version) if group else version, "resources": res}
 

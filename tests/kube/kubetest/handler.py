@@ -109,16 +109,17 @@ class Handler(ResourceHandler, WatchHandler, PodLogHandler, StreamingHandler, Me
     # -- authentication
     def authenticate(self):
         """Returns (user, groups) or None for a bad token. Anonymous -> ('system:anonymous', [...]).
-        Sets self.uid (a token's uid; empty for a certificate or anonymous)."""
+        Sets self.uid and self.extra (a token's uid and user extra; empty for a certificate or
+        anonymous)."""
         authz = self.headers.get("Authorization")
         api = self.server.api
-        self.uid = ""
+        self.uid, self.extra = "", {}
         if authz:
             parts = authz.split(None, 1)
             if len(parts) == 2 and parts[0].lower() == "bearer":
                 t = api.auth.authenticate_token(parts[1].strip())
                 if t:
-                    self.uid = t[1]
+                    self.uid, self.extra = t[1], t[3]
                     return t[0], t[2]
             return None
         if isinstance(self.connection, ssl.SSLSocket):

@@ -55,6 +55,12 @@ def main():
     ap.add_argument("--kubelet-preferred-address-types", default=",".join(PREFERRED_ADDRESS_TYPES),
                     help="node address types tried in order to reach a kubelet, as kube-apiserver's flag "
                          "(default %(default)s)")
+    ap.add_argument("--min-token-expiration", type=int, default=600, metavar="SEC",
+                    help="the shortest expirationSeconds a TokenRequest may ask for (default %(default)s, the real "
+                         "minimum; 1 lets tests issue tokens that expire at once)")
+    ap.add_argument("--token-expiry-leeway", type=float, default=60.0, metavar="SEC",
+                    help="how long after its exp a ServiceAccount token still authenticates (default %(default)s, "
+                         "the real leeway)")
     ap.add_argument("--log-requests", action="store_true")
     opts = ap.parse_args()
     opts.kubelet_preferred_address_types = tuple(

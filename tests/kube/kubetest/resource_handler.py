@@ -1,5 +1,5 @@
 """Resource requests: the verbs on one resource path, with dry runs, tables, subresources
-(status, binding, eviction, log, exec, attach, portforward, proxy) and deletecollection."""
+(status, binding, eviction, log, exec, attach, portforward, proxy, token) and deletecollection."""
 
 import base64
 import json
@@ -8,6 +8,7 @@ from .errors import ApiError, bad_request, conflict, invalid
 from .objects import set_condition, to_events_v1
 from .selectors import Filter, parse_field_selector, parse_label_selector
 from .tables import table_for
+from .tokens import TOKEN_REQUEST
 from .util import ts
 
 
@@ -103,6 +104,11 @@ class ResourceHandler:
             return
         if sub == "proxy":
             self.node_proxy(method, name, body)
+            return
+        if sub == "token":
+            if method != "POST":
+                raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+            self.send_obj(201, api.tokens.request(ns, name, self.parse_json(body, TOKEN_REQUEST)))
             return
         if sub == "eviction" or sub == "finalize":
             raise ApiError(405, "MethodNotAllowed", "this test double does not implement %s/%s" % (res.plural, sub))

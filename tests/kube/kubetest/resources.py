@@ -52,6 +52,8 @@ for _r in [
     Res("events", "Event", short=["ev"], fields=EVENT_FIELDS),
     Res("configmaps", "ConfigMap", short=["cm"]),
     Res("secrets", "Secret", fields=["type"]),
+    # serviceaccounts/token: the TokenRequest API (kubetest/tokens.py), POST only.
+    Res("serviceaccounts", "ServiceAccount", short=["sa"], subs=["token"]),
     Res("leases", "Lease", group="coordination.k8s.io"),
     Res("events", "Event", group="events.k8s.io", short=["ev"], verbs=("get", "list", "watch"),
         view_of="events", fields=["regarding.kind", "regarding.namespace", "regarding.name", "regarding.uid",

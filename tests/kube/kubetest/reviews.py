@@ -4,7 +4,7 @@ auth can-i / whoami (the self reviews): POST only, answered at once with 201 and
 plus its status, never stored.
 
   authentication.k8s.io/v1 tokenreviews              spec {token, audiences} -> status {authenticated,
-                                                     user {username, uid, groups}, audiences, error}
+                                                     user {username, uid, groups, extra}, audiences, error}
   authentication.k8s.io/v1 selfsubjectreviews        -> status {userInfo} of the caller
   authorization.k8s.io/v1  subjectaccessreviews      spec {user, groups, uid, extra, resourceAttributes |
                                                      nonResourceAttributes} -> status {allowed, reason}
@@ -79,8 +79,9 @@ class ReviewHandler:
 
     def token_review(self, res, meta, spec):
         """pkg/registry/authentication/tokenreview: the token through the server's own authenticators,
-        with spec.audiences (or the API audience when none). The double's tokens are audience-agnostic
-        ones (a token file's): valid for the API audience only."""
+        with spec.audiences (or the API audience when none). A token file's tokens are audience-agnostic:
+        valid for the API audience only; an issued ServiceAccount token for the audiences it was issued
+        for (status.audiences: those asked for that it has)."""
         token = spec.get("token") if isinstance(spec.get("token"), str) else ""
         if not token:
             raise bad_request("token is required for TokenReview in authentication")
@@ -88,15 +89,17 @@ class ReviewHandler:
         echo = {"token": token}
         if auds:
             echo["audiences"] = auds
-        ident = self.server.api.auth.authenticate_token(token)
-        if ident is None or API_AUDIENCE not in (auds or [API_AUDIENCE]):
+        ident = self.server.api.auth.authenticate_token(token, auds or [API_AUDIENCE])
+        if ident is None:
             return {"spec": echo, "status": {"user": {}, "error": "invalid bearer token"}}
-        user, uid, groups = ident
+        user, uid, groups, extra, good = ident
         info = {"username": user}
         if uid:
             info["uid"] = uid
         info["groups"] = groups
-        return {"spec": echo, "status": {"authenticated": True, "user": info, "audiences": [API_AUDIENCE]}}
+        if extra:
+            info["extra"] = extra
+        return {"spec": echo, "status": {"authenticated": True, "user": info, "audiences": good}}
 
     def self_subject_review(self, res, meta, spec):
         info = {"username": self.user}
@@ -104,6 +107,8 @@ class ReviewHandler:
             info["uid"] = self.uid
         if self.groups:
             info["groups"] = list(self.groups)
+        if getattr(self, "extra", None):
+            info["extra"] = self.extra
         return {"status": {"userInfo": info}}
 
     def _attributes(self, res, meta, spec, errs):

@@ -124,6 +124,9 @@ def table_for(res, objs, rv):
     elif res.plural == "configmaps":
         cols = [col("Name", fmt="name"), col("Data", "integer"), col("Age")]
         f = lambda o: [o["metadata"]["name"], len(o.get("data") or {}) + len(o.get("binaryData") or {}), age_of(o["metadata"].get("creationTimestamp"))]
+    elif res.plural == "serviceaccounts":
+        cols = [col("Name", fmt="name"), col("Secrets"), col("Age")]
+        f = lambda o: [o["metadata"]["name"], len(o.get("secrets") or []), age_of(o["metadata"].get("creationTimestamp"))]
     elif res.plural == "secrets":
         cols = [col("Name", fmt="name"), col("Type"), col("Data", "integer"), col("Age")]
         f = lambda o: [o["metadata"]["name"], o.get("type", "Opaque"), len(o.get("data") or {}), age_of(o["metadata"].get("creationTimestamp"))]
