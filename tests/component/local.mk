@@ -6,8 +6,10 @@ EXTRA_DIST += \
 	tests/component/test_agent_shim.sh \
 	tests/component/test_agent_exec.sh \
 	tests/component/test_agent_node_ports.sh \
+	tests/component/test_agent_credentials.sh \
 	tests/component/test_kubelet_server.sh \
 	tests/component/agent_test.py \
+	tests/component/agent_credentials_test.py \
 	tests/component/agent_shim_test.py \
 	tests/component/agent_exec_test.py \
 	tests/component/agent_node_ports_test.py
@@ -18,6 +20,7 @@ TESTS += \
 	tests/component/test_agent_shim.sh \
 	tests/component/test_agent_exec.sh \
 	tests/component/test_agent_node_ports.sh \
+	tests/component/test_agent_credentials.sh \
 	tests/component/test_kubelet_server.sh
 
 check_PROGRAMS += tests/component/kubelet_server_main
