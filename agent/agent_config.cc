@@ -122,6 +122,9 @@ void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string
             return {};
         },
         true);
+    s.add_bool("lift_not_ready_taint", &c.lift_not_ready_taint,
+               "remove the API server's not-ready:NoSchedule taint from a Node created Ready, "
+               "instead of waiting for the controller-manager");
     s.add_list("allowed_namespaces", &c.allowed_namespaces,
                "namespaces allowed when a job names none (empty = any)");
     s.add_seconds("lease_duration", &c.lease_duration_s, 10, 3600, "Lease leaseDurationSeconds");

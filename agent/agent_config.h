@@ -124,6 +124,9 @@ struct AgentConfig {
     // ("2026-01-01T12:00:00", local time) or N/A / Unknown. "" = never ask.
     std::string job_end_command = "squeue -h -j {job} -o %e";
 
+    // Lift node.kubernetes.io/not-ready:NoSchedule from a Node the agent
+    // created Ready (the controller-manager would, ~0.2-4 s later).
+    bool lift_not_ready_taint = true;
     uint64_t max_jobs = 64;
     uint64_t max_pods = 110;
     // The agent socket's admission (agent/socket_server.h, docs/security.md).

@@ -184,18 +184,35 @@ bool has_taint(const Json::Value &node, const std::string &key, const std::strin
     return false;
 }
 
+namespace {
+
+Json::Value taints_without(const Json::Value &node, const std::string &key,
+                           const std::string &effect) {
+    Json::Value taints(Json::arrayValue);
+    for (const auto &t : api::items(api::field(api::field(node, "spec"), "taints")))
+        if (!(api::text(api::field(t, "key")) == key &&
+              api::text(api::field(t, "effect")) == effect))
+            taints.append(t);
+    return taints;
+}
+
+}  // namespace
+
+Json::Value build_not_ready_lift_patch(const Json::Value &node) {
+    if (!has_taint(node, kNotReadyTaintKey, "NoSchedule")) return Json::Value();
+    Json::Value p(Json::objectValue);
+    p["metadata"]["resourceVersion"] = api::field(api::field(node, "metadata"), "resourceVersion");
+    p["spec"]["taints"] = taints_without(node, kNotReadyTaintKey, "NoSchedule");
+    return p;
+}
+
 Json::Value build_end_uncordon_patch(const Json::Value &node, const k8s::Taint &taint) {
     const Json::Value &meta = api::field(node, "metadata");
     bool ours = api::field(api::field(meta, "annotations"), kEndCordonAnnotation).isString();
     if (!ours && !has_taint(node, taint.key, taint.effect)) return Json::Value();
     Json::Value p(Json::objectValue);
     p["metadata"]["resourceVersion"] = api::field(meta, "resourceVersion");
-    Json::Value taints(Json::arrayValue);
-    for (const auto &t : api::items(api::field(api::field(node, "spec"), "taints")))
-        if (!(api::text(api::field(t, "key")) == taint.key &&
-              api::text(api::field(t, "effect")) == taint.effect))
-            taints.append(t);
-    p["spec"]["taints"] = taints;
+    p["spec"]["taints"] = taints_without(node, taint.key, taint.effect);
     if (ours) {
         p["spec"]["unschedulable"] = false;
         p["metadata"]["annotations"][kEndCordonAnnotation] = Json::Value();  // null: removed

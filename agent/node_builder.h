@@ -18,6 +18,9 @@ constexpr const char *kLabelPrefix = "slurm-k8s/";
 constexpr const char *kJobTaintKey = "slurm-k8s/job";
 constexpr const char *kEndingTaintKey = "slurm-k8s/job-ending";
 constexpr const char *kEndedTaintKey = "slurm-k8s/job-ended";
+// TaintNodesByCondition's taint on every Node created: the scheduler places
+// nothing there until the controller-manager lifts it after Ready is posted.
+constexpr const char *kNotReadyTaintKey = "node.kubernetes.io/not-ready";
 // On a Node whose end-time cordon set spec.unschedulable (it was schedulable
 // before): the uncordon may clear it. Without it the flag is someone else's.
 constexpr const char *kEndCordonAnnotation = "slurm-k8s/end-cordon";
@@ -67,6 +70,10 @@ Json::Value build_end_cordon_patch(const Json::Value &current_node, const k8s::T
 Json::Value build_end_uncordon_patch(const Json::Value &current_node, const k8s::Taint &taint);
 // True when the Node carries a taint with this key and effect.
 bool has_taint(const Json::Value &node, const std::string &key, const std::string &effect);
+// Merge-patch body that removes the node.kubernetes.io/not-ready:NoSchedule
+// taint the API server's admission puts on every new Node (guarded by the
+// resourceVersion read with it); null when the Node does not have it.
+Json::Value build_not_ready_lift_patch(const Json::Value &node);
 // True when node's labels say it belongs to (job, slurm node) of this agent.
 bool node_is_ours(const Json::Value &node, const std::string &cluster,
                   const std::string &slurm_node);

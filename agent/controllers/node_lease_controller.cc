@@ -112,6 +112,7 @@ void NodeLeaseController::create_node() {
                             LOG_INFO("%s created, Ready", prefix().c_str());
                             ready_since_ = ctx_.clock->now_s();
                             node_ready(api::object_meta(*r).uid);
+                            lift_not_ready(*r);
                             return;
                         }
                         if (r.error() == Error::AlreadyExists) return adopt_existing_node();
@@ -153,11 +154,12 @@ void NodeLeaseController::adopt_existing_node() {
                            schedule_end_cordon();
                        }
                        ready_since_ = ctx_.clock->now_s();
-                       post_status(true, guard([this, uid](const Status &st) {
+                       post_status(true, guard([this, uid, node = *r](const Status &st) {
                                        // A drain that started meanwhile owns the node.
                                        if (mode_ != Mode::Active) return;
                                        if (!st) return retry_node(st);
                                        node_ready(uid);
+                                       lift_not_ready(node);
                                    }));
                    }));
 }
@@ -296,6 +298,24 @@ void NodeLeaseController::check_node() {
                            node_ready(api::object_meta(*r).uid);
                        }
                    }));
+}
+
+void NodeLeaseController::lift_not_ready(const Json::Value &node, int attempts) {
+    if (!ctx_.cfg->lift_not_ready_taint || mode_ != Mode::Active) return;
+    Json::Value patch = build_not_ready_lift_patch(node);
+    if (patch.isNull()) return;
+    ctx_.kube->patch(KubeClient::node(rec_.node_name), patch, kMergePatch,
+                     guard([this, attempts](const Result<Json::Value> &p) {
+                         if (p || mode_ != Mode::Active) return;
+                         if (p.error() == Error::Conflict && attempts < 3)
+                             return ctx_.kube->get(KubeClient::node(rec_.node_name),
+                                                   guard([this, attempts](Result<Json::Value> r) {
+                                                       if (r) lift_not_ready(*r, attempts + 1);
+                                                   }));
+                         // Not needed for anything but speed: the controller-manager lifts it too.
+                         LOG_VERBOSE("%s not-ready taint left to the controller-manager: %s",
+                                     prefix().c_str(), p.message().c_str());
+                     }));
 }
 
 void NodeLeaseController::cordon(const k8s::Taint &taint, const std::function<void(Status)> &done,

@@ -60,6 +60,12 @@ class NodeLeaseController : public NodeBound {
     void create_node();
     void adopt_existing_node();
     void node_ready(const std::string &uid);
+    // The Node was created with Ready=True: remove the not-ready:NoSchedule
+    // taint the API server's admission added, instead of waiting for the
+    // controller-manager to see Ready (agent.conf lift_not_ready_taint).
+    // Re-read and retried on a 409; any other failure leaves it to the
+    // controller-manager, which lifts it as for any Ready node.
+    void lift_not_ready(const Json::Value &node, int attempts = 0);
     void post_status(bool ready, std::function<void(Status)> done = {});
     void create_lease();
     void renew_lease();

@@ -41,6 +41,9 @@ def node_ready(env):
 
 def run(env):
     open(os.path.join(env.dir, "alive_42"), "w").close()
+    # The double's node-lifecycle controller lifts the admission's not-ready taint only 60 s
+    # after Ready from now on: the agent must lift it itself.
+    env.api("POST", "/_test/controllers", {"taintRemovalDelay": 60})
     # 1. registration -> Node Ready with the exact fields
     t0 = time.time()
     r = env.call("register", REG)
@@ -48,6 +51,15 @@ def run(env):
     n = wait_for(lambda: node_ready(env), 5)
     check("Node Ready after register", n is not None)
     print(f"     register -> Ready {1000 * (time.time() - t0):.0f} ms")
+
+    def taints():
+        _, node = env.api("GET", "/api/v1/nodes/" + NODE)
+        return {(t["key"], t["effect"]) for t in node.get("spec", {}).get("taints") or []}
+    check("the agent lifts the admission's not-ready:NoSchedule taint (the controller would wait 60 s)",
+          wait_for(lambda: ("node.kubernetes.io/not-ready", "NoSchedule") not in taints(), 5)
+          and ("slurm-k8s/job", "NoSchedule") in taints(), taints())
+    print(f"     register -> not-ready taint lifted {1000 * (time.time() - t0):.0f} ms")
+    env.api("POST", "/_test/controllers", {"taintRemovalDelay": 0})
     if n:
         l, s = n["metadata"]["labels"], n["status"]
         check("labels", l.get("slurm-k8s/job-id") == "42" and l.get("slurm-k8s/user") == "alice"

@@ -77,6 +77,55 @@ START_TEST(registers_node_then_lease) {
     ck_assert_sstr_eq(puts[1].json()["metadata"]["resourceVersion"].asString(), "201");
     ck_assert_sstr_eq(puts[1].json()["metadata"]["uid"].asString(), "lease-uid-1");
     ck_assert_uint_eq(env.http().count("POST", "/api/v1/nodes"), 1);
+    ck_assert_uint_eq(env.http().count("PATCH", kNodePath), 0);  // no not-ready taint: no lift
+    ck_assert_int_eq(env.close(), 0);
+}
+END_TEST
+
+// ---- the admission's not-ready:NoSchedule taint on the new Node ----
+// _i: 0 lifted at once, 1 lifted after a 409 (re-read first), 2 off
+// (lift_not_ready_taint = false: left to the controller-manager).
+START_TEST(not_ready_taint_lifted) {
+    ControllerEnv env;
+    env.cfg().lift_not_ready_taint = _i != 2;
+    env.serve_node_and_lease();
+    Json::Value node;  // what the API server made of the POST
+    env.http().on("POST", "/api/v1/nodes", [&node](const FakeRequest &r) {
+        node = r.json();
+        node["metadata"]["uid"] = kNodeUid;
+        node["metadata"]["resourceVersion"] = "101";
+        Json::Value t;
+        t["key"] = "node.kubernetes.io/not-ready";
+        t["effect"] = "NoSchedule";
+        node["spec"]["taints"].append(t);
+        return FakeAnswer::ok(node);
+    });
+    env.http().on("GET", kNodePath, [&node](const FakeRequest &) {
+        Json::Value n = node;
+        n["metadata"]["resourceVersion"] = "102";
+        return FakeAnswer::ok(n);
+    });
+    int patches = 0;
+    const bool conflict_first = _i == 1;
+    env.http().on("PATCH", kNodePath, [&patches, conflict_first](const FakeRequest &r) {
+        if (++patches == 1 && conflict_first) return FakeAnswer::error(409, "Conflict");
+        return FakeAnswer::ok(r.json());
+    });
+    Ready ready;
+    register_node(env, ready);
+    if (_i == 2) {
+        env.run_until([] { return false; }, 300);
+        ck_assert_int_eq(patches, 0);
+    } else {
+        ck_assert(env.run_until([&] { return patches == (_i == 1 ? 2 : 1); }));
+        auto sent = env.http().matching("PATCH", kNodePath);
+        Json::Value last = sent.back().json();
+        // The job's taint stays, the not-ready one goes; guarded by what was read.
+        ck_assert_int_eq(last["spec"]["taints"].size(), 1);
+        ck_assert_sstr_eq(last["spec"]["taints"][0]["key"].asString(), "slurm-k8s/job");
+        ck_assert_sstr_eq(last["metadata"]["resourceVersion"].asString(), _i == 1 ? "102" : "101");
+        ck_assert_uint_eq(env.http().count("GET", kNodePath), _i == 1 ? 1 : 0);
+    }
     ck_assert_int_eq(env.close(), 0);
 }
 END_TEST
@@ -450,6 +499,7 @@ int main() {
     TCase *tc = tcase_create("node_lease");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, registers_node_then_lease);
+    tcase_add_loop_test(tc, not_ready_taint_lifted, 0, 3);
     tcase_add_loop_test(tc, node_already_exists, 0, TABLE_SIZE(kExists));
     tcase_add_loop_test(tc, lease_conflict, 0, TABLE_SIZE(kLeaseConflicts));
     tcase_add_loop_test(tc, lease_or_node_gone, 0, TABLE_SIZE(kGone));
