@@ -99,14 +99,22 @@ const Json::Value *named(const Json::Value &root, const char *list, const std::s
     return nullptr;
 }
 
-Result<std::string> decode_data(const Json::Value &o, const char *key) {
-    std::string b64 = str(o, key);
+// `KEY-data` (base64 PEM) wins over `KEY` (a path, relative to the
+// kubeconfig's directory), as kubectl reads them.
+Status data_or_file(const Json::Value &o, const std::string &key, const std::string &dir,
+                    std::string *data, std::string *file) {
+    std::string b64 = str(o, (key + "-data").c_str());
+    if (b64.empty()) {
+        *file = resolve(str(o, key.c_str()), dir);
+        return {};
+    }
     std::string compact;
     for (char ch : b64)
         if (ch != '\n' && ch != '\r' && ch != ' ') compact += ch;
     auto raw = base64_decode(compact);
-    if (!raw) return fail(Error::InvalidArgument, std::string(key) + ": not base64");
-    return *raw;
+    if (!raw) return fail(Error::InvalidArgument, key + "-data: not base64");
+    *data = *raw;
+    return {};
 }
 
 Status read_cluster(const Json::Value &c, const std::string &dir, ApiCredentials *a) {
@@ -116,13 +124,8 @@ Status read_cluster(const Json::Value &c, const std::string &dir, ApiCredentials
         return fail(Error::InvalidArgument,
                     "insecure-skip-tls-verify is not supported: the agent always verifies the "
                     "API server (give certificate-authority or certificate-authority-data)");
-    if (!str(c, "certificate-authority-data").empty()) {
-        auto d = decode_data(c, "certificate-authority-data");
-        if (!d) return d.failure();
-        a->ca_data = *d;
-    } else {
-        a->ca_file = resolve(str(c, "certificate-authority"), dir);
-    }
+    if (auto st = data_or_file(c, "certificate-authority", dir, &a->ca_data, &a->ca_file); !st)
+        return st;
     a->tls_server_name = str(c, "tls-server-name");
     a->proxy_url = str(c, "proxy-url");
     return {};
@@ -169,20 +172,11 @@ Status read_user(const Json::Value &u, const std::string &dir, ApiCredentials *a
         return fail(Error::InvalidArgument, "impersonation (as:) is not supported for the agent");
     a->token = str(u, "token");
     a->token_file = resolve(str(u, "tokenFile"), dir);
-    if (!str(u, "client-certificate-data").empty()) {
-        auto d = decode_data(u, "client-certificate-data");
-        if (!d) return d.failure();
-        a->client_cert_data = *d;
-    } else {
-        a->client_cert = resolve(str(u, "client-certificate"), dir);
-    }
-    if (!str(u, "client-key-data").empty()) {
-        auto d = decode_data(u, "client-key-data");
-        if (!d) return d.failure();
-        a->client_key_data = *d;
-    } else {
-        a->client_key = resolve(str(u, "client-key"), dir);
-    }
+    if (auto st = data_or_file(u, "client-certificate", dir, &a->client_cert_data, &a->client_cert);
+        !st)
+        return st;
+    if (auto st = data_or_file(u, "client-key", dir, &a->client_key_data, &a->client_key); !st)
+        return st;
     bool has_cert = !a->client_cert.empty() || !a->client_cert_data.empty();
     bool has_key = !a->client_key.empty() || !a->client_key_data.empty();
     if (has_cert != has_key)
