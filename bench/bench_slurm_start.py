@@ -94,16 +94,36 @@ class Cluster:
                            text=True, env=dict(os.environ, SLURM_CONF=self.conf))
         return r.stdout.strip() == ""
 
-    def run_job(self, tag, args):
-        """Seconds from sbatch to the script's first command; None on failure."""
+    def run_job(self, tag, args, kube=None):
+        """Seconds from sbatch to the script's first command; None on failure. With `kube`
+        (the test API server): a pod created beforehand, pending until a node labelled
+        bench-run=TAG appears, which the job asks for (--k8s-labels); the job runs until the pod
+        is Running. Then (first command, pod bound, pod Running), each from sbatch."""
         stamp = os.path.join(self.jobs, f"start-{tag}.t")
-        script = os.path.join(self.jobs, "start.sh")
+        script = os.path.join(self.jobs, "start.sh" if kube is None else "start-wait.sh")
         if not os.path.exists(script):
             with open(script, "w") as f:
-                f.write('#!/bin/bash\ndate +%s.%N > "$1"\n')
+                # start-wait.sh: holds the job (at most 60 s) until the benchmark saw the pod.
+                f.write('#!/bin/bash\ndate +%s.%N > "$1"\n' if kube is None else
+                        '#!/bin/bash\ndate +%s.%N > "$1"\n'
+                        'for _ in $(seq 1200); do [ -e "$1.done" ] && break; sleep 0.05; done\n')
             os.chmod(script, 0o755)
-        if os.path.exists(stamp):
-            os.unlink(stamp)
+        for f in (stamp, stamp + ".done"):
+            if os.path.exists(f):
+                os.unlink(f)
+        watch = None
+        if kube is not None:
+            name = "first-" + tag.replace("+", "-")
+            pod = B.pod_manifest(name, None, ("sleep", "3600"), grace=1)
+            pod["spec"].pop("nodeName", None)
+            pod["spec"]["nodeSelector"] = {"bench-run": tag.replace("+", "-")}
+            pod["spec"]["tolerations"] = [{"key": "slurm-k8s/job", "operator": "Exists"}]
+            code, _ = kube.api("POST", "/api/v1/namespaces/default/pods", pod)
+            if code != 201:
+                B.log(f"pod create failed: {code}")
+                return None
+            watch = B.Watch(kube, "/api/v1/namespaces/default/pods?fieldSelector=metadata.name%3D" + name)
+            args = list(args) + [f"--k8s-labels=bench-run={tag.replace('+', '-')}"]
         t0 = time.time()
         r = subprocess.run(self.as_user("sbatch", "--parsable", f"-N{self.nodes}",
                                         "--gres=gpu:2", "-o", "/dev/null", *args, script, stamp),
@@ -113,7 +133,12 @@ class Cluster:
             B.log(f"sbatch failed: {r.stdout} {r.stderr}")
             return None
         end = time.time() + 60
-        t1 = None
+        t1 = bound = running = None
+        if watch is not None:
+            bound = watch.wait(lambda ev: (ev["object"].get("spec") or {}).get("nodeName"), 60)
+            running = watch.wait(lambda ev: (ev["object"].get("status") or {}).get("phase") == "Running", 60)
+            watch.close()
+            open(stamp + ".done", "w").close()
         while time.time() < end:
             try:
                 with open(stamp) as f:
@@ -123,6 +148,10 @@ class Cluster:
                 time.sleep(0.01)
         while time.time() < end and not self.squeue_empty(job):
             time.sleep(0.05)
+        if watch is not None:
+            if t1 is None or bound is None or running is None:
+                return None
+            return t1 - t0, bound - t0, running - t0
         return None if t1 is None else t1 - t0
 
 
@@ -144,6 +173,9 @@ def main():
     jobs = B.env_int("BENCH_SLURM_JOBS", 30)
     rounds = max(1, B.env_int("BENCH_SLURM_ROUNDS", 2))
     nodes = B.env_int("BENCH_SLURM_NODES", 1)
+    # shim: pods run in the job's shim, which the extern step starts (the first pod waits for
+    # it to attach); fake: the agent's test runtime, no process
+    runtime = os.environ.get("BENCH_SLURM_RUNTIME", "shim")
     d = os.environ.get("BENCH_SLURM_DIR", "/tmp/sk-bench-slurm")
     cl = Cluster(d, nodes)
     subprocess.run([CLUSTER, "clean"], env=cl.env, capture_output=True)
@@ -158,12 +190,13 @@ def main():
     wd = B.Workdir("sk-bench-slurm-")
     kube = B.Kube(wd.path)
     agents = []
-    times = {"off": [], "on": [], "on+k8s": []}
+    times = {"off": [], "on": [], "on+k8s": [], "on+k8s+pod": [], "pod_bound": [],
+             "pod_running": []}
     failures = 0
     ok = False
     try:
         for i in range(nodes):
-            agents.append(B.Agent(wd.path, kube, runtime="fake", slurm_node=f"n{i + 1}",
+            agents.append(B.Agent(wd.path, kube, runtime=runtime, slurm_node=f"n{i + 1}",
                                   name=f"agent-n{i + 1}",
                                   extra={"shim_auth": "cgroup", "max_jobs": "256"}))
         sock = os.path.join(wd.path, "agent-{node}", "agent.sock")
@@ -191,6 +224,16 @@ def main():
                     t = cl.run_job(f"{variant}{n}", args)
                     times[variant].append(t) if t is not None else None
                     failures += t is None
+            # The headline, a block of its own (these jobs last until their pod runs, which
+            # would change the rhythm of the interleaved jobs above): a rollout pod created
+            # beforehand, bound when the job's node appears, Running on it.
+            for _ in range(per_round[rnd]):
+                n += 1
+                t = cl.run_job(f"pod{n}", ["--k8s-gpus=2"], kube=kube)
+                failures += t is None
+                if t is not None:
+                    for k, v in zip(("on+k8s+pod", "pod_bound", "pod_running"), t):
+                        times[k].append(v)
         # Profile block (not in the figures above: debug logging costs time):
         # every plugin hook logs its own duration; the sum per job is the
         # plugin's synchronous cost on the job's start path.
@@ -214,10 +257,12 @@ def main():
         res = {"jobs_per_variant": jobs, "rounds": rounds, "nodes_per_job": nodes,
                "hook_profile": {"jobs_per_variant": prof_jobs, "hooks": profile},
                "failures": failures,
-               "what": "sbatch invoked -> first command of the batch script (ms)"}
+               "what": "sbatch invoked -> first command of the batch script (ms); pod_bound, "
+                       "pod_running: sbatch -> a pod created beforehand bound to / Running on the "
+                       "job's node (job on+k8s+pod)"}
         for k, v in times.items():
             res[k] = B.summary_ms(v)
-        for k in ("on", "on+k8s"):
+        for k in ("on", "on+k8s", "pod_running"):
             if res[k].get("n") and res["off"].get("n"):
                 res[k + "_overhead"] = {
                     "p50_diff_ms": round(res[k]["p50"] - res["off"]["p50"], 2),

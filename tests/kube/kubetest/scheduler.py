@@ -34,6 +34,10 @@ class Scheduler(threading.Thread):
 
     def pass_once(self):
         store = self.api.store
+        # Read before the snapshots: a node or pod change after this point bumps cluster_gen
+        # past it, so a pod found unschedulable on the older snapshot is tried again at the
+        # next pass (read after them, a taint lifted in between left the pod pending for good).
+        gen = self.api.cluster_gen
         pods = list(store.objs["pods"].items())
         pending = []
         used = collections.defaultdict(lambda: collections.defaultdict(Fraction))
@@ -57,7 +61,6 @@ class Scheduler(threading.Thread):
         pending.sort(key=lambda kp: (-int((kp[1].get("spec") or {}).get("priority") or 0),
                                      kp[1]["metadata"].get("creationTimestamp", ""), kp[0]))
         nodes = sorted(store.items("nodes"), key=lambda n: n["metadata"]["name"])
-        gen = self.api.cluster_gen
         for k, p in pending:
             uid = p["metadata"]["uid"]
             t = self.tried.get(uid)
@@ -75,7 +78,7 @@ class Scheduler(threading.Thread):
             prev = self.tried.get(uid)
             self.mark_unschedulable(k, p, msg, prev is None or prev[2] != msg)
             cur = store.get("pods", k)
-            self.tried[uid] = ((cur or p)["metadata"]["resourceVersion"], self.api.cluster_gen, msg)
+            self.tried[uid] = ((cur or p)["metadata"]["resourceVersion"], gen, msg)
 
     def pick(self, p, nodes, used, count):
         sp = p.get("spec") or {}
