@@ -261,6 +261,8 @@ AgentMetrics::AgentMetrics() {
                               "exec plugin's expirationTimestamp); 0 = unknown.");
     set_pods({});
     registry_.set("slurm_k8s_api_credential_accepted", {}, 1);
+    registry_.inc("slurm_k8s_api_credential_reloads_total", {}, 0);
+    registry_.set("slurm_k8s_api_credential_expiry_timestamp_seconds", {}, 0);
 }
 
 void AgentMetrics::api_credential(bool accepted) {

@@ -150,7 +150,8 @@ def run(env):
     shim43 = env.spawn_shim(43, "shim43.log", "verbose")
     p42 = wait_for(lambda: node_port(env, NODE), 30)
     p43 = wait_for(lambda: node_port(env, NODE43), 30)
-    m = wait_for(lambda: re.search(r"kubelet endpoint on https://0\.0\.0\.0:(\d+)",
+    # the shared endpoint listens on node_address (127.0.0.1), as the per-node ones
+    m = wait_for(lambda: re.search(r"kubelet endpoint on https://127\.0\.0\.1:(\d+)",
                                    open(os.path.join(d, "agent.log")).read()), 10)
     shared = int(m.group(1)) if m else 0
     check("each Node names a port of its own from the range",

@@ -196,7 +196,19 @@ START_TEST(agent_metrics_text) {
         "slurm_k8s_pod_running_duration_seconds_bucket{le=\"10\"} 1\n"
         "slurm_k8s_pod_running_duration_seconds_bucket{le=\"+Inf\"} 1\n"
         "slurm_k8s_pod_running_duration_seconds_sum 0.0078125\n"
-        "slurm_k8s_pod_running_duration_seconds_count 1\n";
+        "slurm_k8s_pod_running_duration_seconds_count 1\n"
+        "# HELP slurm_k8s_api_credential_accepted 1 while the API server accepts the agent's "
+        "credential, 0 once it answered 401 to it (until it accepts one again).\n"
+        "# TYPE slurm_k8s_api_credential_accepted gauge\n"
+        "slurm_k8s_api_credential_accepted 1\n"
+        "# HELP slurm_k8s_api_credential_reloads_total New credentials taken from their source (a "
+        "token file that changed, an exec plugin's new token or certificate).\n"
+        "# TYPE slurm_k8s_api_credential_reloads_total counter\n"
+        "slurm_k8s_api_credential_reloads_total 0\n"
+        "# HELP slurm_k8s_api_credential_expiry_timestamp_seconds When the agent's credential "
+        "expires (a token's exp claim, an exec plugin's expirationTimestamp); 0 = unknown.\n"
+        "# TYPE slurm_k8s_api_credential_expiry_timestamp_seconds gauge\n"
+        "slurm_k8s_api_credential_expiry_timestamp_seconds 0\n";
     ck_assert_sstr_eq(m.render(), want);
     // set_pods replaces: a phase no longer reported drops to 0.
     m.set_pods({{"Succeeded", 4}});
