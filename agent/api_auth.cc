@@ -77,7 +77,7 @@ std::string describe_source(const ApiCredentials &c) {
 
 }  // namespace
 
-ApiAuth::ApiAuth(uv_loop_t *loop, ApiCredentials creds, std::string server, Timing timing)
+ApiAuth::ApiAuth(uv_loop_t *loop, ApiCredentials creds, std::string server, const Timing &timing)
     : loop_(loop),
       timing_(timing),
       creds_(std::move(creds)),

@@ -58,7 +58,7 @@ class ApiAuth {
     };
     // server: the API server's URL as the kubeconfig names it (an exec
     // plugin's cluster info).
-    ApiAuth(uv_loop_t *loop, ApiCredentials creds, std::string server, Timing timing);
+    ApiAuth(uv_loop_t *loop, ApiCredentials creds, std::string server, const Timing &timing);
     ApiAuth(uv_loop_t *loop, ApiCredentials creds, std::string server)
         : ApiAuth(loop, std::move(creds), std::move(server), Timing()) {}
     ~ApiAuth();

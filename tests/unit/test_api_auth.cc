@@ -127,7 +127,7 @@ START_TEST(a_401_rereads_the_file_and_says_what_to_do) {
     ApiCredentials c;
     c.token_file = d + "/token";
     ApiAuth::Timing slow = fast();
-    slow.token_check_ms = 3600 * 1000;  // only the 401 makes it look
+    slow.token_check_ms = 3600000;  // only the 401 makes it look (an hour)
     std::vector<bool> states;
     {
         ApiAuth a(&loop, c, "https://api", slow);
@@ -299,7 +299,9 @@ START_TEST(exec_plugin_runs_again_before_its_expiry) {
     // Expires within the refresh margin: the next request's current() runs it again.
     time_t soon = time(nullptr) + 30;
     char ts[32];
-    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", gmtime(&soon));
+    struct tm tm_soon {};
+    gmtime_r(&soon, &tm_soon);
+    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm_soon);
     c.exec.command = write_plugin(d, std::string(",\"expirationTimestamp\":\"") + ts + "\"");
     {
         ApiAuth a(&loop, c, "https://api", fast());
