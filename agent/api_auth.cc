@@ -1,6 +1,5 @@
 #include "agent/api_auth.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
@@ -12,6 +11,7 @@
 #include "agent/command_runner.h"
 #include "agent/kube_time.h"
 #include "common/base64.h"
+#include "common/fs.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/strings.h"
@@ -29,34 +29,14 @@ int64_t unix_now() {
 
 // The admin's token file: it may be a symlink (a projected volume's
 // `..data/token`), it must be a regular file, read bounded and without
-// blocking on a FIFO.
+// blocking on a FIFO (common/fs.h read_file). *st: what was read, for the
+// change check (a file replaced meanwhile is read again at the next check).
 Result<std::string> read_token_file(const std::string &path, struct stat *st) {
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0)
+    if (stat(path.c_str(), st) != 0)
         return fail(errno == ENOENT ? Error::NotFound : Error::Io, path + ": " + strerror(errno));
-    std::string out;
-    if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
-        close(fd);
-        return fail(Error::Io, path + ": not a regular file");
-    }
-    char buf[4096];
-    for (;;) {
-        ssize_t n = read(fd, buf, sizeof buf);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-            int e = errno;
-            close(fd);
-            return fail(Error::Io, path + ": " + strerror(e));
-        }
-        if (n == 0) break;
-        out.append(buf, static_cast<size_t>(n));
-        if (out.size() > kMaxTokenBytes) {
-            close(fd);
-            return fail(Error::TooLarge, path + ": longer than 64 KiB: not a token");
-        }
-    }
-    close(fd);
-    std::string token(trim(out));
+    auto out = read_file(path, kMaxTokenBytes, Links::Follow);
+    if (!out) return fail(out.error(), path + ": " + out.message());
+    std::string token(trim(*out));
     if (token.empty()) return fail(Error::InvalidArgument, path + ": empty");
     if (token.find_first_of("\r\n") != std::string::npos)
         return fail(Error::InvalidArgument, path + ": more than one line: not a token");

@@ -184,8 +184,9 @@ void sync_to_disk(const std::string &path) noexcept {
     sync_dir_of(path);
 }
 
-Result<std::string> read_file(const std::string &path, size_t max_bytes) {
-    int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+Result<std::string> read_file(const std::string &path, size_t max_bytes, Links links) {
+    int fd = open(path.c_str(),
+                  O_RDONLY | (links == Links::Refuse ? O_NOFOLLOW : 0) | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return io_error("cannot open", path, errno);
     struct stat st;
     if (fstat(fd, &st) != 0) {

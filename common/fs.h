@@ -54,7 +54,12 @@ void sync_to_disk(const std::string &path) noexcept;
 // than max_bytes (Error::TooLarge). A missing file is Error::NotFound, any
 // other failure Error::Io. Files that report no size (/proc) are read to
 // their end under the same bound.
-Result<std::string> read_file(const std::string &path, size_t max_bytes);
+// Links::Follow: a symlink as the last component is followed, for files an
+// admin names (a projected volume's token is a link into `..data`), never
+// for paths a job or a pod can write.
+enum class Links { Refuse, Follow };
+Result<std::string> read_file(const std::string &path, size_t max_bytes,
+                              Links links = Links::Refuse);
 
 // Opens for reading the regular file at `path`, which lies below
 // `trusted_dir`, so that whoever can write below trusted_dir cannot redirect
