@@ -286,19 +286,24 @@ Result<ExecCredential> parse_exec_credential(const std::string &text,
     auto v = json::parse(text);
     if (!v || !v->isObject())
         return fail(Error::Parse, "its output is not an ExecCredential (JSON)");
-    if ((*v)["kind"].asString() != "ExecCredential")
+    // The plugin's output is any JSON: a field of another type reads as ""
+    // (asString() would throw on an object or an array).
+    auto field = [](const Json::Value &o, const char *key) {
+        const Json::Value &f = o[key];
+        return f.isString() ? f.asString() : std::string();
+    };
+    if (field(*v, "kind") != "ExecCredential")
         return fail(Error::Parse,
-                    "its output has kind '" + (*v)["kind"].asString() + "', not ExecCredential");
-    if ((*v)["apiVersion"].asString() != api_version)
-        return fail(Error::Parse, "its output has apiVersion '" + (*v)["apiVersion"].asString() +
+                    "its output has kind '" + field(*v, "kind") + "', not ExecCredential");
+    if (field(*v, "apiVersion") != api_version)
+        return fail(Error::Parse, "its output has apiVersion '" + field(*v, "apiVersion") +
                                       "', the kubeconfig asks for " + api_version);
     const Json::Value &st = (*v)["status"];
     if (!st.isObject()) return fail(Error::Parse, "its output has no status");
     ExecCredential c;
-    c.token = st["token"].isString() ? st["token"].asString() : "";
-    c.cert_pem =
-        st["clientCertificateData"].isString() ? st["clientCertificateData"].asString() : "";
-    c.key_pem = st["clientKeyData"].isString() ? st["clientKeyData"].asString() : "";
+    c.token = field(st, "token");
+    c.cert_pem = field(st, "clientCertificateData");
+    c.key_pem = field(st, "clientKeyData");
     if (c.token.empty() && c.cert_pem.empty())
         return fail(Error::Parse, "its status has neither token nor clientCertificateData");
     if (c.cert_pem.empty() != c.key_pem.empty())
