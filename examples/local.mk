@@ -4,5 +4,8 @@ EXTRA_DIST += \
 	examples/online-rl/trainer.py \
 	examples/online-rl/rollout.py \
 	examples/online-rl/reward.py \
+	examples/online-rl/rlcore.py \
+	examples/online-rl/run-local.sh \
+	examples/online-rl/README.md \
 	examples/online-rl/rollout.yaml \
 	examples/online-rl/reward.yaml

@@ -14,6 +14,8 @@ PKGS=(
   slurm-wlm slurmd slurmctld slurm-client munge slurm-wlm-basic-plugins
   # test harness: test API server, certificates, tools
   python3 openssl curl procps psmisc iproute2 ca-certificates
+  # the online-RL example: its policy (numpy) and its reward curve (matplotlib)
+  python3-numpy python3-matplotlib
   # fuzzing (libFuzzer + sanitizer runtimes) and `make lint`
   clang libclang-rt-dev clang-tidy cppcheck bear
   # make format-check

@@ -14,7 +14,10 @@
 #       sbatch -N3 --gres=gpu:4 --k8s-gpus=2 --k8s-labels=team=rl examples/online-rl/train.sbatch
 #     shows the 3 virtual nodes, applies the rollout and reward manifests with
 #     kubectl, writes the rollout endpoints for the trainer, lets the trainer
-#     (srun, 2 GPUs per node) train against the services, and follows the
+#     (srun, 2 GPUs per node) learn from the services' samples (a policy
+#     gradient all-reduced over its 3 ranks, the weights pushed to the
+#     rollouts after every step; the reward must rise, no sample be lost),
+#     and follows the
 #     job's end: pods stopped with SIGTERM and their grace, Nodes and Leases
 #     deleted;
 #  4. prints timings and verifies that nothing is left running or on disk.
@@ -109,6 +112,7 @@ rl_write_endpoints "$J"
 
 say "training"
 rl_wait_job_and_check_trainer "$J" 3
+rl_check_learning "$J"
 
 say "job end"
 rl_check_teardown "$J"

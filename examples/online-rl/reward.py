@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Reward model service of the online-RL example (a stand-in for a real one).
 
-POST /score {"prompt": str, "completion": str} -> {"score": float, "model": str}
+POST /score {"items": [{"prompt": ctx, "completion": [token ids]}, ...]}
+     -> {"scores": [float, ...], "model": str}
 GET  /healthz -> ok (readiness probe)
 
-Scores are a deterministic function of the text, so runs are reproducible.
-Stops cleanly on SIGTERM (the pod's grace period), logging why.
+The score is rlcore.score: the share of a completion's tokens the model
+prefers for the prompt's context (a preference the trainer does not know and
+has to learn), so runs are reproducible. Stops cleanly on SIGTERM (the pod's
+grace period), logging why.
 """
-import hashlib
 import json
 import os
 import signal
@@ -17,17 +19,30 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 PORT = int(os.environ.get("PORT", "18090"))
 NAME = os.environ.get("POD_NAME", "reward")
+MAX_ITEMS = 4096
+LOCK = threading.Lock()
+SCORED = 0
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import rlcore  # noqa: E402  (the example's shared module, next to this file)
 
 
 def log(msg):
     print(f"[{NAME}] {msg}", flush=True)
 
 
-def score(prompt, completion):
-    digest = hashlib.sha256((prompt + "\0" + completion).encode()).digest()
-    # Longer, more varied completions score higher; the hash breaks ties.
-    variety = len(set(completion.split())) / max(1, len(completion.split()))
-    return round(0.5 * variety + 0.5 * digest[0] / 255.0, 4)
+def parse_items(body):
+    items = json.loads(body)["items"]
+    if not isinstance(items, list) or len(items) > MAX_ITEMS:
+        raise ValueError(f"items: a list of at most {MAX_ITEMS}")
+    out = []
+    for it in items:
+        ctx, toks = int(it["prompt"]), [int(t) for t in it["completion"]]
+        if not 0 <= ctx < rlcore.CONTEXTS or not toks or \
+                any(not 0 <= t < rlcore.VOCAB for t in toks):
+            raise ValueError(f"prompt {ctx} or completion {toks} out of range")
+        out.append((ctx, toks))
+    return out
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -53,13 +68,17 @@ class Handler(BaseHTTPRequestHandler):
             self._reply(404, {"error": "not found"})
             return
         try:
-            req = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
-            s = score(str(req["prompt"]), str(req["completion"]))
-        except (ValueError, KeyError) as e:
+            items = parse_items(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+        except (ValueError, KeyError, TypeError) as e:
             self._reply(400, {"error": f"bad request: {e}"})
             return
-        log(f"scored prompt={req['prompt'][:24]!r} score={s}")
-        self._reply(200, {"score": s, "model": NAME})
+        scores = [rlcore.score(ctx, toks) for ctx, toks in items]
+        global SCORED
+        with LOCK:
+            SCORED += len(scores)
+            if SCORED // 1000 != (SCORED - len(scores)) // 1000:
+                log(f"scored {SCORED} completions so far")
+        self._reply(200, {"scores": scores, "model": NAME})
 
 
 def main():

@@ -8,8 +8,11 @@
 
 # api_down first: the time-limit job (60 s, submitted after it) must not end
 # while the API server is down.
+# online_rl last: it takes all 3 nodes, which the time-limit job holds one of
+# until then.
 E2E_CASES=(api_down bad_flags socket_auth privileged too_many_gpus namespace two_jobs kubectl_io
-           scancel step_signals time_limit_update slurmd_restart agent_kill shim_kill time_limit)
+           scancel step_signals time_limit_update slurmd_restart agent_kill shim_kill time_limit
+           online_rl online_rl_faults)
 
 # sbatch refuses malformed --k8s-* flags before submission, naming the flag.
 case_bad_flags() {
@@ -554,4 +557,74 @@ case_time_limit() {
   sleep 0.5
   check_job_end_pod "$j" tl "time limit"
   e2e_assert_clean "$j" "time_limit"
+}
+
+# The online-RL loop of examples/online-rl (what scripts/run-scenario.sh, the
+# README's first command, shows) on real Slurm: the job's 3 virtual nodes,
+# the rollout and reward pods on the lent GPUs, the 3 trainer ranks (srun, on
+# the GPUs the job kept) learning from the pods' samples with the weights
+# pushed to the rollouts after every step, and everything gone at the end.
+case_online_rl() {
+  rl_submit -N3 --gres=gpu:4 --k8s-gpus=2 --k8s-labels=team=rl || return
+  local j="$RL_JOB"
+  rl_check_nodes "$j" 3 2 "team=rl"
+  if ! rl_apply_and_wait "$j"; then
+    scancel "$j"; sk_wait_gone "$j" 60
+    e2e_assert_clean "$j" "online_rl"
+    return
+  fi
+  rl_check_pod_gpus "$j"
+  rl_write_endpoints "$j"
+  rl_wait_job_and_check_trainer "$j" 3
+  rl_check_learning "$j"
+  rl_check_teardown "$j"
+  e2e_assert_clean "$j" "online_rl"
+}
+
+# The pid listening on TCP port $1 on this host (a pod's service: pods run
+# on the node's network).
+rl_listener_pid() {
+  ss -Htlnp "sport = :$1" | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -n1
+}
+
+# Faults in the online-RL loop: the process of rollout-1 killed mid-run, then
+# the reward service's. The shim restarts each at once (restartPolicy
+# Always, as a kubelet does); the restarted rollout comes back with weights
+# v0 and a new boot id in its sample ids. The trainer carries on (the next
+# rollout when one fails, for up to STEP_DEADLINE; the current weights sent
+# to a rollout found behind), still learns, loses and duplicates no sample
+# (samples a restarted rollout made with old weights are counted late), and
+# every rollout ends at the last weight version.
+case_online_rl_faults() {
+  RL_EXPORT="STEPS=100" rl_submit -N3 --gres=gpu:4 --k8s-gpus=2 --k8s-labels=team=rl || return
+  local j="$RL_JOB" out pid
+  out="$SK_JOBS_DIR/online-rl-$j.out"
+  rl_check_nodes "$j" 3 2 "team=rl"
+  if ! rl_apply_and_wait "$j"; then
+    scancel "$j"; sk_wait_gone "$j" 60
+    e2e_assert_clean "$j" "online_rl_faults"
+    return
+  fi
+  rl_write_endpoints "$j"
+  e2e_wait 60 "grep -q '^step  10 ' '$out'"; ok $? "the loop reached step 10"
+  pid="$(rl_listener_pid 18081)"
+  [ -n "$pid" ] && kill -KILL "$pid"; ok $? "killed rollout-1's process (pid ${pid:-none}, port 18081) at step $(grep -c '^step ' "$out")"
+  e2e_wait 30 "[ \"\$(e2e_pod_field default/rollout-1 '{.status.containerStatuses[0].restartCount}')\" -ge 1 ] 2>/dev/null"
+  ok $? "rollout-1 restarted (restartCount $(e2e_pod_field default/rollout-1 '{.status.containerStatuses[0].restartCount}'))"
+  e2e_wait 60 "grep -q '^step  40 ' '$out'"; ok $? "the loop reached step 40"
+  pid="$(rl_listener_pid 18090)"
+  [ -n "$pid" ] && kill -KILL "$pid"; ok $? "killed the reward service's process (pid ${pid:-none}, port 18090) at step $(grep -c '^step ' "$out")"
+  e2e_wait 30 "[ \"\$(e2e_pod_field default/reward '{.status.containerStatuses[0].restartCount}')\" -ge 1 ] 2>/dev/null"
+  ok $? "the reward pod restarted (restartCount $(e2e_pod_field default/reward '{.status.containerStatuses[0].restartCount}'))"
+  sk_wait_state "$j" COMPLETED 180
+  ok $? "job $j COMPLETED: every trainer rank exited 0 (job $(sk_job_state "$j"))"
+  grep -E '^learning:|behind|NOT at|no rollout answered' "$out" | sed 's/^/  /'
+  rl_check_learning "$j" faults
+  local boots
+  boots="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["rollout_boots"].get("rollout-1", 0))' \
+           "$SK_JOBS_DIR/online-rl-$j.json" 2>/dev/null)"
+  [ "${boots:-0}" -ge 2 ]; ok $? "the trainer got samples from both lives of rollout-1 (${boots:-0} boot ids)"
+  e2e_wait 60 "[ -z \"\$(e2e_node_names $j)\" ]"; ok $? "the job's Nodes are deleted after it ends"
+  rl_stop_log_followers
+  e2e_assert_clean "$j" "online_rl_faults"
 }

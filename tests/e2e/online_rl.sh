@@ -6,11 +6,16 @@
 # go on.
 #
 #   rl_submit SBATCH_ARGS...      submit train.sbatch as the test user; RL_JOB
+#                                 (RL_EXPORT="K=V,..." more of the trainer's environment)
 #   rl_check_nodes JOB N GPUS K=V the job's N virtual nodes: Ready, GPUs, label, taint
 #   rl_apply_and_wait JOB [MANIFESTS...]  kubectl apply (placeholders filled), pods Ready
 #   rl_check_pod_gpus JOB         each pod's CUDA_VISIBLE_DEVICES within its node's lent GPUs
 #   rl_write_endpoints JOB        rollout hostIP:containerPort -> the trainer's file
 #   rl_wait_job_and_check_trainer JOB RANKS
+#   rl_check_learning JOB [faults] the trainer's summary: reward rose, no sample lost,
+#                                 every rollout holds the last weight version
+#                                 (faults: late samples allowed when accounted for,
+#                                 the killed rollout seen restarted)
 #   rl_check_teardown JOB         SIGTERM in the pod logs, final statuses, nodes gone
 
 RL_JOB=""
@@ -26,7 +31,7 @@ rl_submit() {
   rm -f "$tmpf"
   RL_SUBMIT_T=$(date +%s.%N)
   RL_JOB="$(sk_submit_as_user "$@" -o "$out" \
-    --export=ALL,EXAMPLES_DIR="$E2E_EXAMPLES",ROLLOUT_ENDPOINTS_FILE="$tmpf" \
+    --export=ALL,EXAMPLES_DIR="$E2E_EXAMPLES",ROLLOUT_ENDPOINTS_FILE="$tmpf",SUMMARY_DIR="$SK_JOBS_DIR"${RL_EXPORT:+,$RL_EXPORT} \
     "$E2E_EXAMPLES/train.sbatch")"
   ok $? "sbatch accepted the job as $TEST_USER (job ${RL_JOB:-none})"
   [ -n "$RL_JOB" ] || return 1
@@ -186,7 +191,7 @@ rl_check_pod_gpus() {
     [[ $p == */rollout-* ]] || continue
     ep="$(e2e_pod_field "$p" '{.status.hostIP}'):$(e2e_pod_field "$p" '{.spec.containers[0].ports[0].containerPort}')"
     hz="$(curl -s --max-time 5 "http://$ep/healthz")"
-    grep -q '"status": "ok"' <<<"$hz" || hbad="$hbad $p:$hz"
+    grep -Eq '"status": *"ok"' <<<"$hz" || hbad="$hbad $p:$hz"
   done
   [ -z "$hbad" ]; ok $? "every rollout answers /healthz at hostIP:containerPort$hbad"
 }
@@ -228,6 +233,54 @@ rl_wait_job_and_check_trainer() {
   seen_n="$(grep 'CUDA_VISIBLE_DEVICES=' "$out" 2>/dev/null | grep -c trainer)"
   [ -z "$bad" ] && [ "$seen_n" = "$ranks" ]; ok $? "trainer CUDA_VISIBLE_DEVICES on every rank holds no lent GPU ($seen_n ranks)$bad"
   RL_JOB_END="$(sed -n 's/^batch: trainer exited with [0-9]* at //p' "$out" | head -n1)"
+}
+
+# The trainer's summary (examples/online-rl/trainer.py, written by rank 0):
+# the policy learned (the mean reward of the last 5 steps exceeds the first 5
+# by the trainer's MARGIN, a gain that chance does not give: see the
+# example's README), every sample asked for was used (none lost, duplicated
+# or late), the weight version went up once per step and every rollout holds
+# the last one, and the reward curve was drawn.
+rl_check_learning() {
+  local j="$1" f="$SK_JOBS_DIR/online-rl-$1.json" res
+  res="$(python3 - "$f" "${2:-}" <<'PY'
+import json, sys
+faults = sys.argv[2] == "faults"
+try:
+    d = json.load(open(sys.argv[1]))
+except (OSError, ValueError) as e:
+    print(f"bad no summary: {e}"); print("bad -"); print("bad -"); print("bad -"); sys.exit()
+c, s = d["reward_curve"], d["samples"]
+print(("ok" if d["learned"] and d["gain"] >= d["margin"] and len(c) == d["steps"] else "bad")
+      + f" mean reward {d['first_mean']} over the first 5 steps -> {d['last_mean']} over the last 5"
+        f" (gain {d['gain']:+}, margin {d['margin']}; uniform policy {d['uniform_policy_reward']})")
+# Without faults every sample is used; with them a restarted rollout's
+# samples made with its initial weights may be late (dropped, counted), but
+# none is lost or counted twice.
+accounted = s["used"] + s["late"] == s["asked"] and s["lost"] == s["duplicates"] == 0
+print(("ok" if accounted and (faults or s["late"] == 0) else "bad")
+      + f" samples {s}, rollout boots seen {d['rollout_boots']}, weight pushes missed {d['weight_push_misses']}")
+rv = d["rollout_versions"]
+print(("ok" if d["final_version"] == d["steps"] and rv and all(v == d["final_version"] for v in rv.values())
+       else "bad") + f" final weights v{d['final_version']} after {d['steps']} steps; rollouts hold {rv};"
+      f" weight sync median {d['weight_sync_ms_median']} ms")
+try:
+    png = open(sys.argv[1][:-5] + ".png", "rb").read(8)
+except OSError:
+    png = b""
+print(("ok" if png == b"\x89PNG\r\n\x1a\n" else "bad") + " " + sys.argv[1][:-5] + ".png")
+PY
+)"
+  local l1 l2 l3 l4
+  { read -r l1; read -r l2; read -r l3; read -r l4; } <<<"$res"
+  [[ $l1 == ok* ]]; ok $? "the policy learned: ${l1#* }"
+  if [ "${2:-}" = faults ]; then
+    [[ $l2 == ok* ]]; ok $? "every sample asked for was used or counted late, none lost or duplicated: ${l2#* }"
+  else
+    [[ $l2 == ok* ]]; ok $? "every sample asked for was used, none lost, duplicated or late: ${l2#* }"
+  fi
+  [[ $l3 == ok* ]]; ok $? "weight versions: ${l3#* }"
+  [[ $l4 == ok* ]]; ok $? "the reward curve was drawn: ${l4#* }"
 }
 
 rl_check_teardown() {
