@@ -10,6 +10,7 @@ EXTRA_DIST += \
 	bench/bench_scale.py \
 	bench/bench_slurm_start.py \
 	bench/bench_streams.py \
+	bench/bench_online_rl.py \
 	bench/results/2026-11-29.json
 
 # The memory floor of a shim-like process (bench_resources.py); built by

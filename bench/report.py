@@ -53,6 +53,23 @@ def rows(b):
                     "< sbatch -> RUNNING without the plugin + 50 ms",
                     "same job without the plugin, sbatch -> script runs: %s p50" % ms(off),
                     verdict(run["p50"] < off + 50)))
+    rl = b.get("online_rl", {})
+    if rl.get("processes") and rl.get("allocation"):
+        p, a = rl["processes"], rl["allocation"]
+        out.append(("online-RL loop (examples/online-rl: 3 trainer ranks, 3 rollouts, 1 reward "
+                    "model, %d steps, %d runs each), steps/s" % (rl["steps"], rl["rounds"]),
+                    "%.1f steps/s in the allocation (x%.2f)" % (a["steps_per_s"],
+                                                               rl["steps_per_s_ratio"]),
+                    "x >= 0.9 of plain processes",
+                    "the same loop as plain processes: %.1f steps/s" % p["steps_per_s"],
+                    verdict(rl["steps_per_s_ratio"] >= 0.9)))
+        out.append(("online-RL loop, weight sync per step (rank 0 -> every rollout)",
+                    "%s p50, %s p99 in the allocation" % (ms(a["weight_sync_ms_p50"]),
+                                                          ms(a["weight_sync_ms_p99"])),
+                    "<= plain processes + 5 ms",
+                    "plain processes: %s p50, %s p99" % (ms(p["weight_sync_ms_p50"]),
+                                                         ms(p["weight_sync_ms_p99"])),
+                    verdict(a["weight_sync_ms_p50"] <= p["weight_sync_ms_p50"] + 5)))
     life = b.get("lifecycle", {})
     for rt, name in (("fake", "fake runtime"), ("shim", "process runtime (shim)")):
         r = g(life, rt, "register_ready")
