@@ -37,6 +37,7 @@ EXTRA_DIST += \
 	tests/kube/kubetest/util.py \
 	tests/kube/kubetest/validation.py \
 	tests/kube/kubetest/watch.py \
+	tests/kube/kubetest/workloads.py \
 	tests/kube/fake_kubelet.py \
 	tests/kube/start-server.sh \
 	tests/kube/run-tests.sh \

@@ -857,6 +857,176 @@ class TestDiscovery(Base):
             self.assertIn("metrics.k8s.io", [g["name"] for g in r.json["groups"]])
 
 
+def deployment_body(name, replicas=2, labels=None, env="1"):
+    labels = labels or {"app": name}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels},
+                                  # no node carries this label: the pods stay Pending on any server
+                                  "spec": {"nodeSelector": {"kubetest/none": "none"},
+                                           "containers": [{"name": "c", "image": "busybox:1.35",
+                                                           "env": [{"name": "V", "value": env}],
+                                                           "ports": [{"containerPort": 8080, "name": "http"}]}]}}}}
+
+
+class TestWorkloads(Base):
+    """Deployments, ReplicaSets, Services and Endpoints as kube-controller-manager's controllers
+    keep them (the double's kubetest/workloads.py; a real server needs its controller-manager)."""
+
+    def deploys(self, name=""):
+        return "/apis/apps/v1/namespaces/%s/deployments" % self.ns + ("/" + name if name else "")
+
+    def owned(self, kind_path, owner_uid):
+        items = API.get("/%s" % kind_path).json.get("items", [])
+        return [o for o in items if any(r.get("uid") == owner_uid and r.get("controller")
+                                        for r in o["metadata"].get("ownerReferences") or [])]
+
+    def rs_of(self, d):
+        return self.owned("apis/apps/v1/namespaces/%s/replicasets" % self.ns, d["metadata"]["uid"])
+
+    def pods_of(self, rs, live=True):
+        ps = self.owned("api/v1/namespaces/%s/pods" % self.ns, rs["metadata"]["uid"])
+        return [p for p in ps if not (live and p["metadata"].get("deletionTimestamp"))]
+
+    def make_ready(self, pod, ip):
+        st = {"status": {"podIP": ip, "podIPs": [{"ip": ip}],
+                         "conditions": [{"type": "Ready", "status": "True"},
+                                        {"type": "ContainersReady", "status": "True"},
+                                        {"type": "PodScheduled", "status": "True"}]}}
+        r = API.patch(self.pods(pod["metadata"]["name"]) + "/status", st, kind="merge")
+        self.assertEqual(r.status, 200, r.text[:300])
+
+    def test_deployment_makes_replicaset_and_pods(self):
+        name = rname("d")
+        r = API.post(self.deploys(), deployment_body(name))
+        self.assertEqual(r.status, 201, r.text[:300])
+        d = r.json
+        self.assertEqual(d["metadata"].get("generation"), 1)
+        rss = wait_for(lambda: self.rs_of(d), msg="the Deployment's ReplicaSet")
+        self.assertEqual(len(rss), 1)
+        rs = rss[0]
+        h = rs["metadata"]["labels"].get("pod-template-hash")
+        self.assertTrue(h, rs["metadata"])
+        self.assertEqual(rs["metadata"]["name"], "%s-%s" % (name, h))
+        self.assertEqual(rs["spec"]["selector"]["matchLabels"], {"app": name, "pod-template-hash": h})
+        pods = wait_for(lambda: len(self.pods_of(rs)) == 2 and self.pods_of(rs), msg="2 pods of the ReplicaSet")
+        for p in pods:
+            self.assertTrue(p["metadata"]["name"].startswith(rs["metadata"]["name"] + "-"), p["metadata"]["name"])
+            self.assertEqual(p["metadata"]["labels"], {"app": name, "pod-template-hash": h})
+        st = wait_for(lambda: (lambda s: s.get("replicas") == 2 and s.get("updatedReplicas") == 2 and s)(
+            API.get(self.deploys(name)).json.get("status") or {}), msg="Deployment status")
+        self.assertEqual(st.get("observedGeneration"), 1)
+        self.assertNotEqual(st.get("availableReplicas"), 2)
+
+        # a deleted pod is replaced; scaling adds and removes pods
+        gone = pods[0]["metadata"]["uid"]
+        API.delete(self.pods(pods[0]["metadata"]["name"]), {"gracePeriodSeconds": 0})
+        wait_for(lambda: len(self.pods_of(rs)) == 2 and gone not in [p["metadata"]["uid"] for p in self.pods_of(rs)],
+                 msg="the deleted pod replaced")
+        self.assertEqual(API.patch(self.deploys(name), {"spec": {"replicas": 3}}, kind="merge").status, 200)
+        wait_for(lambda: len(self.pods_of(rs)) == 3, msg="scaled to 3")
+        self.assertEqual(API.patch(self.deploys(name), {"spec": {"replicas": 1}}, kind="merge").status, 200)
+        wait_for(lambda: len(self.pods_of(rs)) == 1, msg="scaled to 1")
+        self.assertEqual(API.get(self.deploys(name)).json["metadata"].get("generation"), 3)
+
+        # deleting the Deployment deletes its ReplicaSet and pods (background propagation)
+        r = API.delete(self.deploys(name), {"propagationPolicy": "Background"})
+        self.assertEqual(r.status, 200, r.text[:300])
+        wait_for(lambda: not self.rs_of(d), msg="the ReplicaSet deleted with its Deployment")
+        wait_for(lambda: not self.pods_of(rs), msg="the pods deleted with their ReplicaSet")
+
+    def test_new_template_new_replicaset(self):
+        name = rname("d")
+        d = API.post(self.deploys(), deployment_body(name, env="1")).json
+        old = wait_for(lambda: self.rs_of(d), msg="the first ReplicaSet")[0]
+        for i, p in enumerate(wait_for(lambda: len(self.pods_of(old)) == 2 and self.pods_of(old), msg="pods")):
+            self.make_ready(p, "10.9.0.%d" % (i + 1))
+        wait_for(lambda: (API.get(self.deploys(name)).json.get("status") or {}).get("availableReplicas") == 2,
+                 msg="2 available")
+        r = API.patch(self.deploys(name), {"spec": {"template": {"spec": {"containers": [
+            {"name": "c", "env": [{"name": "V", "value": "2"}]}]}}}})
+        self.assertEqual(r.status, 200, r.text[:300])
+        self.assertEqual(r.json["metadata"].get("generation"), 2)
+        rss = wait_for(lambda: len(self.rs_of(d)) == 2 and self.rs_of(d), msg="a second ReplicaSet")
+        new = next(x for x in rss if x["metadata"]["uid"] != old["metadata"]["uid"])
+        self.assertNotEqual(new["metadata"]["labels"]["pod-template-hash"], old["metadata"]["labels"]["pod-template-hash"])
+        # the old pods serve until the new ones are ready
+        time.sleep(1)
+        self.assertGreaterEqual(API.get("/apis/apps/v1/namespaces/%s/replicasets/%s" % (
+            self.ns, old["metadata"]["name"])).json["spec"]["replicas"], 1)
+        seen = set()
+
+        def rolled():
+            for p in self.pods_of(new):
+                if p["metadata"]["uid"] not in seen:
+                    seen.add(p["metadata"]["uid"])
+                    self.make_ready(p, "10.9.1.%d" % len(seen))
+            return API.get("/apis/apps/v1/namespaces/%s/replicasets/%s" % (
+                self.ns, old["metadata"]["name"])).json["spec"]["replicas"] == 0
+        wait_for(rolled, timeout=30, msg="the old ReplicaSet scaled to 0 once the new pods are ready")
+        st = wait_for(lambda: (lambda s: s.get("updatedReplicas") == 2 and s.get("availableReplicas") == 2 and s)(
+            API.get(self.deploys(name)).json.get("status") or {}), msg="rolled out")
+        self.assertEqual(st.get("observedGeneration"), 2)
+        conds = {c["type"]: c for c in st.get("conditions") or []}
+        self.assertEqual(conds["Available"]["status"], "True", conds)
+        API.delete(self.deploys(name), {"propagationPolicy": "Background"})
+
+    def test_selector_must_match_template(self):
+        b = deployment_body(rname("d"))
+        b["spec"]["template"]["metadata"]["labels"] = {"app": "other"}
+        r = API.post(self.deploys(), b)
+        self.assertStatus(r, 422, "Invalid")
+        self.assertIn("`selector` does not match template `labels`", r.json["message"])
+        b = deployment_body(rname("d"))
+        del b["spec"]["selector"]
+        r = API.post(self.deploys(), b)
+        self.assertStatus(r, 422, "Invalid")
+        self.assertIn("spec.selector: Required value", r.json["message"])
+
+    def test_service_endpoints(self):
+        app = rname("app")
+        svc = {"metadata": {"name": app}, "spec": {"selector": {"app": app},
+                                                   "ports": [{"port": 80, "targetPort": "http"}]}}
+        r = API.post("/api/v1/namespaces/%s/services" % self.ns, svc)
+        self.assertEqual(r.status, 201, r.text[:300])
+        self.assertTrue(r.json["spec"].get("clusterIP"), r.json["spec"])
+        self.assertEqual(r.json["spec"]["ports"][0].get("protocol"), "TCP")
+        pods = []
+        for i in range(3):
+            b = pod_body(rname("p"))
+            b["metadata"]["labels"] = {"app": app}
+            b["spec"]["containers"][0]["ports"] = [{"containerPort": 8080 + i, "name": "http"}]
+            b["spec"]["nodeSelector"] = {"kubetest/none": "none"}
+            rr = API.post(self.pods(), b)
+            self.assertEqual(rr.status, 201, rr.text[:300])
+            pods.append(rr.json)
+        self.make_ready(pods[0], "10.8.0.1")
+        r = API.patch(self.pods(pods[1]["metadata"]["name"]) + "/status",
+                      {"status": {"podIP": "10.8.0.2", "podIPs": [{"ip": "10.8.0.2"}]}}, kind="merge")
+        self.assertEqual(r.status, 200, r.text[:300])
+        ep_path = "/api/v1/namespaces/%s/endpoints/%s" % (self.ns, app)
+
+        def subsets():
+            r = API.get(ep_path)
+            return r.status == 200 and r.json.get("subsets")
+        def by_ip(ss):
+            out = {}
+            for sub in ss or []:
+                for which in ("addresses", "notReadyAddresses"):
+                    for a in sub.get(which) or []:
+                        out[a["ip"]] = (which, a["targetRef"]["name"], [(p["port"], p["protocol"]) for p in sub["ports"]])
+            return out
+        got = wait_for(lambda: (lambda m: len(m) == 2 and m)(by_ip(subsets())), msg="Endpoints of the Service")
+        # the named targetPort resolved per pod: pods with different ports in subsets of their own;
+        # the pod without an IP is not listed
+        self.assertEqual(got, {"10.8.0.1": ("addresses", pods[0]["metadata"]["name"], [(8080, "TCP")]),
+                               "10.8.0.2": ("notReadyAddresses", pods[1]["metadata"]["name"], [(8081, "TCP")])})
+        API.delete(self.pods(pods[0]["metadata"]["name"]), {"gracePeriodSeconds": 0})
+        wait_for(lambda: "10.8.0.1" not in by_ip(subsets()), msg="the deleted pod leaves the Endpoints")
+        API.delete("/api/v1/namespaces/%s/services/%s" % (self.ns, app))
+        wait_for(lambda: API.get(ep_path).status == 404, msg="the Endpoints deleted with the Service")
+
+
 class TestNodes(Base):
     def test_create_defaults(self):
         n = self.mknode(capacity={"cpu": "8", "memory": "16Gi", "pods": "110", "nvidia.com/gpu": "4"}, ready=False)

@@ -27,6 +27,8 @@ class Api(object):
         self.auth.issuer = self.tokens
         self.wake_sched = threading.Event()
         self.wake_nlc = threading.Event()
+        self.wake_workloads = threading.Event()
+        self.cluster_ips = 10       # the next Service gets 10.96.0.<n> (then .1.0 ...)
         self.cluster_gen = 0
         self.store.listeners.append(self._on_event)
         for ns in ("default", "kube-system", "kube-public", "kube-node-lease"):
@@ -38,6 +40,8 @@ class Api(object):
             self.wake_sched.set()
         if key in ("nodes", "leases"):
             self.wake_nlc.set()
+        if key in ("deployments", "replicasets", "pods", "services", "endpoints"):
+            self.wake_workloads.set()
 
     # -- read
     def get(self, res, ns, name):
@@ -103,6 +107,14 @@ class Api(object):
             md.setdefault("labels", {})["kubernetes.io/metadata.name"] = md.get("name", "")
         elif res.plural == "secrets":
             obj.setdefault("type", "Opaque")
+        elif res.plural in ("deployments", "replicasets"):
+            md["generation"] = 1
+            sp = obj.setdefault("spec", {})
+            if isinstance(sp, dict):
+                sp.setdefault("replicas", 1)
+            obj["status"] = {}
+        elif res.plural == "services":
+            self._default_service(obj)
         validate(res, obj)
         if res.plural == "pods":
             obj["status"]["qosClass"] = qos_class(obj)
@@ -123,6 +135,26 @@ class Api(object):
         except Retry:
             d = {"name": name, "kind": res.plural}
             raise ApiError(409, "AlreadyExists", '%s "%s" already exists' % (res.qual, name), d)
+
+    def _default_service(self, obj, old=None):
+        sp = obj.setdefault("spec", {})
+        if not isinstance(sp, dict):
+            return
+        sp.setdefault("type", "ClusterIP")
+        sp.setdefault("sessionAffinity", "None")
+        if old is not None and (old.get("spec") or {}).get("clusterIP"):
+            sp["clusterIP"] = old["spec"]["clusterIP"]
+        elif not sp.get("clusterIP"):
+            with self.store.lock:
+                n = self.cluster_ips
+                self.cluster_ips += 1
+            sp["clusterIP"] = "10.96.%d.%d" % (n // 256, n % 256)
+        sp["clusterIPs"] = [sp["clusterIP"]]
+        for p in sp.get("ports") or []:
+            if isinstance(p, dict):
+                p.setdefault("protocol", "TCP")
+                p.setdefault("targetPort", p.get("port"))
+        obj.setdefault("status", {"loadBalancer": {}})
 
     # -- update / patch
     def _finish_update(self, res, sub, old, new, patch_mode):
@@ -184,6 +216,14 @@ class Api(object):
             st = out.setdefault("status", {})
             if st.get("capacity") and not st.get("allocatable"):
                 st["allocatable"] = dict(st["capacity"])
+        if res.plural in ("deployments", "replicasets"):
+            # metadata.generation counts spec changes (status writes leave it).
+            gen = int(old["metadata"].get("generation", 1))
+            if sub != "status" and out.get("spec") != old.get("spec"):
+                gen += 1
+            out["metadata"]["generation"] = gen
+        if res.plural == "services" and sub != "status":
+            self._default_service(out, old)
         validate(res, out, old)
         md = out["metadata"]
         md["resourceVersion"] = old["metadata"]["resourceVersion"]

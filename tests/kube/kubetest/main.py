@@ -16,6 +16,7 @@ from .kubelet import PREFERRED_ADDRESS_TYPES
 from .node_lifecycle import NodeLifecycle
 from .metrics import Metrics
 from .scheduler import Scheduler
+from .workloads import Workloads
 from .server import Server
 from .store import ABORT
 from .tls import kubelet_client_contexts, make_certs, server_context
@@ -115,8 +116,10 @@ def main():
     srv.metrics = Metrics(srv)
     srv.scheduler = Scheduler(api, opts)
     srv.nlc = NodeLifecycle(api, opts)
+    srv.workloads = Workloads(api, opts)
     srv.scheduler.start()
     srv.nlc.start()
+    srv.workloads.start()
 
     port = srv.server_address[1]
     hp = "[%s]" % host if ":" in host else host

@@ -55,6 +55,11 @@ for _r in [
     # serviceaccounts/token: the TokenRequest API (kubetest/tokens.py), POST only.
     Res("serviceaccounts", "ServiceAccount", short=["sa"], subs=["token"]),
     Res("leases", "Lease", group="coordination.k8s.io"),
+    # Workloads and service discovery (kubetest/workloads.py runs their controllers).
+    Res("deployments", "Deployment", group="apps", short=["deploy"], subs=["status"], has_status=True),
+    Res("replicasets", "ReplicaSet", group="apps", short=["rs"], subs=["status"], has_status=True),
+    Res("services", "Service", short=["svc"], subs=["status"], has_status=True),
+    Res("endpoints", "Endpoints", short=["ep"], singular="endpoints"),
     Res("events", "Event", group="events.k8s.io", short=["ev"], verbs=("get", "list", "watch"),
         view_of="events", fields=["regarding.kind", "regarding.namespace", "regarding.name", "regarding.uid",
                                   "reason", "type", "reportingController"]),
@@ -78,7 +83,8 @@ for _r in [
 STORE_RES = {r.key: r for r in RESOURCES.values() if not r.view_of and r.stored}
 
 
-GROUPS = collections.OrderedDict([("", ["v1"]), ("coordination.k8s.io", ["v1"]), ("events.k8s.io", ["v1"]),
+GROUPS = collections.OrderedDict([("", ["v1"]), ("apps", ["v1"]), ("coordination.k8s.io", ["v1"]),
+                                  ("events.k8s.io", ["v1"]),
                                   (AUTHN_GROUP, ["v1"]), (AUTHZ_GROUP, ["v1"]), (METRICS_GROUP, ["v1beta1"])])
 
 

@@ -115,6 +115,26 @@ def match_labels(labels, reqs):
     return True
 
 
+def match_label_selector(sel, labels):
+    """A metav1.LabelSelector (matchLabels, matchExpressions) against labels; an empty
+    selector matches everything."""
+    labels = labels or {}
+    for k, v in (sel.get("matchLabels") or {}).items():
+        if labels.get(k) != v:
+            return False
+    for e in sel.get("matchExpressions") or []:
+        k, op, vals = e.get("key"), e.get("operator"), set(e.get("values") or [])
+        if op == "In" and labels.get(k) not in vals:
+            return False
+        if op == "NotIn" and k in labels and labels[k] in vals:
+            return False
+        if op == "Exists" and k not in labels:
+            return False
+        if op == "DoesNotExist" and k in labels:
+            return False
+    return True
+
+
 class Filter(object):
     def __init__(self, res, ns, lsel, fsel):
         self.res, self.ns, self.lsel, self.fsel = res, ns, lsel, fsel

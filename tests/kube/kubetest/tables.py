@@ -127,6 +127,33 @@ def table_for(res, objs, rv):
     elif res.plural == "serviceaccounts":
         cols = [col("Name", fmt="name"), col("Secrets"), col("Age")]
         f = lambda o: [o["metadata"]["name"], len(o.get("secrets") or []), age_of(o["metadata"].get("creationTimestamp"))]
+    elif res.plural == "deployments":
+        cols = [col("Name", fmt="name"), col("Ready"), col("Up-to-date", "integer"), col("Available", "integer"),
+                col("Age")]
+        f = lambda o: [o["metadata"]["name"], "%d/%d" % ((o.get("status") or {}).get("readyReplicas", 0),
+                                                        (o.get("spec") or {}).get("replicas", 1)),
+                       (o.get("status") or {}).get("updatedReplicas", 0),
+                       (o.get("status") or {}).get("availableReplicas", 0),
+                       age_of(o["metadata"].get("creationTimestamp"))]
+    elif res.plural == "replicasets":
+        cols = [col("Name", fmt="name"), col("Desired", "integer"), col("Current", "integer"),
+                col("Ready", "integer"), col("Age")]
+        f = lambda o: [o["metadata"]["name"], (o.get("spec") or {}).get("replicas", 1),
+                       (o.get("status") or {}).get("replicas", 0), (o.get("status") or {}).get("readyReplicas", 0),
+                       age_of(o["metadata"].get("creationTimestamp"))]
+    elif res.plural == "services":
+        cols = [col("Name", fmt="name"), col("Type"), col("Cluster-IP"), col("External-IP"), col("Port(s)"),
+                col("Age")]
+        f = lambda o: [o["metadata"]["name"], (o.get("spec") or {}).get("type", "ClusterIP"),
+                       (o.get("spec") or {}).get("clusterIP", ""), "<none>",
+                       ",".join("%s/%s" % (p.get("port"), p.get("protocol", "TCP"))
+                                for p in (o.get("spec") or {}).get("ports") or []) or "<none>",
+                       age_of(o["metadata"].get("creationTimestamp"))]
+    elif res.plural == "endpoints":
+        cols = [col("Name", fmt="name"), col("Endpoints"), col("Age")]
+        f = lambda o: [o["metadata"]["name"], ",".join(
+            "%s:%s" % (a["ip"], p["port"]) for ss in o.get("subsets") or [] for a in ss.get("addresses") or []
+            for p in ss.get("ports") or []) or "<none>", age_of(o["metadata"].get("creationTimestamp"))]
     elif res.plural == "secrets":
         cols = [col("Name", fmt="name"), col("Type"), col("Data", "integer"), col("Age")]
         f = lambda o: [o["metadata"]["name"], o.get("type", "Opaque"), len(o.get("data") or {}), age_of(o["metadata"].get("creationTimestamp"))]

@@ -5,6 +5,7 @@ import re
 
 from .errors import bad_request, invalid
 from .resources import LABEL_MSG, LABEL_RE, SUBDOMAIN_MSG, SUBDOMAIN_RE
+from .selectors import match_label_selector
 from .util import check_microtime, is_extended, parse_q, q_str
 
 
@@ -89,12 +90,47 @@ def validate(res, obj, old=None):
                             errs.append(("%s.resources.requests[%s]" % (p, k), q_str(v), "must be equal to %s limit of %s" % (k, q_str(lim[k]))))
                     elif k in lim and parse_q(v) > parse_q(lim[k]):
                         errs.append(("%s.resources.requests" % p, q_str(v), "must be less than or equal to %s limit of %s" % (k, q_str(lim[k]))))
+    elif res.plural in ("deployments", "replicasets"):
+        validate_workload(obj, old, errs)
+    elif res.plural == "services":
+        sp = obj.get("spec") or {}
+        ports = sp.get("ports") or []
+        if not ports and sp.get("clusterIP") != "None":
+            errs.append(("spec.ports", None, "Required value"))
+        for i, p in enumerate(ports):
+            port = p.get("port") if isinstance(p, dict) else None
+            if not isinstance(port, int) or not 0 < port < 65536:
+                errs.append(("spec.ports[%d].port" % i, port, "must be between 1 and 65535, inclusive"))
+            if len(ports) > 1 and isinstance(p, dict) and not p.get("name"):
+                errs.append(("spec.ports[%d].name" % i, None, "Required value"))
+        if old is not None and (old.get("spec") or {}).get("clusterIP") not in (None, sp.get("clusterIP")):
+            errs.append(("spec.clusterIP", sp.get("clusterIP"), "field is immutable"))
     elif res.plural == "events":
         io = obj.get("involvedObject") or {}
         if io.get("namespace") and io.get("namespace") != md.get("namespace"):
             errs.append(("involvedObject.namespace", io.get("namespace"), "does not match event.namespace"))
     if errs:
         raise invalid(res, name, errs)
+
+
+def validate_workload(obj, old, errs):
+    """A Deployment's or ReplicaSet's selector and template labels, as kube-apiserver checks
+    them (apps/v1: the selector is required and immutable)."""
+    sp = obj.get("spec") or {}
+    sel = sp.get("selector")
+    labels = ((sp.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    if not isinstance(sel, dict) or not (sel.get("matchLabels") or sel.get("matchExpressions")):
+        errs.append(("spec.selector", None, "Required value"))
+        return
+    if old is not None and (old.get("spec") or {}).get("selector") != sel:
+        errs.append(("spec.selector", "v1.LabelSelector", "field is immutable"))
+    if not match_label_selector(sel, labels):
+        errs.append(("spec.template.metadata.labels", labels, "`selector` does not match template `labels`"))
+    if not ((sp.get("template") or {}).get("spec") or {}).get("containers"):
+        errs.append(("spec.template.spec.containers", None, "Required value"))
+    r = sp.get("replicas", 1)
+    if not isinstance(r, int) or r < 0:
+        errs.append(("spec.replicas", r, "must be greater than or equal to 0"))
 
 
 def lease_times(res, obj, patch_mode):
