@@ -136,6 +136,9 @@ void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string
                   "noticed anyway: its Lease is garbage-collected, the next renewal gets 404)");
     s.add_seconds("cordon_before_end", &c.cordon_before_end_s, 0, 86400,
                   "cordon this long before the job's end time");
+    s.add_seconds("drain_before_end", &c.drain_before_end_s, 0, 86400,
+                  "stop the pods this long before the job's end time (jobs without "
+                  "--k8s-drain-before), 0 = at the end");
     s.add_seconds("end_time_check_interval", &c.end_time_check_s, 0, 86400,
                   "re-read each job's end time this often (job_end_command, one run per job) "
                   "to follow a changed time limit; 0 = read once at register");

@@ -101,6 +101,10 @@ struct AgentConfig {
     // with the Node, so the next renewal gets 404) and the status report.
     uint64_t node_check_s = 0;
     uint64_t cordon_before_end_s = 60;
+    // Pods stopped (SIGTERM, their grace period, Failed/Terminated) this long
+    // before the job's end time, for jobs without --k8s-drain-before; 0 = off
+    // (they stop at the job's end). The node is cordoned by then at the latest.
+    uint64_t drain_before_end_s = 0;
     // How often the end time of each job is read again (job_end_command),
     // so that a changed time limit moves the end-time cordon; 0 = read once.
     uint64_t end_time_check_s = 30;

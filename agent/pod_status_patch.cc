@@ -71,13 +71,20 @@ Json::Value desired_pod_status(const Json::Value &rt, const Json::Value &api_pod
     s["podIPs"] = Json::Value(Json::arrayValue);
     s["podIPs"].append(ip);
     Json::Value conds(Json::arrayValue);
-    for (const auto &c : api::items(api::field(rt, "conditions")))
-        if (is_runtime_condition(api::text(api::field(c, "type")))) conds.append(c);
+    // DisruptionTarget is the agent's when it sets one (the drain ahead of
+    // the job's end), the controller-manager's otherwise.
+    bool own_disruption = false;
+    for (const auto &c : api::items(api::field(rt, "conditions"))) {
+        std::string type = api::text(api::field(c, "type"));
+        bool disruption = type == "DisruptionTarget";
+        if (is_runtime_condition(type) || disruption) conds.append(c);
+        own_disruption |= disruption;
+    }
     bool scheduled = false;
     const Json::Value &api_status = api::field(api_pod, "status");
     for (const auto &c : api::items(api::field(api_status, "conditions"))) {
         std::string type = api::text(api::field(c, "type"));
-        if (is_runtime_condition(type)) continue;
+        if (is_runtime_condition(type) || (own_disruption && type == "DisruptionTarget")) continue;
         scheduled |= type == "PodScheduled";
         conds.append(c);
     }
@@ -136,12 +143,50 @@ Json::Value refused_pod_status(const Json::Value &api_pod, const std::string &re
     return desired_pod_status(rt, api_pod, node_ip);
 }
 
+std::string job_end_message(const std::string &reason, uint32_t job_id) {
+    std::string job = "the Slurm job " + std::to_string(job_id) + " lending this node ";
+    if (reason == "JobCompleted") return job + "completed (its batch script ended with 0)";
+    if (reason == "JobFailed") return job + "failed (its batch script ended non-zero)";
+    if (reason == "JobCancelled") return job + "was cancelled (scancel)";
+    if (reason == "TimeLimit") return job + "reached its time limit";
+    if (reason == "NodeFail") return job + "ended: Slurm declared the node failed";
+    if (reason == "Preempted") return job + "was preempted by a job of higher priority";
+    return job + "ended";
+}
+
+std::string end_drain_message(uint32_t job_id, int64_t end_time) {
+    return "Pod was terminated in response to the imminent end of the Slurm job " +
+           std::to_string(job_id) + " lending this node (its time limit, at " + rfc3339(end_time) +
+           ")";
+}
+
+Json::Value end_drain_status(const Json::Value &status, uint32_t job_id, int64_t end_time,
+                             int64_t now_s) {
+    Json::Value s = api::object(status);
+    std::string msg = end_drain_message(job_id, end_time);
+    s["phase"] = "Failed";
+    s["reason"] = "Terminated";
+    s["message"] = msg;
+    Json::Value conds(Json::arrayValue);
+    for (const auto &c : api::items(api::field(s, "conditions")))
+        if (api::text(api::field(c, "type")) != "DisruptionTarget") conds.append(c);
+    Json::Value d(Json::objectValue);
+    d["type"] = "DisruptionTarget";
+    d["status"] = "True";
+    d["reason"] = "TerminationByKubelet";
+    d["message"] = msg;
+    d["lastProbeTime"] = Json::Value();
+    d["lastTransitionTime"] = rfc3339(now_s);
+    conds.append(d);
+    s["conditions"] = conds;
+    return s;
+}
+
 Json::Value job_end_status(const Json::Value &status, const std::string &reason, uint32_t job_id) {
     Json::Value s = api::object(status);
     if (!is_terminal_phase(api::text(s["phase"]))) s["phase"] = "Failed";
     s["reason"] = reason.empty() ? "JobEnded" : reason;
-    s["message"] = "the Slurm job " + std::to_string(job_id) + " lending this node ended (" +
-                   s["reason"].asString() + ")";
+    s["message"] = job_end_message(s["reason"].asString(), job_id);
     return s;
 }
 
@@ -188,6 +233,33 @@ std::vector<EventSpec> status_events(const Json::Value &api_pod, const Json::Val
         out.push_back({"Warning", api::text(new_status["reason"]),
                        api::text(api::field(new_status, "message")), ""});
     return out;
+}
+
+Json::Value build_node_event(const std::string &node_name, const EventSpec &e, int64_t now_us) {
+    Json::Value ev(Json::objectValue);
+    char hex[32];
+    snprintf(hex, sizeof hex, "%llx", static_cast<unsigned long long>(now_us) * 1000ull);
+    ev["apiVersion"] = "v1";
+    ev["kind"] = "Event";
+    ev["metadata"]["name"] = node_name + "." + hex;
+    ev["metadata"]["namespace"] = "default";
+    Json::Value &io = ev["involvedObject"];
+    io["kind"] = "Node";
+    io["name"] = node_name;
+    io["uid"] = node_name;
+    ev["reason"] = e.reason;
+    ev["message"] = e.message;
+    ev["source"]["component"] = "kubelet";
+    ev["source"]["host"] = node_name;
+    std::string ts = rfc3339(now_us / 1000000);
+    ev["firstTimestamp"] = ts;
+    ev["lastTimestamp"] = ts;
+    ev["count"] = 1;
+    ev["type"] = e.type;
+    ev["eventTime"] = Json::Value();
+    ev["reportingComponent"] = "kubelet";
+    ev["reportingInstance"] = node_name;
+    return ev;
 }
 
 Json::Value build_pod_event(const Json::Value &pod, const EventSpec &e,

@@ -33,8 +33,20 @@ Json::Value refused_pod_status(const Json::Value &api_pod, const std::string &re
                                const std::string &message, const std::string &node_ip,
                                int64_t now_s);
 
-// A pod stopped because the Slurm job ended: its final status names that.
+// A pod stopped because the Slurm job ended: its final status names that
+// (reason: a drain reason of the deregister, common/wire.h; the message
+// says it in words, job_end_message).
 Json::Value job_end_status(const Json::Value &status, const std::string &reason, uint32_t job_id);
+std::string job_end_message(const std::string &reason, uint32_t job_id);
+
+// A pod stopped ahead of the job's end (--k8s-drain-before), as a kubelet
+// reports a pod stopped by a graceful node shutdown: phase Failed, reason
+// Terminated, and a DisruptionTarget condition (TerminationByKubelet) that
+// controllers and a Job's podFailurePolicy read as a disruption, not a
+// failure of the pod's own.
+Json::Value end_drain_status(const Json::Value &status, uint32_t job_id, int64_t end_time,
+                             int64_t now_s);
+std::string end_drain_message(uint32_t job_id, int64_t end_time);
 
 struct EventSpec {
     std::string type;    // Normal | Warning
@@ -51,6 +63,10 @@ struct EventSpec {
 std::vector<EventSpec> status_events(const Json::Value &api_pod, const Json::Value &old_status,
                                      const Json::Value &new_status,
                                      bool backoff_from_status = true);
+
+// core/v1 Event about a Node as the kubelet writes it: namespace default,
+// involvedObject {kind Node, name, uid = the name}, source kubelet@node.
+Json::Value build_node_event(const std::string &node_name, const EventSpec &e, int64_t now_us);
 
 // core/v1 Event as the kubelet writes it: name <pod>.<hex ns>, source
 // kubelet@node, reportingComponent kubelet, count 1, first/lastTimestamp.

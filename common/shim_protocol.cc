@@ -30,7 +30,7 @@ constexpr Names<StatsSource, 2> kStatsSources{{
     {StatsSource::Pods, "pods"},
 }};
 
-constexpr Names<StopReason, 8> kReasons{{
+constexpr Names<StopReason, 11> kReasons{{
     {StopReason::Killing, "Killing"},
     {StopReason::Deleted, "Deleted"},
     {StopReason::Orphaned, "Orphaned"},
@@ -38,6 +38,9 @@ constexpr Names<StopReason, 8> kReasons{{
     {StopReason::JobCancelled, "JobCancelled"},
     {StopReason::TimeLimit, "TimeLimit"},
     {StopReason::NodeFail, "NodeFail"},
+    {StopReason::JobCompleted, "JobCompleted"},
+    {StopReason::JobFailed, "JobFailed"},
+    {StopReason::Preempted, "Preempted"},
     {StopReason::Shutdown, "Shutdown"},
 }};
 
@@ -137,7 +140,9 @@ Result<EventType> event_type_from_string(std::string_view s, std::string_view fi
 
 bool is_drain_reason(StopReason r) noexcept {
     return r == StopReason::JobEnded || r == StopReason::JobCancelled ||
-           r == StopReason::TimeLimit || r == StopReason::NodeFail;
+           r == StopReason::TimeLimit || r == StopReason::NodeFail ||
+           r == StopReason::JobCompleted || r == StopReason::JobFailed ||
+           r == StopReason::Preempted;
 }
 
 // ---- pod_run ----

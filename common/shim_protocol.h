@@ -87,10 +87,13 @@ enum class StopReason {
     Killing,       // graceful delete of the pod in the API
     Deleted,       // the pod is gone from the API
     Orphaned,      // the shim runs a pod the API does not know
-    JobEnded,      // drain: the Slurm job ended
+    JobEnded,      // drain: the Slurm job ended (Slurm did not say how)
     JobCancelled,  // drain: scancel
     TimeLimit,     // drain: the job's time limit
     NodeFail,      // drain: Slurm declared the node failed
+    JobCompleted,  // drain: the batch script (or salloc's command) ended with 0
+    JobFailed,     // drain: it ended non-zero (or out of memory)
+    Preempted,     // drain: a job of higher priority took the nodes
     Shutdown,      // the shim's default when a shutdown names no reason
 };
 

@@ -37,6 +37,9 @@ struct RegisterRequest {
     std::vector<k8s::Taint> taints;             // the job's taints (default included)
     std::vector<std::string> namespaces;        // allowed namespaces, empty = site default
     int64_t end_time = 0;                       // unix seconds, 0 = unknown
+    // --k8s-drain-before: pods stopped this long before end_time; -1 = the
+    // agent's drain_before_end.
+    int64_t drain_before_s = -1;
 };
 struct RegisterReply {
     std::string node_name;  // the virtual node's name in Kubernetes
@@ -47,7 +50,7 @@ struct DeregisterRequest {
     uint32_t job_id = 0;
     std::string slurm_node;
     uint32_t grace_s = 30;  // budget for stopping pods
-    std::string reason;     // "JobEnded", "JobCancelled", "TimeLimit", "NodeFail" (checked)
+    std::string reason;     // a drain StopReason (common/shim_protocol.h), checked
 };
 struct DeregisterReply {
     uint32_t pods_stopped = 0;

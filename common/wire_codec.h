@@ -149,6 +149,7 @@ struct Codec {
         J::set(v, "taints", J::from_strings(taints));
         J::set(v, "namespaces", J::from_strings(r.namespaces));
         J::set(v, "end_time", J::of_int(r.end_time));
+        if (r.drain_before_s >= 0) J::set(v, "drain_before_s", J::of_int(r.drain_before_s));
         return v;
     }
 
@@ -190,6 +191,10 @@ struct Codec {
                 return fail(Error::InvalidArgument,
                             "register: namespace '" + ns + "' is not a valid name");
         if (!take(&r.end_time, J::opt_int(v, "end_time", ctx, 0), &f)) return f;
+        if (!take(&r.drain_before_s, J::opt_int(v, "drain_before_s", ctx, -1), &f)) return f;
+        if (r.drain_before_s < -1 || r.drain_before_s > 86400)
+            return fail(Error::InvalidArgument,
+                        "register: 'drain_before_s' must be 0-86400 seconds (or absent)");
         return r;
     }
 
@@ -229,11 +234,16 @@ struct Codec {
         if (!take(&r.reason, J::opt_string(v, "reason", ctx, "JobEnded"), &f)) return f;
         // The agent passes the reason on to the job's shim, whose decoder
         // knows only these (StopReason in common/shim_protocol.h).
-        if (r.reason != "JobEnded" && r.reason != "JobCancelled" && r.reason != "TimeLimit" &&
-            r.reason != "NodeFail")
+        static constexpr std::string_view kDrainReasons[] = {
+            "JobEnded",     "JobCancelled", "TimeLimit", "NodeFail",
+            "JobCompleted", "JobFailed",    "Preempted"};
+        bool known = false;
+        for (std::string_view k : kDrainReasons)
+            known = known || r.reason == k;
+        if (!known)
             return fail(Error::Parse,
                         "deregister: 'reason' must be one of JobEnded, JobCancelled, "
-                        "TimeLimit, NodeFail");
+                        "TimeLimit, NodeFail, JobCompleted, JobFailed, Preempted");
         return r;
     }
 

@@ -1,11 +1,13 @@
 #include "spank/hook_util.h"
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <ctime>
 
 #include "common/log.h"
+#include "spank/shim_process.h"
 
 namespace sk::spank {
 namespace {
@@ -95,6 +97,57 @@ std::string step_env(spank_t sp, const char *name) {
 std::string node_name_here(spank_t sp) {
     std::string n = env_or("SLURMD_NODENAME");
     return n.empty() ? step_env(sp, "SLURMD_NODENAME") : n;
+}
+
+SlurmJobNow slurm_job_now(uint32_t job_id) {
+    using LoadFn = int (*)(job_info_msg_t **, uint32_t, uint16_t);
+    using FreeFn = void (*)(job_info_msg_t *);
+    static const auto load = reinterpret_cast<LoadFn>(dlsym(RTLD_DEFAULT, "slurm_load_job"));
+    static const auto release =
+        reinterpret_cast<FreeFn>(dlsym(RTLD_DEFAULT, "slurm_free_job_info_msg"));
+    SlurmJobNow out;
+    if (!load || !release) return out;
+    job_info_msg_t *msg = nullptr;
+    if (load(&msg, job_id, SHOW_ALL) != 0 || !msg) return out;
+    // A heterogeneous job's leader lists every component: take the job's own.
+    for (uint32_t i = 0; i < msg->record_count; i++) {
+        const slurm_job_info_t &j = msg->job_array[i];
+        if (j.job_id != job_id) continue;
+        out.known = true;
+        out.base = j.job_state & JOB_STATE_BASE;
+        out.completing = (j.job_state & JOB_COMPLETING) != 0;
+        break;
+    }
+    release(msg);
+    return out;
+}
+
+bool slurm_job_running(uint32_t job_id, int squeue_timeout_ms) {
+    SlurmJobNow j = slurm_job_now(job_id);
+    if (j.known) return j.base == JOB_RUNNING && !j.completing;
+    return slurm_job_state(job_id, squeue_timeout_ms) == "RUNNING";
+}
+
+const char *job_end_reason(uint32_t job_id) {
+    SlurmJobNow j = slurm_job_now(job_id);
+    if (!j.known) return "JobEnded";
+    switch (j.base) {
+        case JOB_COMPLETE:
+            return "JobCompleted";
+        case JOB_FAILED:
+        case JOB_OOM:
+            return "JobFailed";
+        case JOB_CANCELLED:
+            return "JobCancelled";
+        case JOB_TIMEOUT:
+            return "TimeLimit";
+        case JOB_NODE_FAIL:
+            return "NodeFail";
+        case JOB_PREEMPTED:
+            return "Preempted";
+        default:  // DEADLINE, BOOT_FAIL, or still RUNNING (an epilog retry)
+            return "JobEnded";
+    }
 }
 
 }  // namespace sk::spank

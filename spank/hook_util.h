@@ -40,6 +40,26 @@ int step_init_post_opt(spank_t sp, int ac, char **av);
 int step_user_init(spank_t sp, int ac, char **av);
 int step_task_init(spank_t sp, int ac, char **av);
 
+// Slurm's record of the job as slurmctld holds it, through the Slurm API of
+// the process the plugin runs in (slurmstepd and slurmd carry libslurmfull;
+// slurm_load_job is found with dlsym, so the module still loads where it is
+// absent). Unlike squeue's %T, which prints COMPLETING for every job that is
+// ending, the raw state keeps the base state (CANCELLED, TIMEOUT, ...) under
+// the COMPLETING flag. known = false when it could not be asked (no API,
+// slurmctld unreachable: bounded by slurm.conf's MessageTimeout).
+struct SlurmJobNow {
+    bool known = false;
+    uint32_t base = 0;  // enum job_states
+    bool completing = false;
+};
+SlurmJobNow slurm_job_now(uint32_t job_id);
+// Whether the job still runs: the API's answer, else squeue's (RUNNING).
+bool slurm_job_running(uint32_t job_id, int squeue_timeout_ms);
+// The deregister reason (common/wire.h) for a job that is ending:
+// JobCompleted, JobFailed, JobCancelled, TimeLimit, NodeFail, Preempted, or
+// JobEnded when Slurm could not be asked or its state says nothing more.
+const char *job_end_reason(uint32_t job_id);
+
 // Logs (Slurm debug level) how long a hook took on the calling process's
 // path: the job start overhead of the plugin is the sum of these
 // (bench/bench_slurm_start.py reads them from slurmd's log).

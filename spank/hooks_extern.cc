@@ -27,9 +27,12 @@
 //    signals Slurm resets to default before exec). That task dying of, say,
 //    SIGUSR1 ends the extern step while the job runs on; stopping the pods
 //    and killing the job's processes then would kill the job. So exit asks
-//    Slurm for the job's state first (slurm_job_state: one squeue at every
-//    job end) and, while it is RUNNING, waits (a query every 2 s) for the
-//    real end before the graceful stop. The shim is in its own session and
+//    Slurm for the job's state first (slurm_job_running: the Slurm API of
+//    slurmstepd, squeue where it is absent) and, while it is RUNNING, waits
+//    (a query every 2 s) for the real end before the graceful stop; the
+//    deregister then names how the job ended (job_end_reason: completed,
+//    failed, cancelled, time limit, preempted), which the pods' final status
+//    and the Node's Event show. The shim is in its own session and
 //    out of freezer step_extern: no step signal reaches it, nor the pods
 //    (docs/user-guide.md, "Signals"); it also survives such signals sent to
 //    it directly (k8s-shim/main.cc).
@@ -146,7 +149,7 @@ int extern_exit(spank_t, int ac, char **av) {
     // Ended early by a signal sent to the job's steps: the job, its shim and
     // pods run on; this slurmstepd stays (its step is not complete for
     // Slurm) until the job ends. A failed query counts as the end.
-    if (slurm_job_state(g_ext.job_id, 5000) == "RUNNING") {
+    if (slurm_job_running(g_ext.job_id, 5000)) {
         LOG_INFO(
             "extern: job %u: [node %s] the extern step's task ended while the job runs (a "
             "signal sent to the job's steps): the pods keep running until the job ends",
@@ -154,7 +157,7 @@ int extern_exit(spank_t, int ac, char **av) {
         struct timespec two_s = {2, 0};
         do
             nanosleep(&two_s, nullptr);
-        while (slurm_job_state(g_ext.job_id, 5000) == "RUNNING");
+        while (slurm_job_running(g_ext.job_id, 5000));
         LOG_INFO("extern: job %u: [node %s] the job ends: stopping the pods", g_ext.job_id,
                  g_ext.node_name.c_str());
     }
@@ -165,7 +168,9 @@ int extern_exit(spank_t, int ac, char **av) {
         d.job_id = g_ext.job_id;
         d.slurm_node = g_ext.node;
         d.grace_s = static_cast<uint32_t>(grace);
-        d.reason = "JobEnded";
+        d.reason = job_end_reason(g_ext.job_id);
+        LOG_INFO("extern: job %u: [node %s] the job ends (%s): stopping the pods", g_ext.job_id,
+                 g_ext.node_name.c_str(), d.reason.c_str());
         PluginAgentClient agent(admin_socket_for(*cfg, g_ext.node),
                                 static_cast<int>((grace + timeout) * 1000));
         auto r = agent.call("deregister", PluginCodec::to_json(d));

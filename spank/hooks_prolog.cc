@@ -85,6 +85,7 @@ proto::RegisterRequest make_request(const PrologEnv &e, const JobOptions &o, con
     for (const auto &t : o.taints)
         r.taints.push_back(t);
     r.namespaces = o.namespaces;
+    r.drain_before_s = o.drain_before_s;
     return r;
 }
 
@@ -179,7 +180,7 @@ int epilog(spank_t sp, int ac, char **av) {
         d.job_id = job;
         d.slurm_node = node;
         d.grace_s = static_cast<uint32_t>(cfg->grace_s);
-        d.reason = "JobEnded";
+        d.reason = job_end_reason(job);
         PluginAgentClient agent(admin_socket_for(*cfg, node),
                                 static_cast<int>((cfg->grace_s + cfg->timeout_s) * 1000));
         auto r = agent.call("deregister", PluginCodec::to_json(d));

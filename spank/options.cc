@@ -129,6 +129,16 @@ Status parse_wait(const std::string &v, const PlugConfig &cfg, JobOptions *o) {
     return {};
 }
 
+// --k8s-drain-before=0 turns a site's default drain ahead of the end off.
+Status parse_drain_before(const std::string &v, const PlugConfig &, JobOptions *o) {
+    auto d = parse_seconds(v, "--k8s-drain-before");
+    if (!d || *d > 86400)
+        return bad("k8s-drain-before", v,
+                   "expected seconds before the job's end (0-86400), e.g. 120 or 5m");
+    o->drain_before_s = static_cast<int64_t>(*d);
+    return {};
+}
+
 // The --k8s-* flags (options.h, Flag). Slurm prints them in this order in
 // `sbatch --help`; parse_options checks them in this order.
 constexpr Flag kFlags[] = {
@@ -148,6 +158,9 @@ constexpr Flag kFlags[] = {
      &RawOptions::namespaces, parse_namespaces},
     {"k8s-wait", "SECONDS", "Start the batch script only once this node's virtual node is Ready.",
      2, &RawOptions::wait, parse_wait},
+    {"k8s-drain-before", "SECONDS",
+     "Stop the pods (SIGTERM, their grace period) this long before the job's time limit.", 1,
+     &RawOptions::drain_before, parse_drain_before},
 };
 
 // "gpu:4", "gpu:a100:4", "gpu" (= 1); other GRES in a comma list are skipped.

@@ -19,7 +19,8 @@
 namespace sk::spank {
 
 struct RawOptions {
-    std::optional<std::string> gpus, nodes, cpus, mem, labels, taints, namespaces, wait;
+    std::optional<std::string> gpus, nodes, cpus, mem, labels, taints, namespaces, wait,
+        drain_before;
     bool any() const;  // some flag of flag_table() was given
 };
 
@@ -33,6 +34,9 @@ struct JobOptions {
     std::vector<k8s::Taint> taints;  // the user's; the default taint is added at register
     std::vector<std::string> namespaces;
     uint64_t wait_s = 0;  // 0 = no --k8s-wait
+    // --k8s-drain-before: stop the pods this long before the job's end time
+    // (0: not ahead of the end); -1 = the agent's default (drain_before_end).
+    int64_t drain_before_s = -1;
     bool lends_anything() const {
         return gpus_all || gpus > 0 || nodes > 0 || cpus > 0 || mem_mib > 0;
     }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "agent/api_object.h"
+#include "agent/pod_status_patch.h"
 #include "common/log.h"
 
 namespace sk::agent {
@@ -212,6 +213,7 @@ void Drain::start(uint32_t grace_s, const std::string &reason, std::function<voi
     LOG_INFO("%s deregistering (%s, grace %us, %zu pods)", prefix().c_str(), reason_.c_str(),
              grace_s, pods_.size());
     node_.release();
+    post_end_event(grace_s);
     timer_.start((static_cast<uint64_t>(grace_s) + 5) * 1000, guard([this] {
                      LOG_WARN(
                          "%s pods did not stop within the grace budget; removing the node "
@@ -231,6 +233,21 @@ void Drain::start(uint32_t grace_s, const std::string &reason, std::function<voi
 
 void Drain::stop() {
     timer_.stop();
+}
+
+// The Node's Event naming why the job ended (what `kubectl describe node`
+// and `kubectl get events` show once the Node is gone): Warning when the
+// job did not end by itself or by its owner's hand.
+void Drain::post_end_event(uint32_t grace_s) {
+    bool warn = reason_ == "NodeFail" || reason_ == "Preempted" || reason_ == "JobFailed";
+    std::string msg = job_end_message(reason_, rec_.job.job_id) + ": stopping " +
+                      std::to_string(pods_.unfinished()) + " pod(s) within " +
+                      std::to_string(grace_s) + " s, then removing the node";
+    Json::Value ev = build_node_event(
+        rec_.node_name, {warn ? "Warning" : "Normal", reason_, msg, ""}, ctx_.clock->now_us());
+    ctx_.kube->post(KubeClient::events("default"), ev, [](const Result<Json::Value> &r) {
+        if (!r) LOG_VERBOSE("node event post failed: %s", r.message().c_str());
+    });
 }
 
 void Drain::remove_node() {

@@ -44,6 +44,7 @@ class Drain : public NodeBound {
 
     std::string prefix() const { return "[node " + rec_.node_name + "]"; }
     void remove_node();
+    void post_end_event(uint32_t grace_s);
 
     AgentContext &ctx_;
     JobRecord &rec_;

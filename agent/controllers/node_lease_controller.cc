@@ -1,5 +1,6 @@
 #include "agent/controllers/node_lease_controller.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "agent/api_object.h"
@@ -17,7 +18,8 @@ NodeLeaseController::NodeLeaseController(AgentContext &ctx, JobRecord &rec,
       status_timer_(ctx.loop),
       check_timer_(ctx.loop),
       end_timer_(ctx.loop),
-      end_check_timer_(ctx.loop) {}
+      end_check_timer_(ctx.loop),
+      drain_timer_(ctx.loop) {}
 
 NodeSpecInput NodeLeaseController::spec_input() const {
     NodeSpecInput in = ctx_.host;
@@ -32,6 +34,7 @@ void NodeLeaseController::start(std::function<void(Status)> ready_cb) {
     start_us_ = ctx_.clock->now_us();
     create_node();
     schedule_end_cordon();
+    schedule_end_drain();
     query_end_time();
     // A time limit can change while the job runs (scontrol update TimeLimit=):
     // re-read it. Cost: one job_end_command per job per period.
@@ -47,13 +50,14 @@ void NodeLeaseController::release() {
     check_timer_.stop();
     end_timer_.stop();
     end_check_timer_.stop();
+    drain_timer_.stop();
     node_timer_.stop();
 }
 
 void NodeLeaseController::stop() {
     mode_ = Mode::Stopped;
     for (Timer *t : {&node_timer_, &lease_timer_, &status_timer_, &check_timer_, &end_timer_,
-                     &end_check_timer_})
+                     &end_check_timer_, &drain_timer_})
         t->stop();
 }
 
@@ -70,29 +74,30 @@ void NodeLeaseController::call_ready_cb(const Status &st) {
 void NodeLeaseController::query_end_time() {
     if (!ctx_.job_end_time || end_query_in_flight_) return;
     end_query_in_flight_ = true;
-    ctx_.job_end_time(
-        rec_.job.job_id, guard([this](int64_t t) {
-            end_query_in_flight_ = false;
-            // 0: unknown or no end (a failed query too): keep what we know.
-            if (mode_ != Mode::Active || t <= 0) return;
-            if (rec_.job.end_time == t) {
-                // A cordon or uncordon that failed (API down) is tried again.
-                if (end_cordoned_ != end_cordon_due()) schedule_end_cordon();
-                return;
-            }
-            int64_t old = rec_.job.end_time;
-            rec_.job.end_time = t;
-            if (old > 0)
-                LOG_INFO("%s job %u's end moved from %s to %s", prefix().c_str(), rec_.job.job_id,
-                         rfc3339(old).c_str(), rfc3339(t).c_str());
-            else
-                LOG_INFO("%s Slurm says job %u ends at %s; cordoning %llus before",
-                         prefix().c_str(), rec_.job.job_id, rfc3339(t).c_str(),
-                         static_cast<unsigned long long>(ctx_.cfg->cordon_before_end_s));
-            if (auto st = ctx_.store->save(rec_); !st)
-                LOG_WARN("%s cannot save state: %s", prefix().c_str(), st.message().c_str());
-            schedule_end_cordon();
-        }));
+    ctx_.job_end_time(rec_.job.job_id, guard([this](int64_t t) {
+                          end_query_in_flight_ = false;
+                          // 0: unknown or no end (a failed query too): keep what we know.
+                          if (mode_ != Mode::Active || t <= 0) return;
+                          if (rec_.job.end_time == t) {
+                              // A cordon or uncordon that failed (API down) is tried again.
+                              if (end_cordoned_ != end_cordon_due()) schedule_end_cordon();
+                              return;
+                          }
+                          int64_t old = rec_.job.end_time;
+                          rec_.job.end_time = t;
+                          if (old > 0)
+                              LOG_INFO("%s job %u's end moved from %s to %s", prefix().c_str(),
+                                       rec_.job.job_id, rfc3339(old).c_str(), rfc3339(t).c_str());
+                          else
+                              LOG_INFO("%s Slurm says job %u ends at %s; cordoning %llds before",
+                                       prefix().c_str(), rec_.job.job_id, rfc3339(t).c_str(),
+                                       static_cast<long long>(cordon_lead_s()));
+                          if (auto st = ctx_.store->save(rec_); !st)
+                              LOG_WARN("%s cannot save state: %s", prefix().c_str(),
+                                       st.message().c_str());
+                          schedule_end_cordon();
+                          schedule_end_drain();
+                      }));
 }
 
 void NodeLeaseController::retry_node(const Status &why) {
@@ -334,15 +339,54 @@ void NodeLeaseController::cordon(const k8s::Taint &taint, const std::function<vo
                    }));
 }
 
+int64_t NodeLeaseController::drain_lead_s() const {
+    return rec_.job.drain_before_s >= 0 ? rec_.job.drain_before_s
+                                        : static_cast<int64_t>(ctx_.cfg->drain_before_end_s);
+}
+
+// Cordoned no later than the pods are drained: their replacements must not
+// come back here.
+int64_t NodeLeaseController::cordon_lead_s() const {
+    return std::max(static_cast<int64_t>(ctx_.cfg->cordon_before_end_s), drain_lead_s());
+}
+
 bool NodeLeaseController::end_cordon_due() const {
-    return rec_.job.end_time > 0 &&
-           rec_.job.end_time - static_cast<int64_t>(ctx_.cfg->cordon_before_end_s) <=
-               ctx_.clock->now_s();
+    return rec_.job.end_time > 0 && rec_.job.end_time - cordon_lead_s() <= ctx_.clock->now_s();
+}
+
+void NodeLeaseController::schedule_end_drain() {
+    int64_t lead = drain_lead_s();
+    if (rec_.job.end_time <= 0 || lead <= 0 || !on_end_drain_) return;
+    int64_t end = rec_.job.end_time;
+    int64_t in_s = end - lead - ctx_.clock->now_s();
+    drain_timer_.stop();
+    if (in_s > 0) {
+        if (end_drained_) {  // the end moved away: pods are admitted again
+            end_drained_ = false;
+            LOG_INFO("%s the job's end moved away: pods start here again", prefix().c_str());
+            on_end_drain_(0);
+        }
+        drain_timer_.start(static_cast<uint64_t>(in_s) * 1000 + 1, guard([this, end, lead] {
+                               if (mode_ != Mode::Active) return;
+                               LOG_INFO("%s the job ends at %s: stopping its pods %llds ahead",
+                                        prefix().c_str(), rfc3339(end).c_str(),
+                                        static_cast<long long>(lead));
+                               end_drained_ = true;
+                               on_end_drain_(end);
+                           }));
+        return;
+    }
+    if (!end_drained_) {
+        LOG_INFO("%s the job ends at %s, within %llds: stopping its pods", prefix().c_str(),
+                 rfc3339(end).c_str(), static_cast<long long>(lead));
+        end_drained_ = true;
+    }
+    on_end_drain_(end);  // again after an earlier end: the pods' grace shrinks to it
 }
 
 void NodeLeaseController::schedule_end_cordon() {
     if (rec_.job.end_time <= 0) return;
-    int64_t at = rec_.job.end_time - static_cast<int64_t>(ctx_.cfg->cordon_before_end_s);
+    int64_t at = rec_.job.end_time - cordon_lead_s();
     int64_t in_s = at - ctx_.clock->now_s();
     if (in_s <= 0 && end_cordoned_) return;  // cordoned, and still due
     end_gen_++;

@@ -46,6 +46,10 @@ class NodeLeaseController : public NodeBound {
     // on 409 up to 5 times).
     void cordon(const k8s::Taint &taint, const std::function<void(Status)> &done, int attempts = 0);
 
+    // The pods' drain ahead of the job's end (--k8s-drain-before, agent.conf
+    // drain_before_end): drain(end_time) when it is due (again when the end
+    // came closer), drain(0) when the end moved away after it.
+    void set_end_drain(std::function<void(int64_t)> drain) { on_end_drain_ = std::move(drain); }
     bool ready() const { return ready_; }
     bool lease_failing() const { return lease_failing_; }
     std::string lease_uid() const { return lease_["metadata"]["uid"].asString(); }
@@ -74,7 +78,10 @@ class NodeLeaseController : public NodeBound {
     // the next renewal, after the Node is checked.
     void lease_gone();
     void schedule_end_cordon();
+    void schedule_end_drain();
     bool end_cordon_due() const;
+    int64_t drain_lead_s() const;   // the job's --k8s-drain-before, else the agent's
+    int64_t cordon_lead_s() const;  // cordon_before_end, or the drain's lead if longer
     void query_end_time();
     // GET + merge PATCH of the end-time cordon (cordon) or its undoing;
     // dropped when the end moved again meanwhile (gen != end_gen_).
@@ -95,8 +102,11 @@ class NodeLeaseController : public NodeBound {
     // The end-time cordon: sent (or found on an adopted Node) and not undone.
     bool end_cordoned_ = false;
     bool end_query_in_flight_ = false;
-    uint64_t end_gen_ = 0;  // bumped whenever the end-time cordon is re-planned
-    Timer node_timer_, lease_timer_, status_timer_, check_timer_, end_timer_, end_check_timer_;
+    uint64_t end_gen_ = 0;      // bumped whenever the end-time cordon is re-planned
+    bool end_drained_ = false;  // the drain ahead of the end was started
+    std::function<void(int64_t)> on_end_drain_;
+    Timer node_timer_, lease_timer_, status_timer_, check_timer_, end_timer_, end_check_timer_,
+        drain_timer_;
     std::function<void(Status)> ready_cb_;
 };
 

@@ -149,6 +149,7 @@ void PodController::sync_pod(const Json::Value &pod) {
         }
         return;
     }
+    if (!terminal && end_drain_at_ && !stopping() && end_drain_pod(uid)) return;
     if (terminal || p.state != PodState::Pending) return;
     if (stopping()) return;
     if (!namespace_allowed(api::object_meta(pod).ns)) {
@@ -253,6 +254,44 @@ void PodController::kill_pod(const std::string &uid, uint32_t grace_s, const std
                    }));
 }
 
+void PodController::drain_before_end(int64_t end_time) {
+    end_drain_at_ = end_time;
+    if (!end_time || stopping()) return;
+    std::vector<std::string> uids;
+    for (const auto &[uid, p] : pods_)
+        uids.push_back(uid);
+    for (const auto &uid : uids)
+        end_drain_pod(uid);
+}
+
+bool PodController::end_drain_pod(const std::string &uid) {
+    BoundPod &p = pods_[uid];
+    if (pod_is_terminal(p.api) || pod_is_terminal(p.rt_status)) return false;
+    if (api::object_meta(p.api).deleting) return false;  // its own delete stops it
+    if (p.in_runtime()) {
+        if (p.end_drained || p.state == PodState::Killing || !runtime_) return p.end_drained;
+        const Json::Value &g =
+            api::field(api::field(p.api, "spec"), "terminationGracePeriodSeconds");
+        int64_t grace = g.isIntegral() && g.asInt64() >= 0 ? g.asInt64() : 30;
+        int64_t left = std::max<int64_t>(0, end_drain_at_ - ctx_.clock->now_s());
+        p.end_drained = true;
+        kill_pod(uid, static_cast<uint32_t>(std::min(grace, left)), "Killing");
+        return true;
+    }
+    if (p.state != PodState::Pending && p.state != PodState::Resolving) return false;
+    // As a kubelet refuses pods while its node shuts down.
+    p.state = PodState::Refused;
+    std::string msg = "Pod was rejected as the node is shutting down: the Slurm job " +
+                      std::to_string(rec_.job.job_id) + " lending it ends at " +
+                      rfc3339(end_drain_at_);
+    LOG_WARN("%s refused: %s", pod_ref(p.api).c_str(), msg.c_str());
+    p.rt_status =
+        refused_pod_status(p.api, "NodeShutdown", msg, ctx_.cfg->node_address, ctx_.clock->now_s());
+    post_event(p.api, {"Warning", "NodeShutdown", msg, ""});
+    push_status(uid);
+    return true;
+}
+
 void PodController::delete_pod(const std::string &uid) {
     BoundPod &p = pods_[uid];
     if (p.in_flight.del) return;
@@ -341,6 +380,11 @@ void PodController::on_runtime_status(const PodSnapshot &snap) {
     post_runtime_events(p.api, snap.events);
     if (stopping() && pod_is_terminal(snap.status))
         p.rt_status = job_end_status(snap.status, stop_->reason, rec_.job.job_id);
+    else if (p.end_drained && pod_is_terminal(snap.status))
+        p.rt_status =
+            end_drain_status(snap.status, rec_.job.job_id, end_drain_at_, ctx_.clock->now_s());
+    else if (end_drain_at_ && !stopping() && !pod_is_terminal(snap.status))
+        end_drain_pod(snap.uid);  // adopted after an agent restart
     push_status(snap.uid);
 }
 

@@ -54,6 +54,7 @@ struct BoundPod {
     int64_t seen_us = 0;          // first seen (pod-start latency)
     bool start_reported = false;  // the Running phase was posted once
     bool running_seen = false;    // the runtime reported the Running phase once
+    bool end_drained = false;     // stopped ahead of the job's end: final status Terminated
 
     bool in_runtime() const { return state == PodState::Running || state == PodState::Killing; }
 };
@@ -82,6 +83,13 @@ class PodController : public NodeBound {
     // status is written). done runs once all_stopped(), possibly before
     // stop_all returns. No pod starts from now on.
     void stop_all(uint32_t grace_s, const std::string &reason, std::function<void()> done);
+    // The drain ahead of the job's end (NodeLeaseController::set_end_drain):
+    // from now on every running pod is stopped with its grace period (cut
+    // to the time left before end_time) and ends Failed/Terminated with a
+    // DisruptionTarget condition, as after a kubelet's graceful node
+    // shutdown; a pod not started yet, or bound later, is refused
+    // (NodeShutdown). end_time 0: the end moved away, pods start again.
+    void drain_before_end(int64_t end_time);
     // A pod list came back at least once (every pod bound here is known).
     bool listed() const { return listed_; }
     // How many running pods stop_all asked to stop.
@@ -115,6 +123,8 @@ class PodController : public NodeBound {
     bool namespace_allowed(const std::string &ns) const;
     void run_pod(const std::string &uid);
     void kill_pod(const std::string &uid, uint32_t grace_s, const std::string &reason);
+    // drain_before_end for one pod; true when it stopped or refused it.
+    bool end_drain_pod(const std::string &uid);
     void delete_pod(const std::string &uid);
     void on_runtime_status(const PodSnapshot &snap);
     void push_status(const std::string &uid);
@@ -157,6 +167,7 @@ class PodController : public NodeBound {
         bool ended = false;  // end_stop_all(): no further steps
     };
     std::optional<StopAll> stop_;
+    int64_t end_drain_at_ = 0;      // drain_before_end's end_time, 0 = none
     size_t deletes_in_flight_ = 0;  // pod DELETEs sent and not answered yet (any phase)
 };
 

@@ -18,7 +18,9 @@ VirtualNode::VirtualNode(AgentContext &ctx, JobRecord rec)
     : rec_(std::move(rec)),
       pods_(ctx, rec_),
       node_(ctx, rec_, [this] { pods_.relist_if_idle(); }),
-      drain_(ctx, rec_, node_, pods_) {}
+      drain_(ctx, rec_, node_, pods_) {
+    node_.set_end_drain([this](int64_t end_time) { pods_.drain_before_end(end_time); });
+}
 
 VirtualNode::~VirtualNode() {
     stop();

@@ -11,7 +11,7 @@
 # online_rl last: it takes all 3 nodes, which the time-limit job holds one of
 # until then.
 E2E_CASES=(api_down bad_flags socket_auth privileged too_many_gpus namespace two_jobs kubectl_io
-           scancel step_signals time_limit_update slurmd_restart agent_kill shim_kill time_limit
+           scancel step_signals time_limit_update drain_before slurmd_restart agent_kill shim_kill time_limit
            online_rl online_rl_faults)
 
 # sbatch refuses malformed --k8s-* flags before submission, naming the flag.
@@ -31,6 +31,7 @@ case_bad_flags() {
   bad "reserved prefix" --k8s-gpus=1 --gres=gpu:1 --k8s-labels=slurm-k8s/x=1
   bad "--k8s-taints=x" --k8s-gpus=1 --gres=gpu:1 --k8s-taints=x
   bad "--k8s-namespace" --k8s-gpus=1 --gres=gpu:1 --k8s-namespace=Bad_NS
+  bad "--k8s-drain-before=soon" --k8s-gpus=1 --gres=gpu:1 --k8s-drain-before=soon
   # Slurm's environment form of a SPANK option goes through the same checks.
   out="$(sk_as_user env SLURM_SPANK__SLURM_SPANK_OPTION_spank_k8s_k8s_gpus=abc \
          sbatch --gres=gpu:4 "$s" 2>&1)"; rc=$?
@@ -336,19 +337,24 @@ kubectl_io_job_procs() {
 }
 
 # Shared by scancel / time limit: the pod got SIGTERM and a final status.
-check_job_end_pod() {  # check_job_end_pod JOB POD WHAT
-  local j="$1" p="$2" what="$3" log
+# The pod's final status (before its deletion) names how the job ended
+# (REASON: JobCancelled, TimeLimit, JobCompleted, ...), its process got
+# SIGTERM and exited 0; the Node got an Event with that reason.
+check_job_end_pod() {  # check_job_end_pod JOB POD WHAT REASON
+  local j="$1" p="$2" what="$3" want="$4" log
   rl_followed_log "default/$p" >"$E2E_D/podlogs/tmp"
   grep -q "received signal 15" "$E2E_D/podlogs/tmp"; ok $? "$what: pod $p logged 'received signal 15' (from $E2E_LOG_SOURCE)"
   local st
   st="$(python3 "$E2E_TOP/tests/e2e/watch.py" final "$E2E_D/watch.jsonl" "default/$p")"
-  ST="$st" python3 -c 'import json, os, sys
+  ST="$st" WANT="$want" J="$j" python3 -c 'import json, os, sys
 s = json.loads(os.environ["ST"] or "{}")
 t = [(c.get("state") or {}).get("terminated") or {} for c in s.get("containerStatuses", [])]
-ok = "JobEnded" in s.get("reason", "") + s.get("message", "") and t and all(x.get("exitCode") == 0 for x in t)
+ok = s.get("reason") == os.environ["WANT"] and "Slurm job " + os.environ["J"] in s.get("message", "") \
+    and t and all(x.get("exitCode") == 0 for x in t)
 print(s.get("phase"), s.get("reason"), s.get("message"), [x.get("exitCode") for x in t])
 sys.exit(0 if ok else 1)' >"$E2E_D/podlogs/tmp" 2>&1
-  ok $? "$what: pod $p final status names the job end, exit 0: $(cat "$E2E_D/podlogs/tmp")"
+  ok $? "$what: pod $p final status says $want (the job's end), exit 0: $(cat "$E2E_D/podlogs/tmp")"
+  check_job_end_event "$j" "$what" "$want"
 }
 
 case_scancel() {
@@ -363,7 +369,7 @@ case_scancel() {
   e2e_wait 40 "[ -z \"\$(e2e_node_names $j)\" ]"
   ok $? "scancel: Nodes gone $((SECONDS - t0)) s after scancel"
   rl_stop_log_followers
-  check_job_end_pod "$j" s1 scancel; check_job_end_pod "$j" s2 scancel
+  check_job_end_pod "$j" s1 scancel JobCancelled; check_job_end_pod "$j" s2 scancel JobCancelled
   sk_wait_state "$j" CANCELLED 30; ok $? "scancel: job state $(sk_job_state "$j")"
   e2e_assert_clean "$j" "scancel"
 }
@@ -438,6 +444,59 @@ case_time_limit_update() {
   [ "$(sk_job_state "$j")" = RUNNING ]; ok $? "time_limit_update: job $j still RUNNING"
   e2e_end_job "$j"
   e2e_assert_clean "$j" "time_limit_update"
+}
+
+# --k8s-drain-before: once the job's end comes within it (here through
+# scontrol update TimeLimit=, which the agent re-reads every 2 s), the
+# running pod gets SIGTERM with its grace period and ends Failed/Terminated
+# with a DisruptionTarget condition while the job still runs, the node is
+# cordoned, and a pod bound by name afterwards is refused (NodeShutdown);
+# the end moving away lets pods run there again; scancel then ends the job
+# (the running pod's final status JobCancelled, the drained one's stays
+# Terminated) and nothing is left.
+case_drain_before() {
+  e2e_job 1 -N1 -w n2 --gres=gpu:2 --k8s-gpus=1 --time=30 --k8s-drain-before=600 \
+    || { ok 1 "drain_before: job"; return; }
+  local j="$E2E_JOB" node st
+  node="$(e2e_node_names "$j")"
+  e2e_wait 20 "grep -q '\[node $node\] Slurm says job $j ends at' '$E2E_AGENTS/n2/agent.log'"
+  ok $? "drain_before: the agent read the end of job $j (30 min away; drain 10 min before)"
+  NODE="$node" e2e_pod "$j" dr1; e2e_pod_running dr1 30; ok $? "drain_before: pod dr1 Running"
+  rl_follow_log default/dr1
+  scontrol update jobid="$j" TimeLimit=10; ok $? "scontrol update jobid=$j TimeLimit=10"
+  e2e_wait 30 "[ \"\$(e2e_pod_field default/dr1 '{.status.reason}')\" = Terminated ]"
+  st="$(e2e_kubectl get pod dr1 -o json 2>&1)"
+  ST="$st" J="$j" python3 -c 'import json, os, sys
+p = json.loads(os.environ["ST"]); s = p["status"]
+dt = [c for c in s.get("conditions", []) if c["type"] == "DisruptionTarget"]
+t = [(c.get("state") or {}).get("terminated") or {} for c in s.get("containerStatuses", [])]
+print(s.get("phase"), s.get("reason"), s.get("message"), dt, [x.get("exitCode") for x in t])
+sys.exit(0 if s.get("phase") == "Failed" and "Slurm job " + os.environ["J"] in s.get("message", "")
+         and dt and dt[0]["status"] == "True" and dt[0]["reason"] == "TerminationByKubelet"
+         and t and all(x.get("exitCode") == 0 for x in t) else 1)' >"$E2E_D/podlogs/tmp" 2>&1
+  ok $? "drain_before: dr1 stopped ahead of the end: Failed/Terminated, DisruptionTarget, exit 0: $(cat "$E2E_D/podlogs/tmp")"
+  [ "$(sk_job_state "$j")" = RUNNING ]; ok $? "drain_before: job $j still RUNNING ($(sk_job_state "$j"))"
+  e2e_wait 10 "grep -q 'received signal 15' <(rl_followed_log default/dr1)"
+  ok $? "drain_before: dr1 got SIGTERM (its log)"
+  [ "$(e2e_kubectl get node "$node" -o 'jsonpath={.spec.unschedulable}')" = true ]
+  ok $? "drain_before: the node is cordoned"
+  GPUS=0 NODE="$node" e2e_pod "$j" dr2
+  e2e_wait 20 "[ \"\$(e2e_pod_phase dr2)\" = Failed ]"
+  [ "$(e2e_pod_field default/dr2 '{.status.reason}')" = NodeShutdown ] && [ -z "$(e2e_pod_pids "$j" dr2)" ]
+  ok $? "drain_before: a pod bound afterwards is refused: $(e2e_pod_field default/dr2 '{.status.phase} {.status.reason}: {.status.message}')"
+  scontrol update jobid="$j" TimeLimit=30; ok $? "scontrol update jobid=$j TimeLimit=30"
+  e2e_wait 20 "grep -q '\[node $node\] the job.s end moved away: pods start here again' '$E2E_AGENTS/n2/agent.log'"
+  ok $? "drain_before: the agent saw the end move away"
+  GPUS=0 NODE="$node" e2e_pod "$j" dr3; e2e_pod_running dr3 30
+  ok $? "drain_before: a new pod runs again ($(e2e_pod_field default/dr3 '{.status.phase}'))"
+  rl_follow_log default/dr3
+  e2e_end_job "$j"
+  rl_stop_log_followers
+  check_job_end_pod "$j" dr3 drain_before JobCancelled
+  st="$(python3 "$E2E_TOP/tests/e2e/watch.py" final "$E2E_D/watch.jsonl" default/dr1)"
+  [ "$(ST="$st" python3 -c 'import json, os; print(json.loads(os.environ["ST"] or "{}").get("reason"))')" = Terminated ]
+  ok $? "drain_before: dr1's last status before its deletion is still Terminated"
+  e2e_assert_clean "$j" "drain_before"
 }
 
 case_slurmd_restart() {
@@ -555,7 +614,7 @@ case_time_limit() {
   sk_wait_state "$j" TIMEOUT 120; ok $? "time limit: job $j ended as $(sk_job_state "$j")"
   e2e_wait 30 "[ -z \"\$(e2e_node_names $j)\" ]"; ok $? "time limit: Node gone"
   sleep 0.5
-  check_job_end_pod "$j" tl "time limit"
+  check_job_end_pod "$j" tl "time limit" TimeLimit
   e2e_assert_clean "$j" "time_limit"
 }
 

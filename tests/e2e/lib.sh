@@ -372,6 +372,16 @@ e2e_end_job() {
   e2e_wait 30 "[ -z \"\$(e2e_node_names $j)\" ]"
 }
 
+# The Event on the job's Node(s) that names how the job ended (REASON).
+check_job_end_event() {  # check_job_end_event JOB WHAT REASON
+  local got
+  got="$(e2e_kubectl get events -n default --field-selector involvedObject.kind=Node \
+         -o jsonpath='{range .items[*]}{.involvedObject.name} {.reason} {.type}: {.message}{"\n"}{end}' 2>&1 \
+         | grep -E "^slurm-[^ ]*-$1 ")"
+  grep -q "^[^ ]* $3 " <<<"$got" && grep -q "Slurm job $1 " <<<"$got"
+  ok $? "$2: the Node's Event says $3: $(head -n1 <<<"$got")"
+}
+
 # Assert: nothing of JOB is left (API objects, processes, files, cgroups).
 e2e_assert_clean() {  # e2e_assert_clean JOB WHAT
   local left

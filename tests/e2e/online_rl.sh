@@ -305,9 +305,9 @@ rl_check_teardown() {
     grep -q "received signal 15" "$E2E_D/podlogs/tmp" || bad="$bad $p"
     st="$(python3 "$E2E_TOP/tests/e2e/watch.py" final "$E2E_D/watch.jsonl" "$p")"
     local summary
-    summary="$(ST="$st" python3 - "$j" <<'PY'
+    summary="$(ST="$st" python3 - "$j" "${RL_END_REASON:-JobCompleted}" <<'PY'
 import json, os, sys
-job = sys.argv[1]
+job, want = sys.argv[1], sys.argv[2]
 s = json.loads(os.environ["ST"] or "{}")
 words = [s.get("reason", ""), s.get("message", "")]
 ends = []
@@ -317,7 +317,7 @@ for c in s.get("containerStatuses", []) or []:
         words += [t.get("reason", ""), t.get("message", "")]
         ends.append(t.get("exitCode"))
 text = " ".join(w for w in words if w)
-names_end = "JobEnded" in text or ("job " + job) in text
+names_end = s.get("reason") == want and ("job " + job) in text
 clean = bool(ends) and all(e == 0 for e in ends)
 print(("ok" if names_end and clean else "bad") + f" phase={s.get('phase')} exit={ends} {text[:160]}")
 PY
@@ -326,5 +326,6 @@ PY
     [[ $summary == ok* ]] || sbad="$sbad $p"
   done
   [ -z "$bad" ]; ok $? "every pod logged \"received signal 15\" (SIGTERM at job end; from $E2E_LOG_SOURCE)$bad"
-  [ -z "$sbad" ]; ok $? "every pod's final status names the job's end and its containers exited 0 within the grace$sbad"
+  [ -z "$sbad" ]; ok $? "every pod's final status says ${RL_END_REASON:-JobCompleted} (the job's end) and its containers exited 0 within the grace$sbad"
+  check_job_end_event "$j" "online-RL job" "${RL_END_REASON:-JobCompleted}"
 }

@@ -110,7 +110,7 @@ START_TEST(init_registers_options) {
     for (const auto &o : fake_spank::state().registered)
         names.insert(o.name);
     for (const char *want : {"k8s-gpus", "k8s-nodes", "k8s-cpus", "k8s-mem", "k8s-labels",
-                             "k8s-taints", "k8s-namespace", "k8s-wait"})
+                             "k8s-taints", "k8s-namespace", "k8s-wait", "k8s-drain-before"})
         ck_assert_msg(names.count(want), "--%s not registered", want);
     dlclose(h);
 }

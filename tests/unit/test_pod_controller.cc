@@ -4,6 +4,7 @@
 // the fake runtime for the shim. Asserts only what can be observed: the
 // requests sent, the runtime's calls, the callbacks (as virtual-kubelet's
 // node/ mock tests do).
+#include <time.h>
 #include <uv.h>
 
 #include <string>
@@ -605,6 +606,72 @@ START_TEST(drain_retry_after_done) {
 }
 END_TEST
 
+// ---- the drain ahead of the job's end (--k8s-drain-before) ----
+// The job's end, re-read every second, comes within drain_before_end: the
+// running pod is stopped with its grace cut to the time left and ends
+// Failed/Terminated with a DisruptionTarget condition, and stays in the API
+// (its controller replaces it elsewhere); a pod bound afterwards is refused
+// (NodeShutdown). The end moving away again lets new pods run.
+const Json::Value *condition(const Json::Value &pod, const char *type) {
+    for (const auto &c : pod["status"]["conditions"])
+        if (c["type"] == type) return &c;
+    return nullptr;
+}
+
+START_TEST(drain_ahead_of_end) {
+    ControllerEnv env;
+    env.cfg().drain_before_end_s = 30;
+    env.cfg().end_time_check_s = 1;
+    const int64_t now = static_cast<int64_t>(time(nullptr));
+    int64_t end = now + 3600;
+    env.ctx().job_end_time = [&](uint32_t, const std::function<void(int64_t)> &cb) { cb(end); };
+    start_with_pods(env, {make_pod("p1", "u1")});
+    auto *rt = static_cast<FakeRuntime *>(env.node->runtime());
+    ck_assert(env.run_until([&] { return env.served_pod("p1")["status"]["phase"] == "Running"; }));
+    env.run_for(1200);  // re-read once: an hour ahead, nothing happens
+    ck_assert(kill_of(*rt, "u1") == nullptr);
+
+    end = now + 20;  // scontrol update TimeLimit=: within drain_before_end now
+    ck_assert_msg(
+        env.run_until([&] { return env.served_pod("p1")["status"]["reason"] == "Terminated"; },
+                      4000),
+        "p1 not terminated: %s", env.served_pod("p1")["status"].toStyledString().c_str());
+    const FakeRuntime::Call *k = kill_of(*rt, "u1");
+    ck_assert(k != nullptr);
+    ck_assert_msg(k->grace_s >= 15 && k->grace_s <= 20, "grace %u: not cut to the time left",
+                  k->grace_s);
+    Json::Value p1 = env.served_pod("p1");
+    ck_assert_sstr_eq(p1["status"]["phase"].asString(), "Failed");
+    ck_assert(p1["status"]["message"].asString().find("Slurm job 42") != std::string::npos);
+    const Json::Value *dt = condition(p1, "DisruptionTarget");
+    ck_assert_msg(dt != nullptr, "no DisruptionTarget: %s", p1["status"].toStyledString().c_str());
+    ck_assert_sstr_eq((*dt)["reason"].asString(), "TerminationByKubelet");
+    ck_assert_sstr_eq((*dt)["status"].asString(), "True");
+    ck_assert(condition(p1, "PodScheduled") != nullptr);
+    // Not deleted: it stays, Failed, until the job's end removes the node.
+    ck_assert_uint_eq(env.http().count("DELETE", "/api/v1/namespaces/default/pods/p1"), 0);
+
+    // A pod bound by name after the drain: refused, never run.
+    unsigned runs = rt->run_calls();
+    Json::Value p2 = make_pod("p2", "u2", "20");
+    env.serve_pod(p2);
+    env.http().push(env.http().open_stream(kPodsPath), "ADDED", p2);
+    ck_assert(env.run_until([&] { return env.served_pod("p2")["status"]["phase"] == "Failed"; }));
+    ck_assert_sstr_eq(env.served_pod("p2")["status"]["reason"].asString(), "NodeShutdown");
+    ck_assert_uint_eq(rt->run_calls(), runs);
+
+    // The end moves away (a longer time limit): pods run here again.
+    end = now + 3600;
+    env.run_for(1500);
+    Json::Value p3 = make_pod("p3", "u3", "21");
+    env.serve_pod(p3);
+    env.http().push(env.http().open_stream(kPodsPath), "ADDED", p3);
+    ck_assert(env.run_until([&] { return env.served_pod("p3")["status"]["phase"] == "Running"; }));
+    ck_assert(kill_of(*rt, "u3") == nullptr);
+    ck_assert_int_eq(env.close(), 0);
+}
+END_TEST
+
 int main() {
     Suite *s = suite_create("pod_controller");
     TCase *tc = tcase_create("pods");
@@ -619,6 +686,7 @@ int main() {
     tcase_add_loop_test(tc, drain_with_list_in_flight, 0, TABLE_SIZE(kListInFlight));
     tcase_add_loop_test(tc, drain_retry_after_done, 0, TABLE_SIZE(kLateRetry));
     tcase_add_loop_test(tc, drain_before_first_list, 0, TABLE_SIZE(kLateList));
+    tcase_add_test(tc, drain_ahead_of_end);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }

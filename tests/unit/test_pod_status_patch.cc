@@ -77,6 +77,43 @@ START_TEST(refused_and_job_end) {
     Json::Value ok = running();
     ok["phase"] = "Succeeded";
     ck_assert_sstr_eq(job_end_status(ok, "", 1)["phase"].asString(), "Succeeded");
+    ck_assert_sstr_eq(job_end_status(ok, "", 1)["reason"].asString(), "JobEnded");
+}
+END_TEST
+
+// Each way a job ends has its own words; an unknown reason still names the job.
+START_TEST(job_end_messages) {
+    const char *want[][2] = {{"JobCompleted", "completed"},
+                             {"JobFailed", "failed"},
+                             {"JobCancelled", "cancelled"},
+                             {"TimeLimit", "time limit"},
+                             {"NodeFail", "node failed"},
+                             {"Preempted", "preempted"},
+                             {"JobEnded", "lending this node ended"}};
+    for (const auto &w : want) {
+        Json::Value e = job_end_status(running(), w[0], 7);
+        ck_assert_sstr_eq(e["reason"].asString(), w[0]);
+        ck_assert_msg(e["message"].asString().find(w[1]) != std::string::npos, "%s: %s", w[0],
+                      e["message"].asString().c_str());
+        ck_assert(e["message"].asString().find("Slurm job 7 ") != std::string::npos);
+    }
+}
+END_TEST
+
+// A Node's Event as a kubelet writes it (kubelet-objects: namespace default,
+// involvedObject uid = the node's name).
+START_TEST(node_event_shape) {
+    Json::Value ev =
+        build_node_event("slurm-n1-42", {"Normal", "JobCancelled", "m", ""}, 1700000000123456);
+    ck_assert_sstr_eq(ev["metadata"]["namespace"].asString(), "default");
+    ck_assert(ev["metadata"]["name"].asString().rfind("slurm-n1-42.", 0) == 0);
+    ck_assert_sstr_eq(ev["involvedObject"]["kind"].asString(), "Node");
+    ck_assert_sstr_eq(ev["involvedObject"]["name"].asString(), "slurm-n1-42");
+    ck_assert_sstr_eq(ev["involvedObject"]["uid"].asString(), "slurm-n1-42");
+    ck_assert(!ev["involvedObject"].isMember("namespace"));
+    ck_assert_sstr_eq(ev["reason"].asString(), "JobCancelled");
+    ck_assert_sstr_eq(ev["source"]["host"].asString(), "slurm-n1-42");
+    ck_assert_sstr_eq(ev["lastTimestamp"].asString(), "2023-11-14T22:13:20Z");
 }
 END_TEST
 
@@ -124,6 +161,8 @@ int main() {
     tcase_add_test(tc, status_patch_only_changes);
     tcase_add_test(tc, status_patch_clears_reason);
     tcase_add_test(tc, refused_and_job_end);
+    tcase_add_test(tc, job_end_messages);
+    tcase_add_test(tc, node_event_shape);
     tcase_add_test(tc, events_from_transitions);
     tcase_add_test(tc, backoff_not_doubled);
     suite_add_tcase(s, tc);

@@ -25,6 +25,7 @@ static RegisterRequest sample_register() {
     r.taints = {{"slurm-k8s/job-id", "42", "NoSchedule"}};
     r.namespaces = {"rl"};
     r.end_time = 1767225600;
+    r.drain_before_s = 300;
     return r;
 }
 
@@ -51,6 +52,12 @@ START_TEST(register_round_trip) {
     ck_assert_sstr_eq(r->labels.at("team"), "rl");
     ck_assert(r->taints[0] == want.taints[0]);
     ck_assert_int_eq(r->end_time, want.end_time);
+    ck_assert_int_eq(r->drain_before_s, 300);
+    // Absent: the agent's default (-1), and not written when unset.
+    RegisterRequest plain = sample_register();
+    plain.drain_before_s = -1;
+    ck_assert(!to_json(plain).isMember("drain_before_s"));
+    ck_assert_int_eq(register_from_json(to_json(plain))->drain_before_s, -1);
 }
 END_TEST
 
@@ -98,6 +105,10 @@ static const BadRegister kBadRegister[] = {
     {R"({"job_id":1,"slurm_node":"n1","user":"u","uid":1,"labels":{"bad key":"x"}})", "label"},
     {R"({"job_id":1,"slurm_node":"n1","user":"u","uid":1,"taints":["x:Never"]})", "effect"},
     {R"({"job_id":1,"slurm_node":"n1","user":"u","uid":1,"namespaces":["Bad_NS"]})", "namespace"},
+    {R"({"job_id":1,"slurm_node":"n1","user":"u","uid":1,"drain_before_s":86401})",
+     "'drain_before_s' must be 0-86400"},
+    {R"({"job_id":1,"slurm_node":"n1","user":"u","uid":1,"drain_before_s":-2})",
+     "'drain_before_s' must be 0-86400"},
 };
 START_TEST(bad_register_table) {
     const auto &c = kBadRegister[_i];

@@ -325,13 +325,15 @@ START_TEST(enum_names) {
         ck_assert(back.ok() && *back == t);
     }
     for (const char *r : {"Killing", "Deleted", "Orphaned", "JobEnded", "JobCancelled", "TimeLimit",
-                          "NodeFail", "Shutdown"}) {
+                          "NodeFail", "JobCompleted", "JobFailed", "Preempted", "Shutdown"}) {
         auto back = stop_reason_from_string(r, "reason");
         ck_assert_msg(back.ok(), "%s", r);
         ck_assert_sstr_eq(std::string(to_string(*back)), r);
     }
     ck_assert(is_drain_reason(StopReason::TimeLimit));
+    ck_assert(is_drain_reason(StopReason::Preempted));
     ck_assert(!is_drain_reason(StopReason::Deleted));
+    ck_assert(!is_drain_reason(StopReason::Shutdown));
 }
 END_TEST
 
@@ -619,9 +621,13 @@ END_TEST
 
 // deregister refuses a reason the shim protocol cannot carry to the shim.
 START_TEST(deregister_reason_checked) {
-    for (const char *r : {"JobEnded", "JobCancelled", "TimeLimit", "NodeFail"}) {
+    // Every drain reason of the shim protocol, and only those.
+    for (const char *r : {"JobEnded", "JobCancelled", "TimeLimit", "NodeFail", "JobCompleted",
+                          "JobFailed", "Preempted"}) {
         DeregisterRequest d{42, "n1", 5, r};
         ck_assert_msg(deregister_from_json(to_json(d)).ok(), "%s", r);
+        auto sr = stop_reason_from_string(r, "reason");
+        ck_assert_msg(sr.ok() && is_drain_reason(*sr), "%s", r);
     }
     for (const char *r : {"", "Killing", "Deleted", "Shutdown", "Whatever"}) {
         DeregisterRequest d{42, "n1", 5, r};

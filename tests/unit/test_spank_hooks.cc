@@ -61,13 +61,13 @@ START_TEST(init_registers_options) {
     fake_spank::reset();
     ck_assert_int_eq(call(hook_init, {}), 0);
     const auto &reg = fake_spank::state().registered;
-    ck_assert_uint_eq(reg.size(), 8);
+    ck_assert_uint_eq(reg.size(), 9);
     std::string names;
     for (const auto &o : reg)
         names += std::string(o.name) + " ";
     ck_assert_sstr_eq(names,
                       "k8s-gpus k8s-nodes k8s-cpus k8s-mem k8s-labels k8s-taints k8s-namespace "
-                      "k8s-wait ");
+                      "k8s-wait k8s-drain-before ");
 }
 END_TEST
 

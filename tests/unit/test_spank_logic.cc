@@ -160,6 +160,31 @@ START_TEST(options_values) {
     ck_assert_uint_eq(r->mem_mib, 2048);
     ck_assert_uint_eq(r->wait_s, 300);  // wait_default
     ck_assert_sstr_eq(join(r->namespaces, ","), "rl,infer");
+    ck_assert_int_eq(r->drain_before_s, -1);  // absent: the agent's drain_before_end
+}
+END_TEST
+
+// --k8s-drain-before: seconds (or 5m) up to a day; 0 turns a site default off.
+START_TEST(options_drain_before) {
+    struct {
+        const char *v;
+        int64_t want;  // -2: refused
+    } cases[] = {{"120", 120},  {"5m", 300},  {"0", 0},   {"86400", 86400},
+                 {"86401", -2}, {"soon", -2}, {"-5", -2}, {"", -2}};
+    for (const auto &c : cases) {
+        RawOptions raw;
+        raw.gpus = "1";
+        raw.drain_before = c.v;
+        auto r = parse_options(raw, *cfg_of({}));
+        if (c.want == -2) {
+            ck_assert_msg(!r.ok(), "'%s' accepted", c.v);
+            ck_assert_msg(r.message().find(std::string("--k8s-drain-before=") + c.v) == 0, "%s",
+                          r.message().c_str());
+        } else {
+            ck_assert_msg(r.ok(), "'%s': %s", c.v, r.ok() ? "" : r.message().c_str());
+            ck_assert_int_eq(r->drain_before_s, c.want);
+        }
+    }
 }
 END_TEST
 
@@ -518,6 +543,7 @@ int main() {
     tcase_add_test(tc, plugstack_values);
     tcase_add_loop_test(tc, options_table, 0, TABLE_SIZE(kOpt));
     tcase_add_test(tc, options_values);
+    tcase_add_test(tc, options_drain_before);
     tcase_add_loop_test(tc, gpu_request_table, 0, TABLE_SIZE(kReq));
     tcase_add_test(tc, job_total_limit);
     tcase_add_loop_test(tc, lent_table, 0, TABLE_SIZE(kLent));
