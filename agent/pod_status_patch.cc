@@ -145,12 +145,15 @@ Json::Value refused_pod_status(const Json::Value &api_pod, const std::string &re
 
 std::string job_end_message(const std::string &reason, uint32_t job_id) {
     std::string job = "the Slurm job " + std::to_string(job_id) + " lending this node ";
-    if (reason == "JobCompleted") return job + "completed (its batch script ended with 0)";
-    if (reason == "JobFailed") return job + "failed (its batch script ended non-zero)";
+    if (reason == "JobCompleted")
+        return job + "completed (its batch script or salloc's command ended with 0)";
+    if (reason == "JobFailed")
+        return job + "failed (its batch script or salloc's command ended non-zero)";
     if (reason == "JobCancelled") return job + "was cancelled (scancel)";
     if (reason == "TimeLimit") return job + "reached its time limit";
     if (reason == "NodeFail") return job + "ended: Slurm declared the node failed";
     if (reason == "Preempted") return job + "was preempted by a job of higher priority";
+    if (reason == "Requeued") return job + "was requeued (it runs again later, maybe elsewhere)";
     return job + "ended";
 }
 

@@ -30,7 +30,7 @@ constexpr Names<StatsSource, 2> kStatsSources{{
     {StatsSource::Pods, "pods"},
 }};
 
-constexpr Names<StopReason, 11> kReasons{{
+constexpr Names<StopReason, 12> kReasons{{
     {StopReason::Killing, "Killing"},
     {StopReason::Deleted, "Deleted"},
     {StopReason::Orphaned, "Orphaned"},
@@ -41,6 +41,7 @@ constexpr Names<StopReason, 11> kReasons{{
     {StopReason::JobCompleted, "JobCompleted"},
     {StopReason::JobFailed, "JobFailed"},
     {StopReason::Preempted, "Preempted"},
+    {StopReason::Requeued, "Requeued"},
     {StopReason::Shutdown, "Shutdown"},
 }};
 
@@ -142,7 +143,7 @@ bool is_drain_reason(StopReason r) noexcept {
     return r == StopReason::JobEnded || r == StopReason::JobCancelled ||
            r == StopReason::TimeLimit || r == StopReason::NodeFail ||
            r == StopReason::JobCompleted || r == StopReason::JobFailed ||
-           r == StopReason::Preempted;
+           r == StopReason::Preempted || r == StopReason::Requeued;
 }
 
 // ---- pod_run ----

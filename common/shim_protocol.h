@@ -94,6 +94,7 @@ enum class StopReason {
     JobCompleted,  // drain: the batch script (or salloc's command) ended with 0
     JobFailed,     // drain: it ended non-zero (or out of memory)
     Preempted,     // drain: a job of higher priority took the nodes
+    Requeued,      // drain: scontrol requeue / --requeue: the job runs again later
     Shutdown,      // the shim's default when a shutdown names no reason
 };
 

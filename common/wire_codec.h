@@ -236,14 +236,14 @@ struct Codec {
         // knows only these (StopReason in common/shim_protocol.h).
         static constexpr std::string_view kDrainReasons[] = {
             "JobEnded",     "JobCancelled", "TimeLimit", "NodeFail",
-            "JobCompleted", "JobFailed",    "Preempted"};
+            "JobCompleted", "JobFailed",    "Preempted", "Requeued"};
         bool known = false;
         for (std::string_view k : kDrainReasons)
             known = known || r.reason == k;
         if (!known)
             return fail(Error::Parse,
                         "deregister: 'reason' must be one of JobEnded, JobCancelled, "
-                        "TimeLimit, NodeFail, JobCompleted, JobFailed, Preempted");
+                        "TimeLimit, NodeFail, JobCompleted, JobFailed, Preempted, Requeued");
         return r;
     }
 

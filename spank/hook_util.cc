@@ -116,6 +116,7 @@ SlurmJobNow slurm_job_now(uint32_t job_id) {
         out.known = true;
         out.base = j.job_state & JOB_STATE_BASE;
         out.completing = (j.job_state & JOB_COMPLETING) != 0;
+        out.requeued = (j.job_state & (JOB_REQUEUE | JOB_REQUEUE_HOLD | JOB_SPECIAL_EXIT)) != 0;
         break;
     }
     release(msg);
@@ -131,6 +132,9 @@ bool slurm_job_running(uint32_t job_id, int squeue_timeout_ms) {
 const char *job_end_reason(uint32_t job_id) {
     SlurmJobNow j = slurm_job_now(job_id);
     if (!j.known) return "JobEnded";
+    // A requeued job is PENDING under COMPLETING: it runs again later, with
+    // the same id, maybe on other nodes.
+    if (j.requeued || j.base == JOB_PENDING) return "Requeued";
     switch (j.base) {
         case JOB_COMPLETE:
             return "JobCompleted";

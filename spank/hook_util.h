@@ -51,12 +51,14 @@ struct SlurmJobNow {
     bool known = false;
     uint32_t base = 0;  // enum job_states
     bool completing = false;
+    bool requeued = false;  // JOB_REQUEUE (scontrol requeue, --requeue after a failure)
 };
 SlurmJobNow slurm_job_now(uint32_t job_id);
 // Whether the job still runs: the API's answer, else squeue's (RUNNING).
 bool slurm_job_running(uint32_t job_id, int squeue_timeout_ms);
 // The deregister reason (common/wire.h) for a job that is ending:
-// JobCompleted, JobFailed, JobCancelled, TimeLimit, NodeFail, Preempted, or
+// JobCompleted, JobFailed, JobCancelled, TimeLimit, NodeFail, Preempted,
+// Requeued, or
 // JobEnded when Slurm could not be asked or its state says nothing more.
 const char *job_end_reason(uint32_t job_id);
 

@@ -49,8 +49,19 @@ int allocator_init_post_opt(spank_t, int ac, char **av) {
     if (!raw.any()) return 0;
     // srun inside an allocation: the job's options reach it through the
     // environment (SLURM_SPANK__SLURM_SPANK_OPTION_*), but a step lends
-    // nothing; the allocation was checked when it was submitted.
-    if (spank_context() == S_CTX_LOCAL && getenv("SLURM_JOB_ID")) return 0;
+    // nothing; the allocation was checked when it was submitted. A flag on
+    // srun's own command line would be ignored: refused, naming the flag.
+    if (spank_context() == S_CTX_LOCAL && getenv("SLURM_JOB_ID")) {
+        auto given =
+            flag_given_to_step(raw, [](const std::string &n) { return getenv(n.c_str()); });
+        if (!given) return 0;
+        slurm_error(
+            "%s: --k8s-* flags lend resources of the whole job and belong to sbatch or salloc, "
+            "not to a step: this srun runs inside job %s, whose flags were set when it was "
+            "submitted. Remove the flag from srun.",
+            given->c_str(), getenv("SLURM_JOB_ID"));
+        return -1;
+    }
     auto cfg = plugstack(ac, av, "options");
     if (!cfg) return -1;
     auto opts = parse_options(raw, *cfg);

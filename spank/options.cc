@@ -242,6 +242,25 @@ bool RawOptions::any() const {
     return false;
 }
 
+std::string flag_env_name(const Flag &f) {
+    std::string n = std::string("SLURM_SPANK__SLURM_SPANK_OPTION_spank_k8s_") + f.name;
+    for (char &c : n)
+        if (c == '-') c = '_';
+    return n;
+}
+
+std::optional<std::string> flag_given_to_step(
+    const RawOptions &raw, const std::function<const char *(const std::string &)> &env_of) {
+    for (const Flag &f : flag_table()) {
+        const std::optional<std::string> &v = raw.*(f.raw);
+        if (!v) continue;
+        const char *e = env_of(flag_env_name(f));
+        if (e && *v == e) continue;
+        return "--" + std::string(f.name) + (v->empty() ? "" : "=" + *v);
+    }
+    return std::nullopt;
+}
+
 Result<JobOptions> parse_options(const RawOptions &raw, const PlugConfig &cfg) {
     JobOptions o;
     for (const Flag &f : flag_table())

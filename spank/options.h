@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -71,6 +72,15 @@ struct FlagTable {
     const Flag &operator[](size_t i) const { return rows[i]; }
 };
 FlagTable flag_table();
+
+// Slurm's environment form of a flag: SLURM_SPANK__SLURM_SPANK_OPTION_spank_k8s_<name, - as _>.
+std::string flag_env_name(const Flag &f);
+// srun inside an allocation sees the job's flags through their environment
+// form (exported at submission); a recorded value that is not the
+// environment's came from srun's own command line. Returns "--name=value" of
+// the first such flag, nullopt when there is none. env_of: getenv.
+std::optional<std::string> flag_given_to_step(
+    const RawOptions &raw, const std::function<const char *(const std::string &)> &env_of);
 
 // Syntax and site policy. Every message starts with the flag and the value.
 Result<JobOptions> parse_options(const RawOptions &raw, const PlugConfig &cfg);

@@ -11,7 +11,7 @@
 # online_rl last: it takes all 3 nodes, which the time-limit job holds one of
 # until then.
 E2E_CASES=(api_down bad_flags socket_auth privileged too_many_gpus namespace two_jobs kubectl_io
-           scancel step_signals time_limit_update drain_before slurmd_restart agent_kill shim_kill time_limit
+           scancel step_signals time_limit_update drain_before requeue salloc slurmd_restart agent_kill shim_kill time_limit
            online_rl online_rl_faults)
 
 # sbatch refuses malformed --k8s-* flags before submission, naming the flag.
@@ -497,6 +497,71 @@ sys.exit(0 if s.get("phase") == "Failed" and "Slurm job " + os.environ["J"] in s
   [ "$(ST="$st" python3 -c 'import json, os; print(json.loads(os.environ["ST"] or "{}").get("reason"))')" = Terminated ]
   ok $? "drain_before: dr1's last status before its deletion is still Terminated"
   e2e_assert_clean "$j" "drain_before"
+}
+
+# scontrol requeue: the job ends on its nodes (its pods' final status says
+# Requeued, as does the Node's Event) and runs again under the same id; its
+# virtual node comes back as a new Node (new uid) under the same name, and
+# pods run there again.
+case_requeue() {
+  e2e_job 1 -N1 -w n1 --gres=gpu:2 --k8s-gpus=1 --requeue || { ok 1 "requeue: job"; return; }
+  local j="$E2E_JOB" node uid1 uid2
+  node="$(e2e_node_names "$j")"
+  uid1="$(e2e_kubectl get node "$node" -o 'jsonpath={.metadata.uid}')"
+  e2e_pod "$j" rq1; e2e_pod_running rq1 30; ok $? "requeue: pod rq1 Running on $node"
+  rl_follow_log default/rq1
+  scontrol requeue "$j"; ok $? "scontrol requeue $j"
+  e2e_wait 40 "[ -z \"\$(e2e_kubectl get pods -o name 2>/dev/null | grep -x pod/rq1)\" ]"
+  ok $? "requeue: the pod is stopped and deleted"
+  rl_stop_log_followers
+  check_job_end_pod "$j" rq1 requeue Requeued
+  # Slurm holds a requeued batch job back for about 2 min (its begin time);
+  # an admin's StartTime=now lets it start at once.
+  sk_wait_state "$j" PENDING 30 && scontrol update jobid="$j" StartTime=now
+  ok $? "requeue: job $j PENDING again, scontrol update StartTime=now"
+  sk_wait_state "$j" RUNNING 60; ok $? "requeue: job $j runs again ($(sk_job_state "$j"))"
+  e2e_wait 30 "[ \"\$(e2e_ready_nodes $j)\" = 1 ]"
+  uid2="$(e2e_kubectl get node "$node" -o 'jsonpath={.metadata.uid}' 2>/dev/null)"
+  [ -n "$uid2" ] && [ "$uid2" != "$uid1" ]
+  ok $? "requeue: its virtual node $node is back and Ready, a new Node (uid $uid1 -> $uid2)"
+  e2e_pod "$j" rq2; e2e_pod_running rq2 30; ok $? "requeue: a new pod runs on it"
+  e2e_end_job "$j"
+  e2e_assert_clean "$j" "requeue"
+}
+
+# salloc --k8s-*: an interactive allocation lends like sbatch (its node is
+# registered while salloc's command runs; its srun steps see SLURM_K8S_*);
+# srun inside it refuses a --k8s-* flag of its own rather than ignoring it
+# (the job's own flags, seen through the environment, pass); the job ends
+# with salloc's command, and the pods say JobCompleted.
+case_salloc() {
+  local out="$SK_JOBS_DIR/salloc.out" done_f="$SK_JOBS_DIR/salloc.done" pid j node
+  rm -f "$out" "$done_f"
+  sk_as_user timeout 180 salloc -N1 -w n2 --gres=gpu:2 --k8s-gpus=1 bash -c "
+    echo job=\$SLURM_JOB_ID
+    srun -N1 printenv SLURM_K8S_NODE SLURM_K8S_GPUS | sed 's/^/step: /'
+    srun -N1 --k8s-gpus=1 true; echo same_flag_rc=\$?
+    srun -N1 --k8s-gpus=2 true 2>&1 | sed 's/^/refused: /'; echo other_flag_rc=\${PIPESTATUS[0]}
+    echo ready
+    while [ ! -e '$done_f' ]; do sleep 0.2; done" >"$out" 2>&1 &
+  pid=$!
+  e2e_wait 60 "grep -q '^ready' '$out'"; ok $? "salloc: the allocation's command ran ($(tr '\n' ' ' <"$out" | cut -c1-300))"
+  j="$(sed -n 's/^job=//p' "$out")"
+  [ "$(e2e_ready_nodes "$j")" = 1 ]; ok $? "salloc: job $j has its virtual node Ready while salloc runs"
+  node="$(e2e_node_names "$j")"
+  grep -q "^step: $node\$" "$out"; ok $? "salloc: its srun step sees SLURM_K8S_NODE=$node"
+  grep -q '^same_flag_rc=0' "$out"; ok $? "salloc: srun with the job's own --k8s-gpus=1 runs"
+  grep -q '^other_flag_rc=[1-9]' "$out" && grep -q "refused: .*--k8s-gpus=2: --k8s-\* flags lend resources of the whole job" "$out"
+  ok $? "salloc: srun --k8s-gpus=2 inside the allocation is refused, naming the flag ($(grep '^refused' "$out" | head -n1 | cut -c1-200))"
+  e2e_pod "$j" sa1; e2e_pod_running sa1 30; ok $? "salloc: a pod runs on the allocation's node"
+  rl_follow_log default/sa1
+  touch "$done_f"
+  wait "$pid"; ok $? "salloc: salloc exited 0 with its command"
+  sk_wait_gone "$j" 60; e2e_wait 30 "[ -z \"\$(e2e_node_names $j)\" ]"; ok $? "salloc: the Node is gone at the allocation's end"
+  rl_stop_log_followers
+  check_job_end_pod "$j" sa1 salloc JobCompleted
+  rm -f "$done_f"
+  e2e_assert_clean "$j" "salloc"
 }
 
 case_slurmd_restart() {

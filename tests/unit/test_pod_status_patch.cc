@@ -83,13 +83,11 @@ END_TEST
 
 // Each way a job ends has its own words; an unknown reason still names the job.
 START_TEST(job_end_messages) {
-    const char *want[][2] = {{"JobCompleted", "completed"},
-                             {"JobFailed", "failed"},
-                             {"JobCancelled", "cancelled"},
-                             {"TimeLimit", "time limit"},
-                             {"NodeFail", "node failed"},
-                             {"Preempted", "preempted"},
-                             {"JobEnded", "lending this node ended"}};
+    const char *want[][2] = {
+        {"JobCompleted", "completed"}, {"JobFailed", "failed"},
+        {"JobCancelled", "cancelled"}, {"TimeLimit", "time limit"},
+        {"NodeFail", "node failed"},   {"Preempted", "preempted"},
+        {"Requeued", "requeued"},      {"JobEnded", "lending this node ended"}};
     for (const auto &w : want) {
         Json::Value e = job_end_status(running(), w[0], 7);
         ck_assert_sstr_eq(e["reason"].asString(), w[0]);

@@ -324,8 +324,9 @@ START_TEST(enum_names) {
         auto back = event_type_from_string(to_string(t), "type");
         ck_assert(back.ok() && *back == t);
     }
-    for (const char *r : {"Killing", "Deleted", "Orphaned", "JobEnded", "JobCancelled", "TimeLimit",
-                          "NodeFail", "JobCompleted", "JobFailed", "Preempted", "Shutdown"}) {
+    for (const char *r :
+         {"Killing", "Deleted", "Orphaned", "JobEnded", "JobCancelled", "TimeLimit", "NodeFail",
+          "JobCompleted", "JobFailed", "Preempted", "Requeued", "Shutdown"}) {
         auto back = stop_reason_from_string(r, "reason");
         ck_assert_msg(back.ok(), "%s", r);
         ck_assert_sstr_eq(std::string(to_string(*back)), r);
@@ -623,7 +624,7 @@ END_TEST
 START_TEST(deregister_reason_checked) {
     // Every drain reason of the shim protocol, and only those.
     for (const char *r : {"JobEnded", "JobCancelled", "TimeLimit", "NodeFail", "JobCompleted",
-                          "JobFailed", "Preempted"}) {
+                          "JobFailed", "Preempted", "Requeued"}) {
         DeregisterRequest d{42, "n1", 5, r};
         ck_assert_msg(deregister_from_json(to_json(d)).ok(), "%s", r);
         auto sr = stop_reason_from_string(r, "reason");

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -161,6 +162,35 @@ START_TEST(options_values) {
     ck_assert_uint_eq(r->wait_s, 300);  // wait_default
     ck_assert_sstr_eq(join(r->namespaces, ","), "rl,infer");
     ck_assert_int_eq(r->drain_before_s, -1);  // absent: the agent's drain_before_end
+}
+END_TEST
+
+// srun inside an allocation: a flag whose value is the job's (its
+// environment form) came from the job; any other came from srun's command line.
+START_TEST(flag_given_to_step_cases) {
+    std::map<std::string, std::string> env = {
+        {"SLURM_SPANK__SLURM_SPANK_OPTION_spank_k8s_k8s_gpus", "2"},
+        {"SLURM_SPANK__SLURM_SPANK_OPTION_spank_k8s_k8s_wait", ""}};
+    auto env_of = [&](const std::string &n) -> const char * {
+        auto it = env.find(n);
+        return it == env.end() ? nullptr : it->second.c_str();
+    };
+    RawOptions raw;
+    ck_assert(!flag_given_to_step(raw, env_of));  // srun without flags
+    raw.gpus = "2";
+    raw.wait = "";
+    ck_assert(!flag_given_to_step(raw, env_of));  // the job's own, through the environment
+    raw.gpus = "1";
+    auto g = flag_given_to_step(raw, env_of);
+    ck_assert(g.has_value());
+    ck_assert_sstr_eq(g->c_str(), "--k8s-gpus=1");
+    raw.gpus = "2";
+    raw.drain_before = "60";  // not a flag of the job at all
+    g = flag_given_to_step(raw, env_of);
+    ck_assert(g.has_value());
+    ck_assert_sstr_eq(g->c_str(), "--k8s-drain-before=60");
+    ck_assert_sstr_eq(flag_env_name(flag_table()[0]).c_str(),
+                      "SLURM_SPANK__SLURM_SPANK_OPTION_spank_k8s_k8s_gpus");
 }
 END_TEST
 
@@ -544,6 +574,7 @@ int main() {
     tcase_add_loop_test(tc, options_table, 0, TABLE_SIZE(kOpt));
     tcase_add_test(tc, options_values);
     tcase_add_test(tc, options_drain_before);
+    tcase_add_test(tc, flag_given_to_step_cases);
     tcase_add_loop_test(tc, gpu_request_table, 0, TABLE_SIZE(kReq));
     tcase_add_test(tc, job_total_limit);
     tcase_add_loop_test(tc, lent_table, 0, TABLE_SIZE(kLent));
