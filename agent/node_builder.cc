@@ -92,6 +92,12 @@ std::map<std::string, std::string> node_labels(const NodeSpecInput &in) {
     l["kubernetes.io/os"] = "linux";
     l["kubernetes.io/arch"] = in.architecture;
     l["node.kubernetes.io/instance-type"] = "slurm-k8s";
+    // As NVIDIA's GPU feature discovery labels a GPU node, from what Slurm
+    // knows: the lent count, and the model as the site's gres.conf Type=.
+    if (!in.job.gpus.empty()) {
+        l["nvidia.com/gpu.count"] = std::to_string(in.job.gpus.size());
+        if (!in.job.gpu_type.empty()) l["nvidia.com/gpu.product"] = in.job.gpu_type;
+    }
     for (auto it = l.begin(); it != l.end();)  // a label value must be valid or absent
         it = k8s::is_label_value(it->second) ? std::next(it) : l.erase(it);
     return l;

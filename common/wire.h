@@ -40,6 +40,9 @@ struct RegisterRequest {
     // --k8s-drain-before: pods stopped this long before end_time; -1 = the
     // agent's drain_before_end.
     int64_t drain_before_s = -1;
+    // The Slurm GPU type (gres.conf Type=) all lent GPUs share, "" when
+    // untyped or mixed: the Node's nvidia.com/gpu.product label.
+    std::string gpu_type;
 };
 struct RegisterReply {
     std::string node_name;  // the virtual node's name in Kubernetes

@@ -150,6 +150,7 @@ struct Codec {
         J::set(v, "namespaces", J::from_strings(r.namespaces));
         J::set(v, "end_time", J::of_int(r.end_time));
         if (r.drain_before_s >= 0) J::set(v, "drain_before_s", J::of_int(r.drain_before_s));
+        if (!r.gpu_type.empty()) J::set(v, "gpu_type", J::of_string(r.gpu_type));
         return v;
     }
 
@@ -195,6 +196,10 @@ struct Codec {
         if (r.drain_before_s < -1 || r.drain_before_s > 86400)
             return fail(Error::InvalidArgument,
                         "register: 'drain_before_s' must be 0-86400 seconds (or absent)");
+        if (!take(&r.gpu_type, J::opt_string(v, "gpu_type", ctx, {}), &f)) return f;
+        if (!r.gpu_type.empty() && !k8s::is_label_value(r.gpu_type))
+            return fail(Error::InvalidArgument,
+                        "register: 'gpu_type' '" + r.gpu_type + "' is not a label value");
         return r;
     }
 

@@ -80,4 +80,52 @@ Result<std::map<std::string, std::string>> trainer_gpu_env(
     return out;
 }
 
+std::map<int, std::string> gpu_types_from_gres_detail(const std::string &detail) {
+    std::map<int, std::string> out;
+    // Items are separated by commas outside parentheses (an IDX list has its own).
+    std::vector<std::string> items(1);
+    int depth = 0;
+    for (char c : detail) {
+        if (c == '(') depth++;
+        if (c == ')' && depth > 0) depth--;
+        if (c == ',' && depth == 0)
+            items.emplace_back();
+        else
+            items.back() += c;
+    }
+    for (const auto &item : items) {
+        size_t open = item.find('('), close = item.rfind(')');
+        if (open == std::string::npos || close == std::string::npos || close < open) continue;
+        auto parts = split(item.substr(0, open), ':');
+        if (parts.empty() || parts[0] != "gpu") continue;
+        // gpu:TYPE:N, gpu:N, gpu:TYPE (a count of 1 may be left out).
+        std::string type;
+        if (parts.size() >= 3)
+            type = parts[1];
+        else if (parts.size() == 2 && parts[1].find_first_not_of("0123456789") != std::string::npos)
+            type = parts[1];
+        std::string inner = item.substr(open + 1, close - open - 1);
+        size_t at = inner.find("IDX:");
+        if (at == std::string::npos) continue;
+        std::string idx = inner.substr(at + 4);
+        idx = idx.substr(0, idx.find_first_of(")("));
+        auto list = parse_index_list(idx, "IDX");
+        if (!list) continue;
+        for (int i : *list)
+            out[i] = type;
+    }
+    return out;
+}
+
+std::string lent_gpu_type(const std::map<int, std::string> &types, const std::vector<int> &lent) {
+    std::string type;
+    for (size_t n = 0; n < lent.size(); n++) {
+        auto it = types.find(lent[n]);
+        if (it == types.end() || it->second.empty()) return "";
+        if (n > 0 && it->second != type) return "";
+        type = it->second;
+    }
+    return type;
+}
+
 }  // namespace sk::spank

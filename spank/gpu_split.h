@@ -32,4 +32,12 @@ extern const char *const kGpuListVars[4];  // CUDA_VISIBLE_DEVICES, ...
 Result<std::map<std::string, std::string>> trainer_gpu_env(
     const std::map<std::string, std::string> &env, const std::vector<int> &lent);
 
+// The GPU type of each index on one node, from Slurm's GRES detail of a job
+// on that node (`scontrol -d show job`: "gpu:a100:2(IDX:0-1)",
+// "gpu:a100:1(IDX:0),gpu:v100:2(IDX:2-3)", untyped "gpu:4(IDX:0-3)" -> "").
+// Entries that are not gpu, or whose index list cannot be read, are skipped.
+std::map<int, std::string> gpu_types_from_gres_detail(const std::string &detail);
+// The type every lent GPU has ("" when untyped, mixed, unknown or none lent).
+std::string lent_gpu_type(const std::map<int, std::string> &types, const std::vector<int> &lent);
+
 }  // namespace sk::spank

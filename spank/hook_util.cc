@@ -5,8 +5,11 @@
 
 #include <cstdlib>
 #include <ctime>
+#include <functional>
 
 #include "common/log.h"
+#include "spank/gpu_split.h"
+#include "spank/hostlist.h"
 #include "spank/shim_process.h"
 
 namespace sk::spank {
@@ -99,27 +102,53 @@ std::string node_name_here(spank_t sp) {
     return n.empty() ? step_env(sp, "SLURMD_NODENAME") : n;
 }
 
-SlurmJobNow slurm_job_now(uint32_t job_id) {
+namespace {
+
+// fn(the job's own record) when slurmctld answers; false when it could not
+// be asked. A heterogeneous job's leader lists every component: the job's
+// own record is the one with its id.
+bool with_job_record(uint32_t job_id, uint16_t show,
+                     const std::function<void(const slurm_job_info_t &)> &fn) {
     using LoadFn = int (*)(job_info_msg_t **, uint32_t, uint16_t);
     using FreeFn = void (*)(job_info_msg_t *);
     static const auto load = reinterpret_cast<LoadFn>(dlsym(RTLD_DEFAULT, "slurm_load_job"));
     static const auto release =
         reinterpret_cast<FreeFn>(dlsym(RTLD_DEFAULT, "slurm_free_job_info_msg"));
-    SlurmJobNow out;
-    if (!load || !release) return out;
+    if (!load || !release) return false;
     job_info_msg_t *msg = nullptr;
-    if (load(&msg, job_id, SHOW_ALL) != 0 || !msg) return out;
-    // A heterogeneous job's leader lists every component: take the job's own.
-    for (uint32_t i = 0; i < msg->record_count; i++) {
-        const slurm_job_info_t &j = msg->job_array[i];
-        if (j.job_id != job_id) continue;
+    if (load(&msg, job_id, show) != 0 || !msg) return false;
+    bool found = false;
+    for (uint32_t i = 0; i < msg->record_count && !found; i++) {
+        if (msg->job_array[i].job_id != job_id) continue;
+        found = true;
+        fn(msg->job_array[i]);
+    }
+    release(msg);
+    return found;
+}
+
+}  // namespace
+
+std::string slurm_gpu_type(uint32_t job_id, const std::string &node, const std::vector<int> &lent) {
+    std::string type;
+    with_job_record(job_id, SHOW_ALL | SHOW_DETAIL, [&](const slurm_job_info_t &j) {
+        auto nodes = expand_hostlist(j.nodes ? j.nodes : "");
+        if (!nodes) return;
+        for (size_t i = 0; i < nodes->size() && i < j.gres_detail_cnt; i++)
+            if ((*nodes)[i] == node && j.gres_detail_str && j.gres_detail_str[i])
+                type = lent_gpu_type(gpu_types_from_gres_detail(j.gres_detail_str[i]), lent);
+    });
+    return type;
+}
+
+SlurmJobNow slurm_job_now(uint32_t job_id) {
+    SlurmJobNow out;
+    with_job_record(job_id, SHOW_ALL, [&](const slurm_job_info_t &j) {
         out.known = true;
         out.base = j.job_state & JOB_STATE_BASE;
         out.completing = (j.job_state & JOB_COMPLETING) != 0;
         out.requeued = (j.job_state & (JOB_REQUEUE | JOB_REQUEUE_HOLD | JOB_SPECIAL_EXIT)) != 0;
-        break;
-    }
-    release(msg);
+    });
     return out;
 }
 

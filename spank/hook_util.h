@@ -10,6 +10,7 @@ extern "C" {
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "common/result.h"
 #include "spank/hooks.h"
@@ -54,6 +55,10 @@ struct SlurmJobNow {
     bool requeued = false;  // JOB_REQUEUE (scontrol requeue, --requeue after a failure)
 };
 SlurmJobNow slurm_job_now(uint32_t job_id);
+// The Slurm GPU type (gres.conf Type=, e.g. "a100") all `lent` GPUs of the
+// job on `node` share, from the job's GRES detail; "" when untyped, mixed or
+// slurmctld could not be asked.
+std::string slurm_gpu_type(uint32_t job_id, const std::string &node, const std::vector<int> &lent);
 // Whether the job still runs: the API's answer, else squeue's (RUNNING).
 bool slurm_job_running(uint32_t job_id, int squeue_timeout_ms);
 // The deregister reason (common/wire.h) for a job that is ending:

@@ -86,6 +86,7 @@ proto::RegisterRequest make_request(const PrologEnv &e, const JobOptions &o, con
         r.taints.push_back(t);
     r.namespaces = o.namespaces;
     r.drain_before_s = o.drain_before_s;
+    if (!r.gpus.empty()) r.gpu_type = slurm_gpu_type(e.job_id, e.node, r.gpus);
     return r;
 }
 

@@ -11,7 +11,7 @@
 # online_rl last: it takes all 3 nodes, which the time-limit job holds one of
 # until then.
 E2E_CASES=(api_down bad_flags socket_auth privileged too_many_gpus namespace two_jobs kubectl_io
-           scancel step_signals time_limit_update drain_before requeue salloc slurmd_restart agent_kill shim_kill time_limit
+           scancel step_signals time_limit_update drain_before requeue salloc gpu_forms slurmd_restart agent_kill shim_kill time_limit
            online_rl online_rl_faults)
 
 # sbatch refuses malformed --k8s-* flags before submission, naming the flag.
@@ -562,6 +562,31 @@ case_salloc() {
   check_job_end_pod "$j" sa1 salloc JobCompleted
   rm -f "$done_f"
   e2e_assert_clean "$j" "salloc"
+}
+
+# Every form of a GPU request (--gres with and without the type,
+# --gpus-per-node, --gpus, --gpus-per-task) lends the last N of the job's
+# GPUs on the node; the Node says how many (nvidia.com/gpu.count, and
+# allocatable) and which model, from the GPUs' Slurm type
+# (nvidia.com/gpu.product, here gres.conf Type=a100), and the batch step
+# gets the lent index.
+case_gpu_forms() {
+  local form j node got out
+  for form in "--gres=gpu:a100:3" "--gres=gpu:3" "--gpus-per-node=3" "--gpus=3" "--gpus-per-task=3 -n1"; do
+    # shellcheck disable=SC2086  # $form is two words for --gpus-per-task
+    e2e_job 1 -N1 -w n1 $form --k8s-gpus=1 || { ok 1 "gpu_forms: $form: job"; continue; }
+    j="$E2E_JOB"
+    node="$(e2e_node_names "$j")"
+    got="$(e2e_kubectl get node "$node" -o 'jsonpath={.metadata.labels.nvidia\.com/gpu\.count} {.metadata.labels.nvidia\.com/gpu\.product} {.status.allocatable.nvidia\.com/gpu}')"
+    [ "$got" = "1 ${GPU_TYPE} 1" ]
+    ok $? "gpu_forms: $form --k8s-gpus=1: Node gpu.count, gpu.product, allocatable = '$got'"
+    out="$SK_JOBS_DIR/e2e-$j.out"
+    e2e_wait 10 "grep -q '^node=' '$out'"
+    grep -Eq "^node=$node gpus=[0-9]+ error=\$" "$out"
+    ok $? "gpu_forms: $form: the batch step gets one lent GPU ($(head -n1 "$out"))"
+    e2e_end_job "$j"
+    e2e_assert_clean "$j" "gpu_forms $form"
+  done
 }
 
 case_slurmd_restart() {

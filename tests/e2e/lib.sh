@@ -40,6 +40,9 @@ E2E_TOP="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 export SK_SLURM_DIR="${SK_SLURM_DIR:-/tmp/sk-e2e}"
 export CTLD_PORT="${CTLD_PORT:-28817}" SLURMD_BASE_PORT="${SLURMD_BASE_PORT:-29001}"
 export NUM_NODES="${NUM_NODES:-3}" GPUS_PER_NODE="${GPUS_PER_NODE:-4}"
+# Typed GPUs (gres.conf Type=): requests with and without the type both work,
+# and the virtual nodes carry the type as nvidia.com/gpu.product.
+export GPU_TYPE="${GPU_TYPE:-a100}"
 SK_BUILD_DIR="${SK_BUILD_DIR:-$E2E_TOP/build}"
 E2E_KUBELET_BASE_PORT="${E2E_KUBELET_BASE_PORT:-29250}"
 E2E_GRACE="${E2E_GRACE:-15}"

@@ -27,6 +27,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 NUM_NODES="${NUM_NODES:-3}"
 GPUS_PER_NODE="${GPUS_PER_NODE:-4}"
+GPU_TYPE="${GPU_TYPE:-}"                     # gres.conf Type= of every GPU ("" = untyped)
 CPUS_PER_NODE="${CPUS_PER_NODE:-4}"          # may exceed the real cores
 MEM_PER_NODE="${MEM_PER_NODE:-4000}"         # MB
 CTLD_PORT="${CTLD_PORT:-16817}"
@@ -226,7 +227,7 @@ EOF
     [ -z "$PROLOG_SCRIPT" ] || echo "Prolog=$PROLOG_SCRIPT"
     [ -z "$EPILOG_SCRIPT" ] || echo "Epilog=$EPILOG_SCRIPT"
     cat <<EOF
-NodeName=$NODES NodeHostname=$host NodeAddr=127.0.0.1 Port=[$SLURMD_BASE_PORT-$last_port] CPUs=$CPUS_PER_NODE RealMemory=$MEM_PER_NODE Gres=gpu:$GPUS_PER_NODE State=UNKNOWN
+NodeName=$NODES NodeHostname=$host NodeAddr=127.0.0.1 Port=[$SLURMD_BASE_PORT-$last_port] CPUs=$CPUS_PER_NODE RealMemory=$MEM_PER_NODE Gres=gpu:${GPU_TYPE:+$GPU_TYPE:}$GPUS_PER_NODE State=UNKNOWN
 PartitionName=gpu Nodes=$NODES Default=YES MaxTime=INFINITE State=UP
 EOF
     [ -z "$SLURM_CONF_EXTRA" ] || printf '%s\n' "$SLURM_CONF_EXTRA"
@@ -236,7 +237,7 @@ EOF
   # then goes INVALID_REG; the files must be char devices (see start).
   cat > "$out/gres.conf" <<EOF
 AutoDetect=off
-NodeName=$NODES Name=gpu File=$D/dev/nvidia[0-$last_gpu]
+NodeName=$NODES Name=gpu${GPU_TYPE:+ Type=$GPU_TYPE} File=$D/dev/nvidia[0-$last_gpu]
 EOF
 
   if [ "$cg" = v1 ]; then

@@ -41,6 +41,19 @@ START_TEST(node_has_kubelet_shape) {
     ck_assert_sstr_eq(l["kubernetes.io/hostname"].asString(), "slurm-n1-42");
     ck_assert_sstr_eq(l["node.kubernetes.io/instance-type"].asString(), "slurm-k8s");
     ck_assert_sstr_eq(l["team"].asString(), "rl");
+    // GPU feature discovery's labels, from what Slurm knows: the lent count,
+    // and the model only when Slurm has a type for the lent GPUs.
+    ck_assert_sstr_eq(l["nvidia.com/gpu.count"].asString(), "2");
+    ck_assert(!l.isMember("nvidia.com/gpu.product"));
+    NodeSpecInput typed = sample_input();
+    typed.job.gpu_type = "a100";
+    ck_assert_sstr_eq(
+        build_node(typed, 1)["metadata"]["labels"]["nvidia.com/gpu.product"].asString(), "a100");
+    NodeSpecInput no_gpus = sample_input();
+    no_gpus.job.gpus.clear();
+    no_gpus.job.gpu_type = "a100";
+    ck_assert(!build_node(no_gpus, 1)["metadata"]["labels"].isMember("nvidia.com/gpu.count"));
+    ck_assert(!build_node(no_gpus, 1)["metadata"]["labels"].isMember("nvidia.com/gpu.product"));
     const Json::Value &t = n["spec"]["taints"];
     ck_assert_int_eq(t.size(), 1);
     ck_assert_sstr_eq(t[0]["key"].asString(), "slurm-k8s/job");

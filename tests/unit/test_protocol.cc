@@ -26,6 +26,7 @@ static RegisterRequest sample_register() {
     r.namespaces = {"rl"};
     r.end_time = 1767225600;
     r.drain_before_s = 300;
+    r.gpu_type = "a100";
     return r;
 }
 
@@ -53,6 +54,7 @@ START_TEST(register_round_trip) {
     ck_assert(r->taints[0] == want.taints[0]);
     ck_assert_int_eq(r->end_time, want.end_time);
     ck_assert_int_eq(r->drain_before_s, 300);
+    ck_assert_sstr_eq(r->gpu_type, "a100");
     // Absent: the agent's default (-1), and not written when unset.
     RegisterRequest plain = sample_register();
     plain.drain_before_s = -1;
@@ -107,6 +109,8 @@ static const BadRegister kBadRegister[] = {
     {R"({"job_id":1,"slurm_node":"n1","user":"u","uid":1,"namespaces":["Bad_NS"]})", "namespace"},
     {R"({"job_id":1,"slurm_node":"n1","user":"u","uid":1,"drain_before_s":86401})",
      "'drain_before_s' must be 0-86400"},
+    {R"({"job_id":1,"slurm_node":"n1","user":"u","uid":1,"gpu_type":"a 100"})",
+     "'gpu_type' 'a 100' is not a label value"},
     {R"({"job_id":1,"slurm_node":"n1","user":"u","uid":1,"drain_before_s":-2})",
      "'drain_before_s' must be 0-86400"},
 };

@@ -194,6 +194,30 @@ START_TEST(flag_given_to_step_cases) {
 }
 END_TEST
 
+// Slurm's GRES detail of a job on a node -> the type of each GPU index.
+START_TEST(gpu_types_from_detail) {
+    auto t = gpu_types_from_gres_detail("gpu:a100:3(IDX:0-1,3)");
+    ck_assert_uint_eq(t.size(), 3);
+    ck_assert_sstr_eq(t[3].c_str(), "a100");
+    ck_assert(!t.count(2));
+    ck_assert_sstr_eq(lent_gpu_type(t, {3}).c_str(), "a100");
+    ck_assert_sstr_eq(lent_gpu_type(t, {1, 3}).c_str(), "a100");
+    ck_assert_sstr_eq(lent_gpu_type(t, {2}).c_str(), "");  // not the job's
+    ck_assert_sstr_eq(lent_gpu_type(t, {}).c_str(), "");
+    // Two types on one node: only a lent set of one type has a product.
+    t = gpu_types_from_gres_detail("gpu:a100:1(IDX:0),gpu:v100:2(IDX:2-3)");
+    ck_assert_sstr_eq(lent_gpu_type(t, {2, 3}).c_str(), "v100");
+    ck_assert_sstr_eq(lent_gpu_type(t, {0, 3}).c_str(), "");
+    // Untyped, other GRES, a count left out, unreadable entries.
+    ck_assert_sstr_eq(lent_gpu_type(gpu_types_from_gres_detail("gpu:4(IDX:0-3)"), {3}).c_str(), "");
+    t = gpu_types_from_gres_detail("mps:100(0),gpu:h100(IDX:1)");
+    ck_assert_sstr_eq(lent_gpu_type(t, {1}).c_str(), "h100");
+    ck_assert(gpu_types_from_gres_detail("gpu:a100:2(IDX:N/A)").empty());
+    ck_assert(gpu_types_from_gres_detail("gpu:a100:2").empty());
+    ck_assert(gpu_types_from_gres_detail("").empty());
+}
+END_TEST
+
 // --k8s-drain-before: seconds (or 5m) up to a day; 0 turns a site default off.
 START_TEST(options_drain_before) {
     struct {
@@ -575,6 +599,7 @@ int main() {
     tcase_add_test(tc, options_values);
     tcase_add_test(tc, options_drain_before);
     tcase_add_test(tc, flag_given_to_step_cases);
+    tcase_add_test(tc, gpu_types_from_detail);
     tcase_add_loop_test(tc, gpu_request_table, 0, TABLE_SIZE(kReq));
     tcase_add_test(tc, job_total_limit);
     tcase_add_loop_test(tc, lent_table, 0, TABLE_SIZE(kLent));
