@@ -11,7 +11,7 @@
 # online_rl last: it takes all 3 nodes, which the time-limit job holds one of
 # until then.
 E2E_CASES=(api_down bad_flags socket_auth privileged too_many_gpus namespace two_jobs kubectl_io
-           scancel step_signals time_limit_update drain_before requeue salloc gpu_forms slurmd_restart agent_kill shim_kill time_limit
+           scancel step_signals time_limit_update drain_before requeue salloc gpu_forms preempt slurmd_restart agent_kill shim_kill time_limit
            online_rl online_rl_faults)
 
 # sbatch refuses malformed --k8s-* flags before submission, naming the flag.
@@ -587,6 +587,27 @@ case_gpu_forms() {
     e2e_end_job "$j"
     e2e_assert_clean "$j" "gpu_forms $form"
   done
+}
+
+# Preemption (PreemptType=preempt/partition_prio, PreemptMode=CANCEL): a
+# job of the higher-tier partition "urgent" takes the GPUs of a lending job;
+# that job ends PREEMPTED, its pod's final status and the Node's Event say
+# Preempted, the urgent job runs, and nothing of the first is left.
+case_preempt() {
+  e2e_job 1 -N1 -w n1 --gres=gpu:4 --k8s-gpus=2 || { ok 1 "preempt: job"; return; }
+  local j="$E2E_JOB" j2 s
+  e2e_pod "$j" pe1; e2e_pod_running pe1 30; ok $? "preempt: pod pe1 Running"
+  rl_follow_log default/pe1
+  s="$(e2e_script urgent 'sleep 600')"
+  j2="$(sk_submit_as_user -o /dev/null -p urgent -N1 -w n1 --gres=gpu:4 "$s")"
+  ok $? "preempt: urgent job $j2 submitted to n1"
+  sk_wait_state "$j" PREEMPTED 60; ok $? "preempt: job $j ended $(sk_job_state "$j")"
+  e2e_wait 30 "[ -z \"\$(e2e_node_names $j)\" ]"; ok $? "preempt: its Node is gone"
+  rl_stop_log_followers
+  check_job_end_pod "$j" pe1 preempt Preempted
+  sk_wait_state "$j2" RUNNING 60; ok $? "preempt: the urgent job $j2 runs ($(sk_job_state "$j2"))"
+  scancel "$j2"; sk_wait_gone "$j2" 60
+  e2e_assert_clean "$j" "preempt"
 }
 
 case_slurmd_restart() {
