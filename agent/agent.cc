@@ -19,17 +19,23 @@
 #include "agent/shim_runtime.h"
 #include "common/fs.h"
 #include "common/log.h"
+#include "common/rfc3339.h"
 #include "common/strings.h"
 #include "uv/handles.h"
 
 namespace sk::agent {
 
+// squeue -j ID prints one line per job it matches: for the id of a job
+// array (the id one of its tasks carries) or of a het job's leader, every
+// task or component. Alive when any of them is (never delete on doubt: a
+// virtual node whose own task ended is collected once they all have).
 bool job_state_is_alive(const std::string &out) {
     std::string s(trim(out));
     if (s.empty()) return true;  // exit 0 and no output: the command says "alive"
-    for (const char *st : {"RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "STOPPED",
-                           "RESIZING", "PENDING", "REQUEUED", "SIGNALING", "STAGE_OUT"})
-        if (s == st) return true;
+    for (const auto &line : split(s, '\n'))
+        for (const char *st : {"RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "STOPPED",
+                               "RESIZING", "PENDING", "REQUEUED", "SIGNALING", "STAGE_OUT"})
+            if (trim(line) == st) return true;
     return false;
 }
 
@@ -516,6 +522,7 @@ void Agent::op_attach(const std::shared_ptr<Connection> &c, const proto::Request
 // Slurm says it is gone (collect_if_gone).
 void Agent::gc() {
     gc_files();
+    if (cfg_.gc_failed_nodes) gc_failed_nodes();
     std::vector<std::shared_ptr<VirtualNode>> registered;
     for (const auto &[k, vn] : nodes_)
         if (!vn->draining()) registered.push_back(vn);
@@ -554,6 +561,89 @@ void Agent::gc() {
                           });
             });
         }
+    });
+}
+
+// A failed Slurm node runs nothing: neither its agent nor the job's end
+// there, so its virtual nodes and their pods would stay in the API. With
+// gc_failed_nodes this agent also collects the virtual nodes of the
+// cluster's other Slurm nodes whose Lease has not been renewed for
+// lease_duration + 2 renew periods (the agent there is gone) once Slurm says
+// their job is gone: the pods bound to them, the Lease and the Node, each
+// delete with its uid precondition (a second collector, or an agent that
+// came back and re-created them, makes it a no-op). Cost per gc_interval:
+// one Node list (the cluster's label), one Lease list, and a job query only
+// for the expired ones.
+namespace {
+Json::Value uid_precondition_body(const std::string &uid) {
+    Json::Value b(Json::objectValue);
+    b["preconditions"]["uid"] = uid;
+    return b;
+}
+}  // namespace
+
+void Agent::gc_failed_nodes() {
+    std::string sel = std::string(kLabelPrefix) + "cluster=" + cfg_.cluster_name;
+    kube_.get("/api/v1/nodes?labelSelector=" + url_escape(sel), [this](Result<Json::Value> nodes) {
+        if (!nodes) {
+            LOG_VERBOSE("gc: node list failed: %s", nodes.message().c_str());
+            return;
+        }
+        kube_.get(
+            KubeClient::leases(), [this, items = (*nodes)["items"]](Result<Json::Value> leases) {
+                if (!leases) {
+                    LOG_VERBOSE("gc: lease list failed: %s", leases.message().c_str());
+                    return;
+                }
+                std::map<std::string, Json::Value> lease_of;
+                for (const auto &l : (*leases)["items"])
+                    lease_of[l["metadata"]["name"].asString()] = l;
+                const int64_t now = clock_.now_s();
+                const int64_t stale =
+                    static_cast<int64_t>(cfg_.lease_duration_s + 2 * cfg_.lease_renew_s);
+                for (const auto &n : items) {
+                    const Json::Value &md = n["metadata"];
+                    std::string name = md["name"].asString();
+                    const Json::Value &l = md["labels"];
+                    std::string slurm_node = l[std::string(kLabelPrefix) + "slurm-node"].asString();
+                    if (slurm_node.empty() || slurm_node == ctx_.host.job.slurm_node) continue;
+                    auto job = parse_uint(l[std::string(kLabelPrefix) + "job-id"].asString(),
+                                          "job-id", UINT32_MAX);
+                    if (!job) continue;
+                    auto lease = lease_of.find(name);
+                    int64_t last = parse_rfc3339(lease != lease_of.end()
+                                                     ? lease->second["spec"]["renewTime"].asString()
+                                                     : md["creationTimestamp"].asString());
+                    if (last < 0 || now - last <= stale) {
+                    LOG_DEBUG("[node %s] gc: Slurm node %s renewed %llds ago", name.c_str(),
+                              slurm_node.c_str(), static_cast<long long>(now - last));
+                    continue;
+                }
+                    uint32_t job_id = static_cast<uint32_t>(*job);
+                    std::string node_uid = md["uid"].asString();
+                    std::string lease_uid =
+                        lease != lease_of.end() ? lease->second["metadata"]["uid"].asString() : "";
+                    checker_.state(job_id, [this, name, job_id, slurm_node, node_uid, lease_uid,
+                                            age = now - last](JobState s) {
+                        if (s != JobState::Gone) return;  // alive, or Slurm could not tell
+                        LOG_INFO(
+                            "[node %s] gc: Slurm node %s renewed nothing for %llds and job %u is "
+                            "gone: deleting its pods, the Node and its Lease",
+                            name.c_str(), slurm_node.c_str(), static_cast<long long>(age), job_id);
+                        delete_unlisted_pods(ctx_, name, job_id, slurm_node);
+                        if (!lease_uid.empty())
+                            kube_.del(KubeClient::lease(name), uid_precondition_body(lease_uid),
+                                      [](const Result<Json::Value> &) {});
+                        kube_.del(KubeClient::node(name), uid_precondition_body(node_uid),
+                                  [name](const Result<Json::Value> &d) {
+                                      if (!d && d.error() != Error::NotFound &&
+                                          d.error() != Error::Conflict)
+                                          LOG_WARN("[node %s] gc: delete failed: %s", name.c_str(),
+                                                   d.message().c_str());
+                                  });
+                    });
+                }
+            });
     });
 }
 

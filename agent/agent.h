@@ -112,6 +112,7 @@ class Agent {
     std::shared_ptr<VirtualNode> add_node(JobRecord rec, std::function<void(Status)> ready);
     void gc();
     void gc_files();
+    void gc_failed_nodes();
     // Asks Slurm about a registered job; when it is Gone (never on Unknown)
     // and vn is still its node, not ending, it is deregistered as the
     // epilog's deregister does it (the drain with grace 0: Slurm ended the

@@ -144,6 +144,9 @@ void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string
                   "to follow a changed time limit; 0 = read once at register");
     s.add_seconds("gc_interval", &c.gc_interval_s, 10, 86400,
                   "garbage collection of what gone jobs left (Nodes, shim dirs, records)");
+    s.add_bool("gc_failed_nodes", &c.gc_failed_nodes,
+               "also remove the virtual nodes of other Slurm nodes whose agent stopped renewing "
+               "their Lease, once Slurm says their job is gone (enable on one or two agents)");
     s.add_path("state_dir", &c.state_dir, "agent state (one file per registered job)");
     s.add_path("shim_state_dir", &c.shim_state_dir, "parent of the per-job shim state dirs");
     s.add_path("socket_path", &c.socket_path, "the agent's unix socket");

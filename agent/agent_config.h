@@ -109,6 +109,11 @@ struct AgentConfig {
     // so that a changed time limit moves the end-time cordon; 0 = read once.
     uint64_t end_time_check_s = 30;
     uint64_t gc_interval_s = 300;
+    // Also collect the virtual nodes of the cluster's other Slurm nodes whose
+    // agent stopped renewing their Lease (a failed node) once Slurm says the
+    // job is gone (Agent::gc_failed_nodes). Meant for one or two agents of a
+    // cluster (or one on the controller host), not all of them.
+    bool gc_failed_nodes = false;
 
     std::string state_dir = "/var/lib/slurm-k8s";
     std::string shim_state_dir = "/run/slurm-k8s/shim";
@@ -123,7 +128,7 @@ struct AgentConfig {
     // shim, or a runtime the daemon's build adds (agent/daemon.h: a test
     // build adds the in-memory "fake").
     std::string runtime = "shim";
-    std::string job_alive_command = "squeue -h -j {job} -o %T";
+    std::string job_alive_command = "squeue -h -t all -j {job} -o %T";
     // Asked when the plugin registered end_time=0; prints Slurm's EndTime
     // ("2026-01-01T12:00:00", local time) or N/A / Unknown. "" = never ask.
     std::string job_end_command = "squeue -h -j {job} -o %e";

@@ -84,6 +84,15 @@ std::map<std::string, std::string> node_labels(const NodeSpecInput &in) {
         if (k.rfind(kLabelPrefix, 0) != 0) l[k] = v;
     std::string p = kLabelPrefix;
     l[p + "job-id"] = std::to_string(in.job.job_id);
+    // The whole array / het job, for a selector over its tasks or components.
+    if (in.job.array_job_id) {
+        l[p + "array-job-id"] = std::to_string(in.job.array_job_id);
+        l[p + "array-task-id"] = std::to_string(in.job.array_task_id);
+    }
+    if (in.job.het_job_id) {
+        l[p + "het-job-id"] = std::to_string(in.job.het_job_id);
+        l[p + "het-component"] = std::to_string(in.job.het_offset);
+    }
     l[p + "user"] = in.job.user;
     l[p + "partition"] = in.job.partition;
     l[p + "slurm-node"] = in.job.slurm_node;

@@ -43,6 +43,11 @@ struct RegisterRequest {
     // The Slurm GPU type (gres.conf Type=) all lent GPUs share, "" when
     // untyped or mixed: the Node's nvidia.com/gpu.product label.
     std::string gpu_type;
+    // A job array's task (array_job_id != 0) or a heterogeneous job's
+    // component (het_job_id != 0): the ids a user selects the whole array or
+    // het job by (Node labels slurm-k8s/array-*, slurm-k8s/het-*).
+    uint32_t array_job_id = 0, array_task_id = 0;
+    uint32_t het_job_id = 0, het_offset = 0;
 };
 struct RegisterReply {
     std::string node_name;  // the virtual node's name in Kubernetes

@@ -151,6 +151,14 @@ struct Codec {
         J::set(v, "end_time", J::of_int(r.end_time));
         if (r.drain_before_s >= 0) J::set(v, "drain_before_s", J::of_int(r.drain_before_s));
         if (!r.gpu_type.empty()) J::set(v, "gpu_type", J::of_string(r.gpu_type));
+        if (r.array_job_id) {
+            J::set(v, "array_job_id", J::of_uint(r.array_job_id));
+            J::set(v, "array_task_id", J::of_uint(r.array_task_id));
+        }
+        if (r.het_job_id) {
+            J::set(v, "het_job_id", J::of_uint(r.het_job_id));
+            J::set(v, "het_offset", J::of_uint(r.het_offset));
+        }
         return v;
     }
 
@@ -200,6 +208,13 @@ struct Codec {
         if (!r.gpu_type.empty() && !k8s::is_label_value(r.gpu_type))
             return fail(Error::InvalidArgument,
                         "register: 'gpu_type' '" + r.gpu_type + "' is not a label value");
+        for (auto [name, field] :
+             {std::pair{"array_job_id", &r.array_job_id},
+              std::pair{"array_task_id", &r.array_task_id}, std::pair{"het_job_id", &r.het_job_id},
+              std::pair{"het_offset", &r.het_offset}}) {
+            if (!take(&n, J::opt_uint(v, name, ctx, 0, UINT32_MAX - 1), &f)) return f;
+            *field = static_cast<uint32_t>(n);
+        }
         return r;
     }
 

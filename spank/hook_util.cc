@@ -129,16 +129,28 @@ bool with_job_record(uint32_t job_id, uint16_t show,
 
 }  // namespace
 
-std::string slurm_gpu_type(uint32_t job_id, const std::string &node, const std::vector<int> &lent) {
-    std::string type;
+SlurmJobFacts slurm_job_facts(uint32_t job_id, const std::string &node,
+                              const std::vector<int> &lent) {
+    SlurmJobFacts out;
+    auto is_id = [](uint32_t v) { return v != 0 && v != NO_VAL; };
     with_job_record(job_id, SHOW_ALL | SHOW_DETAIL, [&](const slurm_job_info_t &j) {
+        if (is_id(j.array_job_id) && j.array_task_id != NO_VAL) {
+            out.array_job_id = j.array_job_id;
+            out.array_task_id = j.array_task_id;
+        }
+        if (is_id(j.het_job_id) && j.het_job_offset != NO_VAL) {
+            out.het_job_id = j.het_job_id;
+            out.het_offset = j.het_job_offset;
+        }
+        if (lent.empty()) return;
         auto nodes = expand_hostlist(j.nodes ? j.nodes : "");
         if (!nodes) return;
         for (size_t i = 0; i < nodes->size() && i < j.gres_detail_cnt; i++)
             if ((*nodes)[i] == node && j.gres_detail_str && j.gres_detail_str[i])
-                type = lent_gpu_type(gpu_types_from_gres_detail(j.gres_detail_str[i]), lent);
+                out.gpu_type =
+                    lent_gpu_type(gpu_types_from_gres_detail(j.gres_detail_str[i]), lent);
     });
-    return type;
+    return out;
 }
 
 SlurmJobNow slurm_job_now(uint32_t job_id) {

@@ -55,10 +55,18 @@ struct SlurmJobNow {
     bool requeued = false;  // JOB_REQUEUE (scontrol requeue, --requeue after a failure)
 };
 SlurmJobNow slurm_job_now(uint32_t job_id);
-// The Slurm GPU type (gres.conf Type=, e.g. "a100") all `lent` GPUs of the
-// job on `node` share, from the job's GRES detail; "" when untyped, mixed or
+// What the prolog reads from the job's record (one slurm_load_job with
+// SHOW_DETAIL): the Slurm GPU type (gres.conf Type=, e.g. "a100") all `lent`
+// GPUs on `node` share ("" when untyped, mixed or none lent), and the job's
+// array task / het component ids (0 when it is none). All empty when
 // slurmctld could not be asked.
-std::string slurm_gpu_type(uint32_t job_id, const std::string &node, const std::vector<int> &lent);
+struct SlurmJobFacts {
+    std::string gpu_type;
+    uint32_t array_job_id = 0, array_task_id = 0;
+    uint32_t het_job_id = 0, het_offset = 0;
+};
+SlurmJobFacts slurm_job_facts(uint32_t job_id, const std::string &node,
+                              const std::vector<int> &lent);
 // Whether the job still runs: the API's answer, else squeue's (RUNNING).
 bool slurm_job_running(uint32_t job_id, int squeue_timeout_ms);
 // The deregister reason (common/wire.h) for a job that is ending:

@@ -86,7 +86,12 @@ proto::RegisterRequest make_request(const PrologEnv &e, const JobOptions &o, con
         r.taints.push_back(t);
     r.namespaces = o.namespaces;
     r.drain_before_s = o.drain_before_s;
-    if (!r.gpus.empty()) r.gpu_type = slurm_gpu_type(e.job_id, e.node, r.gpus);
+    SlurmJobFacts facts = slurm_job_facts(e.job_id, e.node, r.gpus);
+    r.gpu_type = facts.gpu_type;
+    r.array_job_id = facts.array_job_id;
+    r.array_task_id = facts.array_task_id;
+    r.het_job_id = facts.het_job_id;
+    r.het_offset = facts.het_offset;
     return r;
 }
 

@@ -11,7 +11,7 @@
 # online_rl last: it takes all 3 nodes, which the time-limit job holds one of
 # until then.
 E2E_CASES=(api_down bad_flags socket_auth privileged too_many_gpus namespace two_jobs kubectl_io
-           scancel step_signals time_limit_update drain_before requeue salloc gpu_forms preempt slurmd_restart agent_kill shim_kill time_limit
+           scancel step_signals time_limit_update drain_before requeue salloc gpu_forms preempt array_het node_fail slurmd_restart agent_kill shim_kill time_limit
            online_rl online_rl_faults)
 
 # sbatch refuses malformed --k8s-* flags before submission, naming the flag.
@@ -608,6 +608,84 @@ case_preempt() {
   sk_wait_state "$j2" RUNNING 60; ok $? "preempt: the urgent job $j2 runs ($(sk_job_state "$j2"))"
   scancel "$j2"; sk_wait_gone "$j2" 60
   e2e_assert_clean "$j" "preempt"
+}
+
+# Job arrays and heterogeneous jobs: each array task and each het component
+# lends under its own job id (slurm-k8s/job-id, the Node's name, its taint);
+# its Node also names the whole array (slurm-k8s/array-job-id,
+# array-task-id) or het job (slurm-k8s/het-job-id, het-component), which a
+# pod selects on (with a toleration of the slurm-k8s/job key) to run on any
+# of them.
+array_het_pod() {  # array_het_pod NAME LABEL VALUE
+  e2e_kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $1, namespace: default}
+spec:
+  nodeSelector: {slurm-k8s/$2: "$3"}
+  tolerations: [{key: slurm-k8s/job, operator: Exists, effect: NoSchedule}]
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: main
+    image: e2e/sleeper:1
+    command: ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1 & wait \$!; done", "e2e-pod-$3-$1"]
+EOF
+}
+
+case_array_het() {
+  local s a h got ids j
+  s="$(e2e_script sleeper 'sleep 600')"
+  a="$(sk_submit_as_user -o /dev/null --array=0-1 -N1 -w n2 --gres=gpu:1 --k8s-gpus=1 "$s")"
+  ok $? "array_het: array job $a submitted (tasks 0-1)"
+  e2e_wait 30 "[ \"\$(e2e_ready_nodes_by array-job-id $a)\" = 2 ]"
+  got="$(e2e_kubectl get nodes -l "slurm-k8s/array-job-id=$a" -o 'jsonpath={range .items[*]}{.metadata.labels.slurm-k8s/array-task-id}:{.metadata.labels.slurm-k8s/job-id}:{.metadata.name} {end}')"
+  ids="$(tr ' ' '\n' <<<"$got" | grep . | cut -d: -f1 | sort | paste -sd,)"
+  [ "$ids" = "0,1" ] && [ "$(tr ' ' '\n' <<<"$got" | grep . | cut -d: -f2 | sort -u | grep -c .)" = 2 ] \
+    && grep -q ":$a:slurm-n2-$a " <<<"$got"
+  # (Slurm gives the array's own id to one of the tasks, not always task 0.)
+  ok $? "array_het: 2 Ready Nodes labelled array-job-id=$a, task ids 0 and 1, each its own job-id and name ($got)"
+  array_het_pod ah1 array-job-id "$a"; e2e_pod_running ah1 30
+  ok $? "array_het: a pod selecting slurm-k8s/array-job-id=$a runs ($(e2e_pod_field default/ah1 '{.spec.nodeName}'))"
+  scancel "$a"
+  e2e_wait 60 "[ -z \"\$(e2e_kubectl get nodes -l slurm-k8s/array-job-id=$a -o name)\" ]"
+  ok $? "array_het: scancel $a removes the Nodes of both tasks"
+  for j in $(tr ' ' '\n' <<<"$got" | grep . | cut -d: -f2); do e2e_assert_clean "$j" "array_het: task job $j"; done
+
+  h="$(sk_submit_as_user -o /dev/null -N1 -w n1 --gres=gpu:1 --k8s-gpus=1 : -N1 -w n3 --gres=gpu:1 --k8s-gpus=1 "$s")"
+  ok $? "array_het: het job $h submitted (2 components)"
+  e2e_wait 30 "[ \"\$(e2e_ready_nodes_by het-job-id $h)\" = 2 ]"
+  got="$(e2e_kubectl get nodes -l "slurm-k8s/het-job-id=$h" -o 'jsonpath={range .items[*]}{.metadata.labels.slurm-k8s/het-component}:{.metadata.labels.slurm-k8s/job-id}:{.metadata.labels.slurm-k8s/slurm-node} {end}')"
+  grep -q "0:$h:n1" <<<"$got" && grep -q "1:$((h + 1)):n3" <<<"$got"
+  ok $? "array_het: 2 Ready Nodes labelled het-job-id=$h: component 0 (job $h) on n1, component 1 (job $((h + 1))) on n3 ($got)"
+  array_het_pod ah2 het-job-id "$h"; e2e_pod_running ah2 30
+  ok $? "array_het: a pod selecting slurm-k8s/het-job-id=$h runs ($(e2e_pod_field default/ah2 '{.spec.nodeName}'))"
+  scancel "$h"
+  e2e_wait 60 "[ -z \"\$(e2e_kubectl get nodes -l slurm-k8s/het-job-id=$h -o name)\" ]"
+  ok $? "array_het: scancel $h removes the Nodes of both components"
+  e2e_assert_clean "$h" "array_het: het job $h"; e2e_assert_clean "$((h + 1))" "array_het: component job $((h + 1))"
+}
+
+# An agent that dies with its node (here: killed -9, and the job then ends
+# without it: the extern step stops the shim itself) cannot end its virtual
+# node, and its Lease stops being renewed; another agent of the cluster
+# (n1: gc_failed_nodes = true) deletes the dead node's Node, its Lease and
+# its pods once the Lease is stale (lease_duration + 2 renewals: 60 s) and
+# Slurm says the job is gone.
+case_node_fail() {
+  e2e_job 1 -N1 -w n3 --gres=gpu:2 --k8s-gpus=1 || { ok 1 "node_fail: job"; return; }
+  local j="$E2E_JOB" node t0
+  node="$(e2e_node_names "$j")"
+  e2e_pod "$j" nf1; e2e_pod_running nf1 30; ok $? "node_fail: pod nf1 Running on $node"
+  e2e_agent_stop 3 KILL; ok $? "node_fail: agent n3 killed -9"
+  t0=$SECONDS
+  scancel "$j"; sk_wait_state "$j" CANCELLED 90
+  ok $? "node_fail: job $j ended without its agent ($(sk_job_state "$j"))"
+  e2e_wait 150 "[ -z \"\$(e2e_node_names $j)\" ] && [ -z \"\$(e2e_kubectl get pods -o name 2>/dev/null | grep -x pod/nf1)\" ] && [ -z \"\$(e2e_kubectl get leases -n kube-node-lease -o name 2>/dev/null | grep -- '-$j\$')\" ]"
+  ok $? "node_fail: $node, its Lease and its pod nf1 deleted $((SECONDS - t0)) s after the job's end"
+  grep -q "\[node $node\] gc: Slurm node n3 renewed nothing for" "$E2E_AGENTS/n1/agent.log"
+  ok $? "node_fail: by agent n1's collection of failed nodes ($(grep -o "\[node $node\] gc: Slurm node n3.*" "$E2E_AGENTS/n1/agent.log" | head -n1))"
+  e2e_agent_start 3; ok $? "node_fail: agent n3 back"
+  e2e_assert_clean "$j" "node_fail"
 }
 
 case_slurmd_restart() {

@@ -168,11 +168,13 @@ socket_path = $a/agent.sock
 socket_mode = 0666
 admin_uids = 0
 shim_auth = cgroup
-job_alive_command = squeue -h -j {job} -o %T
+job_alive_command = squeue -h -t all -j {job} -o %T
 end_time_check_interval = 2s
 gc_interval = 10s
 log_level = verbose
 EOF
+    # Agent n1 also collects what agents that died with their node left (e2e node_fail).
+    [ "$n" != 1 ] || echo "gc_failed_nodes = true"
   } > "$a/agent.conf"
 }
 
@@ -321,6 +323,11 @@ e2e_job() {
   [ "$want" = 0 ] && return 0
   e2e_wait 20 "[ \"\$(e2e_ready_nodes $E2E_JOB)\" = $want ]" \
     || { e2e_log "job $E2E_JOB: $(e2e_ready_nodes "$E2E_JOB") of $want nodes Ready"; return 1; }
+}
+
+e2e_ready_nodes_by() {  # e2e_ready_nodes_by LABEL VALUE: Ready Nodes with slurm-k8s/LABEL=VALUE
+  e2e_kubectl get nodes -l "slurm-k8s/$1=$2" \
+    -o 'jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' 2>/dev/null | grep -c True
 }
 
 e2e_ready_nodes() {  # number of Ready virtual nodes of JOB

@@ -364,6 +364,9 @@ class TestAuth(Base):
         self.assertEqual(r.status, 201, r.text)
         r = API.post("/apis/coordination.k8s.io/v1/namespaces/default/leases", lease_body(name), token=a)
         self.assertStatus(r, 403, "Forbidden")
+        # Listing the node Leases (gc_failed_nodes), and only in kube-node-lease.
+        self.assertEqual(API.get("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases", token=a).status, 200)
+        self.assertStatus(API.get("/apis/coordination.k8s.io/v1/namespaces/default/leases", token=a), 403, "Forbidden")
         self.assertEqual(API.get("/api/v1/pods?fieldSelector=spec.nodeName%3D" + name, token=a).status, 200)
         self.assertStatus(API.post(self.pods(), pod_body("x"), token=a), 403, "Forbidden")
         r = API.get("/api/v1/namespaces/default/secrets", token=a)
@@ -1214,6 +1217,24 @@ class TestLeases(Base):
 
 
 class TestPods(Base):
+    def test_status_patch_replaces_container_statuses(self):
+        """containerStatuses has no patch strategy in core/v1 PodStatus: a strategic merge patch
+        replaces the whole list, so a container that went running -> terminated keeps no
+        'running' (the kubelet's own patches send the list without a null for it:
+        kubelet-objects/11-kubelet-write-requests.jsonl)."""
+        name = rname("p")
+        self.assertEqual(API.post(self.pods(), pod_body(name, node="nowhere")).status, 201)
+        cs = {"name": "main", "image": "busybox:1.35", "imageID": "", "ready": True, "restartCount": 0}
+        run = dict(cs, state={"running": {"startedAt": "2026-01-01T00:00:00Z"}})
+        r = API.patch(self.pods(name) + "/status", {"status": {"phase": "Running", "containerStatuses": [run]}})
+        self.assertEqual(r.status, 200, r.text[:300])
+        done = dict(cs, ready=False, state={"terminated": {"exitCode": 0, "reason": "Completed",
+                                                           "startedAt": "2026-01-01T00:00:00Z",
+                                                           "finishedAt": "2026-01-01T00:01:00Z"}})
+        r = API.patch(self.pods(name) + "/status", {"status": {"phase": "Succeeded", "containerStatuses": [done]}})
+        self.assertEqual(r.status, 200, r.text[:300])
+        self.assertEqual(list(r.json["status"]["containerStatuses"][0]["state"]), ["terminated"])
+
     def test_defaults(self):
         r = API.post(self.pods(), pod_body("p1", node="nowhere", limits={"nvidia.com/gpu": "1", "memory": "1Gi"}, image="busybox"))
         self.assertEqual(r.status, 201, r.text)
@@ -1260,13 +1281,14 @@ class TestPods(Base):
         self.assertEqual(r.json["metadata"]["labels"]["a"], "b")
         r = API.patch(self.pods("st") + "/status", {"metadata": {"uid": "00000000-0000-0000-0000-000000000000"}, "status": {"phase": "Failed"}})
         self.assertStatus(r, 409, "Conflict")
-        # containerStatuses merged by name
+        # containerStatuses replaced whole (no patch strategy in core/v1), not merged by name
         API.patch(self.pods("st") + "/status", {"status": {"containerStatuses": [{"name": "main", "ready": False, "restartCount": 0, "image": "busybox:1.35", "imageID": "", "started": False, "state": {"waiting": {"reason": "ContainerCreating"}}}]}})
         r = API.patch(self.pods("st") + "/status", {"status": {"containerStatuses": [{"name": "main", "ready": True, "state": {"running": {"startedAt": now_s()}}}]}})
         cs = r.json["status"]["containerStatuses"]
         self.assertEqual(len(cs), 1)
         self.assertTrue(cs[0]["ready"])
-        self.assertEqual(cs[0]["image"], "busybox:1.35")
+        self.assertNotIn("image", cs[0])
+        self.assertEqual(list(cs[0]["state"]), ["running"])
 
     def test_graceful_delete(self):
         p = API.post(self.pods(), pod_body("gd", node="nowhere")).json

@@ -49,6 +49,19 @@ START_TEST(node_has_kubelet_shape) {
     typed.job.gpu_type = "a100";
     ck_assert_sstr_eq(
         build_node(typed, 1)["metadata"]["labels"]["nvidia.com/gpu.product"].asString(), "a100");
+    // An array task and a het component carry the whole job's ids too.
+    ck_assert(!l.isMember("slurm-k8s/array-job-id") && !l.isMember("slurm-k8s/het-job-id"));
+    NodeSpecInput task = sample_input();
+    task.job.array_job_id = 40;
+    task.job.array_task_id = 0;
+    task.job.het_job_id = 41;
+    task.job.het_offset = 1;
+    Json::Value tl = build_node(task, 1)["metadata"]["labels"];
+    ck_assert_sstr_eq(tl["slurm-k8s/job-id"].asString(), "42");
+    ck_assert_sstr_eq(tl["slurm-k8s/array-job-id"].asString(), "40");
+    ck_assert_sstr_eq(tl["slurm-k8s/array-task-id"].asString(), "0");
+    ck_assert_sstr_eq(tl["slurm-k8s/het-job-id"].asString(), "41");
+    ck_assert_sstr_eq(tl["slurm-k8s/het-component"].asString(), "1");
     NodeSpecInput no_gpus = sample_input();
     no_gpus.job.gpus.clear();
     no_gpus.job.gpu_type = "a100";

@@ -27,6 +27,10 @@ static RegisterRequest sample_register() {
     r.end_time = 1767225600;
     r.drain_before_s = 300;
     r.gpu_type = "a100";
+    r.array_job_id = 40;
+    r.array_task_id = 0;
+    r.het_job_id = 41;
+    r.het_offset = 2;
     return r;
 }
 
@@ -55,10 +59,17 @@ START_TEST(register_round_trip) {
     ck_assert_int_eq(r->end_time, want.end_time);
     ck_assert_int_eq(r->drain_before_s, 300);
     ck_assert_sstr_eq(r->gpu_type, "a100");
+    ck_assert_uint_eq(r->array_job_id, 40);
+    ck_assert_uint_eq(r->array_task_id, 0);
+    ck_assert_uint_eq(r->het_job_id, 41);
+    ck_assert_uint_eq(r->het_offset, 2);
     // Absent: the agent's default (-1), and not written when unset.
     RegisterRequest plain = sample_register();
     plain.drain_before_s = -1;
     ck_assert(!to_json(plain).isMember("drain_before_s"));
+    plain.array_job_id = plain.het_job_id = 0;
+    ck_assert(!to_json(plain).isMember("array_task_id"));
+    ck_assert(!to_json(plain).isMember("het_offset"));
     ck_assert_int_eq(register_from_json(to_json(plain))->drain_before_s, -1);
 }
 END_TEST
@@ -109,6 +120,8 @@ static const BadRegister kBadRegister[] = {
     {R"({"job_id":1,"slurm_node":"n1","user":"u","uid":1,"namespaces":["Bad_NS"]})", "namespace"},
     {R"({"job_id":1,"slurm_node":"n1","user":"u","uid":1,"drain_before_s":86401})",
      "'drain_before_s' must be 0-86400"},
+    {R"({"job_id":1,"slurm_node":"n1","user":"u","uid":1,"array_job_id":-1})", "'array_job_id'"},
+    {R"({"job_id":1,"slurm_node":"n1","user":"u","uid":1,"het_offset":"1"})", "'het_offset'"},
     {R"({"job_id":1,"slurm_node":"n1","user":"u","uid":1,"gpu_type":"a 100"})",
      "'gpu_type' 'a 100' is not a label value"},
     {R"({"job_id":1,"slurm_node":"n1","user":"u","uid":1,"drain_before_s":-2})",

@@ -51,6 +51,10 @@ START_TEST(job_state_from_command) {
     ck_assert(st(true, 0, "RUNNING\n", "") == JobState::Alive);
     ck_assert(st(true, 0, "", "") == JobState::Alive);
     ck_assert(st(true, 0, "COMPLETED\n", "") == JobState::Gone);
+    // An array's id or a het leader's: one line per task or component.
+    ck_assert(st(true, 0, "RUNNING\nRUNNING\n", "") == JobState::Alive);
+    ck_assert(st(true, 0, "COMPLETED\nRUNNING\n", "") == JobState::Alive);
+    ck_assert(st(true, 0, "COMPLETED\nCANCELLED\n", "") == JobState::Gone);
     ck_assert(st(true, 1, "", "slurm_load_jobs error: Invalid job id specified\n") ==
               JobState::Gone);
     ck_assert(st(true, 1, "", "") == JobState::Gone);  // the command's own "no" (test -e)

@@ -11,7 +11,7 @@ from .errors import ApiError
 AGENT_RULES = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["create", "get", "list", "watch", "patch", "update", "delete"]},
     {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch", "update"]},
-    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create", "get", "update", "delete"],
+    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create", "get", "list", "update", "delete"],
      "namespaces": ["kube-node-lease"]},
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete"]},
     {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch", "update"]},

@@ -5,8 +5,9 @@ import copy
 import json
 
 
-MERGE_KEYS = {"conditions": "type", "containerStatuses": "name", "initContainerStatuses": "name",
-              "ephemeralContainerStatuses": "name", "containers": "name", "initContainers": "name",
+# containerStatuses, initContainerStatuses and ephemeralContainerStatuses have no patch strategy in
+# core/v1 (a patch replaces the list): not here.
+MERGE_KEYS = {"conditions": "type", "containers": "name", "initContainers": "name",
               "ephemeralContainers": "name", "addresses": "type", "volumes": "name", "env": "name",
               "ports": "containerPort", "volumeMounts": "mountPath", "volumeDevices": "devicePath",
               "ownerReferences": "uid", "imagePullSecrets": "name", "podIPs": "ip", "hostIPs": "ip",
