@@ -615,10 +615,10 @@ void Agent::gc_failed_nodes() {
                                                      ? lease->second["spec"]["renewTime"].asString()
                                                      : md["creationTimestamp"].asString());
                     if (last < 0 || now - last <= stale) {
-                    LOG_DEBUG("[node %s] gc: Slurm node %s renewed %llds ago", name.c_str(),
-                              slurm_node.c_str(), static_cast<long long>(now - last));
-                    continue;
-                }
+                        LOG_DEBUG("[node %s] gc: Slurm node %s renewed %llds ago", name.c_str(),
+                                  slurm_node.c_str(), static_cast<long long>(now - last));
+                        continue;
+                    }
                     uint32_t job_id = static_cast<uint32_t>(*job);
                     std::string node_uid = md["uid"].asString();
                     std::string lease_uid =
