@@ -238,18 +238,20 @@ std::vector<EventSpec> status_events(const Json::Value &api_pod, const Json::Val
     return out;
 }
 
-Json::Value build_node_event(const std::string &node_name, const EventSpec &e, int64_t now_us) {
+namespace {
+
+// An Event as the kubelet writes it, about the object `name` in `ns`
+// (name <object>.<hex ns>, source kubelet@node, count 1); the caller fills
+// involvedObject.
+Json::Value kubelet_event(const std::string &name, const Json::Value &ns, const EventSpec &e,
+                          const std::string &node_name, int64_t now_us) {
     Json::Value ev(Json::objectValue);
     char hex[32];
     snprintf(hex, sizeof hex, "%llx", static_cast<unsigned long long>(now_us) * 1000ull);
     ev["apiVersion"] = "v1";
     ev["kind"] = "Event";
-    ev["metadata"]["name"] = node_name + "." + hex;
-    ev["metadata"]["namespace"] = "default";
-    Json::Value &io = ev["involvedObject"];
-    io["kind"] = "Node";
-    io["name"] = node_name;
-    io["uid"] = node_name;
+    ev["metadata"]["name"] = name + "." + hex;
+    ev["metadata"]["namespace"] = ns;
     ev["reason"] = e.reason;
     ev["message"] = e.message;
     ev["source"]["component"] = "kubelet";
@@ -265,16 +267,22 @@ Json::Value build_node_event(const std::string &node_name, const EventSpec &e, i
     return ev;
 }
 
+}  // namespace
+
+Json::Value build_node_event(const std::string &node_name, const EventSpec &e, int64_t now_us) {
+    Json::Value ev = kubelet_event(node_name, "default", e, node_name, now_us);
+    Json::Value &io = ev["involvedObject"];
+    io["kind"] = "Node";
+    io["name"] = node_name;
+    io["uid"] = node_name;
+    return ev;
+}
+
 Json::Value build_pod_event(const Json::Value &pod, const EventSpec &e,
                             const std::string &node_name, int64_t now_us) {
-    Json::Value ev(Json::objectValue);
-    char hex[32];
-    snprintf(hex, sizeof hex, "%llx", static_cast<unsigned long long>(now_us) * 1000ull);
     const Json::Value &md = api::field(pod, "metadata");
-    ev["apiVersion"] = "v1";
-    ev["kind"] = "Event";
-    ev["metadata"]["name"] = api::text(api::field(md, "name")) + "." + hex;
-    ev["metadata"]["namespace"] = api::field(md, "namespace");
+    Json::Value ev = kubelet_event(api::text(api::field(md, "name")), api::field(md, "namespace"),
+                                   e, node_name, now_us);
     Json::Value &io = ev["involvedObject"];
     io["kind"] = "Pod";
     io["namespace"] = api::field(md, "namespace");
@@ -283,18 +291,6 @@ Json::Value build_pod_event(const Json::Value &pod, const EventSpec &e,
     io["apiVersion"] = "v1";
     io["resourceVersion"] = api::field(md, "resourceVersion");
     if (!e.field_path.empty()) io["fieldPath"] = e.field_path;
-    ev["reason"] = e.reason;
-    ev["message"] = e.message;
-    ev["source"]["component"] = "kubelet";
-    ev["source"]["host"] = node_name;
-    std::string ts = rfc3339(now_us / 1000000);
-    ev["firstTimestamp"] = ts;
-    ev["lastTimestamp"] = ts;
-    ev["count"] = 1;
-    ev["type"] = e.type;
-    ev["eventTime"] = Json::Value();
-    ev["reportingComponent"] = "kubelet";
-    ev["reportingInstance"] = node_name;
     return ev;
 }
 
