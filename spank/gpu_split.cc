@@ -99,16 +99,15 @@ std::map<int, std::string> gpu_types_from_gres_detail(const std::string &detail)
         auto parts = split(item.substr(0, open), ':');
         if (parts.empty() || parts[0] != "gpu") continue;
         // gpu:TYPE:N, gpu:N, gpu:TYPE (a count of 1 may be left out).
-        std::string type;
-        if (parts.size() >= 3)
-            type = parts[1];
-        else if (parts.size() == 2 && parts[1].find_first_not_of("0123456789") != std::string::npos)
-            type = parts[1];
+        bool typed =
+            parts.size() >= 3 ||
+            (parts.size() == 2 && parts[1].find_first_not_of("0123456789") != std::string::npos);
+        std::string type = typed ? parts[1] : "";
         std::string inner = item.substr(open + 1, close - open - 1);
         size_t at = inner.find("IDX:");
         if (at == std::string::npos) continue;
         std::string idx = inner.substr(at + 4);
-        idx = idx.substr(0, idx.find_first_of(")("));
+        if (size_t end = idx.find_first_of(")("); end != std::string::npos) idx.resize(end);
         auto list = parse_index_list(idx, "IDX");
         if (!list) continue;
         for (int i : *list)
