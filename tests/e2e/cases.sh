@@ -515,11 +515,12 @@ case_requeue() {
   ok $? "requeue: the pod is stopped and deleted"
   rl_stop_log_followers
   check_job_end_pod "$j" rq1 requeue Requeued
-  # Slurm holds a requeued batch job back for about 2 min (its begin time);
-  # an admin's StartTime=now lets it start at once.
-  sk_wait_state "$j" PENDING 30 && scontrol update jobid="$j" StartTime=now
-  ok $? "requeue: job $j PENDING again, scontrol update StartTime=now"
-  sk_wait_state "$j" RUNNING 60; ok $? "requeue: job $j runs again ($(sk_job_state "$j"))"
+  # Slurm holds a requeued batch job back for about 2 min (its begin time):
+  # until then slurmd still holds the job's credential and would not run
+  # the prolog for the same job id again (with StartTime=now the re-run
+  # skipped the prolog: no registration). So the test waits it out.
+  sk_wait_state "$j" PENDING 30; ok $? "requeue: job $j PENDING again"
+  sk_wait_state "$j" RUNNING 240; ok $? "requeue: job $j runs again ($(sk_job_state "$j"))"
   e2e_wait 30 "[ \"\$(e2e_ready_nodes $j)\" = 1 ]"
   uid2="$(e2e_kubectl get node "$node" -o 'jsonpath={.metadata.uid}' 2>/dev/null)"
   [ -n "$uid2" ] && [ "$uid2" != "$uid1" ]
