@@ -8,11 +8,13 @@
 
 # api_down first: the time-limit job (60 s, submitted after it) must not end
 # while the API server is down.
-# online_rl last: it takes all 3 nodes, which the time-limit job holds one of
-# until then.
+# time_limit checked about 2 min after that: past the job's end, and well
+# before slurmctld forgets the ended job (MinJobAge, 300 s in the harness;
+# checked last it was gone once the cases before it grew past 5 min).
+# online_rl last: it takes all 3 nodes.
 E2E_CASES=(api_down bad_flags socket_auth privileged too_many_gpus namespace two_jobs kubectl_io
-           scancel step_signals time_limit_update drain_before requeue salloc gpu_forms preempt array_het node_fail slurmd_restart agent_kill shim_kill time_limit
-           online_rl online_rl_faults)
+           scancel step_signals time_limit_update drain_before time_limit requeue salloc gpu_forms preempt
+           array_het node_fail slurmd_restart agent_kill shim_kill online_rl online_rl_faults)
 
 # sbatch refuses malformed --k8s-* flags before submission, naming the flag.
 case_bad_flags() {
@@ -767,7 +769,7 @@ case_api_down() {
   e2e_assert_clean "$j" "api_down"
 }
 
-# Submitted first by run-all.sh (--time=1 = 60 s) and checked last.
+# Submitted by run-all.sh after api_down (--time=1 = 60 s), checked after drain_before.
 case_time_limit_submit() {
   e2e_job 1 -N1 -w n3 --gres=gpu:1 --k8s-gpus=1 --time=1 || { E2E_TL_JOB=""; return 1; }
   E2E_TL_JOB="$E2E_JOB"
