@@ -187,6 +187,7 @@ void ExecSession::on_frames(std::string_view bytes) {
 
 void ExecSession::on_output(proto::ExecChannel ch, ssize_t n, const char *data) {
     if (n > 0) {
+        output_since_deadline_ = true;
         std::string_view bytes(data, static_cast<size_t>(n));
         while (!bytes.empty()) {
             size_t take = std::min(bytes.size(), proto::kMaxExecFramePayload);
@@ -251,10 +252,26 @@ void ExecSession::on_exit(int64_t status, int sig) {
     // Output still buffered in the pipes comes first; a descendant that kept
     // them open is gone (the supervisor killed it), so this is short.
     drain_timer_ = Timer(loop_);
-    drain_timer_.start(kDrainMs, [this] {
-        out_open_ = err_open_ = term_open_ = false;
-        maybe_finish();
-    });
+    output_since_deadline_ = false;
+    drain_timer_.start(kDrainMs, [this] { drain_deadline(); });
+    maybe_finish();
+}
+
+// libuv runs due timers before it polls: a deadline seen first after a
+// stall would otherwise end the drain with the command's last output unread.
+void ExecSession::drain_deadline() {
+    if (output_since_deadline_) {
+        output_since_deadline_ = false;
+        deadline_polled_ = false;
+        drain_timer_.start(kDrainMs, [this] { drain_deadline(); });
+        return;
+    }
+    if (!deadline_polled_) {
+        deadline_polled_ = true;
+        drain_timer_.start(kDrainRecheckMs, [this] { drain_deadline(); });
+        return;
+    }
+    out_open_ = err_open_ = term_open_ = false;
     maybe_finish();
 }
 

@@ -22,8 +22,11 @@
 //   more than kMaxQueuedBytes unsent, the command's output is not read (the
 //   command blocks on a full pipe), and while its stdin pipe holds more than
 //   that, the connection is not read. So a session holds a bounded amount.
-// - When the command exits, its output is drained (at most kDrainMs once the
-//   command is gone), then the Exit frame {"exit_code"} goes out (128 +
+// - When the command exits, its output is drained (until its pipes end, or
+//   kDrainMs without output once the command is gone, a descendant holding
+//   them; the deadline is only taken after a poll of the pipes that came
+//   after it, so a loop starved past it still reads what the command wrote
+//   before exiting), then the Exit frame {"exit_code"} goes out (128 +
 //   the signal for a killed command, as a container runtime reports it) and
 //   the connection is closed.
 // - When the connection closes first (the client went away), on a protocol
@@ -51,6 +54,9 @@ class ExecSession {
   public:
     static constexpr size_t kMaxQueuedBytes = size_t{1} << 20;
     static constexpr uint64_t kDrainMs = 2000;
+    // After the drain's deadline, the wait for one more poll of the pipes
+    // (a terminal's output reaches its master from a kernel worker).
+    static constexpr uint64_t kDrainRecheckMs = 100;
 
     using Started = std::function<void(const Status &)>;
     using Ended = std::function<void()>;
@@ -77,6 +83,7 @@ class ExecSession {
     void on_frames(std::string_view bytes);
     void on_output(proto::ExecChannel ch, ssize_t n, const char *data);
     void on_exit(int64_t status, int sig);
+    void drain_deadline();
     void send(proto::ExecChannel ch, std::string_view payload);
     void after_write();
     void pause_output(bool pause);
@@ -108,6 +115,8 @@ class ExecSession {
     bool out_open_ = false, err_open_ = false, term_open_ = false;
     bool output_paused_ = false, input_paused_ = false;
     Timer drain_timer_;
+    bool output_since_deadline_ = false;  // output read during the drain's current period
+    bool deadline_polled_ = false;        // the deadline passed and a poll followed it
     bool start_reported_ = false, ended_reported_ = false, exit_sent_ = false;
     bool killed_ = false;
     bool finishing_ = false;  // maybe_finish closed everything but the connection

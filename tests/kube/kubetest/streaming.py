@@ -56,39 +56,55 @@ def relay(a, b, max_queued=4 << 20):
     no TLS connection is read and written from two threads at once; each direction has a queue
     of its own (a side is not read while its peer's queue holds max_queued bytes), so that a
     peer that is slow to read one way never stops the other way (a blocking write would: the
-    API server copies each direction in a goroutine of its own)."""
+    API server copies each direction in a goroutine of its own). When a side ends or fails,
+    what was already read from either side still goes out to the other (the API server's copy
+    writes what it read before it looks at the next read), so a session's last frames are not
+    lost to a peer's reset or a failed write the other way."""
     socks = (a, b)
     peer = {a: b, b: a}
     out = {a: bytearray(), b: bytearray()}  # what waits to be written to each socket
+
+    def flush_and_end(failed=None):
+        for t in socks:
+            if t is not failed and out[t]:
+                try:
+                    send_all(t, bytes(out[t]))
+                except (OSError, ValueError):
+                    pass
+
     try:
         for s in socks:
             s.setblocking(False)
-        while True:
-            readable = [s for s in socks if len(out[peer[s]]) < max_queued]
-            writable = [s for s in socks if out[s]]
-            ready_r = [s for s in readable if isinstance(s, ssl.SSLSocket) and s.pending()]
-            ready_w = []
-            if not ready_r:
-                ready_r, ready_w, _ = select.select(readable, writable, [])
-            for s in ready_w:
-                try:
-                    n = s.send(out[s])
-                except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError, InterruptedError):
-                    continue
-                del out[s][:n]
-            for s in ready_r:
-                try:
-                    data = s.recv(65536)
-                except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError, InterruptedError):
-                    continue
-                if not data:
-                    for t in socks:  # what the side that ended sent still goes out
-                        if out[t]:
-                            send_all(t, bytes(out[t]))
-                    return
-                out[peer[s]] += data
     except (OSError, ValueError):
         return
+    while True:
+        readable = [s for s in socks if len(out[peer[s]]) < max_queued]
+        writable = [s for s in socks if out[s]]
+        ready_r = [s for s in readable if isinstance(s, ssl.SSLSocket) and s.pending()]
+        ready_w = []
+        if not ready_r:
+            try:
+                ready_r, ready_w, _ = select.select(readable, writable, [])
+            except (OSError, ValueError):
+                return
+        for s in ready_w:
+            try:
+                n = s.send(out[s])
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError, InterruptedError):
+                continue
+            except (OSError, ValueError):
+                return flush_and_end(failed=s)
+            del out[s][:n]
+        for s in ready_r:
+            try:
+                data = s.recv(65536)
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError, InterruptedError):
+                continue
+            except (OSError, ValueError):
+                return flush_and_end(failed=s)
+            if not data:  # what the side that ended sent still goes out
+                return flush_and_end()
+            out[peer[s]] += data
 
 
 def _read_head(s, limit=65536):
