@@ -116,6 +116,17 @@ Json::Value pod_status_patch(const Json::Value &api_pod, const Json::Value &desi
     }
     if (st.empty()) return Json::Value();
     if (st.isMember("conditions")) {
+        // Conditions merge by type: a reason or message the condition had
+        // and no longer has (Ready=False ContainersNotReady, then True) is
+        // deleted by a null, as a kubelet's patch does; else it stays.
+        auto was = by_key(api::field(cur, "conditions"), "type");
+        for (auto &c : st["conditions"]) {
+            auto it = was.find(api::text(api::field(c, "type")));
+            if (it == was.end()) continue;
+            for (const char *f : {"reason", "message"})
+                if (!api::field(it->second, f).isNull() && api::field(c, f).isNull())
+                    c[f] = Json::Value();
+        }
         Json::Value order(Json::arrayValue);
         for (const auto &c : st["conditions"]) {
             Json::Value o(Json::objectValue);

@@ -65,6 +65,32 @@ START_TEST(status_patch_clears_reason) {
 }
 END_TEST
 
+// Ready=False with a reason (ContainersNotReady, JobSuspended), then True:
+// conditions merge by type in a strategic merge patch, so the patch must
+// delete the old reason and message (null), or Ready=True keeps them.
+START_TEST(status_patch_clears_condition_reason) {
+    Json::Value pod = api_pod();
+    pod["status"]["conditions"].append(J(R"({"type":"Ready","status":"False",
+        "reason":"JobSuspended","message":"Slurm job 7 is suspended"})"));
+    pod["status"]["conditions"].append(J(R"({"type":"Initialized","status":"True"})"));
+    Json::Value p = pod_status_patch(pod, desired_pod_status(running(), pod, "10.0.0.1"));
+    bool seen_ready = false;
+    for (const auto &c : p["status"]["conditions"]) {
+        if (c["type"].asString() == "Ready") {
+            seen_ready = true;
+            ck_assert_sstr_eq(c["status"].asString(), "True");
+            ck_assert(c.isMember("reason") && c["reason"].isNull());
+            ck_assert(c.isMember("message") && c["message"].isNull());
+        } else {
+            // Nothing to delete where the old condition had no reason.
+            ck_assert(!c.isMember("reason"));
+            ck_assert(!c.isMember("message"));
+        }
+    }
+    ck_assert(seen_ready);
+}
+END_TEST
+
 START_TEST(refused_and_job_end) {
     Json::Value s = refused_pod_status(api_pod(), "NamespaceNotAllowed", "no", "10.0.0.1", 5);
     ck_assert_sstr_eq(s["phase"].asString(), "Failed");
@@ -158,6 +184,7 @@ int main() {
     TCase *tc = tcase_create("pod_status_patch");
     tcase_add_test(tc, status_patch_only_changes);
     tcase_add_test(tc, status_patch_clears_reason);
+    tcase_add_test(tc, status_patch_clears_condition_reason);
     tcase_add_test(tc, refused_and_job_end);
     tcase_add_test(tc, job_end_messages);
     tcase_add_test(tc, node_event_shape);
