@@ -98,7 +98,18 @@ void remove_job_dir_as_owner(uv_loop_t *loop, const std::string &dir) {
 
 JobState job_state_of(const CommandResult &r) {
     if (!r.ran) return JobState::Unknown;
-    if (r.exit_code == 0) return job_state_is_alive(r.output) ? JobState::Alive : JobState::Gone;
+    if (r.exit_code == 0) {
+        if (!job_state_is_alive(r.output)) return JobState::Gone;
+        bool suspended = false, running = false;
+        for (const auto &line : split(std::string(trim(r.output)), '\n')) {
+            std::string st(trim(line));
+            if (st == "SUSPENDED")
+                suspended = true;
+            else if (job_state_is_alive(st) && !st.empty())
+                running = true;
+        }
+        return suspended && !running ? JobState::Suspended : JobState::Alive;
+    }
     if (r.errors.find("Invalid job id") != std::string::npos) return JobState::Gone;
     if (r.exit_code >= 1 && r.exit_code <= 125 && trim(r.errors).empty()) return JobState::Gone;
     return JobState::Unknown;
@@ -161,6 +172,9 @@ Agent::Agent(uv_loop_t *loop, const AgentConfig &cfg, KubeClient &kube, const Cl
     ctx_.events = &events_;
     ctx_.job_end_time = [this](uint32_t job, std::function<void(int64_t)> cb) {
         checker_.end_time(job, std::move(cb));
+    };
+    ctx_.job_state = [this](uint32_t job, std::function<void(JobState)> cb) {
+        checker_.state(job, std::move(cb));
     };
     admin_uids_ = cfg.admin_uids;
     if (admin_uids_.empty()) {

@@ -16,10 +16,7 @@
 
 namespace sk::agent {
 
-// What Slurm says of a job. Unknown: Slurm could not be asked (the command
-// did not run, timed out, or failed with an error of its own): never delete
-// anything of a job on Unknown.
-enum class JobState { Alive, Gone, Unknown };
+// JobState: agent/controllers/agent_context.h.
 
 // "Is Slurm job N still alive?" and "when does it end?", asked of Slurm.
 // Injectable so tests need no Slurm. Answers come later, on the loop.

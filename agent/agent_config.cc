@@ -142,6 +142,9 @@ void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string
     s.add_seconds("end_time_check_interval", &c.end_time_check_s, 0, 86400,
                   "re-read each job's end time this often (job_end_command, one run per job) "
                   "to follow a changed time limit; 0 = read once at register");
+    s.add_seconds("job_state_check_interval", &c.job_state_check_s, 0, 86400,
+                  "ask Slurm each job's state this often (job_alive_command, one run per job) "
+                  "to follow a suspend and resume; 0 = never");
     s.add_seconds("gc_interval", &c.gc_interval_s, 10, 86400,
                   "garbage collection of what gone jobs left (Nodes, shim dirs, records)");
     s.add_bool("gc_failed_nodes", &c.gc_failed_nodes,

@@ -108,6 +108,11 @@ struct AgentConfig {
     // How often the end time of each job is read again (job_end_command),
     // so that a changed time limit moves the end-time cordon; 0 = read once.
     uint64_t end_time_check_s = 30;
+    // How often each job's state is asked of Slurm (job_alive_command, one
+    // run per job) to follow a suspension (scontrol suspend, preemption by
+    // suspension) and the resume; 0 = never (a suspended job's nodes stay
+    // Ready and its pods run).
+    uint64_t job_state_check_s = 10;
     uint64_t gc_interval_s = 300;
     // Also collect the virtual nodes of the cluster's other Slurm nodes whose
     // agent stopped renewing their Lease (a failed node) once Slurm says the

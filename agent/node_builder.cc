@@ -120,7 +120,7 @@ std::vector<k8s::Taint> node_taints(const NodeSpecInput &in) {
     return t;
 }
 
-Json::Value node_conditions(bool ready, int64_t hb, int64_t tr) {
+Json::Value node_conditions(bool ready, int64_t hb, int64_t tr, const NotReadyWhy &why) {
     Json::Value a(Json::arrayValue);
     a.append(condition("MemoryPressure", false, "KubeletHasSufficientMemory",
                        "kubelet has sufficient memory available", hb, tr));
@@ -132,8 +132,7 @@ Json::Value node_conditions(bool ready, int64_t hb, int64_t tr) {
         a.append(
             condition("Ready", true, "KubeletReady", "kubelet is posting ready status", hb, tr));
     else
-        a.append(
-            condition("Ready", false, "KubeletNotReady", "slurm-k8s agent is not ready", hb, tr));
+        a.append(condition("Ready", false, why.reason.c_str(), why.message.c_str(), hb, tr));
     return a;
 }
 
@@ -153,10 +152,10 @@ Json::Value build_node(const NodeSpecInput &in, int64_t now_s) {
 }
 
 Json::Value build_node_status_patch(const NodeSpecInput &in, bool ready, int64_t now_s,
-                                    int64_t transition_s) {
+                                    int64_t transition_s, const NotReadyWhy &why) {
     Json::Value p(Json::objectValue);
     p["status"] = status_fields(in);
-    p["status"]["conditions"] = node_conditions(ready, now_s, transition_s);
+    p["status"]["conditions"] = node_conditions(ready, now_s, transition_s, why);
     Json::Value order(Json::arrayValue);
     for (const char *t : {"MemoryPressure", "DiskPressure", "PIDPressure", "Ready"}) {
         Json::Value o(Json::objectValue);
@@ -184,11 +183,12 @@ Json::Value build_cordon_patch(const Json::Value &node, const k8s::Taint &extra)
     return p;
 }
 
-Json::Value build_end_cordon_patch(const Json::Value &node, const k8s::Taint &taint) {
+Json::Value build_end_cordon_patch(const Json::Value &node, const k8s::Taint &taint,
+                                   const char *annotation) {
     Json::Value p = build_cordon_patch(node, taint);
     const Json::Value &unsched = api::field(api::field(node, "spec"), "unschedulable");
     if (!(unsched.isBool() && unsched.asBool()))
-        p["metadata"]["annotations"][kEndCordonAnnotation] = "unschedulable";
+        p["metadata"]["annotations"][annotation] = "unschedulable";
     return p;
 }
 
@@ -221,16 +221,24 @@ Json::Value build_not_ready_lift_patch(const Json::Value &node) {
     return p;
 }
 
-Json::Value build_end_uncordon_patch(const Json::Value &node, const k8s::Taint &taint) {
+Json::Value build_end_uncordon_patch(const Json::Value &node, const k8s::Taint &taint,
+                                     const char *annotation) {
     const Json::Value &meta = api::field(node, "metadata");
-    bool ours = api::field(api::field(meta, "annotations"), kEndCordonAnnotation).isString();
+    bool ours = api::field(api::field(meta, "annotations"), annotation).isString();
     if (!ours && !has_taint(node, taint.key, taint.effect)) return Json::Value();
     Json::Value p(Json::objectValue);
     p["metadata"]["resourceVersion"] = api::field(meta, "resourceVersion");
     p["spec"]["taints"] = taints_without(node, taint.key, taint.effect);
     if (ours) {
-        p["spec"]["unschedulable"] = false;
-        p["metadata"]["annotations"][kEndCordonAnnotation] = Json::Value();  // null: removed
+        // The end's cordon and the suspension's: the one that stays keeps the Node cordoned.
+        bool end = std::string_view(annotation) == kEndCordonAnnotation;
+        const char *other_key = end ? kSuspendedTaintKey : kEndingTaintKey;
+        const char *other_annotation = end ? kSuspendCordonAnnotation : kEndCordonAnnotation;
+        if (has_taint(node, other_key, "NoSchedule"))
+            p["metadata"]["annotations"][other_annotation] = "unschedulable";
+        else
+            p["spec"]["unschedulable"] = false;
+        p["metadata"]["annotations"][annotation] = Json::Value();  // null: removed
     }
     return p;
 }

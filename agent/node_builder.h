@@ -24,6 +24,11 @@ constexpr const char *kNotReadyTaintKey = "node.kubernetes.io/not-ready";
 // On a Node whose end-time cordon set spec.unschedulable (it was schedulable
 // before): the uncordon may clear it. Without it the flag is someone else's.
 constexpr const char *kEndCordonAnnotation = "slurm-k8s/end-cordon";
+// While the job is suspended (scontrol suspend): NoSchedule, and Ready=False
+// with kSuspendedReason; kSuspendCordonAnnotation as kEndCordonAnnotation.
+constexpr const char *kSuspendedTaintKey = "slurm-k8s/job-suspended";
+constexpr const char *kSuspendCordonAnnotation = "slurm-k8s/suspend-cordon";
+constexpr const char *kSuspendedReason = "JobSuspended";
 
 // Everything a Node object is built from: the job and the site configuration.
 struct NodeSpecInput {
@@ -49,25 +54,36 @@ std::map<std::string, std::string> node_labels(const NodeSpecInput &in);
 // The job's taints, or slurm-k8s/job=<id>:NoSchedule when it sent none, plus
 // the site's.
 std::vector<k8s::Taint> node_taints(const NodeSpecInput &in);
-// The 4 conditions in the kubelet's order; Ready True or False.
-Json::Value node_conditions(bool ready, int64_t heartbeat_s, int64_t transition_s);
+// Why a Node is not Ready: the Ready condition's reason and message.
+struct NotReadyWhy {
+    std::string reason = "KubeletNotReady";
+    std::string message = "slurm-k8s agent is not ready";
+};
+// The 4 conditions in the kubelet's order; Ready True, or False with why.
+Json::Value node_conditions(bool ready, int64_t heartbeat_s, int64_t transition_s,
+                            const NotReadyWhy &why = {});
 // Full Node for POST /api/v1/nodes (status included: the POST keeps it).
 Json::Value build_node(const NodeSpecInput &in, int64_t now_s);
 // Strategic-merge body for PATCH nodes/NAME/status: conditions (all 4, by
 // type), capacity, allocatable, addresses, daemonEndpoints, nodeInfo.
 Json::Value build_node_status_patch(const NodeSpecInput &in, bool ready, int64_t now_s,
-                                    int64_t transition_s);
+                                    int64_t transition_s, const NotReadyWhy &why = {});
 // Merge-patch body for PATCH nodes/NAME: unschedulable and the taint list
 // (current taints + extra, no duplicates by key+effect), guarded by the
 // resourceVersion read with them.
 Json::Value build_cordon_patch(const Json::Value &current_node, const k8s::Taint &extra);
-// The cordon ahead of the job's end: build_cordon_patch, plus the annotation
-// kEndCordonAnnotation when the Node was schedulable until now.
-Json::Value build_end_cordon_patch(const Json::Value &current_node, const k8s::Taint &taint);
-// Undoes build_end_cordon_patch when the end moved away: drops the taints
-// with taint's key and effect, clears unschedulable only when the annotation
-// says the end cordon set it, drops the annotation. Null: nothing to undo.
-Json::Value build_end_uncordon_patch(const Json::Value &current_node, const k8s::Taint &taint);
+// The cordon ahead of the job's end (and while it is suspended, with
+// kSuspendCordonAnnotation): build_cordon_patch, plus the annotation when
+// the Node was schedulable until now.
+Json::Value build_end_cordon_patch(const Json::Value &current_node, const k8s::Taint &taint,
+                                   const char *annotation = kEndCordonAnnotation);
+// Undoes build_end_cordon_patch (the end moved away, the job resumed): drops
+// the taints with taint's key and effect, clears unschedulable only when the
+// annotation says this cordon set it, drops the annotation. When the other
+// slurm-k8s cordon (end or suspension) still holds the Node, unschedulable
+// stays and passes to it (its annotation). Null: nothing to undo.
+Json::Value build_end_uncordon_patch(const Json::Value &current_node, const k8s::Taint &taint,
+                                     const char *annotation = kEndCordonAnnotation);
 // True when the Node carries a taint with this key and effect.
 bool has_taint(const Json::Value &node, const std::string &key, const std::string &effect);
 // Merge-patch body that removes the node.kubernetes.io/not-ready:NoSchedule

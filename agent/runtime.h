@@ -75,6 +75,13 @@ class PodRuntime {
     virtual void attach_start(const proto::AttachStart & /*m*/, Done done) {
         done(fail(Error::Unavailable, "this node's pod runtime does not attach to containers"));
     }
+    // The Slurm job was suspended (pause) or resumed: the pods' processes
+    // stopped or continued, Ready=False (JobSuspended, message) while paused
+    // (docs/protocol.md "pods_pause"). Idempotent.
+    // NOLINTNEXTLINE(performance-unnecessary-value-param): the overriders keep done
+    virtual void pause(bool /*pause*/, const std::string & /*message*/, Done done) {
+        done(fail(Error::Unavailable, "this node's pod runtime cannot stop its pods"));
+    }
     virtual void stats(std::function<void(Result<proto::PodStatsReply>)> done) = 0;
 
     void set_status_sink(StatusSink s) { sink_ = std::move(s); }

@@ -203,6 +203,14 @@ void ShimRuntime::attach_start(const proto::AttachStart &m, Done done) {
          [done](const Result<Json::Value> &r) { done(r ? Status() : r.failure()); });
 }
 
+void ShimRuntime::pause(bool pause, const std::string &message, Done done) {
+    proto::PodsPause m;
+    m.pause = pause;
+    m.message = message;
+    call(proto::ShimOp::PodsPause, proto::to_json(m),
+         [done](const Result<Json::Value> &r) { done(r ? Status() : r.failure()); });
+}
+
 // The reply is the job user's: decoded strictly and bounded
 // (proto::pod_stats_reply_from_json), whatever the shim sends.
 void ShimRuntime::stats(std::function<void(Result<proto::PodStatsReply>)> done) {

@@ -28,6 +28,7 @@ class ShimRuntime : public PodRuntime {
     void exec_start(const proto::ExecStart &m, Done done) override;
     void attach_start(const proto::AttachStart &m, Done done) override;
     void stats(std::function<void(Result<proto::PodStatsReply>)> done) override;
+    void pause(bool pause, const std::string &message, Done done) override;
 
     bool connected() const { return conn_ && !conn_->closed(); }
     void detach();

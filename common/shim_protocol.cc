@@ -13,7 +13,7 @@ namespace {
 template <typename E, size_t N>
 using Names = std::array<std::pair<E, std::string_view>, N>;
 
-constexpr Names<ShimOp, 9> kOps{{
+constexpr Names<ShimOp, 10> kOps{{
     {ShimOp::PodRun, "pod_run"},
     {ShimOp::PodKill, "pod_kill"},
     {ShimOp::PodList, "pod_list"},
@@ -23,6 +23,7 @@ constexpr Names<ShimOp, 9> kOps{{
     {ShimOp::ExecAttach, "exec_attach"},
     {ShimOp::AttachStart, "attach_start"},
     {ShimOp::PodStats, "pod_stats"},
+    {ShimOp::PodsPause, "pods_pause"},
 }};
 
 constexpr Names<StatsSource, 2> kStatsSources{{
@@ -365,6 +366,24 @@ Result<Shutdown> shutdown_from_json(const Json::Value &body) {
     Shutdown m;
     SK_TRY_ASSIGN(m.grace_s, grace_field(body, ctx));
     SK_TRY_ASSIGN(m.reason, reason_field(body, ctx, StopReason::Shutdown));
+    return m;
+}
+
+Json::Value to_json(const PodsPause &m) {
+    Json::Value v(Json::objectValue);
+    v["pause"] = m.pause;
+    v["message"] = m.message;
+    return v;
+}
+
+Result<PodsPause> pods_pause_from_json(const Json::Value &body) {
+    constexpr std::string_view ctx = "pods_pause";
+    if (!body.isObject() || !body.isMember("pause") || !body["pause"].isBool())
+        return fail(Error::Parse, field_name(ctx, "pause") + " must be true or false");
+    PodsPause m;
+    m.pause = body["pause"].asBool();
+    SK_TRY_ASSIGN(m.message, json::opt_string(body, "message", ctx));
+    if (m.message.size() > kMaxEventMessageBytes) m.message.resize(kMaxEventMessageBytes);
     return m;
 }
 

@@ -12,6 +12,9 @@
 //     attach_start {"session", "uid", "container", "stdin", "stdout", "stderr",
 //                   "tty"}  -> {} once attached to the container (kubectl attach)
 //     pod_stats {}  -> {"node": NodeStats, "pods": [PodStats...]} (kubectl top)
+//     pods_pause {"pause", "message"}  -> {} once every pod's processes are
+//                 stopped (pause) or running again (the Slurm job suspended,
+//                 resumed)
 //   shim -> agent, first line of an exec or attach session's own data connection:
 //     exec_attach {"session"} -> {}, then frames (common/exec_frames.h)
 //   shim -> agent notification, answered ok (or an error naming the field):
@@ -77,6 +80,7 @@ enum class ShimOp {
     ExecAttach,
     AttachStart,
     PodStats,
+    PodsPause,
 };
 
 // Why pods stop (pod_kill and shutdown "reason"). The shim logs it and
@@ -135,6 +139,20 @@ struct PodKill {
 };
 
 struct PodList {};
+
+// The Slurm job was suspended (pause) or resumed (docs/protocol.md
+// "pods_pause"). While paused, every container's processes are stopped
+// (SIGSTOP), no probe runs and no restart starts, and each pod reports
+// Ready=False with the reason JobSuspended and this message; pods that
+// arrive are held until the resume, exec and attach are refused (Unavailable).
+// A pod_kill or shutdown meanwhile
+// continues the pod's processes first (SIGCONT) so that they see SIGTERM.
+// Resuming continues them and probes again: a container with a readiness
+// probe is Ready once it passes again, one without at once.
+struct PodsPause {
+    bool pause = true;
+    std::string message;  // cut at kMaxEventMessageBytes
+};
 
 struct Shutdown {
     uint32_t grace_s = 30;
@@ -244,6 +262,7 @@ Json::Value to_json(const PodRun &m);
 Json::Value to_json(const PodKill &m);
 Json::Value to_json(const PodList &m);
 Json::Value to_json(const Shutdown &m);
+Json::Value to_json(const PodsPause &m);
 Json::Value to_json(const PodStatus &m);
 Json::Value to_json(const PodListReply &m);
 Json::Value to_json(const PodEvent &m);
@@ -258,6 +277,7 @@ Result<PodFiles> pod_files_from_json(const Json::Value &files);  // pod_run's "f
 Result<PodKill> pod_kill_from_json(const Json::Value &body);
 Result<PodList> pod_list_request_from_json(const Json::Value &body);
 Result<Shutdown> shutdown_from_json(const Json::Value &body);
+Result<PodsPause> pods_pause_from_json(const Json::Value &body);  // "pause" required
 Result<PodStatus> pod_status_from_json(const Json::Value &body);
 Result<PodListReply> pod_list_reply_from_json(const Json::Value &body);
 Result<PodEvent> pod_event_from_json(const Json::Value &event);

@@ -60,6 +60,11 @@ std::string Container::log_path() const {
 
 Status Container::start() {
     const auto &env = pod->env();
+    if (pod->run().paused) {  // started at the resume
+        start_held = true;
+        return {};
+    }
+    start_held = false;
     if (run->ever_started) {
         run->restart_count++;
         run->last = run->terminated;
@@ -286,9 +291,11 @@ void Container::cancel_restart() {
 
 void Container::stop(int64_t grace_ms) {
     cancel_restart();
+    start_held = false;
     for (auto &p : probes)
         p->stop();
     if (!running) return;
+    continue_stopped();  // a stopped process sees SIGTERM only once continued
     grace_ms = std::max<int64_t>(grace_ms, 0);
     const uint64_t now = uv_now(pod->env().clock.loop);
     if (killing) {
@@ -343,6 +350,7 @@ void Container::arm_kill(int64_t grace_ms, uint64_t now) {
 }
 
 void Container::kill_all() {
+    continue_stopped();
     kill_supervised(pid);
     for (auto &h : hooks)  // a preStop hook still running ends with the grace
         kill_supervised(h.pid());
@@ -374,6 +382,44 @@ void Container::probes_changed() {
     }
     run->started = started;
     run->ready = started && ready;
+}
+
+// The shim runs unprivileged inside the job, so it cannot use the freezer
+// of a cgroup it does not own (podman pause's way): SIGSTOP of the
+// instance's process group, the set SIGTERM reaches. Probes stop (a
+// stopped container would fail them, and liveness would restart it); a
+// start due meanwhile is held by start(). The resume continues the group,
+// arms the probes as at the instance's start (a readiness probe must pass
+// again) and runs a held start.
+void Container::pause(bool paused) {
+    if (paused) {
+        for (auto &p : probes)
+            p->stop();
+        run->ready = false;
+        if (running && pid != 0 && !killing && !sigstopped) {
+            signal_group(pid, SIGSTOP);
+            sigstopped = true;
+            LOG_INFO("%s stopped: the Slurm job is suspended", id_prefix().c_str());
+        }
+        return;
+    }
+    if (sigstopped) LOG_INFO("%s continued: the Slurm job resumed", id_prefix().c_str());
+    continue_stopped();
+    if (running && !killing) {
+        for (auto &p : probes)
+            p->arm();
+        probes_changed();
+    }
+    if (start_held && !killing) {
+        auto st = start();
+        if (!st) pod->changed();
+    }
+}
+
+void Container::continue_stopped() {
+    if (!sigstopped) return;
+    sigstopped = false;
+    if (running && pid != 0) signal_group(pid, SIGCONT);
 }
 
 }  // namespace sk::shim

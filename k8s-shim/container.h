@@ -104,6 +104,8 @@ struct Container {
     std::string tail;  // last output bytes, for FallbackToLogsOnError
     CrashBackoff backoff;
     std::vector<std::unique_ptr<ProbeRunner>> probes;
+    bool sigstopped = false;  // the instance's process group was stopped by pause()
+    bool start_held = false;  // a start (first, or a restart) came while paused
 
     Status start();                                 // spawn one instance
     void stop(int64_t grace_ms);                    // preStop, SIGTERM, grace, SIGKILL
@@ -117,6 +119,9 @@ struct Container {
     void on_read(Pipe &p, const char *stream, ssize_t n, const char *data);
     void on_output(const char *stream, const char *data, size_t len);
     void probes_changed();  // recompute ready/started
+    // The Slurm job was suspended (true) or resumed (PodRunner::pause).
+    void pause(bool paused);
+    void continue_stopped();  // SIGCONT of what pause() stopped, before a signal that must land
 
     // Attached sessions (k8s-shim/attach_session.h). attach: only while the
     // instance runs; the tap gets its output from now on, then tap_exit.

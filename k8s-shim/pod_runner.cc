@@ -181,6 +181,16 @@ void PodRunner::kill(int64_t grace_s, const std::string &reason) {
     changed();
 }
 
+void PodRunner::pause(bool paused, const std::string &message) {
+    if (finished_ || run_.paused == paused) return;
+    run_.paused = paused;
+    run_.paused_message = paused ? message : "";
+    for (auto *list : {&init_, &app_})
+        for (auto &c : *list)
+            c->pause(paused);
+    changed();
+}
+
 void PodRunner::check_finished() {
     if (finished_) return;
     for (auto *list : {&init_, &app_})

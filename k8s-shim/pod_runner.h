@@ -54,6 +54,10 @@ class PodRunner {
     Status start();
     // Stops the pod: preStop, SIGTERM, grace_s, SIGKILL. Idempotent.
     void kill(int64_t grace_s, const std::string &reason);
+    // The Slurm job was suspended (pause) or resumed: every container's
+    // processes stopped or continued, Ready=False (JobSuspended, message)
+    // while paused (common/shim_protocol.h PodsPause). Idempotent.
+    void pause(bool paused, const std::string &message);
 
     Json::Value status();  // current PodStatus (keeps transition times)
     bool finished() const { return finished_; }

@@ -198,11 +198,14 @@ Json::Value build_pod_status(const PodPlan &plan, const PodRun &run, const Json:
             "Initialized", initialized, initialized ? "" : "ContainersNotInitialized",
             initialized ? "" : "containers with incomplete status: " + names_list(incomplete), prev,
             now_ms));
-        bool ready = unready.empty() && phase != "Failed";
-        std::string reason = phase == "Failed" ? "PodFailed" : ready ? "" : "ContainersNotReady";
-        std::string msg = phase == "Failed" || ready
-                              ? ""
-                              : "containers with unready status: " + names_list(unready);
+        bool ready = unready.empty() && phase != "Failed" && !run.paused;
+        std::string reason = phase == "Failed" ? "PodFailed"
+                             : run.paused      ? "JobSuspended"
+                             : ready           ? ""
+                                               : "ContainersNotReady";
+        std::string msg = phase == "Failed" || ready ? ""
+                          : run.paused               ? run.paused_message
+                                       : "containers with unready status: " + names_list(unready);
         conds.append(condition("Ready", ready, reason, msg, prev, now_ms));
         conds.append(condition("ContainersReady", ready, reason, msg, prev, now_ms));
     }

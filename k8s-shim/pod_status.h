@@ -48,6 +48,9 @@ struct PodRun {
     bool stopping = false;                // pod_kill/shutdown: nothing restarts any more
     std::string reason, message;          // pod-level failure (refusal, lost)
     bool failed = false;                  // pod-level failure without running anything
+    // The Slurm job is suspended (pods_pause): not Ready, reason JobSuspended.
+    bool paused = false;
+    std::string paused_message;
 };
 
 // Builds a status at now_ms; prev is the last status sent (or null).

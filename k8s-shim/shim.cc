@@ -272,9 +272,11 @@ proto::Reply Shim::handle(const proto::Request &req, bool *deferred) {
                 return exec_start(req, deferred);
             case proto::ShimOp::PodStats:
                 return pod_stats(req);
-            case proto::ShimOp::PodStatus:  // the shim's own notification
             case proto::ShimOp::AttachStart:
                 return attach_start(req, deferred);
+            case proto::ShimOp::PodsPause:
+                return pods_pause(req);
+            case proto::ShimOp::PodStatus:  // the shim's own notification
             case proto::ShimOp::ExecAttach:
                 break;
         }
@@ -348,6 +350,7 @@ proto::Reply Shim::pod_run(const proto::Request &req) {
     p.runner = std::make_unique<PodRunner>(std::move(env), std::move(*plan));
     LOG_INFO("[pod %s/%s] starting (uid %s, GPUs [%s])", p.ns.c_str(), p.name.c_str(), uid.c_str(),
              format_index_list(*idx).c_str());
+    if (paused_) p.runner->pause(true, pause_message_);  // held until the resume
     if (auto st = p.runner->start(); !st) {
         p.runner.reset();
         gpus_.release(uid);
@@ -405,6 +408,23 @@ proto::Reply Shim::pod_kill(const proto::Request &req) {
     return reply;
 }
 
+// The Slurm job was suspended or resumed (common/shim_protocol.h PodsPause):
+// every pod follows, and pods that arrive while it lasts are held.
+proto::Reply Shim::pods_pause(const proto::Request &req) {
+    proto::Reply reply;
+    reply.id = req.id;
+    auto m = proto::pods_pause_from_json(req.body);
+    if (!m) return proto::error_reply(req.id, m.failure());
+    if (paused_ != m->pause)
+        LOG_INFO("%s", m->pause ? "the job is suspended: stopping every pod's processes"
+                                : "the job resumed: continuing every pod's processes");
+    paused_ = m->pause;
+    pause_message_ = m->pause ? m->message : "";
+    for (auto &[uid, p] : pods_)
+        if (p.runner) p.runner->pause(m->pause, pause_message_);
+    return reply;
+}
+
 // Bounds per pod and per job: a client that opens sessions without end gets
 // a refusal, never an unbounded number of processes and connections.
 constexpr size_t kMaxExecSessionsPerPod = 16;
@@ -414,6 +434,11 @@ Result<ShimPod *> Shim::session_pod(const std::string &session, const std::strin
     if (shutting_down_) return fail(Error::Unavailable, "the shim is shutting down");
     if (execs_.count(session) || attaches_.count(session))
         return fail(Error::AlreadyExists, "exec session " + session + " exists");
+    // Its processes are stopped: a session would hang, or run beside them.
+    if (paused_)
+        return fail(Error::Unavailable,
+                    "the pod's Slurm job is suspended: exec and attach work again after "
+                    "scontrol resume");
     auto it = pods_.find(uid);
     if (it == pods_.end()) return fail(Error::NotFound, "no pod with uid " + uid + " on this node");
     if (!it->second.runner)

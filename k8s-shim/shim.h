@@ -97,6 +97,7 @@ class Shim {
     // together as allowed; ok otherwise.
     Status session_limit(const std::string &uid) const;
     proto::Reply pod_stats(const proto::Request &req);
+    proto::Reply pods_pause(const proto::Request &req);
     void measure_disk(const std::string &uid, ShimPod *p, proto::PodStatsEntry *e, size_t *budget);
     // Ends the exec sessions of pod uid (all of them, or those into a
     // container that no longer runs).
@@ -130,6 +131,8 @@ class Shim {
     std::string node_name_, state_dir_;
     GpuAllocator gpus_;
     std::map<std::string, ShimPod> pods_;  // by uid
+    bool paused_ = false;                  // the Slurm job is suspended (pods_pause)
+    std::string pause_message_;
     // Exec sessions by session id, as the shim's loop knows them (the
     // request; the supervisor once started, for state.json). The sessions
     // themselves run on sessions_'s loop (uv/thread_loop.h: their

@@ -20,6 +20,13 @@ typedef struct uv_loop_s uv_loop_t;
 
 namespace sk::agent {
 
+// What Slurm says of a job. Unknown: Slurm could not be asked (the command
+// did not run, timed out, or failed with an error of its own): never delete
+// anything of a job on Unknown.
+// Suspended: alive, and every live state it printed is SUSPENDED (scontrol
+// suspend, preemption by suspension).
+enum class JobState { Alive, Suspended, Gone, Unknown };
+
 struct AgentContext {
     uv_loop_t *loop = nullptr;
     KubeClient *kube = nullptr;
@@ -33,6 +40,8 @@ struct AgentContext {
     const AgentObserver *obs = nullptr;  // metrics
     // Asks Slurm for a job's end time (unix s, 0 = unknown); answers on the loop.
     std::function<void(uint32_t job_id, std::function<void(int64_t)>)> job_end_time;
+    // Asks Slurm for a job's state (job_alive_command); answers on the loop.
+    std::function<void(uint32_t job_id, std::function<void(JobState)>)> job_state;
 };
 
 // The per-job state dir handed to the shim at attach (logs live below it).

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "agent/api_object.h"
+#include "agent/pod_status_patch.h"
 #include "common/log.h"
 
 namespace sk::agent {
@@ -19,7 +20,8 @@ NodeLeaseController::NodeLeaseController(AgentContext &ctx, JobRecord &rec,
       check_timer_(ctx.loop),
       end_timer_(ctx.loop),
       end_check_timer_(ctx.loop),
-      drain_timer_(ctx.loop) {}
+      drain_timer_(ctx.loop),
+      state_timer_(ctx.loop) {}
 
 NodeSpecInput NodeLeaseController::spec_input() const {
     NodeSpecInput in = ctx_.host;
@@ -41,6 +43,11 @@ void NodeLeaseController::start(std::function<void(Status)> ready_cb) {
     uint64_t ms = ctx_.cfg->end_time_check_s * 1000;
     if (ms > 0 && ctx_.job_end_time)
         end_check_timer_.start(ms, guard([this] { query_end_time(); }), ms);
+    // Slurm tells no plugin of a suspension: ask. Cost: one job_alive_command
+    // per job per period.
+    uint64_t state_ms = ctx_.cfg->job_state_check_s * 1000;
+    if (state_ms > 0 && ctx_.job_state)
+        state_timer_.start(state_ms, guard([this] { query_job_state(); }), state_ms);
 }
 
 void NodeLeaseController::release() {
@@ -52,12 +59,13 @@ void NodeLeaseController::release() {
     end_check_timer_.stop();
     drain_timer_.stop();
     node_timer_.stop();
+    state_timer_.stop();
 }
 
 void NodeLeaseController::stop() {
     mode_ = Mode::Stopped;
     for (Timer *t : {&node_timer_, &lease_timer_, &status_timer_, &check_timer_, &end_timer_,
-                     &end_check_timer_, &drain_timer_})
+                     &end_check_timer_, &drain_timer_, &state_timer_})
         t->stop();
 }
 
@@ -158,6 +166,12 @@ void NodeLeaseController::adopt_existing_node() {
                            end_cordoned_ = true;
                            schedule_end_cordon();
                        }
+                       // A suspension of the previous run: followed from
+                       // here (the next state check resumes it if Slurm did).
+                       if (has_taint(*r, kSuspendedTaintKey, "NoSchedule")) {
+                           suspended_ = suspend_cordoned_ = true;
+                           if (on_suspend_) on_suspend_(true, suspend_message());
+                       }
                        ready_since_ = ctx_.clock->now_s();
                        post_status(true, guard([this, uid, node = *r](const Status &st) {
                                        // A drain that started meanwhile owns the node.
@@ -194,8 +208,13 @@ void NodeLeaseController::node_ready(const std::string &uid) {
 
 void NodeLeaseController::post_status(bool ready, std::function<void(Status)> done) {
     int64_t now = ctx_.clock->now_s();
+    NotReadyWhy why;
+    if (suspended_) {
+        ready = false;
+        why = {kSuspendedReason, suspend_message()};
+    }
     Json::Value patch =
-        build_node_status_patch(spec_input(), ready, now, ready_since_ ? ready_since_ : now);
+        build_node_status_patch(spec_input(), ready, now, ready_since_ ? ready_since_ : now, why);
     std::string p = prefix();
     ctx_.kube->patch(KubeClient::node_status(rec_.node_name), patch, kStrategicMerge,
                      [p, done = std::move(done)](const Result<Json::Value> &r) {
@@ -431,6 +450,84 @@ void NodeLeaseController::patch_end_cordon(bool cordon, uint64_t gen, int attemp
                         return patch_end_cordon(cordon, gen, attempts + 1);
                     LOG_WARN("%s %s failed: %s", prefix().c_str(), what, p.message().c_str());
                     if (gen == end_gen_) end_cordoned_ = !cordon;  // retried at the next check
+                }));
+        }));
+}
+
+std::string NodeLeaseController::suspend_message() const {
+    return "Slurm job " + std::to_string(rec_.job.job_id) +
+           " is suspended: its pods are stopped until it resumes";
+}
+
+// One question at a time; Unknown (Slurm could not be asked) and Gone (the
+// end's path, the extern step and the epilog, handles it) change nothing.
+void NodeLeaseController::query_job_state() {
+    if (!ctx_.job_state || state_query_in_flight_ || mode_ != Mode::Active) return;
+    state_query_in_flight_ = true;
+    ctx_.job_state(rec_.job.job_id, guard([this](JobState s) {
+                       state_query_in_flight_ = false;
+                       if (mode_ != Mode::Active) return;
+                       if (s == JobState::Suspended && !suspended_)
+                           set_suspended(true);
+                       else if (s == JobState::Alive && suspended_)
+                           set_suspended(false);
+                       else if ((s == JobState::Suspended || s == JobState::Alive) &&
+                                suspend_cordoned_ != suspended_)
+                           patch_suspend_cordon(suspended_, suspend_gen_);  // a failed one again
+                   }));
+}
+
+// Suspended: the pods paused first (their Ready=False follows from the
+// runtime), the Node's Ready=False and cordon; resumed: the reverse.
+void NodeLeaseController::set_suspended(bool suspended) {
+    suspended_ = suspended;
+    suspend_gen_++;
+    ready_since_ = ctx_.clock->now_s();  // the Ready condition's transition
+    LOG_INFO("%s job %u %s", prefix().c_str(), rec_.job.job_id,
+             suspended ? "is suspended: Node NotReady and cordoned, pods stopped"
+                       : "resumed: pods continued, Node Ready and uncordoned");
+    if (on_suspend_) on_suspend_(suspended, suspend_message());
+    post_status(true);
+    suspend_cordoned_ = suspended;
+    patch_suspend_cordon(suspended, suspend_gen_);
+    // What `kubectl describe node` and `kubectl get events` show.
+    std::string msg =
+        suspended ? suspend_message()
+                  : "Slurm job " + std::to_string(rec_.job.job_id) + " resumed: its pods run again";
+    Json::Value ev = build_node_event(
+        rec_.node_name,
+        {suspended ? "Warning" : "Normal", suspended ? kSuspendedReason : "JobResumed", msg, ""},
+        ctx_.clock->now_us());
+    ctx_.kube->post(KubeClient::events("default"), ev, [](const Result<Json::Value> &r) {
+        if (!r) LOG_VERBOSE("node event post failed: %s", r.message().c_str());
+    });
+}
+
+void NodeLeaseController::patch_suspend_cordon(bool cordon, uint64_t gen, int attempts) {
+    const char *what = cordon ? "suspension cordon" : "suspension uncordon";
+    k8s::Taint taint{kSuspendedTaintKey, std::to_string(rec_.job.job_id), "NoSchedule"};
+    ctx_.kube->get(
+        KubeClient::node(rec_.node_name),
+        guard([this, cordon, gen, attempts, what, taint](Result<Json::Value> r) {
+            if (mode_ != Mode::Active || gen != suspend_gen_) return;  // superseded
+            if (!r) {
+                LOG_WARN("%s %s failed: %s", prefix().c_str(), what, r.message().c_str());
+                suspend_cordoned_ = !cordon;  // the next state check retries
+                return;
+            }
+            Json::Value patch = cordon
+                                    ? build_end_cordon_patch(*r, taint, kSuspendCordonAnnotation)
+                                    : build_end_uncordon_patch(*r, taint, kSuspendCordonAnnotation);
+            if (patch.isNull()) return;
+            ctx_.kube->patch(
+                KubeClient::node(rec_.node_name), patch, kMergePatch,
+                guard([this, cordon, gen, attempts, what](const Result<Json::Value> &p) {
+                    if (p) return;
+                    if (p.error() == Error::Conflict && attempts < 5 && mode_ == Mode::Active &&
+                        gen == suspend_gen_)
+                        return patch_suspend_cordon(cordon, gen, attempts + 1);
+                    LOG_WARN("%s %s failed: %s", prefix().c_str(), what, p.message().c_str());
+                    if (gen == suspend_gen_) suspend_cordoned_ = !cordon;
                 }));
         }));
 }

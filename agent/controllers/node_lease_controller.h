@@ -4,7 +4,11 @@
 // or for a new Node uid), check the Node every node_check_s and re-create it
 // when it was deleted, and cordon ahead of the job's end time, re-read every
 // end_time_check_interval (a changed time limit moves the cordon; an end that
-// moved away undoes it, docs/admin-guide.md "Cordon"). Owns its
+// moved away undoes it, docs/admin-guide.md "Cordon"), and follow the
+// job's suspension, asked of Slurm every job_state_check_interval: while
+// suspended the Node is Ready=False (JobSuspended), cordoned (taint
+// slurm-k8s/job-suspended) and the pods are paused; the resume undoes it
+// (docs/user-guide.md "Suspend and resume"). Owns its
 // timers and its back-off; the drain takes the Node over with release().
 // All methods run on the loop.
 #pragma once
@@ -50,7 +54,13 @@ class NodeLeaseController : public NodeBound {
     // drain_before_end): drain(end_time) when it is due (again when the end
     // came closer), drain(0) when the end moved away after it.
     void set_end_drain(std::function<void(int64_t)> drain) { on_end_drain_ = std::move(drain); }
+    // The job was suspended (true) or resumed (false): the pods are paused or
+    // continued by the owner (VirtualNode), with this message.
+    void set_on_suspend(std::function<void(bool, const std::string &)> cb) {
+        on_suspend_ = std::move(cb);
+    }
     bool ready() const { return ready_; }
+    bool suspended() const { return suspended_; }
     bool lease_failing() const { return lease_failing_; }
     std::string lease_uid() const { return lease_["metadata"]["uid"].asString(); }
 
@@ -86,6 +96,12 @@ class NodeLeaseController : public NodeBound {
     // GET + merge PATCH of the end-time cordon (cordon) or its undoing;
     // dropped when the end moved again meanwhile (gen != end_gen_).
     void patch_end_cordon(bool cordon, uint64_t gen, int attempts = 0);
+    void query_job_state();
+    void set_suspended(bool suspended);
+    std::string suspend_message() const;
+    // GET + merge PATCH of the suspension's cordon (or its undoing); dropped
+    // when the state changed again meanwhile (gen != suspend_gen_).
+    void patch_suspend_cordon(bool cordon, uint64_t gen, int attempts = 0);
     void retry_node(const Status &why);
     void call_ready_cb(const Status &st);
 
@@ -105,8 +121,15 @@ class NodeLeaseController : public NodeBound {
     uint64_t end_gen_ = 0;      // bumped whenever the end-time cordon is re-planned
     bool end_drained_ = false;  // the drain ahead of the end was started
     std::function<void(int64_t)> on_end_drain_;
+    // The job's suspension: as Slurm last said, and whether the Node carries
+    // its cordon (sent, or found on an adopted Node, and not undone).
+    bool suspended_ = false;
+    bool suspend_cordoned_ = false;
+    bool state_query_in_flight_ = false;
+    uint64_t suspend_gen_ = 0;
+    std::function<void(bool, const std::string &)> on_suspend_;
     Timer node_timer_, lease_timer_, status_timer_, check_timer_, end_timer_, end_check_timer_,
-        drain_timer_;
+        drain_timer_, state_timer_;
     std::function<void(Status)> ready_cb_;
 };
 

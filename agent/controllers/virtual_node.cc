@@ -20,6 +20,25 @@ VirtualNode::VirtualNode(AgentContext &ctx, JobRecord rec)
       node_(ctx, rec_, [this] { pods_.relist_if_idle(); }),
       drain_(ctx, rec_, node_, pods_) {
     node_.set_end_drain([this](int64_t end_time) { pods_.drain_before_end(end_time); });
+    node_.set_on_suspend([this](bool paused, const std::string &message) {
+        paused_ = paused;
+        pause_message_ = message;
+        send_pause();
+    });
+}
+
+// The pods follow the job's suspension; a runtime that attaches while it
+// lasts (a shim that reconnects) is told at once.
+void VirtualNode::send_pause() {
+    PodRuntime *rt = pods_.runtime();
+    if (!rt) return;
+    std::string p = prefix();
+    bool paused = paused_;
+    rt->pause(paused, pause_message_, [p, paused](const Status &st) {
+        if (!st)
+            LOG_WARN("%s %s the pods failed: %s", p.c_str(), paused ? "pausing" : "continuing",
+                     st.message().c_str());
+    });
 }
 
 VirtualNode::~VirtualNode() {
@@ -50,6 +69,7 @@ void VirtualNode::stop() {
 void VirtualNode::set_runtime(std::unique_ptr<PodRuntime> rt, int shim_pid) {
     bind_controllers();
     pods_.set_runtime(std::move(rt), shim_pid);
+    if (paused_) send_pause();
 }
 
 void VirtualNode::deregister(uint32_t grace_s, const std::string &reason,
@@ -69,8 +89,11 @@ proto::NodeState VirtualNode::state() const {
     s.node_name = rec_.node_name;
     s.user = rec_.job.user;
     bool draining = drain_.active();
-    s.phase = draining ? "draining" : node_.ready() ? "ready" : "registering";
-    s.ready = node_.ready() && !draining && !node_.lease_failing();
+    s.phase = draining            ? "draining"
+              : node_.suspended() ? "suspended"
+              : node_.ready()     ? "ready"
+                                  : "registering";
+    s.ready = node_.ready() && !draining && !node_.lease_failing() && !node_.suspended();
     s.gpus = rec_.job.gpus;
     s.pods = pods_.unfinished();
     return s;

@@ -65,8 +65,11 @@ class VirtualNode : public std::enable_shared_from_this<VirtualNode> {
     // Hands the controllers this node's weak pointer (their callbacks lock
     // it); the entry points that start asynchronous work call it first.
     void bind_controllers();
+    void send_pause();
 
     JobRecord rec_;
+    bool paused_ = false;  // the job is suspended: the runtime was told to pause
+    std::string pause_message_;
     PodController pods_;
     NodeLeaseController node_;
     Drain drain_;

@@ -160,6 +160,11 @@ void FakeRuntime::shutdown(uint32_t grace_s, const std::string &reason, Done don
     post_([done] { done(Status()); });
 }
 
+void FakeRuntime::pause(bool pause, const std::string & /*message*/, Done done) {
+    pauses_.push_back(pause);
+    post_([done] { done(Status()); });
+}
+
 bool FakeRuntime::set_status(const std::string &uid, const Json::Value &status) {
     auto it = pods_.find(uid);
     if (it == pods_.end()) return false;

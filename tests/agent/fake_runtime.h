@@ -32,6 +32,8 @@ class FakeRuntime : public PodRuntime {
     // Each pod whose status says Running, with its running containers, all
     // at zero use (nothing runs); the node's figure is their sum.
     void stats(std::function<void(Result<proto::PodStatsReply>)> done) override;
+    // Records the call (pauses()); the pods' statuses stay as they are.
+    void pause(bool pause, const std::string &message, Done done) override;
 
     // Test control: replace a pod's status and notify it.
     bool set_status(const std::string &uid, const Json::Value &status);
@@ -47,6 +49,7 @@ class FakeRuntime : public PodRuntime {
     };
     const std::vector<Call> &kills() const { return kills_; }
     const std::vector<Call> &shutdowns() const { return shutdowns_; }
+    const std::vector<bool> &pauses() const { return pauses_; }  // pause(), in call order
 
     static Json::Value running_status(const Json::Value &pod, int64_t now_s);
     static Json::Value terminated_status(const Json::Value &pod, const Json::Value &prev,
@@ -61,6 +64,7 @@ class FakeRuntime : public PodRuntime {
     std::map<std::string, Json::Value> specs_;
     unsigned runs_ = 0;
     std::vector<Call> kills_, shutdowns_;
+    std::vector<bool> pauses_;
 };
 
 }  // namespace sk::agent

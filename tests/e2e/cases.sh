@@ -13,7 +13,7 @@
 # checked last it was gone once the cases before it grew past 5 min).
 # online_rl last: it takes all 3 nodes.
 E2E_CASES=(api_down bad_flags socket_auth privileged too_many_gpus namespace two_jobs kubectl_io
-           scancel step_signals time_limit_update drain_before time_limit requeue salloc gpu_forms preempt
+           scancel step_signals time_limit_update drain_before time_limit suspend requeue salloc gpu_forms preempt
            array_het node_fail slurmd_restart agent_kill shim_kill online_rl online_rl_faults)
 
 # sbatch refuses malformed --k8s-* flags before submission, naming the flag.
@@ -446,6 +446,58 @@ case_time_limit_update() {
   [ "$(sk_job_state "$j")" = RUNNING ]; ok $? "time_limit_update: job $j still RUNNING"
   e2e_end_job "$j"
   e2e_assert_clean "$j" "time_limit_update"
+}
+
+# scontrol suspend: within the agent's job state check (job_state_check_interval,
+# 2 s here) the job's Node is Ready=False with the reason JobSuspended,
+# cordoned (slurm-k8s/job-suspended), an Event says so, the pod is Ready=False
+# (JobSuspended) and its processes are stopped like the job's own; scontrol
+# resume undoes it all (processes run, Node Ready and schedulable, pod Ready).
+# A job cancelled while suspended still stops its pod gracefully (SIGTERM
+# seen, final status JobCancelled) and leaves nothing.
+case_suspend() {
+  e2e_job 1 -N1 -w n2 --gres=gpu:2 --k8s-gpus=1 || { ok 1 "suspend: job"; return; }
+  local j="$E2E_JOB" node pid
+  node="$(e2e_node_names "$j")"
+  NODE="$node" e2e_pod "$j" sp1; e2e_pod_running sp1 30; ok $? "suspend: pod sp1 Running and Ready"
+  rl_follow_log default/sp1
+  pid="$(e2e_pod_pids "$j" sp1)"
+  node_ready() { e2e_kubectl get node "$node" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].reason}'; }
+  node_cordon() { echo "$(e2e_kubectl get node "$node" -o 'jsonpath={.spec.unschedulable} {.spec.taints[*].key}')"; }
+  pod_ready() { e2e_pod_field default/sp1 '{.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].reason}'; }
+  proc_state() { sed -E 's/^.*\) (.).*$/\1/' "/proc/$pid/stat" 2>/dev/null; }
+  [ -n "$pid" ] && [ "$(proc_state)" != T ]; ok $? "suspend: the pod's process $pid runs ($(proc_state))"
+
+  scontrol suspend "$j"; ok $? "scontrol suspend $j"
+  e2e_wait 30 "[ \"\$(node_ready)\" = 'False JobSuspended' ]"
+  ok $? "suspend: the Node is Ready=False, reason JobSuspended ($(node_ready))"
+  e2e_wait 20 "[[ \"\$(node_cordon)\" == 'true '*slurm-k8s/job-suspended* ]]"
+  ok $? "suspend: the Node is cordoned with the slurm-k8s/job-suspended taint ($(node_cordon))"
+  e2e_wait 20 "[ \"\$(pod_ready)\" = 'False JobSuspended' ]"
+  ok $? "suspend: the pod is Ready=False, reason JobSuspended ($(pod_ready))"
+  e2e_wait 10 "[ \"\$(proc_state)\" = T ]"; ok $? "suspend: the pod's process is stopped ($(proc_state))"
+  e2e_kubectl get events -n default --field-selector involvedObject.kind=Node,involvedObject.name="$node" \
+    -o jsonpath='{range .items[*]}{.reason} {.type}: {.message}{"\n"}{end}' >"$E2E_D/podlogs/tmp" 2>&1
+  grep -q "^JobSuspended Warning: Slurm job $j is suspended" "$E2E_D/podlogs/tmp"
+  ok $? "suspend: the Node's Event says JobSuspended: $(grep JobSuspended "$E2E_D/podlogs/tmp" | head -n1)"
+  [ "$(sk_job_state "$j")" = SUSPENDED ]; ok $? "suspend: Slurm says $(sk_job_state "$j")"
+
+  scontrol resume "$j"; ok $? "scontrol resume $j"
+  e2e_wait 30 "[ \"\$(node_ready)\" = 'True KubeletReady' ]"
+  ok $? "resume: the Node is Ready again ($(node_ready))"
+  e2e_wait 20 "[[ \"\$(node_cordon)\" != *job-suspended* && \"\$(node_cordon)\" != true* ]]"
+  ok $? "resume: the Node is uncordoned ($(node_cordon))"
+  e2e_wait 10 "[ \"\$(proc_state)\" != T ]"; ok $? "resume: the pod's process runs again ($(proc_state))"
+  e2e_wait 20 "[ \"\$(pod_ready)\" = 'True ' ]"; ok $? "resume: the pod is Ready again, no reason left ($(pod_ready))"
+  [ "$(e2e_pod_field default/sp1 '{.status.containerStatuses[0].restartCount}')" = 0 ]
+  ok $? "resume: the pod was not restarted (restartCount $(e2e_pod_field default/sp1 '{.status.containerStatuses[0].restartCount}'))"
+
+  scontrol suspend "$j"
+  e2e_wait 30 "[ \"\$(proc_state)\" = T ]"; ok $? "suspend again: the pod's process is stopped"
+  scancel "$j"; sk_wait_gone "$j" 60
+  e2e_wait 30 "[ -z \"\$(e2e_node_names $j)\" ]"; ok $? "suspend: scancel of the suspended job removes its Node"
+  check_job_end_pod "$j" sp1 "suspend" JobCancelled
+  e2e_assert_clean "$j" "suspend"
 }
 
 # --k8s-drain-before: once the job's end comes within it (here through

@@ -170,6 +170,7 @@ admin_uids = 0
 shim_auth = cgroup
 job_alive_command = squeue -h -t all -j {job} -o %T
 end_time_check_interval = 2s
+job_state_check_interval = 2s
 gc_interval = 10s
 log_level = verbose
 EOF

@@ -608,6 +608,88 @@ def test_termination_grace_kills_group(a):
     assert gone(child), "a process of the container's group survived"
 
 
+def proc_state(pid):
+    """The state letter of /proc/PID/stat (T: stopped), None once gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def wait_true(pred, timeout, what):
+    deadline = time.time() + timeout
+    while not pred():
+        if time.time() > deadline:
+            raise AssertionError("timeout waiting for " + what)
+        time.sleep(0.05)
+
+
+def test_pods_pause(a):
+    # pods_pause (the Slurm job suspended, then resumed): the container's processes
+    # stopped, no probe run (its liveness probe would fail on the stopped heartbeat and
+    # restart it), Ready=False with the reason JobSuspended; a pod that arrives is held
+    # and exec refused; the resume continues the processes, Ready again after the
+    # readiness probe, not restarted, the held pod started. A pod killed while paused
+    # still runs its SIGTERM trap.
+    d = lambda uid: os.path.join(a.state_dir, "pods", uid)
+    live = {"exec": {"command": ["sh", "-c", "test `expr \\`date +%s\\` - \\`cat beat\\`` -lt 4"]},
+            "periodSeconds": 20, "failureThreshold": 1, "timeoutSeconds": PROBE_TIMEOUT_S}
+    ready = {"exec": {"command": ["test", "-f", "ready"]}, "periodSeconds": 2,
+             "failureThreshold": 1, "timeoutSeconds": PROBE_TIMEOUT_S}
+    p = pod("susp", [sh("main", 'echo $$$$ > $SLURM_K8S_POD_DIR/pid; date +%s > $SLURM_K8S_POD_DIR/beat; '
+                                'trap "echo term > $SLURM_K8S_POD_DIR/term; exit 0" TERM; '
+                                'touch $SLURM_K8S_POD_DIR/ready; '
+                                'while :; do date +%s > $SLURM_K8S_POD_DIR/beat; sleep 0.05; done',
+                        readinessProbe=ready, livenessProbe=live)], grace=30)
+    uid = p["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    a.wait(uid, lambda s: cond(s, "Ready")["status"] == "True", what="Ready", timeout=30)
+    pid = pod_file_int(a, uid, "pid")
+    assert proc_state(pid) not in ("T", None), proc_state(pid)
+
+    r = a.request("pods_pause", {"pause": True, "message": "Slurm job 42 is suspended"})
+    assert r["ok"], r
+    st = a.wait(uid, lambda s: cond(s, "Ready")["status"] == "False", what="not Ready")
+    assert cond(st, "Ready")["reason"] == "JobSuspended", st
+    assert cond(st, "Ready")["message"] == "Slurm job 42 is suspended", st
+    assert cond(st, "ContainersReady")["reason"] == "JobSuspended", st
+    wait_true(lambda: proc_state(pid) == "T", 5, "the container's process stopped")
+    # A pod that arrives meanwhile is held; exec is refused with the reason.
+    q = pod("later", [sh("main", "touch $SLURM_K8S_POD_DIR/started; exec sleep 1000")])
+    assert a.request("pod_run", {"pod": q, "files": {}})["ok"]
+    r, c = a.exec_start(uid, "main", ["true"])
+    assert not r["ok"] and r["error"] == "unavailable" and "suspended" in r["message"], r
+    beat = open(os.path.join(d(uid), "beat")).read()
+    a.drain(5)  # past the liveness probe's 4 s: it would fail and restart the container
+    assert open(os.path.join(d(uid), "beat")).read() == beat, "the heartbeat went on"
+    assert proc_state(pid) == "T", proc_state(pid)
+    assert not os.path.exists(os.path.join(d("uid-later"), "started")), "a held pod started"
+    st = a.last(uid)
+    assert cstatus(st, "main")["restartCount"] == 0 and running(st, "main"), st
+
+    r = a.request("pods_pause", {"pause": False})
+    assert r["ok"], r
+    wait_true(lambda: proc_state(pid) not in ("T", None), 5, "the container's process continued")
+    st = a.wait(uid, lambda s: cond(s, "Ready")["status"] == "True", what="Ready again", timeout=30)
+    assert cstatus(st, "main")["restartCount"] == 0, st
+    wait_true(lambda: os.path.exists(os.path.join(d("uid-later"), "started")), 10,
+              "the held pod started at the resume")
+    a.drain(1.5)  # the liveness probe runs again, on a live heartbeat
+    assert cstatus(a.last(uid), "main")["restartCount"] == 0, a.last(uid)
+
+    # Killed while paused: continued, so the trap runs and the grace is not waited out.
+    assert a.request("pods_pause", {"pause": True, "message": "again"})["ok"]
+    wait_true(lambda: proc_state(pid) == "T", 5, "stopped again")
+    assert a.request("pod_kill", {"uid": uid, "grace_s": 30, "reason": "Killing"})["ok"]
+    st = a.wait(uid, lambda s: s.get("phase") in ("Succeeded", "Failed") or
+                (cstatus(s, "main") or {}).get("state", {}).get("terminated"),
+                what="terminated", timeout=20)
+    assert os.path.exists(os.path.join(d(uid), "term")), "the TERM trap did not run"
+    assert cstatus(st, "main")["state"]["terminated"]["exitCode"] == 0, st
+    assert a.request("pod_kill", {"uid": "uid-later", "grace_s": 1, "reason": "Killing"})["ok"]
+
+
 def test_step_signals_ignored(a):
     # Signals Slurm may send to a job's steps (docs/user-guide.md, "Signals"):
     # the shim survives them and its pods get none; the containers start with
@@ -1735,6 +1817,7 @@ TESTS = [
     ("crashloop_backoff", test_crashloop_backoff, {}),
     ("never_exit_codes", test_never_exit_codes, {}),
     ("readiness_flips_ready", test_readiness_flips_ready, {}),
+    ("pods_pause", test_pods_pause, {}),
     ("http_and_tcp_probes", test_http_and_tcp_probes, {}),
     ("liveness_restarts", test_liveness_restarts, {}),
     ("termination_grace_kills_group", test_termination_grace_kills_group, {}),

@@ -494,6 +494,123 @@ START_TEST(end_time_followed) {
 }
 END_TEST
 
+// ---- the job's suspension (scontrol suspend / resume) ----
+// _i: 0 plain; 1 the Node was cordoned by an admin before (stays cordoned
+// after the resume); 2 the end-time cordon comes while suspended (the Node
+// stays cordoned after the resume, the end's cordon owns it then); 3 the
+// first suspension cordon PATCH fails (retried at the next state check).
+START_TEST(suspension_followed) {
+    ControllerEnv env;
+    env.cfg().job_state_check_s = 1;
+    env.cfg().end_time_check_s = 1;
+    env.cfg().status_report_s = 1;
+    env.cfg().cordon_before_end_s = 60;
+    env.serve_node_and_lease();
+    Json::Value node;
+    int rv = 100;
+    env.http().on("POST", "/api/v1/nodes", [&](const FakeRequest &r) {
+        node = r.json();
+        node["metadata"]["uid"] = kNodeUid;
+        node["metadata"]["resourceVersion"] = std::to_string(rv);
+        if (_i == 1) node["spec"]["unschedulable"] = true;
+        return FakeAnswer::ok(node);
+    });
+    env.http().on("GET", kNodePath, [&](const FakeRequest &) { return FakeAnswer::ok(node); });
+    bool fail_next_patch = _i == 3;
+    env.http().on("PATCH", kNodePath, [&](const FakeRequest &r) {
+        if (fail_next_patch) {
+            fail_next_patch = false;
+            return FakeAnswer::error(403, "Forbidden");
+        }
+        merge_patch(node, r.json());
+        node["metadata"]["resourceVersion"] = std::to_string(++rv);
+        return FakeAnswer::ok(node);
+    });
+    JobState state = JobState::Alive;
+    int queries = 0;
+    env.ctx().job_state = [&](uint32_t job, const std::function<void(JobState)> &cb) {
+        ck_assert_uint_eq(job, 42);
+        queries++;
+        cb(state);
+    };
+    int64_t end = 0;
+    env.ctx().job_end_time = [&](uint32_t, const std::function<void(int64_t)> &cb) { cb(end); };
+    auto has = [&](const char *key) {
+        for (const auto &t : node["spec"]["taints"])
+            if (t["key"] == key) return true;
+        return false;
+    };
+    // The last status report's Ready condition: "True", or "False/REASON".
+    auto ready = [&] {
+        auto sent = env.http().matching("PATCH", std::string(kNodePath) + "/status");
+        if (sent.empty()) return std::string("none");
+        const Json::Value body = sent.back().json();
+        for (const auto &c : body["status"]["conditions"])
+            if (c["type"] == "Ready")
+                return c["status"].asString() == "True"
+                           ? std::string("True")
+                           : "False/" + c["reason"].asString() + ": " + c["message"].asString();
+        return std::string("no Ready");
+    };
+    Ready reg;
+    register_node(env, reg);
+    FakeRuntime *rt = env.attach_fake_runtime();
+    env.run_for(1200);  // a state check saw it running: nothing changes
+    ck_assert_int_ge(queries, 1);
+    ck_assert(rt->pauses().empty());
+    ck_assert(!has(kSuspendedTaintKey));
+
+    state = JobState::Suspended;
+    ck_assert_msg(env.run_until([&] { return has(kSuspendedTaintKey); }, 4000),
+                  "not cordoned while suspended: %s", node.toStyledString().c_str());
+    ck_assert(node["spec"]["unschedulable"].asBool());
+    ck_assert(node["metadata"]["annotations"].isMember(kSuspendCordonAnnotation) == (_i != 1));
+    ck_assert_uint_eq(rt->pauses().size(), 1);
+    ck_assert(rt->pauses()[0]);
+    ck_assert_msg(ready() ==
+                      "False/JobSuspended: Slurm job 42 is suspended: its pods are stopped "
+                      "until it resumes",
+                  "%s", ready().c_str());
+    ck_assert_sstr_eq(env.node->state().phase, "suspended");
+    ck_assert(!env.node->state().ready);
+    // The Node's Event.
+    bool event = false;
+    for (const auto &r : env.http().matching("POST", "/api/v1/namespaces/default/events")) {
+        const Json::Value ev = r.json();
+        event = event || ev["reason"] == kSuspendedReason;
+    }
+    ck_assert(event);
+    // Reports while suspended keep saying so.
+    size_t reports = env.http().count("PATCH", std::string(kNodePath) + "/status");
+    ck_assert(env.run_until(
+        [&] { return env.http().count("PATCH", std::string(kNodePath) + "/status") > reports; },
+        4000));
+    ck_assert_msg(ready().rfind("False/JobSuspended", 0) == 0, "%s", ready().c_str());
+    if (_i == 2) {  // the end comes within the cordon's lead meanwhile
+        end = static_cast<int64_t>(time(nullptr)) + 30;
+        ck_assert(env.run_until([&] { return has(kEndingTaintKey); }, 4000));
+    }
+
+    state = JobState::Alive;
+    ck_assert_msg(env.run_until([&] { return !has(kSuspendedTaintKey); }, 4000),
+                  "still cordoned after the resume: %s", node.toStyledString().c_str());
+    env.run_for(200);
+    ck_assert_uint_eq(rt->pauses().size(), 2);
+    ck_assert(!rt->pauses()[1]);
+    ck_assert_str_eq(ready().c_str(), "True");
+    ck_assert(!node["metadata"]["annotations"].isMember(kSuspendCordonAnnotation));
+    ck_assert_sstr_eq(env.node->state().phase, "ready");
+    if (_i == 0 || _i == 3) ck_assert(!node["spec"]["unschedulable"].asBool());
+    if (_i == 1) ck_assert(node["spec"]["unschedulable"].asBool());  // the admin's
+    if (_i == 2) {  // the end's cordon holds the Node now, and may undo it later
+        ck_assert(node["spec"]["unschedulable"].asBool());
+        ck_assert(has(kEndingTaintKey));
+        ck_assert(node["metadata"]["annotations"].isMember(kEndCordonAnnotation));
+    }
+    ck_assert_int_eq(env.close(), 0);
+}
+END_TEST
+
 int main() {
     Suite *s = suite_create("node_lease_controller");
     TCase *tc = tcase_create("node_lease");
@@ -506,6 +623,7 @@ int main() {
     tcase_add_test(tc, outage_and_return);
     tcase_add_loop_test(tc, drain_during_registration, 0, TABLE_SIZE(kDrainInFlight));
     tcase_add_loop_test(tc, end_time_followed, 0, TABLE_SIZE(kEndCases));
+    tcase_add_loop_test(tc, suspension_followed, 0, 4);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }

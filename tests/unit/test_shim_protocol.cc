@@ -82,6 +82,19 @@ START_TEST(pod_kill_round_trip) {
 }
 END_TEST
 
+START_TEST(pods_pause_round_trip) {
+    PodsPause m{true, "Slurm job 42 is suspended"};
+    auto back = pods_pause_from_json(through_wire(ShimOp::PodsPause, to_json(m)));
+    ck_assert(back.ok() && back->pause && back->message == m.message);
+    auto resume = pods_pause_from_json(J(R"({"pause":false})"));
+    ck_assert(resume.ok() && !resume->pause && resume->message.empty());
+    // A message past its bound is cut, not refused.
+    m.message.assign(kMaxEventMessageBytes + 10, 'x');
+    back = pods_pause_from_json(to_json(m));
+    ck_assert(back.ok() && back->message.size() == kMaxEventMessageBytes);
+}
+END_TEST
+
 START_TEST(shutdown_and_list_round_trip) {
     Shutdown s{3, StopReason::JobEnded};
     auto back = shutdown_from_json(through_wire(ShimOp::Shutdown, to_json(s)));
@@ -312,11 +325,12 @@ START_TEST(enum_names) {
     ck_assert_sstr_eq(std::string(to_string(ShimOp::ExecAttach)), "exec_attach");
     ck_assert_sstr_eq(std::string(to_string(ShimOp::AttachStart)), "attach_start");
     ck_assert_sstr_eq(std::string(to_string(ShimOp::PodStats)), "pod_stats");
+    ck_assert_sstr_eq(std::string(to_string(ShimOp::PodsPause)), "pods_pause");
     ck_assert_sstr_eq(std::string(to_string(StatsSource::Cgroup)), "cgroup");
     ck_assert_sstr_eq(std::string(to_string(StatsSource::Pods)), "pods");
-    for (ShimOp op :
-         {ShimOp::PodRun, ShimOp::PodKill, ShimOp::PodList, ShimOp::Shutdown, ShimOp::PodStatus,
-          ShimOp::ExecStart, ShimOp::ExecAttach, ShimOp::AttachStart, ShimOp::PodStats}) {
+    for (ShimOp op : {ShimOp::PodRun, ShimOp::PodKill, ShimOp::PodList, ShimOp::Shutdown,
+                      ShimOp::PodStatus, ShimOp::ExecStart, ShimOp::ExecAttach, ShimOp::AttachStart,
+                      ShimOp::PodStats, ShimOp::PodsPause}) {
         auto back = shim_op_from_string(to_string(op), "op");
         ck_assert(back.ok() && *back == op);
     }
@@ -522,6 +536,10 @@ static const Bad kBad[] = {
      Error::Parse, "'stderr'"},
     {ShimOp::AttachStart, R"({"session":"s","uid":"u","container":"c","tty":1})", Error::Parse,
      "'tty'"},
+    {ShimOp::PodsPause, R"({})", Error::Parse, "pods_pause: 'pause' must be true or false"},
+    {ShimOp::PodsPause, R"({"pause":"yes"})", Error::Parse,
+     "pods_pause: 'pause' must be true or false"},
+    {ShimOp::PodsPause, R"({"pause":true,"message":7})", Error::Parse, "message"},
 };
 
 static Status decode_as(ShimOp op, const Json::Value &body) {
@@ -556,6 +574,10 @@ static Status decode_as(ShimOp op, const Json::Value &body) {
         }
         case ShimOp::AttachStart: {
             auto r = attach_start_from_json(body);
+            return r ? Status() : r.failure();
+        }
+        case ShimOp::PodsPause: {
+            auto r = pods_pause_from_json(body);
             return r ? Status() : r.failure();
         }
         case ShimOp::PodStats: {  // the reply: the agent decodes what the shim sends
@@ -741,6 +763,7 @@ int main() {
     tcase_add_test(tc, pod_run_round_trip);
     tcase_add_test(tc, pod_kill_round_trip);
     tcase_add_test(tc, shutdown_and_list_round_trip);
+    tcase_add_test(tc, pods_pause_round_trip);
     tcase_add_test(tc, pod_status_round_trip);
     tcase_add_test(tc, exec_start_round_trip);
     tcase_add_test(tc, attach_start_round_trip);

@@ -55,6 +55,10 @@ START_TEST(job_state_from_command) {
     ck_assert(st(true, 0, "RUNNING\nRUNNING\n", "") == JobState::Alive);
     ck_assert(st(true, 0, "COMPLETED\nRUNNING\n", "") == JobState::Alive);
     ck_assert(st(true, 0, "COMPLETED\nCANCELLED\n", "") == JobState::Gone);
+    // Suspended (scontrol suspend): alive, told apart while no part runs.
+    ck_assert(st(true, 0, "SUSPENDED\n", "") == JobState::Suspended);
+    ck_assert(st(true, 0, "COMPLETED\nSUSPENDED\n", "") == JobState::Suspended);
+    ck_assert(st(true, 0, "SUSPENDED\nRUNNING\n", "") == JobState::Alive);
     ck_assert(st(true, 1, "", "slurm_load_jobs error: Invalid job id specified\n") ==
               JobState::Gone);
     ck_assert(st(true, 1, "", "") == JobState::Gone);  // the command's own "no" (test -e)
