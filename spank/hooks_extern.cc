@@ -19,6 +19,9 @@
 //    cgroup dirs (Slurm's own rmdir failed while the shim lived).
 //  - The same path covers normal end, scancel and the time limit. A failed
 //    node runs nothing: the agent's garbage collection removes its nodes.
+//  - A shim that dies while the job runs is started again from here, in the
+//    same cgroups, as the same user (spank/shim_keeper.h); exit stops that
+//    first, then stops the shim of the moment.
 //  - Bound: grace + timeout for the agent, + 1 s TERM, + 3 s KILL. The
 //    admin's grace must stay below slurm.conf's UnkillableStepTimeout.
 //  - Signals: Slurm signals every step of a running job (scancel --signal
@@ -44,12 +47,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <memory>
+
 #include "common/plugin_wire.h"
 #include "common/log.h"
 #include "common/procfs.h"
 #include "common/strings.h"
 #include "spank/hook_util.h"
 #include "spank/runfile.h"
+#include "spank/shim_keeper.h"
 #include "spank/shim_process.h"
 #include "spank/slurm_facts.h"
 
@@ -60,13 +66,15 @@ const char kCgroupRoot[] = "/sys/fs/cgroup";
 
 // This slurmstepd serves one job on one node for the job's whole life.
 struct ExternState {
-    pid_t shim = -1;
+    pid_t shim = -1;  // the first shim; the keeper's current one after stop()
     uint32_t job_id = 0;
     uid_t uid = 0;
     std::string node, node_name;
     std::vector<std::string> cgroups;  // job dirs, per controller
 };
 ExternState g_ext;
+// Starts a new shim when one dies while the job runs (spank/shim_keeper.h).
+std::unique_ptr<ShimKeeper> g_keeper;
 
 ShimSpec shim_spec(const PlugConfig &cfg, const RunFile &rf) {
     ShimSpec s;
@@ -140,6 +148,12 @@ int extern_task_post_fork(spank_t sp, int ac, char **av) {
     }
     g_ext = ExternState{*pid, job, rf->uid, node, rf->node_name, cgroups};
     LOG_INFO("extern: job %u: [node %s] shim started, pid %d", job, rf->node_name.c_str(), *pid);
+    g_keeper = std::make_unique<ShimKeeper>(
+        shim_spec(*cfg, *rf), "job " + std::to_string(job) + ": [node " + rf->node_name + "]",
+        ShimKeeper::Backoff{});
+    if (auto st = g_keeper->start(*pid); !st)
+        LOG_ERROR("extern: job %u: [node %s] %s: the shim is not restarted if it dies", job,
+                  rf->node_name.c_str(), st.message().c_str());
     return 0;
 }
 
@@ -160,6 +174,13 @@ int extern_exit(spank_t, int ac, char **av) {
         while (slurm_job_running(g_ext.job_id, 5000));
         LOG_INFO("extern: job %u: [node %s] the job ends: stopping the pods", g_ext.job_id,
                  g_ext.node_name.c_str());
+    }
+    // The job ends: no shim is started any more; the one running now is
+    // the one to stop.
+    if (g_keeper) {
+        pid_t now = g_keeper->stop();
+        if (now > 0) g_ext.shim = now;
+        g_keeper.reset();
     }
     uint64_t grace = cfg ? cfg->grace_s : 30, timeout = cfg ? cfg->timeout_s : 5;
     bool agent_ok = false;

@@ -1,9 +1,9 @@
 # spank_k8s.so: a libtool module exporting only what spank_k8s.map lists.
 # libspank_core.la is the pure logic (no spank.h: options, policy, plugstack
-# config, GPU split, run file, host lists, shim process control) with Check
-# tests (tests/unit/local.mk); libspank.la adds the hook adapters (the only
-# files with spank.h). Built by --disable-daemons too: it links only the
-# jsoncpp-free part of common/ (common/local.mk).
+# config, GPU split, run file, host lists, shim process control and its
+# keeper) with Check tests (tests/unit/local.mk); libspank.la adds the hook
+# adapters (the only files with spank.h). Built by --disable-daemons too: it
+# links only the jsoncpp-free part of common/ (common/local.mk).
 noinst_LTLIBRARIES += spank/libspank_core.la
 spank_libspank_core_la_SOURCES = \
 	spank/gpu_split.cc \
@@ -16,6 +16,8 @@ spank_libspank_core_la_SOURCES = \
 	spank/plugstack.h \
 	spank/runfile.cc \
 	spank/runfile.h \
+	spank/shim_keeper.cc \
+	spank/shim_keeper.h \
 	spank/shim_process.cc \
 	spank/shim_process.h \
 	spank/slurm_facts.cc \

@@ -2,6 +2,7 @@
 // GPU request detection, GPU split and trainer env edits, host lists, the
 // run-file format, slurm.conf and /proc/PID/cgroup readers.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <sys/wait.h>
@@ -12,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -22,6 +24,7 @@
 #include "spank/options.h"
 #include "spank/plugstack.h"
 #include "spank/runfile.h"
+#include "spank/shim_keeper.h"
 #include "spank/shim_process.h"
 #include "spank/slurm_facts.h"
 #include "tests/unit/check_main.h"
@@ -545,6 +548,89 @@ START_TEST(spawn_missing_binary) {
 }
 END_TEST
 
+// The shim keeper (spank/shim_keeper.h) with a stand-in shim, a shell that
+// records its pid and sleeps: a shim killed while watched is replaced from
+// the same spec after the back-off, again for the next one; stop() during a
+// back-off starts none and returns the shim of the moment; a shim running at
+// stop() is left running (the exit hook stops it). Needs root (setgroups).
+static std::vector<pid_t> recorded_pids(const std::string &file) {
+    std::vector<pid_t> out;
+    std::ifstream in(file);
+    long p;
+    while (in >> p)
+        out.push_back(static_cast<pid_t>(p));
+    return out;
+}
+
+static bool wait_until(const std::function<bool()> &pred, int ms) {
+    for (int i = 0; i < ms / 10; i++) {
+        if (pred()) return true;
+        usleep(10000);
+    }
+    return pred();
+}
+
+START_TEST(keeper_restarts_a_dead_shim) {
+    if (geteuid() != 0) {
+        fprintf(stderr, "keeper_restarts_a_dead_shim: skipped (needs root)\n");
+        return;
+    }
+    char dir[] = "/tmp/sk-keeper-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    std::string pids = std::string(dir) + "/pids";
+    ShimSpec spec;
+    spec.path = "/bin/sh";
+    spec.argv = {"sh", "-c", "echo $$ >> " + pids + "; exec sleep 600"};
+    spec.env = {"PATH=/bin:/usr/bin"};
+    spec.uid = getuid();
+    spec.gid = getgid();
+    spec.home = dir;
+    spec.log_path = std::string(dir) + "/shim.log";
+    auto first = spawn_shim(spec);
+    ck_assert_msg(first.ok(), "%s", first.message().c_str());
+    ShimKeeper keeper(spec, "test", ShimKeeper::Backoff{100, 300, 60000});
+    ck_assert(keeper.start(*first).ok());
+    ck_assert(wait_until([&] { return recorded_pids(pids).size() == 1; }, 5000));
+    ck_assert_int_eq(keeper.pid(), *first);
+
+    for (int n = 1; n <= 2; n++) {
+        pid_t dying = keeper.pid();
+        kill(dying, SIGKILL);
+        ck_assert_msg(wait_until([&] { return recorded_pids(pids).size() == size_t(n) + 1; }, 5000),
+                      "restart %d: no new shim", n);
+        ck_assert_int_eq(keeper.restarts(), n);
+        ck_assert_int_ne(keeper.pid(), dying);
+        ck_assert_int_eq(keeper.pid(), recorded_pids(pids).back());
+        ck_assert_int_eq(kill(keeper.pid(), 0), 0);
+    }
+    // Killed during the stop: no restart once stop() returned, and the dead
+    // shim is the one reported (the exit hook stops the shim of the moment).
+    pid_t last = keeper.pid();
+    kill(last, SIGKILL);
+    usleep(50000);  // seen dead, its back-off (300 ms) under way
+    ck_assert_int_eq(keeper.stop(), last);
+    usleep(600000);
+    ck_assert_uint_eq(recorded_pids(pids).size(), 3);
+    ck_assert_int_eq(keeper.restarts(), 2);
+
+    // A keeper stopped while its shim runs leaves it running.
+    auto other = spawn_shim(spec);
+    ck_assert(other.ok());
+    {
+        ShimKeeper k2(spec, "test", ShimKeeper::Backoff{100, 300, 60000});
+        ck_assert(k2.start(*other).ok());
+        ck_assert_int_eq(k2.stop(), *other);
+    }
+    ck_assert_int_eq(kill(*other, 0), 0);
+    kill(*other, SIGKILL);
+    while (waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+    unlink(pids.c_str());
+    unlink(spec.log_path.c_str());
+    rmdir(dir);
+}
+END_TEST
+
 // slurm_job_state over a fake squeue first in PATH: its output trimmed, or
 // "" when it failed, hung past the timeout or printed without bound.
 struct StateCase {
@@ -611,6 +697,7 @@ int main() {
     tcase_add_test(tc, cgroup_dirs);
     tcase_add_test(tc, spawn_inherits_nothing);
     tcase_add_test(tc, spawn_missing_binary);
+    tcase_add_test(tc, keeper_restarts_a_dead_shim);
     tcase_add_loop_test(tc, job_state_query, 0, TABLE_SIZE(kState));
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
