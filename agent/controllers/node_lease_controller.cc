@@ -212,6 +212,9 @@ void NodeLeaseController::post_status(bool ready, std::function<void(Status)> do
     if (suspended_) {
         ready = false;
         why = {kSuspendedReason, suspend_message()};
+    } else if (runtime_down_) {
+        ready = false;
+        why = {"KubeletNotReady", runtime_down_message()};
     }
     Json::Value patch =
         build_node_status_patch(spec_input(), ready, now, ready_since_ ? ready_since_ : now, why);
@@ -494,13 +497,8 @@ void NodeLeaseController::set_suspended(bool suspended) {
     std::string msg =
         suspended ? suspend_message()
                   : "Slurm job " + std::to_string(rec_.job.job_id) + " resumed: its pods run again";
-    Json::Value ev = build_node_event(
-        rec_.node_name,
-        {suspended ? "Warning" : "Normal", suspended ? kSuspendedReason : "JobResumed", msg, ""},
-        ctx_.clock->now_us());
-    ctx_.kube->post(KubeClient::events("default"), ev, [](const Result<Json::Value> &r) {
-        if (!r) LOG_VERBOSE("node event post failed: %s", r.message().c_str());
-    });
+    post_node_event(suspended ? "Warning" : "Normal", suspended ? kSuspendedReason : "JobResumed",
+                    msg);
 }
 
 void NodeLeaseController::patch_suspend_cordon(bool cordon, uint64_t gen, int attempts) {
@@ -530,6 +528,38 @@ void NodeLeaseController::patch_suspend_cordon(bool cordon, uint64_t gen, int at
                     if (gen == suspend_gen_) suspend_cordoned_ = !cordon;
                 }));
         }));
+}
+
+// What `kubectl describe node` and `kubectl get events` show; best effort.
+void NodeLeaseController::post_node_event(const char *type, const char *reason,
+                                          const std::string &message) {
+    Json::Value ev =
+        build_node_event(rec_.node_name, {type, reason, message, ""}, ctx_.clock->now_us());
+    ctx_.kube->post(KubeClient::events("default"), ev, [](const Result<Json::Value> &r) {
+        if (!r) LOG_VERBOSE("node event post failed: %s", r.message().c_str());
+    });
+}
+
+std::string NodeLeaseController::runtime_down_message() const {
+    return "container runtime is down: the job's shim (pid " + std::to_string(dead_shim_pid_) +
+           ") died; pods bound here fail (ShimLost) until the job's extern step has started a "
+           "new one";
+}
+
+void NodeLeaseController::set_runtime_down(bool down, int shim_pid) {
+    if (down == runtime_down_ || mode_ != Mode::Active) return;
+    runtime_down_ = down;
+    if (down) dead_shim_pid_ = shim_pid;
+    ready_since_ = ctx_.clock->now_s();  // the Ready condition's transition
+    LOG_INFO("%s %s", prefix().c_str(),
+             down ? "the job's shim died: Node NotReady until a new one attaches"
+                  : "a new shim attached: Node Ready again");
+    post_status(true);
+    std::string msg = down ? runtime_down_message()
+                           : "a new shim of Slurm job " + std::to_string(rec_.job.job_id) +
+                                 " (pid " + std::to_string(shim_pid) +
+                                 ") attached: pods run here again";
+    post_node_event(down ? "Warning" : "Normal", down ? "ShimDied" : "ShimAttached", msg);
 }
 
 }  // namespace sk::agent

@@ -59,8 +59,14 @@ class NodeLeaseController : public NodeBound {
     void set_on_suspend(std::function<void(bool, const std::string &)> cb) {
         on_suspend_ = std::move(cb);
     }
+    // The job's shim died (down, its pid) and none replaced it yet, or a new
+    // one attached (up): the Node is Ready=False (KubeletNotReady, "container
+    // runtime is down", as a kubelet whose runtime is gone) meanwhile, and an
+    // Event says each change.
+    void set_runtime_down(bool down, int shim_pid);
     bool ready() const { return ready_; }
     bool suspended() const { return suspended_; }
+    bool runtime_down() const { return runtime_down_; }
     bool lease_failing() const { return lease_failing_; }
     std::string lease_uid() const { return lease_["metadata"]["uid"].asString(); }
 
@@ -99,6 +105,8 @@ class NodeLeaseController : public NodeBound {
     void query_job_state();
     void set_suspended(bool suspended);
     std::string suspend_message() const;
+    std::string runtime_down_message() const;
+    void post_node_event(const char *type, const char *reason, const std::string &message);
     // GET + merge PATCH of the suspension's cordon (or its undoing); dropped
     // when the state changed again meanwhile (gen != suspend_gen_).
     void patch_suspend_cordon(bool cordon, uint64_t gen, int attempts = 0);
@@ -128,6 +136,8 @@ class NodeLeaseController : public NodeBound {
     bool state_query_in_flight_ = false;
     uint64_t suspend_gen_ = 0;
     std::function<void(bool, const std::string &)> on_suspend_;
+    bool runtime_down_ = false;
+    int dead_shim_pid_ = 0;
     Timer node_timer_, lease_timer_, status_timer_, check_timer_, end_timer_, end_check_timer_,
         drain_timer_, state_timer_;
     std::function<void(Status)> ready_cb_;

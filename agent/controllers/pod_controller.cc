@@ -573,11 +573,12 @@ void PodController::watch_lost_shim() {
 // The shim died: nothing stops or reports its pods any more. Their recorded
 // containers are stopped whole (stop_recorded_processes, agent/lost_shim.h:
 // every process of each, in the background), and each pod becomes
-// Failed/ShimLost with a Warning event. The node stays Ready (the job still
-// holds its GPUs and a new shim may attach), but until one does a pod bound
-// here fails at once with ShimLost instead of sitting Pending with no
-// explanation: that is what a user checking `kubectl get pods` can act on,
-// and what a kubelet does with pods it cannot admit.
+// Failed/ShimLost with a Warning event. The owner is told
+// (set_on_shim_dead): the Node is NotReady until a new shim attaches (the
+// job still holds its GPUs, and its extern step starts a new shim). A pod
+// bound here meanwhile fails at once with ShimLost instead of sitting
+// Pending with no explanation: that is what a user checking `kubectl get
+// pods` can act on, and what a kubelet does with pods it cannot admit.
 void PodController::on_shim_dead() {
     shim_dead_ = true;
     int n =
@@ -588,6 +589,7 @@ void PodController::on_shim_dead() {
         "containers; its pods are reported Failed (ShimLost)",
         prefix().c_str(), shim_pid_, n);
     if (stopping()) return stop_step();  // final statuses name the job's end
+    if (on_shim_dead_) on_shim_dead_(shim_pid_);
     std::vector<std::string> uids;
     for (const auto &[uid, p] : pods_)
         if (!pod_is_terminal(p.api) && !pod_is_terminal(p.rt_status) &&

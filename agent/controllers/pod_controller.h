@@ -74,6 +74,10 @@ class PodController : public NodeBound {
     // reconnects once it went away.
     void set_runtime(std::unique_ptr<PodRuntime> rt, int shim_pid);
     PodRuntime *runtime() { return runtime_.get(); }
+    // Called with the dead shim's pid once it is known dead (not when it
+    // only reconnects), so the owner reports the node NotReady until a new
+    // shim attaches (set_runtime).
+    void set_on_shim_dead(std::function<void(int)> cb) { on_shim_dead_ = std::move(cb); }
     // The API server is reachable again: a watch waiting out its back-off
     // relists now.
     void relist_if_idle();
@@ -158,6 +162,7 @@ class PodController : public NodeBound {
     int shim_pid_ = 0;  // the attached (or last) shim
     unsigned long long shim_start_ticks_ = 0;
     bool shim_dead_ = false;  // it died and no shim replaced it
+    std::function<void(int)> on_shim_dead_;
     Timer shim_timer_;
 
     struct StopAll {

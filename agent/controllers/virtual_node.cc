@@ -20,6 +20,7 @@ VirtualNode::VirtualNode(AgentContext &ctx, JobRecord rec)
       node_(ctx, rec_, [this] { pods_.relist_if_idle(); }),
       drain_(ctx, rec_, node_, pods_) {
     node_.set_end_drain([this](int64_t end_time) { pods_.drain_before_end(end_time); });
+    pods_.set_on_shim_dead([this](int pid) { node_.set_runtime_down(true, pid); });
     node_.set_on_suspend([this](bool paused, const std::string &message) {
         paused_ = paused;
         pause_message_ = message;
@@ -68,7 +69,9 @@ void VirtualNode::stop() {
 
 void VirtualNode::set_runtime(std::unique_ptr<PodRuntime> rt, int shim_pid) {
     bind_controllers();
+    bool attached = static_cast<bool>(rt);
     pods_.set_runtime(std::move(rt), shim_pid);
+    if (attached) node_.set_runtime_down(false, shim_pid);
     if (paused_) send_pause();
 }
 
@@ -89,11 +92,13 @@ proto::NodeState VirtualNode::state() const {
     s.node_name = rec_.node_name;
     s.user = rec_.job.user;
     bool draining = drain_.active();
-    s.phase = draining            ? "draining"
-              : node_.suspended() ? "suspended"
-              : node_.ready()     ? "ready"
-                                  : "registering";
-    s.ready = node_.ready() && !draining && !node_.lease_failing() && !node_.suspended();
+    s.phase = draining               ? "draining"
+              : node_.suspended()    ? "suspended"
+              : node_.runtime_down() ? "shim-down"
+              : node_.ready()        ? "ready"
+                                     : "registering";
+    s.ready = node_.ready() && !draining && !node_.lease_failing() && !node_.suspended() &&
+              !node_.runtime_down();
     s.gpus = rec_.job.gpus;
     s.pods = pods_.unfinished();
     return s;

@@ -35,6 +35,8 @@ class FakeRuntime : public PodRuntime {
     // Records the call (pauses()); the pods' statuses stay as they are.
     void pause(bool pause, const std::string &message, Done done) override;
 
+    // Test control: the runtime's connection went away (the lost sink).
+    void lose() { notify_lost(); }
     // Test control: replace a pod's status and notify it.
     bool set_status(const std::string &uid, const Json::Value &status);
     size_t size() const { return pods_.size(); }

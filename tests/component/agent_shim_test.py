@@ -336,8 +336,9 @@ def run(env):
     # 8. the shim is killed -9: its pod becomes Failed/ShimLost with a Warning
     #    event, its processes (child included, and a daemon that left the
     #    container's process group: its supervisor kills it) are stopped, the
-    #    node stays Ready; a pod bound meanwhile fails at once; a new shim of
-    #    the job gets the dead pod's GPUs back and the ShimLost status stays.
+    #    node is NotReady (no extern step here restarts the shim); a pod bound
+    #    meanwhile fails at once; a new shim of the job makes the node Ready
+    #    again, gets the dead pod's GPUs back and the ShimLost status stays.
     open(os.path.join(d, "alive_46"), "w").close()
     r = env.call("register", dict(reg, job_id=46))
     check("job 46 registers", r and r.get("ok"), r)
@@ -390,8 +391,24 @@ def run(env):
     check("  a ShimLost Warning event", wait_for(lambda: [
         e for e in events_of(env, "lost") if e["reason"] == "ShimLost" and e["type"] == "Warning"],
         5), [(e["reason"], e["message"]) for e in events_of(env, "lost")])
-    code, n46 = env.api("GET", "/api/v1/nodes/slurm-n1-46")
-    check("  the node stays Ready", code == 200 and cond(n46, "Ready") == "True", n46.get("status"))
+    def node46_ready():
+        code, n = env.api("GET", "/api/v1/nodes/slurm-n1-46")
+        c = [x for x in (n.get("status", {}).get("conditions") or []) if x.get("type") == "Ready"] \
+            if code == 200 else []
+        return (c[0].get("status"), c[0].get("reason"), c[0].get("message", "")) if c else None
+
+    def node46_events(reason):
+        code, evs = env.api("GET", "/api/v1/namespaces/default/events")
+        return [e for e in (evs.get("items") or []) if code == 200 and e.get("reason") == reason
+                and e.get("involvedObject", {}).get("name") == "slurm-n1-46"]
+    check("  the node is NotReady: KubeletNotReady, container runtime is down (no shim restarts it here)",
+          wait_for(lambda: (node46_ready() or ("",))[0] == "False", 5)
+          and node46_ready()[1] == "KubeletNotReady"
+          and node46_ready()[2].startswith("container runtime is down: the job's shim (pid %d) died"
+                                           % env.shim.pid), node46_ready())
+    check("  a ShimDied Warning event on the node",
+          wait_for(lambda: [e for e in node46_events("ShimDied") if e.get("type") == "Warning"], 5),
+          node46_events("ShimDied"))
     pod46("late", ["python3", "-c", "import time\ntime.sleep(600)"], "1")
     check("a pod bound while no shim runs fails at once with ShimLost",
           wait_for(lambda: phase_reason("late") == ("Failed", "ShimLost"), 3), phase_reason("late"))
@@ -401,6 +418,9 @@ def run(env):
     # fails at once by design (checked just above); slower builds (ASan) show it.
     wait_for(lambda: open(os.path.join(d, "agent.log")).read().count("shim attached")
              > attached_before, 10)
+    check("the new shim attached: the node is Ready again, with a ShimAttached event",
+          wait_for(lambda: (node46_ready() or ("",))[0] == "True" and node46_events("ShimAttached"), 5),
+          (node46_ready(), node46_events("ShimAttached")))
     pod46("regpu", ["python3", "-c", "import time\ntime.sleep(600)"], "2")
     check("a new shim runs a pod on the dead pod's GPUs", wait_for(
         lambda: phase_reason("regpu")[0] == "Running", 10), (get_pod(env, "regpu") or {}).get("status"))

@@ -780,18 +780,44 @@ case_agent_kill() {
   e2e_assert_clean "$j" "agent_kill"
 }
 
+# The job's shim killed -9 while the job runs: its pod is Failed (ShimLost)
+# and its process stopped; the agent reports the Node NotReady (a ShimDied
+# Event) until the job's extern step has started a new shim in the same
+# cgroups; that one attaches, the Node is Ready again (ShimAttached) and runs
+# new pods; the job ends with nothing left.
 case_shim_kill() {
   e2e_job 1 -N1 -w n2 --gres=gpu:4 --k8s-gpus=2 || { ok 1 "shim_kill: job"; return; }
-  local j="$E2E_JOB" spid
+  local j="$E2E_JOB" spid npid node cg
+  node="$(e2e_node_names "$j")"
   RESTART=Never e2e_pod "$j" m1; e2e_pod_running m1 30; ok $? "shim_kill: pod Running"
   spid="$(pgrep -u "$TEST_UID" -f "slurm-k8s-shim --job-id $j ")"
+  cg="$(cat "/proc/$spid/cgroup" 2>/dev/null)"
   kill -KILL $spid; ok $? "shim ($spid) killed -9"
   # The pod must not stay "Running" in the API without anything running it.
   e2e_wait 40 "[ \"\$(e2e_pod_phase m1)\" = Failed ] || [ \"\$(e2e_pod_field default/m1 '{.status.containerStatuses[0].restartCount}')\" -ge 1 ] 2>/dev/null"
   ok $? "shim_kill: pod reported Failed or restarted (phase $(e2e_pod_phase m1), reason $(e2e_pod_field default/m1 '{.status.reason}'): $(e2e_pod_field default/m1 '{.status.message}'))"
   e2e_wait 5 "[ -z \"\$(e2e_pod_pids $j m1)\" ]"
   ok $? "shim_kill: the pod's process is stopped, not left orphaned ($(e2e_pod_pids "$j" m1))"
-  [ "$(e2e_ready_nodes "$j")" = 1 ]; ok $? "shim_kill: node still Ready (consistent)"
+  node_events() {
+    e2e_kubectl get events -n default --field-selector involvedObject.kind=Node,involvedObject.name="$node" \
+      -o jsonpath='{range .items[*]}{.reason} {.type}: {.message}{"\n"}{end}' 2>&1
+  }
+  # The agent reported the node NotReady while no shim ran (the Event
+  # stays; the state itself lasts about the keeper's 1 s back-off).
+  e2e_wait 20 "node_events | grep -q '^ShimDied Warning: container runtime is down: the job.s shim (pid $spid) died'"
+  ok $? "shim_kill: the Node was NotReady, its Event says why: $(node_events | grep ShimDied | head -n1)"
+  # The extern step started a new shim, in the dead one's cgroups.
+  e2e_wait 20 "npid=\$(pgrep -u $TEST_UID -f 'slurm-k8s-shim --job-id $j ') && [ -n \"\$npid\" ] && [ \"\$npid\" != $spid ]"
+  ok $? "shim_kill: the job's extern step started a new shim ($(pgrep -u "$TEST_UID" -f "slurm-k8s-shim --job-id $j "))"
+  npid="$(pgrep -u "$TEST_UID" -f "slurm-k8s-shim --job-id $j ")"
+  [ -n "$cg" ] && [ "$(cat "/proc/$npid/cgroup" 2>/dev/null)" = "$cg" ]
+  ok $? "shim_kill: the new shim is in the dead one's cgroups ($(tr '\n' ' ' <"/proc/$npid/cgroup" 2>/dev/null))"
+  e2e_wait 20 "[ \"\$(e2e_ready_nodes $j)\" = 1 ] && node_events | grep -q '^ShimAttached Normal'"
+  ok $? "shim_kill: the node is Ready again with the new shim ($(node_events | grep ShimAttached | head -n1))"
+  NODE="$node" e2e_pod "$j" m2; e2e_pod_running m2 30
+  ok $? "shim_kill: a new pod runs on the new shim ($(e2e_pod_phase m2))"
+  [ "$(e2e_pod_field default/m1 '{.status.reason}')" = ShimLost ]
+  ok $? "shim_kill: the lost pod keeps its ShimLost status ($(e2e_pod_field default/m1 '{.status.reason}'))"
   e2e_end_job "$j"
   e2e_assert_clean "$j" "shim_kill"
 }

@@ -395,7 +395,7 @@ check_job_end_event() {  # check_job_end_event JOB WHAT REASON
          -o jsonpath='{range .items[*]}{.involvedObject.name} {.reason} {.type}: {.message}{"\n"}{end}' 2>&1 \
          | grep -E "^slurm-[^ ]*-$1 ")"
   grep -q "^[^ ]* $3 " <<<"$got" && grep -q "Slurm job $1 " <<<"$got"
-  ok $? "$2: the Node's Event says $3: $(head -n1 <<<"$got")"
+  ok $? "$2: the Node's Event says $3: $(grep -m1 "^[^ ]* $3 " <<<"$got")"
 }
 
 # Assert: nothing of JOB is left (API objects, processes, files, cgroups).

@@ -187,12 +187,12 @@ std::shared_ptr<VirtualNode> ControllerEnv::start_node(std::function<void(Status
     return node;
 }
 
-FakeRuntime *ControllerEnv::attach_fake_runtime() {
+FakeRuntime *ControllerEnv::attach_fake_runtime(int shim_pid) {
     auto rt = std::make_unique<FakeRuntime>(
         [this](std::function<void()> fn) { defer(&loop_, std::move(fn)); },
         [this] { return clock_.now_s(); });
     FakeRuntime *p = rt.get();
-    node->set_runtime(std::move(rt));
+    node->set_runtime(std::move(rt), shim_pid);
     return p;
 }
 

@@ -67,7 +67,8 @@ class ControllerEnv {
     std::shared_ptr<VirtualNode> start_node(std::function<void(Status)> ready = {});
     // Gives the node a fake runtime (owned by the node); the pointer stays
     // valid while the node holds it.
-    FakeRuntime *attach_fake_runtime();
+    // shim_pid: the pid the agent watches once the runtime is lost (0: none).
+    FakeRuntime *attach_fake_runtime(int shim_pid = 0);
 
     // Runs the loop until pred() holds or timeout_ms passed; pred() at the end.
     bool run_until(const std::function<bool()> &pred, uint64_t timeout_ms = 3000);

@@ -3,6 +3,9 @@
 // Registration, a Node or Lease that already exists (409), a Lease or Node
 // that went away (404), an API server outage and its end. Asserts on the
 // requests sent, the ready callback and state(), nothing internal.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include <time.h>
@@ -611,6 +614,63 @@ START_TEST(suspension_followed) {
 }
 END_TEST
 
+// The job's shim dies: once its connection is gone and its pid dead (a shim
+// that only reconnects changes nothing), the Node posts Ready=False
+// (KubeletNotReady, "container runtime is down", naming the pid) with a
+// ShimDied Event and state phase "shim-down"; a new shim attaching makes it
+// Ready again, with a ShimAttached Event.
+START_TEST(shim_death_followed) {
+    ControllerEnv env;
+    env.serve_node_and_lease();
+    auto ready = [&] {
+        auto sent = env.http().matching("PATCH", std::string(kNodePath) + "/status");
+        if (sent.empty()) return std::string("none");
+        const Json::Value body = sent.back().json();
+        for (const auto &c : body["status"]["conditions"])
+            if (c["type"] == "Ready")
+                return c["status"].asString() == "True"
+                           ? std::string("True")
+                           : "False/" + c["reason"].asString() + ": " + c["message"].asString();
+        return std::string("no Ready");
+    };
+    auto events = [&](const char *reason) {
+        int n = 0;
+        for (const auto &r : env.http().matching("POST", "/api/v1/namespaces/default/events"))
+            n += r.json()["reason"] == reason;
+        return n;
+    };
+    Ready reg;
+    register_node(env, reg);
+    pid_t shim = fork();
+    if (shim == 0) {
+        pause();
+        _exit(0);
+    }
+    ck_assert_int_gt(shim, 0);
+    FakeRuntime *rt = env.attach_fake_runtime(shim);
+    rt->lose();
+    env.run_for(600);  // connection gone, the shim alive: it may reconnect
+    ck_assert_sstr_eq(env.node->state().phase, "ready");
+    ck_assert_int_eq(events("ShimDied"), 0);
+    kill(shim, SIGKILL);
+    waitpid(shim, nullptr, 0);
+    std::string want = "False/KubeletNotReady: container runtime is down: the job's shim (pid " +
+                       std::to_string(shim) + ") died";
+    ck_assert_msg(env.run_until([&] { return ready().rfind(want, 0) == 0; }, 3000), "%s",
+                  ready().c_str());
+    ck_assert_sstr_eq(env.node->state().phase, "shim-down");
+    ck_assert(!env.node->state().ready);
+    ck_assert_msg(env.run_until([&] { return events("ShimDied") == 1; }, 2000), "no ShimDied");
+    env.attach_fake_runtime(0);
+    ck_assert_msg(env.run_until([&] { return ready() == "True"; }, 3000), "%s", ready().c_str());
+    ck_assert_sstr_eq(env.node->state().phase, "ready");
+    ck_assert(env.node->state().ready);
+    ck_assert_msg(env.run_until([&] { return events("ShimAttached") == 1; }, 2000),
+                  "no ShimAttached");
+    ck_assert_int_eq(env.close(), 0);
+}
+END_TEST
+
 int main() {
     Suite *s = suite_create("node_lease_controller");
     TCase *tc = tcase_create("node_lease");
@@ -624,6 +684,7 @@ int main() {
     tcase_add_loop_test(tc, drain_during_registration, 0, TABLE_SIZE(kDrainInFlight));
     tcase_add_loop_test(tc, end_time_followed, 0, TABLE_SIZE(kEndCases));
     tcase_add_loop_test(tc, suspension_followed, 0, 4);
+    tcase_add_test(tc, shim_death_followed);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }
