@@ -617,12 +617,30 @@ def proc_state(pid):
         return None
 
 
-def wait_true(pred, timeout, what):
+def wait_true(pred, timeout, what, detail=None):
+    """Waits for pred; on timeout the error says what, and detail() when given."""
     deadline = time.time() + timeout
     while not pred():
         if time.time() > deadline:
-            raise AssertionError("timeout waiting for " + what)
+            raise AssertionError("timeout waiting for " + what + (": " + detail() if detail else ""))
         time.sleep(0.05)
+
+
+def group_states(pid):
+    """The state of pid and of every process in its process group, for a failure's message."""
+    try:
+        pgid = os.getpgid(pid)
+    except OSError as e:
+        return "pid %d: %s" % (pid, e)
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                if os.getpgid(int(d)) == pgid:
+                    out.append("%s:%s" % (d, proc_state(int(d))))
+            except OSError:
+                pass
+    return "pid %d state %s, group %d: %s" % (pid, proc_state(pid), pgid, " ".join(out))
 
 
 def test_pods_pause(a):
@@ -654,7 +672,9 @@ def test_pods_pause(a):
     assert cond(st, "Ready")["reason"] == "JobSuspended", st
     assert cond(st, "Ready")["message"] == "Slurm job 42 is suspended", st
     assert cond(st, "ContainersReady")["reason"] == "JobSuspended", st
-    wait_true(lambda: proc_state(pid) == "T", 5, "the container's process stopped")
+    # Waited on, not timed: a loaded machine runs the stopped group late.
+    wait_true(lambda: proc_state(pid) == "T", 30, "the container's process stopped",
+              lambda: group_states(pid))
     # A pod that arrives meanwhile is held; exec is refused with the reason.
     q = pod("later", [sh("main", "touch $SLURM_K8S_POD_DIR/started; exec sleep 1000")])
     assert a.request("pod_run", {"pod": q, "files": {}})["ok"]
@@ -670,7 +690,8 @@ def test_pods_pause(a):
 
     r = a.request("pods_pause", {"pause": False})
     assert r["ok"], r
-    wait_true(lambda: proc_state(pid) not in ("T", None), 5, "the container's process continued")
+    wait_true(lambda: proc_state(pid) not in ("T", None), 30, "the container's process continued",
+              lambda: group_states(pid))
     st = a.wait(uid, lambda s: cond(s, "Ready")["status"] == "True", what="Ready again", timeout=30)
     assert cstatus(st, "main")["restartCount"] == 0, st
     wait_true(lambda: os.path.exists(os.path.join(d("uid-later"), "started")), 10,
@@ -680,7 +701,7 @@ def test_pods_pause(a):
 
     # Killed while paused: continued, so the trap runs and the grace is not waited out.
     assert a.request("pods_pause", {"pause": True, "message": "again"})["ok"]
-    wait_true(lambda: proc_state(pid) == "T", 5, "stopped again")
+    wait_true(lambda: proc_state(pid) == "T", 30, "stopped again", lambda: group_states(pid))
     assert a.request("pod_kill", {"uid": uid, "grace_s": 30, "reason": "Killing"})["ok"]
     st = a.wait(uid, lambda s: s.get("phase") in ("Succeeded", "Failed") or
                 (cstatus(s, "main") or {}).get("state", {}).get("terminated"),
