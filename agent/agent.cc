@@ -115,19 +115,56 @@ JobState job_state_of(const CommandResult &r) {
     return JobState::Unknown;
 }
 
+std::string end_reason_of(const std::string &state_output) {
+    static const std::pair<const char *, const char *> kReasons[] = {
+        {"COMPLETED", "JobCompleted"}, {"FAILED", "JobFailed"},   {"OUT_OF_MEMORY", "JobFailed"},
+        {"CANCELLED", "JobCancelled"}, {"TIMEOUT", "TimeLimit"},  {"NODE_FAIL", "NodeFail"},
+        {"PREEMPTED", "Preempted"},    {"BOOT_FAIL", "JobEnded"}, {"DEADLINE", "JobEnded"}};
+    for (const auto &line : split(std::string(trim(state_output)), '\n')) {
+        std::string st(trim(line));
+        // squeue may add who cancelled it ("CANCELLED by 0") in other formats.
+        st = st.substr(0, st.find(' '));
+        for (const auto &[state, reason] : kReasons)
+            if (st == state) return reason;
+    }
+    return "JobEnded";
+}
+
 void CommandJobChecker::state(uint32_t job_id, std::function<void(JobState)> cb) {
-    std::string cmd = expand_job_command(alive_tmpl_, job_id);
-    run_command_async(loop_, cmd, kCommandTimeoutMs, [cb, cmd](const CommandResult &r) {
-        JobState s = job_state_of(r);
-        if (s == JobState::Unknown)  // cannot tell: never delete on doubt
-            LOG_WARN("job_alive_command '%s' could not tell (%s): assuming the job is alive",
-                     cmd.c_str(),
-                     !r.ran ? r.error.c_str()
-                            : ("exit " + std::to_string(r.exit_code) + ": " +
-                               std::string(trim(r.errors)))
-                                  .c_str());
-        cb(s);
+    query(job_id, [cb](JobState s, const std::string &) { cb(s); });
+}
+
+void CommandJobChecker::end_state(uint32_t job_id, std::function<void(JobState, std::string)> cb) {
+    query(job_id, [cb](JobState s, const std::string &output) {
+        cb(s, s == JobState::Gone ? end_reason_of(output) : "");
     });
+}
+
+void CommandJobChecker::query(uint32_t job_id,
+                              std::function<void(JobState, const std::string &)> cb) {
+    std::string cmd = expand_job_command(alive_tmpl_, job_id);
+    run_command_async(loop_, cmd, kCommandTimeoutMs,
+                      [cb, cmd, job_id, doubtful = doubtful_](const CommandResult &r) {
+                          JobState s = job_state_of(r);
+                          // Cannot tell: never delete on doubt. Said once per
+                          // job until Slurm answers again (the job state check
+                          // asks every 10 s while slurmctld is down).
+                          if (s != JobState::Unknown) {
+                              if (doubtful->erase(job_id))
+                                  LOG_INFO("job %u: job_alive_command answers again", job_id);
+                          } else {
+                              bool first = doubtful->insert(job_id).second;
+                              std::string why = !r.ran ? r.error
+                                                       : "exit " + std::to_string(r.exit_code) +
+                                                             ": " + std::string(trim(r.errors));
+                              SK_LOG(first ? ::sk::log::Level::Warning : ::sk::log::Level::Verbose,
+                                     "job_alive_command '%s' could not tell (%s): assuming the "
+                                     "job is alive%s",
+                                     cmd.c_str(), why.c_str(),
+                                     first ? " (said again only once it answers)" : "");
+                          }
+                          cb(s, r.output);
+                      });
 }
 
 void CommandJobChecker::end_time(uint32_t job_id, std::function<void(int64_t)> cb) {
@@ -560,11 +597,16 @@ void Agent::gc() {
             std::string key = job_key(static_cast<uint32_t>(*job), slurm_node);
             if (nodes_.count(key)) continue;
             uint32_t job_id = static_cast<uint32_t>(*job);
-            checker_.alive(job_id, [this, key, name, job_id, slurm_node](bool alive) {
-                if (alive || nodes_.count(key)) return;  // registered meanwhile: not garbage
-                LOG_INFO("[node %s] gc: job %u is gone: deleting its pods, the Node and its Lease",
-                         name.c_str(), job_id);
-                delete_unlisted_pods(ctx_, name, job_id, slurm_node);
+            checker_.end_state(job_id, [this, key, name, job_id, slurm_node](
+                                           JobState s, const std::string &reason) {
+                // Alive, Slurm could not tell, or registered meanwhile: not garbage.
+                if (s != JobState::Gone || nodes_.count(key)) return;
+                LOG_INFO(
+                    "[node %s] gc: job %u is gone (%s): deleting its pods, the Node and its "
+                    "Lease",
+                    name.c_str(), job_id, reason.c_str());
+                post_job_end_event(name, job_id, reason);
+                delete_unlisted_pods(ctx_, name, job_id, slurm_node, reason);
                 kube_.del(KubeClient::lease(name), Json::Value(),
                           [](const Result<Json::Value> &) {});
                 kube_.del(KubeClient::node(name), Json::Value(),
@@ -578,6 +620,19 @@ void Agent::gc() {
     });
 }
 
+// The Event a drain posts on the job's Node (how the job ended), for a Node
+// the garbage collection deletes: `kubectl get events` keeps it after the
+// Node is gone.
+void Agent::post_job_end_event(const std::string &node_name, uint32_t job_id,
+                               const std::string &reason) {
+    Json::Value ev = build_node_event(
+        node_name, job_end_event(reason, job_id, ": its node's agent did not stop the pods"),
+        clock_.now_us());
+    kube_.post(KubeClient::events("default"), ev, [](const Result<Json::Value> &r) {
+        if (!r) LOG_VERBOSE("gc: node event post failed: %s", r.message().c_str());
+    });
+}
+
 // A failed Slurm node runs nothing: neither its agent nor the job's end
 // there, so its virtual nodes and their pods would stay in the API. With
 // gc_failed_nodes this agent also collects the virtual nodes of the
@@ -588,14 +643,6 @@ void Agent::gc() {
 // came back and re-created them, makes it a no-op). Cost per gc_interval:
 // one Node list (the cluster's label), one Lease list, and a job query only
 // for the expired ones.
-namespace {
-Json::Value uid_precondition_body(const std::string &uid) {
-    Json::Value b(Json::objectValue);
-    b["preconditions"]["uid"] = uid;
-    return b;
-}
-}  // namespace
-
 void Agent::gc_failed_nodes() {
     std::string sel = std::string(kLabelPrefix) + "cluster=" + cfg_.cluster_name;
     kube_.get("/api/v1/nodes?labelSelector=" + url_escape(sel), [this](Result<Json::Value> nodes) {
@@ -603,61 +650,64 @@ void Agent::gc_failed_nodes() {
             LOG_VERBOSE("gc: node list failed: %s", nodes.message().c_str());
             return;
         }
-        kube_.get(
-            KubeClient::leases(), [this, items = (*nodes)["items"]](Result<Json::Value> leases) {
-                if (!leases) {
-                    LOG_VERBOSE("gc: lease list failed: %s", leases.message().c_str());
-                    return;
+        kube_.get(KubeClient::leases(), [this,
+                                         items = (*nodes)["items"]](Result<Json::Value> leases) {
+            if (!leases) {
+                LOG_VERBOSE("gc: lease list failed: %s", leases.message().c_str());
+                return;
+            }
+            std::map<std::string, Json::Value> lease_of;
+            for (const auto &l : (*leases)["items"])
+                lease_of[l["metadata"]["name"].asString()] = l;
+            const int64_t now = clock_.now_s();
+            const int64_t stale =
+                static_cast<int64_t>(cfg_.lease_duration_s + 2 * cfg_.lease_renew_s);
+            for (const auto &n : items) {
+                const Json::Value &md = n["metadata"];
+                std::string name = md["name"].asString();
+                const Json::Value &l = md["labels"];
+                std::string slurm_node = l[std::string(kLabelPrefix) + "slurm-node"].asString();
+                if (slurm_node.empty() || slurm_node == ctx_.host.job.slurm_node) continue;
+                auto job = parse_uint(l[std::string(kLabelPrefix) + "job-id"].asString(), "job-id",
+                                      UINT32_MAX);
+                if (!job) continue;
+                auto lease = lease_of.find(name);
+                int64_t last = parse_rfc3339(lease != lease_of.end()
+                                                 ? lease->second["spec"]["renewTime"].asString()
+                                                 : md["creationTimestamp"].asString());
+                if (last < 0 || now - last <= stale) {
+                    LOG_DEBUG("[node %s] gc: Slurm node %s renewed %llds ago", name.c_str(),
+                              slurm_node.c_str(), static_cast<long long>(now - last));
+                    continue;
                 }
-                std::map<std::string, Json::Value> lease_of;
-                for (const auto &l : (*leases)["items"])
-                    lease_of[l["metadata"]["name"].asString()] = l;
-                const int64_t now = clock_.now_s();
-                const int64_t stale =
-                    static_cast<int64_t>(cfg_.lease_duration_s + 2 * cfg_.lease_renew_s);
-                for (const auto &n : items) {
-                    const Json::Value &md = n["metadata"];
-                    std::string name = md["name"].asString();
-                    const Json::Value &l = md["labels"];
-                    std::string slurm_node = l[std::string(kLabelPrefix) + "slurm-node"].asString();
-                    if (slurm_node.empty() || slurm_node == ctx_.host.job.slurm_node) continue;
-                    auto job = parse_uint(l[std::string(kLabelPrefix) + "job-id"].asString(),
-                                          "job-id", UINT32_MAX);
-                    if (!job) continue;
-                    auto lease = lease_of.find(name);
-                    int64_t last = parse_rfc3339(lease != lease_of.end()
-                                                     ? lease->second["spec"]["renewTime"].asString()
-                                                     : md["creationTimestamp"].asString());
-                    if (last < 0 || now - last <= stale) {
-                        LOG_DEBUG("[node %s] gc: Slurm node %s renewed %llds ago", name.c_str(),
-                                  slurm_node.c_str(), static_cast<long long>(now - last));
-                        continue;
-                    }
-                    uint32_t job_id = static_cast<uint32_t>(*job);
-                    std::string node_uid = md["uid"].asString();
-                    std::string lease_uid =
-                        lease != lease_of.end() ? lease->second["metadata"]["uid"].asString() : "";
-                    checker_.state(job_id, [this, name, job_id, slurm_node, node_uid, lease_uid,
-                                            age = now - last](JobState s) {
-                        if (s != JobState::Gone) return;  // alive, or Slurm could not tell
-                        LOG_INFO(
-                            "[node %s] gc: Slurm node %s renewed nothing for %llds and job %u is "
-                            "gone: deleting its pods, the Node and its Lease",
-                            name.c_str(), slurm_node.c_str(), static_cast<long long>(age), job_id);
-                        delete_unlisted_pods(ctx_, name, job_id, slurm_node);
-                        if (!lease_uid.empty())
-                            kube_.del(KubeClient::lease(name), uid_precondition_body(lease_uid),
-                                      [](const Result<Json::Value> &) {});
-                        kube_.del(KubeClient::node(name), uid_precondition_body(node_uid),
-                                  [name](const Result<Json::Value> &d) {
-                                      if (!d && d.error() != Error::NotFound &&
-                                          d.error() != Error::Conflict)
-                                          LOG_WARN("[node %s] gc: delete failed: %s", name.c_str(),
-                                                   d.message().c_str());
-                                  });
-                    });
-                }
-            });
+                uint32_t job_id = static_cast<uint32_t>(*job);
+                std::string node_uid = md["uid"].asString();
+                std::string lease_uid =
+                    lease != lease_of.end() ? lease->second["metadata"]["uid"].asString() : "";
+                checker_.end_state(job_id, [this, name, job_id, slurm_node, node_uid, lease_uid,
+                                            age = now - last](JobState s,
+                                                              const std::string &reason) {
+                    if (s != JobState::Gone) return;  // alive, or Slurm could not tell
+                    LOG_INFO(
+                        "[node %s] gc: Slurm node %s renewed nothing for %llds and job %u is "
+                        "gone (%s): deleting its pods, the Node and its Lease",
+                        name.c_str(), slurm_node.c_str(), static_cast<long long>(age), job_id,
+                        reason.c_str());
+                    post_job_end_event(name, job_id, reason);
+                    delete_unlisted_pods(ctx_, name, job_id, slurm_node, reason);
+                    if (!lease_uid.empty())
+                        kube_.del(KubeClient::lease(name), KubeClient::uid_precondition(lease_uid),
+                                  [](const Result<Json::Value> &) {});
+                    kube_.del(
+                        KubeClient::node(name), KubeClient::uid_precondition(node_uid),
+                        [name](const Result<Json::Value> &d) {
+                            if (!d && d.error() != Error::NotFound && d.error() != Error::Conflict)
+                                LOG_WARN("[node %s] gc: delete failed: %s", name.c_str(),
+                                         d.message().c_str());
+                        });
+                });
+            }
+        });
     });
 }
 

@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "agent/agent_config.h"
@@ -32,6 +33,13 @@ class JobAliveChecker {
     // By value like alive(): the overriders keep cb for a later answer.
     // NOLINTNEXTLINE(performance-unnecessary-value-param): the interface's signature
     virtual void end_time(uint32_t /*job_id*/, std::function<void(int64_t)> cb) { cb(0); }
+    // state(), with the reason a Gone job's end gives its pods' final
+    // status and its Node's Event (end_reason_of); "JobEnded" when Slurm no
+    // longer says how it ended.
+    // NOLINTNEXTLINE(performance-unnecessary-value-param): the overriders keep cb
+    virtual void end_state(uint32_t job_id, std::function<void(JobState, std::string)> cb) {
+        state(job_id, [cb](JobState s) { cb(s, "JobEnded"); });
+    }
 };
 
 // Runs job_alive_command ({job} replaced) off the loop (uv_spawn): Alive
@@ -48,10 +56,16 @@ class CommandJobChecker : public JobAliveChecker {
         : loop_(loop), alive_tmpl_(std::move(alive_tmpl)), end_tmpl_(std::move(end_tmpl)) {}
     void state(uint32_t job_id, std::function<void(JobState)> cb) override;
     void end_time(uint32_t job_id, std::function<void(int64_t)> cb) override;
+    void end_state(uint32_t job_id, std::function<void(JobState, std::string)> cb) override;
 
   private:
+    // Runs job_alive_command; cb gets the state and the command's output.
+    void query(uint32_t job_id, std::function<void(JobState, const std::string &)> cb);
     uv_loop_t *loop_;
     std::string alive_tmpl_, end_tmpl_;
+    // Jobs whose last query could not tell (warned once; shared with the
+    // queries in flight, which may outlive the checker).
+    std::shared_ptr<std::set<uint32_t>> doubtful_ = std::make_shared<std::set<uint32_t>>();
 };
 
 // Pure: the state squeue printed -> alive.
@@ -59,6 +73,11 @@ bool job_state_is_alive(const std::string &state_output);
 // Pure: job_alive_command's result -> what Slurm says (CommandJobChecker).
 struct CommandResult;
 JobState job_state_of(const CommandResult &r);
+// Pure: the state job_alive_command printed for an ended job (COMPLETED,
+// NODE_FAIL, ...) -> the drain reason its pods' final status gives
+// (JobCompleted, NodeFail, ...; docs/user-guide.md, "How the job ended");
+// JobEnded for anything else (nothing printed: Slurm forgot the job).
+std::string end_reason_of(const std::string &state_output);
 
 // An in-process pod runtime in place of the job's shim (agent.conf runtime =
 // a name the daemon's build registered, agent/daemon.h): every virtual node
@@ -110,6 +129,8 @@ class Agent {
     void gc();
     void gc_files();
     void gc_failed_nodes();
+    void post_job_end_event(const std::string &node_name, uint32_t job_id,
+                            const std::string &reason);
     // Asks Slurm about a registered job; when it is Gone (never on Unknown)
     // and vn is still its node, not ending, it is deregistered as the
     // epilog's deregister does it (the drain with grace 0: Slurm ended the

@@ -66,6 +66,14 @@ class KubeClient {
     static std::string events(const std::string &ns) {
         return "/api/v1/namespaces/" + ns + "/events";
     }
+    // DeleteOptions that delete only the object with this uid (a re-created
+    // one of the same name is left); null (no body) for an empty uid.
+    static Json::Value uid_precondition(const std::string &uid) {
+        if (uid.empty()) return Json::Value();
+        Json::Value b(Json::objectValue);
+        b["preconditions"]["uid"] = uid;
+        return b;
+    }
 
   private:
     void send(const char *method, const std::string &path, const std::string &body,

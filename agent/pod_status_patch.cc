@@ -168,6 +168,47 @@ std::string job_end_message(const std::string &reason, uint32_t job_id) {
     return job + "ended";
 }
 
+Json::Value orphan_final_status_patch(const Json::Value &api_pod, const std::string &reason,
+                                      uint32_t job_id, int64_t now_s) {
+    if (pod_is_terminal(api_pod)) return Json::Value();
+    const Json::Value &cur = api::object(api::field(api_pod, "status"));
+    Json::Value st = job_end_status(cur, reason, job_id);
+    for (const char *list : {"initContainerStatuses", "containerStatuses"}) {
+        if (!st.isMember(list) || !st[list].isArray()) continue;
+        for (auto &cs : st[list]) {
+            if (!cs.isObject()) continue;
+            const Json::Value &run = api::field(api::field(cs, "state"), "running");
+            if (!run.isObject()) continue;
+            Json::Value term(Json::objectValue);
+            term["exitCode"] = 137;
+            term["reason"] = "ContainerStatusUnknown";
+            term["message"] = "The container could not be located when the pod was terminated";
+            term["startedAt"] = api::field(run, "startedAt");
+            term["finishedAt"] = rfc3339(now_s);
+            cs["state"] = Json::Value(Json::objectValue);
+            cs["state"]["terminated"] = term;
+            cs["ready"] = false;
+            cs["started"] = false;
+        }
+    }
+    if (st.isMember("conditions") && st["conditions"].isArray())
+        for (auto &c : st["conditions"]) {
+            std::string type = api::text(api::field(c, "type"));
+            if (type != "Ready" && type != "ContainersReady") continue;
+            if (api::text(api::field(c, "status")) != "False")
+                c["lastTransitionTime"] = rfc3339(now_s);
+            c["status"] = "False";
+            c["reason"] = "PodFailed";
+            c.removeMember("message");
+        }
+    return pod_status_patch(api_pod, st);
+}
+
+EventSpec job_end_event(const std::string &reason, uint32_t job_id, const std::string &tail) {
+    bool warn = reason == "NodeFail" || reason == "Preempted" || reason == "JobFailed";
+    return {warn ? "Warning" : "Normal", reason, job_end_message(reason, job_id) + tail, ""};
+}
+
 std::string end_drain_message(uint32_t job_id, int64_t end_time) {
     return "Pod was terminated in response to the imminent end of the Slurm job " +
            std::to_string(job_id) + " lending this node (its time limit, at " + rfc3339(end_time) +

@@ -38,6 +38,13 @@ Json::Value refused_pod_status(const Json::Value &api_pod, const std::string &re
 // says it in words, job_end_message).
 Json::Value job_end_status(const Json::Value &status, const std::string &reason, uint32_t job_id);
 std::string job_end_message(const std::string &reason, uint32_t job_id);
+// Body for PATCH pods/NAME/status of a pod whose node is gone with its
+// runtime (collected by the garbage collection): Failed with job_end_status's
+// reason and message, not Ready, each running container terminated with exit
+// code 137 and reason ContainerStatusUnknown (a kubelet's word for a
+// container it can no longer find); null when the pod is terminal already.
+Json::Value orphan_final_status_patch(const Json::Value &api_pod, const std::string &reason,
+                                      uint32_t job_id, int64_t now_s);
 
 // A pod stopped ahead of the job's end (--k8s-drain-before), as a kubelet
 // reports a pod stopped by a graceful node shutdown: phase Failed, reason
@@ -54,6 +61,10 @@ struct EventSpec {
     std::string message;
     std::string field_path;  // spec.containers{name}, or "" for the pod
 };
+// The Node Event that says how the job ended: Warning for an end the job did
+// not choose (NodeFail, Preempted, JobFailed), else Normal; the message is
+// job_end_message followed by `tail`.
+EventSpec job_end_event(const std::string &reason, uint32_t job_id, const std::string &tail);
 
 // Events implied by old -> new status: Started (a container began running),
 // BackOff (entered CrashLoopBackOff), Failed (a container waiting on a

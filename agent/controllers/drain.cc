@@ -17,13 +17,6 @@ namespace {
 
 class LeftoverDeleter;
 
-Json::Value uid_precondition(const std::string &uid) {
-    if (uid.empty()) return Json::Value();
-    Json::Value b(Json::objectValue);
-    b["preconditions"]["uid"] = uid;
-    return b;
-}
-
 // The deleters still running, for cancel_leftover_deletes (loop thread only).
 std::set<LeftoverDeleter *> &live_deleters() {
     static std::set<LeftoverDeleter *> live;
@@ -43,10 +36,22 @@ std::set<LeftoverDeleter *> &live_deleters() {
 class LeftoverDeleter : public std::enable_shared_from_this<LeftoverDeleter> {
   public:
     struct Item {
+        Item(std::string w, std::string p, Json::Value b, std::string sp)
+            : what(std::move(w)),
+              path(std::move(p)),
+              body(std::move(b)),
+              state_path(std::move(sp)) {}
         std::string what;  // for the log: "pod ns/name", "Lease", "Node"
         std::string path;  // the pod list's, for a list item
         Json::Value body;
         std::string state_path;  // set for a list item only: the job's state file
+        // A list item's: each listed pod's final status names the job's end
+        // (orphan_final_status_patch) before its delete; "" = delete only.
+        std::string final_reason;
+        uint32_t job_id = 0;
+        // A pod's: PATCHed to path/status first (a 404 or 409 ends the item:
+        // the pod is gone, or another one holds the name), then deleted.
+        Json::Value status_patch;
     };
 
     static void start(AgentContext &ctx, std::string prefix, std::vector<Item> items) {
@@ -101,23 +106,54 @@ class LeftoverDeleter : public std::enable_shared_from_this<LeftoverDeleter> {
     void round() {
         auto left = std::make_shared<size_t>(items_.size());
         auto keep = std::make_shared<std::vector<Item>>();
-        std::weak_ptr<LeftoverDeleter> w = weak_from_this();
         for (const auto &it : items_) {
             if (!it.state_path.empty()) {
                 list_pods(it, left, keep);
                 continue;
             }
-            ctx_.kube->del(it.path, it.body, [w, it, left, keep](const Result<Json::Value> &r) {
-                auto d = w.lock();
-                if (!d) return;
-                if (r || r.error() == Error::NotFound || r.error() == Error::Conflict)
-                    LOG_INFO("%s %s deleted (background retry)", d->prefix_.c_str(),
-                             it.what.c_str());
-                else
-                    keep->push_back(it);
-                if (--*left == 0) d->after_round(std::move(*keep));
-            });
+            if (!it.status_patch.isNull())
+                patch_status(it, left, keep);
+            else
+                delete_item(it, left, keep);
         }
+    }
+
+    void delete_item(const Item &it, const std::shared_ptr<size_t> &left,
+                     const std::shared_ptr<std::vector<Item>> &keep) {
+        std::weak_ptr<LeftoverDeleter> w = weak_from_this();
+        ctx_.kube->del(it.path, it.body, [w, it, left, keep](const Result<Json::Value> &r) {
+            auto d = w.lock();
+            if (!d) return;
+            if (r || r.error() == Error::NotFound || r.error() == Error::Conflict)
+                LOG_INFO("%s %s deleted (background retry)", d->prefix_.c_str(), it.what.c_str());
+            else
+                keep->push_back(it);
+            if (--*left == 0) d->after_round(std::move(*keep));
+        });
+    }
+
+    void patch_status(const Item &it, const std::shared_ptr<size_t> &left,
+                      const std::shared_ptr<std::vector<Item>> &keep) {
+        std::weak_ptr<LeftoverDeleter> w = weak_from_this();
+        ctx_.kube->patch(it.path + "/status", it.status_patch, kStrategicMerge,
+                         [w, it, left, keep](const Result<Json::Value> &r) {
+                             auto d = w.lock();
+                             if (!d) return;
+                             if (r) {
+                                 Item del = it;
+                                 del.status_patch = Json::Value();
+                                 return d->delete_item(del, left, keep);  // at once, in this round
+                             }
+                             if (r.error() != Error::NotFound && r.error() != Error::Conflict) {
+                                 LOG_VERBOSE("%s %s: final status failed: %s", d->prefix_.c_str(),
+                                             it.what.c_str(), r.message().c_str());
+                                 keep->push_back(it);
+                             } else {
+                                 LOG_INFO("%s %s is gone or another one holds its name: %s",
+                                          d->prefix_.c_str(), it.what.c_str(), r.message().c_str());
+                             }
+                             if (--*left == 0) d->after_round(std::move(*keep));
+                         });
     }
 
     void list_pods(const Item &it, const std::shared_ptr<size_t> &left,
@@ -137,10 +173,16 @@ class LeftoverDeleter : public std::enable_shared_from_this<LeftoverDeleter> {
                 for (const auto &pod : api::items(api::field(*r, "items"))) {
                     api::ObjectMeta md = api::object_meta(pod);
                     if (md.name.empty() || md.ns.empty()) continue;
-                    Json::Value body = uid_precondition(md.uid);
+                    Json::Value body = KubeClient::uid_precondition(md.uid);
                     body["gracePeriodSeconds"] = 0;
-                    keep->push_back({"pod " + md.ns + "/" + md.name,
-                                     KubeClient::pod(md.ns, md.name), body, ""});
+                    Item pi{"pod " + md.ns + "/" + md.name, KubeClient::pod(md.ns, md.name), body,
+                            ""};
+                    // Nothing runs it any more: its final status says why
+                    // (as the PodGC controller fails a pod of a deleted node).
+                    if (!it.final_reason.empty())
+                        pi.status_patch = orphan_final_status_patch(pod, it.final_reason, it.job_id,
+                                                                    d->ctx_.clock->now_s());
+                    keep->push_back(pi);
                     n++;
                 }
                 LOG_INFO("%s %zu pods bound to the node listed (background retry)",
@@ -172,9 +214,13 @@ class LeftoverDeleter : public std::enable_shared_from_this<LeftoverDeleter> {
 };
 
 LeftoverDeleter::Item pod_list_item(AgentContext &ctx, const std::string &node_name,
-                                    uint32_t job_id, const std::string &slurm_node) {
-    return {"pod list", KubeClient::pods_on_node(node_name), Json::Value(),
-            ctx.store->path_of(job_id, slurm_node)};
+                                    uint32_t job_id, const std::string &slurm_node,
+                                    const std::string &final_reason) {
+    LeftoverDeleter::Item it{"pod list", KubeClient::pods_on_node(node_name), Json::Value(),
+                             ctx.store->path_of(job_id, slurm_node)};
+    it.final_reason = final_reason;
+    it.job_id = job_id;
+    return it;
 }
 
 }  // namespace
@@ -184,9 +230,9 @@ void cancel_leftover_deletes(AgentContext &ctx) {
 }
 
 void delete_unlisted_pods(AgentContext &ctx, const std::string &node_name, uint32_t job_id,
-                          const std::string &slurm_node) {
+                          const std::string &slurm_node, const std::string &final_reason) {
     LeftoverDeleter::start(ctx, "[node " + node_name + "]",
-                           {pod_list_item(ctx, node_name, job_id, slurm_node)});
+                           {pod_list_item(ctx, node_name, job_id, slurm_node, final_reason)});
 }
 
 Drain::Drain(AgentContext &ctx, JobRecord &rec, NodeLeaseController &node, PodController &pods)
@@ -239,12 +285,12 @@ void Drain::stop() {
 // and `kubectl get events` show once the Node is gone): Warning when the
 // job did not end by itself or by its owner's hand.
 void Drain::post_end_event(uint32_t grace_s) {
-    bool warn = reason_ == "NodeFail" || reason_ == "Preempted" || reason_ == "JobFailed";
-    std::string msg = job_end_message(reason_, rec_.job.job_id) + ": stopping " +
-                      std::to_string(pods_.unfinished()) + " pod(s) within " +
-                      std::to_string(grace_s) + " s, then removing the node";
     Json::Value ev = build_node_event(
-        rec_.node_name, {warn ? "Warning" : "Normal", reason_, msg, ""}, ctx_.clock->now_us());
+        rec_.node_name,
+        job_end_event(reason_, rec_.job.job_id,
+                      ": stopping " + std::to_string(pods_.unfinished()) + " pod(s) within " +
+                          std::to_string(grace_s) + " s, then removing the node"),
+        ctx_.clock->now_us());
     ctx_.kube->post(KubeClient::events("default"), ev, [](const Result<Json::Value> &r) {
         if (!r) LOG_VERBOSE("node event post failed: %s", r.message().c_str());
     });
@@ -259,7 +305,7 @@ void Drain::remove_node() {
     // plus the Lease and the Node when their delete fails below.
     auto leftovers = std::make_shared<std::vector<LeftoverDeleter::Item>>();
     for (const auto &p : pods_.remaining()) {
-        Json::Value body = uid_precondition(p.uid);
+        Json::Value body = KubeClient::uid_precondition(p.uid);
         body["gracePeriodSeconds"] = 0;
         leftovers->push_back(
             {"pod " + p.ns + "/" + p.name, KubeClient::pod(p.ns, p.name), body, ""});
@@ -268,7 +314,7 @@ void Drain::remove_node() {
     // would stay in the API for good, with no kubelet to clean them up.
     if (!pods_.listed())
         leftovers->push_back(
-            pod_list_item(ctx_, rec_.node_name, rec_.job.job_id, rec_.job.slurm_node));
+            pod_list_item(ctx_, rec_.node_name, rec_.job.job_id, rec_.job.slurm_node, reason_));
     auto finish = guard([this, leftovers] {
         LeftoverDeleter::start(ctx_, prefix(), std::move(*leftovers));
         if (auto st = ctx_.store->remove(rec_.job.job_id, rec_.job.slurm_node); !st)
@@ -281,8 +327,8 @@ void Drain::remove_node() {
         auto done = std::move(done_);
         if (done) done(pods_.asked_to_stop());
     });
-    Json::Value lease_body = uid_precondition(node_.lease_uid());
-    Json::Value node_body = uid_precondition(rec_.node_uid);
+    Json::Value lease_body = KubeClient::uid_precondition(node_.lease_uid());
+    Json::Value node_body = KubeClient::uid_precondition(rec_.node_uid);
     ctx_.kube->del(
         KubeClient::lease(rec_.node_name), lease_body,
         guard([this, finish, leftovers, lease_body, node_body](const Result<Json::Value> &r) {

@@ -64,9 +64,12 @@ void cancel_leftover_deletes(AgentContext &ctx);
 // The pods bound to node_name that the agent never listed (a Node removed
 // by the garbage collection): listed by spec.nodeName and deleted (grace 0,
 // uid precondition) in the background, retried like a drain's leftover
-// deletes. Nothing is deleted once the job (job_id on slurm_node) has a
-// state file again: it re-registered and its node has the pods.
+// deletes; with a final_reason (a drain reason: NodeFail, JobCancelled, ...)
+// each one not terminal is first set Failed with it
+// (orphan_final_status_patch). Nothing is deleted once the job (job_id on
+// slurm_node) has a state file again: it re-registered and its node has the
+// pods.
 void delete_unlisted_pods(AgentContext &ctx, const std::string &node_name, uint32_t job_id,
-                          const std::string &slurm_node);
+                          const std::string &slurm_node, const std::string &final_reason = "");
 
 }  // namespace sk::agent

@@ -725,20 +725,32 @@ case_array_het() {
 # node, and its Lease stops being renewed; another agent of the cluster
 # (n1: gc_failed_nodes = true) deletes the dead node's Node, its Lease and
 # its pods once the Lease is stale (lease_duration + 2 renewals: 60 s) and
-# Slurm says the job is gone.
+# Slurm says the job is gone; the pods' last status and an Event on the Node
+# say how Slurm ended the job (here CANCELLED; NODE_FAIL gives NodeFail).
 case_node_fail() {
   e2e_job 1 -N1 -w n3 --gres=gpu:2 --k8s-gpus=1 || { ok 1 "node_fail: job"; return; }
   local j="$E2E_JOB" node t0
   node="$(e2e_node_names "$j")"
   e2e_pod "$j" nf1; e2e_pod_running nf1 30; ok $? "node_fail: pod nf1 Running on $node"
   e2e_agent_stop 3 KILL; ok $? "node_fail: agent n3 killed -9"
+  # Every status the pod goes through until it is deleted.
+  mkdir -p "$E2E_D/podlogs"
+  e2e_kubectl get pod nf1 -w -o jsonpath='{.status.phase} {.status.reason} {.status.containerStatuses[0].state.terminated.reason}{"\n"}' \
+    >"$E2E_D/podlogs/nf1.watch" 2>&1 &
+  local watcher=$!
   t0=$SECONDS
   scancel "$j"; sk_wait_state "$j" CANCELLED 90
   ok $? "node_fail: job $j ended without its agent ($(sk_job_state "$j"))"
   e2e_wait 150 "[ -z \"\$(e2e_node_names $j)\" ] && [ -z \"\$(e2e_kubectl get pods -o name 2>/dev/null | grep -x pod/nf1)\" ] && [ -z \"\$(e2e_kubectl get leases -n kube-node-lease -o name 2>/dev/null | grep -- '-$j\$')\" ]"
   ok $? "node_fail: $node, its Lease and its pod nf1 deleted $((SECONDS - t0)) s after the job's end"
+  kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null
   grep -q "\[node $node\] gc: Slurm node n3 renewed nothing for" "$E2E_AGENTS/n1/agent.log"
   ok $? "node_fail: by agent n1's collection of failed nodes ($(grep -o "\[node $node\] gc: Slurm node n3.*" "$E2E_AGENTS/n1/agent.log" | head -n1))"
+  # What Slurm says of the job's end (scancel: CANCELLED) is the pod's last
+  # status before its delete, and the Node's Event.
+  grep -q '^Failed JobCancelled ContainerStatusUnknown$' "$E2E_D/podlogs/nf1.watch"
+  ok $? "node_fail: pod nf1 ended Failed/JobCancelled, its container ContainerStatusUnknown ($(tail -n 2 "$E2E_D/podlogs/nf1.watch" | paste -sd'|'))"
+  check_job_end_event "$j" "node_fail" JobCancelled
   e2e_agent_start 3; ok $? "node_fail: agent n3 back"
   e2e_assert_clean "$j" "node_fail"
 }

@@ -518,8 +518,8 @@ END_TEST
 // not stay in the API: came the list during the drain, the pod gets the
 // drain's final status and delete; came it only after the drain's budget
 // (the node is gone), the node's leftover deletes list the pods bound to it
-// (retried with back-off) and delete each (grace 0, uid precondition).
-// Nothing is re-created.
+// (retried with back-off), set each Failed with the drain's reason, and
+// delete it (grace 0, uid precondition). Nothing is re-created.
 struct LateListCase {
     const char *name;
     std::vector<FakeAnswer> lists;  // the pod list's answers, in order (the last repeats)
@@ -556,10 +556,14 @@ START_TEST(drain_before_first_list) {
     ck_assert_uint_eq(del.size(), 1);
     ck_assert_int_eq(del[0].json()["gracePeriodSeconds"].asInt(), 0);
     ck_assert_sstr_eq(del[0].json()["preconditions"]["uid"].asString(), "u1");
-    if (c.final_status) {
-        ck_assert_sstr_eq(env.served_pod("p1")["status"]["reason"].asString(), "JobEnded");
+    // Its final status names the job's end before its delete, either way.
+    ck_assert_sstr_eq(env.served_pod("p1")["status"]["reason"].asString(), "JobEnded");
+    ck_assert_sstr_eq(env.served_pod("p1")["status"]["phase"].asString(), "Failed");
+    auto patches = env.http().matching("PATCH", del_path + "/status");
+    ck_assert_uint_ge(patches.size(), 1);
+    ck_assert_uint_lt(patches.back().id, del[0].id);
+    if (c.final_status)
         ck_assert_uint_lt(del[0].id, env.http().matching("DELETE", kNodePath)[0].id);
-    }
     ck_assert_uint_eq(env.http().count("DELETE", kNodePath), 1);
     ck_assert_uint_eq(env.http().count("POST", "/api/v1/nodes"), 1);
     ck_assert_uint_eq(env.http().count("POST", kLeasesPath), 1);

@@ -91,6 +91,41 @@ START_TEST(status_patch_clears_condition_reason) {
 }
 END_TEST
 
+// A pod whose node the garbage collection removes (its runtime gone with
+// it): Failed naming the job's end, not Ready, its running container
+// terminated 137 (ContainerStatusUnknown); a terminal pod is left as it is.
+START_TEST(orphan_final_status) {
+    Json::Value pod = api_pod();
+    pod["status"] = running();
+    pod["status"]["conditions"][1]["lastTransitionTime"] = "2026-01-01T00:00:02Z";
+    Json::Value p = orphan_final_status_patch(pod, "NodeFail", 7, 1767225600);
+    ck_assert_sstr_eq(p["metadata"]["uid"].asString(), "u1");
+    const Json::Value &st = p["status"];
+    ck_assert_sstr_eq(st["phase"].asString(), "Failed");
+    ck_assert_sstr_eq(st["reason"].asString(), "NodeFail");
+    ck_assert_sstr_eq(st["message"].asString(),
+                      "the Slurm job 7 lending this node ended: Slurm declared the node failed");
+    const Json::Value &cs = st["containerStatuses"][0];
+    ck_assert(!cs["ready"].asBool());
+    ck_assert_int_eq(cs["state"]["terminated"]["exitCode"].asInt(), 137);
+    ck_assert_sstr_eq(cs["state"]["terminated"]["reason"].asString(), "ContainerStatusUnknown");
+    ck_assert_sstr_eq(cs["state"]["terminated"]["startedAt"].asString(), "2026-01-01T00:00:01Z");
+    ck_assert_sstr_eq(cs["state"]["terminated"]["finishedAt"].asString(), "2026-01-01T00:00:00Z");
+    ck_assert(!cs["state"].isMember("running"));
+    int unready = 0;
+    for (const auto &c : st["conditions"])
+        if (c["type"] == "Ready" || c["type"] == "ContainersReady") {
+            ck_assert_sstr_eq(c["status"].asString(), "False");
+            ck_assert_sstr_eq(c["reason"].asString(), "PodFailed");
+            unready++;
+        }
+    ck_assert_int_eq(unready, 2);
+    Json::Value done = api_pod();
+    done["status"] = job_end_status(running(), "JobCancelled", 7);
+    ck_assert(orphan_final_status_patch(done, "NodeFail", 7, 1767225600).isNull());
+}
+END_TEST
+
 START_TEST(refused_and_job_end) {
     Json::Value s = refused_pod_status(api_pod(), "NamespaceNotAllowed", "no", "10.0.0.1", 5);
     ck_assert_sstr_eq(s["phase"].asString(), "Failed");
@@ -185,6 +220,7 @@ int main() {
     tcase_add_test(tc, status_patch_only_changes);
     tcase_add_test(tc, status_patch_clears_reason);
     tcase_add_test(tc, status_patch_clears_condition_reason);
+    tcase_add_test(tc, orphan_final_status);
     tcase_add_test(tc, refused_and_job_end);
     tcase_add_test(tc, job_end_messages);
     tcase_add_test(tc, node_event_shape);

@@ -71,12 +71,41 @@ START_TEST(job_state_from_command) {
 }
 END_TEST
 
+// How an ended job's state (job_alive_command's output) names its pods'
+// final status when the garbage collection removes them.
+struct EndReasonCase {
+    const char *output, *want;
+};
+static const EndReasonCase kEndReasons[] = {
+    {"COMPLETED\n", "JobCompleted"},
+    {"FAILED\n", "JobFailed"},
+    {"OUT_OF_MEMORY\n", "JobFailed"},
+    {"CANCELLED\n", "JobCancelled"},
+    {"CANCELLED by 0\n", "JobCancelled"},
+    {"TIMEOUT\n", "TimeLimit"},
+    {"NODE_FAIL\n", "NodeFail"},
+    {"PREEMPTED\n", "Preempted"},
+    {"BOOT_FAIL\n", "JobEnded"},
+    {"DEADLINE\n", "JobEnded"},
+    {"", "JobEnded"},                   // Slurm forgot the job
+    {"\n  NODE_FAIL  \n", "NodeFail"},  // blank lines, spaces
+    {"garbage\nCOMPLETED\n", "JobCompleted"},
+    {"COMPLETEDX\n", "JobEnded"},  // a whole word only
+};
+START_TEST(end_reason_from_state) {
+    const EndReasonCase &c = kEndReasons[_i];
+    std::string got = end_reason_of(c.output);
+    ck_assert_msg(got == c.want, "'%s': %s, want %s", c.output, got.c_str(), c.want);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("shim_runtime");
     TCase *tc = tcase_create("shim_runtime");
     tcase_add_test(tc, pod_status_events_parse);
     tcase_add_loop_test(tc, pod_status_events_bad, 0, TABLE_SIZE(kBadEvents));
     tcase_add_test(tc, job_state_from_command);
+    tcase_add_loop_test(tc, end_reason_from_state, 0, TABLE_SIZE(kEndReasons));
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }
