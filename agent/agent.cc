@@ -141,7 +141,7 @@ void CommandJobChecker::end_state(uint32_t job_id, std::function<void(JobState, 
 }
 
 void CommandJobChecker::query(uint32_t job_id,
-                              std::function<void(JobState, const std::string &)> cb) {
+                              const std::function<void(JobState, const std::string &)> &cb) {
     std::string cmd = expand_job_command(alive_tmpl_, job_id);
     run_command_async(loop_, cmd, kCommandTimeoutMs,
                       [cb, cmd, job_id, doubtful = doubtful_](const CommandResult &r) {

@@ -60,7 +60,7 @@ class CommandJobChecker : public JobAliveChecker {
 
   private:
     // Runs job_alive_command; cb gets the state and the command's output.
-    void query(uint32_t job_id, std::function<void(JobState, const std::string &)> cb);
+    void query(uint32_t job_id, const std::function<void(JobState, const std::string &)> &cb);
     uv_loop_t *loop_;
     std::string alive_tmpl_, end_tmpl_;
     // Jobs whose last query could not tell (warned once; shared with the

@@ -418,41 +418,48 @@ void NodeLeaseController::schedule_end_cordon() {
         end_cordoned_ = false;
         LOG_INFO("%s the job's end moved away: uncordoning until %s", prefix().c_str(),
                  rfc3339(at).c_str());
-        patch_end_cordon(false, end_gen_);
+        patch_cordon(Cordon::End, false, end_gen_);
     }
     if (in_s < 0) in_s = 0;
     end_timer_.start(static_cast<uint64_t>(in_s) * 1000 + 1, guard([this] {
                          if (mode_ != Mode::Active) return;
                          LOG_INFO("%s the job ends soon: cordoning", prefix().c_str());
                          end_cordoned_ = true;
-                         patch_end_cordon(true, end_gen_);
+                         patch_cordon(Cordon::End, true, end_gen_);
                      }));
 }
 
-void NodeLeaseController::patch_end_cordon(bool cordon, uint64_t gen, int attempts) {
-    const char *what = cordon ? "cordon" : "uncordon";
-    k8s::Taint taint{kEndingTaintKey, std::to_string(rec_.job.job_id), "NoSchedule"};
+// GET + merge PATCH of one of the two cordons, or of its undoing; a 409 is
+// read again and retried (5 times); dropped when the plan changed
+// meanwhile (gen); a failure is retried at that cordon's next check.
+void NodeLeaseController::patch_cordon(Cordon kind, bool cordon, uint64_t gen, int attempts) {
+    const bool end = kind == Cordon::End;
+    const char *what = end ? (cordon ? "cordon" : "uncordon")
+                           : (cordon ? "suspension cordon" : "suspension uncordon");
+    k8s::Taint taint{end ? kEndingTaintKey : kSuspendedTaintKey, std::to_string(rec_.job.job_id),
+                     "NoSchedule"};
+    const char *annotation = end ? kEndCordonAnnotation : kSuspendCordonAnnotation;
     ctx_.kube->get(
         KubeClient::node(rec_.node_name),
-        guard([this, cordon, gen, attempts, what, taint](Result<Json::Value> r) {
-            if (mode_ != Mode::Active || gen != end_gen_) return;  // superseded
+        guard([this, kind, cordon, gen, attempts, what, taint, annotation](Result<Json::Value> r) {
+            if (mode_ != Mode::Active || gen != cordon_gen(kind)) return;  // superseded
             if (!r) {
                 LOG_WARN("%s %s failed: %s", prefix().c_str(), what, r.message().c_str());
-                end_cordoned_ = !cordon;  // the next end-time check retries
+                cordoned(kind) = !cordon;  // the next check retries
                 return;
             }
-            Json::Value patch =
-                cordon ? build_end_cordon_patch(*r, taint) : build_end_uncordon_patch(*r, taint);
+            Json::Value patch = cordon ? build_end_cordon_patch(*r, taint, annotation)
+                                       : build_end_uncordon_patch(*r, taint, annotation);
             if (patch.isNull()) return;
             ctx_.kube->patch(
                 KubeClient::node(rec_.node_name), patch, kMergePatch,
-                guard([this, cordon, gen, attempts, what](const Result<Json::Value> &p) {
+                guard([this, kind, cordon, gen, attempts, what](const Result<Json::Value> &p) {
                     if (p) return;
                     if (p.error() == Error::Conflict && attempts < 5 && mode_ == Mode::Active &&
-                        gen == end_gen_)
-                        return patch_end_cordon(cordon, gen, attempts + 1);
+                        gen == cordon_gen(kind))
+                        return patch_cordon(kind, cordon, gen, attempts + 1);
                     LOG_WARN("%s %s failed: %s", prefix().c_str(), what, p.message().c_str());
-                    if (gen == end_gen_) end_cordoned_ = !cordon;  // retried at the next check
+                    if (gen == cordon_gen(kind)) cordoned(kind) = !cordon;
                 }));
         }));
 }
@@ -476,7 +483,8 @@ void NodeLeaseController::query_job_state() {
                            set_suspended(false);
                        else if ((s == JobState::Suspended || s == JobState::Alive) &&
                                 suspend_cordoned_ != suspended_)
-                           patch_suspend_cordon(suspended_, suspend_gen_);  // a failed one again
+                           patch_cordon(Cordon::Suspend, suspended_,
+                                        suspend_gen_);  // a failed one again
                    }));
 }
 
@@ -492,42 +500,13 @@ void NodeLeaseController::set_suspended(bool suspended) {
     if (on_suspend_) on_suspend_(suspended, suspend_message());
     post_status(true);
     suspend_cordoned_ = suspended;
-    patch_suspend_cordon(suspended, suspend_gen_);
+    patch_cordon(Cordon::Suspend, suspended, suspend_gen_);
     // What `kubectl describe node` and `kubectl get events` show.
     std::string msg =
         suspended ? suspend_message()
                   : "Slurm job " + std::to_string(rec_.job.job_id) + " resumed: its pods run again";
     post_node_event(suspended ? "Warning" : "Normal", suspended ? kSuspendedReason : "JobResumed",
                     msg);
-}
-
-void NodeLeaseController::patch_suspend_cordon(bool cordon, uint64_t gen, int attempts) {
-    const char *what = cordon ? "suspension cordon" : "suspension uncordon";
-    k8s::Taint taint{kSuspendedTaintKey, std::to_string(rec_.job.job_id), "NoSchedule"};
-    ctx_.kube->get(
-        KubeClient::node(rec_.node_name),
-        guard([this, cordon, gen, attempts, what, taint](Result<Json::Value> r) {
-            if (mode_ != Mode::Active || gen != suspend_gen_) return;  // superseded
-            if (!r) {
-                LOG_WARN("%s %s failed: %s", prefix().c_str(), what, r.message().c_str());
-                suspend_cordoned_ = !cordon;  // the next state check retries
-                return;
-            }
-            Json::Value patch = cordon
-                                    ? build_end_cordon_patch(*r, taint, kSuspendCordonAnnotation)
-                                    : build_end_uncordon_patch(*r, taint, kSuspendCordonAnnotation);
-            if (patch.isNull()) return;
-            ctx_.kube->patch(
-                KubeClient::node(rec_.node_name), patch, kMergePatch,
-                guard([this, cordon, gen, attempts, what](const Result<Json::Value> &p) {
-                    if (p) return;
-                    if (p.error() == Error::Conflict && attempts < 5 && mode_ == Mode::Active &&
-                        gen == suspend_gen_)
-                        return patch_suspend_cordon(cordon, gen, attempts + 1);
-                    LOG_WARN("%s %s failed: %s", prefix().c_str(), what, p.message().c_str());
-                    if (gen == suspend_gen_) suspend_cordoned_ = !cordon;
-                }));
-        }));
 }
 
 // What `kubectl describe node` and `kubectl get events` show; best effort.

@@ -99,17 +99,20 @@ class NodeLeaseController : public NodeBound {
     int64_t drain_lead_s() const;   // the job's --k8s-drain-before, else the agent's
     int64_t cordon_lead_s() const;  // cordon_before_end, or the drain's lead if longer
     void query_end_time();
-    // GET + merge PATCH of the end-time cordon (cordon) or its undoing;
-    // dropped when the end moved again meanwhile (gen != end_gen_).
-    void patch_end_cordon(bool cordon, uint64_t gen, int attempts = 0);
+    // The two cordons: ahead of the job's end (taint slurm-k8s/job-ending,
+    // re-planned with end_gen_) and while it is suspended (slurm-k8s/
+    // job-suspended, suspend_gen_). patch_cordon: GET + merge PATCH of one
+    // (cordon) or its undoing, dropped when its plan changed meanwhile
+    // (gen != its generation).
+    enum class Cordon { End, Suspend };
+    void patch_cordon(Cordon kind, bool cordon, uint64_t gen, int attempts = 0);
+    uint64_t cordon_gen(Cordon kind) const { return kind == Cordon::End ? end_gen_ : suspend_gen_; }
+    bool &cordoned(Cordon kind) { return kind == Cordon::End ? end_cordoned_ : suspend_cordoned_; }
     void query_job_state();
     void set_suspended(bool suspended);
     std::string suspend_message() const;
     std::string runtime_down_message() const;
     void post_node_event(const char *type, const char *reason, const std::string &message);
-    // GET + merge PATCH of the suspension's cordon (or its undoing); dropped
-    // when the state changed again meanwhile (gen != suspend_gen_).
-    void patch_suspend_cordon(bool cordon, uint64_t gen, int attempts = 0);
     void retry_node(const Status &why);
     void call_ready_cb(const Status &st);
 

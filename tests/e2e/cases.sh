@@ -14,7 +14,7 @@
 # online_rl last: it takes all 3 nodes.
 E2E_CASES=(api_down bad_flags socket_auth privileged too_many_gpus namespace two_jobs kubectl_io
            scancel step_signals time_limit_update drain_before time_limit suspend requeue salloc gpu_forms preempt
-           array_het node_fail slurmd_restart agent_kill shim_kill online_rl online_rl_faults)
+           preempt_requeue array_het node_fail slurmd_restart agent_kill shim_kill online_rl online_rl_faults)
 
 # sbatch refuses malformed --k8s-* flags before submission, naming the flag.
 case_bad_flags() {
@@ -665,6 +665,27 @@ case_preempt() {
   e2e_assert_clean "$j" "preempt"
 }
 
+# Preemption that requeues (the partition "requeue" has PreemptMode=REQUEUE):
+# the preempted job's pods end with the final status Requeued, as do a
+# scontrol requeue's, its Node goes, the urgent job runs; the requeued job is
+# PENDING under its id and, cancelled there, leaves nothing.
+case_preempt_requeue() {
+  e2e_job 1 -p requeue --requeue -N1 -w n1 --gres=gpu:4 --k8s-gpus=2 || { ok 1 "preempt_requeue: job"; return; }
+  local j="$E2E_JOB" j2 s
+  e2e_pod "$j" pq1; e2e_pod_running pq1 30; ok $? "preempt_requeue: pod pq1 Running"
+  rl_follow_log default/pq1
+  s="$(e2e_script urgent 'sleep 600')"
+  j2="$(sk_submit_as_user -o /dev/null -p urgent -N1 -w n1 --gres=gpu:4 "$s")"
+  ok $? "preempt_requeue: urgent job $j2 submitted to n1"
+  sk_wait_state "$j2" RUNNING 60; ok $? "preempt_requeue: the urgent job $j2 runs ($(sk_job_state "$j2"))"
+  e2e_wait 30 "[ -z \"\$(e2e_node_names $j)\" ]"; ok $? "preempt_requeue: the preempted job's Node is gone"
+  rl_stop_log_followers
+  check_job_end_pod "$j" pq1 preempt_requeue Requeued
+  sk_wait_state "$j" PENDING 30; ok $? "preempt_requeue: job $j is requeued ($(sk_job_state "$j"))"
+  scancel "$j2" "$j"; sk_wait_gone "$j2" 60; sk_wait_gone "$j" 60
+  e2e_assert_clean "$j" "preempt_requeue"
+}
+
 # Job arrays and heterogeneous jobs: each array task and each het component
 # lends under its own job id (slurm-k8s/job-id, the Node's name, its taint);
 # its Node also names the whole array (slurm-k8s/array-job-id,
@@ -720,37 +741,42 @@ case_array_het() {
   e2e_assert_clean "$h" "array_het: het job $h"; e2e_assert_clean "$((h + 1))" "array_het: component job $((h + 1))"
 }
 
-# An agent that dies with its node (here: killed -9, and the job then ends
-# without it: the extern step stops the shim itself) cannot end its virtual
-# node, and its Lease stops being renewed; another agent of the cluster
-# (n1: gc_failed_nodes = true) deletes the dead node's Node, its Lease and
-# its pods once the Lease is stale (lease_duration + 2 renewals: 60 s) and
-# Slurm says the job is gone; the pods' last status and an Event on the Node
-# say how Slurm ended the job (here CANCELLED; NODE_FAIL gives NodeFail).
+# An agent that dies with its node (here: killed -9, then Slurm declares the
+# node failed: scontrol sets it DOWN and the job ends NODE_FAIL) cannot end
+# its virtual node, and its Lease stops being renewed; another agent of the
+# cluster (n1: gc_failed_nodes = true) deletes the dead node's Node, its
+# Lease and its pods once the Lease is stale (lease_duration + 2 renewals:
+# 60 s) and Slurm says the job is gone; the pods' last status and an Event
+# on the Node say NodeFail. The node is resumed for the cases after it.
 case_node_fail() {
-  e2e_job 1 -N1 -w n3 --gres=gpu:2 --k8s-gpus=1 || { ok 1 "node_fail: job"; return; }
+  e2e_job 1 -N1 -w n3 --no-requeue --gres=gpu:2 --k8s-gpus=1 || { ok 1 "node_fail: job"; return; }
   local j="$E2E_JOB" node t0
   node="$(e2e_node_names "$j")"
   e2e_pod "$j" nf1; e2e_pod_running nf1 30; ok $? "node_fail: pod nf1 Running on $node"
   e2e_agent_stop 3 KILL; ok $? "node_fail: agent n3 killed -9"
-  # Every status the pod goes through until it is deleted.
-  mkdir -p "$E2E_D/podlogs"
-  e2e_kubectl get pod nf1 -w -o jsonpath='{.status.phase} {.status.reason} {.status.containerStatuses[0].state.terminated.reason}{"\n"}' \
-    >"$E2E_D/podlogs/nf1.watch" 2>&1 &
-  local watcher=$!
   t0=$SECONDS
-  scancel "$j"; sk_wait_state "$j" CANCELLED 90
+  # Slurm declares the node failed: the job ends NODE_FAIL (--no-requeue:
+  # else Slurm requeues it).
+  scontrol update NodeName=n3 State=DOWN Reason=e2e-node-fail; ok $? "node_fail: Slurm node n3 set DOWN"
+  sk_wait_state "$j" NODE_FAIL 90
   ok $? "node_fail: job $j ended without its agent ($(sk_job_state "$j"))"
   e2e_wait 150 "[ -z \"\$(e2e_node_names $j)\" ] && [ -z \"\$(e2e_kubectl get pods -o name 2>/dev/null | grep -x pod/nf1)\" ] && [ -z \"\$(e2e_kubectl get leases -n kube-node-lease -o name 2>/dev/null | grep -- '-$j\$')\" ]"
   ok $? "node_fail: $node, its Lease and its pod nf1 deleted $((SECONDS - t0)) s after the job's end"
-  kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null
   grep -q "\[node $node\] gc: Slurm node n3 renewed nothing for" "$E2E_AGENTS/n1/agent.log"
   ok $? "node_fail: by agent n1's collection of failed nodes ($(grep -o "\[node $node\] gc: Slurm node n3.*" "$E2E_AGENTS/n1/agent.log" | head -n1))"
-  # What Slurm says of the job's end (scancel: CANCELLED) is the pod's last
-  # status before its delete, and the Node's Event.
-  grep -q '^Failed JobCancelled ContainerStatusUnknown$' "$E2E_D/podlogs/nf1.watch"
-  ok $? "node_fail: pod nf1 ended Failed/JobCancelled, its container ContainerStatusUnknown ($(tail -n 2 "$E2E_D/podlogs/nf1.watch" | paste -sd'|'))"
-  check_job_end_event "$j" "node_fail" JobCancelled
+  # What Slurm says of the job's end (NODE_FAIL) is the pod's last status
+  # before its delete, and the Node's Event.
+  local st
+  st="$(python3 "$E2E_TOP/tests/e2e/watch.py" final "$E2E_D/watch.jsonl" default/nf1 | python3 -c '
+import json, sys
+s = json.loads(sys.stdin.read() or "{}")
+t = ((s.get("containerStatuses") or [{}])[0].get("state") or {}).get("terminated") or {}
+print(s.get("phase"), s.get("reason"), t.get("reason"), t.get("exitCode"))')"
+  [ "$st" = "Failed NodeFail ContainerStatusUnknown 137" ]
+  ok $? "node_fail: pod nf1's last status before its deletion: $st"
+  check_job_end_event "$j" "node_fail" NodeFail
+  scontrol update NodeName=n3 State=RESUME
+  e2e_wait 60 "sinfo -h -n n3 -o %T | grep -qvE 'down|drain|fail'"; ok $? "node_fail: Slurm node n3 back ($(sinfo -h -n n3 -o %T))"
   e2e_agent_start 3; ok $? "node_fail: agent n3 back"
   e2e_assert_clean "$j" "node_fail"
 }

@@ -216,10 +216,12 @@ e2e_start_slurm() {
   export PLUGSTACK_LINES SLURM_CONF_EXTRA
   PLUGSTACK_LINES="$(e2e_plugstack)"
   # Preemption (e2e preempt): jobs of the higher-tier partition "urgent"
-  # cancel jobs of "gpu" on the nodes they need.
+  # cancel jobs of "gpu" on the nodes they need, and requeue those of
+  # "requeue" (its own PreemptMode; e2e preempt_requeue).
   SLURM_CONF_EXTRA="PreemptType=preempt/partition_prio
 PreemptMode=CANCEL
-PartitionName=urgent Nodes=n[1-$NUM_NODES] PriorityTier=10 MaxTime=INFINITE State=UP"
+PartitionName=urgent Nodes=n[1-$NUM_NODES] PriorityTier=10 MaxTime=INFINITE State=UP
+PartitionName=requeue Nodes=n[1-$NUM_NODES] PriorityTier=1 PreemptMode=REQUEUE MaxTime=INFINITE State=UP"
   "$E2E_CLUSTER" start >"$E2E_D/cluster-start.log" 2>&1 \
     || { tail -n 30 "$E2E_D/cluster-start.log" >&2; e2e_die "Slurm cluster did not start"; return 1; }
 }

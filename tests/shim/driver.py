@@ -608,15 +608,6 @@ def test_termination_grace_kills_group(a):
     assert gone(child), "a process of the container's group survived"
 
 
-def proc_state(pid):
-    """The state letter of /proc/PID/stat (T: stopped), None once gone."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
-
-
 def wait_true(pred, timeout, what, detail=None):
     """Waits for pred; on timeout the error says what, and detail() when given."""
     deadline = time.time() + timeout

@@ -600,7 +600,7 @@ START_TEST(suspension_followed) {
     env.run_for(200);
     ck_assert_uint_eq(rt->pauses().size(), 2);
     ck_assert(!rt->pauses()[1]);
-    ck_assert_str_eq(ready().c_str(), "True");
+    ck_assert_sstr_eq(ready(), "True");
     ck_assert(!node["metadata"]["annotations"].isMember(kSuspendCordonAnnotation));
     ck_assert_sstr_eq(env.node->state().phase, "ready");
     if (_i == 0 || _i == 3) ck_assert(!node["spec"]["unschedulable"].asBool());
