@@ -393,8 +393,15 @@ void Container::probes_changed() {
 // again) and runs a held start.
 void Container::pause(bool paused) {
     if (paused) {
-        for (auto &p : probes)
-            p->stop();
+        // The probes that run now run again at the resume (not a startup
+        // probe that already passed, nor those it has not started yet).
+        if (!probes_paused) {
+            for (auto &p : probes) {
+                p->active_at_pause = p->active;
+                p->stop();
+            }
+            probes_paused = true;
+        }
         run->ready = false;
         if (running && pid != 0 && !killing && !sigstopped) {
             signal_group(pid, SIGSTOP);
@@ -405,11 +412,12 @@ void Container::pause(bool paused) {
     }
     if (sigstopped) LOG_INFO("%s continued: the Slurm job resumed", id_prefix().c_str());
     continue_stopped();
-    if (running && !killing) {
+    if (probes_paused && running && !killing) {
         for (auto &p : probes)
-            p->arm();
+            if (p->active_at_pause) p->arm(true);
         probes_changed();
     }
+    probes_paused = false;
     if (start_held && !killing) {
         auto st = start();
         if (!st) pod->changed();

@@ -56,7 +56,10 @@ struct ProbeRunner {
     unsigned generation = 0;
     std::list<std::unique_ptr<ProbeCheck>> checks;
 
-    void arm();  // (re)start probing now + initialDelay
+    // (Re)start probing now + initialDelay; resumed: after the job's
+    // suspension (ProbeState::resume).
+    void arm(bool resumed = false);
+    bool active_at_pause = false;  // re-armed at the resume
     // The pids of its exec checks still running (their supervisors).
     void exec_pids(std::vector<int> *out) const;
     void stop();  // no more checks; a check in flight is ignored
@@ -104,8 +107,9 @@ struct Container {
     std::string tail;  // last output bytes, for FallbackToLogsOnError
     CrashBackoff backoff;
     std::vector<std::unique_ptr<ProbeRunner>> probes;
-    bool sigstopped = false;  // the instance's process group was stopped by pause()
-    bool start_held = false;  // a start (first, or a restart) came while paused
+    bool sigstopped = false;     // the instance's process group was stopped by pause()
+    bool probes_paused = false;  // pause() stopped the probes; the resume re-arms them
+    bool start_held = false;     // a start (first, or a restart) came while paused
 
     Status start();                                 // spawn one instance
     void stop(int64_t grace_ms);                    // preStop, SIGTERM, grace, SIGKILL

@@ -1,5 +1,7 @@
 #include "k8s-shim/probe.h"
 
+#include <algorithm>
+
 namespace sk::shim {
 
 const char *probe_kind_name(ProbeKind k) {
@@ -18,6 +20,14 @@ void ProbeState::arm(int64_t now_ms) {
     outcome_ = kind_ == ProbeKind::Liveness ? Outcome::Success : Outcome::Unknown;
     successes_ = failures_ = 0;
     due_ = now_ms + int64_t{spec_.initial_delay_s} * 1000;
+}
+
+void ProbeState::resume(int64_t now_ms) {
+    arm(now_ms);
+    if (kind_ == ProbeKind::Readiness)
+        due_ = now_ms;
+    else
+        due_ = now_ms + int64_t{std::max(spec_.period_s, spec_.initial_delay_s)} * 1000;
 }
 
 bool ProbeState::record(bool success, int64_t now_ms) {

@@ -27,6 +27,12 @@ class ProbeState {
     // The container (re)started, or the probe became active (after startup):
     // the first check is due initialDelaySeconds later.
     void arm(int64_t now_ms);
+    // The job resumed from a suspension (the container had been stopped with
+    // its probes): readiness is checked at once, liveness and startup one
+    // periodSeconds later (or initialDelaySeconds, if longer), so a process
+    // gets that long to catch up on what it missed while stopped (a
+    // heartbeat) before a failure restarts it.
+    void resume(int64_t now_ms);
     int64_t due_ms() const { return due_; }
     // Records a check that finished at now_ms; schedules the next one.
     // Returns true when the outcome changed.

@@ -78,11 +78,15 @@ ProbeRunner::ProbeRunner(Container *c, ProbeKind kind, const ProbeSpec &spec)
 
 ProbeRunner::~ProbeRunner() = default;
 
-void ProbeRunner::arm() {
+void ProbeRunner::arm(bool resumed) {
     generation++;
     in_flight = false;
     active = true;
-    state.arm(container->pod->env().clock.spec_now());
+    int64_t now = container->pod->env().clock.spec_now();
+    if (resumed)
+        state.resume(now);
+    else
+        state.arm(now);
     schedule();
 }
 

@@ -646,10 +646,12 @@ def test_pods_pause(a):
             "periodSeconds": 20, "failureThreshold": 1, "timeoutSeconds": PROBE_TIMEOUT_S}
     ready = {"exec": {"command": ["test", "-f", "ready"]}, "periodSeconds": 2,
              "failureThreshold": 1, "timeoutSeconds": PROBE_TIMEOUT_S}
+    # The heartbeat is renamed into place: the probe never reads it half written.
     p = pod("susp", [sh("main", 'echo $$$$ > $SLURM_K8S_POD_DIR/pid; date +%s > $SLURM_K8S_POD_DIR/beat; '
                                 'trap "echo term > $SLURM_K8S_POD_DIR/term; exit 0" TERM; '
                                 'touch $SLURM_K8S_POD_DIR/ready; '
-                                'while :; do date +%s > $SLURM_K8S_POD_DIR/beat; sleep 0.05; done',
+                                'while :; do date +%s > $SLURM_K8S_POD_DIR/beat.new; '
+                                'mv $SLURM_K8S_POD_DIR/beat.new $SLURM_K8S_POD_DIR/beat; sleep 0.05; done',
                         readinessProbe=ready, livenessProbe=live)], grace=30)
     uid = p["metadata"]["uid"]
     assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
@@ -687,7 +689,9 @@ def test_pods_pause(a):
     assert cstatus(st, "main")["restartCount"] == 0, st
     wait_true(lambda: os.path.exists(os.path.join(d("uid-later"), "started")), 10,
               "the held pod started at the resume")
-    a.drain(1.5)  # the liveness probe runs again, on a live heartbeat
+    # The liveness probe runs again one period (1 s here) after the resume, on a
+    # heartbeat that caught up: an immediate check would see it 5 s stale.
+    a.drain(1.5)
     assert cstatus(a.last(uid), "main")["restartCount"] == 0, a.last(uid)
 
     # Killed while paused: continued, so the trap runs and the grace is not waited out.

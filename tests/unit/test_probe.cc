@@ -52,6 +52,29 @@ START_TEST(liveness_starts_healthy_and_fails) {
 }
 END_TEST
 
+START_TEST(resume_after_suspension) {
+    // Liveness (period 20 s, initialDelay 0): one period after the resume,
+    // healthy, its failure count forgotten; readiness at once, not ready until
+    // it passes; a startup probe with a longer initialDelay waits that.
+    ProbeState live(ProbeKind::Liveness, spec(0, 20, 1, 1));
+    live.arm(0);
+    ck_assert(!live.record(true, 0));
+    live.resume(50000);
+    ck_assert_int_eq(live.due_ms(), 70000);
+    ck_assert(live.outcome() == Outcome::Success);
+    ck_assert_int_eq(live.failures(), 0);
+    ProbeState ready(ProbeKind::Readiness, spec(5, 2, 1, 1));
+    ready.arm(0);
+    ck_assert(ready.record(true, 5000));
+    ready.resume(50000);
+    ck_assert_int_eq(ready.due_ms(), 50000);
+    ck_assert(ready.outcome() == Outcome::Unknown);
+    ProbeState start(ProbeKind::Startup, spec(30, 10, 1, 3));
+    start.resume(1000);
+    ck_assert_int_eq(start.due_ms(), 31000);
+}
+END_TEST
+
 START_TEST(startup_unknown_until_success_or_failure) {
     ProbeState p(ProbeKind::Startup, spec(0, 1, 1, 3));
     p.arm(0);
@@ -72,6 +95,7 @@ int main() {
     tcase_add_test(tc, readiness_thresholds_and_timing);
     tcase_add_test(tc, liveness_starts_healthy_and_fails);
     tcase_add_test(tc, startup_unknown_until_success_or_failure);
+    tcase_add_test(tc, resume_after_suspension);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }
