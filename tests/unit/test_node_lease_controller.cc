@@ -40,6 +40,20 @@ void register_node(ControllerEnv &env, Ready &ready) {
         "not registered");
 }
 
+// The last status report's Ready condition: "True", "False/REASON: MESSAGE",
+// "none" before any report.
+std::string last_ready(ControllerEnv &env) {
+    auto sent = env.http().matching("PATCH", std::string(kNodePath) + "/status");
+    if (sent.empty()) return "none";
+    const Json::Value body = sent.back().json();
+    for (const auto &c : body["status"]["conditions"])
+        if (c["type"] == "Ready")
+            return c["status"].asString() == "True"
+                       ? std::string("True")
+                       : "False/" + c["reason"].asString() + ": " + c["message"].asString();
+    return "no Ready";
+}
+
 std::string owner_uid(const Json::Value &lease) {
     return lease["metadata"]["ownerReferences"][0]["uid"].asString();
 }
@@ -543,18 +557,7 @@ START_TEST(suspension_followed) {
             if (t["key"] == key) return true;
         return false;
     };
-    // The last status report's Ready condition: "True", or "False/REASON".
-    auto ready = [&] {
-        auto sent = env.http().matching("PATCH", std::string(kNodePath) + "/status");
-        if (sent.empty()) return std::string("none");
-        const Json::Value body = sent.back().json();
-        for (const auto &c : body["status"]["conditions"])
-            if (c["type"] == "Ready")
-                return c["status"].asString() == "True"
-                           ? std::string("True")
-                           : "False/" + c["reason"].asString() + ": " + c["message"].asString();
-        return std::string("no Ready");
-    };
+    auto ready = [&] { return last_ready(env); };
     Ready reg;
     register_node(env, reg);
     FakeRuntime *rt = env.attach_fake_runtime();
@@ -622,17 +625,7 @@ END_TEST
 START_TEST(shim_death_followed) {
     ControllerEnv env;
     env.serve_node_and_lease();
-    auto ready = [&] {
-        auto sent = env.http().matching("PATCH", std::string(kNodePath) + "/status");
-        if (sent.empty()) return std::string("none");
-        const Json::Value body = sent.back().json();
-        for (const auto &c : body["status"]["conditions"])
-            if (c["type"] == "Ready")
-                return c["status"].asString() == "True"
-                           ? std::string("True")
-                           : "False/" + c["reason"].asString() + ": " + c["message"].asString();
-        return std::string("no Ready");
-    };
+    auto ready = [&] { return last_ready(env); };
     auto events = [&](const char *reason) {
         int n = 0;
         for (const auto &r : env.http().matching("POST", "/api/v1/namespaces/default/events"))
