@@ -410,6 +410,35 @@ void merge_patch(Json::Value &dst, const Json::Value &patch) {
     }
 }
 
+// The Node as the API keeps it: made by the agent's POST (unschedulable
+// when an admin had cordoned it), read by GET, merge-PATCHed with a new
+// resourceVersion; fail_next_patch makes the next PATCH a 403, once.
+struct ServedNode {
+    Json::Value node;
+    int rv = 100;
+    bool fail_next_patch = false;
+    void serve(ControllerEnv &env, bool admin_cordon) {
+        env.http().on("POST", "/api/v1/nodes", [this, admin_cordon](const FakeRequest &r) {
+            node = r.json();
+            node["metadata"]["uid"] = kNodeUid;
+            node["metadata"]["resourceVersion"] = std::to_string(rv);
+            if (admin_cordon) node["spec"]["unschedulable"] = true;
+            return FakeAnswer::ok(node);
+        });
+        env.http().on("GET", kNodePath,
+                      [this](const FakeRequest &) { return FakeAnswer::ok(node); });
+        env.http().on("PATCH", kNodePath, [this](const FakeRequest &r) {
+            if (fail_next_patch) {
+                fail_next_patch = false;
+                return FakeAnswer::error(403, "Forbidden");
+            }
+            merge_patch(node, r.json());
+            node["metadata"]["resourceVersion"] = std::to_string(++rv);
+            return FakeAnswer::ok(node);
+        });
+    }
+};
+
 struct EndCase {
     const char *name;
     int64_t first_end_in_s;   // the end Slurm reports at register
@@ -430,26 +459,10 @@ START_TEST(end_time_followed) {
     env.cfg().cordon_before_end_s = 60;
     env.cfg().end_time_check_s = 1;
     env.serve_node_and_lease();
-    Json::Value node;
-    int rv = 100;
-    env.http().on("POST", "/api/v1/nodes", [&](const FakeRequest &r) {
-        node = r.json();
-        node["metadata"]["uid"] = kNodeUid;
-        node["metadata"]["resourceVersion"] = std::to_string(rv);
-        if (c.admin_cordon) node["spec"]["unschedulable"] = true;
-        return FakeAnswer::ok(node);
-    });
-    env.http().on("GET", kNodePath, [&](const FakeRequest &) { return FakeAnswer::ok(node); });
-    bool fail_next_patch = false;
-    env.http().on("PATCH", kNodePath, [&](const FakeRequest &r) {
-        if (fail_next_patch) {
-            fail_next_patch = false;
-            return FakeAnswer::error(403, "Forbidden");
-        }
-        merge_patch(node, r.json());
-        node["metadata"]["resourceVersion"] = std::to_string(++rv);
-        return FakeAnswer::ok(node);
-    });
+    ServedNode served;
+    served.serve(env, c.admin_cordon);
+    Json::Value &node = served.node;
+    bool &fail_next_patch = served.fail_next_patch;
     const int64_t now = static_cast<int64_t>(time(nullptr));
     int64_t end = now + c.first_end_in_s;
     int queries = 0;
@@ -523,26 +536,10 @@ START_TEST(suspension_followed) {
     env.cfg().status_report_s = 1;
     env.cfg().cordon_before_end_s = 60;
     env.serve_node_and_lease();
-    Json::Value node;
-    int rv = 100;
-    env.http().on("POST", "/api/v1/nodes", [&](const FakeRequest &r) {
-        node = r.json();
-        node["metadata"]["uid"] = kNodeUid;
-        node["metadata"]["resourceVersion"] = std::to_string(rv);
-        if (_i == 1) node["spec"]["unschedulable"] = true;
-        return FakeAnswer::ok(node);
-    });
-    env.http().on("GET", kNodePath, [&](const FakeRequest &) { return FakeAnswer::ok(node); });
-    bool fail_next_patch = _i == 3;
-    env.http().on("PATCH", kNodePath, [&](const FakeRequest &r) {
-        if (fail_next_patch) {
-            fail_next_patch = false;
-            return FakeAnswer::error(403, "Forbidden");
-        }
-        merge_patch(node, r.json());
-        node["metadata"]["resourceVersion"] = std::to_string(++rv);
-        return FakeAnswer::ok(node);
-    });
+    ServedNode served;
+    served.fail_next_patch = _i == 3;
+    served.serve(env, _i == 1);
+    Json::Value &node = served.node;
     JobState state = JobState::Alive;
     int queries = 0;
     env.ctx().job_state = [&](uint32_t job, const std::function<void(JobState)> &cb) {
