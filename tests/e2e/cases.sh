@@ -14,7 +14,7 @@
 # online_rl last: it takes all 3 nodes.
 E2E_CASES=(api_down bad_flags socket_auth privileged too_many_gpus namespace two_jobs kubectl_io
            scancel step_signals time_limit_update drain_before time_limit suspend requeue salloc gpu_forms preempt
-           preempt_requeue array_het node_fail slurmd_restart agent_kill shim_kill online_rl online_rl_faults)
+           preempt_requeue preempt_suspend array_het node_fail slurmd_restart agent_kill shim_kill online_rl online_rl_faults)
 
 # sbatch refuses malformed --k8s-* flags before submission, naming the flag.
 case_bad_flags() {
@@ -684,6 +684,57 @@ case_preempt_requeue() {
   sk_wait_state "$j" PENDING 30; ok $? "preempt_requeue: job $j is requeued ($(sk_job_state "$j"))"
   scancel "$j2" "$j"; sk_wait_gone "$j2" 60; sk_wait_gone "$j" 60
   e2e_assert_clean "$j" "preempt_requeue"
+}
+
+# Preemption that suspends (partition "suspend", PreemptMode=SUSPEND with
+# GANG): the urgent job takes the CPUs the lending job held (a suspended
+# job keeps its GRES, so the urgent one asks for CPUs only), Slurm suspends
+# the lending job and the agent follows as for scontrol suspend: Node
+# Ready=False JobSuspended and cordoned, the pod stopped and unready. When
+# the urgent job ends GANG resumes the lending job and all is undone; the
+# pod was not restarted. scancel then ends it as usual.
+case_preempt_suspend() {
+  e2e_job 1 -p suspend -N1 -w n1 --gres=gpu:2 --k8s-gpus=1 || { ok 1 "preempt_suspend: job"; return; }
+  local j="$E2E_JOB" j2 s node pid
+  node="$(e2e_node_names "$j")"
+  NODE="$node" e2e_pod "$j" ps1; e2e_pod_running ps1 30; ok $? "preempt_suspend: pod ps1 Running and Ready"
+  rl_follow_log default/ps1
+  pid="$(e2e_pod_pids "$j" ps1)"
+  node_ready() { e2e_kubectl get node "$node" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].reason}'; }
+  node_cordon() { echo "$(e2e_kubectl get node "$node" -o 'jsonpath={.spec.unschedulable} {.spec.taints[*].key}')"; }
+  pod_ready() { e2e_pod_field default/ps1 '{.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].reason}'; }
+  proc_state() { sed -E 's/^.*\) (.).*$/\1/' "/proc/$pid/stat" 2>/dev/null; }
+  [ -n "$pid" ] && [ "$(proc_state)" != T ]; ok $? "preempt_suspend: the pod's process $pid runs ($(proc_state))"
+
+  s="$(e2e_script urgent 'sleep 600')"
+  j2="$(sk_submit_as_user -o /dev/null -p urgent -N1 -w n1 -n "${CPUS_PER_NODE:-4}" "$s")"
+  ok $? "preempt_suspend: urgent job $j2 submitted to n1 for all its CPUs"
+  sk_wait_state "$j2" RUNNING 60; ok $? "preempt_suspend: the urgent job $j2 runs ($(sk_job_state "$j2"))"
+  [ "$(sk_job_state "$j")" = SUSPENDED ]; ok $? "preempt_suspend: Slurm suspended job $j ($(sk_job_state "$j"))"
+  e2e_wait 30 "[ \"\$(node_ready)\" = 'False JobSuspended' ]"
+  ok $? "preempt_suspend: the Node is Ready=False, reason JobSuspended ($(node_ready))"
+  e2e_wait 20 "[[ \"\$(node_cordon)\" == 'true '*slurm-k8s/job-suspended* ]]"
+  ok $? "preempt_suspend: the Node is cordoned ($(node_cordon))"
+  e2e_wait 20 "[ \"\$(pod_ready)\" = 'False JobSuspended' ]"
+  ok $? "preempt_suspend: the pod is Ready=False, reason JobSuspended ($(pod_ready))"
+  e2e_wait 10 "[ \"\$(proc_state)\" = T ]"; ok $? "preempt_suspend: the pod's process is stopped ($(proc_state))"
+
+  scancel "$j2"; sk_wait_gone "$j2" 60
+  sk_wait_state "$j" RUNNING 60; ok $? "preempt_suspend: GANG resumed job $j once $j2 ended ($(sk_job_state "$j"))"
+  e2e_wait 30 "[ \"\$(node_ready)\" = 'True KubeletReady' ]"
+  ok $? "preempt_suspend: the Node is Ready again ($(node_ready))"
+  e2e_wait 20 "[[ \"\$(node_cordon)\" != *job-suspended* && \"\$(node_cordon)\" != true* ]]"
+  ok $? "preempt_suspend: the Node is uncordoned ($(node_cordon))"
+  e2e_wait 10 "[ \"\$(proc_state)\" != T ]"; ok $? "preempt_suspend: the pod's process runs again ($(proc_state))"
+  e2e_wait 20 "[ \"\$(pod_ready)\" = 'True ' ]"; ok $? "preempt_suspend: the pod is Ready again ($(pod_ready))"
+  [ "$(e2e_pod_field default/ps1 '{.status.containerStatuses[0].restartCount}')" = 0 ]
+  ok $? "preempt_suspend: the pod was not restarted"
+
+  scancel "$j"; sk_wait_gone "$j" 60
+  e2e_wait 30 "[ -z \"\$(e2e_node_names $j)\" ]"; ok $? "preempt_suspend: scancel removes the Node"
+  rl_stop_log_followers
+  check_job_end_pod "$j" ps1 preempt_suspend JobCancelled
+  e2e_assert_clean "$j" "preempt_suspend"
 }
 
 # Job arrays and heterogeneous jobs: each array task and each het component

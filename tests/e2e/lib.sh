@@ -170,7 +170,7 @@ admin_uids = 0
 shim_auth = cgroup
 job_alive_command = squeue -h -t all -j {job} -o %T
 end_time_check_interval = 2s
-job_state_check_interval = 2s
+job_state_check_interval = ${E2E_JOB_STATE_CHECK:-2s}
 gc_interval = 10s
 log_level = verbose
 EOF
@@ -213,15 +213,21 @@ e2e_plugstack() {
 }
 
 e2e_start_slurm() {
-  export PLUGSTACK_LINES SLURM_CONF_EXTRA
+  export PLUGSTACK_LINES SLURM_CONF_EXTRA GPU_PARTITION_OPTS
   PLUGSTACK_LINES="$(e2e_plugstack)"
   # Preemption (e2e preempt): jobs of the higher-tier partition "urgent"
-  # cancel jobs of "gpu" on the nodes they need, and requeue those of
-  # "requeue" (its own PreemptMode; e2e preempt_requeue).
+  # cancel jobs of "gpu" on the nodes they need, requeue those of
+  # "requeue" (e2e preempt_requeue) and suspend those of "suspend" until
+  # they end (e2e preempt_suspend). SUSPEND needs GANG at the cluster level
+  # (slurm.conf(5)); each partition names its own mode. None of them
+  # oversubscribes, so GANG time-slices nothing and only resumes what a
+  # preemption suspended.
+  GPU_PARTITION_OPTS="PreemptMode=CANCEL"
   SLURM_CONF_EXTRA="PreemptType=preempt/partition_prio
-PreemptMode=CANCEL
-PartitionName=urgent Nodes=n[1-$NUM_NODES] PriorityTier=10 MaxTime=INFINITE State=UP
-PartitionName=requeue Nodes=n[1-$NUM_NODES] PriorityTier=1 PreemptMode=REQUEUE MaxTime=INFINITE State=UP"
+PreemptMode=SUSPEND,GANG
+PartitionName=urgent Nodes=n[1-$NUM_NODES] PriorityTier=10 PreemptMode=OFF MaxTime=INFINITE State=UP
+PartitionName=requeue Nodes=n[1-$NUM_NODES] PriorityTier=1 PreemptMode=REQUEUE MaxTime=INFINITE State=UP
+PartitionName=suspend Nodes=n[1-$NUM_NODES] PriorityTier=1 PreemptMode=SUSPEND MaxTime=INFINITE State=UP"
   "$E2E_CLUSTER" start >"$E2E_D/cluster-start.log" 2>&1 \
     || { tail -n 30 "$E2E_D/cluster-start.log" >&2; e2e_die "Slurm cluster did not start"; return 1; }
 }

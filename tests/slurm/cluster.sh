@@ -41,6 +41,7 @@ KILL_WAIT="${KILL_WAIT:-2}"                  # s between SIGTERM and SIGKILL of 
 MIN_JOB_AGE="${MIN_JOB_AGE:-300}"            # s a finished job stays visible
 SLURM_DEBUG="${SLURM_DEBUG:-debug}"          # SlurmctldDebug and SlurmdDebug
 SLURM_CONF_EXTRA="${SLURM_CONF_EXTRA:-}"     # lines appended to slurm.conf
+GPU_PARTITION_OPTS="${GPU_PARTITION_OPTS:-}" # more options of the default partition "gpu"
 START_TIMEOUT="${START_TIMEOUT:-60}"         # s for all nodes to become idle
 STOP_JOB_TIMEOUT="${STOP_JOB_TIMEOUT:-30}"   # s for cancelled jobs to leave
 DAEMON_STOP_TIMEOUT="${DAEMON_STOP_TIMEOUT:-15}" # s per daemon after SIGTERM
@@ -228,7 +229,7 @@ EOF
     [ -z "$EPILOG_SCRIPT" ] || echo "Epilog=$EPILOG_SCRIPT"
     cat <<EOF
 NodeName=$NODES NodeHostname=$host NodeAddr=127.0.0.1 Port=[$SLURMD_BASE_PORT-$last_port] CPUs=$CPUS_PER_NODE RealMemory=$MEM_PER_NODE Gres=gpu:${GPU_TYPE:+$GPU_TYPE:}$GPUS_PER_NODE State=UNKNOWN
-PartitionName=gpu Nodes=$NODES Default=YES MaxTime=INFINITE State=UP
+PartitionName=gpu Nodes=$NODES Default=YES MaxTime=INFINITE State=UP${GPU_PARTITION_OPTS:+ $GPU_PARTITION_OPTS}
 EOF
     [ -z "$SLURM_CONF_EXTRA" ] || printf '%s\n' "$SLURM_CONF_EXTRA"
   } > "$out/slurm.conf"
