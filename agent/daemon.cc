@@ -5,6 +5,7 @@
 
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 #include <uv.h>
@@ -31,6 +32,7 @@
 #include "agent/metrics.h"
 #include "agent/node_address.h"
 #include "agent/node_endpoints.h"
+#include "agent/stats_provider.h"
 #include "agent/webhook_gate.h"
 #include "uv/handles.h"
 #include "common/log.h"
@@ -114,6 +116,13 @@ NodeSpecInput host_facts(const AgentConfig &cfg) {
     h.host_cpus = cpus > 0 ? static_cast<uint32_t>(cpus) : 1;
     long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGE_SIZE);
     h.host_memory_mib = pages > 0 ? static_cast<uint64_t>(pages) * psize / (1 << 20) : 1024;
+    // The pods' directories and logs live under shim_state_dir (made here if
+    // it is not yet: the agent makes it at the first job anyway).
+    mkdir(cfg.shim_state_dir.c_str(), 0755);
+    if (auto fs = measure_fs(cfg.shim_state_dir))
+        h.ephemeral_storage_bytes = fs->capacity_bytes;
+    else
+        LOG_WARN("no ephemeral-storage on the virtual nodes: %s", fs.message().c_str());
     h.cluster = cfg.cluster_name;
     h.node_address = cfg.node_address;
     h.node_hostname = cfg.node_hostname;

@@ -27,6 +27,8 @@ Json::Value resources(const NodeSpecInput &in) {
     r["cpu"] = std::to_string(cpus);
     r["memory"] = std::to_string(mem * 1024) + "Ki";
     r["pods"] = std::to_string(in.max_pods);
+    if (in.ephemeral_storage_bytes)
+        r["ephemeral-storage"] = std::to_string(in.ephemeral_storage_bytes / 1024) + "Ki";
     r["nvidia.com/gpu"] = std::to_string(in.job.gpus.size());
     return r;
 }

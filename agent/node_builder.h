@@ -43,6 +43,9 @@ struct NodeSpecInput {
     uint32_t max_pods = 110;
     uint32_t host_cpus = 1;           // used when the job gives no CPU count
     uint64_t host_memory_mib = 1024;  // used when the job gives no memory
+    // ephemeral-storage: the size of the file system that holds the pods'
+    // directories and logs (shim_state_dir); 0 = not reported.
+    uint64_t ephemeral_storage_bytes = 0;
     std::string agent_version;
     std::string kernel_version, os_image, machine_id, boot_id, architecture = "amd64";
 };

@@ -127,6 +127,27 @@ bool with_job_record(uint32_t job_id, uint16_t show,
     return found;
 }
 
+// What the job holds on `node`. slurm_job_cpus_allocated_on_node reads the
+// record's job_resrcs (sent with SHOW_DETAIL); found with dlsym as
+// slurm_load_job is.
+NodeShare node_share(const slurm_job_info_t &j, const std::string &node) {
+    using CpusFn = int (*)(job_resources_t *, const char *);
+    static const auto cpus_on =
+        reinterpret_cast<CpusFn>(dlsym(RTLD_DEFAULT, "slurm_job_cpus_allocated_on_node"));
+    NodeShare out;
+    if (cpus_on && j.job_resrcs) {
+        int n = cpus_on(j.job_resrcs, node.c_str());
+        if (n > 0) out.cpus = static_cast<uint32_t>(n);
+    }
+    uint64_t mem = j.pn_min_memory;
+    if (mem == NO_VAL64 || mem == INFINITE64) return out;
+    if (mem & MEM_PER_CPU)
+        out.memory_mib = out.cpus ? (mem & ~MEM_PER_CPU) * out.cpus : 0;
+    else
+        out.memory_mib = mem;
+    return out;
+}
+
 }  // namespace
 
 SlurmJobFacts slurm_job_facts(uint32_t job_id, const std::string &node,
@@ -142,6 +163,7 @@ SlurmJobFacts slurm_job_facts(uint32_t job_id, const std::string &node,
             out.het_job_id = j.het_job_id;
             out.het_offset = j.het_job_offset;
         }
+        out.held = node_share(j, node);
         if (lent.empty()) return;
         auto nodes = expand_hostlist(j.nodes ? j.nodes : "");
         if (!nodes) return;

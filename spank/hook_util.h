@@ -58,12 +58,14 @@ SlurmJobNow slurm_job_now(uint32_t job_id);
 // What the prolog reads from the job's record (one slurm_load_job with
 // SHOW_DETAIL): the Slurm GPU type (gres.conf Type=, e.g. "a100") all `lent`
 // GPUs on `node` share ("" when untyped, mixed or none lent), and the job's
-// array task / het component ids (0 when it is none). All empty when
-// slurmctld could not be asked.
+// array task / het component ids (0 when it is none), and the CPUs and
+// memory it holds on `node` (slurm_job_cpus_allocated_on_node; pn_min_memory,
+// per CPU when Slurm says so). All empty when slurmctld could not be asked.
 struct SlurmJobFacts {
     std::string gpu_type;
     uint32_t array_job_id = 0, array_task_id = 0;
     uint32_t het_job_id = 0, het_offset = 0;
+    NodeShare held;
 };
 SlurmJobFacts slurm_job_facts(uint32_t job_id, const std::string &node,
                               const std::vector<int> &lent);

@@ -67,8 +67,10 @@ Result<std::vector<int>> lent_here(const JobOptions &o, const PrologEnv &e,
     return choose_lent(job_gpus, o.gpus_all, o.gpus);
 }
 
-proto::RegisterRequest make_request(const PrologEnv &e, const JobOptions &o, const PlugConfig &cfg,
-                                    std::vector<int> gpus, std::vector<k8s::Taint> taints) {
+proto::RegisterRequest make_request(const PrologEnv &e, const PlugConfig &cfg,
+                                    const SlurmJobFacts &facts, const NodeShare &share,
+                                    const JobOptions &o, std::vector<int> gpus,
+                                    std::vector<k8s::Taint> taints) {
     proto::RegisterRequest r;
     r.job_id = e.job_id;
     r.slurm_node = e.node;
@@ -78,15 +80,14 @@ proto::RegisterRequest make_request(const PrologEnv &e, const JobOptions &o, con
     r.partition = e.partition;
     r.cluster = cfg.cluster.empty() ? e.cluster : cfg.cluster;
     r.gpus = std::move(gpus);
-    r.cpus = o.cpus;
-    r.memory_mib = o.mem_mib;
+    r.cpus = share.cpus;
+    r.memory_mib = share.memory_mib;
     r.labels = o.labels;
     r.taints = std::move(taints);
     for (const auto &t : o.taints)
         r.taints.push_back(t);
     r.namespaces = o.namespaces;
     r.drain_before_s = o.drain_before_s;
-    SlurmJobFacts facts = slurm_job_facts(e.job_id, e.node, r.gpus);
     r.gpu_type = facts.gpu_type;
     r.array_job_id = facts.array_job_id;
     r.array_task_id = facts.array_task_id;
@@ -135,14 +136,17 @@ int prolog(spank_t sp, int ac, char **av) {
         !s)
         return refuse(*cfg, rf, s.message());
     if (lent->empty() && opts->cpus == 0 && opts->mem_mib == 0) return 0;  // not lending here
+    SlurmJobFacts facts = slurm_job_facts(e.job_id, e.node, *lent);
+    auto share = lent_share(*opts, facts.held, e.job_id, e.node);
+    if (!share) return refuse(*cfg, rf, share.message());
     rf.gpus = *lent;
     auto taints = default_taints_for(*cfg, e.job_id);
     if (!taints) return refuse(*cfg, rf, taints.message());
 
     PluginAgentClient agent(admin_socket_for(*cfg, e.node),
                             static_cast<int>(cfg->timeout_s * 1000));
-    auto reply =
-        agent.call("register", PluginCodec::to_json(make_request(e, *opts, *cfg, *lent, *taints)));
+    auto reply = agent.call("register", PluginCodec::to_json(make_request(e, *cfg, facts, *share,
+                                                                          *opts, *lent, *taints)));
     auto name = reply ? PluginCodec::register_reply_from_json(*reply)
                       : Result<proto::RegisterReply>(reply.failure());
     if (!name) {

@@ -342,4 +342,24 @@ Status check_job_total(const JobOptions &o, uint32_t nnodes, uint32_t gpus_on_no
     return {};
 }
 
+Result<NodeShare> lent_share(const JobOptions &o, const NodeShare &held, uint32_t job_id,
+                             const std::string &node) {
+    std::string where = " job " + std::to_string(job_id) + " holds on " + node;
+    if (held.cpus && o.cpus > held.cpus)
+        return fail(Error::Invalid,
+                    "--k8s-cpus=" + std::to_string(o.cpus) + " is more than the " +
+                        std::to_string(held.cpus) + " CPUs" + where +
+                        "; lend at most that many, or ask Slurm for more CPUs per node "
+                        "(--cpus-per-task, --ntasks-per-node)");
+    if (held.memory_mib && o.mem_mib > held.memory_mib)
+        return fail(Error::Invalid, "--k8s-mem=" + std::to_string(o.mem_mib) +
+                                        "M is more than the " + std::to_string(held.memory_mib) +
+                                        "M of memory" + where +
+                                        "; lend at most that much, or ask Slurm for more (--mem)");
+    NodeShare out;
+    out.cpus = o.cpus ? o.cpus : held.cpus;
+    out.memory_mib = o.mem_mib ? o.mem_mib : held.memory_mib;
+    return out;
+}
+
 }  // namespace sk::spank

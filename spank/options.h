@@ -110,4 +110,17 @@ std::vector<size_t> script_candidates(const std::vector<std::string> &args);
 Status check_job_total(const JobOptions &o, uint32_t nnodes, uint32_t gpus_on_node,
                        const PlugConfig &cfg);
 
+// What the job holds on one node, as its record in slurmctld says: CPUs
+// there (0: unknown) and memory in MiB (0: Slurm names none, i.e. the
+// node's whole memory, or unknown).
+struct NodeShare {
+    uint32_t cpus = 0;
+    uint64_t memory_mib = 0;
+};
+// The part the virtual node offers: --k8s-cpus/--k8s-mem where given (never
+// more than the job holds there, when that is known), else all the job
+// holds there. "--k8s-cpus=8 is more than the 4 CPUs job 12 holds on n1; ..."
+Result<NodeShare> lent_share(const JobOptions &o, const NodeShare &held, uint32_t job_id,
+                             const std::string &node);
+
 }  // namespace sk::spank

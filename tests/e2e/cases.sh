@@ -13,7 +13,7 @@
 # checked last it was gone once the cases before it grew past 5 min).
 # online_rl last: it takes all 3 nodes.
 E2E_CASES=(api_down bad_flags socket_auth privileged too_many_gpus namespace two_jobs kubectl_io
-           scancel step_signals time_limit_update drain_before time_limit suspend requeue salloc gpu_forms preempt
+           scancel step_signals time_limit_update drain_before time_limit suspend requeue salloc gpu_forms node_share preempt
            preempt_requeue preempt_suspend array_het node_fail slurmd_restart agent_kill shim_kill online_rl online_rl_faults)
 
 # sbatch refuses malformed --k8s-* flags before submission, naming the flag.
@@ -642,6 +642,43 @@ case_gpu_forms() {
     e2e_end_job "$j"
     e2e_assert_clean "$j" "gpu_forms $form"
   done
+}
+
+# The Node offers the job's share of its Slurm node: the CPUs and memory
+# the job holds there (here -c 3 --mem=1500 of a 4-CPU node; the test
+# machines have fewer cores, so the host's count cannot pass for it), or the
+# --k8s-cpus/--k8s-mem part of it; ephemeral-storage is the pods' file
+# system. Lending more than the job holds is refused in the prolog with the
+# reason in the job's SLURM_K8S_ERROR, and no Node appears.
+case_node_share() {
+  local j node got out
+  e2e_job 1 -N1 -w n3 -n1 -c 3 --mem=1500 --gres=gpu:1 --k8s-gpus=1 || { ok 1 "node_share: job"; return; }
+  j="$E2E_JOB"; node="$(e2e_node_names "$j")"
+  got="$(e2e_kubectl get node "$node" -o 'jsonpath={.status.capacity.cpu} {.status.capacity.memory} {.status.allocatable.cpu} {.status.allocatable.memory}')"
+  [ "$got" = "3 1536000Ki 3 1536000Ki" ]; ok $? "node_share: -c 3 --mem=1500: the Node offers cpu and memory '$got'"
+  got="$(e2e_kubectl get node "$node" -o 'jsonpath={.status.capacity.ephemeral-storage}')"
+  local want_kib
+  want_kib="$(( $(stat -f -c '%b * %S' "$E2E_AGENTS/n3/shim") / 1024 ))"
+  [ "$got" = "${want_kib}Ki" ]; ok $? "node_share: ephemeral-storage is the pods' file system's size ($got, df: ${want_kib}Ki)"
+  e2e_end_job "$j"
+  e2e_assert_clean "$j" "node_share"
+
+  e2e_job 1 -N1 -w n3 -n1 -c 3 --mem=1500 --gres=gpu:1 --k8s-gpus=1 --k8s-cpus=1 --k8s-mem=500M \
+    || { ok 1 "node_share: job with --k8s-cpus"; return; }
+  j="$E2E_JOB"; node="$(e2e_node_names "$j")"
+  got="$(e2e_kubectl get node "$node" -o 'jsonpath={.status.capacity.cpu} {.status.capacity.memory}')"
+  [ "$got" = "1 512000Ki" ]; ok $? "node_share: --k8s-cpus=1 --k8s-mem=500M: the Node offers '$got'"
+  e2e_end_job "$j"
+  e2e_assert_clean "$j" "node_share"
+
+  e2e_job 0 -N1 -w n3 -n1 -c 3 --gres=gpu:1 --k8s-gpus=1 --k8s-cpus=4 || { ok 1 "node_share: job over its CPUs"; return; }
+  j="$E2E_JOB"; out="$SK_JOBS_DIR/e2e-$j.out"
+  e2e_wait 10 "grep -q '^node=' '$out'"
+  grep -q "^node= gpus= error=.*--k8s-cpus=4 is more than the 3 CPUs job $j holds on n3" "$out"
+  ok $? "node_share: --k8s-cpus=4 on 3 CPUs is refused with the reason: $(head -n1 "$out")"
+  [ -z "$(e2e_node_names "$j")" ]; ok $? "node_share: no Node for the refused job"
+  e2e_end_job "$j"
+  e2e_assert_clean "$j" "node_share"
 }
 
 # Preemption (PreemptType=preempt/partition_prio, PreemptMode=CANCEL): a

@@ -77,6 +77,13 @@ START_TEST(node_has_kubelet_shape) {
     ck_assert_sstr_eq(s["capacity"]["cpu"].asString(), "8");
     ck_assert_sstr_eq(s["capacity"]["memory"].asString(), "16777216Ki");
     ck_assert_sstr_eq(s["allocatable"]["pods"].asString(), "110");
+    // ephemeral-storage only when the pods' file system was measured.
+    ck_assert(!s["capacity"].isMember("ephemeral-storage"));
+    NodeSpecInput disk = sample_input();
+    disk.ephemeral_storage_bytes = 50ULL << 30;
+    Json::Value ds = build_node(disk, 1)["status"];
+    ck_assert_sstr_eq(ds["capacity"]["ephemeral-storage"].asString(), "52428800Ki");
+    ck_assert_sstr_eq(ds["allocatable"]["ephemeral-storage"].asString(), "52428800Ki");
     ck_assert_int_eq(s["daemonEndpoints"]["kubeletEndpoint"]["Port"].asInt(), 10250);
     ck_assert_sstr_eq(s["addresses"][0]["type"].asString(), "InternalIP");
     ck_assert_sstr_eq(s["addresses"][0]["address"].asString(), "192.0.2.2");

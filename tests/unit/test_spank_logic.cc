@@ -304,6 +304,47 @@ START_TEST(job_total_limit) {
 }
 END_TEST
 
+// The virtual node's CPUs and memory: the job's share on the node unless
+// --k8s-cpus/--k8s-mem name a part of it, which may not exceed it.
+START_TEST(lent_share_checked) {
+    JobOptions o;
+    NodeShare held{4, 8000};
+    auto all = lent_share(o, held, 7, "n1");
+    ck_assert(all.ok());
+    ck_assert_uint_eq(all->cpus, 4);
+    ck_assert_uint_eq(all->memory_mib, 8000);
+    o.cpus = 2;
+    o.mem_mib = 1000;
+    auto part = lent_share(o, held, 7, "n1");
+    ck_assert(part.ok());
+    ck_assert_uint_eq(part->cpus, 2);
+    ck_assert_uint_eq(part->memory_mib, 1000);
+    o.cpus = 5;
+    auto cpus = lent_share(o, held, 7, "n1");
+    ck_assert(!cpus.ok());
+    ck_assert_sstr_eq(cpus.message(),
+                      "--k8s-cpus=5 is more than the 4 CPUs job 7 holds on n1; lend at most that "
+                      "many, or ask Slurm for more CPUs per node (--cpus-per-task, "
+                      "--ntasks-per-node)");
+    o.cpus = 4;
+    o.mem_mib = 9000;
+    auto mem = lent_share(o, held, 7, "n1");
+    ck_assert(!mem.ok());
+    ck_assert(mem.message().find("--k8s-mem=9000M is more than the 8000M of memory job 7 holds "
+                                 "on n1") == 0);
+    // Slurm named no memory (the whole node) or could not be asked: the
+    // request stands, unchecked where unknown.
+    auto free = lent_share(o, NodeShare{4, 0}, 7, "n1");
+    ck_assert(free.ok());
+    ck_assert_uint_eq(free->memory_mib, 9000);
+    o = JobOptions{};
+    auto unknown = lent_share(o, NodeShare{}, 7, "n1");
+    ck_assert(unknown.ok());
+    ck_assert_uint_eq(unknown->cpus, 0);  // the agent then offers the host's
+    ck_assert_uint_eq(unknown->memory_mib, 0);
+}
+END_TEST
+
 // ---- GPU split ----
 struct LentCase {
     const char *job_gpus;
@@ -690,6 +731,7 @@ int main() {
     tcase_add_loop_test(tc, options_table, 0, TABLE_SIZE(kOpt));
     tcase_add_test(tc, options_values);
     tcase_add_test(tc, options_drain_before);
+    tcase_add_test(tc, lent_share_checked);
     tcase_add_test(tc, flag_given_to_step_cases);
     tcase_add_test(tc, gpu_types_from_detail);
     tcase_add_loop_test(tc, gpu_request_table, 0, TABLE_SIZE(kReq));
