@@ -15,6 +15,7 @@
 
 #include "agent/command_runner.h"
 #include "agent/controllers/drain.h"
+#include "agent/node_builder.h"
 #include "agent/peer_auth.h"
 #include "agent/shim_runtime.h"
 #include "common/fs.h"
@@ -422,6 +423,14 @@ Result<ExecTarget> Agent::exec_target(const std::string &ns, const std::string &
                 "pod \"" + pod + "\" in namespace \"" + ns + "\" is not running on this node");
 }
 
+proto::RegisterReply Agent::register_reply(const JobRecord &rec) const {
+    proto::RegisterReply r;
+    r.node_name = rec.node_name;
+    r.namespaces = effective_namespaces(rec.job, cfg_.allowed_namespaces);
+    r.has_namespaces = true;
+    return r;
+}
+
 void Agent::op_register(const std::shared_ptr<Connection> &c, const proto::Request &req) {
     auto r = proto::register_from_json(req.body);
     if (!r) return c->reply(proto::error_reply(req.id, r.failure()));
@@ -437,7 +446,7 @@ void Agent::op_register(const std::shared_ptr<Connection> &c, const proto::Reque
     if (existing != nodes_.end()) {  // idempotent: the prolog may retry
         proto::Reply rep;
         rep.id = req.id;
-        rep.body = proto::to_json(proto::RegisterReply{existing->second->record().node_name});
+        rep.body = proto::to_json(register_reply(existing->second->record()));
         return c->reply(rep);
     }
     if (nodes_.size() >= cfg_.max_jobs)
@@ -456,7 +465,7 @@ void Agent::op_register(const std::shared_ptr<Connection> &c, const proto::Reque
     // background. Readiness is what `status` and --k8s-wait report.
     proto::Reply rep;
     rep.id = req.id;
-    rep.body = proto::to_json(proto::RegisterReply{*name});
+    rep.body = proto::to_json(register_reply(rec));
     c->reply(rep);
     std::string node_name = *name;
     uint32_t job_id = r->job_id;

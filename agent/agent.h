@@ -119,6 +119,8 @@ class Agent {
   private:
     PeerStanding standing(const PeerCred &peer) const;
     void handle(const std::shared_ptr<Connection> &c, const proto::Request &req);
+    // The register reply: the node's name and who may run pods there.
+    proto::RegisterReply register_reply(const JobRecord &rec) const;
     void op_register(const std::shared_ptr<Connection> &c, const proto::Request &req);
     void op_deregister(const std::shared_ptr<Connection> &c, const proto::Request &req);
     void op_status(const std::shared_ptr<Connection> &c, const proto::Request &req);

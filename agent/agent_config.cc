@@ -1,5 +1,6 @@
 #include "agent/agent_config.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -126,7 +127,10 @@ void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string
                "remove the API server's not-ready:NoSchedule taint from a Node created Ready, "
                "instead of waiting for the controller-manager");
     s.add_list("allowed_namespaces", &c.allowed_namespaces,
-               "namespaces allowed when a job names none (empty = any)");
+               "namespaces whose pods may run on a job's nodes when the job names none "
+               "(--k8s-namespace); empty = none, * = any");
+    s.add_bool("allow_daemonsets", &c.allow_daemonsets,
+               "run pods that a DaemonSet owns on the virtual nodes (off: refused)");
     s.add_seconds("lease_duration", &c.lease_duration_s, 10, 3600, "Lease leaseDurationSeconds");
     s.add_seconds("lease_renew_interval", &c.lease_renew_s, 1, 600, "Lease renewal period");
     s.add_seconds("status_report_interval", &c.status_report_s, 1, 3600,
@@ -272,8 +276,13 @@ Result<AgentConfig> parse_agent_config(std::string_view text, std::string_view s
         c.node_name_template.find("{node}") == std::string::npos)
         return fail(Error::InvalidArgument,
                     src + ": node_name_template must contain {node} and {job}");
+    bool any = std::find(c.allowed_namespaces.begin(), c.allowed_namespaces.end(), "*") !=
+               c.allowed_namespaces.end();
+    if (any && c.allowed_namespaces.size() > 1)
+        return fail(Error::InvalidArgument,
+                    src + ": allowed_namespaces: '*' (any namespace) stands alone");
     for (const auto &ns : c.allowed_namespaces)
-        if (!k8s::is_dns1123_label(ns))
+        if (!any && !k8s::is_dns1123_label(ns))
             return fail(Error::InvalidArgument,
                         src + ": allowed_namespaces: '" + ns + "' is not a namespace name");
     if (!c.job_end_command.empty() && c.job_end_command.find("{job}") == std::string::npos)

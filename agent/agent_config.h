@@ -71,9 +71,14 @@ struct AgentConfig {
     // ahead of the pods and the sessions' commands (the workload's nice) in
     // the scheduler, so that their load does not queue the pods' status.
     int nice = -5;
-    std::map<std::string, std::string> labels;    // added to every virtual node
-    std::vector<k8s::Taint> taints;               // added to every virtual node
-    std::vector<std::string> allowed_namespaces;  // used when a job names none; empty = any
+    std::map<std::string, std::string> labels;  // added to every virtual node
+    std::vector<k8s::Taint> taints;             // added to every virtual node
+    // The namespaces whose pods may run on a job's nodes when the job names
+    // none (--k8s-namespace): empty = none, {"*"} = any.
+    std::vector<std::string> allowed_namespaces;
+    // Pods a DaemonSet owns run on the virtual nodes only when set: a cluster
+    // agent (log shipper, monitoring, CNI) would run inside the user's job.
+    bool allow_daemonsets = false;
     // Bounds on the kubelet endpoint's peers before they authenticate: at
     // most this many connections in all and from one address, and the
     // inactivity a new connection may spend before its first request.

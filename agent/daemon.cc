@@ -129,6 +129,7 @@ NodeSpecInput host_facts(const AgentConfig &cfg) {
     h.kubelet_port = static_cast<uint32_t>(cfg.kubelet_port);
     h.site_labels = cfg.labels;
     h.site_taints = cfg.taints;
+    h.site_namespaces = cfg.allowed_namespaces;
     h.max_pods = static_cast<uint32_t>(cfg.max_pods);
     h.agent_version = PACKAGE_VERSION;
     h.job.slurm_node = cfg.slurm_node;

@@ -138,6 +138,42 @@ Json::Value node_conditions(bool ready, int64_t hb, int64_t tr, const NotReadyWh
     return a;
 }
 
+std::vector<std::string> effective_namespaces(const proto::RegisterRequest &job,
+                                              const std::vector<std::string> &site) {
+    return job.namespaces.empty() ? site : job.namespaces;
+}
+
+bool namespace_allowed(const std::vector<std::string> &effective, const std::string &ns) {
+    for (const auto &a : effective)
+        if (a == "*" || a == ns) return true;
+    return false;
+}
+
+namespace {
+constexpr const char *kNoNamespace =
+    "the job named no namespace (sbatch --k8s-namespace=NS) and this site allows none by "
+    "default";
+}  // namespace
+
+std::string namespace_refusal(const std::vector<std::string> &effective, const std::string &ns,
+                              uint32_t job_id) {
+    std::string msg =
+        "namespace " + ns + " may not use the nodes of Slurm job " + std::to_string(job_id);
+    if (effective.empty()) return msg + ": " + kNoNamespace;
+    std::string list;
+    for (const auto &a : effective)
+        list += (list.empty() ? "" : ",") + a;
+    return msg + " (allowed: " + list + ")";
+}
+
+std::string namespaces_annotation(const std::vector<std::string> &effective) {
+    if (effective.empty()) return std::string("none: ") + kNoNamespace;
+    std::string list;
+    for (const auto &a : effective)
+        list += (list.empty() ? "" : ",") + a;
+    return list;
+}
+
 Json::Value build_node(const NodeSpecInput &in, int64_t now_s) {
     Json::Value n(Json::objectValue);
     n["apiVersion"] = "v1";
@@ -147,6 +183,8 @@ Json::Value build_node(const NodeSpecInput &in, int64_t now_s) {
     for (const auto &[k, v] : node_labels(in))
         n["metadata"]["labels"][k] = v;
     n["metadata"]["annotations"]["slurm-k8s/agent-version"] = in.agent_version;
+    n["metadata"]["annotations"][kNamespacesAnnotation] =
+        namespaces_annotation(effective_namespaces(in.job, in.site_namespaces));
     n["spec"]["taints"] = taints_json(node_taints(in));
     n["status"] = status_fields(in);
     n["status"]["conditions"] = node_conditions(true, now_s, now_s);

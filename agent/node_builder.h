@@ -46,9 +46,24 @@ struct NodeSpecInput {
     // ephemeral-storage: the size of the file system that holds the pods'
     // directories and logs (shim_state_dir); 0 = not reported.
     uint64_t ephemeral_storage_bytes = 0;
+    std::vector<std::string> site_namespaces;  // agent.conf allowed_namespaces
     std::string agent_version;
     std::string kernel_version, os_image, machine_id, boot_id, architecture = "amd64";
 };
+
+// The namespaces whose pods may run on a job's nodes: the job's own list
+// (--k8s-namespace), else the site's default (allowed_namespaces); {"*"} =
+// any, {} = none.
+std::vector<std::string> effective_namespaces(const proto::RegisterRequest &job,
+                                              const std::vector<std::string> &site);
+bool namespace_allowed(const std::vector<std::string> &effective, const std::string &ns);
+// Why a pod of `ns` is refused on the nodes of `job_id` (effective as above).
+std::string namespace_refusal(const std::vector<std::string> &effective, const std::string &ns,
+                              uint32_t job_id);
+// The annotation kNamespacesAnnotation says who may run there, for
+// `kubectl describe node`: "rl,serving", "*", or why none may.
+constexpr const char *kNamespacesAnnotation = "slurm-k8s/namespaces";
+std::string namespaces_annotation(const std::vector<std::string> &effective);
 
 // Labels: slurm-k8s/{job-id,user,partition,slurm-node,cluster}, hostname,
 // instance type, os/arch, the site's and the user's (the user's cannot

@@ -134,6 +134,7 @@ class Agent:
             "shim_auth": "uid",
             "runtime": runtime,
             "job_alive_command": "true {job}",
+            "allowed_namespaces": "*",
             "log_level": "info",
         }
         conf.update(extra or {})

@@ -51,6 +51,11 @@ struct RegisterRequest {
 };
 struct RegisterReply {
     std::string node_name;  // the virtual node's name in Kubernetes
+    // The namespaces whose pods may run there: the job's own list, else the
+    // site's default (agent.conf allowed_namespaces); ["*"] = any, [] = none.
+    // has_namespaces: the agent said (an older agent's reply has no list).
+    std::vector<std::string> namespaces;
+    bool has_namespaces = false;
 };
 
 // ---- deregister: the job ended on this node ----

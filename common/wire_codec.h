@@ -221,6 +221,7 @@ struct Codec {
     static Value to_json(const RegisterReply &r) {
         Value v = J::object();
         J::set(v, "node_name", J::of_string(r.node_name));
+        if (r.has_namespaces) J::set(v, "namespaces", J::from_strings(r.namespaces));
         return v;
     }
 
@@ -228,6 +229,9 @@ struct Codec {
         Failure f{Error::Internal, {}};
         RegisterReply r;
         if (!take(&r.node_name, J::get_string(v, "node_name", "register reply"), &f)) return f;
+        r.has_namespaces = !J::is_null(J::member(v, "namespaces"));
+        if (!take(&r.namespaces, J::opt_string_list(v, "namespaces", "register reply"), &f))
+            return f;
         return r;
     }
 

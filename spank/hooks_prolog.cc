@@ -161,6 +161,13 @@ int prolog(spank_t sp, int ac, char **av) {
     }
     rf.registered = true;
     rf.node_name = name->node_name;
+    if (name->has_namespaces) {
+        rf.namespaces = name->namespaces;
+        if (rf.namespaces.empty())
+            rf.note =
+                "no Kubernetes namespace may run pods on this job's nodes: the job named "
+                "none (--k8s-namespace=NS) and this site allows none by default";
+    }
     if (auto s = write_run_file(cfg->rundir, rf); !s) {
         LOG_ERROR("prolog: job %u: %s; the shim cannot start", e.job_id, s.message().c_str());
         return cfg->fail_on_agent_error ? -1 : 0;

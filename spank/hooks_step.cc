@@ -109,6 +109,8 @@ int step_task_init(spank_t sp, int, char **) {
     // The batch script's stderr is the job's error file: tell the user once.
     if (!err.empty() && item_u32(sp, S_JOB_STEPID, 0) == SLURM_BATCH_SCRIPT)
         fprintf(stderr, "spank_k8s: %s\n", err.c_str());
+    if (!rf.note.empty() && item_u32(sp, S_JOB_STEPID, 0) == SLURM_BATCH_SCRIPT)
+        fprintf(stderr, "spank_k8s: note: %s\n", rf.note.c_str());
     if (!rf.registered || rf.gpus.empty()) return 0;
     std::map<std::string, std::string> env;
     for (const char *v : kGpuListVars)

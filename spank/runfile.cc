@@ -26,6 +26,7 @@ std::string encode_run_file(const RunFile &r) {
     jsonc::set(v, "node_name", jsonc::of_string(r.node_name));
     jsonc::set(v, "registered", jsonc::of_bool(r.registered));
     jsonc::set(v, "error", jsonc::of_string(r.error));
+    if (!r.note.empty()) jsonc::set(v, "note", jsonc::of_string(r.note));
     jsonc::set(v, "wait_s", jsonc::of_uint(r.wait_s));
     return jsonc::write(v) + "\n";
 }
@@ -45,6 +46,7 @@ Result<RunFile> decode_run_file(const std::string &text) {
     auto name = jsonc::opt_string(*v, "node_name", ctx);
     auto reg = jsonc::opt_bool(*v, "registered", ctx, false);
     auto err = jsonc::opt_string(*v, "error", ctx);
+    auto note = jsonc::opt_string(*v, "note", ctx);
     auto wait = jsonc::opt_uint(*v, "wait_s", ctx, 0, 86400);
     for (const Failure *f :
          {job.ok() ? nullptr : &job.failure(), node.ok() ? nullptr : &node.failure(),
@@ -52,7 +54,7 @@ Result<RunFile> decode_run_file(const std::string &text) {
           user.ok() ? nullptr : &user.failure(), gpus.ok() ? nullptr : &gpus.failure(),
           ns.ok() ? nullptr : &ns.failure(), name.ok() ? nullptr : &name.failure(),
           reg.ok() ? nullptr : &reg.failure(), err.ok() ? nullptr : &err.failure(),
-          wait.ok() ? nullptr : &wait.failure()})
+          note.ok() ? nullptr : &note.failure(), wait.ok() ? nullptr : &wait.failure()})
         if (f) return *f;
     r.job_id = static_cast<uint32_t>(*job);
     r.slurm_node = *node;
@@ -64,6 +66,7 @@ Result<RunFile> decode_run_file(const std::string &text) {
     r.node_name = *name;
     r.registered = *reg;
     r.error = *err;
+    r.note = *note;
     r.wait_s = *wait;
     return r;
 }

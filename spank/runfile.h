@@ -22,7 +22,10 @@ struct RunFile {
     uint32_t uid = 0, gid = 0;
     std::string user;
     std::vector<int> gpus;  // lent GPU indices (global, as in SLURM_JOB_GPUS)
+    // Once registered: the namespaces whose pods may run there, as the agent
+    // answered (the job's, else the site's; "*" = any; empty = none).
     std::vector<std::string> namespaces;
+    std::string note;         // what the user should know although registered (shown once)
     std::string node_name;    // virtual node name from the agent; "" if none
     bool registered = false;  // the agent accepted the register
     std::string error;        // why not registered (shown to the user)

@@ -8,6 +8,7 @@
 #include "agent/controllers/agent_context.h"
 #include "agent/env_resolver.h"
 #include "agent/lost_shim.h"
+#include "agent/node_builder.h"
 #include "common/log.h"
 
 namespace sk::agent {
@@ -125,10 +126,27 @@ void PodController::on_watch_end(const Status &st) {
                        }));
 }
 
-bool PodController::namespace_allowed(const std::string &ns) const {
-    const auto &allowed =
-        rec_.job.namespaces.empty() ? ctx_.cfg->allowed_namespaces : rec_.job.namespaces;
-    return allowed.empty() || std::find(allowed.begin(), allowed.end(), ns) != allowed.end();
+std::optional<std::pair<std::string, std::string>> PodController::admission_refusal(
+    const Json::Value &pod) const {
+    std::string ns = api::object_meta(pod).ns;
+    auto allowed = effective_namespaces(rec_.job, ctx_.cfg->allowed_namespaces);
+    if (!namespace_allowed(allowed, ns))
+        return std::make_pair(std::string("NamespaceNotAllowed"),
+                              namespace_refusal(allowed, ns, rec_.job.job_id));
+    if (!ctx_.cfg->allow_daemonsets) {
+        for (const auto &o : api::items(api::field(api::field(pod, "metadata"), "ownerReferences")))
+            if (api::text(api::field(o, "kind")) == "DaemonSet" &&
+                api::field(o, "controller").isBool() && api::field(o, "controller").asBool())
+                return std::make_pair(
+                    std::string("DaemonSetNotAllowed"),
+                    "pods of DaemonSet " + ns + "/" + api::text(api::field(o, "name")) +
+                        " do not run on the nodes Slurm jobs lend (they would run inside the job "
+                        "of user " +
+                        rec_.job.user +
+                        "); keep the DaemonSet off them with a nodeAffinity on slurm-k8s/job-id "
+                        "DoesNotExist, or ask the site to set allow_daemonsets");
+    }
+    return std::nullopt;
 }
 
 void PodController::sync_pod(const Json::Value &pod) {
@@ -152,14 +170,13 @@ void PodController::sync_pod(const Json::Value &pod) {
     if (!terminal && end_drain_at_ && !stopping() && end_drain_pod(uid)) return;
     if (terminal || p.state != PodState::Pending) return;
     if (stopping()) return;
-    if (!namespace_allowed(api::object_meta(pod).ns)) {
+    if (auto refusal = admission_refusal(pod)) {
+        const auto &[reason, msg] = *refusal;
         p.state = PodState::Refused;
-        std::string msg = "namespace " + api::object_meta(pod).ns +
-                          " may not use the nodes of Slurm job " + std::to_string(rec_.job.job_id);
         LOG_WARN("%s refused: %s", pod_ref(pod).c_str(), msg.c_str());
-        p.rt_status = refused_pod_status(pod, "NamespaceNotAllowed", msg, ctx_.cfg->node_address,
-                                         ctx_.clock->now_s());
-        post_event(pod, {"Warning", "NamespaceNotAllowed", msg, ""});
+        p.rt_status =
+            refused_pod_status(pod, reason, msg, ctx_.cfg->node_address, ctx_.clock->now_s());
+        post_event(pod, {"Warning", reason, msg, ""});
         push_status(uid);
         return;
     }

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -124,7 +125,11 @@ class PodController : public NodeBound {
     void on_watch_end(const Status &st);
     void sync_pod(const Json::Value &pod);
     void forget_pod(const std::string &uid);
-    bool namespace_allowed(const std::string &ns) const;
+    // Why the pod may not run here at all (reason, message): its namespace
+    // is not allowed on the job's nodes, or a DaemonSet owns it
+    // (allow_daemonsets off). nullopt: it may.
+    std::optional<std::pair<std::string, std::string>> admission_refusal(
+        const Json::Value &pod) const;
     void run_pod(const std::string &uid);
     void kill_pod(const std::string &uid, uint32_t grace_s, const std::string &reason);
     // drain_before_end for one pod; true when it stopped or refused it.

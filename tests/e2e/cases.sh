@@ -121,7 +121,11 @@ case_too_many_gpus() {
   e2e_assert_clean "$j" "too_many_gpus"
 }
 
-# A pod in a namespace the job did not allow fails with the reason.
+# A pod in a namespace the job did not allow fails with the reason; the
+# Node's slurm-k8s/namespaces annotation and the job's SLURM_K8S_NAMESPACES
+# say who may run there (the job's list, else the site's: "default" in this
+# harness's agent.conf). A pod a DaemonSet owns is refused (allow_daemonsets
+# is off).
 case_namespace() {
   e2e_kubectl create namespace rl >/dev/null 2>&1
   e2e_job 1 -N1 -w n3 --gres=gpu:2 --k8s-gpus=1 --k8s-namespace=rl || { ok 1 "namespace: job with a virtual node"; return; }
@@ -135,6 +139,34 @@ case_namespace() {
   [ -z "$(e2e_pod_pids "$j" wrong-ns)" ]; ok $? "no process for the refused pod"
   NS=rl e2e_pod "$j" right-ns
   NS=rl e2e_pod_running right-ns 30; ok $? "a pod in the allowed namespace rl runs on the same node"
+  local node ann out
+  node="$(e2e_node_names "$j")"
+  ann() { e2e_kubectl get node "$1" -o 'jsonpath={.metadata.annotations.slurm-k8s/namespaces}'; }
+  [ "$(ann "$node")" = rl ]; ok $? "namespace: the Node's annotation slurm-k8s/namespaces says rl ($(ann "$node"))"
+  out="$SK_JOBS_DIR/e2e-$j.out"
+  e2e_wait 10 "grep -q '^namespaces=' '$out'"
+  grep -qx "namespaces=rl" "$out"; ok $? "namespace: the job sees SLURM_K8S_NAMESPACES=rl ($(grep '^namespaces=' "$out"))"
+  e2e_end_job "$j"
+  e2e_assert_clean "$j" "namespace"
+
+  e2e_job 1 -N1 -w n3 --gres=gpu:2 --k8s-gpus=1 || { ok 1 "namespace: job naming no namespace"; return; }
+  j="$E2E_JOB"; node="$(e2e_node_names "$j")"; out="$SK_JOBS_DIR/e2e-$j.out"
+  [ "$(ann "$node")" = default ]; ok $? "namespace: a job naming none gets the site's list on its Node ($(ann "$node"))"
+  e2e_wait 10 "grep -q '^namespaces=' '$out'"
+  grep -qx "namespaces=default" "$out"; ok $? "namespace: ... and in SLURM_K8S_NAMESPACES ($(grep '^namespaces=' "$out"))"
+  NS=rl NODE="$node" e2e_pod "$j" not-site
+  e2e_wait 20 "[ \"\$(NS=rl e2e_pod_phase not-site)\" = Failed ]"
+  m="$(e2e_pod_field rl/not-site '{.status.reason}: {.status.message}')"
+  [ "$m" = "NamespaceNotAllowed: namespace rl may not use the nodes of Slurm job $j (allowed: default)" ]
+  ok $? "namespace: a pod of rl on it is refused: $m"
+  EXTRA_META="  ownerReferences: [{apiVersion: apps/v1, kind: DaemonSet, name: e2e-agent, uid: 6c1f2c0e-0000-4000-8000-000000000001, controller: true}]" \
+    NODE="$node" e2e_pod "$j" ds-pod
+  e2e_wait 20 "[ \"\$(e2e_pod_phase ds-pod)\" = Failed ]"
+  m="$(e2e_pod_field default/ds-pod '{.status.reason}: {.status.message}')"
+  [[ "$m" == "DaemonSetNotAllowed: pods of DaemonSet default/e2e-agent do not run on the nodes Slurm jobs lend"* ]]
+  ok $? "namespace: a DaemonSet's pod is refused: $m"
+  [ -z "$(e2e_pod_pids "$j" ds-pod)" ]; ok $? "namespace: no process for the DaemonSet's pod"
+  e2e_kubectl delete pod -n rl not-site --wait=false >/dev/null 2>&1
   e2e_end_job "$j"
   e2e_assert_clean "$j" "namespace"
 }

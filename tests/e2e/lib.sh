@@ -173,6 +173,8 @@ end_time_check_interval = 2s
 job_state_check_interval = ${E2E_JOB_STATE_CHECK:-2s}
 gc_interval = 10s
 log_level = verbose
+# Jobs that name no --k8s-namespace lend to "default" only (e2e namespace).
+allowed_namespaces = default
 EOF
     # Agent n1 also collects what agents that died with their node left (e2e node_fail).
     [ "$n" != 1 ] || echo "gc_failed_nodes = true"
@@ -326,7 +328,7 @@ e2e_script() {  # e2e_script NAME BODY -> path
 e2e_job() {
   local want="$1"; shift
   local s
-  s="$(e2e_script sleeper 'echo "node=$SLURM_K8S_NODE gpus=$SLURM_K8S_GPUS error=$SLURM_K8S_ERROR"; sleep 600')"
+  s="$(e2e_script sleeper 'echo "node=$SLURM_K8S_NODE gpus=$SLURM_K8S_GPUS error=$SLURM_K8S_ERROR"; echo "namespaces=$SLURM_K8S_NAMESPACES"; sleep 600')"
   E2E_JOB="$(sk_submit_as_user -o "$SK_JOBS_DIR/e2e-%j.out" "$@" "$s")" || { E2E_JOB=""; return 1; }
   sk_wait_state "$E2E_JOB" RUNNING 30 || return 1
   [ "$want" = 0 ] && return 0
@@ -348,7 +350,8 @@ e2e_ready_nodes() {  # number of Ready virtual nodes of JOB
 # "received signal 15" and exit 0, and carries the marker e2e-pod-JOB-NAME in
 # its command line (for pgrep). Settings (env): GPUS [1], NS [default],
 # NODE (bind directly with spec.nodeName, bypassing the scheduler),
-# RESTART [Always], EXTRA_SPEC (YAML lines inside the container, 4 spaces).
+# RESTART [Always], EXTRA_SPEC (YAML lines inside the container, 4 spaces),
+# EXTRA_META (YAML lines in its metadata, 2 spaces).
 e2e_pod_yaml() {  # e2e_pod_yaml JOB NAME
   local j="$1" name="$2"
   cat <<EOF
@@ -358,6 +361,7 @@ metadata:
   name: $name
   namespace: ${NS:-default}
   labels: {e2e: "yes"}
+${EXTRA_META:-}
 spec:
 $( [ -n "${NODE:-}" ] && echo "  nodeName: $NODE" )
   nodeSelector: {slurm-k8s/job-id: "$j"}

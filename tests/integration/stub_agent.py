@@ -4,7 +4,7 @@ integration test (no Kubernetes). Listens on a unix socket, speaks the agent
 protocol (common/protocol.h: newline-delimited JSON envelopes), appends every
 request to a JSON-lines file with the peer's pid/uid, and answers ok:
 
-  register   -> {"node_name": "slurm-<node>-<job>"}
+  register   -> {"node_name": "slurm-<node>-<job>", "namespaces": the job's (the site allows none)}
   deregister -> sends `shutdown` to the attached shim of (job, node) if any,
                 waits for its reply (bounded by grace_s + 5), -> {"pods_stopped": 0}
   status     -> {"job_id", "slurm_node", "node_name", "ready": true, "phase": "ready", ...}
@@ -79,7 +79,8 @@ def serve(conn, which):
             reply = {}
             if op == "register":
                 nodes[key] = body
-                reply = {"node_name": node_name(*key)}
+                # As an agent whose site allows no namespace by default.
+                reply = {"node_name": node_name(*key), "namespaces": body.get("namespaces", [])}
             elif op == "deregister":
                 result = shutdown_shim(key, int(body.get("grace_s", 30)))
                 record({"op": "deregister-done", "body": body, "result": result})

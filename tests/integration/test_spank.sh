@@ -104,7 +104,7 @@ ok "[ \"\$(on_socket $J)\" = 'attach:agent deregister:admin register:admin' ]" "
 ok "no_leftovers $J" "after normal end: no shim process, no cgroup dir of job $J"
 
 # ---- 3. the shim: job user, job cgroups, only the job's GPUs
-S="$(script one 'echo "CVD=$CUDA_VISIBLE_DEVICES GPUS_ON_NODE=$SLURM_GPUS_ON_NODE"; sleep 1')"
+S="$(script one 'echo "CVD=$CUDA_VISIBLE_DEVICES GPUS_ON_NODE=$SLURM_GPUS_ON_NODE NS=[$SLURM_K8S_NAMESPACES]"; sleep 1')"
 J="$(sk_submit_as_user -N1 -w n2 --gres=gpu:2 --k8s-gpus=1 -o "$SK_JOBS_DIR/one-%j.out" "$S")"
 sk_wait_state "$J" COMPLETED 60; ok $? "1-node job $J completed"
 SH="$D/out/shim-$J-n2.txt"
@@ -113,6 +113,7 @@ ok "grep -q 'cgroup .*devices:/slurm_n2/uid_$TEST_UID/job_$J/step_extern' '$SH'"
 ok "grep -q 'status SigBlk:.*0000000000000000' '$SH'" "shim starts with no blocked signals"
 ok "grep -q 'open nvidia0 ENXIO' '$SH' && grep -q 'open nvidia1 ENXIO' '$SH' && grep -q 'open nvidia2 EPERM' '$SH' && grep -q 'open nvidia3 EPERM' '$SH'" "shim may open only the job's 2 GPU devices ($(grep open "$SH" | tr '\n' ' '))"
 ok "grep -q 'CVD=0 GPUS_ON_NODE=1' '$SK_JOBS_DIR/one-$J.out'" "trainer sees only GPU 0 ($(cat "$SK_JOBS_DIR/one-$J.out"))"
+ok "grep -q 'NS=\[\]' '$SK_JOBS_DIR/one-$J.out' && grep -q '^spank_k8s: note: no Kubernetes namespace may run pods on this job.s nodes: the job named none (--k8s-namespace=NS)' '$SK_JOBS_DIR/one-$J.out'" "a job that names no namespace where the site allows none: SLURM_K8S_NAMESPACES empty and a note on its stderr"
 sk_wait_gone "$J" 30
 ok "no_leftovers $J" "after normal end: nothing of job $J left"
 

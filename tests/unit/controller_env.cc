@@ -68,6 +68,7 @@ ControllerEnv::ControllerEnv() {
     cfg_.lease_duration_s = 10;
     cfg_.lease_renew_s = 1;  // the shortest the config allows: renewals every second
     cfg_.node_check_s = 0;
+    cfg_.allowed_namespaces = {"*"};  // pods of any namespace, unless a test narrows it
     char tmpl[] = "/tmp/sk-ctl-XXXXXX";
     char *d = mkdtemp(tmpl);
     dir_ = d ? d : "/tmp";

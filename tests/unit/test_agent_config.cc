@@ -48,6 +48,7 @@ static const BadConf kBadConfs[] = {
     {"node_name_template = {node}\n", "{node} and {job}"},
     {"node_name_template = BAD_{node}_{job}!\n", "not a valid Kubernetes node name"},
     {"allowed_namespaces = Bad\n", "not a namespace name"},
+    {"allowed_namespaces = *, rl\n", "'*' (any namespace) stands alone"},
     {"nice = -30\n", "nice='-30' is not a nice value (allowed -20..19)"},
     {"kubeconfig = /nonexistent/kc\n", "set either kubeconfig"},
     {"api_server = x\n", "set twice"},
@@ -268,6 +269,12 @@ START_TEST(config_defaults) {
     ck_assert_uint_eq(ports->kubelet_node_port_low, 10300);
     ck_assert_uint_eq(ports->kubelet_node_port_high, 10363);
     ck_assert_uint_eq(c->cordon_before_end_s, 60);
+    // No namespace and no DaemonSet unless the site says so.
+    ck_assert(c->allowed_namespaces.empty());
+    ck_assert(!c->allow_daemonsets);
+    auto any = parse_agent_config(std::string(kConf) + "allowed_namespaces = *\n", "a");
+    ck_assert(any.ok());
+    ck_assert_int_eq(any->allowed_namespaces.size(), 1);
     ck_assert_uint_eq(c->metrics_port, 0);
     ck_assert_uint_eq(c->kubelet_port, 10250);
     ck_assert_sstr_eq(c->job_end_command, "squeue -h -j {job} -o %e");

@@ -77,6 +77,21 @@ START_TEST(node_has_kubelet_shape) {
     ck_assert_sstr_eq(s["capacity"]["cpu"].asString(), "8");
     ck_assert_sstr_eq(s["capacity"]["memory"].asString(), "16777216Ki");
     ck_assert_sstr_eq(s["allocatable"]["pods"].asString(), "110");
+    // Who may run pods there, for kubectl describe node.
+    ck_assert_sstr_eq(n["metadata"]["annotations"]["slurm-k8s/namespaces"].asString(),
+                      "none: the job named no namespace (sbatch --k8s-namespace=NS) and this site "
+                      "allows none by default");
+    NodeSpecInput site = sample_input();
+    site.site_namespaces = {"*"};
+    ck_assert_sstr_eq(
+        build_node(site, 1)["metadata"]["annotations"]["slurm-k8s/namespaces"].asString(), "*");
+    site.job.namespaces = {"rl", "serving"};  // the job's list wins
+    ck_assert_sstr_eq(
+        build_node(site, 1)["metadata"]["annotations"]["slurm-k8s/namespaces"].asString(),
+        "rl,serving");
+    ck_assert(namespace_allowed({"*"}, "kube-system"));
+    ck_assert(namespace_allowed({"rl"}, "rl") && !namespace_allowed({"rl"}, "default"));
+    ck_assert(!namespace_allowed({}, "default"));
     // ephemeral-storage only when the pods' file system was measured.
     ck_assert(!s["capacity"].isMember("ephemeral-storage"));
     NodeSpecInput disk = sample_input();

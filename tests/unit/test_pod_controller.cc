@@ -214,6 +214,70 @@ START_TEST(status_no_op_suppressed) {
 }
 END_TEST
 
+// ---- admission: who may run here ----
+// With no namespace list (the job's or the site's) no pod runs; a DaemonSet's
+// pods are refused unless the site allows them. Each refusal is the pod's
+// Failed status with a reason and a Warning Event saying what to do.
+START_TEST(admission_refusals) {
+    ControllerEnv env;
+    env.cfg().allowed_namespaces.clear();  // the default: none
+    Json::Value plain = make_pod("p1", "u1");
+    Json::Value ds = make_pod("p2", "u2");
+    Json::Value owner(Json::objectValue);
+    owner["apiVersion"] = "apps/v1";
+    owner["kind"] = "DaemonSet";
+    owner["name"] = "node-exporter";
+    owner["uid"] = "ds-1";
+    owner["controller"] = true;
+    ds["metadata"]["ownerReferences"].append(owner);
+    start_with_pods(env, {plain});
+    auto *rt = static_cast<FakeRuntime *>(env.node->runtime());
+    ck_assert(env.run_until([&] { return env.served_pod("p1")["status"]["phase"] == "Failed"; }));
+    Json::Value st = env.served_pod("p1")["status"];
+    ck_assert_sstr_eq(st["reason"].asString(), "NamespaceNotAllowed");
+    ck_assert_sstr_eq(st["message"].asString(),
+                      "namespace default may not use the nodes of Slurm job 42: the job named no "
+                      "namespace (sbatch --k8s-namespace=NS) and this site allows none by default");
+    ck_assert(!rt->has("u1"));
+
+    // Any namespace, the DaemonSet's pod still refused.
+    env.cfg().allowed_namespaces = {"*"};
+    env.serve_pod(ds);
+    env.http().push(env.http().open_stream(kPodsPath), "ADDED", ds);
+    ck_assert(env.run_until([&] { return env.served_pod("p2")["status"]["phase"] == "Failed"; }));
+    st = env.served_pod("p2")["status"];
+    ck_assert_sstr_eq(st["reason"].asString(), "DaemonSetNotAllowed");
+    ck_assert_msg(st["message"].asString().find(
+                      "pods of DaemonSet default/node-exporter do not run on the nodes Slurm "
+                      "jobs lend (they would run inside the job of user alice)") == 0,
+                  "%s", st["message"].asString().c_str());
+    ck_assert(!rt->has("u2"));
+    bool event = false;
+    for (const auto &r : env.http().matching("POST", "/api/v1/namespaces/default/events"))
+        event = event || r.json()["reason"].asString() == "DaemonSetNotAllowed";
+    ck_assert_msg(event, "no DaemonSetNotAllowed Event");
+
+    // Allowed by the site: it runs. A pod that merely names a DaemonSet as a
+    // non-controlling owner was never refused.
+    env.cfg().allow_daemonsets = true;
+    Json::Value ds3 = ds;
+    ds3["metadata"]["name"] = "p3";
+    ds3["metadata"]["uid"] = "u3";
+    env.serve_pod(ds3);
+    env.http().push(env.http().open_stream(kPodsPath), "ADDED", ds3);
+    ck_assert(env.run_until([&] { return rt->has("u3"); }));
+    env.cfg().allow_daemonsets = false;
+    Json::Value loose = ds;
+    loose["metadata"]["name"] = "p4";
+    loose["metadata"]["uid"] = "u4";
+    loose["metadata"]["ownerReferences"][0]["controller"] = false;
+    env.serve_pod(loose);
+    env.http().push(env.http().open_stream(kPodsPath), "ADDED", loose);
+    ck_assert(env.run_until([&] { return rt->has("u4"); }));
+    ck_assert_int_eq(env.close(), 0);
+}
+END_TEST
+
 // ---- graceful delete ----
 START_TEST(graceful_delete) {
     ControllerEnv env;
@@ -682,6 +746,7 @@ int main() {
     tcase_set_timeout(tc, 30);
     tcase_add_loop_test(tc, watch_sequences, 0, TABLE_SIZE(kWatchCases));
     tcase_add_test(tc, status_no_op_suppressed);
+    tcase_add_test(tc, admission_refusals);
     tcase_add_test(tc, graceful_delete);
     tcase_add_loop_test(tc, api_errors, 0, TABLE_SIZE(kErrorCases));
     tcase_add_loop_test(tc, drain, 0, TABLE_SIZE(kDrainCases));

@@ -141,7 +141,7 @@ END_TEST
 START_TEST(replies) {
     Reply ok;
     ok.id = 3;
-    ok.body = to_json(RegisterReply{"slurm-n1-42"});
+    ok.body = to_json(RegisterReply{"slurm-n1-42", {}, false});
     auto back = decode_reply(encode(ok));
     ck_assert(back.ok() && back->ok);
     ck_assert_uint_eq(back->id, 3);

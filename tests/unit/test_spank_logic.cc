@@ -469,6 +469,7 @@ START_TEST(runfile_roundtrip) {
     r.node_name = "slurm-n1-42";
     r.registered = true;
     r.wait_s = 60;
+    r.note = "no namespace";
     char dir[] = "/tmp/sk-runfile-XXXXXX";
     ck_assert(mkdtemp(dir));
     std::string rundir = std::string(dir) + "/jobs";
@@ -480,6 +481,7 @@ START_TEST(runfile_roundtrip) {
     ck_assert_sstr_eq(back->node_name, "slurm-n1-42");
     ck_assert(back->registered);
     ck_assert_uint_eq(back->wait_s, 60);
+    ck_assert_sstr_eq(back->note, "no namespace");
     ck_assert(read_run_file(rundir, 42, "n2").error() == Error::NotFound);  // keyed by node
     remove_run_file(rundir, 42, "n1");
     ck_assert(read_run_file(rundir, 42, "n1").error() == Error::NotFound);

@@ -82,9 +82,16 @@ END_TEST
 
 START_TEST(register_reply_agent_to_plugin) {
     auto r = PluginCodec::register_reply_from_json(
-        plugin_reads(to_json(RegisterReply{"slurm-gpu-n1-42"})).body);
+        plugin_reads(to_json(RegisterReply{"slurm-gpu-n1-42", {}, false})).body);
     ck_assert(r.ok());
     ck_assert_sstr_eq(r->node_name, "slurm-gpu-n1-42");
+    ck_assert(!r->has_namespaces);  // an agent that does not say
+    RegisterReply none{"slurm-n1-42", {}, true};
+    auto n = PluginCodec::register_reply_from_json(plugin_reads(to_json(none)).body);
+    ck_assert(n.ok() && n->has_namespaces && n->namespaces.empty());  // the site allows none
+    RegisterReply some{"slurm-n1-42", {"rl", "serving"}, true};
+    auto s = PluginCodec::register_reply_from_json(plugin_reads(to_json(some)).body);
+    ck_assert(s.ok() && s->has_namespaces && s->namespaces == some.namespaces);
 }
 END_TEST
 

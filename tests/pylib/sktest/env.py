@@ -61,6 +61,8 @@ class AgentEnv:
             "job_alive_command": f"test -e {self.dir}/alive_{{job}}",
             "job_end_command": f"cat {self.dir}/end_{{job}}",
             "log_level": "verbose",
+            # The component tests' pods live in several namespaces.
+            "allowed_namespaces": "*",
         }
 
     def write_conf(self):
