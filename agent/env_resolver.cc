@@ -1,6 +1,7 @@
 #include "agent/env_resolver.h"
 
 #include <cmath>
+#include <cstdio>
 
 #include "agent/api_object.h"
 #include "common/base64.h"
@@ -105,38 +106,138 @@ Result<std::string> resource_ref(const Json::Value &container, const Json::Value
     return std::to_string((milli + div - 1) / div);  // the kubelet rounds up
 }
 
-Result<Json::Value> volume_files(const Json::Value &pod, const FetchedObjects &objs) {
-    Json::Value files(Json::objectValue);
-    for (const auto &v : pod["spec"]["volumes"]) {
-        bool secret = v.isMember("secret");
-        if (!secret && !v.isMember("configMap")) continue;
-        const Json::Value &src = secret ? v["secret"] : v["configMap"];
-        std::string kind = secret ? "secrets" : "configmaps";
-        std::string name = secret ? src["secretName"].asString() : src["name"].asString();
-        auto it = objs.find({kind, name});
-        Json::Value entries(Json::objectValue);
-        if (it == objs.end()) {
-            if (!src["optional"].asBool())
-                return fail(Error::Invalid, std::string(secret ? "secret" : "configmap") + " \"" +
-                                                name + "\" not found");
-        } else {
-            const Json::Value &data = it->second["data"];
-            if (src.isMember("items")) {
-                for (const auto &item : src["items"]) {
-                    std::string k = item["key"].asString();
-                    if (!data.isMember(k))
-                        return fail(Error::Invalid, "couldn't find key " + k + " in " + name);
-                    std::string raw = data[k].asString();
-                    entries[item["path"].asString()] = secret ? raw : base64_encode(raw);
-                }
+// The keys of a ConfigMap or Secret source (a volume or a projected source)
+// as files: its items, or all its keys; base64 as pod_run carries them.
+Status add_object_files(const Json::Value &src, bool secret, const std::string &name,
+                        const FetchedObjects &objs, Json::Value *entries) {
+    auto it = objs.find({secret ? "secrets" : "configmaps", name});
+    if (it == objs.end()) {
+        if (src["optional"].asBool()) return {};
+        return fail(Error::Invalid,
+                    std::string(secret ? "secret" : "configmap") + " \"" + name + "\" not found");
+    }
+    const Json::Value &data = it->second["data"];
+    if (src.isMember("items")) {
+        for (const auto &item : src["items"]) {
+            std::string k = item["key"].asString();
+            if (!data.isMember(k))
+                return fail(Error::Invalid, "couldn't find key " + k + " in " + name);
+            std::string raw = data[k].asString();
+            (*entries)[item["path"].asString()] = secret ? raw : base64_encode(raw);
+        }
+    } else {
+        for (const auto &k : data.getMemberNames()) {
+            std::string raw = data[k].asString();
+            (*entries)[k] = secret ? raw : base64_encode(raw);
+        }
+    }
+    return {};
+}
+
+// metadata.labels / metadata.annotations as a downwardAPI file holds them:
+// key="value" lines, sorted by key, the value quoted as Go's %q does.
+std::string key_value_lines(const Json::Value &map) {
+    std::string out;
+    for (const auto &k : map.getMemberNames()) {  // jsoncpp sorts the names
+        std::string v = map[k].asString(), q;
+        for (unsigned char ch : v) {
+            if (ch == '"' || ch == '\\') {
+                q += '\\';
+                q += static_cast<char>(ch);
+            } else if (ch == '\n') {
+                q += "\\n";
+            } else if (ch == '\t') {
+                q += "\\t";
+            } else if (ch < 0x20 || ch == 0x7f) {
+                char b[8];
+                snprintf(b, sizeof b, "\\x%02x", ch);
+                q += b;
             } else {
-                for (const auto &k : data.getMemberNames()) {
-                    std::string raw = data[k].asString();
-                    entries[k] = secret ? raw : base64_encode(raw);
-                }
+                q += static_cast<char>(ch);
             }
         }
-        files[v["name"].asString()] = entries;
+        out += (out.empty() ? "" : "\n") + k + "=\"" + q + "\"";
+    }
+    return out;
+}
+
+// A downwardAPI item (a volume's or a projected source's): fieldRef or
+// resourceFieldRef of a named container.
+Result<std::string> downward_item(const Json::Value &pod, const Json::Value &item,
+                                  const NodeFacts &node) {
+    if (item.isMember("fieldRef")) {
+        std::string path = item["fieldRef"]["fieldPath"].asString();
+        if (path == "metadata.labels" || path == "metadata.annotations")
+            return key_value_lines(pod["metadata"][path.substr(9)]);
+        return field_ref(pod, path, node);
+    }
+    if (item.isMember("resourceFieldRef")) {
+        const Json::Value &ref = item["resourceFieldRef"];
+        std::string cname = ref["containerName"].asString();
+        for (const char *list : {"containers", "initContainers"})
+            for (const auto &c : api::items(pod["spec"][list]))
+                if (c["name"].asString() == cname) return resource_ref(c, ref, node);
+        return fail(Error::Invalid, "resourceFieldRef: no container \"" + cname + "\"");
+    }
+    return fail(Error::Invalid, "downwardAPI item " + item["path"].asString() +
+                                    ": neither fieldRef nor resourceFieldRef");
+}
+
+Status add_downward_files(const Json::Value &pod, const Json::Value &items, const NodeFacts &node,
+                          Json::Value *entries) {
+    for (const auto &item : api::items(items)) {
+        auto v = downward_item(pod, item, node);
+        if (!v) return v.failure();
+        (*entries)[item["path"].asString()] = base64_encode(*v);
+    }
+    return {};
+}
+
+Result<Json::Value> volume_files(const Json::Value &pod, const FetchedObjects &objs,
+                                 const NodeFacts &node) {
+    Json::Value files(Json::objectValue);
+    for (const auto &v : pod["spec"]["volumes"]) {
+        std::string vname = v["name"].asString();
+        Json::Value entries(Json::objectValue);
+        Status st;
+        if (v.isMember("secret")) {
+            st = add_object_files(v["secret"], true, v["secret"]["secretName"].asString(), objs,
+                                  &entries);
+        } else if (v.isMember("configMap")) {
+            st = add_object_files(v["configMap"], false, v["configMap"]["name"].asString(), objs,
+                                  &entries);
+        } else if (v.isMember("downwardAPI")) {
+            st = add_downward_files(pod, v["downwardAPI"]["items"], node, &entries);
+        } else if (v.isMember("projected")) {
+            for (const auto &src : api::items(v["projected"]["sources"])) {
+                if (src.isMember("secret")) {
+                    st = add_object_files(src["secret"], true, src["secret"]["name"].asString(),
+                                          objs, &entries);
+                } else if (src.isMember("configMap")) {
+                    st = add_object_files(src["configMap"], false,
+                                          src["configMap"]["name"].asString(), objs, &entries);
+                } else if (src.isMember("downwardAPI")) {
+                    st = add_downward_files(pod, src["downwardAPI"]["items"], node, &entries);
+                } else if (src.isMember("serviceAccountToken")) {
+                    std::string path = src["serviceAccountToken"]["path"].asString();
+                    auto it = objs.find(token_ref(vname, path));
+                    if (it == objs.end() || !it->second["status"]["token"].isString())
+                        st = fail(Error::Invalid, "volume " + vname + ": no token for " + path +
+                                                      " (the TokenRequest gave none)");
+                    else
+                        entries[path] = base64_encode(it->second["status"]["token"].asString());
+                } else {
+                    st = fail(Error::Invalid, "volume " + vname +
+                                                  ": projected sources may be secret, configMap, "
+                                                  "downwardAPI or serviceAccountToken");
+                }
+                if (!st) break;
+            }
+        } else {
+            continue;
+        }
+        if (!st) return st.failure();
+        files[vname] = entries;
     }
     return files;
 }
@@ -155,8 +256,53 @@ std::set<ObjectRef> referenced_objects(const Json::Value &pod) {
             out.insert({"configmaps", api::text(api::field(cm, "name"))});
         if (api::object(v).isMember("secret"))
             out.insert({"secrets", api::text(api::field(sec, "secretName"))});
+        for (const auto &src : api::items(api::field(api::field(v, "projected"), "sources"))) {
+            if (api::object(src).isMember("configMap"))
+                out.insert(
+                    {"configmaps", api::text(api::field(api::field(src, "configMap"), "name"))});
+            if (api::object(src).isMember("secret"))
+                out.insert({"secrets", api::text(api::field(api::field(src, "secret"), "name"))});
+        }
     }
     return out;
+}
+
+ObjectRef token_ref(const std::string &volume, const std::string &path) {
+    return {kTokenKind, volume + "/" + path};
+}
+
+std::vector<TokenNeed> token_requests(const Json::Value &pod) {
+    std::vector<TokenNeed> out;
+    const Json::Value &spec = api::field(pod, "spec");
+    std::string sa = api::text(api::field(spec, "serviceAccountName"));
+    if (sa.empty()) sa = "default";  // what the ServiceAccount admission sets
+    for (const auto &v : api::items(api::field(spec, "volumes")))
+        for (const auto &src : api::items(api::field(api::field(v, "projected"), "sources"))) {
+            const Json::Value &t = api::field(src, "serviceAccountToken");
+            if (!t.isObject()) continue;
+            TokenNeed n;
+            n.ref = token_ref(api::text(api::field(v, "name")), api::text(api::field(t, "path")));
+            n.service_account = sa;
+            n.audience = api::text(api::field(t, "audience"));
+            const Json::Value &exp = api::field(t, "expirationSeconds");
+            n.expiration_s = exp.isIntegral() ? exp.asInt64() : 3600;
+            out.push_back(n);
+        }
+    return out;
+}
+
+Json::Value token_request_body(const Json::Value &pod, const TokenNeed &need) {
+    Json::Value b(Json::objectValue);
+    b["apiVersion"] = "authentication.k8s.io/v1";
+    b["kind"] = "TokenRequest";
+    if (!need.audience.empty()) b["spec"]["audiences"].append(need.audience);
+    b["spec"]["expirationSeconds"] = Json::Int64(need.expiration_s);
+    Json::Value &ref = b["spec"]["boundObjectRef"];
+    ref["apiVersion"] = "v1";
+    ref["kind"] = "Pod";
+    ref["name"] = api::object_meta(pod).name;
+    ref["uid"] = api::object_meta(pod).uid;
+    return b;
 }
 
 namespace {
@@ -169,6 +315,18 @@ Result<Json::Value> resolve_fields(const Json::Value &pod_in, const FetchedObjec
         if (!pod["spec"].isMember(list)) continue;
         for (auto &c : pod["spec"][list]) {
             Json::Value env(Json::arrayValue);
+            // The API server for in-cluster clients, before everything of the
+            // pod's own (which may override it), as the kubelet sets it.
+            if (!node.api_host.empty()) {
+                for (const char *k : {"KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT",
+                                      "KUBERNETES_SERVICE_PORT_HTTPS"}) {
+                    Json::Value e(Json::objectValue);
+                    e["name"] = k;
+                    e["value"] =
+                        k == std::string("KUBERNETES_SERVICE_HOST") ? node.api_host : node.api_port;
+                    env.append(e);
+                }
+            }
             // envFrom first: explicit env entries override them, as in the kubelet.
             for (const auto &ef : c["envFrom"]) {
                 bool secret = ef.isMember("secretRef");
@@ -227,7 +385,7 @@ Result<Json::Value> resolve_fields(const Json::Value &pod_in, const FetchedObjec
             if (env.size() || c.isMember("env")) c["env"] = env;
         }
     }
-    auto files = volume_files(pod, objs);
+    auto files = volume_files(pod, objs, node);
     if (!files) return files.failure();
     Json::Value body(Json::objectValue);
     body["pod"] = pod;
@@ -248,6 +406,30 @@ Result<Json::Value> resolve_pod(const Json::Value &pod, const FetchedObjects &ob
     } catch (const Json::Exception &e) {
         return fail(Error::Invalid, std::string("malformed pod object: ") + e.what());
     }
+}
+
+std::optional<std::pair<std::string, std::string>> api_endpoint(const std::string &url) {
+    auto scheme = url.find("://");
+    if (scheme == std::string::npos) return std::nullopt;
+    std::string rest = url.substr(scheme + 3);
+    rest = rest.substr(0, rest.find('/'));
+    std::string host, port = url.compare(0, scheme, "http") == 0 ? "80" : "443";
+    if (!rest.empty() && rest[0] == '[') {  // [IPv6]:port
+        auto close = rest.find(']');
+        if (close == std::string::npos) return std::nullopt;
+        host = rest.substr(1, close - 1);
+        if (close + 1 < rest.size()) {
+            if (rest[close + 1] != ':') return std::nullopt;
+            port = rest.substr(close + 2);
+        }
+    } else {
+        auto colon = rest.rfind(':');
+        host = rest.substr(0, colon);
+        if (colon != std::string::npos) port = rest.substr(colon + 1);
+    }
+    if (host.empty() || port.empty() || port.find_first_not_of("0123456789") != std::string::npos)
+        return std::nullopt;
+    return std::make_pair(host, port);
 }
 
 Result<int64_t> parse_quantity_milli(const std::string &q) {

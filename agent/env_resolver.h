@@ -6,9 +6,11 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <json/json.h>
 
@@ -22,13 +24,41 @@ using ObjectRef = std::pair<std::string, std::string>;
 std::set<ObjectRef> referenced_objects(const Json::Value &pod);
 
 // The fetched objects; a ref absent from the map did not exist (404).
+// Service account tokens for projected volumes are kept beside them under
+// token_ref(volume, path): the TokenRequest the API answered.
 using FetchedObjects = std::map<ObjectRef, Json::Value>;
+
+// A projected volume's serviceAccountToken source: the TokenRequest the
+// agent makes for it (as the kubelet does, bound to the pod).
+constexpr const char *kTokenKind = "serviceaccounts/token";
+struct TokenNeed {
+    ObjectRef ref;                // token_ref(volume, path)
+    std::string service_account;  // spec.serviceAccountName, "default" when unset
+    std::string audience;         // "" = the API server's own
+    int64_t expiration_s = 3600;
+};
+ObjectRef token_ref(const std::string &volume, const std::string &path);
+std::vector<TokenNeed> token_requests(const Json::Value &pod);
+// POST body for .../serviceaccounts/SA/token: audiences, expirationSeconds,
+// boundObjectRef = the pod (name and uid).
+Json::Value token_request_body(const Json::Value &pod, const TokenNeed &need);
 
 struct NodeFacts {
     std::string node_name, node_ip;
     uint32_t cpus = 1;  // allocatable, for resourceFieldRef without a limit
     uint64_t memory_mib = 1024;
+    // The API server as pods reach it: KUBERNETES_SERVICE_HOST/PORT ("" =
+    // not set). See api_endpoint.
+    std::string api_host = {}, api_port = {};
 };
+
+// Host and port of an API server URL ("https://10.0.0.1:6443",
+// "https://[fd00::1]", "https://api.example.org:443/prefix"), as in-cluster
+// clients take them from KUBERNETES_SERVICE_HOST/PORT. The kubelet puts the
+// `kubernetes` Service's clusterIP there, which routes only through
+// kube-proxy; a Slurm node has none, so pods get the address the agent
+// itself reaches the API server at. nullopt: no usable URL.
+std::optional<std::pair<std::string, std::string>> api_endpoint(const std::string &url);
 
 // pod_run body: {"pod": pod with every env valueFrom replaced by "value",
 // "files": {volume: {path: base64}}}. A missing required object or key fails

@@ -83,6 +83,12 @@ class PodRuntime {
         done(fail(Error::Unavailable, "this node's pod runtime cannot stop its pods"));
     }
     virtual void stats(std::function<void(Result<proto::PodStatsReply>)> done) = 0;
+    // New contents for files a running pod's volumes hold (a refreshed
+    // ServiceAccount token; docs/protocol.md "pod_files").
+    // NOLINTNEXTLINE(performance-unnecessary-value-param): the overriders keep done
+    virtual void update_files(const proto::PodFilesUpdate & /*m*/, Done done) {
+        done(fail(Error::Unavailable, "this node's pod runtime cannot renew volume files"));
+    }
 
     void set_status_sink(StatusSink s) { sink_ = std::move(s); }
     // Called once when the runtime goes away (the shim's connection closed).

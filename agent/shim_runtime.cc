@@ -211,6 +211,11 @@ void ShimRuntime::pause(bool pause, const std::string &message, Done done) {
          [done](const Result<Json::Value> &r) { done(r ? Status() : r.failure()); });
 }
 
+void ShimRuntime::update_files(const proto::PodFilesUpdate &m, Done done) {
+    call(proto::ShimOp::PodFiles, proto::to_json(m),
+         [done](const Result<Json::Value> &r) { done(r ? Status() : r.failure()); });
+}
+
 // The reply is the job user's: decoded strictly and bounded
 // (proto::pod_stats_reply_from_json), whatever the shim sends.
 void ShimRuntime::stats(std::function<void(Result<proto::PodStatsReply>)> done) {

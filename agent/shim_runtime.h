@@ -29,6 +29,7 @@ class ShimRuntime : public PodRuntime {
     void attach_start(const proto::AttachStart &m, Done done) override;
     void stats(std::function<void(Result<proto::PodStatsReply>)> done) override;
     void pause(bool pause, const std::string &message, Done done) override;
+    void update_files(const proto::PodFilesUpdate &m, Done done) override;
 
     bool connected() const { return conn_ && !conn_->closed(); }
     void detach();

@@ -13,7 +13,7 @@ namespace {
 template <typename E, size_t N>
 using Names = std::array<std::pair<E, std::string_view>, N>;
 
-constexpr Names<ShimOp, 10> kOps{{
+constexpr Names<ShimOp, 11> kOps{{
     {ShimOp::PodRun, "pod_run"},
     {ShimOp::PodKill, "pod_kill"},
     {ShimOp::PodList, "pod_list"},
@@ -24,6 +24,7 @@ constexpr Names<ShimOp, 10> kOps{{
     {ShimOp::AttachStart, "attach_start"},
     {ShimOp::PodStats, "pod_stats"},
     {ShimOp::PodsPause, "pods_pause"},
+    {ShimOp::PodFiles, "pod_files"},
 }};
 
 constexpr Names<StatsSource, 2> kStatsSources{{
@@ -195,6 +196,31 @@ Result<PodFiles> pod_files_from_json(const Json::Value &files) {
         }
     }
     return out;
+}
+
+Json::Value to_json(const PodFilesUpdate &m) {
+    Json::Value v(Json::objectValue);
+    v["uid"] = m.uid;
+    Json::Value files(Json::objectValue);
+    for (const auto &[volume, entries] : m.files) {
+        Json::Value e(Json::objectValue);
+        for (const auto &[path, bytes] : entries)
+            e[path] = base64_encode(bytes);
+        files[volume] = e;
+    }
+    v["files"] = files;
+    return v;
+}
+
+Result<PodFilesUpdate> pod_files_update_from_json(const Json::Value &body) {
+    constexpr std::string_view ctx = "pod_files";
+    if (!body.isObject()) return fail(Error::Parse, "pod_files: the body must be an object");
+    PodFilesUpdate m;
+    SK_TRY_ASSIGN(m.uid, uid_field(body, ctx));
+    auto files = pod_files_from_json(body["files"]);
+    if (!files) return fail(Error::Parse, "pod_files: " + files.message());
+    m.files = std::move(*files);
+    return m;
 }
 
 Result<PodRun> pod_run_from_json(const Json::Value &body) {

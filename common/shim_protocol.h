@@ -81,6 +81,7 @@ enum class ShimOp {
     AttachStart,
     PodStats,
     PodsPause,
+    PodFiles,
 };
 
 // Why pods stop (pod_kill and shutdown "reason"). The shim logs it and
@@ -130,6 +131,15 @@ struct PodRun {
     Json::Value pod{Json::objectValue};  // the resolved Pod (agent/env_resolver.h)
     std::string uid, ns, name;           // pod.metadata; uid required, ns/name may be ""
     PodFiles files;                      // base64 on the wire
+};
+
+// New contents for files a running pod's volumes already hold (docs/
+// protocol.md "pod_files"): a refreshed ServiceAccount token. Each file is
+// replaced atomically (a reader sees the old or the new one, never part);
+// a file the pod did not start with is refused.
+struct PodFilesUpdate {
+    std::string uid;
+    PodFiles files;  // base64 on the wire, as pod_run's
 };
 
 struct PodKill {
@@ -274,6 +284,8 @@ Json::Value to_json(const PodStatsReply &m);
 
 Result<PodRun> pod_run_from_json(const Json::Value &body);
 Result<PodFiles> pod_files_from_json(const Json::Value &files);  // pod_run's "files"
+Json::Value to_json(const PodFilesUpdate &m);
+Result<PodFilesUpdate> pod_files_update_from_json(const Json::Value &body);
 Result<PodKill> pod_kill_from_json(const Json::Value &body);
 Result<PodList> pod_list_request_from_json(const Json::Value &body);
 Result<Shutdown> shutdown_from_json(const Json::Value &body);

@@ -101,6 +101,34 @@ Status PodRunner::prepare_volumes() {
     return {};
 }
 
+Status PodRunner::update_files(const proto::PodFiles &files) {
+    auto files_volume = [this](const std::string &name) -> VolumePlan * {
+        for (auto &v : plan_.volumes)
+            if (v.name == name && v.kind == VolumeKind::Files) return &v;
+        return nullptr;
+    };
+    for (const auto &entry : files) {
+        const VolumePlan *v = files_volume(entry.first);
+        if (!v)
+            return fail(Error::InvalidArgument,
+                        "pod " + plan_.key() + " has no files volume " + entry.first);
+        for (const auto &file : entry.second)
+            if (!v->files.count(file.first))
+                return fail(Error::InvalidArgument, "volume " + entry.first + " of pod " +
+                                                        plan_.key() + " has no file " + file.first);
+    }
+    for (const auto &entry : files) {
+        VolumePlan *v = files_volume(entry.first);
+        std::string dir = volume_dir(env_.pod_dir, entry.first);
+        for (const auto &[rel, data] : entry.second) {
+            if (auto st = write_file_atomic(dir + "/" + rel, data, 0440, Durability::Cached); !st)
+                return st;
+            v->files[rel] = data;
+        }
+    }
+    return {};
+}
+
 Status PodRunner::start() {
     run_.start_ms = Clock::wall_ms();
     if (auto st = make_dirs(env_.pod_dir, 0750); !st) return st;

@@ -58,6 +58,11 @@ class PodRunner {
     // processes stopped or continued, Ready=False (JobSuspended, message)
     // while paused (common/shim_protocol.h PodsPause). Idempotent.
     void pause(bool paused, const std::string &message);
+    // New contents for files the pod's configMap/secret/projected/downwardAPI
+    // volumes already hold (a refreshed ServiceAccount token): each replaced
+    // atomically. A volume or file the pod did not start with is refused
+    // (InvalidArgument) and nothing is written.
+    Status update_files(const proto::PodFiles &files);
 
     Json::Value status();  // current PodStatus (keeps transition times)
     bool finished() const { return finished_; }

@@ -276,6 +276,8 @@ proto::Reply Shim::handle(const proto::Request &req, bool *deferred) {
                 return attach_start(req, deferred);
             case proto::ShimOp::PodsPause:
                 return pods_pause(req);
+            case proto::ShimOp::PodFiles:
+                return pod_files(req);
             case proto::ShimOp::PodStatus:  // the shim's own notification
             case proto::ShimOp::ExecAttach:
                 break;
@@ -422,6 +424,21 @@ proto::Reply Shim::pods_pause(const proto::Request &req) {
     pause_message_ = m->pause ? m->message : "";
     for (auto &[uid, p] : pods_)
         if (p.runner) p.runner->pause(m->pause, pause_message_);
+    return reply;
+}
+
+// A running pod's volume files renewed (common/shim_protocol.h PodFilesUpdate).
+proto::Reply Shim::pod_files(const proto::Request &req) {
+    proto::Reply reply;
+    reply.id = req.id;
+    auto m = proto::pod_files_update_from_json(req.body);
+    if (!m) return proto::error_reply(req.id, m.failure());
+    auto it = pods_.find(m->uid);
+    if (it == pods_.end() || !it->second.runner)
+        return proto::error_reply(req.id,
+                                  fail(Error::NotFound, "no running pod with uid " + m->uid));
+    if (auto st = it->second.runner->update_files(m->files); !st)
+        return proto::error_reply(req.id, st.failure());
     return reply;
 }
 

@@ -98,6 +98,7 @@ class Shim {
     Status session_limit(const std::string &uid) const;
     proto::Reply pod_stats(const proto::Request &req);
     proto::Reply pods_pause(const proto::Request &req);
+    proto::Reply pod_files(const proto::Request &req);
     void measure_disk(const std::string &uid, ShimPod *p, proto::PodStatsEntry *e, size_t *budget);
     // Ends the exec sessions of pod uid (all of them, or those into a
     // container that no longer runs).

@@ -10,6 +10,7 @@
 #include "agent/lost_shim.h"
 #include "agent/node_builder.h"
 #include "common/log.h"
+#include "common/rfc3339.h"
 
 namespace sk::agent {
 
@@ -19,7 +20,7 @@ static std::string pod_ref(const Json::Value &pod) {
 }
 
 PodController::PodController(AgentContext &ctx, const JobRecord &rec)
-    : ctx_(ctx), rec_(rec), watch_timer_(ctx.loop), shim_timer_(ctx.loop) {}
+    : ctx_(ctx), rec_(rec), watch_timer_(ctx.loop), shim_timer_(ctx.loop), token_timer_(ctx.loop) {}
 
 std::string PodController::prefix() const {
     return "[node " + rec_.node_name + "]";
@@ -35,6 +36,7 @@ void PodController::stop() {
     watch_id_ = 0;
     watch_timer_.stop();
     shim_timer_.stop();
+    token_timer_.stop();
 }
 
 void PodController::relist_if_idle() {
@@ -192,8 +194,9 @@ void PodController::run_pod(const std::string &uid) {
     Json::Value pod = p.api;
     std::string ns = api::object_meta(pod).ns;
     auto refs = referenced_objects(pod);
+    auto tokens = token_requests(pod);
     auto fetched = std::make_shared<FetchedObjects>();
-    auto remaining = std::make_shared<size_t>(refs.size());
+    auto remaining = std::make_shared<size_t>(refs.size() + tokens.size());
     auto error = std::make_shared<Status>();
     p.state = PodState::Resolving;
     auto finish = guard([this, uid, fetched, error] {
@@ -208,6 +211,10 @@ void PodController::run_pod(const std::string &uid) {
         NodeFacts facts{rec_.node_name, ctx_.cfg->node_address,
                         rec_.job.cpus ? rec_.job.cpus : ctx_.host.host_cpus,
                         rec_.job.memory_mib ? rec_.job.memory_mib : ctx_.host.host_memory_mib};
+        if (auto api = api_endpoint(ctx_.cfg->api.server)) {
+            facts.api_host = api->first;
+            facts.api_port = api->second;
+        }
         Result<Json::Value> body =
             *error ? resolve_pod(e.api, *fetched, facts) : Result<Json::Value>(error->failure());
         if (!body) {
@@ -217,6 +224,7 @@ void PodController::run_pod(const std::string &uid) {
             return;
         }
         e.state = PodState::Running;
+        note_tokens(e, *fetched);
         LOG_INFO("%s handing to the runtime", pod_ref(e.api).c_str());
         runtime_->run(*body, guard([this, uid](const Status &st) {
             if (st) return;
@@ -237,7 +245,29 @@ void PodController::run_pod(const std::string &uid) {
             }
         }));
     });
-    if (refs.empty()) return finish();
+    if (refs.empty() && tokens.empty()) return finish();
+    // A projected volume's token, as the kubelet gets it: a TokenRequest
+    // bound to the pod. Refused (the ServiceAccount missing, no right): the
+    // pod does not start, and the message says why.
+    for (const auto &need : tokens) {
+        std::string path =
+            "/api/v1/namespaces/" + ns + "/serviceaccounts/" + need.service_account + "/token";
+        ctx_.kube->post(path, token_request_body(pod, need),
+                        [need, fetched, remaining, error, finish](Result<Json::Value> r) {
+                            if (r)
+                                (*fetched)[need.ref] = *r;
+                            else if (*error)
+                                *error = fail(r.error(),
+                                              "failed to fetch token for service account " +
+                                                  need.service_account + ": " + r.message() +
+                                                  (r.error() == Error::Forbidden
+                                                       ? " (the agent needs the ClusterRole "
+                                                         "slurm-k8s-agent-tokens bound in this "
+                                                         "namespace: docs/admin-guide.md)"
+                                                       : ""));
+                            if (--*remaining == 0) finish();
+                        });
+    }
     for (const auto &ref : refs) {
         std::string path = "/api/v1/namespaces/" + ns + "/" + ref.first + "/" + ref.second;
         ctx_.kube->get(path, [ref, fetched, remaining, error, finish](Result<Json::Value> r) {
@@ -248,6 +278,105 @@ void PodController::run_pod(const std::string &uid) {
             if (--*remaining == 0) finish();
         });
     }
+}
+
+namespace {
+constexpr int64_t kTokenRetryS = 10;
+}  // namespace
+
+// The kubelet's rule (token manager): a token is requested again once 80 %
+// of its lifetime has passed, the lifetime being what the API server
+// reported (status.expirationTimestamp; kube-apiserver reports the 3607 s
+// the admission asks for even when it extends the token to a year).
+void PodController::note_tokens(BoundPod &p, const FetchedObjects &fetched) {
+    int64_t now = ctx_.clock->now_s(), at = 0;
+    for (const auto &need : token_requests(p.api)) {
+        auto it = fetched.find(need.ref);
+        if (it == fetched.end()) continue;
+        int64_t exp = parse_rfc3339(
+            api::text(api::field(api::field(it->second, "status"), "expirationTimestamp")));
+        int64_t life = exp > now ? exp - now : need.expiration_s;
+        int64_t t = now + std::max<int64_t>(1, life * 8 / 10);
+        at = at ? std::min(at, t) : t;
+    }
+    p.token_refresh_at_s = at;
+    if (at) arm_token_timer();
+}
+
+void PodController::arm_token_timer() {
+    int64_t next = 0;
+    for (const auto &[uid, p] : pods_)
+        if (p.token_refresh_at_s && p.state == PodState::Running && !pod_is_terminal(p.rt_status))
+            next = next ? std::min(next, p.token_refresh_at_s) : p.token_refresh_at_s;
+    if (!next || stopped_) return token_timer_.stop();
+    int64_t wait_s = std::max<int64_t>(0, next - ctx_.clock->now_s());
+    token_timer_.start(static_cast<uint64_t>(wait_s) * 1000, guard([this] {
+                           int64_t now = ctx_.clock->now_s();
+                           std::vector<std::string> due;
+                           for (const auto &[uid, p] : pods_)
+                               if (p.token_refresh_at_s && p.token_refresh_at_s <= now &&
+                                   p.state == PodState::Running && !pod_is_terminal(p.rt_status))
+                                   due.push_back(uid);
+                           for (const auto &uid : due)
+                               refresh_tokens(uid);
+                           arm_token_timer();
+                       }));
+}
+
+void PodController::refresh_tokens(const std::string &uid) {
+    BoundPod &p = pods_[uid];
+    p.token_refresh_at_s = 0;  // under way
+    auto needs = token_requests(p.api);
+    auto fetched = std::make_shared<FetchedObjects>();
+    auto remaining = std::make_shared<size_t>(needs.size());
+    auto error = std::make_shared<Status>();
+    auto finish = guard([this, uid, fetched, error] {
+        auto it = pods_.find(uid);
+        if (it == pods_.end() || it->second.state != PodState::Running || !runtime_) return;
+        auto retry = [this, uid](const std::string &why) {
+            auto i = pods_.find(uid);
+            if (i == pods_.end()) return;
+            LOG_WARN("%s: its ServiceAccount token was not renewed (%s); again in %llds",
+                     pod_ref(i->second.api).c_str(), why.c_str(),
+                     static_cast<long long>(kTokenRetryS));
+            i->second.token_refresh_at_s = ctx_.clock->now_s() + kTokenRetryS;
+            arm_token_timer();
+        };
+        if (!*error) return retry(error->message());
+        proto::PodFilesUpdate m;
+        m.uid = uid;
+        for (const auto &[ref, tr] : *fetched) {
+            const Json::Value &token = api::field(api::field(tr, "status"), "token");
+            if (!token.isString()) return retry("the TokenRequest gave no token");
+            auto slash = ref.second.find('/');  // volume names are DNS labels: no '/'
+            m.files[ref.second.substr(0, slash)][ref.second.substr(slash + 1)] = token.asString();
+        }
+        FetchedObjects got = *fetched;
+        runtime_->update_files(m, guard([this, uid, got, retry](const Status &st) {
+                                   auto i = pods_.find(uid);
+                                   if (i == pods_.end()) return;
+                                   // The runtime no longer runs it (refused, ended): done.
+                                   if (!st && st.error() == Error::NotFound) return;
+                                   if (!st) return retry(st.message());
+                                   LOG_VERBOSE("%s: ServiceAccount token renewed",
+                                               pod_ref(i->second.api).c_str());
+                                   note_tokens(i->second, got);
+                               }));
+    });
+    std::string ns = api::object_meta(p.api).ns;
+    for (const auto &need : needs) {
+        std::string path =
+            "/api/v1/namespaces/" + ns + "/serviceaccounts/" + need.service_account + "/token";
+        ctx_.kube->post(path, token_request_body(p.api, need),
+                        [need, fetched, remaining, error, finish](Result<Json::Value> r) {
+                            if (r)
+                                (*fetched)[need.ref] = *r;
+                            else if (*error)
+                                *error = r.failure();
+                            if (--*remaining == 0) finish();
+                        });
+    }
+    if (needs.empty()) finish();
 }
 
 void PodController::kill_pod(const std::string &uid, uint32_t grace_s, const std::string &reason) {
@@ -384,8 +513,15 @@ void PodController::on_runtime_status(const PodSnapshot &snap) {
     // A later shim reports the pods of the dead one as failed too: the
     // agent's ShimLost status stays the final word.
     if (p.state == PodState::ShimLost && pod_is_terminal(snap.status)) return;
-    if (p.state == PodState::Pending || p.state == PodState::Resolving)
+    if (p.state == PodState::Pending || p.state == PodState::Resolving) {
         p.state = PodState::Running;  // the runtime holds it (adopted after a restart)
+        // Its tokens' lifetimes were not kept: renew them now, as a kubelet
+        // that restarts does.
+        if (!pod_is_terminal(snap.status) && !token_requests(p.api).empty()) {
+            p.token_refresh_at_s = ctx_.clock->now_s();
+            arm_token_timer();
+        }
+    }
     p.rt_status = snap.status;
     p.rt_events = p.rt_events || snap.reports_events;
     if (!p.running_seen && api::text(api::field(snap.status, "phase")) == "Running") {

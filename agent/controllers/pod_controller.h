@@ -20,6 +20,7 @@
 #include "agent/backoff.h"
 #include "agent/controllers/agent_context.h"
 #include "agent/controllers/node_bound.h"
+#include "agent/env_resolver.h"
 #include "agent/job_store.h"
 #include "agent/pod_status_patch.h"
 #include "agent/runtime.h"
@@ -56,6 +57,9 @@ struct BoundPod {
     bool start_reported = false;  // the Running phase was posted once
     bool running_seen = false;    // the runtime reported the Running phase once
     bool end_drained = false;     // stopped ahead of the job's end: final status Terminated
+    // Its projected ServiceAccount tokens are requested again at this time
+    // (unix s; 0 = it has none, or a refresh is under way).
+    int64_t token_refresh_at_s = 0;
 
     bool in_runtime() const { return state == PodState::Running || state == PodState::Killing; }
 };
@@ -119,6 +123,12 @@ class PodController : public NodeBound {
 
   private:
     std::string prefix() const;
+    // Projected ServiceAccount tokens, as a kubelet keeps them: requested
+    // again once 80 % of their lifetime has passed, written into the running
+    // pod's volume (the runtime's update_files); a failure is retried in 10 s.
+    void note_tokens(BoundPod &p, const FetchedObjects &fetched);
+    void arm_token_timer();
+    void refresh_tokens(const std::string &uid);
     void list_pods();
     void start_watch();
     void on_watch_event(const WatchEvent &e);
@@ -169,6 +179,7 @@ class PodController : public NodeBound {
     bool shim_dead_ = false;  // it died and no shim replaced it
     std::function<void(int)> on_shim_dead_;
     Timer shim_timer_;
+    Timer token_timer_;  // the next projected token refresh (token_refresh_at_s)
 
     struct StopAll {
         std::string reason;  // names the job's end in the final statuses

@@ -160,6 +160,11 @@ void FakeRuntime::shutdown(uint32_t grace_s, const std::string &reason, Done don
     post_([done] { done(Status()); });
 }
 
+void FakeRuntime::update_files(const proto::PodFilesUpdate &m, Done done) {
+    file_updates_.push_back(m);
+    done(Status());
+}
+
 void FakeRuntime::pause(bool pause, const std::string & /*message*/, Done done) {
     pauses_.push_back(pause);
     post_([done] { done(Status()); });

@@ -34,6 +34,7 @@ class FakeRuntime : public PodRuntime {
     void stats(std::function<void(Result<proto::PodStatsReply>)> done) override;
     // Records the call (pauses()); the pods' statuses stay as they are.
     void pause(bool pause, const std::string &message, Done done) override;
+    void update_files(const proto::PodFilesUpdate &m, Done done) override;
 
     // Test control: the runtime's connection went away (the lost sink).
     void lose() { notify_lost(); }
@@ -52,6 +53,8 @@ class FakeRuntime : public PodRuntime {
     const std::vector<Call> &kills() const { return kills_; }
     const std::vector<Call> &shutdowns() const { return shutdowns_; }
     const std::vector<bool> &pauses() const { return pauses_; }  // pause(), in call order
+    // update_files(), in call order (answered ok).
+    const std::vector<proto::PodFilesUpdate> &file_updates() const { return file_updates_; }
 
     static Json::Value running_status(const Json::Value &pod, int64_t now_s);
     static Json::Value terminated_status(const Json::Value &pod, const Json::Value &prev,
@@ -67,6 +70,7 @@ class FakeRuntime : public PodRuntime {
     unsigned runs_ = 0;
     std::vector<Call> kills_, shutdowns_;
     std::vector<bool> pauses_;
+    std::vector<proto::PodFilesUpdate> file_updates_;
 };
 
 }  // namespace sk::agent

@@ -492,6 +492,127 @@ def run(env):
           not [x for x in agent_log.split("\n") if "slurm-n1-48" in x and "Orphaned" in x],
           [x for x in agent_log.split("\n") if "Orphaned" in x][:3])
 
+    service_account_volume(env, reg)
+
+
+def service_account_volume(env, reg):
+    """10. The kube-api-access volume the ServiceAccount admission adds to every pod (its shape as
+    kube-apiserver 1.28 writes it) is filled as a kubelet fills it: a token from a TokenRequest
+    bound to the pod, the kube-root-ca.crt ConfigMap's ca.crt, the namespace; the pod finds the
+    API server in KUBERNETES_SERVICE_HOST/PORT and, with that token and CA, is authenticated as
+    its ServiceAccount, bound to itself. A ServiceAccount that does not exist keeps the pod from
+    starting, with the API's answer in an Event."""
+    d = env.dir
+    open(os.path.join(d, "alive_49"), "w").close()
+    r = env.call("register", dict(reg, job_id=49, namespaces=["default", "notokens"]))
+    check("job 49 registers", r and r.get("ok"), r)
+    env.shim = env.spawn_shim(49, "shim49.log")
+    code, _ = env.api("POST", "/api/v1/namespaces/default/serviceaccounts",
+                      {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "trainer"}})
+    check("ServiceAccount default/trainer", code == 201, code)
+    ca = open(os.path.join(env.kdir, "ca.crt")).read()
+    code, _ = env.api("POST", "/api/v1/namespaces/default/configmaps", {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kube-root-ca.crt"},
+        "data": {"ca.crt": ca}})
+    check("ConfigMap default/kube-root-ca.crt (the root CA publisher's)", code == 201, code)
+    vol = {"name": "kube-api-access-t3st1", "projected": {"defaultMode": 420, "sources": [
+        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {"downwardAPI": {"items": [{"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"},
+                                    "path": "namespace"}]}}]}}
+    # (Without the admission's volumeMounts: run as root, as this test may be, the shim would
+    # make the mountPath under /run, and a second pod of the job would find it taken.)
+    mount = {}
+    client = (f"import json,os,ssl,time,urllib.request\n"
+              f"v=os.environ['SLURM_K8S_VOLUME_KUBE_API_ACCESS_T3ST1']\n"
+              f"tok=open(v+'/token').read(); ns=open(v+'/namespace').read()\n"
+              f"ctx=ssl.create_default_context(cafile=v+'/ca.crt')\n"
+              f"url='https://%s:%s/apis/authentication.k8s.io/v1/selfsubjectreviews'%"
+              f"(os.environ['KUBERNETES_SERVICE_HOST'],os.environ['KUBERNETES_SERVICE_PORT'])\n"
+              f"req=urllib.request.Request(url,method='POST',data=json.dumps({{'apiVersion':"
+              f"'authentication.k8s.io/v1','kind':'SelfSubjectReview'}}).encode(),headers={{"
+              f"'Authorization':'Bearer '+tok,'Content-Type':'application/json'}})\n"
+              f"r=json.load(urllib.request.urlopen(req,context=ctx))\n"
+              f"open('{d}/sa.json.new','w').write(json.dumps({{'ns':ns,'user':r['status']['userInfo']}}))\n"
+              f"os.rename('{d}/sa.json.new','{d}/sa.json')\n"
+              f"time.sleep(600)\n")
+
+    def pod49(name, sa, ns="default"):
+        p = pod(name, ["python3", "-c", client], mount, {"serviceAccountName": sa, "volumes": [vol]})
+        p["spec"]["nodeName"] = "slurm-n1-49"
+        return env.api("POST", "/api/v1/namespaces/%s/pods" % ns, p)[0]
+
+    pod49("sa-client", "trainer")
+    seen = wait_for(lambda: os.path.exists(f"{d}/sa.json") and json.load(open(f"{d}/sa.json")), 30)
+    check("a pod reads its token, CA and namespace from the volume and calls the API server",
+          bool(seen), (get_pod(env, "sa-client") or {}).get("status"))
+    user = (seen or {}).get("user", {})
+    extra = user.get("extra", {})
+    uid = ((get_pod(env, "sa-client") or {}).get("metadata") or {}).get("uid")
+    check("  as its ServiceAccount", user.get("username") == "system:serviceaccount:default:trainer",
+          user)
+    check("  with a token bound to the pod (name and uid)",
+          extra.get("authentication.kubernetes.io/pod-name") == ["sa-client"] and
+          extra.get("authentication.kubernetes.io/pod-uid") == [uid], extra)
+    check("  the namespace file says default", (seen or {}).get("ns") == "default", seen)
+
+    pod49("sa-missing", "nobody-here")
+    ev = wait_for(lambda: [e for e in events_of(env, "sa-missing") if e["reason"] == "Failed"], 15)
+    msg = (ev or [{}])[0].get("message", "")
+    check("a pod of a ServiceAccount that does not exist does not start; the Event says why",
+          "failed to fetch token for service account nobody-here" in msg and "not found" in msg, msg)
+    check("  it stays Pending", (get_pod(env, "sa-missing") or {}).get("status", {}).get("phase")
+          == "Pending", (get_pod(env, "sa-missing") or {}).get("status"))
+    # Renewal: a token reported to live 10 s is requested again after 8 s and written into the
+    # running pod's volume; the pod's next call with it is authenticated. (The double allows
+    # lifetimes under kube-apiserver's 10-minute minimum when told.)
+    env.api("POST", "/_test/controllers", {"minTokenExpiration": 5})
+    short = json.loads(json.dumps(vol))
+    short["projected"]["sources"][0]["serviceAccountToken"]["expirationSeconds"] = 10
+    renew = (f"import json,os,ssl,time,urllib.request\n"
+             f"v=os.environ['SLURM_K8S_VOLUME_KUBE_API_ACCESS_T3ST1']\n"
+             f"first=open(v+'/token').read()\n"
+             f"while open(v+'/token').read()==first: time.sleep(0.2)\n"
+             f"tok=open(v+'/token').read()\n"
+             f"ctx=ssl.create_default_context(cafile=v+'/ca.crt')\n"
+             f"url='https://%s:%s/apis/authentication.k8s.io/v1/selfsubjectreviews'%"
+             f"(os.environ['KUBERNETES_SERVICE_HOST'],os.environ['KUBERNETES_SERVICE_PORT'])\n"
+             f"req=urllib.request.Request(url,method='POST',data=json.dumps({{'apiVersion':"
+             f"'authentication.k8s.io/v1','kind':'SelfSubjectReview'}}).encode(),headers={{"
+             f"'Authorization':'Bearer '+tok,'Content-Type':'application/json'}})\n"
+             f"r=json.load(urllib.request.urlopen(req,context=ctx))\n"
+             f"open('{d}/renew.json.new','w').write(json.dumps({{'new':tok!=first,'user':r['status']['userInfo']}}))\n"
+             f"os.rename('{d}/renew.json.new','{d}/renew.json')\n"
+             f"time.sleep(600)\n")
+    p = pod("sa-renew", ["python3", "-c", renew], mount, {"serviceAccountName": "trainer",
+                                                          "volumes": [short]})
+    p["spec"]["nodeName"] = "slurm-n1-49"
+    env.api("POST", "/api/v1/namespaces/default/pods", p)
+    got = wait_for(lambda: os.path.exists(f"{d}/renew.json") and json.load(open(f"{d}/renew.json")),
+                   30)
+    check("a token past 80 % of its lifetime is renewed in the running pod's volume, and works",
+          bool(got) and got.get("new") and got["user"].get("username") ==
+          "system:serviceaccount:default:trainer", (got, (get_pod(env, "sa-renew") or {}).get("status")))
+    env.api("POST", "/_test/controllers", {"minTokenExpiration": 600})
+
+    # A namespace where the agent's token role is not bound (etc/rbac.yaml binds it per
+    # namespace): the Event names the role to bind.
+    env.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                           "metadata": {"name": "notokens"}})
+    env.api("POST", "/api/v1/namespaces/notokens/serviceaccounts",
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "trainer"}})
+    pod49("sa-forbidden", "trainer", "notokens")
+
+    def forbidden_events():
+        _, evs = env.api("GET", "/api/v1/namespaces/notokens/events")
+        return [e["message"] for e in evs.get("items", [])
+                if e["involvedObject"].get("name") == "sa-forbidden" and e["reason"] == "Failed"]
+    ev = wait_for(forbidden_events, 15)
+    check("without the token role in its namespace: an Event names the role to bind",
+          bool(ev) and "forbidden" in ev[0] and "slurm-k8s-agent-tokens" in ev[0], ev)
+    r, rc49 = env.end_job(49, 5)
+    check("job 49 deregisters, its shim exits 0", r and r.get("ok") and rc49 == 0, (r, rc49))
+
 
 def main():
     a = suite_args(shim=True)

@@ -904,6 +904,46 @@ def test_volumes_files(a):
     assert log_content(read_log(a, "uid-vol", "main")) == ["key=value", "key=value", "440"]
 
 
+def test_pod_files_replaced(a):
+    # pod_files (a refreshed ServiceAccount token): the file is replaced in place while the
+    # container reads it in a loop, and no read sees anything but a whole old or new token;
+    # only files the pod started with may be replaced.
+    b64 = lambda s: base64.b64encode(s.encode()).decode()
+    old_tok, new_tok = "A" * 4096, "B" * 4096
+    p = pod("tok", [sh("main", 'cd $SLURM_K8S_VOLUME_KUBE_API_ACCESS_X; : > $SLURM_K8S_POD_DIR/reads; '
+                               'while :; do t=$(cat token); echo "${#t}${t%%${t#?}}" >> $SLURM_K8S_POD_DIR/reads; '
+                               'sleep 0.01; done')],
+            volumes=[{"name": "kube-api-access-x", "projected": {"sources": []}},
+                     {"name": "scratch", "emptyDir": {}}])
+    files = {"kube-api-access-x": {"token": b64(old_tok), "ca.crt": b64("CA")}}
+    assert a.request("pod_run", {"pod": p, "files": files})["ok"]
+    a.wait("uid-tok", lambda s: s["phase"] == "Running", what="Running")
+    reads = os.path.join(a.state_dir, "pods", "uid-tok", "reads")
+    wait_true(lambda: os.path.exists(reads) and "4096A" in open(reads).read(), 10, "the old token read")
+    for _ in range(20):  # many replacements while the loop reads
+        for t in (new_tok, old_tok):
+            r = a.request("pod_files", {"uid": "uid-tok", "files": {"kube-api-access-x": {"token": b64(t)}}})
+            assert r["ok"], r
+    r = a.request("pod_files", {"uid": "uid-tok", "files": {"kube-api-access-x": {"token": b64(new_tok)}}})
+    assert r["ok"], r
+    vol = os.path.join(a.state_dir, "pods", "uid-tok", "volumes", "kube-api-access-x")
+    assert open(os.path.join(vol, "token")).read() == new_tok
+    assert oct(os.stat(os.path.join(vol, "token")).st_mode & 0o777) == "0o440"
+    wait_true(lambda: "4096B" in open(reads).read(), 10, "the new token read by the container")
+    seen = set(open(reads).read().split())
+    assert seen <= {"4096A", "4096B"}, seen  # never a part, never empty
+    for body, want in (
+            ({"uid": "uid-tok", "files": {"kube-api-access-x": {"new-file": b64("x")}}}, "has no file new-file"),
+            ({"uid": "uid-tok", "files": {"scratch": {"token": b64("x")}}}, "no files volume scratch"),
+            ({"uid": "uid-tok", "files": {"other": {"token": b64("x")}}}, "no files volume other"),
+            ({"uid": "uid-none", "files": {}}, "no running pod")):
+        r = a.request("pod_files", body)
+        assert not r["ok"] and want in r["message"], (body, r)
+    assert not os.path.exists(os.path.join(vol, "new-file"))
+    assert a.request("pod_kill", {"uid": "uid-tok", "grace_s": 1, "reason": "Killing"})["ok"]
+    a.wait("uid-tok", lambda s: s["phase"] in ("Failed", "Succeeded"), what="stopped")
+
+
 def other_user():
     """(uid, gid) of a user other than the one running the tests, to own a squat
     (os.lchown needs root; as another user the squat is the test user's own,
@@ -1861,6 +1901,7 @@ TESTS = [
     ("confinement", test_confinement, {}),
     ("runtime_template", test_runtime_template, {"runtime": True}),
     ("volumes_files", test_volumes_files, {}),
+    ("pod_files_replaced", test_pod_files_replaced, {}),
     ("mount_squat_refused", test_mount_squat_refused, {}),
     ("mount_path_neighbours", test_mount_path_neighbours, {}),
     ("mount_links_removed", test_mount_links_removed, {}),

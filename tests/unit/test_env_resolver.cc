@@ -86,6 +86,134 @@ static const Quantity kQuantities[] = {
     {"1.5", 1500}, {"1e3", 1000000}, {"", -1},         {"abc", -1},
     {"1Xi", -1},   {"1.2.3", -1},
 };
+// The volume the ServiceAccount admission adds to every pod
+// (kube-api-access-*, as kube-apiserver 1.28 writes it), a downwardAPI volume
+// and a projected one of every source kind: the files a kubelet writes.
+static Json::Value volumes_pod() {
+    return J(R"({"metadata":{"name":"p","namespace":"ns","uid":"u1",
+        "labels":{"app":"x","tier":"a\"b"},"annotations":{"note":"line1\nline2"}},
+      "spec":{"serviceAccountName":"trainer",
+        "containers":[{"name":"main","resources":{"limits":{"cpu":"500m"}},
+          "env":[{"name":"KUBERNETES_SERVICE_PORT","value":"8443"}]}],
+        "volumes":[
+          {"name":"kube-api-access-j7mdw","projected":{"defaultMode":420,"sources":[
+            {"serviceAccountToken":{"expirationSeconds":3607,"path":"token"}},
+            {"configMap":{"name":"kube-root-ca.crt","items":[{"key":"ca.crt","path":"ca.crt"}]}},
+            {"downwardAPI":{"items":[{"fieldRef":{"apiVersion":"v1","fieldPath":"metadata.namespace"},
+                                      "path":"namespace"}]}}]}},
+          {"name":"info","downwardAPI":{"items":[
+            {"path":"labels","fieldRef":{"fieldPath":"metadata.labels"}},
+            {"path":"annotations","fieldRef":{"fieldPath":"metadata.annotations"}},
+            {"path":"name","fieldRef":{"fieldPath":"metadata.name"}},
+            {"path":"cpu","resourceFieldRef":{"containerName":"main","resource":"limits.cpu","divisor":"1m"}}]}},
+          {"name":"mixed","projected":{"sources":[
+            {"secret":{"name":"s","items":[{"key":"pw","path":"db/pw"}]}},
+            {"serviceAccountToken":{"audience":"vault","expirationSeconds":600,"path":"vault-token"}}]}}]}})");
+}
+
+static std::string file_of(const Json::Value &body, const char *vol, const char *path) {
+    auto d = base64_decode(body["files"][vol][path].asString());
+    return d ? *d : "<not base64>";
+}
+
+START_TEST(projected_and_downward_volumes) {
+    Json::Value pod = volumes_pod();
+    auto refs = referenced_objects(pod);
+    ck_assert(refs.count({"configmaps", "kube-root-ca.crt"}) && refs.count({"secrets", "s"}));
+    auto needs = token_requests(pod);
+    ck_assert_int_eq(needs.size(), 2);
+    ck_assert(needs[0].ref == token_ref("kube-api-access-j7mdw", "token"));
+    ck_assert_sstr_eq(needs[0].service_account, "trainer");
+    ck_assert_sstr_eq(needs[0].audience, "");
+    ck_assert_int_eq(needs[0].expiration_s, 3607);
+    ck_assert_sstr_eq(needs[1].audience, "vault");
+    Json::Value b = token_request_body(pod, needs[1]);
+    ck_assert_sstr_eq(b["kind"].asString(), "TokenRequest");
+    ck_assert_sstr_eq(b["spec"]["audiences"][0].asString(), "vault");
+    ck_assert_int_eq(b["spec"]["expirationSeconds"].asInt(), 600);
+    ck_assert_sstr_eq(b["spec"]["boundObjectRef"]["kind"].asString(), "Pod");
+    ck_assert_sstr_eq(b["spec"]["boundObjectRef"]["name"].asString(), "p");
+    ck_assert_sstr_eq(b["spec"]["boundObjectRef"]["uid"].asString(), "u1");
+    ck_assert(!token_request_body(pod, needs[0])["spec"].isMember("audiences"));
+
+    FetchedObjects objs;
+    objs[{"configmaps", "kube-root-ca.crt"}] =
+        J(R"({"data":{"ca.crt":"-----BEGIN CERTIFICATE-----\n"}})");
+    objs[{"secrets", "s"}] = J(R"({"data":{"pw":"c2VjcmV0"}})");
+    objs[needs[0].ref] =
+        J(R"({"status":{"token":"eyJ.a.b","expirationTimestamp":"2026-12-04T06:00:00Z"}})");
+    objs[needs[1].ref] = J(R"({"status":{"token":"eyJ.v.t"}})");
+    NodeFacts node{"slurm-n1-42", "10.0.0.9", 4, 2048};
+    node.api_host = "10.0.0.1";
+    node.api_port = "6443";
+    auto r = resolve_pod(pod, objs, node);
+    ck_assert_msg(r.ok(), "%s", r.ok() ? "" : r.message().c_str());
+    ck_assert_sstr_eq(file_of(*r, "kube-api-access-j7mdw", "token"), "eyJ.a.b");
+    ck_assert_sstr_eq(file_of(*r, "kube-api-access-j7mdw", "ca.crt"),
+                      "-----BEGIN CERTIFICATE-----\n");
+    ck_assert_sstr_eq(file_of(*r, "kube-api-access-j7mdw", "namespace"), "ns");
+    ck_assert_int_eq((*r)["files"]["kube-api-access-j7mdw"].size(), 3);
+    // As the kubelet writes them: key="value" lines, sorted, %q-quoted.
+    ck_assert_sstr_eq(file_of(*r, "info", "labels"), "app=\"x\"\ntier=\"a\\\"b\"");
+    ck_assert_sstr_eq(file_of(*r, "info", "annotations"), "note=\"line1\\nline2\"");
+    ck_assert_sstr_eq(file_of(*r, "info", "name"), "p");
+    ck_assert_sstr_eq(file_of(*r, "info", "cpu"), "500");
+    ck_assert_sstr_eq(file_of(*r, "mixed", "db/pw"), "secret");
+    ck_assert_sstr_eq(file_of(*r, "mixed", "vault-token"), "eyJ.v.t");
+    // KUBERNETES_SERVICE_*: first, so the pod's own entry wins (the shim keeps the last).
+    const Json::Value &env = (*r)["pod"]["spec"]["containers"][0]["env"];
+    ck_assert_sstr_eq(env[0]["name"].asString(), "KUBERNETES_SERVICE_HOST");
+    ck_assert_sstr_eq(env[0]["value"].asString(), "10.0.0.1");
+    ck_assert_sstr_eq(env[1]["name"].asString(), "KUBERNETES_SERVICE_PORT");
+    ck_assert_sstr_eq(env[1]["value"].asString(), "6443");
+    ck_assert_sstr_eq(env[2]["name"].asString(), "KUBERNETES_SERVICE_PORT_HTTPS");
+    ck_assert_sstr_eq(env[3]["name"].asString(), "KUBERNETES_SERVICE_PORT");
+    ck_assert_sstr_eq(env[3]["value"].asString(), "8443");
+
+    // No token (the TokenRequest was refused): the pod cannot start.
+    objs.erase(needs[0].ref);
+    auto missing = resolve_pod(pod, objs, node);
+    ck_assert(!missing.ok());
+    ck_assert_sstr_eq(
+        missing.message(),
+        "volume kube-api-access-j7mdw: no token for token (the TokenRequest gave none)");
+    // No CA ConfigMap: as the kubelet, 'configmap "kube-root-ca.crt" not found'.
+    objs[needs[0].ref] = J(R"({"status":{"token":"eyJ.a.b"}})");
+    objs.erase({"configmaps", "kube-root-ca.crt"});
+    auto noca = resolve_pod(pod, objs, node);
+    ck_assert(!noca.ok());
+    ck_assert_sstr_eq(noca.message(), "configmap \"kube-root-ca.crt\" not found");
+}
+END_TEST
+
+struct EndpointCase {
+    const char *url, *host, *port;  // host "" = refused
+};
+static const EndpointCase kEndpoints[] = {
+    {"https://10.0.0.1:6443", "10.0.0.1", "6443"},
+    {"https://api.example.org", "api.example.org", "443"},
+    {"https://api.example.org:8443/prefix/", "api.example.org", "8443"},
+    {"https://[fd00::1]:6443", "fd00::1", "6443"},
+    {"https://[fd00::1]", "fd00::1", "443"},
+    {"http://127.0.0.1:8080", "127.0.0.1", "8080"},
+    {"10.0.0.1:6443", "", ""},
+    {"https://:6443", "", ""},
+    {"https://host:port", "", ""},
+    {"https://[fd00::1", "", ""},
+};
+START_TEST(api_endpoints) {
+    const EndpointCase &c = kEndpoints[_i];
+    auto e = api_endpoint(c.url);
+    if (!*c.host) {
+        ck_assert_msg(!e, "%s: accepted", c.url);
+        return;
+    }
+    ck_assert_msg(e.has_value(), "%s: refused", c.url);
+    ck_assert_sstr_eq(e->first, c.host);
+    ck_assert_sstr_eq(e->second, c.port);
+}
+END_TEST
+
 START_TEST(quantities) {
     auto r = parse_quantity_milli(kQuantities[_i].text);
     if (kQuantities[_i].milli < 0) {
@@ -103,6 +231,8 @@ int main() {
     tcase_add_test(tc, env_resolves_every_kind);
     tcase_add_loop_test(tc, env_missing_refs_fail, 0, TABLE_SIZE(kEnvFails));
     tcase_add_loop_test(tc, quantities, 0, TABLE_SIZE(kQuantities));
+    tcase_add_test(tc, projected_and_downward_volumes);
+    tcase_add_loop_test(tc, api_endpoints, 0, TABLE_SIZE(kEndpoints));
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/rfc3339.h"
 #include "agent/node_builder.h"
 #include "tests/unit/check_main.h"
 #include "tests/unit/controller_env.h"
@@ -274,6 +275,49 @@ START_TEST(admission_refusals) {
     env.serve_pod(loose);
     env.http().push(env.http().open_stream(kPodsPath), "ADDED", loose);
     ck_assert(env.run_until([&] { return rt->has("u4"); }));
+    ck_assert_int_eq(env.close(), 0);
+}
+END_TEST
+
+// ---- projected ServiceAccount tokens ----
+// A pod's kube-api-access volume gets a TokenRequest bound to it before it
+// runs; at 80 % of the token's reported lifetime a new one is requested and
+// written into the running pod (the runtime's update_files).
+START_TEST(projected_token_renewed) {
+    ControllerEnv env;
+    Json::Value p1 = make_pod("p1", "u1");
+    p1["spec"]["serviceAccountName"] = "trainer";
+    Json::Value vol(Json::objectValue);
+    vol["name"] = "kube-api-access-abcde";
+    Json::Value src(Json::objectValue);
+    src["serviceAccountToken"]["expirationSeconds"] = 3607;
+    src["serviceAccountToken"]["path"] = "token";
+    vol["projected"]["sources"].append(src);
+    p1["spec"]["volumes"].append(vol);
+    const std::string path = "/api/v1/namespaces/default/serviceaccounts/trainer/token";
+    int issued = 0;
+    env.http().on("POST", path, [&](const FakeRequest &) {
+        Json::Value tr(Json::objectValue);
+        tr["status"]["token"] = "tok-" + std::to_string(++issued);
+        // A 2 s lifetime as the API server reports it: renewed after 1.6 s.
+        tr["status"]["expirationTimestamp"] = rfc3339(time(nullptr) + 2);
+        return FakeAnswer::ok(tr);
+    });
+    start_with_pods(env, {p1});
+    auto *rt = static_cast<FakeRuntime *>(env.node->runtime());
+    ck_assert(env.run_until([&] { return rt->has("u1"); }));
+    auto posts = env.http().matching("POST", path);
+    ck_assert_uint_eq(posts.size(), 1);
+    Json::Value body = posts[0].json();
+    ck_assert_sstr_eq(body["spec"]["boundObjectRef"]["uid"].asString(), "u1");
+    ck_assert_int_eq(body["spec"]["expirationSeconds"].asInt(), 3607);
+    ck_assert(env.run_until([&] { return rt->file_updates().size() >= 1; }, 5000));
+    const auto &u = rt->file_updates()[0];
+    ck_assert_sstr_eq(u.uid, "u1");
+    ck_assert_sstr_eq(u.files.at("kube-api-access-abcde").at("token"), "tok-2");
+    // And again, from the renewed token's own lifetime.
+    ck_assert(env.run_until([&] { return rt->file_updates().size() >= 2; }, 5000));
+    ck_assert_sstr_eq(rt->file_updates()[1].files.at("kube-api-access-abcde").at("token"), "tok-3");
     ck_assert_int_eq(env.close(), 0);
 }
 END_TEST
@@ -747,6 +791,7 @@ int main() {
     tcase_add_loop_test(tc, watch_sequences, 0, TABLE_SIZE(kWatchCases));
     tcase_add_test(tc, status_no_op_suppressed);
     tcase_add_test(tc, admission_refusals);
+    tcase_add_test(tc, projected_token_renewed);
     tcase_add_test(tc, graceful_delete);
     tcase_add_loop_test(tc, api_errors, 0, TABLE_SIZE(kErrorCases));
     tcase_add_loop_test(tc, drain, 0, TABLE_SIZE(kDrainCases));

@@ -95,6 +95,17 @@ START_TEST(pods_pause_round_trip) {
 }
 END_TEST
 
+START_TEST(pod_files_round_trip) {
+    PodFilesUpdate m;
+    m.uid = "u1";
+    m.files["kube-api-access-x"]["token"] = std::string("tok\0en", 6);
+    auto back = pod_files_update_from_json(through_wire(ShimOp::PodFiles, to_json(m)));
+    ck_assert(back.ok());
+    ck_assert_sstr_eq(back->uid, "u1");
+    ck_assert(back->files == m.files);
+}
+END_TEST
+
 START_TEST(shutdown_and_list_round_trip) {
     Shutdown s{3, StopReason::JobEnded};
     auto back = shutdown_from_json(through_wire(ShimOp::Shutdown, to_json(s)));
@@ -326,6 +337,7 @@ START_TEST(enum_names) {
     ck_assert_sstr_eq(std::string(to_string(ShimOp::AttachStart)), "attach_start");
     ck_assert_sstr_eq(std::string(to_string(ShimOp::PodStats)), "pod_stats");
     ck_assert_sstr_eq(std::string(to_string(ShimOp::PodsPause)), "pods_pause");
+    ck_assert_sstr_eq(std::string(to_string(ShimOp::PodFiles)), "pod_files");
     ck_assert_sstr_eq(std::string(to_string(StatsSource::Cgroup)), "cgroup");
     ck_assert_sstr_eq(std::string(to_string(StatsSource::Pods)), "pods");
     for (ShimOp op : {ShimOp::PodRun, ShimOp::PodKill, ShimOp::PodList, ShimOp::Shutdown,
@@ -540,6 +552,10 @@ static const Bad kBad[] = {
     {ShimOp::PodsPause, R"({"pause":"yes"})", Error::Parse,
      "pods_pause: 'pause' must be true or false"},
     {ShimOp::PodsPause, R"({"pause":true,"message":7})", Error::Parse, "message"},
+    {ShimOp::PodFiles, R"({"files":{}})", Error::Parse, "uid"},
+    {ShimOp::PodFiles, R"({"uid":"u","files":{"v":{"token":"%%%"}}})", Error::Parse,
+     "is not valid base64"},
+    {ShimOp::PodFiles, R"({"uid":"u","files":[]})", Error::Parse, "'files' must be an object"},
 };
 
 static Status decode_as(ShimOp op, const Json::Value &body) {
@@ -578,6 +594,10 @@ static Status decode_as(ShimOp op, const Json::Value &body) {
         }
         case ShimOp::PodsPause: {
             auto r = pods_pause_from_json(body);
+            return r ? Status() : r.failure();
+        }
+        case ShimOp::PodFiles: {
+            auto r = pod_files_update_from_json(body);
             return r ? Status() : r.failure();
         }
         case ShimOp::PodStats: {  // the reply: the agent decodes what the shim sends
@@ -764,6 +784,7 @@ int main() {
     tcase_add_test(tc, pod_kill_round_trip);
     tcase_add_test(tc, shutdown_and_list_round_trip);
     tcase_add_test(tc, pods_pause_round_trip);
+    tcase_add_test(tc, pod_files_round_trip);
     tcase_add_test(tc, pod_status_round_trip);
     tcase_add_test(tc, exec_start_round_trip);
     tcase_add_test(tc, attach_start_round_trip);

@@ -17,6 +17,10 @@ AGENT_RULES = [
     {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch", "update"]},
     {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
     {"apiGroups": [""], "resources": ["configmaps", "secrets"], "verbs": ["get"]},
+    # The pods' projected ServiceAccount tokens (TokenRequest bound to the pod): bound per
+    # namespace in etc/rbac.yaml (slurm-k8s-agent-tokens), here in default as there.
+    {"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"],
+     "namespaces": ["default"]},
     # The kubelet endpoint's --authentication-token-webhook / --authorization-mode=Webhook: what the
     # ClusterRole system:auth-delegator grants.
     {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
