@@ -265,9 +265,12 @@ std::vector<EventSpec> status_events(const Json::Value &api_pod, const Json::Val
                 "}";
             const Json::Value &state = api::field(cs, "state");
             const Json::Value &run = api::field(state, "running");
+            // Created then Started, as a kubelet posts them at each (re)start.
             if (run.isObject() &&
-                run["startedAt"] != api::field(api::field(o_state, "running"), "startedAt"))
+                run["startedAt"] != api::field(api::field(o_state, "running"), "startedAt")) {
+                out.push_back({"Normal", "Created", "Created container " + name, fp});
                 out.push_back({"Normal", "Started", "Started container " + name, fp});
+            }
             const Json::Value &w = api::field(state, "waiting");
             std::string wr = api::text(api::field(w, "reason"));
             bool changed = wr != api::text(api::field(api::field(o_state, "waiting"), "reason")) ||

@@ -150,17 +150,24 @@ bool is_drain_reason(StopReason r) noexcept {
 
 // ---- pod_run ----
 
-Json::Value to_json(const PodRun &m) {
-    Json::Value v(Json::objectValue);
-    v["pod"] = m.pod;
-    Json::Value files(Json::objectValue);
-    for (const auto &[volume, entries] : m.files) {
+namespace {
+// pod_run's and pod_files' "files": {volume: {path: base64}}.
+Json::Value files_to_json(const PodFiles &files) {
+    Json::Value out(Json::objectValue);
+    for (const auto &[volume, entries] : files) {
         Json::Value e(Json::objectValue);
         for (const auto &[path, bytes] : entries)
             e[path] = base64_encode(bytes);
-        files[volume] = e;
+        out[volume] = e;
     }
-    v["files"] = files;
+    return out;
+}
+}  // namespace
+
+Json::Value to_json(const PodRun &m) {
+    Json::Value v(Json::objectValue);
+    v["pod"] = m.pod;
+    v["files"] = files_to_json(m.files);
     return v;
 }
 
@@ -201,14 +208,7 @@ Result<PodFiles> pod_files_from_json(const Json::Value &files) {
 Json::Value to_json(const PodFilesUpdate &m) {
     Json::Value v(Json::objectValue);
     v["uid"] = m.uid;
-    Json::Value files(Json::objectValue);
-    for (const auto &[volume, entries] : m.files) {
-        Json::Value e(Json::objectValue);
-        for (const auto &[path, bytes] : entries)
-            e[path] = base64_encode(bytes);
-        files[volume] = e;
-    }
-    v["files"] = files;
+    v["files"] = files_to_json(m.files);
     return v;
 }
 

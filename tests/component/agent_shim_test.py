@@ -523,22 +523,30 @@ def service_account_volume(env, reg):
     # (Without the admission's volumeMounts: run as root, as this test may be, the shim would
     # make the mountPath under /run, and a second pod of the job would find it taken.)
     mount = {}
-    client = (f"import json,os,ssl,time,urllib.request\n"
-              f"v=os.environ['SLURM_K8S_VOLUME_KUBE_API_ACCESS_T3ST1']\n"
-              f"tok=open(v+'/token').read(); ns=open(v+'/namespace').read()\n"
-              f"ctx=ssl.create_default_context(cafile=v+'/ca.crt')\n"
-              f"url='https://%s:%s/apis/authentication.k8s.io/v1/selfsubjectreviews'%"
-              f"(os.environ['KUBERNETES_SERVICE_HOST'],os.environ['KUBERNETES_SERVICE_PORT'])\n"
-              f"req=urllib.request.Request(url,method='POST',data=json.dumps({{'apiVersion':"
-              f"'authentication.k8s.io/v1','kind':'SelfSubjectReview'}}).encode(),headers={{"
-              f"'Authorization':'Bearer '+tok,'Content-Type':'application/json'}})\n"
-              f"r=json.load(urllib.request.urlopen(req,context=ctx))\n"
-              f"open('{d}/sa.json.new','w').write(json.dumps({{'ns':ns,'user':r['status']['userInfo']}}))\n"
-              f"os.rename('{d}/sa.json.new','{d}/sa.json')\n"
-              f"time.sleep(600)\n")
 
-    def pod49(name, sa, ns="default"):
-        p = pod(name, ["python3", "-c", client], mount, {"serviceAccountName": sa, "volumes": [vol]})
+    def client(out, wait_new=False):
+        """An in-cluster client: its token, CA and namespace from the volume, the API server
+        from KUBERNETES_SERVICE_HOST/PORT; a SelfSubjectReview's user written to `out` (after the
+        token file has changed, with wait_new)."""
+        return (f"import json,os,ssl,time,urllib.request\n"
+                f"v=os.environ['SLURM_K8S_VOLUME_KUBE_API_ACCESS_T3ST1']\n"
+                f"first=open(v+'/token').read()\n"
+                f"while {wait_new} and open(v+'/token').read()==first: time.sleep(0.2)\n"
+                f"tok=open(v+'/token').read(); ns=open(v+'/namespace').read()\n"
+                f"ctx=ssl.create_default_context(cafile=v+'/ca.crt')\n"
+                f"url='https://%s:%s/apis/authentication.k8s.io/v1/selfsubjectreviews'%"
+                f"(os.environ['KUBERNETES_SERVICE_HOST'],os.environ['KUBERNETES_SERVICE_PORT'])\n"
+                f"req=urllib.request.Request(url,method='POST',data=json.dumps({{'apiVersion':"
+                f"'authentication.k8s.io/v1','kind':'SelfSubjectReview'}}).encode(),headers={{"
+                f"'Authorization':'Bearer '+tok,'Content-Type':'application/json'}})\n"
+                f"r=json.load(urllib.request.urlopen(req,context=ctx))\n"
+                f"open('{out}.new','w').write(json.dumps({{'ns':ns,'new':tok!=first,"
+                f"'user':r['status']['userInfo']}}))\n"
+                f"os.rename('{out}.new','{out}')\n"
+                f"time.sleep(600)\n")
+
+    def pod49(name, sa, ns="default", volume=vol, script=client(f"{d}/sa.json")):
+        p = pod(name, ["python3", "-c", script], mount, {"serviceAccountName": sa, "volumes": [volume]})
         p["spec"]["nodeName"] = "slurm-n1-49"
         return env.api("POST", "/api/v1/namespaces/%s/pods" % ns, p)[0]
 
@@ -569,25 +577,7 @@ def service_account_volume(env, reg):
     env.api("POST", "/_test/controllers", {"minTokenExpiration": 5})
     short = json.loads(json.dumps(vol))
     short["projected"]["sources"][0]["serviceAccountToken"]["expirationSeconds"] = 10
-    renew = (f"import json,os,ssl,time,urllib.request\n"
-             f"v=os.environ['SLURM_K8S_VOLUME_KUBE_API_ACCESS_T3ST1']\n"
-             f"first=open(v+'/token').read()\n"
-             f"while open(v+'/token').read()==first: time.sleep(0.2)\n"
-             f"tok=open(v+'/token').read()\n"
-             f"ctx=ssl.create_default_context(cafile=v+'/ca.crt')\n"
-             f"url='https://%s:%s/apis/authentication.k8s.io/v1/selfsubjectreviews'%"
-             f"(os.environ['KUBERNETES_SERVICE_HOST'],os.environ['KUBERNETES_SERVICE_PORT'])\n"
-             f"req=urllib.request.Request(url,method='POST',data=json.dumps({{'apiVersion':"
-             f"'authentication.k8s.io/v1','kind':'SelfSubjectReview'}}).encode(),headers={{"
-             f"'Authorization':'Bearer '+tok,'Content-Type':'application/json'}})\n"
-             f"r=json.load(urllib.request.urlopen(req,context=ctx))\n"
-             f"open('{d}/renew.json.new','w').write(json.dumps({{'new':tok!=first,'user':r['status']['userInfo']}}))\n"
-             f"os.rename('{d}/renew.json.new','{d}/renew.json')\n"
-             f"time.sleep(600)\n")
-    p = pod("sa-renew", ["python3", "-c", renew], mount, {"serviceAccountName": "trainer",
-                                                          "volumes": [short]})
-    p["spec"]["nodeName"] = "slurm-n1-49"
-    env.api("POST", "/api/v1/namespaces/default/pods", p)
+    pod49("sa-renew", "trainer", volume=short, script=client(f"{d}/renew.json", wait_new=True))
     got = wait_for(lambda: os.path.exists(f"{d}/renew.json") and json.load(open(f"{d}/renew.json")),
                    30)
     check("a token past 80 % of its lifetime is renewed in the running pod's volume, and works",

@@ -480,6 +480,14 @@ case_time_limit_update() {
   e2e_assert_clean "$j" "time_limit_update"
 }
 
+# Readers for the suspension cases: a Node's Ready status and reason, its
+# cordon (unschedulable and the taint keys), a pod's Ready status and
+# reason, a process's state letter (T: stopped).
+node_ready_of() { e2e_kubectl get node "$1" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].reason}'; }
+node_cordon_of() { echo "$(e2e_kubectl get node "$1" -o 'jsonpath={.spec.unschedulable} {.spec.taints[*].key}')"; }
+pod_ready_of() { e2e_pod_field "$1" '{.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].reason}'; }
+proc_state_of() { sed -E 's/^.*\) (.).*$/\1/' "/proc/$1/stat" 2>/dev/null; }
+
 # scontrol suspend: within the agent's job state check (job_state_check_interval,
 # 2 s here) the job's Node is Ready=False with the reason JobSuspended,
 # cordoned (slurm-k8s/job-suspended), an Event says so, the pod is Ready=False
@@ -494,20 +502,16 @@ case_suspend() {
   NODE="$node" e2e_pod "$j" sp1; e2e_pod_running sp1 30; ok $? "suspend: pod sp1 Running and Ready"
   rl_follow_log default/sp1
   pid="$(e2e_pod_pids "$j" sp1)"
-  node_ready() { e2e_kubectl get node "$node" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].reason}'; }
-  node_cordon() { echo "$(e2e_kubectl get node "$node" -o 'jsonpath={.spec.unschedulable} {.spec.taints[*].key}')"; }
-  pod_ready() { e2e_pod_field default/sp1 '{.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].reason}'; }
-  proc_state() { sed -E 's/^.*\) (.).*$/\1/' "/proc/$pid/stat" 2>/dev/null; }
-  [ -n "$pid" ] && [ "$(proc_state)" != T ]; ok $? "suspend: the pod's process $pid runs ($(proc_state))"
+  [ -n "$pid" ] && [ "$(proc_state_of "$pid")" != T ]; ok $? "suspend: the pod's process $pid runs ($(proc_state_of "$pid"))"
 
   scontrol suspend "$j"; ok $? "scontrol suspend $j"
-  e2e_wait 30 "[ \"\$(node_ready)\" = 'False JobSuspended' ]"
-  ok $? "suspend: the Node is Ready=False, reason JobSuspended ($(node_ready))"
-  e2e_wait 20 "[[ \"\$(node_cordon)\" == 'true '*slurm-k8s/job-suspended* ]]"
-  ok $? "suspend: the Node is cordoned with the slurm-k8s/job-suspended taint ($(node_cordon))"
-  e2e_wait 20 "[ \"\$(pod_ready)\" = 'False JobSuspended' ]"
-  ok $? "suspend: the pod is Ready=False, reason JobSuspended ($(pod_ready))"
-  e2e_wait 10 "[ \"\$(proc_state)\" = T ]"; ok $? "suspend: the pod's process is stopped ($(proc_state))"
+  e2e_wait 30 "[ \"\$(node_ready_of $node)\" = 'False JobSuspended' ]"
+  ok $? "suspend: the Node is Ready=False, reason JobSuspended ($(node_ready_of "$node"))"
+  e2e_wait 20 "[[ \"\$(node_cordon_of $node)\" == 'true '*slurm-k8s/job-suspended* ]]"
+  ok $? "suspend: the Node is cordoned with the slurm-k8s/job-suspended taint ($(node_cordon_of "$node"))"
+  e2e_wait 20 "[ \"\$(pod_ready_of default/sp1)\" = 'False JobSuspended' ]"
+  ok $? "suspend: the pod is Ready=False, reason JobSuspended ($(pod_ready_of default/sp1))"
+  e2e_wait 10 "[ \"\$(proc_state_of $pid)\" = T ]"; ok $? "suspend: the pod's process is stopped ($(proc_state_of "$pid"))"
   e2e_kubectl get events -n default --field-selector involvedObject.kind=Node,involvedObject.name="$node" \
     -o jsonpath='{range .items[*]}{.reason} {.type}: {.message}{"\n"}{end}' >"$E2E_D/podlogs/tmp" 2>&1
   grep -q "^JobSuspended Warning: Slurm job $j is suspended" "$E2E_D/podlogs/tmp"
@@ -515,17 +519,17 @@ case_suspend() {
   [ "$(sk_job_state "$j")" = SUSPENDED ]; ok $? "suspend: Slurm says $(sk_job_state "$j")"
 
   scontrol resume "$j"; ok $? "scontrol resume $j"
-  e2e_wait 30 "[ \"\$(node_ready)\" = 'True KubeletReady' ]"
-  ok $? "resume: the Node is Ready again ($(node_ready))"
-  e2e_wait 20 "[[ \"\$(node_cordon)\" != *job-suspended* && \"\$(node_cordon)\" != true* ]]"
-  ok $? "resume: the Node is uncordoned ($(node_cordon))"
-  e2e_wait 10 "[ \"\$(proc_state)\" != T ]"; ok $? "resume: the pod's process runs again ($(proc_state))"
-  e2e_wait 20 "[ \"\$(pod_ready)\" = 'True ' ]"; ok $? "resume: the pod is Ready again, no reason left ($(pod_ready))"
+  e2e_wait 30 "[ \"\$(node_ready_of $node)\" = 'True KubeletReady' ]"
+  ok $? "resume: the Node is Ready again ($(node_ready_of "$node"))"
+  e2e_wait 20 "[[ \"\$(node_cordon_of $node)\" != *job-suspended* && \"\$(node_cordon_of $node)\" != true* ]]"
+  ok $? "resume: the Node is uncordoned ($(node_cordon_of "$node"))"
+  e2e_wait 10 "[ \"\$(proc_state_of $pid)\" != T ]"; ok $? "resume: the pod's process runs again ($(proc_state_of "$pid"))"
+  e2e_wait 20 "[ \"\$(pod_ready_of default/sp1)\" = 'True ' ]"; ok $? "resume: the pod is Ready again, no reason left ($(pod_ready_of default/sp1))"
   [ "$(e2e_pod_field default/sp1 '{.status.containerStatuses[0].restartCount}')" = 0 ]
   ok $? "resume: the pod was not restarted (restartCount $(e2e_pod_field default/sp1 '{.status.containerStatuses[0].restartCount}'))"
 
   scontrol suspend "$j"
-  e2e_wait 30 "[ \"\$(proc_state)\" = T ]"; ok $? "suspend again: the pod's process is stopped"
+  e2e_wait 30 "[ \"\$(proc_state_of $pid)\" = T ]"; ok $? "suspend again: the pod's process is stopped"
   scancel "$j"; sk_wait_gone "$j" 60
   e2e_wait 30 "[ -z \"\$(e2e_node_names $j)\" ]"; ok $? "suspend: scancel of the suspended job removes its Node"
   check_job_end_pod "$j" sp1 "suspend" JobCancelled
@@ -769,33 +773,29 @@ case_preempt_suspend() {
   NODE="$node" e2e_pod "$j" ps1; e2e_pod_running ps1 30; ok $? "preempt_suspend: pod ps1 Running and Ready"
   rl_follow_log default/ps1
   pid="$(e2e_pod_pids "$j" ps1)"
-  node_ready() { e2e_kubectl get node "$node" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].reason}'; }
-  node_cordon() { echo "$(e2e_kubectl get node "$node" -o 'jsonpath={.spec.unschedulable} {.spec.taints[*].key}')"; }
-  pod_ready() { e2e_pod_field default/ps1 '{.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].reason}'; }
-  proc_state() { sed -E 's/^.*\) (.).*$/\1/' "/proc/$pid/stat" 2>/dev/null; }
-  [ -n "$pid" ] && [ "$(proc_state)" != T ]; ok $? "preempt_suspend: the pod's process $pid runs ($(proc_state))"
+  [ -n "$pid" ] && [ "$(proc_state_of "$pid")" != T ]; ok $? "preempt_suspend: the pod's process $pid runs ($(proc_state_of "$pid"))"
 
   s="$(e2e_script urgent 'sleep 600')"
   j2="$(sk_submit_as_user -o /dev/null -p urgent -N1 -w n1 -n "${CPUS_PER_NODE:-4}" "$s")"
   ok $? "preempt_suspend: urgent job $j2 submitted to n1 for all its CPUs"
   sk_wait_state "$j2" RUNNING 60; ok $? "preempt_suspend: the urgent job $j2 runs ($(sk_job_state "$j2"))"
   [ "$(sk_job_state "$j")" = SUSPENDED ]; ok $? "preempt_suspend: Slurm suspended job $j ($(sk_job_state "$j"))"
-  e2e_wait 30 "[ \"\$(node_ready)\" = 'False JobSuspended' ]"
-  ok $? "preempt_suspend: the Node is Ready=False, reason JobSuspended ($(node_ready))"
-  e2e_wait 20 "[[ \"\$(node_cordon)\" == 'true '*slurm-k8s/job-suspended* ]]"
-  ok $? "preempt_suspend: the Node is cordoned ($(node_cordon))"
-  e2e_wait 20 "[ \"\$(pod_ready)\" = 'False JobSuspended' ]"
-  ok $? "preempt_suspend: the pod is Ready=False, reason JobSuspended ($(pod_ready))"
-  e2e_wait 10 "[ \"\$(proc_state)\" = T ]"; ok $? "preempt_suspend: the pod's process is stopped ($(proc_state))"
+  e2e_wait 30 "[ \"\$(node_ready_of $node)\" = 'False JobSuspended' ]"
+  ok $? "preempt_suspend: the Node is Ready=False, reason JobSuspended ($(node_ready_of "$node"))"
+  e2e_wait 20 "[[ \"\$(node_cordon_of $node)\" == 'true '*slurm-k8s/job-suspended* ]]"
+  ok $? "preempt_suspend: the Node is cordoned ($(node_cordon_of "$node"))"
+  e2e_wait 20 "[ \"\$(pod_ready_of default/ps1)\" = 'False JobSuspended' ]"
+  ok $? "preempt_suspend: the pod is Ready=False, reason JobSuspended ($(pod_ready_of default/ps1))"
+  e2e_wait 10 "[ \"\$(proc_state_of $pid)\" = T ]"; ok $? "preempt_suspend: the pod's process is stopped ($(proc_state_of "$pid"))"
 
   scancel "$j2"; sk_wait_gone "$j2" 60
   sk_wait_state "$j" RUNNING 60; ok $? "preempt_suspend: GANG resumed job $j once $j2 ended ($(sk_job_state "$j"))"
-  e2e_wait 30 "[ \"\$(node_ready)\" = 'True KubeletReady' ]"
-  ok $? "preempt_suspend: the Node is Ready again ($(node_ready))"
-  e2e_wait 20 "[[ \"\$(node_cordon)\" != *job-suspended* && \"\$(node_cordon)\" != true* ]]"
-  ok $? "preempt_suspend: the Node is uncordoned ($(node_cordon))"
-  e2e_wait 10 "[ \"\$(proc_state)\" != T ]"; ok $? "preempt_suspend: the pod's process runs again ($(proc_state))"
-  e2e_wait 20 "[ \"\$(pod_ready)\" = 'True ' ]"; ok $? "preempt_suspend: the pod is Ready again ($(pod_ready))"
+  e2e_wait 30 "[ \"\$(node_ready_of $node)\" = 'True KubeletReady' ]"
+  ok $? "preempt_suspend: the Node is Ready again ($(node_ready_of "$node"))"
+  e2e_wait 20 "[[ \"\$(node_cordon_of $node)\" != *job-suspended* && \"\$(node_cordon_of $node)\" != true* ]]"
+  ok $? "preempt_suspend: the Node is uncordoned ($(node_cordon_of "$node"))"
+  e2e_wait 10 "[ \"\$(proc_state_of $pid)\" != T ]"; ok $? "preempt_suspend: the pod's process runs again ($(proc_state_of "$pid"))"
+  e2e_wait 20 "[ \"\$(pod_ready_of default/ps1)\" = 'True ' ]"; ok $? "preempt_suspend: the pod is Ready again ($(pod_ready_of default/ps1))"
   [ "$(e2e_pod_field default/ps1 '{.status.containerStatuses[0].restartCount}')" = 0 ]
   ok $? "preempt_suspend: the pod was not restarted"
 

@@ -179,9 +179,12 @@ END_TEST
 START_TEST(events_from_transitions) {
     Json::Value pod = api_pod();
     auto ev = status_events(pod, pod["status"], running());
-    ck_assert_int_eq(ev.size(), 1);
-    ck_assert_sstr_eq(ev[0].reason, "Started");
-    ck_assert_sstr_eq(ev[0].field_path, "spec.containers{main}");
+    ck_assert_int_eq(ev.size(), 2);
+    ck_assert_sstr_eq(ev[0].reason, "Created");
+    ck_assert_sstr_eq(ev[0].message, "Created container main");
+    ck_assert_sstr_eq(ev[1].reason, "Started");
+    ck_assert_sstr_eq(ev[1].message, "Started container main");
+    ck_assert_sstr_eq(ev[1].field_path, "spec.containers{main}");
     ck_assert_int_eq(status_events(pod, running(), running()).size(), 0);
     Json::Value crash = running();
     crash["containerStatuses"][0]["state"] =
