@@ -5,6 +5,7 @@
 
 #include "agent/api_object.h"
 #include "common/base64.h"
+#include "common/k8s_names.h"
 
 namespace sk::agent {
 namespace {
@@ -289,6 +290,14 @@ std::vector<TokenNeed> token_requests(const Json::Value &pod) {
             out.push_back(n);
         }
     return out;
+}
+
+Result<std::string> token_request_path(const std::string &ns, const TokenNeed &need) {
+    if (!k8s::is_dns1123_label(ns) || !k8s::is_dns1123_subdomain(need.service_account))
+        return fail(Error::Invalid, "serviceAccountName \"" + need.service_account.substr(0, 64) +
+                                        "\" in namespace \"" + ns.substr(0, 64) +
+                                        "\" is not a valid name");
+    return "/api/v1/namespaces/" + ns + "/serviceaccounts/" + need.service_account + "/token";
 }
 
 Json::Value token_request_body(const Json::Value &pod, const TokenNeed &need) {

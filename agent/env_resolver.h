@@ -42,6 +42,10 @@ std::vector<TokenNeed> token_requests(const Json::Value &pod);
 // POST body for .../serviceaccounts/SA/token: audiences, expirationSeconds,
 // boundObjectRef = the pod (name and uid).
 Json::Value token_request_body(const Json::Value &pod, const TokenNeed &need);
+// Where it is POSTed; Invalid when the namespace or ServiceAccount name is
+// not a name (the API server validates both; the agent does not rely on it
+// for a path).
+Result<std::string> token_request_path(const std::string &ns, const TokenNeed &need);
 
 struct NodeFacts {
     std::string node_name, node_ip;

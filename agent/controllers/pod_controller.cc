@@ -250,9 +250,13 @@ void PodController::run_pod(const std::string &uid) {
     // bound to the pod. Refused (the ServiceAccount missing, no right): the
     // pod does not start, and the message says why.
     for (const auto &need : tokens) {
-        std::string path =
-            "/api/v1/namespaces/" + ns + "/serviceaccounts/" + need.service_account + "/token";
-        ctx_.kube->post(path, token_request_body(pod, need),
+        auto path = token_request_path(ns, need);
+        if (!path) {
+            if (*error) *error = path.failure();
+            if (--*remaining == 0) finish();
+            continue;
+        }
+        ctx_.kube->post(*path, token_request_body(pod, need),
                         [need, fetched, remaining, error, finish](Result<Json::Value> r) {
                             if (r)
                                 (*fetched)[need.ref] = *r;
@@ -365,9 +369,13 @@ void PodController::refresh_tokens(const std::string &uid) {
     });
     std::string ns = api::object_meta(p.api).ns;
     for (const auto &need : needs) {
-        std::string path =
-            "/api/v1/namespaces/" + ns + "/serviceaccounts/" + need.service_account + "/token";
-        ctx_.kube->post(path, token_request_body(p.api, need),
+        auto path = token_request_path(ns, need);
+        if (!path) {
+            if (*error) *error = path.failure();
+            if (--*remaining == 0) finish();
+            continue;
+        }
+        ctx_.kube->post(*path, token_request_body(p.api, need),
                         [need, fetched, remaining, error, finish](Result<Json::Value> r) {
                             if (r)
                                 (*fetched)[need.ref] = *r;

@@ -135,6 +135,12 @@ START_TEST(projected_and_downward_volumes) {
     ck_assert_sstr_eq(b["spec"]["boundObjectRef"]["name"].asString(), "p");
     ck_assert_sstr_eq(b["spec"]["boundObjectRef"]["uid"].asString(), "u1");
     ck_assert(!token_request_body(pod, needs[0])["spec"].isMember("audiences"));
+    ck_assert_sstr_eq(*token_request_path("ns", needs[0]),
+                      "/api/v1/namespaces/ns/serviceaccounts/trainer/token");
+    TokenNeed odd = needs[0];
+    odd.service_account = "../secrets/x";
+    ck_assert(!token_request_path("ns", odd).ok());
+    ck_assert(!token_request_path("a/b", needs[0]).ok());
 
     FetchedObjects objs;
     objs[{"configmaps", "kube-root-ca.crt"}] =
