@@ -421,7 +421,7 @@ std::optional<std::pair<std::string, std::string>> api_endpoint(const std::strin
     auto scheme = url.find("://");
     if (scheme == std::string::npos) return std::nullopt;
     std::string rest = url.substr(scheme + 3);
-    rest = rest.substr(0, rest.find('/'));
+    if (auto slash = rest.find('/'); slash != std::string::npos) rest.resize(slash);
     std::string host, port = url.compare(0, scheme, "http") == 0 ? "80" : "443";
     if (!rest.empty() && rest[0] == '[') {  // [IPv6]:port
         auto close = rest.find(']');
