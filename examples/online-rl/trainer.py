@@ -32,6 +32,7 @@ used real responses"; the exit code is 0 when every step had samples, the
 reward rose by at least MARGIN (mean of the last 5 steps minus the first 5)
 and no sample was lost or duplicated.
 """
+import http.client
 import json
 import os
 import socket
@@ -216,7 +217,7 @@ def get_samples(endpoints, step, prompts, version, theta, ledger):
             out = post(f"http://{ep}/generate",
                        {"request": f"{JOB}.{RANK}.{step}.{attempt}", "prompts": prompts,
                         "group": GROUP})
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, http.client.HTTPException) as e:
             last = f"{ep}: {e}"
             continue
         groups, stale = [[] for _ in prompts], []
@@ -257,7 +258,7 @@ def catch_up(ep, version, theta, ledger):
              timeout=5)
         ledger.catch_ups += 1
         log(f"rollout {ep} was behind; sent it weights v{version}")
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, http.client.HTTPException) as e:
         log(f"rollout {ep} was behind; sending it weights v{version} failed: {e}")
 
 
@@ -276,7 +277,7 @@ def push_weights(endpoints, version, theta):
                 held[ep] = f"HTTP {e.code}"
                 if e.code == 409:
                     break
-            except (OSError, ValueError) as e:
+            except (OSError, ValueError, http.client.HTTPException) as e:
                 held[ep] = str(e)
             time.sleep(0.1 * 2 ** i)
     return time.time() - t0, held
