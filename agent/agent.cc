@@ -28,14 +28,19 @@ namespace sk::agent {
 
 // squeue -j ID prints one line per job it matches: for the id of a job
 // array (the id one of its tasks carries) or of a het job's leader, every
-// task or component. Alive when any of them is (never delete on doubt: a
-// virtual node whose own task ended is collected once they all have).
+// task or component. Alive when any of them holds its allocation (never
+// delete on doubt: a virtual node whose own task ended is collected once
+// none of them runs). A job waiting to run again (PENDING, REQUEUED,
+// REQUEUE_HOLD: requeued by scontrol, or by Slurm after a node failure
+// with --requeue) holds no node: the prolog registers a job only once it
+// has its allocation, so a virtual node of a job that waits is a leftover
+// (the job comes back, if it does, through a new prolog and a new Node).
 bool job_state_is_alive(const std::string &out) {
     std::string s(trim(out));
     if (s.empty()) return true;  // exit 0 and no output: the command says "alive"
     for (const auto &line : split(s, '\n'))
         for (const char *st : {"RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "STOPPED",
-                               "RESIZING", "PENDING", "REQUEUED", "SIGNALING", "STAGE_OUT"})
+                               "RESIZING", "SIGNALING", "STAGE_OUT"})
             if (trim(line) == st) return true;
     return false;
 }
@@ -118,9 +123,11 @@ JobState job_state_of(const CommandResult &r) {
 
 std::string end_reason_of(const std::string &state_output) {
     static const std::pair<const char *, const char *> kReasons[] = {
-        {"COMPLETED", "JobCompleted"}, {"FAILED", "JobFailed"},   {"OUT_OF_MEMORY", "JobFailed"},
-        {"CANCELLED", "JobCancelled"}, {"TIMEOUT", "TimeLimit"},  {"NODE_FAIL", "NodeFail"},
-        {"PREEMPTED", "Preempted"},    {"BOOT_FAIL", "JobEnded"}, {"DEADLINE", "JobEnded"}};
+        {"COMPLETED", "JobCompleted"}, {"FAILED", "JobFailed"},     {"OUT_OF_MEMORY", "JobFailed"},
+        {"CANCELLED", "JobCancelled"}, {"TIMEOUT", "TimeLimit"},    {"NODE_FAIL", "NodeFail"},
+        {"PREEMPTED", "Preempted"},    {"BOOT_FAIL", "JobEnded"},   {"DEADLINE", "JobEnded"},
+        {"PENDING", "Requeued"},       {"REQUEUED", "Requeued"},    {"REQUEUE_HOLD", "Requeued"},
+        {"REQUEUE_FED", "Requeued"},   {"SPECIAL_EXIT", "Requeued"}};
     for (const auto &line : split(std::string(trim(state_output)), '\n')) {
         std::string st(trim(line));
         // squeue may add who cancelled it ("CANCELLED by 0") in other formats.
@@ -280,22 +287,23 @@ Status Agent::start() {
 void Agent::collect_if_gone(const std::shared_ptr<VirtualNode> &vn, const char *why) {
     std::string key = job_key(vn->record().job.job_id, vn->record().job.slurm_node);
     std::weak_ptr<VirtualNode> weak = vn;
-    checker_.state(vn->record().job.job_id, [this, key, weak, why](JobState s) {
-        auto node = weak.lock();
-        if (s != JobState::Gone || !node) return;  // never on Unknown
-        auto it = nodes_.find(key);
-        // Deregistered (and maybe registered again) or ending meanwhile:
-        // that end does the cleanup.
-        if (it == nodes_.end() || it->second != node || node->draining()) return;
-        const proto::RegisterRequest &job = node->record().job;
-        LOG_WARN("%s job %u is gone in Slurm but still registered (%s): deregistering it",
-                 node->prefix().c_str(), job.job_id, why);
-        std::string dir = shim_state_dir_for(cfg_, job.job_id, job.slurm_node);
-        node->deregister(0, "JobEnded", [this, key, dir](uint32_t) {
-            forget_node(key);
-            remove_job_dir_as_owner(loop_, dir);
+    checker_.end_state(
+        vn->record().job.job_id, [this, key, weak, why](JobState s, const std::string &reason) {
+            auto node = weak.lock();
+            if (s != JobState::Gone || !node) return;  // never on Unknown
+            auto it = nodes_.find(key);
+            // Deregistered (and maybe registered again) or ending meanwhile:
+            // that end does the cleanup.
+            if (it == nodes_.end() || it->second != node || node->draining()) return;
+            const proto::RegisterRequest &job = node->record().job;
+            LOG_WARN("%s job %u is gone in Slurm but still registered (%s): deregistering it",
+                     node->prefix().c_str(), job.job_id, why);
+            std::string dir = shim_state_dir_for(cfg_, job.job_id, job.slurm_node);
+            node->deregister(0, reason, [this, key, dir](uint32_t) {
+                forget_node(key);
+                remove_job_dir_as_owner(loop_, dir);
+            });
         });
-    });
 }
 
 void Agent::forget_node(const std::string &key) {

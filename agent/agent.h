@@ -75,7 +75,8 @@ struct CommandResult;
 JobState job_state_of(const CommandResult &r);
 // Pure: the state job_alive_command printed for an ended job (COMPLETED,
 // NODE_FAIL, ...) -> the drain reason its pods' final status gives
-// (JobCompleted, NodeFail, ...; docs/user-guide.md, "How the job ended");
+// (JobCompleted, NodeFail, Requeued for a job waiting to run again, ...;
+// docs/user-guide.md, "How the job ended");
 // JobEnded for anything else (nothing printed: Slurm forgot the job).
 std::string end_reason_of(const std::string &state_output);
 

@@ -862,43 +862,65 @@ case_array_het() {
 }
 
 # An agent that dies with its node (here: killed -9, then Slurm declares the
-# node failed: scontrol sets it DOWN and the job ends NODE_FAIL) cannot end
-# its virtual node, and its Lease stops being renewed; another agent of the
-# cluster (n1: gc_failed_nodes = true) deletes the dead node's Node, its
-# Lease and its pods once the Lease is stale (lease_duration + 2 renewals:
-# 60 s) and Slurm says the job is gone; the pods' last status and an Event
-# on the Node say NodeFail. The node is resumed for the cases after it.
+# node failed: scontrol sets it DOWN) cannot end its virtual nodes, and
+# their Leases stop being renewed; another agent of the cluster (n1:
+# gc_failed_nodes = true) deletes each dead node's Node, its Lease and its
+# pods once the Lease is stale (lease_duration + 2 renewals: 60 s) and Slurm
+# says the job no longer holds the node; the pods' last status and an Event
+# on the Node say why. Two jobs on the failed node pay that wait once: one
+# with --no-requeue ends NODE_FAIL; one with --requeue goes back to PENDING
+# under its id (no allocation: its Node is a leftover too, said Requeued),
+# and is then cancelled while it waits. The node is resumed for the cases
+# after it.
 case_node_fail() {
   e2e_job 1 -N1 -w n3 --no-requeue --gres=gpu:2 --k8s-gpus=1 || { ok 1 "node_fail: job"; return; }
   local j="$E2E_JOB" node t0
   node="$(e2e_node_names "$j")"
-  e2e_pod "$j" nf1; e2e_pod_running nf1 30; ok $? "node_fail: pod nf1 Running on $node"
+  e2e_job 1 -N1 -w n3 --requeue --gres=gpu:2 --k8s-gpus=1 || { ok 1 "node_fail: --requeue job"; return; }
+  local jr="$E2E_JOB" node_r
+  node_r="$(e2e_node_names "$jr")"
+  e2e_pod "$j" nf1; e2e_pod "$jr" nf2
+  e2e_pod_running nf1 30 && e2e_pod_running nf2 30; ok $? "node_fail: pods nf1 on $node and nf2 on $node_r Running"
   e2e_agent_stop 3 KILL; ok $? "node_fail: agent n3 killed -9"
   t0=$SECONDS
-  # Slurm declares the node failed: the job ends NODE_FAIL (--no-requeue:
-  # else Slurm requeues it).
+  # Slurm declares the node failed: the --no-requeue job ends NODE_FAIL,
+  # the --requeue one waits to run again.
   scontrol update NodeName=n3 State=DOWN Reason=e2e-node-fail; ok $? "node_fail: Slurm node n3 set DOWN"
   sk_wait_state "$j" NODE_FAIL 90
   ok $? "node_fail: job $j ended without its agent ($(sk_job_state "$j"))"
-  e2e_wait 150 "[ -z \"\$(e2e_node_names $j)\" ] && [ -z \"\$(e2e_kubectl get pods -o name 2>/dev/null | grep -x pod/nf1)\" ] && [ -z \"\$(e2e_kubectl get leases -n kube-node-lease -o name 2>/dev/null | grep -- '-$j\$')\" ]"
-  ok $? "node_fail: $node, its Lease and its pod nf1 deleted $((SECONDS - t0)) s after the job's end"
-  grep -q "\[node $node\] gc: Slurm node n3 renewed nothing for" "$E2E_AGENTS/n1/agent.log"
-  ok $? "node_fail: by agent n1's collection of failed nodes ($(grep -o "\[node $node\] gc: Slurm node n3.*" "$E2E_AGENTS/n1/agent.log" | head -n1))"
-  # What Slurm says of the job's end (NODE_FAIL) is the pod's last status
-  # before its delete, and the Node's Event.
-  local st
-  st="$(python3 "$E2E_TOP/tests/e2e/watch.py" final "$E2E_D/watch.jsonl" default/nf1 | python3 -c '
+  sk_wait_state "$jr" PENDING 90
+  ok $? "node_fail: --requeue job $jr requeued: $(sk_job_state "$jr") under its id"
+  local gone="[ -z \"\$(e2e_kubectl get pods -o name 2>/dev/null | grep -xE 'pod/nf[12]')\" ]"
+  for x in "$j" "$jr"; do
+    gone+=" && [ -z \"\$(e2e_node_names $x)\" ] && [ -z \"\$(e2e_kubectl get leases -n kube-node-lease -o name 2>/dev/null | grep -- '-$x\$')\" ]"
+  done
+  e2e_wait 150 "$gone"
+  ok $? "node_fail: $node and $node_r, their Leases and pods nf1, nf2 deleted $((SECONDS - t0)) s after the node failed"
+  for x in "$node" "$node_r"; do
+    grep -q "\[node $x\] gc: Slurm node n3 renewed nothing for" "$E2E_AGENTS/n1/agent.log"
+    ok $? "node_fail: $x by agent n1's collection of failed nodes ($(grep -o "\[node $x\] gc: Slurm node n3.*" "$E2E_AGENTS/n1/agent.log" | head -n1))"
+  done
+  # What Slurm says of the job's end (NODE_FAIL; waiting again: Requeued) is
+  # the pod's last status before its delete, and the Node's Event.
+  local st p pn pj pw want
+  for p in "nf1 $j NodeFail" "nf2 $jr Requeued"; do
+    read -r pn pj pw <<<"$p"
+    st="$(python3 "$E2E_TOP/tests/e2e/watch.py" final "$E2E_D/watch.jsonl" "default/$pn" | python3 -c '
 import json, sys
 s = json.loads(sys.stdin.read() or "{}")
 t = ((s.get("containerStatuses") or [{}])[0].get("state") or {}).get("terminated") or {}
 print(s.get("phase"), s.get("reason"), t.get("reason"), t.get("exitCode"))')"
-  [ "$st" = "Failed NodeFail ContainerStatusUnknown 137" ]
-  ok $? "node_fail: pod nf1's last status before its deletion: $st"
-  check_job_end_event "$j" "node_fail" NodeFail
+    want="Failed $pw ContainerStatusUnknown 137"
+    [ "$st" = "$want" ]
+    ok $? "node_fail: pod $pn's last status before its deletion: $st (want $want)"
+    check_job_end_event "$pj" "node_fail" "$pw"
+  done
+  scancel "$jr"; sk_wait_state "$jr" CANCELLED 30; ok $? "node_fail: the requeued job $jr cancelled while it waits"
   scontrol update NodeName=n3 State=RESUME
   e2e_wait 60 "sinfo -h -n n3 -o %T | grep -qvE 'down|drain|fail'"; ok $? "node_fail: Slurm node n3 back ($(sinfo -h -n n3 -o %T))"
   e2e_agent_start 3; ok $? "node_fail: agent n3 back"
   e2e_assert_clean "$j" "node_fail"
+  e2e_assert_clean "$jr" "node_fail: requeued job"
 }
 
 case_slurmd_restart() {

@@ -94,7 +94,8 @@ e2e_install_bins() {
   install -m 755 "$b/spank/.libs/spank_k8s.so" "$E2E_LIB/spank_k8s.so"
   install -m 755 "$agent" "$E2E_LIB/slurm-k8s-agent"
   install -m 755 "$shim" "$E2E_LIB/slurm-k8s-shim"
-  install -m 644 "$E2E_TOP"/examples/online-rl/* "$E2E_EXAMPLES/"
+  # The example's files only (not a __pycache__ a local run left).
+  find "$E2E_TOP/examples/online-rl" -maxdepth 1 -type f -exec install -m 644 -t "$E2E_EXAMPLES/" {} +
 }
 
 # ------------------------------------------------------------- API side ---

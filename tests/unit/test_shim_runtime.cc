@@ -59,6 +59,12 @@ START_TEST(job_state_from_command) {
     ck_assert(st(true, 0, "SUSPENDED\n", "") == JobState::Suspended);
     ck_assert(st(true, 0, "COMPLETED\nSUSPENDED\n", "") == JobState::Suspended);
     ck_assert(st(true, 0, "SUSPENDED\nRUNNING\n", "") == JobState::Alive);
+    // Waiting to run again (requeued, or requeued by Slurm after a node
+    // failure): no allocation, so no node of it is alive.
+    ck_assert(st(true, 0, "PENDING\n", "") == JobState::Gone);
+    ck_assert(st(true, 0, "REQUEUED\n", "") == JobState::Gone);
+    ck_assert(st(true, 0, "REQUEUE_HOLD\n", "") == JobState::Gone);
+    ck_assert(st(true, 0, "PENDING\nRUNNING\n", "") == JobState::Alive);  // an array's tasks
     ck_assert(st(true, 1, "", "slurm_load_jobs error: Invalid job id specified\n") ==
               JobState::Gone);
     ck_assert(st(true, 1, "", "") == JobState::Gone);  // the command's own "no" (test -e)
@@ -87,6 +93,10 @@ static const EndReasonCase kEndReasons[] = {
     {"PREEMPTED\n", "Preempted"},
     {"BOOT_FAIL\n", "JobEnded"},
     {"DEADLINE\n", "JobEnded"},
+    {"PENDING\n", "Requeued"},  // requeued: waits for a new allocation
+    {"REQUEUED\n", "Requeued"},
+    {"REQUEUE_HOLD\n", "Requeued"},
+    {"SPECIAL_EXIT\n", "Requeued"},
     {"", "JobEnded"},                   // Slurm forgot the job
     {"\n  NODE_FAIL  \n", "NodeFail"},  // blank lines, spaces
     {"garbage\nCOMPLETED\n", "JobCompleted"},
