@@ -131,7 +131,7 @@ std::string end_reason_of(const std::string &state_output) {
     for (const auto &line : split(std::string(trim(state_output)), '\n')) {
         std::string st(trim(line));
         // squeue may add who cancelled it ("CANCELLED by 0") in other formats.
-        st = st.substr(0, st.find(' '));
+        if (auto sp = st.find(' '); sp != std::string::npos) st.resize(sp);
         for (const auto &[state, reason] : kReasons)
             if (st == state) return reason;
     }

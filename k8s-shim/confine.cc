@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <seccomp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -13,6 +14,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "k8s-shim/mount_ns.h"
 
 namespace sk::shim {
 
@@ -123,7 +126,11 @@ std::string drop_capabilities() {
 
 int exec_confined_main(int argc, char **argv) {
     bool nnp = false, caps = false, seccomp = false;
+    std::vector<BindMount> binds;
+    std::string scratch, cwd;
+    long join = 0;
     int i = 2;
+    auto value = [&](int n) { return i + n < argc && strcmp(argv[i + n], "--") != 0; };
     for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
         if (strcmp(argv[i], kNoNewPrivsFlag) == 0)
             nnp = true;
@@ -131,8 +138,19 @@ int exec_confined_main(int argc, char **argv) {
             caps = true;
         else if (strcmp(argv[i], kSeccompDefaultFlag) == 0)
             seccomp = true;
-        else {
-            fprintf(stderr, "slurm-k8s-shim %s: unknown flag %s\n", kExecConfined, argv[i]);
+        else if ((strcmp(argv[i], kBindFlag) == 0 || strcmp(argv[i], kBindReadOnlyFlag) == 0) &&
+                 value(1) && value(2)) {
+            binds.push_back({argv[i + 1], argv[i + 2], strcmp(argv[i], kBindReadOnlyFlag) == 0});
+            i += 2;
+        } else if (strcmp(argv[i], kScratchFlag) == 0 && value(1)) {
+            scratch = argv[++i];
+        } else if (strcmp(argv[i], kChdirFlag) == 0 && value(1)) {
+            cwd = argv[++i];
+        } else if (strcmp(argv[i], kJoinMountsFlag) == 0 && value(1)) {
+            join = strtol(argv[++i], nullptr, 10);
+        } else {
+            fprintf(stderr, "slurm-k8s-shim %s: unknown flag %s, or a value missing\n",
+                    kExecConfined, argv[i]);
             return kStartFailed;
         }
     }
@@ -142,6 +160,17 @@ int exec_confined_main(int argc, char **argv) {
     }
     char **prog = argv + i + 1;
     std::string err;
+    if (!binds.empty())
+        err = scratch.empty() ? "no scratch directory for the mounts"
+                              : enter_own_mounts(binds, scratch);
+    else if (join > 0)
+        err = join_container_mounts(static_cast<pid_t>(join));
+    if (err.empty() && !cwd.empty() && chdir(cwd.c_str()) != 0)
+        err = std::string("working directory ") + cwd + ": " + strerror(errno);
+    if (!err.empty()) {
+        fprintf(stderr, "cannot start '%s': %s\n", prog[0], err.c_str());
+        return kStartFailed;
+    }
     if (caps) err = drop_capabilities();
     if (err.empty() && (nnp || seccomp) && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
         err = std::string("PR_SET_NO_NEW_PRIVS: ") + strerror(errno);

@@ -87,9 +87,7 @@ Status Container::start() {
     stdin_ending = false;
     out = Pipe(loop);
     err = Pipe(loop);
-    SpawnSpec spec{plan->argv, plan->env,
-                   plan->working_dir.empty() ? env.pod_dir : plan->working_dir, plan->confine,
-                   env.supervisor};
+    SpawnSpec spec = container_command(plan->argv, *plan, env.pod_dir, env.supervisor, 0);
     oom_before = cgroup_oom_kills();
     SpawnStdio io;
     io.in = in ? &in : nullptr;
@@ -313,9 +311,8 @@ void Container::stop(int64_t grace_ms) {
     if (pid == 0) return;
     arm_kill(grace_ms, now);
     if (!plan->pre_stop.empty() && grace_ms > 0) {
-        SpawnSpec spec{plan->pre_stop, plan->env,
-                       plan->working_dir.empty() ? pod->env().pod_dir : plan->working_dir,
-                       plan->confine, pod->env().supervisor};
+        SpawnSpec spec = container_command(plan->pre_stop, *plan, pod->env().pod_dir,
+                                           pod->env().supervisor, pid);
         auto hook = hooks.emplace(hooks.end());
         int rc = spawn_container(
             pod->env().clock.loop, *hook, pod->env().supervisor, spec,

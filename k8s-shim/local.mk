@@ -19,8 +19,7 @@ k8s_shim_libshim_la_SOURCES = \
 	k8s-shim/exec_session.h \
 	k8s-shim/gpu_alloc.cc \
 	k8s-shim/gpu_alloc.h \
-	k8s-shim/mount_paths.cc \
-	k8s-shim/mount_paths.h \
+	k8s-shim/mount_ns.h \
 	k8s-shim/pod_plan.cc \
 	k8s-shim/pod_plan.h \
 	k8s-shim/pod_security.cc \
@@ -46,9 +45,10 @@ k8s_shim_libshim_la_CXXFLAGS = $(AM_CXXFLAGS) $(LIBUV_CFLAGS)
 k8s_shim_libshim_la_LIBADD = uv/libskuv.la common/libcommon.la $(LIBUV_LIBS)
 
 bin_PROGRAMS += k8s-shim/slurm-k8s-shim
-# confine.cc (the exec helper, libseccomp) is the binary's alone: what
-# links libshim does not need libseccomp.
-k8s_shim_slurm_k8s_shim_SOURCES = k8s-shim/main.cc k8s-shim/confine.cc k8s-shim/confine.h
+# confine.cc and mount_ns.cc (the exec helper: libseccomp, namespaces) are
+# the binary's alone: what links libshim does not need libseccomp.
+k8s_shim_slurm_k8s_shim_SOURCES = k8s-shim/main.cc k8s-shim/confine.cc k8s-shim/confine.h \
+	k8s-shim/mount_ns.cc
 k8s_shim_slurm_k8s_shim_CXXFLAGS = $(AM_CXXFLAGS) $(LIBUV_CFLAGS) $(LIBSECCOMP_CFLAGS)
 k8s_shim_slurm_k8s_shim_LDADD = k8s-shim/libshim.la $(LIBSECCOMP_LIBS)
 endif

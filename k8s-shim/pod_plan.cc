@@ -311,7 +311,7 @@ Status parse_volumes(const Json::Value &spec, const proto::PodFiles &files, PodP
     return {};
 }
 
-// A mountPath as the shim places it (k8s-shim/mount_paths.h): absolute, no
+// A mountPath as the container sees it (k8s-shim/mount_ns.h): absolute, no
 // "..", repeated or trailing '/' and "." dropped.
 Result<std::string> normalise_mount_path(const std::string &cname, const Json::Value &m) {
     std::string in = m["mountPath"].asString(), out;
@@ -331,36 +331,64 @@ Result<std::string> normalise_mount_path(const std::string &cname, const Json::V
     return out;
 }
 
-// Containers share the node's file system: one mountPath names one volume.
-Status check_mount_conflicts(const PodPlan &plan) {
-    std::map<std::string, std::string> at;  // mountPath -> volume
-    for (const auto &[cname, mounts] : plan.mounts)
-        for (const auto &m : mounts) {
-            auto [it, fresh] = at.emplace(m.mount_path, m.volume);
-            if (!fresh && it->second != m.volume)
-                return refused("mountPath " + m.mount_path + " names volume " + it->second +
-                               " and volume " + m.volume +
-                               "; containers on this node share one file system, so each "
-                               "mountPath can hold one volume only");
-        }
-    return {};
+// subPath, or subPathExpr with the container's $(VAR)s expanded, as the API
+// server validates it: relative, no ".." component. "" when neither is set.
+Result<std::string> sub_path_of(const std::string &cname, const Json::Value &m,
+                                const std::vector<EnvVar> &env) {
+    bool expr = m.isMember("subPathExpr");
+    if (expr && m.isMember("subPath"))
+        return invalid("container " + cname + ": a volumeMount has both subPath and subPathExpr");
+    std::string in;
+    if (expr) {
+        std::map<std::string, std::string> vars;
+        for (const auto &e : env)
+            vars[e.name] = e.value;
+        in = expand_vars(m["subPathExpr"].asString(), vars);
+    } else {
+        in = m["subPath"].asString();
+    }
+    std::string out;
+    if (!in.empty() && in[0] == '/')
+        return invalid("container " + cname + ": subPath '" + in + "' must be a relative path");
+    for (size_t i = 0; i < in.size();) {
+        size_t j = std::min(in.find('/', i), in.size());
+        std::string part = in.substr(i, j - i);
+        if (part == "..")
+            return invalid("container " + cname + ": subPath '" + in + "' must not contain '..'");
+        if (!part.empty() && part != ".") out += (out.empty() ? "" : "/") + part;
+        i = j + 1;
+    }
+    return out;
 }
 
-Status parse_mounts(const Json::Value &c, PodPlan *plan) {
-    std::string cname = c["name"].asString();
+// Each container has its own mount namespace: two containers may put
+// different volumes at one mountPath, and one container one volume per path.
+Status parse_mounts(const Json::Value &c, const PlanContext &ctx, PodPlan *plan,
+                    ContainerPlan *cp) {
+    const std::string &cname = cp->name;
+    std::set<std::string> paths;
     for (const auto &m : c["volumeMounts"]) {
         auto path = normalise_mount_path(cname, m);
         if (!path) return path.failure();
-        VolumeMount vm{m["name"].asString(), *path, is_true(m, "readOnly")};
+        if (!paths.insert(*path).second)
+            return invalid("container " + cname + " mounts two volumes at " + *path);
+        auto sub = sub_path_of(cname, m, cp->env);
+        if (!sub) return sub.failure();
+        VolumeMount vm{m["name"].asString(), *path, is_true(m, "readOnly"), *sub};
         auto vol = std::find_if(plan->volumes.begin(), plan->volumes.end(),
                                 [&](const VolumePlan &v) { return v.name == vm.volume; });
         if (vol == plan->volumes.end())
             return invalid("container " + cname + " mounts volume " + vm.volume +
                            ", which the pod does not define");
-        if (auto st = check_volume_mount(m, vol->kind == VolumeKind::Files,
-                                         "container " + cname + "'s volumeMount " + vm.volume);
+        if (auto st = check_volume_mount(m, "container " + cname + "'s volumeMount " + vm.volume);
             !st)
             return st;
+        std::string source = volume_dir(ctx.pod_dir, vm.volume);
+        if (!vm.sub_path.empty()) source += "/" + vm.sub_path;
+        // configMap, secret, projected and downwardAPI volumes are read-only,
+        // as a kubelet mounts them.
+        cp->binds.push_back(
+            {source, vm.mount_path, vm.read_only || vol->kind == VolumeKind::Files});
         plan->mounts[cname].push_back(vm);
     }
     return {};
@@ -423,6 +451,10 @@ std::string volume_dir(const std::string &pod_dir, const std::string &volume) {
     return pod_dir + "/volumes/" + volume;
 }
 
+std::string mount_scratch_dir(const std::string &pod_dir) {
+    return pod_dir + "/mnt";
+}
+
 std::string volume_env_name(const std::string &volume) {
     std::string n = "SLURM_K8S_VOLUME_";
     for (char c : volume)
@@ -479,11 +511,10 @@ Result<PodPlan> plan_pod_unguarded(const Json::Value &pod, const proto::PodFiles
             if (!cp) return cp.failure();
             if (!names.insert(cp->name).second)
                 return invalid("container name " + cp->name + " is used twice");
-            if (auto st = parse_mounts(c, &plan); !st) return st.failure();
+            if (auto st = parse_mounts(c, ctx, &plan, &*cp); !st) return st.failure();
             (init ? plan.init_containers : plan.containers).push_back(std::move(*cp));
         }
     }
-    if (auto st = check_mount_conflicts(plan); !st) return st.failure();
     assign_gpus(&plan, {});
     return plan;
 }

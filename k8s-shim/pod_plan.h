@@ -17,6 +17,7 @@
 
 #include "common/result.h"
 #include "common/shim_protocol.h"
+#include "k8s-shim/mount_ns.h"
 #include "k8s-shim/runtime_template.h"
 
 namespace sk::shim {
@@ -70,6 +71,9 @@ struct ContainerPlan {
     // spec.stdinOnce: the first attached session's end of input closes it.
     bool stdin_open = false, stdin_once = false;
     Confinement confine;  // from the securityContexts (k8s-shim/pod_security.h)
+    // Its volumeMounts: the volume's directory (or subPath in it) at the
+    // mountPath, in a mount namespace of its own (k8s-shim/mount_ns.h).
+    std::vector<BindMount> binds;
 };
 
 enum class RestartPolicy { Always, OnFailure, Never };
@@ -85,6 +89,7 @@ struct VolumePlan {
 struct VolumeMount {
     std::string volume, mount_path;
     bool read_only = false;
+    std::string sub_path;  // relative, no "..": subPath, or subPathExpr expanded
 };
 
 struct PodPlan {
@@ -132,5 +137,8 @@ void assign_gpus(PodPlan *plan, const std::vector<int> &indices);
 // SLURM_K8S_VOLUME_<NAME> (upper case, '-' and '.' -> '_').
 std::string volume_dir(const std::string &pod_dir, const std::string &volume);
 std::string volume_env_name(const std::string &volume);
+// The empty directory the containers' exec helpers build their mounts on
+// (k8s-shim/mount_ns.h): <pod_dir>/mnt.
+std::string mount_scratch_dir(const std::string &pod_dir);
 
 }  // namespace sk::shim

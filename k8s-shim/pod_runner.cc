@@ -11,7 +11,6 @@
 #include "common/log.h"
 #include "common/procfs.h"
 #include "k8s-shim/container.h"
-#include "k8s-shim/mount_paths.h"
 
 namespace sk::shim {
 
@@ -67,11 +66,11 @@ bool PodRunner::idle() const {
     return true;
 }
 
-// Volumes: there is no mount namespace, so a volume is a directory under the
-// pod directory, exported as SLURM_K8S_VOLUME_<NAME>; its mountPath becomes a
-// symlink to it where that is safe, the pod is refused where it is not, and
-// a path only root could create is skipped with a log line
-// (k8s-shim/mount_paths.h). The links go when the pod finishes.
+// Volumes: a directory each under the pod directory, exported as
+// SLURM_K8S_VOLUME_<NAME>, which each container's exec helper binds at its
+// mountPaths in a mount namespace of the container's own
+// (k8s-shim/mount_ns.h), on the scratch directory made here. A subPath
+// missing in its volume is made, a directory, as a kubelet makes it.
 Status PodRunner::prepare_volumes() {
     for (const auto &v : plan_.volumes) {
         std::string dir = volume_dir(env_.pod_dir, v.name);
@@ -84,20 +83,17 @@ Status PodRunner::prepare_volumes() {
             if (auto st = write_file_atomic(path, data, 0440, Durability::Cached); !st) return st;
         }
     }
-    std::map<std::string, std::string> volume_at;  // mountPath -> volume (one: pod_plan)
-    for (const auto &[cname, mounts] : plan_.mounts)
-        for (const auto &m : mounts)
-            volume_at.emplace(m.mount_path, m.volume);
-    std::vector<MountLink> links;
-    links.reserve(volume_at.size());
-    for (const auto &[path, volume] : volume_at)
-        links.push_back({path, volume_dir(env_.pod_dir, volume)});
-    auto made = make_mount_links(links, getuid(), mount_record(env_.pod_dir));
-    if (!made) return made.failure();
-    for (const auto &path : made->skipped)
-        LOG_WARN("[pod %s] mountPath %s: only root can create it; volume %s is only at $%s",
-                 plan_.key().c_str(), path.c_str(), volume_at[path].c_str(),
-                 volume_env_name(volume_at[path]).c_str());
+    bool mounts = false;
+    for (const auto *list : {&plan_.init_containers, &plan_.containers})
+        for (const auto &c : *list)
+            for (const auto &b : c.binds) {
+                mounts = true;
+                struct stat st;
+                if (lstat(b.source.c_str(), &st) != 0 && errno == ENOENT)
+                    if (auto made = make_dirs(b.source, 0750); !made) return made;
+            }
+    if (mounts)
+        if (auto st = make_dirs(mount_scratch_dir(env_.pod_dir), 0700); !st) return st;
     return {};
 }
 
@@ -227,8 +223,6 @@ void PodRunner::check_finished() {
     if (!run_.stopping && !pod_finished(plan_, run_)) return;
     finished_ = true;
     LOG_INFO("[pod %s] finished: %s", plan_.key().c_str(), pod_phase(plan_, run_).c_str());
-    if (auto st = remove_mount_links(mount_record(env_.pod_dir), getuid()); !st)
-        LOG_WARN("[pod %s] mountPaths: %s", plan_.key().c_str(), st.message().c_str());
     changed();
     if (env_.on_finished) env_.on_finished();
 }
@@ -287,8 +281,7 @@ Result<SpawnSpec> PodRunner::exec_spec(const std::string &container,
     auto c = running_container(container, "exec in");
     if (!c) return c.failure();
     const ContainerPlan &plan = *(*c)->plan;
-    return SpawnSpec{argv, plan.env, plan.working_dir.empty() ? env_.pod_dir : plan.working_dir,
-                     plan.confine, env_.supervisor};
+    return container_command(argv, plan, env_.pod_dir, env_.supervisor, (*c)->pid);
 }
 
 // Asked on every status change for each exec session of the pod: no spec is built.

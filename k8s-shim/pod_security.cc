@@ -133,19 +133,16 @@ const std::vector<FieldRule> kContainer = {
     {"workingDir", U::Implemented, ""},
 };
 
-// A volumeMount: mountPath is a link to the whole volume (k8s-shim/mount_paths.h).
+// A volumeMount: the volume (or subPath in it) at mountPath in the
+// container's own mount namespace (k8s-shim/mount_ns.h).
 const std::vector<FieldRule> kVolumeMount = {
     {"mountPath", U::Implemented, ""},
     {"mountPropagation", U::Implemented, ""},
     {"name", U::Implemented, ""},
     {"readOnly", U::Implemented, ""},
     {"recursiveReadOnly", U::Implemented, ""},
-    {"subPath", U::RefusedIfSet,
-     "a mountPath is a link to the whole volume; use $SLURM_K8S_VOLUME_<NAME>/<path> "
-     "or a mountPath of the whole volume"},
-    {"subPathExpr", U::RefusedIfSet,
-     "a mountPath is a link to the whole volume; use $SLURM_K8S_VOLUME_<NAME>/<path> "
-     "or a mountPath of the whole volume"},
+    {"subPath", U::Implemented, ""},
+    {"subPathExpr", U::Implemented, ""},
 };
 
 const char kSELinux[] = "SELinux labels are not applied to processes";
@@ -259,25 +256,16 @@ const std::vector<FieldRule> &volume_mount_fields() {
     return kVolumeMount;
 }
 
-Status check_volume_mount(const Json::Value &m, bool files_volume, const std::string &who) {
+Status check_volume_mount(const Json::Value &m, const std::string &who) {
     if (auto st = check_members(m, kVolumeMount, who); !st) return st;
     if (auto st = only_value(m, "mountPropagation", "None", who,
-                             "a mountPath is a link, nothing is mounted or propagated");
+                             "the container's mounts are its own, nothing is propagated");
         !st)
         return st;
     if (auto st = only_value(m, "recursiveReadOnly", "Disabled", who,
-                             "a mountPath is a link, not a read-only mount");
+                             "readOnly applies to the mount, not to mounts under it");
         !st)
         return st;
-    // configMap/secret/projected/downwardAPI volumes are read-only anyway
-    // (their files are written mode 0440, as a kubelet mounts them read-only);
-    // an emptyDir the job's user owns cannot be made read-only for one
-    // container only.
-    if (is_true(m, "readOnly") && !files_volume)
-        return refused(who +
-                       " mounts an emptyDir readOnly, which Slurm nodes cannot enforce: "
-                       "the pod's containers run as one user on one file system. Remove "
-                       "readOnly");
     return {};
 }
 

@@ -38,9 +38,8 @@ const std::vector<FieldRule> &pod_security_context_fields();
 const std::vector<FieldRule> &container_security_context_fields();
 const std::vector<FieldRule> &volume_mount_fields();
 
-// m: one volumeMount of a container (who: "container x's volumeMount v");
-// files_volume: it names a configMap/secret/projected/downwardAPI volume.
-Status check_volume_mount(const Json::Value &m, bool files_volume, const std::string &who);
+// m: one volumeMount of a container (who: "container x's volumeMount v").
+Status check_volume_mount(const Json::Value &m, const std::string &who);
 
 // spec: the PodSpec. Checks every PodSpec field and the pod-level
 // securityContext against the tables and the job's identity (ctx).

@@ -127,10 +127,8 @@ void ProbeRunner::run_check() {
                              std::to_string(c->probe->state.spec().timeout_s) + "s");
     });
     if (spec.action == ProbeAction::Exec) {
-        SpawnSpec s{spec.exec, container->plan->env,
-                    container->plan->working_dir.empty() ? container->pod->env().pod_dir
-                                                         : container->plan->working_dir,
-                    container->plan->confine, container->pod->env().supervisor};
+        SpawnSpec s = container_command(spec.exec, *container->plan, container->pod->env().pod_dir,
+                                        container->pod->env().supervisor, container->pid);
         int rc = spawn_container(
             clk.loop, c->proc, container->pod->env().supervisor, s,
             [c](int64_t status, int sig) {

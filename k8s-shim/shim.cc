@@ -15,7 +15,6 @@
 #include "common/shim_protocol.h"
 #include "common/strings.h"
 #include "common/supervisor.h"
-#include "k8s-shim/mount_paths.h"
 #include "k8s-shim/pod_stats.h"
 
 namespace sk::shim {
@@ -808,10 +807,6 @@ void Shim::load_previous_pods() {
     while (struct dirent *e = readdir(d)) {
         std::string uid = e->d_name;
         if (uid == "." || uid == "..") continue;
-        // What the previous shim placed at mountPaths goes first, whatever
-        // else is left of the pod (k8s-shim/mount_paths.h).
-        if (auto st = remove_mount_links(mount_record(pod_dir(uid)), getuid()); !st)
-            LOG_WARN("[pod %s] mountPaths: %s", uid.c_str(), st.message().c_str());
         auto st = read_json(pod_dir(uid) + "/state.json");
         auto body = read_json(pod_dir(uid) + "/pod.json");
         if (!st || !body) continue;

@@ -6,7 +6,7 @@
 //  <state_dir>/pods/<uid>/state.json running pids + start times, final status
 //  <state_dir>/pods/<uid>/<container>/<restartCount>.log   CRI logs (common/log_paths.h)
 //  <state_dir>/pods/<uid>/volumes/<name>/                  emptyDir/configMap/secret
-//  <state_dir>/pods/<uid>/mounts.json  what was made at mountPaths (k8s-shim/mount_paths.h)
+//  <state_dir>/pods/<uid>/mnt/          scratch of the mounts (k8s-shim/mount_ns.h)
 //
 // A new shim for the same job finds pods that were running under a previous
 // shim: their processes cannot be re-attached (the log pipes died with it), so

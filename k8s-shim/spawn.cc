@@ -20,11 +20,22 @@ int g_workload_nice = 0;
 
 // The command line that runs spec.argv as confined as spec.confine says;
 // false when it asks for confinement and there is no helper.
+bool uses_mounts(const SpawnSpec &spec) {
+    return !spec.binds.empty() || spec.join_mounts > 0;
+}
+
 bool confined_argv(const SpawnSpec &spec, std::vector<std::string> *args) {
     args->clear();
-    if (spec.confine.any()) {
+    if (spec.confine.any() || uses_mounts(spec)) {
         if (spec.helper.empty()) return false;
         *args = {spec.helper, kExecConfined};
+        for (const auto &b : spec.binds)
+            args->insert(args->end(),
+                         {b.read_only ? kBindReadOnlyFlag : kBindFlag, b.source, b.target});
+        if (!spec.binds.empty()) args->insert(args->end(), {kScratchFlag, spec.scratch});
+        if (spec.binds.empty() && spec.join_mounts > 0)
+            args->insert(args->end(), {kJoinMountsFlag, std::to_string(spec.join_mounts)});
+        if (uses_mounts(spec)) args->insert(args->end(), {kChdirFlag, spec.cwd});
         if (spec.confine.no_new_privs) args->push_back(kNoNewPrivsFlag);
         if (spec.confine.drop_capabilities) args->push_back(kDropCapsFlag);
         if (spec.confine.seccomp_default) args->push_back(kSeccompDefaultFlag);
@@ -43,7 +54,9 @@ int spawn(uv_loop_t *loop, Process &proc, const std::string &file, std::vector<s
     o.env->reserve(spec.env.size() + 1);
     for (const auto &e : spec.env)
         o.env->push_back(e.name + "=" + e.value);
-    o.cwd = spec.cwd;
+    // The working directory may be a mountPath, there only once the helper
+    // made the mounts: the helper enters it (--chdir).
+    o.cwd = uses_mounts(spec) ? "/" : spec.cwd;
     o.detached = true;
     o.in = io.in;
     o.out = io.out;
@@ -53,6 +66,25 @@ int spawn(uv_loop_t *loop, Process &proc, const std::string &file, std::vector<s
 }
 
 }  // namespace
+
+SpawnSpec container_command(std::vector<std::string> argv, const ContainerPlan &plan,
+                            const std::string &pod_dir, const std::string &helper,
+                            int container_pid) {
+    SpawnSpec s;
+    s.argv = std::move(argv);
+    s.env = plan.env;
+    s.cwd = plan.working_dir.empty() ? pod_dir : plan.working_dir;
+    s.confine = plan.confine;
+    s.helper = helper;
+    if (plan.binds.empty()) return s;
+    if (container_pid == 0) {
+        s.binds = plan.binds;
+        s.scratch = mount_scratch_dir(pod_dir);
+    } else {
+        s.join_mounts = container_pid;
+    }
+    return s;
+}
 
 int spawn_process(uv_loop_t *loop, Process &proc, const SpawnSpec &spec, Process::ExitCb on_exit,
                   Pipe *out, Pipe *err) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "k8s-shim/mount_ns.h"
 #include "k8s-shim/pod_plan.h"
 #include "uv/handles.h"
 
@@ -23,7 +24,23 @@ struct SpawnSpec {
     std::string cwd;
     Confinement confine;  // applied by `helper` when any()
     std::string helper;   // the shim's binary (RunnerEnv::supervisor), as k8s-shim/confine.h says
+    // The container's volumes at their mountPaths (k8s-shim/mount_ns.h), made
+    // by `helper` on `scratch`; or join_mounts: the supervisor pid of the
+    // container whose mounts a probe, hook or exec session joins. Either
+    // runs the helper, which starts in "/" and enters cwd afterwards.
+    std::vector<BindMount> binds;
+    std::string scratch;
+    int join_mounts = 0;
 };
+
+// A command of a container: its main command (with the container's mounts
+// made: `container_pid` 0) or, in a running container whose supervisor is
+// `container_pid`, an exec probe's, its preStop hook's or an exec session's
+// (which join its mounts, when it has any). The container's environment,
+// working directory (the pod directory when it names none) and confinement.
+SpawnSpec container_command(std::vector<std::string> argv, const ContainerPlan &plan,
+                            const std::string &pod_dir, const std::string &helper,
+                            int container_pid);
 
 // Spawns into proc. Returns 0 or a negative libuv error (uv_strerror; proc
 // is closed then). out/err may be null; when given, they are fresh Pipes of

@@ -520,16 +520,18 @@ def service_account_volume(env, reg):
         {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
         {"downwardAPI": {"items": [{"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"},
                                     "path": "namespace"}]}}]}}
-    # (Without the admission's volumeMounts: run as root, as this test may be, the shim would
-    # make the mountPath under /run, and a second pod of the job would find it taken.)
-    mount = {}
+    # Mounted where the admission mounts it: each container sees it there in its own mount
+    # namespace (k8s-shim/mount_ns.h), whichever user runs the shim.
+    sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount"
+    mount = {"volumeMounts": [{"name": "kube-api-access-t3st1", "mountPath": sa_dir,
+                               "readOnly": True}]}
 
     def client(out, wait_new=False):
         """An in-cluster client: its token, CA and namespace from the volume, the API server
         from KUBERNETES_SERVICE_HOST/PORT; a SelfSubjectReview's user written to `out` (after the
         token file has changed, with wait_new)."""
         return (f"import json,os,ssl,time,urllib.request\n"
-                f"v=os.environ['SLURM_K8S_VOLUME_KUBE_API_ACCESS_T3ST1']\n"
+                f"v='{sa_dir}'\n"
                 f"first=open(v+'/token').read()\n"
                 f"while {wait_new} and open(v+'/token').read()==first: time.sleep(0.2)\n"
                 f"tok=open(v+'/token').read(); ns=open(v+'/namespace').read()\n"

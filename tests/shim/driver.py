@@ -36,7 +36,7 @@ SUPERVISOR_KILL_SIGNAL = signal.SIGRTMAX - 1
 
 
 class Agent:
-    def __init__(self, gpus=(0, 1, 2, 3), state_dir=None, extra_args=(), tmp=None):
+    def __init__(self, gpus=(0, 1, 2, 3), state_dir=None, extra_args=(), tmp=None, wrap=()):
         self.tmp = tmp or tempfile.mkdtemp(prefix="shimtest-")
         self.cleanup = []    # paths outside tmp a test made (removed after it)
         self.state_dir = state_dir or os.path.join(self.tmp, "state")
@@ -49,7 +49,7 @@ class Agent:
         env = dict(os.environ, SLURM_K8S_SHIM_TEST_TIME_SCALE=str(SCALE))
         self.stderr = open(os.path.join(self.tmp, "shim.stderr"), "ab")
         self.proc = subprocess.Popen(
-            shim_argv(SHIM, 42, self.sock_path, log_level="verbose") + list(extra_args),
+            list(wrap) + shim_argv(SHIM, 42, self.sock_path, log_level="verbose") + list(extra_args),
             env=env, stderr=self.stderr)
         self.srv.settimeout(5)
         self.conn, _ = self.srv.accept()
@@ -990,130 +990,151 @@ def config_pod(name, mount_path, script=None, restart="Never"):
 CONFIG_FILES = {"config": {"app.conf": base64.b64encode(b"ours\n").decode()}}
 
 
-def expect_refused(a, p, words):
-    uid = p["metadata"]["uid"]
-    r = a.request("pod_run", {"pod": p, "files": CONFIG_FILES})
-    assert not r["ok"], r
-    st = a.wait(uid, lambda s: s["phase"] == "Failed", what=uid + " Failed")
-    assert st["reason"] == "PodRefused", st
-    for w in words:
-        assert w in st["message"], (w, st)
-    # Nothing of the pod ran, so nothing of theirs was read.
-    assert not os.path.exists(os.path.join(a.state_dir, "pods", uid, "main")), "a container ran"
-    return st
-
-
-def test_mount_squat_refused(a):
-    # Another user's symlink at the mountPath, in the shared sticky /tmp.
+def test_mount_over_squat(a):
+    # Another user's symlink at the mountPath, in the shared sticky /tmp: the
+    # container's own mount namespace puts the volume there for the container
+    # alone; the squat, and what it points at, neither read nor changed.
     theirs = squat_dir(a, "their-secret\n")
     path = "/tmp/shimtest-squat-%d" % os.getpid()
     squat_link(a, path, theirs)
-    st = expect_refused(a, config_pod("squat", path), [path, "already exists", "a symlink"])
-    if other_user():
-        assert "uid %d" % other_user()[0] in st["message"], st
-    # What the shim did not make it leaves alone.
+    p = config_pod("squat", path)
+    assert a.request("pod_run", {"pod": p, "files": CONFIG_FILES})["ok"]
+    st = a.wait("uid-squat", lambda s: s["phase"] in ("Succeeded", "Failed"), what="done")
+    assert st["phase"] == "Succeeded", st
+    assert log_content(read_log(a, "uid-squat", "main")) == ["ours"]
     assert os.readlink(path) == theirs and os.listdir(theirs) == ["app.conf"]
+    assert open(os.path.join(theirs, "app.conf")).read() == "their-secret\n"
 
 
-def test_mount_path_neighbours(a):
-    who = other_user()
-    # A symlink of another user as a parent component.
-    theirs = squat_dir(a, "their-secret\n")
-    parent = "/tmp/shimtest-parent-%d" % os.getpid()
-    squat_link(a, parent, theirs)
-    if who:
-        expect_refused(a, config_pod("parentlink", parent + "/cfg"),
-                       ["mountPath %s/cfg" % parent, parent, "neither the job's user nor root"])
-        # Another user's directory as a parent component.
-        expect_refused(a, config_pod("parentdir", theirs + "/cfg"),
-                       [theirs, "neither the job's user nor root"])
-        assert os.listdir(theirs) == ["app.conf"], os.listdir(theirs)
-    # A regular file (the job user's own) already at the mountPath.
-    f = os.path.join(a.tmp, "afile")
-    with open(f, "w") as fh:
-        fh.write("mine\n")
-    expect_refused(a, config_pod("file", f), [f, "already exists (a file"])
-    # A directory others can write to, not sticky, on the way.
-    open_dir = os.path.join(a.tmp, "open")
-    os.mkdir(open_dir)
-    os.chmod(open_dir, 0o777)
-    expect_refused(a, config_pod("openparent", open_dir + "/cfg"),
-                   [open_dir, "other users can write to (mode 0777, not sticky)"])
-    # The job user's own directory works, through the user's own symlink,
-    # with missing parents made; everything made goes when the pod ends.
+def host_entries(*paths):
+    return {p: os.path.lexists(p) for p in paths}
+
+
+def test_mount_namespace_paths(a):
+    # mountPaths where the node has nothing (under /, under a root directory
+    # the job's user cannot write, deep under the user's own symlink) are
+    # there for the container, and nothing of them on the node, during the run
+    # or after; the container sees the node's files around them.
+    tag = "shimtest-%d" % os.getpid()
+    top, etc = "/" + tag, "/etc/" + tag + "/conf"
     real = os.path.join(a.tmp, "real")
     os.mkdir(real)
     os.symlink(real, os.path.join(a.tmp, "alias"))
-    mp = os.path.join(a.tmp, "alias", "deep", "cfg")
-    p = config_pod("own", mp)
+    deep = os.path.join(a.tmp, "alias", "deep", "cfg")
+    script = ('trap "exit 0" TERM; cat %s/app.conf %s/app.conf %s/app.conf; echo w > %s/f; '
+              'test -e /etc/passwd && test -d /proc/self && echo node-files; echo up; '
+              'while :; do sleep 0.1; done') % (top, etc, deep, top + "/work")
+    p = pod("ns", [sh("main", script, workingDir=top + "/work", volumeMounts=[
+        {"name": "config", "mountPath": top}, {"name": "config", "mountPath": etc},
+        {"name": "config", "mountPath": deep}, {"name": "work", "mountPath": top + "/work"}])],
+        volumes=[{"name": "config", "configMap": {"name": "c"}}, {"name": "work", "emptyDir": {}}])
+    before = host_entries(top, "/etc/" + tag, os.path.join(real, "deep"))
+    assert not any(before.values()), before
     assert a.request("pod_run", {"pod": p, "files": CONFIG_FILES})["ok"]
-    st = a.wait("uid-own", lambda s: s["phase"] in ("Succeeded", "Failed"), what="done")
-    assert st["phase"] == "Succeeded", st
-    assert log_content(read_log(a, "uid-own", "main")) == ["ours"]
-    wait_gone(os.path.join(real, "deep"))
-    assert os.listdir(real) == [] and os.path.islink(os.path.join(a.tmp, "alias"))
+    a.wait("uid-ns", lambda s: running(s, "main"), what="running")
+    wait_log(a, "uid-ns", "main", "up")
+    assert log_content(read_log(a, "uid-ns", "main")) == ["ours", "ours", "ours", "node-files", "up"]
+    # The emptyDir got the write (through the working directory, a mountPath).
+    pod_dir = os.path.join(a.state_dir, "pods", "uid-ns")
+    assert open(os.path.join(pod_dir, "volumes", "work", "f")).read() == "w\n"
+    assert host_entries(top, "/etc/" + tag, os.path.join(real, "deep")) == before
+    assert os.listdir(real) == []
+    assert a.request("pod_kill", {"uid": "uid-ns", "grace_s": 5, "reason": "Deleted"})["ok"]
+    a.wait("uid-ns", lambda s: s["phase"] in ("Succeeded", "Failed"), what="stopped")
+    assert host_entries(top, "/etc/" + tag, os.path.join(real, "deep")) == before
 
 
-def test_mount_links_removed(a):
-    shared = "/tmp/shimtest-mnt-%d" % os.getpid()
-    a.cleanup.append(shared)
-    nested = os.path.join(a.tmp, "a", "b")
-    p = pod("links", [sh("main", 'trap "exit 0" TERM; cat %s/app.conf; echo x > %s/f; '
-                                 'echo up; while :; do sleep 0.1; done' % (shared, nested),
-                         volumeMounts=[{"name": "config", "mountPath": shared},
-                                       {"name": "work", "mountPath": nested}])],
-            volumes=[{"name": "config", "configMap": {"name": "c"}},
-                     {"name": "work", "emptyDir": {}}])
+def test_mount_read_only_and_sub_path(a):
+    # readOnly on an emptyDir holds for that container only; subPath (missing:
+    # made in the volume) and subPathExpr; two containers with different
+    # volumes at one mountPath; exec probes and exec sessions see the
+    # container's mounts.
+    tag = "/shimtest-ro-%d" % os.getpid()
+    writer = sh("writer", 'trap "exit 0" TERM; echo data > %s/v/x && echo wrote; '
+                          'echo sub > %s/s/y; while :; do sleep 0.1; done' % (tag, tag),
+                volumeMounts=[{"name": "work", "mountPath": tag + "/v"},
+                              {"name": "work", "mountPath": tag + "/s", "subPath": "a/b"}],
+                readinessProbe={"exec": {"command": ["test", "-f", tag + "/v/x"]},
+                                "periodSeconds": 1})
+    reader = sh("reader", 'trap "exit 0" TERM; sleep 0.5; cat %s/v/app.conf; '
+                          'touch %s/w/z 2>/dev/null || echo read-only; '
+                          'cat %s/p/y; echo up; while :; do sleep 0.1; done' % (tag, tag, tag),
+                env=[{"name": "SUB", "value": "b"}],
+                volumeMounts=[{"name": "config", "mountPath": tag + "/v"},
+                              {"name": "work", "mountPath": tag + "/w", "readOnly": True},
+                              {"name": "work", "mountPath": tag + "/p", "subPathExpr": "a/$(SUB)"}])
+    p = pod("ro", [writer, reader],
+            volumes=[{"name": "config", "configMap": {"name": "c"}}, {"name": "work", "emptyDir": {}}])
     assert a.request("pod_run", {"pod": p, "files": CONFIG_FILES})["ok"]
-    a.wait("uid-links", lambda s: running(s, "main"), what="running")
-    wait_log(a, "uid-links", "main", "up")
-    assert log_content(read_log(a, "uid-links", "main"))[0] == "ours"
-    pod_dir = os.path.join(a.state_dir, "pods", "uid-links")
-    assert os.readlink(shared) == os.path.join(pod_dir, "volumes", "config")
-    assert os.path.exists(os.path.join(pod_dir, "volumes", "work", "f"))
-    assert a.request("pod_kill", {"uid": "uid-links", "grace_s": 5, "reason": "Deleted"})["ok"]
-    a.wait("uid-links", lambda s: s["phase"] in ("Succeeded", "Failed"), what="stopped")
-    wait_gone(shared)
-    wait_gone(os.path.join(a.tmp, "a"))
+    a.wait("uid-ro", lambda s: running(s, "writer") and running(s, "reader"), what="running")
+    wait_log(a, "uid-ro", "reader", "up")
+    assert log_content(read_log(a, "uid-ro", "reader")) == ["ours", "read-only", "sub", "up"]
+    assert log_content(read_log(a, "uid-ro", "writer")) == ["wrote"]
+    vol = os.path.join(a.state_dir, "pods", "uid-ro", "volumes", "work")
+    assert open(os.path.join(vol, "a", "b", "y")).read() == "sub\n"
+    assert not os.path.exists(os.path.join(vol, "z"))
+    # The readiness probe reads a path only the container's namespace has.
+    a.wait("uid-ro", lambda s: cstatus(s, "writer").get("ready"), what="writer ready")
+    r, c = a.exec_start("uid-ro", "reader", ["sh", "-c", "pwd; cat %s/v/app.conf; ls %s/w" % (tag, tag)],
+                        stderr=False)
+    assert r["ok"], r
+    out, err, ex = c.finish()
+    assert out.decode().split()[1:] == ["ours", "a", "x"] and ex == {"exit_code": 0}, (out, ex)
+    assert not os.path.lexists(tag)
+    assert a.request("pod_kill", {"uid": "uid-ro", "grace_s": 5, "reason": "Deleted"})["ok"]
+    a.wait("uid-ro", lambda s: s["phase"] in ("Succeeded", "Failed"), what="stopped")
 
 
-def test_mount_links_swept_after_crash(a):
-    mine = "/tmp/shimtest-crash-%d" % os.getpid()
-    kept = os.path.join(a.tmp, "kept")
-    for path in (mine, kept):
-        a.cleanup.append(path)
-    p = pod("crash", [sh("main", "while :; do sleep 0.1; done", volumeMounts=[
-        {"name": "config", "mountPath": mine}, {"name": "config2", "mountPath": kept}])],
-        volumes=[{"name": "config", "configMap": {"name": "c"}},
-                 {"name": "config2", "configMap": {"name": "c2"}}])
+def test_mount_bad_paths(a):
+    # A volume directory onto a regular file of the node, or a mountPath under
+    # a file: the container does not start, its log and status say why; the
+    # node keeps its file.
+    f = os.path.join(a.tmp, "afile")
+    with open(f, "w") as fh:
+        fh.write("mine\n")
+    for name, path, words in (("onfile", f, "not a directory"),
+                              ("underfile", f + "/x", "not a directory")):
+        p = config_pod(name, path)
+        assert a.request("pod_run", {"pod": p, "files": CONFIG_FILES})["ok"]
+        st = a.wait("uid-" + name, lambda s: s["phase"] == "Failed", what=name + " Failed")
+        log = "\n".join(log_content(read_log(a, "uid-" + name, "main")))
+        assert words in log.lower() and path in log, log
+        term = cstatus(st, "main")["state"]["terminated"]
+        assert term["exitCode"] == 128, term
+    assert open(f).read() == "mine\n"
+
+
+# The shim as the same uid, in a user namespace (B) inside another (A) that
+# allows one namespace below it, B itself: the shim's own unshare gets ENOSPC,
+# as on a node with user.max_user_namespaces = 0.
+NO_USERNS = ["unshare", "-Ur", "sh", "-c",
+             'echo 1 > /proc/sys/user/max_user_namespaces && '
+             'exec unshare -U --map-user=%d --map-group=%d "$@"' % (os.getuid(), os.getgid()),
+             "sh"]
+
+
+def test_mount_namespace_refused(a):
+    # Where the node refuses user namespaces, a container with volumeMounts
+    # does not start and says why; one without runs.
+    p = pod("nons", [sh("main", "cat /shimtest-nons/app.conf", volumeMounts=[
+        {"name": "config", "mountPath": "/shimtest-nons"}]), sh("plain", "echo plain")],
+        restart="Never", volumes=[{"name": "config", "configMap": {"name": "c"}}])
     assert a.request("pod_run", {"pod": p, "files": CONFIG_FILES})["ok"]
-    a.wait("uid-crash", lambda s: running(s, "main"), what="running")
-    assert os.path.islink(mine) and os.path.islink(kept)
-    a.crash()
-    assert os.path.islink(mine), "the crashed shim's link should still be there"
-    # Somebody else's entry now at a recorded path is not the shim's to remove.
-    os.unlink(kept)
-    theirs = squat_dir(a, "their-secret\n")
-    squat_link(a, kept, theirs)
-    b = Agent(state_dir=a.state_dir, tmp=a.tmp)
-    try:
-        st = b.wait("uid-crash", lambda s: s["phase"] == "Failed", what="lost pod reported")
-        assert st["reason"] == "ShimRestarted", st
-        assert not os.path.lexists(mine), "the crashed shim's link outlived it"
-        assert os.readlink(kept) == theirs, "a link the shim did not make was removed"
-    finally:
-        b.close()
+    st = a.wait("uid-nons", lambda s: s["phase"] == "Failed", what="Failed")
+    log = "\n".join(log_content(read_log(a, "uid-nons", "main")))
+    assert "runs in user and mount namespaces of its own, and this node refuses them" in log, log
+    assert "User namespaces" in log, log
+    assert cstatus(st, "main")["state"]["terminated"]["exitCode"] == 128, st
+    assert cstatus(st, "plain")["state"]["terminated"]["exitCode"] == 0, st
+    assert log_content(read_log(a, "uid-nons", "plain")) == ["plain"]
 
 
 def test_mount_service_account_path(a):
-    # Every pod from an API server mounts its token here: it must run. A
-    # non-root shim cannot create it (only root can write /run): skipped; a
-    # root shim makes it and removes all it made when the pod ends.
+    # Every pod from an API server mounts its token here: the container finds
+    # it, as whichever user the shim runs; the node gets nothing at that path.
     sa = "/var/run/secrets/kubernetes.io/serviceaccount"
     existed = os.path.lexists("/var/run/secrets")
-    if not existed:
-        a.cleanup.append("/var/run/secrets")
-    p = pod("sa", [sh("main", "cat $SLURM_K8S_VOLUME_KUBE_API_ACCESS/token", volumeMounts=[
+    p = pod("sa", [sh("main", "cat %s/token" % sa, volumeMounts=[
         {"name": "kube-api-access", "mountPath": sa, "readOnly": True}])],
         restart="Never", volumes=[{"name": "kube-api-access", "projected": {"sources": [
             {"serviceAccountToken": {"path": "token"}}]}}])
@@ -1122,16 +1143,7 @@ def test_mount_service_account_path(a):
     st = a.wait("uid-sa", lambda s: s["phase"] in ("Succeeded", "Failed"), what="done")
     assert st["phase"] == "Succeeded", st
     assert log_content(read_log(a, "uid-sa", "main")) == ["tok"]
-    if not existed:
-        wait_gone("/var/run/secrets")
-
-
-def wait_gone(path, timeout=10):
-    deadline = time.time() + timeout
-    while os.path.lexists(path):
-        if time.time() > deadline:
-            raise AssertionError("%s still exists" % path)
-        time.sleep(0.05)
+    assert os.path.lexists("/var/run/secrets") == existed
 
 
 def test_log_rotation_and_previous(a):
@@ -1902,11 +1914,12 @@ TESTS = [
     ("runtime_template", test_runtime_template, {"runtime": True}),
     ("volumes_files", test_volumes_files, {}),
     ("pod_files_replaced", test_pod_files_replaced, {}),
-    ("mount_squat_refused", test_mount_squat_refused, {}),
-    ("mount_path_neighbours", test_mount_path_neighbours, {}),
-    ("mount_links_removed", test_mount_links_removed, {}),
-    ("mount_links_swept_after_crash", test_mount_links_swept_after_crash, {}),
+    ("mount_over_squat", test_mount_over_squat, {}),
+    ("mount_namespace_paths", test_mount_namespace_paths, {}),
+    ("mount_read_only_and_sub_path", test_mount_read_only_and_sub_path, {}),
+    ("mount_bad_paths", test_mount_bad_paths, {}),
     ("mount_service_account_path", test_mount_service_account_path, {}),
+    ("mount_namespace_refused", test_mount_namespace_refused, {"wrap": NO_USERNS}),
     ("log_rotation_and_previous", test_log_rotation_and_previous,
      {"args": ["--log-max-bytes", "4096"]}),
     ("shim_restart_never_runs_twice", test_shim_restart_never_runs_twice, {}),
@@ -1956,7 +1969,7 @@ def main():
         t0 = time.time()
         a = None
         try:
-            a = Agent(extra_args=args, tmp=tmp)
+            a = Agent(extra_args=args, tmp=tmp, wrap=opts.get("wrap", ()))
             fn(a)
             passed += 1
             print("PASS: %s (%.1fs)" % (name, time.time() - t0), flush=True)

@@ -342,7 +342,6 @@ check_PROGRAMS += \
 	tests/unit/test_shim_pod_status \
 	tests/unit/test_pod_runner \
 	tests/unit/test_pod_stats \
-	tests/unit/test_mount_paths \
 	tests/unit/test_supervise
 TESTS += \
 	tests/unit/test_attach_handshake \
@@ -353,7 +352,6 @@ TESTS += \
 	tests/unit/test_shim_pod_status \
 	tests/unit/test_pod_runner \
 	tests/unit/test_pod_stats \
-	tests/unit/test_mount_paths \
 	tests/unit/test_supervise
 
 tests_unit_test_attach_handshake_SOURCES = tests/unit/test_attach_handshake.cc
@@ -396,9 +394,6 @@ tests_unit_test_pod_stats_SOURCES = tests/unit/test_pod_stats.cc
 tests_unit_test_pod_stats_CXXFLAGS = $(SK_SHIM_TEST_CXXFLAGS)
 tests_unit_test_pod_stats_LDADD = $(SK_SHIM_TEST_LIBS)
 
-tests_unit_test_mount_paths_SOURCES = tests/unit/test_mount_paths.cc
-tests_unit_test_mount_paths_CXXFLAGS = $(SK_SHIM_TEST_CXXFLAGS)
-tests_unit_test_mount_paths_LDADD = $(SK_SHIM_TEST_LIBS)
 
 # ---- common/: the agent-shim protocol ----
 check_PROGRAMS += tests/unit/test_exec_frames

@@ -194,21 +194,40 @@ START_TEST(volume_files_decoded) {
 }
 END_TEST
 
-// mountPaths are placed on the node's file system (k8s-shim/mount_paths.h):
-// normalised, absolute, no "..", one volume per path across the containers.
-START_TEST(mount_paths_normalised_and_exclusive) {
+// mountPaths are each container's own (k8s-shim/mount_ns.h): normalised,
+// absolute, no ".."; two containers may put different volumes at one path,
+// one container one volume per path. Each becomes a bind: the volume's
+// directory (or subPath in it), read-only when asked and for file volumes.
+START_TEST(mount_paths_normalised_per_container) {
     auto pod_with = [](const std::string &mounts_a, const std::string &mounts_b) {
         return parse(R"J({"metadata":{"name":"p","namespace":"ns","uid":"u1"},"spec":{
-          "volumes":[{"name":"v1","emptyDir":{}},{"name":"v2","emptyDir":{}}],
-          "containers":[{"name":"a","command":["true"],"volumeMounts":)J" +
+          "volumes":[{"name":"v1","emptyDir":{}},{"name":"v2","configMap":{"name":"m"}}],
+          "containers":[{"name":"a","command":["true"],"env":[{"name":"SUB","value":"s1"}],
+          "volumeMounts":)J" +
                      mounts_a + R"J(},{"name":"b","command":["true"],"volumeMounts":)J" + mounts_b +
                      "}]}}");
     };
-    auto ok = plan_pod(pod_with(R"([{"name":"v1","mountPath":"//tmp/./x//"}])",
-                                R"([{"name":"v1","mountPath":"/tmp/x"}])"),
-                       {}, ctx());
+    auto ok = plan_pod(
+        pod_with(
+            R"([{"name":"v1","mountPath":"//tmp/./x//"},
+                     {"name":"v1","mountPath":"/data","subPathExpr":"$(SUB)/./d","readOnly":true}])",
+            R"([{"name":"v2","mountPath":"/tmp/x"},{"name":"v1","mountPath":"/w","subPath":"a/b"}])"),
+        {}, ctx());
     ck_assert_msg(ok.ok(), "%s", ok.ok() ? "" : ok.message().c_str());
     ck_assert_sstr_eq(ok->mounts.at("a")[0].mount_path, "/tmp/x");
+    const auto &a = ok->containers[0].binds, &b = ok->containers[1].binds;
+    ck_assert_uint_eq(a.size(), 2);
+    ck_assert_sstr_eq(a[0].source, "/state/pods/u1/volumes/v1");
+    ck_assert_sstr_eq(a[0].target, "/tmp/x");
+    ck_assert(!a[0].read_only);
+    ck_assert_sstr_eq(a[1].source, "/state/pods/u1/volumes/v1/s1/d");
+    ck_assert_sstr_eq(a[1].target, "/data");
+    ck_assert(a[1].read_only);
+    ck_assert_uint_eq(b.size(), 2);
+    ck_assert_sstr_eq(b[0].source, "/state/pods/u1/volumes/v2");  // another volume, same path
+    ck_assert_sstr_eq(b[0].target, "/tmp/x");
+    ck_assert(b[0].read_only);  // a configMap is read-only
+    ck_assert_sstr_eq(b[1].source, "/state/pods/u1/volumes/v1/a/b");
     struct {
         const char *mount;
         Error code;
@@ -218,8 +237,8 @@ START_TEST(mount_paths_normalised_and_exclusive) {
         {R"([{"name":"v1","mountPath":""}])", Error::Invalid, "must be an absolute path"},
         {R"([{"name":"v1","mountPath":"/tmp/../etc"}])", Error::Invalid, "must not contain '..'"},
         {R"([{"name":"v1","mountPath":"/./"}])", Error::Invalid, "must not be '/'"},
-        {R"([{"name":"v2","mountPath":"/tmp/x/"}])", Error::Refused,
-         "mountPath /tmp/x names volume v1 and volume v2"},
+        {R"([{"name":"v1","mountPath":"/y"},{"name":"v2","mountPath":"/y/"}])", Error::Invalid,
+         "container b mounts two volumes at /y"},
     };
     for (const auto &c : bad) {
         auto plan =
@@ -244,9 +263,13 @@ struct Refusal {
     "}],\"containers\":[{\"name\":\"c\"," \
     "\"command\":[\"x\"],\"volumeMounts\":[{\"name\":\"v\",\"mountPath\":\"/tmp/v\"" mount "}]}]}"
 static const Refusal kRefusals[] = {
-    {VM1(",\"subPath\":\"a\"", "\"emptyDir\":{}"), Error::Refused, "sets subPath"},
-    {VM1(",\"subPathExpr\":\"$(X)\"", "\"emptyDir\":{}"), Error::Refused, "sets subPathExpr"},
-    {VM1(",\"readOnly\":true", "\"emptyDir\":{}"), Error::Refused, "emptyDir readOnly"},
+    {VM1(",\"subPath\":\"/a\"", "\"emptyDir\":{}"), Error::Invalid, "must be a relative path"},
+    {VM1(",\"subPath\":\"a/../../b\"", "\"emptyDir\":{}"), Error::Invalid,
+     "subPath 'a/../../b' must not contain '..'"},
+    {VM1(",\"subPathExpr\":\"$(HOSTNAME)/..\"", "\"emptyDir\":{}"), Error::Invalid,
+     "subPath 'slurm-n1-42/..' must not contain '..'"},
+    {VM1(",\"subPath\":\"a\",\"subPathExpr\":\"b\"", "\"emptyDir\":{}"), Error::Invalid,
+     "both subPath and subPathExpr"},
     {VM1(",\"mountPropagation\":\"HostToContainer\"", "\"emptyDir\":{}"), Error::Refused,
      "mountPropagation"},
     {VM1(",\"recursiveReadOnly\":\"Enabled\"", "\"configMap\":{\"name\":\"m\"}"), Error::Refused,
@@ -534,7 +557,7 @@ int main() {
     tcase_add_test(tc, gpus_are_disjoint);
     tcase_add_test(tc, runtime_template_and_missing_command);
     tcase_add_test(tc, volume_files_decoded);
-    tcase_add_test(tc, mount_paths_normalised_and_exclusive);
+    tcase_add_test(tc, mount_paths_normalised_per_container);
     tcase_add_loop_test(tc, refusals_table, 0, TABLE_SIZE(kRefusals));
     tcase_add_test(tc, allowed_security_context);
     tcase_add_test(tc, fields_without_effect_accepted);
