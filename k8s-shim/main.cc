@@ -87,7 +87,10 @@ Result<Args> parse_args(int argc, char **argv) {
 Result<RuntimeTemplates> load_templates(const std::string &path) {
     if (path.empty()) return RuntimeTemplates();
     std::ifstream f(path);
-    if (!f) return fail(Error::Io, "cannot read runtime config " + path);
+    if (!f)
+        return fail(Error::Io, "cannot read runtime config " + path + " (" + strerror(errno) +
+                                   "; plugstack.conf runtime_config=): the file must be "
+                                   "readable by every job's user");
     std::stringstream ss;
     ss << f.rdbuf();
     return RuntimeTemplates::parse(ss.str(), path);

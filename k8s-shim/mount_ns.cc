@@ -165,8 +165,7 @@ std::string make_target(const std::string &target, bool dir, const std::string &
         if (errno != ENOENT) return sys("mountPath " + target + ": " + base);
         base = parent_of(base);
     }
-    if (!S_ISDIR(st.st_mode))
-        return "mountPath " + target + ": " + base + " is not a directory";
+    if (!S_ISDIR(st.st_mode)) return "mountPath " + target + ": " + base + " is not a directory";
     char *real = realpath(base.c_str(), nullptr);
     if (!real) return sys("mountPath " + target + ": resolving " + base);
     std::string anchor = real;
@@ -314,8 +313,7 @@ std::string join_container_mounts(pid_t supervisor) {
     while (struct dirent *e = readdir(d)) {
         char *end = nullptr;
         long pid = strtol(e->d_name, &end, 10);
-        if (pid <= 0 || *end != '\0' || parent_pid(static_cast<pid_t>(pid)) != supervisor)
-            continue;
+        if (pid <= 0 || *end != '\0' || parent_pid(static_cast<pid_t>(pid)) != supervisor) continue;
         std::string theirs = ns_of(static_cast<pid_t>(pid), "user");
         if (!theirs.empty() && theirs != mine) {
             main = static_cast<pid_t>(pid);

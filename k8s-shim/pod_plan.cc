@@ -256,7 +256,8 @@ Result<ContainerPlan> parse_container(const Json::Value &c, const Json::Value &p
     for (const auto &w : *args)
         cmd.push_back(expand_vars(w, vars));
     if (t) {
-        cp.argv = RuntimeTemplates::expand(*t, cp.image, cp.name, cmd);
+        cp.runtime = t;
+        cp.argv = std::move(cmd);  // expanded through t once the mounts are known
     } else if (command->empty()) {
         return refused(who +
                        " has no command: this node runs containers as processes and "
@@ -328,6 +329,13 @@ Result<std::string> normalise_mount_path(const std::string &cname, const Json::V
     }
     if (out.empty())
         return invalid("container " + cname + ": mountPath '" + in + "' must not be '/'");
+    // The kernel's views of the container's own processes and of the node:
+    // a volume there would hide them from the container (runc refuses these
+    // too). /dev is the node's, and /dev/shm a usual mountPath, so it stays.
+    for (const char *k : {"/proc", "/sys"})
+        if (out == k || out.rfind(std::string(k) + "/", 0) == 0)
+            return invalid("container " + cname + ": mountPath '" + in + "' is in " + k +
+                           ", which the kernel provides; mount the volume elsewhere");
     return out;
 }
 
@@ -512,6 +520,9 @@ Result<PodPlan> plan_pod_unguarded(const Json::Value &pod, const proto::PodFiles
             if (!names.insert(cp->name).second)
                 return invalid("container name " + cp->name + " is used twice");
             if (auto st = parse_mounts(c, ctx, &plan, &*cp); !st) return st.failure();
+            if (cp->runtime)
+                cp->argv = RuntimeTemplates::expand(*cp->runtime, cp->image, cp->name, cp->argv,
+                                                    cp->binds);
             (init ? plan.init_containers : plan.containers).push_back(std::move(*cp));
         }
     }

@@ -74,6 +74,15 @@ struct ContainerPlan {
     // Its volumeMounts: the volume's directory (or subPath in it) at the
     // mountPath, in a mount namespace of its own (k8s-shim/mount_ns.h).
     std::vector<BindMount> binds;
+    // The runtime template the container runs through (k8s-shim/runtime_template.h),
+    // null for the process runtime; argv is expanded once its mounts are known.
+    const RuntimeTemplate *runtime = nullptr;
+    // Whether the shim makes the mounts (mount_ns.h): it has binds and no
+    // template that passes them to its runtime ({mounts:FLAG}), which then
+    // mounts them itself.
+    bool own_mounts() const {
+        return !binds.empty() && !(runtime && RuntimeTemplates::passes_mounts(*runtime));
+    }
 };
 
 enum class RestartPolicy { Always, OnFailure, Never };

@@ -51,7 +51,7 @@ Result<RuntimeTemplates> RuntimeTemplates::parse(std::string_view text, std::str
     RuntimeTemplates out;
     ConfigSchema schema;
     schema.add(
-        "template", "IMAGE-PATTERN COMMAND-TEMPLATE ({image}, {name}, {command})",
+        "template", "IMAGE-PATTERN COMMAND-TEMPLATE ({image}, {name}, {command}, {mounts:FLAG})",
         [&out](const std::string &value, const std::string &) -> Status {
             return out.add(value, "template");
         },
@@ -67,13 +67,41 @@ const RuntimeTemplate *RuntimeTemplates::match(const std::string &image) const {
     return nullptr;
 }
 
+namespace {
+
+constexpr std::string_view kMountsWord = "{mounts:";
+
+// The FLAG of a "{mounts:FLAG}" word; empty when w is not one.
+std::string_view mounts_flag(std::string_view w) {
+    if (w.size() <= kMountsWord.size() + 1 || w.substr(0, kMountsWord.size()) != kMountsWord ||
+        w.back() != '}')
+        return {};
+    return w.substr(kMountsWord.size(), w.size() - kMountsWord.size() - 1);
+}
+
+}  // namespace
+
+bool RuntimeTemplates::passes_mounts(const RuntimeTemplate &t) {
+    for (const auto &w : t.words)
+        if (!mounts_flag(w).empty()) return true;
+    return false;
+}
+
 std::vector<std::string> RuntimeTemplates::expand(const RuntimeTemplate &t,
                                                   const std::string &image, const std::string &name,
-                                                  const std::vector<std::string> &command) {
+                                                  const std::vector<std::string> &command,
+                                                  const std::vector<BindMount> &mounts) {
     std::vector<std::string> argv;
     for (const auto &w : t.words) {
         if (w == "{command}") {
             argv.insert(argv.end(), command.begin(), command.end());
+            continue;
+        }
+        if (auto flag = mounts_flag(w); !flag.empty()) {
+            for (const auto &m : mounts) {
+                argv.emplace_back(flag);
+                argv.push_back(m.source + ":" + m.target + (m.read_only ? ":ro" : ""));
+            }
             continue;
         }
         std::string word = w;

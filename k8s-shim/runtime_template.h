@@ -6,7 +6,13 @@
 // The pattern is an fnmatch(3) glob over the container's image; the first
 // matching line wins. The template is split on spaces; a word "{command}"
 // becomes the container's command+args (zero or more words), "{image}" and
-// "{name}" are replaced inside any word. Without a matching template the
+// "{name}" are replaced inside any word, and a word "{mounts:FLAG}" becomes
+// FLAG SOURCE:TARGET (":ro" added when read-only) for each of the
+// container's volumeMounts, the form apptainer's --bind, podman's -v and
+// enroot's --mount take: the runtime then mounts them in its container, and
+// the shim makes no mount namespace of its own for that container
+// (k8s-shim/mount_ns.h; without {mounts:...} it does, around the runtime's
+// process). Without a matching template the
 // process runtime runs command+args directly, and a container without a
 // command is refused (there is no image to take an entrypoint from).
 #pragma once
@@ -16,6 +22,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "k8s-shim/mount_ns.h"
 
 namespace sk::shim {
 
@@ -32,10 +39,14 @@ class RuntimeTemplates {
     Status add(const std::string &value, const std::string &where);
 
     const RuntimeTemplate *match(const std::string &image) const;
-    // argv for `command` run from `image` through template t.
+    // argv for `command` run from `image` through template t, with `mounts`
+    // for a {mounts:FLAG} word.
     static std::vector<std::string> expand(const RuntimeTemplate &t, const std::string &image,
                                            const std::string &name,
-                                           const std::vector<std::string> &command);
+                                           const std::vector<std::string> &command,
+                                           const std::vector<BindMount> &mounts = {});
+    // Whether t passes the mounts to the runtime ({mounts:FLAG}).
+    static bool passes_mounts(const RuntimeTemplate &t);
     size_t size() const { return templates_.size(); }
 
   private:

@@ -76,7 +76,7 @@ SpawnSpec container_command(std::vector<std::string> argv, const ContainerPlan &
     s.cwd = plan.working_dir.empty() ? pod_dir : plan.working_dir;
     s.confine = plan.confine;
     s.helper = helper;
-    if (plan.binds.empty()) return s;
+    if (!plan.own_mounts()) return s;
     if (container_pid == 0) {
         s.binds = plan.binds;
         s.scratch = mount_scratch_dir(pod_dir);

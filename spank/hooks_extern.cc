@@ -91,6 +91,8 @@ ShimSpec shim_spec(const PlugConfig &cfg, const RunFile &rf) {
     s.argv = {cfg.shim,          "--job-id", std::to_string(rf.job_id),      "--slurm-node",
               rf.slurm_node,     "--socket", socket_for(cfg, rf.slurm_node), "--log-level",
               cfg.shim_log_level};
+    if (!cfg.runtime_config.empty())
+        s.argv.insert(s.argv.end(), {"--runtime-config", cfg.runtime_config});
     // The shim ahead of its pods in the CPU scheduler (their load must not
     // queue its work for the pods' status), the pods' and sessions' commands
     // at the step's own nice, as the job's tasks run.

@@ -41,6 +41,9 @@ ConfigSchema schema(PlugConfig *c, std::string *on_error) {
     s.add_path("shim", &c->shim, "slurm-k8s-shim binary started in the extern step");
     s.add_enum("shim_log_level", &c->shim_log_level,
                {"error", "warning", "info", "verbose", "debug"}, "shim --log-level (default info)");
+    s.add_path("runtime_config", &c->runtime_config,
+               "container runtime templates the shim applies by image (etc/runtime.conf."
+               "example), readable by every job's user; empty = the process runtime only");
     s.add_nice("shim_nice", &c->shim_nice,
                "the shim's CPU nice value, -20..19; its pods run at the job's own (default -5)");
     s.add_seconds("wait_default", &c->wait_default_s, 1, 86400,

@@ -34,6 +34,9 @@ struct PlugConfig {
     std::string rundir = "/run/slurm-k8s/jobs";
     std::string shim;  // absolute path of slurm-k8s-shim
     std::string shim_log_level = "info";
+    // Container runtime templates for the shim (--runtime-config;
+    // etc/runtime.conf.example); "" = the process runtime only.
+    std::string runtime_config;
     // The shim's CPU nice value; the pods' and sessions' commands run at the
     // extern step's own (spank/shim_process.h).
     int shim_nice = -5;

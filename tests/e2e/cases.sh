@@ -13,7 +13,7 @@
 # checked last it was gone once the cases before it grew past 5 min).
 # online_rl last: it takes all 3 nodes.
 E2E_CASES=(api_down bad_flags socket_auth privileged too_many_gpus namespace two_jobs kubectl_io
-           scancel step_signals time_limit_update drain_before time_limit suspend requeue salloc gpu_forms node_share preempt
+           runtime_template scancel step_signals time_limit_update drain_before time_limit suspend requeue salloc gpu_forms node_share preempt
            preempt_requeue preempt_suspend array_het node_fail slurmd_restart agent_kill shim_kill online_rl online_rl_faults)
 
 # sbatch refuses malformed --k8s-* flags before submission, naming the flag.
@@ -229,6 +229,10 @@ while True:
     i += 1
     print("tick", i, flush=True)
     time.sleep(0.5)')"
+  # Its volumes at mountPaths the node lacks (under / and /etc): every exec,
+  # cp and probe below runs in the container's own mount namespace.
+  local conf_at="/etc/e2e-kx-$j" data_at="/e2e-kx-data-$j"
+  e2e_kubectl create configmap "kx-conf-$j" --from-literal=greeting=hello >/dev/null
   e2e_kubectl apply -f - >/dev/null <<EOF
 apiVersion: v1
 kind: Pod
@@ -245,8 +249,18 @@ spec:
     readinessProbe: {tcpSocket: {port: $port}, periodSeconds: 1}
     resources:
       limits: {nvidia.com/gpu: 1}
+    volumeMounts:
+    - {name: conf, mountPath: $conf_at}
+    - {name: data, mountPath: $data_at}
+  volumes:
+  - {name: conf, configMap: {name: kx-conf-$j}}
+  - {name: data, emptyDir: {}}
 EOF
   e2e_pod_running kx 30; ok $? "kubectl_io: pod kx on $node Ready (its echo server listens on $port)"
+  out="$(timeout 30 kubectl --kubeconfig "$E2E_ADMIN_KUBECONFIG" exec kx -- sh -c \
+         "cat $conf_at/greeting; echo w > $data_at/f && cat $data_at/f; touch $conf_at/x 2>/dev/null || echo ro" 2>&1)"
+  [ "$(echo $out)" = "hello w ro" ] && [ ! -e "$conf_at" ] && [ ! -e "$data_at" ]
+  ok $? "kubectl_io: kubectl exec sees the configMap at $conf_at (read-only) and the emptyDir at $data_at, which the node does not have ('$(echo $out)')"
   # Priorities (docs/architecture.md): the plugin starts the shim at
   # plugstack's shim_nice (-5), ahead of its pods, whose processes run at the
   # extern step's own nice value.
@@ -325,6 +339,54 @@ EOF
   [ "$rc" = 0 ] && [ -z "$out" ]
   ok $? "kubectl_io: after scancel the kubectl exec client ended ($([ "$rc" = 0 ] && echo yes || echo no)), no process of the job is left${out:+: $(tr "\n" " " <<<"$out")}"
   e2e_assert_clean "$j" "kubectl_io"
+  e2e_kubectl delete configmap "kx-conf-$j" >/dev/null 2>&1
+}
+
+# plugstack's runtime_config reaches the job's shim (--runtime-config): a
+# container whose image matches a template runs through it (here the
+# stand-in for apptainer that lib.sh installs), with its volumeMounts passed
+# as the template's {mounts:--bind} says; the runtime, not the shim, mounts
+# them then (the stand-in does not, so the path is absent in the command's
+# view). An image no template matches runs as a process, its mounts made by
+# the shim.
+case_runtime_template() {
+  e2e_job 1 -N1 -w n2 --gres=gpu:1 --k8s-gpus=1 || { ok 1 "runtime_template: job"; return; }
+  local j="$E2E_JOB" node spid out vol
+  node="$(e2e_node_names "$j")"
+  spid="$(pgrep -u "$TEST_UID" -f "slurm-k8s-shim --job-id $j " | head -1)"
+  tr '\0' ' ' <"/proc/$spid/cmdline" | grep -q -- "--runtime-config $E2E_LIB/runtime.conf "
+  ok $? "runtime_template: the job's shim got plugstack's runtime_config ($(tr '\0' ' ' <"/proc/$spid/cmdline" 2>&1 | grep -o -- '--runtime-config [^ ]*'))"
+  for p in "rt e2e-rt/app:1" "plain e2e/plain:1"; do
+    read -r name image <<<"$p"
+    e2e_kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $name, namespace: default}
+spec:
+  nodeName: $node
+  tolerations: [{key: slurm-k8s/job, operator: Equal, value: "$j", effect: NoSchedule}]
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: $image
+    command: ["sh", "-c", "echo ran; test -d /rt-$j && echo mounted || echo not-mounted"]
+    volumeMounts: [{name: data, mountPath: /rt-$j}]
+  volumes: [{name: data, emptyDir: {}}]
+EOF
+  done
+  e2e_wait 30 "[ \"\$(e2e_pod_phase rt)\" = Succeeded ] && [ \"\$(e2e_pod_phase plain)\" = Succeeded ]"
+  ok $? "runtime_template: pods rt and plain Succeeded ($(e2e_pod_phase rt), $(e2e_pod_phase plain))"
+  out="$(e2e_kubectl logs rt 2>&1)"
+  vol="$(sed -n 's/^bind \(.*\):\/rt-'"$j"'$/\1/p' <<<"$out")"
+  grep -qx "runtime: exec --bind $vol:/rt-$j docker://e2e-rt/app:1 sh -c .*" <<<"$out" \
+    && grep -qx "image e2e-rt/app:1" <<<"$out" && [ "${vol##*/}" = data ] \
+    && [ "$(tail -n2 <<<"$out" | paste -sd' ')" = "ran not-mounted" ]
+  ok $? "runtime_template: e2e-rt/app:1 ran through the template, its volume passed as --bind (kubectl logs: $(paste -sd'|' <<<"$out"))"
+  out="$(e2e_kubectl logs plain 2>&1 | paste -sd' ')"
+  [ "$out" = "ran mounted" ]; ok $? "runtime_template: e2e/plain:1 ran as a process, its volume mounted by the shim ('$out')"
+  e2e_kubectl delete pod rt plain --wait=false >/dev/null 2>&1
+  e2e_end_job "$j"
+  e2e_assert_clean "$j" "runtime_template"
 }
 
 # kubectl_io_forward KUBECTL DIR PORT VERSION: port-forward to the pod kx's

@@ -96,6 +96,25 @@ e2e_install_bins() {
   install -m 755 "$shim" "$E2E_LIB/slurm-k8s-shim"
   # The example's files only (not a __pycache__ a local run left).
   find "$E2E_TOP/examples/online-rl" -maxdepth 1 -type f -exec install -m 644 -t "$E2E_EXAMPLES/" {} +
+  # Runtime templates (plugstack runtime_config, e2e runtime_template): images
+  # e2e-rt/* run through a stand-in for apptainer, which says how it was
+  # called and runs the command (no image runtime is installed here).
+  cat >"$E2E_LIB/fake-apptainer" <<'EOF'
+#!/bin/sh
+echo "runtime: $*"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --bind) echo "bind $2"; shift 2 ;;
+    docker://*) echo "image ${1#docker://}"; shift; break ;;
+    *) shift ;;
+  esac
+done
+exec "$@"
+EOF
+  chmod 755 "$E2E_LIB/fake-apptainer"
+  echo "template = e2e-rt/* $E2E_LIB/fake-apptainer exec {mounts:--bind} docker://{image} {command}" \
+    >"$E2E_LIB/runtime.conf"
+  chmod 644 "$E2E_LIB/runtime.conf"
 }
 
 # ------------------------------------------------------------- API side ---
@@ -212,7 +231,7 @@ e2e_agent_stop() {  # e2e_agent_stop N [SIGNAL]
 
 # ----------------------------------------------------------------- Slurm ---
 e2e_plugstack() {
-  echo "required $E2E_LIB/spank_k8s.so socket=$E2E_AGENTS/{node}/agent.sock rundir=$E2E_RUNDIR shim=$E2E_LIB/slurm-k8s-shim timeout=5 grace=$E2E_GRACE shim_log_level=verbose cluster=e2e $E2E_PLUGIN_ARGS"
+  echo "required $E2E_LIB/spank_k8s.so socket=$E2E_AGENTS/{node}/agent.sock rundir=$E2E_RUNDIR shim=$E2E_LIB/slurm-k8s-shim timeout=5 grace=$E2E_GRACE shim_log_level=verbose cluster=e2e runtime_config=$E2E_LIB/runtime.conf $E2E_PLUGIN_ARGS"
 }
 
 e2e_start_slurm() {

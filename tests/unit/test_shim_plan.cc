@@ -173,6 +173,41 @@ START_TEST(runtime_template_and_missing_command) {
 }
 END_TEST
 
+// {mounts:FLAG}: the runtime gets the container's volumeMounts (FLAG
+// SOURCE:TARGET[:ro] each) and mounts them; without it the shim mounts them
+// around the runtime's process.
+START_TEST(runtime_template_mounts) {
+    auto t = RuntimeTemplates::parse(
+        "template = docker.io/* apptainer exec {mounts:--bind} docker://{image} {command}\n"
+        "template = local/* wrap {image} {command}\n",
+        "runtime.conf");
+    ck_assert_msg(t.ok(), "%s", t.ok() ? "" : t.message().c_str());
+    PlanContext c = ctx();
+    c.templates = &*t;
+    auto pod = parse(R"J({"metadata":{"name":"p","namespace":"ns","uid":"u1"},"spec":{
+      "volumes":[{"name":"m","emptyDir":{}},{"name":"c","configMap":{"name":"x"}}],
+      "containers":[
+      {"name":"a","image":"docker.io/x","command":["run"],"volumeMounts":[
+        {"name":"m","mountPath":"/models"},{"name":"c","mountPath":"/etc/c"}]},
+      {"name":"b","image":"local/y","command":["run"],"volumeMounts":[
+        {"name":"m","mountPath":"/models"}]}]}})J");
+    auto plan = plan_pod(pod, {}, c);
+    ck_assert_msg(plan.ok(), "%s", plan.ok() ? "" : plan.message().c_str());
+    std::vector<std::string> want = {"apptainer",
+                                     "exec",
+                                     "--bind",
+                                     "/state/pods/u1/volumes/m:/models",
+                                     "--bind",
+                                     "/state/pods/u1/volumes/c:/etc/c:ro",
+                                     "docker://docker.io/x",
+                                     "run"};
+    ck_assert(plan->containers[0].argv == want);
+    ck_assert(!plan->containers[0].own_mounts());  // the runtime mounts them
+    ck_assert(plan->containers[1].own_mounts());   // the shim mounts them around `wrap`
+    ck_assert_uint_eq(plan->containers[1].argv.size(), 3);
+}
+END_TEST
+
 START_TEST(volume_files_decoded) {
     auto pod = parse(R"J({"metadata":{"name":"p","namespace":"ns","uid":"u1"},"spec":{
       "volumes":[{"name":"cfg","configMap":{"name":"c"}},{"name":"scratch","emptyDir":{}}],
@@ -237,6 +272,8 @@ START_TEST(mount_paths_normalised_per_container) {
         {R"([{"name":"v1","mountPath":""}])", Error::Invalid, "must be an absolute path"},
         {R"([{"name":"v1","mountPath":"/tmp/../etc"}])", Error::Invalid, "must not contain '..'"},
         {R"([{"name":"v1","mountPath":"/./"}])", Error::Invalid, "must not be '/'"},
+        {R"([{"name":"v1","mountPath":"/proc"}])", Error::Invalid, "is in /proc, which the kernel"},
+        {R"([{"name":"v1","mountPath":"/sys/fs/x"}])", Error::Invalid, "is in /sys"},
         {R"([{"name":"v1","mountPath":"/y"},{"name":"v2","mountPath":"/y/"}])", Error::Invalid,
          "container b mounts two volumes at /y"},
     };
@@ -556,6 +593,7 @@ int main() {
     tcase_add_test(tc, env_order_and_expansion);
     tcase_add_test(tc, gpus_are_disjoint);
     tcase_add_test(tc, runtime_template_and_missing_command);
+    tcase_add_test(tc, runtime_template_mounts);
     tcase_add_test(tc, volume_files_decoded);
     tcase_add_test(tc, mount_paths_normalised_per_container);
     tcase_add_loop_test(tc, refusals_table, 0, TABLE_SIZE(kRefusals));

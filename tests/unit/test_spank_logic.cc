@@ -59,6 +59,8 @@ static const PlugCase kPlug[] = {
     {{"timeout=1", "timeout=2"}, false, "timeout"},
     {{"shim_nice=-10"}, true, ""},
     {{"shim_nice=20"}, false, "shim_nice='20' is not a nice value"},
+    {{"runtime_config=/etc/slurm-k8s/runtime.conf"}, true, ""},
+    {{"runtime_config=runtime.conf"}, false, "runtime_config"},
 };
 START_TEST(plugstack_table) {
     const auto &c = kPlug[_i];
@@ -82,6 +84,8 @@ START_TEST(plugstack_values) {
     ck_assert(!cfg_of({})->fail_on_agent_error);  // default warn
     ck_assert_int_eq(cfg_of({})->shim_nice, -5);  // the shim ahead of its pods
     ck_assert_int_eq(cfg_of({"shim_nice=3"})->shim_nice, 3);
+    ck_assert(cfg_of({})->runtime_config.empty());  // the process runtime only
+    ck_assert_sstr_eq(cfg_of({"runtime_config=/r.conf"})->runtime_config, "/r.conf");
     auto t = default_taints_for(*cfg_of({}), 42);
     ck_assert(t.ok() && t->size() == 1);
     ck_assert_sstr_eq(k8s::format_taint((*t)[0]), "slurm-k8s/job=42:NoSchedule");
