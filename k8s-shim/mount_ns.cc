@@ -264,10 +264,13 @@ std::string enter_own_mounts(const std::vector<BindMount> &binds, const std::str
                               std::to_string(gid) + " " + std::to_string(gid) + " 1\n");
         !err.empty())
         return err;
-    // Nothing done here propagates back to the node. The first mount also
-    // shows whether the namespace is any use (a security module may leave a
-    // user namespace without the capabilities it should give).
-    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+    // Slaves: nothing done here propagates back to the node, while what the
+    // node mounts later (an automounted home or project directory) still
+    // shows here, in the binds of the shadows too (a bind of a slave is a
+    // slave of the same master). The first mount also shows whether the
+    // namespace is any use (a security module may leave a user namespace
+    // without the capabilities it should give).
+    if (mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0)
         return sys(
             "a container with volumeMounts mounts them in a user namespace of its own, and "
             "this node gives it no rights there (docs/admin-guide.md, \"User namespaces\"); "

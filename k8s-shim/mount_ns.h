@@ -9,7 +9,8 @@
 // over D holding an entry for each of D's, each bound to the original, so
 // that D still shows what it held, plus the new path). The root directory is
 // shadowed the same way, then made the namespace's root (pivot_root). Only
-// the container's processes see any of it; it goes with them.
+// the container's processes see any of it; it goes with them. Its mounts are
+// slaves of the node's: what the node mounts later shows in the container.
 //
 // The container's exec probes, preStop hook and exec sessions join the
 // namespaces of the container's main process (join_container_mounts), so

@@ -1129,6 +1129,35 @@ def test_mount_namespace_refused(a):
     assert log_content(read_log(a, "uid-nons", "plain")) == ["plain"]
 
 
+# The shim in a mount namespace of its own whose mounts are shared, as on a
+# node with systemd: the test mounts there later (as an automounter would).
+SHARED_MOUNTS = ["unshare", "-m", "--propagation", "unchanged", "sh", "-c",
+                 'mount --make-rshared / && exec "$@"', "sh"]
+
+
+def test_mount_sees_later_node_mounts(a):
+    # A container whose mountPath shadowed / still sees what the node mounts
+    # after it started (an automounted home or project directory): its mounts
+    # are slaves of the node's. Needs root (to mount); skipped otherwise.
+    if os.getuid() != 0:
+        print("  (skipped: needs root to mount)")
+        return
+    later = os.path.join(a.tmp, "later")
+    os.mkdir(later)
+    p = pod("later", [sh("main", 'trap "exit 0" TERM; while ! test -e %s/seen; do sleep 0.1; done; '
+                                 'echo seen; while :; do sleep 0.1; done' % later, volumeMounts=[
+        {"name": "work", "mountPath": "/shimtest-later-%d" % os.getpid()}])],
+        volumes=[{"name": "work", "emptyDir": {}}])
+    assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    a.wait("uid-later", lambda s: running(s, "main"), what="running")
+    ns = ["nsenter", "-t", str(a.proc.pid), "-m", "--"]
+    subprocess.run(ns + ["mount", "-t", "tmpfs", "tmpfs", later], check=True)
+    subprocess.run(ns + ["touch", later + "/seen"], check=True)
+    wait_log(a, "uid-later", "main", "seen", timeout=10)
+    assert a.request("pod_kill", {"uid": "uid-later", "grace_s": 5, "reason": "Deleted"})["ok"]
+    a.wait("uid-later", lambda s: s["phase"] in ("Succeeded", "Failed"), what="stopped")
+
+
 def test_mount_service_account_path(a):
     # Every pod from an API server mounts its token here: the container finds
     # it, as whichever user the shim runs; the node gets nothing at that path.
@@ -1920,6 +1949,8 @@ TESTS = [
     ("mount_bad_paths", test_mount_bad_paths, {}),
     ("mount_service_account_path", test_mount_service_account_path, {}),
     ("mount_namespace_refused", test_mount_namespace_refused, {"wrap": NO_USERNS}),
+    ("mount_sees_later_node_mounts", test_mount_sees_later_node_mounts,
+     {"wrap": SHARED_MOUNTS if os.getuid() == 0 else ()}),
     ("log_rotation_and_previous", test_log_rotation_and_previous,
      {"args": ["--log-max-bytes", "4096"]}),
     ("shim_restart_never_runs_twice", test_shim_restart_never_runs_twice, {}),
