@@ -249,29 +249,11 @@ void PodController::run_pod(const std::string &uid) {
     // A projected volume's token, as the kubelet gets it: a TokenRequest
     // bound to the pod. Refused (the ServiceAccount missing, no right): the
     // pod does not start, and the message says why.
-    for (const auto &need : tokens) {
-        auto path = token_request_path(ns, need);
-        if (!path) {
-            if (*error) *error = path.failure();
-            if (--*remaining == 0) finish();
-            continue;
-        }
-        ctx_.kube->post(*path, token_request_body(pod, need),
-                        [need, fetched, remaining, error, finish](Result<Json::Value> r) {
-                            if (r)
-                                (*fetched)[need.ref] = *r;
-                            else if (*error)
-                                *error = fail(r.error(),
-                                              "failed to fetch token for service account " +
-                                                  need.service_account + ": " + r.message() +
-                                                  (r.error() == Error::Forbidden
-                                                       ? " (the agent needs the ClusterRole "
-                                                         "slurm-k8s-agent-tokens bound in this "
-                                                         "namespace: docs/admin-guide.md)"
-                                                       : ""));
-                            if (--*remaining == 0) finish();
-                        });
-    }
+    if (!tokens.empty())
+        request_tokens(pod, tokens, fetched, error, [remaining, finish, n = tokens.size()] {
+            *remaining -= n;
+            if (*remaining == 0) finish();
+        });
     for (const auto &ref : refs) {
         std::string path = "/api/v1/namespaces/" + ns + "/" + ref.first + "/" + ref.second;
         ctx_.kube->get(path, [ref, fetched, remaining, error, finish](Result<Json::Value> r) {
@@ -332,7 +314,6 @@ void PodController::refresh_tokens(const std::string &uid) {
     p.token_refresh_at_s = 0;  // under way
     auto needs = token_requests(p.api);
     auto fetched = std::make_shared<FetchedObjects>();
-    auto remaining = std::make_shared<size_t>(needs.size());
     auto error = std::make_shared<Status>();
     auto finish = guard([this, uid, fetched, error] {
         auto it = pods_.find(uid);
@@ -367,24 +348,38 @@ void PodController::refresh_tokens(const std::string &uid) {
                                    note_tokens(i->second, got);
                                }));
     });
-    std::string ns = api::object_meta(p.api).ns;
+    request_tokens(p.api, needs, fetched, error, finish);
+}
+
+void PodController::request_tokens(const Json::Value &pod, const std::vector<TokenNeed> &needs,
+                                   std::shared_ptr<FetchedObjects> fetched,
+                                   std::shared_ptr<Status> error, std::function<void()> done) {
+    if (needs.empty()) return done();
+    auto remaining = std::make_shared<size_t>(needs.size());
+    std::string ns = api::object_meta(pod).ns;
     for (const auto &need : needs) {
         auto path = token_request_path(ns, need);
         if (!path) {
             if (*error) *error = path.failure();
-            if (--*remaining == 0) finish();
+            if (--*remaining == 0) done();
             continue;
         }
-        ctx_.kube->post(*path, token_request_body(p.api, need),
-                        [need, fetched, remaining, error, finish](Result<Json::Value> r) {
+        ctx_.kube->post(*path, token_request_body(pod, need),
+                        [need, fetched, remaining, error, done](Result<Json::Value> r) {
                             if (r)
                                 (*fetched)[need.ref] = *r;
                             else if (*error)
-                                *error = r.failure();
-                            if (--*remaining == 0) finish();
+                                *error = fail(r.error(),
+                                              "failed to fetch token for service account " +
+                                                  need.service_account + ": " + r.message() +
+                                                  (r.error() == Error::Forbidden
+                                                       ? " (the agent needs the ClusterRole "
+                                                         "slurm-k8s-agent-tokens bound in this "
+                                                         "namespace: docs/admin-guide.md)"
+                                                       : ""));
+                            if (--*remaining == 0) done();
                         });
     }
-    if (needs.empty()) finish();
 }
 
 void PodController::kill_pod(const std::string &uid, uint32_t grace_s, const std::string &reason) {

@@ -129,6 +129,13 @@ class PodController : public NodeBound {
     void note_tokens(BoundPod &p, const FetchedObjects &fetched);
     void arm_token_timer();
     void refresh_tokens(const std::string &uid);
+    // POSTs a TokenRequest (bound to `pod`) for each need; each answer goes
+    // into *fetched, the first failure into *error (in words a user acts
+    // on: a missing ServiceAccount, the agent's missing right); `done` runs
+    // after the last answer (at once when there is nothing to ask).
+    void request_tokens(const Json::Value &pod, const std::vector<TokenNeed> &needs,
+                        std::shared_ptr<FetchedObjects> fetched, std::shared_ptr<Status> error,
+                        std::function<void()> done);
     void list_pods();
     void start_watch();
     void on_watch_event(const WatchEvent &e);
