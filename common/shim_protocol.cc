@@ -171,19 +171,19 @@ Json::Value to_json(const PodRun &m) {
     return v;
 }
 
-Result<PodFiles> pod_files_from_json(const Json::Value &files) {
-    constexpr std::string_view ctx = "pod_run";
+Result<PodFiles> pod_files_from_json(const Json::Value &files, std::string_view op) {
+    const std::string ctx(op);
     PodFiles out;
     if (files.isNull()) return out;
-    if (!files.isObject()) return fail(Error::Parse, "pod_run: 'files' must be an object");
+    if (!files.isObject()) return fail(Error::Parse, ctx + ": 'files' must be an object");
     if (files.size() > kMaxVolumes)
         return fail(Error::Parse,
-                    "pod_run: 'files' has more than " + std::to_string(kMaxVolumes) + " volumes");
+                    ctx + ": 'files' has more than " + std::to_string(kMaxVolumes) + " volumes");
     for (const auto &volume : files.getMemberNames()) {
         const Json::Value &entries = files[volume];
-        std::string where = std::string(ctx) + ": 'files' of volume '" + volume.substr(0, 64) + "'";
+        std::string where = ctx + ": 'files' of volume '" + volume.substr(0, 64) + "'";
         if (volume.size() > kMaxObjectNameBytes)
-            return fail(Error::Parse, "pod_run: a volume name in 'files' is longer than " +
+            return fail(Error::Parse, ctx + ": a volume name in 'files' is longer than " +
                                           std::to_string(kMaxObjectNameBytes) + " bytes");
         if (!entries.isObject()) return fail(Error::Parse, where + " must be an object");
         if (entries.size() > kMaxFilesPerVolume)
@@ -217,8 +217,8 @@ Result<PodFilesUpdate> pod_files_update_from_json(const Json::Value &body) {
     if (!body.isObject()) return fail(Error::Parse, "pod_files: the body must be an object");
     PodFilesUpdate m;
     SK_TRY_ASSIGN(m.uid, uid_field(body, ctx));
-    auto files = pod_files_from_json(body["files"]);
-    if (!files) return fail(Error::Parse, "pod_files: " + files.message());
+    auto files = pod_files_from_json(body["files"], ctx);
+    if (!files) return files.failure();
     m.files = std::move(*files);
     return m;
 }

@@ -283,7 +283,8 @@ Json::Value to_json(const PodStatsRequest &m);
 Json::Value to_json(const PodStatsReply &m);
 
 Result<PodRun> pod_run_from_json(const Json::Value &body);
-Result<PodFiles> pod_files_from_json(const Json::Value &files);  // pod_run's "files"
+// pod_run's and pod_files' "files"; op names the message in errors.
+Result<PodFiles> pod_files_from_json(const Json::Value &files, std::string_view op = "pod_run");
 Json::Value to_json(const PodFilesUpdate &m);
 Result<PodFilesUpdate> pod_files_update_from_json(const Json::Value &body);
 Result<PodKill> pod_kill_from_json(const Json::Value &body);

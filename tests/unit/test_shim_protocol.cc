@@ -555,7 +555,8 @@ static const Bad kBad[] = {
     {ShimOp::PodFiles, R"({"files":{}})", Error::Parse, "uid"},
     {ShimOp::PodFiles, R"({"uid":"u","files":{"v":{"token":"%%%"}}})", Error::Parse,
      "is not valid base64"},
-    {ShimOp::PodFiles, R"({"uid":"u","files":[]})", Error::Parse, "'files' must be an object"},
+    {ShimOp::PodFiles, R"({"uid":"u","files":[]})", Error::Parse,
+     "pod_files: 'files' must be an object"},
 };
 
 static Status decode_as(ShimOp op, const Json::Value &body) {
