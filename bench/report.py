@@ -87,6 +87,17 @@ def rows(b):
                         "kubelet create -> Running 880 ms median (610-1650); "
                         "Kubernetes SLO: p99 < 5 s (image pull excluded)",
                         verdict(r["p50"] < 50 and r["p99"] < 200) if tgt else "-"))
+    mo = b.get("mounts", {})
+    if g(mo, "mounts", "n") and g(mo, "no_mounts", "n"):
+        out.append(("container start through the exec helper with %d volumeMounts (its own user "
+                    "and mount namespaces, the volumes bound at their mountPaths), spawn -> exit "
+                    "of `true`" % mo["volume_mounts"],
+                    "p50 %s, p99 %s (n=%d); +%s p50" % (ms(mo["mounts"]["p50"]),
+                                                        ms(mo["mounts"]["p99"]), mo["mounts"]["n"],
+                                                        ms(mo["p50_diff_ms"])),
+                    "(no target)",
+                    "the same helper without mounts: p50 %s, p99 %s" % (
+                        ms(mo["no_mounts"]["p50"]), ms(mo["no_mounts"]["p99"])), "-"))
     r = g(life, "shim", "pod_delete_gone")
     if r and r.get("n"):
         out.append(("pod DELETE (process exits on SIGTERM) -> gone, process runtime",
