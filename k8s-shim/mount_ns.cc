@@ -75,6 +75,11 @@ std::string shadow(const std::string &dir, const std::string &scratch) {
              kShadowSizeMiB);
     if (mount("tmpfs", scratch.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, opts) != 0)
         return sys("mounting a tmpfs on " + scratch);
+    // Unbindable while it is built: the recursive binds of dir's entries
+    // leave it out where dir's tree holds scratch (the root's always does),
+    // instead of copying it, with what is bound in it so far, into itself.
+    if (mount(nullptr, scratch.c_str(), nullptr, MS_UNBINDABLE, nullptr) != 0)
+        return sys("making the tmpfs on " + scratch + " unbindable");
     DIR *d = opendir(dir.c_str());
     if (!d) return sys("cannot list " + dir + " to make a mountPath in it");
     std::string err;
@@ -121,16 +126,13 @@ std::string shadow(const std::string &dir, const std::string &scratch) {
     }
     closedir(d);
     if (!err.empty()) return err;
-    // The tree bound from dir held scratch itself (with this tmpfs on it):
-    // that copy goes, so that the view holds no loop.
-    if (under(scratch, dir) && scratch != dir) {
-        std::string copy = scratch + (dir == "/" ? scratch : scratch.substr(dir.size()));
-        if (umount2(copy.c_str(), MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT)
-            return sys("unmounting " + copy);
-    }
+    // In place, it is bindable again: a later shadow of a directory above
+    // it binds it (with what it holds) like any other entry.
     if (dir != "/") {
         if (mount(scratch.c_str(), dir.c_str(), nullptr, MS_MOVE, nullptr) != 0)
             return sys("moving the view of " + dir + " in place");
+        if (mount(nullptr, dir.c_str(), nullptr, MS_PRIVATE, nullptr) != 0)
+            return sys("making the view of " + dir + " bindable");
         return "";
     }
     // The root: the tmpfs becomes the namespace's root, the old one is
@@ -139,6 +141,8 @@ std::string shadow(const std::string &dir, const std::string &scratch) {
     if (syscall(SYS_pivot_root, ".", ".") != 0) return sys("pivot_root into the view of /");
     if (umount2(".", MNT_DETACH) != 0) return sys("detaching the old root");
     if (chdir("/") != 0) return sys("chdir /");
+    if (mount(nullptr, "/", nullptr, MS_PRIVATE, nullptr) != 0)
+        return sys("making the view of / bindable");
     return "";
 }
 

@@ -1044,6 +1044,22 @@ def test_mount_namespace_paths(a):
     assert host_entries(top, "/etc/" + tag, os.path.join(real, "deep")) == before
 
 
+def test_mount_nested_shadows(a):
+    # A mountPath under /etc (its view made first: fewer levels) and a deeper
+    # one under / (the root's view made after it, binding that of /etc):
+    # both are there; the node has neither.
+    tag = "shimtest-nest-%d" % os.getpid()
+    etc, deep = "/etc/%s/conf" % tag, "/%s/a/b/c" % tag
+    p = pod("nest", [sh("main", "cat %s/app.conf %s/app.conf" % (etc, deep), volumeMounts=[
+        {"name": "config", "mountPath": etc}, {"name": "config", "mountPath": deep}])],
+        restart="Never", volumes=[{"name": "config", "configMap": {"name": "c"}}])
+    assert a.request("pod_run", {"pod": p, "files": CONFIG_FILES})["ok"]
+    st = a.wait("uid-nest", lambda s: s["phase"] in ("Succeeded", "Failed"), what="done")
+    assert st["phase"] == "Succeeded", (st, read_log(a, "uid-nest", "main"))
+    assert log_content(read_log(a, "uid-nest", "main")) == ["ours", "ours"]
+    assert not os.path.lexists("/etc/" + tag) and not os.path.lexists("/" + tag)
+
+
 def test_mount_read_only_and_sub_path(a):
     # readOnly on an emptyDir holds for that container only; subPath (missing:
     # made in the volume) and subPathExpr; two containers with different
@@ -1945,6 +1961,7 @@ TESTS = [
     ("pod_files_replaced", test_pod_files_replaced, {}),
     ("mount_over_squat", test_mount_over_squat, {}),
     ("mount_namespace_paths", test_mount_namespace_paths, {}),
+    ("mount_nested_shadows", test_mount_nested_shadows, {}),
     ("mount_read_only_and_sub_path", test_mount_read_only_and_sub_path, {}),
     ("mount_bad_paths", test_mount_bad_paths, {}),
     ("mount_service_account_path", test_mount_service_account_path, {}),
