@@ -312,22 +312,54 @@ std::string enter_own_mounts(const std::vector<BindMount> &binds, const std::str
     return "";
 }
 
-std::string join_container_mounts(pid_t supervisor) {
-    std::string mine = ns_of(getpid(), "user");
-    pid_t main = 0;
+namespace {
+
+// The supervisor's children: its children file (one read, where the kernel
+// has CONFIG_PROC_CHILDREN), else a scan of /proc for that parent.
+std::vector<pid_t> children_of(pid_t parent) {
+    std::vector<pid_t> out;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", static_cast<int>(parent),
+             static_cast<int>(parent));
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        char buf[4096];
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (n >= 0) {
+            buf[n] = '\0';
+            for (char *p = buf, *end = nullptr;; p = end) {
+                long pid = strtol(p, &end, 10);
+                if (end == p) break;
+                if (pid > 0) out.push_back(static_cast<pid_t>(pid));
+            }
+            return out;
+        }
+    }
     DIR *d = opendir("/proc");
-    if (!d) return sys("listing /proc");
+    if (!d) return out;
     while (struct dirent *e = readdir(d)) {
         char *end = nullptr;
         long pid = strtol(e->d_name, &end, 10);
-        if (pid <= 0 || *end != '\0' || parent_pid(static_cast<pid_t>(pid)) != supervisor) continue;
-        std::string theirs = ns_of(static_cast<pid_t>(pid), "user");
+        if (pid > 0 && *end == '\0' && parent_pid(static_cast<pid_t>(pid)) == parent)
+            out.push_back(static_cast<pid_t>(pid));
+    }
+    closedir(d);
+    return out;
+}
+
+}  // namespace
+
+std::string join_container_mounts(pid_t supervisor) {
+    std::string mine = ns_of(getpid(), "user");
+    pid_t main = 0;
+    for (pid_t pid : children_of(supervisor)) {
+        std::string theirs = ns_of(pid, "user");
         if (!theirs.empty() && theirs != mine) {
-            main = static_cast<pid_t>(pid);
+            main = pid;
             break;
         }
     }
-    closedir(d);
     if (main == 0) return "the container's main process is gone: its mounts cannot be joined";
     std::string base = "/proc/" + std::to_string(main);
     int user = open((base + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC);
