@@ -660,7 +660,9 @@ def test_pods_pause(a):
     # readiness probe, not restarted, the held pod started. A pod killed while paused
     # still runs its SIGTERM trap.
     d = lambda uid: os.path.join(a.state_dir, "pods", uid)
-    live = {"exec": {"command": ["sh", "-c", "test `expr \\`date +%s\\` - \\`cat beat\\`` -lt 4"]},
+    # (No heartbeat yet is alive: the first probe may run before the command's first write.)
+    live = {"exec": {"command": ["sh", "-c",
+                                 "test ! -e beat || test `expr \\`date +%s\\` - \\`cat beat\\`` -lt 4"]},
             "periodSeconds": 20, "failureThreshold": 1, "timeoutSeconds": PROBE_TIMEOUT_S}
     ready = {"exec": {"command": ["test", "-f", "ready"]}, "periodSeconds": 2,
              "failureThreshold": 1, "timeoutSeconds": PROBE_TIMEOUT_S}
@@ -1071,7 +1073,7 @@ def test_mount_read_only_and_sub_path(a):
                 volumeMounts=[{"name": "work", "mountPath": tag + "/v"},
                               {"name": "work", "mountPath": tag + "/s", "subPath": "a/b"}],
                 readinessProbe={"exec": {"command": ["test", "-f", tag + "/v/x"]},
-                                "periodSeconds": 1})
+                                "periodSeconds": 1, "timeoutSeconds": PROBE_TIMEOUT_S})
     reader = sh("reader", 'trap "exit 0" TERM; sleep 0.5; cat %s/v/app.conf; '
                           'touch %s/w/z 2>/dev/null || echo read-only; '
                           'cat %s/p/y; echo up; while :; do sleep 0.1; done' % (tag, tag, tag),
