@@ -258,7 +258,7 @@ spec:
 EOF
   e2e_pod_running kx 30; ok $? "kubectl_io: pod kx on $node Ready (its echo server listens on $port)"
   out="$(timeout 30 kubectl --kubeconfig "$E2E_ADMIN_KUBECONFIG" exec kx -- sh -c \
-         "cat $conf_at/greeting; echo w > $data_at/f && cat $data_at/f; touch $conf_at/x 2>/dev/null || echo ro" 2>&1)"
+         "echo \$(cat $conf_at/greeting); echo w > $data_at/f && cat $data_at/f; touch $conf_at/x 2>/dev/null || echo ro" 2>&1)"
   [ "$(echo $out)" = "hello w ro" ] && [ ! -e "$conf_at" ] && [ ! -e "$data_at" ]
   ok $? "kubectl_io: kubectl exec sees the configMap at $conf_at (read-only) and the emptyDir at $data_at, which the node does not have ('$(echo $out)')"
   # Priorities (docs/architecture.md): the plugin starts the shim at
