@@ -137,9 +137,21 @@ std::string shadow(const std::string &dir, const std::string &scratch) {
     }
     // The root: the tmpfs becomes the namespace's root, the old one is
     // detached (what a process joining the namespace later starts from).
+    // A node whose root is the initial ramfs (a diskless node that never
+    // switched root) refuses pivot_root (EINVAL): there the view is moved
+    // over / and the process chroots into it, as switch_root does; those
+    // that join later chroot to the container's root too
+    // (join_container_mounts).
     if (chdir(scratch.c_str()) != 0) return sys("chdir " + scratch);
-    if (syscall(SYS_pivot_root, ".", ".") != 0) return sys("pivot_root into the view of /");
-    if (umount2(".", MNT_DETACH) != 0) return sys("detaching the old root");
+    if (syscall(SYS_pivot_root, ".", ".") == 0) {
+        if (umount2(".", MNT_DETACH) != 0) return sys("detaching the old root");
+    } else if (errno != EINVAL) {
+        return sys("pivot_root into the view of /");
+    } else if (mount(".", "/", nullptr, MS_MOVE, nullptr) != 0) {
+        return sys("moving the view of / in place (pivot_root refused)");
+    } else if (chroot(".") != 0) {
+        return sys("chroot into the view of /");
+    }
     if (chdir("/") != 0) return sys("chdir /");
     if (mount(nullptr, "/", nullptr, MS_PRIVATE, nullptr) != 0)
         return sys("making the view of / bindable");

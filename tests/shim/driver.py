@@ -1176,6 +1176,35 @@ def test_mount_sees_later_node_mounts(a):
     a.wait("uid-later", lambda s: s["phase"] in ("Succeeded", "Failed"), what="stopped")
 
 
+# The shim under a seccomp filter that refuses pivot_root with EINVAL, as a
+# node whose root is the initial ramfs does.
+NO_PIVOT_ROOT = [sys.executable,
+                 os.path.join(os.path.dirname(os.path.abspath(__file__)), "refuse_pivot_root.py")]
+
+
+def test_mount_without_pivot_root(a):
+    # On such a node the container's view of / is moved over / and entered by
+    # chroot: the mounts are there, for its exec probe and an exec session too.
+    top = "/shimtest-nopivot-%d" % os.getpid()
+    p = pod("nopivot", [sh("main", 'trap "exit 0" TERM; cat %s/app.conf; echo up; '
+                                   'while :; do sleep 0.1; done' % top,
+                           volumeMounts=[{"name": "config", "mountPath": top}],
+                           readinessProbe={"exec": {"command": ["test", "-f", top + "/app.conf"]},
+                                           "periodSeconds": 1, "timeoutSeconds": PROBE_TIMEOUT_S})],
+            volumes=[{"name": "config", "configMap": {"name": "c"}}])
+    assert a.request("pod_run", {"pod": p, "files": CONFIG_FILES})["ok"]
+    a.wait("uid-nopivot", lambda s: cstatus(s, "main") and cstatus(s, "main").get("ready"),
+           what="Ready (its probe read the mount)")
+    assert log_content(read_log(a, "uid-nopivot", "main")) == ["ours", "up"]
+    r, c = a.exec_start("uid-nopivot", "main", ["cat", top + "/app.conf"], stderr=False)
+    assert r["ok"], r
+    out, err, ex = c.finish()
+    assert out == b"ours\n" and ex == {"exit_code": 0}, (out, ex)
+    assert not os.path.lexists(top)
+    assert a.request("pod_kill", {"uid": "uid-nopivot", "grace_s": 5, "reason": "Deleted"})["ok"]
+    a.wait("uid-nopivot", lambda s: s["phase"] in ("Succeeded", "Failed"), what="stopped")
+
+
 def test_mount_service_account_path(a):
     # Every pod from an API server mounts its token here: the container finds
     # it, as whichever user the shim runs; the node gets nothing at that path.
@@ -1968,6 +1997,7 @@ TESTS = [
     ("mount_bad_paths", test_mount_bad_paths, {}),
     ("mount_service_account_path", test_mount_service_account_path, {}),
     ("mount_namespace_refused", test_mount_namespace_refused, {"wrap": NO_USERNS}),
+    ("mount_without_pivot_root", test_mount_without_pivot_root, {"wrap": NO_PIVOT_ROOT}),
     ("mount_sees_later_node_mounts", test_mount_sees_later_node_mounts,
      {"wrap": SHARED_MOUNTS if os.getuid() == 0 else ()}),
     ("log_rotation_and_previous", test_log_rotation_and_previous,
