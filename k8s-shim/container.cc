@@ -6,6 +6,7 @@
 
 #include "common/log.h"
 #include "common/procfs.h"
+#include "common/strings.h"
 #include "k8s-shim/pod_runner.h"
 #include "k8s-shim/spawn.h"
 #include "k8s-shim/supervise.h"
@@ -225,6 +226,14 @@ void Container::on_process_exit(int64_t status, int sig) {
     maybe_finish_exit();
 }
 
+std::string start_failure(int exit_code, const std::string &output) {
+    std::string line(trim(output));
+    if (exit_code != 128 || line.rfind("cannot start '", 0) != 0 ||
+        line.find('\n') != std::string::npos)
+        return "";
+    return line;
+}
+
 void Container::maybe_finish_exit() {
     if (!pending_exit || out || err) return;
     pending_exit = false;
@@ -240,11 +249,18 @@ void Container::maybe_finish_exit() {
     Termination t;
     t.exit_code = term_signal ? 128 + term_signal : static_cast<int>(exit_status);
     long long oom_after = term_signal == SIGKILL && !killing ? cgroup_oom_kills() : -1;
+    std::string start_error = start_failure(t.exit_code, tail);
     if (oom_after > oom_before && oom_before >= 0)
         t.reason = "OOMKilled";
+    else if (!start_error.empty())
+        t.reason = "StartError";
     else
         t.reason = t.exit_code == 0 ? "Completed" : "Error";
-    if (t.exit_code != 0 && plan->termination_message_policy == "FallbackToLogsOnError")
+    // A start that failed says why (kubectl describe), as the kubelet's
+    // StartError does, whatever terminationMessagePolicy says.
+    if (!start_error.empty())
+        t.message = start_error;
+    else if (t.exit_code != 0 && plan->termination_message_policy == "FallbackToLogsOnError")
         t.message = tail.size() > kTailBytes ? tail.substr(tail.size() - kTailBytes) : tail;
     t.started_ms = run->started_ms;
     t.finished_ms = Clock::wall_ms();

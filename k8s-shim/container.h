@@ -141,4 +141,10 @@ struct Container {
     std::string id_prefix() const;  // "[pod ns/name] container c:"
 };
 
+// Pure: the line that says why a container's command never ran (its whole
+// output is one line "cannot start 'PROGRAM': why" and it ended with 128,
+// as the supervisor, the exec helper or a failed spawn end it), reported as
+// the kubelet's StartError; "" for any other end.
+std::string start_failure(int exit_code, const std::string &output);
+
 }  // namespace sk::shim

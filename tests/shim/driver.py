@@ -1118,7 +1118,8 @@ def test_mount_bad_paths(a):
         log = "\n".join(log_content(read_log(a, "uid-" + name, "main")))
         assert words in log.lower() and path in log, log
         term = cstatus(st, "main")["state"]["terminated"]
-        assert term["exitCode"] == 128, term
+        assert term["exitCode"] == 128 and term["reason"] == "StartError", term
+        assert path in term["message"] and words in term["message"].lower(), term
     assert open(f).read() == "mine\n"
 
 
@@ -1142,7 +1143,9 @@ def test_mount_namespace_refused(a):
     log = "\n".join(log_content(read_log(a, "uid-nons", "main")))
     assert "runs in user and mount namespaces of its own, and this node refuses them" in log, log
     assert "User namespaces" in log, log
-    assert cstatus(st, "main")["state"]["terminated"]["exitCode"] == 128, st
+    term = cstatus(st, "main")["state"]["terminated"]
+    assert term["exitCode"] == 128 and term["reason"] == "StartError", st
+    assert "User namespaces" in term["message"], st
     assert cstatus(st, "plain")["state"]["terminated"]["exitCode"] == 0, st
     assert log_content(read_log(a, "uid-nons", "plain")) == ["plain"]
 

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 
+#include "k8s-shim/container.h"
 #include "k8s-shim/pod_runner.h"
 #include "k8s-shim/spawn.h"
 #include "tests/unit/check_main.h"
@@ -110,11 +111,24 @@ START_TEST(runner_on_loop_leaves_no_handle) {
 }
 END_TEST
 
+// A start that failed (one "cannot start" line, exit 128) is the kubelet's
+// StartError, its line the message; anything else is the command's own end.
+START_TEST(start_failure_told_apart) {
+    ck_assert_sstr_eq(start_failure(128, "cannot start '/bin/x': No such file or directory\n"),
+                      "cannot start '/bin/x': No such file or directory");
+    ck_assert_sstr_eq(start_failure(1, "cannot start '/bin/x': nope\n"), "");    // not 128
+    ck_assert_sstr_eq(start_failure(128, "output\ncannot start 'x': y\n"), "");  // it ran
+    ck_assert_sstr_eq(start_failure(128, "bye\n"), "");                          // its own 128
+    ck_assert_sstr_eq(start_failure(128, ""), "");
+}
+END_TEST
+
 int main() {
     Suite *s = suite_create("pod_runner");
     TCase *tr = tcase_create("runner");
     tcase_set_timeout(tr, 30);
     tcase_add_loop_test(tr, runner_on_loop_leaves_no_handle, 0, TABLE_SIZE(kRunnerEnds));
+    tcase_add_test(tr, start_failure_told_apart);
     suite_add_tcase(s, tr);
     return sk_run_suite(s);
 }
