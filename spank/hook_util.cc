@@ -186,14 +186,12 @@ SlurmJobNow slurm_job_now(uint32_t job_id) {
     return out;
 }
 
-bool slurm_job_running(uint32_t job_id, int squeue_timeout_ms) {
-    SlurmJobNow j = slurm_job_now(job_id);
+bool slurm_job_running(const SlurmJobNow &j, uint32_t job_id, int squeue_timeout_ms) {
     if (j.known) return j.base == JOB_RUNNING && !j.completing;
     return slurm_job_state(job_id, squeue_timeout_ms) == "RUNNING";
 }
 
-const char *job_end_reason(uint32_t job_id) {
-    SlurmJobNow j = slurm_job_now(job_id);
+const char *job_end_reason(const SlurmJobNow &j) {
     if (!j.known) return "JobEnded";
     // A requeued job is PENDING under COMPLETING: it runs again later, with
     // the same id, maybe on other nodes.

@@ -69,13 +69,17 @@ struct SlurmJobFacts {
 };
 SlurmJobFacts slurm_job_facts(uint32_t job_id, const std::string &node,
                               const std::vector<int> &lent);
-// Whether the job still runs: the API's answer, else squeue's (RUNNING).
-bool slurm_job_running(uint32_t job_id, int squeue_timeout_ms);
-// The deregister reason (common/wire.h) for a job that is ending:
-// JobCompleted, JobFailed, JobCancelled, TimeLimit, NodeFail, Preempted,
-// Requeued, or
-// JobEnded when Slurm could not be asked or its state says nothing more.
-const char *job_end_reason(uint32_t job_id);
+// Whether the job still runs: now's answer (slurm_job_now), else squeue's
+// (RUNNING) when the API could not tell.
+bool slurm_job_running(const SlurmJobNow &now, uint32_t job_id, int squeue_timeout_ms);
+// The deregister reason (common/wire.h) for a job that is ending, from its
+// state `now`: JobCompleted, JobFailed, JobCancelled, TimeLimit, NodeFail,
+// Preempted, Requeued, or JobEnded when Slurm could not be asked or its
+// state says nothing more.
+const char *job_end_reason(const SlurmJobNow &now);
+inline const char *job_end_reason(uint32_t job_id) {
+    return job_end_reason(slurm_job_now(job_id));
+}
 
 // Logs (Slurm debug level) how long a hook took on the calling process's
 // path: the job start overhead of the plugin is the sum of these

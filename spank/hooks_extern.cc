@@ -164,16 +164,19 @@ int extern_exit(spank_t, int ac, char **av) {
     auto cfg = plugstack(ac, av, "extern exit");
     // Ended early by a signal sent to the job's steps: the job, its shim and
     // pods run on; this slurmstepd stays (its step is not complete for
-    // Slurm) until the job ends. A failed query counts as the end.
-    if (slurm_job_running(g_ext.job_id, 5000)) {
+    // Slurm) until the job ends. A failed query counts as the end. The last
+    // answer also names how the job ended (one query at a usual job end).
+    SlurmJobNow job = slurm_job_now(g_ext.job_id);
+    if (slurm_job_running(job, g_ext.job_id, 5000)) {
         LOG_INFO(
             "extern: job %u: [node %s] the extern step's task ended while the job runs (a "
             "signal sent to the job's steps): the pods keep running until the job ends",
             g_ext.job_id, g_ext.node_name.c_str());
         struct timespec two_s = {2, 0};
-        do
+        do {
             nanosleep(&two_s, nullptr);
-        while (slurm_job_running(g_ext.job_id, 5000));
+            job = slurm_job_now(g_ext.job_id);
+        } while (slurm_job_running(job, g_ext.job_id, 5000));
         LOG_INFO("extern: job %u: [node %s] the job ends: stopping the pods", g_ext.job_id,
                  g_ext.node_name.c_str());
     }
@@ -191,7 +194,7 @@ int extern_exit(spank_t, int ac, char **av) {
         d.job_id = g_ext.job_id;
         d.slurm_node = g_ext.node;
         d.grace_s = static_cast<uint32_t>(grace);
-        d.reason = job_end_reason(g_ext.job_id);
+        d.reason = job_end_reason(job);
         LOG_INFO("extern: job %u: [node %s] the job ends (%s): stopping the pods", g_ext.job_id,
                  g_ext.node_name.c_str(), d.reason.c_str());
         PluginAgentClient agent(admin_socket_for(*cfg, g_ext.node),
