@@ -352,8 +352,9 @@ void PodController::refresh_tokens(const std::string &uid) {
 }
 
 void PodController::request_tokens(const Json::Value &pod, const std::vector<TokenNeed> &needs,
-                                   std::shared_ptr<FetchedObjects> fetched,
-                                   std::shared_ptr<Status> error, std::function<void()> done) {
+                                   const std::shared_ptr<FetchedObjects> &fetched,
+                                   const std::shared_ptr<Status> &error,
+                                   const std::function<void()> &done) {
     if (needs.empty()) return done();
     auto remaining = std::make_shared<size_t>(needs.size());
     std::string ns = api::object_meta(pod).ns;

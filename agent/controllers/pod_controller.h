@@ -134,8 +134,8 @@ class PodController : public NodeBound {
     // on: a missing ServiceAccount, the agent's missing right); `done` runs
     // after the last answer (at once when there is nothing to ask).
     void request_tokens(const Json::Value &pod, const std::vector<TokenNeed> &needs,
-                        std::shared_ptr<FetchedObjects> fetched, std::shared_ptr<Status> error,
-                        std::function<void()> done);
+                        const std::shared_ptr<FetchedObjects> &fetched,
+                        const std::shared_ptr<Status> &error, const std::function<void()> &done);
     void list_pods();
     void start_watch();
     void on_watch_event(const WatchEvent &e);
