@@ -4,10 +4,12 @@
 #include <sys/stat.h>
 #include <uv.h>
 
+#include "common/fs.h"
 #include "common/log.h"
 #include "common/procfs.h"
 #include "common/strings.h"
 #include "k8s-shim/pod_runner.h"
+#include "k8s-shim/podman.h"
 #include "k8s-shim/spawn.h"
 #include "k8s-shim/supervise.h"
 
@@ -66,6 +68,14 @@ Status Container::start() {
         return {};
     }
     start_held = false;
+    if (plan->image_run) {
+        if (image_step != ImageStep::None) return {};  // it starts the instance
+        if (!image_ready) {
+            begin_image();
+            return {};
+        }
+        image_ready = false;  // the next start looks at the image again
+    }
     if (run->ever_started) {
         run->restart_count++;
         run->last = run->terminated;
@@ -83,6 +93,13 @@ Status Container::start() {
     log.emplace(std::move(*w));
     tail.clear();
 
+    if (plan->image_run && !plan->image_run->termination_log.empty()) {
+        // Empty at each start: the message is this instance's.
+        if (auto st =
+                write_file_atomic(plan->image_run->termination_log, "", 0600, Durability::Cached);
+            !st)
+            LOG_WARN("%s %s", id_prefix().c_str(), st.message().c_str());
+    }
     uv_loop_t *loop = env.clock.loop;
     in = plan->stdin_open ? Pipe(loop) : Pipe();
     stdin_ending = false;
@@ -143,6 +160,123 @@ Status Container::start() {
     probes_changed();
     pod->container_started(this);
     return {};
+}
+
+void Container::begin_image() {
+    image_step_start(plan->image_run->pull_policy == "Always" ? ImageStep::Pull : ImageStep::Check);
+}
+
+void Container::image_step_start(ImageStep step) {
+    const auto &env = pod->env();
+    const ImageRun &r = *plan->image_run;
+    if (run->state != CState::Waiting || run->waiting_reason.empty() ||
+        run->waiting_reason == "CrashLoopBackOff") {
+        run->state = CState::Waiting;
+        run->waiting_reason = "ContainerCreating";
+        run->waiting_message.clear();
+    }
+    SpawnSpec spec;
+    spec.argv = step == ImageStep::Pull ? podman_pull_argv(r) : podman_exists_argv(r);
+    for (const auto &[name, value] : r.tool_env)
+        spec.env.push_back({name, value});
+    spec.cwd = env.pod_dir;
+    if (step == ImageStep::Pull) {
+        pod->add_event("Normal", "Pulling", "Pulling image \"" + plan->image + "\"", plan->name);
+        pull_started_ms = Clock::wall_ms();
+    }
+    image_output.clear();
+    image_exited = false;
+    err = Pipe(env.clock.loop);
+    int rc = spawn_process(
+        env.clock.loop, proc, spec,
+        [this](int64_t status, int sig) {
+            proc.close();
+            image_exited = true;
+            image_exit = sig ? 128 + sig : status;
+            image_step_done();
+        },
+        nullptr, &err);
+    if (rc != 0) {
+        err.close();
+        image_failed("ErrImagePull",
+                     "cannot start '" + r.podman[0] + "': " + std::string(uv_strerror(rc)));
+        return;
+    }
+    image_step = step;
+    err.read_start([this](ssize_t n, const char *data) {
+        if (n > 0 && image_output.size() < 16384) image_output.append(data, static_cast<size_t>(n));
+        if (n < 0) {
+            err.close();
+            image_step_done();
+        }
+    });
+    pod->changed();
+}
+
+void Container::image_step_done() {
+    if (!image_exited || err) return;
+    ImageStep step = image_step;
+    image_step = ImageStep::None;
+    if (step == ImageStep::None || killing || pod->run().stopping) return;  // cancelled
+    const std::string quoted = "\"" + plan->image + "\"";
+    const bool never = plan->image_run->pull_policy == "Never";
+    if (step == ImageStep::Check && image_exit == 1) {
+        if (never)
+            image_failed("ErrImageNeverPull",
+                         "Container image " + quoted + " is not present with pull policy of Never");
+        else
+            image_step_start(ImageStep::Pull);
+        return;
+    }
+    if (image_exit != 0) {
+        image_failed("ErrImagePull", pull_error(image_output));
+        return;
+    }
+    if (step == ImageStep::Check)
+        pod->add_event("Normal", "Pulled",
+                       "Container image " + quoted + " already present on machine", plan->name);
+    else
+        pod->add_event("Normal", "Pulled",
+                       "Successfully pulled image " + quoted + " in " +
+                           go_duration(static_cast<int64_t>(Clock::wall_ms() - pull_started_ms)),
+                       plan->name);
+    pull_failures = 0;
+    image_ready = true;
+    auto st = start();
+    if (!st) pod->changed();
+}
+
+void Container::image_failed(const std::string &reason, const std::string &message) {
+    const std::string quoted = "\"" + plan->image + "\"";
+    pull_failures++;
+    if (reason == "ErrImagePull") {
+        pod->add_event("Warning", "Failed", "Failed to pull image " + quoted + ": " + message,
+                       plan->name);
+        pod->add_event("Warning", "Failed", "Error: ErrImagePull", plan->name);
+    } else {
+        pod->add_event("Warning", reason, message, plan->name);
+    }
+    LOG_WARN("%s %s: %s", id_prefix().c_str(), reason.c_str(), message.c_str());
+    run->state = CState::Waiting;
+    run->waiting_reason = reason;
+    run->waiting_message = message;
+    pod->changed();
+    const int64_t delay = pull_backoff_ms(pull_failures);
+    const Clock &clock = pod->env().clock;
+    if (reason != "ErrImagePull") {
+        timer.start(clock.real_delay(delay), [this] { begin_image(); });
+        return;
+    }
+    // As the kubelet: ErrImagePull, then ImagePullBackOff until the next try.
+    timer.start(clock.real_delay(1000), [this, delay, quoted] {
+        run->waiting_reason = "ImagePullBackOff";
+        run->waiting_message = "Back-off pulling image " + quoted;
+        pod->add_event("Normal", "BackOff", "Back-off pulling image " + quoted, plan->name);
+        pod->add_event("Warning", "Failed", "Error: ImagePullBackOff", plan->name);
+        pod->changed();
+        timer.start(pod->env().clock.real_delay(std::max<int64_t>(delay - 1000, 0)),
+                    [this] { begin_image(); });
+    });
 }
 
 void Container::on_read(Pipe &p, const char *stream, ssize_t n, const char *data) {
@@ -234,6 +368,15 @@ std::string start_failure(int exit_code, const std::string &output) {
     return line;
 }
 
+std::string podman_start_failure(int exit_code, const std::string &output) {
+    if (exit_code < 125 || exit_code > 127) return "";
+    std::string last;
+    for (const auto &line : split(output, '\n'))
+        if (!trim(line).empty()) last = std::string(trim(line));
+    if (last.rfind("Error: ", 0) != 0) return "";
+    return last.substr(7);
+}
+
 void Container::maybe_finish_exit() {
     if (!pending_exit || out || err) return;
     pending_exit = false;
@@ -250,6 +393,8 @@ void Container::maybe_finish_exit() {
     t.exit_code = term_signal ? 128 + term_signal : static_cast<int>(exit_status);
     long long oom_after = term_signal == SIGKILL && !killing ? cgroup_oom_kills() : -1;
     std::string start_error = start_failure(t.exit_code, tail);
+    if (start_error.empty() && plan->image_run)
+        start_error = podman_start_failure(t.exit_code, tail);
     if (oom_after > oom_before && oom_before >= 0)
         t.reason = "OOMKilled";
     else if (!start_error.empty())
@@ -257,10 +402,15 @@ void Container::maybe_finish_exit() {
     else
         t.reason = t.exit_code == 0 ? "Completed" : "Error";
     // A start that failed says why (kubectl describe), as the kubelet's
-    // StartError does, whatever terminationMessagePolicy says.
+    // StartError does, whatever terminationMessagePolicy says; otherwise
+    // what an image container wrote to its terminationMessagePath, else
+    // with FallbackToLogsOnError the log's tail after a failure.
     if (!start_error.empty())
         t.message = start_error;
-    else if (t.exit_code != 0 && plan->termination_message_policy == "FallbackToLogsOnError")
+    else if (plan->image_run && !plan->image_run->termination_log.empty())
+        t.message = read_termination_message(plan->image_run->termination_log);
+    if (t.message.empty() && start_error.empty() && t.exit_code != 0 &&
+        plan->termination_message_policy == "FallbackToLogsOnError")
         t.message = tail.size() > kTailBytes ? tail.substr(tail.size() - kTailBytes) : tail;
     t.started_ms = run->started_ms;
     t.finished_ms = Clock::wall_ms();
@@ -305,6 +455,11 @@ void Container::cancel_restart() {
 
 void Container::stop(int64_t grace_ms) {
     cancel_restart();
+    if (image_step != ImageStep::None) {  // a pull outliving its pod: cancelled
+        LOG_INFO("%s image step cancelled", id_prefix().c_str());
+        image_step = ImageStep::None;
+        if (proc) signal_group(proc.pid(), SIGKILL);
+    }
     start_held = false;
     for (auto &p : probes)
         p->stop();

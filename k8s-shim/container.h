@@ -111,6 +111,24 @@ struct Container {
     bool probes_paused = false;  // pause() stopped the probes; the resume re-arms them
     bool start_held = false;     // a start (first, or a restart) came while paused
 
+    // The podman runtime's image step before each start (k8s-shim/podman.h):
+    // the presence check (IfNotPresent, Never) or the pull, with `proc` and
+    // `err` its process and stderr meanwhile; then start() runs the
+    // instance. A failure waits in ErrImagePull/ImagePullBackOff (or
+    // ErrImageNeverPull) and tries again after pull_backoff_ms.
+    enum class ImageStep { None, Check, Pull };
+    ImageStep image_step = ImageStep::None;
+    bool image_ready = false;  // the step passed: the next start() runs
+    bool image_exited = false;
+    int64_t image_exit = 0;
+    int pull_failures = 0;
+    uint64_t pull_started_ms = 0;
+    std::string image_output;
+    void begin_image();
+    void image_step_start(ImageStep step);
+    void image_step_done();
+    void image_failed(const std::string &reason, const std::string &message);
+
     Status start();                                 // spawn one instance
     void stop(int64_t grace_ms);                    // preStop, SIGTERM, grace, SIGKILL
     void arm_kill(int64_t grace_ms, uint64_t now);  // the grace's end, from loop time now
@@ -146,5 +164,8 @@ struct Container {
 // as the supervisor, the exec helper or a failed spawn end it), reported as
 // the kubelet's StartError; "" for any other end.
 std::string start_failure(int exit_code, const std::string &output);
+// The same for `podman run`: it ended with 125, 126 or 127 and its last line
+// is podman's "Error: ..." (no image, no such command in it); "" otherwise.
+std::string podman_start_failure(int exit_code, const std::string &output);
 
 }  // namespace sk::shim

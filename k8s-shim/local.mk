@@ -33,6 +33,8 @@ k8s_shim_libshim_la_SOURCES = \
 	k8s-shim/probe.cc \
 	k8s-shim/probe.h \
 	k8s-shim/probe_runner.cc \
+	k8s-shim/podman.cc \
+	k8s-shim/podman.h \
 	k8s-shim/runtime_template.cc \
 	k8s-shim/runtime_template.h \
 	k8s-shim/shim.cc \

@@ -8,6 +8,7 @@
 // The same program runs each container's processes (k8s-shim/spawn.h):
 //   slurm-k8s-shim --supervise                 the supervisor (supervise.h)
 //   slurm-k8s-shim --exec-confined ... -- CMD  the exec helper (confine.h)
+//   slurm-k8s-shim --podman-main ... -- ARGV   podman run's wrapper (podman.h)
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
@@ -29,6 +30,7 @@
 #include "k8s-shim/confine.h"
 #include "k8s-shim/shim.h"
 #include "k8s-shim/spawn.h"
+#include "k8s-shim/podman.h"
 #include "k8s-shim/supervise.h"
 #include "uv/handles.h"
 
@@ -102,8 +104,9 @@ void on_step_signal(int) {}
 // not end the job's pods: the shim survives them, and the pods get none
 // (docs/user-guide.md, "Signals"). A handler, not SIG_IGN: containers start
 // with default dispositions (exec resets handlers, keeps SIG_IGN). SIGTERM
-// keeps its default: it is the plugin's stop (spank/shim_process.h, stop_shim),
-// never a step signal in Slurm's supported setup (spank/hooks_extern.cc).
+// is the plugin's stop (spank/shim_process.h, stop_shim), never a step
+// signal in Slurm's supported setup (spank/hooks_extern.cc): the Shim
+// handles it (pods killed, the job's podman state removed, exit).
 void ignore_step_signals() {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -180,6 +183,7 @@ int main(int argc, char **argv) {
     // shim runs in those modes.
     if (argc > 1 && strcmp(argv[1], kExecConfined) == 0) return exec_confined_main(argc, argv);
     if (argc == 2 && strcmp(argv[1], "--supervise") == 0) return supervise_env_main();
+    if (argc > 1 && strcmp(argv[1], kPodmanMain) == 0) return podman_main(argc, argv);
     try {
         return run(argc, argv);
     } catch (const std::exception &e) {

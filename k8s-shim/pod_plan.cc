@@ -215,7 +215,10 @@ Result<ContainerPlan> parse_container(const Json::Value &c, const Json::Value &p
     cp.image = c["image"].asString();
     std::string who = std::string(init ? "init container " : "container ") + cp.name;
     const RuntimeTemplate *t = ctx.templates ? ctx.templates->match(cp.image) : nullptr;
-    auto confine = plan_container_security(pod["spec"], c, t != nullptr, ctx, who);
+    const RuntimeKind kind = !t          ? RuntimeKind::Process
+                             : t->podman ? RuntimeKind::Podman
+                                         : RuntimeKind::Template;
+    auto confine = plan_container_security(pod["spec"], c, kind, ctx, who);
     if (!confine) return confine.failure();
     cp.confine = *confine;
     if (c["volumeDevices"].isArray() && !c["volumeDevices"].empty())
@@ -223,7 +226,15 @@ Result<ContainerPlan> parse_container(const Json::Value &c, const Json::Value &p
                        " asks for raw block devices (volumeDevices); only the lent GPUs "
                        "are available on Slurm nodes");
     if (auto st = parse_resources(c, &cp); !st) return st.failure();
-    if (auto st = parse_env(c, pod, ctx, base, &cp); !st) return st.failure();
+    if (kind == RuntimeKind::Podman) {
+        // The image's PATH, unless the pod sets one.
+        std::vector<EnvVar> image_base;
+        for (const auto &e : base)
+            if (e.name != "PATH") image_base.push_back(e);
+        if (auto st = parse_env(c, pod, ctx, image_base, &cp); !st) return st.failure();
+    } else if (auto st = parse_env(c, pod, ctx, base, &cp); !st) {
+        return st.failure();
+    }
     if (auto st = parse_hooks(c, &cp); !st) return st.failure();
     cp.working_dir = c["workingDir"].asString();
     if (c["terminationMessagePolicy"].isString())
@@ -255,7 +266,55 @@ Result<ContainerPlan> parse_container(const Json::Value &c, const Json::Value &p
         cmd.push_back(expand_vars(w, vars));
     for (const auto &w : *args)
         cmd.push_back(expand_vars(w, vars));
-    if (t) {
+    if (kind == RuntimeKind::Podman) {
+        cp.runtime = t;
+        if (cp.image.empty()) return invalid(who + " has no image");
+        if (cp.image.find_first_of(" \t\n") != std::string::npos)
+            return invalid(who + ": image '" + cp.image + "' is not an image reference");
+        ImageRun r;
+        const PodmanSettings &ps = ctx.templates->podman();
+        r.podman = podman_command(ps, ctx.podman_dir);
+        r.tool_env = podman_environment(ctx.podman_dir, ctx.base_path);
+        r.name = podman_container_name(cp.name, pod["metadata"]["name"].asString(),
+                                       pod["metadata"]["namespace"].asString(),
+                                       pod["metadata"]["uid"].asString());
+        r.image = normalize_image(cp.image);
+        for (const auto &reg : ps.insecure_registries)
+            if (image_registry(r.image) == reg) r.insecure = true;
+        std::string policy = c["imagePullPolicy"].asString();
+        if (policy.empty()) policy = default_pull_policy(cp.image);
+        if (policy != "Always" && policy != "IfNotPresent" && policy != "Never")
+            return invalid(who + ": imagePullPolicy must be Always, IfNotPresent or Never, not '" +
+                           policy + "'");
+        r.pull_policy = policy;
+        r.has_command = !command->empty();
+        for (size_t i = 0; i < cmd.size(); i++)
+            (i < command->size() ? r.command : r.args).push_back(cmd[i]);
+        r.run_options = {"--hostname", ctx.node_name};
+        // What the pod asks, applied by podman inside the container; the
+        // wrapper and podman themselves run unconfined (newuidmap).
+        if (cp.confine.no_new_privs) r.run_options.emplace_back("--security-opt=no-new-privileges");
+        if (cp.confine.drop_capabilities) r.run_options.emplace_back("--cap-drop=all");
+        if (!cp.confine.seccomp_default)
+            r.run_options.emplace_back("--security-opt=seccomp=unconfined");
+        cp.confine = {};
+        r.termination_message_path = c["terminationMessagePath"].isString()
+                                         ? c["terminationMessagePath"].asString()
+                                         : "/dev/termination-log";
+        if (!r.termination_message_path.empty()) {
+            if (r.termination_message_path[0] != '/' ||
+                r.termination_message_path.find_first_of(":,") != std::string::npos)
+                return invalid(who +
+                               ": terminationMessagePath must be an absolute path without "
+                               "':' or ','");
+            r.termination_log = ctx.pod_dir + "/" + cp.name + "/termination-log";
+        }
+        r.gpu_device = ps.gpu_device;
+        r.gpu_control_devices = ps.gpu_control_devices;
+        cp.image_run = std::move(r);
+        cp.argv = std::move(cmd);
+        if (cp.argv.empty()) cp.argv = {cp.image};
+    } else if (t) {
         cp.runtime = t;
         cp.argv = std::move(cmd);  // expanded through t once the mounts are known
     } else if (command->empty()) {
@@ -520,7 +579,12 @@ Result<PodPlan> plan_pod_unguarded(const Json::Value &pod, const proto::PodFiles
             if (!names.insert(cp->name).second)
                 return invalid("container name " + cp->name + " is used twice");
             if (auto st = parse_mounts(c, ctx, &plan, &*cp); !st) return st.failure();
-            if (cp->runtime)
+            if (cp->image_run)
+                for (const auto &b : cp->binds)
+                    if (b.target.find_first_of(":,") != std::string::npos)
+                        return refused("container " + cp->name + " mounts at '" + b.target +
+                                       "': podman cannot mount at a path holding ':' or ','");
+            if (cp->runtime && !cp->image_run)
                 cp->argv = RuntimeTemplates::expand(*cp->runtime, cp->image, cp->name, cp->argv,
                                                     cp->binds);
             (init ? plan.init_containers : plan.containers).push_back(std::move(*cp));
@@ -552,8 +616,18 @@ void assign_gpus(PodPlan *plan, const std::vector<int> &indices) {
         c->gpu_indices = idx;
         std::string list = idx.empty() ? "" : format_index_list(idx);
         // NVIDIA's container toolkit reads "void" as "no GPU"; CUDA reads an
-        // empty CUDA_VISIBLE_DEVICES as "no device".
-        set_env(&c->env, "CUDA_VISIBLE_DEVICES", list);
+        // empty CUDA_VISIBLE_DEVICES as "no device". An image container has
+        // only its own GPUs' device nodes, which CUDA numbers from 0 (as
+        // under Slurm's ConstrainDevices): 0..n-1 there, the node's indices
+        // in NVIDIA_VISIBLE_DEVICES.
+        std::string cuda = list;
+        if (c->image_run && !idx.empty()) {
+            std::vector<int> own(idx.size());
+            for (size_t i = 0; i < own.size(); i++)
+                own[i] = static_cast<int>(i);
+            cuda = format_index_list(own);
+        }
+        set_env(&c->env, "CUDA_VISIBLE_DEVICES", cuda);
         set_env(&c->env, "NVIDIA_VISIBLE_DEVICES", idx.empty() ? "void" : list);
     };
     size_t next = 0;

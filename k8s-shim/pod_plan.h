@@ -18,6 +18,7 @@
 #include "common/result.h"
 #include "common/shim_protocol.h"
 #include "k8s-shim/mount_ns.h"
+#include "k8s-shim/podman.h"
 #include "k8s-shim/runtime_template.h"
 
 namespace sk::shim {
@@ -77,6 +78,9 @@ struct ContainerPlan {
     // The runtime template the container runs through (k8s-shim/runtime_template.h),
     // null for the process runtime; argv is expanded once its mounts are known.
     const RuntimeTemplate *runtime = nullptr;
+    // Set when the image runs through the podman runtime (k8s-shim/podman.h);
+    // argv is then command+args, for messages only.
+    std::optional<ImageRun> image_run;
     // Whether the shim makes the mounts (mount_ns.h): it has binds and no
     // template that passes them to its runtime ({mounts:FLAG}), which then
     // mounts them itself.
@@ -122,6 +126,7 @@ struct PlanContext {
     std::string pod_dir;           // <state_dir>/pods/<uid>: emptyDir and volume files
     std::string base_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
     const RuntimeTemplates *templates = nullptr;  // may be null: process runtime only
+    std::string podman_dir;                       // podman_dir(state_dir), k8s-shim/podman.h
 };
 
 // Kubernetes' $(VAR) expansion (k8s.io/kubernetes third_party expansion):

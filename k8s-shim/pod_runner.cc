@@ -277,11 +277,13 @@ Result<Container *> PodRunner::attach_container(const std::string &container) {
 }
 
 Result<SpawnSpec> PodRunner::exec_spec(const std::string &container,
-                                       const std::vector<std::string> &argv) const {
+                                       const std::vector<std::string> &argv, bool interactive,
+                                       bool tty) const {
     auto c = running_container(container, "exec in");
     if (!c) return c.failure();
     const ContainerPlan &plan = *(*c)->plan;
-    return container_command(argv, plan, env_.pod_dir, env_.supervisor, (*c)->pid);
+    return container_command(argv, plan, env_.pod_dir, env_.supervisor, (*c)->pid, interactive,
+                             tty);
 }
 
 // Asked on every status change for each exec session of the pod: no spec is built.

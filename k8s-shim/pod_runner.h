@@ -79,8 +79,9 @@ class PodRunner {
     // argv with the container's environment, working directory and
     // confinement. NotFound: the pod has no container of that name;
     // Invalid: the container is not running, or the pod is stopping.
-    Result<SpawnSpec> exec_spec(const std::string &container,
-                                const std::vector<std::string> &argv) const;
+    // interactive, tty: the session's stdin and terminal (podman exec's).
+    Result<SpawnSpec> exec_spec(const std::string &container, const std::vector<std::string> &argv,
+                                bool interactive = false, bool tty = false) const;
     // Whether `container` runs now (an exec session into it ends otherwise).
     bool container_running(const std::string &container) const;
     // The running instance an attach session taps (k8s-shim/attach_session.h);

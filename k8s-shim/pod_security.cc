@@ -306,8 +306,9 @@ Status check_pod_fields(const Json::Value &spec, const PlanContext &ctx) {
 }
 
 Result<Confinement> plan_container_security(const Json::Value &spec, const Json::Value &c,
-                                            bool templated, const PlanContext &ctx,
+                                            RuntimeKind runtime, const PlanContext &ctx,
                                             const std::string &who) {
+    const bool templated = runtime != RuntimeKind::Process;
     if (auto st = check_members(c, kContainer, who); !st) return st.failure();
     if (c["lifecycle"].isObject())
         for (const auto &hook : c["lifecycle"].getMemberNames())
@@ -350,7 +351,7 @@ Result<Confinement> plan_container_security(const Json::Value &spec, const Json:
     Confinement conf;
     std::string type = str(seccomp, "type");
     if (type == "RuntimeDefault") {
-        if (templated)
+        if (runtime == RuntimeKind::Template)
             return refused(who +
                            " asks for the RuntimeDefault seccomp profile but runs through a "
                            "container runtime template, whose tool needs the namespace calls "

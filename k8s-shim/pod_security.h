@@ -46,12 +46,16 @@ Status check_volume_mount(const Json::Value &m, const std::string &who);
 Status check_pod_fields(const Json::Value &spec, const PlanContext &ctx);
 
 // c: one container of spec (who: "container x" / "init container x" for
-// messages); templated: its image matches a runtime template (the
-// container tool then runs the container and needs its own privileges, see
-// docs/kubernetes-guide.md). Checks the container's fields and its
-// securityContext, and returns how its processes are confined.
+// messages); runtime: what runs it. A template's or podman's container tool
+// needs its own privileges (docs/kubernetes-guide.md): the Confinement then
+// holds only what the pod asks, for podman to apply inside the container
+// (k8s-shim/podman.h), which also gives the RuntimeDefault seccomp profile
+// (podman's default filter); a template refuses that profile. Checks the
+// container's fields and its securityContext, and returns how its processes
+// are confined.
+enum class RuntimeKind { Process, Template, Podman };
 Result<Confinement> plan_container_security(const Json::Value &spec, const Json::Value &c,
-                                            bool templated, const PlanContext &ctx,
+                                            RuntimeKind runtime, const PlanContext &ctx,
                                             const std::string &who);
 
 }  // namespace sk::shim

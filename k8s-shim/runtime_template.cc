@@ -56,9 +56,71 @@ Result<RuntimeTemplates> RuntimeTemplates::parse(std::string_view text, std::str
             return out.add(value, "template");
         },
         true);
+    schema.add(
+        "podman", "IMAGE-PATTERN run through the podman runtime",
+        [&out](const std::string &value, const std::string &) -> Status {
+            auto words = split_words(value);
+            if (words.size() != 1)
+                return fail(Error::InvalidArgument,
+                            "podman takes one image pattern, e.g. 'podman = registry.site/*'");
+            RuntimeTemplate t;
+            t.pattern = words[0];
+            t.podman = true;
+            out.templates_.push_back(std::move(t));
+            return {};
+        },
+        true);
+    PodmanSettings &p = out.podman_;
+    schema.add_string("podman_binary", &p.binary, "the podman program (PATH is searched)");
+    schema.add_string("podman_storage_driver", &p.storage_driver,
+                      "podman's storage driver (overlay, vfs)");
+    schema.add_string("podman_oci_runtime", &p.oci_runtime, "the OCI runtime podman uses");
+    schema.add(
+        "podman_option", "more global options for every podman command (words)",
+        [&p](const std::string &value, const std::string &) -> Status {
+            for (auto &w : split_words(value))
+                p.options.push_back(std::move(w));
+            return {};
+        },
+        true);
+    schema.add(
+        "insecure_registry", "HOST[:PORT] of a registry pulled from over plain HTTP",
+        [&p](const std::string &value, const std::string &) -> Status {
+            if (value.empty() || value.find_first_of("/ \t") != std::string::npos)
+                return fail(Error::InvalidArgument,
+                            "insecure_registry takes HOST or HOST:PORT, e.g. 127.0.0.1:5000");
+            p.insecure_registries.push_back(value);
+            return {};
+        },
+        true);
+    schema.add(
+        "gpu_device", "the device node of GPU {index} (default /dev/nvidia{index})",
+        [&p](const std::string &value, const std::string &) -> Status {
+            if (value.empty() || value[0] != '/' || value.find("{index}") == std::string::npos)
+                return fail(Error::InvalidArgument,
+                            "gpu_device must be an absolute path holding {index}, e.g. "
+                            "/dev/nvidia{index}");
+            p.gpu_device = value;
+            return {};
+        });
+    schema.add("gpu_control_devices", "device nodes every GPU container gets (words)",
+               [&p](const std::string &value, const std::string &) -> Status {
+                   p.gpu_control_devices = split_words(value);
+                   for (const auto &d : p.gpu_control_devices)
+                       if (d.empty() || d[0] != '/')
+                           return fail(Error::InvalidArgument,
+                                       "gpu_control_devices takes absolute paths, not '" + d + "'");
+                   return {};
+               });
     auto st = schema.apply(*kvs);
     if (!st) return st.failure();
     return out;
+}
+
+bool RuntimeTemplates::uses_podman() const {
+    for (const auto &t : templates_)
+        if (t.podman) return true;
+    return false;
 }
 
 const RuntimeTemplate *RuntimeTemplates::match(const std::string &image) const {
@@ -82,6 +144,7 @@ std::string_view mounts_flag(std::string_view w) {
 }  // namespace
 
 bool RuntimeTemplates::passes_mounts(const RuntimeTemplate &t) {
+    if (t.podman) return true;  // podman -v
     for (const auto &w : t.words)
         if (!mounts_flag(w).empty()) return true;
     return false;

@@ -29,12 +29,34 @@ namespace sk::shim {
 struct RuntimeTemplate {
     std::string pattern;
     std::vector<std::string> words;
+    // A `podman = PATTERN` line: the image runs through the shim's own
+    // podman runtime (k8s-shim/podman.h), not through words.
+    bool podman = false;
+};
+
+// How the podman runtime runs (runtime.conf keys podman_*, insecure_registry,
+// gpu_*; k8s-shim/podman.h says what it does with them).
+struct PodmanSettings {
+    std::string binary = "podman";
+    std::string storage_driver = "overlay";
+    std::string oci_runtime = "runc";
+    std::vector<std::string> options;              // more global options, as given
+    std::vector<std::string> insecure_registries;  // HOST[:PORT] pulled over plain HTTP
+    // The device node of GPU {index} (an index of the job's GPUs, as
+    // CUDA_VISIBLE_DEVICES names them), and the control devices a CUDA
+    // process needs (those that exist are passed).
+    std::string gpu_device = "/dev/nvidia{index}";
+    std::vector<std::string> gpu_control_devices = {"/dev/nvidiactl", "/dev/nvidia-uvm",
+                                                    "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"};
 };
 
 class RuntimeTemplates {
   public:
     // Parses runtime.conf text (key = value lines, '#' comments); keys:
-    // template (repeatable). Unknown keys are errors naming the line.
+    // template and podman (repeatable, in the order matched), podman_binary,
+    // podman_storage_driver, podman_oci_runtime, podman_option (repeatable),
+    // insecure_registry (repeatable), gpu_device, gpu_control_devices.
+    // Unknown keys are errors naming the line.
     static Result<RuntimeTemplates> parse(std::string_view text, std::string_view source);
     Status add(const std::string &value, const std::string &where);
 
@@ -48,9 +70,12 @@ class RuntimeTemplates {
     // Whether t passes the mounts to the runtime ({mounts:FLAG}).
     static bool passes_mounts(const RuntimeTemplate &t);
     size_t size() const { return templates_.size(); }
+    const PodmanSettings &podman() const { return podman_; }
+    bool uses_podman() const;
 
   private:
     std::vector<RuntimeTemplate> templates_;
+    PodmanSettings podman_;
 };
 
 }  // namespace sk::shim

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <ftw.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -16,12 +17,15 @@
 #include "common/strings.h"
 #include "common/supervisor.h"
 #include "k8s-shim/pod_stats.h"
+#include "k8s-shim/spawn.h"
 
 namespace sk::shim {
 
 namespace {
 
 constexpr int kMaxReconnectMs = 30'000;
+// How long the job's end waits for `podman system reset` at most.
+constexpr uint64_t kPodmanResetMs = 20'000;
 constexpr uint64_t kReapMs = 1000;  // finished runners freed within a second or so
 // Entries the disk use walks of one pod_stats reply look at together (each
 // pod's own walk stops at 10000): a few tens of milliseconds on the loop.
@@ -86,6 +90,10 @@ Shim::~Shim() {
 }
 
 Status Shim::start() {
+    // The plugin's stop (spank/shim_process.h stop_shim): the pods end now,
+    // the job's podman state goes, then the shim exits.
+    term_ = Signal(loop_);
+    if (term_.start(SIGTERM, [this](int) { terminate(); }) == 0) term_.unref();
     connect();
     reap_timer_.start(
         kReapMs, [this] { reap(); }, kReapMs);
@@ -326,6 +334,7 @@ proto::Reply Shim::pod_run(const proto::Request &req) {
     ctx.node_name = node_name_;
     ctx.pod_dir = dir;
     ctx.templates = &templates_;
+    ctx.podman_dir = podman_dir(state_dir_);
     auto plan = plan_pod(m->pod, m->files, ctx);
     if (!plan) {
         refuse(p, plan.error() == Error::Refused ? "PodRefused" : "InvalidPodSpec", plan.message());
@@ -338,6 +347,15 @@ proto::Reply Shim::pod_run(const proto::Request &req) {
     }
     save_gpus();
     assign_gpus(&*plan, *idx);
+    for (const auto *list : {&plan->init_containers, &plan->containers})
+        for (const auto &c : *list)
+            if (c.image_run)
+                if (auto st = make_podman_dirs(ctx.podman_dir); !st) {
+                    gpus_.release(uid);
+                    save_gpus();
+                    refuse(p, "PodSetupFailed", st.message());
+                    return proto::error_reply(req.id, st.failure());
+                }
 
     RunnerEnv env;
     env.clock = clock_;
@@ -484,7 +502,7 @@ proto::Reply Shim::exec_start(const proto::Request &req, bool *deferred) {
     auto pod = session_pod(m->session, m->uid);
     if (!pod) return proto::error_reply(req.id, pod.failure());
     ShimPod &p = **pod;
-    auto spec = p.runner->exec_spec(m->container, m->command);
+    auto spec = p.runner->exec_spec(m->container, m->command, m->in, m->tty);
     if (!spec) return proto::error_reply(req.id, spec.failure());
     if (auto st = session_limit(m->uid); !st) return proto::error_reply(req.id, st.failure());
     std::string session = m->session, uid = m->uid;
@@ -707,10 +725,24 @@ proto::Reply Shim::shutdown(const proto::Request &req, bool *deferred) {
     return {};
 }
 
+void Shim::terminate() {
+    // A shutdown in progress ends now too (a shorter grace shortens a stop).
+    LOG_INFO("[node %s] SIGTERM: stopping all pods now", node_name_.c_str());
+    shutting_down_ = true;
+    for (auto &[uid, p] : pods_) {
+        kill_execs(uid, "the shim is stopped", true);
+        if (p.runner) p.runner->kill(0, "Shutdown");
+    }
+    maybe_finish_shutdown();
+}
+
 void Shim::maybe_finish_shutdown() {
     if (!shutting_down_ || shutdown_replied_) return;
     for (auto &[uid, p] : pods_)
         if (p.runner && !p.runner->finished()) return;
+    // The job's podman storage goes before the reply: the plugin ends what
+    // is left of the job soon after it (k8s-shim/podman.h).
+    if (reset_proc_ || reset_podman_state()) return;
     proto::Reply r;
     r.id = shutdown_req_id_;
     if (shutdown_req_id_) send_reply(r);  // 0: our own decision, nobody asked
@@ -724,6 +756,42 @@ void Shim::maybe_finish_shutdown() {
     };
     // Not connected (yet): nothing to flush.
     if (!conn_ || conn_.shutdown(stop) != 0) stop(0);
+}
+
+bool Shim::reset_podman_state() {
+    if (podman_reset_ || state_dir_.empty() || !templates_.uses_podman()) return false;
+    const std::string dir = podman_dir(state_dir_);
+    struct stat st;
+    if (lstat((dir + "/storage").c_str(), &st) != 0) return false;  // no pod used it
+    podman_reset_ = true;
+    SpawnOptions o;
+    o.args = podman_reset_argv(podman_command(templates_.podman(), dir));
+    o.env.emplace();
+    for (const auto &[name, value] : podman_environment(dir, PlanContext().base_path))
+        o.env->push_back(name + "=" + value);
+    o.cwd = state_dir_;
+    o.detached = true;
+    int rc = reset_proc_.spawn(loop_, o, [this, dir](int64_t status, int sig) {
+        reset_proc_.close();
+        reset_timer_.stop();
+        if (status == 0 && sig == 0)
+            LOG_INFO("podman state of the job removed (%s)", dir.c_str());
+        else
+            LOG_WARN("podman system reset of %s failed (exit %lld, signal %d)", dir.c_str(),
+                     static_cast<long long>(status), sig);
+        maybe_finish_shutdown();
+    });
+    if (rc != 0) {
+        LOG_WARN("podman system reset of %s: %s", dir.c_str(), uv_strerror(rc));
+        return false;
+    }
+    reset_timer_ = Timer(loop_);
+    reset_timer_.start(kPodmanResetMs, [this] {
+        LOG_WARN("podman system reset still runs after %llu ms: killed",
+                 static_cast<unsigned long long>(kPodmanResetMs));
+        signal_group(reset_proc_.pid(), SIGKILL);
+    });
+    return true;
 }
 
 void Shim::notify(ShimPod &p) {

@@ -7,6 +7,7 @@
 //  <state_dir>/pods/<uid>/<container>/<restartCount>.log   CRI logs (common/log_paths.h)
 //  <state_dir>/pods/<uid>/volumes/<name>/                  emptyDir/configMap/secret
 //  <state_dir>/pods/<uid>/mnt/          scratch of the mounts (k8s-shim/mount_ns.h)
+//  <state_dir>/podman/                  the podman runtime's storage (k8s-shim/podman.h)
 //
 // A new shim for the same job finds pods that were running under a previous
 // shim: their processes cannot be re-attached (the log pipes died with it), so
@@ -104,6 +105,14 @@ class Shim {
     // container that no longer runs).
     void kill_execs(const std::string &uid, const std::string &why, bool all);
     void maybe_finish_shutdown();
+    // SIGTERM (the plugin's stop): a shutdown nobody asked for, grace 0.
+    void terminate();
+    // At the shutdown, once every pod stopped: `podman system reset` of the
+    // job's podman state (k8s-shim/podman.h), when a pod used it, bounded in
+    // time (then maybe_finish_shutdown again); it removes the storage, which
+    // the job's user alone could not (files of the containers' mapped
+    // uids), and ends podman's pause process. false: nothing to reset.
+    bool reset_podman_state();
     void refuse(ShimPod &p, const std::string &reason, const std::string &message);
 
     void save_gpus();
@@ -154,6 +163,10 @@ class Shim {
     std::map<std::string, std::unique_ptr<AttachSession>> attaches_;
     std::vector<std::unique_ptr<AttachSession>> attaches_ended_;
 
+    Signal term_;
+    Process reset_proc_;
+    Timer reset_timer_;
+    bool podman_reset_ = false;
     bool shutting_down_ = false;
     uint64_t shutdown_req_id_ = 0;
     bool shutdown_replied_ = false;

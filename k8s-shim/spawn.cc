@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "k8s-shim/confine.h"
+#include "k8s-shim/podman.h"
 #include "k8s-shim/supervise.h"
 
 namespace sk::shim {
@@ -69,8 +70,17 @@ int spawn(uv_loop_t *loop, Process &proc, const std::string &file, std::vector<s
 
 SpawnSpec container_command(std::vector<std::string> argv, const ContainerPlan &plan,
                             const std::string &pod_dir, const std::string &helper,
-                            int container_pid) {
+                            int container_pid, bool interactive, bool tty) {
     SpawnSpec s;
+    if (plan.image_run) {
+        s.argv = container_pid == 0 ? podman_run_argv(plan, helper)
+                                    : podman_exec_argv(*plan.image_run, argv, interactive, tty);
+        for (auto &[name, value] : podman_process_env(plan))
+            s.env.push_back({name, value});
+        s.cwd = pod_dir;
+        s.helper = helper;
+        return s;
+    }
     s.argv = std::move(argv);
     s.env = plan.env;
     s.cwd = plan.working_dir.empty() ? pod_dir : plan.working_dir;

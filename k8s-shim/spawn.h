@@ -38,9 +38,13 @@ struct SpawnSpec {
 // `container_pid`, an exec probe's, its preStop hook's or an exec session's
 // (which join its mounts, when it has any). The container's environment,
 // working directory (the pod directory when it names none) and confinement.
+// A container of the podman runtime (plan.image_run) runs `podman run`
+// through its wrapper, the others `podman exec` (interactive: with stdin,
+// tty: on a terminal), in the pod directory with podman's environment
+// (k8s-shim/podman.h).
 SpawnSpec container_command(std::vector<std::string> argv, const ContainerPlan &plan,
                             const std::string &pod_dir, const std::string &helper,
-                            int container_pid);
+                            int container_pid, bool interactive = false, bool tty = false);
 
 // Spawns into proc. Returns 0 or a negative libuv error (uv_strerror; proc
 // is closed then). out/err may be null; when given, they are fresh Pipes of

@@ -208,8 +208,10 @@ int extern_exit(spank_t, int ac, char **av) {
                 g_ext.job_id, g_ext.node_name.c_str(), r.message().c_str(),
                 static_cast<unsigned long long>(grace));
     }
-    // With the agent's shutdown done, the shim is exiting on its own.
-    int term_ms = agent_ok ? 1000 : static_cast<int>(grace * 1000);
+    // With the agent's shutdown done, the shim is exiting on its own, once
+    // it removed the job's podman state (k8s-shim/podman.h: a fraction of a
+    // second, at most 20 s); a SIGTERM makes it do the same at once.
+    int term_ms = agent_ok ? 25000 : static_cast<int>(grace * 1000);
     int left = stop_shim(g_ext.shim, g_ext.uid, g_ext.cgroups, term_ms, 3000);
     if (left)
         LOG_ERROR("extern: job %u: %d processes of the shim survived SIGKILL", g_ext.job_id, left);

@@ -13,7 +13,7 @@
 # checked last it was gone once the cases before it grew past 5 min).
 # online_rl last: it takes all 3 nodes.
 E2E_CASES=(api_down bad_flags socket_auth privileged too_many_gpus namespace two_jobs kubectl_io
-           runtime_template scancel step_signals time_limit_update drain_before time_limit suspend requeue salloc gpu_forms node_share preempt
+           runtime_template image_pods scancel step_signals time_limit_update drain_before time_limit suspend requeue salloc gpu_forms node_share preempt
            preempt_requeue preempt_suspend array_het node_fail slurmd_restart agent_kill shim_kill online_rl online_rl_faults)
 
 # sbatch refuses malformed --k8s-* flags before submission, naming the flag.
@@ -387,6 +387,136 @@ EOF
   e2e_kubectl delete pod rt plain --wait=false >/dev/null 2>&1
   e2e_end_job "$j"
   e2e_assert_clean "$j" "runtime_template"
+}
+
+# Pods from images through the podman runtime (k8s-shim/podman.h), pulled
+# from the harness's registry on loopback: the four command/args
+# combinations against the image's ENTRYPOINT/CMD, its Env and WorkingDir
+# under the pod's, a configMap, an emptyDir and a ServiceAccount token at
+# their mountPaths, one GPU's device node only, an exec readiness probe and
+# kubectl exec inside the container, the stop through podman with the
+# container's own exit code, a missing image's ErrImagePull, and nothing of
+# podman left at the job's end.
+case_image_pods() {
+  e2e_job 1 -N1 -w n2 --gres=gpu:2 --k8s-gpus=2 || { ok 1 "image_pods: job"; return; }
+  local j="$E2E_JOB" node img="$E2E_REGISTRY/e2e/busybox:1" out st want
+  node="$(e2e_node_names "$j")"
+  e2e_kubectl create configmap "img-$j" --from-literal=app.conf="hello-$j" >/dev/null
+  e2e_kubectl create serviceaccount "img-$j" >/dev/null
+  e2e_kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: imgsem, namespace: default}
+spec:
+  nodeName: $node
+  tolerations: [{key: slurm-k8s/job, operator: Equal, value: "$j", effect: NoSchedule}]
+  restartPolicy: Never
+  containers:
+  - {name: none, image: $img}
+  - {name: args, image: $img, args: [echo, from-args]}
+  - {name: cmd, image: $img, command: [echo, from-command]}
+  - name: both
+    image: $img
+    command: [sh, -c]
+    args: ['echo "both \$IMGVAR \$PODVAR \$(pwd) \$(id -u) \$HOSTNAME"; echo "last words" >/dev/termination-log; exit 4']
+    env: [{name: PODVAR, value: frompod}]
+    workingDir: /tmp
+  - {name: nocmd, image: $img, command: [no-such-program]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: imgsvc, namespace: default}
+spec:
+  nodeName: $node
+  serviceAccountName: img-$j
+  tolerations: [{key: slurm-k8s/job, operator: Equal, value: "$j", effect: NoSchedule}]
+  terminationGracePeriodSeconds: 20
+  containers:
+  - name: main
+    image: $img
+    command: [sh, -c]
+    args:
+    - |
+      trap 'cat /data/prestop >/dev/termination-log; exit 3' TERM
+      echo "cuda=\$CUDA_VISIBLE_DEVICES nvidia=\$NVIDIA_VISIBLE_DEVICES"
+      echo "devs=\$(ls /dev | grep nvidia | tr '\n' ' ')"
+      cat /config/app.conf; echo
+      touch /data/ready
+      while :; do sleep 1 & wait \$!; done
+    resources: {limits: {nvidia.com/gpu: "1"}}
+    readinessProbe: {exec: {command: [cat, /data/ready]}, periodSeconds: 1}
+    lifecycle: {preStop: {exec: {command: [sh, -c, "echo prestop-ran >/data/prestop"]}}}
+    volumeMounts:
+    - {name: cfg, mountPath: /config}
+    - {name: data, mountPath: /data}
+    - {name: sa, mountPath: /var/run/secrets/kubernetes.io/serviceaccount}
+  volumes:
+  - {name: cfg, configMap: {name: img-$j}}
+  - {name: data, emptyDir: {}}
+  - name: sa
+    projected:
+      sources:
+      - serviceAccountToken: {path: token, expirationSeconds: 3600}
+      - downwardAPI: {items: [{path: namespace, fieldRef: {fieldPath: metadata.namespace}}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: imgmissing, namespace: default}
+spec:
+  nodeName: $node
+  tolerations: [{key: slurm-k8s/job, operator: Equal, value: "$j", effect: NoSchedule}]
+  containers:
+  - {name: main, image: $E2E_REGISTRY/e2e/nope:1}
+EOF
+  e2e_wait 90 "[ \"\$(e2e_pod_phase imgsem)\" = Failed ]"
+  ok $? "image_pods: imgsem ran its four containers from $img and ended Failed (one exits 4): $(e2e_pod_phase imgsem)"
+  for want in "none|entry: echo default-cmd default-cmd" "args|entry: echo from-args from-args" \
+              "cmd|from-command" "both|both fromimage frompod /tmp $TEST_UID $node"; do
+    out="$(e2e_kubectl logs imgsem -c "${want%%|*}" 2>&1 | paste -sd' ')"
+    [ "$out" = "${want#*|}" ]
+    ok $? "image_pods: container ${want%%|*}: '$out' (command replaces ENTRYPOINT, args replace CMD; image Env and WorkingDir under the pod's)"
+  done
+  st="$(e2e_pod_field default/imgsem '{range .status.containerStatuses[*]}{.name}={.state.terminated.exitCode}/{.state.terminated.reason} {end}')"
+  [[ "$st" == *"both=4/Error"* && "$st" == *"cmd=0/Completed"* && "$st" == *"nocmd=127/StartError"* ]]
+  ok $? "image_pods: the containers' own exit codes, a command missing from the image is a StartError ($st)"
+  out="$(e2e_pod_field default/imgsem '{range .status.containerStatuses[*]}{.name}={.state.terminated.message}|{end}')"
+  [[ "$out" == *"both=last words"* && "$out" == *"nocmd="*"no-such-program"* ]]
+  ok $? "image_pods: the termination messages: what the container wrote to /dev/termination-log, podman's reason for the StartError ($out)"
+  out="$(e2e_kubectl get events -n default --field-selector involvedObject.name=imgsem -o 'jsonpath={range .items[*]}{.reason}: {.message}{"\n"}{end}' 2>&1)"
+  grep -q "^Pulling: Pulling image \"$img\"" <<<"$out" && grep -Eq "^Pulled: (Successfully pulled image \"$img\" in|Container image \"$img\" already present)" <<<"$out"
+  ok $? "image_pods: Pulling and Pulled events ($(grep -E '^Pull' <<<"$out" | head -3 | paste -sd'|'))"
+
+  e2e_wait 90 "[ \"\$(e2e_pod_field default/imgsvc '{.status.containerStatuses[0].ready}')\" = true ]"
+  ok $? "image_pods: imgsvc Ready through its exec probe inside the container ($(e2e_pod_field default/imgsvc '{.status.phase} {.status.containerStatuses[0].state}'))"
+  out="$(e2e_kubectl logs imgsvc 2>&1 | paste -sd'|')"
+  [[ "$out" =~ cuda=0\ nvidia=([0-9])\|devs=nvidia([0-9])\ \|hello-$j ]] && [ "${BASH_REMATCH[1]}" = "${BASH_REMATCH[2]}" ]
+  ok $? "image_pods: the container sees its one GPU's device node only, CUDA numbers it 0, and the configMap at /config ($out)"
+  out="$(e2e_kubectl exec imgsvc -- sh -c 'cat /config/app.conf; echo; id -u; test -s /var/run/secrets/kubernetes.io/serviceaccount/token && echo token; cat /var/run/secrets/kubernetes.io/serviceaccount/namespace; echo; test -e /data/ready && echo data; test -e '"$SK_SLURM_DIR"' || echo no-node-paths' 2>&1 | paste -sd' ')"
+  [ "$out" = "hello-$j $TEST_UID token default data no-node-paths" ]
+  ok $? "image_pods: kubectl exec runs inside the container as the job's uid, with the token and the volumes at their mountPaths ($out)"
+  st="$(e2e_pod_field default/imgmissing '{.status.containerStatuses[0].state.waiting.reason}')"
+  e2e_wait 60 "e2e_pod_field default/imgmissing '{.status.containerStatuses[0].state.waiting.reason}' | grep -Eq '^(ErrImagePull|ImagePullBackOff)$'"
+  ok $? "image_pods: a missing image waits in ErrImagePull/ImagePullBackOff ($(e2e_pod_field default/imgmissing '{.status.phase} {.status.containerStatuses[0].state.waiting}'))"
+  out="$(e2e_kubectl get events -n default --field-selector involvedObject.name=imgmissing -o 'jsonpath={range .items[*]}{.reason}: {.message}{"\n"}{end}' 2>&1)"
+  grep -q "^Failed: Failed to pull image \"$E2E_REGISTRY/e2e/nope:1\": " <<<"$out"
+  ok $? "image_pods: the pull's failure is an Event with podman's message ($(grep '^Failed: Failed' <<<"$out" | head -1))"
+
+  e2e_kubectl delete pod imgsvc --wait=false >/dev/null 2>&1
+  e2e_wait 40 "[ \"\$(e2e_pod_field default/imgsvc '{.status.containerStatuses[0].state.terminated.exitCode}')\" = 3 ] || ! e2e_kubectl get pod imgsvc >/dev/null 2>&1"
+  st="$(python3 "$E2E_TOP/tests/e2e/watch.py" final "$E2E_D/watch.jsonl" default/imgsvc)"
+  ST="$st" python3 -c 'import json, os, sys
+s = json.loads(os.environ["ST"] or "{}")
+t = [(c.get("state") or {}).get("terminated") or {} for c in s.get("containerStatuses", [])]
+print([(x.get("exitCode"), x.get("reason"), x.get("message")) for x in t])
+sys.exit(0 if t and t[0].get("exitCode") == 3 and t[0].get("message", "").strip() == "prestop-ran" else 1)' >"$E2E_D/image-pods.tmp" 2>&1
+  ok $? "image_pods: deleting imgsvc ran its preStop hook inside the container, then stopped it through podman: its TERM trap's exit code 3 and message are the pod's ($(cat "$E2E_D/image-pods.tmp"))"
+  e2e_kubectl delete pod imgsem imgmissing --wait=false >/dev/null 2>&1
+  e2e_kubectl delete configmap "img-$j" >/dev/null 2>&1
+  e2e_kubectl delete serviceaccount "img-$j" >/dev/null 2>&1
+  e2e_end_job "$j"
+  e2e_wait 20 "[ -z \"\$(pgrep -u $TEST_UID -f 'podman|conmon|catatonit')\" ]"
+  ok $? "image_pods: no podman, conmon or pause process of the job's user left ($(pgrep -a -u "$TEST_UID" -f 'podman|conmon|catatonit' | paste -sd'|'))"
+  e2e_assert_clean "$j" "image_pods"
 }
 
 # kubectl_io_forward KUBECTL DIR PORT VERSION: port-forward to the pod kx's

@@ -58,6 +58,9 @@ E2E_AGENTS="$E2E_D/agents"       # agents/nX/{agent.conf,agent.sock,state,shim,a
 E2E_RUNDIR="$E2E_D/rundir"       # the plugin's run files
 E2E_KSD="$E2E_D/kube"            # the double's state dir
 E2E_EXAMPLES="$E2E_D/examples"   # examples/online-rl, readable by the job user
+E2E_REGISTRY_DIR="$E2E_D/registry"  # tests/images/registry.sh: the images' registry
+E2E_REGISTRY_PORT="${E2E_REGISTRY_PORT:-29300}"
+E2E_REGISTRY="127.0.0.1:$E2E_REGISTRY_PORT"
 declare -A E2E_AGENT_PID=()
 E2E_KUBE_PID=""
 E2E_ADMIN_KUBECONFIG=""
@@ -112,8 +115,18 @@ done
 exec "$@"
 EOF
   chmod 755 "$E2E_LIB/fake-apptainer"
-  echo "template = e2e-rt/* $E2E_LIB/fake-apptainer exec {mounts:--bind} docker://{image} {command}" \
-    >"$E2E_LIB/runtime.conf"
+  # The podman runtime (e2e image_pods): images of the harness's registry on
+  # loopback (tests/images/registry.sh) run through rootless podman; the
+  # fake GPUs' device nodes are the cluster's.
+  "$E2E_TOP/tests/images/registry.sh" stop "$E2E_REGISTRY_DIR" >/dev/null 2>&1 || true
+  "$E2E_TOP/tests/images/registry.sh" start "$E2E_REGISTRY_DIR" "$E2E_REGISTRY_PORT" >/dev/null \
+    || { e2e_die "the image registry did not start"; return 1; }
+  cat >"$E2E_LIB/runtime.conf" <<EOF
+template = e2e-rt/* $E2E_LIB/fake-apptainer exec {mounts:--bind} docker://{image} {command}
+podman = $E2E_REGISTRY/*
+insecure_registry = $E2E_REGISTRY
+gpu_device = $SK_SLURM_DIR/dev/nvidia{index}
+EOF
   chmod 644 "$E2E_LIB/runtime.conf"
 }
 
@@ -271,6 +284,7 @@ e2e_start() {
 e2e_stop() {
   local rc=0 n
   "$E2E_CLUSTER" stop >"$E2E_D/cluster-stop.log" 2>&1 || { rc=1; tail -n 20 "$E2E_D/cluster-stop.log" >&2; }
+  "$E2E_TOP/tests/images/registry.sh" stop "$E2E_REGISTRY_DIR" >/dev/null 2>&1 || true
   for n in "${!E2E_AGENT_PID[@]}"; do e2e_agent_stop "$n"; done
   # Agents started by an earlier process of this test (pid files).
   for n in "$E2E_AGENTS"/n*/agent.pid; do

@@ -8,5 +8,6 @@ EXTRA_DIST += \
 	tests/e2e/cases.sh \
 	tests/e2e/run-all.sh \
 	tests/e2e/sanitizers.sh \
-	tests/e2e/watch.py
+	tests/e2e/watch.py \
+	tests/images/registry.sh
 

@@ -891,6 +891,30 @@ def test_runtime_template(a):
         "runtime: exec --nv docker://docker.io/library/alpine:3"
 
 
+def test_podman_missing_binary(a):
+    """A node without the podman runtime's program: the container waits in
+    ErrImagePull with the reason, then ImagePullBackOff, and tries again; the
+    pod's deletion ends it at once (k8s-shim/podman.h)."""
+    p = pod("img", [{"name": "main", "image": "reg.example/app:1"}], restart="Never")
+    assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    waiting = lambda s, r: ((cstatus(s, "main") or {}).get("state", {}).get("waiting") or {}).get("reason") == r
+    st = a.wait("uid-img", lambda s: waiting(s, "ErrImagePull"), what="ErrImagePull")
+    msg = cstatus(st, "main")["state"]["waiting"]["message"]
+    assert msg.startswith("cannot start '/nonexistent/podman': "), msg
+    st = a.wait("uid-img", lambda s: waiting(s, "ImagePullBackOff"), what="ImagePullBackOff")
+    assert cstatus(st, "main")["state"]["waiting"]["message"] == 'Back-off pulling image "reg.example/app:1"', st
+    # the next try (10 s of the pod's time, scaled) fails again
+    a.wait("uid-img", lambda s: waiting(s, "ErrImagePull"), what="second ErrImagePull")
+    reasons = [(e["reason"], e["message"]) for e in a.events.get("uid-img", [])]
+    assert ("Failed", "Error: ErrImagePull") in reasons, reasons
+    assert ("Failed", "Error: ImagePullBackOff") in reasons, reasons
+    assert any(r == "Failed" and m.startswith('Failed to pull image "reg.example/app:1": cannot start')
+               for r, m in reasons), reasons
+    assert st["phase"] == "Pending", st
+    assert a.request("pod_kill", {"uid": "uid-img", "grace_s": 30, "reason": "Killing"})["ok"]
+    a.wait("uid-img", lambda s: s["phase"] in ("Failed", "Succeeded"), timeout=5, what="stopped")
+
+
 def test_volumes_files(a):
     data = base64.b64encode(b"key=value\n").decode()
     # The files of a configMap volume are read-only (mode 0440), as a kubelet
@@ -1991,6 +2015,8 @@ TESTS = [
     ("policy_refusals", test_policy_refusals, {}),
     ("confinement", test_confinement, {}),
     ("runtime_template", test_runtime_template, {"runtime": True}),
+    ("podman_missing_binary", test_podman_missing_binary,
+     {"runtime_conf": "podman = reg.example/*\npodman_binary = /nonexistent/podman\n"}),
     ("volumes_files", test_volumes_files, {}),
     ("pod_files_replaced", test_pod_files_replaced, {}),
     ("mount_over_squat", test_mount_over_squat, {}),
@@ -2048,6 +2074,11 @@ def main():
             with open(conf, "w") as f:
                 f.write("# test\ntemplate = docker.io/* %s/fake-apptainer exec --nv "
                         "docker://{image} {command}\n" % tmp)
+            args += ["--runtime-config", conf]
+        if opts.get("runtime_conf"):
+            conf = os.path.join(tmp, "runtime.conf")
+            with open(conf, "w") as f:
+                f.write(opts["runtime_conf"])
             args += ["--runtime-config", conf]
         t0 = time.time()
         a = None

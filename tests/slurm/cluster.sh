@@ -153,6 +153,11 @@ cmd_install() {
   fi
   local home; home="$(getent passwd "$TEST_USER" | cut -d: -f6)"
   [ -d "$home" ] || { mkdir -p "$home"; chown "$TEST_USER:" "$home"; chmod 755 "$home"; }
+  # Rootless podman (the e2e image pods) maps the image's other uids to a
+  # subordinate range of the job's user; useradd gives one, an older user
+  # may lack it.
+  grep -q "^$TEST_USER:" /etc/subuid 2>/dev/null || usermod --add-subuids 300000-365535 "$TEST_USER"
+  grep -q "^$TEST_USER:" /etc/subgid 2>/dev/null || usermod --add-subgids 300000-365535 "$TEST_USER"
   "$SLURMD" -V
 }
 

@@ -10,6 +10,7 @@
 #include "common/json.h"
 #include "k8s-shim/pod_plan.h"
 #include "k8s-shim/pod_security.h"
+#include "k8s-shim/podman.h"
 #include "tests/unit/check_main.h"
 
 using namespace sk;
@@ -205,6 +206,146 @@ START_TEST(runtime_template_mounts) {
     ck_assert(!plan->containers[0].own_mounts());  // the runtime mounts them
     ck_assert(plan->containers[1].own_mounts());   // the shim mounts them around `wrap`
     ck_assert_uint_eq(plan->containers[1].argv.size(), 3);
+}
+END_TEST
+
+// The podman runtime (k8s-shim/podman.h): runtime.conf's keys, a
+// kubelet's image names and pull policies, and the `podman run` command line
+// a container becomes: command as --entrypoint, args after the image, the
+// environment by name (values off the command line, but for the names that
+// steer podman), volumes, only its own GPUs' devices (numbered from 0 for
+// CUDA), the pod's securityContext for podman to apply.
+START_TEST(podman_runtime_plan) {
+    auto t = RuntimeTemplates::parse(
+        "podman = registry.site/*\ninsecure_registry = registry.site\n"
+        "podman_option = --log-level error\ngpu_device = /fake/nvidia{index}\n"
+        "gpu_control_devices = /dev/null /nonexistent-ctl\n",
+        "runtime.conf");
+    ck_assert_msg(t.ok(), "%s", t.ok() ? "" : t.message().c_str());
+    ck_assert(t->uses_podman());
+    PlanContext c = ctx();
+    c.templates = &*t;
+    c.podman_dir = "/state/podman";
+    auto pod = parse(R"J({"metadata":{"name":"p","namespace":"ns","uid":"u1"},"spec":{
+      "volumes":[{"name":"m","emptyDir":{}},{"name":"c","configMap":{"name":"x"}}],
+      "containers":[
+      {"name":"svc","image":"registry.site/vllm:1","args":["--port","$(PORT)"],
+       "env":[{"name":"PORT","value":"80"},{"name":"HOME","value":"/h"}],
+       "resources":{"limits":{"nvidia.com/gpu":"2"}},
+       "securityContext":{"allowPrivilegeEscalation":false,"seccompProfile":{"type":"RuntimeDefault"}},
+       "volumeMounts":[{"name":"m","mountPath":"/models"},{"name":"c","mountPath":"/etc/c"}]},
+      {"name":"cmd","image":"registry.site/r:latest","command":["serve","x y"],"workingDir":"/w"}]}})J");
+    auto plan = plan_pod(pod, {}, c);
+    ck_assert_msg(plan.ok(), "%s", plan.ok() ? "" : plan.message().c_str());
+    assign_gpus(&*plan, {5, 7});
+    const ContainerPlan &svc = plan->containers[0];
+    ck_assert(svc.image_run.has_value());
+    ck_assert(!svc.own_mounts());   // podman mounts them
+    ck_assert(!svc.confine.any());  // podman applies it, inside the container
+    ck_assert_sstr_eq(svc.image_run->pull_policy, "IfNotPresent");
+    ck_assert_sstr_eq(env_of(svc, "CUDA_VISIBLE_DEVICES"), "0,1");
+    ck_assert_sstr_eq(env_of(svc, "NVIDIA_VISIBLE_DEVICES"), "5,7");
+    ck_assert_sstr_eq(env_of(svc, "PATH"), "<unset>");  // the image's
+    auto argv = podman_run_argv(svc, "/shim");
+    auto joined = [](const std::vector<std::string> &v) {
+        std::string out;
+        for (const auto &w : v)
+            out += (out.empty() ? "" : " ") + w;
+        return out;
+    };
+    std::string line = joined(argv);
+    auto has = [&line](const std::string &part) {
+        ck_assert_msg(line.find(part) != std::string::npos, "'%s' not in: %s", part.c_str(),
+                      line.c_str());
+    };
+    ck_assert_sstr_eq(argv[0], "/shim");
+    ck_assert_sstr_eq(argv[1], "--podman-main");
+    ck_assert_sstr_eq(argv[2], "k8s_svc_p_ns_u1");
+    // the podman program and its global options: 15 words + podman_option's 2
+    ck_assert_sstr_eq(argv[3], "17");
+    ck_assert_sstr_eq(argv[5], "podman");
+    ck_assert_sstr_eq(argv[4 + 17 + 1], "run");
+    has("--root /state/podman/storage --runroot /state/podman/run");
+    has("--log-level error run --name k8s_svc_p_ns_u1 --replace --rm --pull=never "
+        "--userns=keep-id --network=host");
+    has("--hostname slurm-n1-42 --security-opt=no-new-privileges");
+    ck_assert(line.find("seccomp=unconfined") == std::string::npos);
+    has("--env PORT --env HOME=/h");  // HOME steers podman: by value
+    has("--volume /state/pods/u1/volumes/m:/models --volume /state/pods/u1/volumes/c:/etc/c:ro");
+    has("--device /fake/nvidia5:/dev/nvidia5 --device /fake/nvidia7:/dev/nvidia7 "
+        "--device /dev/null registry.site/vllm:1 --port 80");
+    ck_assert(line.find("nonexistent-ctl") == std::string::npos);
+    ck_assert(line.find("--entrypoint") == std::string::npos);  // the image's
+    bool home_in_env = false;
+    for (const auto &[name, value] : podman_process_env(svc)) {
+        if (name == "HOME") home_in_env = value == "/state/podman/home";
+        ck_assert(name != "HOME" || value != "/h");
+    }
+    ck_assert(home_in_env);
+
+    const ContainerPlan &cmd = plan->containers[1];
+    ck_assert_sstr_eq(cmd.image_run->pull_policy, "Always");  // :latest
+    line = joined(podman_run_argv(cmd, "/shim"));
+    has("--workdir /w");
+    has("--security-opt=seccomp=unconfined --env");
+    has(R"(--entrypoint=["serve","x y"] registry.site/r:latest)");
+    ck_assert(line.find("--device") == std::string::npos);  // no GPU, no device
+    ck_assert_sstr_eq(env_of(cmd, "CUDA_VISIBLE_DEVICES"), "");
+    line = joined(podman_exec_argv(*cmd.image_run, {"cat", "/x"}, true, false));
+    has("podman --root");
+    has("exec --interactive k8s_cmd_p_ns_u1 cat /x");
+    line = joined(podman_pull_argv(*cmd.image_run));
+    has("pull --quiet --tls-verify=false registry.site/r:latest");
+
+    // Bad values say what is wanted.
+    for (const char *bad : {"podman = a b\n", "insecure_registry = http://x/\n",
+                            "gpu_device = /dev/nvidia\n", "gpu_control_devices = dev/x\n"}) {
+        auto r = RuntimeTemplates::parse(bad, "runtime.conf");
+        ck_assert_msg(!r.ok(), "accepted: %s", bad);
+    }
+    // A bad pull policy; a mountPath podman cannot take.
+    auto bad = plan_pod(parse(R"J({"metadata":{"name":"p","namespace":"ns","uid":"u1"},"spec":{
+      "containers":[{"name":"a","image":"registry.site/x:1","imagePullPolicy":"Sometimes"}]}})J"),
+                        {}, c);
+    ck_assert(!bad.ok() && bad.message().find("imagePullPolicy must be") != std::string::npos);
+    bad = plan_pod(parse(R"J({"metadata":{"name":"p","namespace":"ns","uid":"u1"},"spec":{
+      "volumes":[{"name":"m","emptyDir":{}}],
+      "containers":[{"name":"a","image":"registry.site/x:1",
+                     "volumeMounts":[{"name":"m","mountPath":"/a:b"}]}]}})J"),
+                   {}, c);
+    ck_assert(!bad.ok() && bad.message().find("holding ':' or ','") != std::string::npos);
+}
+END_TEST
+
+struct ImageCase {
+    const char *image, *normalized, *policy;
+};
+static const ImageCase kImages[] = {
+    {"busybox", "docker.io/library/busybox", "Always"},
+    {"busybox:1.36", "docker.io/library/busybox:1.36", "IfNotPresent"},
+    {"vllm/vllm-openai:latest", "docker.io/vllm/vllm-openai:latest", "Always"},
+    {"localhost/x:1", "localhost/x:1", "IfNotPresent"},
+    {"127.0.0.1:5000/e2e/x", "127.0.0.1:5000/e2e/x", "Always"},
+    {"127.0.0.1:5000/e2e/x:2", "127.0.0.1:5000/e2e/x:2", "IfNotPresent"},
+    {"reg.site/x@sha256:ab", "reg.site/x@sha256:ab", "IfNotPresent"},
+};
+START_TEST(image_names_and_policies) {
+    const auto &c = kImages[_i];
+    ck_assert_sstr_eq(normalize_image(c.image), c.normalized);
+    ck_assert_sstr_eq(default_pull_policy(c.image), c.policy);
+}
+END_TEST
+
+START_TEST(pull_errors_and_backoff) {
+    ck_assert_sstr_eq(pull_error("Trying to pull x...\nError: initializing source x: manifest "
+                                 "unknown\n"),
+                      "initializing source x: manifest unknown");
+    ck_assert_sstr_eq(pull_error("only a line\n"), "only a line");
+    ck_assert_sstr_eq(pull_error(""), "the pull failed without a message");
+    ck_assert_int_eq(pull_backoff_ms(1), 10000);
+    ck_assert_int_eq(pull_backoff_ms(2), 20000);
+    ck_assert_int_eq(pull_backoff_ms(6), 300000);
+    ck_assert_int_eq(pull_backoff_ms(60), 300000);
 }
 END_TEST
 
@@ -594,6 +735,10 @@ int main() {
     tcase_add_test(tc, gpus_are_disjoint);
     tcase_add_test(tc, runtime_template_and_missing_command);
     tcase_add_test(tc, runtime_template_mounts);
+    tcase_add_test(tc, podman_runtime_plan);
+    tcase_add_loop_test(tc, image_names_and_policies, 0,
+                        static_cast<int>(sizeof kImages / sizeof kImages[0]));
+    tcase_add_test(tc, pull_errors_and_backoff);
     tcase_add_test(tc, volume_files_decoded);
     tcase_add_test(tc, mount_paths_normalised_per_container);
     tcase_add_loop_test(tc, refusals_table, 0, TABLE_SIZE(kRefusals));

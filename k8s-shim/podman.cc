@@ -1,0 +1,283 @@
+#include "k8s-shim/podman.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <json/json.h>
+
+#include "common/strings.h"
+#include "k8s-shim/pod_plan.h"
+
+namespace sk::shim {
+
+std::string normalize_image(const std::string &image) {
+    size_t slash = image.find('/');
+    std::string first = slash == std::string::npos ? "" : image.substr(0, slash);
+    bool has_registry =
+        !first.empty() && (first.find_first_of(".:") != std::string::npos || first == "localhost");
+    if (has_registry) return image;
+    if (slash == std::string::npos) return "docker.io/library/" + image;
+    return "docker.io/" + image;
+}
+
+std::string image_registry(const std::string &image) {
+    return image.substr(0, image.find('/'));
+}
+
+std::string default_pull_policy(const std::string &image) {
+    if (image.find('@') != std::string::npos) return "IfNotPresent";
+    size_t slash = image.rfind('/');
+    size_t colon = image.rfind(':');
+    bool tagged = colon != std::string::npos && (slash == std::string::npos || colon > slash);
+    if (!tagged || image.substr(colon + 1) == "latest") return "Always";
+    return "IfNotPresent";
+}
+
+std::string podman_dir(const std::string &state_dir) {
+    return state_dir + "/podman";
+}
+
+std::vector<std::string> podman_command(const PodmanSettings &s, const std::string &dir) {
+    std::vector<std::string> v = {
+        s.binary,      "--root",           dir + "/storage",   "--runroot",        dir + "/run",
+        "--tmpdir",    dir + "/tmp",       "--storage-driver", s.storage_driver,   "--runtime",
+        s.oci_runtime, "--cgroup-manager", "cgroupfs",         "--events-backend", "file"};
+    v.insert(v.end(), s.options.begin(), s.options.end());
+    return v;
+}
+
+std::vector<std::pair<std::string, std::string>> podman_environment(const std::string &dir,
+                                                                    const std::string &path) {
+    return {{"PATH", path},
+            {"HOME", dir + "/home"},
+            {"XDG_RUNTIME_DIR", dir + "/xdg"},
+            {"XDG_CONFIG_HOME", dir + "/home/.config"},
+            {"XDG_DATA_HOME", dir + "/home/.local/share"},
+            {"TMPDIR", dir + "/tmp"}};
+}
+
+Status make_podman_dirs(const std::string &dir) {
+    for (const char *sub : {"", "/home", "/xdg", "/tmp", "/home/.config"}) {
+        std::string p = dir + sub;
+        if (mkdir(p.c_str(), 0700) != 0 && errno != EEXIST)
+            return fail(Error::Io, "mkdir " + p + ": " + strerror(errno));
+    }
+    return {};
+}
+
+std::string podman_container_name(const std::string &container, const std::string &pod,
+                                  const std::string &ns, const std::string &uid) {
+    return "k8s_" + container + "_" + pod + "_" + ns + "_" + uid;
+}
+
+bool podman_env_by_value(const std::string &name) {
+    for (const char *p : {"CONTAINERS_", "PODMAN_", "XDG_", "LD_", "BUILDAH_", "STORAGE_"})
+        if (name.rfind(p, 0) == 0) return true;
+    return name == "PATH" || name == "HOME" || name == "TMPDIR" || name == "REGISTRY_AUTH_FILE" ||
+           name == "DOCKER_CONFIG" || name == "NOTIFY_SOCKET";
+}
+
+std::vector<std::pair<std::string, std::string>> podman_process_env(const ContainerPlan &c) {
+    auto env = c.image_run->tool_env;
+    for (const auto &e : c.env)
+        if (!podman_env_by_value(e.name)) env.emplace_back(e.name, e.value);
+    return env;
+}
+
+std::vector<std::string> podman_exists_argv(const ImageRun &r) {
+    auto v = r.podman;
+    v.insert(v.end(), {"image", "exists", r.image});
+    return v;
+}
+
+std::vector<std::string> podman_pull_argv(const ImageRun &r) {
+    auto v = r.podman;
+    v.insert(v.end(), {"pull", "--quiet"});
+    if (r.insecure) v.emplace_back("--tls-verify=false");
+    v.push_back(r.image);
+    return v;
+}
+
+std::vector<std::string> podman_run_argv(const ContainerPlan &c, const std::string &helper) {
+    const ImageRun &r = *c.image_run;
+    std::vector<std::string> v = {helper, kPodmanMain, r.name, std::to_string(r.podman.size()),
+                                  "--"};
+    v.insert(v.end(), r.podman.begin(), r.podman.end());
+    // --replace: an instance killed at its grace's end left its container
+    // behind; --pull=never: the shim pulled (or refused) already.
+    v.insert(v.end(), {"run", "--name", r.name, "--replace", "--rm", "--pull=never",
+                       "--userns=keep-id", "--network=host", "--log-driver=none"});
+    v.insert(v.end(), r.run_options.begin(), r.run_options.end());
+    for (const auto &e : c.env)
+        v.insert(v.end(), {"--env", podman_env_by_value(e.name) ? e.name + "=" + e.value : e.name});
+    if (!c.working_dir.empty()) v.insert(v.end(), {"--workdir", c.working_dir});
+    for (const auto &b : c.binds)
+        v.insert(v.end(), {"--volume", b.source + ":" + b.target + (b.read_only ? ":ro" : "")});
+    if (!r.termination_log.empty())
+        v.insert(v.end(), {"--volume", r.termination_log + ":" + r.termination_message_path});
+    for (int i : c.gpu_indices) {
+        std::string dev = r.gpu_device;
+        size_t at = dev.find("{index}");
+        if (at != std::string::npos) dev.replace(at, 7, std::to_string(i));
+        v.insert(v.end(), {"--device", dev + ":/dev/nvidia" + std::to_string(i)});
+    }
+    if (!c.gpu_indices.empty())
+        for (const auto &d : r.gpu_control_devices) {
+            struct stat st;
+            if (stat(d.c_str(), &st) == 0) v.insert(v.end(), {"--device", d});
+        }
+    if (r.has_command) {
+        Json::Value ep(Json::arrayValue);
+        for (const auto &w : r.command)
+            ep.append(w);
+        Json::StreamWriterBuilder b;
+        b["indentation"] = "";
+        b["emitUTF8"] = true;
+        v.push_back("--entrypoint=" + Json::writeString(b, ep));
+    }
+    v.push_back(r.image);
+    v.insert(v.end(), r.args.begin(), r.args.end());
+    return v;
+}
+
+std::vector<std::string> podman_exec_argv(const ImageRun &r, const std::vector<std::string> &cmd,
+                                          bool interactive, bool tty) {
+    auto v = r.podman;
+    v.emplace_back("exec");
+    if (interactive) v.emplace_back("--interactive");
+    if (tty) v.emplace_back("--tty");
+    v.push_back(r.name);
+    v.insert(v.end(), cmd.begin(), cmd.end());
+    return v;
+}
+
+std::vector<std::string> podman_rm_argv(const ImageRun &r) {
+    auto v = r.podman;
+    v.insert(v.end(), {"rm", "--force", "--ignore", "--time", "0", r.name});
+    return v;
+}
+
+std::vector<std::string> podman_reset_argv(const std::vector<std::string> &podman) {
+    auto v = podman;
+    v.insert(v.end(), {"system", "reset", "--force"});
+    return v;
+}
+
+std::string pull_error(const std::string &output) {
+    std::string last, error;
+    for (const auto &line : split(output, '\n')) {
+        std::string l(trim(line));
+        if (l.empty()) continue;
+        last = l;
+        if (l.rfind("Error: ", 0) == 0) error = l.substr(7);
+    }
+    std::string msg = error.empty() ? last : error;
+    if (msg.empty()) msg = "the pull failed without a message";
+    if (msg.size() > 1024) msg.replace(1024, std::string::npos, "...");
+    return msg;
+}
+
+std::string read_termination_message(const std::string &path) {
+    int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return "";
+    struct stat st;
+    std::string out;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        char buf[4096];
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n > 0) out.assign(buf, static_cast<size_t>(n));
+    }
+    close(fd);
+    return out;
+}
+
+int64_t pull_backoff_ms(int failures) {
+    int64_t ms = 10000;
+    for (int i = 1; i < failures && ms < 300000; i++)
+        ms *= 2;
+    return std::min<int64_t>(ms, 300000);
+}
+
+// ---------------------------------------------------------------- wrapper --
+
+namespace {
+
+pid_t spawn_argv(char **argv, bool quiet, const sigset_t &old) {
+    pid_t pid = fork();
+    if (pid != 0) return pid;
+    setpgid(0, 0);
+    sigprocmask(SIG_SETMASK, &old, nullptr);
+    if (quiet) {
+        int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+    }
+    execvp(argv[0], argv);
+    dprintf(2, "cannot start '%s': %s\n", argv[0], strerror(errno));
+    _exit(128);
+}
+
+}  // namespace
+
+int podman_main(int argc, char **argv) {
+    // argv: prog --podman-main NAME N -- ARGV...
+    if (argc < 6 || strcmp(argv[4], "--") != 0) {
+        dprintf(2, "usage: slurm-k8s-shim --podman-main NAME N -- PODMAN-ARGV...\n");
+        return 128;
+    }
+    std::string name = argv[2];
+    char *end = nullptr;
+    long n = strtol(argv[3], &end, 10);
+    char **cmd = argv + 5;
+    int words = argc - 5;
+    if (*end != '\0' || n < 1 || n >= words) {
+        dprintf(2, "slurm-k8s-shim --podman-main: bad word count '%s'\n", argv[3]);
+        return 128;
+    }
+    sigset_t set, old;
+    sigemptyset(&set);
+    for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2})
+        sigaddset(&set, s);
+    sigprocmask(SIG_BLOCK, &set, &old);
+    pid_t main_pid = spawn_argv(cmd, false, old);
+    if (main_pid < 0) {
+        dprintf(2, "cannot start '%s': %s\n", cmd[0], strerror(errno));
+        return 128;
+    }
+    std::vector<std::string> kill_words(cmd, cmd + n);
+    for (;;) {
+        siginfo_t si;
+        int sig = sigwaitinfo(&set, &si);
+        if (sig < 0) continue;  // EINTR
+        if (sig != SIGCHLD) {
+            // The container gets it through its runtime; `podman run` and the
+            // wrapper's own group never do (a SIGTERM would make podman exit 0).
+            std::vector<std::string> k = kill_words;
+            k.insert(k.end(), {"kill", "--signal", std::to_string(sig), name});
+            std::vector<char *> kv;
+            kv.reserve(k.size() + 1);
+            for (auto &w : k)
+                kv.push_back(w.data());
+            kv.push_back(nullptr);
+            (void)spawn_argv(kv.data(), true, old);
+            continue;
+        }
+        int status = 0;
+        pid_t pid;
+        while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+            if (pid != main_pid) continue;
+            if (WIFEXITED(status)) return WEXITSTATUS(status);
+            return 128 + WTERMSIG(status);
+        }
+    }
+}
+
+}  // namespace sk::shim

@@ -1,0 +1,126 @@
+// The podman runtime: containers whose image matches a `podman = PATTERN`
+// line of runtime.conf (k8s-shim/runtime_template.h) run from their image
+// through rootless podman, as the job's user, inside the job.
+//
+// What the shim makes of such a container (docs/admin-guide.md, "Container
+// runtimes"):
+// - Storage per job: every podman command gets --root/--runroot/--tmpdir
+//   under <state_dir>/podman and a HOME, XDG_RUNTIME_DIR and
+//   XDG_CONFIG_HOME of its own there, so nothing of the user's own podman
+//   setup is used or touched, and the job's end removes it all
+//   (podman_reset_argv, then the shim's state directory goes).
+// - The image is pulled by the shim before the container starts, as the
+//   kubelet does (imagePullPolicy and its defaults: pull_needed), with
+//   --tls-verify=false only for the registries runtime.conf names insecure.
+// - `podman run` runs under the container's supervisor through the wrapper
+//   podman_main (`slurm-k8s-shim --podman-main`), because a signal to
+//   `podman run` itself makes it exit 0 at once while the container lives
+//   on: the wrapper keeps podman out of the container's process group and
+//   turns each signal the shim sends (SIGTERM at the stop) into
+//   `podman kill --signal`; it exits as `podman run` does, i.e. with the
+//   container's own exit code. The grace period's end is the supervisor's
+//   kill of every process (conmon and the container's processes are
+//   reparented to the supervisor, a subreaper).
+// - The container: --userns=keep-id (the job's uid and gid inside, no root),
+//   --network=host, --hostname the virtual node, the container's whole
+//   environment passed by name (-e NAME: the values stay out of the command
+//   line), volumes with -v at their mountPaths, the GPUs it was given
+//   (only those) and the control devices with --device, command as
+//   --entrypoint and args after the image, as a kubelet maps them.
+// - Exec probes, the preStop hook and exec sessions run inside the
+//   container with `podman exec`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/result.h"
+#include "k8s-shim/runtime_template.h"
+
+namespace sk::shim {
+
+struct ContainerPlan;
+
+// What a container of the podman runtime needs beyond its ContainerPlan.
+struct ImageRun {
+    std::vector<std::string> podman;  // the program and its global options
+    // The environment podman itself runs with (podman_environment), before
+    // the container's variables it passes by name.
+    std::vector<std::pair<std::string, std::string>> tool_env;
+    std::string name;                        // the podman container's name
+    std::string image;                       // normalized (normalize_image)
+    bool has_command = false;                // command given: it replaces ENTRYPOINT
+    std::vector<std::string> command, args;  // $(VAR)s expanded
+    std::string pull_policy;                 // Always, IfNotPresent, Never
+    bool insecure = false;                   // --tls-verify=false
+    std::vector<std::string> run_options;    // security and identity options
+    // The file on the node bound at terminationMessagePath ("" = none):
+    // emptied at each start, read at the exit for the termination message.
+    std::string termination_log, termination_message_path;
+    std::string gpu_device;  // PodmanSettings::gpu_device
+    std::vector<std::string> gpu_control_devices;
+};
+
+// A kubelet's reading of an image name: one without a registry is
+// docker.io's ("busybox" -> "docker.io/library/busybox").
+std::string normalize_image(const std::string &image);
+// The registry host[:port] of a normalized image.
+std::string image_registry(const std::string &image);
+// imagePullPolicy when the pod names none, as the API server defaults it:
+// Always for ":latest" or no tag, IfNotPresent otherwise.
+std::string default_pull_policy(const std::string &image);
+
+// The directory of the job's podman state (<state_dir>/podman), its global
+// options and the environment every podman command runs with.
+std::string podman_dir(const std::string &state_dir);
+std::vector<std::string> podman_command(const PodmanSettings &s, const std::string &dir);
+std::vector<std::pair<std::string, std::string>> podman_environment(const std::string &dir,
+                                                                    const std::string &path);
+// Makes the directories podman_dir/podman_environment name (0700).
+Status make_podman_dirs(const std::string &dir);
+
+// The podman container's name for a pod's container: as a kubelet names its
+// containers for docker, k8s_<container>_<pod>_<namespace>_<uid>.
+std::string podman_container_name(const std::string &container, const std::string &pod,
+                                  const std::string &ns, const std::string &uid);
+
+// Whether a variable of the container's must be passed with its value on
+// podman's command line (--env NAME=VALUE) instead of through podman's own
+// environment (--env NAME): the names podman_environment sets and those
+// that steer podman itself (CONTAINERS_*, PODMAN_*, XDG_*, LD_*, TMPDIR).
+bool podman_env_by_value(const std::string &name);
+// The environment of a podman command for container c: the tool's, and
+// the container's variables podman passes by name.
+std::vector<std::pair<std::string, std::string>> podman_process_env(const ContainerPlan &c);
+
+// Command lines (pure; `c` a container of the podman runtime).
+std::vector<std::string> podman_exists_argv(const ImageRun &r);
+std::vector<std::string> podman_pull_argv(const ImageRun &r);
+// `podman run`, wrapped in `helper --podman-main` (podman_main below). Of
+// the control devices, those that exist on the node are passed.
+std::vector<std::string> podman_run_argv(const ContainerPlan &c, const std::string &helper);
+std::vector<std::string> podman_exec_argv(const ImageRun &r, const std::vector<std::string> &cmd,
+                                          bool interactive, bool tty);
+std::vector<std::string> podman_rm_argv(const ImageRun &r);
+std::vector<std::string> podman_reset_argv(const std::vector<std::string> &podman);
+
+// The pull's error for a user: the last line of its output starting with
+// "Error: " (or the last line), bounded.
+std::string pull_error(const std::string &output);
+// What a container wrote to its terminationMessagePath: at most 4096 bytes
+// of the file at `path` (not followed when it is a symlink); "" when none.
+std::string read_termination_message(const std::string &path);
+// The kubelet's pull back-off: 10 s, doubled at each failure, at most 300 s.
+int64_t pull_backoff_ms(int failures);
+
+constexpr const char kPodmanMain[] = "--podman-main";
+// `slurm-k8s-shim --podman-main NAME N -- ARGV...`: runs ARGV (`podman ...
+// run ...`, its first N words the podman program and global options) in a
+// process group of its own; SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and
+// SIGUSR2 become `ARGV[0..N) kill --signal SIG NAME`. Exits with ARGV's exit
+// code (128+signal when it was killed), 128 when it cannot start it.
+int podman_main(int argc, char **argv);
+
+}  // namespace sk::shim
