@@ -5,6 +5,7 @@
 
 #include "agent/api_object.h"
 #include "common/base64.h"
+#include "common/json.h"
 #include "common/k8s_names.h"
 
 namespace sk::agent {
@@ -265,7 +266,51 @@ std::set<ObjectRef> referenced_objects(const Json::Value &pod) {
                 out.insert({"secrets", api::text(api::field(api::field(src, "secret"), "name"))});
         }
     }
+    for (const auto &ref : api::items(api::field(spec, "imagePullSecrets")))
+        if (!api::text(api::field(ref, "name")).empty())
+            out.insert({"secrets", api::text(api::field(ref, "name"))});
     return out;
+}
+
+std::string pull_auth(const Json::Value &pod, const FetchedObjects &objects,
+                      std::vector<std::string> *missing) {
+    Json::Value auths(Json::objectValue);
+    for (const auto &ref : api::items(api::field(api::field(pod, "spec"), "imagePullSecrets"))) {
+        std::string name = api::text(api::field(ref, "name"));
+        if (name.empty()) continue;
+        auto it = objects.find({"secrets", name});
+        const Json::Value *data = it == objects.end() ? nullptr : &api::field(it->second, "data");
+        std::string type = it == objects.end() ? "" : api::text(api::field(it->second, "type"));
+        const char *key = type == "kubernetes.io/dockercfg" ? ".dockercfg" : ".dockerconfigjson";
+        Result<std::string> raw = fail(Error::NotFound, "absent");
+        if (data && api::field(*data, key).isString())
+            raw = base64_decode(api::text(api::field(*data, key)));
+        Result<Json::Value> doc = raw ? json::parse(*raw) : Result<Json::Value>(raw.failure());
+        const Json::Value *regs = nullptr;
+        if (doc && doc->isObject())
+            regs = type == "kubernetes.io/dockercfg" ? &*doc : &api::field(*doc, "auths");
+        if (!regs || !regs->isObject()) {
+            if (missing) missing->push_back(name);
+            continue;
+        }
+        for (const auto &reg : regs->getMemberNames()) {
+            const Json::Value &e = (*regs)[reg];
+            if (auths.isMember(reg) || !e.isObject()) continue;
+            Json::Value entry(Json::objectValue);
+            if (e["auth"].isString())
+                entry["auth"] = e["auth"];
+            else if (e["username"].isString() && e["password"].isString())
+                entry["auth"] =
+                    base64_encode(e["username"].asString() + ":" + e["password"].asString());
+            else
+                continue;
+            auths[reg] = entry;
+        }
+    }
+    if (auths.empty()) return "";
+    Json::Value out(Json::objectValue);
+    out["auths"] = auths;
+    return json::write(out);
 }
 
 ObjectRef token_ref(const std::string &volume, const std::string &path) {
@@ -399,6 +444,8 @@ Result<Json::Value> resolve_fields(const Json::Value &pod_in, const FetchedObjec
     Json::Value body(Json::objectValue);
     body["pod"] = pod;
     body["files"] = *files;
+    std::string auth = pull_auth(pod_in, objs, nullptr);
+    if (!auth.empty()) body["pull_auth"] = auth;
     return body;
 }
 

@@ -65,11 +65,22 @@ struct NodeFacts {
 std::optional<std::pair<std::string, std::string>> api_endpoint(const std::string &url);
 
 // pod_run body: {"pod": pod with every env valueFrom replaced by "value",
-// "files": {volume: {path: base64}}}. A missing required object or key fails
+// "files": {volume: {path: base64}}, "pull_auth": pull_auth() when not ""}. A missing required object or key fails
 // (Invalid) with the message the kubelet would show
 // ("configmap \"cfg\" not found", "couldn't find key k in Secret ns/s").
 Result<Json::Value> resolve_pod(const Json::Value &pod, const FetchedObjects &objects,
                                 const NodeFacts &node);
+
+// The credentials of the pod's imagePullSecrets that exist, merged into one
+// containers-auth.json(5) document, as the kubelet merges them (the first
+// secret naming a registry wins): kubernetes.io/dockerconfigjson
+// (.dockerconfigjson, {"auths": {...}}) and kubernetes.io/dockercfg
+// (.dockercfg, the registries at the top level); an entry with username and
+// password but no "auth" gets auth = base64(username:password). "" when the
+// pod names none or none of them exists; *missing gets the names of those
+// absent or not readable as registry credentials.
+std::string pull_auth(const Json::Value &pod, const FetchedObjects &objects,
+                      std::vector<std::string> *missing);
 
 // Kubernetes quantity ("500m", "2", "1Gi", "1e3") in milli-units.
 Result<int64_t> parse_quantity_milli(const std::string &q);

@@ -168,6 +168,7 @@ Json::Value to_json(const PodRun &m) {
     Json::Value v(Json::objectValue);
     v["pod"] = m.pod;
     v["files"] = files_to_json(m.files);
+    if (!m.pull_auth.empty()) v["pull_auth"] = m.pull_auth;
     return v;
 }
 
@@ -244,6 +245,13 @@ Result<PodRun> pod_run_from_json(const Json::Value &body) {
     auto files = pod_files_from_json(body["files"]);
     if (!files) return invalid_run(files.failure());
     m.files = std::move(*files);
+    const Json::Value &auth = body["pull_auth"];
+    if (!auth.isNull()) {
+        if (!auth.isString() || auth.asString().size() > kMaxPullAuthBytes)
+            return fail(Error::Invalid, "pod_run: 'pull_auth' must be a string of at most " +
+                                            std::to_string(kMaxPullAuthBytes) + " bytes");
+        m.pull_auth = auth.asString();
+    }
     m.pod = pod;
     return m;
 }

@@ -131,7 +131,13 @@ struct PodRun {
     Json::Value pod{Json::objectValue};  // the resolved Pod (agent/env_resolver.h)
     std::string uid, ns, name;           // pod.metadata; uid required, ns/name may be ""
     PodFiles files;                      // base64 on the wire
+    // The registry credentials of the pod's imagePullSecrets, merged, as a
+    // containers-auth.json(5) document ({"auths": {REGISTRY: {"auth":
+    // base64(user:password)}}}); "" when it names none (or none exists).
+    // At most kMaxPullAuthBytes.
+    std::string pull_auth;
 };
+constexpr size_t kMaxPullAuthBytes = 64 * 1024;
 
 // New contents for files a running pod's volumes already hold (docs/
 // protocol.md "pod_files"): a refreshed ServiceAccount token. Each file is

@@ -611,6 +611,13 @@ Result<PodPlan> plan_pod(const Json::Value &pod, const proto::PodFiles &files,
     }
 }
 
+void set_pull_auth(PodPlan *plan, const std::string &auth, const std::string &pod_dir) {
+    plan->pull_auth = auth;
+    for (auto *list : {&plan->init_containers, &plan->containers})
+        for (auto &c : *list)
+            if (c.image_run) c.image_run->authfile = auth.empty() ? "" : pull_auth_path(pod_dir);
+}
+
 void assign_gpus(PodPlan *plan, const std::vector<int> &indices) {
     auto set = [](ContainerPlan *c, const std::vector<int> &idx) {
         c->gpu_indices = idx;

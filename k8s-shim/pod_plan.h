@@ -112,6 +112,9 @@ struct PodPlan {
     std::vector<ContainerPlan> init_containers, containers;
     std::vector<VolumePlan> volumes;
     std::map<std::string, std::vector<VolumeMount>> mounts;  // container name -> mounts
+    // The pod's pull credentials (common/shim_protocol.h PodRun::pull_auth),
+    // written to pull_auth_path() before the first pull; "" when none.
+    std::string pull_auth;
     // "ns/name" for log prefixes, "name_ns(uid)" as the kubelet prints pods.
     std::string key() const { return ns + "/" + name; }
     std::string kubelet_name() const { return name + "_" + ns + "(" + uid + ")"; }
@@ -133,6 +136,10 @@ struct PlanContext {
 // $(NAME) -> value when NAME is known, kept literally otherwise; $$ -> $;
 // an unclosed $( and a lone $ are kept.
 std::string expand_vars(const std::string &in, const std::map<std::string, std::string> &vars);
+
+// Gives the plan the pod's pull credentials: the podman runtime's pulls
+// then pass them (--authfile).
+void set_pull_auth(PodPlan *plan, const std::string &auth, const std::string &pod_dir);
 
 // pod: the Pod object; files: the pod_run body's files, decoded
 // (common/shim_protocol.h). Fails with Refused (policy, no command) or

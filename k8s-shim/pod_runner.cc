@@ -129,6 +129,11 @@ Status PodRunner::start() {
     run_.start_ms = Clock::wall_ms();
     if (auto st = make_dirs(env_.pod_dir, 0750); !st) return st;
     if (auto st = prepare_volumes(); !st) return st;
+    if (!plan_.pull_auth.empty())
+        if (auto st = write_file_atomic(pull_auth_path(env_.pod_dir), plan_.pull_auth, 0600,
+                                        Durability::Cached);
+            !st)
+            return st;
     if (!init_.empty()) {
         next_init_ = 0;
         (void)init_[0]->start();

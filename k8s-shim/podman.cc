@@ -71,6 +71,10 @@ Status make_podman_dirs(const std::string &dir) {
     return {};
 }
 
+std::string pull_auth_path(const std::string &pod_dir) {
+    return pod_dir + "/pull-auth.json";
+}
+
 std::string podman_container_name(const std::string &container, const std::string &pod,
                                   const std::string &ns, const std::string &uid) {
     return "k8s_" + container + "_" + pod + "_" + ns + "_" + uid;
@@ -100,6 +104,7 @@ std::vector<std::string> podman_pull_argv(const ImageRun &r) {
     auto v = r.podman;
     v.insert(v.end(), {"pull", "--quiet"});
     if (r.insecure) v.emplace_back("--tls-verify=false");
+    if (!r.authfile.empty()) v.insert(v.end(), {"--authfile", r.authfile});
     v.push_back(r.image);
     return v;
 }

@@ -55,6 +55,7 @@ struct ImageRun {
     std::vector<std::string> command, args;  // $(VAR)s expanded
     std::string pull_policy;                 // Always, IfNotPresent, Never
     bool insecure = false;                   // --tls-verify=false
+    std::string authfile;                    // --authfile: the pod's pull credentials
     std::vector<std::string> run_options;    // security and identity options
     // The file on the node bound at terminationMessagePath ("" = none):
     // emptied at each start, read at the exit for the termination message.
@@ -80,6 +81,10 @@ std::vector<std::pair<std::string, std::string>> podman_environment(const std::s
                                                                     const std::string &path);
 // Makes the directories podman_dir/podman_environment name (0700).
 Status make_podman_dirs(const std::string &dir);
+
+// Where a pod's pull credentials (PodRun::pull_auth) are kept for podman's
+// --authfile: <pod_dir>/pull-auth.json, mode 0600.
+std::string pull_auth_path(const std::string &pod_dir);
 
 // The podman container's name for a pod's container: as a kubelet names its
 // containers for docker, k8s_<container>_<pod>_<namespace>_<uid>.

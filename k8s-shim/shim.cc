@@ -340,6 +340,7 @@ proto::Reply Shim::pod_run(const proto::Request &req) {
         refuse(p, plan.error() == Error::Refused ? "PodRefused" : "InvalidPodSpec", plan.message());
         return proto::error_reply(req.id, plan.failure());
     }
+    set_pull_auth(&*plan, m->pull_auth, dir);
     auto idx = gpus_.allocate(uid, plan->gpus_needed());
     if (!idx) {
         refuse(p, "OutOfnvidia.com/gpu", idx.message());

@@ -16,7 +16,7 @@ PKGS=(
   python3 openssl curl procps psmisc iproute2 ca-certificates
   # the podman runtime (k8s-shim/podman.h): rootless podman with runc, and
   # the harness's images (buildah, busybox-static) in a loopback registry
-  podman runc uidmap slirp4netns catatonit buildah docker-registry busybox-static
+  podman runc uidmap slirp4netns catatonit buildah docker-registry busybox-static apache2-utils
   # the online-RL example: its policy (numpy) and its reward curve (matplotlib)
   python3-numpy python3-matplotlib
   # fuzzing (libFuzzer + sanitizer runtimes) and `make lint`

@@ -9,6 +9,7 @@
 #include "agent/env_resolver.h"
 #include "agent/lost_shim.h"
 #include "agent/node_builder.h"
+#include "common/strings.h"
 #include "common/log.h"
 #include "common/rfc3339.h"
 
@@ -223,6 +224,14 @@ void PodController::run_pod(const std::string &uid) {
             // Retried on the next change of the pod, as the kubelet does.
             return;
         }
+        std::vector<std::string> no_auth;
+        (void)pull_auth(e.api, *fetched, &no_auth);
+        if (!no_auth.empty())  // the kubelet's warning; the pull may still work
+            post_event(e.api,
+                       {"Warning", "FailedToRetrieveImagePullSecret",
+                        "Unable to retrieve some image pull secrets (" + join(no_auth, ", ") +
+                            "); attempting to pull the image may not succeed.",
+                        ""});
         e.state = PodState::Running;
         note_tokens(e, *fetched);
         LOG_INFO("%s handing to the runtime", pod_ref(e.api).c_str());

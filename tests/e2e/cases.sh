@@ -403,6 +403,10 @@ case_image_pods() {
   node="$(e2e_node_names "$j")"
   e2e_kubectl create configmap "img-$j" --from-literal=app.conf="hello-$j" >/dev/null
   e2e_kubectl create serviceaccount "img-$j" >/dev/null
+  e2e_kubectl create secret docker-registry "img-pull-$j" --docker-server="$E2E_REGISTRY_AUTH" \
+    --docker-username=e2e --docker-password=s3cret >/dev/null
+  e2e_kubectl create secret docker-registry "img-wrong-$j" --docker-server="$E2E_REGISTRY_AUTH" \
+    --docker-username=e2e --docker-password=wrong >/dev/null
   e2e_kubectl apply -f - >/dev/null <<EOF
 apiVersion: v1
 kind: Pod
@@ -467,6 +471,28 @@ spec:
   tolerations: [{key: slurm-k8s/job, operator: Equal, value: "$j", effect: NoSchedule}]
   containers:
   - {name: main, image: $E2E_REGISTRY/e2e/nope:1}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: imgauth, namespace: default}
+spec:
+  nodeName: $node
+  tolerations: [{key: slurm-k8s/job, operator: Equal, value: "$j", effect: NoSchedule}]
+  restartPolicy: Never
+  imagePullSecrets: [{name: img-pull-$j}]
+  containers:
+  - {name: main, image: $E2E_REGISTRY_AUTH/e2e/private:1, command: [echo, pulled with the secret]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: imgnoauth, namespace: default}
+spec:
+  nodeName: $node
+  tolerations: [{key: slurm-k8s/job, operator: Equal, value: "$j", effect: NoSchedule}]
+  restartPolicy: Never
+  imagePullSecrets: [{name: img-wrong-$j}, {name: img-absent-$j}]
+  containers:
+  - {name: main, image: $E2E_REGISTRY_AUTH/e2e/private:1, command: [echo, never]}
 EOF
   e2e_wait 90 "[ \"\$(e2e_pod_phase imgsem)\" = Failed ]"
   ok $? "image_pods: imgsem ran its four containers from $img and ended Failed (one exits 4): $(e2e_pod_phase imgsem)"
@@ -501,6 +527,13 @@ EOF
   grep -q "^Failed: Failed to pull image \"$E2E_REGISTRY/e2e/nope:1\": " <<<"$out"
   ok $? "image_pods: the pull's failure is an Event with podman's message ($(grep '^Failed: Failed' <<<"$out" | head -1))"
 
+  e2e_wait 60 "[ \"\$(e2e_pod_phase imgauth)\" = Succeeded ]"
+  ok $? "image_pods: imgauth pulled from the registry that asks for a login, with its imagePullSecret ($(e2e_pod_phase imgauth): $(e2e_kubectl logs imgauth 2>&1))"
+  e2e_wait 60 "e2e_pod_field default/imgnoauth '{.status.containerStatuses[0].state.waiting.reason}' | grep -Eq '^(ErrImagePull|ImagePullBackOff)$'"
+  out="$(e2e_kubectl get events -n default --field-selector involvedObject.name=imgnoauth -o 'jsonpath={range .items[*]}{.reason}: {.message}{"\n"}{end}' 2>&1)"
+  grep -q "^Failed: Failed to pull image \"$E2E_REGISTRY_AUTH/e2e/private:1\": .*unauthorized" <<<"$out" \
+    && grep -q "^FailedToRetrieveImagePullSecret: Unable to retrieve some image pull secrets (img-absent-$j)" <<<"$out"
+  ok $? "image_pods: a wrong pull secret fails the pull with the registry's answer, an absent one is a warning ($(grep -E '^(Failed: Failed|FailedToRetrieve)' <<<"$out" | head -2 | paste -sd'|'))"
   e2e_kubectl delete pod imgsvc --wait=false >/dev/null 2>&1
   e2e_wait 40 "[ \"\$(e2e_pod_field default/imgsvc '{.status.containerStatuses[0].state.terminated.exitCode}')\" = 3 ] || ! e2e_kubectl get pod imgsvc >/dev/null 2>&1"
   st="$(python3 "$E2E_TOP/tests/e2e/watch.py" final "$E2E_D/watch.jsonl" default/imgsvc)"
@@ -510,7 +543,8 @@ t = [(c.get("state") or {}).get("terminated") or {} for c in s.get("containerSta
 print([(x.get("exitCode"), x.get("reason"), x.get("message")) for x in t])
 sys.exit(0 if t and t[0].get("exitCode") == 3 and t[0].get("message", "").strip() == "prestop-ran" else 1)' >"$E2E_D/image-pods.tmp" 2>&1
   ok $? "image_pods: deleting imgsvc ran its preStop hook inside the container, then stopped it through podman: its TERM trap's exit code 3 and message are the pod's ($(cat "$E2E_D/image-pods.tmp"))"
-  e2e_kubectl delete pod imgsem imgmissing --wait=false >/dev/null 2>&1
+  e2e_kubectl delete pod imgsem imgmissing imgauth imgnoauth --wait=false >/dev/null 2>&1
+  e2e_kubectl delete secret "img-pull-$j" "img-wrong-$j" >/dev/null 2>&1
   e2e_kubectl delete configmap "img-$j" >/dev/null 2>&1
   e2e_kubectl delete serviceaccount "img-$j" >/dev/null 2>&1
   e2e_end_job "$j"

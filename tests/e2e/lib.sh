@@ -61,6 +61,7 @@ E2E_EXAMPLES="$E2E_D/examples"   # examples/online-rl, readable by the job user
 E2E_REGISTRY_DIR="$E2E_D/registry"  # tests/images/registry.sh: the images' registry
 E2E_REGISTRY_PORT="${E2E_REGISTRY_PORT:-29300}"
 E2E_REGISTRY="127.0.0.1:$E2E_REGISTRY_PORT"
+E2E_REGISTRY_AUTH="127.0.0.1:$((E2E_REGISTRY_PORT + 1))"  # asks for e2e:s3cret
 declare -A E2E_AGENT_PID=()
 E2E_KUBE_PID=""
 E2E_ADMIN_KUBECONFIG=""
@@ -124,7 +125,9 @@ EOF
   cat >"$E2E_LIB/runtime.conf" <<EOF
 template = e2e-rt/* $E2E_LIB/fake-apptainer exec {mounts:--bind} docker://{image} {command}
 podman = $E2E_REGISTRY/*
+podman = $E2E_REGISTRY_AUTH/*
 insecure_registry = $E2E_REGISTRY
+insecure_registry = $E2E_REGISTRY_AUTH
 gpu_device = $SK_SLURM_DIR/dev/nvidia{index}
 EOF
   chmod 644 "$E2E_LIB/runtime.conf"

@@ -4,49 +4,59 @@
 # busybox-static (nothing is fetched from outside). Needs root (buildah with a
 # storage of its own under DIR).
 #
-#   registry.sh start DIR PORT   serve DIR/data on 127.0.0.1:PORT; build and
-#                                push the images (prints the registry's host:port)
-#   registry.sh stop DIR         stop the registry, remove DIR
+#   registry.sh start DIR PORT   serve DIR/data on 127.0.0.1:PORT, and a second
+#                                registry on 127.0.0.1:PORT+1 that asks for a
+#                                login (user e2e, password s3cret: htpasswd);
+#                                build the images and push them to both
+#   registry.sh stop DIR         stop the registries, remove DIR
 #
 # Images (127.0.0.1:PORT/...):
 #   e2e/busybox:1   ENTRYPOINT ["/bin/entry"] (prints "entry: ARGS" and execs
 #                   them), CMD ["echo", "default-cmd"], Env IMGVAR=fromimage,
 #                   PATH=/bin, WorkingDir /srv; busybox's applets in /bin
 #   e2e/busybox:latest  the same image (pull policy Always by default)
+#   e2e/private:1 (on PORT+1 only)  the same image, behind the login
 set -euo pipefail
 
 die() { echo "registry.sh: $*" >&2; exit 1; }
 
-cmd_start() {
-  local dir="$1" port="$2" i
-  mkdir -p "$dir/data"
-  cat >"$dir/config.yml" <<CONF
-version: 0.1
-log:
-  level: warn
-storage:
-  filesystem:
-    rootdirectory: $dir/data
-  delete:
-    enabled: true
-http:
-  addr: 127.0.0.1:$port
-CONF
-  command -v docker-registry >/dev/null || die "docker-registry is not installed (scripts/install-deps.sh)"
-  docker-registry serve "$dir/config.yml" >"$dir/registry.log" 2>&1 &
-  echo $! >"$dir/registry.pid"
+# serve NAME PORT [AUTH]: one docker-registry on 127.0.0.1:PORT, its data in
+# DIR/NAME, asking for htpasswd logins when AUTH is given.
+serve() {
+  local dir="$1" name="$2" port="$3" auth="${4:-}" i
+  mkdir -p "$dir/$name"
+  {
+    printf 'version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: %s\n' "$dir/$name"
+    printf '  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:%s\n' "$port"
+    [ -z "$auth" ] || printf 'auth:\n  htpasswd:\n    realm: e2e\n    path: %s\n' "$auth"
+  } >"$dir/$name.yml"
+  docker-registry serve "$dir/$name.yml" >"$dir/$name.log" 2>&1 &
+  echo $! >"$dir/$name.pid"
   for i in $(seq 1 100); do
-    curl -fsS "http://127.0.0.1:$port/v2/" >/dev/null 2>&1 && break
-    kill -0 "$(cat "$dir/registry.pid")" 2>/dev/null || die "docker-registry exited: $(tail -3 "$dir/registry.log")"
-    [ "$i" = 100 ] && die "docker-registry does not answer on 127.0.0.1:$port"
+    # 200, or 401 from the one that asks for a login: it answers.
+    case "$(curl -sS -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v2/" 2>/dev/null)" in
+      200 | 401) return 0 ;;
+    esac
+    kill -0 "$(cat "$dir/$name.pid")" 2>/dev/null || die "docker-registry exited: $(tail -3 "$dir/$name.log")"
     sleep 0.1
   done
-  build "$dir" "127.0.0.1:$port"
+  die "docker-registry does not answer on 127.0.0.1:$port"
+}
+
+cmd_start() {
+  local dir="$1" port="$2"
+  command -v docker-registry >/dev/null || die "docker-registry is not installed (scripts/install-deps.sh)"
+  command -v htpasswd >/dev/null || die "htpasswd is not installed (apache2-utils: scripts/install-deps.sh)"
+  mkdir -p "$dir"
+  htpasswd -Bbc "$dir/htpasswd" e2e s3cret 2>/dev/null
+  serve "$dir" registry "$port"
+  serve "$dir" registry-auth "$((port + 1))" "$dir/htpasswd"
+  build "$dir" "127.0.0.1:$port" "127.0.0.1:$((port + 1))"
   echo "127.0.0.1:$port"
 }
 
 build() {
-  local dir="$1" reg="$2" b root c a
+  local dir="$1" reg="$2" auth_reg="$3" b root c a
   b=(buildah --root "$dir/buildah" --runroot "$dir/buildah-run" --storage-driver vfs)
   root="$dir/rootfs"
   rm -rf "$root"
@@ -69,12 +79,16 @@ build() {
   "${b[@]}" push -q --tls-verify=false "$reg/e2e/busybox:1" >/dev/null
   "${b[@]}" tag "$reg/e2e/busybox:1" "$reg/e2e/busybox:latest"
   "${b[@]}" push -q --tls-verify=false "$reg/e2e/busybox:latest" >/dev/null
+  "${b[@]}" push -q --tls-verify=false --creds e2e:s3cret "$reg/e2e/busybox:1" \
+    "docker://$auth_reg/e2e/private:1" >/dev/null
 }
 
 cmd_stop() {
-  local dir="$1" pid
-  pid="$(cat "$dir/registry.pid" 2>/dev/null || true)"
-  [ -n "$pid" ] && kill "$pid" 2>/dev/null && { for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done; }
+  local dir="$1" pid name
+  for name in registry registry-auth; do
+    pid="$(cat "$dir/$name.pid" 2>/dev/null || true)"
+    [ -n "$pid" ] && kill "$pid" 2>/dev/null && { for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done; }
+  done
   rm -rf "$dir"
 }
 

@@ -207,6 +207,43 @@ static const EndpointCase kEndpoints[] = {
     {"https://host:port", "", ""},
     {"https://[fd00::1", "", ""},
 };
+// imagePullSecrets: fetched with the pod's other references, merged into one
+// containers-auth.json document (first secret per registry wins), both
+// secret types, username/password turned into auth; absent or unreadable
+// ones named for the kubelet's warning.
+START_TEST(pull_secrets_merged) {
+    Json::Value pod = J(R"({"metadata":{"name":"p","namespace":"ns","uid":"u1"},"spec":{
+      "imagePullSecrets":[{"name":"a"},{"name":"b"},{"name":"gone"},{"name":"junk"}],
+      "containers":[{"name":"c","image":"reg:5000/x:1"}]}})");
+    auto refs = referenced_objects(pod);
+    ck_assert(refs.count({"secrets", "a"}) && refs.count({"secrets", "gone"}));
+    FetchedObjects objs;
+    auto Js = [](const std::string &t) { return J(t.c_str()); };
+    objs[{"secrets", "a"}] = Js(std::string(R"({"type":"kubernetes.io/dockerconfigjson","data":{
+      ".dockerconfigjson":")") + base64_encode(R"({"auths":{"reg:5000":{"auth":"YTph"}}})") +
+                               R"("}})");
+    objs[{"secrets", "b"}] = Js(std::string(R"({"type":"kubernetes.io/dockercfg","data":{
+      ".dockercfg":")") + base64_encode(R"({"reg:5000":{"auth":"Yjpi"},
+        "other.io":{"username":"u","password":"p"}})") + R"("}})");
+    objs[{"secrets", "junk"}] = J(R"({"type":"Opaque","data":{"x":"eA=="}})");
+    std::vector<std::string> missing;
+    auto auth = Js(pull_auth(pod, objs, &missing));
+    ck_assert_sstr_eq(auth["auths"]["reg:5000"]["auth"].asString(), "YTph");  // a's, first
+    ck_assert_sstr_eq(auth["auths"]["other.io"]["auth"].asString(), base64_encode("u:p"));
+    ck_assert_uint_eq(auth["auths"].size(), 2);
+    ck_assert(missing == std::vector<std::string>({"gone", "junk"}));
+    auto body = resolve_pod(pod, objs, {});
+    ck_assert(body.ok() && Js((*body)["pull_auth"].asString()) == auth);
+    // None named, or none there: no credentials at all.
+    objs.clear();
+    missing.clear();
+    ck_assert_sstr_eq(pull_auth(pod, objs, &missing), "");
+    ck_assert_uint_eq(missing.size(), 4);
+    body = resolve_pod(pod, objs, {});
+    ck_assert(body.ok() && !body->isMember("pull_auth"));
+}
+END_TEST
+
 START_TEST(api_endpoints) {
     const EndpointCase &c = kEndpoints[_i];
     auto e = api_endpoint(c.url);
@@ -238,6 +275,7 @@ int main() {
     tcase_add_loop_test(tc, env_missing_refs_fail, 0, TABLE_SIZE(kEnvFails));
     tcase_add_loop_test(tc, quantities, 0, TABLE_SIZE(kQuantities));
     tcase_add_test(tc, projected_and_downward_volumes);
+    tcase_add_test(tc, pull_secrets_merged);
     tcase_add_loop_test(tc, api_endpoints, 0, TABLE_SIZE(kEndpoints));
     suite_add_tcase(s, tc);
     return sk_run_suite(s);

@@ -60,7 +60,19 @@ START_TEST(pod_run_round_trip) {
     Json::Value no_files(Json::objectValue);
     no_files["pod"] = m.pod;
     auto bare = pod_run_from_json(no_files);
-    ck_assert(bare.ok() && bare->files.empty());
+    ck_assert(bare.ok() && bare->files.empty() && bare->pull_auth.empty());
+    ck_assert(!to_json(*bare).isMember("pull_auth"));
+    // The pull credentials travel as they are; a wrong type or an oversized
+    // document is refused.
+    m.pull_auth = R"({"auths":{"reg:5000":{"auth":"dTpw"}}})";
+    auto auth = pod_run_from_json(through_wire(ShimOp::PodRun, to_json(m)));
+    ck_assert(auth.ok() && auth->pull_auth == m.pull_auth);
+    for (Json::Value bad : {Json::Value(3), Json::Value(std::string(kMaxPullAuthBytes + 1, 'x'))}) {
+        Json::Value b = to_json(m);
+        b["pull_auth"] = bad;
+        auto r = pod_run_from_json(b);
+        ck_assert(!r.ok() && r.message().find("'pull_auth' must be a string") != std::string::npos);
+    }
 }
 END_TEST
 
