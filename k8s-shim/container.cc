@@ -9,6 +9,7 @@
 #include "common/procfs.h"
 #include "common/strings.h"
 #include "k8s-shim/pod_runner.h"
+#include "k8s-shim/pod_stats.h"
 #include "k8s-shim/podman.h"
 #include "k8s-shim/spawn.h"
 #include "k8s-shim/supervise.h"
@@ -572,7 +573,7 @@ void Container::pause(bool paused) {
         }
         run->ready = false;
         if (running && pid != 0 && !killing && !sigstopped) {
-            signal_group(pid, SIGSTOP);
+            signal_tree(SIGSTOP);
             sigstopped = true;
             LOG_INFO("%s stopped: the Slurm job is suspended", id_prefix().c_str());
         }
@@ -595,7 +596,19 @@ void Container::pause(bool paused) {
 void Container::continue_stopped() {
     if (!sigstopped) return;
     sigstopped = false;
-    if (running && pid != 0) signal_group(pid, SIGCONT);
+    if (running && pid != 0) signal_tree(SIGCONT);
+}
+
+// The process group holds every process of a process container (its
+// processes that left it are stopped by the supervisor's sweep at the end
+// anyway). An image container's processes are in sessions of conmon's and
+// the runtime's, below the supervisor (a subreaper): they are found in the
+// process tree.
+void Container::signal_tree(int sig) {
+    signal_group(pid, sig);
+    if (!plan->image_run) return;
+    for (int p : tree_pids(read_process_table(), pid))
+        (void)kill(p, sig);
 }
 
 }  // namespace sk::shim

@@ -143,7 +143,8 @@ struct Container {
     void probes_changed();  // recompute ready/started
     // The Slurm job was suspended (true) or resumed (PodRunner::pause).
     void pause(bool paused);
-    void continue_stopped();  // SIGCONT of what pause() stopped, before a signal that must land
+    void continue_stopped();    // SIGCONT of what pause() stopped, before a signal that must land
+    void signal_tree(int sig);  // the instance's processes (container.cc says which)
 
     // Attached sessions (k8s-shim/attach_session.h). attach: only while the
     // instance runs; the tap gets its output from now on, then tap_exit.

@@ -64,6 +64,17 @@ ProcessTable read_process_table(size_t max_procs) {
 
 TreeUsage tree_usage(const ProcessTable &table, int root) {
     TreeUsage out;
+    for (int pid : tree_pids(table, root)) {
+        const ProcUsage &u = table.at(pid);
+        out.cpu_ticks += u.utime + u.stime + u.cutime + u.cstime;
+        out.rss_pages += u.rss_pages;
+        out.processes++;
+    }
+    return out;
+}
+
+std::vector<int> tree_pids(const ProcessTable &table, int root) {
+    std::vector<int> out;
     if (root <= 0 || !table.count(root)) return out;
     std::map<int, std::vector<int>> children;
     for (const auto &[pid, u] : table)
@@ -72,13 +83,10 @@ TreeUsage tree_usage(const ProcessTable &table, int root) {
     // (a parent link cannot loop: each pid has one parent, and root's own is
     // not followed).
     std::deque<int> todo{root};
-    while (!todo.empty() && out.processes < table.size()) {
+    while (!todo.empty() && out.size() < table.size()) {
         int pid = todo.front();
         todo.pop_front();
-        const ProcUsage &u = table.at(pid);
-        out.cpu_ticks += u.utime + u.stime + u.cutime + u.cstime;
-        out.rss_pages += u.rss_pages;
-        out.processes++;
+        out.push_back(pid);
         if (auto it = children.find(pid); it != children.end())
             for (int c : it->second)
                 todo.push_back(c);

@@ -62,6 +62,9 @@ struct TreeUsage {
 // Pure: root and its descendants in `table` (none when root is not there):
 // the sum of utime+stime+cutime+cstime and of the RSS.
 TreeUsage tree_usage(const ProcessTable &table, int root);
+// Pure: root and its descendants in `table`, root first (none when root is
+// not there).
+std::vector<int> tree_pids(const ProcessTable &table, int root);
 
 // Pure: the value of `key` in a flat-keyed cgroup file (memory.stat,
 // cpu.stat: "key value" lines); nullopt when absent or not a number.

@@ -743,7 +743,7 @@ void Shim::maybe_finish_shutdown() {
         if (p.runner && !p.runner->finished()) return;
     // The job's podman storage goes before the reply: the plugin ends what
     // is left of the job soon after it (k8s-shim/podman.h).
-    if (reset_proc_ || reset_podman_state()) return;
+    if (reset_proc_ || reset_err_ || reset_podman_state()) return;
     proto::Reply r;
     r.id = shutdown_req_id_;
     if (shutdown_req_id_) send_reply(r);  // 0: our own decision, nobody asked
@@ -772,20 +772,30 @@ bool Shim::reset_podman_state() {
         o.env->push_back(name + "=" + value);
     o.cwd = state_dir_;
     o.detached = true;
-    int rc = reset_proc_.spawn(loop_, o, [this, dir](int64_t status, int sig) {
+    reset_err_ = Pipe(loop_);
+    o.err = &reset_err_;
+    reset_output_.clear();
+    reset_exited_ = false;
+    int rc = reset_proc_.spawn(loop_, o, [this](int64_t status, int sig) {
         reset_proc_.close();
         reset_timer_.stop();
-        if (status == 0 && sig == 0)
-            LOG_INFO("podman state of the job removed (%s)", dir.c_str());
-        else
-            LOG_WARN("podman system reset of %s failed (exit %lld, signal %d)", dir.c_str(),
-                     static_cast<long long>(status), sig);
-        maybe_finish_shutdown();
+        reset_exited_ = true;
+        reset_status_ = sig ? 128 + sig : status;
+        reset_done();
     });
     if (rc != 0) {
+        reset_err_.close();
         LOG_WARN("podman system reset of %s: %s", dir.c_str(), uv_strerror(rc));
         return false;
     }
+    reset_err_.read_start([this](ssize_t n, const char *data) {
+        if (n > 0 && reset_output_.size() < 4096)
+            reset_output_.append(data, static_cast<size_t>(n));
+        if (n < 0) {
+            reset_err_.close();
+            reset_done();
+        }
+    });
     reset_timer_ = Timer(loop_);
     reset_timer_.start(kPodmanResetMs, [this] {
         LOG_WARN("podman system reset still runs after %llu ms: killed",
@@ -793,6 +803,28 @@ bool Shim::reset_podman_state() {
         signal_group(reset_proc_.pid(), SIGKILL);
     });
     return true;
+}
+
+void Shim::reset_done() {
+    if (!reset_exited_ || reset_err_) return;
+    const std::string dir = podman_dir(state_dir_);
+    struct stat st;
+    bool left = lstat((dir + "/storage").c_str(), &st) == 0;
+    // The plugin's SIGTERM to the shim's process group (stop_shim) also hits
+    // a child forked just before, until it leaves the group (setsid): such
+    // a reset never ran. Once more, now that the signal came.
+    if (left && reset_status_ == 128 + SIGTERM && ++reset_tries_ < 3) {
+        LOG_INFO("podman system reset ended by SIGTERM before it ran: again");
+        podman_reset_ = false;
+        if (reset_podman_state()) return;
+    }
+    if (reset_status_ == 0 && !left)
+        LOG_INFO("podman state of the job removed (%s)", dir.c_str());
+    else
+        LOG_WARN("podman system reset of %s failed (status %lld%s): %s", dir.c_str(),
+                 static_cast<long long>(reset_status_), left ? ", storage left" : "",
+                 std::string(trim(reset_output_)).c_str());
+    maybe_finish_shutdown();
 }
 
 void Shim::notify(ShimPod &p) {

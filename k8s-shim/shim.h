@@ -113,6 +113,7 @@ class Shim {
     // the job's user alone could not (files of the containers' mapped
     // uids), and ends podman's pause process. false: nothing to reset.
     bool reset_podman_state();
+    void reset_done();  // its exit seen and its stderr read: logged
     void refuse(ShimPod &p, const std::string &reason, const std::string &message);
 
     void save_gpus();
@@ -165,7 +166,12 @@ class Shim {
 
     Signal term_;
     Process reset_proc_;
+    Pipe reset_err_;
     Timer reset_timer_;
+    std::string reset_output_;
+    bool reset_exited_ = false;
+    int64_t reset_status_ = 0;
+    int reset_tries_ = 0;
     bool podman_reset_ = false;
     bool shutting_down_ = false;
     uint64_t shutdown_req_id_ = 0;

@@ -399,7 +399,7 @@ EOF
 # podman left at the job's end.
 case_image_pods() {
   e2e_job 1 -N1 -w n2 --gres=gpu:2 --k8s-gpus=2 || { ok 1 "image_pods: job"; return; }
-  local j="$E2E_JOB" node img="$E2E_REGISTRY/e2e/busybox:1" out st want
+  local j="$E2E_JOB" node img="$E2E_REGISTRY/e2e/busybox:1" out st want pid
   node="$(e2e_node_names "$j")"
   e2e_kubectl create configmap "img-$j" --from-literal=app.conf="hello-$j" >/dev/null
   e2e_kubectl create serviceaccount "img-$j" >/dev/null
@@ -492,7 +492,7 @@ spec:
   restartPolicy: Never
   imagePullSecrets: [{name: img-wrong-$j}, {name: img-absent-$j}]
   containers:
-  - {name: main, image: $E2E_REGISTRY_AUTH/e2e/private:1, command: [echo, never]}
+  - {name: main, image: $E2E_REGISTRY_AUTH/e2e/private:1, imagePullPolicy: Always, command: [echo, never]}
 EOF
   e2e_wait 90 "[ \"\$(e2e_pod_phase imgsem)\" = Failed ]"
   ok $? "image_pods: imgsem ran its four containers from $img and ended Failed (one exits 4): $(e2e_pod_phase imgsem)"
@@ -520,7 +520,15 @@ EOF
   out="$(e2e_kubectl exec imgsvc -- sh -c 'cat /config/app.conf; echo; id -u; test -s /var/run/secrets/kubernetes.io/serviceaccount/token && echo token; cat /var/run/secrets/kubernetes.io/serviceaccount/namespace; echo; test -e /data/ready && echo data; test -e '"$SK_SLURM_DIR"' || echo no-node-paths' 2>&1 | paste -sd' ')"
   [ "$out" = "hello-$j $TEST_UID token default data no-node-paths" ]
   ok $? "image_pods: kubectl exec runs inside the container as the job's uid, with the token and the volumes at their mountPaths ($out)"
-  st="$(e2e_pod_field default/imgmissing '{.status.containerStatuses[0].state.waiting.reason}')"
+  # The job suspended: the container's processes (below conmon, not in the
+  # supervisor's process group) stop, and run again at the resume.
+  pid="$(pgrep -u "$TEST_UID" -f '^sh -c trap ' | head -1)"
+  scontrol suspend "$j"
+  e2e_wait 20 "[ -n '$pid' ] && [ \"\$(proc_state_of $pid)\" = T ]"
+  ok $? "image_pods: scontrol suspend stops the container's main process $pid ($(proc_state_of "$pid"))"
+  scontrol resume "$j"
+  e2e_wait 20 "[ \"\$(proc_state_of $pid)\" != T ] && [ \"\$(pod_ready_of default/imgsvc)\" = 'True ' ]"
+  ok $? "image_pods: scontrol resume continues it, the pod Ready again ($(proc_state_of "$pid"), $(pod_ready_of default/imgsvc))"
   e2e_wait 60 "e2e_pod_field default/imgmissing '{.status.containerStatuses[0].state.waiting.reason}' | grep -Eq '^(ErrImagePull|ImagePullBackOff)$'"
   ok $? "image_pods: a missing image waits in ErrImagePull/ImagePullBackOff ($(e2e_pod_field default/imgmissing '{.status.phase} {.status.containerStatuses[0].state.waiting}'))"
   out="$(e2e_kubectl get events -n default --field-selector involvedObject.name=imgmissing -o 'jsonpath={range .items[*]}{.reason}: {.message}{"\n"}{end}' 2>&1)"
@@ -530,6 +538,7 @@ EOF
   e2e_wait 60 "[ \"\$(e2e_pod_phase imgauth)\" = Succeeded ]"
   ok $? "image_pods: imgauth pulled from the registry that asks for a login, with its imagePullSecret ($(e2e_pod_phase imgauth): $(e2e_kubectl logs imgauth 2>&1))"
   e2e_wait 60 "e2e_pod_field default/imgnoauth '{.status.containerStatuses[0].state.waiting.reason}' | grep -Eq '^(ErrImagePull|ImagePullBackOff)$'"
+  ok $? "image_pods: imgnoauth waits in ErrImagePull/ImagePullBackOff ($(e2e_pod_field default/imgnoauth '{.status.phase} {.status.containerStatuses}'))"
   out="$(e2e_kubectl get events -n default --field-selector involvedObject.name=imgnoauth -o 'jsonpath={range .items[*]}{.reason}: {.message}{"\n"}{end}' 2>&1)"
   grep -q "^Failed: Failed to pull image \"$E2E_REGISTRY_AUTH/e2e/private:1\": .*unauthorized" <<<"$out" \
     && grep -q "^FailedToRetrieveImagePullSecret: Unable to retrieve some image pull secrets (img-absent-$j)" <<<"$out"
