@@ -65,8 +65,8 @@ struct NodeFacts {
 std::optional<std::pair<std::string, std::string>> api_endpoint(const std::string &url);
 
 // pod_run body: {"pod": pod with every env valueFrom replaced by "value",
-// "files": {volume: {path: base64}}, "pull_auth": pull_auth() when not ""}. A missing required object or key fails
-// (Invalid) with the message the kubelet would show
+// "files": {volume: {path: base64}}, "pull_auth": pull_auth() when not ""}. A missing required
+// object or key fails (Invalid) with the message the kubelet would show
 // ("configmap \"cfg\" not found", "couldn't find key k in Secret ns/s").
 Result<Json::Value> resolve_pod(const Json::Value &pod, const FetchedObjects &objects,
                                 const NodeFacts &node);

@@ -221,10 +221,11 @@ START_TEST(pull_secrets_merged) {
     auto Js = [](const std::string &t) { return J(t.c_str()); };
     objs[{"secrets", "a"}] = Js(std::string(R"({"type":"kubernetes.io/dockerconfigjson","data":{
       ".dockerconfigjson":")") + base64_encode(R"({"auths":{"reg:5000":{"auth":"YTph"}}})") +
-                               R"("}})");
+                                R"("}})");
     objs[{"secrets", "b"}] = Js(std::string(R"({"type":"kubernetes.io/dockercfg","data":{
       ".dockercfg":")") + base64_encode(R"({"reg:5000":{"auth":"Yjpi"},
-        "other.io":{"username":"u","password":"p"}})") + R"("}})");
+        "other.io":{"username":"u","password":"p"}})") +
+                                R"("}})");
     objs[{"secrets", "junk"}] = J(R"({"type":"Opaque","data":{"x":"eA=="}})");
     std::vector<std::string> missing;
     auto auth = Js(pull_auth(pod, objs, &missing));
