@@ -20,6 +20,7 @@
 #include "agent/shim_runtime.h"
 #include "common/fs.h"
 #include "common/log.h"
+#include "common/log_paths.h"
 #include "common/rfc3339.h"
 #include "common/strings.h"
 #include "uv/handles.h"
@@ -99,6 +100,17 @@ void remove_job_dir_as_owner(uv_loop_t *loop, const std::string &dir) {
         LOG_WARN("cannot remove the shim dir %s: %s", dir.c_str(), uv_strerror(e));
         delete rm;
     }
+}
+
+// The podman runtime's run directory of the job (common/log_paths.h), which
+// its shim removes at its end; one that died leaves it. Its state directory's
+// owner is the job's user; both go the same way (rm as their owner).
+void remove_job_dirs(uv_loop_t *loop, const std::string &state_dir, uint32_t job_id,
+                     const std::string &slurm_node) {
+    struct stat st;
+    if (lstat(state_dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+        remove_job_dir_as_owner(loop, podman_run_dir(st.st_uid, job_id, slurm_node));
+    remove_job_dir_as_owner(loop, state_dir);
 }
 }  // namespace
 
@@ -299,10 +311,12 @@ void Agent::collect_if_gone(const std::shared_ptr<VirtualNode> &vn, const char *
             LOG_WARN("%s job %u is gone in Slurm but still registered (%s): deregistering it",
                      node->prefix().c_str(), job.job_id, why);
             std::string dir = shim_state_dir_for(cfg_, job.job_id, job.slurm_node);
-            node->deregister(0, reason, [this, key, dir](uint32_t) {
-                forget_node(key);
-                remove_job_dir_as_owner(loop_, dir);
-            });
+            node->deregister(
+                0, reason,
+                [this, key, dir, job_id = job.job_id, slurm_node = job.slurm_node](uint32_t) {
+                    forget_node(key);
+                    remove_job_dirs(loop_, dir, job_id, slurm_node);
+                });
         });
 }
 
@@ -498,7 +512,8 @@ void Agent::op_deregister(const std::shared_ptr<Connection> &c, const proto::Req
     std::string key = job_key(r->job_id, r->slurm_node);
     auto it = nodes_.find(key);
     if (it == nodes_.end()) {  // nothing registered: already clean, say so
-        remove_job_dir_as_owner(loop_, shim_state_dir_for(cfg_, r->job_id, r->slurm_node));
+        remove_job_dirs(loop_, shim_state_dir_for(cfg_, r->job_id, r->slurm_node), r->job_id,
+                        r->slurm_node);
         proto::Reply rep;
         rep.id = req.id;
         rep.body = proto::to_json(proto::DeregisterReply{0});
@@ -766,7 +781,7 @@ void Agent::gc_files() {
         collect(k, [this, k] {
             std::string dir = shim_state_dir_for(cfg_, k.job_id, k.slurm_node);
             LOG_INFO("gc: job %u is gone: removing its shim dir %s", k.job_id, dir.c_str());
-            remove_job_dir_as_owner(loop_, dir);
+            remove_job_dirs(loop_, dir, k.job_id, k.slurm_node);
         });
 }
 

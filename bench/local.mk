@@ -6,6 +6,7 @@ EXTRA_DIST += \
 	bench/report.py \
 	bench/bench_lifecycle.py \
 	bench/bench_mounts.py \
+	bench/bench_images.py \
 	bench/bench_steady.py \
 	bench/bench_resources.py \
 	bench/bench_scale.py \

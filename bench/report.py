@@ -98,6 +98,19 @@ def rows(b):
                     "(no target)",
                     "the same helper without mounts: p50 %s, p99 %s" % (
                         ms(mo["no_mounts"]["p50"]), ms(mo["no_mounts"]["p99"])), "-"))
+    im = b.get("images", {})
+    for v, name in (("present", "image already in the job's storage"),
+                    ("pulled", "image pulled from a registry on loopback")):
+        r, p = g(im, v, "running"), g(im, "process", "running")
+        o, po = g(im, v, "output"), g(im, "process", "output")
+        if r and r.get("n") and p and p.get("n") and o and po:
+            out.append(("pod bound -> Running in the API server, podman runtime, " + name,
+                        "p50 %s, p99 %s (n=%d); its command's first output p50 %s" % (
+                            ms(r["p50"]), ms(r["p99"]), r["n"], ms(o["p50"])),
+                        "(no target)",
+                        "the same pod as a process, same run: Running p50 %s, output p50 %s; "
+                        "kubelet create -> Running 880 ms median" % (ms(p["p50"]), ms(po["p50"])),
+                        "-"))
     r = g(life, "shim", "pod_delete_gone")
     if r and r.get("n"):
         out.append(("pod DELETE (process exits on SIGTERM) -> gone, process runtime",

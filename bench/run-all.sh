@@ -12,6 +12,7 @@
 #   BENCH_SLURM_PROFILE_JOBS=10  its hook-timing block (SlurmdDebug=debug)
 #   BENCH_RL_STEPS=200 BENCH_RL_ROUNDS=3                bench_online_rl.py (root)
 #   BENCH_MOUNTS_N=200                                  bench_mounts.py
+#   BENCH_IMAGES_N=20                                   bench_images.py (root, podman)
 #   BENCH_ONLY="lifecycle steady"   run only these;  BENCH_QUICK=1  small sizes (a smoke run)
 # Needs a build (SK_TOP_BUILDDIR, default ./build or the source dir), python3, openssl;
 # the Slurm part needs root and tests/slurm/cluster.sh install (skipped otherwise).
@@ -32,7 +33,7 @@ if [ "${BENCH_QUICK:-0}" = 1 ]; then
   : "${BENCH_SCALE_N:=10 100}" "${BENCH_SLURM_JOBS:=6}"
   export BENCH_REPS BENCH_STEADY_S BENCH_RES_IDLE_S BENCH_SCALE_N BENCH_SLURM_JOBS
 fi
-ALL="lifecycle mounts steady resources scale streams slurm_start online_rl"
+ALL="lifecycle mounts images steady resources scale streams slurm_start online_rl"
 ONLY="${BENCH_ONLY:-$ALL}"
 rm -f "$OUT"
 CMD="bench/run-all.sh $(basename "$OUT")"  # no machine paths in the results file

@@ -1,5 +1,7 @@
 #include "common/log_paths.h"
 
+#include <stdio.h>
+
 #include <dirent.h>
 #include <errno.h>
 #include <unistd.h>
@@ -18,6 +20,19 @@ Status check_log_path_component(std::string_view s, std::string_view what) {
         return fail(Error::InvalidArgument,
                     "invalid " + std::string(what) + " '" + std::string(s) + "'");
     return {};
+}
+
+std::string podman_run_dir(uint32_t uid, uint32_t job_id, const std::string &slurm_node) {
+    std::string base = "/tmp/sk-podman-" + std::to_string(uid) + "/" + std::to_string(job_id) + "_";
+    if (base.size() + slurm_node.size() <= 50) return base + slurm_node;
+    uint32_t h = 2166136261u;
+    for (unsigned char c : slurm_node) {
+        h ^= c;
+        h *= 16777619u;
+    }
+    char hex[9];
+    snprintf(hex, sizeof hex, "%08x", h);
+    return base + hex;
 }
 
 std::string pod_log_dir(const std::string &state_dir, const std::string &pod_uid) {

@@ -9,6 +9,7 @@
 // container_log_files(), which read one directory.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,6 +18,15 @@
 #include "common/result.h"
 
 namespace sk {
+
+// The podman runtime's run directory of one job on one node (k8s-shim/
+// podman.h): podman refuses a --runroot longer than 50 characters, which a
+// shim state directory easily is, so it lives at
+//     /tmp/sk-podman-<uid>/<job id>_<slurm node>
+// (the node's name replaced by the FNV-1a hash of it, in hex, when the
+// path would be longer). The shim makes and removes it; the agent removes
+// what a shim that died left, with the job's state directory.
+std::string podman_run_dir(uint32_t uid, uint32_t job_id, const std::string &slurm_node);
 
 // A pod uid or container name used as one path component: non-empty, at most
 // 253 bytes, no '/', no NUL, not "." or "..". Refuses path traversal from a

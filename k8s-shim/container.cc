@@ -27,6 +27,8 @@ constexpr uint64_t kDrainMs = 2000;
 // before the shim kills its process group itself (the supervisor stopped by
 // a SIGSTOP of the container's own, or a kill pass slowed by a fork bomb).
 constexpr uint64_t kSweepMs = kSupervisorSweepMs;
+// How often an image container's pid file is looked for after its start.
+constexpr uint64_t kStartedPollMs = 10;
 
 }  // namespace
 
@@ -36,7 +38,8 @@ Container::Container(PodRunner *p, ContainerPlan *pl, ContainerRun *r)
       run(r),
       timer(p->env().clock.loop),
       kill_timer(p->env().clock.loop),
-      drain_timer(p->env().clock.loop) {
+      drain_timer(p->env().clock.loop),
+      started_poll(p->env().clock.loop) {
     if (plan->startup)
         probes.push_back(std::make_unique<ProbeRunner>(this, ProbeKind::Startup, *plan->startup));
     if (plan->readiness)
@@ -94,6 +97,7 @@ Status Container::start() {
     log.emplace(std::move(*w));
     tail.clear();
 
+    if (plan->image_run) (void)unlink(plan->image_run->pidfile.c_str());
     if (plan->image_run && !plan->image_run->termination_log.empty()) {
         // Empty at each start: the message is this instance's.
         if (auto st =
@@ -147,24 +151,59 @@ Status Container::start() {
     out.read_start([this](ssize_t n, const char *data) { on_read(out, "stdout", n, data); });
     err.read_start([this](ssize_t n, const char *data) { on_read(err, "stderr", n, data); });
 
-    run->state = CState::Running;
     run->started_ms = Clock::wall_ms();
     run->container_id = container_id(pod->plan().uid, plan->name, run->restart_count);
     run->terminated.reset();
-    run->waiting_reason.clear();
-    run->waiting_message.clear();
     run->ever_started = true;
     backoff.on_start(env.clock.spec_now());
     LOG_INFO("%s started pid %d (restart %d)", id_prefix().c_str(), pid, run->restart_count);
+    if (!plan->image_run) {
+        mark_running();
+        return {};
+    }
+    // An image container runs once podman made its process (its pid file):
+    // until then it is Waiting, ContainerCreating, as on a kubelet.
+    run->state = CState::Waiting;
+    run->waiting_reason = "ContainerCreating";
+    run->waiting_message.clear();
+    pod->changed();
+    started_poll.start(
+        kStartedPollMs,
+        [this] {
+            struct stat st;
+            if (!running || pending_exit || stat(plan->image_run->pidfile.c_str(), &st) != 0)
+                return;
+            started_poll.stop();
+            run->started_ms = Clock::wall_ms();
+            mark_running();
+        },
+        kStartedPollMs);
+    return {};
+}
+
+void Container::mark_running() {
+    run->state = CState::Running;
+    run->waiting_reason.clear();
+    run->waiting_message.clear();
     for (auto &p : probes)
         if (p->state.kind() == ProbeKind::Startup || !plan->startup) p->arm();
     probes_changed();
     pod->container_started(this);
-    return {};
 }
 
 void Container::begin_image() {
-    image_step_start(plan->image_run->pull_policy == "Always" ? ImageStep::Pull : ImageStep::Check);
+    const ImageRun &r = *plan->image_run;
+    std::set<std::string> *present = pod->env().present_images;
+    if (r.pull_policy != "Always" && present && present->count(r.image)) {
+        pod->add_event("Normal", "Pulled",
+                       "Container image \"" + plan->image + "\" already present on machine",
+                       plan->name);
+        image_ready = true;
+        auto st = start();
+        if (!st) pod->changed();
+        return;
+    }
+    image_step_start(r.pull_policy == "Always" ? ImageStep::Pull : ImageStep::Check);
 }
 
 void Container::image_step_start(ImageStep step) {
@@ -242,6 +281,7 @@ void Container::image_step_done() {
                            go_duration(static_cast<int64_t>(Clock::wall_ms() - pull_started_ms)),
                        plan->name);
     pull_failures = 0;
+    if (auto *present = pod->env().present_images) present->insert(plan->image_run->image);
     image_ready = true;
     auto st = start();
     if (!st) pod->changed();
@@ -382,6 +422,7 @@ void Container::maybe_finish_exit() {
     if (!pending_exit || out || err) return;
     pending_exit = false;
     running = false;
+    started_poll.stop();
     kill_timer.stop();
     drain_timer.stop();
     for (auto &p : probes)
@@ -396,6 +437,9 @@ void Container::maybe_finish_exit() {
     std::string start_error = start_failure(t.exit_code, tail);
     if (start_error.empty() && plan->image_run)
         start_error = podman_start_failure(t.exit_code, tail);
+    // The image went from the job's storage meanwhile: the next start checks.
+    if (!start_error.empty() && plan->image_run && pod->env().present_images)
+        pod->env().present_images->erase(plan->image_run->image);
     if (oom_after > oom_before && oom_before >= 0)
         t.reason = "OOMKilled";
     else if (!start_error.empty())

@@ -93,6 +93,7 @@ struct Container {
     Timer kill_timer;                // grace period, then the supervisor's kill pass
     uint64_t kill_deadline_ms = 0;   // loop time kill_timer fires at
     Timer drain_timer;               // log pipes after the exit
+    Timer started_poll;              // an image container's pid file, after its start
     std::list<Process> hooks;        // preStop processes still running
     bool running = false;
     int pid = 0;  // the supervisor's: the session and process group
@@ -130,6 +131,7 @@ struct Container {
     void image_failed(const std::string &reason, const std::string &message);
 
     Status start();                                 // spawn one instance
+    void mark_running();                            // its process runs: Running, probes armed
     void stop(int64_t grace_ms);                    // preStop, SIGTERM, grace, SIGKILL
     void arm_kill(int64_t grace_ms, uint64_t now);  // the grace's end, from loop time now
     void kill_for_restart(const std::string &why);  // failed liveness/startup probe

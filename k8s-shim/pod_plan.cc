@@ -273,7 +273,7 @@ Result<ContainerPlan> parse_container(const Json::Value &c, const Json::Value &p
             return invalid(who + ": image '" + cp.image + "' is not an image reference");
         ImageRun r;
         const PodmanSettings &ps = ctx.templates->podman();
-        r.podman = podman_command(ps, ctx.podman_dir);
+        r.podman = podman_command(ps, ctx.podman_dir, ctx.podman_run_dir);
         r.tool_env = podman_environment(ctx.podman_dir, ctx.base_path);
         r.name = podman_container_name(cp.name, pod["metadata"]["name"].asString(),
                                        pod["metadata"]["namespace"].asString(),
@@ -309,6 +309,7 @@ Result<ContainerPlan> parse_container(const Json::Value &c, const Json::Value &p
                                "':' or ','");
             r.termination_log = ctx.pod_dir + "/" + cp.name + "/termination-log";
         }
+        r.pidfile = ctx.pod_dir + "/" + cp.name + "/pid";
         r.gpu_device = ps.gpu_device;
         r.gpu_control_devices = ps.gpu_control_devices;
         cp.image_run = std::move(r);

@@ -130,6 +130,7 @@ struct PlanContext {
     std::string base_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
     const RuntimeTemplates *templates = nullptr;  // may be null: process runtime only
     std::string podman_dir;                       // podman_dir(state_dir), k8s-shim/podman.h
+    std::string podman_run_dir;                   // common/log_paths.h podman_run_dir
 };
 
 // Kubernetes' $(VAR) expansion (k8s.io/kubernetes third_party expansion):

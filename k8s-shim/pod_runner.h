@@ -14,6 +14,7 @@
 
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,11 @@ struct RunnerEnv {
     // A preStop hook or an exec probe check started: process_record() has
     // one more process to record.
     std::function<void()> on_processes;
+    // The images this job's podman storage holds, as far as the shim's own
+    // pulls and presence checks know (k8s-shim/podman.h): an IfNotPresent
+    // start of one of them skips the check. Shared by the job's pods; null
+    // without the podman runtime.
+    std::set<std::string> *present_images = nullptr;
 };
 
 class PodRunner {

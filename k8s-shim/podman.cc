@@ -43,9 +43,10 @@ std::string podman_dir(const std::string &state_dir) {
     return state_dir + "/podman";
 }
 
-std::vector<std::string> podman_command(const PodmanSettings &s, const std::string &dir) {
+std::vector<std::string> podman_command(const PodmanSettings &s, const std::string &dir,
+                                        const std::string &run_dir) {
     std::vector<std::string> v = {
-        s.binary,      "--root",           dir + "/storage",   "--runroot",        dir + "/run",
+        s.binary,      "--root",           dir + "/storage",   "--runroot",        run_dir,
         "--tmpdir",    dir + "/tmp",       "--storage-driver", s.storage_driver,   "--runtime",
         s.oci_runtime, "--cgroup-manager", "cgroupfs",         "--events-backend", "file"};
     v.insert(v.end(), s.options.begin(), s.options.end());
@@ -62,13 +63,29 @@ std::vector<std::pair<std::string, std::string>> podman_environment(const std::s
             {"TMPDIR", dir + "/tmp"}};
 }
 
-Status make_podman_dirs(const std::string &dir) {
-    for (const char *sub : {"", "/home", "/xdg", "/tmp", "/home/.config"}) {
-        std::string p = dir + sub;
-        if (mkdir(p.c_str(), 0700) != 0 && errno != EEXIST)
-            return fail(Error::Io, "mkdir " + p + ": " + strerror(errno));
-    }
+namespace {
+
+// mkdir 0700 (an existing one is fine), then: a directory, ours, closed to
+// the others, not a symlink.
+Status private_dir(const std::string &p) {
+    if (mkdir(p.c_str(), 0700) != 0 && errno != EEXIST)
+        return fail(Error::Io, "mkdir " + p + ": " + strerror(errno));
+    struct stat st;
+    if (lstat(p.c_str(), &st) != 0) return fail(Error::Io, "lstat " + p + ": " + strerror(errno));
+    if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077) != 0)
+        return fail(Error::Refused, p + " is not a private directory of the job's user (another "
+                                        "user's, a symlink, or open to others): the podman "
+                                        "runtime cannot use it; remove it");
     return {};
+}
+
+}  // namespace
+
+Status make_podman_dirs(const std::string &dir, const std::string &run_dir) {
+    for (const char *sub : {"", "/home", "/xdg", "/tmp", "/home/.config"})
+        if (auto st = private_dir(dir + sub); !st) return st;
+    if (auto st = private_dir(run_dir.substr(0, run_dir.rfind('/'))); !st) return st;
+    return private_dir(run_dir);
 }
 
 std::string pull_auth_path(const std::string &pod_dir) {
@@ -124,6 +141,7 @@ std::vector<std::string> podman_run_argv(const ContainerPlan &c, const std::stri
     if (!c.working_dir.empty()) v.insert(v.end(), {"--workdir", c.working_dir});
     for (const auto &b : c.binds)
         v.insert(v.end(), {"--volume", b.source + ":" + b.target + (b.read_only ? ":ro" : "")});
+    if (!r.pidfile.empty()) v.insert(v.end(), {"--pidfile", r.pidfile});
     if (!r.termination_log.empty())
         v.insert(v.end(), {"--volume", r.termination_log + ":" + r.termination_message_path});
     for (int i : c.gpu_indices) {

@@ -60,6 +60,8 @@ struct ImageRun {
     // The file on the node bound at terminationMessagePath ("" = none):
     // emptied at each start, read at the exit for the termination message.
     std::string termination_log, termination_message_path;
+    // podman run's --pidfile: there once the container's process exists.
+    std::string pidfile;
     std::string gpu_device;  // PodmanSettings::gpu_device
     std::vector<std::string> gpu_control_devices;
 };
@@ -74,13 +76,18 @@ std::string image_registry(const std::string &image);
 std::string default_pull_policy(const std::string &image);
 
 // The directory of the job's podman state (<state_dir>/podman), its global
-// options and the environment every podman command runs with.
+// options and the environment every podman command runs with; run_dir is
+// its --runroot, short (common/log_paths.h podman_run_dir).
 std::string podman_dir(const std::string &state_dir);
-std::vector<std::string> podman_command(const PodmanSettings &s, const std::string &dir);
+std::vector<std::string> podman_command(const PodmanSettings &s, const std::string &dir,
+                                        const std::string &run_dir);
 std::vector<std::pair<std::string, std::string>> podman_environment(const std::string &dir,
                                                                     const std::string &path);
-// Makes the directories podman_dir/podman_environment name (0700).
-Status make_podman_dirs(const std::string &dir);
+// Makes the directories podman_dir/podman_environment name (0700), and
+// run_dir with its parent: each must then be a directory of this user's
+// own that nobody else may enter, not a symlink (another user may have made
+// the parent in /tmp first: refused, the message says what to remove).
+Status make_podman_dirs(const std::string &dir, const std::string &run_dir);
 
 // Where a pod's pull credentials (PodRun::pull_auth) are kept for podman's
 // --authfile: <pod_dir>/pull-auth.json, mode 0600.

@@ -335,6 +335,7 @@ proto::Reply Shim::pod_run(const proto::Request &req) {
     ctx.pod_dir = dir;
     ctx.templates = &templates_;
     ctx.podman_dir = podman_dir(state_dir_);
+    ctx.podman_run_dir = podman_run_dir(getuid(), opt_.job_id, opt_.slurm_node);
     auto plan = plan_pod(m->pod, m->files, ctx);
     if (!plan) {
         refuse(p, plan.error() == Error::Refused ? "PodRefused" : "InvalidPodSpec", plan.message());
@@ -351,7 +352,7 @@ proto::Reply Shim::pod_run(const proto::Request &req) {
     for (const auto *list : {&plan->init_containers, &plan->containers})
         for (const auto &c : *list)
             if (c.image_run)
-                if (auto st = make_podman_dirs(ctx.podman_dir); !st) {
+                if (auto st = make_podman_dirs(ctx.podman_dir, ctx.podman_run_dir); !st) {
                     gpus_.release(uid);
                     save_gpus();
                     refuse(p, "PodSetupFailed", st.message());
@@ -367,6 +368,7 @@ proto::Reply Shim::pod_run(const proto::Request &req) {
     env.on_change = [this, pe] { notify(*pe); };
     env.on_finished = [this, pe] { pod_finished(*pe); };
     env.on_processes = [this, pe] { save_pod_state(*pe); };
+    env.present_images = &present_images_;
     p.runner = std::make_unique<PodRunner>(std::move(env), std::move(*plan));
     LOG_INFO("[pod %s/%s] starting (uid %s, GPUs [%s])", p.ns.c_str(), p.name.c_str(), uid.c_str(),
              format_index_list(*idx).c_str());
@@ -766,7 +768,8 @@ bool Shim::reset_podman_state() {
     if (lstat((dir + "/storage").c_str(), &st) != 0) return false;  // no pod used it
     podman_reset_ = true;
     SpawnOptions o;
-    o.args = podman_reset_argv(podman_command(templates_.podman(), dir));
+    o.args = podman_reset_argv(podman_command(
+        templates_.podman(), dir, podman_run_dir(getuid(), opt_.job_id, opt_.slurm_node)));
     o.env.emplace();
     for (const auto &[name, value] : podman_environment(dir, PlanContext().base_path))
         o.env->push_back(name + "=" + value);
@@ -818,8 +821,10 @@ void Shim::reset_done() {
         podman_reset_ = false;
         if (reset_podman_state()) return;
     }
+    const std::string run_dir = podman_run_dir(getuid(), opt_.job_id, opt_.slurm_node);
+    if (!left) (void)remove_tree(run_dir);  // what the reset left of it: ours
     if (reset_status_ == 0 && !left)
-        LOG_INFO("podman state of the job removed (%s)", dir.c_str());
+        LOG_INFO("podman state of the job removed (%s, %s)", dir.c_str(), run_dir.c_str());
     else
         LOG_WARN("podman system reset of %s failed (status %lld%s): %s", dir.c_str(),
                  static_cast<long long>(reset_status_), left ? ", storage left" : "",

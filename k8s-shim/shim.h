@@ -19,6 +19,7 @@
 #include <uv.h>
 
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -164,6 +165,7 @@ class Shim {
     std::map<std::string, std::unique_ptr<AttachSession>> attaches_;
     std::vector<std::unique_ptr<AttachSession>> attaches_ended_;
 
+    std::set<std::string> present_images_;  // RunnerEnv::present_images
     Signal term_;
     Process reset_proc_;
     Pipe reset_err_;

@@ -36,6 +36,17 @@ static const NameCase kNames[] = {
     {"03.log", -1}, {"-1.log", -1}, {".log", -1},           {"x.log", -1},
     {"3.txt", -1},  {"3", -1},      {"1234567890.log", -1},
 };
+// podman's --runroot must stay within 50 characters (k8s-shim/podman.h).
+START_TEST(podman_run_dirs_are_short) {
+    ck_assert_sstr_eq(podman_run_dir(2001, 42, "n1"), "/tmp/sk-podman-2001/42_n1");
+    std::string longer = podman_run_dir(4294967295u, 4294967295u, "gpu-node-a100-rack12-0123");
+    ck_assert_uint_le(longer.size(), 50);
+    ck_assert_sstr_eq(longer.substr(0, 37), "/tmp/sk-podman-4294967295/4294967295_");
+    // Distinct nodes, distinct directories.
+    ck_assert(longer != podman_run_dir(4294967295u, 4294967295u, "gpu-node-a100-rack12-0124"));
+}
+END_TEST
+
 START_TEST(log_file_names) {
     const auto &c = kNames[_i];
     auto n = parse_log_file_name(c.name);
@@ -244,6 +255,7 @@ int main(void) {
     Suite *s = suite_create("kubelet_logs");
     TCase *tc = tcase_create("log_paths");
     tcase_add_test(tc, paths_follow_the_contract);
+    tcase_add_test(tc, podman_run_dirs_are_short);
     tcase_add_loop_test(tc, log_file_names, 0, TABLE_SIZE(kNames));
     tcase_add_loop_test(tc, previous_instance, 0, TABLE_SIZE(kPrev));
     tcase_add_loop_test(tc, path_components, 0, TABLE_SIZE(kComponents));

@@ -226,6 +226,7 @@ START_TEST(podman_runtime_plan) {
     PlanContext c = ctx();
     c.templates = &*t;
     c.podman_dir = "/state/podman";
+    c.podman_run_dir = "/tmp/sk-podman-2001/42_n1";
     auto pod = parse(R"J({"metadata":{"name":"p","namespace":"ns","uid":"u1"},"spec":{
       "volumes":[{"name":"m","emptyDir":{}},{"name":"c","configMap":{"name":"x"}}],
       "containers":[
@@ -265,7 +266,8 @@ START_TEST(podman_runtime_plan) {
     ck_assert_sstr_eq(argv[3], "17");
     ck_assert_sstr_eq(argv[5], "podman");
     ck_assert_sstr_eq(argv[4 + 17 + 1], "run");
-    has("--root /state/podman/storage --runroot /state/podman/run");
+    has("--root /state/podman/storage --runroot /tmp/sk-podman-2001/42_n1 --tmpdir "
+        "/state/podman/tmp");
     has("--log-level error run --name k8s_svc_p_ns_u1 --replace --rm --pull=never "
         "--userns=keep-id --network=host");
     has("--hostname slurm-n1-42 --security-opt=no-new-privileges");
