@@ -543,6 +543,29 @@ EOF
   grep -q "^Failed: Failed to pull image \"$E2E_REGISTRY_AUTH/e2e/private:1\": .*unauthorized" <<<"$out" \
     && grep -q "^FailedToRetrieveImagePullSecret: Unable to retrieve some image pull secrets (img-absent-$j)" <<<"$out"
   ok $? "image_pods: a wrong pull secret fails the pull with the registry's answer, an absent one is a warning ($(grep -E '^(Failed: Failed|FailedToRetrieve)' <<<"$out" | head -2 | paste -sd'|'))"
+  # A pull that hangs (a registry that accepts and never answers) ends with
+  # the pod's deletion: nothing of it is left.
+  python3 -c 'import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(16); held = []
+while True: held.append(s.accept()[0])' "${E2E_REGISTRY_STUCK#*:}" &
+  local stuck=$!
+  e2e_kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: imgstuck, namespace: default}
+spec:
+  nodeName: $node
+  tolerations: [{key: slurm-k8s/job, operator: Equal, value: "$j", effect: NoSchedule}]
+  containers:
+  - {name: main, image: $E2E_REGISTRY_STUCK/e2e/busybox:1, command: [echo, never]}
+EOF
+  e2e_wait 30 "pgrep -u $TEST_UID -f 'pull .*$E2E_REGISTRY_STUCK/' >/dev/null"
+  ok $? "image_pods: imgstuck's pull hangs on a registry that never answers ($(pgrep -u "$TEST_UID" -f "pull .*$E2E_REGISTRY_STUCK/" | head -1))"
+  e2e_kubectl delete pod imgstuck --wait=false >/dev/null 2>&1
+  e2e_wait 20 "! e2e_kubectl get pod imgstuck >/dev/null 2>&1 && [ -z \"\$(pgrep -u $TEST_UID -f 'pull .*$E2E_REGISTRY_STUCK/')\" ]"
+  ok $? "image_pods: deleting imgstuck cancels its pull: the pod is gone, no pull process left ($(pgrep -a -u "$TEST_UID" -f "pull .*$E2E_REGISTRY_STUCK/" | head -1))"
+  kill "$stuck" 2>/dev/null; wait "$stuck" 2>/dev/null
   e2e_kubectl delete pod imgsvc --wait=false >/dev/null 2>&1
   e2e_wait 40 "[ \"\$(e2e_pod_field default/imgsvc '{.status.containerStatuses[0].state.terminated.exitCode}')\" = 3 ] || ! e2e_kubectl get pod imgsvc >/dev/null 2>&1"
   st="$(python3 "$E2E_TOP/tests/e2e/watch.py" final "$E2E_D/watch.jsonl" default/imgsvc)"

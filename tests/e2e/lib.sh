@@ -62,6 +62,7 @@ E2E_REGISTRY_DIR="$E2E_D/registry"  # tests/images/registry.sh: the images' regi
 E2E_REGISTRY_PORT="${E2E_REGISTRY_PORT:-29300}"
 E2E_REGISTRY="127.0.0.1:$E2E_REGISTRY_PORT"
 E2E_REGISTRY_AUTH="127.0.0.1:$((E2E_REGISTRY_PORT + 1))"  # asks for e2e:s3cret
+E2E_REGISTRY_STUCK="127.0.0.1:$((E2E_REGISTRY_PORT + 2))"  # accepts, never answers (e2e image_pods)
 declare -A E2E_AGENT_PID=()
 E2E_KUBE_PID=""
 E2E_ADMIN_KUBECONFIG=""
@@ -128,6 +129,8 @@ podman = $E2E_REGISTRY/*
 podman = $E2E_REGISTRY_AUTH/*
 insecure_registry = $E2E_REGISTRY
 insecure_registry = $E2E_REGISTRY_AUTH
+podman = $E2E_REGISTRY_STUCK/*
+insecure_registry = $E2E_REGISTRY_STUCK
 gpu_device = $SK_SLURM_DIR/dev/nvidia{index}
 EOF
   chmod 644 "$E2E_LIB/runtime.conf"
