@@ -137,7 +137,7 @@ struct PodRun {
     // At most kMaxPullAuthBytes.
     std::string pull_auth;
 };
-constexpr size_t kMaxPullAuthBytes = 64 * 1024;
+constexpr size_t kMaxPullAuthBytes = size_t{64} * 1024;
 
 // New contents for files a running pod's volumes already hold (docs/
 // protocol.md "pod_files"): a refreshed ServiceAccount token. Each file is
