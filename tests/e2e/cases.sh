@@ -524,10 +524,10 @@ EOF
   # supervisor's process group) stop, and run again at the resume.
   pid="$(pgrep -u "$TEST_UID" -f '^sh -c trap ' | head -1)"
   scontrol suspend "$j"
-  e2e_wait 20 "[ -n '$pid' ] && [ \"\$(proc_state_of $pid)\" = T ]"
+  e2e_wait 40 "[ -n '$pid' ] && [ \"\$(proc_state_of $pid)\" = T ]"
   ok $? "image_pods: scontrol suspend stops the container's main process $pid ($(proc_state_of "$pid"))"
   scontrol resume "$j"
-  e2e_wait 20 "[ \"\$(proc_state_of $pid)\" != T ] && [ \"\$(pod_ready_of default/imgsvc)\" = 'True ' ]"
+  e2e_wait 40 "[ \"\$(proc_state_of $pid)\" != T ] && [ \"\$(pod_ready_of default/imgsvc)\" = 'True ' ]"
   ok $? "image_pods: scontrol resume continues it, the pod Ready again ($(proc_state_of "$pid"), $(pod_ready_of default/imgsvc))"
   e2e_wait 60 "e2e_pod_field default/imgmissing '{.status.containerStatuses[0].state.waiting.reason}' | grep -Eq '^(ErrImagePull|ImagePullBackOff)$'"
   ok $? "image_pods: a missing image waits in ErrImagePull/ImagePullBackOff ($(e2e_pod_field default/imgmissing '{.status.phase} {.status.containerStatuses[0].state.waiting}'))"
