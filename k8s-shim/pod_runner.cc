@@ -301,7 +301,8 @@ std::vector<PodRunner::RunningContainer> PodRunner::running_containers() const {
     for (auto *list : {&init_, &app_})
         for (const auto &c : *list)
             if (c->running && c->pid > 0 && !c->pending_exit)
-                out.push_back({c->plan->name, c->pid, c->run->started_ms});
+                out.push_back(
+                    {c->plan->name, c->pid, c->run->started_ms, c->plan->image_run.has_value()});
     return out;
 }
 

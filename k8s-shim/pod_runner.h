@@ -99,6 +99,7 @@ class PodRunner {
         std::string name;
         int pid = 0;
         int64_t started_ms = 0;
+        bool image = false;  // the podman runtime's (pod_stats.h image_container_usage)
     };
     std::vector<RunningContainer> running_containers() const;
 

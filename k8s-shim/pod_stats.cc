@@ -41,7 +41,11 @@ bool parse_proc_usage(std::string_view text, ProcUsage *out) {
     };
     auto ppid = at(4), ut = at(14), st = at(15), cut = at(16), cst = at(17), rss = at(24);
     if (!ppid || *ppid > INT32_MAX || !ut || !st || !cut || !cst || !rss) return false;
-    *out = ProcUsage{static_cast<int>(*ppid), *ut, *st, *cut, *cst, *rss};
+    auto open = text.find('(');
+    std::string comm(open != std::string_view::npos && open < paren
+                         ? text.substr(open + 1, std::min<size_t>(paren - open - 1, 64))
+                         : std::string_view());
+    *out = ProcUsage{static_cast<int>(*ppid), *ut, *st, *cut, *cst, *rss, std::move(comm)};
     return true;
 }
 
@@ -69,6 +73,22 @@ TreeUsage tree_usage(const ProcessTable &table, int root) {
         out.cpu_ticks += u.utime + u.stime + u.cutime + u.cstime;
         out.rss_pages += u.rss_pages;
         out.processes++;
+    }
+    return out;
+}
+
+TreeUsage image_container_usage(const ProcessTable &table, int root) {
+    TreeUsage out;
+    if (root <= 0) return out;
+    for (const auto &[pid, u] : table) {
+        if (u.ppid != root || u.comm != "conmon") continue;
+        for (const auto &[child, cu] : table) {
+            if (cu.ppid != pid || child == pid) continue;
+            TreeUsage t = tree_usage(table, child);
+            out.cpu_ticks += t.cpu_ticks;
+            out.rss_pages += t.rss_pages;
+            out.processes += t.processes;
+        }
     }
     return out;
 }

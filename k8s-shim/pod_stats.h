@@ -43,6 +43,7 @@ struct ProcUsage {
     uint64_t cutime = 0;     // 16: waited-for children's, ticks
     uint64_t cstime = 0;     // 17
     uint64_t rss_pages = 0;  // 24
+    std::string comm;        // 2, without its parentheses
 };
 // Pure: parses /proc/<pid>/stat text; the command name (field 2) may hold
 // spaces and ')'. False, *out untouched, unless fields 4, 14-17 and 24 are
@@ -65,6 +66,11 @@ TreeUsage tree_usage(const ProcessTable &table, int root);
 // Pure: root and its descendants in `table`, root first (none when root is
 // not there).
 std::vector<int> tree_pids(const ProcessTable &table, int root);
+// Pure: an image container's own processes (k8s-shim/podman.h), below the
+// supervisor `root`: the descendants of each `conmon` child of root
+// (podman's monitor, reparented to the supervisor), neither conmon nor
+// podman's own waiting processes; what a kubelet measures of a container.
+TreeUsage image_container_usage(const ProcessTable &table, int root);
 
 // Pure: the value of `key` in a flat-keyed cgroup file (memory.stat,
 // cpu.stat: "key value" lines); nullopt when absent or not a number.

@@ -689,7 +689,7 @@ proto::Reply Shim::pod_stats(const proto::Request &req) {
         e.start_ms = std::max<int64_t>(p.runner->run().start_ms, 0);
         for (const auto &c : p.runner->running_containers()) {
             if (e.containers.size() >= proto::kMaxStatsContainers || c.started_ms <= 0) break;
-            TreeUsage u = tree_usage(table, c.pid);
+            TreeUsage u = c.image ? image_container_usage(table, c.pid) : tree_usage(table, c.pid);
             if (u.processes == 0) continue;  // exited since the runner last heard of it
             proto::ContainerStats s{c.name, c.started_ms, ticks_to_ns(u.cpu_ticks),
                                     pages_to_bytes(u.rss_pages)};

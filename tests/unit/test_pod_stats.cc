@@ -28,11 +28,13 @@ START_TEST(usage_fields) {
     ck_assert_uint_eq(u.cutime, 7);
     ck_assert_uint_eq(u.cstime, 3);
     ck_assert_uint_eq(u.rss_pages, 250);
+    ck_assert_sstr_eq(u.comm, "py");
     // A command name with spaces and ')' cannot shift the fields.
     ck_assert(parse_proc_usage(
         "77 (a) 1 2 3 4 5 6 7 8 9 10 11 12 13 ) S 9 1 1 0 -1 0 0 0 0 0 1 2 3 4 20 0 1 0 5 6 7",
         &u));
     ck_assert_int_eq(u.ppid, 9);
+    ck_assert_sstr_eq(u.comm, "a) 1 2 3 4 5 6 7 8 9 10 11 12 13 ");
     ck_assert_uint_eq(u.utime + u.stime + u.cutime + u.cstime, 10);
     ck_assert_uint_eq(u.rss_pages, 7);
 }
@@ -49,16 +51,39 @@ static const char *const kBadUsage[] = {
     "77 (x) S 99999999999 1 1 0 -1 0 0 0 0 0 1 2 3 4 20 0 1 0 5 6 7",  // ppid over int
 };
 START_TEST(usage_refused) {
-    ProcUsage u{3, 1, 1, 1, 1, 1};
+    ProcUsage u{3, 1, 1, 1, 1, 1, "x"};
     ck_assert_msg(!parse_proc_usage(kBadUsage[_i], &u), "case %d", _i);
     ck_assert_int_eq(u.ppid, 3);  // untouched
     ck_assert_uint_eq(u.rss_pages, 1);
 }
 END_TEST
 
-static ProcUsage proc(int ppid, uint64_t ticks, uint64_t rss, uint64_t reaped = 0) {
-    return ProcUsage{ppid, ticks, 0, reaped, 0, rss};
+static ProcUsage proc(int ppid, uint64_t ticks, uint64_t rss, uint64_t reaped = 0,
+                      const char *comm = "sh") {
+    return ProcUsage{ppid, ticks, 0, reaped, 0, rss, comm};
 }
+
+// An image container: the supervisor (10), the --podman-main wrapper and
+// `podman run` below it, conmon reparented to it, the container's processes
+// below conmon. Only those count.
+START_TEST(image_container_counts_its_own_processes) {
+    ProcessTable t;
+    t[10] = proc(1, 5, 100);
+    t[11] = proc(10, 3, 400, 0, "slurm-k8s-shim");  // the wrapper
+    t[12] = proc(11, 300, 9000, 0, "podman");       // podman run, waiting
+    t[13] = proc(10, 20, 300, 0, "conmon");
+    t[14] = proc(13, 100, 1000, 0, "sh");    // the container's main
+    t[15] = proc(14, 50, 500, 0, "python");  // its child
+    t[16] = proc(10, 1, 1, 0, "conmon");     // a conmon whose container has no process (yet)
+    t[17] = proc(1, 1, 1, 0, "conmon");      // another job's
+    TreeUsage u = image_container_usage(t, 10);
+    ck_assert_uint_eq(u.processes, 2);
+    ck_assert_uint_eq(u.cpu_ticks, 150);
+    ck_assert_uint_eq(u.rss_pages, 1500);
+    ck_assert_uint_eq(image_container_usage(t, 99).processes, 0);
+    ck_assert_uint_eq(image_container_usage(t, 0).processes, 0);
+}
+END_TEST
 
 START_TEST(tree_sums_descendants) {
     ProcessTable t;
@@ -243,6 +268,7 @@ int main() {
     tcase_add_test(tc, usage_fields);
     tcase_add_loop_test(tc, usage_refused, 0, TABLE_SIZE(kBadUsage));
     tcase_add_test(tc, tree_sums_descendants);
+    tcase_add_test(tc, image_container_counts_its_own_processes);
     tcase_add_test(tc, cgroup_figures);
     tcase_add_test(tc, cgroup_dirs);
     tcase_add_test(tc, own_process_measured);
