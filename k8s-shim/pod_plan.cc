@@ -290,7 +290,10 @@ Result<ContainerPlan> parse_container(const Json::Value &c, const Json::Value &p
         r.has_command = !command->empty();
         for (size_t i = 0; i < cmd.size(); i++)
             (i < command->size() ? r.command : r.args).push_back(cmd[i]);
-        r.run_options = {"--hostname", ctx.node_name};
+        // The job's uid and gid, whatever USER the image names: no other
+        // identity (no root) in the container.
+        r.run_options = {"--hostname", ctx.node_name, "--user",
+                         std::to_string(ctx.uid) + ":" + std::to_string(ctx.gid)};
         // What the pod asks, applied by podman inside the container; the
         // wrapper and podman themselves run unconfined (newuidmap).
         if (cp.confine.no_new_privs) r.run_options.emplace_back("--security-opt=no-new-privileges");

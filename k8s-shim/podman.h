@@ -21,7 +21,8 @@
 //   container's own exit code. The grace period's end is the supervisor's
 //   kill of every process (conmon and the container's processes are
 //   reparented to the supervisor, a subreaper).
-// - The container: --userns=keep-id (the job's uid and gid inside, no root),
+// - The container: --userns=keep-id and --user the job's uid:gid (whatever
+//   USER the image names: no root inside),
 //   --network=host, --hostname the virtual node, the container's whole
 //   environment passed by name (-e NAME: the values stay out of the command
 //   line), volumes with -v at their mountPaths, the GPUs it was given

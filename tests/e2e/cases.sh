@@ -426,6 +426,7 @@ spec:
     env: [{name: PODVAR, value: frompod}]
     workingDir: /tmp
   - {name: nocmd, image: $img, command: [no-such-program]}
+  - {name: user, image: $E2E_REGISTRY/e2e/busybox-user:1, command: [sh, -c, 'echo "\$(id -u):\$(id -g)"']}
 ---
 apiVersion: v1
 kind: Pod
@@ -497,7 +498,8 @@ EOF
   e2e_wait 90 "[ \"\$(e2e_pod_phase imgsem)\" = Failed ]"
   ok $? "image_pods: imgsem ran its four containers from $img and ended Failed (one exits 4): $(e2e_pod_phase imgsem)"
   for want in "none|entry: echo default-cmd default-cmd" "args|entry: echo from-args from-args" \
-              "cmd|from-command" "both|both fromimage frompod /tmp $TEST_UID $node"; do
+              "cmd|from-command" "both|both fromimage frompod /tmp $TEST_UID $node" \
+              "user|$TEST_UID:$(id -g "$TEST_USER")"; do
     out="$(e2e_kubectl logs imgsem -c "${want%%|*}" 2>&1 | paste -sd' ')"
     [ "$out" = "${want#*|}" ]
     ok $? "image_pods: container ${want%%|*}: '$out' (command replaces ENTRYPOINT, args replace CMD; image Env and WorkingDir under the pod's)"

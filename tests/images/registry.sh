@@ -15,6 +15,7 @@
 #                   them), CMD ["echo", "default-cmd"], Env IMGVAR=fromimage,
 #                   PATH=/bin, WorkingDir /srv; busybox's applets in /bin
 #   e2e/busybox:latest  the same image (pull policy Always by default)
+#   e2e/busybox-user:1  the same image with USER 1234:1234
 #   e2e/private:1 (on PORT+1 only)  the same image, behind the login
 set -euo pipefail
 
@@ -79,6 +80,12 @@ build() {
   "${b[@]}" push -q --tls-verify=false "$reg/e2e/busybox:1" >/dev/null
   "${b[@]}" tag "$reg/e2e/busybox:1" "$reg/e2e/busybox:latest"
   "${b[@]}" push -q --tls-verify=false "$reg/e2e/busybox:latest" >/dev/null
+  # The same with USER 1234: the pod still runs as the job's uid.
+  c="$("${b[@]}" from "$reg/e2e/busybox:1")"
+  "${b[@]}" config --user 1234:1234 "$c"
+  "${b[@]}" commit -q "$c" "$reg/e2e/busybox-user:1" >/dev/null
+  "${b[@]}" rm "$c" >/dev/null
+  "${b[@]}" push -q --tls-verify=false "$reg/e2e/busybox-user:1" >/dev/null
   "${b[@]}" push -q --tls-verify=false --creds e2e:s3cret "$reg/e2e/busybox:1" \
     "docker://$auth_reg/e2e/private:1" >/dev/null
 }

@@ -270,7 +270,7 @@ START_TEST(podman_runtime_plan) {
         "/state/podman/tmp");
     has("--log-level error run --name k8s_svc_p_ns_u1 --replace --rm --pull=never "
         "--userns=keep-id --network=host");
-    has("--hostname slurm-n1-42 --security-opt=no-new-privileges");
+    has("--hostname slurm-n1-42 --user 2001:2001 --security-opt=no-new-privileges");
     ck_assert(line.find("seccomp=unconfined") == std::string::npos);
     has("--env PORT --env HOME=/h");  // HOME steers podman: by value
     has("--volume /state/pods/u1/volumes/m:/models --volume /state/pods/u1/volumes/c:/etc/c:ro");
