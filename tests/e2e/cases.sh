@@ -865,10 +865,11 @@ case_requeue() {
   ok $? "requeue: the pod is stopped and deleted"
   rl_stop_log_followers
   check_job_end_pod "$j" rq1 requeue Requeued
-  # Slurm holds a requeued batch job back for about 2 min (its begin time):
-  # until then slurmd still holds the job's credential and would not run
-  # the prolog for the same job id again (with StartTime=now the re-run
-  # skipped the prolog: no registration). So the test waits it out.
+  # Slurm holds a requeued batch job back for cred_expire + 1 s (its begin
+  # time; AuthInfo's cred_expire is 30 s in tests/slurm/cluster.sh, 120 s by
+  # default): until then slurmd still holds the job's credential and would
+  # not run the prolog for the same job id again (with StartTime=now the
+  # re-run skipped the prolog: no registration). So the test waits it out.
   sk_wait_state "$j" PENDING 30; ok $? "requeue: job $j PENDING again"
   sk_wait_state "$j" RUNNING 240; ok $? "requeue: job $j runs again ($(sk_job_state "$j"))"
   e2e_wait 30 "[ \"\$(e2e_ready_nodes $j)\" = 1 ]"

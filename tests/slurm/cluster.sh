@@ -189,7 +189,9 @@ SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
 # Our private munged; used by auth/munge and cred/munge in daemons and clients.
-AuthInfo=socket=$MUNGE_SOCK
+# cred_expire (default 120 s) is also how long a requeued job waits before it
+# may start again (its begin time): 30 s keeps e2e requeue short.
+AuthInfo=socket=$MUNGE_SOCK,cred_expire=30
 StateSaveLocation=$D/state
 # %n = node name: several slurmd on one host need their own spool/pid/log.
 SlurmdSpoolDir=$D/spool/%n

@@ -67,7 +67,8 @@ START_TEST(pod_run_round_trip) {
     m.pull_auth = R"({"auths":{"reg:5000":{"auth":"dTpw"}}})";
     auto auth = pod_run_from_json(through_wire(ShimOp::PodRun, to_json(m)));
     ck_assert(auth.ok() && auth->pull_auth == m.pull_auth);
-    for (Json::Value bad : {Json::Value(3), Json::Value(std::string(kMaxPullAuthBytes + 1, 'x'))}) {
+    for (const Json::Value &bad :
+         {Json::Value(3), Json::Value(std::string(kMaxPullAuthBytes + 1, 'x'))}) {
         Json::Value b = to_json(m);
         b["pull_auth"] = bad;
         auto r = pod_run_from_json(b);
