@@ -135,6 +135,14 @@ def main():
                     subprocess.run(podman + ["rmi", "--force", image], preexec_fn=as_user(pw),
                                    env=penv, cwd="/", stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL)
+                    # The options above copy the shim's (k8s-shim/podman.cc
+                    # podman_command): should they drift, the image would stay
+                    # and "pulled" would measure "present". Checked, not assumed.
+                    gone = subprocess.run(podman + ["image", "exists", image],
+                                          preexec_fn=as_user(pw), env=penv, cwd="/",
+                                          stderr=subprocess.DEVNULL).returncode == 1
+                    if rep > 0 and not gone:
+                        raise RuntimeError("the image is still in the job's storage after rmi")
                 seq += 1
                 pn = f"img-{v}-{seq}"
                 m = B.pod_manifest(pn, node, command=("sh", "-c", "echo up; exec sleep 3600"))

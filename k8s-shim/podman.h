@@ -122,8 +122,10 @@ std::vector<std::string> podman_reset_argv(const std::vector<std::string> &podma
 // The pull's error for a user: the last line of its output starting with
 // "Error: " (or the last line), bounded.
 std::string pull_error(const std::string &output);
-// What a container wrote to its terminationMessagePath: at most 4096 bytes
-// of the file at `path` (not followed when it is a symlink); "" when none.
+// What a container wrote to its terminationMessagePath: its first 4096
+// bytes, a longer file truncated as the kubelet truncates it (hence not
+// common/fs.h read_file, which refuses a longer file); the file at `path`
+// not followed when it is a symlink; "" when none.
 std::string read_termination_message(const std::string &path);
 // The kubelet's pull back-off: 10 s, doubled at each failure, at most 300 s.
 int64_t pull_backoff_ms(int failures);
