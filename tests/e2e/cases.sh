@@ -1145,8 +1145,15 @@ case_node_fail() {
   e2e_agent_stop 3 KILL; ok $? "node_fail: agent n3 killed -9"
   t0=$SECONDS
   # Slurm declares the node failed: the --no-requeue job ends NODE_FAIL,
-  # the --requeue one waits to run again.
-  scontrol update NodeName=n3 State=DOWN Reason=e2e-node-fail; ok $? "node_fail: Slurm node n3 set DOWN"
+  # the --requeue one waits to run again. The node is drained first so that
+  # it stays out of service as a dead node would: n3's slurmd still answers,
+  # and with the cluster's ReturnToService=2 a node that is only DOWN is
+  # back at its slurmd's next answer (40 ms), where the requeued job runs
+  # again once its wait (the cluster's cred_expire, 30 s) is over. DOWN keeps
+  # the drain flag.
+  scontrol update NodeName=n3 State=DRAIN Reason=e2e-node-fail \
+    && scontrol update NodeName=n3 State=DOWN Reason=e2e-node-fail
+  ok $? "node_fail: Slurm node n3 set DOWN ($(sinfo -h -n n3 -o %T))"
   sk_wait_state "$j" NODE_FAIL 90
   ok $? "node_fail: job $j ended without its agent ($(sk_job_state "$j"))"
   sk_wait_state "$jr" PENDING 90
@@ -1178,7 +1185,9 @@ print(s.get("phase"), s.get("reason"), t.get("reason"), t.get("exitCode"))')"
   done
   scancel "$jr"; sk_wait_state "$jr" CANCELLED 30; ok $? "node_fail: the requeued job $jr cancelled while it waits"
   scontrol update NodeName=n3 State=RESUME
-  e2e_wait 60 "sinfo -h -n n3 -o %T | grep -qvE 'down|drain|fail'"; ok $? "node_fail: Slurm node n3 back ($(sinfo -h -n n3 -o %T))"
+  # Back and answering: "idle*" (not responding) until slurmctld's next ping
+  # of the node, which the next cases' jobs would wait for.
+  e2e_wait 60 "sinfo -h -n n3 -o %T | grep -qxE 'idle|mixed|allocated'"; ok $? "node_fail: Slurm node n3 back ($(sinfo -h -n n3 -o %T))"
   e2e_agent_start 3; ok $? "node_fail: agent n3 back"
   e2e_assert_clean "$j" "node_fail"
   e2e_assert_clean "$jr" "node_fail: requeued job"
