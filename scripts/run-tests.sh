@@ -10,7 +10,8 @@
 #   5. robustness layers on the normal build: the soak (make check-soak,
 #      SOAK_SECONDS), the agent's and the shim's component tests under
 #      valgrind memcheck (make check-valgrind), every libFuzzer target for a
-#      bounded time (make fuzz-short, SK_FUZZ_SECONDS), static analysis (make
+#      bounded time (make fuzz-short, SK_FUZZ_SECONDS; its clang build runs
+#      in the background from the end of the build), static analysis (make
 #      lint; in the background from the end of the build, counted at the end),
 #      clang-format over every tracked C/C++ source (make format-check),
 #      ./configure --disable-daemons with the daemons' -dev packages hidden
@@ -92,6 +93,7 @@ stop_hogs() {
   [ ${#hogs[@]} -eq 0 ] || { kill "${hogs[@]}" 2>/dev/null; wait "${hogs[@]}" 2>/dev/null; }
   # The background static analysis, should the script end before it is waited for.
   [ -z "${lint_pid:-}" ] || kill -- -"$lint_pid" 2>/dev/null
+  [ -z "${fuzz_build_pid:-}" ] || kill -- -"$fuzz_build_pid" 2>/dev/null
 }
 trap stop_hogs EXIT
 if [ "${SK_CPU_HOGS:-0}" -gt 0 ] 2>/dev/null; then
@@ -112,6 +114,12 @@ if [ "${SK_ROBUSTNESS:-1}" = 1 ]; then
   say "static analysis (make lint) starts in the background"
   SK_LINT_BUILDDIR="$build" SK_LINT_DB_READY=1 setsid make -C "$build" lint >"$build/lint.out" 2>&1 &
   lint_pid=$!  # setsid: its own process group, which the EXIT trap can stop whole
+  # The fuzz layer's clang build, one compile at a time, beside the first
+  # layers (make check, the integration, the soak and valgrind mostly wait:
+  # half a core idle): the fuzz layer then only runs its targets. A build
+  # that failed here fails again there, where it is reported.
+  setsid bash "$top/tests/fuzz/build-and-run.sh" --build-only --jobs 1 >"$build/fuzz-prebuild.out" 2>&1 &
+  fuzz_build_pid=$!
 fi
 # True when `make TARGET` (exit status $1, output in file $2) stopped because
 # its script exited 77, automake's "skipped": make itself then exits 2 and
@@ -191,6 +199,8 @@ layer_report() {
 if [ "${SK_ROBUSTNESS:-1}" = 1 ]; then
   layer "soak: pod churn with broken watches" check-soak
   layer "agent and shim under valgrind memcheck" check-valgrind
+  wait "$fuzz_build_pid"
+  fuzz_build_pid=
   layer "fuzzing, every target for a bounded time" fuzz-short
   layer "source formatting (clang-format)" format-check
   layer "plugin-only build without the daemons' libraries" check-disable-daemons

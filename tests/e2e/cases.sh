@@ -1126,7 +1126,7 @@ case_array_het() {
 # node failed: scontrol sets it DOWN) cannot end its virtual nodes, and
 # their Leases stop being renewed; another agent of the cluster (n1:
 # gc_failed_nodes = true) deletes each dead node's Node, its Lease and its
-# pods once the Lease is stale (lease_duration + 2 renewals: 60 s) and Slurm
+# pods once the Lease is stale (lease_duration + 2 renewals: 30 s) and Slurm
 # says the job no longer holds the node; the pods' last status and an Event
 # on the Node say why. Two jobs on the failed node pay that wait once: one
 # with --no-requeue ends NODE_FAIL; one with --requeue goes back to PENDING

@@ -211,6 +211,10 @@ job_alive_command = squeue -h -t all -j {job} -o %T
 end_time_check_interval = 2s
 job_state_check_interval = ${E2E_JOB_STATE_CHECK:-2s}
 gc_interval = 10s
+# Leases renewed every 5 s for 20 s (the agent's defaults: 10 s, 40 s): a
+# dead node's are stale after 30 s (e2e node_fail waits that long).
+lease_duration = 20s
+lease_renew_interval = 5s
 log_level = verbose
 # Jobs that name no --k8s-namespace lend to "default" only (e2e namespace).
 allowed_namespaces = default
