@@ -80,21 +80,40 @@ constexpr uint64_t kCommandTimeoutMs = 10000;
 // shim. Its contents belong to the job's user, who may have put anything
 // there (symlinks too), so `rm -rf` runs as the dir's owner, never as root;
 // root then removes only the emptied directory (its parent is root's).
-// Best effort: a failure is logged and leaves the directory.
-void remove_job_dir_as_owner(uv_loop_t *loop, const std::string &dir) {
+// What rootless podman stored for a container with --userns=keep-id belongs
+// to the user's subordinate ids (/etc/subuid), which the user reaches only
+// in a user namespace: the shim's `podman system reset` removes it, and when
+// the shim could not (it died), a second `rm -rf` runs, still as the owner,
+// in a user namespace that maps the owner's subordinate ids (util-linux
+// unshare --map-auto). Best effort: a failure is logged and leaves the
+// directory.
+void remove_job_dir_as_owner(uv_loop_t *loop, const std::string &dir, bool in_userns = false) {
     struct stat st;
     if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return;
     // The process owns itself until its exit (so that it is reaped).
     auto *rm = new Process;
     SpawnOptions o;
-    o.file = "/bin/rm";
-    o.args = {"rm", "-rf", "--one-file-system", "--", dir};
+    if (in_userns) {
+        o.file = "/usr/bin/unshare";
+        o.args = {"unshare", "--map-root-user", "--map-auto", "/bin/rm", "-rf", "--one-file-system",
+                  "--", dir};
+    } else {
+        o.file = "/bin/rm";
+        o.args = {"rm", "-rf", "--one-file-system", "--", dir};
+    }
     o.uid = st.st_uid;
     o.gid = st.st_gid;
-    int e = rm->spawn(loop, o, [rm, dir](int64_t, int) {
-        if (rmdir(dir.c_str()) != 0 && errno != ENOENT)
-            LOG_WARN("cannot remove the shim dir %s: %s", dir.c_str(), strerror(errno));
+    int e = rm->spawn(loop, o, [loop, rm, dir, in_userns](int64_t, int) {
+        // This callback lives in *rm: what it needs is copied out first.
+        std::string d = dir;
+        bool userns_tried = in_userns;
         delete rm;
+        if (rmdir(d.c_str()) == 0 || errno == ENOENT) return;
+        if (errno == ENOTEMPTY && !userns_tried) {
+            remove_job_dir_as_owner(loop, d, true);
+            return;
+        }
+        LOG_WARN("cannot remove the shim dir %s: %s", d.c_str(), strerror(errno));
     });
     if (e != 0) {
         LOG_WARN("cannot remove the shim dir %s: %s", dir.c_str(), uv_strerror(e));

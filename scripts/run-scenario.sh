@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main scenario, from a fresh Debian 12 machine, as root:
 #
-#   bash scripts/run-scenario.sh [KUBECONFIG]
+#   bash scripts/run-scenario.sh [--images] [KUBECONFIG]
 #
 #  1. installs the packages (scripts/install-deps.sh) and builds ($SK_BUILD_DIR,
 #     default ./build);
@@ -21,6 +21,14 @@
 #     job's end: pods stopped with SIGTERM and their grace, Nodes and Leases
 #     deleted;
 #  4. prints timings and verifies that nothing is left running or on disk.
+#
+# With --images (or SK_SCENARIO_IMAGES=1) the rollout and reward services run
+# from images instead of as processes: examples/online-rl/build-images.sh
+# builds them from this machine's Debian packages (python3, numpy) and pushes
+# them to the harness's registry on loopback; rollout-image.yaml and
+# reward-image.yaml start them by their ENTRYPOINT through the podman runtime
+# (rootless podman as the job's user, in the job's cgroups), each container
+# with its own GPUs' device nodes only.
 #
 # With a KUBECONFIG argument the agents and kubectl target that cluster
 # instead of the double. Then: apply etc/rbac.yaml there first and put the
@@ -43,6 +51,12 @@ export SK_BUILD_DIR=${SK_BUILD_DIR:-$top/build}
 export SK_SLURM_DIR=${SK_SLURM_DIR:-/tmp/sk-scenario}
 export CTLD_PORT=${CTLD_PORT:-18817} SLURMD_BASE_PORT=${SLURMD_BASE_PORT:-19001}
 export E2E_KUBELET_BASE_PORT=${E2E_KUBELET_BASE_PORT:-19250}
+RL_IMAGES=${SK_SCENARIO_IMAGES:-0}
+case ${1:-} in
+  --images) RL_IMAGES=1; shift ;;
+  -*) echo "run-scenario: unknown option $1 (usage: run-scenario.sh [--images] [KUBECONFIG])" >&2; exit 2 ;;
+esac
+export RL_IMAGES
 export E2E_KUBECONFIG=${1:-}
 jobs=${SK_JOBS:-$(nproc)}
 T0=$(date +%s.%N)
@@ -94,6 +108,13 @@ echo "plugstack.conf: $(cat "$SK_SLURM_DIR/etc/plugstack.conf")"
 python3 "$top/tests/e2e/watch.py" record "$E2E_D/watch.jsonl" --kubeconfig "$E2E_ADMIN_KUBECONFIG" &
 WATCH_PID=$!
 
+if [ "$RL_IMAGES" = 1 ]; then
+  say "building the rollout and reward images (examples/online-rl/build-images.sh) into $E2E_REGISTRY"
+  t_img=$(date +%s.%N)
+  bash "$top/examples/online-rl/build-images.sh" "$E2E_REGISTRY" --tls-verify=false
+  ok $? "images built from Debian's python3 and numpy and pushed to the registry on loopback ($(since "$t_img") s)"
+fi
+
 # ---------------------------------------------------------------- 3. the job
 say "submitting as $TEST_USER: sbatch -N3 --gres=gpu:4 --k8s-gpus=2 --k8s-labels=team=rl train.sbatch"
 rl_submit -N3 --gres=gpu:4 --k8s-gpus=2 --k8s-labels=team=rl || { sk_summary >/dev/null; echo "scenario: $SK_PASSED passed, $((SK_FAILED + 1)) failed"; exit 1; }
@@ -103,8 +124,14 @@ echo "job $J"
 say "kubectl get nodes"
 rl_check_nodes "$J" 3 2 "team=rl"
 
-say "kubectl apply: 3 rollout pods + 1 reward pod"
-rl_apply_and_wait "$J"
+if [ "$RL_IMAGES" = 1 ]; then
+  say "kubectl apply: 3 rollout pods + 1 reward pod, from images"
+  rl_apply_and_wait "$J" "$top/examples/online-rl/rollout-image.yaml" "$top/examples/online-rl/reward-image.yaml"
+  rl_check_pulled
+else
+  say "kubectl apply: 3 rollout pods + 1 reward pod"
+  rl_apply_and_wait "$J"
+fi
 rl_check_pod_gpus "$J"
 
 say "rollout endpoints -> the trainer"

@@ -89,7 +89,7 @@ def main():
         threading.Thread(target=server.shutdown, daemon=True).start()
 
     signal.signal(signal.SIGTERM, on_term)
-    log(f"serving on port {PORT}, CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '')}")
+    log(f"serving on port {PORT}, {rlcore.gpu_note()}")
     server.serve_forever()
     log("stopped")
     return 0

@@ -15,6 +15,8 @@ JSON (a list of lists) with a version number that only grows.
 import hashlib
 import json
 import math
+import os
+import re
 
 import numpy as np
 
@@ -97,3 +99,18 @@ def theta_from_wire(rows):
 
 def dumps(obj):
     return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def gpu_note():
+    """The GPUs this process was given, for its first log line:
+    CUDA_VISIBLE_DEVICES (what CUDA numbers), NVIDIA_VISIBLE_DEVICES when set
+    (the node's indices of a container's GPUs: inside an image container
+    CUDA numbers them from 0) and the /dev/nvidiaN device nodes it can see."""
+    note = f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '')}"
+    if "NVIDIA_VISIBLE_DEVICES" in os.environ:
+        note += f" NVIDIA_VISIBLE_DEVICES={os.environ['NVIDIA_VISIBLE_DEVICES']}"
+    try:
+        devs = sorted(d for d in os.listdir("/dev") if re.fullmatch(r"nvidia[0-9]+", d))
+    except OSError:
+        devs = []
+    return note + f" devices=[{','.join(devs)}]"

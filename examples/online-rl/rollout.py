@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 import urllib.request
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
@@ -46,7 +47,11 @@ class State:
         self.version = 0
         self.theta = rlcore.initial_theta()
         self.counter = 0
-        self.rng = np.random.default_rng(int(os.environ.get("SEED", "0")) + os.getpid())
+        # Seeded by the pod's name too: in an image container every
+        # rollout's python is pid 1.
+        self.rng = np.random.default_rng(
+            [int(os.environ.get("SEED", "0")), os.getpid(), zlib.crc32(NAME.encode()),
+             int(time.time() * 1000) % 2**32])
 
 
 STATE = State()
@@ -175,7 +180,7 @@ def main():
         threading.Thread(target=server.shutdown, daemon=True).start()
 
     signal.signal(signal.SIGTERM, on_term)
-    log(f"serving on port {PORT}, CUDA_VISIBLE_DEVICES={GPUS}, reward at {REWARD_URL}, "
+    log(f"serving on port {PORT}, {rlcore.gpu_note()}, reward at {REWARD_URL}, "
         f"weights version {STATE.version}")
     server.serve_forever()
     log(f"stopped at weights version {STATE.version}, {STATE.counter} samples made")

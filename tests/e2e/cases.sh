@@ -14,7 +14,7 @@
 # online_rl last: it takes all 3 nodes.
 E2E_CASES=(api_down bad_flags socket_auth privileged too_many_gpus namespace two_jobs kubectl_io
            runtime_template image_pods scancel step_signals time_limit_update drain_before time_limit suspend requeue salloc gpu_forms node_share preempt
-           preempt_requeue preempt_suspend array_het node_fail slurmd_restart agent_kill shim_kill online_rl online_rl_faults)
+           preempt_requeue preempt_suspend array_het node_fail slurmd_restart agent_kill shim_kill online_rl online_rl_images online_rl_faults)
 
 # sbatch refuses malformed --k8s-* flags before submission, naming the flag.
 case_bad_flags() {
@@ -581,6 +581,15 @@ sys.exit(0 if t and t[0].get("exitCode") == 3 and t[0].get("message", "").strip(
   e2e_kubectl delete secret "img-pull-$j" "img-wrong-$j" >/dev/null 2>&1
   e2e_kubectl delete configmap "img-$j" >/dev/null 2>&1
   e2e_kubectl delete serviceaccount "img-$j" >/dev/null 2>&1
+  # What rootless podman leaves when its shim cannot reset it (a container's
+  # keep-id layers: the user's subordinate ids, read-only directories), made
+  # in the job's shim dir as the job's user: the agent removes it at the
+  # job's end with the rest (rm in a user namespace mapping those ids).
+  local sdir="$E2E_AGENTS/n2/shim/job_${j}_n2"
+  sk_as_user unshare --map-root-user --map-auto sh -c \
+    "mkdir -p '$sdir/subids/ro' && touch '$sdir/subids/ro/f' && chown -R 1:1 '$sdir/subids' && chmod 555 '$sdir/subids/ro'" \
+    && [ "$(stat -c %u "$sdir/subids/ro/f")" != "$TEST_UID" ]
+  ok $? "image_pods: files of the job's user's subordinate ids in its shim dir ($(stat -c '%u %A' "$sdir/subids/ro" 2>&1))"
   e2e_end_job "$j"
   e2e_wait 20 "[ -z \"\$(pgrep -u $TEST_UID -f 'podman|conmon|catatonit')\" ]"
   ok $? "image_pods: no podman, conmon or pause process of the job's user left ($(pgrep -a -u "$TEST_UID" -f 'podman|conmon|catatonit' | paste -sd'|'))"
@@ -1358,6 +1367,33 @@ case_online_rl() {
   rl_check_learning "$j"
   rl_check_teardown "$j"
   e2e_assert_clean "$j" "online_rl"
+}
+
+# The same loop with the rollout and reward services from images
+# (examples/online-rl/build-images.sh: python3 and numpy from this machine's
+# Debian packages, pushed to the harness's registry), started by their
+# ENTRYPOINT through the podman runtime: pulled on each node, each container
+# with its own GPUs only (numbered from 0 inside, its /dev/nvidiaN alone),
+# stopped with SIGTERM at the job's end, nothing left.
+case_online_rl_images() {
+  local t0=$SECONDS
+  bash "$E2E_TOP/examples/online-rl/build-images.sh" "$E2E_REGISTRY" --tls-verify=false >>"$E2E_D/case-online_rl_images.build" 2>&1
+  ok $? "online_rl_images: the example's images built and pushed ($((SECONDS - t0)) s; $(tail -n2 "$E2E_D/case-online_rl_images.build" | paste -sd' '))" || return
+  rl_submit -N3 --gres=gpu:4 --k8s-gpus=2 --k8s-labels=team=rl || return
+  local j="$RL_JOB"
+  rl_check_nodes "$j" 3 2 "team=rl"
+  if ! rl_apply_and_wait "$j" "$E2E_TOP/examples/online-rl/rollout-image.yaml" "$E2E_TOP/examples/online-rl/reward-image.yaml"; then
+    scancel "$j"; sk_wait_gone "$j" 60
+    e2e_assert_clean "$j" "online_rl_images"
+    return
+  fi
+  rl_check_pulled
+  RL_IMAGES=1 rl_check_pod_gpus "$j"
+  rl_write_endpoints "$j"
+  rl_wait_job_and_check_trainer "$j" 3
+  rl_check_learning "$j"
+  rl_check_teardown "$j"
+  e2e_assert_clean "$j" "online_rl_images"
 }
 
 # The pid listening on TCP port $1 on this host (a pod's service: pods run

@@ -10,6 +10,9 @@
 #   rl_check_nodes JOB N GPUS K=V the job's N virtual nodes: Ready, GPUs, label, taint
 #   rl_apply_and_wait JOB [MANIFESTS...]  kubectl apply (placeholders filled), pods Ready
 #   rl_check_pod_gpus JOB         each pod's CUDA_VISIBLE_DEVICES within its node's lent GPUs
+#                                 (RL_IMAGES=1: pods from the example's images, their
+#                                 GPUs renumbered from 0 and only theirs in /dev)
+#   rl_check_pulled               each pod's image pulled (Pulled event) and reported
 #   rl_write_endpoints JOB        rollout hostIP:containerPort -> the trainer's file
 #   rl_wait_job_and_check_trainer JOB RANKS
 #   rl_check_learning JOB [faults] the trainer's summary: reward rose, no sample lost,
@@ -89,7 +92,7 @@ rl_fill_manifest() {  # rl_fill_manifest JOB FILE -> path of the filled copy
   mkdir -p "$E2E_D/manifests"
   local out
   out="$E2E_D/manifests/$(basename "$2")"
-  sed -e "s|__JOB_ID__|$1|g" -e "s|__EXAMPLES__|$E2E_EXAMPLES|g" "$2" > "$out"
+  sed -e "s|__JOB_ID__|$1|g" -e "s|__EXAMPLES__|$E2E_EXAMPLES|g" -e "s|__REGISTRY__|$E2E_REGISTRY|g" "$2" > "$out"
   echo "$out"
 }
 
@@ -173,6 +176,21 @@ rl_check_pod_gpus() {
     rl_followed_log "$p" >"$E2E_D/podlogs/tmp"; log="$(cat "$E2E_D/podlogs/tmp")"
     cvd="$(sed -n 's/.*CUDA_VISIBLE_DEVICES=\([0-9,]*\).*/\1/p' <<<"$log" | head -n1)"
     cvd="${cvd%,}"
+    # An image container (RL_IMAGES=1): CUDA numbers its GPUs from 0,
+    # NVIDIA_VISIBLE_DEVICES has the node's indices, and it sees their
+    # device nodes only.
+    local nvd devs want_cvd="" want_devs="" i=0
+    nvd="$(sed -n 's/.*NVIDIA_VISIBLE_DEVICES=\([0-9,]*\) .*/\1/p' <<<"$log" | head -n1)"
+    if [ "${RL_IMAGES:-0}" = 1 ]; then
+      devs="$(sed -n 's/.*devices=\[\([a-z0-9,]*\)\].*/\1/p' <<<"$log" | head -n1)"
+      for g in ${nvd//,/ }; do
+        want_cvd+="${want_cvd:+,}$i"; want_devs+="${want_devs:+,}nvidia$g"; i=$((i + 1))
+      done
+      echo "  $p: in its container CUDA_VISIBLE_DEVICES=$cvd, devices [$devs]; node GPUs $nvd"
+      [ "$cvd" = "$want_cvd" ] || bad="$bad $p:cvd=$cvd-want-$want_cvd"
+      [ "$devs" = "$want_devs" ] || bad="$bad $p:devices=[$devs]-want-[$want_devs]"
+      cvd="$nvd"
+    fi
     slurm_node="$(e2e_kubectl get node "${RL_POD_NODE[$p]}" -o 'jsonpath={.metadata.labels.slurm-k8s/slurm-node}' 2>/dev/null)"
     lent="${RL_LENT[$slurm_node]:-}"
     echo "  $p on ${RL_POD_NODE[$p]} ($slurm_node, lent [$lent]): CUDA_VISIBLE_DEVICES=$cvd"
@@ -194,6 +212,23 @@ rl_check_pod_gpus() {
     grep -Eq '"status": *"ok"' <<<"$hz" || hbad="$hbad $p:$hz"
   done
   [ -z "$hbad" ]; ok $? "every rollout answers /healthz at hostIP:containerPort$hbad"
+}
+
+# Pods from images (RL_IMAGES=1): each pod's image was pulled or found on
+# its node (a Pulled event naming it) and its container reports that image.
+rl_check_pulled() {
+  local p img ev bad="" n=0
+  for p in "${RL_PODS[@]}"; do
+    img="$(e2e_pod_field "$p" '{.spec.containers[0].image}')"
+    ev="$(e2e_kubectl get events -n "${p%%/*}" --field-selector "involvedObject.name=${p#*/}" \
+      -o 'jsonpath={range .items[?(@.reason=="Pulled")]}{.message}{"\n"}{end}' 2>/dev/null | head -n1)"
+    echo "  $p: $ev"
+    [[ $ev == "Successfully pulled image \"$img\" in"* || $ev == "Container image \"$img\" already present"* ]] \
+      || bad="$bad $p:no-Pulled-event"
+    [ "$(e2e_pod_field "$p" '{.status.containerStatuses[0].imageID}')" = "$img" ] || bad="$bad $p:imageID"
+    n=$((n + 1))
+  done
+  [ -z "$bad" ]; ok $? "each of the $n pods ran from its image: a Pulled event, the container's imageID$bad"
 }
 
 rl_write_endpoints() {
