@@ -8,4 +8,7 @@ EXTRA_DIST += \
 	examples/online-rl/run-local.sh \
 	examples/online-rl/README.md \
 	examples/online-rl/rollout.yaml \
-	examples/online-rl/reward.yaml
+	examples/online-rl/reward.yaml \
+	examples/online-rl/rollout-image.yaml \
+	examples/online-rl/reward-image.yaml \
+	examples/online-rl/build-images.sh
