@@ -95,8 +95,8 @@ void remove_job_dir_as_owner(uv_loop_t *loop, const std::string &dir, bool in_us
     SpawnOptions o;
     if (in_userns) {
         o.file = "/usr/bin/unshare";
-        o.args = {"unshare", "--map-root-user", "--map-auto", "/bin/rm", "-rf", "--one-file-system",
-                  "--", dir};
+        o.args = {"unshare", "--map-root-user",   "--map-auto", "/bin/rm",
+                  "-rf",     "--one-file-system", "--",         dir};
     } else {
         o.file = "/bin/rm";
         o.args = {"rm", "-rf", "--one-file-system", "--", dir};
@@ -104,16 +104,13 @@ void remove_job_dir_as_owner(uv_loop_t *loop, const std::string &dir, bool in_us
     o.uid = st.st_uid;
     o.gid = st.st_gid;
     int e = rm->spawn(loop, o, [loop, rm, dir, in_userns](int64_t, int) {
-        // This callback lives in *rm: what it needs is copied out first.
-        std::string d = dir;
-        bool userns_tried = in_userns;
-        delete rm;
-        if (rmdir(d.c_str()) == 0 || errno == ENOENT) return;
-        if (errno == ENOTEMPTY && !userns_tried) {
-            remove_job_dir_as_owner(loop, d, true);
-            return;
+        if (rmdir(dir.c_str()) != 0 && errno != ENOENT) {
+            if (errno == ENOTEMPTY && !in_userns)
+                remove_job_dir_as_owner(loop, dir, true);
+            else
+                LOG_WARN("cannot remove the shim dir %s: %s", dir.c_str(), strerror(errno));
         }
-        LOG_WARN("cannot remove the shim dir %s: %s", d.c_str(), strerror(errno));
+        delete rm;
     });
     if (e != 0) {
         LOG_WARN("cannot remove the shim dir %s: %s", dir.c_str(), uv_strerror(e));

@@ -131,6 +131,9 @@ void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string
                "(--k8s-namespace); empty = none, * = any");
     s.add_bool("allow_daemonsets", &c.allow_daemonsets,
                "run pods that a DaemonSet owns on the virtual nodes (off: refused)");
+    s.add_seconds("volume_refresh_interval", &c.volume_refresh_s, 0, 3600,
+                  "how often running pods' configMap and secret volumes are read again and "
+                  "their changed files updated in place, 0 = never");
     s.add_seconds("lease_duration", &c.lease_duration_s, 10, 3600, "Lease leaseDurationSeconds");
     s.add_seconds("lease_renew_interval", &c.lease_renew_s, 1, 600, "Lease renewal period");
     s.add_seconds("status_report_interval", &c.status_report_s, 1, 3600,

@@ -119,6 +119,10 @@ struct AgentConfig {
     // Ready and its pods run).
     uint64_t job_state_check_s = 10;
     uint64_t gc_interval_s = 300;
+    // How often the ConfigMaps and Secrets that running pods' volumes hold
+    // are read again, their changed files written in place (the kubelet's
+    // pod sync: about a minute); 0 = never (the contents of the pod's start).
+    uint64_t volume_refresh_s = 60;
     // Also collect the virtual nodes of the cluster's other Slurm nodes whose
     // agent stopped renewing their Lease (a failed node) once Slurm says the
     // job is gone (Agent::gc_failed_nodes). Meant for one or two agents of a

@@ -246,12 +246,38 @@ Result<Json::Value> volume_files(const Json::Value &pod, const FetchedObjects &o
 
 }  // namespace
 
-std::set<ObjectRef> referenced_objects(const Json::Value &pod) {
+Json::Value object_volume_files(const Json::Value &pod, const FetchedObjects &objs) {
+    Json::Value files(Json::objectValue);
+    for (const auto &v : api::items(pod["spec"]["volumes"])) {
+        Json::Value entries(Json::objectValue);
+        Status st;
+        if (v.isMember("secret")) {
+            st = add_object_files(v["secret"], true, v["secret"]["secretName"].asString(), objs,
+                                  &entries);
+        } else if (v.isMember("configMap")) {
+            st = add_object_files(v["configMap"], false, v["configMap"]["name"].asString(), objs,
+                                  &entries);
+        } else if (v.isMember("projected")) {
+            for (const auto &src : api::items(v["projected"]["sources"])) {
+                if (src.isMember("secret"))
+                    st = add_object_files(src["secret"], true, src["secret"]["name"].asString(),
+                                          objs, &entries);
+                else if (src.isMember("configMap"))
+                    st = add_object_files(src["configMap"], false,
+                                          src["configMap"]["name"].asString(), objs, &entries);
+                if (!st) break;
+            }
+        } else {
+            continue;
+        }
+        if (st && !entries.empty()) files[v["name"].asString()] = entries;
+    }
+    return files;
+}
+
+std::set<ObjectRef> volume_objects(const Json::Value &pod) {
     std::set<ObjectRef> out;
-    const Json::Value &spec = api::field(pod, "spec");
-    add_env_refs(api::field(spec, "containers"), &out);
-    add_env_refs(api::field(spec, "initContainers"), &out);
-    for (const auto &v : api::items(api::field(spec, "volumes"))) {
+    for (const auto &v : api::items(api::field(api::field(pod, "spec"), "volumes"))) {
         const Json::Value &cm = api::field(v, "configMap");
         const Json::Value &sec = api::field(v, "secret");
         if (api::object(v).isMember("configMap"))
@@ -266,6 +292,14 @@ std::set<ObjectRef> referenced_objects(const Json::Value &pod) {
                 out.insert({"secrets", api::text(api::field(api::field(src, "secret"), "name"))});
         }
     }
+    return out;
+}
+
+std::set<ObjectRef> referenced_objects(const Json::Value &pod) {
+    std::set<ObjectRef> out = volume_objects(pod);
+    const Json::Value &spec = api::field(pod, "spec");
+    add_env_refs(api::field(spec, "containers"), &out);
+    add_env_refs(api::field(spec, "initContainers"), &out);
     for (const auto &ref : api::items(api::field(spec, "imagePullSecrets")))
         if (!api::text(api::field(ref, "name")).empty())
             out.insert({"secrets", api::text(api::field(ref, "name"))});

@@ -22,6 +22,8 @@ namespace sk::agent {
 using ObjectRef = std::pair<std::string, std::string>;
 
 std::set<ObjectRef> referenced_objects(const Json::Value &pod);
+// Those of the pod's volumes only (configMap, secret, projected sources).
+std::set<ObjectRef> volume_objects(const Json::Value &pod);
 
 // The fetched objects; a ref absent from the map did not exist (404).
 // Service account tokens for projected volumes are kept beside them under
@@ -70,6 +72,14 @@ std::optional<std::pair<std::string, std::string>> api_endpoint(const std::strin
 // ("configmap \"cfg\" not found", "couldn't find key k in Secret ns/s").
 Result<Json::Value> resolve_pod(const Json::Value &pod, const FetchedObjects &objects,
                                 const NodeFacts &node);
+
+// For a running pod's refresh: the files of its configMap and secret volumes
+// and of the configMap and secret sources of its projected volumes, as
+// resolve_pod gives them ({volume: {path: base64}}), from objects fetched
+// again. Token and downwardAPI files are not in it (tokens are renewed on
+// their own schedule). A volume whose object or key is gone now is left out:
+// its files keep their contents, as a kubelet keeps them.
+Json::Value object_volume_files(const Json::Value &pod, const FetchedObjects &objects);
 
 // The credentials of the pod's imagePullSecrets that exist, merged into one
 // containers-auth.json(5) document, as the kubelet merges them (the first

@@ -10,6 +10,7 @@
 #include "agent/lost_shim.h"
 #include "agent/node_builder.h"
 #include "common/strings.h"
+#include "common/base64.h"
 #include "common/log.h"
 #include "common/rfc3339.h"
 
@@ -21,7 +22,12 @@ static std::string pod_ref(const Json::Value &pod) {
 }
 
 PodController::PodController(AgentContext &ctx, const JobRecord &rec)
-    : ctx_(ctx), rec_(rec), watch_timer_(ctx.loop), shim_timer_(ctx.loop), token_timer_(ctx.loop) {}
+    : ctx_(ctx),
+      rec_(rec),
+      watch_timer_(ctx.loop),
+      shim_timer_(ctx.loop),
+      token_timer_(ctx.loop),
+      files_timer_(ctx.loop) {}
 
 std::string PodController::prefix() const {
     return "[node " + rec_.node_name + "]";
@@ -29,6 +35,8 @@ std::string PodController::prefix() const {
 
 void PodController::start() {
     list_pods();
+    if (uint64_t ms = ctx_.cfg->volume_refresh_s * 1000)
+        files_timer_.start(ms, guard([this] { refresh_all_files(); }), ms);
 }
 
 void PodController::stop() {
@@ -38,6 +46,7 @@ void PodController::stop() {
     watch_timer_.stop();
     shim_timer_.stop();
     token_timer_.stop();
+    files_timer_.stop();
 }
 
 void PodController::relist_if_idle() {
@@ -233,6 +242,7 @@ void PodController::run_pod(const std::string &uid) {
                             "); attempting to pull the image may not succeed.",
                         ""});
         e.state = PodState::Running;
+        e.files = (*body)["files"];
         note_tokens(e, *fetched);
         LOG_INFO("%s handing to the runtime", pod_ref(e.api).c_str());
         runtime_->run(*body, guard([this, uid](const Status &st) {
@@ -358,6 +368,86 @@ void PodController::refresh_tokens(const std::string &uid) {
                                }));
     });
     request_tokens(p.api, needs, fetched, error, finish);
+}
+
+void PodController::refresh_all_files() {
+    if (stopped_ || !runtime_) return;
+    std::vector<std::string> due;
+    for (const auto &[uid, p] : pods_)
+        if (p.state == PodState::Running && !pod_is_terminal(p.rt_status) && !p.files_refreshing &&
+            !p.files.empty())
+            due.push_back(uid);
+    for (const auto &uid : due)
+        refresh_files(uid);
+}
+
+void PodController::refresh_files(const std::string &uid) {
+    BoundPod &p = pods_[uid];
+    auto refs = volume_objects(p.api);
+    if (refs.empty() || p.files.empty()) return;
+    p.files_refreshing = true;
+    std::string ns = api::object_meta(p.api).ns;
+    auto fetched = std::make_shared<FetchedObjects>();
+    auto remaining = std::make_shared<size_t>(refs.size());
+    auto error = std::make_shared<Status>();
+    auto finish = guard([this, uid, fetched, error] {
+        auto it = pods_.find(uid);
+        if (it == pods_.end()) return;
+        BoundPod &q = it->second;
+        q.files_refreshing = false;
+        if (!*error) {
+            LOG_VERBOSE("%s: its volumes' objects could not be read again (%s): next round",
+                        pod_ref(q.api).c_str(), error->message().c_str());
+            return;
+        }
+        if (q.state != PodState::Running || pod_is_terminal(q.rt_status) || !runtime_) return;
+        Json::Value now = object_volume_files(q.api, *fetched);
+        proto::PodFilesUpdate m;
+        m.uid = uid;
+        Json::Value changed(Json::objectValue);
+        for (const auto &vol : now.getMemberNames())
+            for (const auto &path : now[vol].getMemberNames()) {
+                const Json::Value &had = q.files[vol][path];
+                if (!had.isString() || had == now[vol][path]) continue;
+                auto raw = base64_decode(now[vol][path].asString());
+                if (!raw) continue;
+                m.files[vol][path] = *raw;
+                changed[vol][path] = now[vol][path];
+            }
+        if (m.files.empty()) return;
+        runtime_->update_files(
+            m, guard([this, uid, changed](const Status &st) {
+                auto i = pods_.find(uid);
+                if (i == pods_.end()) return;
+                if (!st) {
+                    // NotFound: the runtime no longer runs it.
+                    if (st.error() != Error::NotFound)
+                        LOG_WARN(
+                            "%s: its volumes' new contents not written: "
+                            "%s; next round",
+                            pod_ref(i->second.api).c_str(), st.message().c_str());
+                    return;
+                }
+                std::vector<std::string> names;
+                for (const auto &vol : changed.getMemberNames())
+                    for (const auto &path : changed[vol].getMemberNames()) {
+                        i->second.files[vol][path] = changed[vol][path];
+                        names.push_back(vol + "/" + path);
+                    }
+                LOG_INFO("%s: updated in place: %s", pod_ref(i->second.api).c_str(),
+                         join(names, ", ").c_str());
+            }));
+    });
+    for (const auto &ref : refs) {
+        std::string path = "/api/v1/namespaces/" + ns + "/" + ref.first + "/" + ref.second;
+        ctx_.kube->get(path, [ref, fetched, remaining, error, finish](Result<Json::Value> r) {
+            if (r)
+                (*fetched)[ref] = *r;
+            else if (r.error() != Error::NotFound && *error)
+                *error = r.failure();
+            if (--*remaining == 0) finish();
+        });
+    }
 }
 
 void PodController::request_tokens(const Json::Value &pod, const std::vector<TokenNeed> &needs,

@@ -60,6 +60,10 @@ struct BoundPod {
     // Its projected ServiceAccount tokens are requested again at this time
     // (unix s; 0 = it has none, or a refresh is under way).
     int64_t token_refresh_at_s = 0;
+    // The files of its volumes as the runtime has them ({volume: {path:
+    // base64}}, resolve_pod's), kept up to date by the volume refresh.
+    Json::Value files;
+    bool files_refreshing = false;  // a volume refresh is under way
 
     bool in_runtime() const { return state == PodState::Running || state == PodState::Killing; }
 };
@@ -129,6 +133,14 @@ class PodController : public NodeBound {
     void note_tokens(BoundPod &p, const FetchedObjects &fetched);
     void arm_token_timer();
     void refresh_tokens(const std::string &uid);
+    // ConfigMaps and Secrets, as a kubelet's pod sync follows them: every
+    // volume_refresh_s the objects of each running pod's volumes are read
+    // again and the files whose contents changed are written in place (the
+    // runtime's update_files). A key added since the start is not (the
+    // runtime's volume holds the start's keys); a failed read waits for the
+    // next round.
+    void refresh_all_files();
+    void refresh_files(const std::string &uid);
     // POSTs a TokenRequest (bound to `pod`) for each need; each answer goes
     // into *fetched, the first failure into *error (in words a user acts
     // on: a missing ServiceAccount, the agent's missing right); `done` runs
@@ -187,6 +199,7 @@ class PodController : public NodeBound {
     std::function<void(int)> on_shim_dead_;
     Timer shim_timer_;
     Timer token_timer_;  // the next projected token refresh (token_refresh_at_s)
+    Timer files_timer_;  // every volume_refresh_s: refresh_files of the running pods
 
     struct StopAll {
         std::string reason;  // names the job's end in the final statuses

@@ -407,6 +407,7 @@ case_image_pods() {
     --docker-username=e2e --docker-password=s3cret >/dev/null
   e2e_kubectl create secret docker-registry "img-wrong-$j" --docker-server="$E2E_REGISTRY_AUTH" \
     --docker-username=e2e --docker-password=wrong >/dev/null
+  e2e_kubectl create secret generic "img-key-$j" --from-literal=key="key-$j" >/dev/null
   e2e_kubectl apply -f - >/dev/null <<EOF
 apiVersion: v1
 kind: Pod
@@ -463,6 +464,46 @@ spec:
       sources:
       - serviceAccountToken: {path: token, expirationSeconds: 3600}
       - downwardAPI: {items: [{path: namespace, fieldRef: {fieldPath: metadata.namespace}}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: imgvol, namespace: default}
+spec:
+  nodeName: $node
+  tolerations: [{key: slurm-k8s/job, operator: Equal, value: "$j", effect: NoSchedule}]
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: files
+    image: $img
+    command: [sh, -c]
+    args:
+    - |
+      cat /etc/app/key; echo
+      (echo x >/etc/app/key) 2>/dev/null || echo key-read-only
+      last=""
+      while :; do
+        c="\$(cat /config/app.conf)"
+        [ "\$c" = "\$last" ] || { echo "conf=\$c"; last="\$c"; }
+        sleep 0.2
+      done
+    volumeMounts:
+    - {name: key, mountPath: /etc/app/key, subPath: key, readOnly: true}
+    - {name: cfg, mountPath: /config}
+  - name: stubborn
+    image: $img
+    command: [sh, -c, 'trap "" TERM; echo ignoring-term; while :; do sleep 1; done']
+  volumes:
+  - {name: key, secret: {secretName: img-key-$j}}
+  - {name: cfg, configMap: {name: img-$j}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: imgnot, namespace: default}
+spec:
+  nodeName: $node
+  tolerations: [{key: slurm-k8s/job, operator: Equal, value: "$j", effect: NoSchedule}]
+  containers:
+  - {name: main, image: $E2E_REGISTRY/e2e/notimage:1}
 ---
 apiVersion: v1
 kind: Pod
@@ -537,6 +578,29 @@ EOF
   grep -q "^Failed: Failed to pull image \"$E2E_REGISTRY/e2e/nope:1\": " <<<"$out"
   ok $? "image_pods: the pull's failure is an Event with podman's message ($(grep '^Failed: Failed' <<<"$out" | head -1))"
 
+  # An image that is not an image: podman's reason, the pod waits.
+  e2e_wait 60 "e2e_pod_field default/imgnot '{.status.containerStatuses[0].state.waiting.reason}' | grep -Eq '^(ErrImagePull|ImagePullBackOff)$'"
+  out="$(e2e_kubectl get events -n default --field-selector involvedObject.name=imgnot -o 'jsonpath={range .items[*]}{.reason}: {.message}{"\n"}{end}' 2>&1)"
+  grep -q "^Failed: Failed to pull image \"$E2E_REGISTRY/e2e/notimage:1\": .*processing tar file" <<<"$out"
+  ok $? "image_pods: an image whose layer is not a tar archive waits in ErrImagePull/ImagePullBackOff with podman's reason ($(grep '^Failed: Failed' <<<"$out" | head -1))"
+  # A secret file by subPath, read-only; a configMap directory updated in place.
+  e2e_wait 60 "[ \"\$(pod_ready_of default/imgvol)\" = 'True ' ]"
+  out="$(e2e_kubectl logs imgvol -c files 2>&1 | paste -sd' ')"
+  [ "$out" = "key-$j key-read-only conf=hello-$j" ]
+  ok $? "image_pods: a secret's key at its subPath, read-only, and the configMap at its mountPath inside the container ($out)"
+  e2e_kubectl create configmap "img-$j" --from-literal=app.conf="changed-$j" --dry-run=client -o yaml | e2e_kubectl replace -f - >/dev/null
+  e2e_wait 60 "e2e_kubectl logs imgvol -c files 2>&1 | grep -qx 'conf=changed-$j'"
+  ok $? "image_pods: the configMap's update is seen in place inside the running container ($(e2e_kubectl logs imgvol -c files 2>&1 | tail -n1))"
+  local t_del=$SECONDS
+  e2e_kubectl delete pod imgvol --wait=false >/dev/null 2>&1
+  e2e_wait 30 "[ -n \"\$(python3 '$E2E_TOP/tests/e2e/watch.py' final '$E2E_D/watch.jsonl' default/imgvol | grep -o '\"exitCode\": 137')\" ] || ! e2e_kubectl get pod imgvol >/dev/null 2>&1"
+  st="$(python3 "$E2E_TOP/tests/e2e/watch.py" final "$E2E_D/watch.jsonl" default/imgvol | python3 -c 'import json, sys
+s = json.loads(sys.stdin.read() or "{}")
+t = lambda c: ((c.get("state") or {}).get("terminated") or {}).get("exitCode")
+print(" ".join("%s=%s" % (c["name"], t(c)) for c in s.get("containerStatuses", [])))')"
+  [[ "$st" == *"stubborn=137"* ]]
+  ok $? "image_pods: a container that ignores SIGTERM is killed at its grace's end (2 s): exit code 137 ($st; deleted in $((SECONDS - t_del)) s)"
+
   e2e_wait 60 "[ \"\$(e2e_pod_phase imgauth)\" = Succeeded ]"
   ok $? "image_pods: imgauth pulled from the registry that asks for a login, with its imagePullSecret ($(e2e_pod_phase imgauth): $(e2e_kubectl logs imgauth 2>&1))"
   e2e_wait 60 "e2e_pod_field default/imgnoauth '{.status.containerStatuses[0].state.waiting.reason}' | grep -Eq '^(ErrImagePull|ImagePullBackOff)$'"
@@ -577,8 +641,8 @@ t = [(c.get("state") or {}).get("terminated") or {} for c in s.get("containerSta
 print([(x.get("exitCode"), x.get("reason"), x.get("message")) for x in t])
 sys.exit(0 if t and t[0].get("exitCode") == 3 and t[0].get("message", "").strip() == "prestop-ran" else 1)' >"$E2E_D/image-pods.tmp" 2>&1
   ok $? "image_pods: deleting imgsvc ran its preStop hook inside the container, then stopped it through podman: its TERM trap's exit code 3 and message are the pod's ($(cat "$E2E_D/image-pods.tmp"))"
-  e2e_kubectl delete pod imgsem imgmissing imgauth imgnoauth --wait=false >/dev/null 2>&1
-  e2e_kubectl delete secret "img-pull-$j" "img-wrong-$j" >/dev/null 2>&1
+  e2e_kubectl delete pod imgsem imgmissing imgnot imgauth imgnoauth --wait=false >/dev/null 2>&1
+  e2e_kubectl delete secret "img-pull-$j" "img-wrong-$j" "img-key-$j" >/dev/null 2>&1
   e2e_kubectl delete configmap "img-$j" >/dev/null 2>&1
   e2e_kubectl delete serviceaccount "img-$j" >/dev/null 2>&1
   # What rootless podman leaves when its shim cannot reset it (a container's

@@ -215,6 +215,8 @@ gc_interval = 10s
 # dead node's are stale after 30 s (e2e node_fail waits that long).
 lease_duration = 20s
 lease_renew_interval = 5s
+# ConfigMap and Secret volumes read again every 2 s (default 60 s).
+volume_refresh_interval = 2s
 log_level = verbose
 # Jobs that name no --k8s-namespace lend to "default" only (e2e namespace).
 allowed_namespaces = default

@@ -17,6 +17,8 @@
 #   e2e/busybox:latest  the same image (pull policy Always by default)
 #   e2e/busybox-user:1  the same image with USER 1234:1234
 #   e2e/private:1 (on PORT+1 only)  the same image, behind the login
+#   e2e/notimage:1  a manifest whose layer is not a tar archive (text): an
+#                   image that is not an image
 set -euo pipefail
 
 die() { echo "registry.sh: $*" >&2; exit 1; }
@@ -88,6 +90,38 @@ build() {
   "${b[@]}" push -q --tls-verify=false "$reg/e2e/busybox-user:1" >/dev/null
   "${b[@]}" push -q --tls-verify=false --creds e2e:s3cret "$reg/e2e/busybox:1" \
     "docker://$auth_reg/e2e/private:1" >/dev/null
+  push_not_an_image "$dir" "$reg"
+}
+
+# put_blob REG NAME FILE: uploads FILE as a blob of repository NAME (the
+# registry API: POST an upload, PUT its content with the digest); prints the
+# digest.
+put_blob() {
+  local reg="$1" name="$2" file="$3" digest loc
+  digest="sha256:$(sha256sum "$file" | cut -d' ' -f1)"
+  loc="$(curl -sS -o /dev/null -D - -X POST "http://$reg/v2/$name/blobs/uploads/" \
+    | tr -d '\r' | sed -n 's/^[Ll]ocation: //p')"
+  [ -n "$loc" ] || die "no upload location from $reg for $name"
+  case $loc in http*) ;; *) loc="http://$reg$loc" ;; esac
+  case $loc in *\?*) loc="$loc&digest=$digest" ;; *) loc="$loc?digest=$digest" ;; esac
+  curl -sSf -o /dev/null -X PUT -H 'Content-Type: application/octet-stream' --data-binary "@$file" "$loc" \
+    || die "blob upload to $reg/$name failed"
+  echo "$digest"
+}
+
+# An image manifest whose one layer is text, not a (gzipped) tar archive.
+push_not_an_image() {
+  local dir="$1" reg="$2" cfg layer cd ld
+  cfg="$dir/notimage-config.json"; layer="$dir/notimage-layer"
+  printf '{"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":["sha256:%064d"]}}' 0 >"$cfg"
+  echo "this is not a layer" >"$layer"
+  cd="$(put_blob "$reg" e2e/notimage "$cfg")"
+  ld="$(put_blob "$reg" e2e/notimage "$layer")"
+  printf '{"schemaVersion":2,"mediaType":"application/vnd.docker.distribution.manifest.v2+json","config":{"mediaType":"application/vnd.docker.container.image.v1+json","size":%d,"digest":"%s"},"layers":[{"mediaType":"application/vnd.docker.image.rootfs.diff.tar.gzip","size":%d,"digest":"%s"}]}' \
+    "$(stat -c %s "$cfg")" "$cd" "$(stat -c %s "$layer")" "$ld" >"$dir/notimage-manifest.json"
+  curl -sSf -o /dev/null -X PUT -H 'Content-Type: application/vnd.docker.distribution.manifest.v2+json' \
+    --data-binary "@$dir/notimage-manifest.json" "http://$reg/v2/e2e/notimage/manifests/1" \
+    || die "manifest upload to $reg/e2e/notimage failed"
 }
 
 cmd_stop() {

@@ -245,6 +245,55 @@ START_TEST(pull_secrets_merged) {
 }
 END_TEST
 
+// The refresh of a running pod's volumes: the files of its configMap and
+// secret volumes (and projected sources of those kinds) from the objects as
+// they are now, as resolve_pod writes them; token and downwardAPI files left
+// out; a volume whose object or key is gone left out (its files stay).
+START_TEST(object_volume_files_for_refresh) {
+    Json::Value pod = J(R"({"metadata":{"name":"p","namespace":"ns","uid":"u1"},"spec":{
+      "containers":[{"name":"c","image":"i","env":[{"name":"E","valueFrom":
+        {"configMapKeyRef":{"name":"envcm","key":"k"}}}]}],
+      "imagePullSecrets":[{"name":"pull"}],
+      "volumes":[
+        {"name":"cfg","configMap":{"name":"cm"}},
+        {"name":"key","secret":{"secretName":"sec","items":[{"key":"k","path":"k.txt"}]}},
+        {"name":"gone","configMap":{"name":"absent"}},
+        {"name":"proj","projected":{"sources":[
+          {"configMap":{"name":"cm","items":[{"key":"a","path":"a"}]}},
+          {"serviceAccountToken":{"path":"token"}},
+          {"downwardAPI":{"items":[{"path":"ns","fieldRef":{"fieldPath":"metadata.namespace"}}]}}]}},
+        {"name":"down","downwardAPI":{"items":[{"path":"n","fieldRef":{"fieldPath":"metadata.name"}}]}},
+        {"name":"scratch","emptyDir":{}}]}})");
+    auto refs = volume_objects(pod);
+    ck_assert(refs == std::set<ObjectRef>(
+                          {{"configmaps", "cm"}, {"secrets", "sec"}, {"configmaps", "absent"}}));
+    FetchedObjects objs;
+    objs[{"configmaps", "cm"}] = J(R"({"data":{"a":"one","b":"two"}})");
+    objs[{"secrets", "sec"}] = J(R"({"data":{"k":"c2VjcmV0"}})");
+    Json::Value files = object_volume_files(pod, objs);
+    ck_assert_uint_eq(files.size(), 3);  // cfg, key, proj
+    ck_assert_sstr_eq(files["cfg"]["a"].asString(), base64_encode("one"));
+    ck_assert_sstr_eq(files["cfg"]["b"].asString(), base64_encode("two"));
+    ck_assert_sstr_eq(files["key"]["k.txt"].asString(), "c2VjcmV0");
+    ck_assert_uint_eq(files["proj"].size(), 1);  // no token, no downwardAPI file
+    ck_assert_sstr_eq(files["proj"]["a"].asString(), base64_encode("one"));
+    ck_assert(!files.isMember("gone") && !files.isMember("down") && !files.isMember("scratch"));
+    // The same bytes as the pod's start wrote for these volumes.
+    objs[token_ref("proj", "token")] = J(R"({"status":{"token":"t"}})");
+    objs[{"configmaps", "absent"}] = J(R"({"data":{"x":"y"}})");
+    objs[{"configmaps", "envcm"}] = J(R"({"data":{"k":"v"}})");
+    auto body = resolve_pod(pod, objs, {});
+    ck_assert_msg(body.ok(), "%s", body.message().c_str());
+    for (const char *v : {"cfg", "key"})
+        ck_assert((*body)["files"][v] == files[v]);
+    ck_assert((*body)["files"]["proj"]["a"] == files["proj"]["a"]);
+    // A key gone from the secret: that volume is left out.
+    objs[{"secrets", "sec"}] = J(R"({"data":{}})");
+    files = object_volume_files(pod, objs);
+    ck_assert(!files.isMember("key") && files.isMember("cfg"));
+}
+END_TEST
+
 START_TEST(api_endpoints) {
     const EndpointCase &c = kEndpoints[_i];
     auto e = api_endpoint(c.url);
@@ -277,6 +326,7 @@ int main() {
     tcase_add_loop_test(tc, quantities, 0, TABLE_SIZE(kQuantities));
     tcase_add_test(tc, projected_and_downward_volumes);
     tcase_add_test(tc, pull_secrets_merged);
+    tcase_add_test(tc, object_volume_files_for_refresh);
     tcase_add_loop_test(tc, api_endpoints, 0, TABLE_SIZE(kEndpoints));
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
