@@ -195,6 +195,25 @@ Status add_downward_files(const Json::Value &pod, const Json::Value &items, cons
     return {};
 }
 
+// A secret or configMap volume (`source` false: its secretName) or projected
+// source (true: its name): its files into *entries, the outcome in *st.
+// False when `v` is neither kind.
+bool add_secret_or_config_map(const Json::Value &v, bool source, const FetchedObjects &objs,
+                              Json::Value *entries, Status *st) {
+    if (v.isMember("secret")) {
+        const Json::Value &sec = v["secret"];
+        *st = add_object_files(sec, true, sec[source ? "name" : "secretName"].asString(), objs,
+                               entries);
+        return true;
+    }
+    if (v.isMember("configMap")) {
+        *st = add_object_files(v["configMap"], false, v["configMap"]["name"].asString(), objs,
+                               entries);
+        return true;
+    }
+    return false;
+}
+
 Result<Json::Value> volume_files(const Json::Value &pod, const FetchedObjects &objs,
                                  const NodeFacts &node) {
     Json::Value files(Json::objectValue);
@@ -202,22 +221,14 @@ Result<Json::Value> volume_files(const Json::Value &pod, const FetchedObjects &o
         std::string vname = v["name"].asString();
         Json::Value entries(Json::objectValue);
         Status st;
-        if (v.isMember("secret")) {
-            st = add_object_files(v["secret"], true, v["secret"]["secretName"].asString(), objs,
-                                  &entries);
-        } else if (v.isMember("configMap")) {
-            st = add_object_files(v["configMap"], false, v["configMap"]["name"].asString(), objs,
-                                  &entries);
+        if (add_secret_or_config_map(v, false, objs, &entries, &st)) {
+            // done
         } else if (v.isMember("downwardAPI")) {
             st = add_downward_files(pod, v["downwardAPI"]["items"], node, &entries);
         } else if (v.isMember("projected")) {
             for (const auto &src : api::items(v["projected"]["sources"])) {
-                if (src.isMember("secret")) {
-                    st = add_object_files(src["secret"], true, src["secret"]["name"].asString(),
-                                          objs, &entries);
-                } else if (src.isMember("configMap")) {
-                    st = add_object_files(src["configMap"], false,
-                                          src["configMap"]["name"].asString(), objs, &entries);
+                if (add_secret_or_config_map(src, true, objs, &entries, &st)) {
+                    // done
                 } else if (src.isMember("downwardAPI")) {
                     st = add_downward_files(pod, src["downwardAPI"]["items"], node, &entries);
                 } else if (src.isMember("serviceAccountToken")) {
@@ -251,22 +262,11 @@ Json::Value object_volume_files(const Json::Value &pod, const FetchedObjects &ob
     for (const auto &v : api::items(pod["spec"]["volumes"])) {
         Json::Value entries(Json::objectValue);
         Status st;
-        if (v.isMember("secret")) {
-            st = add_object_files(v["secret"], true, v["secret"]["secretName"].asString(), objs,
-                                  &entries);
-        } else if (v.isMember("configMap")) {
-            st = add_object_files(v["configMap"], false, v["configMap"]["name"].asString(), objs,
-                                  &entries);
+        if (add_secret_or_config_map(v, false, objs, &entries, &st)) {
+            // done
         } else if (v.isMember("projected")) {
-            for (const auto &src : api::items(v["projected"]["sources"])) {
-                if (src.isMember("secret"))
-                    st = add_object_files(src["secret"], true, src["secret"]["name"].asString(),
-                                          objs, &entries);
-                else if (src.isMember("configMap"))
-                    st = add_object_files(src["configMap"], false,
-                                          src["configMap"]["name"].asString(), objs, &entries);
-                if (!st) break;
-            }
+            for (const auto &src : api::items(v["projected"]["sources"]))
+                if (add_secret_or_config_map(src, true, objs, &entries, &st) && !st) break;
         } else {
             continue;
         }

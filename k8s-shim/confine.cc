@@ -127,6 +127,7 @@ std::string drop_capabilities() {
 int exec_confined_main(int argc, char **argv) {
     bool nnp = false, caps = false, seccomp = false;
     std::vector<BindMount> binds;
+    std::vector<std::string> hidden;
     std::string scratch, cwd;
     long join = 0;
     int i = 2;
@@ -142,6 +143,8 @@ int exec_confined_main(int argc, char **argv) {
                  value(1) && value(2)) {
             binds.push_back({argv[i + 1], argv[i + 2], strcmp(argv[i], kBindReadOnlyFlag) == 0});
             i += 2;
+        } else if (strcmp(argv[i], kHideFlag) == 0 && value(1)) {
+            hidden.emplace_back(argv[++i]);
         } else if (strcmp(argv[i], kScratchFlag) == 0 && value(1)) {
             scratch = argv[++i];
         } else if (strcmp(argv[i], kChdirFlag) == 0 && value(1)) {
@@ -160,9 +163,9 @@ int exec_confined_main(int argc, char **argv) {
     }
     char **prog = argv + i + 1;
     std::string err;
-    if (!binds.empty())
+    if (!binds.empty() || !hidden.empty())
         err = scratch.empty() ? "no scratch directory for the mounts"
-                              : enter_own_mounts(binds, scratch);
+                              : enter_own_mounts(binds, hidden, scratch);
     else if (join > 0)
         err = join_container_mounts(static_cast<pid_t>(join));
     if (err.empty() && !cwd.empty() && chdir(cwd.c_str()) != 0)

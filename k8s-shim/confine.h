@@ -26,6 +26,9 @@ constexpr const char kBindReadOnlyFlag[] = "--bind-ro";
 constexpr const char kScratchFlag[] = "--scratch";
 constexpr const char kJoinMountsFlag[] = "--join-mounts";
 constexpr const char kChdirFlag[] = "--chdir";
+// --hide PATH (any number, with --scratch): a device node left out of the
+// container's view (the node's GPUs that are not its own).
+constexpr const char kHideFlag[] = "--hide";
 
 // argv[1] is kExecConfined. Returns only when the confinement or the exec
 // failed, after a line "cannot start 'PROGRAM': why" on stderr (the

@@ -15,6 +15,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
+#include <set>
 
 namespace sk::shim {
 
@@ -64,7 +66,8 @@ size_t depth(const std::string &path) {
 // tmpfs with an entry for each of its entries, bound to the original
 // (symlinks copied), where new entries can be made. Built on `scratch`,
 // then moved onto dir (the root: made the namespace's root).
-std::string shadow(const std::string &dir, const std::string &scratch) {
+std::string shadow(const std::string &dir, const std::string &scratch,
+                   const std::set<std::string> &leave_out = {}) {
     struct stat was;
     if (stat(dir.c_str(), &was) != 0) return sys("stat " + dir);
     // The directory's mode (a shared /tmp stays sticky); what the container
@@ -86,7 +89,7 @@ std::string shadow(const std::string &dir, const std::string &scratch) {
     size_t n = 0;
     while (struct dirent *e = readdir(d)) {
         std::string name = e->d_name;
-        if (name == "." || name == "..") continue;
+        if (name == "." || name == ".." || leave_out.count(name)) continue;
         if (++n > kMaxShadowEntries) {
             err = dir + " has more than " + std::to_string(kMaxShadowEntries) +
                   " entries: no mountPath is made in it";
@@ -263,7 +266,8 @@ std::string ns_of(pid_t pid, const char *ns) {
 
 }  // namespace
 
-std::string enter_own_mounts(const std::vector<BindMount> &binds, const std::string &scratch) {
+std::string enter_own_mounts(const std::vector<BindMount> &binds,
+                             const std::vector<std::string> &hidden, const std::string &scratch) {
     uid_t uid = geteuid();
     gid_t gid = getegid();
     if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0)
@@ -295,11 +299,24 @@ std::string enter_own_mounts(const std::vector<BindMount> &binds, const std::str
     if (!real) return sys("scratch directory " + scratch);
     std::string scr = real;
     free(real);
+    Writable own;
+    std::map<std::string, std::set<std::string>> hide;  // directory -> names left out
+    for (const auto &h : hidden)
+        if (!h.empty() && h[0] == '/' && h != "/")
+            hide[parent_of(h)].insert(h.substr(h.rfind('/') + 1));
+    for (const auto &[dir, names] : hide) {
+        char *rp = realpath(dir.c_str(), nullptr);
+        if (!rp) continue;  // no such directory: nothing to hide
+        std::string d = rp;
+        free(rp);
+        if (auto err = shadow(d, scr, names); !err.empty())
+            return "hiding the node's other GPUs: " + err;
+        own.shadows.push_back(d);
+    }
     std::vector<BindMount> order = binds;
     std::stable_sort(order.begin(), order.end(), [](const BindMount &a, const BindMount &b) {
         return depth(a.target) < depth(b.target);
     });
-    Writable own;
     for (const auto &b : order) {
         struct stat src;
         if (stat(b.source.c_str(), &src) != 0) return sys("volume path " + b.source);

@@ -44,7 +44,12 @@ struct BindMount {
 // or an empty file for a file). A read-only bind is remounted read-only,
 // keeping the flags it had. Returns "" or what failed, in words for the
 // container's log.
-std::string enter_own_mounts(const std::vector<BindMount> &binds, const std::string &scratch);
+// `hidden`: absolute paths (the device nodes of the node's GPUs that are not
+// the container's) left out of the view: their directory is shadowed first,
+// without them, so that the container cannot name them (the binds come
+// after: a later shadow of a directory above carries this one along).
+std::string enter_own_mounts(const std::vector<BindMount> &binds,
+                             const std::vector<std::string> &hidden, const std::string &scratch);
 
 // Joins the user and mount namespaces, and the root directory, of the
 // container's main process: the child of `supervisor` (its pid, as the shim

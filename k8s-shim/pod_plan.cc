@@ -1,5 +1,7 @@
 #include "k8s-shim/pod_plan.h"
 
+#include <dirent.h>
+
 #include <algorithm>
 #include <set>
 
@@ -654,6 +656,43 @@ void assign_gpus(PodPlan *plan, const std::vector<int> &indices) {
             mine.push_back(indices[static_cast<size_t>(i)]);
         set(&c, mine);
     }
+}
+
+std::vector<std::string> other_gpu_devices(const std::string &pattern,
+                                           const std::vector<int> &own) {
+    std::vector<std::string> out;
+    size_t at = pattern.find("{index}");
+    size_t slash = pattern.rfind('/', at);
+    if (at == std::string::npos || slash == std::string::npos ||
+        pattern.find('/', at) != std::string::npos)
+        return out;  // the index must be in the file name
+    std::string dir = slash == 0 ? "/" : pattern.substr(0, slash);
+    std::string prefix = pattern.substr(slash + 1, at - slash - 1), suffix = pattern.substr(at + 7);
+    DIR *d = opendir(dir.c_str());
+    if (!d) return out;
+    while (const struct dirent *e = readdir(d)) {
+        std::string name = e->d_name;
+        if (name.size() <= prefix.size() + suffix.size() ||
+            name.compare(0, prefix.size(), prefix) != 0 ||
+            name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+            continue;
+        std::string digits =
+            name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+        if (digits.size() > 4 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) continue;
+        int index = std::stoi(digits);
+        if (std::find(own.begin(), own.end(), index) == own.end())
+            out.push_back((dir == "/" ? "" : dir) + "/" + name);
+    }
+    closedir(d);
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+void hide_other_gpus(PodPlan *plan, const std::string &pattern) {
+    for (auto *list : {&plan->init_containers, &plan->containers})
+        for (auto &c : *list)
+            if (!c.runtime && !c.image_run)
+                c.hidden_devices = other_gpu_devices(pattern, c.gpu_indices);
 }
 
 }  // namespace sk::shim

@@ -75,6 +75,9 @@ struct ContainerPlan {
     // Its volumeMounts: the volume's directory (or subPath in it) at the
     // mountPath, in a mount namespace of its own (k8s-shim/mount_ns.h).
     std::vector<BindMount> binds;
+    // The node's GPU device nodes that are not the container's (process
+    // runtime: other_gpu_devices), left out of its mount namespace's view.
+    std::vector<std::string> hidden_devices;
     // The runtime template the container runs through (k8s-shim/runtime_template.h),
     // null for the process runtime; argv is expanded once its mounts are known.
     const RuntimeTemplate *runtime = nullptr;
@@ -85,7 +88,8 @@ struct ContainerPlan {
     // template that passes them to its runtime ({mounts:FLAG}), which then
     // mounts them itself.
     bool own_mounts() const {
-        return !binds.empty() && !(runtime && RuntimeTemplates::passes_mounts(*runtime));
+        return (!binds.empty() || !hidden_devices.empty()) &&
+               !(runtime && RuntimeTemplates::passes_mounts(*runtime));
     }
 };
 
@@ -154,6 +158,15 @@ Result<PodPlan> plan_pod(const Json::Value &pod, const proto::PodFiles &files,
 // in every container (empty/"void" for containers without GPUs, so a process
 // never sees GPUs it was not given).
 void assign_gpus(PodPlan *plan, const std::vector<int> &indices);
+
+// The device nodes of the node's GPUs that a container given `own` must not
+// see: the entries of the directory of `pattern` (runtime.conf gpu_device,
+// "/dev/nvidia{index}") that match it with another index. Read from the
+// node when the pod starts.
+std::vector<std::string> other_gpu_devices(const std::string &pattern, const std::vector<int> &own);
+// Sets hidden_devices of each container of the process runtime (no
+// template, no image) to other_gpu_devices(pattern, its GPUs).
+void hide_other_gpus(PodPlan *plan, const std::string &pattern);
 
 // The directory a volume's files live in, and the variable exported for it:
 // SLURM_K8S_VOLUME_<NAME> (upper case, '-' and '.' -> '_').

@@ -85,13 +85,15 @@ Status PodRunner::prepare_volumes() {
     }
     bool mounts = false;
     for (const auto *list : {&plan_.init_containers, &plan_.containers})
-        for (const auto &c : *list)
+        for (const auto &c : *list) {
+            if (!c.hidden_devices.empty()) mounts = true;
             for (const auto &b : c.binds) {
                 mounts = true;
                 struct stat st;
                 if (lstat(b.source.c_str(), &st) != 0 && errno == ENOENT)
                     if (auto made = make_dirs(b.source, 0750); !made) return made;
             }
+        }
     if (mounts)
         if (auto st = make_dirs(mount_scratch_dir(env_.pod_dir), 0700); !st) return st;
     return {};

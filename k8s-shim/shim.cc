@@ -349,6 +349,9 @@ proto::Reply Shim::pod_run(const proto::Request &req) {
     }
     save_gpus();
     assign_gpus(&*plan, *idx);
+    // A container of the process runtime sees its own GPUs' device nodes
+    // only (k8s-shim/mount_ns.h); the podman runtime passes only its own.
+    hide_other_gpus(&*plan, templates_.podman().gpu_device);
     for (const auto *list : {&plan->init_containers, &plan->containers})
         for (const auto &c : *list)
             if (c.image_run)

@@ -21,8 +21,11 @@ int g_workload_nice = 0;
 
 // The command line that runs spec.argv as confined as spec.confine says;
 // false when it asks for confinement and there is no helper.
+bool makes_mounts(const SpawnSpec &spec) {
+    return !spec.binds.empty() || !spec.hidden.empty();
+}
 bool uses_mounts(const SpawnSpec &spec) {
-    return !spec.binds.empty() || spec.join_mounts > 0;
+    return makes_mounts(spec) || spec.join_mounts > 0;
 }
 
 bool confined_argv(const SpawnSpec &spec, std::vector<std::string> *args) {
@@ -33,8 +36,10 @@ bool confined_argv(const SpawnSpec &spec, std::vector<std::string> *args) {
         for (const auto &b : spec.binds)
             args->insert(args->end(),
                          {b.read_only ? kBindReadOnlyFlag : kBindFlag, b.source, b.target});
-        if (!spec.binds.empty()) args->insert(args->end(), {kScratchFlag, spec.scratch});
-        if (spec.binds.empty() && spec.join_mounts > 0)
+        for (const auto &h : spec.hidden)
+            args->insert(args->end(), {kHideFlag, h});
+        if (makes_mounts(spec)) args->insert(args->end(), {kScratchFlag, spec.scratch});
+        if (!makes_mounts(spec) && spec.join_mounts > 0)
             args->insert(args->end(), {kJoinMountsFlag, std::to_string(spec.join_mounts)});
         if (uses_mounts(spec)) args->insert(args->end(), {kChdirFlag, spec.cwd});
         if (spec.confine.no_new_privs) args->push_back(kNoNewPrivsFlag);
@@ -89,6 +94,7 @@ SpawnSpec container_command(std::vector<std::string> argv, const ContainerPlan &
     if (!plan.own_mounts()) return s;
     if (container_pid == 0) {
         s.binds = plan.binds;
+        s.hidden = plan.hidden_devices;
         s.scratch = mount_scratch_dir(pod_dir);
     } else {
         s.join_mounts = container_pid;

@@ -29,6 +29,7 @@ struct SpawnSpec {
     // container whose mounts a probe, hook or exec session joins. Either
     // runs the helper, which starts in "/" and enters cwd afterwards.
     std::vector<BindMount> binds;
+    std::vector<std::string> hidden;  // device nodes left out (ContainerPlan::hidden_devices)
     std::string scratch;
     int join_mounts = 0;
 };

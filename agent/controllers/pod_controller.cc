@@ -273,16 +273,7 @@ void PodController::run_pod(const std::string &uid) {
             *remaining -= n;
             if (*remaining == 0) finish();
         });
-    for (const auto &ref : refs) {
-        std::string path = "/api/v1/namespaces/" + ns + "/" + ref.first + "/" + ref.second;
-        ctx_.kube->get(path, [ref, fetched, remaining, error, finish](Result<Json::Value> r) {
-            if (r)
-                (*fetched)[ref] = *r;
-            else if (r.error() != Error::NotFound && *error)
-                *error = r.failure();
-            if (--*remaining == 0) finish();
-        });
-    }
+    get_objects(ns, refs, fetched, remaining, error, finish);
 }
 
 namespace {
@@ -370,6 +361,23 @@ void PodController::refresh_tokens(const std::string &uid) {
     request_tokens(p.api, needs, fetched, error, finish);
 }
 
+void PodController::get_objects(const std::string &ns, const std::set<ObjectRef> &refs,
+                                const std::shared_ptr<FetchedObjects> &fetched,
+                                const std::shared_ptr<size_t> &remaining,
+                                const std::shared_ptr<Status> &error,
+                                const std::function<void()> &done) {
+    for (const auto &ref : refs) {
+        std::string path = "/api/v1/namespaces/" + ns + "/" + ref.first + "/" + ref.second;
+        ctx_.kube->get(path, [ref, fetched, remaining, error, done](Result<Json::Value> r) {
+            if (r)
+                (*fetched)[ref] = *r;
+            else if (r.error() != Error::NotFound && *error)
+                *error = r.failure();
+            if (--*remaining == 0) done();
+        });
+    }
+}
+
 void PodController::refresh_all_files() {
     if (stopped_ || !runtime_) return;
     std::vector<std::string> due;
@@ -438,16 +446,7 @@ void PodController::refresh_files(const std::string &uid) {
                          join(names, ", ").c_str());
             }));
     });
-    for (const auto &ref : refs) {
-        std::string path = "/api/v1/namespaces/" + ns + "/" + ref.first + "/" + ref.second;
-        ctx_.kube->get(path, [ref, fetched, remaining, error, finish](Result<Json::Value> r) {
-            if (r)
-                (*fetched)[ref] = *r;
-            else if (r.error() != Error::NotFound && *error)
-                *error = r.failure();
-            if (--*remaining == 0) finish();
-        });
-    }
+    get_objects(ns, refs, fetched, remaining, error, finish);
 }
 
 void PodController::request_tokens(const Json::Value &pod, const std::vector<TokenNeed> &needs,

@@ -140,6 +140,13 @@ class PodController : public NodeBound {
     // runtime's volume holds the start's keys); a failed read waits for the
     // next round.
     void refresh_all_files();
+    // GETs each of `refs` in `ns`: each object into *fetched (a 404 leaves it
+    // out), the first other failure into *error; `done` after the answer
+    // that brings *remaining to 0 (the caller counts refs in it).
+    void get_objects(const std::string &ns, const std::set<ObjectRef> &refs,
+                     const std::shared_ptr<FetchedObjects> &fetched,
+                     const std::shared_ptr<size_t> &remaining, const std::shared_ptr<Status> &error,
+                     const std::function<void()> &done);
     void refresh_files(const std::string &uid);
     // POSTs a TokenRequest (bound to `pod`) for each need; each answer goes
     // into *fetched, the first failure into *error (in words a user acts

@@ -9,9 +9,9 @@
 #                                 (RL_EXPORT="K=V,..." more of the trainer's environment)
 #   rl_check_nodes JOB N GPUS K=V the job's N virtual nodes: Ready, GPUs, label, taint
 #   rl_apply_and_wait JOB [MANIFESTS...]  kubectl apply (placeholders filled), pods Ready
-#   rl_check_pod_gpus JOB         each pod's CUDA_VISIBLE_DEVICES within its node's lent GPUs
-#                                 (RL_IMAGES=1: pods from the example's images, their
-#                                 GPUs renumbered from 0 and only theirs in /dev)
+#   rl_check_pod_gpus JOB         each pod's CUDA_VISIBLE_DEVICES within its node's lent GPUs,
+#                                 only its GPUs' device nodes in its view (RL_IMAGES=1:
+#                                 pods from the example's images, GPUs renumbered from 0)
 #   rl_check_pulled               each pod's image pulled (Pulled event) and reported
 #   rl_write_endpoints JOB        rollout hostIP:containerPort -> the trainer's file
 #   rl_wait_job_and_check_trainer JOB RANKS
@@ -190,6 +190,13 @@ rl_check_pod_gpus() {
       [ "$cvd" = "$want_cvd" ] || bad="$bad $p:cvd=$cvd-want-$want_cvd"
       [ "$devs" = "$want_devs" ] || bad="$bad $p:devices=[$devs]-want-[$want_devs]"
       cvd="$nvd"
+    else
+      # A process container: the node's other GPUs' device nodes (the
+      # harness's fake ones, runtime.conf gpu_device) are not in its view.
+      for g in ${cvd//,/ }; do want_devs+="${want_devs:+,}nvidia$g"; done
+      devs="$(e2e_kubectl exec -n "${p%%/*}" "${p#*/}" -- sh -c 'ls "$0"' "$SK_SLURM_DIR/dev" 2>&1 | grep '^nvidia' | paste -sd,)"
+      echo "  $p: in $SK_SLURM_DIR/dev it sees [$devs]"
+      [ "$devs" = "$want_devs" ] || bad="$bad $p:devices=[$devs]-want-[$want_devs]"
     fi
     slurm_node="$(e2e_kubectl get node "${RL_POD_NODE[$p]}" -o 'jsonpath={.metadata.labels.slurm-k8s/slurm-node}' 2>/dev/null)"
     lent="${RL_LENT[$slurm_node]:-}"
@@ -202,7 +209,7 @@ rl_check_pod_gpus() {
       seen="$seen $slurm_node:$g"
     done
   done
-  [ -z "$bad" ]; ok $? "each pod's CUDA_VISIBLE_DEVICES (from $E2E_LOG_SOURCE) holds only GPUs lent on its node, none shared$bad"
+  [ -z "$bad" ]; ok $? "each pod's CUDA_VISIBLE_DEVICES (from $E2E_LOG_SOURCE) holds only GPUs lent on its node, none shared, and it sees only their device nodes$bad"
   # The rollout's /healthz says the same GPUs (the process's real environment).
   local ep hz hbad=""
   for p in "${RL_PODS[@]}"; do

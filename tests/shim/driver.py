@@ -1249,6 +1249,32 @@ def test_mount_service_account_path(a):
     assert os.path.lexists("/var/run/secrets") == existed
 
 
+def test_gpu_devices_hidden_in_dev(a):
+    # runtime.conf gpu_device = /dev/tty{index}: the node's "GPUs" are
+    # /dev/tty0.. (char devices of every Linux with virtual terminals). A
+    # process container given GPU k sees /dev/ttyk and no other /dev/ttyN,
+    # /dev still works around them (null, pts, shm, its own device opens),
+    # and an exec into it sees the same; nothing changes on the node.
+    before = sorted(os.listdir("/dev"))
+    missing = [n for n in ("tty0", "tty1", "tty2", "tty3") if not os.path.exists("/dev/" + n)]
+    assert not missing, "this test needs /dev/tty0 to /dev/tty3 (virtual terminals): %s" % missing
+    script = ("ls /dev | grep -E '^tty[0-9]+$' | paste -sd, -; echo x >/dev/null && echo null-ok; "
+              "test -d /dev/pts && test -d /dev/shm && echo dirs-ok; "
+              "test -c /dev/tty$CUDA_VISIBLE_DEVICES && echo own-ok; "
+              "trap 'exit 0' TERM; while :; do sleep 0.1; done")
+    p = pod("gd", [sh("main", script, resources={"limits": {"nvidia.com/gpu": "1"}})])
+    assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    a.wait("uid-gd", lambda s: running(s, "main"), what="running")
+    lines = wait_log_lines(a, "uid-gd", "main", lambda ls: len(ls) >= 4)
+    assert lines[0] in ("tty0", "tty1", "tty2", "tty3"), lines
+    assert lines[1:4] == ["null-ok", "dirs-ok", "own-ok"], lines
+    r, c = a.exec_start("uid-gd", "main", ["sh", "-c", "ls /dev | grep -E '^tty[0-9]+$'"])
+    assert r["ok"], r
+    out, _, ex = c.finish()
+    assert out.decode().split() == [lines[0]] and ex == {"exit_code": 0}, (out, ex)
+    assert sorted(os.listdir("/dev")) == before
+
+
 def test_log_rotation_and_previous(a):
     p = pod("chatty", [sh("main", "i=0; while [ $i -lt 300 ]; do "
                                   "echo line-$i-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx; "
@@ -2015,6 +2041,8 @@ TESTS = [
     ("policy_refusals", test_policy_refusals, {}),
     ("confinement", test_confinement, {}),
     ("runtime_template", test_runtime_template, {"runtime": True}),
+    ("gpu_devices_hidden_in_dev", test_gpu_devices_hidden_in_dev,
+     {"runtime_conf": "gpu_device = /dev/tty{index}\n"}),
     ("podman_missing_binary", test_podman_missing_binary,
      {"runtime_conf": "podman = reg.example/*\npodman_binary = /nonexistent/podman\n"}),
     ("volumes_files", test_volumes_files, {}),

@@ -4,6 +4,7 @@
 // kubelet-objects/07-init-containers, with its kube-api-access volume).
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <string>
 
@@ -141,6 +142,47 @@ START_TEST(gpus_are_disjoint) {
     ck_assert_sstr_eq(env_of(plan->containers[2], "NVIDIA_VISIBLE_DEVICES"), "void");
     ck_assert_sstr_eq(env_of(plan->init_containers[0], "CUDA_VISIBLE_DEVICES"), "5");
     ck_assert_sstr_eq(plan->containers[1].requests.at("memory"), "1Gi");
+}
+END_TEST
+
+// The node's other GPUs' device nodes, as a process container's view leaves
+// them out: the entries of the pattern's directory with another index (not
+// the control devices, not a name that only starts like one).
+START_TEST(other_gpus_hidden) {
+    char tmpl[] = "/tmp/sk-gpudev-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(tmpl));
+    std::string dir = tmpl;
+    for (const char *n : {"nvidia0", "nvidia1", "nvidia2", "nvidia12", "nvidiactl", "nvidia-uvm",
+                          "nvidia3x", "other"}) {
+        FILE *f = fopen((dir + "/" + n).c_str(), "w");
+        ck_assert_ptr_nonnull(f);
+        fclose(f);
+    }
+    const std::string pattern = dir + "/nvidia{index}";
+    auto hidden = other_gpu_devices(pattern, {1});
+    ck_assert_uint_eq(hidden.size(), 3);
+    ck_assert_sstr_eq(hidden[0], dir + "/nvidia0");
+    ck_assert_sstr_eq(hidden[1], dir + "/nvidia12");
+    ck_assert_sstr_eq(hidden[2], dir + "/nvidia2");
+    ck_assert_uint_eq(other_gpu_devices(pattern, {}).size(), 4);  // no GPU: none of them
+    ck_assert(other_gpu_devices(dir + "/none/nvidia{index}", {}).empty());
+    ck_assert(other_gpu_devices(dir + "/{index}/dev", {}).empty());  // index not in the name
+    // Process containers get them; an image container has its own devices.
+    auto pod = parse(R"J({"metadata":{"name":"p","namespace":"ns","uid":"u1"},"spec":{
+      "containers":[{"name":"a","image":"x","command":["true"],"resources":{"limits":{"nvidia.com/gpu":1}}},
+                    {"name":"b","image":"x","command":["true"]}]}})J");
+    auto plan = plan_pod(pod, {}, ctx());
+    ck_assert_msg(plan.ok(), "%s", plan.ok() ? "" : plan.message().c_str());
+    assign_gpus(&*plan, {2});
+    hide_other_gpus(&*plan, pattern);
+    ck_assert_uint_eq(plan->containers[0].hidden_devices.size(), 3);  // 0, 1, 12
+    ck_assert_sstr_eq(plan->containers[0].hidden_devices[1], dir + "/nvidia1");
+    ck_assert_uint_eq(plan->containers[1].hidden_devices.size(), 4);
+    ck_assert(plan->containers[0].own_mounts());
+    for (const char *n : {"nvidia0", "nvidia1", "nvidia2", "nvidia12", "nvidiactl", "nvidia-uvm",
+                          "nvidia3x", "other"})
+        unlink((dir + "/" + n).c_str());
+    rmdir(dir.c_str());
 }
 END_TEST
 
@@ -750,6 +792,7 @@ int main() {
     tcase_add_test(tc, volume_mounts_accepted);
     tcase_add_test(tc, confinement_from_security_context);
     tcase_add_test(tc, field_tables_documented);
+    tcase_add_test(tc, other_gpus_hidden);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }
