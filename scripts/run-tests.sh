@@ -3,7 +3,8 @@
 #   1. installs every package the build and the tests need (apt-get),
 #   2. builds out of tree in $SK_BUILD_DIR (default ./build),
 #   3. `make check`: Check unit tests, the test API server suite with kubectl,
-#      component tests (agent, shim, kubelet endpoint),
+#      component tests (agent, shim, kubelet endpoint); it runs in step 6's
+#      sanitizer build (here only without it: SK_DISTCHECK=0 or SK_SANITIZERS=0),
 #   4. the integration layer: a real Slurm cluster (munge, slurmctld, 3 slurmd,
 #      fake GPUs) started by tests/slurm/cluster.sh, real sbatch/srun jobs
 #      (its e2e cases run in step 6's build, with the sanitizers),
@@ -135,22 +136,30 @@ count_line() {  # adds the counts of an "N passed, N failed" line
   passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0}))
 }
 
-say "make check (unit, test API server, component)"
-# The test programs run as an unprivileged user where they need to (kubectl,
-# the agent's socket tests); `make check` itself runs here.
-make -C "$build" -j"$jobs" check >"$build/check.out" 2>&1
-check_rc=$?
-grep -E "^(PASS|FAIL|ERROR|XFAIL|XPASS|SKIP):" "$build/check.out"
-# Each Check program's own summary line, and each script's N passed line.
-for log in $(find "$build/tests" "$build/agent" "$build/k8s-shim" "$build/spank" -name '*.log' ! -name test-suite.log 2>/dev/null | sort); do
-  grep -ahE "^[0-9]+%: Checks: [0-9]+|^([a-z-]+: )?[0-9]+ passed, [0-9]+ failed" "$log" | sed "s|^|${log#"$build"/}: |"
-done
-p=$(sed -nE 's/^# PASS: +([0-9]+)/\1/p' "$build/check.out" | tail -1)
-f=$(( $(sed -nE 's/^# FAIL: +([0-9]+)/\1/p' "$build/check.out" | tail -1) + $(sed -nE 's/^# ERROR: +([0-9]+)/\1/p' "$build/check.out" | tail -1) ))
-count_line "${p:-0} passed, ${f:-0} failed"
-if [ "$check_rc" != 0 ]; then
-  [ -f "$build/test-suite.log" ] && cat "$build/test-suite.log"
-  failed=$((failed + (f == 0 ? 1 : 0)))
+# `make check` runs once: in the distcheck's sanitizer build (step 6, the
+# same tests with ASan + UBSan), as the e2e cases do; without that distcheck
+# it runs here. The normal build's programs still run in the integration,
+# soak and valgrind layers.
+check_later=0
+[ "${SK_DISTCHECK:-1}" = 1 ] && [ "${SK_SANITIZERS:-1}" = 1 ] && check_later=1
+if [ "$check_later" = 0 ]; then
+  say "make check (unit, test API server, component)"
+  # The test programs run as an unprivileged user where they need to
+  # (kubectl, the agent's socket tests); `make check` itself runs here.
+  make -C "$build" -j"$jobs" check >"$build/check.out" 2>&1
+  check_rc=$?
+  grep -E "^(PASS|FAIL|ERROR|XFAIL|XPASS|SKIP):" "$build/check.out"
+  # Each Check program's own summary line, and each script's N passed line.
+  for log in $(find "$build/tests" "$build/agent" "$build/k8s-shim" "$build/spank" -name '*.log' ! -name test-suite.log 2>/dev/null | sort); do
+    grep -ahE "^[0-9]+%: Checks: [0-9]+|^([a-z-]+: )?[0-9]+ passed, [0-9]+ failed" "$log" | sed "s|^|${log#"$build"/}: |"
+  done
+  p=$(sed -nE 's/^# PASS: +([0-9]+)/\1/p' "$build/check.out" | tail -1)
+  f=$(( $(sed -nE 's/^# FAIL: +([0-9]+)/\1/p' "$build/check.out" | tail -1) + $(sed -nE 's/^# ERROR: +([0-9]+)/\1/p' "$build/check.out" | tail -1) ))
+  count_line "${p:-0} passed, ${f:-0} failed"
+  if [ "$check_rc" != 0 ]; then
+    [ -f "$build/test-suite.log" ] && cat "$build/test-suite.log"
+    failed=$((failed + (f == 0 ? 1 : 0)))
+  fi
 fi
 
 say "integration (real Slurm cluster)"
@@ -213,13 +222,26 @@ if [ "${SK_DISTCHECK:-1}" = 1 ]; then
     # The only build with the sanitizers: make check and the e2e layer run
     # there (tests/build/local.mk, installcheck-local).
     dc_flags="--enable-sanitizers --enable-werror CXXFLAGS='${SK_SAN_CXXFLAGS:--O1 -g1}'"
-    dc_vars=(SK_DISTCHECK_E2E="$build/sanitizers-e2e.out" SK_E2E_PLUGIN_BUILD="$build")
-    rm -f "$build/sanitizers-e2e.out"
+    dc_vars=(SK_DISTCHECK_E2E="$build/sanitizers-e2e.out" SK_E2E_PLUGIN_BUILD="$build"
+             SK_DISTCHECK_SUMMARY="$build/sanitizers-check.summary")
+    rm -f "$build/sanitizers-e2e.out" "$build/sanitizers-check.summary"
     say "make distcheck: the tarball built with ASan + UBSan, its make check, the e2e on real Slurm with its agent and shim"
   else
     say "make distcheck"
   fi
-  if make -C "$build" -j"$jobs" distcheck DISTCHECK_CONFIGURE_FLAGS="$dc_flags" "${dc_vars[@]}" >"$build/distcheck.out" 2>&1; then
+  make -C "$build" -j"$jobs" distcheck DISTCHECK_CONFIGURE_FLAGS="$dc_flags" "${dc_vars[@]}" >"$build/distcheck.out" 2>&1
+  dc_rc=$?
+  if [ "$check_later" = 1 ]; then
+    # The make check of the sanitizer build: its tests, each program's summary
+    # line, its counts (none at all when the distcheck stopped before it).
+    grep -E "^(PASS|FAIL|ERROR|XFAIL|XPASS|SKIP): " "$build/distcheck.out"
+    sed 's/^/sanitizer build: /' "$build/sanitizers-check.summary" 2>/dev/null
+    p=$(sed -nE 's/^# PASS: +([0-9]+)/\1/p' "$build/distcheck.out" | head -1)
+    f=$(( $(sed -nE 's/^# FAIL: +([0-9]+)/\1/p' "$build/distcheck.out" | head -1) + $(sed -nE 's/^# ERROR: +([0-9]+)/\1/p' "$build/distcheck.out" | head -1) ))
+    echo "make check (sanitizer build): ${p:-0} passed, ${f:-0} failed"
+    count_line "${p:-0} passed, ${f:-0} failed"
+  fi
+  if [ "$dc_rc" = 0 ]; then
     grep -E "^# (PASS|FAIL|ERROR):|^dist-complete.sh: " "$build/distcheck.out" | sed 's/^/distcheck: /'
     echo "distcheck: 1 passed, 0 failed"; passed=$((passed + 1))
   else
