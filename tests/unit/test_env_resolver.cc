@@ -256,7 +256,8 @@ START_TEST(object_volume_files_for_refresh) {
       "imagePullSecrets":[{"name":"pull"}],
       "volumes":[
         {"name":"cfg","configMap":{"name":"cm"}},
-        {"name":"key","secret":{"secretName":"sec","items":[{"key":"k","path":"k.txt"}]}},
+        {"name":"key","secret":{"secretName":"sec","items":[{"key":"k2","path":"k2.txt"},
+                                                            {"key":"k","path":"k.txt"}]}},
         {"name":"gone","configMap":{"name":"absent"}},
         {"name":"proj","projected":{"sources":[
           {"configMap":{"name":"cm","items":[{"key":"a","path":"a"}]}},
@@ -269,7 +270,7 @@ START_TEST(object_volume_files_for_refresh) {
                           {{"configmaps", "cm"}, {"secrets", "sec"}, {"configmaps", "absent"}}));
     FetchedObjects objs;
     objs[{"configmaps", "cm"}] = J(R"({"data":{"a":"one","b":"two"}})");
-    objs[{"secrets", "sec"}] = J(R"({"data":{"k":"c2VjcmV0"}})");
+    objs[{"secrets", "sec"}] = J(R"({"data":{"k":"c2VjcmV0","k2":"eHg="}})");
     Json::Value files = object_volume_files(pod, objs);
     ck_assert_uint_eq(files.size(), 3);  // cfg, key, proj
     ck_assert_sstr_eq(files["cfg"]["a"].asString(), base64_encode("one"));
@@ -287,8 +288,8 @@ START_TEST(object_volume_files_for_refresh) {
     for (const char *v : {"cfg", "key"})
         ck_assert((*body)["files"][v] == files[v]);
     ck_assert((*body)["files"]["proj"]["a"] == files["proj"]["a"]);
-    // A key gone from the secret: that volume is left out.
-    objs[{"secrets", "sec"}] = J(R"({"data":{}})");
+    // A key gone from the secret (after one still there): that volume is left out.
+    objs[{"secrets", "sec"}] = J(R"({"data":{"k2":"eHg="}})");
     files = object_volume_files(pod, objs);
     ck_assert(!files.isMember("key") && files.isMember("cfg"));
 }
