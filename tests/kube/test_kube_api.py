@@ -1216,6 +1216,9 @@ class TestLeases(Base):
         self.assertEqual(API.delete(self.base + "/" + name).status, 200)
 
 
+HN_MSG = "must match `containerPort` when `hostNetwork` is true"   # kube-apiserver's validatePodHostNetworkDeps
+
+
 class TestPods(Base):
     def test_status_patch_replaces_container_statuses(self):
         """containerStatuses has no patch strategy in core/v1 PodStatus: a strategic merge patch
@@ -1268,6 +1271,62 @@ class TestPods(Base):
         self.assertStatus(API.post(self.pods(), pod_body("UPPER")), 422, "Invalid")
         self.assertStatus(API.get(self.pods("nope")), 404, "NotFound")
         self.assertStatus(API.get(self.pods() + "?fieldSelector=spec.bogus%3D1"), 400, "BadRequest")
+
+    def test_host_network_ports(self):
+        """SetDefaults_Pod's defaultHostNetworkPorts: with hostNetwork every port of the containers
+        and init containers without a hostPort gets its containerPort; validatePodHostNetworkDeps
+        refuses any other hostPort (regular containers; a pod template may leave it 0, and 1.28
+        does not default it there: the DefaultHostNetworkHostPortsInPodTemplates gate is off)."""
+        b = pod_body("hn1", node="nowhere", containers=[
+            {"name": "a", "image": "busybox:1.35", "ports": [{"containerPort": 8080}, {"containerPort": 9090, "hostPort": 0},
+                                                            {"containerPort": 5353, "protocol": "UDP", "name": "dns"}]},
+            {"name": "b", "image": "busybox:1.35", "ports": [{"containerPort": 7070, "hostPort": 7070}]}])
+        b["spec"]["hostNetwork"] = True
+        b["spec"]["initContainers"] = [{"name": "i", "image": "busybox:1.35", "ports": [{"containerPort": 6060}]}]
+        r = API.post(self.pods(), b)
+        self.assertEqual(r.status, 201, r.text[:500])
+        sp = r.json["spec"]
+        self.assertEqual(sp["containers"][0]["ports"], [
+            {"containerPort": 8080, "hostPort": 8080, "protocol": "TCP"},
+            {"containerPort": 9090, "hostPort": 9090, "protocol": "TCP"},
+            {"name": "dns", "containerPort": 5353, "hostPort": 5353, "protocol": "UDP"}])
+        self.assertEqual(sp["containers"][1]["ports"], [{"containerPort": 7070, "hostPort": 7070, "protocol": "TCP"}])
+        self.assertEqual(sp["initContainers"][0]["ports"], [{"containerPort": 6060, "hostPort": 6060, "protocol": "TCP"}])
+        # without hostNetwork nothing is defaulted, and any hostPort is allowed
+        b = pod_body("hn2", node="nowhere", containers=[
+            {"name": "a", "image": "busybox:1.35", "ports": [{"containerPort": 8080}, {"containerPort": 8081, "hostPort": 18081}]}])
+        r = API.post(self.pods(), b)
+        self.assertEqual(r.status, 201, r.text[:500])
+        self.assertNotIn("hostPort", r.json["spec"]["containers"][0]["ports"][0])
+        self.assertEqual(r.json["spec"]["containers"][0]["ports"][1]["hostPort"], 18081)
+        # a hostPort other than the containerPort is refused
+        b = pod_body("hn3", node="nowhere", containers=[
+            {"name": "a", "image": "busybox:1.35", "ports": [{"containerPort": 8080, "hostPort": 8081}]}])
+        b["spec"]["hostNetwork"] = True
+        r = API.post(self.pods(), b)
+        self.assertStatus(r, 422, "Invalid")
+        msg = "Invalid value: 8081: %s" % HN_MSG
+        self.assertEqual(r.json["message"], 'Pod "hn3" is invalid: spec.containers[0].ports[0].hostPort: ' + msg)
+        self.assertEqual(r.json["details"]["causes"], [
+            {"reason": "FieldValueInvalid", "message": msg, "field": "spec.containers[0].ports[0].hostPort"}])
+        self.assertStatus(API.get(self.pods("hn3")), 404, "NotFound")
+        # a Deployment's template: hostPort 0 is kept as it is, another one refused
+        deps = "/apis/apps/v1/namespaces/%s/deployments" % self.ns
+        tpl = lambda port: {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": rname("hn")},
+                            "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "hn"}},
+                                     "template": {"metadata": {"labels": {"app": "hn"}},
+                                                  "spec": {"hostNetwork": True, "containers": [
+                                                      {"name": "c", "image": "busybox:1.35", "ports": [port]}]}}}}
+        d = tpl({"containerPort": 8080})
+        r = API.post(deps, d)
+        self.assertEqual(r.status, 201, r.text[:500])
+        self.assertNotIn("hostPort", r.json["spec"]["template"]["spec"]["containers"][0]["ports"][0])
+        API.delete(deps + "/" + d["metadata"]["name"])
+        d = tpl({"containerPort": 8080, "hostPort": 8081})
+        r = API.post(deps, d)
+        self.assertStatus(r, 422, "Invalid")
+        self.assertEqual(r.json["message"], 'Deployment.apps "%s" is invalid: spec.template.spec.containers[0].ports[0].hostPort: %s'
+                         % (d["metadata"]["name"], msg))
 
     def test_status_subresource(self):
         p = API.post(self.pods(), pod_body("st", node="nowhere")).json
@@ -1464,7 +1523,104 @@ class TestWatch(Base):
             control("controllers", {"bookmarkInterval": 60})
 
 
+PORTS_REASON = "node(s) didn't have free ports for the requested pod ports"   # kube-scheduler's NodePorts
+
+
+def host_network_pod(name, port, selector):
+    b = pod_body(name, selector=selector, containers=[{"name": "main", "image": "busybox:1.35",
+                                                        "ports": [{"containerPort": port}]}])
+    b["spec"]["hostNetwork"] = True
+    return b
+
+
 class TestScheduler(Base):
+    def scheduled(self, name):
+        c = [c for c in (API.get(self.pods(name)).json.get("status") or {}).get("conditions", []) if c["type"] == "PodScheduled"]
+        return c[0] if c else None
+
+    def two_nodes(self):
+        """Two Ready nodes only these pods may use; deleted again when the test ends."""
+        lab = rname("pool")
+        names = [self.mkready(labels={"kt-pool": lab})["metadata"]["name"] for _ in range(2)]
+        for n in names:
+            self.addCleanup(API.delete, "/api/v1/nodes/" + n)
+        return lab, names
+
+    def test_host_ports_conflict(self):
+        """NodePorts: a node where a bound pod holds the (protocol, hostPort) on a conflicting hostIP
+        is not feasible, a reason preemption might resolve; two pods taken in one pass land on
+        different nodes."""
+        lab, nodes = self.two_nodes()
+        names = ["hp1", "hp2", "hp3"]
+        for n in names:
+            self.addCleanup(API.delete, self.pods(n), {"gracePeriodSeconds": 0})
+        if has_controls():      # all three pending in one scheduling pass
+            control("controllers", {"scheduler": False})
+        try:
+            for n in names:
+                r = API.post(self.pods(), host_network_pod(n, 18080, {"kt-pool": lab}))
+                self.assertEqual(r.status, 201, r.text[:300])
+                self.assertEqual(r.json["spec"]["containers"][0]["ports"][0].get("hostPort"), 18080)
+        finally:
+            if has_controls():
+                control("controllers", {"scheduler": True})
+
+        def settled():
+            on = {n: API.get(self.pods(n)).json["spec"].get("nodeName") for n in names}
+            bound = [n for n in names if on[n]]
+            waiting = [n for n in names if not on[n] and (self.scheduled(n) or {}).get("status") == "False"]
+            return len(bound) == 2 and len(waiting) == 1 and (on, waiting[0])
+        on, pending = wait_for(settled, timeout=30, msg="2 pods bound, 1 unschedulable")
+        self.assertEqual(sorted(v for v in on.values() if v), sorted(nodes))
+        c = self.scheduled(pending)
+        self.assertEqual(c["reason"], "Unschedulable")
+        others = [n["metadata"]["name"] for n in API.get("/api/v1/nodes").json["items"] if n["metadata"]["name"] not in nodes]
+        if not others:
+            self.assertEqual(c["message"], "0/2 nodes are available: 2 %s. preemption: 0/2 nodes are available: "
+                                           "2 No preemption victims found for incoming pod.." % PORTS_REASON)
+        else:   # a cluster with nodes of its own: they fail for reasons of theirs
+            self.assertTrue(c["message"].startswith("0/%d nodes are available: " % (len(others) + 2)), c["message"])
+            self.assertIn("2 %s" % PORTS_REASON, c["message"])
+            self.assertIn("2 No preemption victims found for incoming pod", c["message"])
+        wait_for(lambda: any(e["reason"] == "FailedScheduling" and PORTS_REASON in e["message"] for e in API.get(
+            "/api/v1/namespaces/%s/events?fieldSelector=involvedObject.name%%3D%s" % (self.ns, pending)).json["items"]),
+            msg="FailedScheduling event")
+        # the port freed on one node: the pending pod goes there
+        gone = next(n for n in names if on[n])
+        self.assertEqual(API.delete(self.pods(gone), {"gracePeriodSeconds": 0}).status, 200)
+        self.assertEqual(wait_for(lambda: API.get(self.pods(pending)).json["spec"].get("nodeName"), timeout=30,
+                                  msg="binding of " + pending), on[gone])
+
+    def test_host_ports_deployment(self):
+        """A Deployment of hostNetwork pods: its replicas (hostPort defaulted in each pod, not in the
+        template) spread one per node; a replica more than nodes stays Pending."""
+        lab, nodes = self.two_nodes()
+        deps = "/apis/apps/v1/namespaces/%s/deployments" % self.ns
+        name = rname("hpd")
+        tpl = host_network_pod(name, 18081, {"kt-pool": lab})
+        d = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+             "spec": {"replicas": 2, "selector": {"matchLabels": {"app": name}},
+                      "template": {"metadata": {"labels": {"app": name}}, "spec": tpl["spec"]}}}
+        r = API.post(deps, d)
+        self.assertEqual(r.status, 201, r.text[:300])
+        self.addCleanup(API.delete, deps + "/" + name, {"propagationPolicy": "Background"})
+        self.assertNotIn("hostPort", r.json["spec"]["template"]["spec"]["containers"][0]["ports"][0])
+        mine = lambda: [p for p in API.get(self.pods() + "?labelSelector=app%%3D%s" % name).json["items"]
+                        if not p["metadata"].get("deletionTimestamp")]
+        pods = wait_for(lambda: (lambda ps: len(ps) == 2 and all(p["spec"].get("nodeName") for p in ps) and ps)(mine()),
+                        timeout=30, msg="2 replicas bound")
+        self.assertEqual(sorted(p["spec"]["nodeName"] for p in pods), sorted(nodes))
+        for p in pods:
+            self.assertEqual(p["spec"]["containers"][0]["ports"][0].get("hostPort"), 18081)
+        self.assertEqual(API.patch(deps + "/" + name, {"spec": {"replicas": 3}}, kind="merge").status, 200)
+
+        def third():
+            ps = [p for p in mine() if not p["spec"].get("nodeName")]
+            c = ps and self.scheduled(ps[0]["metadata"]["name"])
+            return c and c["status"] == "False" and c
+        c = wait_for(third, timeout=30, msg="the third replica unschedulable")
+        self.assertIn("2 %s" % PORTS_REASON, c["message"])
+
     def test_selector_tolerations_gpu(self):
         lab = rname("pool")
         gpu = self.mkready(labels={"kt-pool": lab, "kind": "gpu"},
@@ -1647,6 +1803,27 @@ class TestLogProxy(WithFakeKubelet):
         node3 = self.mknode(port=self.fk.port, addresses=[{"type": "ExternalIP", "address": "127.0.0.1"}])["metadata"]["name"]
         API.post(self.pods(), pod_body("ap3", node=node3))
         self.assertEqual(API.get(self.pods("ap3") + "/log").status, 200)
+
+
+    def test_loopback_node_addresses(self):
+        """A node whose InternalIP is a loopback address of its own (127.0.1.N, as the e2e harness
+        gives its virtual nodes): the API server verifies the kubelet's certificate against that
+        address, which the state dir's kubelet-serving certificate names for N = 1..16."""
+        import fake_kubelet
+        sj = CFG["sj"]
+        for addr in ("127.0.1.1", "127.0.1.16"):
+            fk = fake_kubelet.FakeKubelet(sj["kubeletServingCert"], sj["kubeletServingKey"],
+                                          sj["ca"] or os.path.join(CFG["state"], "ca.crt"), host=addr)
+            try:
+                node = self.mknode(port=fk.port, addresses=[{"type": "InternalIP", "address": addr}])["metadata"]["name"]
+                pod = rname("lo")
+                API.post(self.pods(), pod_body(pod, node=node))
+                r = API.get(self.pods(pod) + "/log?tailLines=1")
+                self.assertEqual(r.status, 200, r.text[:500])
+                self.assertEqual(r.text, "log line 5 (main)\n")
+                self.assertEqual(fk.requests[-1]["path"], "/containerLogs/%s/%s/main" % (self.ns, pod))
+            finally:
+                fk.stop()
 
 
 class TestStreamProxy(WithFakeKubelet):

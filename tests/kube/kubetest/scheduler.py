@@ -1,6 +1,6 @@
 """A small scheduler: binds pending pods with the default scheduler name to a Node that
-fits (node selector and affinity, taints and tolerations, resource requests), or marks them
-unschedulable with kube-scheduler's message."""
+fits (node selector and affinity, taints and tolerations, host ports, resource requests), or
+marks them unschedulable with kube-scheduler's message."""
 
 import collections
 import threading
@@ -9,6 +9,33 @@ from fractions import Fraction
 
 from .objects import cond, pod_requests, pod_terminal, set_condition, tolerates
 from .util import log, parse_q, ts
+
+ANY_IP = "0.0.0.0"
+
+
+def host_ports(p):
+    """The (hostIP, protocol, hostPort) a pod holds on its node, as kube-scheduler 1.28's
+    NodePorts plugin and NodeInfo.UsedPorts take them: the regular containers' ports with a
+    hostPort > 0, hostIP "" as 0.0.0.0, protocol "" as TCP."""
+    out = []
+    for c in (p.get("spec") or {}).get("containers") or []:
+        for port in c.get("ports") or []:
+            hp = port.get("hostPort") or 0
+            if isinstance(hp, int) and hp > 0:
+                out.append((port.get("hostIP") or ANY_IP, port.get("protocol") or "TCP", hp))
+    return out
+
+
+def port_conflict(want, used):
+    """HostPortInfo.CheckConflict: 0.0.0.0 conflicts with the same (protocol, port) on any
+    hostIP; another hostIP with the same one on that hostIP or on 0.0.0.0."""
+    for ip, proto, port in want:
+        if ip == ANY_IP:
+            if any(u[1:] == (proto, port) for u in used):
+                return True
+        elif (ip, proto, port) in used or (ANY_IP, proto, port) in used:
+            return True
+    return False
 
 
 class Scheduler(threading.Thread):
@@ -42,6 +69,7 @@ class Scheduler(threading.Thread):
         pending = []
         used = collections.defaultdict(lambda: collections.defaultdict(Fraction))
         count = collections.Counter()
+        ports = collections.defaultdict(set)    # node -> {(hostIP, protocol, hostPort)}
         for k, p in pods:
             sp = p.get("spec") or {}
             if sp.get("nodeName"):
@@ -49,6 +77,7 @@ class Scheduler(threading.Thread):
                     count[sp["nodeName"]] += 1
                     for r, v in pod_requests(p).items():
                         used[sp["nodeName"]][r] += v
+                    ports[sp["nodeName"]].update(host_ports(p))
             elif sp.get("schedulerName", "default-scheduler") == "default-scheduler" and \
                     not p["metadata"].get("deletionTimestamp") and not pod_terminal(p):
                 pending.append((k, p))
@@ -66,12 +95,13 @@ class Scheduler(threading.Thread):
             t = self.tried.get(uid)
             if t and t[0] == p["metadata"]["resourceVersion"] and t[1] == gen:
                 continue
-            best, reasons = self.pick(p, nodes, used, count)
+            best, reasons = self.pick(p, nodes, used, count, ports)
             if best is not None:
                 if self.bind(k, p, best):
                     count[best] += 1
                     for r, v in pod_requests(p).items():
                         used[best][r] += v
+                    ports[best].update(host_ports(p))
                     self.tried.pop(uid, None)
                 continue
             msg = self.message(len(nodes), reasons)
@@ -80,13 +110,15 @@ class Scheduler(threading.Thread):
             cur = store.get("pods", k)
             self.tried[uid] = ((cur or p)["metadata"]["resourceVersion"], gen, msg)
 
-    def pick(self, p, nodes, used, count):
+    def pick(self, p, nodes, used, count, ports):
         sp = p.get("spec") or {}
         req = pod_requests(p)
+        want = host_ports(p)
         reasons = []        # per failing node: list of (reason, resolvable)
         feasible = []
         for n in nodes:
-            r = self.fit(p, sp, req, n, used[n["metadata"]["name"]], count[n["metadata"]["name"]])
+            name = n["metadata"]["name"]
+            r = self.fit(p, sp, req, n, used[name], count[name], want, ports[name])
             if r:
                 reasons.append(r)
             else:
@@ -108,7 +140,9 @@ class Scheduler(threading.Thread):
             return (sum(fr) / len(fr) if fr else 0.0, count[n["metadata"]["name"]], n["metadata"]["name"])
         return min(feasible, key=score)["metadata"]["name"], reasons
 
-    def fit(self, p, sp, req, n, used, npods):
+    def fit(self, p, sp, req, n, used, npods, want, ports):
+        """The filter plugins in kube-scheduler's order; the first that fails decides (NodeUnschedulable,
+        TaintToleration, NodeAffinity, NodePorts, then NodeResourcesFit with all its reasons)."""
         nsp = n.get("spec") or {}
         labels = n["metadata"].get("labels") or {}
         tols = sp.get("tolerations")
@@ -124,6 +158,8 @@ class Scheduler(threading.Thread):
         terms = na.get("nodeSelectorTerms")
         if terms and not any(self.term_ok(t, n, labels) for t in terms):
             return [("node(s) didn't match Pod's node affinity/selector", False)]
+        if want and port_conflict(want, ports):
+            return [("node(s) didn't have free ports for the requested pod ports", True)]
         alloc = (n.get("status") or {}).get("allocatable") or {}
         out = []
         try:

@@ -31,13 +31,17 @@ def make_certs(d):
                 "-CAcreateserial", "-out", p(name + ".crt"), "-days", "3650", "-extfile", p(name + ".ext"))
         os.unlink(p(name + ".csr"))
         os.unlink(p(name + ".ext"))
-    san = "subjectAltName=IP:127.0.0.1,IP:::1,DNS:localhost\n"
+    san = "subjectAltName=IP:127.0.0.1,IP:::1,DNS:localhost"
     leaf("server", "/CN=kube-apiserver", "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n"
-         "extendedKeyUsage=serverAuth\n" + san)
+         "extendedKeyUsage=serverAuth\n" + san + "\n")
     leaf("kubelet-client", "/O=system:masters/CN=kube-apiserver-kubelet-client",
          "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n")
+    # Also 127.0.1.1-127.0.1.16: a virtual node may have a loopback address of its own as its
+    # InternalIP (the e2e harness gives Slurm node nN 127.0.1.N), and the API server verifies
+    # the kubelet's certificate against the address it dials.
     leaf("kubelet-serving", "/O=system:nodes/CN=system:node:localhost",
-         "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n" + san)
+         "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n" + san +
+         "".join(",IP:127.0.1.%d" % i for i in range(1, 17)) + "\n")
 
 
 def server_context(d):

@@ -90,6 +90,7 @@ def validate(res, obj, old=None):
                             errs.append(("%s.resources.requests[%s]" % (p, k), q_str(v), "must be equal to %s limit of %s" % (k, q_str(lim[k]))))
                     elif k in lim and parse_q(v) > parse_q(lim[k]):
                         errs.append(("%s.resources.requests" % p, q_str(v), "must be less than or equal to %s limit of %s" % (k, q_str(lim[k]))))
+        validate_host_network(sp, "spec", True, errs)
     elif res.plural in ("deployments", "replicasets"):
         validate_workload(obj, old, errs)
     elif res.plural == "services":
@@ -128,9 +129,25 @@ def validate_workload(obj, old, errs):
         errs.append(("spec.template.metadata.labels", labels, "`selector` does not match template `labels`"))
     if not ((sp.get("template") or {}).get("spec") or {}).get("containers"):
         errs.append(("spec.template.spec.containers", None, "Required value"))
+    validate_host_network((sp.get("template") or {}).get("spec") or {}, "spec.template.spec", False, errs)
     r = sp.get("replicas", 1)
     if not isinstance(r, int) or r < 0:
         errs.append(("spec.replicas", r, "must be greater than or equal to 0"))
+
+
+def validate_host_network(sp, path, is_pod, errs):
+    """kube-apiserver's validatePodHostNetworkDeps: with hostNetwork, each port of the regular
+    containers (not the init containers) has hostPort == containerPort. A pod template (a
+    Deployment's, a ReplicaSet's) may leave hostPort 0: only pods are defaulted (1.28: the
+    DefaultHostNetworkHostPortsInPodTemplates gate, off)."""
+    if sp.get("hostNetwork") is not True:
+        return
+    for i, c in enumerate(sp.get("containers") or []):
+        for j, port in enumerate(c.get("ports") or []):
+            hp, cp = port.get("hostPort") or 0, port.get("containerPort") or 0
+            if (is_pod or hp != 0) and hp != cp:
+                errs.append(("%s.containers[%d].ports[%d].hostPort" % (path, i, j), hp,
+                             "must match `containerPort` when `hostNetwork` is true"))
 
 
 def lease_times(res, obj, patch_mode):
@@ -176,6 +193,9 @@ def default_pod(pod):
                     req.setdefault(k, v)
             for p in c.get("ports") or []:
                 p.setdefault("protocol", "TCP")
+                # SetDefaults_Pod's defaultHostNetworkPorts (containers and init containers)
+                if sp.get("hostNetwork") is True and not p.get("hostPort") and p.get("containerPort"):
+                    p["hostPort"] = p["containerPort"]
     tols = sp.setdefault("tolerations", [])
     for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
         if not any(t.get("key") == key and t.get("effect") in ("NoExecute", None, "") for t in tols):
