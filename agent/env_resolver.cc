@@ -475,6 +475,19 @@ Result<Json::Value> resolve_fields(const Json::Value &pod_in, const FetchedObjec
     }
     auto files = volume_files(pod, objs, node);
     if (!files) return files.failure();
+    // The pod's addresses, as the agent reports them (pod_status_patch.h):
+    // the shim's probes dial status.podIP when they name no host, as a
+    // kubelet does. The rest of the status is the API server's.
+    if (!node.node_ip.empty()) {
+        if (!pod["status"].isObject()) pod["status"] = Json::Value(Json::objectValue);
+        Json::Value &st = pod["status"];
+        st["hostIP"] = node.node_ip;
+        st["podIP"] = node.node_ip;
+        Json::Value ip(Json::objectValue);
+        ip["ip"] = node.node_ip;
+        st["podIPs"] = Json::Value(Json::arrayValue);
+        st["podIPs"].append(ip);
+    }
     Json::Value body(Json::objectValue);
     body["pod"] = pod;
     body["files"] = *files;

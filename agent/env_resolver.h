@@ -66,7 +66,8 @@ struct NodeFacts {
 // itself reaches the API server at. nullopt: no usable URL.
 std::optional<std::pair<std::string, std::string>> api_endpoint(const std::string &url);
 
-// pod_run body: {"pod": pod with every env valueFrom replaced by "value",
+// pod_run body: {"pod": pod with every env valueFrom replaced by "value" and
+// status.hostIP/podIP/podIPs the node's IP (when node_ip is set),
 // "files": {volume: {path: base64}}, "pull_auth": pull_auth() when not ""}. A missing required
 // object or key fails (Invalid) with the message the kubelet would show
 // ("configmap \"cfg\" not found", "couldn't find key k in Secret ns/s").

@@ -1,5 +1,6 @@
 #include "k8s-shim/pod_plan.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 
 #include <algorithm>
@@ -64,7 +65,7 @@ Result<int> resolve_port(const Json::Value &port, const Json::Value &container,
 }
 
 Result<std::optional<ProbeSpec>> parse_probe(const Json::Value &c, const char *key,
-                                             const std::string &cname) {
+                                             const std::string &cname, const std::string &pod_ip) {
     const Json::Value &p = c[key];
     if (p.isNull()) return std::optional<ProbeSpec>{};
     std::string what = "container " + cname + " " + key;
@@ -83,6 +84,7 @@ Result<std::optional<ProbeSpec>> parse_probe(const Json::Value &c, const char *k
         auto port = resolve_port(a["port"], c, what);
         if (!port) return port.failure();
         s.port = *port;
+        s.host = pod_ip;
         if (a["host"].isString() && !a["host"].asString().empty()) s.host = a["host"].asString();
         if (http) {
             if (a["path"].isString() && !a["path"].asString().empty())
@@ -251,7 +253,7 @@ Result<ContainerPlan> parse_container(const Json::Value &c, const Json::Value &p
          {std::pair{"startupProbe", &cp.startup}, std::pair{"readinessProbe", &cp.readiness},
           std::pair{"livenessProbe", &cp.liveness}}) {
         if (init && !c[key].isNull()) return invalid(who + ": init containers may not have " + key);
-        auto p = parse_probe(c, key, cp.name);
+        auto p = parse_probe(c, key, cp.name, pod_ip_of(pod));
         if (!p) return p.failure();
         *dst = *p;
     }
@@ -542,6 +544,17 @@ int PodPlan::gpus_needed() const {
     for (const auto &c : init_containers)
         init_max = std::max(init_max, c.gpus);
     return std::max(sum, init_max);
+}
+
+std::string pod_ip_of(const Json::Value &pod) {
+    if (!pod.isObject() || !pod["status"].isObject() || !pod["status"]["podIP"].isString())
+        return "127.0.0.1";
+    const Json::Value &ip = pod["status"]["podIP"];
+    std::string s = ip.asString();
+    unsigned char buf[sizeof(in6_addr)];
+    if (inet_pton(AF_INET, s.c_str(), buf) == 1 || inet_pton(AF_INET6, s.c_str(), buf) == 1)
+        return s;
+    return "127.0.0.1";
 }
 
 namespace {

@@ -46,8 +46,11 @@ enum class ProbeAction { Exec, HttpGet, TcpSocket };
 
 struct ProbeSpec {
     ProbeAction action = ProbeAction::Exec;
-    std::vector<std::string> exec;   // Exec
-    std::string host = "127.0.0.1";  // HttpGet, TcpSocket: hostNetwork semantics
+    std::vector<std::string> exec;  // Exec
+    // HttpGet, TcpSocket: the probe's host, else the pod's IP (as a kubelet
+    // dials; pods share the node's network, so it is the node's InternalIP,
+    // which the agent writes into the pod's status.podIP: pod_ip_of).
+    std::string host = "127.0.0.1";
     int port = 0;
     std::string path = "/";                                    // HttpGet
     std::vector<std::pair<std::string, std::string>> headers;  // HttpGet
@@ -145,6 +148,11 @@ std::string expand_vars(const std::string &in, const std::map<std::string, std::
 // Gives the plan the pod's pull credentials: the podman runtime's pulls
 // then pass them (--authfile).
 void set_pull_auth(PodPlan *plan, const std::string &auth, const std::string &pod_dir);
+
+// The address probes dial when they name no host: the pod's status.podIP
+// when it is an IPv4 or IPv6 address (the agent sets it to the node's
+// InternalIP before pod_run), else 127.0.0.1.
+std::string pod_ip_of(const Json::Value &pod);
 
 // pod: the Pod object; files: the pod_run body's files, decoded
 // (common/shim_protocol.h). Fails with Refused (policy, no command) or

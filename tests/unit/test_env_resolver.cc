@@ -49,6 +49,11 @@ START_TEST(env_resolves_every_kind) {
     ck_assert_sstr_eq(env["CPU"], "1");  // 500m rounded up to whole cores
     ck_assert_sstr_eq(env["MEM"], "1024");
     ck_assert_sstr_eq((*r)["files"]["conf"]["k"].asString(), base64_encode("cmval"));
+    // The pod's addresses ride along: the shim's probes dial status.podIP.
+    const Json::Value &st = (*r)["pod"]["status"];
+    ck_assert_sstr_eq(st["podIP"].asString(), "10.0.0.9");
+    ck_assert_sstr_eq(st["hostIP"].asString(), "10.0.0.9");
+    ck_assert_sstr_eq(st["podIPs"][0]["ip"].asString(), "10.0.0.9");
 }
 END_TEST
 

@@ -85,6 +85,38 @@ START_TEST(recorded_init_pod) {
 }
 END_TEST
 
+// Probes without a host dial the pod's IP (status.podIP, which the agent
+// sets to the node's InternalIP), as a kubelet does; a host of their own
+// wins; no usable podIP falls back to 127.0.0.1.
+START_TEST(probe_host_is_pod_ip) {
+    const std::string head = R"J({"metadata":{"name":"p","namespace":"ns","uid":"u1"},)J";
+    const std::string spec = R"J("spec":{
+      "containers":[{"name":"c","image":"x","command":["run"],
+        "ports":[{"name":"http","containerPort":8080}],
+        "readinessProbe":{"httpGet":{"path":"/healthz","port":"http"}},
+        "livenessProbe":{"tcpSocket":{"port":8080,"host":"10.9.9.9"}},
+        "startupProbe":{"tcpSocket":{"port":8080}}}]}})J";
+    struct {
+        const char *status, *want;
+    } cases[] = {
+        {R"("status":{"podIP":"127.0.1.2"},)", "127.0.1.2"},
+        {R"("status":{"podIP":"fd00::7"},)", "fd00::7"},
+        {"", "127.0.0.1"},
+        {R"("status":{"podIP":"not an ip"},)", "127.0.0.1"},
+        {R"("status":"odd",)", "127.0.0.1"},
+    };
+    for (const auto &k : cases) {
+        auto plan = plan_pod(parse(head + k.status + spec), {}, ctx());
+        ck_assert_msg(plan.ok(), "%s", plan.ok() ? "" : plan.message().c_str());
+        const auto &c = plan->containers[0];
+        ck_assert_sstr_eq(c.readiness->host, k.want);
+        ck_assert_int_eq(c.readiness->port, 8080);
+        ck_assert_sstr_eq(c.startup->host, k.want);
+        ck_assert_sstr_eq(c.liveness->host, "10.9.9.9");
+    }
+}
+END_TEST
+
 START_TEST(env_order_and_expansion) {
     auto pod = parse(R"J({"metadata":{"name":"p","namespace":"ns","uid":"u1"},"spec":{
       "containers":[{"name":"c","image":"x","command":["run","$(B)","$(C)"],"args":["$$(B)"],
@@ -775,6 +807,7 @@ int main() {
     TCase *tc = tcase_create("plan");
     tcase_add_loop_test(tc, expand_table, 0, TABLE_SIZE(kExpand));
     tcase_add_test(tc, recorded_init_pod);
+    tcase_add_test(tc, probe_host_is_pod_ip);
     tcase_add_test(tc, env_order_and_expansion);
     tcase_add_test(tc, gpus_are_disjoint);
     tcase_add_test(tc, runtime_template_and_missing_command);
