@@ -49,10 +49,11 @@ while read -r cmd; do
   [ "$cmd" = run ] || break
   RL_EXPORT="STEPS=$STEPS" rl_submit -N3 --gres=gpu:4 --k8s-gpus=2 --k8s-labels=team=rl >&2 || exit 1
   rl_apply_and_wait "$RL_JOB" >&2 || exit 1
-  rl_write_endpoints "$RL_JOB" >&2
+  rl_publish_services >&2
   sk_wait_state "$RL_JOB" COMPLETED 600 || { echo "job $RL_JOB: $(sk_job_state "$RL_JOB")" >&2; exit 1; }
   rl_stop_log_followers
   e2e_wait 60 "[ -z \"\$(e2e_node_names $RL_JOB)\" ]"
+  rl_delete_workloads >&2
   echo "SUMMARY $SK_JOBS_DIR/online-rl-$RL_JOB.json"
 done
 '''

@@ -7,19 +7,21 @@
 #     default ./build);
 #  2. starts the Kubernetes API test double with its scheduler and
 #     node-lifecycle controller (tests/kube/), one slurm-k8s-agent per Slurm
-#     node (socket, state dir and kubelet port of its own, address 127.0.0.1,
+#     node (socket, state dir, kubelet port and address 127.0.1.N of its own,
 #     the double's least-rights agent token) and a local Slurm cluster of 3
 #     nodes x 4 fake GPUs whose plugstack loads spank_k8s.so (tests/slurm/);
 #  3. submits, as the unprivileged user k8suser,
 #       sbatch -N3 --gres=gpu:4 --k8s-gpus=2 --k8s-labels=team=rl examples/online-rl/train.sbatch
-#     shows the 3 virtual nodes, applies the rollout and reward manifests with
-#     kubectl, writes the rollout endpoints for the trainer, lets the trainer
-#     (srun, 2 GPUs per node) learn from the services' samples (a policy
+#     shows the 3 virtual nodes, applies the manifests with kubectl (the
+#     rollouts a Deployment of 3 replicas, the reward model a pod, each behind
+#     a Service), lets the trainer, which finds them through the Services'
+#     Endpoints with kubectl and a read-only kubeconfig of its own
+#     (srun, 2 GPUs per node), learn from the services' samples (a policy
 #     gradient all-reduced over its 3 ranks, the weights pushed to the
 #     rollouts after every step; the reward must rise, no sample be lost),
 #     and follows the
 #     job's end: pods stopped with SIGTERM and their grace, Nodes and Leases
-#     deleted;
+#     deleted, then the Deployment and Services;
 #  4. prints timings and verifies that nothing is left running or on disk.
 #
 # With --images (or SK_SCENARIO_IMAGES=1) the rollout and reward services run
@@ -125,20 +127,21 @@ say "kubectl get nodes"
 rl_check_nodes "$J" 3 2 "team=rl"
 
 if [ "$RL_IMAGES" = 1 ]; then
-  say "kubectl apply: 3 rollout pods + 1 reward pod, from images"
+  say "kubectl apply: a Deployment of 3 rollouts + 1 reward pod, their Services, from images"
   rl_apply_and_wait "$J" "$top/examples/online-rl/rollout-image.yaml" "$top/examples/online-rl/reward-image.yaml"
   rl_check_pulled
 else
-  say "kubectl apply: 3 rollout pods + 1 reward pod"
+  say "kubectl apply: a Deployment of 3 rollouts + 1 reward pod, their Services"
   rl_apply_and_wait "$J"
 fi
 rl_check_pod_gpus "$J"
 
-say "rollout endpoints -> the trainer"
-rl_write_endpoints "$J"
+say "kubectl apply: the Services, whose Endpoints tell the trainer where the rollouts and the reward model are"
+rl_publish_services
 
 say "training"
 rl_wait_job_and_check_trainer "$J" 3
+rl_check_found_endpoints "$J"
 rl_check_learning "$J"
 
 say "job end"

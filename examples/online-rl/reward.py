@@ -15,9 +15,10 @@ import os
 import signal
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 PORT = int(os.environ.get("PORT", "18090"))
+BIND = os.environ.get("BIND_ADDRESS", "0.0.0.0")  # the pod's IP (downward API)
 NAME = os.environ.get("POD_NAME", "reward")
 MAX_ITEMS = 4096
 LOCK = threading.Lock()
@@ -82,14 +83,14 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main():
-    server = ThreadingHTTPServer(("0.0.0.0", PORT), Handler)
+    server = rlcore.http_server(BIND, PORT, Handler)
 
     def on_term(signum, _frame):
         log(f"received signal {signum}: finishing in-flight requests and stopping")
         threading.Thread(target=server.shutdown, daemon=True).start()
 
     signal.signal(signal.SIGTERM, on_term)
-    log(f"serving on port {PORT}, {rlcore.gpu_note()}")
+    log(f"serving on {BIND}:{PORT}, {rlcore.gpu_note()}")
     server.serve_forever()
     log("stopped")
     return 0

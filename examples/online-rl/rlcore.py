@@ -114,3 +114,16 @@ def gpu_note():
     except OSError:
         devs = []
     return note + f" devices=[{','.join(devs)}]"
+
+
+def http_server(bind, port, handler):
+    """A threading HTTP server on bind:port (an IPv4 or IPv6 address: the
+    pod's IP, from the downward API)."""
+    import socket
+    from http.server import ThreadingHTTPServer
+
+    class Server(ThreadingHTTPServer):
+        address_family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+        daemon_threads = True
+
+    return Server((bind, port), handler)

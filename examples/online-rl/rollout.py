@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Rollout generator service of the online-RL example (a stand-in for vLLM).
 
-POST /generate {"request": str, "prompts": [ctx, ...], "group": G}
+POST /generate {"request": str, "prompts": [ctx, ...], "group": G, "reward": "host:port"}
      -> {"pod", "version", "gpus", "samples": [{"id", "ctx", "tokens", "logp",
          "reward", "version"}, ...]}   (G samples per prompt, in prompt order)
 POST /weights  {"version": V, "theta": [[...], ...]}
@@ -12,21 +12,26 @@ GET  /healthz  -> {"status": "ok", "version": V, "gpus": ...} (readiness probe)
 Each sample is drawn from the policy with the weights held when the request
 arrived, tagged with their version and its log-probability under them (so the
 trainer can tell how stale it is and reweight it), and scored by the reward
-service (REWARD_URL, one batched call per request, retried), so every sample
+service (one batched call per request, retried: at the request's "reward"
+address, which the trainer takes from the reward Service's Endpoints, else at
+REWARD_URL), so every sample
 the trainer gets went through two real HTTP hops. A sample's id is
-POD_NAME:BOOT:N, unique across restarts of the pod. Starts at version 0 (the
+POD_NAME:BOOT:N, unique across restarts of the pod. Listens on
+BIND_ADDRESS:PORT (the pod's IP from the downward API: pods share their node's
+network, so replicas on different nodes use the same port). Starts at version 0 (the
 trainer's initial weights) until the first push. Stops cleanly on SIGTERM
 within the pod's grace period.
 """
 import json
 import os
+import re
 import signal
 import sys
 import threading
 import time
 import urllib.request
 import zlib
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import numpy as np
 
@@ -34,10 +39,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import rlcore  # noqa: E402  (the example's shared module, next to this file)
 
 PORT = int(os.environ.get("PORT", "18080"))
+BIND = os.environ.get("BIND_ADDRESS", "0.0.0.0")
 NAME = os.environ.get("POD_NAME", "rollout")
 REWARD_URL = os.environ.get("REWARD_URL", "http://127.0.0.1:18090")
 GPUS = os.environ.get("CUDA_VISIBLE_DEVICES", "")
 MAX_SAMPLES = 4096
+# A reward address in a request: host:port or [v6]:port, nothing else (the
+# rollout calls only a reward service, never a URL a request makes up).
+REWARD_ADDR = re.compile(r"^([0-9A-Za-z.-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\]):[0-9]{1,5}$")
 BOOT = f"{int(time.time() * 1000) % 10**9:x}{os.getpid():x}"
 
 
@@ -61,11 +70,11 @@ def log(msg):
     print(f"[{NAME}] {msg}", flush=True)
 
 
-def ask_reward(items, tries=3):
+def ask_reward(items, url, tries=3):
     body = rlcore.dumps({"items": items})
     err = None
     for i in range(tries):
-        req = urllib.request.Request(REWARD_URL + "/score", data=body,
+        req = urllib.request.Request(url + "/score", data=body,
                                      headers={"Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(req, timeout=5) as resp:
@@ -76,10 +85,10 @@ def ask_reward(items, tries=3):
         except (OSError, ValueError, KeyError) as e:
             err = e
             time.sleep(0.2 * 2 ** i)
-    raise OSError(f"reward service at {REWARD_URL}: {err}")
+    raise OSError(f"reward service at {url}: {err}")
 
 
-def generate(prompts, group):
+def generate(prompts, group, reward_url):
     with STATE.lock:
         version, theta = STATE.version, STATE.theta
         first = STATE.counter
@@ -91,7 +100,8 @@ def generate(prompts, group):
             toks, lp = rlcore.sample(theta, ctx, rng)
             samples.append({"id": f"{NAME}:{BOOT}:{first + len(samples)}", "ctx": ctx,
                             "tokens": toks, "logp": lp, "version": version})
-    scores = ask_reward([{"prompt": s["ctx"], "completion": s["tokens"]} for s in samples])
+    scores = ask_reward([{"prompt": s["ctx"], "completion": s["tokens"]} for s in samples],
+                        reward_url)
     for s, r in zip(samples, scores):
         s["reward"] = r
     return version, samples
@@ -155,6 +165,9 @@ class Handler(BaseHTTPRequestHandler):
             req = self._body()
             prompts = [int(c) for c in req["prompts"]]
             group = int(req["group"])
+            reward = req.get("reward")
+            if reward is not None and not (isinstance(reward, str) and REWARD_ADDR.match(reward)):
+                raise ValueError(f"reward must be host:port, not {reward!r}")
             if not 1 <= group or len(prompts) * group > MAX_SAMPLES or \
                     any(not 0 <= c < rlcore.CONTEXTS for c in prompts):
                 raise ValueError(f"prompts in 0..{rlcore.CONTEXTS - 1}, "
@@ -163,7 +176,8 @@ class Handler(BaseHTTPRequestHandler):
             self._reply(400, {"error": f"bad request: {e}"})
             return
         try:
-            version, samples = generate(prompts, group)
+            version, samples = generate(prompts, group,
+                                        f"http://{reward}" if reward else REWARD_URL)
         except OSError as e:
             log(f"request {req.get('request')}: {e}")
             self._reply(503, {"error": str(e)})
@@ -172,15 +186,15 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main():
-    server = ThreadingHTTPServer(("0.0.0.0", PORT), Handler)
-    server.daemon_threads = True
+    server = rlcore.http_server(BIND, PORT, Handler)
 
     def on_term(signum, _frame):
         log(f"received signal {signum}: draining and stopping")
         threading.Thread(target=server.shutdown, daemon=True).start()
 
     signal.signal(signal.SIGTERM, on_term)
-    log(f"serving on port {PORT}, {rlcore.gpu_note()}, reward at {REWARD_URL}, "
+    log(f"serving on {BIND}:{PORT}, {rlcore.gpu_note()}, reward at {REWARD_URL} unless a request "
+        f"names one, "
         f"weights version {STATE.version}")
     server.serve_forever()
     log(f"stopped at weights version {STATE.version}, {STATE.counter} samples made")

@@ -38,6 +38,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -56,9 +57,18 @@ MAX_STALENESS = int(ENV("MAX_STALENESS", "2"))
 MARGIN = float(ENV("MARGIN", "0.25"))
 SEED = int(ENV("SEED", "1"))
 ENDPOINTS_FILE = ENV("ROLLOUT_ENDPOINTS_FILE", "rollout-endpoints.txt")
+ROLLOUT_SERVICE = ENV("ROLLOUT_SERVICE", "")   # a Service: its Endpoints, through the API
+REWARD_SERVICE = ENV("REWARD_SERVICE", "")
+NAMESPACE = ENV("K8S_NAMESPACE") or (ENV("SLURM_K8S_NAMESPACES") or "default").split(",")[0]
+KUBECTL = ENV("KUBECTL", "kubectl")
+ENDPOINTS_POLL = float(ENV("ENDPOINTS_POLL_SECONDS", "1"))
 WAIT = float(ENV("ENDPOINTS_WAIT_SECONDS", "120"))
 SUMMARY_DIR = ENV("SUMMARY_DIR", ".")
 STEP_DEADLINE = float(ENV("STEP_DEADLINE", "60"))
+# The least a step takes, as if the gradient were a real model's (seconds; a
+# real trainer's step takes seconds, this example's milliseconds): e2e
+# online_rl_faults paces the loop with it so its faults land mid-run.
+STEP_SECONDS = float(ENV("STEP_SECONDS", "0"))
 RANK = int(ENV("SLURM_PROCID", "0"))
 WORLD = int(ENV("SLURM_NTASKS", "1"))
 JOB = ENV("SLURM_JOB_ID", "local")
@@ -71,15 +81,99 @@ def log(msg):
 
 
 # ------------------------------------------------------------ rollout endpoints
+def endpoints_of(obj):
+    """"ip:port" of each ready address of an Endpoints object, ordered by the
+    pod behind it (targetRef.name), then the address. The port: the one
+    named "http", else the first."""
+    out = []
+    for sub in obj.get("subsets") or []:
+        ports = sub.get("ports") or []
+        port = next((p for p in ports if p.get("name") == "http"), ports[0] if ports else None)
+        if not port:
+            continue
+        for a in sub.get("addresses") or []:
+            ip = a.get("ip", "")
+            host = f"[{ip}]" if ":" in ip else ip
+            out.append(((a.get("targetRef") or {}).get("name", ""), f"{host}:{port['port']}"))
+    return [ep for _, ep in sorted(out)]
+
+
 class Endpoints:
-    """The rollout endpoints (host:port per line) in ENDPOINTS_FILE, re-read
-    when the file changes (a replaced rollout pod may come back elsewhere)."""
+    """Where the rollouts (and the reward service) are.
+
+    With ROLLOUT_SERVICE set, rank 0 reads the Endpoints of that Service (and
+    of REWARD_SERVICE) through the Kubernetes API, with kubectl and the job's
+    KUBECONFIG, every ENDPOINTS_POLL_SECONDS and at once when a rollout fails
+    (a background thread: the step never waits for the API); the other ranks
+    get rank 0's list with each step's weights. Only ready pods are listed, so
+    a rollout the Deployment replaced drops out and its successor comes in.
+
+    Else every rank reads ENDPOINTS_FILE (host:port per line), again when it
+    changes (run-local.sh's plain processes)."""
 
     def __init__(self):
         self.mtime = None
         self.list = []
+        self.reward = ""
+        self.api = bool(ROLLOUT_SERVICE)
+        self.lock = threading.Lock()
+        self.wake = threading.Event()
+        self.error = None
+        if self.api and RANK == 0:
+            threading.Thread(target=self._poll, daemon=True, name="endpoints").start()
+
+    def _read_api(self):
+        names = [ROLLOUT_SERVICE] + ([REWARD_SERVICE] if REWARD_SERVICE else [])
+        cmd = [KUBECTL, "get", "endpoints", "-n", NAMESPACE, "-o", "json", "--request-timeout=10s",
+               *names]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+        if r.returncode != 0:
+            raise OSError(f"{' '.join(cmd)}: {r.stderr.strip() or r.returncode}")
+        doc = json.loads(r.stdout)
+        items = doc.get("items", [doc]) if doc.get("kind") == "List" else [doc]
+        found = {o["metadata"]["name"]: endpoints_of(o) for o in items}
+        return found.get(ROLLOUT_SERVICE, []), (found.get(REWARD_SERVICE) or [""])[0]
+
+    def _poll(self):
+        while True:
+            try:
+                eps, reward = self._read_api()
+                err = None
+            except (OSError, ValueError, KeyError, subprocess.SubprocessError) as e:
+                eps, reward, err = None, None, str(e)
+            with self.lock:
+                if err is None:
+                    if self.list and eps != self.list:
+                        log(f"rollout endpoints now {', '.join(eps) or 'none'} "
+                            f"(Service {NAMESPACE}/{ROLLOUT_SERVICE})")
+                    if self.reward and reward != self.reward:
+                        log(f"reward endpoint now {reward or 'none'} "
+                            f"(Service {NAMESPACE}/{REWARD_SERVICE})")
+                    self.list, self.reward = eps, reward
+                elif err != self.error:
+                    log(("waiting for the Services: " if "NotFound" in err and not self.list else
+                         "reading the Endpoints failed (keeping the last ones): ") + err)
+                self.error = err
+            self.wake.wait(ENDPOINTS_POLL)
+            self.wake.clear()
+
+    def failed(self):
+        """A rollout did not answer: read the Endpoints again now (rank 0)."""
+        self.wake.set()
+
+    def set(self, msg):
+        """Rank k > 0: the endpoints rank 0 sent with the step's weights."""
+        if self.api and msg:
+            self.list, self.reward = msg["rollouts"], msg["reward"]
+
+    def wire(self):
+        with self.lock:
+            return {"rollouts": list(self.list), "reward": self.reward}
 
     def refresh(self):
+        if self.api:
+            with self.lock:
+                return list(self.list)
         try:
             st = os.stat(ENDPOINTS_FILE)
         except FileNotFoundError:
@@ -93,11 +187,24 @@ class Endpoints:
                 self.mtime, self.list = st.st_mtime_ns, eps
         return self.list
 
+    def ready(self):
+        if self.api:
+            with self.lock:
+                return bool(self.list) and (self.reward or not REWARD_SERVICE)
+        return bool(self.refresh())
+
     def wait(self):
         deadline = time.time() + WAIT
-        while time.time() < deadline and not self.refresh():
+        while time.time() < deadline and not self.ready():
             time.sleep(0.5)
-        return self.list
+        return self.ready()
+
+    def source(self):
+        if self.api:
+            return (f"the Endpoints of Service {NAMESPACE}/{ROLLOUT_SERVICE}"
+                    + (f" and {NAMESPACE}/{REWARD_SERVICE}" if REWARD_SERVICE else "")
+                    + (f" ({self.error})" if self.error else ""))
+        return ENDPOINTS_FILE
 
 
 def post(url, body, timeout=10):
@@ -209,16 +316,21 @@ def get_samples(endpoints, step, prompts, version, theta, ledger):
         if attempt and time.time() > deadline:
             break
         eps = endpoints.refresh()
-        ep = eps[(step + RANK + attempt) % len(eps)]
         if attempt:
             ledger.retries += 1
             time.sleep(min(0.1 * attempt, 1.0))
+        if not eps:
+            last = f"no ready rollout in {endpoints.source()}"
+            continue
+        ep = eps[(step + RANK + attempt) % len(eps)]
+        req = {"request": f"{JOB}.{RANK}.{step}.{attempt}", "prompts": prompts, "group": GROUP}
+        if endpoints.reward:
+            req["reward"] = endpoints.reward
         try:
-            out = post(f"http://{ep}/generate",
-                       {"request": f"{JOB}.{RANK}.{step}.{attempt}", "prompts": prompts,
-                        "group": GROUP})
+            out = post(f"http://{ep}/generate", req)
         except (OSError, ValueError, http.client.HTTPException) as e:
             last = f"{ep}: {e}"
+            endpoints.failed()
             continue
         groups, stale = [[] for _ in prompts], []
         for k, s in enumerate(out.get("samples", [])[:want]):
@@ -331,10 +443,26 @@ def main():
     log(f"CUDA_VISIBLE_DEVICES={ENV('CUDA_VISIBLE_DEVICES', '')} "
         f"SLURM_K8S_GPUS={ENV('SLURM_K8S_GPUS', '')}")
     endpoints = Endpoints()
-    if not endpoints.wait():
+    if not endpoints.api and not endpoints.wait():
         log(f"no rollout endpoints in {ENDPOINTS_FILE} after {WAIT:.0f}s; nothing to train on")
         return 1
     star = Star()
+    if endpoints.api:
+        # Rank 0 finds the services through the API and tells the others.
+        first = None
+        if RANK == 0:
+            if endpoints.wait():
+                first = endpoints.wire()
+                log(f"rollout endpoints {', '.join(first['rollouts'])}"
+                    + (f", reward {first['reward']}" if first["reward"] else "")
+                    + f" (from {endpoints.source()})")
+            else:
+                log(f"no ready endpoints in {endpoints.source()} after {WAIT:.0f}s; "
+                    "nothing to train on")
+        first = star.bcast(first)
+        if first is None:
+            return 1
+        endpoints.set(first)
     rng = np.random.default_rng(SEED * 1000 + RANK)
     theta, version = rlcore.initial_theta(), 0
     ledger = Ledger()
@@ -361,6 +489,8 @@ def main():
             grad, n = rlcore.policy_gradient(theta, groups)
             rs = [s["reward"] for g in groups for s in g]
             stale = info["stale"]
+        if STEP_SECONDS > 0:
+            time.sleep(max(0.0, STEP_SECONDS - (time.time() - t0)))
         mine = {"grad": grad.tolist(), "n": n, "r": float(sum(rs)), "rn": len(rs),
                 "stale": stale, "late": ledger.late, "lost": ledger.lost, "dup": ledger.dup}
         parts = star.gather(mine)
@@ -386,10 +516,12 @@ def main():
                   f"so far)  {rn / dt:.0f} samples/s  weight sync {push_ms[-1]:.1f} ms"
                   + (f"  NOT at v{version}: {bad_push}" if bad_push else ""), flush=True)
             push_misses += len(bad_push)
-            msg = star.bcast({"theta": rlcore.theta_to_wire(theta), "version": version})
+            msg = star.bcast({"theta": rlcore.theta_to_wire(theta), "version": version,
+                              "endpoints": endpoints.wire()})
         else:
             msg = star.bcast(None)
             theta, version = rlcore.theta_from_wire(msg["theta"]), msg["version"]
+            endpoints.set(msg["endpoints"])
         if groups is not None and step in (0, STEPS - 1):
             log(f"step {step}: rollout={info['pod']} (gpus {info['gpus']}) at weights "
                 f"v{info['rollout_version']}, {sum(map(len, groups))} samples, mean reward "

@@ -221,7 +221,7 @@ def serve(s):
         threading.Thread(target=echo, args=(s.accept()[0],), daemon=True).start()
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", int(sys.argv[1])))
+s.bind(("0.0.0.0", int(sys.argv[1])))  # probes dial the pod IP, the node InternalIP
 s.listen(16)
 threading.Thread(target=serve, args=(s,), daemon=True).start()
 i = 0
@@ -1422,12 +1422,14 @@ case_online_rl() {
   rl_check_nodes "$j" 3 2 "team=rl"
   if ! rl_apply_and_wait "$j"; then
     scancel "$j"; sk_wait_gone "$j" 60
+    rl_delete_workloads
     e2e_assert_clean "$j" "online_rl"
     return
   fi
   rl_check_pod_gpus "$j"
-  rl_write_endpoints "$j"
+  rl_publish_services
   rl_wait_job_and_check_trainer "$j" 3
+  rl_check_found_endpoints "$j"
   rl_check_learning "$j"
   rl_check_teardown "$j"
   e2e_assert_clean "$j" "online_rl"
@@ -1448,62 +1450,95 @@ case_online_rl_images() {
   rl_check_nodes "$j" 3 2 "team=rl"
   if ! rl_apply_and_wait "$j" "$E2E_TOP/examples/online-rl/rollout-image.yaml" "$E2E_TOP/examples/online-rl/reward-image.yaml"; then
     scancel "$j"; sk_wait_gone "$j" 60
+    rl_delete_workloads
     e2e_assert_clean "$j" "online_rl_images"
     return
   fi
   rl_check_pulled
   RL_IMAGES=1 rl_check_pod_gpus "$j"
-  rl_write_endpoints "$j"
+  rl_publish_services
   rl_wait_job_and_check_trainer "$j" 3
+  rl_check_found_endpoints "$j"
   rl_check_learning "$j"
   rl_check_teardown "$j"
   e2e_assert_clean "$j" "online_rl_images"
 }
 
-# The pid listening on TCP port $1 on this host (a pod's service: pods run
-# on the node's network).
-rl_listener_pid() {
-  ss -Htlnp "sport = :$1" | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -n1
+# The pid listening on IP:PORT on this host (a pod's service: pods run on
+# the node's network, each at its pod IP).
+rl_listener_pid() {  # rl_listener_pid IP PORT
+  ss -Htlnp "sport = :$2" | awk -v a="$1:$2" '$4 == a' | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -n1
 }
 
-# Faults in the online-RL loop: the process of rollout-1 killed mid-run, then
-# the reward service's. The shim restarts each at once (restartPolicy
-# Always, as a kubelet does); the restarted rollout comes back with weights
-# v0 and a new boot id in its sample ids. The trainer carries on (the next
-# rollout when one fails, for up to STEP_DEADLINE; the current weights sent
-# to a rollout found behind), still learns, loses and duplicates no sample
-# (samples a restarted rollout made with old weights are counted late), and
-# every rollout ends at the last weight version.
+# A Ready rollout pod that is not one of RL_PODS (the Deployment's replacement).
+rl_new_rollout() {
+  local p
+  for p in $(e2e_kubectl get pods -n default -l app=rollout \
+               -o 'jsonpath={range .items[?(@.status.phase=="Running")]}{.metadata.name}{" "}{end}' 2>/dev/null); do
+    [[ " ${RL_PODS[*]} " == *" default/$p "* ]] && continue
+    [ "$(e2e_pod_field "default/$p" '{.status.conditions[?(@.type=="Ready")].status}')" = True ] && { echo "$p"; return; }
+  done
+}
+
+# Faults in the online-RL loop, with the trainer's steps paced at 0.25 s (a
+# real step takes seconds; the example's takes milliseconds):
+# - the process of one rollout replica killed at step 10: the shim restarts
+#   it at once (restartPolicy Always, as a kubelet does); it comes back with
+#   weights v0 and a new boot id in its sample ids;
+# - another rollout pod deleted at step 20: the Deployment's ReplicaSet makes
+#   a new pod, the scheduler places it where a lent GPU and the hostPort are
+#   free, and the trainer finds it in the Service's Endpoints;
+# - the reward service's process killed at step 40 (restarted by the shim).
+# The trainer carries on (the next rollout when one fails, for up to
+# STEP_DEADLINE; the current weights sent to a rollout found behind), still
+# learns, loses and duplicates no sample (samples a restarted rollout made
+# with old weights are counted late), and every rollout ends at the last
+# weight version.
 case_online_rl_faults() {
-  RL_EXPORT="STEPS=100" rl_submit -N3 --gres=gpu:4 --k8s-gpus=2 --k8s-labels=team=rl || return
-  local j="$RL_JOB" out pid
+  RL_EXPORT="STEPS=100,STEP_SECONDS=0.25" rl_submit -N3 --gres=gpu:4 --k8s-gpus=2 --k8s-labels=team=rl || return
+  local j="$RL_JOB" out pid ra rb ipa ipr new
   out="$SK_JOBS_DIR/online-rl-$j.out"
   rl_check_nodes "$j" 3 2 "team=rl"
   if ! rl_apply_and_wait "$j"; then
     scancel "$j"; sk_wait_gone "$j" 60
+    rl_delete_workloads
     e2e_assert_clean "$j" "online_rl_faults"
     return
   fi
-  rl_write_endpoints "$j"
+  rl_publish_services
+  ra="$(printf '%s\n' "${RL_PODS[@]}" | grep /rollout- | sed -n 1p)"; ra="${ra#*/}"
+  rb="$(printf '%s\n' "${RL_PODS[@]}" | grep /rollout- | sed -n 2p)"; rb="${rb#*/}"
+  ipa="$(e2e_pod_field "default/$ra" '{.status.podIP}')"
+  ipr="$(e2e_pod_field default/reward '{.status.podIP}')"
   e2e_wait 60 "grep -q '^step  10 ' '$out'"; ok $? "the loop reached step 10"
-  pid="$(rl_listener_pid 18081)"
-  [ -n "$pid" ] && kill -KILL "$pid"; ok $? "killed rollout-1's process (pid ${pid:-none}, port 18081) at step $(grep -c '^step ' "$out")"
-  e2e_wait 30 "[ \"\$(e2e_pod_field default/rollout-1 '{.status.containerStatuses[0].restartCount}')\" -ge 1 ] 2>/dev/null"
-  ok $? "rollout-1 restarted (restartCount $(e2e_pod_field default/rollout-1 '{.status.containerStatuses[0].restartCount}'))"
+  pid="$(rl_listener_pid "$ipa" 18080)"
+  [ -n "$pid" ] && kill -KILL "$pid"; ok $? "killed $ra's process (pid ${pid:-none}, $ipa:18080) at step $(grep -c '^step ' "$out")"
+  e2e_wait 30 "[ \"\$(e2e_pod_field default/$ra '{.status.containerStatuses[0].restartCount}')\" -ge 1 ] 2>/dev/null"
+  ok $? "$ra restarted in place (restartCount $(e2e_pod_field "default/$ra" '{.status.containerStatuses[0].restartCount}'))"
+  e2e_wait 60 "grep -q '^step  20 ' '$out'"; ok $? "the loop reached step 20"
+  e2e_kubectl delete pod -n default "$rb" --wait=false >/dev/null
+  ok $? "deleted the rollout pod $rb at step $(grep -c '^step ' "$out")"
+  e2e_wait 60 "[ -n \"\$(rl_new_rollout)\" ]"
+  new="$(rl_new_rollout)"
+  [ -n "$new" ]; ok $? "the Deployment replaced it: ${new:-no new pod} Ready on $(e2e_pod_field "default/$new" '{.spec.nodeName} at {.status.podIP}') at step $(grep -c '^step ' "$out")"
+  e2e_wait 30 "grep -q 'rollout endpoints now.*' '$out'"
+  ok $? "the trainer read the new Endpoints: $(grep -m1 'rollout endpoints now' "$out" | sed 's/^.*rollout endpoints now/rollout endpoints now/')"
   e2e_wait 60 "grep -q '^step  40 ' '$out'"; ok $? "the loop reached step 40"
-  pid="$(rl_listener_pid 18090)"
-  [ -n "$pid" ] && kill -KILL "$pid"; ok $? "killed the reward service's process (pid ${pid:-none}, port 18090) at step $(grep -c '^step ' "$out")"
+  pid="$(rl_listener_pid "$ipr" 18090)"
+  [ -n "$pid" ] && kill -KILL "$pid"; ok $? "killed the reward service's process (pid ${pid:-none}, $ipr:18090) at step $(grep -c '^step ' "$out")"
   e2e_wait 30 "[ \"\$(e2e_pod_field default/reward '{.status.containerStatuses[0].restartCount}')\" -ge 1 ] 2>/dev/null"
   ok $? "the reward pod restarted (restartCount $(e2e_pod_field default/reward '{.status.containerStatuses[0].restartCount}'))"
   sk_wait_state "$j" COMPLETED 180
   ok $? "job $j COMPLETED: every trainer rank exited 0 (job $(sk_job_state "$j"))"
-  grep -E '^learning:|behind|NOT at|no rollout answered' "$out" | sed 's/^/  /'
+  grep -E '^learning:|behind|NOT at|no rollout answered|endpoints now|Endpoints failed' "$out" | sed 's/^/  /'
   rl_check_learning "$j" faults
   local boots
-  boots="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["rollout_boots"].get("rollout-1", 0))' \
-           "$SK_JOBS_DIR/online-rl-$j.json" 2>/dev/null)"
-  [ "${boots:-0}" -ge 2 ]; ok $? "the trainer got samples from both lives of rollout-1 (${boots:-0} boot ids)"
+  boots="$(python3 -c 'import json,sys; b = json.load(open(sys.argv[1]))["rollout_boots"]; print(b.get(sys.argv[2], 0), b.get(sys.argv[3], 0))' \
+           "$SK_JOBS_DIR/online-rl-$j.json" "$ra" "${new:-none}" 2>/dev/null)"
+  [ "${boots%% *}" -ge 2 ] 2>/dev/null; ok $? "the trainer got samples from both lives of $ra (${boots%% *} boot ids)"
+  [ "${boots#* }" -ge 1 ] 2>/dev/null; ok $? "the trainer got samples from the replacement $new (${boots#* } boot ids)"
   e2e_wait 60 "[ -z \"\$(e2e_node_names $j)\" ]"; ok $? "the job's Nodes are deleted after it ends"
   rl_stop_log_followers
+  rl_delete_workloads
   e2e_assert_clean "$j" "online_rl_faults"
 }

@@ -199,7 +199,7 @@ e2e_agent_conf() {  # e2e_agent_conf N -> writes agents/nN/agent.conf
     cat <<EOF
 cluster_name = e2e
 slurm_node = n$n
-node_address = 127.0.0.1
+node_address = $(e2e_node_address "$n")
 kubelet_port = $((E2E_KUBELET_BASE_PORT + n - 1))
 state_dir = $a/state
 shim_state_dir = $a/shim
@@ -224,6 +224,16 @@ EOF
     # Agent n1 also collects what agents that died with their node left (e2e node_fail).
     [ "$n" != 1 ] || echo "gc_failed_nodes = true"
   } > "$a/agent.conf"
+}
+
+# The InternalIP of Slurm node nN's virtual nodes: 127.0.1.N, a loopback
+# address of its own per node (as nodes of a real cluster have addresses of
+# their own: pods on different nodes may then use the same port, e2e
+# online_rl's Deployment). The double's kubelet-serving certificate names
+# 127.0.1.1-16. 127.0.0.1 against a cluster of E2E_KUBECONFIG, whose kubelet
+# certificate the harness does not make.
+e2e_node_address() {
+  if [ -n "$E2E_KUBECONFIG" ]; then echo 127.0.0.1; else echo "127.0.1.$1"; fi
 }
 
 e2e_agent_start() {  # e2e_agent_start N

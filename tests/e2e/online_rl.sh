@@ -8,12 +8,18 @@
 #   rl_submit SBATCH_ARGS...      submit train.sbatch as the test user; RL_JOB
 #                                 (RL_EXPORT="K=V,..." more of the trainer's environment)
 #   rl_check_nodes JOB N GPUS K=V the job's N virtual nodes: Ready, GPUs, label, taint
-#   rl_apply_and_wait JOB [MANIFESTS...]  kubectl apply (placeholders filled), pods Ready
+#   rl_apply_and_wait JOB [MANIFESTS...]  kubectl apply (placeholders filled): the rollout
+#                                 Deployment available, every pod of the example Ready
+#                                 (RL_PODS), one rollout per node
 #   rl_check_pod_gpus JOB         each pod's CUDA_VISIBLE_DEVICES within its node's lent GPUs,
 #                                 only its GPUs' device nodes in its view (RL_IMAGES=1:
 #                                 pods from the example's images, GPUs renumbered from 0)
 #   rl_check_pulled               each pod's image pulled (Pulled event) and reported
-#   rl_write_endpoints JOB        rollout hostIP:containerPort -> the trainer's file
+#   rl_publish_services           kubectl apply the manifests' Services: the trainer starts
+#   rl_check_found_endpoints JOB  the trainer found every rollout and the reward pod
+#                                 in the Services' Endpoints, at its pod IP
+#   rl_delete_workloads           kubectl delete the applied manifests (the Deployment
+#                                 would re-create its pods after the job), wait for the pods
 #   rl_wait_job_and_check_trainer JOB RANKS
 #   rl_check_learning JOB [faults] the trainer's summary: reward rose, no sample lost,
 #                                 every rollout holds the last weight version
@@ -26,15 +32,52 @@ RL_JOB_END=""
 RL_PODS=()                 # ns/name of the pods applied
 declare -A RL_LENT=()      # slurm node -> lent GPUs ("2,3"), from the run files
 declare -A RL_POD_NODE=()  # ns/name -> virtual node
+declare -A RL_POD_IP=()    # ns/name -> pod IP
 RL_FOLLOWERS=()
+RL_MANIFESTS=()            # the filled manifests applied
+
+# A kubeconfig for the trainer (the job's user): with the double, a token of
+# user rl-trainer that may only read Endpoints in default (what a site's
+# user kubeconfig or a ServiceAccount's Role gives: examples/online-rl/README.md);
+# against E2E_KUBECONFIG's cluster, that kubeconfig. CA inline: the
+# double's state dir is root's.
+rl_trainer_kubeconfig() {
+  local f="$SK_JOBS_DIR/rl-trainer.kubeconfig" tok
+  if [ -n "$E2E_KUBECONFIG" ]; then
+    install -m 600 -o "$TEST_USER" "$E2E_KUBECONFIG" "$f"; echo "$f"; return
+  fi
+  tok="$(e2e_api POST /_test/tokens '{"user": "rl-trainer", "uid": "rl-trainer"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')" || return 1
+  e2e_api POST /_test/rbac '{"subject": "user:rl-trainer", "role": [{"apiGroups": [""], "resources": ["endpoints"], "verbs": ["get", "list", "watch"], "namespaces": ["default"]}]}' >/dev/null || return 1
+  ( umask 077; cat > "$f" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: e2e
+  cluster:
+    server: $KUBE_URL
+    certificate-authority-data: $(base64 -w0 < "$KUBE_CA")
+users:
+- name: rl-trainer
+  user:
+    token: $tok
+contexts:
+- name: e2e
+  context: {cluster: e2e, user: rl-trainer, namespace: default}
+current-context: e2e
+EOF
+  )
+  chown "$TEST_USER" "$f"
+  echo "$f"
+}
 
 rl_submit() {
-  local out="$SK_JOBS_DIR/online-rl-%j.out" tmpf="$SK_JOBS_DIR/rollout-endpoints.pending"
-  # The trainer waits for this file; rl_write_endpoints writes it (atomically).
-  rm -f "$tmpf"
+  local out="$SK_JOBS_DIR/online-rl-%j.out" kc
+  kc="$(rl_trainer_kubeconfig)"; ok $? "a kubeconfig for the trainer that may read Endpoints (${kc:-none})"
   RL_SUBMIT_T=$(date +%s.%N)
+  # The trainer finds the rollouts and the reward service through the
+  # Endpoints of their Services (train.sbatch: ROLLOUT_SERVICE, REWARD_SERVICE).
   RL_JOB="$(sk_submit_as_user "$@" -o "$out" \
-    --export=ALL,EXAMPLES_DIR="$E2E_EXAMPLES",ROLLOUT_ENDPOINTS_FILE="$tmpf",SUMMARY_DIR="$SK_JOBS_DIR"${RL_EXPORT:+,$RL_EXPORT} \
+    --export=ALL,EXAMPLES_DIR="$E2E_EXAMPLES",KUBECONFIG="$kc",SUMMARY_DIR="$SK_JOBS_DIR"${RL_EXPORT:+,$RL_EXPORT} \
     "$E2E_EXAMPLES/train.sbatch")"
   ok $? "sbatch accepted the job as $TEST_USER (job ${RL_JOB:-none})"
   [ -n "$RL_JOB" ] || return 1
@@ -143,30 +186,96 @@ rl_apply_and_wait() {
   local j="$1"; shift
   local m files=() t0 p name
   [ $# -gt 0 ] || set -- "$E2E_TOP/examples/online-rl/rollout.yaml" "$E2E_TOP/examples/online-rl/reward.yaml"
-  for m in "$@"; do files+=(-f "$(rl_fill_manifest "$j" "$m")"); done
+  RL_MANIFESTS=()
+  for m in "$@"; do RL_MANIFESTS+=("$(rl_fill_manifest "$j" "$m")"); files+=(-f "${RL_MANIFESTS[-1]}"); done
   t0=$(date +%s.%N)
-  e2e_kubectl apply "${files[@]}"
-  ok $? "kubectl apply of the manifests"
-  mapfile -t RL_PODS < <(e2e_kubectl get "${files[@]}" -o 'jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}{"\n"}{end}' 2>/dev/null)
-  [ "${#RL_PODS[@]}" -gt 0 ] || mapfile -t RL_PODS < <(e2e_kubectl get "${files[@]}" -o 'jsonpath={.metadata.namespace}/{.metadata.name}{"\n"}' 2>/dev/null)
+  # The workloads first (the objects labelled app=...), the Services once
+  # the pods are checked (rl_publish_services): the trainer waits for their
+  # Endpoints, and its 30 steps take about a second.
+  e2e_kubectl apply -l app "${files[@]}"
+  ok $? "kubectl apply -l app of the manifests: the rollout Deployment and the reward pod"
+  local ns=default sel=slurm-k8s/example=online-rl
+  # The Deployment's replicas are all available (kubectl reads the
+  # Deployment's status and its ReplicaSet's, as on any cluster), then every
+  # pod of the example is Ready.
+  e2e_kubectl rollout status -n "$ns" deployment/rollout --timeout=90s | tail -n1
+  ok "${PIPESTATUS[0]}" "kubectl rollout status: the rollout Deployment's 3 replicas are available"
+  e2e_kubectl wait -n "$ns" --for=condition=Ready --timeout=60s pod -l "$sel" >/dev/null
+  ok $? "every pod of the example Running and Ready ($(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}') s after kubectl apply)"
+  mapfile -t RL_PODS < <(e2e_kubectl get pods -n "$ns" -l "$sel" --field-selector=status.phase=Running \
+    -o 'jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}{"\n"}{end}' 2>/dev/null | sort)
   for p in "${RL_PODS[@]}"; do
     E2E_POD_UID[$p]="$(e2e_pod_field "$p" '{.metadata.uid}')"
   done
-  local sel="" ns
-  ns="${RL_PODS[0]%%/*}"
-  e2e_kubectl wait -n "$ns" --for=condition=Ready --timeout=90s "${RL_PODS[@]/#*\//pod/}" >/dev/null
-  ok $? "all ${#RL_PODS[@]} pods Running and Ready ($(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}') s after kubectl apply)"
   e2e_kubectl get pods -n "$ns" -o wide
   local nodes bad=""
   nodes=" $(e2e_node_names "$j" | tr '\n' ' ') "
   for p in "${RL_PODS[@]}"; do
     RL_POD_NODE[$p]="$(e2e_pod_field "$p" '{.spec.nodeName}')"
+    RL_POD_IP[$p]="$(e2e_pod_field "$p" '{.status.podIP}')"
     [[ $nodes == *" ${RL_POD_NODE[$p]} "* ]] || bad="$bad $p@${RL_POD_NODE[$p]:-none}"
     [ "$(e2e_pod_field "$p" '{.status.phase}')" = Running ] || bad="$bad $p:$(e2e_pod_field "$p" '{.status.phase}')"
     rl_follow_log "$p"
   done
   [ -z "$bad" ]; ok $? "every pod Running on a virtual node of job $j${bad:+:$bad}"
+  # The hostPort keeps the rollouts apart (the scheduler's NodePorts filter).
+  local rnodes
+  rnodes="$(for p in "${RL_PODS[@]}"; do [[ $p == */rollout-* ]] && echo "${RL_POD_NODE[$p]}"; done | sort)"
+  [ "$(wc -l <<<"$rnodes")" = 3 ] && [ -z "$(uniq -d <<<"$rnodes")" ]
+  ok $? "the 3 rollout replicas run on 3 different nodes: $(echo $rnodes)"
   [ -z "$bad" ]
+}
+
+# The Services now (kubectl apply of the whole manifests): the trainer finds
+# each ready pod in their Endpoints at its pod IP (its node's InternalIP, a
+# loopback address per node in the harness) and starts.
+rl_publish_services() {
+  local m files=()
+  for m in "${RL_MANIFESTS[@]}"; do files+=(-f "$m"); done
+  e2e_kubectl apply "${files[@]}" | grep service/
+  ok "${PIPESTATUS[0]}" "kubectl apply of the manifests: the rollout and reward Services"
+}
+
+# What the trainer found (its rank 0's "rollout endpoints ..." line, after
+# the job): the 3 replicas and the reward pod, each at its pod IP.
+rl_check_found_endpoints() {
+  local j="$1" out want got p
+  out="$(sk_job_output "$j")"
+  want="$(for p in "${RL_PODS[@]}"; do
+    [[ $p == */rollout-* ]] && echo "${RL_POD_IP[$p]}:18080"
+  done | sort | paste -sd' ')"
+  got="$(sed -n 's/^\[trainer rank 0 [^]]*\] rollout endpoints \(.*\), reward \([^ ]*\) (from .*/\1/p' "$out" | head -n1 | tr -d ',' | tr ' ' '\n' | sort | paste -sd' ')"
+  [ -n "$want" ] && [ "$got" = "$want" ] && [ "$(tr ' ' '\n' <<<"$got" | cut -d: -f1 | sort -u | wc -l)" = 3 ]
+  ok $? "the trainer found the 3 replicas in the rollout Service's Endpoints, each at its own pod IP ($got; want $want)"
+  got="$(sed -n 's/^\[trainer rank 0 [^]]*\] rollout endpoints .*, reward \([^ ]*\) (from .*/\1/p' "$out" | head -n1)"
+  [ "$got" = "${RL_POD_IP[default/reward]}:18090" ]
+  ok $? "the trainer found the reward pod in the reward Service's Endpoints ($got)"
+}
+
+rl_endpoints() {  # rl_endpoints SERVICE: its ready ip:port, sorted, on one line
+  e2e_kubectl get endpoints -n default "$1" -o json 2>/dev/null | python3 -c '
+import json, sys
+try:
+    o = json.load(sys.stdin)
+except ValueError:
+    sys.exit()
+print(" ".join(sorted(a["ip"] + ":" + str(sub["ports"][0]["port"])
+                      for sub in o.get("subsets") or [] for a in sub.get("addresses") or [])))'
+}
+
+rl_pods_left() {  # the pods of RL_PODS still in the API
+  local p
+  for p in "${RL_PODS[@]}"; do e2e_kubectl get pod -n "${p%%/*}" "${p#*/}" -o name 2>/dev/null; done
+}
+
+rl_delete_workloads() {
+  local m files=()
+  for m in "${RL_MANIFESTS[@]}"; do files+=(-f "$m"); done
+  [ ${#files[@]} -gt 0 ] || return 0
+  e2e_kubectl delete --ignore-not-found --wait=false "${files[@]}" >/dev/null
+  e2e_wait 30 "[ -z \"\$(e2e_kubectl get pods -n default -l slurm-k8s/example=online-rl -o name 2>/dev/null)\" ]"
+  ok $? "kubectl delete of the manifests: the Deployment, the Services and every pod of the example are gone"
+  RL_MANIFESTS=()
 }
 
 rl_check_pod_gpus() {
@@ -236,20 +345,6 @@ rl_check_pulled() {
     n=$((n + 1))
   done
   [ -z "$bad" ]; ok $? "each of the $n pods ran from its image: a Pulled event, the container's imageID$bad"
-}
-
-rl_write_endpoints() {
-  local j="$1" p f tmp
-  f="$SK_JOBS_DIR/rollout-endpoints.pending"
-  tmp="$f.tmp"
-  : > "$tmp"
-  for p in "${RL_PODS[@]}"; do
-    [[ $p == */rollout-* ]] || continue
-    echo "$(e2e_pod_field "$p" '{.status.hostIP}'):$(e2e_pod_field "$p" '{.spec.containers[0].ports[0].containerPort}')" >> "$tmp"
-  done
-  chmod 644 "$tmp"; mv "$tmp" "$f"
-  echo "endpoints for the trainer ($f):"; sed 's/^/  /' "$f"
-  ok "[ \$(grep -c : '$f') -ge 1 ]" "rollout endpoints written from the API (hostIP:containerPort)"
 }
 
 rl_wait_job_and_check_trainer() {
@@ -337,9 +432,14 @@ rl_check_teardown() {
   else
     ok "[ -z \"\$(e2e_kubectl get leases -n kube-node-lease -o name | grep -- '-$j\$')\" ]" "the job's Leases are deleted"
   fi
-  local ns="${RL_PODS[0]%%/*}"
-  e2e_wait 15 "[ -z \"\$(e2e_kubectl get pods -n $ns -l slurm-k8s/example=online-rl -o name 2>/dev/null)\" ]"
-  ok $? "the pods are deleted from the API"
+  # The job's pods are deleted from the API by the agent; the Deployment
+  # would make new ones (Pending: no node lends to it any more) until the
+  # user deletes it, as after any job.
+  local left
+  e2e_wait 15 "[ -z \"\$(rl_pods_left)\" ]"
+  left="$(rl_pods_left)"
+  [ -z "$left" ]; ok $? "the job's pods are deleted from the API${left:+: $(echo $left)}"
+  rl_delete_workloads
   rl_stop_log_followers
   local bad="" sbad=""
   for p in "${RL_PODS[@]}"; do

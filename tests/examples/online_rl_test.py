@@ -10,6 +10,11 @@ them in an allocation):
   is gone (after its retries);
 - the loop learns (run-local.sh), and with LR=0 it says NOT LEARNED and
   exits non-zero (the check can fail);
+- a request naming the reward service's address ("reward": host:port, what
+  the trainer takes from the reward Service's Endpoints) is scored there, a
+  reward address that is not host:port refused with 400; the trainer reads
+  a Service's Endpoints as the API gives them (ready addresses, the "http"
+  port, ordered by pod);
 - a rollout killed mid-run and started again on its port: the trainer
   carries on (the other rollout), the missed weight pushes are counted, the
   restarted rollout catches up, no sample is lost or counted twice.
@@ -134,11 +139,45 @@ def test_services(procs):
                      ({"items": [{"prompt": 0, "completion": []}]}, "an empty completion"),
                      ({"items": "x"}, "items not a list")):
         check(f"score refuses {why} with 400", call(f"http://127.0.0.1:{rp}/score", bad)[0] == 400)
+    # The reward address in the request wins over REWARD_URL (here a port
+    # nothing listens on).
+    rp2 = free_port()
+    procs.service("reward-b", "reward.py", rp2, BIND_ADDRESS="127.0.0.1")
     procs.kill("reward")
+    st, out = call(base + "/generate", {"request": "t2b", "prompts": [2], "group": 3,
+                                        "reward": f"127.0.0.1:{rp2}"})
+    check("generate scores at the reward address the request names", st == 200 and len(out.get("samples", [])) == 3,
+          (st, out))
+    for bad in ("http://127.0.0.1:1/x", "127.0.0.1", "a b:1", 5, "127.0.0.1:1/score"):
+        check(f"generate refuses the reward address {bad!r} with 400",
+              call(base + "/generate", {"prompts": [0], "group": 1, "reward": bad})[0] == 400)
+    procs.kill("reward-b")
     st, out = call(base + "/generate", {"request": "t3", "prompts": [0], "group": 2})
     check("generate answers 503 when the reward service is gone", st == 503 and "reward" in out.get("error", ""),
           (st, out))
     procs.kill("rollout-a", signal.SIGTERM)
+
+
+def test_endpoints_of():
+    """trainer.endpoints_of on an Endpoints object as the API server's
+    endpoints controller writes it (two ready pods, one not ready)."""
+    import importlib
+    trainer = importlib.import_module("trainer")
+    ep = {"kind": "Endpoints", "metadata": {"name": "rollout", "namespace": "default"},
+          "subsets": [{"addresses": [{"ip": "10.0.0.12", "nodeName": "slurm-n2-7",
+                                      "targetRef": {"kind": "Pod", "name": "rollout-5d8f-b"}},
+                                     {"ip": "10.0.0.11", "nodeName": "slurm-n1-7",
+                                      "targetRef": {"kind": "Pod", "name": "rollout-5d8f-a"}}],
+                       "notReadyAddresses": [{"ip": "10.0.0.13", "targetRef": {"kind": "Pod", "name": "rollout-5d8f-c"}}],
+                       "ports": [{"name": "metrics", "port": 9100, "protocol": "TCP"},
+                                 {"name": "http", "port": 18080, "protocol": "TCP"}]}]}
+    got = trainer.endpoints_of(ep)
+    check("endpoints_of: the ready addresses at the http port, by pod", got == ["10.0.0.11:18080", "10.0.0.12:18080"],
+          got)
+    v6 = {"subsets": [{"addresses": [{"ip": "fd00::5"}], "ports": [{"port": 7}]}]}
+    check("endpoints_of: an IPv6 address in brackets, the only port", trainer.endpoints_of(v6) == ["[fd00::5]:7"],
+          trainer.endpoints_of(v6))
+    check("endpoints_of: no subsets, no endpoints", trainer.endpoints_of({"metadata": {}}) == [])
 
 
 def run_local(d, **env):
@@ -213,6 +252,7 @@ def main():
     procs = Procs(d)
     try:
         test_services(procs)
+        test_endpoints_of()
         test_learning(d)
         test_rollout_restart(procs, d)
     except Exception as e:  # a crash of the harness is a failure, not a pass
