@@ -16,7 +16,9 @@
 #      lint; in the background from the end of the build, counted at the end),
 #      clang-format over every tracked C/C++ source (make format-check),
 #      ./configure --disable-daemons with the daemons' -dev packages hidden
-#      (make check-disable-daemons);
+#      (make check-disable-daemons); the last three (CPU-bound, nothing of
+#      Slurm, the test user or a port) run beside step 6's e2e, which mostly
+#      waits on Slurm and its timeouts;
 #      SK_ROBUSTNESS=0 skips them all; a layer whose tool is missing exits 77
 #      and is reported as skipped, never counted as passed,
 #   6. `make distcheck` with configure --enable-sanitizers: the tarball (which
@@ -205,14 +207,24 @@ layer_report() {
     tail -60 "$out"; echo "$target: 0 passed, 1 failed"; failed=$((failed + 1))
   fi
 }
-if [ "${SK_ROBUSTNESS:-1}" = 1 ]; then
-  layer "soak: pod churn with broken watches" check-soak
-  layer "agent and shim under valgrind memcheck" check-valgrind
+# The CPU-bound layers that share nothing with the e2e (no Slurm, no test
+# user, no port): beside the distcheck's e2e when there is one.
+cpu_layers() {
   wait "$fuzz_build_pid"
   fuzz_build_pid=
   layer "fuzzing, every target for a bounded time" fuzz-short
   layer "source formatting (clang-format)" format-check
   layer "plugin-only build without the daemons' libraries" check-disable-daemons
+}
+beside_e2e=0
+if [ "${SK_ROBUSTNESS:-1}" = 1 ]; then
+  layer "soak: pod churn with broken watches" check-soak
+  layer "agent and shim under valgrind memcheck" check-valgrind
+  if [ "${SK_DISTCHECK:-1}" = 1 ] && [ "${SK_SANITIZERS:-1}" = 1 ]; then
+    beside_e2e=1
+  else
+    cpu_layers
+  fi
 fi
 
 if [ "${SK_DISTCHECK:-1}" = 1 ]; then
@@ -229,7 +241,19 @@ if [ "${SK_DISTCHECK:-1}" = 1 ]; then
   else
     say "make distcheck"
   fi
-  make -C "$build" -j"$jobs" distcheck DISTCHECK_CONFIGURE_FLAGS="$dc_flags" "${dc_vars[@]}" >"$build/distcheck.out" 2>&1
+  make -C "$build" -j"$jobs" distcheck DISTCHECK_CONFIGURE_FLAGS="$dc_flags" "${dc_vars[@]}" >"$build/distcheck.out" 2>&1 &
+  dc_pid=$!
+  if [ "$beside_e2e" = 1 ]; then
+    # The e2e starts when installcheck-local prints its "  E2E " line
+    # (tests/build/local.mk); a distcheck that ends before it ran leaves
+    # the layers to run after it.
+    while kill -0 "$dc_pid" 2>/dev/null && ! grep -q '^  E2E ' "$build/distcheck.out" 2>/dev/null; do
+      sleep 1
+    done
+    say "beside the e2e: the CPU-bound layers"
+    cpu_layers
+  fi
+  wait "$dc_pid"
   dc_rc=$?
   if [ "$check_later" = 1 ]; then
     # The make check of the sanitizer build: its tests, each program's summary
