@@ -16,9 +16,10 @@
 #      lint; in the background from the end of the build, counted at the end),
 #      clang-format over every tracked C/C++ source (make format-check),
 #      ./configure --disable-daemons with the daemons' -dev packages hidden
-#      (make check-disable-daemons); the last three (CPU-bound, nothing of
-#      Slurm, the test user or a port) run beside step 6's e2e, which mostly
-#      waits on Slurm and its timeouts;
+#      (make check-disable-daemons); they (nothing of Slurm, the test user or
+#      a fixed port) run beside step 6's e2e, which mostly waits on Slurm and
+#      its timeouts, at nice 10 (lint and the fuzz build at 19, from the end
+#      of the build);
 #      SK_ROBUSTNESS=0 skips them all; a layer whose tool is missing exits 77
 #      and is reported as skipped, never counted as passed,
 #   6. `make distcheck` with configure --enable-sanitizers: the tarball (which
@@ -111,17 +112,19 @@ passed=0 failed=0 skips=0
 if [ "${SK_ROBUSTNESS:-1}" = 1 ]; then
   # The static analysis needs only the compile database recorded above, and
   # takes the CPU the other layers leave while they wait (on Slurm, on the
-  # API, on their processes, on timeouts): it runs beside all of them and is
+  # API, on their processes, on timeouts): it runs beside all of them, at
+  # the lowest priority (nice 19: it must not slow the builds and tests in
+  # front, it took a core from the sanitizer build for 17 minutes), and is
   # counted at the end. It builds nothing (SK_LINT_DB_READY), so it never
   # runs make in the tree the tests use.
-  say "static analysis (make lint) starts in the background"
-  SK_LINT_BUILDDIR="$build" SK_LINT_DB_READY=1 setsid make -C "$build" lint >"$build/lint.out" 2>&1 &
+  say "static analysis (make lint) starts in the background, at nice 19"
+  SK_LINT_BUILDDIR="$build" SK_LINT_DB_READY=1 setsid nice -n 19 make -C "$build" lint >"$build/lint.out" 2>&1 &
   lint_pid=$!  # setsid: its own process group, which the EXIT trap can stop whole
   # The fuzz layer's clang build, one compile at a time, beside the first
   # layers (make check, the integration, the soak and valgrind mostly wait:
   # half a core idle): the fuzz layer then only runs its targets. A build
   # that failed here fails again there, where it is reported.
-  setsid bash "$top/tests/fuzz/build-and-run.sh" --build-only --jobs 1 >"$build/fuzz-prebuild.out" 2>&1 &
+  setsid nice -n 19 bash "$top/tests/fuzz/build-and-run.sh" --build-only --jobs 1 >"$build/fuzz-prebuild.out" 2>&1 &
   fuzz_build_pid=$!
 fi
 # True when `make TARGET` (exit status $1, output in file $2) stopped because
@@ -185,7 +188,7 @@ fi
 layer() {
   local name=$1 target=$2 out="$build/$2.out" rc
   say "$name (make $target)"
-  make -C "$build" "$target" >"$out" 2>&1
+  ${layer_nice:+nice -n "$layer_nice"} make -C "$build" "$target" >"$out" 2>&1
   rc=$?
   layer_report "$target" "$rc"
 }
@@ -207,9 +210,14 @@ layer_report() {
     tail -60 "$out"; echo "$target: 0 passed, 1 failed"; failed=$((failed + 1))
   fi
 }
-# The CPU-bound layers that share nothing with the e2e (no Slurm, no test
-# user, no port): beside the distcheck's e2e when there is one.
+# The layers that share nothing with the e2e (no Slurm, no test user, no
+# fixed port, no marker of the cluster's: the soak's and valgrind's agents
+# and shims take free ports and state dirs of their own): beside the distcheck's e2e when
+# there is one, which mostly waits, at nice 10 there (the e2e's processes
+# come first).
 cpu_layers() {
+  layer "soak: pod churn with broken watches" check-soak
+  layer "agent and shim under valgrind memcheck" check-valgrind
   wait "$fuzz_build_pid"
   fuzz_build_pid=
   layer "fuzzing, every target for a bounded time" fuzz-short
@@ -218,8 +226,6 @@ cpu_layers() {
 }
 beside_e2e=0
 if [ "${SK_ROBUSTNESS:-1}" = 1 ]; then
-  layer "soak: pod churn with broken watches" check-soak
-  layer "agent and shim under valgrind memcheck" check-valgrind
   if [ "${SK_DISTCHECK:-1}" = 1 ] && [ "${SK_SANITIZERS:-1}" = 1 ]; then
     beside_e2e=1
   else
@@ -250,8 +256,8 @@ if [ "${SK_DISTCHECK:-1}" = 1 ]; then
     while kill -0 "$dc_pid" 2>/dev/null && ! grep -q '^  E2E ' "$build/distcheck.out" 2>/dev/null; do
       sleep 1
     done
-    say "beside the e2e: the CPU-bound layers"
-    cpu_layers
+    say "beside the e2e: the layers that share nothing with it, at nice 10"
+    layer_nice=10 cpu_layers
   fi
   wait "$dc_pid"
   dc_rc=$?

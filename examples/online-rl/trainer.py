@@ -105,8 +105,9 @@ class Endpoints:
     of REWARD_SERVICE) through the Kubernetes API, with kubectl and the job's
     KUBECONFIG, every ENDPOINTS_POLL_SECONDS and at once when a rollout fails
     (a background thread: the step never waits for the API); the other ranks
-    get rank 0's list with each step's weights. Only ready pods are listed, so
-    a rollout the Deployment replaced drops out and its successor comes in.
+    get rank 0's list with each step's weights, and read it themselves when a
+    rollout fails mid-step. Only ready pods are listed, so a rollout the
+    Deployment replaced drops out and its successor comes in.
 
     Else every rank reads ENDPOINTS_FILE (host:port per line), again when it
     changes (run-local.sh's plain processes)."""
@@ -119,6 +120,7 @@ class Endpoints:
         self.lock = threading.Lock()
         self.wake = threading.Event()
         self.error = None
+        self.read_at = 0.0
         if self.api and RANK == 0:
             threading.Thread(target=self._poll, daemon=True, name="endpoints").start()
 
@@ -134,37 +136,53 @@ class Endpoints:
         found = {o["metadata"]["name"]: endpoints_of(o) for o in items}
         return found.get(ROLLOUT_SERVICE, []), (found.get(REWARD_SERVICE) or [""])[0]
 
+    def _update(self):
+        """Reads the Endpoints once. The reward address is kept while the
+        reward Service lists no ready pod (a reward pod restarting in place
+        comes back at it; a rollout told no address would have none)."""
+        try:
+            eps, reward = self._read_api()
+            err = None
+        except (OSError, ValueError, KeyError, subprocess.SubprocessError) as e:
+            eps, reward, err = None, None, str(e)
+        with self.lock:
+            if err is None:
+                if self.list and eps != self.list:
+                    log(f"rollout endpoints now {', '.join(eps) or 'none'} "
+                        f"(Service {NAMESPACE}/{ROLLOUT_SERVICE})")
+                if reward and self.reward and reward != self.reward:
+                    log(f"reward endpoint now {reward} (Service {NAMESPACE}/{REWARD_SERVICE})")
+                self.list, self.reward = eps, reward or self.reward
+            elif err != self.error:
+                log(("waiting for the Services: " if "NotFound" in err and not self.list else
+                     "reading the Endpoints failed (keeping the last ones): ") + err)
+            self.error = err
+            self.read_at = time.time()
+
     def _poll(self):
         while True:
-            try:
-                eps, reward = self._read_api()
-                err = None
-            except (OSError, ValueError, KeyError, subprocess.SubprocessError) as e:
-                eps, reward, err = None, None, str(e)
-            with self.lock:
-                if err is None:
-                    if self.list and eps != self.list:
-                        log(f"rollout endpoints now {', '.join(eps) or 'none'} "
-                            f"(Service {NAMESPACE}/{ROLLOUT_SERVICE})")
-                    if self.reward and reward != self.reward:
-                        log(f"reward endpoint now {reward or 'none'} "
-                            f"(Service {NAMESPACE}/{REWARD_SERVICE})")
-                    self.list, self.reward = eps, reward
-                elif err != self.error:
-                    log(("waiting for the Services: " if "NotFound" in err and not self.list else
-                         "reading the Endpoints failed (keeping the last ones): ") + err)
-                self.error = err
+            self._update()
             self.wake.wait(ENDPOINTS_POLL)
             self.wake.clear()
 
     def failed(self):
-        """A rollout did not answer: read the Endpoints again now (rank 0)."""
-        self.wake.set()
+        """A rollout did not answer: read the Endpoints again now. Rank 0's
+        thread does; another rank, which otherwise has rank 0's list of the
+        step's start, reads them itself (at most every ENDPOINTS_POLL s), so
+        a reward or rollout pod that moved mid-step costs it a retry, not the
+        step."""
+        if not self.api:
+            return
+        if RANK == 0:
+            self.wake.set()
+        elif time.time() - self.read_at >= ENDPOINTS_POLL:
+            self._update()
 
     def set(self, msg):
         """Rank k > 0: the endpoints rank 0 sent with the step's weights."""
         if self.api and msg:
-            self.list, self.reward = msg["rollouts"], msg["reward"]
+            with self.lock:
+                self.list, self.reward = msg["rollouts"], msg["reward"] or self.reward
 
     def wire(self):
         with self.lock:
