@@ -126,6 +126,26 @@ if [ "${SK_ROBUSTNESS:-1}" = 1 ]; then
   # that failed here fails again there, where it is reported.
   setsid nice -n 19 bash "$top/tests/fuzz/build-and-run.sh" --build-only --jobs 1 >"$build/fuzz-prebuild.out" 2>&1 &
   fuzz_build_pid=$!
+  # setsid gives each a session, and so an autogroup, of its own where the
+  # kernel shares CPU time by session (sched_autogroup_enabled): nice 19
+  # then ranks them only among themselves, and lint's group still had half
+  # the CPU beside the sanitizer build (seen: clang-tidy and cc1plus at 48 %
+  # each). The autogroup's own nice is what counts; set once setsid has run
+  # (the same file of a process still in this script's group would renice
+  # this script's).
+  own_ag=$(cut -d' ' -f1 "/proc/$$/autogroup" 2>/dev/null)
+  if [ -n "$own_ag" ]; then
+    for p in "$lint_pid" "$fuzz_build_pid"; do
+      for _ in $(seq 50); do
+        ag=$(cut -d' ' -f1 "/proc/$p/autogroup" 2>/dev/null) || break
+        if [ "$ag" != "$own_ag" ]; then
+          echo 19 2>/dev/null >"/proc/$p/autogroup"
+          break
+        fi
+        sleep 0.1
+      done
+    done
+  fi
 fi
 # True when `make TARGET` (exit status $1, output in file $2) stopped because
 # its script exited 77, automake's "skipped": make itself then exits 2 and
