@@ -252,17 +252,6 @@ rl_check_found_endpoints() {
   ok $? "the trainer found the reward pod in the reward Service's Endpoints ($got)"
 }
 
-rl_endpoints() {  # rl_endpoints SERVICE: its ready ip:port, sorted, on one line
-  e2e_kubectl get endpoints -n default "$1" -o json 2>/dev/null | python3 -c '
-import json, sys
-try:
-    o = json.load(sys.stdin)
-except ValueError:
-    sys.exit()
-print(" ".join(sorted(a["ip"] + ":" + str(sub["ports"][0]["port"])
-                      for sub in o.get("subsets") or [] for a in sub.get("addresses") or [])))'
-}
-
 rl_pods_left() {  # the pods of RL_PODS still in the API
   local p
   for p in "${RL_PODS[@]}"; do e2e_kubectl get pod -n "${p%%/*}" "${p#*/}" -o name 2>/dev/null; done
