@@ -111,7 +111,7 @@ for _ in $(seq 300); do [ -s "$T/port" ] && break; sleep 0.1; done
 [ -s "$T/port" ] || { echo "FAIL: server did not start"; cat "$T/server.log"; exit 1; }
 PORT=$(cat "$T/port")
 URL=https://127.0.0.1:$PORT
-CURL=(curl -sS --max-time 10 --cacert ca.crt --cert client.crt --key client.key)
+CURL=(curl -sS --max-time 60 --cacert ca.crt --cert client.crt --key client.key)
 
 get() {  # path -> body
     "${CURL[@]}" "$URL$1"
@@ -119,7 +119,7 @@ get() {  # path -> body
 code() {  # path [curl args] -> HTTP status (000 on a TLS failure)
     local p=$1
     shift
-    curl -s -o /dev/null -w '%{http_code}' --max-time 10 --cacert ca.crt "$@" "$URL$p"
+    curl -s -o /dev/null -w '%{http_code}' --max-time 60 --cacert ca.crt "$@" "$URL$p"
 }
 
 # ---- authentication ----
@@ -179,18 +179,37 @@ expect_eq "huge file: limitBytes reads from the start, within its bound" "" \
     "$(get '/containerLogs/default/huge/main?limitBytes=100')"
 
 # ---- follow: new lines, a rotation, then the container ends ----
+# Each step waits for the follow to show what the last one wrote (the server
+# may be slow: memcheck on a busy machine), never for a fixed time; a follow
+# that never shows it fails at the deadline with what it did show.
 now() { date -u +%Y-%m-%dT%H:%M:%S.%NZ; }
-"${CURL[@]}" -N --max-time 20 "$URL/containerLogs/default/web/main?follow=true&tailLines=1" \
+wait_out() {  # file want: until the file holds exactly want, 60 s at most
+    for _ in $(seq 600); do [ "$(cat "$1")" == "$2" ] && return; sleep 0.1; done
+}
+# The server, sent SIGTERM, must exit by the deadline while follows that
+# would last 300 s are open (a stop that waited on a reader would not):
+# sets rc to its exit status, kills it if it is still there.
+stop_within() {  # seconds message
+    for _ in $(seq $(($1 * 10))); do kill -0 $PID 2>/dev/null || break; sleep 0.1; done
+    if kill -0 $PID 2>/dev/null; then
+        bad "$2"
+        kill -9 $PID
+    fi
+    wait $PID
+    rc=$?
+    PID=
+}
+"${CURL[@]}" -N --max-time 300 "$URL/containerLogs/default/web/main?follow=true&tailLines=1" \
     >"$T/follow.out" 2>"$T/follow.err" &
 FOLLOW=$!
-sleep 0.5
+wait_out "$T/follow.out" four
 printf '%s stdout F live-1\n' "$(now)" >>"$D/1.log"
-sleep 0.3
+wait_out "$T/follow.out" "$(printf 'four\nlive-1')"
 mv "$D/1.log" "$D/1.log.1"
 printf '%s stdout F live-2\n' "$(now)" >"$D/1.log"
-sleep 0.5
+wait_out "$T/follow.out" "$(printf 'four\nlive-1\nlive-2')"
 printf '%s stderr F live-3\n' "$(now)" >>"$D/1.log"
-sleep 0.5
+wait_out "$T/follow.out" "$(printf 'four\nlive-1\nlive-2\nlive-3')"
 expect_eq "follow streams while running" "$(printf 'four\nlive-1\nlive-2\nlive-3')" \
     "$(cat "$T/follow.out")"
 kill -0 $FOLLOW 2>/dev/null && ok || bad "follow ended while the container runs"
@@ -199,9 +218,9 @@ kill -0 $FOLLOW 2>/dev/null && ok || bad "follow ended while the container runs"
 # the shim does: the other order races the server's final poll.
 printf '%s stdout F last words\n' "$(now)" >>"$D/1.log"
 sed -i 's/^default web main uid-1 1 1$/default web main uid-1 1 0/' "$S/containers.tsv"
-for _ in $(seq 40); do kill -0 $FOLLOW 2>/dev/null || break; sleep 0.1; done
+for _ in $(seq 600); do kill -0 $FOLLOW 2>/dev/null || break; sleep 0.1; done
 if kill -0 $FOLLOW 2>/dev/null; then
-    bad "follow did not end after the container terminated"
+    bad "follow did not end within 60 s after the container terminated"
     kill $FOLLOW
 fi
 wait $FOLLOW
@@ -210,36 +229,24 @@ expect_eq "follow got everything" "$(printf 'four\nlive-1\nlive-2\nlive-3\nlast 
     "$(cat "$T/follow.out")"
 
 # ---- follow of a running container, client goes away, server still stops ----
-"${CURL[@]}" -N --max-time 20 "$URL/containerLogs/default/side/side?follow=1" >"$T/f2.out" &
+"${CURL[@]}" -N --max-time 300 "$URL/containerLogs/default/side/side?follow=1" >"$T/f2.out" &
 F2=$!
-sleep 0.5
+wait_out "$T/f2.out" side
 expect_eq "second follow" "side" "$(cat "$T/f2.out")"
 kill $F2
 wait $F2 2>/dev/null
-"${CURL[@]}" -N --max-time 20 "$URL/containerLogs/default/side/side?follow=1" >/dev/null &
+"${CURL[@]}" -N --max-time 300 "$URL/containerLogs/default/side/side?follow=1" >"$T/f3.out" &
 F3=$!
+wait_out "$T/f3.out" side
 # A follow of the huge file is served (its first batch read within bounds)
 # and is under way when the server is told to stop.
-"${CURL[@]}" -N --max-time 60 "$URL/containerLogs/default/huge/main?follow=1" >"$T/f4.out" &
+"${CURL[@]}" -N --max-time 300 "$URL/containerLogs/default/huge/main?follow=1" >"$T/f4.out" &
 F4=$!
-for _ in $(seq 200); do grep -q huge-end "$T/f4.out" && break; sleep 0.1; done
+wait_out "$T/f4.out" huge-end
 expect_eq "follow of the huge file" "huge-end" "$(cat "$T/f4.out")"
-sleep 0.3
-start=$(date +%s%N)
 kill $PID
-# Wait on the exit with a generous deadline: a reader the stop waits on
-# would keep the server up for minutes.
-for _ in $(seq 300); do kill -0 $PID 2>/dev/null || break; sleep 0.1; done
-if kill -0 $PID 2>/dev/null; then
-    bad "server still running 30 s after SIGTERM with follows open"
-    kill -9 $PID
-fi
-wait $PID
-rc=$?
-PID=
-ms=$((($(date +%s%N) - start) / 1000000))
+stop_within 60 "server still running 60 s after SIGTERM with follows open"
 expect_eq "server exit status on SIGTERM" 0 $rc
-if [ $ms -lt 3000 ]; then ok; else bad "server stop with an open follow took ${ms} ms"; fi
 wait $F3 2>/dev/null
 wait $F4 2>/dev/null
 
@@ -249,7 +256,11 @@ wait $F4 2>/dev/null
 # limit: the surplus is closed at once, another address is still served, the
 # held ones are closed after the handshake timeout; a TLS session that sends
 # no request is closed too. ----
+# The handshake timeout: every check of the flood before the held
+# connections' timeout must be done within it, so under memcheck (slow TLS,
+# a busy machine) it is longer.
 HS=8
+[ "${SK_VALGRIND:-}" == 1 ] && HS=40
 "${RUN[@]}" "$SERVER" --state-dir "$S" --port-file "$T/port2" --cert serving.crt --key serving.key \
     --client-ca ca.crt --max-connections 24 --max-per-address 8 --handshake-timeout $HS \
     2>"$T/server2.log" &
@@ -278,13 +289,16 @@ def is_closed(s, wait):
         return s.recv(1) == b""  # the server sends nothing before a ClientHello
     except OSError:
         return True  # reset
-def wait_closed(socks, deadline):
-    """Waits until every socket in socks has EOF; returns {sock: seconds}."""
-    t0, done = time.monotonic(), {}
-    while len(done) < len(socks) and time.monotonic() - t0 < deadline:
+def wait_closed(socks, deadline, since=None):
+    """Waits until every socket in socks has EOF; returns {sock: seconds
+    since `since` (default: now)}."""
+    start = time.monotonic()
+    since = start if since is None else since
+    done = {}
+    while len(done) < len(socks) and time.monotonic() - start < deadline:
         for s in socks:
             if s not in done and is_closed(s, 0.05):
-                done[s] = time.monotonic() - t0
+                done[s] = time.monotonic() - since
     return done
 def healthz(src):
     r = subprocess.run(["curl", "-sS", "--max-time", "10", "--interface", src, "--cacert",
@@ -311,8 +325,10 @@ check("healthz from another address while %d idle connections were made" % n, ou
 extra = conn("127.0.0.1")
 refused = wait_closed([extra], hs + 20)
 still = [s for s in held if not is_closed(s, 0)]
+elapsed = time.monotonic() - t0
 check("the next connection from the full address is refused", extra in refused, "not closed")
-check("... while the held ones are still open", len(still) == per, "%d open" % len(still))
+check("... while the held ones are still open", len(still) == per,
+      "%d open %.1f s after they were made (handshake timeout %.0f s)" % (len(still), elapsed, hs))
 # TLS done with a valid client certificate, then no request: closed as well.
 ctx = ssl.create_default_context(cafile="ca.crt")
 ctx.load_cert_chain("client.crt", "client.key")
@@ -322,11 +338,12 @@ except (ssl.SSLError, OSError) as e:
     tls = None
     check("TLS handshake from another address while one address is full", False, str(e))
 t_tls = time.monotonic()
-held_closed = wait_closed(held, hs + 40)
+held_closed = wait_closed(held, hs + 40, since=t0)
 check("idle connections closed after the handshake timeout", len(held_closed) == per,
       "%d of %d closed within %.0f s" % (len(held_closed), per, hs + 40))
-early = [t for t in held_closed.values() if t < hs * 0.5]
-check("... not before it", not early, "closed after %s s" % early)
+# Counted from their connect, which is no later than the server's accept.
+early = [t for t in held_closed.values() if t < hs * 0.9]
+check("... not before it", not early, "closed %s s after they were made" % early)
 tls_closed = False
 if tls:
     tls.settimeout(hs + 40)
@@ -345,14 +362,14 @@ done < <(cd "$T" && python3 "$T/flood.py" "$PORT2" 8 24 $HS 2>&1)
 
 # A follow that has nothing to send does not hold up its server thread (the
 # connection is parked): other requests are answered while follows are open.
-CURL2=(curl -sS --max-time 30 --cacert ca.crt --cert client.crt --key client.key)
+CURL2=(curl -sS --max-time 300 --cacert ca.crt --cert client.crt --key client.key)
 FOLLOWS=()
 for i in 1 2 3 4; do
     "${CURL2[@]}" -N "$URL2/containerLogs/default/side/side?follow=1" >"$T/fb$i.out" 2>/dev/null &
     FOLLOWS+=($!)
 done
 for i in 1 2 3 4; do
-    for _ in $(seq 100); do [ -s "$T/fb$i.out" ] && break; sleep 0.1; done
+    wait_out "$T/fb$i.out" side
 done
 expect_eq "follows streaming" "side side side side" "$(cat "$T"/fb[1-4].out | tr '\n' ' ' | sed 's/ $//')"
 for i in 1 2 3; do
@@ -361,19 +378,14 @@ done
 expect_eq "a plain read while follows are open" "side" \
     "$("${CURL2[@]}" --max-time 10 "$URL2/containerLogs/default/side/side")"
 printf '%s stdout F side-live\n' "$(now)" >>"$S/pods/uid-2/side/0.log"
-for _ in $(seq 100); do grep -q side-live "$T/fb4.out" && break; sleep 0.1; done
+wait_out "$T/fb4.out" "$(printf 'side\nside-live')"
 expect_eq "a parked follow gets new lines" "side side-live" "$(tr '\n' ' ' <"$T/fb4.out" | sed 's/ $//')"
-# Stop with open follows and idle connections: prompt, no wait on a reader.
+# Stop with open follows and idle connections: no wait on a reader.
 exec 7<>/dev/tcp/127.0.0.1/$PORT2
-start=$(date +%s%N)
 kill $PID
-wait $PID
-rc=$?
-PID=
-ms=$((($(date +%s%N) - start) / 1000000))
+stop_within 60 "bounded server still running 60 s after SIGTERM with 4 follows open"
 exec 7>&-
 expect_eq "bounded server exit status on SIGTERM" 0 $rc
-if [ $ms -lt 3000 ]; then ok; else bad "stop with 4 open follows took ${ms} ms"; fi
 for f in "${FOLLOWS[@]}"; do wait "$f" 2>/dev/null; done
 
 if [ ${#RUN[@]} -gt 0 ]; then
