@@ -126,6 +126,19 @@ void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string
     s.add_bool("lift_not_ready_taint", &c.lift_not_ready_taint,
                "remove the API server's not-ready:NoSchedule taint from a Node created Ready, "
                "instead of waiting for the controller-manager");
+    s.add_enum("node_identity", &c.node_identity, {"bootstrap", "agent"},
+               "whose identity each virtual node's API traffic uses: bootstrap = its own "
+               "system:node:<node> client certificate, asked for with a kubelet-client CSR under "
+               "the agent's credential (a kubelet's TLS bootstrap; the Node authorizer and "
+               "NodeRestriction then confine it), agent = the agent's own credential");
+    s.add_seconds("node_csr_timeout", &c.node_csr_timeout_s, 1, 3600,
+                  "a virtual node's certificate request not signed within this long fails its "
+                  "registration (is the agent bound to the nodeclient ClusterRole?)");
+    s.add_uint(
+        "node_certificate_seconds", &c.node_certificate_seconds, 0, 31536000,
+        "the lifetime asked for a virtual node's certificate (CSR expirationSeconds, at "
+        "least 600; default a day: a certificate outlives its node by a day at most); 0 = the "
+        "signer's default; renewed at 70-90 % of it");
     s.add_list("allowed_namespaces", &c.allowed_namespaces,
                "namespaces whose pods may run on a job's nodes when the job names none "
                "(--k8s-namespace); empty = none, * = any");
@@ -270,6 +283,11 @@ Result<AgentConfig> parse_agent_config(std::string_view text, std::string_view s
     if (!c.api.has_credential())
         return fail(Error::InvalidArgument,
                     src + ": set api_token_file or api_client_cert/api_client_key (credentials)");
+    if (c.node_certificate_seconds != 0 && c.node_certificate_seconds < 600)
+        return fail(Error::InvalidArgument,
+                    src +
+                        ": node_certificate_seconds must be 0 (the signer's default) or at "
+                        "least 600: the API refuses a shorter certificate");
     if (c.lease_renew_s * 2 > c.lease_duration_s)
         return fail(Error::InvalidArgument,
                     src + ": lease_renew_interval must be at most half of lease_duration");

@@ -150,6 +150,12 @@ struct AgentConfig {
     // Lift node.kubernetes.io/not-ready:NoSchedule from a Node the agent
     // created Ready (the controller-manager would, ~0.2-4 s later).
     bool lift_not_ready_taint = true;
+    // Whose identity a virtual node's API traffic goes out under
+    // (agent/node_identity.h): "bootstrap" = its own system:node:<node>
+    // certificate from a kubelet-client CSR, "agent" = the agent's own.
+    std::string node_identity = "agent";
+    uint64_t node_csr_timeout_s = 60;           // a CSR not signed in this long fails the node
+    uint64_t node_certificate_seconds = 86400;  // the CSR's expirationSeconds; 0 = the signer's
     uint64_t max_jobs = 64;
     uint64_t max_pods = 110;
     // The agent socket's admission (agent/socket_server.h, docs/security.md).

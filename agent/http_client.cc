@@ -231,7 +231,9 @@ void CurlTransport::start_transfer(std::unique_ptr<Transfer> t) {
     // The credential current now (agent/api_auth.h), or the fixed one.
     Credential fixed;
     const Credential *c = &fixed;
-    if (auth_) {
+    if (r.credential) {
+        c = r.credential.get();
+    } else if (auth_) {
         c = &auth_->current();
     } else {
         fixed.cert_file = tls_.client_cert;
@@ -350,7 +352,8 @@ void CurlTransport::check_messages() {
         curl_slist_free_all(t->headers);
         t->headers = nullptr;
         if (!done || t->cancelled) continue;
-        if (auth_ && code == CURLE_OK && status == 401) {
+        const bool own = auth_ && !t->req.credential;  // carried the transport's credential
+        if (own && code == CURLE_OK && status == 401) {
             // Sent once more when the credential changed since (a token
             // file rewritten, an exec plugin's new token): the request was
             // refused before anything happened, and a watch got no data.
@@ -364,7 +367,7 @@ void CurlTransport::check_messages() {
                 start_transfer(std::move(again));
                 continue;
             }
-        } else if (auth_ && code == CURLE_OK && status != 0) {
+        } else if (own && code == CURLE_OK && status != 0) {
             auth_->accepted();
         }
         try {

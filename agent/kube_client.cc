@@ -68,6 +68,7 @@ void KubeClient::send(const char *method, const std::string &path, const std::st
     req.body = body;
     if (ctype) req.content_type = ctype;
     req.timeout_ms = timeout_ms;
+    req.credential = credential_;
     std::string what = std::string(method) + " " + path;
     t_.request(std::move(req), [this, method, cb = std::move(cb), what](Result<HttpResponse> r) {
         if (observer_) observer_(method, r ? static_cast<int>(r->status) : 0);
@@ -97,6 +98,7 @@ uint64_t KubeClient::watch(const std::string &path, const EventCb &on_event, con
     HttpRequest req;
     req.url = server_ + path;
     req.timeout_ms = 0;
+    req.credential = credential_;
     auto parser = std::make_shared<WatchParser>();
     auto failed = std::make_shared<Status>();
     auto ids = std::make_shared<uint64_t>(0);

@@ -48,6 +48,14 @@ class KubeClient {
     // HTTP status, 0 for a transport failure (metrics).
     using ResponseObserver = std::function<void(const char *verb, int code)>;
     void set_observer(ResponseObserver o) { observer_ = std::move(o); }
+    const ResponseObserver &observer() const { return observer_; }
+    // Every request from now on presents c instead of the transport's own
+    // credential (a virtual node's identity); null = the transport's.
+    void set_credential(std::shared_ptr<const Credential> c) { credential_ = std::move(c); }
+    bool has_credential() const { return credential_ != nullptr; }
+    HttpTransport &transport() const { return t_; }
+    const std::string &server() const { return server_; }
+    uint64_t timeout_ms() const { return timeout_ms_; }
 
     static std::string node(const std::string &n) { return "/api/v1/nodes/" + n; }
     static std::string node_status(const std::string &n) { return node(n) + "/status"; }
@@ -80,6 +88,7 @@ class KubeClient {
               const char *ctype, JsonCb cb, uint64_t timeout_ms);
     HttpTransport &t_;
     ResponseObserver observer_;
+    std::shared_ptr<const Credential> credential_;
     std::string server_;
     uint64_t timeout_ms_;
 };

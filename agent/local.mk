@@ -32,6 +32,8 @@ agent_libagentcore_la_SOURCES = \
 	agent/node_address.h \
 	agent/node_builder.cc \
 	agent/node_builder.h \
+	agent/node_identity.cc \
+	agent/node_identity.h \
 	agent/peer_auth.cc \
 	agent/peer_auth.h \
 	agent/pod_status_patch.cc \
@@ -40,8 +42,8 @@ agent_libagentcore_la_SOURCES = \
 	agent/tcp_listeners.h \
 	agent/watch_parser.cc \
 	agent/watch_parser.h
-# GnuTLS for kubelet_auth's SHA-256 (a token's cache key) and node_address's
-# certificate name check.
+# GnuTLS for kubelet_auth's SHA-256 (a token's cache key), node_address's
+# certificate name check and node_identity's keys and requests.
 agent_libagentcore_la_CPPFLAGS = $(AM_CPPFLAGS) $(GNUTLS_CFLAGS) $(LIBYAML_CFLAGS)
 agent_libagentcore_la_LIBADD = common/libcommon.la $(GNUTLS_LIBS) $(LIBYAML_LIBS)
 
@@ -57,6 +59,8 @@ agent_libagentio_la_SOURCES = \
 	agent/controllers/agent_context.h \
 	agent/controllers/drain.cc \
 	agent/controllers/drain.h \
+	agent/controllers/node_credentials.cc \
+	agent/controllers/node_credentials.h \
 	agent/controllers/node_bound.h \
 	agent/controllers/node_lease_controller.cc \
 	agent/controllers/node_lease_controller.h \

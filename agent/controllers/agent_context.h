@@ -29,7 +29,13 @@ enum class JobState { Alive, Suspended, Gone, Unknown };
 
 struct AgentContext {
     uv_loop_t *loop = nullptr;
+    // The API as this virtual node: its own identity (system:node:<node>,
+    // agent/node_identity.h) or, with node_identity = agent, the agent's.
     KubeClient *kube = nullptr;
+    // The agent's own identity, for what a node identity may not do (the
+    // Node's taints, deleting the Node, sending the node's CSRs); null = kube.
+    KubeClient *agent_kube = nullptr;
+    KubeClient &agent_api() const { return agent_kube ? *agent_kube : *kube; }
     const AgentConfig *cfg = nullptr;
     const Clock *clock = nullptr;
     JobStore *store = nullptr;

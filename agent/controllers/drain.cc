@@ -94,7 +94,21 @@ class LeftoverDeleter : public std::enable_shared_from_this<LeftoverDeleter> {
     static constexpr int64_t kGiveUpUs = 600LL * 1000 * 1000;
 
     LeftoverDeleter(AgentContext &ctx, std::string prefix, std::vector<Item> items)
-        : ctx_(ctx), prefix_(std::move(prefix)), items_(std::move(items)), timer_(ctx.loop) {}
+        : ctx_(agent_side(ctx)),
+          prefix_(std::move(prefix)),
+          items_(std::move(items)),
+          timer_(ctx.loop) {}
+
+    // The retries outlive the virtual node, its context and its identity
+    // (whose certificate is forgotten with it): they go out under the
+    // agent's own, from a copy of the context whose pointers all lead to
+    // the agent's objects.
+    static AgentContext agent_side(const AgentContext &ctx) {
+        AgentContext c = ctx;
+        c.kube = &ctx.agent_api();
+        c.agent_kube = nullptr;
+        return c;
+    }
 
     void schedule() {
         std::weak_ptr<LeftoverDeleter> w = weak_from_this();
@@ -204,7 +218,7 @@ class LeftoverDeleter : public std::enable_shared_from_this<LeftoverDeleter> {
         schedule();
     }
 
-    AgentContext &ctx_;
+    AgentContext ctx_;
     std::string prefix_;
     std::vector<Item> items_;
     Timer timer_;
@@ -336,7 +350,8 @@ void Drain::remove_node() {
                 LOG_WARN("%s lease delete failed: %s", prefix().c_str(), r.message().c_str());
                 leftovers->push_back({"Lease", KubeClient::lease(rec_.node_name), lease_body, ""});
             }
-            ctx_.kube->del(
+            // A node identity may not delete its Node: the agent's does.
+            ctx_.agent_api().del(
                 KubeClient::node(rec_.node_name), node_body,
                 guard([this, finish, leftovers, node_body](const Result<Json::Value> &r2) {
                     if (!r2 && r2.error() != Error::NotFound && r2.error() != Error::Conflict) {

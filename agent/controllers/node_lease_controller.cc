@@ -331,18 +331,21 @@ void NodeLeaseController::lift_not_ready(const Json::Value &node, int attempts) 
     if (!ctx_.cfg->lift_not_ready_taint || mode_ != Mode::Active) return;
     Json::Value patch = build_not_ready_lift_patch(node);
     if (patch.isNull()) return;
-    ctx_.kube->patch(KubeClient::node(rec_.node_name), patch, kMergePatch,
-                     guard([this, attempts](const Result<Json::Value> &p) {
-                         if (p || mode_ != Mode::Active) return;
-                         if (p.error() == Error::Conflict && attempts < 3)
-                             return ctx_.kube->get(KubeClient::node(rec_.node_name),
-                                                   guard([this, attempts](Result<Json::Value> r) {
-                                                       if (r) lift_not_ready(*r, attempts + 1);
-                                                   }));
-                         // Not needed for anything but speed: the controller-manager lifts it too.
-                         LOG_VERBOSE("%s not-ready taint left to the controller-manager: %s",
-                                     prefix().c_str(), p.message().c_str());
-                     }));
+    // Taints are the agent's to change: NodeRestriction refuses them to a node.
+    ctx_.agent_api().patch(KubeClient::node(rec_.node_name), patch, kMergePatch,
+                           guard([this, attempts](const Result<Json::Value> &p) {
+                               if (p || mode_ != Mode::Active) return;
+                               if (p.error() == Error::Conflict && attempts < 3)
+                                   return ctx_.kube->get(
+                                       KubeClient::node(rec_.node_name),
+                                       guard([this, attempts](Result<Json::Value> r) {
+                                           if (r) lift_not_ready(*r, attempts + 1);
+                                       }));
+                               // Not needed for anything but speed: the controller-manager lifts it
+                               // too.
+                               LOG_VERBOSE("%s not-ready taint left to the controller-manager: %s",
+                                           prefix().c_str(), p.message().c_str());
+                           }));
 }
 
 void NodeLeaseController::cordon(const k8s::Taint &taint, const std::function<void(Status)> &done,
@@ -351,7 +354,7 @@ void NodeLeaseController::cordon(const k8s::Taint &taint, const std::function<vo
                    guard([this, taint, done, attempts](Result<Json::Value> r) {
                        if (!r) return done(r.failure());
                        Json::Value patch = build_cordon_patch(*r, taint);
-                       ctx_.kube->patch(
+                       ctx_.agent_api().patch(  // a taint: the agent's identity
                            KubeClient::node(rec_.node_name), patch, kMergePatch,
                            guard([this, taint, done, attempts](const Result<Json::Value> &p) {
                                if (!p && p.error() == Error::Conflict && attempts < 5)
@@ -451,7 +454,7 @@ void NodeLeaseController::patch_cordon(Cordon kind, bool cordon, uint64_t gen, i
             Json::Value patch = cordon ? build_end_cordon_patch(*r, taint, annotation)
                                        : build_end_uncordon_patch(*r, taint, annotation);
             if (patch.isNull()) return;
-            ctx_.kube->patch(
+            ctx_.agent_api().patch(  // a taint: the agent's identity
                 KubeClient::node(rec_.node_name), patch, kMergePatch,
                 guard([this, kind, cordon, gen, attempts, what](const Result<Json::Value> &p) {
                     if (p) return;

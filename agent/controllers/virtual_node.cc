@@ -14,11 +14,24 @@ std::string shim_state_dir_for(const AgentConfig &cfg, uint32_t job_id,
 // node_ is built after pods_ (members in declaration order): its
 // on_reachable hook relists the pods whose watch sits in a back-off (up to
 // 30 s) from an outage, rather than when that timer fires.
+AgentContext VirtualNode::node_context(const AgentContext &ctx, KubeClient *node_kube) {
+    AgentContext c = ctx;
+    c.agent_kube = &ctx.agent_api();
+    c.kube = node_kube;
+    return c;
+}
+
 VirtualNode::VirtualNode(AgentContext &ctx, JobRecord rec)
-    : rec_(std::move(rec)),
-      pods_(ctx, rec_),
-      node_(ctx, rec_, [this] { pods_.relist_if_idle(); }),
-      drain_(ctx, rec_, node_, pods_) {
+    : node_kube_(ctx.kube->transport(), ctx.kube->server(), ctx.kube->timeout_ms()),
+      node_ctx_(node_context(ctx, &node_kube_)),
+      creds_(
+          node_ctx_, rec.node_name,
+          [this](std::shared_ptr<const Credential> c) { node_kube_.set_credential(std::move(c)); }),
+      rec_(std::move(rec)),
+      pods_(node_ctx_, rec_),
+      node_(node_ctx_, rec_, [this] { pods_.relist_if_idle(); }),
+      drain_(node_ctx_, rec_, node_, pods_) {
+    node_kube_.set_observer(ctx.kube->observer());
     node_.set_end_drain([this](int64_t end_time) { pods_.drain_before_end(end_time); });
     pods_.set_on_shim_dead([this](int pid) { node_.set_runtime_down(true, pid); });
     node_.set_on_suspend([this](bool paused, const std::string &message) {
@@ -48,6 +61,7 @@ VirtualNode::~VirtualNode() {
 
 void VirtualNode::bind_controllers() {
     std::weak_ptr<void> self = weak_from_this();
+    creds_.bind(self);
     pods_.bind(self);
     node_.bind(self);
     drain_.bind(self);
@@ -57,11 +71,24 @@ void VirtualNode::start(std::function<void(Status)> ready_cb) {
     bind_controllers();
     LOG_INFO("%s registering job %u on %s (%zu GPUs)", prefix().c_str(), rec_.job.job_id,
              rec_.job.slurm_node.c_str(), rec_.job.gpus.size());
-    node_.start(std::move(ready_cb));
-    pods_.start();
+    if (node_ctx_.cfg->node_identity != "bootstrap") {
+        node_.start(std::move(ready_cb));
+        pods_.start();
+        return;
+    }
+    // The node's own identity first: everything after goes out under it.
+    std::weak_ptr<VirtualNode> self = weak_from_this();
+    creds_.start([self, ready_cb = std::move(ready_cb)](const Status &st) mutable {
+        auto n = self.lock();
+        if (!n) return;
+        if (!st) return ready_cb(fail(st.error(), "no identity for the node: " + st.message()));
+        n->node_.start(std::move(ready_cb));
+        n->pods_.start();
+    });
 }
 
 void VirtualNode::stop() {
+    creds_.stop();
     node_.stop();
     pods_.stop();
     drain_.stop();
@@ -78,7 +105,14 @@ void VirtualNode::set_runtime(std::unique_ptr<PodRuntime> rt, int shim_pid) {
 void VirtualNode::deregister(uint32_t grace_s, const std::string &reason,
                              std::function<void(uint32_t)> done) {
     bind_controllers();
-    drain_.start(grace_s, reason, std::move(done));
+    // No renewal while it drains: the certificate in hand is used to the end
+    // (without one, the drain goes out under the agent's identity).
+    creds_.abandon(fail(Error::Unavailable, "the job ended before the node had its identity"));
+    std::weak_ptr<VirtualNode> self = weak_from_this();
+    drain_.start(grace_s, reason, [self, done = std::move(done)](uint32_t stopped) {
+        if (auto n = self.lock()) n->creds_.forget();  // the node is gone: so is its key
+        done(stopped);
+    });
 }
 
 void VirtualNode::count_phases(std::map<std::string, int64_t> *by_phase) const {

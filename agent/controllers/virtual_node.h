@@ -18,6 +18,7 @@
 
 #include "agent/controllers/agent_context.h"
 #include "agent/controllers/drain.h"
+#include "agent/controllers/node_credentials.h"
 #include "agent/controllers/node_lease_controller.h"
 #include "agent/controllers/pod_controller.h"
 #include "agent/job_store.h"
@@ -67,6 +68,13 @@ class VirtualNode : public std::enable_shared_from_this<VirtualNode> {
     void bind_controllers();
     void send_pause();
 
+    // This node's view of the API: node_kube_ presents the node's own
+    // identity (creds_) on the agent's transport; node_ctx_ is the agent's
+    // context with kube = node_kube_ and agent_kube = the agent's client.
+    static AgentContext node_context(const AgentContext &ctx, KubeClient *node_kube);
+    KubeClient node_kube_;
+    AgentContext node_ctx_;
+    NodeCredentials creds_;
     JobRecord rec_;
     bool paused_ = false;  // the job is suspended: the runtime was told to pause
     std::string pause_message_;

@@ -69,6 +69,9 @@ ControllerEnv::ControllerEnv() {
     cfg_.lease_renew_s = 1;  // the shortest the config allows: renewals every second
     cfg_.node_check_s = 0;
     cfg_.allowed_namespaces = {"*"};  // pods of any namespace, unless a test narrows it
+    // The controllers with the agent's identity: a node's own certificate (its
+    // CSR against a signer) is the component tests' (tests/component).
+    cfg_.node_identity = "agent";
     char tmpl[] = "/tmp/sk-ctl-XXXXXX";
     char *d = mkdtemp(tmpl);
     dir_ = d ? d : "/tmp";

@@ -193,6 +193,7 @@ check_PROGRAMS += \
 	tests/unit/test_log_index \
 	tests/unit/test_lost_shim \
 	tests/unit/test_node_address \
+	tests/unit/test_node_identity \
 	tests/unit/test_node_builder \
 	tests/unit/test_peer_auth \
 	tests/unit/test_pod_status_patch \
@@ -208,6 +209,7 @@ TESTS += \
 	tests/unit/test_log_index \
 	tests/unit/test_lost_shim \
 	tests/unit/test_node_address \
+	tests/unit/test_node_identity \
 	tests/unit/test_node_builder \
 	tests/unit/test_peer_auth \
 	tests/unit/test_pod_status_patch \
@@ -252,6 +254,9 @@ tests_unit_test_lost_shim_LDADD = $(SK_AGENT_CORE_TEST_LIBS)
 tests_unit_test_node_address_SOURCES = tests/unit/test_node_address.cc
 tests_unit_test_node_address_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
 tests_unit_test_node_address_LDADD = $(SK_AGENT_CORE_TEST_LIBS)
+tests_unit_test_node_identity_SOURCES = tests/unit/test_node_identity.cc
+tests_unit_test_node_identity_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_node_identity_LDADD = $(SK_AGENT_CORE_TEST_LIBS)
 tests_unit_test_node_builder_SOURCES = tests/unit/test_node_builder.cc
 tests_unit_test_node_builder_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
 tests_unit_test_node_builder_LDADD = $(SK_AGENT_CORE_TEST_LIBS)

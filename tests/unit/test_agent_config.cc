@@ -55,6 +55,11 @@ static const BadConf kBadConfs[] = {
     // the admin socket must be alone in a directory the agent makes 0700
     {"admin_socket_path = /run/slurm-k8s/agent.sock\n", "in a directory of its own"},
     {"admin_socket_path = /run/slurm-k8s/root.sock\n", "in a directory of its own"},
+    {"node_identity = node\n", "node_identity"},
+    // The API refuses a CSR's expirationSeconds under 600.
+    {"node_certificate_seconds = 599\n",
+     "node_certificate_seconds must be 0 (the signer's "
+     "default) or at least 600"},
 };
 START_TEST(config_bad) {
     std::string text = std::string(kGoodConf) + kBadConfs[_i].extra;
@@ -286,6 +291,18 @@ START_TEST(config_defaults) {
     auto own = parse_agent_config(std::string(kConf) + "admin_socket_path = /run/r/a.sock\n", "a");
     ck_assert(own.ok());
     ck_assert_sstr_eq(own->admin_socket_path, "/run/r/a.sock");
+    // Node identities: the agent's own unless the site says bootstrap.
+    ck_assert_sstr_eq(c->node_identity, "agent");
+    ck_assert_uint_eq(c->node_csr_timeout_s, 60);
+    ck_assert_uint_eq(c->node_certificate_seconds, 86400);
+    auto boot = parse_agent_config(std::string(kConf) +
+                                       "node_identity = bootstrap\nnode_csr_timeout = 2m\n"
+                                       "node_certificate_seconds = 0\n",
+                                   "a");
+    ck_assert_msg(boot.ok(), "%s", boot.ok() ? "" : boot.message().c_str());
+    ck_assert_sstr_eq(boot->node_identity, "bootstrap");
+    ck_assert_uint_eq(boot->node_csr_timeout_s, 120);
+    ck_assert_uint_eq(boot->node_certificate_seconds, 0);
 }
 END_TEST
 

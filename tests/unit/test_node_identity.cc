@@ -1,0 +1,159 @@
+// agent/node_identity: the key and certificate signing request a virtual
+// node's identity starts from (read back and verified with the openssl CLI,
+// as a signer would), and the check of what a signer returns: a certificate
+// of the test CA for that node and that key is taken; one for another node,
+// another organization or another key is refused.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "agent/node_identity.h"
+#include "tests/unit/check_json.h"
+
+using namespace sk;
+using namespace sk::agent;
+
+namespace {
+
+std::string tmpdir() {
+    char dir[] = "/tmp/sk-nid-XXXXXX";
+    ck_assert(mkdtemp(dir) != nullptr);
+    return dir;
+}
+
+void write(const std::string &path, const std::string &text) {
+    std::ofstream(path) << text;
+}
+
+std::string slurp(const std::string &path) {
+    std::ifstream f(path);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+int sh(const std::string &cmd) {
+    // NOLINTNEXTLINE(cert-env33-c): fixed command lines on the test's own files
+    return system(cmd.c_str());
+}
+
+// A CA in d (ca.key, ca.crt); signs d/NAME.csr into d/NAME.crt.
+void make_ca(const std::string &d) {
+    ck_assert_int_eq(sh("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
+                        "-nodes -subj /CN=test-ca -days 1 -keyout " +
+                        d + "/ca.key -out " + d + "/ca.crt >/dev/null 2>&1"),
+                     0);
+}
+std::string sign(const std::string &d, const std::string &csr_pem, const std::string &name) {
+    write(d + "/" + name + ".csr", csr_pem);
+    write(d + "/" + name + ".ext",
+          "basicConstraints=critical,CA:FALSE\n"
+          "keyUsage=critical,digitalSignature\n"
+          "extendedKeyUsage=clientAuth\n");
+    ck_assert_int_eq(sh("openssl x509 -req -in " + d + "/" + name + ".csr -CA " + d +
+                        "/ca.crt -CAkey " + d + "/ca.key -CAcreateserial -days 1 -extfile " + d +
+                        "/" + name + ".ext -out " + d + "/" + name + ".crt >/dev/null 2>&1"),
+                     0);
+    return slurp(d + "/" + name + ".crt");
+}
+
+}  // namespace
+
+START_TEST(request_names_the_node_and_is_signed_by_its_key) {
+    auto r = make_node_client_request("slurm-n1-42");
+    ck_assert_msg(r.ok(), "%s", r.ok() ? "" : r.message().c_str());
+    ck_assert(r->key_pem.find("-----BEGIN PRIVATE KEY-----") == 0);
+    ck_assert(r->csr_pem.find("-----BEGIN NEW CERTIFICATE REQUEST-----") == 0 ||
+              r->csr_pem.find("-----BEGIN CERTIFICATE REQUEST-----") == 0);
+    std::string d = tmpdir();
+    write(d + "/r.csr", r->csr_pem);
+    write(d + "/r.key", r->key_pem);
+    // The signature verifies, the subject is the node's user in system:nodes,
+    // the key is EC P-256 and no extension (no SAN) is asked for.
+    ck_assert_int_eq(sh("openssl req -in " + d + "/r.csr -noout -verify >/dev/null 2>&1"), 0);
+    ck_assert_int_eq(
+        sh("openssl req -in " + d + "/r.csr -noout -subject -nameopt RFC2253 > " + d + "/subj"), 0);
+    std::string subj = slurp(d + "/subj");
+    ck_assert_msg(subj == "subject=CN=system:node:slurm-n1-42,O=system:nodes\n", "%s",
+                  subj.c_str());
+    ck_assert_int_eq(sh("openssl req -in " + d + "/r.csr -noout -text > " + d + "/text"), 0);
+    std::string text = slurp(d + "/text");
+    ck_assert_msg(text.find("prime256v1") != std::string::npos, "%s", text.c_str());
+    ck_assert_msg(text.find("Subject Alternative Name") == std::string::npos, "%s", text.c_str());
+    // The key is the request's.
+    ck_assert_int_eq(sh("openssl pkey -in " + d + "/r.key -pubout > " + d + "/k.pub && " +
+                        "openssl req -in " + d + "/r.csr -noout -pubkey > " + d + "/r.pub && " +
+                        "cmp -s " + d + "/k.pub " + d + "/r.pub"),
+                     0);
+    // Two requests, two keys.
+    auto again = make_node_client_request("slurm-n1-42");
+    ck_assert(again.ok() && again->key_pem != r->key_pem);
+}
+END_TEST
+
+START_TEST(issued_certificate_checked_against_node_and_key) {
+    std::string d = tmpdir();
+    make_ca(d);
+    auto r = make_node_client_request("slurm-n1-42");
+    ck_assert(r.ok());
+    int64_t before = time(nullptr);
+    std::string cert = sign(d, r->csr_pem, "good");
+    auto c = check_node_certificate(cert, r->key_pem, "slurm-n1-42");
+    ck_assert_msg(c.ok(), "%s", c.ok() ? "" : c.message().c_str());
+    ck_assert_str_eq(c->common_name.c_str(), "system:node:slurm-n1-42");
+    ck_assert(c->not_before <= before + 1 && c->not_after >= before + 86400 - 5);
+    int64_t r7 = renewal_time(*c, 0.7), r9 = renewal_time(*c, 0.9);
+    int64_t span = c->not_after - c->not_before;
+    ck_assert(r7 == c->not_before + span * 7 / 10 || r7 == c->not_before + span * 7 / 10 - 1);
+    ck_assert(r9 > r7 && r9 < c->not_after);
+    ck_assert(renewal_time(*c, 0.1) == r7 && renewal_time(*c, 1.0) == r9);  // kept in 70-90 %
+    // A new certificate counts from its arrival (not_before may be backdated).
+    int64_t mid = c->not_before + span / 2;
+    ck_assert(renewal_time(*c, 0.8, mid) == mid + static_cast<int64_t>((c->not_after - mid) * 0.8));
+    ck_assert(renewal_time(*c, 0.8, c->not_before - 100) == renewal_time(*c, 0.8));
+
+    // For another node: refused, naming both.
+    auto other = check_node_certificate(cert, r->key_pem, "slurm-n2-42");
+    ck_assert(!other.ok());
+    ck_assert_msg(other.message() ==
+                      "the certificate is for CN=system:node:slurm-n1-42, "
+                      "O=system:nodes, not for system:node:slurm-n2-42 in "
+                      "system:nodes",
+                  "%s", other.message().c_str());
+    // Of another key (the signer answered another request): refused.
+    auto r2 = make_node_client_request("slurm-n1-42");
+    ck_assert(r2.ok());
+    auto wrong_key = check_node_certificate(cert, r2->key_pem, "slurm-n1-42");
+    ck_assert(!wrong_key.ok());
+    ck_assert_str_eq(wrong_key.message().c_str(), "the certificate is not for this node's key");
+    // Another organization: refused.
+    write(d + "/k2.key", r2->key_pem);
+    ck_assert_int_eq(sh("openssl req -new -key " + d +
+                        "/k2.key -subj "
+                        "'/O=system:masters/CN=system:node:slurm-n1-42' -out " +
+                        d + "/org.csr"),
+                     0);
+    std::string org = sign(d, slurp(d + "/org.csr"), "org");
+    auto bad_org = check_node_certificate(org, r2->key_pem, "slurm-n1-42");
+    ck_assert(!bad_org.ok());
+    ck_assert_msg(bad_org.message().find("O=system:masters") != std::string::npos, "%s",
+                  bad_org.message().c_str());
+    // Not a certificate at all.
+    auto junk = check_node_certificate("junk", r->key_pem, "slurm-n1-42");
+    ck_assert(!junk.ok() && junk.error() == Error::InvalidArgument);
+}
+END_TEST
+
+int main() {
+    Suite *s = suite_create("node_identity");
+    TCase *tc = tcase_create("node_identity");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, request_names_the_node_and_is_signed_by_its_key);
+    tcase_add_test(tc, issued_certificate_checked_against_node_and_key);
+    suite_add_tcase(s, tc);
+    return sk_run_suite(s);
+}
