@@ -12,13 +12,16 @@ EXTRA_DIST += \
 	tests/kube/kubetest/__init__.py \
 	tests/kube/kubetest/api.py \
 	tests/kube/kubetest/auth.py \
+	tests/kube/kubetest/certificates.py \
 	tests/kube/kubetest/controls.py \
+	tests/kube/kubetest/csr.py \
 	tests/kube/kubetest/discovery.py \
 	tests/kube/kubetest/errors.py \
 	tests/kube/kubetest/handler.py \
 	tests/kube/kubetest/kubelet.py \
 	tests/kube/kubetest/main.py \
 	tests/kube/kubetest/metrics.py \
+	tests/kube/kubetest/node_authorizer.py \
 	tests/kube/kubetest/node_lifecycle.py \
 	tests/kube/kubetest/objects.py \
 	tests/kube/kubetest/patch.py \
@@ -41,6 +44,7 @@ EXTRA_DIST += \
 	tests/kube/fake_kubelet.py \
 	tests/kube/start-server.sh \
 	tests/kube/run-tests.sh \
+	tests/kube/test_audit_log.py \
 	tests/kube/test_kube_api.py \
 	tests/kube/test_api_races.py \
 	tests/kube/test_kubectl.sh \

@@ -27,6 +27,10 @@ import time
 import unittest
 import urllib.parse
 import datetime
+import base64
+import shutil
+import subprocess
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True
@@ -1361,7 +1365,11 @@ class TestPods(Base):
             self.assertEqual(API.get(self.pods("gd")).status, 200)        # still there (Terminating)
             r = API.delete(self.pods("gd"), {"gracePeriodSeconds": 0, "preconditions": {"uid": "11111111-2222-3333-4444-555555555555"}})
             self.assertStatus(r, 409, "Conflict")
-            self.assertIn("Precondition failed: UID in precondition", r.json["message"])
+            # rest.BeforeDelete's wording (the facts' "DELETE ... with a wrong uid")
+            self.assertEqual(r.json["message"], 'Operation cannot be fulfilled on Pod "gd": the UID in the precondition '
+                             '(11111111-2222-3333-4444-555555555555) does not match the UID in record (%s). The object '
+                             'might have been deleted and then recreated' % p["metadata"]["uid"])
+            self.assertEqual(r.json["details"], {"name": "gd", "kind": "Pod"})
             r = API.delete(self.pods("gd"), {"gracePeriodSeconds": 0, "preconditions": {"uid": p["metadata"]["uid"]}})
             self.assertEqual(r.status, 200, r.text)
             self.assertStatus(API.get(self.pods("gd")), 404, "NotFound")
@@ -2300,6 +2308,912 @@ class TestMetricsApi(WithFakeKubelet):
             self.assertIn('cannot list resource "nodes" in API group "metrics.k8s.io"', r.json["message"])
 
 
+# ------------------------------------------------------------------------------------------------
+# CertificateSigningRequests (certificates.k8s.io/v1), kubelet TLS bootstrap, node identities.
+# Keys and requests are made with the openssl CLI (EC P-256). A node identity for the node tests
+# is itself obtained through a CSR (the admin's is auto-approved, on any server).
+CSR_PATH = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
+KUBELET_CLIENT = "kubernetes.io/kube-apiserver-client-kubelet"
+KUBELET_SERVING = "kubernetes.io/kubelet-serving"
+APISERVER_CLIENT = "kubernetes.io/kube-apiserver-client"
+CLIENT_USAGES = ["digital signature", "key encipherment", "client auth"]
+SELF_MSG = "Auto approving self kubelet client certificate after SubjectAccessReview."
+NODE_MSG = "Auto approving kubelet client certificate after SubjectAccessReview."
+ONE_YEAR = 365 * 24 * 3600
+_TMP = []
+
+
+def tmpdir():
+    if not _TMP:
+        _TMP.append(tempfile.mkdtemp(prefix="kube-csr-tests."))
+    return _TMP[0]
+
+
+def openssl_csr(cn=None, orgs=("system:nodes",), sans=(), key=None):
+    """(key path, PEM CSR bytes): a new EC P-256 key (or `key`) and a request for it."""
+    d = tmpdir()
+    base = os.path.join(d, rname("k"))
+    subj = "".join("/O=" + o for o in orgs) + ("/CN=" + cn if cn else "")
+    args = ["openssl", "req", "-new", "-nodes", "-out", base + ".csr", "-subj", subj or "/CN="]
+    if key:
+        args += ["-key", key]
+    else:
+        key = base + ".key"
+        args += ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-keyout", key]
+    if sans:
+        args += ["-addext", "subjectAltName=" + ",".join(sans)]
+    r = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert r.returncode == 0, r.stderr.decode()
+    return key, open(base + ".csr", "rb").read()
+
+
+def csr_body(pem, signer=KUBELET_CLIENT, usages=None, expiration=None, name=None, gen="kt-csr-"):
+    spec = {"request": base64.b64encode(pem).decode() if isinstance(pem, bytes) else pem, "signerName": signer,
+            "usages": CLIENT_USAGES if usages is None else usages}
+    if signer is None:
+        del spec["signerName"]
+    if expiration is not None:
+        spec["expirationSeconds"] = expiration
+    md = {"name": name} if name else {"generateName": gen}
+    return {"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest", "metadata": md, "spec": spec}
+
+
+def cert_info(pem):
+    """The fields of a PEM certificate, from `openssl x509 -text`."""
+    p = os.path.join(tmpdir(), rname("c") + ".crt")
+    with open(p, "wb") as f:
+        f.write(pem)
+    run = lambda *a: subprocess.run(["openssl", "x509", "-in", p, "-noout"] + list(a), stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE).stdout.decode()
+    text = run("-text")
+    dates = dict(l.split("=", 1) for l in run("-startdate", "-enddate").splitlines() if "=" in l)
+
+    def ext(title):
+        m = re.search(r"\n\s+X509v3 %s:( critical)?[ \t]*\n\s+(.*)\n" % re.escape(title), text)
+        return (m.group(2).strip(), bool(m.group(1))) if m else (None, False)
+    return {"text": text, "notBefore": ssl.cert_time_to_seconds(dates["notBefore"]),
+            "notAfter": ssl.cert_time_to_seconds(dates["notAfter"]),
+            "subject": run("-subject", "-nameopt", "RFC2253").strip().split("=", 1)[1],
+            "issuer": run("-issuer", "-nameopt", "RFC2253").strip().split("=", 1)[1],
+            "basic": ext("Basic Constraints"), "ku": ext("Key Usage"), "eku": ext("Extended Key Usage"),
+            "san": ext("Subject Alternative Name"), "aki": ext("Authority Key Identifier"),
+            "ski": ext("Subject Key Identifier"), "pem_blocks": pem.count(b"-----BEGIN CERTIFICATE-----")}
+
+
+def csr_conditions(o):
+    return [c["type"] for c in (o.get("status") or {}).get("conditions") or []]
+
+
+def wait_csr(name, pred, timeout=20, msg="CSR state"):
+    def f():
+        o = API.get(CSR_PATH + "/" + name).json
+        return o if pred(o) else None
+    return wait_for(f, timeout=timeout, msg=msg)
+
+
+def issued(o):
+    return bool((o.get("status") or {}).get("certificate"))
+
+
+def cert_client(crt, key):
+    """A Client that authenticates with a client certificate (no token)."""
+    c = Client()
+    if not c.https:
+        raise unittest.SkipTest("client certificates need an https server")
+    ctx = ssl.create_default_context(cafile=CFG["ca"]) if CFG["ca"] and not CFG["insecure"] else \
+        ssl._create_unverified_context()
+    ctx.load_cert_chain(crt, key)
+    c.ctx = ctx
+    plain = c.req
+
+    def req(method, path, body=None, ctype="application/json", token=None, headers=None, conn=None):
+        return plain(method, path, body, ctype=ctype, token=token or "", headers=headers, conn=conn)
+    c.req = req
+    return c
+
+
+def issue_node_cert(node, expiration=None):
+    """(crt path, key path) of a kubelet client certificate for system:node:NODE, through an admin CSR
+    (auto-approved: system:masters may create certificatesigningrequests/nodeclient)."""
+    key, pem = openssl_csr("system:node:" + node)
+    r = API.post(CSR_PATH, csr_body(pem, expiration=expiration))
+    assert r.status == 201, r.text
+    o = wait_csr(r.json["metadata"]["name"], issued, msg="node certificate issued")
+    crt = key[:-4] + ".crt"
+    with open(crt, "wb") as f:
+        f.write(base64.b64decode(o["status"]["certificate"]))
+    API.delete(CSR_PATH + "/" + o["metadata"]["name"])
+    return crt, key
+
+
+def approve(name, approved=True, token="admin", reason=None, message=None):
+    """What kubectl certificate approve|deny sends: GET, append the condition, PUT .../approval."""
+    o = API.get(CSR_PATH + "/" + name).json
+    t = "Approved" if approved else "Denied"
+    c = {"type": t, "status": "True", "reason": reason or ("KubectlApprove" if approved else "KubectlDeny"),
+         "message": message or "This CSR was %s by kubectl certificate %s." % (
+             "approved" if approved else "denied", "approve" if approved else "deny"), "lastUpdateTime": now_s()}
+    o.setdefault("status", {}).setdefault("conditions", []).append(c)
+    return API.put(CSR_PATH + "/" + name + "/approval", o, token=token)
+
+
+class CSRBase(Base):
+    @classmethod
+    def tearDownClass(cls):
+        r = API.get(CSR_PATH)
+        for o in (r.json or {}).get("items", []):
+            if o["metadata"]["name"].startswith(("kt-csr-", "ktc-")):
+                API.delete(CSR_PATH + "/" + o["metadata"]["name"])
+        Base.tearDownClass.__func__(cls)
+
+    def create(self, body, token="admin", code=201):
+        r = API.post(CSR_PATH, body, token=token)
+        self.assertEqual(r.status, code, r.text[:500])
+        return r.json
+
+    def stays_pending(self, name, secs=2.5):
+        """No condition and no certificate for secs (more than the double's retry period)."""
+        end = time.time() + secs
+        while time.time() < end:
+            o = API.get(CSR_PATH + "/" + name).json
+            self.assertEqual(csr_conditions(o), [], json.dumps(o.get("status")))
+            self.assertFalse(issued(o))
+            time.sleep(0.2)
+        return o
+
+
+class TestCSRApi(CSRBase):
+    """The CSR API itself: what the server sets on create, validation (422), reads, discovery, table."""
+
+    def test_create_sets_requester(self):
+        key, pem = openssl_csr("system:node:" + rname("kn"))
+        body = csr_body(pem, expiration=3600)
+        body["spec"].update({"username": "mallory", "uid": "x", "groups": ["system:masters"]})
+        body["status"] = {"conditions": [{"type": "Approved", "status": "True", "reason": "Forged"}]}
+        o = self.create(body)
+        self.assertTrue(o["metadata"]["name"].startswith("kt-csr-"))
+        me = API.post("/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                      {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}).json["status"]["userInfo"]
+        self.assertEqual(o["spec"]["username"], me["username"])
+        self.assertEqual(o["spec"]["groups"], me["groups"])
+        self.assertEqual(o["spec"].get("uid", ""), me.get("uid", ""))
+        self.assertEqual((o["spec"]["signerName"], o["spec"]["expirationSeconds"], o["spec"]["usages"]),
+                         (KUBELET_CLIENT, 3600, CLIENT_USAGES))
+        self.assertEqual(base64.b64decode(o["spec"]["request"]), pem)
+        self.assertNotIn("Forged", json.dumps(o.get("status")))     # not pre-approved by the requester
+
+    def test_read_watch_delete(self):
+        key, pem = openssl_csr("system:node:" + rname("kn"))
+        o = self.create(csr_body(pem, signer="example.com/kt-noop"))    # no controller acts on this signer
+        name = o["metadata"]["name"]
+        self.assertEqual(API.get(CSR_PATH + "/" + name).json["metadata"]["uid"], o["metadata"]["uid"])
+        items = API.get(CSR_PATH + "?fieldSelector=metadata.name%3D" + name).json["items"]
+        self.assertEqual([i["metadata"]["name"] for i in items], [name])
+        items = API.get(CSR_PATH + "?fieldSelector=spec.signerName%3Dexample.com%2Fkt-noop").json["items"]
+        self.assertIn(name, [i["metadata"]["name"] for i in items])
+        w = Watch(CSR_PATH + "?watch=1&fieldSelector=metadata.name%%3D%s&resourceVersion=%s" % (
+            name, o["metadata"]["resourceVersion"]))
+        try:
+            self.assertEqual(w.status, 200)
+            self.assertEqual(approve(name).status, 200)
+            ev = w.next()
+            self.assertEqual((ev["type"], csr_conditions(ev["object"])), ("MODIFIED", ["Approved"]))
+            self.assertStatus(API.delete(CSR_PATH + "/" + name), 200)
+            self.assertEqual(w.next()["type"], "DELETED")
+        finally:
+            w.close()
+        self.assertStatus(API.get(CSR_PATH + "/" + name), 404, "NotFound")
+
+    def test_validation(self):
+        key, pem = openssl_csr("system:node:" + rname("kn"))
+        name = rname("ktc")
+        r = API.post(CSR_PATH, csr_body(pem, expiration=599, name=name))
+        self.assertStatus(r, 422, "Invalid")
+        self.assertEqual(r.json["message"], 'CertificateSigningRequest.certificates.k8s.io "%s" is invalid: '
+                         'spec.expirationSeconds: Invalid value: 599: may not specify a duration less than 600 '
+                         'seconds (10 minutes)' % name)
+        self.assertEqual(r.json["details"]["causes"], [{"reason": "FieldValueInvalid", "field": "spec.expirationSeconds",
+                                                        "message": "Invalid value: 599: may not specify a duration less "
+                                                                   "than 600 seconds (10 minutes)"}])
+        r = API.post(CSR_PATH, csr_body(pem, signer="kubernetes.io/legacy-unknown", name=name))
+        self.assertStatus(r, 422, "Invalid")
+        self.assertEqual(r.json["message"], 'CertificateSigningRequest.certificates.k8s.io "%s" is invalid: '
+                         'spec.signerName: Invalid value: "kubernetes.io/legacy-unknown": the legacy signerName is '
+                         'not allowed via this API version' % name)
+        r = API.post(CSR_PATH, csr_body(pem, signer=None, name=name))
+        self.assertStatus(r, 422, "Invalid")
+        self.assertEqual(r.json["message"], 'CertificateSigningRequest.certificates.k8s.io "%s" is invalid: '
+                         'spec.signerName: Required value: signerName must be provided' % name)
+        # a request that is no PEM CERTIFICATE REQUEST: the bytes printed as Go's %#v of a []byte
+        r = API.post(CSR_PATH, csr_body(b"hi\n", name=name))
+        self.assertStatus(r, 422, "Invalid")
+        self.assertEqual(r.json["message"], 'CertificateSigningRequest.certificates.k8s.io "%s" is invalid: '
+                         'spec.request: Invalid value: []byte{0x68, 0x69, 0xa}: PEM block type must be CERTIFICATE '
+                         'REQUEST' % name)
+        crt, _ = issue_node_cert(rname("kn"))       # a PEM CERTIFICATE is not a request either
+        r = API.post(CSR_PATH, csr_body(open(crt, "rb").read(), name=name))
+        self.assertStatus(r, 422, "Invalid")
+        self.assertTrue(r.json["message"].endswith(": PEM block type must be CERTIFICATE REQUEST"), r.json["message"])
+        r = API.post(CSR_PATH, csr_body(pem, usages=[], name=name))
+        self.assertStatus(r, 422, "Invalid")
+        self.assertEqual(r.json["message"], 'CertificateSigningRequest.certificates.k8s.io "%s" is invalid: '
+                         'spec.usages: Required value: usages must be provided' % name)
+        self.assertStatus(API.get(CSR_PATH + "/" + name), 404, "NotFound")     # nothing created
+
+    def test_rbac(self):
+        if not CFG["noright"]:
+            self.skipTest("KUBE_NORIGHTS_TOKEN not set")
+        key, pem = openssl_csr("system:node:" + rname("kn"))
+        r = API.post(CSR_PATH, csr_body(pem), token=CFG["noright"])
+        self.assertStatus(r, 403, "Forbidden")
+        self.assertRegex(r.json["message"], r'^certificatesigningrequests\.certificates\.k8s\.io is forbidden: User '
+                         r'"[^"]+" cannot create resource "certificatesigningrequests" in API group '
+                         r'"certificates\.k8s\.io" at the cluster scope$')
+        o = self.create(csr_body(pem, signer="example.com/kt-noop"))
+        r = approve(o["metadata"]["name"], token=CFG["noright"])
+        self.assertStatus(r, 403, "Forbidden")
+        self.assertRegex(r.json["message"], r'cannot update resource "certificatesigningrequests/approval" in API group '
+                         r'"certificates\.k8s\.io" at the cluster scope$')
+
+    def test_approve_needs_signer_right(self):
+        """update on certificatesigningrequests/approval is not enough: CertificateApproval wants
+        approve on signers named after the signerName (or its domain/*)."""
+        if not has_controls():
+            self.skipTest("binds roles with the double's /_test/rbac")
+        tok = control("tokens", {"user": rname("approver"), "groups": []})["token"]
+        user = API.post("/apis/authentication.k8s.io/v1/selfsubjectreviews", {"apiVersion": "authentication.k8s.io/v1",
+                        "kind": "SelfSubjectReview"}, token=tok).json["status"]["userInfo"]["username"]
+        rules = [{"apiGroups": ["certificates.k8s.io"], "resources": ["certificatesigningrequests",
+                                                                      "certificatesigningrequests/approval"],
+                  "verbs": ["get", "update"]}]
+        control("rbac", {"subject": "user:" + user, "role": rules})
+        key, pem = openssl_csr("system:node:" + rname("kn"))
+        name = self.create(csr_body(pem, signer="example.com/kt-noop"))["metadata"]["name"]
+        r = approve(name, token=tok)
+        self.assertStatus(r, 403, "Forbidden")
+        self.assertEqual(r.json["message"], 'certificatesigningrequests.certificates.k8s.io "%s" is forbidden: user not '
+                         'permitted to approve requests with signerName "example.com/kt-noop"' % name)
+        control("rbac", {"subject": "user:" + user, "role": rules + [
+            {"apiGroups": ["certificates.k8s.io"], "resources": ["signers"], "verbs": ["approve"],
+             "resourceNames": ["example.com/*"]}]})
+        self.assertEqual(approve(name, token=tok).status, 200)
+        control("rbac", {"subject": "user:" + user, "role": "none"})
+
+    def test_discovery_and_table(self):
+        g = {x["name"]: x for x in API.get("/apis").json["groups"]}["certificates.k8s.io"]
+        self.assertEqual(g["preferredVersion"]["groupVersion"], "certificates.k8s.io/v1")
+        res = {x["name"]: x for x in API.get("/apis/certificates.k8s.io/v1").json["resources"]}
+        c = res["certificatesigningrequests"]
+        self.assertEqual((c["kind"], c["namespaced"], c["shortNames"]), ("CertificateSigningRequest", False, ["csr"]))
+        self.assertEqual(sorted(c["verbs"]), ["create", "delete", "deletecollection", "get", "list", "patch", "update",
+                                              "watch"])
+        for s in ("approval", "status"):
+            self.assertEqual(sorted(res["certificatesigningrequests/" + s]["verbs"]), ["get", "patch", "update"])
+        key, pem = openssl_csr("system:node:" + rname("kn"))
+        name = self.create(csr_body(pem, signer="example.com/kt-noop", expiration=3600))["metadata"]["name"]
+        t = API.get(CSR_PATH + "/" + name, headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}).json
+        self.assertEqual([c["name"] for c in t["columnDefinitions"]],
+                         ["Name", "Age", "SignerName", "Requestor", "RequestedDuration", "Condition"])
+        cells = t["rows"][0]["cells"]
+        self.assertEqual((cells[0], cells[2], cells[4], cells[5]), (name, "example.com/kt-noop", "60m", "Pending"))
+        approve(name)
+        self.assertEqual(API.get(CSR_PATH + "/" + name, headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}
+                                 ).json["rows"][0]["cells"][5], "Approved")
+
+
+class TestCSRApproval(CSRBase):
+    """csrapproving: kubelet client CSRs approved after a SubjectAccessReview of the requester."""
+
+    def test_admin_auto_approved(self):
+        key, pem = openssl_csr("system:node:" + rname("kn"))
+        t0 = time.time()
+        o = self.create(csr_body(pem))
+        o = wait_csr(o["metadata"]["name"], issued, msg="auto-approved and issued")
+        self.assertLess(time.time() - t0, 15)
+        conds = o["status"]["conditions"]
+        self.assertEqual([(c["type"], c["status"], c["reason"], c["message"]) for c in conds],
+                         [("Approved", "True", "AutoApproved", NODE_MSG)])      # no Issued condition
+        self.assertTrue(conds[0]["lastUpdateTime"] and conds[0]["lastTransitionTime"])
+
+    def test_agent_contract(self):
+        """What the node agent sends: generateName node-csr-, [digital signature, client auth], and a
+        watch on the name until status.certificate is set."""
+        if not CFG["agent"]:
+            self.skipTest("KUBE_AGENT_TOKEN not set")
+        node = rname("kn")
+        key, pem = openssl_csr("system:node:" + node)
+        o = self.create(csr_body(pem, usages=["digital signature", "client auth"], gen="node-csr-", expiration=3600),
+                        token=CFG["agent"])
+        name = o["metadata"]["name"]
+        try:
+            self.assertTrue(name.startswith("node-csr-"))
+            w = Watch(CSR_PATH + "?fieldSelector=metadata.name%%3D%s&watch=1&resourceVersion=%s" % (
+                name, o["metadata"]["resourceVersion"]), token=CFG["agent"])
+            try:
+                ev = w.until(lambda e: issued(e["object"]), timeout=15)
+            finally:
+                w.close()
+            self.assertEqual([c["message"] for c in ev["object"]["status"]["conditions"]], [NODE_MSG])
+            crt = os.path.join(tmpdir(), node + ".crt")
+            with open(crt, "wb") as f:
+                f.write(base64.b64decode(ev["object"]["status"]["certificate"]))
+            info = cert_info(open(crt, "rb").read())
+            self.assertEqual(info["ku"], ("Digital Signature", True))
+            me = cert_client(crt, key).post("/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                                            {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+            self.assertEqual(me.json["status"]["userInfo"]["username"], "system:node:" + node)
+        finally:
+            API.delete(CSR_PATH + "/" + name)
+
+    def test_malformed_never_auto_approved(self):
+        cases = [(openssl_csr("system:node:" + rname("kn"))[1], ["client auth"]),
+                 (openssl_csr(rname("notnode"))[1], CLIENT_USAGES),
+                 (openssl_csr("system:node:" + rname("kn"), orgs=("kt-org",))[1], CLIENT_USAGES),
+                 (openssl_csr("system:node:" + rname("kn"), sans=("DNS:kt.example",))[1], CLIENT_USAGES)]
+        names = [self.create(csr_body(pem, usages=u))["metadata"]["name"] for pem, u in cases]
+        # and a kubelet serving request, even the node's own
+        node = rname("kn")
+        crt, key = issue_node_cert(node)
+        k2, pem = openssl_csr("system:node:" + node, sans=("DNS:" + node, "IP:192.0.2.10"))
+        o = cert_client(crt, key).post(CSR_PATH, csr_body(pem, signer=KUBELET_SERVING,
+                                                          usages=["digital signature", "key encipherment", "server auth"]))
+        self.assertEqual(o.status, 201, o.text[:300])
+        self.assertEqual(o.json["spec"]["username"], "system:node:" + node)
+        self.assertEqual(o.json["spec"]["groups"], ["system:nodes", "system:authenticated"])
+        for n in names + [o.json["metadata"]["name"]]:
+            self.stays_pending(n, 1.2)
+
+    def test_node_renewal_needs_selfnodeclient(self):
+        """A node's CSR for its own CN stays pending until it may create certificatesigningrequests/
+        selfnodeclient; then it is approved (the approver retries) with the self message."""
+        node = rname("kn")
+        crt, key = issue_node_cert(node)
+        nc = cert_client(crt, key)
+        k2, pem = openssl_csr("system:node:" + node)
+        r = nc.post(CSR_PATH, csr_body(pem))
+        self.assertEqual(r.status, 201, r.text[:300])
+        name = r.json["metadata"]["name"]
+        self.assertEqual(nc.get(CSR_PATH + "/" + name).status, 200)
+        self.stays_pending(name)
+        if not has_controls():
+            self.skipTest("binds system:...:selfnodeclient with the double's /_test/rbac")
+        control("rbac", {"subject": "user:system:node:" + node, "role": "selfnodeclient"})
+        try:
+            o = wait_csr(name, issued, timeout=15, msg="approved after the binding")
+        finally:
+            control("rbac", {"subject": "user:system:node:" + node, "role": "none"})
+        self.assertEqual([(c["reason"], c["message"]) for c in o["status"]["conditions"]], [("AutoApproved", SELF_MSG)])
+
+    def test_bootstrapper(self):
+        """A bootstrap identity: without a binding no CSR; with system:node-bootstrapper only its CSR
+        stays pending (and it may read any CSR); once ...:nodeclient is bound too, a new CSR is
+        issued at once and the pending one is approved by the approver's retry."""
+        if not has_controls():
+            self.skipTest("binds the bootstrap ClusterRoles with the double's /_test/rbac")
+        user = "system:bootstrap:" + rname("kt")
+        tok = control("tokens", {"user": user, "groups": ["system:bootstrappers"]})["token"]
+        key, pem = openssl_csr("system:node:" + rname("kn"))
+        r = API.post(CSR_PATH, csr_body(pem), token=tok)
+        self.assertStatus(r, 403, "Forbidden")
+        self.assertEqual(r.json["message"], 'certificatesigningrequests.certificates.k8s.io is forbidden: User "%s" '
+                         'cannot create resource "certificatesigningrequests" in API group "certificates.k8s.io" at the '
+                         'cluster scope' % user)
+        control("rbac", {"subject": "user:" + user, "role": "node-bootstrapper"})
+        try:
+            first = self.create(csr_body(pem), token=tok)["metadata"]["name"]
+            self.assertEqual(API.get(CSR_PATH + "/" + first, token=tok).status, 200)
+            other = self.create(csr_body(openssl_csr("system:node:" + rname("kn"))[1], signer="example.com/kt-noop"))
+            self.assertEqual(API.get(CSR_PATH + "/" + other["metadata"]["name"], token=tok).status, 200)
+            self.stays_pending(first)
+            control("rbac", {"subject": "user:" + user, "roles": ["node-bootstrapper", "nodeclient"]})
+            t0 = time.time()
+            second = self.create(csr_body(openssl_csr("system:node:" + rname("kn"))[1]), token=tok)["metadata"]["name"]
+            wait_csr(second, issued, timeout=10, msg="second CSR issued")
+            self.assertLess(time.time() - t0, 5)
+            o = wait_csr(first, issued, timeout=15, msg="pending CSR approved by the retry")
+            self.assertEqual([c["message"] for c in o["status"]["conditions"]], [NODE_MSG])
+            st = API.post("/apis/authorization.k8s.io/v1/subjectaccessreviews", {
+                "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                "spec": {"user": user, "groups": ["system:bootstrappers"], "resourceAttributes": {
+                    "group": "certificates.k8s.io", "resource": "certificatesigningrequests", "verb": "create",
+                    "subresource": "nodeclient"}}}).json["status"]
+            self.assertEqual(st, {"allowed": True, "reason": 'RBAC: allowed by ClusterRoleBinding "system:certificates.'
+                                  'k8s.io:certificatesigningrequests:nodeclient" of ClusterRole "system:certificates.'
+                                  'k8s.io:certificatesigningrequests:nodeclient" to User "%s"' % user})
+        finally:
+            control("rbac", {"subject": "user:" + user, "role": "none"})
+
+
+class TestCSRManualApproval(CSRBase):
+    """What kubectl certificate approve|deny send (PUT .../approval) and what it leads to."""
+
+    def test_approve_and_deny(self):
+        key, pem = openssl_csr("system:node:" + rname("kn"))
+        a = self.create(csr_body(pem, signer="example.com/kt-noop"))["metadata"]["name"]
+        d = self.create(csr_body(pem, signer="example.com/kt-noop"))["metadata"]["name"]
+        r = approve(a)
+        self.assertEqual(r.status, 200, r.text[:300])
+        c = r.json["status"]["conditions"][0]
+        self.assertEqual((c["type"], c["status"], c["reason"], c["message"]),
+                         ("Approved", "True", "KubectlApprove", "This CSR was approved by kubectl certificate approve."))
+        self.assertTrue(c["lastTransitionTime"])
+        r = approve(d, approved=False)
+        self.assertEqual(r.status, 200, r.text[:300])
+        c = r.json["status"]["conditions"][0]
+        self.assertEqual((c["type"], c["status"], c["reason"], c["message"]),
+                         ("Denied", "True", "KubectlDeny", "This CSR was denied by kubectl certificate deny."))
+        r = approve(a, approved=False)       # both: Approved and Denied
+        self.assertStatus(r, 422, "Invalid")
+        self.assertEqual(r.json["message"], 'CertificateSigningRequest.certificates.k8s.io "%s" is invalid: '
+                         'status.conditions[1].type: Invalid value: "Denied": Approved and Denied conditions are '
+                         'mutually exclusive' % a)
+        # /approval changes nothing else, /status cannot approve
+        o = API.get(CSR_PATH + "/" + d).json
+        o["spec"]["signerName"] = "example.com/other"
+        o["status"]["conditions"].append({"type": "Approved", "status": "True", "reason": "X"})
+        r = API.put(CSR_PATH + "/" + d + "/status", o)
+        self.assertStatus(r, 422, "Invalid")
+        self.assertIn('status.conditions: Forbidden: updates may not add a condition of type "Approved"', r.json["message"])
+
+    def test_denied_never_signed(self):
+        """A well-formed kubelet serving request (never auto-approved), denied: never issued."""
+        node = rname("kn")
+        key, pem = openssl_csr("system:node:" + node, sans=("DNS:" + node,))
+        name = self.create(csr_body(pem, signer=KUBELET_SERVING, usages=["digital signature", "server auth"]))
+        name = name["metadata"]["name"]
+        self.assertEqual(approve(name, approved=False).status, 200)
+        o = self.stays_pending_conditions(name, ["Denied"])
+        self.assertEqual(o["status"]["conditions"][0]["reason"], "KubectlDeny")
+
+    def stays_pending_conditions(self, name, want, secs=2.0):
+        end = time.time() + secs
+        while time.time() < end:
+            o = API.get(CSR_PATH + "/" + name).json
+            self.assertEqual(csr_conditions(o), want)
+            self.assertFalse(issued(o))
+            time.sleep(0.2)
+        return o
+
+
+class TestCSRSigner(CSRBase):
+    """csrsigning: what it issues and when it refuses."""
+    CA_SUBJECT = None
+
+    def issue(self, pem, approve_manually=False, **kw):
+        t0 = time.time()
+        name = self.create(csr_body(pem, **kw))["metadata"]["name"]
+        if approve_manually:
+            self.assertEqual(approve(name).status, 200)
+        o = wait_csr(name, issued, msg="issued")
+        t1 = time.time()
+        cert = base64.b64decode(o["status"]["certificate"])
+        return o, cert_info(cert), t0, t1
+
+    def ca_subject(self):
+        if CFG["ca"]:
+            return subprocess.run(["openssl", "x509", "-in", CFG["ca"], "-noout", "-subject", "-nameopt", "RFC2253"],
+                                  stdout=subprocess.PIPE).stdout.decode().strip().split("=", 1)[1]
+        return None
+
+    def test_kubelet_client_cert(self):
+        node = rname("kn")
+        key, pem = openssl_csr("system:node:" + node)
+        o, c, t0, t1 = self.issue(pem, expiration=3600)
+        self.assertEqual(c["pem_blocks"], 1)                        # the leaf only
+        self.assertEqual(c["subject"], "CN=system:node:%s,O=system:nodes" % node)
+        if self.ca_subject():
+            self.assertEqual(c["issuer"], self.ca_subject())
+        self.assertEqual(c["basic"], ("CA:FALSE", True))
+        self.assertIsNotNone(c["aki"][0])
+        self.assertIsNone(c["san"][0])
+        self.assertEqual(c["ku"], ("Digital Signature, Key Encipherment", True))
+        self.assertEqual(c["eku"], ("TLS Web Client Authentication", False))
+        self.assertTrue(t0 - 300 - 2 <= c["notBefore"] <= t1 - 300 + 1, (t0, t1, c["notBefore"]))   # backdated 5 min
+        self.assertTrue(t0 + 3600 - 2 <= c["notAfter"] <= t1 + 3600 + 1, (t0, t1, c["notAfter"]))
+        self.assertNotIn("Issued", csr_conditions(o))
+        o, c, t0, t1 = self.issue(openssl_csr("system:node:" + node)[1], expiration=600,
+                                  usages=["digital signature", "client auth"])
+        self.assertEqual(c["ku"], ("Digital Signature", True))
+        self.assertTrue(t0 + 600 - 2 <= c["notAfter"] <= t1 + 600 + 1)
+
+    def test_default_duration(self):
+        if has_controls() and control("controllers", method="GET")["clusterSigningDuration"] != ONE_YEAR:
+            self.skipTest("the double runs with another --cluster-signing-duration")
+        o, c, t0, t1 = self.issue(openssl_csr("system:node:" + rname("kn"))[1])
+        self.assertEqual(c["notAfter"] - c["notBefore"], ONE_YEAR)
+        self.assertTrue(t0 - 300 - 2 <= c["notBefore"] <= t1 - 300 + 1)
+
+    def test_kubelet_serving_cert(self):
+        node = rname("kn")
+        key, pem = openssl_csr("system:node:" + node, sans=("DNS:" + node, "IP:192.0.2.10"))
+        name = self.create(csr_body(pem, signer=KUBELET_SERVING, usages=["digital signature", "key encipherment",
+                                                                         "server auth"]))["metadata"]["name"]
+        self.stays_pending(name, 1.2)             # never auto-approved
+        self.assertEqual(approve(name).status, 200)
+        o = wait_csr(name, issued, msg="serving cert issued")
+        c = cert_info(base64.b64decode(o["status"]["certificate"]))
+        self.assertEqual(c["ku"], ("Digital Signature, Key Encipherment", True))
+        self.assertEqual(c["eku"], ("TLS Web Server Authentication", False))
+        self.assertEqual(c["san"][0], "DNS:%s, IP Address:192.0.2.10" % node)
+        self.assertEqual(c["basic"], ("CA:FALSE", True))
+        o, c, t0, t1 = self.issue(openssl_csr("system:node:" + node, sans=("IP:192.0.2.11",))[1], approve_manually=True,
+                                  signer=KUBELET_SERVING, usages=["digital signature", "server auth"])
+        self.assertEqual((c["ku"], c["san"][0]), (("Digital Signature", True), "IP Address:192.0.2.11"))
+
+    def test_apiserver_client(self):
+        key, pem = openssl_csr("kt-" + rname("user"), orgs=("kt-team",))
+        o, c, t0, t1 = self.issue(pem, approve_manually=True, signer=APISERVER_CLIENT, usages=["client auth"])
+        self.assertEqual(c["eku"], ("TLS Web Client Authentication", False))
+        self.assertIsNone(c["ku"][0])
+        name = rname("ktc")
+        r = API.post(CSR_PATH, csr_body(openssl_csr("kt-x", orgs=("system:masters",))[1], signer=APISERVER_CLIENT,
+                                        usages=["client auth"], name=name))
+        self.assertStatus(r, 403, "Forbidden")
+        self.assertEqual(r.json["message"], 'certificatesigningrequests.certificates.k8s.io "%s" is forbidden: use of '
+                         'kubernetes.io/kube-apiserver-client signer with system:masters group is not allowed' % name)
+
+    def test_validation_failures(self):
+        kn = lambda: "system:node:" + rname("kn")
+        cases = [
+            (openssl_csr(kn())[1], KUBELET_CLIENT, ["client auth"],
+             "usages did not match [client auth digital signature key encipherment]"),
+            (openssl_csr(kn())[1], KUBELET_CLIENT, CLIENT_USAGES + ["server auth"],
+             "usages did not match [client auth digital signature key encipherment]"),
+            (openssl_csr(rname("kt-notnode"))[1], KUBELET_CLIENT, CLIENT_USAGES,
+             "subject common name does not begin with system:node:"),
+            (openssl_csr(kn(), orgs=("kt-org",))[1], KUBELET_CLIENT, CLIENT_USAGES,
+             "subject organization is not system:nodes"),
+            (openssl_csr(kn(), sans=("DNS:kt.example",))[1], KUBELET_CLIENT, CLIENT_USAGES,
+             "DNS subjectAltNames are not allowed"),
+            (openssl_csr(kn())[1], KUBELET_SERVING, ["digital signature", "key encipherment", "server auth"],
+             "DNS or IP subjectAltName is required"),
+            (openssl_csr(kn(), sans=("DNS:kt.example",))[1], KUBELET_SERVING,
+             ["digital signature", "key encipherment", "server auth", "client auth"],
+             "usages did not match [digital signature key encipherment server auth]"),
+            (openssl_csr(rname("kt-notnode"), sans=("DNS:kt.example",))[1], KUBELET_SERVING,
+             ["digital signature", "key encipherment", "server auth"],
+             "subject common name does not begin with system:node:"),
+            (openssl_csr(kn(), sans=("DNS:kt.example", "URI:spiffe://kt/x"))[1], KUBELET_SERVING,
+             ["digital signature", "key encipherment", "server auth"], "URI subjectAltNames are not allowed"),
+        ]
+        names = []
+        for pem, signer, usages, _ in cases:
+            names.append(self.create(csr_body(pem, signer=signer, usages=usages))["metadata"]["name"])
+        for n in names:
+            self.assertEqual(approve(n).status, 200)
+        for n, (_, _, _, want) in zip(names, cases):
+            o = wait_csr(n, lambda o: "Failed" in csr_conditions(o), msg="Failed condition")
+            f = [c for c in o["status"]["conditions"] if c["type"] == "Failed"][0]
+            self.assertEqual((f["status"], f["reason"], f["message"]), ("True", "SignerValidationFailure", want))
+            self.assertFalse(issued(o))
+        t = API.get(CSR_PATH + "/" + names[0], headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}).json
+        self.assertEqual(t["rows"][0]["cells"][5], "Approved,Failed")
+
+
+class TestIssuedCertificates(CSRBase):
+    """A certificate the signer issued authenticates as its subject; an expired one is refused."""
+
+    def test_authenticates_as_node(self):
+        node = rname("kn")
+        crt, key = issue_node_cert(node)
+        r = cert_client(crt, key).post("/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                                       {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+        self.assertEqual(r.status, 201, r.text[:300])
+        self.assertEqual(r.json["status"]["userInfo"], {"username": "system:node:" + node,
+                                                        "groups": ["system:nodes", "system:authenticated"]})
+
+    def test_short_signing_duration_and_expiry(self):
+        if not has_controls():
+            self.skipTest("needs the double's clusterSigningDuration control (kube-controller-manager's "
+                          "--cluster-signing-duration)")
+        before = control("controllers", method="GET")["clusterSigningDuration"]
+        control("controllers", {"clusterSigningDuration": "3s"})
+        try:
+            node = rname("kn")
+            key, pem = openssl_csr("system:node:" + node)
+            t0 = time.time()
+            o = wait_csr(self.create(csr_body(pem, expiration=3600))["metadata"]["name"], issued)
+            c = cert_info(base64.b64decode(o["status"]["certificate"]))
+            self.assertTrue(t0 + 3 - 2 <= c["notAfter"] <= time.time() + 3 + 1, c["notAfter"] - t0)   # capped
+        finally:
+            control("controllers", {"clusterSigningDuration": before})
+        crt = os.path.join(tmpdir(), node + "-short.crt")
+        with open(crt, "wb") as f:
+            f.write(base64.b64decode(o["status"]["certificate"]))
+        nc = cert_client(crt, key)
+        self.assertEqual(nc.get("/api/v1/nodes").status, 200)
+        time.sleep(max(0, c["notAfter"] - time.time()) + 1.2)
+        r = nc.get("/api/v1/nodes")
+        self.assertEqual((r.status, r.json), (401, UNAUTHORIZED))
+        self.assertEqual(nc.get("/version").status, 401)
+
+
+class TestNodeIdentity(CSRBase):
+    """Facts section 3: what a node identity (CN=system:node:N1, O=system:nodes, from a CSR) may do
+    under the Node authorizer and NodeRestriction, row by row."""
+
+    @classmethod
+    def setUpClass(cls):
+        CSRBase.setUpClass.__func__(cls)
+        cls.n1, cls.n2 = rname("kn"), rname("kn")
+        crt, key = issue_node_cert(cls.n1)
+        cls.node = cert_client(crt, key)
+        ns = cls.ns
+        for kind, body in (("secrets", {"metadata": {"name": "s1"}, "stringData": {"k": "v"}}),
+                           ("secrets", {"metadata": {"name": "s2"}, "stringData": {"k": "v"}}),
+                           ("configmaps", {"metadata": {"name": "cm1"}, "data": {"k": "v"}}),
+                           ("configmaps", {"metadata": {"name": "cm2"}, "data": {"k": "v"}}),
+                           ("serviceaccounts", {"metadata": {"name": "sa1"}}),
+                           ("serviceaccounts", {"metadata": {"name": "sa2"}})):
+            r = API.post("/api/v1/namespaces/%s/%s" % (ns, kind), body)
+            assert r.status == 201, r.text
+        r = API.post("/api/v1/nodes", node_body(cls.n2))
+        assert r.status == 201, r.text
+        cls.nodes.append(cls.n2)
+        cls.nodes.append(cls.n1)
+        cls.pod = {}
+        for p, node, s, cm, sa in (("p1", cls.n1, "s1", "cm1", "sa1"), ("p2", cls.n2, "s2", "cm2", "sa2"),
+                                   ("p3", cls.n1, "s1", "cm1", "sa1")):
+            b = pod_body(p, node=node)
+            b["spec"]["serviceAccountName"] = sa
+            b["spec"]["containers"][0]["env"] = [{"name": "S", "valueFrom": {"secretKeyRef": {"name": s, "key": "k"}}}]
+            b["spec"]["volumes"] = [{"name": "c", "configMap": {"name": cm}}]
+            r = API.post("/api/v1/namespaces/%s/pods" % ns, b)
+            assert r.status == 201, r.text
+            cls.pod[p] = r.json
+
+    def msg(self, r, code=403):
+        self.assertStatus(r, code, {403: "Forbidden", 409: "Conflict"}.get(code))
+        return r.json["message"]
+
+    def u(self):
+        return 'User "system:node:%s"' % self.n1
+
+    def node_create(self, labels):
+        return self.node.post("/api/v1/nodes", node_body(self.n1, labels=labels))
+
+    def test_1_self_subject_review(self):
+        r = self.node.post("/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                           {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+        self.assertEqual(r.json["status"]["userInfo"]["groups"], ["system:nodes", "system:authenticated"])
+
+    def test_2_nodes(self):
+        n1, n2 = self.n1, self.n2
+        self.assertEqual(self.msg(self.node.post("/api/v1/nodes", node_body(n2))),
+                         'nodes "%s" is forbidden: node "%s" is not allowed to modify node "%s"' % (n2, n1, n2))
+        pre = 'nodes "%s" is forbidden: node "%s" is not allowed to set the following labels: ' % (n1, n1)
+        self.assertEqual(self.msg(self.node_create({"node-restriction.kubernetes.io/foo": "x"})),
+                         pre + "node-restriction.kubernetes.io/foo")
+        self.assertEqual(self.msg(self.node_create({"node-role.kubernetes.io/worker": ""})),
+                         pre + "node-role.kubernetes.io/worker")
+        self.assertEqual(self.msg(self.node_create({"kubernetes.io/foo": "a", "k8s.io/foo": "b", "foo.kubernetes.io/x": "c",
+                                                    "foo.k8s.io/z": "d"})),
+                         pre + "foo.k8s.io/z, foo.kubernetes.io/x, k8s.io/foo, kubernetes.io/foo")
+        allowed = {k: "v" for k in ("kubernetes.io/hostname", "kubernetes.io/arch", "kubernetes.io/os",
+                                    "beta.kubernetes.io/arch", "beta.kubernetes.io/os", "beta.kubernetes.io/instance-type",
+                                    "node.kubernetes.io/instance-type", "topology.kubernetes.io/zone",
+                                    "topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/zone",
+                                    "failure-domain.beta.kubernetes.io/region", "kubelet.kubernetes.io/any",
+                                    "node.kubernetes.io/any", "example.com/bar")}
+        body = node_body(n1, labels=allowed)
+        body["spec"] = {"taints": [{"key": "example.com/kt", "effect": "NoSchedule"}]}
+        r = self.node.post("/api/v1/nodes", body)
+        self.assertEqual(r.status, 201, r.text[:400])
+        taints = [(t["key"], t["effect"]) for t in r.json["spec"]["taints"]]
+        self.assertIn(("example.com/kt", "NoSchedule"), taints)
+        self.assertIn(("node.kubernetes.io/not-ready", "NoSchedule"), taints)
+        path = "/api/v1/nodes/" + n1
+        for labels in ({"example.com/new": "1"}, {"topology.kubernetes.io/zone": "z2"}):
+            self.assertEqual(self.node.patch(path, {"metadata": {"labels": labels}}).status, 200)
+        for k in ("node-restriction.kubernetes.io/x", "kubernetes.io/foo"):
+            self.assertEqual(self.msg(self.node.patch(path, {"metadata": {"labels": {k: "1"}}})),
+                             'nodes "%s" is forbidden: is not allowed to modify labels: %s' % (n1, k))
+        cur = self.node.get(path).json["spec"].get("taints") or []
+        r = self.node.patch(path, {"spec": {"taints": cur + [{"key": "example.com/more", "effect": "NoSchedule"}]}},
+                            kind="merge")
+        self.assertEqual(self.msg(r), 'nodes "%s" is forbidden: node "%s" is not allowed to modify taints' % (n1, n1))
+        n2uid = API.get("/api/v1/nodes/" + n2).json["metadata"]["uid"]
+        for p in ({"spec": {"unschedulable": True}}, {"spec": {"podCIDR": "10.244.7.0/24", "podCIDRs": ["10.244.7.0/24"]}},
+                  {"spec": {"providerID": "kt://" + n1}},
+                  {"metadata": {"ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": n2, "uid": n2uid}]}}):
+            r = self.node.patch(path, p)
+            self.assertEqual(r.status, 200, (p, r.text[:300]))
+        self.assertEqual(self.node.patch(path + "/status", {"status": {"conditions": [{"type": "Ready", "status": "True",
+                         "reason": "KubeletReady", "message": "ok", "lastHeartbeatTime": now_s(),
+                         "lastTransitionTime": now_s()}]}}).status, 200)
+        cur = self.node.get(path).json
+        self.assertEqual(self.node.put(path + "/status", cur).status, 200)
+        other = 'nodes "%s" is forbidden: node "%s" is not allowed to modify node "%s"' % (n2, n1, n2)
+        self.assertEqual(self.msg(self.node.patch("/api/v1/nodes/%s/status" % n2, {"status": {}})), other)
+        self.assertEqual(self.msg(self.node.patch("/api/v1/nodes/" + n2, {"metadata": {"labels": {"a": "b"}}})), other)
+        self.assertEqual(self.node.get("/api/v1/nodes/" + n2).status, 200)
+        self.assertEqual(self.node.get("/api/v1/nodes").status, 200)
+        for n in (n1, n2):
+            self.assertEqual(self.msg(self.node.delete("/api/v1/nodes/" + n)),
+                             'nodes "%s" is forbidden: %s cannot delete resource "nodes" in API group "" at the cluster '
+                             'scope' % (n, self.u()))
+
+    def test_3_leases(self):
+        n1, n2 = self.n1, self.n2
+        base = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
+        r = self.node.post(base, lease_body(n1))
+        self.assertEqual(r.status, 201, r.text[:300])
+        r = self.node.put(base + "/" + n1, dict(r.json, spec=dict(r.json["spec"], renewTime=now_us())))
+        self.assertEqual(r.status, 200, r.text[:300])
+        self.assertEqual(self.node.get(base + "/" + n1).status, 200)
+        self.assertEqual(self.node.delete(base + "/" + n1).status, 200)
+        self.assertEqual(self.msg(self.node.post(base, lease_body(n2))),
+                         'leases.coordination.k8s.io "%s" is forbidden: can only access node lease with the same name as '
+                         'the requesting node' % n2)
+        for verb, r in (("get", self.node.get(base + "/" + n2)), ("update", self.node.put(base + "/" + n2, lease_body(n2)))):
+            self.assertEqual(self.msg(r), 'leases.coordination.k8s.io "%s" is forbidden: %s cannot %s resource "leases" in '
+                             'API group "coordination.k8s.io" in the namespace "kube-node-lease": can only access node '
+                             'lease with the same name as the requesting node' % (n2, self.u(), verb))
+        self.assertEqual(self.msg(self.node.get(base)),
+                         'leases.coordination.k8s.io is forbidden: %s cannot list resource "leases" in API group '
+                         '"coordination.k8s.io" in the namespace "kube-node-lease": can only get, create, update, patch, '
+                         'or delete a node lease' % self.u())
+        b = lease_body(n1)
+        b["metadata"]["namespace"] = "default"
+        self.assertEqual(self.msg(self.node.post("/apis/coordination.k8s.io/v1/namespaces/default/leases", b)),
+                         'leases.coordination.k8s.io is forbidden: %s cannot create resource "leases" in API group '
+                         '"coordination.k8s.io" in the namespace "default": can only access leases in the '
+                         '"kube-node-lease" system namespace' % self.u())
+
+    def test_4_pods(self):
+        n1, ns = self.n1, self.ns
+        pods = "/api/v1/namespaces/%s/pods" % ns
+        for path in (pods + "/p1", pods + "/p2", pods, "/api/v1/pods"):
+            self.assertEqual(self.node.get(path).status, 200, path)
+        for q in ("?watch=1&fieldSelector=spec.nodeName%3D" + n1, "?watch=1&fieldSelector=spec.nodeName%3D" + self.n2,
+                  "?watch=1"):
+            self.assertEqual(self.node.get("/api/v1/pods" + q.replace("watch=1", "watch=1&timeoutSeconds=1")).status, 200)
+        self.assertEqual(self.node.get("/api/v1/pods?fieldSelector=spec.nodeName%3D" + n1).status, 200)
+        self.assertEqual(self.node.patch(pods + "/p1/status", {"status": {"message": "kt"}}).status, 200)
+        self.assertEqual(self.msg(self.node.patch(pods + "/p2/status", {"status": {"message": "kt"}})),
+                         'pods "p2" is forbidden: node "%s" can only update pod status for pods with spec.nodeName set '
+                         'to itself' % n1)
+        for verb, r in (("patch", self.node.patch(pods + "/p1", {"metadata": {"labels": {"a": "b"}}})),
+                        ("update", self.node.put(pods + "/p1", self.pod["p1"]))):
+            self.assertEqual(self.msg(r), 'pods "p1" is forbidden: %s cannot %s resource "pods" in API group "" in the '
+                             'namespace "%s"' % (self.u(), verb, ns))
+        self.assertEqual(self.msg(self.node.delete(pods + "/p2")),
+                         'pods "p2" is forbidden: node "%s" can only delete pods with spec.nodeName set to itself' % n1)
+        ev = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p2", "namespace": ns}}
+        self.assertEqual(self.msg(self.node.post(pods + "/p2/eviction", ev)),
+                         'pods "p2" is forbidden: node %s can only evict pods with spec.nodeName set to itself' % n1)
+        zero = "00000000-0000-0000-0000-000000000000"
+        uid3 = self.pod["p3"]["metadata"]["uid"]
+        r = self.node.delete(pods + "/p3", {"gracePeriodSeconds": 0, "preconditions": {"uid": zero}})
+        self.assertEqual(self.msg(r, 409), 'Operation cannot be fulfilled on Pod "p3": the UID in the precondition (%s) '
+                         'does not match the UID in record (%s). The object might have been deleted and then recreated'
+                         % (zero, uid3))
+        r = self.node.delete(pods + "/p3", {"gracePeriodSeconds": 0, "preconditions": {"uid": uid3}})
+        self.assertEqual((r.status, r.json.get("kind")), (200, "Pod"), r.text[:300])
+        self.assertStatus(API.get(pods + "/p3"), 404, "NotFound")
+        self.assertEqual(self.node.get("/api/v1/services").status, 200)
+        self.assertEqual(self.msg(self.node.get("/api/v1/namespaces/%s/endpoints" % ns)),
+                         'endpoints is forbidden: %s cannot list resource "endpoints" in API group "" in the namespace '
+                         '"%s"' % (self.u(), ns))
+
+    def test_5_mirror_pods(self):
+        n1, ns = self.n1, self.ns
+        pods = "/api/v1/namespaces/%s/pods" % ns
+        if self.node.get("/api/v1/nodes/" + n1).status != 200:
+            self.assertEqual(self.node.post("/api/v1/nodes", node_body(n1)).status, 201)
+        uid = API.get("/api/v1/nodes/" + n1).json["metadata"]["uid"]
+        zero = "00000000-0000-0000-0000-000000000000"
+
+        def mirror(name, annotate=True, owner=True, controller=True, owner_uid=None, node=None, secret=False):
+            b = pod_body(name, node=node or n1)
+            if annotate:
+                b["metadata"]["annotations"] = {"kubernetes.io/config.mirror": "hash"}
+            if owner:
+                b["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": n1,
+                                                     "uid": owner_uid or uid, "controller": controller}]
+            if secret:
+                b["spec"]["containers"][0]["env"] = [{"name": "S", "valueFrom": {"secretKeyRef": {"name": "s1",
+                                                                                                  "key": "k"}}}]
+            return self.node.post(pods, b)
+        self.assertEqual(self.msg(mirror("m0", annotate=False)),
+                         'pods "m0" is forbidden: pod does not have "kubernetes.io/config.mirror" annotation, node "%s" '
+                         'can only create mirror pods' % n1)
+        self.assertEqual(self.msg(mirror("m1", owner=False)),
+                         'pods "m1" is forbidden: node "%s" can only create pods with an owner reference set to itself' % n1)
+        self.assertEqual(self.msg(mirror("m2", controller=False)),
+                         'pods "m2" is forbidden: node "%s" can only create pods with a controller owner reference set '
+                         'to itself' % n1)
+        self.assertEqual(self.msg(mirror("m6", owner_uid=zero)),
+                         'pods "m6" is forbidden: node %s UID mismatch: expected %s got %s' % (n1, zero, uid))
+        self.assertEqual(self.msg(mirror("m4", node=self.n2)),
+                         'pods "m4" is forbidden: node "%s" can only create pods with spec.nodeName set to itself' % n1)
+        self.assertEqual(self.msg(mirror("m3", secret=True)), 'pods "m3" is forbidden: a mirror pod may not reference secrets')
+        r = mirror("m5")
+        self.assertEqual(r.status, 201, r.text[:400])
+        self.assertNotIn("serviceAccountName", r.json["spec"])
+        self.assertFalse(any("projected" in v for v in r.json["spec"].get("volumes") or []))
+        tols = {(t["key"], t.get("effect"), t.get("tolerationSeconds")) for t in r.json["spec"]["tolerations"]}
+        self.assertEqual(tols, {("node.kubernetes.io/not-ready", "NoExecute", 300),
+                                ("node.kubernetes.io/unreachable", "NoExecute", 300)})
+        self.assertEqual(self.node.delete(pods + "/m5", {"gracePeriodSeconds": 0}).status, 200)
+
+    def test_6_secrets_configmaps(self):
+        n1, ns = self.n1, self.ns
+        base = "/api/v1/namespaces/%s/" % ns
+        self.assertEqual(self.node.get(base + "secrets/s1").status, 200)
+        self.assertEqual(self.node.get(base + "configmaps/cm1").status, 200)
+        for kind, name in (("secrets", "s2"), ("configmaps", "cm2")):
+            self.assertEqual(self.msg(self.node.get(base + kind + "/" + name)),
+                             '%s "%s" is forbidden: %s cannot get resource "%s" in API group "" in the namespace "%s": no '
+                             "relationship found between node '%s' and this object" % (kind, name, self.u(), kind, ns, n1))
+        self.assertEqual(self.msg(self.node.get(base + "secrets")),
+                         'secrets is forbidden: %s cannot list resource "secrets" in API group "" in the namespace "%s": '
+                         'No Object name found' % (self.u(), ns))
+        for verb, q in (("list", ""), ("watch", "&watch=1&timeoutSeconds=1")):
+            self.assertEqual(self.node.get(base + "secrets?fieldSelector=metadata.name%3Ds1" + q).status, 200)
+            self.assertEqual(self.msg(self.node.get(base + "secrets?fieldSelector=metadata.name%3Ds2" + q)),
+                             'secrets "s2" is forbidden: %s cannot %s resource "secrets" in API group "" in the namespace '
+                             "\"%s\": no relationship found between node '%s' and this object" % (self.u(), verb, ns, n1))
+        self.assertEqual(self.msg(self.node.get(base + "serviceaccounts/sa1")),
+                         'serviceaccounts "sa1" is forbidden: %s cannot get resource "serviceaccounts" in API group "" in '
+                         'the namespace "%s": can only create tokens for individual service accounts' % (self.u(), ns))
+        # a SubjectAccessReview for the node answers as the Node authorizer decides
+        sar = lambda name: API.post("/apis/authorization.k8s.io/v1/subjectaccessreviews", {
+            "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+            "spec": {"user": "system:node:" + n1, "groups": ["system:nodes", "system:authenticated"],
+                     "resourceAttributes": {"namespace": ns, "verb": "get", "resource": "secrets", "name": name}}}
+        ).json["status"]
+        self.assertEqual(sar("s1"), {"allowed": True})
+        self.assertEqual(sar("s2"), {"allowed": False,
+                                     "reason": "no relationship found between node '%s' and this object" % n1})
+
+    def test_7_token_requests(self):
+        ns = self.ns
+        tr = lambda sa, ref: self.node.post("/api/v1/namespaces/%s/serviceaccounts/%s/token" % (ns, sa), {
+            "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+            "spec": dict({"audiences": ["https://kubernetes.default.svc.cluster.local"], "expirationSeconds": 3607},
+                         **({"boundObjectRef": ref} if ref is not None else {}))})
+        p1 = {"kind": "Pod", "apiVersion": "v1", "name": "p1", "uid": self.pod["p1"]["metadata"]["uid"]}
+        r = tr("sa1", p1)
+        self.assertEqual(r.status, 201, r.text[:300])
+        pre = 'serviceaccounts "sa1" is forbidden: '
+        self.assertEqual(self.msg(tr("sa1", None)), pre + "node requested token not bound to a pod")
+        self.assertEqual(self.msg(tr("sa1", {"kind": "Secret", "apiVersion": "v1", "name": "s1"})),
+                         pre + "node requested token not bound to a pod")
+        self.assertEqual(self.msg(tr("sa1", dict(p1, uid=""))), pre + "node requested token with a pod binding without a uid")
+        zero = "00000000-0000-0000-0000-000000000000"
+        self.assertEqual(self.msg(tr("sa1", dict(p1, uid=zero))),
+                         pre + "the UID in the bound object reference (%s) does not match the UID in record. The object "
+                         "might have been deleted and then recreated" % zero)
+        p2 = {"kind": "Pod", "apiVersion": "v1", "name": "p2", "uid": self.pod["p2"]["metadata"]["uid"]}
+        for ref in (p2, p1):
+            self.assertEqual(self.msg(tr("sa2", ref)),
+                             'serviceaccounts "sa2" is forbidden: %s cannot create resource "serviceaccounts/token" in API '
+                             "group \"\" in the namespace \"%s\": no relationship found between node '%s' and this object"
+                             % (self.u(), ns, self.n1))
+
+    def test_8_events(self):
+        ns = self.ns
+        ev = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": rname("ev"), "namespace": ns},
+              "involvedObject": {"kind": "Pod", "namespace": ns, "name": "p2", "uid": self.pod["p2"]["metadata"]["uid"]},
+              "reason": "KtTest", "message": "from the node", "type": "Normal", "source": {"component": "kubelet"},
+              "firstTimestamp": now_s(), "lastTimestamp": now_s(), "count": 1}
+        path = "/api/v1/namespaces/%s/events" % ns
+        r = self.node.post(path, ev)
+        self.assertEqual(r.status, 201, r.text[:300])
+        name = r.json["metadata"]["name"]
+        self.assertEqual(self.node.patch(path + "/" + name, {"count": 2}).status, 200)
+        self.assertEqual(self.msg(self.node.delete(path + "/" + name)),
+                         'events "%s" is forbidden: %s cannot delete resource "events" in API group "" in the namespace '
+                         '"%s"' % (name, self.u(), ns))
+        r = self.node.post("/apis/events.k8s.io/v1/namespaces/%s/events" % ns, {
+            "apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": rname("ev")},
+            "eventTime": now_us(), "reportingController": "kubelet", "reportingInstance": self.n1, "action": "Test",
+            "reason": "KtTest", "type": "Normal", "regarding": ev["involvedObject"]})
+        self.assertEqual(self.msg(r), 'events.events.k8s.io is forbidden: %s cannot create resource "events" in API group '
+                         '"events.k8s.io" in the namespace "%s"' % (self.u(), ns))
+
+
 class TestControls(Base):
     @classmethod
     def setUpClass(cls):
@@ -2396,6 +3310,8 @@ def main():
     runner = unittest.TextTestRunner(verbosity=2, resultclass=_Result)
     prog = unittest.main(module="__main__", testRunner=runner, exit=False, argv=sys.argv)
     r = prog.result
+    for d in _TMP:
+        shutil.rmtree(d, ignore_errors=True)
     failed = len(r.failures) + len(r.errors) + len(r.unexpectedSuccesses)
     skipped = len(r.skipped)
     passed = r.testsRun - failed - skipped

@@ -185,6 +185,33 @@ t "create serviceaccount" "serviceaccount/ksa created" k create serviceaccount k
 t "get sa" "^ksa +0 +[0-9]+s$" k get sa -n "$NS"
 SA_TOKEN=$(k create token ksa -n "$NS" 2>&1)
 t "create token: whoami" "^Username +system:serviceaccount:$NS:ksa$" k auth whoami --token="$SA_TOKEN"
+# --- CertificateSigningRequests: kubectl get csr, kubectl certificate approve / deny
+CSR_OK=kc-csr-$SFX CSR_NO=kc-deny-$SFX
+openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$WORK/kc.key" -out "$WORK/kc.csr" \
+    -subj "/O=system:nodes/CN=system:node:$NODE" -addext "subjectAltName=DNS:$NODE,IP:192.0.2.10" 2>/dev/null
+for n in "$CSR_OK" "$CSR_NO"; do
+    cat >"$WORK/$n.json" <<EOF
+{"apiVersion":"certificates.k8s.io/v1","kind":"CertificateSigningRequest","metadata":{"name":"$n"},
+ "spec":{"request":"$(base64 -w0 "$WORK/kc.csr")","signerName":"kubernetes.io/kubelet-serving","expirationSeconds":3600,
+  "usages":["digital signature","key encipherment","server auth"]}}
+EOF
+done
+t "create -f csr" "certificatesigningrequest.certificates.k8s.io/$CSR_OK created" k create -f "$WORK/$CSR_OK.json"
+k create -f "$WORK/$CSR_NO.json" >/dev/null 2>&1
+t "get csr header" "^NAME +AGE +SIGNERNAME +REQUESTOR +REQUESTEDDURATION +CONDITION$" k get csr
+t "get csr row (pending)" "^$CSR_OK +[0-9]+s +kubernetes.io/kubelet-serving +admin +60m +Pending$" k get csr "$CSR_OK"
+t "certificate approve" "^certificatesigningrequest.certificates.k8s.io/$CSR_OK approved$" k certificate approve "$CSR_OK"
+for _ in $(seq 600); do [ -n "$(k get csr "$CSR_OK" -o jsonpath='{.status.certificate}')" ] && break; sleep 0.1; done
+t "get csr row (approved, issued)" "^$CSR_OK +[0-9]+s +kubernetes.io/kubelet-serving +admin +60m +Approved,Issued$" k get csr "$CSR_OK"
+t "approve condition" "^KubectlApprove This CSR was approved by kubectl certificate approve.$" \
+    k get csr "$CSR_OK" -o jsonpath='{.status.conditions[0].reason} {.status.conditions[0].message}'
+k get csr "$CSR_OK" -o jsonpath='{.status.certificate}' | base64 -d >"$WORK/kc.crt" 2>/dev/null
+t "issued certificate" "DNS:$NODE, IP Address:192.0.2.10" openssl x509 -in "$WORK/kc.crt" -noout -ext subjectAltName
+t "certificate deny" "^certificatesigningrequest.certificates.k8s.io/$CSR_NO denied$" k certificate deny "$CSR_NO"
+t "get csr row (denied)" "^$CSR_NO +[0-9]+s +kubernetes.io/kubelet-serving +admin +60m +Denied$" k get csr "$CSR_NO"
+t "deny an approved one" "is already Approved" k certificate deny "$CSR_OK"
+t "delete csr" "certificatesigningrequest.certificates.k8s.io \"$CSR_OK\" deleted" k delete csr "$CSR_OK"
+k delete csr "$CSR_NO" >/dev/null 2>&1
 t "delete namespace" "namespace \"$NS\" deleted" k delete namespace "$NS" --wait=false
 t "api-resources" "^leases +coordination\.k8s\.io/v1 +true +Lease" k api-resources --api-group=coordination.k8s.io
 t "no rights" "Forbidden|forbidden" k get nodes --token="$(cat "$SD/noright.token")"

@@ -1,7 +1,8 @@
 """kubetest - a Kubernetes API *test double* (NOT a Kubernetes API server).
-Python 3 standard library only.  It imitates the parts of a kube-apiserver v1.28
-(plus the node-lifecycle controller, the pod garbage collector for Leases and a
-tiny scheduler) that slurm-k8s' node agent and SPANK plugin talk to.  Behaviours
+Python 3 standard library only (plus the openssl CLI).  It imitates the parts of a kube-apiserver v1.28
+(plus the node-lifecycle controller, the pod garbage collector for Leases, a
+tiny scheduler, the workload controllers and the CSR approving and signing controllers) that
+slurm-k8s' node agent and SPANK plugin talk to.  Behaviours
 follow facts read off a real kube-apiserver 1.28 cluster; see tests/kube/README.md for usage and known differences.
 
 Usage (tests/kube/kube_test_server.py is the entry point; main.py has the options):
@@ -10,9 +11,12 @@ Usage (tests/kube/kube_test_server.py is the entry point; main.py has the option
 
 Modules, lowest layer first (each imports only from those before it): util (log, version, time
 formats, quantities), errors, resources, objects, selectors, patch, store (objects,
-resourceVersions, watch history), validation, auth, tokens (TokenRequest, ServiceAccount token
-authentication), tables, api (the verbs on the store),
-node_lifecycle and scheduler (the controllers), discovery, tls (certificates), server (HTTP(S)
+resourceVersions, watch history), validation, csr (the CertificateSigningRequest API: parsing,
+strategies, validation), auth (tokens, RBAC, the authorizer chain), node_authorizer (the Node
+authorizer and NodeRestriction), tokens (TokenRequest, ServiceAccount token
+authentication), tables, api (the verbs on the store, admission),
+node_lifecycle, scheduler and workloads (the controllers), discovery, tls (certificates, CSR signing),
+certificates (the csrapproving and csrsigning controllers), server (HTTP(S)
 server, request log, refuse fault), kubelet (the kubelet endpoint of a node: address, TLS dial,
 Go-worded dial errors), the handler's mixins resource_handler, watch, pod_log, streaming (exec,
 attach, portforward, nodes/proxy), metrics (the metrics.k8s.io API from kubelet scrapes), reviews
@@ -38,6 +42,12 @@ Test controls (NOT part of the Kubernetes API; admin identity required):
   GET/POST /_test/controllers {"scheduler":bool,"nodeLifecycle":bool,"leaseGrace":s,
                                 "monitorPeriod":s,"taintRemovalDelay":s,"fullDisruption":bool,
                                 "bookmarkInterval":s,"nodeProxyGlobalOnly":bool,
-                                "minTokenExpiration":s,"tokenExpiryLeeway":s}
-  POST /_test/rbac {"subject":"user:NAME"|"group:NAME","role":"admin"|"agent"|"none"|[rules]}
+                                "minTokenExpiration":s,"tokenExpiryLeeway":s,
+                                "clusterSigningDuration":s (or "30s", "8760h"),
+                                "csrApproving":bool,"csrSigning":bool}
+  POST /_test/rbac {"subject":"user:NAME"|"group:NAME","role":ROLE|[rules]|[ROLE|rule,...]}
+                                (also "roles"; ROLE: admin, agent, none, node-bootstrapper,
+                                nodeclient, selfnodeclient; rules {apiGroups,resources,verbs,
+                                namespaces?,resourceNames?}; replaces the subject's binding)
+  POST /_test/tokens {"token":T,"user":U,"uid":UID,"groups":[...]}   add a bearer token
 """

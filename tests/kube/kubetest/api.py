@@ -1,5 +1,8 @@
 """The API's verbs on the store: get, list, create, update, patch, delete (graceful pod
-deletion, garbage collection of owned objects) and event recording."""
+deletion, garbage collection of owned objects), pod eviction and event recording, with the admission
+checks kube-apiserver makes for the requester (NodeRestriction, the ServiceAccount plugin's mirror-pod
+rules, CertificateApproval / CertificateSigning / CertificateSubjectRestriction). A verb called
+with user=None is the double's own (a controller's): no admission."""
 
 import copy
 import datetime
@@ -7,8 +10,10 @@ import json
 import threading
 import time
 
+from . import csr as csrapi
 from .auth import Auth
 from .errors import ApiError, Retry, bad_request, conflict, invalid, not_found
+from .node_authorizer import NodeAuthorizer, NodeRestriction, admission_forbidden, is_mirror_pod, mirror_pod_checks
 from .objects import new_uid, pod_terminal, rand_suffix, strip_for_compare
 from .patch import PATCH_TYPES, json_patch, merge_patch, smp
 from .resources import RESOURCES, STORE_RES
@@ -25,6 +30,9 @@ class Api(object):
         self.auth = Auth()
         self.tokens = ServiceAccountTokens(self.store, opts)
         self.auth.issuer = self.tokens
+        self.auth.node = NodeAuthorizer(self.store)
+        self.node_restriction = NodeRestriction(self.store)
+        self.wake_csr = threading.Event()
         self.wake_sched = threading.Event()
         self.wake_nlc = threading.Event()
         self.wake_workloads = threading.Event()
@@ -42,6 +50,37 @@ class Api(object):
             self.wake_nlc.set()
         if key in ("deployments", "replicasets", "pods", "services", "endpoints"):
             self.wake_workloads.set()
+        if key == "certificatesigningrequests":
+            self.wake_csr.set()
+
+    # -- admission
+    def admit(self, user, op, res, sub, ns, name, obj, old):
+        """The admission plugins for a request of `user` ((name, uid, groups, extra); None: the double's
+        own write, not admitted): NodeRestriction, and for CSRs CertificateApproval (approve on the
+        signer for /approval), CertificateSigning (sign on the signer when /status changes the
+        certificate) and CertificateSubjectRestriction."""
+        if user is None:
+            return
+        uname, _, groups, _ = user
+        self.node_restriction.admit(uname, groups, op, res, sub, ns, name, obj, old)
+        if res.plural == "certificatesigningrequests" and op == "UPDATE":
+            signer = ((old.get("spec") or {}).get("signerName")) or ""
+            if sub == "approval" and not self.authorized_for_signer(uname, groups, "approve", signer):
+                raise admission_forbidden(res.plural, res.group, name, 'user not permitted to approve requests with '
+                                                                       'signerName "%s"' % signer)
+            if sub == "status" and (obj.get("status") or {}).get("certificate") != \
+                    (old.get("status") or {}).get("certificate") and \
+                    not self.authorized_for_signer(uname, groups, "sign", signer):
+                raise admission_forbidden(res.plural, res.group, name, 'user not permitted to sign requests with '
+                                                                       'signerName "%s"' % signer)
+
+    def authorized_for_signer(self, user, groups, verb, signer):
+        """certificates.IsAuthorizedForSignerName: VERB on signers named after the signer, or after its
+        domain with "/*"."""
+        for n in (signer, signer.split("/", 1)[0] + "/*"):
+            if self.auth.allowed(user, groups, verb, "certificates.k8s.io", "signers", "", None, n):
+                return True
+        return False
 
     # -- read
     def get(self, res, ns, name):
@@ -58,7 +97,7 @@ class Api(object):
         return [o for k, o in items if filt(o)], rv
 
     # -- create
-    def create(self, res, ns, obj, internal=False, dry=False):
+    def create(self, res, ns, obj, internal=False, dry=False, user=None):
         if not isinstance(obj, dict):
             raise bad_request("the object provided is unrecognized")
         if res.view_of:
@@ -78,6 +117,11 @@ class Api(object):
             md["namespace"] = ns
         else:
             md.pop("namespace", None)
+        req_name = md.get("name") or md.get("generateName") or ""     # the name admission errors give
+        is_csr = res.plural == "certificatesigningrequests"
+        if is_csr:
+            csrapi.decode_spec(obj)
+            csrapi.prepare_for_create(obj, user)
         if not md.get("name") and md.get("generateName"):
             md["name"] = md["generateName"] + rand_suffix()
         check_quantities(res, obj)
@@ -87,7 +131,10 @@ class Api(object):
         md["uid"] = new_uid()
         md["creationTimestamp"] = ts()
         if res.plural == "pods":
-            default_pod(obj)
+            mirror = is_mirror_pod(obj)
+            if mirror:     # the ServiceAccount admission plugin leaves a mirror pod's account empty
+                mirror_pod_checks(obj, req_name)
+            default_pod(obj, service_account=not mirror)
             obj["status"] = {"phase": "Pending"}
         elif res.plural == "nodes":
             spec = obj.setdefault("spec", {})
@@ -115,7 +162,16 @@ class Api(object):
             obj["status"] = {}
         elif res.plural == "services":
             self._default_service(obj)
-        validate(res, obj)
+        self.admit(user, "CREATE", res, None, ns, req_name, obj, None)
+        if is_csr:
+            parsed = csrapi.validate_create(obj)
+            if user is not None and obj["spec"].get("signerName") == csrapi.APISERVER_CLIENT_SIGNER and \
+                    "system:masters" in parsed["orgs"]:
+                # CertificateSubjectRestriction
+                raise admission_forbidden(res.plural, res.group, req_name, "use of kubernetes.io/kube-apiserver-client "
+                                                                           "signer with system:masters group is not allowed")
+        else:
+            validate(res, obj)
         if res.plural == "pods":
             obj["status"]["qosClass"] = qos_class(obj)
         if res.namespaced and not internal and self.store.get("namespaces", ("", ns)) is None:
@@ -175,7 +231,9 @@ class Api(object):
             raise conflict(res, name)
         check_quantities(res, new)
         lease_times(res, new, patch_mode)
-        if sub == "status":
+        if res.plural == "certificatesigningrequests" and sub is None:
+            csrapi.decode_spec(new)
+        if sub in ("status", "approval"):
             out = copy.deepcopy(old)
             if "status" in new:
                 out["status"] = copy.deepcopy(new.get("status"))
@@ -224,13 +282,18 @@ class Api(object):
             out["metadata"]["generation"] = gen
         if res.plural == "services" and sub != "status":
             self._default_service(out, old)
-        validate(res, out, old)
+        if res.plural == "certificatesigningrequests":
+            if sub is not None:
+                csrapi.decode_spec(dict(new, spec={}))
+            out = csrapi.prepare_for_update(sub, old, out)
+        else:
+            validate(res, out, old)
         md = out["metadata"]
         md["resourceVersion"] = old["metadata"]["resourceVersion"]
         md.pop("managedFields", None)
         return out
 
-    def update(self, res, ns, name, body, sub=None, dry=False):
+    def update(self, res, ns, name, body, sub=None, dry=False, user=None):
         """The stored object after a PUT; (the object, True) when the PUT created it."""
         if res.view_of:
             raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
@@ -246,7 +309,7 @@ class Api(object):
                 if uid:
                     raise conflict(res, name, "Precondition failed: UID in precondition: %s, UID in object meta: " % uid)
                 md = dict(body.get("metadata") or {}, name=name)
-                return self.create(res, ns, dict(body, metadata=md), dry=dry), True
+                return self.create(res, ns, dict(body, metadata=md), dry=dry, user=user), True
             if old is None:
                 raise not_found(res, name)
             if not isinstance(body, dict):
@@ -258,6 +321,7 @@ class Api(object):
             if res.namespaced and md.get("namespace") and md["namespace"] != ns:
                 raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
             new = self._finish_update(res, sub, old, body, False)
+            self.admit(user, "UPDATE", res, sub, ns, name, new, old)
             if strip_for_compare(new) == strip_for_compare(old) or dry:
                 return old if not dry else new
             try:
@@ -266,7 +330,7 @@ class Api(object):
                 continue
         raise ApiError(500, "InternalError", "too many retries")
 
-    def patch(self, res, ns, name, ctype, raw, sub=None, dry=False, force_create=False):
+    def patch(self, res, ns, name, ctype, raw, sub=None, dry=False, force_create=False, user=None):
         if res.view_of:
             raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
         ctype = (ctype or "").split(";")[0].strip().lower()
@@ -287,7 +351,7 @@ class Api(object):
                 if ctype == "application/apply-patch+yaml" and sub is None:
                     body = copy.deepcopy(p)
                     body.setdefault("metadata", {})["name"] = name
-                    return self.create(res, ns, body, dry=dry), 201
+                    return self.create(res, ns, body, dry=dry, user=user), 201
                 raise not_found(res, name)
             base = copy.deepcopy(old)
             try:
@@ -304,6 +368,7 @@ class Api(object):
             except Exception as e:
                 raise ApiError(422, "Invalid", "the server rejected our request due to an error in our request: %s" % e)
             new = self._finish_update(res, sub, old, new, True)
+            self.admit(user, "UPDATE", res, sub, ns, name, new, old)
             if strip_for_compare(new) == strip_for_compare(old):
                 return old, 200
             if dry:
@@ -315,22 +380,28 @@ class Api(object):
         raise ApiError(500, "InternalError", "too many retries")
 
     # -- delete
-    def delete(self, res, ns, name, opts, dry=False):
-        """Returns (http code, body)."""
+    def delete(self, res, ns, name, opts, dry=False, user=None):
+        """Returns (http code, body). The DeleteOptions' preconditions are checked as the generic
+        registry's BeforeDelete words them, after the admission (the delete handler runs mutating
+        admission, NodeRestriction, before the storage)."""
         if res.view_of:
             raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
         k = (ns or "", name)
         for _ in range(100):
+            if user is not None:
+                self.admit(user, "DELETE", res, None, ns, name, None, self.store.get(res.key, k))
             old = self.store.get(res.key, k)
             if old is None:
                 raise not_found(res, name)
             pre = opts.get("preconditions") or {}
             if pre.get("uid") and pre["uid"] != old["metadata"]["uid"]:
-                raise conflict(res, name, "Precondition failed: UID in precondition: %s, UID in object meta: %s" % (
-                    pre["uid"], old["metadata"]["uid"]))
+                raise self._precondition_failed(res, name, "the UID in the precondition (%s) does not match the UID in "
+                                                "record (%s). The object might have been deleted and then recreated" % (
+                                                    pre["uid"], old["metadata"]["uid"]))
             if pre.get("resourceVersion") and pre["resourceVersion"] != old["metadata"]["resourceVersion"]:
-                raise conflict(res, name, "Precondition failed: ResourceVersion in precondition: %s, ResourceVersion in object meta: %s" % (
-                    pre["resourceVersion"], old["metadata"]["resourceVersion"]))
+                raise self._precondition_failed(res, name, "the ResourceVersion in the precondition (%s) does not match "
+                                                "the ResourceVersion in record (%s). The object might have been "
+                                                "modified" % (pre["resourceVersion"], old["metadata"]["resourceVersion"]))
             try:
                 if res.plural == "pods":
                     return self._delete_pod(res, k, old, opts, dry)
@@ -355,6 +426,29 @@ class Api(object):
                 return 200, g
             return 200, self._delete_status(res, gone)
         raise ApiError(500, "InternalError", "too many retries")
+
+    def _precondition_failed(self, res, name, msg):
+        """rest.BeforeDelete: apierrors.NewConflict(GroupResource{group, Kind}, name, ...)."""
+        d = {"name": name, "kind": res.kind}
+        if res.group:
+            d["group"] = res.group
+        return ApiError(409, "Conflict", 'Operation cannot be fulfilled on %s%s "%s": %s' % (
+            res.kind, "." + res.group if res.group else "", name, msg), d)
+
+    def evict(self, ns, name, body, user=None):
+        """POST pods/NAME/eviction (policy/v1 Eviction): the double has no PodDisruptionBudgets, so
+        an eviction that passes admission is a delete with the Eviction's deleteOptions; 201 Success."""
+        res = RESOURCES[("", "pods")]
+        if not isinstance(body, dict):
+            raise bad_request("the object provided is unrecognized")
+        if user is not None:
+            self.admit(user, "CREATE", res, "eviction", ns, name, body, None)
+        bname = (body.get("metadata") or {}).get("name") if isinstance(body.get("metadata"), dict) else None
+        if bname and bname != name:
+            raise bad_request("name in URL does not match name in Eviction object")
+        opts = body.get("deleteOptions") if isinstance(body.get("deleteOptions"), dict) else {}
+        self.delete(res, ns, name, opts)
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
     def _delete_status(self, res, obj):
         d = {"name": obj["metadata"]["name"], "kind": res.plural, "uid": obj["metadata"]["uid"]}

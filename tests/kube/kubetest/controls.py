@@ -1,5 +1,6 @@
 """The /_test controls (not part of the Kubernetes API; admin identity required): request log
-and counters, faults (delay, status; refuse in server.Server), watch history size, ending watches, controller settings and RBAC bindings;
+and counters, faults (delay, status; refuse in server.Server), watch history size, ending watches, controller settings (the CSR
+controllers' too) and RBAC bindings (one role or several);
 see the package docstring for the list."""
 
 import json
@@ -7,6 +8,8 @@ import os
 import time
 import uuid
 
+from .auth import parse_roles
+from .certificates import parse_duration
 from .errors import ApiError, bad_request
 from .store import ABORT, CLOSE
 from .util import K8S_VERSION, log
@@ -110,15 +113,31 @@ class TestControls:
                     o.min_token_expiration = int(data["minTokenExpiration"])
                 if "tokenExpiryLeeway" in data:
                     o.token_expiry_leeway = float(data["tokenExpiryLeeway"])
+                if "clusterSigningDuration" in data:
+                    try:
+                        o.cluster_signing_duration = parse_duration(data["clusterSigningDuration"])
+                    except ValueError as e:
+                        raise bad_request("clusterSigningDuration: %s" % e)
+                if "csrApproving" in data:
+                    srv.certs.approving = bool(data["csrApproving"])
+                if "csrSigning" in data:
+                    srv.certs.signing = bool(data["csrSigning"])
                 api.wake_sched.set()
                 api.wake_nlc.set()
+                api.wake_csr.set()
             self.send_obj(200, self.ctl_state())
         elif p == "/_test/rbac" and method == "POST":
-            subj, role = data.get("subject"), data.get("role")
-            if not subj or role is None:
-                raise bad_request('need {"subject":"user:NAME|group:NAME","role":...}')
+            subj = data.get("subject")
+            role = data.get("roles", data.get("role"))
+            if not subj or role is None or not subj.startswith(("user:", "group:")):
+                raise bad_request('need {"subject":"user:NAME|group:NAME","role":NAME|[rules]} or "roles":[NAME|rule,...]')
+            try:
+                roles = parse_roles(role)
+            except ValueError as e:
+                raise bad_request(str(e))
             with api.auth.lock:
-                api.auth.bindings[subj] = role
+                api.auth.bindings[subj] = roles[0] if len(roles) == 1 else roles
+            api.wake_csr.set()          # csrapproving looks at pending CSRs again
             self.send_obj(200, {"subject": subj, "role": role})
         elif p == "/_test/tokens" and method == "POST":
             tok = data.get("token") or uuid.uuid4().hex
@@ -133,4 +152,5 @@ class TestControls:
                 "monitorPeriod": o.monitor_period, "taintRemovalDelay": o.taint_removal_delay,
                 "fullDisruption": o.full_disruption, "bookmarkInterval": o.bookmark_interval,
                 "nodeProxyGlobalOnly": o.node_proxy_global_only, "minTokenExpiration": o.min_token_expiration,
-                "tokenExpiryLeeway": o.token_expiry_leeway}
+                "tokenExpiryLeeway": o.token_expiry_leeway, "clusterSigningDuration": o.cluster_signing_duration,
+                "csrApproving": srv.certs.approving, "csrSigning": srv.certs.signing}

@@ -16,7 +16,7 @@ def api_resource_list(group, version):
             e["shortNames"] = r.short
         res.append(e)
         for s in r.subs:
-            sv = {"status": ["get", "patch", "update"], "log": ["get"], "binding": ["create"],
+            sv = {"status": ["get", "patch", "update"], "approval": ["get", "patch", "update"], "log": ["get"], "binding": ["create"],
                   "eviction": ["create"], "proxy": ["create", "delete", "get", "patch", "update"],
                   "finalize": ["update"], "exec": ["create", "get"], "attach": ["create", "get"],
                   "portforward": ["create", "get"], "token": ["create"]}[s]

@@ -1,5 +1,9 @@
 """The command line: options, tokens, certificates, the state dir files (ready, pid,
-server.json, kubeconfig, tokens) and the server's lifetime."""
+server.json, kubeconfig, tokens) and the server's lifetime.
+
+--audit-log PATH appends kube-apiserver's audit log (JSON lines, audit.k8s.io/v1 Events at level
+Metadata: ResponseComplete per request, ResponseStarted for watches and other long-running
+requests; server.AuditLog) to PATH."""
 
 import argparse
 import json
@@ -11,6 +15,8 @@ import time
 import uuid
 
 from .api import Api
+from .auth import parse_roles
+from .certificates import DEFAULT_SIGNING_DURATION, CertificateControllers, parse_duration
 from .handler import Handler
 from .kubelet import PREFERRED_ADDRESS_TYPES
 from .node_lifecycle import NodeLifecycle
@@ -37,8 +43,9 @@ def main():
     ap.add_argument("--state-dir", required=True)
     ap.add_argument("--plain-http", action="store_true")
     ap.add_argument("--token-file", help="CSV token,user,uid,\"group1,group2\" like kube-apiserver")
-    ap.add_argument("--role", action="append", default=[], metavar="SUBJECT=ROLE",
-                    help="bind user:NAME or group:NAME to admin|agent|none (repeatable)")
+    ap.add_argument("--role", action="append", default=[], metavar="SUBJECT=ROLE[,ROLE...]",
+                    help="bind user:NAME or group:NAME to admin|agent|none|node-bootstrapper|nodeclient|"
+                         "selfnodeclient, or several of them comma-separated (repeatable)")
     ap.add_argument("--history", type=int, default=1000, help="watch history per resource type")
     ap.add_argument("--no-scheduler", action="store_true")
     ap.add_argument("--no-node-lifecycle", action="store_true")
@@ -62,8 +69,23 @@ def main():
     ap.add_argument("--token-expiry-leeway", type=float, default=60.0, metavar="SEC",
                     help="how long after its exp a ServiceAccount token still authenticates (default %(default)s, "
                          "the real leeway)")
+    ap.add_argument("--cluster-signing-duration", default=str(DEFAULT_SIGNING_DURATION), metavar="DURATION",
+                    help="the longest certificate the CSR signer issues, in seconds or as a Go duration (8760h), as "
+                         "kube-controller-manager's flag (default one year); it caps spec.expirationSeconds")
+    ap.add_argument("--no-csr-approving", action="store_true", help="no csrapproving controller (CSRs stay pending)")
+    ap.add_argument("--no-csr-signing", action="store_true", help="no csrsigning controller (approved CSRs are not "
+                                                                   "issued)")
     ap.add_argument("--log-requests", action="store_true")
+    ap.add_argument("--audit-log", metavar="PATH",
+                    help="append an audit log as kube-apiserver's --audit-log-path writes it (JSON lines, "
+                         "audit.k8s.io/v1 Event, level Metadata, no RequestReceived stage)")
     opts = ap.parse_args()
+    if opts.audit_log:
+        opts.audit_log = os.path.abspath(opts.audit_log)
+    try:
+        opts.cluster_signing_duration = parse_duration(opts.cluster_signing_duration)
+    except ValueError as e:
+        ap.error("--cluster-signing-duration: %s" % e)
     opts.kubelet_preferred_address_types = tuple(
         t.strip() for t in opts.kubelet_preferred_address_types.split(",") if t.strip())
     try:
@@ -101,7 +123,11 @@ def main():
                                                                    ("noright", "noright", ""))), 0o600)
     for r in opts.role:
         s, _, role = r.partition("=")
-        api.auth.bindings[s] = role
+        try:
+            roles = parse_roles(role)
+        except ValueError as e:
+            ap.error("--role %s: %s" % (r, e))
+        api.auth.bindings[s] = roles[0] if len(roles) == 1 else roles
     admin_tok = next((t for t, v in api.auth.tokens.items() if "system:masters" in v[2]), None)
 
     make_certs(d)
@@ -117,9 +143,11 @@ def main():
     srv.scheduler = Scheduler(api, opts)
     srv.nlc = NodeLifecycle(api, opts)
     srv.workloads = Workloads(api, opts)
+    srv.certs = CertificateControllers(api, opts, d)
     srv.scheduler.start()
     srv.nlc.start()
     srv.workloads.start()
+    srv.certs.start()
 
     port = srv.server_address[1]
     hp = "[%s]" % host if ":" in host else host
@@ -167,5 +195,7 @@ def main():
     except OSError:
         pass
     srv.drop_all()
+    if srv.audit:
+        srv.audit.close()
     sys.stderr.flush()
     os._exit(0)

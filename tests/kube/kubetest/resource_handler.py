@@ -1,5 +1,6 @@
 """Resource requests: the verbs on one resource path, with dry runs, tables, subresources
-(status, binding, eviction, log, exec, attach, portforward, proxy, token) and deletecollection."""
+(status, approval, binding, eviction, log, exec, attach, portforward, proxy, token) and
+deletecollection. The verbs pass the requester (self.user_info) to api.Api for admission."""
 
 import base64
 import json
@@ -78,7 +79,7 @@ class ResourceHandler:
         if sub == "log":
             self.pod_log(api.get(res, ns, name), q)
             return
-        if sub == "status" and method == "GET":
+        if sub in ("status", "approval") and method == "GET":
             self.send_obj(200, api.get(res, ns, name))
             return
         if method == "POST" and sub == "binding":
@@ -108,24 +109,29 @@ class ResourceHandler:
         if sub == "token":
             if method != "POST":
                 raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
-            self.send_obj(201, api.tokens.request(ns, name, self.parse_json(body, TOKEN_REQUEST)))
+            tr = self.parse_json(body, TOKEN_REQUEST)
+            api.admit(self.user_info, "CREATE", res, "token", ns, name, tr, None)
+            self.send_obj(201, api.tokens.request(ns, name, tr))
+            return
+        if sub == "eviction" and method == "POST":
+            self.send_obj(201, api.evict(ns, name, self.parse_json(body, None), user=self.user_info))
             return
         if sub == "eviction" or sub == "finalize":
             raise ApiError(405, "MethodNotAllowed", "this test double does not implement %s/%s" % (res.plural, sub))
         if method == "POST":
             obj = self.parse_json(body, res)
-            self.send_obj(201, api.create(res, ns, obj, dry=dry))
+            self.send_obj(201, api.create(res, ns, obj, dry=dry, user=self.user_info))
             return
         if method == "PUT":
             obj = self.parse_json(body, res)
-            out = api.update(res, ns, name, obj, sub, dry=dry)
+            out = api.update(res, ns, name, obj, sub, dry=dry, user=self.user_info)
             if isinstance(out, tuple):  # created on update
                 self.send_obj(201, out[0])
             else:
                 self.send_obj(200, out)
             return
         if method == "PATCH":
-            o, code = api.patch(res, ns, name, self.headers.get("Content-Type"), body, sub, dry=dry)
+            o, code = api.patch(res, ns, name, self.headers.get("Content-Type"), body, sub, dry=dry, user=self.user_info)
             self.send_obj(code, o)
             return
         if method == "DELETE":
@@ -142,14 +148,15 @@ class ResourceHandler:
                 out = []
                 for o in items:
                     try:
-                        c, b = api.delete(res, o["metadata"].get("namespace"), o["metadata"]["name"], opts, dry)
+                        c, b = api.delete(res, o["metadata"].get("namespace"), o["metadata"]["name"], opts, dry,
+                                          user=self.user_info)
                         out.append(b if b.get("kind") != "Status" else o)
                     except ApiError:
                         pass
                 self.send_obj(200, {"kind": res.kind + "List", "apiVersion": res.api_version,
                                     "metadata": {"resourceVersion": str(api.store.rv)}, "items": out})
                 return
-            code, b = api.delete(res, ns, name, opts, dry)
+            code, b = api.delete(res, ns, name, opts, dry, user=self.user_info)
             self.send_obj(code, b)
             return
         raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")

@@ -39,6 +39,9 @@ METRICS_GROUP = "metrics.k8s.io"
 AUTHN_GROUP, AUTHZ_GROUP = "authentication.k8s.io", "authorization.k8s.io"
 
 
+CERTS_GROUP = "certificates.k8s.io"
+
+
 REVIEW_VERBS = ("create",)
 
 
@@ -76,6 +79,9 @@ for _r in [
         verbs=REVIEW_VERBS, stored=False),
     Res("subjectaccessreviews", "SubjectAccessReview", group=AUTHZ_GROUP, namespaced=False, verbs=REVIEW_VERBS,
         stored=False),
+    # CertificateSigningRequests (kubetest/csr.py; the approver and signer controllers in certificates.py).
+    Res("certificatesigningrequests", "CertificateSigningRequest", group=CERTS_GROUP, namespaced=False,
+        short=["csr"], subs=["approval", "status"], fields=["spec.signerName"], has_status=True),
 ]:
     RESOURCES[(_r.group, _r.plural)] = _r
 
@@ -85,7 +91,8 @@ STORE_RES = {r.key: r for r in RESOURCES.values() if not r.view_of and r.stored}
 
 GROUPS = collections.OrderedDict([("", ["v1"]), ("apps", ["v1"]), ("coordination.k8s.io", ["v1"]),
                                   ("events.k8s.io", ["v1"]),
-                                  (AUTHN_GROUP, ["v1"]), (AUTHZ_GROUP, ["v1"]), (METRICS_GROUP, ["v1beta1"])])
+                                  (AUTHN_GROUP, ["v1"]), (AUTHZ_GROUP, ["v1"]), (CERTS_GROUP, ["v1"]),
+                                  (METRICS_GROUP, ["v1beta1"])])
 
 
 SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

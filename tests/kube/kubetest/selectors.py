@@ -46,6 +46,17 @@ def parse_field_selector(s, res):
     return out
 
 
+def selector_name(q):
+    """The name of an exact metadata.name requirement in the fieldSelector of query q (kube-apiserver's
+    RequestInfo takes it as the request's name for authorization), or None."""
+    raw = (q.get("fieldSelector") or [""])[0]
+    for part in raw.split(","):
+        m = re.match(r"^\s*metadata\.name\s*(==|=)\s*(.*?)\s*$", part)
+        if m and m.group(2) and m.group(2) not in (".", "..") and "/" not in m.group(2) and "%" not in m.group(2):
+            return m.group(2)
+    return None
+
+
 def match_fields(obj, sel):
     for k, eq, v in sel:
         if (field_value(obj, k) == v) != eq:

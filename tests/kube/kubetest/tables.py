@@ -1,8 +1,10 @@
 """Server-side printing: the meta.k8s.io/v1 Table kubectl asks for (Accept: ...;as=Table)
-for nodes, pods and events, with kubectl's columns."""
+for nodes, pods, events, CertificateSigningRequests and the others listed in table_for, with
+kubectl's columns."""
 
+from .csr import condition_row
 from .objects import cond
-from .util import age_of
+from .util import age_of, human_duration
 
 
 def col(name, typ="string", desc="", prio=0, fmt=""):
@@ -108,6 +110,18 @@ EVENT_COLS = [col("Last Seen"), col("Type"), col("Reason"), col("Object"), col("
               col("Name", prio=1)]
 
 
+def csr_row(o):
+    """printCertificateSigningRequest: RequestedDuration is HumanDuration(expirationSeconds)."""
+    sp = o.get("spec") or {}
+    exp = sp.get("expirationSeconds")
+    return [o["metadata"]["name"], age_of(o["metadata"].get("creationTimestamp")), sp.get("signerName") or "<none>",
+            sp.get("username", ""), human_duration(exp) if exp is not None else "<none>", condition_row(o)]
+
+
+CSR_COLS = [col("Name", fmt="name"), col("Age"), col("SignerName"), col("Requestor"), col("RequestedDuration"),
+            col("Condition")]
+
+
 def table_for(res, objs, rv):
     if res.plural == "nodes":
         cols, f = NODE_COLS, node_row
@@ -154,6 +168,8 @@ def table_for(res, objs, rv):
         f = lambda o: [o["metadata"]["name"], ",".join(
             "%s:%s" % (a["ip"], p["port"]) for ss in o.get("subsets") or [] for a in ss.get("addresses") or []
             for p in ss.get("ports") or []) or "<none>", age_of(o["metadata"].get("creationTimestamp"))]
+    elif res.plural == "certificatesigningrequests":
+        cols, f = CSR_COLS, csr_row
     elif res.plural == "secrets":
         cols = [col("Name", fmt="name"), col("Type"), col("Data", "integer"), col("Age")]
         f = lambda o: [o["metadata"]["name"], o.get("type", "Opaque"), len(o.get("data") or {}), age_of(o["metadata"].get("creationTimestamp"))]

@@ -165,13 +165,16 @@ def lease_times(res, obj, patch_mode):
             spec[f] = norm
 
 
-def default_pod(pod):
+def default_pod(pod, service_account=True):
+    """The pod defaults; service_account: the account "default" the ServiceAccount admission plugin
+    gives a pod without one (not a mirror pod)."""
     sp = pod.setdefault("spec", {})
     sp.setdefault("restartPolicy", "Always")
     sp.setdefault("terminationGracePeriodSeconds", 30)
     sp.setdefault("dnsPolicy", "ClusterFirst")
-    sp.setdefault("serviceAccountName", "default")
-    sp.setdefault("serviceAccount", sp["serviceAccountName"])
+    if service_account:
+        sp.setdefault("serviceAccountName", "default")
+        sp.setdefault("serviceAccount", sp["serviceAccountName"])
     sp.setdefault("securityContext", {})
     sp.setdefault("schedulerName", "default-scheduler")
     sp.setdefault("enableServiceLinks", True)

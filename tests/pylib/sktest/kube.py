@@ -45,6 +45,17 @@ class KubeServer:
         self.token = open(self.path("admin.token")).read().strip()
         self.ctx = ssl.create_default_context(cafile=self.path("ca.crt"))
 
+    prefix = ""  # the path of the server's URL before /api (none here; a cluster's may have one)
+
+    def auth_headers(self):
+        """The admin's credential as request headers (what a Watch sends)."""
+        return {"Authorization": "Bearer " + self.token}
+
+    def connection(self, timeout):
+        """A new HTTPS connection to the server (what a Watch streams on)."""
+        return http.client.HTTPSConnection(self.host, int(self.port), context=self.ctx,
+                                           timeout=timeout)
+
     def path(self, name):
         """A file of the state dir: ca.crt, agent.token, kubeconfig, kubelet-serving.crt, ..."""
         return os.path.join(self.dir, name)
@@ -88,16 +99,17 @@ class Watch(threading.Thread):
     """A streaming watch; every event is queued with its arrival time.
 
     The benchmarks measure with these arrival times instead of polling, so the API server (a
-    Python process on the same cores) is not loaded by the measurement itself."""
+    Python process on the same cores) is not loaded by the measurement itself. `kube` is a
+    KubeServer or anything with its connection(), auth_headers() and prefix (the benchmarks'
+    client of a real cluster, bench/kubeapi.py)."""
 
     def __init__(self, kube, path):
         super().__init__(daemon=True)
         sep = "&" if "?" in path else "?"
         self.kube, self.path = kube, path + sep + "watch=1&timeoutSeconds=3600"
         self.events = queue.Queue()
-        self.conn = http.client.HTTPSConnection(kube.host, int(kube.port), context=kube.ctx,
-                                                timeout=3600)
-        self.conn.request("GET", self.path, headers={"Authorization": "Bearer " + kube.token})
+        self.conn = kube.connection(3600)
+        self.conn.request("GET", kube.prefix + self.path, headers=kube.auth_headers())
         self.resp = self.conn.getresponse()
         if self.resp.status != 200:
             raise RuntimeError("watch %s: HTTP %d" % (path, self.resp.status))
