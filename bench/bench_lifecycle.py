@@ -11,6 +11,9 @@ slurm-k8s-shim running pods as processes) and each repetition:
                                 last of pods/Node/Lease DELETED
 Times are event arrival times on watches opened before the runs.
 
+Against the test double (default) or BENCH_KUBECONFIG's cluster (sklib.py, docs/benchmarks.md
+"Against your own cluster"): the same runs, the shim's pods as processes of this machine.
+
 usage: bench_lifecycle.py [RESULTS.json]
 env:   BENCH_REPS (20)  jobs per runtime
        BENCH_PODS (3)   pods per job (each one measured)
@@ -27,16 +30,17 @@ import sklib as B  # noqa: E402
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
 
 
-def run_runtime(wd, runtime, reps, npods, grace):
-    kube = B.Kube(os.path.join(wd, runtime))
+def run_runtime(wd, runtime, reps, npods, grace, api_info):
+    kube = B.open_api(os.path.join(wd, runtime))
     agent = shim = None
     out = {"register_ready": [], "register_reply": [], "pod_running": [], "pod_delete_gone": [],
            "deregister_reply": [], "deregister_all_gone": [], "errors": 0}
     try:
+        api_info.setdefault("api", kube.info())
         agent = B.Agent(os.path.join(wd, runtime), kube, runtime=runtime,
                         extra={"max_pods": "250"})
         nodes = B.Watch(kube, "/api/v1/nodes")
-        pods = B.Watch(kube, "/api/v1/namespaces/default/pods")
+        pods = B.Watch(kube, B.pods_path())
         leases = B.Watch(kube, LEASES)
         for rep in range(reps):
             job = 1000 + rep
@@ -60,10 +64,9 @@ def run_runtime(wd, runtime, reps, npods, grace):
                     raise RuntimeError("shim did not attach; see " + shim.log_path)
             names = []
             for i in range(npods):
-                pn = f"p{job}-{i}"
+                pn = B.pod_name(f"p{job}-{i}")
                 t0 = time.time()
-                code, _ = kube.api("POST", "/api/v1/namespaces/default/pods",
-                                   B.pod_manifest(pn, name))
+                code, _ = kube.api("POST", B.pods_path(), B.pod_manifest(pn, name))
                 t_run = pods.wait(B.is_phase(pn, "Running"), 10) if code == 201 else None
                 if t_run is None:
                     B.log(f"pod {pn}: not Running (create {code})")
@@ -74,7 +77,7 @@ def run_runtime(wd, runtime, reps, npods, grace):
             if names:  # the first pod: graceful delete, sleep exits on SIGTERM
                 pn = names.pop(0)
                 t0 = time.time()
-                kube.api("DELETE", f"/api/v1/namespaces/default/pods/{pn}")
+                kube.api("DELETE", B.pods_path(pn))
                 t_gone = pods.wait(B.is_deleted(pn), grace + 10)
                 if t_gone is None:
                     out["errors"] += 1
@@ -93,7 +96,8 @@ def run_runtime(wd, runtime, reps, npods, grace):
                 continue
             t_node = nodes.wait(B.is_deleted(name), 10)
             t_lease = leases.wait(B.is_deleted(name), 10)
-            left = [p for p in kube.api("GET", "/api/v1/pods")[1].get("items", [])
+            on_node = "?fieldSelector=spec.nodeName%3D" + name if B.CLUSTER else ""  # not all pods
+            left = [p for p in kube.api("GET", "/api/v1/pods" + on_node)[1].get("items", [])
                     if p["spec"].get("nodeName") == name]
             if t_node is None or t_lease is None or left:
                 B.log(f"job {job}: node gone {t_node}, lease gone {t_lease}, pods left {len(left)}")
@@ -115,13 +119,14 @@ def run_runtime(wd, runtime, reps, npods, grace):
             shim.stop()
         if agent:
             agent.stop()
-        kube.stop()
+        kube.stop()   # a cluster's: deletes this run's Nodes, Leases and pods
     res = {k: B.summary_ms(v) for k, v in out.items() if k != "errors"}
     res["errors"] = out["errors"]
     return res
 
 
 def main():
+    B.cluster_mode()
     B.preflight(need_shim=True)
     reps = B.env_int("BENCH_REPS", 20)
     npods = B.env_int("BENCH_PODS", 3)
@@ -133,7 +138,7 @@ def main():
         res = {"reps": reps, "pods_per_job": npods, "grace_s": grace}
         for rt in runtimes:
             B.log(f"lifecycle, runtime={rt}: {reps} jobs x {npods} pods")
-            res[rt] = run_runtime(wd.path, rt, reps, npods, grace)
+            res[rt] = run_runtime(wd.path, rt, reps, npods, grace, res)
         B.write_result("lifecycle", res)
         ok = all(res[rt]["errors"] == 0 for rt in runtimes)
     finally:

@@ -10,6 +10,10 @@ the burst and their rate, the API server's own request latency (its request
 log) as the "not overloaded" check, the agent's CPU and RSS, and the time to
 deregister all N again.
 
+Against BENCH_KUBECONFIG's cluster (sklib.py) nothing is started: the requests, their rate and
+the API server's latency come from its audit log (BENCH_AUDIT_LOG; null with the reason
+without one), and the API server's CPU is not measured.
+
 usage: bench_scale.py [RESULTS.json]
 env:   BENCH_SCALE_N ("10 100 1000")  BENCH_SCALE_CONC (128)
 """
@@ -48,10 +52,11 @@ def burst(agent, bodies, conc, op, timeout):
     return time.time(), errs
 
 
-def run_n(wd, n, conc):
-    kube = B.Kube(os.path.join(wd, f"n{n}"))
+def run_n(wd, n, conc, api_info):
+    kube = B.open_api(os.path.join(wd, f"n{n}"))
     agent = None
     try:
+        api_info.setdefault("api", kube.info())
         agent = B.Agent(os.path.join(wd, f"n{n}"), kube, runtime="fake",
                         extra={"max_jobs": str(n + 16), "max_connections": str(max(1024, 4 * conc))})
         nodes = B.Watch(kube, "/api/v1/nodes")
@@ -67,11 +72,9 @@ def run_n(wd, n, conc):
 
         def collect():
             nodes.wait(seen, 120)
-        kube.reset_counters()
-        _, log0 = kube.api("GET", "/_test/requests?since=0")
-        seq0 = max([e["seq"] for e in log0.get("items", [])] or [0])
+        win = kube.window_start(latency=True)
         cpu0 = B.proc_cpu_s(agent.pid)
-        kcpu0 = B.proc_cpu_s(kube.proc.pid)
+        kcpu0 = kube.server_cpu_s()
         col = threading.Thread(target=collect, daemon=True)
         col.start()
         t0 = time.time()
@@ -79,28 +82,31 @@ def run_n(wd, n, conc):
         col.join(120)
         t_ready = max(ready_at.values()) if len(ready_at) == n else None
         cpu_reg = B.proc_cpu_s(agent.pid) - cpu0
-        kcpu = B.proc_cpu_s(kube.proc.pid) - kcpu0
-        counts = kube.agent_requests()
-        _, lg = kube.api("GET", "/_test/requests?since=%d" % seq0)
-        agent_lat = [e.get("ms", 0) / 1000.0 for e in lg.get("items", [])
-                     if e.get("user") == B.AGENT_USER and "watch" not in (e.get("query") or "")]
-        total = sum(counts.values())
+        kcpu = kube.server_cpu_s() - kcpu0 if kcpu0 is not None else None
         dur = (t_ready or time.time()) - t0
+        got = kube.window_end(win, latency=True)
+        counts = got["agent"]
+        agent_lat = got["latency_s"]
+        total = sum(counts.values()) if counts is not None else None
         res = {"n": n, "concurrency": min(conc, n), "errors": len(errs), "ready": len(ready_at),
                "all_ready_s": round(t_ready - t0, 3) if t_ready else None,
                "all_replied_s": round(t_replies - t0, 3),
                "register_ready": B.summary_ms([t - t0 for t in ready_at.values()]),
-               "agent_requests": total, "req_per_s": round(total / dur, 1),
-               "requests_per_node": round(total / n, 2),
+               "agent_requests": total,
+               "req_per_s": round(total / dur, 1) if total is not None else None,
+               "requests_per_node": round(total / n, 2) if total is not None else None,
                "by_request": counts,
-               "server_latency": B.summary_ms(agent_lat),
+               "server_latency": B.summary_ms(agent_lat) if agent_lat is not None else None,
                "agent_cpu_s": round(cpu_reg, 3),
                "agent_cpu_ms_per_node": round(1000 * cpu_reg / n, 3),
                "agent_rss_kib": B.proc_rss_kib(agent.pid),
                # the test API server is one Python process (GIL): near 100 % of a
                # core here means it, not the agent, sets the pace
-               "api_server_cpu_s": round(kcpu, 3),
-               "api_server_cpu_percent": round(100 * kcpu / dur, 1)}
+               "api_server_cpu_s": round(kcpu, 3) if kcpu is not None else None,
+               "api_server_cpu_percent": round(100 * kcpu / dur, 1) if kcpu is not None else None}
+        if B.CLUSTER:
+            res.update(B.counts_extra(got))
+            res["api_server_cpu_absent"] = "the API server is not a process of this machine"
         if errs:
             B.log(f"N={n}: {len(errs)} errors, first: {errs[0]}")
         nodes.close()
@@ -117,6 +123,7 @@ def run_n(wd, n, conc):
 
 
 def main():
+    B.cluster_mode()
     B.preflight()
     ns = B.env_list("BENCH_SCALE_N", [10, 100, 1000])
     conc = B.env_int("BENCH_SCALE_CONC", 128)
@@ -126,11 +133,11 @@ def main():
         res = {}
         for n in ns:
             B.log(f"scale: {n} registrations at once")
-            res[str(n)] = run_n(wd.path, n, conc)
+            res[str(n)] = run_n(wd.path, n, conc, res)
             B.log(f"  all Ready after {res[str(n)]['all_ready_s']} s, "
                   f"{res[str(n)]['agent_requests']} requests")
         B.write_result("scale", res)
-        ok = all(r["errors"] == 0 and r["ready"] == r["n"] for r in res.values())
+        ok = all(r["errors"] == 0 and r["ready"] == r["n"] for k, r in res.items() if k != "api")
     finally:
         wd.done(ok)
     return 0 if ok else 1

@@ -3,6 +3,8 @@
 EXTRA_DIST += \
 	bench/run-all.sh \
 	bench/sklib.py \
+	bench/kubeapi.py \
+	bench/audit-policy.yaml \
 	bench/report.py \
 	bench/bench_lifecycle.py \
 	bench/bench_mounts.py \

@@ -127,12 +127,14 @@ def rows(b):
                         "grace + < 500 ms", "-", verdict(r["p99"] < 500)))
     st = b.get("steady", {})
     if st:
+        rate = st.get("req_per_node_per_s")
         out.append(("steady-state API requests per virtual node (%d nodes x %d pods, %.0f s)"
                     % (st["nodes"], st["pods_per_node"], st["window_s"]),
-                    "%.3f req/s" % st["req_per_node_per_s"], "<= 0.1 req/s",
+                    "%.3f req/s" % rate if rate is not None else
+                    "not counted: %s" % st.get("requests_absent", "no count"), "<= 0.1 req/s",
                     "kubelet: 0.21 req/s measured idle (Lease every 10 s = 0.1 req/s, plus "
                     "status every 5 min, plus its own watches/lists)",
-                    verdict(st["req_per_node_per_s"] <= 0.1 + 1e-9)))
+                    verdict(rate <= 0.1 + 1e-9) if rate is not None else "-"))
     res = b.get("resources", {})
     if res:
         n, p = res["nodes"], res["pods_per_node"]
@@ -176,18 +178,44 @@ def rows(b):
     for n in sorted((k for k in sc if k.isdigit()), key=int):
         r = sc[n]
         t = r.get("all_ready_s")
+        if r.get("agent_requests") is not None:
+            reqs = "%d agent requests (%.1f/node) at %.0f req/s" % (
+                r["agent_requests"], r["requests_per_node"], r["req_per_s"])
+        else:
+            reqs = "agent requests not counted (%s)" % r.get("requests_absent", "-")
+        cpu = r.get("api_server_cpu_percent")
         out.append(("%s virtual nodes registering at once (one agent, %d parallel calls)"
                     % (n, r["concurrency"]),
-                    "all Ready %s; %d agent requests (%.1f/node) at %.0f req/s; API server "
-                    "latency p99 %s; agent %.1f ms CPU/node, RSS %.0f MiB; test API server CPU %s%%"
+                    "all Ready %s; %s; API server latency p99 %s; agent %.1f ms CPU/node, RSS "
+                    "%.0f MiB; %s"
                     % ("%.2f s" % t if t is not None else "NOT all (%d)" % r["ready"],
-                       r["agent_requests"], r["requests_per_node"], r["req_per_s"],
-                       ms(g(r, "server_latency", "p99")), r["agent_cpu_ms_per_node"],
-                       r["agent_rss_kib"] / 1024, r.get("api_server_cpu_percent", "-")),
+                       reqs, ms(g(r, "server_latency", "p99")), r["agent_cpu_ms_per_node"],
+                       r["agent_rss_kib"] / 1024,
+                       "test API server CPU %s%%" % cpu if cpu is not None
+                       else "API server CPU not measured (not on this machine)"),
                     "1000: all Ready < 10 s, API server not overloaded" if n == "1000" else "-",
                     "-",
                     verdict(t is not None and t < 10) if n == "1000" else "-"))
     return out
+
+
+def api_lines(b):
+    """Which API server each benchmark measured against (its results' "api")."""
+    seen = {}
+    for name in sorted(b):
+        a = b[name].get("api") if isinstance(b[name], dict) else None
+        if not a:
+            continue
+        if a.get("kind") == "cluster":
+            desc = ("a cluster: %s (%s) as %s, agent as %s; request counts %s"
+                    % (a.get("server"), a.get("version"), a.get("user") or "?",
+                       a.get("agent_user") or "?",
+                       "from its audit log" if a.get("audit_log") else
+                       "not taken (no audit log)"))
+        else:
+            desc = "the test double (tests/kube, %s)" % a.get("version")
+        seen.setdefault(desc, []).append(name)
+    return ["API server: %s [%s]" % (d, ", ".join(n)) for d, n in seen.items()]
 
 
 def main():
@@ -197,6 +225,8 @@ def main():
     print("Machine: %s CPUs (%s), %s RAM, kernel %s; load average at start %s"
           % (m.get("nproc"), m.get("cpu_model"), m.get("mem_total"), m.get("kernel"),
              " ".join(m.get("loadavg_at_start", []))))
+    for line in api_lines(res.get("benchmarks", {})):
+        print(line)
     if res.get("command"):
         print("Command: `%s`" % res["command"])
     print()

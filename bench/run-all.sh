@@ -14,6 +14,9 @@
 #   BENCH_MOUNTS_N=200                                  bench_mounts.py
 #   BENCH_IMAGES_N=20                                   bench_images.py (root, podman)
 #   BENCH_ONLY="lifecycle steady"   run only these;  BENCH_QUICK=1  small sizes (a smoke run)
+# Against your own cluster instead of the test double (docs/benchmarks.md, "Against your own
+# cluster"; lifecycle, scale and steady, the default BENCH_ONLY then):
+#   BENCH_KUBECONFIG=FILE [BENCH_AGENT_KUBECONFIG=FILE] [BENCH_AUDIT_LOG=kube-apiserver's audit log]
 # Needs a build (SK_TOP_BUILDDIR, default ./build or the source dir), python3, openssl;
 # the Slurm part needs root and tests/slurm/cluster.sh install (skipped otherwise).
 set -u
@@ -34,6 +37,13 @@ if [ "${BENCH_QUICK:-0}" = 1 ]; then
   export BENCH_REPS BENCH_STEADY_S BENCH_RES_IDLE_S BENCH_SCALE_N BENCH_SLURM_JOBS
 fi
 ALL="lifecycle mounts images steady resources scale streams slurm_start online_rl"
+if [ -n "${BENCH_KUBECONFIG:-}" ]; then
+  # the benchmarks that can measure another API server; the others need the double or Slurm
+  ALL="lifecycle scale steady"
+  for b in ${BENCH_ONLY:-}; do
+    case " $ALL " in *" $b "*) ;; *) echo "note: $b runs against the test double, not BENCH_KUBECONFIG's cluster" >&2;; esac
+  done
+fi
 ONLY="${BENCH_ONLY:-$ALL}"
 rm -f "$OUT"
 CMD="bench/run-all.sh $(basename "$OUT")"  # no machine paths in the results file
