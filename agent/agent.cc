@@ -16,6 +16,7 @@
 #include "agent/command_runner.h"
 #include "agent/controllers/drain.h"
 #include "agent/node_builder.h"
+#include "agent/node_identity.h"
 #include "agent/peer_auth.h"
 #include "agent/shim_runtime.h"
 #include "common/fs.h"
@@ -477,6 +478,15 @@ void Agent::op_register(const std::shared_ptr<Connection> &c, const proto::Reque
             return c->reply(proto::error_reply(
                 req.id, fail(Error::InvalidArgument,
                              "label '" + k + "': the prefix " + kLabelPrefix + " is reserved")));
+    if (cfg_.node_identity == "bootstrap")
+        for (const auto &[k, v] : r->labels)
+            if (!node_may_set_label(k))
+                return c->reply(proto::error_reply(
+                    req.id, fail(Error::InvalidArgument,
+                                 "label '" + k +
+                                     "': a node may not set labels under kubernetes.io or k8s.io "
+                                     "(the API server's NodeRestriction refuses them); choose "
+                                     "another prefix")));
     std::string key = job_key(r->job_id, r->slurm_node);
     auto name = expand_node_name(cfg_.node_name_template, r->slurm_node, r->job_id);
     if (!name) return c->reply(proto::error_reply(req.id, name.failure()));

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "agent/kubeconfig.h"
+#include "agent/node_identity.h"
 #include "common/agent_call.h"
 #include "common/config.h"
 #include "common/strings.h"
@@ -283,6 +284,13 @@ Result<AgentConfig> parse_agent_config(std::string_view text, std::string_view s
     if (!c.api.has_credential())
         return fail(Error::InvalidArgument,
                     src + ": set api_token_file or api_client_cert/api_client_key (credentials)");
+    if (c.node_identity == "bootstrap")
+        for (const auto &[k, v] : c.labels)
+            if (!node_may_set_label(k))
+                return fail(Error::InvalidArgument,
+                            src + ": labels: '" + k +
+                                "' is under kubernetes.io or k8s.io, which a node identity may "
+                                "not set (NodeRestriction): choose another prefix");
     if (c.node_certificate_seconds != 0 && c.node_certificate_seconds < 600)
         return fail(Error::InvalidArgument,
                     src +

@@ -97,9 +97,14 @@ Result<NodeKeyRequest> make_node_client_request(const std::string &node_name) {
         rc < 0)
         return tls_fail("key export", rc);
     out.key_pem = kd.str();
-    Datum qd;
-    if (int rc = gnutls_x509_crq_export2(req.q, GNUTLS_X509_FMT_PEM, &qd.d); rc < 0)
+    // PEM type "CERTIFICATE REQUEST": GnuTLS's own PEM says "NEW CERTIFICATE
+    // REQUEST", which the API server's validation refuses.
+    Datum der;
+    if (int rc = gnutls_x509_crq_export2(req.q, GNUTLS_X509_FMT_DER, &der.d); rc < 0)
         return tls_fail("request export", rc);
+    Datum qd;
+    if (int rc = gnutls_pem_base64_encode2("CERTIFICATE REQUEST", &der.d, &qd.d); rc < 0)
+        return tls_fail("request PEM", rc);
     out.csr_pem = qd.str();
     return out;
 }
@@ -139,6 +144,40 @@ Result<IssuedCertificate> check_node_certificate(const std::string &cert_pem,
     if (*kid != std::string(reinterpret_cast<char *>(id), n))
         return fail(Error::InvalidArgument, "the certificate is not for this node's key");
     return c;
+}
+
+namespace {
+
+bool in_domain(const std::string &ns, const std::string &domain) {
+    return ns == domain ||
+           (ns.size() > domain.size() &&
+            ns.compare(ns.size() - domain.size() - 1, std::string::npos, "." + domain) == 0);
+}
+
+}  // namespace
+
+bool node_may_set_label(const std::string &key) {
+    auto slash = key.find('/');
+    if (slash == std::string::npos) return true;
+    const std::string ns = key.substr(0, slash);
+    if (!in_domain(ns, "kubernetes.io") && !in_domain(ns, "k8s.io")) return true;
+    if (in_domain(ns, "kubelet.kubernetes.io") || in_domain(ns, "node.kubernetes.io")) return true;
+    static const char *const kKubeletLabels[] = {
+        "kubernetes.io/hostname",
+        "kubernetes.io/arch",
+        "kubernetes.io/os",
+        "beta.kubernetes.io/arch",
+        "beta.kubernetes.io/os",
+        "beta.kubernetes.io/instance-type",
+        "node.kubernetes.io/instance-type",
+        "topology.kubernetes.io/zone",
+        "topology.kubernetes.io/region",
+        "failure-domain.beta.kubernetes.io/zone",
+        "failure-domain.beta.kubernetes.io/region",
+    };
+    for (const char *l : kKubeletLabels)
+        if (key == l) return true;
+    return false;
 }
 
 int64_t renewal_time(const IssuedCertificate &c, double fraction, int64_t from) {

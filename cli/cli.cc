@@ -177,9 +177,11 @@ std::string format_status(const std::string &socket, const std::string &agent_ve
     }
     out += "jobs:    " + std::to_string(nodes.size()) + " on this node (" + std::to_string(ready) +
            " Ready)\n";
-    for (const auto &n : nodes)
+    for (const auto &n : nodes) {
         out += "  job " + std::to_string(n.job_id) + " (" + n.user + "): " + n.node_name + " " +
                n.phase + ", GPUs " + gpus_text(n.gpus) + ", " + std::to_string(n.pods) + " pods\n";
+        if (!n.identity.empty()) out += "    identity " + n.identity + "\n";
+    }
     return out;
 }
 

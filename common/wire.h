@@ -80,6 +80,9 @@ struct NodeState {
     bool ready = false;
     std::vector<int> gpus;
     uint32_t pods = 0;
+    // node_identity = bootstrap: "system:node:<node>, certificate until
+    // <RFC 3339>" (or what is wrong with it); "" = the agent's own identity.
+    std::string identity;
 };
 
 // A Slurm node name as a message may carry it: 1..128 of [A-Za-z0-9._-].

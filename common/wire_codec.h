@@ -315,6 +315,7 @@ struct Codec {
         J::set(v, "ready", J::of_bool(r.ready));
         J::set(v, "gpus", J::from_ints(r.gpus));
         J::set(v, "pods", J::of_uint(r.pods));
+        if (!r.identity.empty()) J::set(v, "identity", J::of_string(r.identity));
         return v;
     }
 
@@ -333,6 +334,7 @@ struct Codec {
         if (!take(&r.gpus, J::opt_int_list(v, "gpus", ctx, kMaxGpuIndex), &f)) return f;
         if (!take(&n, J::opt_uint(v, "pods", ctx, 0, UINT32_MAX), &f)) return f;
         r.pods = static_cast<uint32_t>(n);
+        if (!take(&r.identity, J::opt_string(v, "identity", ctx, {}), &f)) return f;
         return r;
     }
 

@@ -4,6 +4,7 @@ EXTRA_DIST += \
 	etc/agent.conf.example \
 	etc/plugstack.conf.example \
 	etc/rbac.yaml \
+	etc/rbac-node-identity.yaml \
 	etc/runtime.conf.example \
 	etc/slurm-k8s-agent.service \
 	etc/slurm.conf.example

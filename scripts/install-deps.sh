@@ -12,8 +12,9 @@ PKGS=(
   libslurm-dev
   # real Slurm for the integration layer
   slurm-wlm slurmd slurmctld slurm-client munge slurm-wlm-basic-plugins
-  # test harness: test API server, certificates, tools
-  python3 openssl curl procps psmisc iproute2 ca-certificates
+  # test harness: test API server, certificates, tools (python3-yaml: the e2e
+  # reads etc/rbac-node-identity.yaml)
+  python3 python3-yaml openssl curl procps psmisc iproute2 ca-certificates
   # the podman runtime (k8s-shim/podman.h): rootless podman with runc, and
   # the harness's images (buildah, busybox-static) in a loopback registry
   podman runc uidmap slirp4netns catatonit buildah docker-registry busybox-static apache2-utils

@@ -33,9 +33,14 @@
 # with its own GPUs' device nodes only.
 #
 # With a KUBECONFIG argument the agents and kubectl target that cluster
-# instead of the double. Then: apply etc/rbac.yaml there first and put the
-# agent's credentials in that kubeconfig (the agent reads file references
-# only: certificate-authority, tokenFile or client-certificate/-key); the
+# instead of the double. Then: apply etc/rbac-node-identity.yaml there first
+# (etc/rbac.yaml with E2E_NODE_IDENTITY=agent); KUBECONFIG is
+# the admin's (kubectl); the agents' own credential is E2E_AGENT_KUBECONFIG (a
+# kubeconfig of the slurm-k8s-agent ServiceAccount, e.g. with a tokenFile from
+# `kubectl create token`; default: KUBECONFIG itself). The agents run with
+# node_identity = bootstrap (E2E_NODE_IDENTITY=agent for the old way): the
+# controller-manager must approve and sign their CSRs
+# (docs/admin-guide.md, "Node identities"). The
 # API server must reach the nodes' kubelet endpoints (127.0.0.1:19250-19252
 # here; set E2E_KUBELET_BASE_PORT) for `kubectl logs`, and the cluster's
 # scheduler places the pods.

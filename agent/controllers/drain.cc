@@ -81,7 +81,9 @@ class LeftoverDeleter : public std::enable_shared_from_this<LeftoverDeleter> {
     static void cancel_all(AgentContext &ctx) {
         std::vector<LeftoverDeleter *> mine;
         for (LeftoverDeleter *d : live_deleters())
-            if (&d->ctx_ == &ctx) mine.push_back(d);
+            // Each holds a copy of its context on the agent's side (agent_side):
+            // the agent's API client tells whose it is.
+            if (d->ctx_.kube == &ctx.agent_api()) mine.push_back(d);
         for (LeftoverDeleter *d : mine) {
             LOG_INFO("%s stopping: %zu deletes left to garbage collection", d->prefix_.c_str(),
                      d->items_.size());

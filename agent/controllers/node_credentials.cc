@@ -14,6 +14,7 @@
 #include "common/base64.h"
 #include "common/fs.h"
 #include "common/log.h"
+#include "common/rfc3339.h"
 
 namespace sk::agent {
 
@@ -61,21 +62,21 @@ std::string NodeCredentials::file() const {
 void NodeCredentials::start(std::function<void(Status)> ready) {
     stopped_ = false;
     ready_ = std::move(ready);
-    // A key and certificate from before (the agent restarted): used while
-    // they are for this node and not yet due for renewal.
+    // A key and certificate from before (the agent restarted and re-adopts
+    // the node): used at once while they are for this node and valid for
+    // another 10 s, so the node's pods are served without waiting on a CSR;
+    // one due for renewal is renewed right after, in the background.
     if (auto text = read_file(file(), kMaxFile); text) {
         std::string key = pem_block(*text, "-----BEGIN PRIVATE KEY-----");
         std::string cert = pem_block(*text, "-----BEGIN CERTIFICATE-----");
         auto c = check_node_certificate(cert, key, node_);
-        int64_t renew_at = c ? renewal_time(*c, renewal_fraction()) : 0;
-        if (c && ctx_.clock->now_s() < renew_at) {
-            LOG_INFO("%s identity %s from %s (valid until %lld)", prefix().c_str(),
-                     node_user(node_).c_str(), file().c_str(),
-                     static_cast<long long>(c->not_after));
-            return use(key, cert, renew_at);
+        if (c && ctx_.clock->now_s() + 10 < c->not_after) {
+            LOG_INFO("%s identity %s from %s (valid until %s)", prefix().c_str(),
+                     node_user(node_).c_str(), file().c_str(), rfc3339(c->not_after).c_str());
+            return use(key, cert, c->not_after, renewal_time(*c, renewal_fraction()));
         }
         LOG_INFO("%s the kept certificate in %s is not used (%s): asking for a new one",
-                 prefix().c_str(), file().c_str(), c ? "due for renewal" : c.message().c_str());
+                 prefix().c_str(), file().c_str(), c ? "it expires" : c.message().c_str());
     } else if (text.error() != Error::NotFound) {
         LOG_WARN("%s %s: %s", prefix().c_str(), file().c_str(), text.message().c_str());
     }
@@ -124,6 +125,14 @@ void NodeCredentials::forget() {
     stop();
     if (::unlink(file().c_str()) != 0 && errno != ENOENT)
         LOG_WARN("%s cannot remove %s: %s", prefix().c_str(), file().c_str(), strerror(errno));
+}
+
+std::string NodeCredentials::describe(int64_t now_s) const {
+    std::string who = node_user(node_);
+    if (!have_credential_) return who + ", no certificate yet";
+    if (now_s >= not_after_)
+        return who + ", certificate EXPIRED at " + rfc3339(not_after_) + " (renewal failing)";
+    return who + ", certificate until " + rfc3339(not_after_);
 }
 
 void NodeCredentials::request() {
@@ -248,11 +257,12 @@ void NodeCredentials::issued(const std::string &cert_pem) {
                  w.message().c_str());
     LOG_INFO("%s identity %s: certificate %s valid until %lld", prefix().c_str(),
              node_user(node_).c_str(), csr_name_.c_str(), static_cast<long long>(c->not_after));
-    use(key_pem_, cert, renewal_time(*c, renewal_fraction(), ctx_.clock->now_s()));
+    use(key_pem_, cert, c->not_after, renewal_time(*c, renewal_fraction(), ctx_.clock->now_s()));
 }
 
 void NodeCredentials::use(const std::string &key_pem, const std::string &cert_pem,
-                          int64_t renew_at) {
+                          int64_t not_after, int64_t renew_at) {
+    not_after_ = not_after;
     auto cred = std::make_shared<Credential>();
     cred->key_pem = key_pem;
     cred->cert_pem = cert_pem;

@@ -1,10 +1,11 @@
 // A virtual node's identity (agent/node_identity.h): the certificate its API
 // traffic presents, obtained and renewed as a kubelet's TLS bootstrap does.
 //  - start(): a key and certificate kept from before (an agent restart
-//    re-adopting the node) are used while they are valid and not due for
-//    renewal; otherwise a new key and a kubernetes.io/kube-apiserver-client-
-//    kubelet CSR for system:node:<node> is POSTed under the agent's own
-//    credential (AgentContext::agent_api), and watched until the
+//    re-adopting the node) are used at once while valid for another 10 s
+//    (renewed right after when due); otherwise a new key and a
+//    kubernetes.io/kube-apiserver-client-kubelet CSR for system:node:<node>
+//    is POSTed under the agent's own credential (AgentContext::agent_api),
+//    and watched until the
 //    controller-manager signed it (status.certificate), denied it or its
 //    signer failed it. ready(ok) once a credential is in hand; ready(failure)
 //    when the CSR was denied or failed, or not signed within
@@ -49,6 +50,9 @@ class NodeCredentials : public NodeBound {
     void forget();
     // <state_dir>/pki/<node>.pem
     std::string file() const;
+    // For `slurm-k8s status`: "system:node:<node>, certificate until T",
+    // or that it has none yet, or that it expired (a renewal failing).
+    std::string describe(int64_t now_s) const;
 
   private:
     void arm_deadline();
@@ -59,7 +63,8 @@ class NodeCredentials : public NodeBound {
     bool examine(const Json::Value &csr);
     void issued(const std::string &cert_pem);
     void failed(const Status &st);
-    void use(const std::string &key_pem, const std::string &cert_pem, int64_t renew_at);
+    void use(const std::string &key_pem, const std::string &cert_pem, int64_t not_after,
+             int64_t renew_at);
     void retry_later();
     std::string prefix() const { return "[node " + node_ + "]"; }
 
@@ -68,6 +73,7 @@ class NodeCredentials : public NodeBound {
     OnChange on_change_;
     std::function<void(Status)> ready_;  // until the first credential (or the failure)
     bool have_credential_ = false;
+    int64_t not_after_ = 0;  // of the certificate in use
     bool stopped_ = false;
     std::string key_pem_;  // of the request in flight
     std::string csr_name_;

@@ -81,7 +81,10 @@ void VirtualNode::start(std::function<void(Status)> ready_cb) {
     creds_.start([self, ready_cb = std::move(ready_cb)](const Status &st) mutable {
         auto n = self.lock();
         if (!n) return;
-        if (!st) return ready_cb(fail(st.error(), "no identity for the node: " + st.message()));
+        if (!st) {  // a re-adopted node (no ready_cb) stays as it is: its Node is not touched
+            if (ready_cb) ready_cb(fail(st.error(), "no identity for the node: " + st.message()));
+            return;
+        }
         n->node_.start(std::move(ready_cb));
         n->pods_.start();
     });
@@ -135,6 +138,8 @@ proto::NodeState VirtualNode::state() const {
               !node_.runtime_down();
     s.gpus = rec_.job.gpus;
     s.pods = pods_.unfinished();
+    if (node_ctx_.cfg->node_identity == "bootstrap")
+        s.identity = creds_.describe(node_ctx_.clock->now_s());
     return s;
 }
 

@@ -7,9 +7,11 @@ EXTRA_DIST += \
 	tests/component/test_agent_exec.sh \
 	tests/component/test_agent_node_ports.sh \
 	tests/component/test_agent_credentials.sh \
+	tests/component/test_agent_node_identity.sh \
 	tests/component/test_kubelet_server.sh \
 	tests/component/agent_test.py \
 	tests/component/agent_credentials_test.py \
+	tests/component/agent_node_identity_test.py \
 	tests/component/agent_shim_test.py \
 	tests/component/agent_exec_test.py \
 	tests/component/agent_node_ports_test.py
@@ -21,6 +23,7 @@ TESTS += \
 	tests/component/test_agent_exec.sh \
 	tests/component/test_agent_node_ports.sh \
 	tests/component/test_agent_credentials.sh \
+	tests/component/test_agent_node_identity.sh \
 	tests/component/test_kubelet_server.sh
 
 check_PROGRAMS += tests/component/kubelet_server_main

@@ -187,12 +187,48 @@ case_two_jobs() {
   [ "$(e2e_pod_field default/a '{.spec.nodeName}')" = "$n1" ] && [ "$(e2e_pod_field default/b '{.spec.nodeName}')" = "$n2" ] \
     && [ -n "$ga" ] && [ -n "$gb" ] && [ "$ga" != "$gb" ]
   ok $? "each pod on its own job's node, different GPUs (a: $ga, b: $gb)"
+  two_jobs_identities "$n1" "$n2"
   e2e_end_job "$j1"
+  [ ! -e "$E2E_AGENTS/n2/state/pki/$n1.pem" ] && [ -s "$E2E_AGENTS/n2/state/pki/$n2.pem" ]
+  ok $? "the ended job's node key and certificate removed, the running one's kept"
   [ -n "$(e2e_pod_pids "$j2" b)" ] && [ "$(e2e_pod_phase b)" = Running ] && [ "$(e2e_ready_nodes "$j2")" = 1 ]
   ok $? "ending job $j1 leaves job $j2's node and pod running"
   e2e_end_job "$j2"
   e2e_assert_clean "$j1" "two_jobs (first)"
   e2e_assert_clean "$j2" "two_jobs (second)"
+}
+
+# Each virtual node has its own identity (node_identity = bootstrap): one
+# approved kubelet-client CSR per node, its Node and Lease created as
+# system:node:<node> (the double's counters per user), none as the agent.
+two_jobs_identities() {  # two_jobs_identities NODE1 NODE2
+  local n csrs
+  csrs="$(e2e_kubectl get csr -o 'jsonpath={range .items[*]}{.metadata.name} {.spec.signerName} {.status.conditions[0].type} {.status.conditions[0].reason}{"\n"}{end}')"
+  for n in "$1" "$2"; do
+    echo "$csrs" | grep -q "^slurm-k8s-$n-[a-z0-9]* kubernetes.io/kube-apiserver-client-kubelet Approved AutoApproved\$"
+    ok $? "node $n: its kubelet-client CSR approved ($(echo "$csrs" | grep -c "^slurm-k8s-$n-") for it)"
+  done
+  if [ -n "$E2E_KUBECONFIG" ]; then sk_skip "two_jobs: the request log is the double's"; return; fi
+  local counters
+  counters="$(e2e_api GET '/_test/counters')"
+  for n in "$1" "$2"; do
+    printf '%s' "$counters" | python3 -c '
+import json, sys
+by = json.load(sys.stdin).get("byUser", {})
+mine = by.get("system:node:" + sys.argv[1], {})
+assert any(k.startswith("POST /api/v1/nodes ") and k.endswith(" 201") for k in mine), mine
+assert any(k.split()[0] in ("POST", "PUT") and "/leases" in k and k.endswith((" 200", " 201")) for k in mine), mine
+' "$n"
+    ok $? "node $n: Node and Lease created as system:node:$n"
+  done
+  # In this whole run no virtual node was created, nor its Lease written, as the agent.
+  printf '%s' "$counters" | python3 -c '
+import json, sys
+agent = json.load(sys.stdin).get("byUser", {}).get("slurm-k8s-agent", {})
+bad = {k: v for k, v in agent.items() if k.startswith(("POST /api/v1/nodes ", "PUT /apis/coordination", "POST /apis/coordination"))}
+assert not bad, bad
+'
+  ok $? "no Node created, no Lease written under the agent's own identity"
 }
 
 # The real kubectl's streams through the double to the agent's kubelet

@@ -16,6 +16,10 @@
 #   E2E_GRACE      plugstack grace= (pods' stop budget at job end) [15]
 #   E2E_PLUGIN_ARGS  extra plugstack key=value words
 #   E2E_KUBECONFIG a kubeconfig: target that cluster instead of the double
+#                  (kubectl as the admin and the job's user use it)
+#   E2E_AGENT_KUBECONFIG  the agents' own credential there (a kubeconfig of
+#                  the ServiceAccount etc/rbac.yaml makes) [E2E_KUBECONFIG]
+#   E2E_NODE_IDENTITY  the agents' node_identity [bootstrap]
 #   E2E_LEASE_GRACE  the double's --lease-grace       [40]
 #   E2E_KUBELET_CERT, E2E_KUBELET_KEY, E2E_KUBELET_CLIENT_CA  the agents'
 #                  kubelet endpoint with E2E_KUBECONFIG (the double's own
@@ -153,6 +157,36 @@ e2e_start_kube() {
   E2E_KUBE_PID="$KUBE_SERVER_PID"
   E2E_ADMIN_KUBECONFIG="$KUBECONFIG"
   export KUBE_URL KUBE_TOKEN KUBE_CA
+  e2e_agent_rbac
+}
+
+# With node identities the double's agent gets exactly the rights of
+# etc/rbac-node-identity.yaml, so that a right the agent needs and the
+# manifest lacks fails the e2e: its (Cluster)Roles as rule lists (a Role's
+# namespace kept), its bindings to the bootstrap ClusterRoles by the double's
+# names for them.
+e2e_agent_rbac() {
+  [ "${E2E_NODE_IDENTITY:-bootstrap}" = bootstrap ] || return 0
+  local roles
+  roles="$(python3 - "$E2E_TOP/etc/rbac-node-identity.yaml" <<'PYEOF'
+import json, sys, yaml
+builtin = {"system:node-bootstrapper": "node-bootstrapper",
+           "system:certificates.k8s.io:certificatesigningrequests:nodeclient": "nodeclient"}
+roles = []
+for d in yaml.safe_load_all(open(sys.argv[1])):
+    if d["kind"] in ("ClusterRole", "Role"):
+        for r in d["rules"]:
+            r = dict(r)
+            if d["kind"] == "Role":
+                r["namespaces"] = [d["metadata"]["namespace"]]
+            roles.append(r)
+    elif d["kind"] == "ClusterRoleBinding" and d["roleRef"]["name"] in builtin:
+        roles.append(builtin[d["roleRef"]["name"]])
+print(json.dumps({"subject": "group:slurm-k8s:agent", "role": roles}))
+PYEOF
+)" || { e2e_die "cannot read etc/rbac-node-identity.yaml"; return 1; }
+  e2e_api POST /_test/rbac "$roles" | grep -q '"subject"' \
+    || { e2e_die "the double refused the agent's rules of etc/rbac-node-identity.yaml"; return 1; }
 }
 
 e2e_stop_kube() {
@@ -181,7 +215,7 @@ e2e_agent_conf() {  # e2e_agent_conf N -> writes agents/nN/agent.conf
   chmod 755 "$E2E_AGENTS" "$a"   # the job user reaches its shim dir below
   {
     if [ -n "$E2E_KUBECONFIG" ]; then
-      echo "kubeconfig = $E2E_KUBECONFIG"
+      echo "kubeconfig = ${E2E_AGENT_KUBECONFIG:-$E2E_KUBECONFIG}"
     else
       # The double's agent identity: role 'agent' (least rights, as etc/rbac.yaml).
       echo "api_server = $KUBE_URL"
@@ -220,6 +254,9 @@ volume_refresh_interval = 2s
 log_level = verbose
 # Jobs that name no --k8s-namespace lend to "default" only (e2e namespace).
 allowed_namespaces = default
+# Each virtual node its own system:node:<node> certificate (a kubelet-client
+# CSR, approved and signed by the double as by the controller-manager).
+node_identity = ${E2E_NODE_IDENTITY:-bootstrap}
 EOF
     # Agent n1 also collects what agents that died with their node left (e2e node_fail).
     [ "$n" != 1 ] || echo "gc_failed_nodes = true"

@@ -56,6 +56,8 @@ static const BadConf kBadConfs[] = {
     {"admin_socket_path = /run/slurm-k8s/agent.sock\n", "in a directory of its own"},
     {"admin_socket_path = /run/slurm-k8s/root.sock\n", "in a directory of its own"},
     {"node_identity = node\n", "node_identity"},
+    {"node_identity = bootstrap\nlabels = node-role.kubernetes.io/gpu=\n",
+     "labels: 'node-role.kubernetes.io/gpu' is under kubernetes.io or k8s.io"},
     // The API refuses a CSR's expirationSeconds under 600.
     {"node_certificate_seconds = 599\n",
      "node_certificate_seconds must be 0 (the signer's "

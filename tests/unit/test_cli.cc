@@ -72,6 +72,7 @@ static std::vector<proto::NodeState> two_nodes() {
     a.ready = true;
     a.gpus = {2, 3};
     a.pods = 5;
+    a.identity = "system:node:slurm-n1-42, certificate until 2026-12-05T10:00:00Z";
     proto::NodeState b;
     b.job_id = 1234567;
     b.slurm_node = "n1";
@@ -97,6 +98,8 @@ START_TEST(status_output) {
                       "version: 0.1.0\n"
                       "jobs:    2 on this node (1 Ready)\n"
                       "  job 42 (alice): slurm-n1-42 ready, GPUs 2,3, 5 pods\n"
+                      "    identity system:node:slurm-n1-42, certificate until "
+                      "2026-12-05T10:00:00Z\n"
                       "  job 1234567 (bob): slurm-n1-1234567 registering, GPUs -, 0 pods\n");
     ck_assert(format_status("/s", "", {}).find("version: unknown\n") != std::string::npos);
     ck_assert(format_status("/s", "", {}).find("api:") == std::string::npos);

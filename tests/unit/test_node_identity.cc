@@ -67,8 +67,9 @@ START_TEST(request_names_the_node_and_is_signed_by_its_key) {
     auto r = make_node_client_request("slurm-n1-42");
     ck_assert_msg(r.ok(), "%s", r.ok() ? "" : r.message().c_str());
     ck_assert(r->key_pem.find("-----BEGIN PRIVATE KEY-----") == 0);
-    ck_assert(r->csr_pem.find("-----BEGIN NEW CERTIFICATE REQUEST-----") == 0 ||
-              r->csr_pem.find("-----BEGIN CERTIFICATE REQUEST-----") == 0);
+    // The PEM type the API server's validation takes (not "NEW CERTIFICATE REQUEST").
+    ck_assert_msg(r->csr_pem.find("-----BEGIN CERTIFICATE REQUEST-----\n") == 0, "%s",
+                  r->csr_pem.c_str());
     std::string d = tmpdir();
     write(d + "/r.csr", r->csr_pem);
     write(d + "/r.key", r->key_pem);
@@ -148,12 +149,32 @@ START_TEST(issued_certificate_checked_against_node_and_key) {
 }
 END_TEST
 
+// NodeRestriction's label rules as kube-apiserver 1.28 applies them to a
+// node identity creating its Node (the reference facts' table).
+START_TEST(labels_a_node_may_set) {
+    for (const char *ok :
+         {"kubernetes.io/hostname", "kubernetes.io/arch", "kubernetes.io/os",
+          "beta.kubernetes.io/arch", "beta.kubernetes.io/os", "beta.kubernetes.io/instance-type",
+          "node.kubernetes.io/instance-type", "topology.kubernetes.io/zone",
+          "topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/zone",
+          "failure-domain.beta.kubernetes.io/region", "kubelet.kubernetes.io/any",
+          "node.kubernetes.io/any", "example.com/bar", "team", "slurm-k8s/job-id",
+          "x.node.kubernetes.io/y"})
+        ck_assert_msg(node_may_set_label(ok), "%s refused", ok);
+    for (const char *no : {"node-restriction.kubernetes.io/foo", "node-role.kubernetes.io/worker",
+                           "kubernetes.io/foo", "k8s.io/foo", "foo.kubernetes.io/x", "foo.k8s.io/z",
+                           "kubernetes.io/role"})
+        ck_assert_msg(!node_may_set_label(no), "%s allowed", no);
+}
+END_TEST
+
 int main() {
     Suite *s = suite_create("node_identity");
     TCase *tc = tcase_create("node_identity");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, request_names_the_node_and_is_signed_by_its_key);
     tcase_add_test(tc, issued_certificate_checked_against_node_and_key);
+    tcase_add_test(tc, labels_a_node_may_set);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }

@@ -112,11 +112,17 @@ START_TEST(status_both_ways) {
     auto key = job_key_from_json(agent_reads("status", PluginCodec::to_json(k)).body, "status");
     ck_assert(key.ok());
     ck_assert(to_json(*key) == to_json(k));
-    NodeState st{12, "n-3", "slurm-n-3-12", "bob", "ready", true, {1, 2}, 7};
+    NodeState st{12, "n-3", "slurm-n-3-12", "bob", "ready", true, {1, 2}, 7, ""};
     auto got = PluginCodec::node_state_from_json(plugin_reads(to_json(st)).body);
     ck_assert(got.ok());
     ck_assert(to_json(*got) == to_json(st));
     ck_assert(got->ready);
+    ck_assert(got->identity.empty());
+    st.identity = "system:node:slurm-n-3-12, certificate until 2026-12-05T10:00:00Z";
+    got = PluginCodec::node_state_from_json(plugin_reads(to_json(st)).body);
+    ck_assert(got.ok());
+    ck_assert_sstr_eq(got->identity, st.identity);
+    ck_assert(to_json(*got) == to_json(st));
 }
 END_TEST
 
