@@ -187,14 +187,7 @@ void NodeCredentials::watch(const std::string &name, const std::string &rv) {
                        "?watch=1&fieldSelector=" + url_escape("metadata.name=" + name) +
                        (rv.empty() ? "" : "&resourceVersion=" + url_escape(rv));
     watch_id_ = ctx_.agent_api().watch(
-        path, guard([this, attempt](const WatchEvent &e) {
-            if (attempt != attempt_ || stopped_) return;
-            if (e.type == WatchType::Error) return;  // the end re-reads it
-            if (examine(e.object)) {
-                if (watch_id_) ctx_.agent_api().cancel(watch_id_);
-                watch_id_ = 0;
-            }
-        }),
+        path, guard([this, attempt](const WatchEvent &e) { on_event(attempt, e); }),
         guard([this, attempt, name](const Status &st) {
             if (attempt != attempt_ || stopped_) return;
             watch_id_ = 0;
@@ -218,6 +211,14 @@ void NodeCredentials::watch(const std::string &name, const std::string &rv) {
                     retry_later();
                 }));
         }));
+}
+
+// A member function, not the watch's lambda: cancelling the watch destroys
+// that lambda while it runs, so nothing may be read from it afterwards.
+void NodeCredentials::on_event(uint64_t attempt, const WatchEvent &e) {
+    if (attempt != attempt_ || stopped_) return;
+    if (e.type == WatchType::Error) return;  // the end re-reads it
+    if (examine(e.object) && watch_id_) ctx_.agent_api().cancel(std::exchange(watch_id_, 0));
 }
 
 bool NodeCredentials::examine(const Json::Value &csr) {

@@ -59,6 +59,7 @@ class NodeCredentials : public NodeBound {
     void request();
     void created(const Json::Value &csr);
     void watch(const std::string &name, const std::string &rv);
+    void on_event(uint64_t attempt, const WatchEvent &e);
     // True when csr reached an end (certificate, Denied, Failed).
     bool examine(const Json::Value &csr);
     void issued(const std::string &cert_pem);

@@ -23,13 +23,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kube"))
 from sktest.env import NODE, REG, AgentEnv, phase, pod, suite_args  # noqa: E402
 from sktest.kube import KubeServer  # noqa: E402
-from sktest.suite import check, run_suite, wait_for  # noqa: E402
+from sktest.suite import SCALE, check, run_suite, wait_for  # noqa: E402
 from kubetest.auth import AGENT_RULES  # noqa: E402
 
 CSRS = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
 NODE_USER = "system:node:" + NODE
 AGENT_USER = "slurm-k8s-agent"
-SIGNING_S = 24  # the double's --cluster-signing-duration: every certificate lives 24 s
+# The double's --cluster-signing-duration: every certificate lives 24 s (longer under
+# memcheck, where the renewal's retry must still come before the first one expires).
+SIGNING_S = 24 if SCALE == 1 else 72
 
 
 class IdEnv(AgentEnv):
