@@ -113,12 +113,14 @@ void NodeCredentials::stop() {
     retry_.stop();
 }
 
+// The first credential's (or its failure's) one report to start()'s caller.
+void NodeCredentials::call_ready(const Status &st) {
+    if (auto ready = std::exchange(ready_, nullptr)) ready(st);
+}
+
 void NodeCredentials::abandon(const Status &why) {
     stop();
-    if (auto ready = std::move(ready_)) {
-        ready_ = nullptr;
-        ready(why);
-    }
+    call_ready(why);
 }
 
 void NodeCredentials::forget() {
@@ -277,20 +279,14 @@ void NodeCredentials::use(const std::string &key_pem, const std::string &cert_pe
                      LOG_INFO("%s renewing its certificate", prefix().c_str());
                      request();
                  }));
-    if (auto ready = std::move(ready_)) {
-        ready_ = nullptr;
-        ready(Status());
-    }
+    call_ready(Status());
 }
 
 void NodeCredentials::failed(const Status &st) {
     if (!have_credential_) {
         LOG_ERROR("%s no identity: %s", prefix().c_str(), st.message().c_str());
         stop();
-        if (auto ready = std::move(ready_)) {
-            ready_ = nullptr;
-            ready(st);
-        }
+        call_ready(st);
         return;
     }
     // A renewal: the current certificate stays in use while it is valid.

@@ -67,6 +67,7 @@ class NodeCredentials : public NodeBound {
     void use(const std::string &key_pem, const std::string &cert_pem, int64_t not_after,
              int64_t renew_at);
     void retry_later();
+    void call_ready(const Status &st);
     std::string prefix() const { return "[node " + node_ + "]"; }
 
     AgentContext &ctx_;
