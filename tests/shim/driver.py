@@ -758,9 +758,12 @@ def test_step_signals_ignored(a):
 
 
 def test_gpus_disjoint_and_refused(a):
+    # The trap comes before the line the test waits for: a kill after that line
+    # then always finds it set (CI once killed the shell between the two: 143).
     def gpu_pod(name, n):
-        return pod(name, [sh("main", 'echo "$CUDA_VISIBLE_DEVICES/$NVIDIA_VISIBLE_DEVICES"; '
-                                     'trap "exit 0" TERM; while :; do sleep 0.1; done',
+        return pod(name, [sh("main", 'trap "exit 0" TERM; '
+                                     'echo "$CUDA_VISIBLE_DEVICES/$NVIDIA_VISIBLE_DEVICES"; '
+                                     'while :; do sleep 0.1; done',
                              resources={"limits": {"nvidia.com/gpu": str(n)}})])
     for name in ("g1", "g2"):
         assert a.request("pod_run", {"pod": gpu_pod(name, 2), "files": {}})["ok"]
