@@ -637,8 +637,9 @@ void set_pull_auth(PodPlan *plan, const std::string &auth, const std::string &po
             if (c.image_run) c.image_run->authfile = auth.empty() ? "" : pull_auth_path(pod_dir);
 }
 
-void assign_gpus(PodPlan *plan, const std::vector<int> &indices) {
-    auto set = [](ContainerPlan *c, const std::vector<int> &idx) {
+void assign_gpus(PodPlan *plan, const std::vector<int> &indices,
+                 const std::vector<int> &cuda_pool) {
+    auto set = [&cuda_pool](ContainerPlan *c, const std::vector<int> &idx) {
         c->gpu_indices = idx;
         std::string list = idx.empty() ? "" : format_index_list(idx);
         // NVIDIA's container toolkit reads "void" as "no GPU"; CUDA reads an
@@ -652,6 +653,14 @@ void assign_gpus(PodPlan *plan, const std::vector<int> &indices) {
             for (size_t i = 0; i < own.size(); i++)
                 own[i] = static_cast<int>(i);
             cuda = format_index_list(own);
+        } else if (!cuda_pool.empty() && !idx.empty()) {
+            std::vector<int> place;
+            for (int g : idx) {
+                auto at = std::find(cuda_pool.begin(), cuda_pool.end(), g);
+                place.push_back(at == cuda_pool.end() ? g
+                                                      : static_cast<int>(at - cuda_pool.begin()));
+            }
+            cuda = format_index_list(place);
         }
         set_env(&c->env, "CUDA_VISIBLE_DEVICES", cuda);
         set_env(&c->env, "NVIDIA_VISIBLE_DEVICES", idx.empty() ? "void" : list);

@@ -164,8 +164,14 @@ Result<PodPlan> plan_pod(const Json::Value &pod, const proto::PodFiles &files,
 // container gets its own slice; init containers reuse the first ones (they run
 // before the app containers). Sets CUDA_VISIBLE_DEVICES/NVIDIA_VISIBLE_DEVICES
 // in every container (empty/"void" for containers without GPUs, so a process
-// never sees GPUs it was not given).
-void assign_gpus(PodPlan *plan, const std::vector<int> &indices);
+// never sees GPUs it was not given). NVIDIA_VISIBLE_DEVICES names the node's
+// indices; CUDA_VISIBLE_DEVICES numbers them as CUDA does where the container
+// runs: an image container's from 0 (it has its own device nodes only), a
+// process container's by their place in `cuda_pool` (sorted: the GPUs its
+// devices cgroup lets it open, spank/device_cgroup.h) or, with an empty
+// pool, the node's indices.
+void assign_gpus(PodPlan *plan, const std::vector<int> &indices,
+                 const std::vector<int> &cuda_pool = {});
 
 // The device nodes of the node's GPUs that a container given `own` must not
 // see: the entries of the directory of `pattern` (runtime.conf gpu_device,

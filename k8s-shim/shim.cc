@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "common/fs.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -217,6 +219,10 @@ void Shim::on_attached(const proto::Reply &r) {
     node_name_ = a->node_name;
     state_dir_ = a->state_dir;
     gpus_ = GpuAllocator(a->gpus);
+    if (const char *c = getenv("SLURM_K8S_GPUS_CONFINED"); c && std::string(c) == "1") {
+        cuda_pool_ = a->gpus;
+        std::sort(cuda_pool_.begin(), cuda_pool_.end());
+    }
     LOG_INFO("[node %s] attached: GPUs [%s], state in %s", node_name_.c_str(),
              format_index_list(a->gpus).c_str(), state_dir_.c_str());
     mkdir(state_dir_.c_str(), 0750);
@@ -348,7 +354,7 @@ proto::Reply Shim::pod_run(const proto::Request &req) {
         return proto::error_reply(req.id, idx.failure());
     }
     save_gpus();
-    assign_gpus(&*plan, *idx);
+    assign_gpus(&*plan, *idx, cuda_pool_);
     // A container of the process runtime sees its own GPUs' device nodes
     // only (k8s-shim/mount_ns.h); the podman runtime passes only its own.
     hide_other_gpus(&*plan, templates_.podman().gpu_device);

@@ -142,6 +142,11 @@ class Shim {
 
     std::string node_name_, state_dir_;
     GpuAllocator gpus_;
+    // The lent GPUs, when the extern step's devices cgroup lets this shim
+    // open those only (SLURM_K8S_GPUS_CONFINED=1 from the plugin,
+    // spank/device_cgroup.h): CUDA then numbers them from 0, and so do the
+    // pods' CUDA_VISIBLE_DEVICES. Empty otherwise (the node's indices).
+    std::vector<int> cuda_pool_;
     std::map<std::string, ShimPod> pods_;  // by uid
     bool paused_ = false;                  // the Slurm job is suspended (pods_pause)
     std::string pause_message_;

@@ -40,6 +40,7 @@ int extern_exit(spank_t sp, int ac, char **av);
 int step_init_post_opt(spank_t sp, int ac, char **av);
 int step_user_init(spank_t sp, int ac, char **av);
 int step_task_init(spank_t sp, int ac, char **av);
+int step_task_post_fork(spank_t sp, int ac, char **av);
 
 // Slurm's record of the job as slurmctld holds it, through the Slurm API of
 // the process the plugin runs in (slurmstepd and slurmd carry libslurmfull;

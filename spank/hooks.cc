@@ -109,8 +109,9 @@ int hook_task_init(spank_t sp, int ac, char **av) noexcept {
 }
 
 int hook_task_post_fork(spank_t sp, int ac, char **av) noexcept {
-    return guarded("task_post_fork", 0,
-                   [&] { return is_extern(sp) ? extern_task_post_fork(sp, ac, av) : 0; });
+    return guarded("task_post_fork", 0, [&] {
+        return is_extern(sp) ? extern_task_post_fork(sp, ac, av) : step_task_post_fork(sp, ac, av);
+    });
 }
 
 int hook_job_epilog(spank_t sp, int ac, char **av) noexcept {

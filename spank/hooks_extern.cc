@@ -57,6 +57,7 @@
 #include "spank/runfile.h"
 #include "spank/shim_keeper.h"
 #include "spank/shim_process.h"
+#include "spank/device_cgroup.h"
 #include "spank/slurm_facts.h"
 
 namespace sk::spank {
@@ -76,7 +77,7 @@ ExternState g_ext;
 // Starts a new shim when one dies while the job runs (spank/shim_keeper.h).
 std::unique_ptr<ShimKeeper> g_keeper;
 
-ShimSpec shim_spec(const PlugConfig &cfg, const RunFile &rf) {
+ShimSpec shim_spec(const PlugConfig &cfg, const RunFile &rf, bool gpus_confined) {
     ShimSpec s;
     s.path = cfg.shim;
     s.uid = rf.uid;
@@ -110,6 +111,7 @@ ShimSpec shim_spec(const PlugConfig &cfg, const RunFile &rf) {
              "SLURMD_NODENAME=" + rf.slurm_node,
              "SLURM_K8S_NODE=" + rf.node_name,
              "SLURM_K8S_GPUS=" + format_index_list(rf.gpus)};
+    if (gpus_confined) s.env.push_back(std::string(kGpusConfinedEnv) + "=1");
     // Sanitizer options set for slurmd by the admin (a test build of the
     // shim under ASan/UBSan: where reports go) pass through; nothing else
     // of slurmstepd's environment does.
@@ -117,6 +119,30 @@ ShimSpec shim_spec(const PlugConfig &cfg, const RunFile &rf) {
         if (const char *val = getenv(v)) s.env.push_back(std::string(v) + "=" + val);
     s.log_path = run_file_path(cfg.rundir, rf.job_id, rf.slurm_node) + ".shim.log";
     return s;
+}
+
+// Denies the extern step (the shim and its pods) the GPUs the trainer keeps.
+// True when the step's devices cgroup now lets it open the lent GPUs only
+// (Slurm's ConstrainDevices gave it the job's), which the shim must know to
+// number its pods' GPUs as CUDA does (spank/device_cgroup.h).
+bool confine_extern_gpus(const PlugConfig &cfg, const RunFile &rf, const std::string &self_cgroup) {
+    if (rf.job_gpus.empty()) return false;
+    auto dir = step_devices_dir(self_cgroup, rf.job_id, "step_extern", kCgroupRoot);
+    auto kept = indices_without(rf.job_gpus, rf.gpus);
+    auto devs = dir ? gpu_char_devices(cfg.gpu_device, kept)
+                    : Result<std::vector<CharDevice>>(dir.failure());
+    Status st = devs ? deny_devices(*dir, *devs) : Status(devs.failure());
+    if (!st) {
+        LOG_ERROR(
+            "extern: job %u: [node %s] the pods are not denied the trainer's GPUs %s at the "
+            "device: %s",
+            rf.job_id, rf.node_name.c_str(), format_index_list(kept).c_str(), st.message().c_str());
+        return false;
+    }
+    if (!kept.empty())
+        LOG_INFO("extern: job %u: [node %s] trainer's GPUs %s denied to the shim and its pods",
+                 rf.job_id, rf.node_name.c_str(), format_index_list(kept).c_str());
+    return true;
 }
 
 }  // namespace
@@ -142,7 +168,8 @@ int extern_task_post_fork(spank_t sp, int ac, char **av) {
             "confined to the job's GPUs (use proctrack/cgroup, task/cgroup, "
             "ConstrainDevices=yes)",
             job, rf->node_name.c_str());
-    auto pid = spawn_shim(shim_spec(*cfg, *rf));
+    bool confined = confine_extern_gpus(*cfg, *rf, self_cgroup ? *self_cgroup : "");
+    auto pid = spawn_shim(shim_spec(*cfg, *rf, confined));
     if (!pid) {
         LOG_ERROR("extern: job %u: [node %s] %s", job, rf->node_name.c_str(),
                   pid.message().c_str());
@@ -151,8 +178,8 @@ int extern_task_post_fork(spank_t sp, int ac, char **av) {
     g_ext = ExternState{*pid, job, rf->uid, node, rf->node_name, cgroups};
     LOG_INFO("extern: job %u: [node %s] shim started, pid %d", job, rf->node_name.c_str(), *pid);
     g_keeper = std::make_unique<ShimKeeper>(
-        shim_spec(*cfg, *rf), "job " + std::to_string(job) + ": [node " + rf->node_name + "]",
-        ShimKeeper::Backoff{});
+        shim_spec(*cfg, *rf, confined),
+        "job " + std::to_string(job) + ": [node " + rf->node_name + "]", ShimKeeper::Backoff{});
     if (auto st = g_keeper->start(*pid); !st)
         LOG_ERROR("extern: job %u: [node %s] %s: the shim is not restarted if it dies", job,
                   rf->node_name.c_str(), st.message().c_str());

@@ -140,6 +140,7 @@ int prolog(spank_t sp, int ac, char **av) {
     auto share = lent_share(*opts, facts.held, e.job_id, e.node);
     if (!share) return refuse(*cfg, rf, share.message());
     rf.gpus = *lent;
+    rf.job_gpus = *job_gpus;
     auto taints = default_taints_for(*cfg, e.job_id);
     if (!taints) return refuse(*cfg, rf, taints.message());
 

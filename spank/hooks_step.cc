@@ -4,8 +4,10 @@
 // Ready (root: the agent accepts `status` only from root/SlurmUser; user_init
 // already runs with the user's euid). The batch script starts after this
 // hook returns, so the wait holds it back, bounded by the --k8s-wait value.
-// user_init publishes what the job got (SLURM_K8S_*); task_init hides the
-// lent GPUs from every task.
+// user_init publishes what the job got (SLURM_K8S_*); task_post_fork (in
+// slurmstepd, as root, before any task of the step execs) denies the step the
+// lent GPUs at its devices cgroup (spank/device_cgroup.h); task_init hides
+// them from every task's environment.
 //
 // Failure modes: a non-zero return from these hooks fails the step (the
 // user's job), so they always return 0; problems are logged and shown to the
@@ -15,9 +17,11 @@
 
 #include <cstdio>
 
-#include "common/plugin_wire.h"
 #include "common/log.h"
+#include "common/plugin_wire.h"
+#include "common/procfs.h"
 #include "common/strings.h"
+#include "spank/device_cgroup.h"
 #include "spank/gpu_split.h"
 #include "spank/hook_util.h"
 #include "spank/runfile.h"
@@ -30,6 +34,8 @@ struct StepState {
     RunFile rf;
     std::string wait_message;  // set when --k8s-wait timed out or failed
     bool waited_ready = false;
+    std::string gpu_device;     // plugstack.conf gpu_device
+    bool devices_done = false;  // once per step (this slurmstepd serves one step)
 };
 StepState g_step;
 
@@ -82,6 +88,7 @@ int step_init_post_opt(spank_t sp, int ac, char **av) {
     }
     g_step.present = true;
     g_step.rf = *rf;
+    g_step.gpu_device = cfg->gpu_device;
     if (rf->registered && rf->wait_s > 0 && item_u32(sp, S_JOB_STEPID, 0) == SLURM_BATCH_SCRIPT)
         wait_ready(*cfg);
     return 0;
@@ -124,6 +131,28 @@ int step_task_init(spank_t sp, int, char **) {
     }
     for (const auto &kv : *edits)
         spank_setenv(sp, kv.first.c_str(), kv.second.c_str(), 1);
+    return 0;
+}
+
+int step_task_post_fork(spank_t sp, int, char **) {
+    if (!g_step.present || g_step.devices_done) return 0;
+    g_step.devices_done = true;
+    const RunFile &rf = g_step.rf;
+    if (!rf.registered || rf.gpus.empty()) return 0;
+    uint32_t step_id = item_u32(sp, S_JOB_STEPID, 0);
+    std::string step = step_component(step_id);
+    auto self = read_proc_file(getpid(), "cgroup");
+    auto dir = step_devices_dir(self ? *self : "", rf.job_id, step, "/sys/fs/cgroup");
+    auto devs = dir ? gpu_char_devices(g_step.gpu_device, rf.gpus)
+                    : Result<std::vector<CharDevice>>(dir.failure());
+    Status st = devs ? deny_devices(*dir, *devs) : Status(devs.failure());
+    if (!st)
+        LOG_ERROR("step: job %u: [node %s] %s: the lent GPUs %s are not denied at the device: %s",
+                  rf.job_id, rf.node_name.c_str(), step.c_str(), format_index_list(rf.gpus).c_str(),
+                  st.message().c_str());
+    else
+        LOG_INFO("step: job %u: [node %s] %s: lent GPUs %s denied at the device", rf.job_id,
+                 rf.node_name.c_str(), step.c_str(), format_index_list(rf.gpus).c_str());
     return 0;
 }
 

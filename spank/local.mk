@@ -6,6 +6,8 @@
 # links only the jsoncpp-free part of common/ (common/local.mk).
 noinst_LTLIBRARIES += spank/libspank_core.la
 spank_libspank_core_la_SOURCES = \
+	spank/device_cgroup.cc \
+	spank/device_cgroup.h \
 	spank/gpu_split.cc \
 	spank/gpu_split.h \
 	spank/hostlist.cc \

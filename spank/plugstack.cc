@@ -49,6 +49,9 @@ ConfigSchema schema(PlugConfig *c, std::string *on_error) {
     s.add_seconds("wait_default", &c->wait_default_s, 1, 86400,
                   "--k8s-wait without a value waits this long, seconds (default 300)");
     s.add_string("cluster", &c->cluster, "cluster label, default SLURM_CLUSTER_NAME");
+    s.add_string("gpu_device", &c->gpu_device,
+                 "device node of GPU {index}, as gres.conf File= names it; the trainer's steps "
+                 "are denied the lent ones, the pods the others (default /dev/nvidia{index})");
     return s;
 }
 
@@ -67,6 +70,14 @@ Result<PlugConfig> parse_plugstack(int argc, const char *const *argv) {
             return fail(Error::InvalidArgument,
                         "plugstack.conf: allowed_namespaces='" + ns + "' is not a namespace name");
     if (auto t = default_taints_for(c, 1); !t) return t.failure();
+    if (c.gpu_device.empty() || c.gpu_device[0] != '/' ||
+        c.gpu_device.find("{index}") == std::string::npos ||
+        c.gpu_device.find("{index}") != c.gpu_device.rfind("{index}") ||
+        c.gpu_device.find('/', c.gpu_device.find("{index}")) != std::string::npos)
+        return fail(Error::InvalidArgument,
+                    "plugstack.conf: gpu_device='" + c.gpu_device +
+                        "' must be an absolute path whose last component holds {index} once "
+                        "(e.g. /dev/nvidia{index})");
     return c;
 }
 

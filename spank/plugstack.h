@@ -42,6 +42,9 @@ struct PlugConfig {
     int shim_nice = -5;
     uint64_t wait_default_s = 300;  // --k8s-wait without a value
     std::string cluster;            // cluster label; "" = SLURM_CLUSTER_NAME
+    // The device node of GPU {index} (as gres.conf's File= lists them): the
+    // steps are denied the other side's GPUs there (spank/device_cgroup.h).
+    std::string gpu_device = "/dev/nvidia{index}";
 };
 
 // The default shim path comes from the build (bindir).

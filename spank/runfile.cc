@@ -22,6 +22,7 @@ std::string encode_run_file(const RunFile &r) {
     jsonc::set(v, "gid", jsonc::of_uint(r.gid));
     jsonc::set(v, "user", jsonc::of_string(r.user));
     jsonc::set(v, "gpus", jsonc::from_ints(r.gpus));
+    jsonc::set(v, "job_gpus", jsonc::from_ints(r.job_gpus));
     jsonc::set(v, "namespaces", jsonc::from_strings(r.namespaces));
     jsonc::set(v, "node_name", jsonc::of_string(r.node_name));
     jsonc::set(v, "registered", jsonc::of_bool(r.registered));
@@ -42,6 +43,7 @@ Result<RunFile> decode_run_file(const std::string &text) {
     auto gid = jsonc::get_uint(*v, "gid", ctx, UINT32_MAX);
     auto user = jsonc::opt_string(*v, "user", ctx);
     auto gpus = jsonc::opt_int_list(*v, "gpus", ctx, 1023);
+    auto job_gpus = jsonc::opt_int_list(*v, "job_gpus", ctx, 1023);
     auto ns = jsonc::opt_string_list(*v, "namespaces", ctx);
     auto name = jsonc::opt_string(*v, "node_name", ctx);
     auto reg = jsonc::opt_bool(*v, "registered", ctx, false);
@@ -52,9 +54,10 @@ Result<RunFile> decode_run_file(const std::string &text) {
          {job.ok() ? nullptr : &job.failure(), node.ok() ? nullptr : &node.failure(),
           uid.ok() ? nullptr : &uid.failure(), gid.ok() ? nullptr : &gid.failure(),
           user.ok() ? nullptr : &user.failure(), gpus.ok() ? nullptr : &gpus.failure(),
-          ns.ok() ? nullptr : &ns.failure(), name.ok() ? nullptr : &name.failure(),
-          reg.ok() ? nullptr : &reg.failure(), err.ok() ? nullptr : &err.failure(),
-          note.ok() ? nullptr : &note.failure(), wait.ok() ? nullptr : &wait.failure()})
+          job_gpus.ok() ? nullptr : &job_gpus.failure(), ns.ok() ? nullptr : &ns.failure(),
+          name.ok() ? nullptr : &name.failure(), reg.ok() ? nullptr : &reg.failure(),
+          err.ok() ? nullptr : &err.failure(), note.ok() ? nullptr : &note.failure(),
+          wait.ok() ? nullptr : &wait.failure()})
         if (f) return *f;
     r.job_id = static_cast<uint32_t>(*job);
     r.slurm_node = *node;
@@ -62,6 +65,7 @@ Result<RunFile> decode_run_file(const std::string &text) {
     r.gid = static_cast<uint32_t>(*gid);
     r.user = *user;
     r.gpus = *gpus;
+    r.job_gpus = *job_gpus;
     r.namespaces = *ns;
     r.node_name = *name;
     r.registered = *reg;

@@ -21,7 +21,8 @@ struct RunFile {
     std::string slurm_node;
     uint32_t uid = 0, gid = 0;
     std::string user;
-    std::vector<int> gpus;  // lent GPU indices (global, as in SLURM_JOB_GPUS)
+    std::vector<int> gpus;      // lent GPU indices (global, as in SLURM_JOB_GPUS)
+    std::vector<int> job_gpus;  // all the job's GPUs on the node (SLURM_JOB_GPUS)
     // Once registered: the namespaces whose pods may run there, as the agent
     // answered (the job's, else the site's; "*" = any; empty = none).
     std::vector<std::string> namespaces;

@@ -181,12 +181,16 @@ case_two_jobs() {
   [ "$n1" = "slurm-n2-$j1" ] && [ "$n2" = "slurm-n2-$j2" ]; ok $? "jobs $j1 and $j2 on n2: nodes $n1 and $n2"
   e2e_pod "$j1" a; e2e_pod "$j2" b
   e2e_pod_running a 30 && e2e_pod_running b 30; ok $? "a pod runs on each job's node"
-  local ga gb
-  ga="$(e2e_pod_log default/a | sed -n 's/.*CUDA_VISIBLE_DEVICES=//p' | head -n1)"
-  gb="$(e2e_pod_log default/b | sed -n 's/.*CUDA_VISIBLE_DEVICES=//p' | head -n1)"
+  # Each job's extern step opens its own lent GPU only, which CUDA numbers 0
+  # there; the node's indices (NVIDIA_VISIBLE_DEVICES) differ.
+  local ga gb ca cb
+  ga="$(e2e_pod_log default/a | sed -n 's/.*NVIDIA_VISIBLE_DEVICES=//p' | head -n1)"
+  gb="$(e2e_pod_log default/b | sed -n 's/.*NVIDIA_VISIBLE_DEVICES=//p' | head -n1)"
+  ca="$(e2e_pod_log default/a | sed -n 's/.*CUDA_VISIBLE_DEVICES=\([0-9,]*\) .*/\1/p' | head -n1)"
+  cb="$(e2e_pod_log default/b | sed -n 's/.*CUDA_VISIBLE_DEVICES=\([0-9,]*\) .*/\1/p' | head -n1)"
   [ "$(e2e_pod_field default/a '{.spec.nodeName}')" = "$n1" ] && [ "$(e2e_pod_field default/b '{.spec.nodeName}')" = "$n2" ] \
-    && [ -n "$ga" ] && [ -n "$gb" ] && [ "$ga" != "$gb" ]
-  ok $? "each pod on its own job's node, different GPUs (a: $ga, b: $gb)"
+    && [ -n "$ga" ] && [ -n "$gb" ] && [ "$ga" != "$gb" ] && [ "$ca" = 0 ] && [ "$cb" = 0 ]
+  ok $? "each pod on its own job's node, different GPUs (a: node GPU $ga, CUDA $ca; b: node GPU $gb, CUDA $cb)"
   two_jobs_identities "$n1" "$n2"
   e2e_end_job "$j1"
   [ ! -e "$E2E_AGENTS/n2/state/pki/$n1.pem" ] && [ -s "$E2E_AGENTS/n2/state/pki/$n2.pem" ]

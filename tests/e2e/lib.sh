@@ -303,7 +303,7 @@ e2e_agent_stop() {  # e2e_agent_stop N [SIGNAL]
 
 # ----------------------------------------------------------------- Slurm ---
 e2e_plugstack() {
-  echo "required $E2E_LIB/spank_k8s.so socket=$E2E_AGENTS/{node}/agent.sock rundir=$E2E_RUNDIR shim=$E2E_LIB/slurm-k8s-shim timeout=5 grace=$E2E_GRACE shim_log_level=verbose cluster=e2e runtime_config=$E2E_LIB/runtime.conf $E2E_PLUGIN_ARGS"
+  echo "required $E2E_LIB/spank_k8s.so socket=$E2E_AGENTS/{node}/agent.sock rundir=$E2E_RUNDIR shim=$E2E_LIB/slurm-k8s-shim timeout=5 grace=$E2E_GRACE shim_log_level=verbose cluster=e2e runtime_config=$E2E_LIB/runtime.conf gpu_device=$SK_SLURM_DIR/dev/nvidia{index} $E2E_PLUGIN_ARGS"
 }
 
 e2e_start_slurm() {
@@ -464,7 +464,7 @@ $( [ -n "${NODE:-}" ] && echo "  nodeName: $NODE" )
   containers:
   - name: main
     image: e2e/sleeper:1
-    command: ["/bin/sh", "-c", "trap 'echo received signal 15; exit 0' TERM; echo started CUDA_VISIBLE_DEVICES=\$CUDA_VISIBLE_DEVICES; while :; do sleep 1 & wait \$!; done", "e2e-pod-$j-$name"]
+    command: ["/bin/sh", "-c", "trap 'echo received signal 15; exit 0' TERM; echo started CUDA_VISIBLE_DEVICES=\$CUDA_VISIBLE_DEVICES NVIDIA_VISIBLE_DEVICES=\$NVIDIA_VISIBLE_DEVICES; while :; do sleep 1 & wait \$!; done", "e2e-pod-$j-$name"]
     resources:
       limits: {nvidia.com/gpu: ${GPUS:-1}}
 ${EXTRA_SPEC:-}

@@ -277,8 +277,10 @@ rl_check_pod_gpus() {
     # An image container (RL_IMAGES=1): CUDA numbers its GPUs from 0,
     # NVIDIA_VISIBLE_DEVICES has the node's indices, and it sees their
     # device nodes only.
-    local nvd devs want_cvd="" want_devs="" i=0
+    local nvd devs want_cvd="" want_devs="" i=0 g
     nvd="$(sed -n 's/.*NVIDIA_VISIBLE_DEVICES=\([0-9,]*\) .*/\1/p' <<<"$log" | head -n1)"
+    slurm_node="$(e2e_kubectl get node "${RL_POD_NODE[$p]}" -o 'jsonpath={.metadata.labels.slurm-k8s/slurm-node}' 2>/dev/null)"
+    lent="${RL_LENT[$slurm_node]:-}"
     if [ "${RL_IMAGES:-0}" = 1 ]; then
       devs="$(sed -n 's/.*devices=\[\([a-z0-9,]*\)\].*/\1/p' <<<"$log" | head -n1)"
       for g in ${nvd//,/ }; do
@@ -287,27 +289,34 @@ rl_check_pod_gpus() {
       echo "  $p: in its container CUDA_VISIBLE_DEVICES=$cvd, devices [$devs]; node GPUs $nvd"
       [ "$cvd" = "$want_cvd" ] || bad="$bad $p:cvd=$cvd-want-$want_cvd"
       [ "$devs" = "$want_devs" ] || bad="$bad $p:devices=[$devs]-want-[$want_devs]"
-      cvd="$nvd"
     else
-      # A process container: the node's other GPUs' device nodes (the
-      # harness's fake ones, runtime.conf gpu_device) are not in its view.
-      for g in ${cvd//,/ }; do want_devs+="${want_devs:+,}nvidia$g"; done
+      # A process container runs in the extern step, whose devices cgroup
+      # opens the lent GPUs only (spank/device_cgroup.h): CUDA numbers them
+      # from 0, so its CUDA_VISIBLE_DEVICES is each GPU's place among the
+      # node's lent GPUs, NVIDIA_VISIBLE_DEVICES the node's indices; the
+      # node's other GPUs' device nodes (the harness's fake ones,
+      # runtime.conf gpu_device) are not in its view.
+      local place
+      for g in ${nvd//,/ }; do
+        want_devs+="${want_devs:+,}nvidia$g"
+        place="$(tr ',' '\n' <<<"$lent" | sort -n | grep -nx "$g" | cut -d: -f1)"
+        want_cvd+="${want_cvd:+,}$((${place:-0} - 1))"
+      done
       devs="$(e2e_kubectl exec -n "${p%%/*}" "${p#*/}" -- sh -c 'ls "$0"' "$SK_SLURM_DIR/dev" 2>&1 | grep '^nvidia' | paste -sd,)"
-      echo "  $p: in $SK_SLURM_DIR/dev it sees [$devs]"
+      echo "  $p: CUDA_VISIBLE_DEVICES=$cvd (want $want_cvd), node GPUs $nvd; in $SK_SLURM_DIR/dev it sees [$devs]"
+      [ "$cvd" = "$want_cvd" ] || bad="$bad $p:cvd=$cvd-want-$want_cvd"
       [ "$devs" = "$want_devs" ] || bad="$bad $p:devices=[$devs]-want-[$want_devs]"
     fi
-    slurm_node="$(e2e_kubectl get node "${RL_POD_NODE[$p]}" -o 'jsonpath={.metadata.labels.slurm-k8s/slurm-node}' 2>/dev/null)"
-    lent="${RL_LENT[$slurm_node]:-}"
-    echo "  $p on ${RL_POD_NODE[$p]} ($slurm_node, lent [$lent]): CUDA_VISIBLE_DEVICES=$cvd"
+    cvd="$nvd"
+    echo "  $p on ${RL_POD_NODE[$p]} ($slurm_node, lent [$lent]): node GPUs $cvd"
     if [ -z "$cvd" ] || [ -z "$lent" ]; then bad="$bad $p:cvd='$cvd'"; continue; fi
-    local g
     for g in ${cvd//,/ }; do
       [[ ",$lent," == *",$g,"* ]] || bad="$bad $p:gpu$g-not-lent"
       [[ " $seen " == *" $slurm_node:$g "* ]] && bad="$bad $p:gpu$g-shared"
       seen="$seen $slurm_node:$g"
     done
   done
-  [ -z "$bad" ]; ok $? "each pod's CUDA_VISIBLE_DEVICES (from $E2E_LOG_SOURCE) holds only GPUs lent on its node, none shared, and it sees only their device nodes$bad"
+  [ -z "$bad" ]; ok $? "each pod's GPUs (NVIDIA_VISIBLE_DEVICES, from $E2E_LOG_SOURCE) are GPUs lent on its node, none shared, numbered in CUDA_VISIBLE_DEVICES as CUDA numbers the devices it can open, and it sees only their device nodes$bad"
   # The rollout's /healthz says the same GPUs (the process's real environment).
   local ep hz hbad=""
   for p in "${RL_PODS[@]}"; do

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Stands in for slurm-k8s-shim in the plugin's integration test (plugstack
 # key shim=): records who and where it runs and which fake GPU devices it can
-# open, attaches to the (stub) agent, then waits for `shutdown` and answers it.
+# open (and the GPU environment the plugin gives it), attaches to the (stub) agent, then waits for `shutdown` and answers it.
 # Output: $SK_SHIM_OUT/shim-<job>-<node>.txt (SK_SHIM_OUT is fixed below,
 # because the plugin gives the shim a fixed environment).
 OUT_DIR="$(dirname "$0")/../out"
@@ -20,6 +20,7 @@ DEV_DIR="$(dirname "$0")/../dev"
   echo "id $(id)"
   grep -E 'freezer|devices|cpuset' /proc/self/cgroup | sed 's/^/cgroup /'
   grep -E '^Sig(Blk|Ign)' /proc/self/status | sed 's/^/status /'
+  env | grep '^SLURM_K8S_GPUS' | sed 's/^/env /'
 } > "$OUT"
 exec /usr/bin/python3 - "$OUT" "$DEV_DIR" "$JOB" "$NODE" "$SOCK" <<'PY'
 import errno, json, os, signal, socket, sys

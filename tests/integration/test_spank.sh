@@ -23,7 +23,7 @@ chmod 755 "$D" "$D/lib"; chmod 1777 "$D/out"
 install -m 755 "$BUILD/spank/.libs/spank_k8s.so" "$D/lib/spank_k8s.so"
 install -m 755 "$HERE/shim_recorder.sh" "$D/lib/shim_recorder.sh"
 SOCK="$D/agent.sock"; REC="$D/agent.jsonl"; : > "$REC"
-ARGS="socket=$SOCK rundir=$D/rundir shim=$D/lib/shim_recorder.sh timeout=3 grace=5 allowed_namespaces=rl,default"
+ARGS="socket=$SOCK rundir=$D/rundir shim=$D/lib/shim_recorder.sh timeout=3 grace=5 allowed_namespaces=rl,default gpu_device=$D/dev/nvidia{index}"
 export PLUGSTACK_LINES="required $D/lib/spank_k8s.so $ARGS"
 
 AGENT_PID=""
@@ -103,15 +103,26 @@ PY
 ok "[ \"\$(on_socket $J)\" = 'attach:agent deregister:admin register:admin' ]" "the plugin's register and deregister go to the admin socket, the shim's attach to the agent socket ($(on_socket $J))"
 ok "no_leftovers $J" "after normal end: no shim process, no cgroup dir of job $J"
 
-# ---- 3. the shim: job user, job cgroups, only the job's GPUs
-S="$(script one 'echo "CVD=$CUDA_VISIBLE_DEVICES GPUS_ON_NODE=$SLURM_GPUS_ON_NODE NS=[$SLURM_K8S_NAMESPACES]"; sleep 1')"
+# ---- 3. the shim: job user, job cgroups, only the lent GPU; the trainer: only its own
+# A fake GPU's open fails with ENXIO where the devices cgroup allows it and
+# with EPERM where it denies it (no driver behind the node).
+OPENER="import errno, os, sys
+for i in range(4):
+    try: os.close(os.open('$D/dev/nvidia%d' % i, os.O_RDWR)); r = 'OK'
+    except OSError as e: r = errno.errorcode.get(e.errno, str(e.errno))
+    print('trainer open nvidia%d %s' % (i, r))"
+S="$(script one "echo \"CVD=\$CUDA_VISIBLE_DEVICES GPUS_ON_NODE=\$SLURM_GPUS_ON_NODE NS=[\$SLURM_K8S_NAMESPACES]\"; python3 -c \"$OPENER\"; srun python3 -c \"$OPENER\" | sed 's/^trainer/step/'; sleep 1")"
 J="$(sk_submit_as_user -N1 -w n2 --gres=gpu:2 --k8s-gpus=1 -o "$SK_JOBS_DIR/one-%j.out" "$S")"
 sk_wait_state "$J" COMPLETED 60; ok $? "1-node job $J completed"
 SH="$D/out/shim-$J-n2.txt"
 ok "grep -q 'id uid=$TEST_UID' '$SH'" "shim runs as the job user"
 ok "grep -q 'cgroup .*devices:/slurm_n2/uid_$TEST_UID/job_$J/step_extern' '$SH'" "shim is in the job's step_extern devices cgroup"
 ok "grep -q 'status SigBlk:.*0000000000000000' '$SH'" "shim starts with no blocked signals"
-ok "grep -q 'open nvidia0 ENXIO' '$SH' && grep -q 'open nvidia1 ENXIO' '$SH' && grep -q 'open nvidia2 EPERM' '$SH' && grep -q 'open nvidia3 EPERM' '$SH'" "shim may open only the job's 2 GPU devices ($(grep open "$SH" | tr '\n' ' '))"
+ok "grep -q '^open nvidia0 EPERM' '$SH' && grep -q '^open nvidia1 ENXIO' '$SH' && grep -q '^open nvidia2 EPERM' '$SH' && grep -q '^open nvidia3 EPERM' '$SH'" "shim may open only the lent GPU 1, not the trainer's GPU 0 ($(grep open "$SH" | tr '\n' ' '))"
+ok "grep -q '^env SLURM_K8S_GPUS_CONFINED=1' '$SH'" "the shim is told its step opens the lent GPUs only (pods' CUDA numbering)"
+O="$SK_JOBS_DIR/one-$J.out"
+ok "grep -q '^trainer open nvidia0 ENXIO' '$O' && grep -q '^trainer open nvidia1 EPERM' '$O' && grep -q '^trainer open nvidia2 EPERM' '$O'" "the batch script may open its GPU 0, not the lent GPU 1 ($(grep '^trainer' "$O" | tr '\n' ' '))"
+ok "grep -q '^step open nvidia0 ENXIO' '$O' && grep -q '^step open nvidia1 EPERM' '$O'" "an srun step may open GPU 0, not the lent GPU 1 ($(grep '^step' "$O" | tr '\n' ' '))"
 ok "grep -q 'CVD=0 GPUS_ON_NODE=1' '$SK_JOBS_DIR/one-$J.out'" "trainer sees only GPU 0 ($(cat "$SK_JOBS_DIR/one-$J.out"))"
 ok "grep -q 'NS=\[\]' '$SK_JOBS_DIR/one-$J.out' && grep -q '^spank_k8s: note: no Kubernetes namespace may run pods on this job.s nodes: the job named none (--k8s-namespace=NS)' '$SK_JOBS_DIR/one-$J.out'" "a job that names no namespace where the site allows none: SLURM_K8S_NAMESPACES empty and a note on its stderr"
 sk_wait_gone "$J" 30

@@ -174,6 +174,14 @@ START_TEST(gpus_are_disjoint) {
     ck_assert_sstr_eq(env_of(plan->containers[2], "NVIDIA_VISIBLE_DEVICES"), "void");
     ck_assert_sstr_eq(env_of(plan->init_containers[0], "CUDA_VISIBLE_DEVICES"), "5");
     ck_assert_sstr_eq(plan->containers[1].requests.at("memory"), "1Gi");
+    // In an extern step whose devices cgroup opens the lent GPUs 4-7 only,
+    // CUDA numbers them 0-3: the process containers' lists follow.
+    assign_gpus(&*plan, {5, 6, 7}, {4, 5, 6, 7});
+    ck_assert_sstr_eq(env_of(plan->containers[0], "CUDA_VISIBLE_DEVICES"), "1");
+    ck_assert_sstr_eq(env_of(plan->containers[1], "CUDA_VISIBLE_DEVICES"), "2,3");
+    ck_assert_sstr_eq(env_of(plan->containers[1], "NVIDIA_VISIBLE_DEVICES"), "6,7");
+    ck_assert_sstr_eq(env_of(plan->containers[2], "CUDA_VISIBLE_DEVICES"), "");
+    ck_assert_sstr_eq(env_of(plan->init_containers[0], "CUDA_VISIBLE_DEVICES"), "1");
 }
 END_TEST
 

@@ -18,7 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "common/fs.h"
 #include "common/strings.h"
+#include "spank/device_cgroup.h"
 #include "spank/gpu_split.h"
 #include "spank/hostlist.h"
 #include "spank/options.h"
@@ -61,6 +63,11 @@ static const PlugCase kPlug[] = {
     {{"shim_nice=20"}, false, "shim_nice='20' is not a nice value"},
     {{"runtime_config=/etc/slurm-k8s/runtime.conf"}, true, ""},
     {{"runtime_config=runtime.conf"}, false, "runtime_config"},
+    {{"gpu_device=/dev/dri/card{index}"}, true, ""},
+    {{"gpu_device=dev/nvidia{index}"}, false, "gpu_device='dev/nvidia{index}'"},
+    {{"gpu_device=/dev/nvidia"}, false, "holds {index} once"},
+    {{"gpu_device=/dev/{index}/x"}, false, "last component"},
+    {{"gpu_device=/dev/n{index}{index}"}, false, "gpu_device"},
 };
 START_TEST(plugstack_table) {
     const auto &c = kPlug[_i];
@@ -86,6 +93,7 @@ START_TEST(plugstack_values) {
     ck_assert_int_eq(cfg_of({"shim_nice=3"})->shim_nice, 3);
     ck_assert(cfg_of({})->runtime_config.empty());  // the process runtime only
     ck_assert_sstr_eq(cfg_of({"runtime_config=/r.conf"})->runtime_config, "/r.conf");
+    ck_assert_sstr_eq(cfg_of({})->gpu_device, "/dev/nvidia{index}");
     auto t = default_taints_for(*cfg_of({}), 42);
     ck_assert(t.ok() && t->size() == 1);
     ck_assert_sstr_eq(k8s::format_taint((*t)[0]), "slurm-k8s/job=42:NoSchedule");
@@ -469,6 +477,7 @@ START_TEST(runfile_roundtrip) {
     r.gid = 2001;
     r.user = "u";
     r.gpus = {2, 3};
+    r.job_gpus = {0, 1, 2, 3};
     r.namespaces = {"rl"};
     r.node_name = "slurm-n1-42";
     r.registered = true;
@@ -482,6 +491,7 @@ START_TEST(runfile_roundtrip) {
     auto back = read_run_file(rundir, 42, "n1");
     ck_assert_msg(back.ok(), "%s", back.ok() ? "" : back.message().c_str());
     ck_assert_sstr_eq(format_index_list(back->gpus), "2,3");
+    ck_assert_sstr_eq(format_index_list(back->job_gpus), "0,1,2,3");
     ck_assert_sstr_eq(back->node_name, "slurm-n1-42");
     ck_assert(back->registered);
     ck_assert_uint_eq(back->wait_s, 60);
@@ -535,6 +545,120 @@ START_TEST(cgroup_dirs) {
                       "/cg/freezer/slurm_n1/uid_2001/job_7 /cg/devices/slurm_n1/uid_2001/job_7 "
                       "/cg/cpuset/slurm_n1/uid_2001/job_7");
     ck_assert(job_cgroup_dirs(text, 8, "/cg").empty());
+}
+END_TEST
+
+// ---- GPUs denied at the device (spank/device_cgroup.h) ----
+// Recorded /proc/self/cgroup of an extern slurmstepd on Slurm 22.05 with
+// cgroup v1 (this project's harness) and of one on a pure v2 host.
+static const char kStepdV1[] =
+    "12:pids:/\n"
+    "11:freezer:/slurm_n1/uid_2001/job_7/step_extern\n"
+    "10:devices:/slurm_n1/uid_2001/job_7/step_extern/slurm\n"
+    "9:cpu,cpuacct:/slurm_n1/uid_2001/job_7/step_extern\n"
+    "4:memory:/init.scope/12\n"
+    "1:name=systemd:/\n"
+    "0::/\n";
+static const char kStepdV2[] = "0::/system.slice/n1_slurmstepd.scope/job_7/step_extern/slurm\n";
+
+START_TEST(devices_dir_of_step) {
+    auto d = step_devices_dir(kStepdV1, 7, "step_batch", "/cg");
+    ck_assert_msg(d.ok(), "%s", d.ok() ? "" : d.message().c_str());
+    ck_assert_sstr_eq(*d, "/cg/devices/slurm_n1/uid_2001/job_7/step_batch");
+    auto other = step_devices_dir(kStepdV1, 8, "step_0", "/cg");  // not this job's
+    ck_assert(!other.ok() && other.error() == Error::NotFound);
+    ck_assert_msg(other.message().find("ConstrainDevices=yes") != std::string::npos, "%s",
+                  other.message().c_str());
+    // The devices hierarchy at the root: Slurm does not constrain devices.
+    auto none =
+        step_devices_dir("10:devices:/\n9:freezer:/slurm/uid_1/job_7/step_0\n", 7, "step_0", "/cg");
+    ck_assert(!none.ok() && none.error() == Error::NotFound);
+    // A hierarchy listing devices with another controller still counts.
+    auto joined = step_devices_dir("3:devices,pids:/slurm/uid_1/job_7/step_0\n", 7, "step_0", "/c");
+    ck_assert(joined.ok());
+    ck_assert_sstr_eq(*joined, "/c/devices,pids/slurm/uid_1/job_7/step_0");
+    ck_assert(!step_devices_dir("3:nodevices:/slurm/uid_1/job_7/step_0\n", 7, "step_0", "/c").ok());
+    auto v2 = step_devices_dir(kStepdV2, 7, "step_extern", "/cg");
+    ck_assert(!v2.ok() && v2.error() == Error::Unavailable);
+    ck_assert_msg(v2.message().find("cgroup v2") != std::string::npos, "%s", v2.message().c_str());
+    ck_assert_sstr_eq(step_component(0), "step_0");
+    ck_assert_sstr_eq(step_component(12), "step_12");
+    ck_assert_sstr_eq(step_component(0xfffffffb), "step_batch");
+    ck_assert_sstr_eq(step_component(0xfffffffc), "step_extern");
+    ck_assert_sstr_eq(step_component(0xfffffffa), "step_interactive");
+    ck_assert_sstr_eq(format_index_list(indices_without({0, 1, 2, 3}, {2, 3})), "0,1");
+    ck_assert(indices_without({2, 3}, {2, 3}).empty());
+}
+END_TEST
+
+// The device numbers come from the nodes themselves (lstat, no symlink
+// followed); /dev/ttyN are character devices on every Linux host.
+START_TEST(gpu_devices_from_nodes) {
+    auto d = gpu_char_devices("/dev/tty{index}", {1, 2});
+    ck_assert_msg(d.ok(), "%s", d.ok() ? "" : d.message().c_str());
+    ck_assert_uint_eq(d->size(), 2);
+    ck_assert_sstr_eq((*d)[1].path, "/dev/tty2");
+    ck_assert_uint_eq((*d)[0].major, 4);  // the virtual consoles' major
+    ck_assert_uint_eq((*d)[0].minor, 1);
+    ck_assert_uint_eq((*d)[1].minor, 2);
+    ck_assert_int_eq((*d)[1].index, 2);
+    char tmpl[] = "/tmp/sk-gpunode-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(tmpl));
+    std::string dir = tmpl;
+    FILE *f = fopen((dir + "/gpu0").c_str(), "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    ck_assert_int_eq(symlink("/dev/tty1", (dir + "/gpu1").c_str()), 0);
+    auto plain = gpu_char_devices(dir + "/gpu{index}", {0});
+    ck_assert(!plain.ok() && plain.message().find("not a character device") != std::string::npos);
+    auto link = gpu_char_devices(dir + "/gpu{index}", {1});
+    ck_assert(!link.ok() && link.message().find("symlink is not followed") != std::string::npos);
+    auto missing = gpu_char_devices(dir + "/gpu{index}", {2});
+    ck_assert(!missing.ok() && missing.error() == Error::NotFound);
+    ck_assert_msg(missing.message().find("gres.conf") != std::string::npos, "%s",
+                  missing.message().c_str());
+    ck_assert(!gpu_char_devices("/dev/tty", {1}).ok());
+    ck_assert(gpu_char_devices("/dev/tty{index}", {}).ok());
+    unlink((dir + "/gpu0").c_str());
+    unlink((dir + "/gpu1").c_str());
+    rmdir(dir.c_str());
+}
+END_TEST
+
+// One write per rule into the step's devices.deny (a regular file here, so
+// the writes stand end to end); a symlinked step directory is not entered.
+START_TEST(deny_writes_one_rule_each) {
+    char tmpl[] = "/tmp/sk-devcg-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(tmpl));
+    std::string dir = tmpl;
+    std::string step = dir + "/step_0";
+    ck_assert_int_eq(mkdir(step.c_str(), 0700), 0);
+    FILE *f = fopen((step + "/devices.deny").c_str(), "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    std::vector<CharDevice> devs(2);
+    devs[0].major = 195;
+    devs[0].minor = 2;
+    devs[1].major = 195;
+    devs[1].minor = 3;
+    ck_assert(deny_devices(step, devs).ok());
+    auto text = read_file(step + "/devices.deny", 4096);
+    ck_assert(text.ok());
+    ck_assert_sstr_eq(*text, "c 195:2 rwmc 195:3 rwm");
+    ck_assert(deny_devices(step, {}).ok());  // nothing to deny: nothing opened
+    ck_assert_int_eq(symlink(step.c_str(), (dir + "/link").c_str()), 0);
+    auto via_link = deny_devices(dir + "/link", devs);
+    ck_assert(!via_link.ok() && via_link.error() == Error::Io);
+    auto absent = deny_devices(dir + "/step_9", devs);
+    ck_assert(!absent.ok() && absent.message().find("step_9") != std::string::npos);
+    ck_assert_int_eq(mkdir((dir + "/nofile").c_str(), 0700), 0);
+    auto nofile = deny_devices(dir + "/nofile", devs);
+    ck_assert(!nofile.ok() && nofile.message().find("devices.deny") != std::string::npos);
+    unlink((step + "/devices.deny").c_str());
+    unlink((dir + "/link").c_str());
+    rmdir(step.c_str());
+    rmdir((dir + "/nofile").c_str());
+    rmdir(dir.c_str());
 }
 END_TEST
 
@@ -749,6 +873,9 @@ int main() {
     tcase_add_loop_test(tc, runfile_bad, 0, TABLE_SIZE(kBadRun));
     tcase_add_loop_test(tc, conf_table, 0, TABLE_SIZE(kConf));
     tcase_add_test(tc, cgroup_dirs);
+    tcase_add_test(tc, devices_dir_of_step);
+    tcase_add_test(tc, gpu_devices_from_nodes);
+    tcase_add_test(tc, deny_writes_one_rule_each);
     tcase_add_test(tc, spawn_inherits_nothing);
     tcase_add_test(tc, spawn_missing_binary);
     tcase_add_test(tc, keeper_restarts_a_dead_shim);

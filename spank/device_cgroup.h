@@ -1,0 +1,72 @@
+// GPUs denied at the device, in the job's cgroup v1 devices hierarchy.
+//
+// Slurm's ConstrainDevices lets every step of a job open every GPU of the
+// job on the node. The plugin narrows that where the job lends GPUs:
+// - every step of the trainer (batch, srun, interactive) is denied the lent
+//   GPUs (spank/hooks_step.cc, in slurmstepd as root, before the step's
+//   tasks exec: slurm_spank_task_post_fork runs before any task is let go);
+// - the extern step, where the shim and its pods run, is denied the GPUs the
+//   trainer keeps (spank/hooks_extern.cc, before the shim starts).
+// A deny written on a step's directory holds for every cgroup below it (the
+// kernel propagates it; a child cannot allow what its parent denies).
+//
+// CUDA numbering (docs/admin-guide.md "GPUs at the device"): CUDA numbers the
+// GPUs a process can open from 0, in index order. The lent GPUs are the last
+// of the job's on the node (spank/gpu_split.h choose_lent), so denying them
+// changes the number of no GPU the trainer keeps: its CUDA_VISIBLE_DEVICES
+// (trainer_gpu_env) stays right with and without Slurm's renumbering. In the
+// extern step only the lent GPUs remain, which CUDA numbers 0..n-1: the shim
+// numbers its pods' GPUs so when told the step is confined
+// (kGpusConfinedEnv).
+//
+// cgroup v2 (Slurm's eBPF device program) is not handled here yet: the
+// functions say so with Error::Unavailable and the hooks log it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+
+namespace sk::spank {
+
+// Set to "1" in the shim's environment when the extern step's devices cgroup
+// lets it open the lent GPUs only (k8s-shim numbers pods' GPUs accordingly).
+constexpr const char kGpusConfinedEnv[] = "SLURM_K8S_GPUS_CONFINED";
+
+struct CharDevice {
+    int index = 0;  // the GPU's index (as in SLURM_JOB_GPUS)
+    std::string path;
+    unsigned major = 0, minor = 0;
+};
+
+// The device node of each GPU index, from a pattern holding "{index}" once
+// (plugstack.conf gpu_device, default "/dev/nvidia{index}"), lstat'ed: each
+// must be a character device (no symlink followed). Fails naming the path.
+Result<std::vector<CharDevice>> gpu_char_devices(const std::string &pattern,
+                                                 const std::vector<int> &indices);
+
+// The devices cgroup directory of one step of job_id: the job's directory in
+// the v1 devices hierarchy (from slurmstepd's own /proc/self/cgroup, which
+// places it in the job) + "/" + step ("step_batch", "step_extern", "step_0").
+// NotFound when the process is in no devices cgroup of the job (Slurm's
+// ConstrainDevices is off, or proctrack/task are not cgroup); Unavailable on
+// a pure cgroup v2 host.
+Result<std::string> step_devices_dir(std::string_view proc_cgroup_text, uint32_t job_id,
+                                     const std::string &step, const std::string &cgroup_root);
+
+// The step's directory component for a Slurm step id ("step_batch" ...).
+std::string step_component(uint32_t step_id);
+
+// Writes one "c MAJ:MIN rwm" rule per device to dir/devices.deny (dir opened
+// without following a symlink; one write per rule, as the kernel parses them).
+Status deny_devices(const std::string &dir, const std::vector<CharDevice> &devices);
+
+// The indices of `all` not in `keep`, in the order of `all`.
+std::vector<int> indices_without(const std::vector<int> &all, const std::vector<int> &keep);
+
+}  // namespace sk::spank
