@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -22,8 +23,11 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "common/log_paths.h"
+#include "common/pod_cgroup.h"
+#include "common/procfs.h"
 #include "common/rfc3339.h"
 #include "common/strings.h"
+#include "common/supervisor.h"
 #include "uv/handles.h"
 
 namespace sk::agent {
@@ -74,6 +78,7 @@ Status prepare_admin_dir(const std::string &dir) {
     close(fd);
     return out;
 }
+constexpr char kCgroupRoot[] = "/sys/fs/cgroup";
 constexpr uint64_t kCommandTimeoutMs = 10000;
 
 // The per-job shim dir (pod logs, pod state) goes when the job has ended on
@@ -414,6 +419,7 @@ void Agent::handle(const std::shared_ptr<Connection> &c, const proto::Request &r
     if (req.op == "status") return op_status(c, req);
     if (req.op == "list") return op_list(c, req);
     if (req.op == "attach") return op_attach(c, req);
+    if (req.op == "cgroup_enter") return op_cgroup_enter(c, req);
     if (req.op == "exec_attach") {
         if (streams_) return streams_->attach(c, req);
         c->reply(proto::error_reply(req.id,
@@ -615,11 +621,91 @@ void Agent::op_attach(const std::shared_ptr<Connection> &c, const proto::Request
     }
     proto::Reply rep;
     rep.id = req.id;
-    rep.body = proto::to_json(proto::AttachReply{vn.record().node_name, vn.record().job.gpus, dir});
+    proto::AttachReply ar{vn.record().node_name, vn.record().job.gpus, dir};
+    if (cfg_.pod_cgroups) {
+        std::string shim_cg = read_proc_cgroup(c->peer().pid);
+        auto parents = pod_cgroup_parents(shim_cg, a->job_id, {"devices"}, kCgroupRoot);
+        ar.pod_cgroups = parents.ok();
+        if (!parents)
+            LOG_WARN("%s pods get no cgroup of their own: %s", vn.prefix().c_str(),
+                     parents.message().c_str());
+    }
+    rep.body = proto::to_json(ar);
     c->reply(rep);
-    LOG_INFO("%s shim attached (pid %d)", vn.prefix().c_str(), c->peer().pid);
+    LOG_INFO("%s shim attached (pid %d%s)", vn.prefix().c_str(), c->peer().pid,
+             ar.pod_cgroups ? ", pods in cgroups of their own" : "");
     c->set_link_bound(proto::kMaxShimMessageBytes);
     vn.set_runtime(std::make_unique<ShimRuntime>(c, vn.prefix()), c->peer().pid);
+}
+
+Result<std::vector<PodCgroupParent>> Agent::pod_cgroup_parents_of(const VirtualNode &vn) const {
+    int shim = vn.shim_pid();
+    if (shim <= 0) return fail(Error::Unavailable, "the job's shim is not attached");
+    return pod_cgroup_parents(read_proc_cgroup(shim), vn.record().job.job_id, {"devices"},
+                              kCgroupRoot);
+}
+
+// A container's supervisor asks to enter its pod's cgroup before it starts the
+// container's command (k8s-shim/supervise.h). It must be a direct child of
+// the job's attached shim (only the shim starts supervisors; the pods' own
+// processes descend from supervisors), named as a supervisor, of the job's
+// uid, for a pod the shim was handed, with GPUs lent on this node.
+void Agent::op_cgroup_enter(const std::shared_ptr<Connection> &c, const proto::Request &req) {
+    auto refuse = [&](const Failure &f) {
+        LOG_WARN("socket: refused cgroup_enter from uid %u pid %d: %s", c->peer().uid,
+                 c->peer().pid, f.message.c_str());
+        c->reply(proto::error_reply(req.id, f));
+        c->close();
+    };
+    auto m = proto::cgroup_enter_from_json(req.body);
+    if (!m) return refuse(m.failure());
+    const PeerCred &peer = c->peer();
+    ProcStat st;
+    if (!read_proc_stat(peer.pid, &st))
+        return refuse(fail(Error::Forbidden, "cannot read pid " + std::to_string(peer.pid)));
+    VirtualNode *vn = nullptr;
+    for (const auto &[k, node] : nodes_)
+        if (node->shim_pid() > 0 && node->shim_pid() == st.ppid) vn = node.get();
+    if (!vn || peer.uid != vn->record().job.uid)
+        return refuse(fail(Error::Forbidden, "pid " + std::to_string(peer.pid) +
+                                                 " is no child of an attached shim of its uid"));
+    auto comm = read_proc_file(peer.pid, "comm", 64);
+    if (!comm || std::string(trim(*comm)) != kSupervisorComm)
+        return refuse(fail(Error::Forbidden,
+                           "pid " + std::to_string(peer.pid) + " is not a container supervisor"));
+    if (!vn->runtime_pod(m->pod_uid))
+        return refuse(fail(Error::NotFound, "pod uid '" + m->pod_uid + "' does not run on " +
+                                                vn->record().node_name));
+    const auto &lent = vn->record().job.gpus;
+    for (int g : m->gpus)
+        if (std::find(lent.begin(), lent.end(), g) == lent.end())
+            return refuse(fail(Error::Forbidden, "GPU " + std::to_string(g) + " is not lent on " +
+                                                     vn->record().node_name));
+    auto parents = pod_cgroup_parents_of(*vn);
+    if (!parents) return refuse(parents.failure());
+    auto deny = gpu_char_devices(cfg_.gpu_device, indices_without(lent, m->gpus));
+    if (!deny) return refuse(deny.failure());
+    sweep_pod_cgroups(*vn);
+    if (auto s = enter_pod_cgroup(*parents, m->pod_uid, *deny, peer.pid); !s) {
+        LOG_ERROR("%s pod %s: %s", vn->prefix().c_str(), m->pod_uid.c_str(), s.message().c_str());
+        return refuse(s.failure());
+    }
+    LOG_VERBOSE("%s pod %s: supervisor %d in its cgroup (GPUs %s)", vn->prefix().c_str(),
+                m->pod_uid.c_str(), peer.pid, format_index_list(m->gpus).c_str());
+    proto::Reply rep;
+    rep.id = req.id;
+    rep.body = Json::Value(Json::objectValue);
+    c->reply(rep);
+    c->close();
+}
+
+void Agent::sweep_pod_cgroups(const VirtualNode &vn) {
+    auto parents = pod_cgroup_parents_of(vn);
+    if (!parents) return;
+    for (const auto &uid : pod_cgroup_uids(*parents))
+        for (const auto &left : remove_pod_cgroup(*parents, uid))
+            if (left.find("Device or resource busy") == std::string::npos)
+                LOG_WARN("%s pod cgroup not removed: %s", vn.prefix().c_str(), left.c_str());
 }
 
 // Nodes of this agent's Slurm node whose jobs are gone (agent down at the
@@ -635,6 +721,8 @@ void Agent::gc() {
     std::vector<std::shared_ptr<VirtualNode>> registered;
     for (const auto &[k, vn] : nodes_)
         if (!vn->draining()) registered.push_back(vn);
+    for (const auto &vn : registered)
+        sweep_pod_cgroups(*vn);
     for (const auto &vn : registered)
         collect_if_gone(vn,
                         "its deregister never came: the node's extern step and epilog were lost");

@@ -14,6 +14,7 @@
 #include "agent/stream_sessions.h"
 #include "agent/node_endpoints.h"
 #include "agent/stats_provider.h"
+#include "common/pod_cgroup.h"
 
 namespace sk::agent {
 
@@ -127,6 +128,12 @@ class Agent {
     void op_status(const std::shared_ptr<Connection> &c, const proto::Request &req);
     void op_list(const std::shared_ptr<Connection> &c, const proto::Request &req);
     void op_attach(const std::shared_ptr<Connection> &c, const proto::Request &req);
+    void op_cgroup_enter(const std::shared_ptr<Connection> &c, const proto::Request &req);
+    // The attached shim's pods' cgroup parents (common/pod_cgroup.h); fails
+    // when pods get no cgroup of their own on this node (why, for the log).
+    Result<std::vector<PodCgroupParent>> pod_cgroup_parents_of(const VirtualNode &vn) const;
+    // Removes the pod cgroups of vn's job that hold no process any more.
+    void sweep_pod_cgroups(const VirtualNode &vn);
     Result<ExecTarget> exec_target(const std::string &ns, const std::string &pod);
     std::shared_ptr<VirtualNode> add_node(JobRecord rec, std::function<void(Status)> ready);
     void gc();

@@ -198,6 +198,11 @@ void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string
     s.add_string("slurm_user", &c.slurm_user, "SlurmUser (allowed to register)");
     s.add_enum("shim_auth", &c.shim_auth, {"cgroup", "uid"},
                "attach check: cgroup (uid + job cgroup) or uid (weaker, tests)");
+    s.add_bool("pod_cgroups", &c.pod_cgroups,
+               "each pod in a cgroup of its own below the job's extern step, denied the "
+               "other GPUs (cgroup v1)");
+    s.add_path("gpu_device", &c.gpu_device,
+               "device node of GPU {index}, as gres.conf File= names it (pods' cgroups)");
     std::vector<std::string> runtimes = {"shim"};
     runtimes.insert(runtimes.end(), extra_runtimes.begin(), extra_runtimes.end());
     std::string runtime_doc = "pod runtime: shim (the job's slurm-k8s-shim)";

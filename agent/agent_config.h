@@ -139,6 +139,11 @@ struct AgentConfig {
     std::vector<uint32_t> admin_uids;  // empty = root + slurm_user
     std::string slurm_user = "slurm";
     std::string shim_auth = "cgroup";  // cgroup | uid (weaker; tests without Slurm)
+    // Each pod in a cgroup of its own below the extern step (cgroup v1,
+    // common/pod_cgroup.h): only its own GPUs at the device. gpu_device names
+    // GPU {index}'s device node as gres.conf's File= does.
+    bool pod_cgroups = true;
+    std::string gpu_device = "/dev/nvidia{index}";
     // shim, or a runtime the daemon's build adds (agent/daemon.h: a test
     // build adds the in-memory "fake").
     std::string runtime = "shim";

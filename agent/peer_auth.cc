@@ -25,7 +25,9 @@ Status authorize_op(const std::string &op, const PeerCred &peer,
     }
     // A shim's link and an exec session's data connection: checked against
     // the job's uid by their handlers (Agent::op_attach, StreamSessions::attach).
-    if (op == "attach" || op == "exec_attach") return {};
+    // A container supervisor's request to enter its pod's cgroup: checked
+    // against the attached shim by Agent::op_cgroup_enter.
+    if (op == "attach" || op == "exec_attach" || op == "cgroup_enter") return {};
     return fail(Error::Forbidden, "unknown or not allowed operation '" + op + "'");
 }
 

@@ -5,6 +5,8 @@ noinst_LTLIBRARIES += common/libcommon_core.la
 common_libcommon_core_la_SOURCES = \
 	common/agent_call.cc \
 	common/agent_call.h \
+	common/cgroup_devices.cc \
+	common/cgroup_devices.h \
 	common/config.cc \
 	common/config.h \
 	common/error.cc \
@@ -17,6 +19,8 @@ common_libcommon_core_la_SOURCES = \
 	common/k8s_names.h \
 	common/log.cc \
 	common/log.h \
+	common/pod_cgroup.cc \
+	common/pod_cgroup.h \
 	common/plugin_wire.h \
 	common/procfs.cc \
 	common/procfs.h \

@@ -90,7 +90,23 @@ Json::Value to_json(const AttachReply &r) {
     v["node_name"] = r.node_name;
     v["gpus"] = json::from_ints(r.gpus);
     v["state_dir"] = r.state_dir;
+    if (r.pod_cgroups) v["pod_cgroups"] = true;
     return v;
+}
+
+Json::Value to_json(const CgroupEnter &r) {
+    Json::Value v(Json::objectValue);
+    v["pod_uid"] = r.pod_uid;
+    v["gpus"] = json::from_ints(r.gpus);
+    return v;
+}
+
+Result<CgroupEnter> cgroup_enter_from_json(const Json::Value &v) {
+    constexpr std::string_view ctx = "cgroup_enter";
+    CgroupEnter r;
+    SK_TRY_ASSIGN(r.pod_uid, json::get_string(v, "pod_uid", ctx));
+    SK_TRY_ASSIGN(r.gpus, opt_int_list(v, "gpus", ctx, kMaxGpuIndex));
+    return r;
 }
 
 Result<AttachReply> attach_reply_from_json(const Json::Value &v) {
@@ -99,6 +115,7 @@ Result<AttachReply> attach_reply_from_json(const Json::Value &v) {
     SK_TRY_ASSIGN(r.node_name, json::get_string(v, "node_name", ctx));
     SK_TRY_ASSIGN(r.gpus, opt_int_list(v, "gpus", ctx, kMaxGpuIndex));
     SK_TRY_ASSIGN(r.state_dir, opt_string(v, "state_dir", ctx));
+    SK_TRY_ASSIGN(r.pod_cgroups, json::opt_bool(v, "pod_cgroups", ctx, false));
     return r;
 }
 

@@ -56,6 +56,16 @@ struct AttachReply {
     std::string node_name;
     std::vector<int> gpus;
     std::string state_dir;  // where the shim keeps its own state (owned by the job user)
+    // The agent places each container in its pod's own cgroup when the
+    // container's supervisor asks (op cgroup_enter, common/pod_cgroup.h):
+    // the shim then tells every supervisor to ask (k8s-shim/supervise.h).
+    bool pod_cgroups = false;
+};
+// ---- cgroup_enter: a container's supervisor, on a connection of its own,
+// asks to be moved into its pod's cgroup before it starts the command ----
+struct CgroupEnter {
+    std::string pod_uid;
+    std::vector<int> gpus;  // the pod's GPUs (node indices): the others are denied
 };
 
 Json::Value to_json(const RegisterRequest &r);
@@ -66,6 +76,7 @@ Json::Value to_json(const JobKey &r);
 Json::Value to_json(const NodeState &r);
 Json::Value to_json(const AttachRequest &r);
 Json::Value to_json(const AttachReply &r);
+Json::Value to_json(const CgroupEnter &r);
 
 Result<RegisterRequest> register_from_json(const Json::Value &v);
 Result<RegisterReply> register_reply_from_json(const Json::Value &v);
@@ -75,5 +86,6 @@ Result<JobKey> job_key_from_json(const Json::Value &v, std::string_view ctx);
 Result<NodeState> node_state_from_json(const Json::Value &v);
 Result<AttachRequest> attach_from_json(const Json::Value &v);
 Result<AttachReply> attach_reply_from_json(const Json::Value &v);
+Result<CgroupEnter> cgroup_enter_from_json(const Json::Value &v);
 
 }  // namespace sk::proto

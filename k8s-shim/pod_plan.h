@@ -65,9 +65,12 @@ struct ContainerPlan {
     std::vector<EnvVar> env;        // final order, no duplicate names
     std::string working_dir;        // empty: the pod directory
     std::optional<ProbeSpec> startup, readiness, liveness;
-    std::vector<std::string> pre_stop;                    // exec preStop hook, empty when none
-    int gpus = 0;                                         // nvidia.com/gpu limit
-    std::vector<int> gpu_indices;                         // filled by assign_gpus()
+    std::vector<std::string> pre_stop;  // exec preStop hook, empty when none
+    int gpus = 0;                       // nvidia.com/gpu limit
+    std::vector<int> gpu_indices;       // filled by assign_gpus()
+    // Its supervisors' request to enter the pod's cgroup (SpawnSpec), set by
+    // the shim when the agent places pods in cgroups of their own.
+    std::string cgroup_request;
     std::map<std::string, std::string> requests, limits;  // recorded as given
     std::string termination_message_policy = "File";
     // spec.stdin: the container's stdin is a pipe the shim holds, written by

@@ -219,6 +219,7 @@ void Shim::on_attached(const proto::Reply &r) {
     node_name_ = a->node_name;
     state_dir_ = a->state_dir;
     gpus_ = GpuAllocator(a->gpus);
+    pod_cgroups_ = a->pod_cgroups;
     if (const char *c = getenv("SLURM_K8S_GPUS_CONFINED"); c && std::string(c) == "1") {
         cuda_pool_ = a->gpus;
         std::sort(cuda_pool_.begin(), cuda_pool_.end());
@@ -355,6 +356,15 @@ proto::Reply Shim::pod_run(const proto::Request &req) {
     }
     save_gpus();
     assign_gpus(&*plan, *idx, cuda_pool_);
+    if (pod_cgroups_) {
+        // Every supervisor of the pod (its containers', probes', hooks' and
+        // exec sessions') enters the pod's cgroup, which the agent opens to
+        // the pod's GPUs only.
+        std::string request = opt_.socket_path + "\n" + uid + "\n" + format_index_list(*idx);
+        for (auto *list : {&plan->init_containers, &plan->containers})
+            for (auto &c : *list)
+                c.cgroup_request = request;
+    }
     // A container of the process runtime sees its own GPUs' device nodes
     // only (k8s-shim/mount_ns.h); the podman runtime passes only its own.
     hide_other_gpus(&*plan, templates_.podman().gpu_device);

@@ -147,6 +147,8 @@ class Shim {
     // spank/device_cgroup.h): CUDA then numbers them from 0, and so do the
     // pods' CUDA_VISIBLE_DEVICES. Empty otherwise (the node's indices).
     std::vector<int> cuda_pool_;
+    // The agent places each container in its pod's cgroup (AttachReply).
+    bool pod_cgroups_ = false;
     std::map<std::string, ShimPod> pods_;  // by uid
     bool paused_ = false;                  // the Slurm job is suspended (pods_pause)
     std::string pause_message_;

@@ -77,6 +77,7 @@ SpawnSpec container_command(std::vector<std::string> argv, const ContainerPlan &
                             const std::string &pod_dir, const std::string &helper,
                             int container_pid, bool interactive, bool tty) {
     SpawnSpec s;
+    s.cgroup_request = plan.cgroup_request;
     if (plan.image_run) {
         s.argv = container_pid == 0 ? podman_run_argv(plan, helper)
                                     : podman_exec_argv(*plan.image_run, argv, interactive, tty);
@@ -122,6 +123,8 @@ int spawn_supervised(uv_loop_t *loop, Process &proc, const std::string &supervis
     // First: getenv() finds them before a variable of the pod's of that name.
     s.env.insert(s.env.begin(), {kSuperviseArgvEnv, encode_supervise_argv(args)});
     if (io.terminal_fd >= 0) s.env.insert(s.env.begin(), {kSuperviseTerminalEnv, "1"});
+    if (!spec.cgroup_request.empty())
+        s.env.insert(s.env.begin(), {kSuperviseCgroupEnv, spec.cgroup_request});
     if (g_has_workload_nice)
         s.env.insert(s.env.begin(), {kSuperviseNiceEnv, std::to_string(g_workload_nice)});
     return spawn(loop, proc, supervisor, {"slurm-k8s-supervise", "--supervise"}, s,

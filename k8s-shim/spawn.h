@@ -32,6 +32,8 @@ struct SpawnSpec {
     std::vector<std::string> hidden;  // device nodes left out (ContainerPlan::hidden_devices)
     std::string scratch;
     int join_mounts = 0;
+    // For the supervisor: kSuperviseCgroupEnv (k8s-shim/supervise.h), "" = none.
+    std::string cgroup_request;
 };
 
 // A command of a container: its main command (with the container's mounts

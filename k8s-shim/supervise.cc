@@ -18,7 +18,9 @@
 #include <set>
 #include <vector>
 
+#include "common/agent_client.h"
 #include "common/procfs.h"
+#include "common/protocol.h"
 #include "common/strings.h"
 
 namespace sk::shim {
@@ -214,6 +216,29 @@ int supervise_main(char **argv, bool terminal, const int *nice) {
     exit_like(ws);
 }
 
+namespace {
+
+// The agent moves this process into its pod's cgroup (kSuperviseCgroupEnv).
+Status enter_pod_cgroup(const std::string &request) {
+    auto parts = split(request, '\n');
+    if (parts.size() != 3) return fail(Error::InvalidArgument, "malformed request");
+    proto::CgroupEnter m;
+    m.pod_uid = parts[1];
+    if (!parts[2].empty()) {
+        auto gpus = parse_index_list(parts[2], "GPUs");
+        if (!gpus) return gpus.failure();
+        m.gpus = *gpus;
+    }
+    // The agent checks this process's name: set before the first request.
+    (void)prctl(PR_SET_NAME, kSupervisorComm);
+    AgentClient agent(parts[0], 15000);
+    auto r = agent.call("cgroup_enter", proto::to_json(m));
+    if (!r) return r.failure();
+    return {};
+}
+
+}  // namespace
+
 int supervise_env_main() {
     const char *value = getenv(kSuperviseArgvEnv);
     std::vector<std::string> words;
@@ -237,6 +262,15 @@ int supervise_env_main() {
         nice = *v;
         has_nice = true;
         unsetenv(kSuperviseNiceEnv);
+    }
+    if (const char *cg = getenv(kSuperviseCgroupEnv)) {
+        std::string request = cg;
+        unsetenv(kSuperviseCgroupEnv);
+        if (auto st = enter_pod_cgroup(request); !st) {
+            fprintf(stderr, "cannot start '%s': not placed in its pod's cgroup: %s\n",
+                    words.empty() ? "" : words[0].c_str(), st.message().c_str());
+            return 128;
+        }
     }
     std::vector<char *> argv;
     argv.reserve(words.size() + 1);

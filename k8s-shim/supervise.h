@@ -56,6 +56,15 @@ constexpr const char kSuperviseTerminalEnv[] = "SK_SUPERVISE_TERMINAL";
 // ever raised (no privilege lowers it): a value below the supervisor's own
 // leaves the command at the supervisor's.
 constexpr const char kSuperviseNiceEnv[] = "SK_SUPERVISE_NICE";
+// When set ("<agent socket>\n<pod uid>\n<the pod's GPUs, comma-separated>",
+// removed from the environment too): before it forks the command, the
+// supervisor asks the agent on a connection of its own to move it into the
+// pod's cgroup (op cgroup_enter, common/pod_cgroup.h), so the command and
+// all it starts run there; a refusal or no answer within 15 s ends it with
+// "cannot start 'ARGV0': not placed in its pod's cgroup: REASON" on stderr and
+// status 128, as a failed exec does. The shim sets it when the agent said
+// at attach that pods get cgroups of their own.
+constexpr const char kSuperviseCgroupEnv[] = "SK_SUPERVISE_CGROUP";
 
 // A command as the value of SK_SUPERVISE_ARGV: each word as
 // "<decimal length>:<bytes>" (a word holds any byte but NUL).

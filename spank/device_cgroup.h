@@ -30,6 +30,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/cgroup_devices.h"
 #include "common/result.h"
 
 namespace sk::spank {
@@ -37,18 +38,6 @@ namespace sk::spank {
 // Set to "1" in the shim's environment when the extern step's devices cgroup
 // lets it open the lent GPUs only (k8s-shim numbers pods' GPUs accordingly).
 constexpr const char kGpusConfinedEnv[] = "SLURM_K8S_GPUS_CONFINED";
-
-struct CharDevice {
-    int index = 0;  // the GPU's index (as in SLURM_JOB_GPUS)
-    std::string path;
-    unsigned major = 0, minor = 0;
-};
-
-// The device node of each GPU index, from a pattern holding "{index}" once
-// (plugstack.conf gpu_device, default "/dev/nvidia{index}"), lstat'ed: each
-// must be a character device (no symlink followed). Fails naming the path.
-Result<std::vector<CharDevice>> gpu_char_devices(const std::string &pattern,
-                                                 const std::vector<int> &indices);
 
 // The devices cgroup directory of one step of job_id: the job's directory in
 // the v1 devices hierarchy (from slurmstepd's own /proc/self/cgroup, which
@@ -61,12 +50,5 @@ Result<std::string> step_devices_dir(std::string_view proc_cgroup_text, uint32_t
 
 // The step's directory component for a Slurm step id ("step_batch" ...).
 std::string step_component(uint32_t step_id);
-
-// Writes one "c MAJ:MIN rwm" rule per device to dir/devices.deny (dir opened
-// without following a symlink; one write per rule, as the kernel parses them).
-Status deny_devices(const std::string &dir, const std::vector<CharDevice> &devices);
-
-// The indices of `all` not in `keep`, in the order of `all`.
-std::vector<int> indices_without(const std::vector<int> &all, const std::vector<int> &keep);
 
 }  // namespace sk::spank

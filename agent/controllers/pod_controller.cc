@@ -963,6 +963,11 @@ void PodController::count_phases(std::map<std::string, int64_t> *by_phase) const
     }
 }
 
+const Json::Value *PodController::runtime_pod(const std::string &uid) const {
+    auto it = pods_.find(uid);
+    return it != pods_.end() && it->second.in_runtime() ? &it->second.api : nullptr;
+}
+
 const Json::Value *PodController::running_pod(const std::string &ns,
                                               const std::string &name) const {
     for (const auto &[uid, p] : pods_) {

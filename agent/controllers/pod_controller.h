@@ -122,6 +122,10 @@ class PodController : public NodeBound {
     // The pod ns/name as last seen in the API when the runtime runs it
     // (exec's and port-forward's target), else null.
     const Json::Value *running_pod(const std::string &ns, const std::string &name) const;
+    // The pod with this uid that was handed to the runtime, or null.
+    const Json::Value *runtime_pod(const std::string &uid) const;
+    // The attached shim's pid; 0 while no runtime is attached.
+    int shim_pid() const { return runtime_ ? shim_pid_ : 0; }
     uint32_t unfinished() const;  // pods not in a terminal phase (API view)
     void count_phases(std::map<std::string, int64_t> *by_phase) const;
 

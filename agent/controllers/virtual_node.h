@@ -47,6 +47,8 @@ class VirtualNode : public std::enable_shared_from_this<VirtualNode> {
     const Json::Value *running_pod(const std::string &ns, const std::string &name) const {
         return pods_.running_pod(ns, name);
     }
+    const Json::Value *runtime_pod(const std::string &uid) const { return pods_.runtime_pod(uid); }
+    int shim_pid() const { return pods_.shim_pid(); }
     // The job ended: cordon + NoExecute taint, stop pods within grace_s, final
     // statuses, delete pods, Lease, Node; done(pods_stopped) within grace_s + 5 s.
     void deregister(uint32_t grace_s, const std::string &reason,

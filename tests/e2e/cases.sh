@@ -12,9 +12,64 @@
 # before slurmctld forgets the ended job (MinJobAge, 300 s in the harness;
 # checked last it was gone once the cases before it grew past 5 min).
 # online_rl last: it takes all 3 nodes.
-E2E_CASES=(api_down bad_flags socket_auth privileged too_many_gpus namespace two_jobs kubectl_io
+E2E_CASES=(api_down bad_flags socket_auth privileged too_many_gpus namespace two_jobs pod_devices kubectl_io
            runtime_template image_pods scancel step_signals time_limit_update drain_before time_limit suspend requeue salloc gpu_forms node_share preempt
            preempt_requeue preempt_suspend array_het node_fail slurmd_restart agent_kill shim_kill online_rl online_rl_images online_rl_faults)
+
+# Each pod in a devices cgroup of its own (agent.conf pod_cgroups,
+# common/pod_cgroup.h) below the extern step: its processes are there, and a
+# process there may open the pod's own GPUs and no other, the trainer's and
+# the other pods' included (a pod cannot even name those: their device nodes
+# are not in its view; the cgroup is what denies them to a process that
+# reaches one anyway, tried here from the pod's cgroup in the host's view). A
+# fake GPU's open fails with ENXIO where the devices cgroup allows it, EPERM
+# where it denies it. The pod's directory goes with the pod, and all with the
+# job.
+case_pod_devices() {
+  e2e_job 1 -N1 -w n1 --gres=gpu:4 --k8s-gpus=3 || { ok 1 "pod_devices: job"; return; }
+  local j="$E2E_JOB" p want got bad="" dir uid step pid gpu
+  e2e_pod "$j" g1; e2e_pod "$j" g2; GPUS=0 e2e_pod "$j" g0
+  e2e_pod_running g1 30 && e2e_pod_running g2 30 && e2e_pod_running g0 30; ok $? "pod_devices: 3 pods run (1, 1 and no GPU)"
+  step="$(echo /sys/fs/cgroup/devices/slurm_n1/uid_*/job_"$j"/step_extern)"
+  local opener="import errno, os
+out = []
+for i in range(4):
+    try: os.close(os.open('$SK_SLURM_DIR/dev/nvidia%d' % i, os.O_RDWR)); r = 'OK'
+    except OSError as e: r = errno.errorcode.get(e.errno, str(e.errno))
+    out.append('%d:%s' % (i, r))
+print(' '.join(out))"
+  for p in g1 g2 g0; do
+    uid="$(e2e_pod_field "default/$p" '{.metadata.uid}')"
+    pid="$(e2e_pod_pids "$j" "$p" | cut -d' ' -f1)"
+    got="$(sed -n 's/^[0-9]*:devices://p' "/proc/$pid/cgroup" 2>/dev/null)"
+    [ "$got" = "${step#/sys/fs/cgroup/devices}/k8s_pod_$uid" ] || bad="$bad $p:in-$got"
+    gpu="$(e2e_pod_log "default/$p" | sed -n 's/.*NVIDIA_VISIBLE_DEVICES=\([0-9]*\).*/\1/p' | head -n1)"
+    want=""
+    for i in 0 1 2 3; do
+      if [ "$i" = "$gpu" ]; then want+="$i:ENXIO "; else want+="$i:EPERM "; fi
+    done
+    got="$(sh -c 'echo $$ > "$1/cgroup.procs" && exec runuser -u "$2" -- python3 -c "$3"' sh \
+      "$step/k8s_pod_$uid" "$TEST_USER" "$opener" 2>&1)"
+    echo "  $p (GPU ${gpu:-none}) in its cgroup: $got"
+    [ "$got" = "${want% }" ] || bad="$bad $p:[$got]-want-[${want% }]"
+  done
+  [ -z "$bad" ]; ok $? "pod_devices: each pod's main process is in its own cgroup, where only the pod's GPU opens: the trainer's GPU 0, the other pods' and the rest are denied at the device$bad"
+  # Only the shim's own children, named as supervisors, are moved: a job
+  # user's process asking for a pod's cgroup (and its GPU) is refused.
+  uid="$(e2e_pod_field default/g2 '{.metadata.uid}')"
+  got="$(sk_as_user python3 -c 'import json, socket, sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+s.sendall((json.dumps({"v": 1, "id": 1, "op": "cgroup_enter", "body": {"pod_uid": sys.argv[2], "gpus": [1, 2, 3]}}) + "\n").encode())
+print(s.makefile().readline().strip())' "$E2E_AGENTS/n1/agent.sock" "$uid" 2>&1)"
+  [[ $got == *'"ok":false'* && $got == *"no child of an attached shim"* ]]; ok $? "pod_devices: a job user's own process is refused a pod's cgroup ($got)"
+  dir="$step/k8s_pod_$uid"
+  [ -z "$(xargs -r -n1 sh -c 'grep -l "e2e-pod-'"$j"'-" /proc/$0/cmdline 2>/dev/null' < "$step/cgroup.procs")" ]
+  ok $? "pod_devices: no pod process is left in the extern step's own cgroup"
+  e2e_kubectl delete pod g2 --wait=false >/dev/null
+  e2e_wait 40 "[ ! -d '$dir' ]"; ok $? "pod_devices: g2's cgroup is removed once it is gone"
+  e2e_end_job "$j"
+  e2e_assert_clean "$j" "pod_devices"
+}
 
 # sbatch refuses malformed --k8s-* flags before submission, naming the flag.
 case_bad_flags() {

@@ -36,7 +36,8 @@ SUPERVISOR_KILL_SIGNAL = signal.SIGRTMAX - 1
 
 
 class Agent:
-    def __init__(self, gpus=(0, 1, 2, 3), state_dir=None, extra_args=(), tmp=None, wrap=()):
+    def __init__(self, gpus=(0, 1, 2, 3), state_dir=None, extra_args=(), tmp=None, wrap=(),
+                 pod_cgroups=False):
         self.tmp = tmp or tempfile.mkdtemp(prefix="shimtest-")
         self.cleanup = []    # paths outside tmp a test made (removed after it)
         self.state_dir = state_dir or os.path.join(self.tmp, "state")
@@ -60,9 +61,10 @@ class Agent:
         req = self.read_msg(5)
         assert req["op"] == "attach", req
         assert req["body"]["job_id"] == 42 and req["body"]["slurm_node"] == "n1", req
-        self.send({"id": req["id"], "ok": True,
-                   "body": {"node_name": "slurm-n1-42", "gpus": list(gpus),
-                            "state_dir": self.state_dir}})
+        body = {"node_name": "slurm-n1-42", "gpus": list(gpus), "state_dir": self.state_dir}
+        if pod_cgroups:
+            body["pod_cgroups"] = True
+        self.send({"id": req["id"], "ok": True, "body": body})
 
     def send(self, obj):
         self.conn.sendall((json.dumps(obj) + "\n").encode())
@@ -2030,9 +2032,70 @@ def test_pod_stats(a):
         a.pump(0.2)
 
 
+def test_pod_cgroup_requests(a):
+    # The agent said at attach that pods get cgroups of their own: every
+    # container's supervisor asks it, on a connection of its own, to be moved
+    # into its pod's cgroup (naming the pod and its GPUs) and starts the
+    # command only once answered (the command reads a file this fake agent
+    # writes just before its answer); a refusal is a StartError that says why.
+    import threading
+    import struct as st_
+    answered = os.path.join(a.tmp, "answered")
+    seen, stop = [], threading.Event()
+
+    def serve():
+        a.srv.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                c, _ = a.srv.accept()
+            except (socket.timeout, OSError):
+                continue
+            with c:
+                pid = st_.unpack("3i", c.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0]
+                req = json.loads(c.makefile().readline())
+                with open("/proc/%d/stat" % pid) as f:
+                    stat = f.read()
+                comm = stat[stat.index("(") + 1:stat.rindex(")")]
+                ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+                seen.append((req["op"], req["body"], comm, ppid))
+                if req["body"]["pod_uid"] == "uid-cgno":
+                    c.sendall((json.dumps({"id": req["id"], "ok": False, "error": "forbidden",
+                                           "message": "test refusal"}) + "\n").encode())
+                else:
+                    with open(answered, "w") as f:
+                        f.write("yes\n")
+                    c.sendall((json.dumps({"id": req["id"], "ok": True, "body": {}}) + "\n").encode())
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        p = pod("cgok", [sh("main", 'trap "exit 0" TERM; cat %s; while :; do sleep 0.1; done' % answered,
+                            resources={"limits": {"nvidia.com/gpu": "2"}})])
+        assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+        a.wait("uid-cgok", lambda s: running(s, "main"), what="running")
+        assert wait_log_lines(a, "uid-cgok", "main")[0] == "yes"
+        ok = [s for s in seen if s[1]["pod_uid"] == "uid-cgok"]
+        assert len(ok) == 1 and ok[0][0] == "cgroup_enter", seen
+        assert len(ok[0][1]["gpus"]) == 2 and set(ok[0][1]["gpus"]) <= {0, 1, 2, 3}, seen
+        assert ok[0][2] == "sk-supervise" and ok[0][3] == a.proc.pid, seen
+        p = pod("cgno", [sh("main", "echo never")], restart="Never")
+        assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+        st = a.wait("uid-cgno", lambda s: s["phase"] == "Failed", what="Failed")
+        term = cstatus(st, "main")["state"]["terminated"]
+        assert term["exitCode"] == 128 and term["reason"] == "StartError", term
+        assert "not placed in its pod's cgroup: agent: test refusal" in term["message"], term
+        assert "never" not in "\n".join(log_content(read_log(a, "uid-cgno", "main")))
+        assert [s[1]["gpus"] for s in seen if s[1]["pod_uid"] == "uid-cgno"] == [[]], seen
+    finally:
+        stop.set()
+        t.join(5)
+        a.srv.settimeout(5)
+
+
 TESTS = [
     ("init_and_two_containers", test_init_and_two_containers, {}),
     ("crashloop_backoff", test_crashloop_backoff, {}),
+    ("pod_cgroup_requests", test_pod_cgroup_requests, {"pod_cgroups": True}),
     ("never_exit_codes", test_never_exit_codes, {}),
     ("readiness_flips_ready", test_readiness_flips_ready, {}),
     ("pods_pause", test_pods_pause, {}),
@@ -2114,7 +2177,8 @@ def main():
         t0 = time.time()
         a = None
         try:
-            a = Agent(extra_args=args, tmp=tmp, wrap=opts.get("wrap", ()))
+            a = Agent(extra_args=args, tmp=tmp, wrap=opts.get("wrap", ()),
+                      pod_cgroups=opts.get("pod_cgroups", False))
             fn(a)
             passed += 1
             print("PASS: %s (%.1fs)" % (name, time.time() - t0), flush=True)

@@ -185,6 +185,14 @@ START_TEST(other_bodies_round_trip) {
     AttachReply a{"slurm-n1-42", {2, 3}, "/var/lib/slurm-k8s/shim/42"};
     auto a2 = attach_reply_from_json(to_json(a));
     ck_assert(a2.ok() && a2->gpus.size() == 2 && a2->state_dir == a.state_dir);
+    ck_assert(!a2->pod_cgroups);  // absent: the shim asks nothing (an older agent)
+    a.pod_cgroups = true;
+    ck_assert(attach_reply_from_json(to_json(a))->pod_cgroups);
+    auto ce = cgroup_enter_from_json(to_json(CgroupEnter{"u-1", {2, 3}}));
+    ck_assert(ce.ok() && ce->pod_uid == "u-1" && ce->gpus.size() == 2 && ce->gpus[1] == 3);
+    ck_assert(cgroup_enter_from_json(*json::parse("{\"pod_uid\":\"u\"}"))->gpus.empty());
+    ck_assert(!cgroup_enter_from_json(*json::parse("{\"gpus\":[1]}")).ok());
+    ck_assert(!cgroup_enter_from_json(*json::parse("{\"pod_uid\":\"u\",\"gpus\":[-1]}")).ok());
     ck_assert(attach_from_json(to_json(AttachRequest{5, "n1"})).ok());
     ck_assert(!attach_from_json(*json::parse("{\"job_id\":5}")).ok());
 }

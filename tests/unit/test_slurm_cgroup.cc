@@ -3,6 +3,12 @@
 // job's user could make as well as Slurm's real layouts.
 #include <string>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/fs.h"
+#include "common/pod_cgroup.h"
 #include "common/slurm_cgroup.h"
 #include "common/strings.h"
 #include "tests/unit/check_main.h"
@@ -83,12 +89,118 @@ START_TEST(parse_lines) {
 }
 END_TEST
 
+// ---- pods' own cgroups (common/pod_cgroup.h) ----
+// The shim's /proc/<pid>/cgroup as Slurm 22.05 (cgroup v1) leaves it in the
+// extern step.
+static const char kShimV1[] =
+    "12:pids:/\n"
+    "11:freezer:/slurm_n1/uid_2001/job_7/step_extern\n"
+    "10:devices:/slurm_n1/uid_2001/job_7/step_extern\n"
+    "9:cpu,cpuacct:/slurm_n1/uid_2001/job_7/step_0\n"
+    "4:memory:/init.scope/12\n"
+    "1:name=systemd:/\n"
+    "0::/\n";
+
+START_TEST(pod_parents) {
+    auto p = pod_cgroup_parents(kShimV1, 7, {"devices"}, "/cg");
+    ck_assert_msg(p.ok(), "%s", p.ok() ? "" : p.message().c_str());
+    ck_assert_uint_eq(p->size(), 1);
+    ck_assert_sstr_eq((*p)[0].controllers, "devices");
+    ck_assert_sstr_eq((*p)[0].dir, "/cg/devices/slurm_n1/uid_2001/job_7/step_extern");
+    // cpu,cpuacct places the shim in another step: no parent there; memory
+    // and pids are outside the job.
+    auto more = pod_cgroup_parents(kShimV1, 7, {"devices", "cpu", "memory", "pids"}, "/cg");
+    ck_assert(more.ok() && more->size() == 1);
+    auto other = pod_cgroup_parents(kShimV1, 8, {"devices"}, "/cg");
+    ck_assert(!other.ok() && other.error() == Error::NotFound);
+    ck_assert_msg(other.message().find("ConstrainDevices=yes") != std::string::npos, "%s",
+                  other.message().c_str());
+    auto v2 = pod_cgroup_parents("0::/system.slice/n1_slurmstepd.scope/job_7/step_extern\n", 7,
+                                 {"devices"}, "/cg");
+    ck_assert(!v2.ok() && v2.error() == Error::Unavailable);
+    // A deeper path below step_extern still names step_extern; a step
+    // named step_externx does not.
+    ck_assert_sstr_eq((*pod_cgroup_parents("3:devices:/s/uid_1/job_7/step_extern/slurm\n", 7,
+                                           {"devices"}, "/c"))[0]
+                          .dir,
+                      "/c/devices/s/uid_1/job_7/step_extern");
+    ck_assert(
+        !pod_cgroup_parents("3:devices:/s/uid_1/job_7/step_externx\n", 7, {"devices"}, "/c").ok());
+    ck_assert_sstr_eq(*pod_cgroup_name("0a1b-2c"), "k8s_pod_0a1b-2c");
+    for (const char *bad : {"", "../x", "A", "a/b", "a.b"})
+        ck_assert_msg(!pod_cgroup_name(bad).ok(), "%s", bad);
+    ck_assert(!pod_cgroup_name(std::string(65, 'a')).ok());
+}
+END_TEST
+
+static void touch(const std::string &path) {
+    int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+}
+
+// On a fake hierarchy (plain directories and files): the pod's directory is
+// made under the parent, the deny rules go to its devices.deny and the pid to
+// its cgroup.procs; listing and removal find it; a symlinked parent is not
+// entered; a bad uid makes nothing.
+START_TEST(pod_enter_and_remove) {
+    char tmpl[] = "/tmp/sk-podcg-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(tmpl));
+    std::string root = tmpl;
+    std::string step = root + "/devices/job_7/step_extern";
+    ck_assert_int_eq(mkdir((root + "/devices").c_str(), 0755), 0);
+    ck_assert_int_eq(mkdir((root + "/devices/job_7").c_str(), 0755), 0);
+    ck_assert_int_eq(mkdir(step.c_str(), 0755), 0);
+    std::vector<PodCgroupParent> parents = {{"devices", step}};
+    // A fresh directory of a real cgroupfs has its files; this one has none,
+    // so the first write fails, naming the file, after the mkdir.
+    std::vector<CharDevice> deny(2);
+    deny[0].major = deny[1].major = 195;
+    deny[0].minor = 0;
+    deny[1].minor = 3;
+    auto st = enter_pod_cgroup(parents, "u1", deny, 4242);
+    ck_assert(!st.ok() && st.message().find("k8s_pod_u1/devices.deny") != std::string::npos);
+    std::string pod = step + "/k8s_pod_u1";
+    touch(pod + "/devices.deny");
+    touch(pod + "/cgroup.procs");
+    st = enter_pod_cgroup(parents, "u1", deny, 4242);
+    ck_assert_msg(st.ok(), "%s", st.ok() ? "" : st.message().c_str());
+    ck_assert_sstr_eq(*read_file(pod + "/devices.deny", 4096), "c 195:0 rwmc 195:3 rwm");
+    ck_assert_sstr_eq(*read_file(pod + "/cgroup.procs", 4096), "4242");
+    // Another hierarchy than devices gets no rules, only the pid.
+    std::vector<PodCgroupParent> cpu = {{"cpu,cpuacct", step}};
+    touch(pod + "/devices.deny");
+    ck_assert(enter_pod_cgroup(cpu, "u1", deny, 7).ok());
+    ck_assert_sstr_eq(*read_file(pod + "/devices.deny", 4096), "");
+    ck_assert(!enter_pod_cgroup(parents, "../u1", deny, 1).ok());
+    ck_assert_int_eq(symlink(step.c_str(), (root + "/link").c_str()), 0);
+    ck_assert(!enter_pod_cgroup({{"devices", root + "/link"}}, "u1", deny, 1).ok());
+    auto uids = pod_cgroup_uids(parents);
+    ck_assert_uint_eq(uids.size(), 1);
+    ck_assert_sstr_eq(uids[0], "u1");
+    // Still holding files (a busy cgroup on a real cgroupfs): not removed.
+    ck_assert_uint_eq(remove_pod_cgroup(parents, "u1").size(), 1);
+    unlink((pod + "/devices.deny").c_str());
+    unlink((pod + "/cgroup.procs").c_str());
+    ck_assert(remove_pod_cgroup(parents, "u1").empty());
+    ck_assert(remove_pod_cgroup(parents, "u1").empty());  // already gone
+    ck_assert(pod_cgroup_uids(parents).empty());
+    unlink((root + "/link").c_str());
+    rmdir(step.c_str());
+    rmdir((root + "/devices/job_7").c_str());
+    rmdir((root + "/devices").c_str());
+    rmdir(root.c_str());
+}
+END_TEST
+
 int main() {
     Suite *s = suite_create("slurm_cgroup");
     TCase *tc = tcase_create("slurm_cgroup");
     tcase_add_loop_test(tc, job_dir_table, 0, TABLE_SIZE(kDir));
     tcase_add_loop_test(tc, job_cgroups_table, 0, TABLE_SIZE(kJob));
     tcase_add_test(tc, parse_lines);
+    tcase_add_test(tc, pod_parents);
+    tcase_add_test(tc, pod_enter_and_remove);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }

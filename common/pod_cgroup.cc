@@ -1,0 +1,135 @@
+#include "common/pod_cgroup.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "common/slurm_cgroup.h"
+#include "common/strings.h"
+
+namespace sk {
+namespace {
+
+constexpr char kPrefix[] = "k8s_pod_";
+
+bool names_controller(const std::string &controllers, const std::string &c) {
+    for (const auto &x : split(controllers, ','))
+        if (x == c) return true;
+    return false;
+}
+
+// Writes `text` to dir_fd/name in one write (no symlink followed).
+Status write_at(int dir_fd, const std::string &dir, const char *name, const std::string &text) {
+    int fd = openat(dir_fd, name, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return fail(Error::Io, dir + "/" + name + ": " + strerror(errno));
+    Status st;
+    if (write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()))
+        st = fail(Error::Io, dir + "/" + name + ": writing '" + text + "': " + strerror(errno));
+    close(fd);
+    return st;
+}
+
+}  // namespace
+
+Result<std::vector<PodCgroupParent>> pod_cgroup_parents(std::string_view shim_proc_cgroup,
+                                                        uint32_t job_id,
+                                                        const std::vector<std::string> &wanted,
+                                                        const std::string &cgroup_root) {
+    auto lines = parse_proc_cgroup(shim_proc_cgroup);
+    bool v1 = std::any_of(lines.begin(), lines.end(),
+                          [](const CgroupLine &l) { return !l.controllers.empty(); });
+    if (!lines.empty() && !v1)
+        return fail(Error::Unavailable,
+                    "cgroup v2: pods get no cgroup of their own there yet (they share the extern "
+                    "step's)");
+    std::vector<PodCgroupParent> out;
+    for (const auto &l : lines) {
+        if (l.controllers.empty()) continue;
+        if (std::none_of(wanted.begin(), wanted.end(),
+                         [&](const std::string &c) { return names_controller(l.controllers, c); }))
+            continue;
+        std::string job = slurm_job_dir(l.path, job_id);
+        if (job.empty()) continue;
+        std::string step = job + "/step_extern";
+        if (l.path != step && l.path.rfind(step + "/", 0) != 0) continue;
+        out.push_back({l.controllers, cgroup_root + "/" + l.controllers + step});
+    }
+    if (out.empty())
+        return fail(Error::NotFound, "the shim is in no " + join(wanted, "/") + " cgroup of job " +
+                                         std::to_string(job_id) +
+                                         "'s extern step (cgroup.conf ConstrainDevices=yes with "
+                                         "task/cgroup and PrologFlags=Contain make one)");
+    return out;
+}
+
+Result<std::string> pod_cgroup_name(std::string_view pod_uid) {
+    if (pod_uid.empty() || pod_uid.size() > 64 ||
+        !std::all_of(pod_uid.begin(), pod_uid.end(), [](char c) {
+            return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+        }))
+        return fail(Error::InvalidArgument, "pod uid '" + std::string(pod_uid.substr(0, 80)) +
+                                                "' is not 1-64 characters of a-z, 0-9 and '-'");
+    return std::string(kPrefix) + std::string(pod_uid);
+}
+
+Status enter_pod_cgroup(const std::vector<PodCgroupParent> &parents, std::string_view pod_uid,
+                        const std::vector<CharDevice> &deny, pid_t pid) {
+    auto name = pod_cgroup_name(pod_uid);
+    if (!name) return name.failure();
+    for (const auto &p : parents) {
+        int pfd = open(p.dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (pfd < 0) return fail(Error::Io, p.dir + ": " + strerror(errno));
+        if (mkdirat(pfd, name->c_str(), 0755) != 0 && errno != EEXIST) {
+            int e = errno;
+            close(pfd);
+            return fail(Error::Io, p.dir + "/" + *name + ": mkdir: " + strerror(e));
+        }
+        int fd = openat(pfd, name->c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int e = errno;
+        close(pfd);
+        std::string dir = p.dir + "/" + *name;
+        if (fd < 0) return fail(Error::Io, dir + ": " + strerror(e));
+        Status st;
+        if (names_controller(p.controllers, "devices")) st = deny_devices_at(fd, dir, deny);
+        if (st) st = write_at(fd, dir, "cgroup.procs", std::to_string(pid));
+        close(fd);
+        if (!st) return st;
+    }
+    return {};
+}
+
+std::vector<std::string> pod_cgroup_uids(const std::vector<PodCgroupParent> &parents) {
+    std::vector<std::string> out;
+    for (const auto &p : parents) {
+        DIR *d = opendir(p.dir.c_str());
+        if (!d) continue;
+        while (struct dirent *e = readdir(d)) {
+            std::string n = e->d_name;
+            if (e->d_type != DT_DIR || n.rfind(kPrefix, 0) != 0) continue;
+            std::string uid = n.substr(sizeof kPrefix - 1);
+            if (std::find(out.begin(), out.end(), uid) == out.end()) out.push_back(uid);
+        }
+        closedir(d);
+    }
+    return out;
+}
+
+std::vector<std::string> remove_pod_cgroup(const std::vector<PodCgroupParent> &parents,
+                                           std::string_view pod_uid) {
+    std::vector<std::string> left;
+    auto name = pod_cgroup_name(pod_uid);
+    if (!name) return {name.message()};
+    for (const auto &p : parents) {
+        std::string dir = p.dir + "/" + *name;
+        if (rmdir(dir.c_str()) != 0 && errno != ENOENT)
+            left.push_back(dir + ": " + strerror(errno));
+    }
+    return left;
+}
+
+}  // namespace sk
