@@ -16,6 +16,7 @@
 
 #include "agent/command_runner.h"
 #include "agent/controllers/drain.h"
+#include "agent/env_resolver.h"
 #include "agent/node_builder.h"
 #include "agent/node_identity.h"
 #include "agent/peer_auth.h"
@@ -79,6 +80,19 @@ Status prepare_admin_dir(const std::string &dir) {
     return out;
 }
 constexpr char kCgroupRoot[] = "/sys/fs/cgroup";
+// The v1 hierarchies a pod gets a cgroup of its own in, where the job has one.
+const std::vector<std::string> kPodCgroupControllers = {"devices", "memory"};
+
+// The memory limits of a list of containers, in bytes (0: none or unreadable).
+std::vector<int64_t> memory_limits(const Json::Value &containers) {
+    std::vector<int64_t> out;
+    for (const auto &c : containers.isArray() ? containers : Json::Value(Json::arrayValue)) {
+        const Json::Value &q = c.isObject() ? c["resources"]["limits"]["memory"] : Json::Value();
+        auto milli = q.isString() ? parse_quantity_milli(q.asString()) : Result<int64_t>(0);
+        out.push_back(milli && *milli > 0 ? *milli / 1000 : 0);
+    }
+    return out;
+}
 constexpr uint64_t kCommandTimeoutMs = 10000;
 
 // The per-job shim dir (pod logs, pod state) goes when the job has ended on
@@ -624,7 +638,7 @@ void Agent::op_attach(const std::shared_ptr<Connection> &c, const proto::Request
     proto::AttachReply ar{vn.record().node_name, vn.record().job.gpus, dir};
     if (cfg_.pod_cgroups) {
         std::string shim_cg = read_proc_cgroup(c->peer().pid);
-        auto parents = pod_cgroup_parents(shim_cg, a->job_id, {"devices"}, kCgroupRoot);
+        auto parents = pod_cgroup_parents(shim_cg, a->job_id, kPodCgroupControllers, kCgroupRoot);
         ar.pod_cgroups = parents.ok();
         if (!parents)
             LOG_WARN("%s pods get no cgroup of their own: %s", vn.prefix().c_str(),
@@ -641,7 +655,7 @@ void Agent::op_attach(const std::shared_ptr<Connection> &c, const proto::Request
 Result<std::vector<PodCgroupParent>> Agent::pod_cgroup_parents_of(const VirtualNode &vn) const {
     int shim = vn.shim_pid();
     if (shim <= 0) return fail(Error::Unavailable, "the job's shim is not attached");
-    return pod_cgroup_parents(read_proc_cgroup(shim), vn.record().job.job_id, {"devices"},
+    return pod_cgroup_parents(read_proc_cgroup(shim), vn.record().job.job_id, kPodCgroupControllers,
                               kCgroupRoot);
 }
 
@@ -685,8 +699,14 @@ void Agent::op_cgroup_enter(const std::shared_ptr<Connection> &c, const proto::R
     if (!parents) return refuse(parents.failure());
     auto deny = gpu_char_devices(cfg_.gpu_device, indices_without(lent, m->gpus));
     if (!deny) return refuse(deny.failure());
+    PodCgroupSettings set;
+    set.deny = std::move(*deny);
+    const Json::Value &spec = (*vn->runtime_pod(m->pod_uid))["spec"];
+    set.memory_limit =
+        pod_memory_limit(memory_limits(spec["containers"]), memory_limits(spec["initContainers"]),
+                         static_cast<int64_t>(vn->record().job.memory_mib) << 20);
     sweep_pod_cgroups(*vn);
-    if (auto s = enter_pod_cgroup(*parents, m->pod_uid, *deny, peer.pid); !s) {
+    if (auto s = enter_pod_cgroup(*parents, m->pod_uid, set, peer.pid); !s) {
         LOG_ERROR("%s pod %s: %s", vn->prefix().c_str(), m->pod_uid.c_str(), s.message().c_str());
         return refuse(s.failure());
     }
@@ -702,10 +722,14 @@ void Agent::op_cgroup_enter(const std::shared_ptr<Connection> &c, const proto::R
 void Agent::sweep_pod_cgroups(const VirtualNode &vn) {
     auto parents = pod_cgroup_parents_of(vn);
     if (!parents) return;
-    for (const auto &uid : pod_cgroup_uids(*parents))
+    for (const auto &uid : pod_cgroup_uids(*parents)) {
+        // A pod the shim still runs keeps its directory between its
+        // containers' runs (its OOM count goes on: k8s-shim reads it).
+        if (vn.runtime_pod(uid)) continue;
         for (const auto &left : remove_pod_cgroup(*parents, uid))
             if (left.find("Device or resource busy") == std::string::npos)
                 LOG_WARN("%s pod cgroup not removed: %s", vn.prefix().c_str(), left.c_str());
+    }
 }
 
 // Nodes of this agent's Slurm node whose jobs are gone (agent down at the

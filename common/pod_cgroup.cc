@@ -77,8 +77,23 @@ Result<std::string> pod_cgroup_name(std::string_view pod_uid) {
     return std::string(kPrefix) + std::string(pod_uid);
 }
 
+int64_t pod_memory_limit(const std::vector<int64_t> &app_limits,
+                         const std::vector<int64_t> &init_limits, int64_t fallback) {
+    int64_t sum = 0, init = 0;
+    for (int64_t l : app_limits) {
+        if (l <= 0) return fallback;
+        sum += l;
+    }
+    for (int64_t l : init_limits) {
+        if (l <= 0) return fallback;
+        init = std::max(init, l);
+    }
+    if (app_limits.empty()) return fallback;
+    return std::max(sum, init);
+}
+
 Status enter_pod_cgroup(const std::vector<PodCgroupParent> &parents, std::string_view pod_uid,
-                        const std::vector<CharDevice> &deny, pid_t pid) {
+                        const PodCgroupSettings &settings, pid_t pid) {
     auto name = pod_cgroup_name(pod_uid);
     if (!name) return name.failure();
     for (const auto &p : parents) {
@@ -95,7 +110,10 @@ Status enter_pod_cgroup(const std::vector<PodCgroupParent> &parents, std::string
         std::string dir = p.dir + "/" + *name;
         if (fd < 0) return fail(Error::Io, dir + ": " + strerror(e));
         Status st;
-        if (names_controller(p.controllers, "devices")) st = deny_devices_at(fd, dir, deny);
+        if (names_controller(p.controllers, "devices"))
+            st = deny_devices_at(fd, dir, settings.deny);
+        if (st && names_controller(p.controllers, "memory") && settings.memory_limit > 0)
+            st = write_at(fd, dir, "memory.limit_in_bytes", std::to_string(settings.memory_limit));
         if (st) st = write_at(fd, dir, "cgroup.procs", std::to_string(pid));
         close(fd);
         if (!st) return st;

@@ -71,6 +71,8 @@ struct ContainerPlan {
     // Its supervisors' request to enter the pod's cgroup (SpawnSpec), set by
     // the shim when the agent places pods in cgroups of their own.
     std::string cgroup_request;
+    std::string cgroup_pod_uid;  // the pod whose cgroup that is ("" = none)
+    uint32_t cgroup_job_id = 0;  // in this Slurm job
     std::map<std::string, std::string> requests, limits;  // recorded as given
     std::string termination_message_policy = "File";
     // spec.stdin: the container's stdin is a pipe the shim holds, written by

@@ -362,8 +362,11 @@ proto::Reply Shim::pod_run(const proto::Request &req) {
         // the pod's GPUs only.
         std::string request = opt_.socket_path + "\n" + uid + "\n" + format_index_list(*idx);
         for (auto *list : {&plan->init_containers, &plan->containers})
-            for (auto &c : *list)
+            for (auto &c : *list) {
                 c.cgroup_request = request;
+                c.cgroup_pod_uid = uid;
+                c.cgroup_job_id = opt_.job_id;
+            }
     }
     // A container of the process runtime sees its own GPUs' device nodes
     // only (k8s-shim/mount_ns.h); the podman runtime passes only its own.

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/pod_cgroup.h"
 #include "k8s-shim/confine.h"
 #include "k8s-shim/podman.h"
 #include "k8s-shim/supervise.h"
@@ -150,12 +151,26 @@ void signal_group(int pgid, int sig) noexcept {
     if (pgid > 1) kill(-pgid, sig);
 }
 
-long long cgroup_oom_kills() noexcept {
+long long cgroup_oom_kills(const std::string &pod_uid, uint32_t job_id) noexcept {
     try {
         std::ifstream cg("/proc/self/cgroup");
-        std::string line, path;
-        while (std::getline(cg, line))
+        std::string line, path, text;
+        while (std::getline(cg, line)) {
             if (line.rfind("0::", 0) == 0) path = line.substr(3);
+            text += line + "\n";
+        }
+        auto memory = pod_uid.empty()
+                          ? Result<std::vector<PodCgroupParent>>(fail(Error::NotFound, ""))
+                          : pod_cgroup_parents(text, job_id, {"memory"}, "/sys/fs/cgroup");
+        if (memory && !memory->empty()) {
+            std::ifstream oc(memory->front().dir + "/k8s_pod_" + pod_uid + "/memory.oom_control");
+            if (!oc) return 0;
+            std::string key;
+            long long value;
+            while (oc >> key >> value)
+                if (key == "oom_kill") return value;
+            return -1;
+        }
         if (path.empty()) return -1;
         std::ifstream ev("/sys/fs/cgroup" + path + "/memory.events");
         std::string key;

@@ -26,7 +26,7 @@ E2E_CASES=(api_down bad_flags socket_auth privileged too_many_gpus namespace two
 # where it denies it. The pod's directory goes with the pod, and all with the
 # job.
 case_pod_devices() {
-  e2e_job 1 -N1 -w n1 --gres=gpu:4 --k8s-gpus=3 || { ok 1 "pod_devices: job"; return; }
+  e2e_job 1 -N1 -w n1 --gres=gpu:4 --k8s-gpus=3 --k8s-mem=512M || { ok 1 "pod_devices: job"; return; }
   local j="$E2E_JOB" p want got bad="" dir uid step pid gpu
   e2e_pod "$j" g1; e2e_pod "$j" g2; GPUS=0 e2e_pod "$j" g0
   e2e_pod_running g1 30 && e2e_pod_running g2 30 && e2e_pod_running g0 30; ok $? "pod_devices: 3 pods run (1, 1 and no GPU)"
@@ -67,6 +67,37 @@ print(s.makefile().readline().strip())' "$E2E_AGENTS/n1/agent.sock" "$uid" 2>&1)
   ok $? "pod_devices: no pod process is left in the extern step's own cgroup"
   e2e_kubectl delete pod g2 --wait=false >/dev/null
   e2e_wait 40 "[ ! -d '$dir' ]"; ok $? "pod_devices: g2's cgroup is removed once it is gone"
+  # Memory: a pod's cgroup has its limit (without one: what the job lends,
+  # --k8s-mem); a pod over its limit is OOMKilled alone, the trainer and the
+  # other pods run on.
+  local mem
+  mem="$(echo /sys/fs/cgroup/memory/slurm_n1/uid_*/job_"$j"/step_extern)"
+  uid="$(e2e_pod_field default/g1 '{.metadata.uid}')"
+  got="$(cat "$mem/k8s_pod_$uid/memory.limit_in_bytes" 2>&1)"
+  [ "$got" = $((512 << 20)) ]; ok $? "pod_devices: a pod without a memory limit is held to the job's lent 512M ($got)"
+  e2e_kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: hog, namespace: default}
+spec:
+  nodeSelector: {slurm-k8s/job-id: "$j"}
+  tolerations: [{key: slurm-k8s/job, operator: Equal, value: "$j", effect: NoSchedule}]
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: e2e/hog:1
+    command: [python3, -c, "import sys, time; print('hog', flush=True); b = b'x' * (256 << 20); print('survived', flush=True); time.sleep(60)", "e2e-pod-$j-hog"]
+    resources: {limits: {memory: 64Mi}}
+EOF
+  e2e_wait 60 "[ \"\$(e2e_pod_phase hog)\" = Failed ]"
+  got="$(e2e_pod_field default/hog '{.status.containerStatuses[0].state.terminated.reason}/{.status.containerStatuses[0].state.terminated.exitCode}')"
+  uid="$(e2e_pod_field default/hog '{.metadata.uid}')"
+  local lim
+  lim="$(cat "$mem/k8s_pod_$uid/memory.limit_in_bytes" 2>/dev/null)"
+  [ "$got" = OOMKilled/137 ]; ok $? "pod_devices: a pod allocating 256 MiB over its 64Mi limit is OOMKilled ($got; its cgroup's limit $lim)"
+  [ "$(e2e_pod_phase g1)" = Running ] && [ "$(e2e_pod_phase g0)" = Running ] \
+    && [ "$(squeue -h -j "$j" -o %T)" = RUNNING ] && ! e2e_pod_log default/hog | grep -q survived
+  ok $? "pod_devices: the other pods and the trainer run on"
   e2e_end_job "$j"
   e2e_assert_clean "$j" "pod_devices"
 }

@@ -308,8 +308,11 @@ e2e_plugstack() {
 }
 
 e2e_start_slurm() {
-  export PLUGSTACK_LINES SLURM_CONF_EXTRA GPU_PARTITION_OPTS
+  export PLUGSTACK_LINES SLURM_CONF_EXTRA GPU_PARTITION_OPTS CONSTRAIN_RAM_SPACE
   PLUGSTACK_LINES="$(e2e_plugstack)"
+  # Jobs confined in memory as sites run them: the pods' own memory cgroups
+  # go below the job's (e2e pod_devices).
+  CONSTRAIN_RAM_SPACE=yes
   # Preemption (e2e preempt): jobs of the higher-tier partition "urgent"
   # cancel jobs of "gpu" on the nodes they need, requeue those of
   # "requeue" (e2e preempt_requeue) and suspend those of "suspend" until

@@ -33,6 +33,7 @@ MEM_PER_NODE="${MEM_PER_NODE:-4000}"         # MB
 CTLD_PORT="${CTLD_PORT:-16817}"
 SLURMD_BASE_PORT="${SLURMD_BASE_PORT:-17001}" # n1 = base, n2 = base+1, ...
 USE_CGROUP="${USE_CGROUP:-auto}"             # auto | 1 | 0
+CONSTRAIN_RAM_SPACE="${CONSTRAIN_RAM_SPACE:-no}" # cgroup.conf ConstrainRAMSpace
 PLUGSTACK_LINES="${PLUGSTACK_LINES:-}"       # plugstack.conf content
 PROLOG_FLAGS="${PROLOG_FLAGS:-Alloc,Contain}" # empty: no PrologFlags line
 PROLOG_SCRIPT="${PROLOG_SCRIPT:-}"           # absolute path -> Prolog=
@@ -253,7 +254,7 @@ EOF
 CgroupPlugin=cgroup/v1
 ConstrainCores=yes
 ConstrainDevices=yes
-ConstrainRAMSpace=no
+ConstrainRAMSpace=$CONSTRAIN_RAM_SPACE
 EOF
   fi
 

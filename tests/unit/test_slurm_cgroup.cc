@@ -126,10 +126,29 @@ START_TEST(pod_parents) {
                       "/c/devices/s/uid_1/job_7/step_extern");
     ck_assert(
         !pod_cgroup_parents("3:devices:/s/uid_1/job_7/step_externx\n", 7, {"devices"}, "/c").ok());
+    // With ConstrainRAMSpace the shim is in the extern step's memory cgroup too.
+    std::string both = kShimV1;
+    both.replace(both.find("4:memory:/init.scope/12"), 23,
+                 "4:memory:/slurm_n1/uid_2001/job_7/step_extern");
+    auto mem = pod_cgroup_parents(both, 7, {"devices", "memory"}, "/cg");
+    ck_assert(mem.ok() && mem->size() == 2);
+    ck_assert_sstr_eq((*mem)[1].dir, "/cg/memory/slurm_n1/uid_2001/job_7/step_extern");
     ck_assert_sstr_eq(*pod_cgroup_name("0a1b-2c"), "k8s_pod_0a1b-2c");
     for (const char *bad : {"", "../x", "A", "a/b", "a.b"})
         ck_assert_msg(!pod_cgroup_name(bad).ok(), "%s", bad);
     ck_assert(!pod_cgroup_name(std::string(65, 'a')).ok());
+}
+END_TEST
+
+// A pod's memory limit as the kubelet sizes its cgroup.
+START_TEST(pod_memory_limits) {
+    const int64_t Mi = 1 << 20;
+    ck_assert_int_eq(pod_memory_limit({64 * Mi, 32 * Mi}, {}, 0), 96 * Mi);
+    ck_assert_int_eq(pod_memory_limit({64 * Mi}, {128 * Mi, 16 * Mi}, 0), 128 * Mi);
+    // A container without a limit: the node's lent memory, or none.
+    ck_assert_int_eq(pod_memory_limit({64 * Mi, 0}, {}, 1024 * Mi), 1024 * Mi);
+    ck_assert_int_eq(pod_memory_limit({64 * Mi}, {0}, 0), 0);
+    ck_assert_int_eq(pod_memory_limit({}, {}, 5), 5);
 }
 END_TEST
 
@@ -154,10 +173,12 @@ START_TEST(pod_enter_and_remove) {
     std::vector<PodCgroupParent> parents = {{"devices", step}};
     // A fresh directory of a real cgroupfs has its files; this one has none,
     // so the first write fails, naming the file, after the mkdir.
-    std::vector<CharDevice> deny(2);
-    deny[0].major = deny[1].major = 195;
-    deny[0].minor = 0;
-    deny[1].minor = 3;
+    PodCgroupSettings deny;
+    deny.deny.resize(2);
+    deny.deny[0].major = deny.deny[1].major = 195;
+    deny.deny[0].minor = 0;
+    deny.deny[1].minor = 3;
+    deny.memory_limit = 64 << 20;
     auto st = enter_pod_cgroup(parents, "u1", deny, 4242);
     ck_assert(!st.ok() && st.message().find("k8s_pod_u1/devices.deny") != std::string::npos);
     std::string pod = step + "/k8s_pod_u1";
@@ -167,11 +188,22 @@ START_TEST(pod_enter_and_remove) {
     ck_assert_msg(st.ok(), "%s", st.ok() ? "" : st.message().c_str());
     ck_assert_sstr_eq(*read_file(pod + "/devices.deny", 4096), "c 195:0 rwmc 195:3 rwm");
     ck_assert_sstr_eq(*read_file(pod + "/cgroup.procs", 4096), "4242");
-    // Another hierarchy than devices gets no rules, only the pid.
+    // Another hierarchy than devices gets no rules, only the pid; memory
+    // its limit (and none when the pod has none: the job's applies).
     std::vector<PodCgroupParent> cpu = {{"cpu,cpuacct", step}};
     touch(pod + "/devices.deny");
     ck_assert(enter_pod_cgroup(cpu, "u1", deny, 7).ok());
     ck_assert_sstr_eq(*read_file(pod + "/devices.deny", 4096), "");
+    std::vector<PodCgroupParent> mem = {{"memory", step}};
+    ck_assert(!enter_pod_cgroup(mem, "u1", deny, 7).ok());  // no memory.limit_in_bytes yet
+    touch(pod + "/memory.limit_in_bytes");
+    ck_assert(enter_pod_cgroup(mem, "u1", deny, 7).ok());
+    ck_assert_sstr_eq(*read_file(pod + "/memory.limit_in_bytes", 4096), "67108864");
+    ck_assert_sstr_eq(*read_file(pod + "/devices.deny", 4096), "");
+    touch(pod + "/memory.limit_in_bytes");
+    ck_assert(enter_pod_cgroup(mem, "u1", PodCgroupSettings{}, 7).ok());
+    ck_assert_sstr_eq(*read_file(pod + "/memory.limit_in_bytes", 4096), "");
+    unlink((pod + "/memory.limit_in_bytes").c_str());
     ck_assert(!enter_pod_cgroup(parents, "../u1", deny, 1).ok());
     ck_assert_int_eq(symlink(step.c_str(), (root + "/link").c_str()), 0);
     ck_assert(!enter_pod_cgroup({{"devices", root + "/link"}}, "u1", deny, 1).ok());
@@ -201,6 +233,7 @@ int main() {
     tcase_add_test(tc, parse_lines);
     tcase_add_test(tc, pod_parents);
     tcase_add_test(tc, pod_enter_and_remove);
+    tcase_add_test(tc, pod_memory_limits);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }

@@ -548,6 +548,22 @@ START_TEST(cgroup_dirs) {
 }
 END_TEST
 
+// SLURM_JOB_CPUS_PER_NODE as Slurm writes it: "N" or "N(xM)" per run of nodes.
+struct CpusCase {
+    const char *text;
+    size_t node;
+    uint32_t cpus;
+};
+static const CpusCase kCpus[] = {
+    {"4", 0, 4},       {"4", 1, 0},     {"4(x2),2", 0, 4}, {"4(x2),2", 1, 4}, {"4(x2),2", 2, 2},
+    {"4(x2),2", 3, 0}, {"1,2,3", 2, 3}, {"2(x3)", 2, 2},   {"", 0, 0},        {"x", 0, 0},
+    {"4(x0)", 0, 0},   {"4(x2", 0, 0},  {"4(xa),2", 0, 0}, {" 3 , 5 ", 1, 5}, {"-1", 0, 0},
+};
+START_TEST(cpus_per_node_table) {
+    ck_assert_uint_eq(cpus_per_node_at(kCpus[_i].text, kCpus[_i].node), kCpus[_i].cpus);
+}
+END_TEST
+
 // ---- GPUs denied at the device (spank/device_cgroup.h) ----
 // Recorded /proc/self/cgroup of an extern slurmstepd on Slurm 22.05 with
 // cgroup v1 (this project's harness) and of one on a pure v2 host.
@@ -873,6 +889,7 @@ int main() {
     tcase_add_loop_test(tc, runfile_bad, 0, TABLE_SIZE(kBadRun));
     tcase_add_loop_test(tc, conf_table, 0, TABLE_SIZE(kConf));
     tcase_add_test(tc, cgroup_dirs);
+    tcase_add_loop_test(tc, cpus_per_node_table, 0, TABLE_SIZE(kCpus));
     tcase_add_test(tc, devices_dir_of_step);
     tcase_add_test(tc, gpu_devices_from_nodes);
     tcase_add_test(tc, deny_writes_one_rule_each);
