@@ -41,9 +41,7 @@ Result<std::vector<PodCgroupParent>> pod_cgroup_parents(std::string_view shim_pr
                                                         const std::vector<std::string> &wanted,
                                                         const std::string &cgroup_root) {
     auto lines = parse_proc_cgroup(shim_proc_cgroup);
-    bool v1 = std::any_of(lines.begin(), lines.end(),
-                          [](const CgroupLine &l) { return !l.controllers.empty(); });
-    if (!lines.empty() && !v1)
+    if (unified_only(lines))
         return fail(Error::Unavailable,
                     "cgroup v2: pods get no cgroup of their own there yet (they share the extern "
                     "step's)");

@@ -1,5 +1,7 @@
 #include "common/slurm_cgroup.h"
 
+#include <algorithm>
+
 #include "common/strings.h"
 
 namespace sk {
@@ -46,6 +48,11 @@ std::vector<CgroupLine> slurm_job_cgroups(std::string_view text, uint32_t job_id
         if (!dir.empty()) out.push_back({l.controllers, std::move(dir)});
     }
     return out;
+}
+
+bool unified_only(const std::vector<CgroupLine> &lines) {
+    return !lines.empty() && std::all_of(lines.begin(), lines.end(),
+                                         [](const CgroupLine &l) { return l.controllers.empty(); });
 }
 
 }  // namespace sk

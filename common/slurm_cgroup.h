@@ -21,6 +21,10 @@ struct CgroupLine {
 // '/'); other lines are skipped.
 std::vector<CgroupLine> parse_proc_cgroup(std::string_view text);
 
+// True when the lines show a pure cgroup v2 host: lines, all of them the
+// unified one ("0::").
+bool unified_only(const std::vector<CgroupLine> &lines);
+
 // The part of a cgroup path up to and including its Slurm job component,
 // for job_id: "/slurm/uid_1000/job_42/step_0" -> "/slurm/uid_1000/job_42".
 // The job component is the first one of the form job_<decimal id> (no sign,

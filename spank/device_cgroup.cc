@@ -30,10 +30,7 @@ std::string step_component(uint32_t step_id) {
 
 Result<std::string> step_devices_dir(std::string_view proc_cgroup_text, uint32_t job_id,
                                      const std::string &step, const std::string &cgroup_root) {
-    auto lines = parse_proc_cgroup(proc_cgroup_text);
-    bool v1 = std::any_of(lines.begin(), lines.end(),
-                          [](const CgroupLine &l) { return !l.controllers.empty(); });
-    if (!lines.empty() && !v1)
+    if (unified_only(parse_proc_cgroup(proc_cgroup_text)))
         return fail(Error::Unavailable,
                     "cgroup v2: the GPUs are not denied at the device there yet (Slurm's eBPF "
                     "device program); CUDA_VISIBLE_DEVICES alone keeps them apart");

@@ -133,6 +133,9 @@ START_TEST(pod_parents) {
     auto mem = pod_cgroup_parents(both, 7, {"devices", "memory"}, "/cg");
     ck_assert(mem.ok() && mem->size() == 2);
     ck_assert_sstr_eq((*mem)[1].dir, "/cg/memory/slurm_n1/uid_2001/job_7/step_extern");
+    ck_assert(unified_only(parse_proc_cgroup("0::/a\n")));
+    ck_assert(!unified_only(parse_proc_cgroup(kShimV1)));
+    ck_assert(!unified_only(parse_proc_cgroup("")));
     ck_assert_sstr_eq(*pod_cgroup_name("0a1b-2c"), "k8s_pod_0a1b-2c");
     for (const char *bad : {"", "../x", "A", "a/b", "a.b"})
         ck_assert_msg(!pod_cgroup_name(bad).ok(), "%s", bad);
