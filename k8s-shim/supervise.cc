@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <vector>
@@ -231,10 +232,25 @@ Status enter_pod_cgroup(const std::string &request) {
     }
     // The agent checks this process's name: set before the first request.
     (void)prctl(PR_SET_NAME, kSupervisorComm);
-    AgentClient agent(parts[0], 15000);
-    auto r = agent.call("cgroup_enter", proto::to_json(m));
-    if (!r) return r.failure();
-    return {};
+    // An agent that is restarting, or that has as many of this user's
+    // connections open as it takes (a burst of container starts), answers
+    // Unavailable: asked again, with back-off, within 15 s in all.
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    long delay_ms = 20;
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long left_ms =
+            15000 - ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000);
+        if (left_ms <= 0) return fail(Error::Timeout, "no answer from the agent within 15 s");
+        AgentClient agent(parts[0], static_cast<int>(left_ms));
+        auto r = agent.call("cgroup_enter", proto::to_json(m));
+        if (r) return {};
+        if (r.error() != Error::Unavailable || left_ms <= delay_ms) return r.failure();
+        struct timespec d = {delay_ms / 1000, (delay_ms % 1000) * 1000000};
+        nanosleep(&d, nullptr);
+        delay_ms = std::min(delay_ms * 2, 1000L);
+    }
 }
 
 }  // namespace

@@ -60,7 +60,9 @@ constexpr const char kSuperviseNiceEnv[] = "SK_SUPERVISE_NICE";
 // removed from the environment too): before it forks the command, the
 // supervisor asks the agent on a connection of its own to move it into the
 // pod's cgroup (op cgroup_enter, common/pod_cgroup.h), so the command and
-// all it starts run there; a refusal or no answer within 15 s ends it with
+// all it starts run there (an unavailable agent, restarting or with its
+// connections for this user all taken, is asked again with back-off); a
+// refusal or no answer within 15 s ends it with
 // "cannot start 'ARGV0': not placed in its pod's cgroup: REASON" on stderr and
 // status 128, as a failed exec does. The shim sets it when the agent said
 // at attach that pods get cgroups of their own.

@@ -2037,7 +2037,8 @@ def test_pod_cgroup_requests(a):
     # container's supervisor asks it, on a connection of its own, to be moved
     # into its pod's cgroup (naming the pod and its GPUs) and starts the
     # command only once answered (the command reads a file this fake agent
-    # writes just before its answer); a refusal is a StartError that says why.
+    # writes just before its answer); a refusal is a StartError that says why;
+    # an unavailable agent is asked again.
     import threading
     import struct as st_
     answered = os.path.join(a.tmp, "answered")
@@ -2058,7 +2059,12 @@ def test_pod_cgroup_requests(a):
                 comm = stat[stat.index("(") + 1:stat.rindex(")")]
                 ppid = int(stat[stat.rindex(")") + 2:].split()[1])
                 seen.append((req["op"], req["body"], comm, ppid))
-                if req["body"]["pod_uid"] == "uid-cgno":
+                retry = req["body"]["pod_uid"] == "uid-cgretry" and len(
+                    [s for s in seen if s[1]["pod_uid"] == "uid-cgretry"]) == 1
+                if retry:  # as the agent answers when this user's connections are all taken
+                    c.sendall((json.dumps({"id": 0, "ok": False, "error": "unavailable",
+                                           "message": "too many connections"}) + "\n").encode())
+                elif req["body"]["pod_uid"] == "uid-cgno":
                     c.sendall((json.dumps({"id": req["id"], "ok": False, "error": "forbidden",
                                            "message": "test refusal"}) + "\n").encode())
                 else:
@@ -2086,6 +2092,12 @@ def test_pod_cgroup_requests(a):
         assert "not placed in its pod's cgroup: agent: test refusal" in term["message"], term
         assert "never" not in "\n".join(log_content(read_log(a, "uid-cgno", "main")))
         assert [s[1]["gpus"] for s in seen if s[1]["pod_uid"] == "uid-cgno"] == [[]], seen
+        # Unavailable (a busy or restarting agent) is asked again.
+        p = pod("cgretry", [sh("main", 'trap "exit 0" TERM; echo up; while :; do sleep 0.1; done')])
+        assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+        a.wait("uid-cgretry", lambda s: running(s, "main"), what="running")
+        assert wait_log_lines(a, "uid-cgretry", "main")[0] == "up"
+        assert len([s for s in seen if s[1]["pod_uid"] == "uid-cgretry"]) == 2, seen
     finally:
         stop.set()
         t.join(5)
