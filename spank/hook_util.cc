@@ -11,6 +11,7 @@
 #include "spank/gpu_split.h"
 #include "spank/hostlist.h"
 #include "spank/shim_process.h"
+#include "spank/slurm_facts.h"
 
 namespace sk::spank {
 namespace {
@@ -104,6 +105,25 @@ std::string node_name_here(spank_t sp) {
 
 namespace {
 
+// Since Slurm 23.02 the API loads its plugins (auth, hash, ...) only in
+// slurm_init(), no longer on first use as 22.05 did. slurmstepd's steps and
+// the client commands have called it; `slurmstepd spank prolog|epilog` (the
+// job_prolog/job_epilog context) never does, and there 24.11's
+// slurm_load_job fatal()s ("No hash plugins loaded. Was slurm_init() called
+// before calling any Slurm API functions?"): the prolog dies, slurmd drains
+// the node and requeues the job (tests/slurm/newer-slurm.sh). Once per
+// process, in that context only; found with dlsym as slurm_load_job is.
+void init_slurm_api() {
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 2, 0)
+    static bool done = false;
+    if (done || spank_context() != S_CTX_JOB_SCRIPT) return;
+    done = true;
+    using InitFn = void (*)(const char *);
+    if (const auto init = reinterpret_cast<InitFn>(dlsym(RTLD_DEFAULT, "slurm_init")))
+        init(nullptr);  // the slurm.conf the process already read (SLURM_CONF)
+#endif
+}
+
 // fn(the job's own record) when slurmctld answers; false when it could not
 // be asked. A heterogeneous job's leader lists every component: the job's
 // own record is the one with its id.
@@ -115,6 +135,7 @@ bool with_job_record(uint32_t job_id, uint16_t show,
     static const auto release =
         reinterpret_cast<FreeFn>(dlsym(RTLD_DEFAULT, "slurm_free_job_info_msg"));
     if (!load || !release) return false;
+    init_slurm_api();
     job_info_msg_t *msg = nullptr;
     if (load(&msg, job_id, show) != 0 || !msg) return false;
     bool found = false;
@@ -129,7 +150,9 @@ bool with_job_record(uint32_t job_id, uint16_t show,
 
 // What the job holds on `node`. slurm_job_cpus_allocated_on_node reads the
 // record's job_resrcs (sent with SHOW_DETAIL); found with dlsym as
-// slurm_load_job is.
+// slurm_load_job is. Slurm 24.11 removed it from its API: there the prolog's
+// SLURM_JOB_CPUS_PER_NODE (the same per-node counts, from the job's
+// credential) at the node's place in the job's node list says it.
 NodeShare node_share(const slurm_job_info_t &j, const std::string &node) {
     using CpusFn = int (*)(job_resources_t *, const char *);
     static const auto cpus_on =
@@ -138,6 +161,14 @@ NodeShare node_share(const slurm_job_info_t &j, const std::string &node) {
     if (cpus_on && j.job_resrcs) {
         int n = cpus_on(j.job_resrcs, node.c_str());
         if (n > 0) out.cpus = static_cast<uint32_t>(n);
+    } else if (!cpus_on) {
+        auto nodes = expand_hostlist(j.nodes ? j.nodes : "");
+        if (nodes)
+            for (size_t i = 0; i < nodes->size(); i++)
+                if ((*nodes)[i] == node) {
+                    out.cpus = cpus_per_node_at(env_or("SLURM_JOB_CPUS_PER_NODE"), i);
+                    break;
+                }
     }
     uint64_t mem = j.pn_min_memory;
     if (mem == NO_VAL64 || mem == INFINITE64) return out;

@@ -38,4 +38,26 @@ std::vector<std::string> job_cgroup_dirs(const std::string &text, uint32_t job_i
     return out;
 }
 
+uint32_t cpus_per_node_at(const std::string &text, size_t node_index) {
+    size_t first = 0;  // index of the first node the item describes
+    for (const auto &raw : split(text, ',')) {
+        std::string item(trim(raw));
+        uint64_t reps = 1;
+        auto paren = item.find("(x");
+        if (paren != std::string::npos) {
+            if (item.back() != ')') return 0;
+            auto r = parse_uint(item.substr(paren + 2, item.size() - paren - 3),
+                                "SLURM_JOB_CPUS_PER_NODE", 1000000);
+            if (!r || *r == 0) return 0;
+            reps = *r;
+            item.resize(paren);
+        }
+        auto cpus = parse_uint(item, "SLURM_JOB_CPUS_PER_NODE", 1u << 20);
+        if (!cpus) return 0;
+        if (node_index < first + reps) return static_cast<uint32_t>(*cpus);
+        first += reps;
+    }
+    return 0;
+}
+
 }  // namespace sk::spank

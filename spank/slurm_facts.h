@@ -20,4 +20,11 @@ bool prolog_flags_contain(const std::string &slurm_conf_text);
 std::vector<std::string> job_cgroup_dirs(const std::string &proc_cgroup_text, uint32_t job_id,
                                          const std::string &root = "/sys/fs/cgroup");
 
+// The CPUs a job holds on the node_index-th node of its node list (0-based),
+// from SLURM_JOB_CPUS_PER_NODE as Slurm writes it in the prolog's
+// environment ("4(x2),2": 4 on the first two nodes, 2 on the third); 0 when
+// the text does not say. (Slurm 24.11 dropped slurm_job_cpus_allocated_on_node
+// from its API: spank/hook_util.cc falls back on this.)
+uint32_t cpus_per_node_at(const std::string &cpus_per_node, size_t node_index);
+
 }  // namespace sk::spank
