@@ -27,6 +27,9 @@
 #      install and uninstall, and the e2e layer on real Slurm with that
 #      build's agent and shim (SK_DISTCHECK=0 skips it, SK_SANITIZERS=0 makes
 #      it a plain distcheck without the e2e).
+#   7. Slurm's cgroup/v2 in a QEMU guest with this build's plugin (make
+#      check-cgroup-v2, tests/vm: this host's hybrid cgroup layout cannot run
+#      it), alone after the rest; SK_CGROUP_V2=0 skips it.
 # The builds are made with line tables only (-g1: what valgrind's, the
 # sanitizers' and gdb's backtraces need; a third less compile time than -g):
 # SK_CXXFLAGS (default "-O2 -g1") and SK_SAN_CXXFLAGS ("-O1 -g1") change it.
@@ -317,6 +320,14 @@ if [ -n "${lint_pid:-}" ]; then
   rc=$?
   lint_pid=
   layer_report lint "$rc"
+fi
+
+# Slurm's cgroup/v2 (tests/vm): this host's hybrid layout cannot run it, so
+# in a QEMU guest (TCG) with a pure unified hierarchy, this build's plugin
+# loaded; alone, after everything else, since TCG keeps both CPUs busy.
+# SK_CGROUP_V2=0 skips it.
+if [ "${SK_CGROUP_V2:-1}" = 1 ]; then
+  layer "cgroup v2: Slurm's cgroup/v2 in a QEMU guest (tests/vm)" check-cgroup-v2
 fi
 
 echo

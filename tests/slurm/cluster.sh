@@ -134,7 +134,12 @@ cgroup_mode() {
     [ "$(stat -fc %T "/sys/fs/cgroup/$c" 2>/dev/null)" = cgroupfs ] || ok=0
   done
   if [ "$ok" = 1 ]; then echo v1; return; fi
-  [ "$USE_CGROUP" = 1 ] && die "USE_CGROUP=1 but no cgroup v1 freezer/cpuset/devices under /sys/fs/cgroup (cgroup v2 is not supported by this harness)"
+  # A pure unified hierarchy (/proc/self/cgroup has only "0::" lines): Slurm's
+  # cgroup/v2, which refuses a hybrid layout (tests/vm runs this in a guest).
+  if [ "$(stat -fc %T /sys/fs/cgroup 2>/dev/null)" = cgroup2fs ] && ! grep -qv '^0::' /proc/self/cgroup; then
+    echo v2; return
+  fi
+  [ "$USE_CGROUP" = 1 ] && die "USE_CGROUP=1 but neither cgroup v1 freezer/cpuset/devices nor a pure cgroup v2 hierarchy under /sys/fs/cgroup"
   echo none
 }
 
@@ -170,7 +175,7 @@ write_configs() {
   cg="$(cgroup_mode)"
   last_port=$((SLURMD_BASE_PORT + NUM_NODES - 1))
   last_gpu=$((GPUS_PER_NODE - 1))
-  if [ "$cg" = v1 ]; then
+  if [ "$cg" = v1 ] || [ "$cg" = v2 ]; then
     proctrack=proctrack/cgroup; task=task/cgroup,task/affinity
   else
     proctrack=proctrack/linuxproc; task=task/none
@@ -252,6 +257,17 @@ EOF
   if [ "$cg" = v1 ]; then
     cat > "$out/cgroup.conf" <<EOF
 CgroupPlugin=cgroup/v1
+ConstrainCores=yes
+ConstrainDevices=yes
+ConstrainRAMSpace=$CONSTRAIN_RAM_SPACE
+EOF
+  elif [ "$cg" = v2 ]; then
+    # No systemd: IgnoreSystemd makes the cgroups by mkdir (no dbus), and
+    # CgroupAutomount enables the controllers from the root down to slurmd.
+    cat > "$out/cgroup.conf" <<EOF
+CgroupPlugin=cgroup/v2
+IgnoreSystemd=yes
+CgroupAutomount=yes
 ConstrainCores=yes
 ConstrainDevices=yes
 ConstrainRAMSpace=$CONSTRAIN_RAM_SPACE
@@ -402,6 +418,23 @@ wait_nodes() {
   return 1
 }
 
+# cgroup v2 without systemd: do what systemd does before slurmd starts.
+# - system.slice: cgroup/v2 makes its scope there but not the slice ("Could
+#   not create scope directory ... No such file or directory").
+# - pids enabled from the root down to each node's stepd scope (systemd
+#   enables it too): Slurm 22.05.8 does not see a controller that is the last
+#   word of a cgroup.controllers file, and with only cpuset, cpu and memory
+#   enabled, memory is last: "Controller memory is not enabled!", and every
+#   step fails in task/cgroup ("memory cgroup controller is not available").
+v2_prepare() {
+  local cg=/sys/fs/cgroup d n
+  for d in "$cg" "$cg/system.slice" $(for n in $(node_names); do echo "$cg/system.slice/${n}_slurmstepd.scope"; done); do
+    mkdir -p "$d"
+    echo "+cpuset +cpu +memory +pids" > "$d/cgroup.subtree_control" \
+      || die "cannot enable cpuset, cpu, memory and pids in $d/cgroup.subtree_control"
+  done
+}
+
 cmd_start() {
   need_root start
   if ! [ -x "$SLURMCTLD" ] || ! [ -x "$SLURMD" ] || ! [ -x "$MUNGED" ]; then
@@ -434,6 +467,7 @@ cmd_start() {
   done
 
   prepare_dirs
+  if [ "$(cgroup_mode)" = v2 ]; then v2_prepare; fi
   rm -rf "$ETC"; mv "$staged" "$ETC"
   # From here on a failure stops whatever did start (logs are kept).
   trap 'start_failed' EXIT
@@ -525,12 +559,14 @@ cmd_stop() {
   return "$rc"
 }
 
-# Remove our (empty) job cgroup directories: /sys/fs/cgroup/<ctrl>/slurm_nX.
+# Remove our (empty) job cgroup directories: /sys/fs/cgroup/<ctrl>/slurm_nX
+# (v1), /sys/fs/cgroup/system.slice/nX_slurmstepd.scope (v2).
 # rmdir only -- a cgroup that still holds processes cannot be removed.
 clean_cgroups() {
   local n dir left=""
   for n in $(node_names); do
-    for dir in /sys/fs/cgroup/*/slurm_"$n"; do
+    # v1: /sys/fs/cgroup/<ctrl>/slurm_nX; v2: system.slice/nX_slurmstepd.scope
+    for dir in /sys/fs/cgroup/*/slurm_"$n" /sys/fs/cgroup/system.slice/"$n"_slurmstepd.scope; do
       [ -d "$dir" ] || continue
       find "$dir" -depth -type d -exec rmdir {} + 2>/dev/null || true
       [ -d "$dir" ] && left="$left $dir"

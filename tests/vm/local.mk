@@ -1,0 +1,23 @@
+# A QEMU guest with a pure cgroup v2 hierarchy, where Slurm runs with
+# CgroupPlugin=cgroup/v2 (tests/vm/README.md).  Not part of `make check`: it
+# needs root, builds a guest image and boots it under TCG (minutes).
+# (This fragment itself is distributed by automake as an included file.)
+EXTRA_DIST += tests/vm/README.md
+EXTRA_DIST += tests/vm/vm.sh
+EXTRA_DIST += tests/vm/smoke.sh
+EXTRA_DIST += tests/vm/measure-v2.sh
+
+# Slurm's cgroup/v2 in the guest (tests/vm/smoke.sh), with this build's
+# plugin: run by scripts/run-tests.sh after the other layers. The guest sees
+# the source tree (read-only, at the same path), so the build must be inside
+# it (the default ./build); otherwise the layer is skipped (77).
+check-cgroup-v2: all
+	@src=$$(cd '$(abs_top_srcdir)' && pwd -P); bld=$$(cd '$(abs_top_builddir)' && pwd -P); \
+	case "$$bld/" in \
+	  "$$src/"*) ;; \
+	  *) echo "check-cgroup-v2: skipped: the build ($$bld) is outside the source tree the guest sees ($$src)"; exit 77 ;; \
+	esac; \
+	SK_VM_SHARE="$$src" SK_VM_ENV=SK_TOP_BUILDDIR SK_TOP_BUILDDIR="$$bld" \
+	  bash "$$src/tests/vm/vm.sh" run "$$src/tests/vm/smoke.sh"
+
+.PHONY: check-cgroup-v2
