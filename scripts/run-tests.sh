@@ -16,8 +16,10 @@
 #      lint; in the background from the end of the build, counted at the end),
 #      clang-format over every tracked C/C++ source (make format-check),
 #      ./configure --disable-daemons with the daemons' -dev packages hidden
-#      (make check-disable-daemons); they (nothing of Slurm, the test user or
-#      a fixed port) run beside step 6's e2e, which mostly waits on Slurm and
+#      (make check-disable-daemons), the plugin built against and run by Slurm
+#      24.11 in a Debian 13 tree (tests/slurm/newer-slurm.sh, SK_NEWER_SLURM=0
+#      skips it); they (nothing of the cluster's Slurm, its test user or its
+#      ports) run beside step 6's e2e, which mostly waits on Slurm and
 #      its timeouts, at nice 10 (lint and the fuzz build at 19, from the end
 #      of the build);
 #      SK_ROBUSTNESS=0 skips them all; a layer whose tool is missing exits 77
@@ -246,6 +248,13 @@ cpu_layers() {
   layer "fuzzing, every target for a bounded time" fuzz-short
   layer "source formatting (clang-format)" format-check
   layer "plugin-only build without the daemons' libraries" check-disable-daemons
+  # The plugin built against and run by Slurm 24.11 (a Debian 13 tree of its
+  # own: its own ports, munge and user); SK_NEWER_SLURM=0 skips it.
+  if [ "${SK_NEWER_SLURM:-1}" = 1 ]; then
+    say "the plugin with Slurm 24.11 (a Debian 13 tree, tests/slurm/newer-slurm.sh)"
+    ${layer_nice:+nice -n "$layer_nice"} bash "$top/tests/slurm/newer-slurm.sh" >"$build/newer-slurm.out" 2>&1
+    layer_report newer-slurm $?
+  fi
 }
 beside_e2e=0
 if [ "${SK_ROBUSTNESS:-1}" = 1 ]; then

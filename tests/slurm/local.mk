@@ -4,4 +4,5 @@
 EXTRA_DIST += tests/slurm/README.md
 EXTRA_DIST += tests/slurm/cluster.sh
 EXTRA_DIST += tests/slurm/lib.sh
+EXTRA_DIST += tests/slurm/newer-slurm.sh
 EXTRA_DIST += tests/slurm/smoke.sh
