@@ -158,6 +158,17 @@ fi
 skipped() {
   [ "$1" = 77 ] || { [ "$1" != 0 ] && grep -qE '\*\*\* .*Error 77$' "$2"; }
 }
+# keep_failures NAME FILE: each FAIL line of FILE with what follows it (a
+# check's detail: a diff, a memcheck report) up to the next PASS/FAIL line,
+# 60 lines at most each and 200 per layer, kept for the end of the run, where
+# CI's excerpt of the output (its head and its tail) shows them.
+keep_failures() {
+  grep -qa "^FAIL" "$2" || return 0
+  { echo "--- $1: the failed checks with their details"
+    awk '/^(PASS|FAIL|SKIP)[: ]/ { infail = /^FAIL/; n = 0 }
+         infail && n++ < 60' "$2" | head -200; } >>"$failures"
+}
+failures=$(mktemp /tmp/sk-run-tests-failures.XXXXXX)
 count_line() {  # adds the counts of an "N passed, N failed" line
   local line=$1
   local p f
@@ -205,6 +216,7 @@ if skipped "$int_rc" "$build/integration.out"; then
   echo "integration: 0 passed, 1 failed (skipped: it needs root)"; failed=$((failed + 1))
 else
   count_line "$(grep -E '^integration: [0-9]+ passed, [0-9]+ failed' "$build/integration.out" | tail -1)"
+  keep_failures integration "$build/integration.out"
   [ "$int_rc" != 0 ] && ! grep -qE "[1-9][0-9]* failed" "$build/integration.out" && failed=$((failed + 1))
 fi
 
@@ -226,6 +238,7 @@ layer_report() {
     tail -5 "$out"; echo "$target: skipped (a tool is missing)"; skips=$((skips + 1)); return
   fi
   grep -aE "^(PASS|FAIL|SKIP)[: ]|^lint: " "$out" | tail -40
+  keep_failures "$target" "$out"
   if [ -n "$line" ] && [ "$target" != lint ]; then
     echo "$target: $line"; count_line "$line"
     [ "$rc" != 0 ] && ! grep -qE "[1-9][0-9]* failed" <<<"$line" && failed=$((failed + 1))
@@ -315,6 +328,7 @@ if [ "${SK_DISTCHECK:-1}" = 1 ]; then
   if [ ${#dc_vars[@]} -gt 0 ]; then
     e2e_out="$build/sanitizers-e2e.out"
     grep -aE "^(FAIL|    [a-z_]+: |--- /tmp/sk-sanitizer)" "$e2e_out" 2>/dev/null
+    [ -f "$e2e_out" ] && keep_failures "sanitizer e2e" "$e2e_out"
     for what in "e2e" "e2e reports"; do
       line=$(grep -aE "^sanitizers $what: [0-9]+ passed, [0-9]+ failed" "$e2e_out" 2>/dev/null | tail -1)
       echo "${line:-sanitizers $what: 0 passed, 1 failed (no summary: did distcheck reach installcheck? see $e2e_out)}"
@@ -339,6 +353,12 @@ if [ "${SK_CGROUP_V2:-1}" = 1 ]; then
   layer "cgroup v2: Slurm's cgroup/v2 in a QEMU guest (tests/vm)" check-cgroup-v2
 fi
 
+if [ -s "$failures" ]; then
+  echo
+  echo "=== the failed checks again, with their details ==="
+  cat "$failures"
+fi
+rm -f "$failures"
 echo
 echo "run-tests: the suite took $SECONDS s"
 skip_note=""
