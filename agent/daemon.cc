@@ -281,6 +281,14 @@ int run(int argc, char **argv, const RuntimeFactories &extra) {
     ApiAuth auth(&loop, cfg->api, cfg->api.server);
     CurlTransport http(&loop, tls);
     http.set_auth(&auth);
+    // Every virtual node's requests under the agent's credential share the
+    // HTTP/2 connections. A node holds one long watch, so max_jobs watches
+    // and a burst's short requests fit in max_jobs / 50 + 2 connections even
+    // where the server allows half of kube-apiserver's 100 streams. With node
+    // identities each node's certificate needs a connection of its own, as a
+    // kubelet has: no cap.
+    if (cfg->node_identity == "agent")
+        http.set_http2_connection_cap(static_cast<long>(cfg->max_jobs / 50 + 2));
     if (auto st = http.start(); !st) {
         LOG_ERROR("HTTP client: %s", st.message().c_str());
         return 1;

@@ -151,6 +151,11 @@ Status CurlTransport::start() {
     // every other request (Lease renewals, the 9th registration) behind the
     // first 8 watches for good (bench/bench_steady.py found it).
     curl_multi_setopt(m, CURLMOPT_MAX_HOST_CONNECTIONS, 0L);
+    // libcurl's own cap on the streams of one HTTP/2 connection (100) would
+    // hide a server's higher SETTINGS_MAX_CONCURRENT_STREAMS: the server's
+    // decides (kube-apiserver's --http2-max-streams-per-connection, 100 by
+    // default since the HTTP/2 rapid-reset fixes).
+    curl_multi_setopt(m, CURLMOPT_MAX_CONCURRENT_STREAMS, 1000L);
     timer_ = new uv_timer_t;
     uv_timer_init(loop_, timer_);
     timer_->data = this;
@@ -325,6 +330,20 @@ void CurlTransport::reap() {
     }
 }
 
+void CurlTransport::note_http_version(void *easy) {
+    if (h2_cap_ <= 0 || h2_capped_) return;
+    long version = 0;
+    curl_easy_getinfo(static_cast<CURL *>(easy), CURLINFO_HTTP_VERSION, &version);
+    if (version != CURL_HTTP_VERSION_2_0) return;
+    // A server that multiplexes: from its first response on, a burst past a
+    // connection's stream limit opens a few more connections, not one per
+    // transfer (libcurl 7.88 did: 33 for 100 virtual nodes through an HTTP/2
+    // front with kube-apiserver's 100 streams). Called outside libcurl's
+    // callbacks only: there curl_multi_setopt fails (recursive API call).
+    h2_capped_ = true;
+    curl_multi_setopt(static_cast<CURLM *>(multi_), CURLMOPT_MAX_HOST_CONNECTIONS, h2_cap_);
+}
+
 void CurlTransport::check_messages() {
     if (!multi_) return;
     // Collect first: callbacks may add or cancel transfers.
@@ -343,6 +362,7 @@ void CurlTransport::check_messages() {
         transfers_.erase(it);
         curl_multi_remove_handle(static_cast<CURLM *>(multi_), t->easy);
         curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &t->status);
+        if (code == CURLE_OK) note_http_version(t->easy);
         HttpCallback done = std::move(t->done);
         std::string err = t->errbuf[0] ? t->errbuf : curl_easy_strerror(code);
         long status = t->status;

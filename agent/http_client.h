@@ -78,6 +78,11 @@ class CurlTransport : public HttpTransport {
     // more when it has another credential since (agent/api_auth.h). auth
     // outlives the transport.
     void set_auth(ApiAuth *auth) { auth_ = auth; }
+    // Once a response came over HTTP/2, at most `n` connections to the
+    // server (0 = no cap, the default). Only where every request shares one
+    // credential: TLS client certificates of their own (node identities) need
+    // a connection each, and HTTP/1.1 one per open watch, so neither is capped.
+    void set_http2_connection_cap(long n) { h2_cap_ = n; }
     ~CurlTransport() override;
     Status start();
     // Cancels everything; handles are closed asynchronously (run the loop).
@@ -95,6 +100,7 @@ class CurlTransport : public HttpTransport {
     uint64_t add(HttpRequest req, HttpDataCallback on_data, HttpCallback done);
     void start_transfer(std::unique_ptr<Transfer> t);
     void check_messages();
+    void note_http_version(void *easy);  // CURL*: caps connections once HTTP/2 is seen
     void reap();
     void kick();     // runs service() from the loop soon
     void service();  // adds queued transfers, removes cancelled ones
@@ -110,6 +116,8 @@ class CurlTransport : public HttpTransport {
     std::map<uint64_t, std::unique_ptr<Transfer>> transfers_;
     std::vector<uint64_t> pending_add_;
     bool stopped_ = false;
+    long h2_cap_ = 0;
+    bool h2_capped_ = false;
     friend struct Impl;
 };
 

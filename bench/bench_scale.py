@@ -8,14 +8,19 @@ prolog does). Reported: time until every Node is Ready in the API server
 (watch), per-node register -> Ready p50/p99, the agent's API requests during
 the burst and their rate, the API server's own request latency (its request
 log) as the "not overloaded" check, the agent's CPU and RSS, and the time to
-deregister all N again.
+deregister all N again, and the TCP connections the agent holds to the API server
+after the burst. Against the test double each N runs twice: over HTTP/1.1 (the
+double itself: one connection per open watch) and over HTTP/2 through nghttpx
+in front of it with kube-apiserver's 100 streams per connection
+(tests/pylib/sktest/h2front.py; skipped without nghttpx), where the agent's
+requests share connections.
 
 Against BENCH_KUBECONFIG's cluster (sklib.py) nothing is started: the requests, their rate and
 the API server's latency come from its audit log (BENCH_AUDIT_LOG; null with the reason
 without one), and the API server's CPU is not measured.
 
 usage: bench_scale.py [RESULTS.json]
-env:   BENCH_SCALE_N ("10 100 1000")  BENCH_SCALE_CONC (128)
+env:   BENCH_SCALE_N ("10 100 1000")  BENCH_SCALE_CONC (128)  BENCH_SCALE_H2 (1: the HTTP/2 runs too)
 """
 import os
 import sys
@@ -24,6 +29,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sklib as B  # noqa: E402
+from sktest import h2front  # noqa: E402
 
 
 def burst(agent, bodies, conc, op, timeout):
@@ -52,13 +58,19 @@ def burst(agent, bodies, conc, op, timeout):
     return time.time(), errs
 
 
-def run_n(wd, n, conc, api_info):
-    kube = B.open_api(os.path.join(wd, f"n{n}"))
-    agent = None
+def run_n(wd, n, conc, api_info, h2=False):
+    sub = os.path.join(wd, f"n{n}" + ("-h2" if h2 else ""))
+    kube = B.open_api(sub)
+    agent = front = None
     try:
         api_info.setdefault("api", kube.info())
-        agent = B.Agent(os.path.join(wd, f"n{n}"), kube, runtime="fake",
-                        extra={"max_jobs": str(n + 16), "max_connections": str(max(1024, 4 * conc))})
+        extra = {"max_jobs": str(n + 16), "max_connections": str(max(1024, 4 * conc))}
+        api_port = int(kube.port)
+        if h2:
+            front = h2front.H2Front(kube.dir, kube.url, sub)
+            extra["api_server"] = front.url
+            api_port = front.port
+        agent = B.Agent(sub, kube, runtime="fake", extra=extra)
         nodes = B.Watch(kube, "/api/v1/nodes")
         jobs = [10000 + j for j in range(n)]
         names = {B.node_name(j): j for j in jobs}
@@ -81,6 +93,7 @@ def run_n(wd, n, conc, api_info):
         t_replies, errs = burst(agent, [B.reg_body(j) for j in jobs], conc, "register", 120)
         col.join(120)
         t_ready = max(ready_at.values()) if len(ready_at) == n else None
+        conns = h2front.tcp_established(agent.pid, api_port)
         cpu_reg = B.proc_cpu_s(agent.pid) - cpu0
         kcpu = kube.server_cpu_s() - kcpu0 if kcpu0 is not None else None
         dur = (t_ready or time.time()) - t0
@@ -100,6 +113,12 @@ def run_n(wd, n, conc, api_info):
                "agent_cpu_s": round(cpu_reg, 3),
                "agent_cpu_ms_per_node": round(1000 * cpu_reg / n, 3),
                "agent_rss_kib": B.proc_rss_kib(agent.pid),
+               # TCP connections the agent holds to the API server (or the front) once all are
+               # Ready: each node keeps a pod watch open
+               "agent_connections": conns,
+               "transport": ("HTTP/2 through nghttpx, %d streams per connection" % h2front.STREAMS
+                             if h2 else "the cluster's API server" if B.CLUSTER
+                             else "HTTP/1.1: the test double"),
                # the test API server is one Python process (GIL): near 100 % of a
                # core here means it, not the agent, sets the pace
                "api_server_cpu_s": round(kcpu, 3) if kcpu is not None else None,
@@ -119,6 +138,8 @@ def run_n(wd, n, conc, api_info):
     finally:
         if agent:
             agent.stop()
+        if front:
+            front.stop()
         kube.stop()
 
 
@@ -127,6 +148,10 @@ def main():
     B.preflight()
     ns = B.env_list("BENCH_SCALE_N", [10, 100, 1000])
     conc = B.env_int("BENCH_SCALE_CONC", 128)
+    h2 = B.env_int("BENCH_SCALE_H2", 1) == 1
+    if h2 and not B.CLUSTER and not h2front.available():
+        B.log("scale: nghttpx (nghttp2-proxy) missing: no HTTP/2 runs")
+        h2 = False
     wd = B.Workdir("sk-bench-scale-")
     ok = False
     try:
@@ -135,9 +160,16 @@ def main():
             B.log(f"scale: {n} registrations at once")
             res[str(n)] = run_n(wd.path, n, conc, res)
             B.log(f"  all Ready after {res[str(n)]['all_ready_s']} s, "
-                  f"{res[str(n)]['agent_requests']} requests")
+                  f"{res[str(n)]['agent_requests']} requests, "
+                  f"{res[str(n)]['agent_connections']} connections")
+            if h2 and not B.CLUSTER:
+                r2 = res[str(n)]["http2"] = run_n(wd.path, n, conc, {}, h2=True)
+                B.log(f"  over HTTP/2: all Ready after {r2['all_ready_s']} s, "
+                      f"{r2['agent_connections']} connections")
         B.write_result("scale", res)
-        ok = all(r["errors"] == 0 and r["ready"] == r["n"] for k, r in res.items() if k != "api")
+        runs = [r for k, r in res.items() if k != "api"]
+        runs += [r["http2"] for r in runs if "http2" in r]
+        ok = all(r["errors"] == 0 and r["ready"] == r["n"] for r in runs)
     finally:
         wd.done(ok)
     return 0 if ok else 1

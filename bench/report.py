@@ -187,15 +187,30 @@ def rows(b):
         out.append(("%s virtual nodes registering at once (one agent, %d parallel calls)"
                     % (n, r["concurrency"]),
                     "all Ready %s; %s; API server latency p99 %s; agent %.1f ms CPU/node, RSS "
-                    "%.0f MiB; %s"
+                    "%.0f MiB; %s; %s"
                     % ("%.2f s" % t if t is not None else "NOT all (%d)" % r["ready"],
                        reqs, ms(g(r, "server_latency", "p99")), r["agent_cpu_ms_per_node"],
                        r["agent_rss_kib"] / 1024,
                        "test API server CPU %s%%" % cpu if cpu is not None
-                       else "API server CPU not measured (not on this machine)"),
+                       else "API server CPU not measured (not on this machine)",
+                       connections(r)),
                     "1000: all Ready < 10 s, API server not overloaded" if n == "1000" else "-",
                     "-",
                     verdict(t is not None and t < 10) if n == "1000" else "-"))
+    return out
+
+
+def connections(r):
+    """The agent's connections after a scale burst, and its HTTP/2 run's (bench_scale.py)."""
+    out = "%s agent connections (%s)" % (r.get("agent_connections", "?"),
+                                         r.get("transport", "as the server speaks"))
+    h2 = r.get("http2")
+    if h2:
+        t = h2.get("all_ready_s")
+        out += "; over HTTP/2 (nghttpx in front, 100 streams per connection): all Ready %s, " \
+               "%s agent connections, RSS %.0f MiB" % (
+                   "%.2f s" % t if t is not None else "NOT all (%d)" % h2["ready"],
+                   h2.get("agent_connections", "?"), h2["agent_rss_kib"] / 1024)
     return out
 
 

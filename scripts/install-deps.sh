@@ -15,6 +15,10 @@ PKGS=(
   # test harness: test API server, certificates, tools (python3-yaml: the e2e
   # reads etc/rbac-node-identity.yaml)
   python3 python3-yaml openssl curl procps psmisc iproute2 ca-certificates
+  # an HTTP/2 front for the test API server (kube-apiserver speaks HTTP/2,
+  # the test server HTTP/1.1): the agent's connection sharing is tested and
+  # measured through it
+  nghttp2-proxy
   # the podman runtime (k8s-shim/podman.h): rootless podman with runc, and
   # the harness's images (buildah, busybox-static) in a loopback registry
   podman runc uidmap slirp4netns catatonit buildah docker-registry busybox-static apache2-utils

@@ -8,8 +8,10 @@ EXTRA_DIST += \
 	tests/component/test_agent_node_ports.sh \
 	tests/component/test_agent_credentials.sh \
 	tests/component/test_agent_node_identity.sh \
+	tests/component/test_agent_http2.sh \
 	tests/component/test_kubelet_server.sh \
 	tests/component/agent_test.py \
+	tests/component/agent_http2_test.py \
 	tests/component/agent_credentials_test.py \
 	tests/component/agent_node_identity_test.py \
 	tests/component/agent_shim_test.py \
@@ -24,6 +26,7 @@ TESTS += \
 	tests/component/test_agent_node_ports.sh \
 	tests/component/test_agent_credentials.sh \
 	tests/component/test_agent_node_identity.sh \
+	tests/component/test_agent_http2.sh \
 	tests/component/test_kubelet_server.sh
 
 check_PROGRAMS += tests/component/kubelet_server_main
