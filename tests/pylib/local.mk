@@ -4,6 +4,7 @@ EXTRA_DIST += \
 	tests/pylib/sktest/__init__.py \
 	tests/pylib/sktest/agent.py \
 	tests/pylib/sktest/env.py \
+	tests/pylib/sktest/h2front.py \
 	tests/pylib/sktest/host.py \
 	tests/pylib/sktest/kube.py \
 	tests/pylib/sktest/memcheck.py \
