@@ -5,6 +5,7 @@ EXTRA_DIST += \
 	etc/plugstack.conf.example \
 	etc/rbac.yaml \
 	etc/rbac-node-identity.yaml \
+	etc/vap-agent-nodes.yaml \
 	etc/runtime.conf.example \
 	etc/slurm-k8s-agent.service \
 	etc/slurm.conf.example

@@ -33,7 +33,8 @@
 # with its own GPUs' device nodes only.
 #
 # With a KUBECONFIG argument the agents and kubectl target that cluster
-# instead of the double. Then: apply etc/rbac-node-identity.yaml there first
+# instead of the double. Then: apply etc/rbac-node-identity.yaml and
+# etc/vap-agent-nodes.yaml there first
 # (etc/rbac.yaml with E2E_NODE_IDENTITY=agent); KUBECONFIG is
 # the admin's (kubectl); the agents' own credential is E2E_AGENT_KUBECONFIG (a
 # kubeconfig of the slurm-k8s-agent ServiceAccount, e.g. with a tokenFile from

@@ -157,7 +157,25 @@ e2e_start_kube() {
   E2E_KUBE_PID="$KUBE_SERVER_PID"
   E2E_ADMIN_KUBECONFIG="$KUBECONFIG"
   export KUBE_URL KUBE_TOKEN KUBE_CA
-  e2e_agent_rbac
+  e2e_agent_rbac && e2e_agent_policy
+}
+
+# etc/vap-agent-nodes.yaml applied with kubectl as an admin would, its match
+# condition naming the double's agent user: every case's agent then creates,
+# patches and deletes its Nodes under the policy, so a change the agent makes
+# to a Node it did not label fails the e2e.
+e2e_agent_policy() {
+  sed "s/system:serviceaccount:kube-system:slurm-k8s-agent/slurm-k8s-agent/" \
+      "$E2E_TOP/etc/vap-agent-nodes.yaml" | e2e_kubectl apply -f - >/dev/null \
+    || { e2e_die "kubectl apply -f etc/vap-agent-nodes.yaml failed"; return 1; }
+  # In force: the agent's credential cannot delete a Node the admin made.
+  local probe=e2e-not-a-virtual-node out
+  e2e_api POST /api/v1/nodes "{\"metadata\":{\"name\":\"$probe\"}}" >/dev/null
+  out=$(curl -sS --max-time 20 --cacert "$KUBE_CA" -H "Authorization: Bearer $(cat "$E2E_KSD/agent.token")" \
+    -X DELETE "$KUBE_URL/api/v1/nodes/$probe")
+  e2e_api DELETE "/api/v1/nodes/$probe" >/dev/null
+  grep -q "ValidatingAdmissionPolicy 'slurm-k8s-agent-nodes'" <<<"$out" \
+    || { e2e_die "etc/vap-agent-nodes.yaml is not in force: the agent deleted a foreign Node ($out)"; return 1; }
 }
 
 # With node identities the double's agent gets exactly the rights of

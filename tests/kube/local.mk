@@ -12,6 +12,7 @@ EXTRA_DIST += \
 	tests/kube/kubetest/__init__.py \
 	tests/kube/kubetest/api.py \
 	tests/kube/kubetest/auth.py \
+	tests/kube/kubetest/cel.py \
 	tests/kube/kubetest/certificates.py \
 	tests/kube/kubetest/controls.py \
 	tests/kube/kubetest/csr.py \
@@ -38,6 +39,7 @@ EXTRA_DIST += \
 	tests/kube/kubetest/tls.py \
 	tests/kube/kubetest/tokens.py \
 	tests/kube/kubetest/util.py \
+	tests/kube/kubetest/vap.py \
 	tests/kube/kubetest/validation.py \
 	tests/kube/kubetest/watch.py \
 	tests/kube/kubetest/workloads.py \

@@ -3214,6 +3214,115 @@ class TestNodeIdentity(CSRBase):
                          '"events.k8s.io" in the namespace "%s"' % (self.u(), ns))
 
 
+class TestValidatingAdmissionPolicy(Base):
+    """etc/vap-agent-nodes.yaml as the API server applies it: the agent's identity may create,
+    change and delete only Nodes labelled slurm-k8s/cluster. Skipped without KUBE_AGENT_TOKEN
+    or where admissionregistration.k8s.io/v1 is not served (1.28/1.29 serve v1beta1 behind the
+    ValidatingAdmissionPolicy feature gate: run it with the file's apiVersions changed)."""
+    VAP = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
+    VAPB = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.made = []
+        if not CFG["agent"]:
+            raise unittest.SkipTest("KUBE_AGENT_TOKEN not set")
+        if API.get(cls.VAP).status == 404:
+            raise unittest.SkipTest("admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy not served")
+        me = API.post("/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                      {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}, token=CFG["agent"])
+        assert me.status == 201, me.text[:300]
+        cls.agent_user = me.json["status"]["userInfo"]["username"]
+        import yaml
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "etc", "vap-agent-nodes.yaml")
+        docs = [d for d in yaml.safe_load_all(open(path)) if d]
+        cls.name = rname("kt-vap")
+        for d in docs:  # the file's policy and binding, named for this run, matching the agent's user
+            d["metadata"]["name"] = cls.name
+            if d["kind"] == "ValidatingAdmissionPolicy":
+                mc = d["spec"]["matchConditions"][0]
+                mc["expression"] = "request.userInfo.username == '%s'" % cls.agent_user
+                cls.message = d["spec"]["validations"][0]["message"]
+                r = API.post(cls.VAP, d)
+            else:
+                d["spec"]["policyName"] = cls.name
+                r = API.post(cls.VAPB, d)
+            assert r.status == 201, r.text[:500]
+            cls.made.append((cls.VAP if d["kind"] == "ValidatingAdmissionPolicy" else cls.VAPB) + "/" + cls.name)
+        # a real API server loads a new policy asynchronously: wait until it denies
+        probe = rname("n")
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            r = API.post("/api/v1/nodes", node_body(probe), token=CFG["agent"])
+            if r.status == 201:
+                API.delete("/api/v1/nodes/" + probe)
+                time.sleep(0.5)
+                continue
+            break
+        assert r.status == 403, "the policy never took effect: %d %s" % (r.status, r.text[:300])
+
+    @classmethod
+    def tearDownClass(cls):
+        for path in reversed(getattr(cls, "made", [])):
+            API.delete(path)
+        super().tearDownClass()
+
+    def denied(self, r, name):
+        self.assertStatus(r, 403, "Forbidden")
+        self.assertEqual(r.json["message"],
+                         'nodes "%s" is forbidden: ValidatingAdmissionPolicy \'%s\' with binding \'%s\' '
+                         "denied request: %s" % (name, self.name, self.name, self.message))
+
+    def test_create_only_labelled(self):
+        bare = rname("n")
+        self.denied(API.post("/api/v1/nodes", node_body(bare), token=CFG["agent"]), bare)
+        ours = rname("n")
+        r = API.post("/api/v1/nodes", node_body(ours, labels={"slurm-k8s/cluster": "kt"}), token=CFG["agent"])
+        self.assertEqual(r.status, 201, r.text[:300])
+        type(self).nodes.append(ours)
+
+    def test_change_and_delete_only_labelled(self):
+        foreign = self.mknode()["metadata"]["name"]
+        ours = self.mknode(labels={"slurm-k8s/cluster": "kt"})["metadata"]["name"]
+        taint = {"spec": {"taints": [{"key": "kt/x", "effect": "NoSchedule"}]}}
+        self.denied(API.patch("/api/v1/nodes/" + foreign, taint, token=CFG["agent"]), foreign)
+        self.denied(API.patch("/api/v1/nodes/%s/status" % foreign, {"status": {"capacity": {"cpu": "2"}}},
+                              token=CFG["agent"]), foreign)
+        # labelling a foreign Node does not make it the agent's
+        self.denied(API.patch("/api/v1/nodes/" + foreign, {"metadata": {"labels": {"slurm-k8s/cluster": "kt"}}},
+                              token=CFG["agent"]), foreign)
+        self.denied(API.delete("/api/v1/nodes/" + foreign, token=CFG["agent"]), foreign)
+        self.assertEqual(API.get("/api/v1/nodes/" + foreign).status, 200)
+        r = API.patch("/api/v1/nodes/" + ours, taint, token=CFG["agent"])
+        self.assertEqual(r.status, 200, r.text[:300])
+        r = API.patch("/api/v1/nodes/%s/status" % ours, {"status": {"capacity": {"cpu": "2"}}}, token=CFG["agent"])
+        self.assertEqual(r.status, 200, r.text[:300])
+        # taking the label away is refused too (the Node would leave the policy's reach)
+        self.denied(API.patch("/api/v1/nodes/" + ours, {"metadata": {"labels": {"slurm-k8s/cluster": None}}},
+                              token=CFG["agent"]), ours)
+        r = API.delete("/api/v1/nodes/" + ours, token=CFG["agent"])
+        self.assertEqual(r.status, 200, r.text[:300])
+
+    def test_other_users_not_matched(self):
+        foreign = self.mknode()["metadata"]["name"]
+        r = API.patch("/api/v1/nodes/" + foreign, {"metadata": {"labels": {"kt-admin": "x"}}})
+        self.assertEqual(r.status, 200, r.text[:300])
+
+    def test_expression_compiled_at_create(self):
+        bad = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+               "metadata": {"name": rname("kt-vap-bad")},
+               "spec": {"matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                                "operations": ["CREATE"], "resources": ["nodes"]}]},
+                        "validations": [{"expression": "object.metadata.name ==="}]}}
+        r = API.post(self.VAP, bad)
+        if r.status == 201:
+            API.delete(self.VAP + "/" + bad["metadata"]["name"])
+        self.assertStatus(r, 422, "Invalid")
+        self.assertIn("spec.validations[0].expression", r.json["message"])
+        self.assertIn("compilation failed", r.json["message"])
+
+
 class TestControls(Base):
     @classmethod
     def setUpClass(cls):

@@ -13,6 +13,7 @@ import time
 from . import csr as csrapi
 from .auth import Auth
 from .errors import ApiError, Retry, bad_request, conflict, invalid, not_found
+from .vap import Policies
 from .node_authorizer import NodeAuthorizer, NodeRestriction, admission_forbidden, is_mirror_pod, mirror_pod_checks
 from .objects import new_uid, pod_terminal, rand_suffix, strip_for_compare
 from .patch import PATCH_TYPES, json_patch, merge_patch, smp
@@ -32,6 +33,7 @@ class Api(object):
         self.auth.issuer = self.tokens
         self.auth.node = NodeAuthorizer(self.store)
         self.node_restriction = NodeRestriction(self.store)
+        self.policies = Policies(self.store)
         self.wake_csr = threading.Event()
         self.wake_sched = threading.Event()
         self.wake_nlc = threading.Event()
@@ -63,6 +65,7 @@ class Api(object):
             return
         uname, _, groups, _ = user
         self.node_restriction.admit(uname, groups, op, res, sub, ns, name, obj, old)
+        self.policies.admit(user, op, res, sub, ns, name, obj, old)
         if res.plural == "certificatesigningrequests" and op == "UPDATE":
             signer = ((old.get("spec") or {}).get("signerName")) or ""
             if sub == "approval" and not self.authorized_for_signer(uname, groups, "approve", signer):

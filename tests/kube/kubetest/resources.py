@@ -42,6 +42,9 @@ AUTHN_GROUP, AUTHZ_GROUP = "authentication.k8s.io", "authorization.k8s.io"
 CERTS_GROUP = "certificates.k8s.io"
 
 
+ADMREG_GROUP = "admissionregistration.k8s.io"
+
+
 REVIEW_VERBS = ("create",)
 
 
@@ -82,6 +85,11 @@ for _r in [
     # CertificateSigningRequests (kubetest/csr.py; the approver and signer controllers in certificates.py).
     Res("certificatesigningrequests", "CertificateSigningRequest", group=CERTS_GROUP, namespaced=False,
         short=["csr"], subs=["approval", "status"], fields=["spec.signerName"], has_status=True),
+    # ValidatingAdmissionPolicy (kubetest/vap.py applies them in admission).
+    Res("validatingadmissionpolicies", "ValidatingAdmissionPolicy", group=ADMREG_GROUP, namespaced=False,
+        subs=["status"], has_status=True),
+    Res("validatingadmissionpolicybindings", "ValidatingAdmissionPolicyBinding", group=ADMREG_GROUP,
+        namespaced=False),
 ]:
     RESOURCES[(_r.group, _r.plural)] = _r
 
@@ -91,7 +99,7 @@ STORE_RES = {r.key: r for r in RESOURCES.values() if not r.view_of and r.stored}
 
 GROUPS = collections.OrderedDict([("", ["v1"]), ("apps", ["v1"]), ("coordination.k8s.io", ["v1"]),
                                   ("events.k8s.io", ["v1"]),
-                                  (AUTHN_GROUP, ["v1"]), (AUTHZ_GROUP, ["v1"]), (CERTS_GROUP, ["v1"]),
+                                  (AUTHN_GROUP, ["v1"]), (AUTHZ_GROUP, ["v1"]), (CERTS_GROUP, ["v1"]), (ADMREG_GROUP, ["v1"]),
                                   (METRICS_GROUP, ["v1beta1"])])
 
 

@@ -7,6 +7,7 @@ from .errors import bad_request, invalid
 from .resources import LABEL_MSG, LABEL_RE, SUBDOMAIN_MSG, SUBDOMAIN_RE
 from .selectors import match_label_selector
 from .util import check_microtime, is_extended, parse_q, q_str
+from .vap import Policies
 
 
 def validate_name(res, name, errs):
@@ -110,6 +111,8 @@ def validate(res, obj, old=None):
         io = obj.get("involvedObject") or {}
         if io.get("namespace") and io.get("namespace") != md.get("namespace"):
             errs.append(("involvedObject.namespace", io.get("namespace"), "does not match event.namespace"))
+    if res.plural == "validatingadmissionpolicies":
+        errs += Policies(None).validate_policy(obj)
     if errs:
         raise invalid(res, name, errs)
 
