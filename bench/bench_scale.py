@@ -13,7 +13,9 @@ after the burst. Against the test double each N runs twice: over HTTP/1.1 (the
 double itself: one connection per open watch) and over HTTP/2 through nghttpx
 in front of it with kube-apiserver's 100 streams per connection
 (tests/pylib/sktest/h2front.py; skipped without nghttpx), where the agent's
-requests share connections.
+requests share connections. For BENCH_SCALE_IDENTITY_N also with node identities
+(node_identity = bootstrap: each node's CSR, its certificate, its requests under
+system:node:<node>), with the window's requests counted by identity.
 
 Against BENCH_KUBECONFIG's cluster (sklib.py) nothing is started: the requests, their rate and
 the API server's latency come from its audit log (BENCH_AUDIT_LOG; null with the reason
@@ -21,6 +23,7 @@ without one), and the API server's CPU is not measured.
 
 usage: bench_scale.py [RESULTS.json]
 env:   BENCH_SCALE_N ("10 100 1000")  BENCH_SCALE_CONC (128)  BENCH_SCALE_H2 (1: the HTTP/2 runs too)
+       BENCH_SCALE_IDENTITY_N ("10 100": these N also with node_identity = bootstrap)
 """
 import os
 import sys
@@ -58,13 +61,14 @@ def burst(agent, bodies, conc, op, timeout):
     return time.time(), errs
 
 
-def run_n(wd, n, conc, api_info, h2=False):
-    sub = os.path.join(wd, f"n{n}" + ("-h2" if h2 else ""))
+def run_n(wd, n, conc, api_info, h2=False, identity="agent"):
+    sub = os.path.join(wd, f"n{n}" + ("-h2" if h2 else "") + ("-" + identity if identity != "agent" else ""))
     kube = B.open_api(sub)
     agent = front = None
     try:
         api_info.setdefault("api", kube.info())
-        extra = {"max_jobs": str(n + 16), "max_connections": str(max(1024, 4 * conc))}
+        extra = {"max_jobs": str(n + 16), "max_connections": str(max(1024, 4 * conc)),
+                 "node_identity": identity}
         api_port = int(kube.port)
         if h2:
             front = h2front.H2Front(kube.dir, kube.url, sub)
@@ -123,6 +127,9 @@ def run_n(wd, n, conc, api_info, h2=False):
                # core here means it, not the agent, sets the pace
                "api_server_cpu_s": round(kcpu, 3) if kcpu is not None else None,
                "api_server_cpu_percent": round(100 * kcpu / dur, 1) if kcpu is not None else None}
+        res["node_identity"] = identity
+        if "by_identity" in got:
+            res["requests_by_identity"] = got["by_identity"]
         if B.CLUSTER:
             res.update(B.counts_extra(got))
             res["api_server_cpu_absent"] = "the API server is not a process of this machine"
@@ -149,6 +156,9 @@ def main():
     ns = B.env_list("BENCH_SCALE_N", [10, 100, 1000])
     conc = B.env_int("BENCH_SCALE_CONC", 128)
     h2 = B.env_int("BENCH_SCALE_H2", 1) == 1
+    # node_identity = bootstrap too for these N (each node's key, CSR and certificate: the
+    # double signs with openssl, about 40 ms a node here)
+    ids_n = [int(x) for x in B.env_list("BENCH_SCALE_IDENTITY_N", [10, 100])]
     if h2 and not B.CLUSTER and not h2front.available():
         B.log("scale: nghttpx (nghttp2-proxy) missing: no HTTP/2 runs")
         h2 = False
@@ -162,13 +172,17 @@ def main():
             B.log(f"  all Ready after {res[str(n)]['all_ready_s']} s, "
                   f"{res[str(n)]['agent_requests']} requests, "
                   f"{res[str(n)]['agent_connections']} connections")
+            if n in ids_n and not B.CLUSTER:
+                r3 = res[str(n)]["node_identities"] = run_n(wd.path, n, conc, {}, identity="bootstrap")
+                B.log(f"  with node identities: all Ready after {r3['all_ready_s']} s, "
+                      f"{r3['agent_connections']} connections, requests {r3.get('requests_by_identity')}")
             if h2 and not B.CLUSTER:
                 r2 = res[str(n)]["http2"] = run_n(wd.path, n, conc, {}, h2=True)
                 B.log(f"  over HTTP/2: all Ready after {r2['all_ready_s']} s, "
                       f"{r2['agent_connections']} connections")
         B.write_result("scale", res)
         runs = [r for k, r in res.items() if k != "api"]
-        runs += [r["http2"] for r in runs if "http2" in r]
+        runs += [r[v] for r in list(runs) for v in ("http2", "node_identities") if v in r]
         ok = all(r["errors"] == 0 and r["ready"] == r["n"] for r in runs)
     finally:
         wd.done(ok)

@@ -211,6 +211,12 @@ def connections(r):
                "%s agent connections, RSS %.0f MiB" % (
                    "%.2f s" % t if t is not None else "NOT all (%d)" % h2["ready"],
                    h2.get("agent_connections", "?"), h2["agent_rss_kib"] / 1024)
+    ni = r.get("node_identities")
+    if ni:
+        t = ni.get("all_ready_s")
+        out += "; with node identities: all Ready %s, requests by identity %s" % (
+            "%.2f s" % t if t is not None else "NOT all (%d)" % ni["ready"],
+            ", ".join("%s %d" % kv for kv in sorted((ni.get("requests_by_identity") or {}).items())))
     return out
 
 

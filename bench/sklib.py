@@ -198,6 +198,14 @@ class DoubleApi(Kube):
             res["latency_s"] = [e.get("ms", 0) / 1000.0 for e in lg.get("items", [])
                                 if e.get("user") == AGENT_USER
                                 and "watch" not in (e.get("query") or "")]
+            # who sent the window's requests: the virtual nodes' own identities (as kubelets
+            # are classed) apart from the agent's
+            ids = {}
+            for e in lg.get("items", []):
+                u = e.get("user") or "(anonymous)"
+                u = "system:node:*" if u.startswith("system:node:") else u
+                ids[u] = ids.get(u, 0) + 1
+            res["by_identity"] = ids
         return res
 
     def server_cpu_s(self):
