@@ -82,15 +82,28 @@ Status prepare_admin_dir(const std::string &dir) {
 constexpr char kCgroupRoot[] = "/sys/fs/cgroup";
 // The v1 hierarchies a pod gets a cgroup of its own in, where the job has one.
 const std::vector<std::string> kPodCgroupControllers = {"devices", "memory"};
+// ... and those Slurm makes no job directory in on v1: there in the project's
+// own tree of the job (common/pod_cgroup.h).
+const std::vector<std::string> kOwnPodCgroupControllers = {"cpu", "cpuacct", "pids"};
+
+// resources.<kind>.<name> of a list of containers, in milli-units (0: none or
+// unreadable): "memory" 64Mi -> 67108864000, "cpu" 500m -> 500.
+std::vector<int64_t> quantities_milli(const Json::Value &containers, const char *kind,
+                                      const char *name) {
+    std::vector<int64_t> out;
+    for (const auto &c : containers.isArray() ? containers : Json::Value(Json::arrayValue)) {
+        const Json::Value &q = c.isObject() ? c["resources"][kind][name] : Json::Value();
+        auto milli = q.isString() ? parse_quantity_milli(q.asString()) : Result<int64_t>(0);
+        out.push_back(milli && *milli > 0 ? *milli : 0);
+    }
+    return out;
+}
 
 // The memory limits of a list of containers, in bytes (0: none or unreadable).
 std::vector<int64_t> memory_limits(const Json::Value &containers) {
-    std::vector<int64_t> out;
-    for (const auto &c : containers.isArray() ? containers : Json::Value(Json::arrayValue)) {
-        const Json::Value &q = c.isObject() ? c["resources"]["limits"]["memory"] : Json::Value();
-        auto milli = q.isString() ? parse_quantity_milli(q.asString()) : Result<int64_t>(0);
-        out.push_back(milli && *milli > 0 ? *milli / 1000 : 0);
-    }
+    auto out = quantities_milli(containers, "limits", "memory");
+    for (auto &v : out)
+        v /= 1000;
     return out;
 }
 constexpr uint64_t kCommandTimeoutMs = 10000;
@@ -638,7 +651,8 @@ void Agent::op_attach(const std::shared_ptr<Connection> &c, const proto::Request
     proto::AttachReply ar{vn.record().node_name, vn.record().job.gpus, dir};
     if (cfg_.pod_cgroups) {
         std::string shim_cg = read_proc_cgroup(c->peer().pid);
-        auto parents = pod_cgroup_parents(shim_cg, a->job_id, kPodCgroupControllers, kCgroupRoot);
+        auto parents = pod_cgroup_parents(shim_cg, a->job_id, kPodCgroupControllers, kCgroupRoot,
+                                          kOwnPodCgroupControllers);
         ar.pod_cgroups = parents.ok();
         if (!parents)
             LOG_WARN("%s pods get no cgroup of their own: %s", vn.prefix().c_str(),
@@ -656,7 +670,7 @@ Result<std::vector<PodCgroupParent>> Agent::pod_cgroup_parents_of(const VirtualN
     int shim = vn.shim_pid();
     if (shim <= 0) return fail(Error::Unavailable, "the job's shim is not attached");
     return pod_cgroup_parents(read_proc_cgroup(shim), vn.record().job.job_id, kPodCgroupControllers,
-                              kCgroupRoot);
+                              kCgroupRoot, kOwnPodCgroupControllers);
 }
 
 // A container's supervisor asks to enter its pod's cgroup before it starts the
@@ -705,6 +719,19 @@ void Agent::op_cgroup_enter(const std::shared_ptr<Connection> &c, const proto::R
     set.memory_limit =
         pod_memory_limit(memory_limits(spec["containers"]), memory_limits(spec["initContainers"]),
                          static_cast<int64_t>(vn->record().job.memory_mib) << 20);
+    // CPU as the kubelet sets it: the quota from the pod's limit (else what
+    // the job lends the node: a pod without a limit cannot take the
+    // trainer's CPUs), the shares from its requests.
+    set.cpu_quota_us =
+        cpu_quota_for(pod_limit(quantities_milli(spec["containers"], "limits", "cpu"),
+                                quantities_milli(spec["initContainers"], "limits", "cpu"),
+                                static_cast<int64_t>(vn->record().job.cpus) * 1000),
+                      set.cpu_period_us);
+    int64_t requested = 0;
+    for (int64_t r : quantities_milli(spec["containers"], "requests", "cpu"))
+        requested += r;
+    set.cpu_shares = cpu_shares_for(requested);
+    set.pids_max = static_cast<int64_t>(cfg_.pod_pids_max);
     sweep_pod_cgroups(*vn);
     if (auto s = enter_pod_cgroup(*parents, m->pod_uid, set, peer.pid); !s) {
         LOG_ERROR("%s pod %s: %s", vn->prefix().c_str(), m->pod_uid.c_str(), s.message().c_str());
@@ -730,6 +757,10 @@ void Agent::sweep_pod_cgroups(const VirtualNode &vn) {
             if (left.find("Device or resource busy") == std::string::npos)
                 LOG_WARN("%s pod cgroup not removed: %s", vn.prefix().c_str(), left.c_str());
     }
+    // The own tree's job directories go when no pod's is left (made again by
+    // the next pod; the plugin's job-end sweep removes them too).
+    for (const auto &left : remove_own_job_cgroups(*parents))
+        LOG_WARN("%s cgroup not removed: %s", vn.prefix().c_str(), left.c_str());
 }
 
 // Nodes of this agent's Slurm node whose jobs are gone (agent down at the

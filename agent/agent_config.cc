@@ -203,6 +203,8 @@ void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string
                "other GPUs (cgroup v1)");
     s.add_path("gpu_device", &c.gpu_device,
                "device node of GPU {index}, as gres.conf File= names it (pods' cgroups)");
+    s.add_uint("pod_pids_max", &c.pod_pids_max, 0, 4194304,
+               "pids.max of each pod's cgroup (0 = no limit)");
     std::vector<std::string> runtimes = {"shim"};
     runtimes.insert(runtimes.end(), extra_runtimes.begin(), extra_runtimes.end());
     std::string runtime_doc = "pod runtime: shim (the job's slurm-k8s-shim)";

@@ -144,6 +144,9 @@ struct AgentConfig {
     // GPU {index}'s device node as gres.conf's File= does.
     bool pod_cgroups = true;
     std::string gpu_device = "/dev/nvidia{index}";
+    // pids.max of a pod's cgroup (as the kubelet's --pod-max-pids): a pod
+    // that forks without bound stops there, not at the node's limit.
+    uint64_t pod_pids_max = 4096;
     // shim, or a runtime the daemon's build adds (agent/daemon.h: a test
     // build adds the in-memory "fake").
     std::string runtime = "shim";

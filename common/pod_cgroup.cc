@@ -36,10 +36,27 @@ Status write_at(int dir_fd, const std::string &dir, const char *name, const std:
 
 }  // namespace
 
+std::vector<std::string> own_job_cgroup_dirs(std::string_view proc_cgroup_text, uint32_t job_id,
+                                             const std::vector<std::string> &own,
+                                             const std::string &cgroup_root) {
+    std::vector<std::string> out;
+    for (const auto &l : parse_proc_cgroup(proc_cgroup_text)) {
+        if (l.controllers.empty() || l.controllers.rfind("name=", 0) == 0) continue;
+        if (std::none_of(own.begin(), own.end(),
+                         [&](const std::string &c) { return names_controller(l.controllers, c); }))
+            continue;
+        std::string d = cgroup_root + "/" + l.controllers + "/" + kOwnCgroupTree + "/job_" +
+                        std::to_string(job_id);
+        if (std::find(out.begin(), out.end(), d) == out.end()) out.push_back(d);
+    }
+    return out;
+}
+
 Result<std::vector<PodCgroupParent>> pod_cgroup_parents(std::string_view shim_proc_cgroup,
                                                         uint32_t job_id,
                                                         const std::vector<std::string> &wanted,
-                                                        const std::string &cgroup_root) {
+                                                        const std::string &cgroup_root,
+                                                        const std::vector<std::string> &own) {
     auto lines = parse_proc_cgroup(shim_proc_cgroup);
     if (unified_only(lines))
         return fail(Error::Unavailable,
@@ -56,6 +73,16 @@ Result<std::vector<PodCgroupParent>> pod_cgroup_parents(std::string_view shim_pr
         std::string step = job + "/step_extern";
         if (l.path != step && l.path.rfind(step + "/", 0) != 0) continue;
         out.push_back({l.controllers, cgroup_root + "/" + l.controllers + step});
+    }
+    if (!out.empty()) {
+        for (const auto &d : own_job_cgroup_dirs(shim_proc_cgroup, job_id, own, cgroup_root)) {
+            std::string controllers = d.substr(cgroup_root.size() + 1);
+            controllers = controllers.substr(0, controllers.find('/'));
+            if (std::none_of(out.begin(), out.end(), [&](const PodCgroupParent &p) {
+                    return p.controllers == controllers;
+                }))
+                out.push_back({controllers, d, true});
+        }
     }
     if (out.empty())
         return fail(Error::NotFound, "the shim is in no " + join(wanted, "/") + " cgroup of job " +
@@ -90,12 +117,53 @@ int64_t pod_memory_limit(const std::vector<int64_t> &app_limits,
     return std::max(sum, init);
 }
 
+int64_t cpu_quota_for(int64_t limit_milli, int64_t period_us) {
+    if (limit_milli <= 0) return 0;
+    return std::max<int64_t>(1000, limit_milli * period_us / 1000);
+}
+
+int64_t cpu_shares_for(int64_t request_milli) {
+    return std::clamp<int64_t>(request_milli * 1024 / 1000, 2, 262144);
+}
+
+namespace {
+
+// Opens the own tree's job directory "<hierarchy>/slurm_k8s/job_<id>",
+// making the two levels below the hierarchy's root as needed; no component
+// is followed if it is a symlink. -1 with errno on failure.
+int open_own_parent(const std::string &dir) {
+    auto tree = dir.rfind(std::string("/") + kOwnCgroupTree + "/");
+    if (tree == std::string::npos) {
+        errno = EINVAL;
+        return -1;
+    }
+    int fd = open(dir.substr(0, tree).c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    for (const auto &part : split(dir.substr(tree + 1), '/')) {
+        if (fd < 0) return -1;
+        if (mkdirat(fd, part.c_str(), 0755) != 0 && errno != EEXIST) {
+            int e = errno;
+            close(fd);
+            errno = e;
+            return -1;
+        }
+        int next = openat(fd, part.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int e = errno;
+        close(fd);
+        errno = e;
+        fd = next;
+    }
+    return fd;
+}
+
+}  // namespace
+
 Status enter_pod_cgroup(const std::vector<PodCgroupParent> &parents, std::string_view pod_uid,
                         const PodCgroupSettings &settings, pid_t pid) {
     auto name = pod_cgroup_name(pod_uid);
     if (!name) return name.failure();
     for (const auto &p : parents) {
-        int pfd = open(p.dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int pfd = p.own ? open_own_parent(p.dir)
+                        : open(p.dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (pfd < 0) return fail(Error::Io, p.dir + ": " + strerror(errno));
         if (mkdirat(pfd, name->c_str(), 0755) != 0 && errno != EEXIST) {
             int e = errno;
@@ -112,6 +180,15 @@ Status enter_pod_cgroup(const std::vector<PodCgroupParent> &parents, std::string
             st = deny_devices_at(fd, dir, settings.deny);
         if (st && names_controller(p.controllers, "memory") && settings.memory_limit > 0)
             st = write_at(fd, dir, "memory.limit_in_bytes", std::to_string(settings.memory_limit));
+        if (st && names_controller(p.controllers, "cpu") && settings.cpu_quota_us > 0) {
+            st = write_at(fd, dir, "cpu.cfs_period_us", std::to_string(settings.cpu_period_us));
+            if (st)
+                st = write_at(fd, dir, "cpu.cfs_quota_us", std::to_string(settings.cpu_quota_us));
+        }
+        if (st && names_controller(p.controllers, "cpu") && settings.cpu_shares > 0)
+            st = write_at(fd, dir, "cpu.shares", std::to_string(settings.cpu_shares));
+        if (st && names_controller(p.controllers, "pids") && settings.pids_max > 0)
+            st = write_at(fd, dir, "pids.max", std::to_string(settings.pids_max));
         if (st) st = write_at(fd, dir, "cgroup.procs", std::to_string(pid));
         close(fd);
         if (!st) return st;
@@ -144,6 +221,16 @@ std::vector<std::string> remove_pod_cgroup(const std::vector<PodCgroupParent> &p
         std::string dir = p.dir + "/" + *name;
         if (rmdir(dir.c_str()) != 0 && errno != ENOENT)
             left.push_back(dir + ": " + strerror(errno));
+    }
+    return left;
+}
+
+std::vector<std::string> remove_own_job_cgroups(const std::vector<PodCgroupParent> &parents) {
+    std::vector<std::string> left;
+    for (const auto &p : parents) {
+        if (!p.own) continue;
+        if (rmdir(p.dir.c_str()) != 0 && errno != ENOENT && errno != EBUSY && errno != ENOTEMPTY)
+            left.push_back(p.dir + ": " + strerror(errno));
     }
     return left;
 }

@@ -22,22 +22,41 @@
 
 namespace sk {
 
-// One hierarchy's extern-step directory, under which pods' cgroups go.
+// One hierarchy's directory under which pods' cgroups go.
 struct PodCgroupParent {
     std::string controllers;  // "devices", "cpu,cpuacct"
     std::string dir;          // "<root>/<controllers>/.../job_<id>/step_extern"
+    // A tree of the project's own, "<root>/<controllers>/slurm_k8s/job_<id>",
+    // made on first use: for the hierarchies Slurm makes no job directory in
+    // on cgroup v1 (cpu, cpuacct, pids). A process moved there stays in the
+    // job's freezer, devices and memory cgroups (v1 hierarchies are apart),
+    // so Slurm still tracks and kills it; the plugin's job-end sweep removes
+    // the tree (own_job_cgroup_dirs).
+    bool own = false;
 };
+
+// The directory name of that tree under each hierarchy's root.
+constexpr char kOwnCgroupTree[] = "slurm_k8s";
 
 // The parents, from the shim's /proc/<pid>/cgroup (the shim runs in the
 // extern step): each v1 hierarchy among `wanted` (controller names) whose
 // line places the shim at or below job_id's step_extern (Slurm confines the
-// job there: devices with ConstrainDevices, memory with ConstrainRAMSpace).
-// Unavailable on a pure cgroup v2 host (not handled yet), NotFound when no
-// wanted hierarchy places the shim in the job.
+// job there: devices with ConstrainDevices, memory with ConstrainRAMSpace);
+// and each v1 hierarchy among `own` (not already a parent) as the project's
+// own tree of the job. Unavailable on a pure cgroup v2 host (not handled
+// yet), NotFound when no wanted hierarchy places the shim in the job.
 Result<std::vector<PodCgroupParent>> pod_cgroup_parents(std::string_view shim_proc_cgroup,
                                                         uint32_t job_id,
                                                         const std::vector<std::string> &wanted,
-                                                        const std::string &cgroup_root);
+                                                        const std::string &cgroup_root,
+                                                        const std::vector<std::string> &own = {});
+
+// The project's own job directories of job_id in the v1 hierarchies of
+// /proc/<pid>/cgroup text that name a controller of `own`, whether they
+// exist or not ("<root>/cpu,cpuacct/slurm_k8s/job_<id>").
+std::vector<std::string> own_job_cgroup_dirs(std::string_view proc_cgroup_text, uint32_t job_id,
+                                             const std::vector<std::string> &own,
+                                             const std::string &cgroup_root);
 
 // "k8s_pod_<uid>"; a uid must be 1-64 of [a-z0-9-] (the API's are UUIDs).
 Result<std::string> pod_cgroup_name(std::string_view pod_uid);
@@ -46,7 +65,20 @@ Result<std::string> pod_cgroup_name(std::string_view pod_uid);
 struct PodCgroupSettings {
     std::vector<CharDevice> deny;  // devices: the GPUs it may not open
     int64_t memory_limit = 0;      // memory: memory.limit_in_bytes, 0 = the job's
+    // cpu: the CFS quota per period (cpu.cfs_period_us, cpu.cfs_quota_us) from
+    // the limit, 0 = none; cpu.shares from the requests, 0 = the default.
+    int64_t cpu_quota_us = 0;
+    int64_t cpu_period_us = 100000;
+    int64_t cpu_shares = 0;
+    int64_t pids_max = 0;  // pids: pids.max, 0 = none
 };
+
+// As the kubelet turns a pod's CPU into cgroup values: the quota for a limit
+// of `limit_milli` CPUs/1000 per 100 ms period (at least the kernel's 1 ms;
+// 0 when limit_milli is 0), and the shares for requests of `request_milli`
+// (1024 per CPU, at least 2, at most 262144).
+int64_t cpu_quota_for(int64_t limit_milli, int64_t period_us = 100000);
+int64_t cpu_shares_for(int64_t request_milli);
 
 // Makes the pod's directory under each parent if missing (mkdirat, the parent
 // opened without following a symlink), writes the settings of that hierarchy
@@ -56,12 +88,17 @@ struct PodCgroupSettings {
 Status enter_pod_cgroup(const std::vector<PodCgroupParent> &parents, std::string_view pod_uid,
                         const PodCgroupSettings &settings, pid_t pid);
 
-// The memory limit a pod's cgroup gets, in bytes, from its spec: as the
-// kubelet sizes a pod's cgroup, the larger of the sum of its app containers'
-// limits and its largest init container's, when every container has one;
-// else `fallback` (what the job lends the node, 0 = none).
+// The limit a pod's cgroup gets for one resource (memory in bytes, CPU in
+// millicores), from its containers' limits: as the kubelet sizes a pod's
+// cgroup, the larger of the sum of its app containers' limits and its
+// largest init container's, when every container has one; else `fallback`
+// (what the job lends the node, 0 = none).
 int64_t pod_memory_limit(const std::vector<int64_t> &app_limits,
                          const std::vector<int64_t> &init_limits, int64_t fallback);
+inline int64_t pod_limit(const std::vector<int64_t> &app_limits,
+                         const std::vector<int64_t> &init_limits, int64_t fallback) {
+    return pod_memory_limit(app_limits, init_limits, fallback);
+}
 
 // The pod uids that have a directory under a parent.
 std::vector<std::string> pod_cgroup_uids(const std::vector<PodCgroupParent> &parents);
@@ -70,5 +107,10 @@ std::vector<std::string> pod_cgroup_uids(const std::vector<PodCgroupParent> &par
 // stays: EBUSY). The failures other than "already gone", one line each.
 std::vector<std::string> remove_pod_cgroup(const std::vector<PodCgroupParent> &parents,
                                            std::string_view pod_uid);
+
+// Removes the own parents' job directories once they hold no pod's (rmdir:
+// EBUSY and ENOTEMPTY leave them). The failures other than "already gone"
+// and "still in use".
+std::vector<std::string> remove_own_job_cgroups(const std::vector<PodCgroupParent> &parents);
 
 }  // namespace sk

@@ -51,6 +51,7 @@
 
 #include "common/plugin_wire.h"
 #include "common/log.h"
+#include "common/pod_cgroup.h"
 #include "common/procfs.h"
 #include "common/strings.h"
 #include "spank/hook_util.h"
@@ -162,6 +163,13 @@ int extern_task_post_fork(spank_t sp, int ac, char **av) {
     if (!rf->registered) return 0;
     auto self_cgroup = read_proc_file(getpid(), "cgroup");
     auto cgroups = job_cgroup_dirs(self_cgroup ? *self_cgroup : "", job, kCgroupRoot);
+    // The agent's own tree of the job (pods' cpu and pids cgroups on v1,
+    // common/pod_cgroup.h): its processes are killed and its directories
+    // removed with the job's at the end.
+    if (!cgroups.empty())
+        for (const auto &d : own_job_cgroup_dirs(self_cgroup ? *self_cgroup : "", job,
+                                                 {"cpu", "cpuacct", "pids"}, kCgroupRoot))
+            cgroups.push_back(d);
     if (cgroups.empty())
         LOG_ERROR(
             "extern: job %u: [node %s] slurmstepd is in no job cgroup: the shim is not "

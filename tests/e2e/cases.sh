@@ -100,8 +100,54 @@ EOF
   [ "$(e2e_pod_phase g1)" = Running ] && [ "$(e2e_pod_phase g0)" = Running ] \
     && [ "$(squeue -h -j "$j" -o %T)" = RUNNING ] && ! e2e_pod_log default/hog | grep -q survived
   ok $? "pod_devices: the other pods and the trainer run on"
+  # CPU and pids (v1: no job directory of Slurm's there, the agent's own tree
+  # /sys/fs/cgroup/<cpu|cpuacct|pids>/slurm_k8s/job_<id>): a CPU burner held
+  # to its 100m limit by the CFS quota, a pod forking without bound stopped at
+  # the agent's pod_pids_max (256 in the e2e).
+  e2e_kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: burn, namespace: default}
+spec:
+  nodeSelector: {slurm-k8s/job-id: "$j"}
+  tolerations: [{key: slurm-k8s/job, operator: Equal, value: "$j", effect: NoSchedule}]
+  containers:
+  - name: main
+    image: e2e/burn:1
+    command: [python3, -c, "print('burning', flush=True)\nwhile True: pass", "e2e-pod-$j-burn"]
+    resources: {limits: {cpu: 100m}}
+  - name: forker
+    image: e2e/forker:1
+    command: [python3, -c, "import subprocess, time\nn = 0\nfor i in range(400):\n    try: subprocess.Popen(['sleep', '300']); n += 1\n    except OSError as e: print('fork refused after', n, e, flush=True); break\nprint('started', n, flush=True)\ntime.sleep(300)", "e2e-pod-$j-forker"]
+    resources: {limits: {cpu: 100m}}
+EOF
+  e2e_pod_running burn 30; ok $? "pod_devices: a CPU burner and a forker run"
+  uid="$(e2e_pod_field default/burn '{.metadata.uid}')"
+  local cpu acct pids u0 u1
+  cpu="/sys/fs/cgroup/cpu/slurm_k8s/job_$j/k8s_pod_$uid"
+  acct="/sys/fs/cgroup/cpuacct/slurm_k8s/job_$j/k8s_pod_$uid"
+  pids="/sys/fs/cgroup/pids/slurm_k8s/job_$j/k8s_pod_$uid"
+  pid="$(pgrep -f "e2e-pod-$j-burn\$" | head -n1)"
+  got="$(cat "$cpu/cpu.cfs_quota_us" 2>&1)/$(cat "$cpu/cpu.cfs_period_us" 2>&1)"
+  [ "$got" = 20000/100000 ] && grep -q "^[0-9]*:cpu[,a-z]*:/slurm_k8s/job_$j/k8s_pod_$uid\$" "/proc/$pid/cgroup"
+  ok $? "pod_devices: the pod's cpu cgroup in the agent's tree has the quota of its two 100m limits ($got)"
+  e2e_wait 20 "[ \"\$(sed -n 's/^nr_throttled //p' '$cpu/cpu.stat')\" -gt 0 ] 2>/dev/null"
+  u0="$(cat "$acct/cpuacct.usage" 2>/dev/null)"; sleep 2; u1="$(cat "$acct/cpuacct.usage" 2>/dev/null)"
+  got=$(( (${u1:-0} - ${u0:-0}) / 1000000 ))
+  [ "$(sed -n 's/^nr_throttled //p' "$cpu/cpu.stat")" -gt 0 ] && [ "$got" -le 600 ]
+  ok $? "pod_devices: the burner is throttled: $got ms of CPU in 2 s (its quota allows 400 ms)"
+  e2e_wait 30 "e2e_kubectl logs -n default burn -c forker | grep -q '^started'"
+  got="$(e2e_kubectl logs -n default burn -c forker | tr '\n' ' ')"
+  [[ $got == *"fork refused after"* ]] && [ "$(cat "$pids/pids.max")" = 256 ] \
+    && [ "$(cat "$pids/pids.current")" -le 256 ]
+  ok $? "pod_devices: a pod forking without bound is stopped at pids.max 256 ($got; pids.current $(cat "$pids/pids.current" 2>&1))"
+  [ "$(e2e_pod_phase g1)" = Running ] && [ "$(squeue -h -j "$j" -o %T)" = RUNNING ] \
+    && sk_as_user sh -c 'for i in 1 2 3 4 5; do sleep 0 || exit 1; done'
+  ok $? "pod_devices: the trainer and the other pods run on, the job user still forks"
   e2e_end_job "$j"
   e2e_assert_clean "$j" "pod_devices"
+  got="$(ls -d /sys/fs/cgroup/*/slurm_k8s/job_"$j" 2>/dev/null)"
+  [ -z "$got" ]; ok $? "pod_devices: the agent's own cgroup tree of the job is gone (${got:-none left})"
 }
 
 # sbatch refuses malformed --k8s-* flags before submission, naming the flag.

@@ -260,6 +260,7 @@ socket_mode = 0666
 admin_uids = 0
 shim_auth = cgroup
 gpu_device = $SK_SLURM_DIR/dev/nvidia{index}
+pod_pids_max = 256
 job_alive_command = squeue -h -t all -j {job} -o %T
 end_time_check_interval = 2s
 job_state_check_interval = ${E2E_JOB_STATE_CHECK:-2s}

@@ -143,6 +143,37 @@ START_TEST(pod_parents) {
 }
 END_TEST
 
+// cpu, cpuacct and pids: the project's own tree of the job, in each v1
+// hierarchy naming one of them, once the job has a Slurm parent.
+START_TEST(pod_own_parents) {
+    auto p = pod_cgroup_parents(kShimV1, 7, {"devices"}, "/cg", {"cpu", "cpuacct", "pids"});
+    ck_assert_msg(p.ok(), "%s", p.ok() ? "" : p.message().c_str());
+    ck_assert_uint_eq(p->size(), 3);
+    ck_assert(!(*p)[0].own);
+    ck_assert_sstr_eq((*p)[1].controllers, "pids");
+    ck_assert_sstr_eq((*p)[1].dir, "/cg/pids/slurm_k8s/job_7");
+    ck_assert((*p)[1].own);
+    ck_assert_sstr_eq((*p)[2].controllers, "cpu,cpuacct");  // one dir for the co-mounted pair
+    ck_assert_sstr_eq((*p)[2].dir, "/cg/cpu,cpuacct/slurm_k8s/job_7");
+    // No Slurm parent (the job is not confined): no own tree either.
+    auto none = pod_cgroup_parents(kShimV1, 8, {"devices"}, "/cg", {"cpu", "pids"});
+    ck_assert(!none.ok() && none.error() == Error::NotFound);
+    // The sweep's list ignores named hierarchies and the unified line.
+    auto dirs = own_job_cgroup_dirs(kShimV1, 7, {"cpu", "pids"}, "/cg");
+    ck_assert_uint_eq(dirs.size(), 2);
+    ck_assert_sstr_eq(dirs[0], "/cg/pids/slurm_k8s/job_7");
+    ck_assert(own_job_cgroup_dirs("1:name=systemd:/\n0::/\n", 7, {"cpu"}, "/cg").empty());
+    // As the kubelet turns CPU into cgroup values.
+    ck_assert_int_eq(cpu_quota_for(500), 50000);
+    ck_assert_int_eq(cpu_quota_for(2000), 200000);
+    ck_assert_int_eq(cpu_quota_for(1), 1000);  // the kernel's minimum
+    ck_assert_int_eq(cpu_quota_for(0), 0);
+    ck_assert_int_eq(cpu_shares_for(250), 256);
+    ck_assert_int_eq(cpu_shares_for(0), 2);
+    ck_assert_int_eq(cpu_shares_for(1000000), 262144);
+}
+END_TEST
+
 // A pod's memory limit as the kubelet sizes its cgroup.
 START_TEST(pod_memory_limits) {
     const int64_t Mi = 1 << 20;
@@ -221,6 +252,53 @@ START_TEST(pod_enter_and_remove) {
     ck_assert(remove_pod_cgroup(parents, "u1").empty());  // already gone
     ck_assert(pod_cgroup_uids(parents).empty());
     unlink((root + "/link").c_str());
+
+    // The own tree: made on first use below the hierarchy's root, the CPU
+    // quota, period, shares and pids.max written; a symlink on the way is not
+    // followed; the job directory goes once empty.
+    ck_assert_int_eq(mkdir((root + "/cpu,cpuacct").c_str(), 0755), 0);
+    std::vector<PodCgroupParent> own = {
+        {"cpu,cpuacct", root + "/cpu,cpuacct/slurm_k8s/job_7", true}};
+    PodCgroupSettings cpu_set;
+    cpu_set.cpu_quota_us = 50000;
+    cpu_set.cpu_shares = 256;
+    cpu_set.pids_max = 64;
+    st = enter_pod_cgroup(own, "u2", cpu_set, 9);
+    ck_assert(!st.ok() && st.message().find("k8s_pod_u2/cpu.cfs_period_us") != std::string::npos);
+    std::string own_pod = root + "/cpu,cpuacct/slurm_k8s/job_7/k8s_pod_u2";
+    for (const char *f : {"cpu.cfs_period_us", "cpu.cfs_quota_us", "cpu.shares", "cgroup.procs"})
+        touch(own_pod + "/" + f);
+    st = enter_pod_cgroup(own, "u2", cpu_set, 9);
+    ck_assert_msg(st.ok(), "%s", st.ok() ? "" : st.message().c_str());
+    ck_assert_sstr_eq(*read_file(own_pod + "/cpu.cfs_period_us", 64), "100000");
+    ck_assert_sstr_eq(*read_file(own_pod + "/cpu.cfs_quota_us", 64), "50000");
+    ck_assert_sstr_eq(*read_file(own_pod + "/cpu.shares", 64), "256");
+    ck_assert_sstr_eq(*read_file(own_pod + "/cgroup.procs", 64), "9");
+    ck_assert_int_eq(mkdir((root + "/pids").c_str(), 0755), 0);
+    ck_assert_int_eq(
+        symlink((root + "/cpu,cpuacct/slurm_k8s").c_str(), (root + "/pids/slurm_k8s").c_str()), 0);
+    std::vector<PodCgroupParent> pids = {{"pids", root + "/pids/slurm_k8s/job_7", true}};
+    ck_assert(!enter_pod_cgroup(pids, "u2", cpu_set, 9).ok());
+    unlink((root + "/pids/slurm_k8s").c_str());
+    st = enter_pod_cgroup(pids, "u2", cpu_set, 9);  // the fresh dir has no pids.max
+    ck_assert(!st.ok() && st.message().find("k8s_pod_u2/pids.max") != std::string::npos);
+    touch(root + "/pids/slurm_k8s/job_7/k8s_pod_u2/pids.max");
+    touch(root + "/pids/slurm_k8s/job_7/k8s_pod_u2/cgroup.procs");
+    ck_assert(enter_pod_cgroup(pids, "u2", cpu_set, 9).ok());
+    ck_assert_sstr_eq(*read_file(root + "/pids/slurm_k8s/job_7/k8s_pod_u2/pids.max", 64), "64");
+    ck_assert(remove_own_job_cgroups(own).empty());  // still holds the pod's: kept
+    ck_assert_int_eq(access((root + "/cpu,cpuacct/slurm_k8s/job_7").c_str(), F_OK), 0);
+    for (const char *f : {"cpu.cfs_period_us", "cpu.cfs_quota_us", "cpu.shares", "cgroup.procs"})
+        unlink((own_pod + "/" + f).c_str());
+    ck_assert(remove_pod_cgroup(own, "u2").empty());
+    ck_assert(remove_own_job_cgroups(own).empty());
+    ck_assert_int_ne(access((root + "/cpu,cpuacct/slurm_k8s/job_7").c_str(), F_OK), 0);
+    unlink((root + "/pids/slurm_k8s/job_7/k8s_pod_u2/pids.max").c_str());
+    unlink((root + "/pids/slurm_k8s/job_7/k8s_pod_u2/cgroup.procs").c_str());
+    remove_pod_cgroup(pids, "u2");
+    remove_own_job_cgroups(pids);
+    for (const char *d : {"/cpu,cpuacct/slurm_k8s", "/cpu,cpuacct", "/pids/slurm_k8s", "/pids"})
+        rmdir((root + d).c_str());
     rmdir(step.c_str());
     rmdir((root + "/devices/job_7").c_str());
     rmdir((root + "/devices").c_str());
@@ -235,6 +313,7 @@ int main() {
     tcase_add_loop_test(tc, job_cgroups_table, 0, TABLE_SIZE(kJob));
     tcase_add_test(tc, parse_lines);
     tcase_add_test(tc, pod_parents);
+    tcase_add_test(tc, pod_own_parents);
     tcase_add_test(tc, pod_enter_and_remove);
     tcase_add_test(tc, pod_memory_limits);
     suite_add_tcase(s, tc);
