@@ -227,6 +227,10 @@ NodeUsageSample usage_sample(const std::string &node_name, int64_t node_start_ms
             pu.use.cpu_ns += c.cpu_ns;
             pu.use.memory_bytes += c.memory_bytes;
         }
+        // The pod's own cgroups count what the containers' processes miss
+        // (the supervisors, what nobody reaped): a kubelet reads a pod so.
+        if (p.cgroup_cpu_ns) pu.use.cpu_ns = *p.cgroup_cpu_ns;
+        if (p.cgroup_memory_bytes) pu.use.memory_bytes = *p.cgroup_memory_bytes;
         pu.ephemeral = p.ephemeral;
         s.pods.push_back(std::move(pu));
     }

@@ -561,6 +561,8 @@ Json::Value to_json(const PodStatsReply &m) {
         }
         e["containers"] = cs;
         if (p.ephemeral) e["ephemeral_storage"] = disk_use_json(*p.ephemeral);
+        if (p.cgroup_cpu_ns) e["cgroup_cpu_ns"] = Json::UInt64(*p.cgroup_cpu_ns);
+        if (p.cgroup_memory_bytes) e["cgroup_memory_bytes"] = Json::UInt64(*p.cgroup_memory_bytes);
         pods.append(e);
     }
     v["pods"] = pods;
@@ -627,6 +629,13 @@ Result<PodStatsEntry> pod_stats_entry_from_json(const Json::Value &v) {
         p.containers.push_back(std::move(*e));
     }
     SK_TRY_ASSIGN(p.ephemeral, disk_use_field(v, "ephemeral_storage", ctx));
+    for (auto [key, field] : {std::pair{"cgroup_cpu_ns", &p.cgroup_cpu_ns},
+                              std::pair{"cgroup_memory_bytes", &p.cgroup_memory_bytes}}) {
+        if (!v.isMember(key)) continue;
+        auto n = json::get_uint(v, key, ctx);
+        if (!n) return n.failure();
+        *field = *n;
+    }
     return p;
 }
 

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "common/fs.h"
+#include "common/pod_cgroup.h"
 #include "common/procfs.h"
 #include "common/strings.h"
 
@@ -158,6 +159,39 @@ std::optional<NodeUsage> cgroup_usage(bool v2, std::string_view cpu_text,
         flat_keyed_value(memory_stat_text, v2 ? "inactive_file" : "total_inactive_file");
     if (!cpu_ns || !usage || !inactive) return std::nullopt;
     return NodeUsage{*cpu_ns, *usage > *inactive ? *usage - *inactive : 0};
+}
+
+PodCgroupUsage read_pod_cgroup_usage(std::string_view self_cgroup_text, uint32_t job_id,
+                                     const std::string &pod_uid, const std::string &root) {
+    PodCgroupUsage out;
+    auto name = pod_cgroup_name(pod_uid);
+    auto parents =
+        pod_cgroup_parents(self_cgroup_text, job_id, {"devices", "memory"}, root, {"cpuacct"});
+    if (!name || !parents) return out;
+    for (const auto &p : *parents) {
+        std::string dir = p.dir + "/" + *name;
+        bool cpu = false, memory = false;
+        for (const auto &c : split(p.controllers, ',')) {
+            cpu = cpu || c == "cpuacct";
+            memory = memory || c == "memory";
+        }
+        if (cpu && !out.cpu_ns) {
+            if (auto t = read_file(dir + "/cpuacct.usage", kMaxCgroupFileBytes))
+                out.cpu_ns = single_value(*t);
+        }
+        if (memory && !out.working_set_bytes) {
+            auto usage = read_file(dir + "/memory.usage_in_bytes", kMaxCgroupFileBytes);
+            auto stat = read_file(dir + "/memory.stat", kMaxCgroupFileBytes);
+            if (usage && stat) {
+                uint64_t u = single_value(*usage).value_or(UINT64_MAX);
+                uint64_t inactive =
+                    flat_keyed_value(*stat, "total_inactive_file").value_or(UINT64_MAX);
+                if (u != UINT64_MAX && inactive != UINT64_MAX)
+                    out.working_set_bytes = u > inactive ? u - inactive : 0;
+            }
+        }
+    }
+    return out;
 }
 
 std::optional<NodeUsage> read_job_cgroup_usage(uint32_t job_id) {

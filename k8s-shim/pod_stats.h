@@ -105,6 +105,18 @@ std::optional<NodeUsage> cgroup_usage(bool v2, std::string_view cpu_text,
 // /proc/self/cgroup); nullopt when unreadable.
 std::optional<NodeUsage> read_job_cgroup_usage(uint32_t job_id);
 
+// A pod's figures from its own cgroups (common/pod_cgroup.h), found from
+// the shim's /proc/self/cgroup text (the shim is in the extern step): CPU from
+// cpuacct.usage of its cpuacct cgroup (v1: the agent's tree of the job), the
+// working set from its memory cgroup (usage_in_bytes minus
+// total_inactive_file). Each nullopt when that cgroup or file is not there.
+struct PodCgroupUsage {
+    std::optional<uint64_t> cpu_ns, working_set_bytes;
+};
+PodCgroupUsage read_pod_cgroup_usage(std::string_view self_cgroup_text, uint32_t job_id,
+                                     const std::string &pod_uid,
+                                     const std::string &root = "/sys/fs/cgroup");
+
 // The disk use of the directory tree at `dir`, which the job's user writes:
 // every entry is looked at with fstatat(AT_SYMLINK_NOFOLLOW) from its
 // directory's descriptor and every directory opened with openat(O_NOFOLLOW

@@ -699,6 +699,9 @@ proto::Reply Shim::pod_stats(const proto::Request &req) {
     if (auto m = proto::pod_stats_request_from_json(req.body); !m)
         return proto::error_reply(req.id, m.failure());
     ProcessTable table = read_process_table();
+    std::string self_cgroup;
+    if (pod_cgroups_)
+        if (auto t = read_file("/proc/self/cgroup", size_t{64} * 1024)) self_cgroup = *t;
     proto::PodStatsReply out;
     size_t disk_budget = kDiskWalkEntriesPerReply;
     uint64_t cpu_ns = 0, memory = 0;
@@ -720,6 +723,11 @@ proto::Reply Shim::pod_stats(const proto::Request &req) {
             e.containers.push_back(std::move(s));
         }
         measure_disk(uid, &p, &e, &disk_budget);
+        if (!self_cgroup.empty()) {
+            PodCgroupUsage cg = read_pod_cgroup_usage(self_cgroup, opt_.job_id, uid);
+            e.cgroup_cpu_ns = cg.cpu_ns;
+            e.cgroup_memory_bytes = cg.working_set_bytes;
+        }
         out.pods.push_back(std::move(e));
     }
     if (auto job = read_job_cgroup_usage(opt_.job_id)) {

@@ -136,6 +136,22 @@ EOF
   got=$(( (${u1:-0} - ${u0:-0}) / 1000000 ))
   [ "$(sed -n 's/^nr_throttled //p' "$cpu/cpu.stat")" -gt 0 ] && [ "$got" -le 600 ]
   ok $? "pod_devices: the burner is throttled: $got ms of CPU in 2 s (its quota allows 400 ms)"
+  # What kubectl top and /stats/summary say of the pod is its cgroup's count:
+  # between two reads of cpuacct.usage around the summary's.
+  local node sum top
+  node="$(e2e_node_names "$j" | head -n1)"
+  u0="$(cat "$acct/cpuacct.usage")"
+  sum="$(e2e_kubectl get --raw "/api/v1/nodes/$node/proxy/stats/summary" \
+    | python3 -c 'import json, sys
+for p in json.load(sys.stdin)["pods"]:
+    if p["podRef"]["name"] == "burn": print(p["cpu"]["usageCoreNanoSeconds"])')"
+  u1="$(cat "$acct/cpuacct.usage")"
+  [ -n "$sum" ] && [ "$sum" -ge "$u0" ] && [ "$sum" -le "$u1" ]
+  ok $? "pod_devices: /stats/summary counts the pod's CPU from its cgroup ($u0 <= $sum <= $u1 ns)"
+  e2e_wait 30 "e2e_kubectl top pod burn --no-headers 2>/dev/null | grep -q burn"
+  top="$(e2e_kubectl top pod burn --no-headers 2>&1 | awk '{print $2}')"
+  [[ $top =~ ^[0-9]+m$ ]] && [ "${top%m}" -ge 50 ] && [ "${top%m}" -le 260 ]
+  ok $? "pod_devices: kubectl top shows the burner near its 200m limit ($top)"
   e2e_wait 30 "e2e_kubectl logs -n default burn -c forker | grep -q '^started'"
   got="$(e2e_kubectl logs -n default burn -c forker | tr '\n' ' ')"
   [[ $got == *"fork refused after"* ]] && [ "$(cat "$pids/pids.max")" = 256 ] \

@@ -363,6 +363,14 @@ START_TEST(sample_carries_disk_use) {
     NodeUsageSample s = usage_sample("n", 1, 2, r);
     ck_assert(s.pods[0].ephemeral && s.pods[0].ephemeral->bytes == 100);
     ck_assert(s.pods[0].containers[0].logs && s.pods[0].containers[0].logs->inodes == 1);
+    // The pod's figures are the containers' sum, or its own cgroup's when read.
+    ck_assert_uint_eq(s.pods[0].use.cpu_ns, 1);
+    r.pods[0].cgroup_cpu_ns = 900;
+    r.pods[0].cgroup_memory_bytes = 4096;
+    s = usage_sample("n", 1, 2, r);
+    ck_assert_uint_eq(s.pods[0].use.cpu_ns, 900);
+    ck_assert_uint_eq(s.pods[0].use.memory_bytes, 4096);
+    ck_assert_uint_eq(s.pods[0].containers[0].use.cpu_ns, 1);  // containers as measured
 }
 END_TEST
 

@@ -136,6 +136,39 @@ START_TEST(cgroup_figures) {
 }
 END_TEST
 
+// A pod's own cgroups on a fake hierarchy: CPU from the agent's tree's
+// cpuacct cgroup, the working set from the extern step's memory cgroup.
+START_TEST(pod_cgroup_figures) {
+    char tmpl[] = "/tmp/sk-podstats-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(tmpl));
+    std::string root = tmpl;
+    std::string self =
+        "9:cpuacct:/\n8:memory:/slurm_n1/uid_1/job_42/step_extern/slurm\n"
+        "7:devices:/slurm_n1/uid_1/job_42/step_extern/slurm\n";
+    auto none = read_pod_cgroup_usage(self, 42, "u1", root);
+    ck_assert(!none.cpu_ns && !none.working_set_bytes);  // nothing there yet
+    std::string cpu = root + "/cpuacct/slurm_k8s/job_42/k8s_pod_u1";
+    std::string mem = root + "/memory/slurm_n1/uid_1/job_42/step_extern/k8s_pod_u1";
+    ck_assert_int_eq(system(("mkdir -p " + cpu + " " + mem).c_str()), 0);
+    auto put = [](const std::string &path, const char *text) {
+        FILE *f = fopen(path.c_str(), "w");
+        ck_assert_ptr_nonnull(f);
+        fputs(text, f);
+        fclose(f);
+    };
+    put(cpu + "/cpuacct.usage", "123456789\n");
+    put(mem + "/memory.usage_in_bytes", "10000\n");
+    put(mem + "/memory.stat", "cache 1\ntotal_inactive_file 4000\n");
+    auto u = read_pod_cgroup_usage(self, 42, "u1", root);
+    ck_assert(u.cpu_ns && *u.cpu_ns == 123456789);
+    ck_assert(u.working_set_bytes && *u.working_set_bytes == 6000);
+    // Another job's, or a uid that is no name, reads nothing.
+    ck_assert(!read_pod_cgroup_usage(self, 43, "u1", root).cpu_ns);
+    ck_assert(!read_pod_cgroup_usage(self, 42, "../u1", root).cpu_ns);
+    ck_assert_int_eq(system(("rm -rf " + root).c_str()), 0);
+}
+END_TEST
+
 START_TEST(cgroup_dirs) {
     auto v2 =
         job_cgroup_files(slurm_job_cgroups("0::/system.slice/slurmstepd.scope/job_42/step_0\n", 42),
@@ -271,6 +304,7 @@ int main() {
     tcase_add_test(tc, image_container_counts_its_own_processes);
     tcase_add_test(tc, cgroup_figures);
     tcase_add_test(tc, cgroup_dirs);
+    tcase_add_test(tc, pod_cgroup_figures);
     tcase_add_test(tc, own_process_measured);
     tcase_add_test(tc, disk_use_of_a_tree);
     tcase_add_test(tc, disk_use_bounded);

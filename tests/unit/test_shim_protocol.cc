@@ -336,6 +336,18 @@ START_TEST(pod_stats_disk_use) {
           R"("memory_bytes":1}]}]})"));
     ck_assert_msg(old.ok(), "%s", old.message().c_str());
     ck_assert(!old->pods[0].ephemeral && !old->pods[0].containers[0].logs);
+    ck_assert(!old->pods[0].cgroup_cpu_ns && !old->pods[0].cgroup_memory_bytes);
+
+    // The pod's own cgroup figures travel when read, and are checked.
+    m.pods[0].cgroup_cpu_ns = 5000000000ULL;
+    m.pods[0].cgroup_memory_bytes = 1 << 20;
+    body = to_json(m);
+    back = pod_stats_reply_from_json(body);
+    ck_assert(back.ok() && back->pods[0].cgroup_cpu_ns == 5000000000ULL &&
+              back->pods[0].cgroup_memory_bytes == (1u << 20));
+    body["pods"][0]["cgroup_cpu_ns"] = -1;
+    auto bad = pod_stats_reply_from_json(body);
+    ck_assert(!bad.ok() && bad.message().find("cgroup_cpu_ns") != std::string::npos);
 }
 END_TEST
 
