@@ -732,6 +732,10 @@ void Agent::op_cgroup_enter(const std::shared_ptr<Connection> &c, const proto::R
         requested += r;
     set.cpu_shares = cpu_shares_for(requested);
     set.pids_max = static_cast<int64_t>(cfg_.pod_pids_max);
+    // All the job's pods together: what the job lends the node.
+    set.pods_memory_limit = static_cast<int64_t>(vn->record().job.memory_mib) << 20;
+    set.pods_cpu_quota_us =
+        cpu_quota_for(static_cast<int64_t>(vn->record().job.cpus) * 1000, set.cpu_period_us);
     sweep_pod_cgroups(*vn);
     if (auto s = enter_pod_cgroup(*parents, m->pod_uid, set, peer.pid); !s) {
         LOG_ERROR("%s pod %s: %s", vn->prefix().c_str(), m->pod_uid.c_str(), s.message().c_str());

@@ -165,6 +165,22 @@ Status enter_pod_cgroup(const std::vector<PodCgroupParent> &parents, std::string
         int pfd = p.own ? open_own_parent(p.dir)
                         : open(p.dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (pfd < 0) return fail(Error::Io, p.dir + ": " + strerror(errno));
+        // The parent's cap on all pods together, before any pod's own.
+        Status cap;
+        if (names_controller(p.controllers, "memory") && settings.pods_memory_limit > 0)
+            cap = write_at(pfd, p.dir, "memory.limit_in_bytes",
+                           std::to_string(settings.pods_memory_limit + kShimMemoryHeadroom));
+        if (cap && p.own && names_controller(p.controllers, "cpu") &&
+            settings.pods_cpu_quota_us > 0) {
+            cap = write_at(pfd, p.dir, "cpu.cfs_period_us", std::to_string(settings.cpu_period_us));
+            if (cap)
+                cap = write_at(pfd, p.dir, "cpu.cfs_quota_us",
+                               std::to_string(settings.pods_cpu_quota_us));
+        }
+        if (!cap) {
+            close(pfd);
+            return cap;
+        }
         if (mkdirat(pfd, name->c_str(), 0755) != 0 && errno != EEXIST) {
             int e = errno;
             close(pfd);

@@ -71,7 +71,16 @@ struct PodCgroupSettings {
     int64_t cpu_period_us = 100000;
     int64_t cpu_shares = 0;
     int64_t pids_max = 0;  // pids: pids.max, 0 = none
+    // What all the job's pods together may use on the node (what the job
+    // lends): the memory parent's memory.limit_in_bytes (the extern step
+    // holds only the shim and the pods; kShimMemoryHeadroom is added for the
+    // shim) and the own cpu parent's CFS quota. 0 = not capped.
+    int64_t pods_memory_limit = 0;
+    int64_t pods_cpu_quota_us = 0;
 };
+
+// What the extern step's memory limit holds beyond the pods' for the shim.
+constexpr int64_t kShimMemoryHeadroom = int64_t{64} << 20;
 
 // As the kubelet turns a pod's CPU into cgroup values: the quota for a limit
 // of `limit_milli` CPUs/1000 per 100 ms period (at least the kernel's 1 ms;

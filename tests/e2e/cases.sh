@@ -131,6 +131,14 @@ EOF
   got="$(cat "$cpu/cpu.cfs_quota_us" 2>&1)/$(cat "$cpu/cpu.cfs_period_us" 2>&1)"
   [ "$got" = 20000/100000 ] && grep -q "^[0-9]*:cpu[,a-z]*:/slurm_k8s/job_$j/k8s_pod_$uid\$" "/proc/$pid/cgroup"
   ok $? "pod_devices: the pod's cpu cgroup in the agent's tree has the quota of its two 100m limits ($got)"
+  # All pods together hold what the job lends: the extern step's memory
+  # limit is --k8s-mem (+64 MiB for the shim), the job's cpu cgroup in the
+  # agent's tree has the quota of the Node's CPUs.
+  local ncpu
+  ncpu="$(e2e_kubectl get node "$(e2e_node_names "$j" | head -n1)" -o jsonpath='{.status.capacity.cpu}')"
+  got="$(cat "$mem/memory.limit_in_bytes")/$(cat "/sys/fs/cgroup/cpu/slurm_k8s/job_$j/cpu.cfs_quota_us")"
+  [ "$got" = "$(( (512 + 64) << 20 ))/$(( ncpu * 100000 ))" ]
+  ok $? "pod_devices: the pods together are held to the job's lent memory and its $ncpu CPUs ($got)"
   e2e_wait 20 "[ \"\$(sed -n 's/^nr_throttled //p' '$cpu/cpu.stat')\" -gt 0 ] 2>/dev/null"
   u0="$(cat "$acct/cpuacct.usage" 2>/dev/null)"; sleep 2; u1="$(cat "$acct/cpuacct.usage" 2>/dev/null)"
   got=$(( (${u1:-0} - ${u0:-0}) / 1000000 ))

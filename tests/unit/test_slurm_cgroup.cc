@@ -234,6 +234,16 @@ START_TEST(pod_enter_and_remove) {
     ck_assert(enter_pod_cgroup(mem, "u1", deny, 7).ok());
     ck_assert_sstr_eq(*read_file(pod + "/memory.limit_in_bytes", 4096), "67108864");
     ck_assert_sstr_eq(*read_file(pod + "/devices.deny", 4096), "");
+    // All pods together: the extern step's limit, the lent memory plus the
+    // shim's headroom.
+    PodCgroupSettings capped;
+    capped.pods_memory_limit = 512 << 20;
+    ck_assert(!enter_pod_cgroup(mem, "u1", capped, 7).ok());  // the step has no limit file here
+    touch(step + "/memory.limit_in_bytes");
+    ck_assert(enter_pod_cgroup(mem, "u1", capped, 7).ok());
+    ck_assert_sstr_eq(*read_file(step + "/memory.limit_in_bytes", 64),
+                      std::to_string((512 << 20) + kShimMemoryHeadroom).c_str());
+    unlink((step + "/memory.limit_in_bytes").c_str());
     touch(pod + "/memory.limit_in_bytes");
     ck_assert(enter_pod_cgroup(mem, "u1", PodCgroupSettings{}, 7).ok());
     ck_assert_sstr_eq(*read_file(pod + "/memory.limit_in_bytes", 4096), "");
@@ -286,6 +296,17 @@ START_TEST(pod_enter_and_remove) {
     touch(root + "/pids/slurm_k8s/job_7/k8s_pod_u2/cgroup.procs");
     ck_assert(enter_pod_cgroup(pids, "u2", cpu_set, 9).ok());
     ck_assert_sstr_eq(*read_file(root + "/pids/slurm_k8s/job_7/k8s_pod_u2/pids.max", 64), "64");
+    // All pods together: the own cpu parent's quota (the job's lent CPUs).
+    cpu_set.pods_cpu_quota_us = 400000;
+    st = enter_pod_cgroup(own, "u2", cpu_set, 9);  // the job dir has no cpu files yet
+    ck_assert(!st.ok() && st.message().find("job_7/cpu.cfs_period_us") != std::string::npos);
+    touch(root + "/cpu,cpuacct/slurm_k8s/job_7/cpu.cfs_period_us");
+    touch(root + "/cpu,cpuacct/slurm_k8s/job_7/cpu.cfs_quota_us");
+    ck_assert(enter_pod_cgroup(own, "u2", cpu_set, 9).ok());
+    ck_assert_sstr_eq(*read_file(root + "/cpu,cpuacct/slurm_k8s/job_7/cpu.cfs_quota_us", 64), "400000");
+    unlink((root + "/cpu,cpuacct/slurm_k8s/job_7/cpu.cfs_period_us").c_str());
+    unlink((root + "/cpu,cpuacct/slurm_k8s/job_7/cpu.cfs_quota_us").c_str());
+    cpu_set.pods_cpu_quota_us = 0;
     ck_assert(remove_own_job_cgroups(own).empty());  // still holds the pod's: kept
     ck_assert_int_eq(access((root + "/cpu,cpuacct/slurm_k8s/job_7").c_str(), F_OK), 0);
     for (const char *f : {"cpu.cfs_period_us", "cpu.cfs_quota_us", "cpu.shares", "cgroup.procs"})
