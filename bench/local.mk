@@ -15,6 +15,7 @@ EXTRA_DIST += \
 	bench/bench_slurm_start.py \
 	bench/bench_streams.py \
 	bench/bench_online_rl.py \
+	bench/bench_cgroups.py \
 	bench/results/2026-11-29.json
 
 # The memory floor of a shim-like process (bench_resources.py); built by
@@ -25,8 +26,15 @@ bench_rss_floor_CPPFLAGS = $(AM_CPPFLAGS) $(JSONCPP_CFLAGS) $(LIBUV_CFLAGS)
 bench_rss_floor_LDADD = $(JSONCPP_LIBS) $(LIBUV_LIBS)
 CLEANFILES += bench/rss_floor$(EXEEXT)
 
+# What a pod's own cgroup costs at its start and end (bench_cgroups.py); built
+# by `make bench` only.
+EXTRA_PROGRAMS += bench/pod_cgroup_cost
+bench_pod_cgroup_cost_SOURCES = bench/pod_cgroup_cost.cc
+bench_pod_cgroup_cost_LDADD = common/libcommon_core.la
+CLEANFILES += bench/pod_cgroup_cost$(EXEEXT)
+
 # runtime = fake runs start the agent's test build (tests/agent/local.mk).
-bench: all bench/rss_floor$(EXEEXT) tests/agent/slurm-k8s-test-agent$(EXEEXT)
+bench: all bench/rss_floor$(EXEEXT) bench/pod_cgroup_cost$(EXEEXT) tests/agent/slurm-k8s-test-agent$(EXEEXT)
 	SK_TOP_SRCDIR='$(abs_top_srcdir)' SK_TOP_BUILDDIR='$(abs_top_builddir)' \
 	PYTHON3='$(PYTHON3)' $(SHELL) $(top_srcdir)/bench/run-all.sh \
 	  '$(abs_top_builddir)/bench/results.json'

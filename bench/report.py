@@ -174,6 +174,17 @@ def rows(b):
                     "%.2f ms (%d pods Running after %.2f s); idle afterwards %.2f %% of a core"
                     % (res["cpu_ms_per_pod_start"], res["pods"], res["all_running_s"],
                        res["idle_cpu_percent"]), "(no target)", "-", "-"))
+    cg = b.get("cgroups")
+    if cg:
+        out.append(("a pod's own cgroups at its start (%s: dirs, deny rules, limits, the move; "
+                    "bench/pod_cgroup_cost, n=%d)" % (", ".join(cg["hierarchies"]), cg["n"]),
+                    "p50 %.2f ms, p99 %.2f ms" % (cg["start_us"]["p50"] / 1000, cg["start_us"]["p99"] / 1000),
+                    "(no target)", "a process start without them: 0 ms", "-"))
+        out.append(("... and at its end (kill, reap, rmdir), next to the same kill and reap without",
+                    "p50 %.2f ms, p99 %.2f ms; without: p50 %.2f ms, p99 %.2f ms"
+                    % (cg["end_us"]["p50"] / 1000, cg["end_us"]["p99"] / 1000,
+                       cg["baseline_us"]["p50"] / 1000, cg["baseline_us"]["p99"] / 1000),
+                    "(no target)", "-", "-"))
     sc = b.get("scale", {})
     for n in sorted((k for k in sc if k.isdigit()), key=int):
         r = sc[n]
