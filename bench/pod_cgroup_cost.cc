@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -36,7 +37,7 @@ double us_since(Clock::time_point t0) {
 double pct(std::vector<double> v, double p) {
     if (v.empty()) return 0;
     std::sort(v.begin(), v.end());
-    size_t i = static_cast<size_t>(p / 100.0 * static_cast<double>(v.size() - 1) + 0.5);
+    auto i = static_cast<size_t>(std::lround(p / 100.0 * static_cast<double>(v.size() - 1)));
     return v[std::min(i, v.size() - 1)];
 }
 
@@ -63,10 +64,15 @@ bool is_dir(const std::string &p) {
 }  // namespace
 
 int main(int argc, char **argv) {
-    int n = argc > 1 ? atoi(argv[1]) : 200;
+    long n = argc > 1 ? strtol(argv[1], nullptr, 10) : 200;
+    if (n <= 0 || n > 100000) {
+        fprintf(stderr, "usage: pod_cgroup_cost [N: 1..100000 pods]\n");
+        return 2;
+    }
     const std::string root = "/sys/fs/cgroup";
     if (geteuid() != 0 || !is_dir(root + "/devices") || !is_dir(root + "/memory")) {
-        fprintf(stderr, "pod_cgroup_cost: needs root and the cgroup v1 devices and memory hierarchies\n");
+        fprintf(stderr,
+                "pod_cgroup_cost: needs root and the cgroup v1 devices and memory hierarchies\n");
         return 77;
     }
     std::string job = "sk_bench_" + std::to_string(getpid());
@@ -83,9 +89,9 @@ int main(int argc, char **argv) {
     std::vector<std::string> hierarchies = {"devices", "memory"};
     for (const char *h : {"cpu", "cpuacct", "pids"}) {
         if (!is_dir(root + "/" + h)) continue;
-        parents.push_back({h, root + "/" + h + "/" + sk::kOwnCgroupTree + "/job_bench" +
-                                  std::to_string(getpid()),
-                           true});
+        parents.push_back(
+            {h, root + "/" + h + "/" + sk::kOwnCgroupTree + "/job_bench" + std::to_string(getpid()),
+             true});
         hierarchies.push_back(h);
     }
     sk::PodCgroupSettings set;
@@ -102,7 +108,7 @@ int main(int argc, char **argv) {
     set.pids_max = 4096;
     std::vector<double> start, end, base;
     int failures = 0;
-    for (int i = 0; i < n; i++) {
+    for (long i = 0; i < n; i++) {
         std::string uid = "bench-" + std::to_string(i);
         pid_t c = waiting_child();
         auto t0 = Clock::now();
@@ -128,11 +134,12 @@ int main(int argc, char **argv) {
     for (const auto &h : hierarchies)
         if (h == "cpu" || h == "cpuacct" || h == "pids")
             rmdir((root + "/" + h + "/" + sk::kOwnCgroupTree).c_str());  // only if empty
-    printf("{\"n\": %d, \"failures\": %d, \"start_us\": {\"p50\": %.1f, \"p99\": %.1f}, "
-           "\"end_us\": {\"p50\": %.1f, \"p99\": %.1f}, \"baseline_us\": {\"p50\": %.1f, "
-           "\"p99\": %.1f}, \"hierarchies\": [",
-           n, failures, pct(start, 50), pct(start, 99), pct(end, 50), pct(end, 99), pct(base, 50),
-           pct(base, 99));
+    printf(
+        "{\"n\": %ld, \"failures\": %d, \"start_us\": {\"p50\": %.1f, \"p99\": %.1f}, "
+        "\"end_us\": {\"p50\": %.1f, \"p99\": %.1f}, \"baseline_us\": {\"p50\": %.1f, "
+        "\"p99\": %.1f}, \"hierarchies\": [",
+        n, failures, pct(start, 50), pct(start, 99), pct(end, 50), pct(end, 99), pct(base, 50),
+        pct(base, 99));
     for (size_t i = 0; i < hierarchies.size(); i++)
         printf("%s\"%s\"", i ? ", " : "", hierarchies[i].c_str());
     printf("]}\n");

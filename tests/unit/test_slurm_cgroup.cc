@@ -303,7 +303,8 @@ START_TEST(pod_enter_and_remove) {
     touch(root + "/cpu,cpuacct/slurm_k8s/job_7/cpu.cfs_period_us");
     touch(root + "/cpu,cpuacct/slurm_k8s/job_7/cpu.cfs_quota_us");
     ck_assert(enter_pod_cgroup(own, "u2", cpu_set, 9).ok());
-    ck_assert_sstr_eq(*read_file(root + "/cpu,cpuacct/slurm_k8s/job_7/cpu.cfs_quota_us", 64), "400000");
+    ck_assert_sstr_eq(*read_file(root + "/cpu,cpuacct/slurm_k8s/job_7/cpu.cfs_quota_us", 64),
+                      "400000");
     unlink((root + "/cpu,cpuacct/slurm_k8s/job_7/cpu.cfs_period_us").c_str());
     unlink((root + "/cpu,cpuacct/slurm_k8s/job_7/cpu.cfs_quota_us").c_str());
     cpu_set.pods_cpu_quota_us = 0;
