@@ -77,7 +77,7 @@ Result<std::vector<PodCgroupParent>> pod_cgroup_parents(std::string_view shim_pr
     if (!out.empty()) {
         for (const auto &d : own_job_cgroup_dirs(shim_proc_cgroup, job_id, own, cgroup_root)) {
             std::string controllers = d.substr(cgroup_root.size() + 1);
-            controllers = controllers.substr(0, controllers.find('/'));
+            controllers.resize(controllers.find('/'));
             if (std::none_of(out.begin(), out.end(), [&](const PodCgroupParent &p) {
                     return p.controllers == controllers;
                 }))

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "k8s-shim/pod_stats.h"
 #include "tests/unit/check_main.h"
@@ -149,7 +150,13 @@ START_TEST(pod_cgroup_figures) {
     ck_assert(!none.cpu_ns && !none.working_set_bytes);  // nothing there yet
     std::string cpu = root + "/cpuacct/slurm_k8s/job_42/k8s_pod_u1";
     std::string mem = root + "/memory/slurm_n1/uid_1/job_42/step_extern/k8s_pod_u1";
-    ck_assert_int_eq(system(("mkdir -p " + cpu + " " + mem).c_str()), 0);
+    std::vector<std::string> dirs;  // made from the top, removed from the bottom
+    for (const std::string &leaf : {cpu, mem})
+        for (size_t at = root.size() + 1; at != std::string::npos;) {
+            at = leaf.find('/', at + 1);
+            std::string d = leaf.substr(0, at);
+            if (mkdir(d.c_str(), 0755) == 0) dirs.push_back(d);
+        }
     auto put = [](const std::string &path, const char *text) {
         FILE *f = fopen(path.c_str(), "w");
         ck_assert_ptr_nonnull(f);
@@ -165,7 +172,12 @@ START_TEST(pod_cgroup_figures) {
     // Another job's, or a uid that is no name, reads nothing.
     ck_assert(!read_pod_cgroup_usage(self, 43, "u1", root).cpu_ns);
     ck_assert(!read_pod_cgroup_usage(self, 42, "../u1", root).cpu_ns);
-    ck_assert_int_eq(system(("rm -rf " + root).c_str()), 0);
+    for (const std::string &f :
+         {cpu + "/cpuacct.usage", mem + "/memory.usage_in_bytes", mem + "/memory.stat"})
+        ck_assert_int_eq(unlink(f.c_str()), 0);
+    for (auto it = dirs.rbegin(); it != dirs.rend(); ++it)
+        ck_assert_int_eq(rmdir(it->c_str()), 0);
+    ck_assert_int_eq(rmdir(root.c_str()), 0);
 }
 END_TEST
 
