@@ -66,9 +66,7 @@ static void serve(Server *s, Mode mode) {
 }
 
 static void start(Server *s, Mode mode) {
-    char dir[] = "/tmp/sk-agentc-XXXXXX";
-    ck_assert(mkdtemp(dir));
-    s->path = std::string(dir) + "/a.sock";
+    s->path = sk_test_tmpdir("/tmp/sk-agentc-XXXXXX") + "/a.sock";
     s->fd = socket(AF_UNIX, SOCK_STREAM, 0);
     struct sockaddr_un sa;
     memset(&sa, 0, sizeof sa);

@@ -22,9 +22,7 @@ using namespace sk::agent;
 namespace {
 
 std::string tmpdir() {
-    char dir[] = "/tmp/sk-auth-XXXXXX";
-    ck_assert(mkdtemp(dir) != nullptr);
-    return dir;
+    return sk_test_tmpdir("/tmp/sk-auth-XXXXXX");
 }
 
 // Written beside and renamed over, as kubelet and `kubectl create token > f.new && mv` do.

@@ -17,9 +17,7 @@
 using namespace sk;
 
 static std::string make_tmpdir() {
-    char tmpl[] = "/tmp/sk-cri-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(tmpl));
-    return tmpl;
+    return sk_test_tmpdir("/tmp/sk-cri-XXXXXX");
 }
 
 static std::string slurp(const std::string &path) {

@@ -93,8 +93,7 @@ START_TEST(path_components) {
 END_TEST
 
 START_TEST(files_for_previous_come_from_the_directory) {
-    char tmpl[] = "/tmp/sk-logpaths-XXXXXX";
-    std::string state = mkdtemp(tmpl);
+    std::string state = sk_test_tmpdir("/tmp/sk-logpaths-XXXXXX");
     std::string dir = container_log_dir(state, "u", "c");
     // NOLINTNEXTLINE(cert-env33-c): mkdir -p under the test's own mkdtemp directory
     ck_assert_int_eq(system(("mkdir -p " + dir).c_str()), 0);
@@ -124,8 +123,7 @@ END_TEST
 // --previous lists the container's directory: a symlink in its place (to a
 // directory of root's) is refused, not listed.
 START_TEST(previous_refuses_a_symlinked_directory) {
-    char tmpl[] = "/tmp/sk-logpaths-XXXXXX";
-    std::string state = mkdtemp(tmpl);
+    std::string state = sk_test_tmpdir("/tmp/sk-logpaths-XXXXXX");
     std::string elsewhere = state + "/elsewhere";
     ck_assert_int_eq(mkdir(elsewhere.c_str(), 0755), 0);
     std::ofstream(elsewhere + "/0.log") << "";

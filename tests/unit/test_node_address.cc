@@ -18,9 +18,7 @@ namespace {
 // A self-signed certificate in a new directory, valid for the DNS names of
 // `san` ("DNS:a,DNS:b"); returns its path.
 std::string cert_for(const std::string &san) {
-    char dir[] = "/tmp/sk-naddr-XXXXXX";
-    ck_assert(mkdtemp(dir) != nullptr);
-    std::string d = dir;
+    std::string d = sk_test_tmpdir("/tmp/sk-naddr-XXXXXX");
     std::string cmd =
         "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
         "-subj /CN=slurm-k8s-test -days 1 -addext subjectAltName=" +

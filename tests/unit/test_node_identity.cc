@@ -20,9 +20,7 @@ using namespace sk::agent;
 namespace {
 
 std::string tmpdir() {
-    char dir[] = "/tmp/sk-nid-XXXXXX";
-    ck_assert(mkdtemp(dir) != nullptr);
-    return dir;
+    return sk_test_tmpdir("/tmp/sk-nid-XXXXXX");
 }
 
 void write(const std::string &path, const std::string &text) {

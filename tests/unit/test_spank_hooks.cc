@@ -24,9 +24,7 @@ static std::string g_dir;
 
 static void setup() {
     fake_spank::reset();
-    char dir[] = "/tmp/sk-hooks-XXXXXX";
-    ck_assert(mkdtemp(dir));
-    g_dir = dir;
+    g_dir = sk_test_tmpdir("/tmp/sk-hooks-XXXXXX");
     std::ofstream(g_dir + "/slurm.conf") << "PrologFlags=Alloc,Contain\n";
     setenv("SLURM_CONF", (g_dir + "/slurm.conf").c_str(), 1);
     setenv("SLURMD_NODENAME", "n1", 1);
