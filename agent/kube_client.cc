@@ -70,10 +70,14 @@ void KubeClient::send(const char *method, const std::string &path, const std::st
     req.timeout_ms = timeout_ms;
     req.credential = credential_;
     std::string what = std::string(method) + " " + path;
-    t_.request(std::move(req), [this, method, cb = std::move(cb), what](Result<HttpResponse> r) {
-        if (observer_) observer_(method, r ? static_cast<int>(r->status) : 0);
-        cb(decode_response(r, what));
-    });
+    // The completion may come after this client is gone (a virtual node's
+    // client dies with its node while a request is in flight): it touches
+    // nothing of *this, only copies (the transport outlives its clients).
+    t_.request(std::move(req),
+               [obs = observer_, method, cb = std::move(cb), what](Result<HttpResponse> r) {
+                   if (obs) obs(method, r ? static_cast<int>(r->status) : 0);
+                   cb(decode_response(r, what));
+               });
 }
 
 void KubeClient::get(const std::string &path, JsonCb cb) {
@@ -104,20 +108,20 @@ uint64_t KubeClient::watch(const std::string &path, const EventCb &on_event, con
     auto ids = std::make_shared<uint64_t>(0);
     uint64_t id = t_.stream(
         std::move(req),
-        [this, parser, failed, on_event, on_end, ids](std::string_view chunk) {
+        [&t = t_, parser, failed, on_event, on_end, ids](std::string_view chunk) {
             if (!*failed) return;
             auto evs = parser->feed(chunk);
             if (!evs) {
                 *failed = evs.failure();
-                t_.cancel(*ids);  // the transport's end callback is not called after this
+                t.cancel(*ids);  // the transport's end callback is not called after this
                 on_end(*failed);
                 return;
             }
             for (const auto &e : *evs)
                 on_event(e);
         },
-        [this, path, failed, on_end](Result<HttpResponse> r) {
-            if (observer_) observer_("WATCH", r ? static_cast<int>(r->status) : 0);
+        [obs = observer_, path, failed, on_end](Result<HttpResponse> r) {
+            if (obs) obs("WATCH", r ? static_cast<int>(r->status) : 0);
             if (!*failed) return on_end(*failed);
             if (!r) return on_end(r.failure());
             if (r->status < 200 || r->status >= 300)

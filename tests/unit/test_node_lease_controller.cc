@@ -99,6 +99,31 @@ START_TEST(registers_node_then_lease) {
 }
 END_TEST
 
+// A virtual node's KubeClient dies with its node (the job deregistered)
+// while a request and a watch it sent are in flight: their completions come
+// later and must touch nothing of the client (seen under ASan in the HTTP/2
+// component test: a heap-use-after-free in the completion, which read the
+// client's observer). The observer, copied at send time, still sees them.
+START_TEST(client_gone_with_requests_in_flight) {
+    ControllerEnv env;
+    env.http().on("GET", "/api/v1/nodes/x", {FakeAnswer::ok(Json::Value()).after_ms(50)});
+    env.http().on("WATCH", "/api/v1/pods", {FakeAnswer::error(500).after_ms(50)});
+    std::vector<std::string> seen;
+    int answered = 0, ended = 0;
+    auto client = std::make_unique<KubeClient>(env.http(), "https://api.test", 5000);
+    client->set_observer([&seen](const char *verb, int code) {
+        seen.push_back(std::string(verb) + " " + std::to_string(code));
+    });
+    client->get("/api/v1/nodes/x", [&answered](const Result<Json::Value> &) { answered++; });
+    client->watch(
+        "/api/v1/pods?watch=1", [](const WatchEvent &) {}, [&ended](const Status &) { ended++; });
+    client.reset();
+    ck_assert(env.run_until([&] { return answered == 1 && ended == 1; }));
+    ck_assert_uint_eq(seen.size(), 2);
+    ck_assert_int_eq(env.close(), 0);
+}
+END_TEST
+
 // ---- the admission's not-ready:NoSchedule taint on the new Node ----
 // _i: 0 lifted at once, 1 lifted after a 409 (re-read first), 2 off
 // (lift_not_ready_taint = false: left to the controller-manager).
@@ -666,6 +691,7 @@ int main() {
     TCase *tc = tcase_create("node_lease");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, registers_node_then_lease);
+    tcase_add_test(tc, client_gone_with_requests_in_flight);
     tcase_add_loop_test(tc, not_ready_taint_lifted, 0, 3);
     tcase_add_loop_test(tc, node_already_exists, 0, TABLE_SIZE(kExists));
     tcase_add_loop_test(tc, lease_conflict, 0, TABLE_SIZE(kLeaseConflicts));
