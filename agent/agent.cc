@@ -713,8 +713,11 @@ void Agent::op_cgroup_enter(const std::shared_ptr<Connection> &c, const proto::R
     if (!parents) return refuse(parents.failure());
     auto deny = gpu_char_devices(cfg_.gpu_device, indices_without(lent, m->gpus));
     if (!deny) return refuse(deny.failure());
+    auto own_gpus = gpu_char_devices(cfg_.gpu_device, m->gpus);
+    if (!own_gpus) return refuse(own_gpus.failure());
     PodCgroupSettings set;
     set.deny = std::move(*deny);
+    set.gpus = std::move(*own_gpus);
     const Json::Value &spec = (*vn->runtime_pod(m->pod_uid))["spec"];
     set.memory_limit =
         pod_memory_limit(memory_limits(spec["containers"]), memory_limits(spec["initContainers"]),

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "common/bpf_devices.h"
 #include "common/slurm_cgroup.h"
 #include "common/strings.h"
 
@@ -58,11 +59,20 @@ Result<std::vector<PodCgroupParent>> pod_cgroup_parents(std::string_view shim_pr
                                                         const std::string &cgroup_root,
                                                         const std::vector<std::string> &own) {
     auto lines = parse_proc_cgroup(shim_proc_cgroup);
-    if (unified_only(lines))
-        return fail(Error::Unavailable,
-                    "cgroup v2: pods get no cgroup of their own there yet (they share the extern "
-                    "step's)");
     std::vector<PodCgroupParent> out;
+    if (unified_only(lines)) {
+        for (const auto &l : slurm_job_cgroups(shim_proc_cgroup, job_id)) {
+            std::string step = l.path + "/step_extern";
+            for (const auto &u : lines)
+                if (u.path == step || u.path.rfind(step + "/", 0) == 0) {
+                    out.push_back({"", cgroup_root + step, false, true});
+                    return out;
+                }
+        }
+        return fail(Error::NotFound, "the shim is in no cgroup of job " + std::to_string(job_id) +
+                                         "'s extern step (cgroup v2: proctrack/cgroup, "
+                                         "task/cgroup and PrologFlags=Contain make one)");
+    }
     for (const auto &l : lines) {
         if (l.controllers.empty()) continue;
         if (std::none_of(wanted.begin(), wanted.end(),
@@ -126,6 +136,11 @@ int64_t cpu_shares_for(int64_t request_milli) {
     return std::clamp<int64_t>(request_milli * 1024 / 1000, 2, 262144);
 }
 
+int64_t cpu_weight_for_shares(int64_t shares) {
+    shares = std::clamp<int64_t>(shares, 2, 262144);
+    return 1 + ((shares - 2) * 9999) / 262142;
+}
+
 namespace {
 
 // Opens the own tree's job directory "<hierarchy>/slurm_k8s/job_<id>",
@@ -155,6 +170,59 @@ int open_own_parent(const std::string &dir) {
     return fd;
 }
 
+// cgroup v2: the pod's directory under step_extern (p.dir), see the header.
+Status enter_unified(const PodCgroupParent &p, const std::string &name,
+                     const PodCgroupSettings &settings, pid_t pid) {
+    auto slash = p.dir.rfind('/');
+    std::string job = p.dir.substr(0, slash);
+    int jfd = open(job.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (jfd < 0) return fail(Error::Io, job + ": " + strerror(errno));
+    int pfd = openat(jfd, p.dir.substr(slash + 1).c_str(),
+                     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int e = errno;
+    if (pfd < 0) {
+        close(jfd);
+        return fail(Error::Io, p.dir + ": " + strerror(e));
+    }
+    // Slurm enables cpuset, cpu and memory below the job, not pids.
+    Status st = write_at(jfd, job, "cgroup.subtree_control", "+pids");
+    close(jfd);
+    for (const char *c : {"+cpu", "+memory", "+pids"})
+        if (st) st = write_at(pfd, p.dir, "cgroup.subtree_control", c);
+    if (st && settings.pods_memory_limit > 0)
+        st = write_at(pfd, p.dir, "memory.max",
+                      std::to_string(settings.pods_memory_limit + kShimMemoryHeadroom));
+    if (st && settings.pods_cpu_quota_us > 0)
+        st = write_at(pfd, p.dir, "cpu.max",
+                      std::to_string(settings.pods_cpu_quota_us) + " " +
+                          std::to_string(settings.cpu_period_us));
+    if (st && mkdirat(pfd, name.c_str(), 0755) != 0 && errno != EEXIST)
+        st = fail(Error::Io, p.dir + "/" + name + ": mkdir: " + strerror(errno));
+    int fd = st ? openat(pfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+    e = errno;
+    close(pfd);
+    if (!st) return st;
+    std::string dir = p.dir + "/" + name;
+    if (fd < 0) return fail(Error::Io, dir + ": " + strerror(e));
+    if (settings.memory_limit > 0)
+        st = write_at(fd, dir, "memory.max", std::to_string(settings.memory_limit));
+    if (st && settings.cpu_quota_us > 0)
+        st = write_at(
+            fd, dir, "cpu.max",
+            std::to_string(settings.cpu_quota_us) + " " + std::to_string(settings.cpu_period_us));
+    if (st && settings.cpu_shares > 0)
+        st = write_at(fd, dir, "cpu.weight",
+                      std::to_string(cpu_weight_for_shares(settings.cpu_shares)));
+    if (st && settings.pids_max > 0)
+        st = write_at(fd, dir, "pids.max", std::to_string(settings.pids_max));
+    if (st)
+        st = attach_device_policy(fd, dir, gpu_policy(settings.gpus, settings.deny),
+                                  "slurm_k8s_pod", false);
+    if (st) st = write_at(fd, dir, "cgroup.procs", std::to_string(pid));
+    close(fd);
+    return st;
+}
+
 }  // namespace
 
 Status enter_pod_cgroup(const std::vector<PodCgroupParent> &parents, std::string_view pod_uid,
@@ -162,6 +230,10 @@ Status enter_pod_cgroup(const std::vector<PodCgroupParent> &parents, std::string
     auto name = pod_cgroup_name(pod_uid);
     if (!name) return name.failure();
     for (const auto &p : parents) {
+        if (p.unified) {
+            if (auto st = enter_unified(p, *name, settings, pid); !st) return st;
+            continue;
+        }
         int pfd = p.own ? open_own_parent(p.dir)
                         : open(p.dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (pfd < 0) return fail(Error::Io, p.dir + ": " + strerror(errno));

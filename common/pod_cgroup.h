@@ -1,4 +1,4 @@
-// A pod's own cgroup inside its Slurm job (cgroup v1): the directory
+// A pod's own cgroup inside its Slurm job: the directory
 // "k8s_pod_<uid>" under the extern step's directory ("<hierarchy>/.../
 // job_<id>/step_extern") of each hierarchy that confines the job and that a
 // pod's limits live in (devices and memory). The agent (root) makes it and moves
@@ -8,6 +8,12 @@
 // Being below step_extern, a pod stays in the job for Slurm: its accounting,
 // its end-of-job kill and the plugin's job-end sweep (spank/shim_process.h)
 // reach it.
+//
+// On cgroup v2 there is one hierarchy: the pod's directory is
+// "J/step_extern/k8s_pod_<uid>" beside Slurm's "slurm" and "user" leaves
+// (tests/vm/README.md "Measured cgroup v2 layout"), with cpu, memory and
+// pids (the agent enables pids below the job, where Slurm stops it) and a
+// device program of its own (common/bpf_devices.h) in place of the job's.
 #pragma once
 
 #include <sys/types.h>
@@ -33,6 +39,8 @@ struct PodCgroupParent {
     // so Slurm still tracks and kills it; the plugin's job-end sweep removes
     // the tree (own_job_cgroup_dirs).
     bool own = false;
+    // cgroup v2: the one hierarchy (controllers is ""), dir "<root>/.../job_<id>/step_extern".
+    bool unified = false;
 };
 
 // The directory name of that tree under each hierarchy's root.
@@ -43,8 +51,9 @@ constexpr char kOwnCgroupTree[] = "slurm_k8s";
 // line places the shim at or below job_id's step_extern (Slurm confines the
 // job there: devices with ConstrainDevices, memory with ConstrainRAMSpace);
 // and each v1 hierarchy among `own` (not already a parent) as the project's
-// own tree of the job. Unavailable on a pure cgroup v2 host (not handled
-// yet), NotFound when no wanted hierarchy places the shim in the job.
+// own tree of the job. On a pure cgroup v2 host the one parent is the
+// unified line's step_extern (wanted and own do not apply). NotFound when
+// nothing places the shim in the job's extern step.
 Result<std::vector<PodCgroupParent>> pod_cgroup_parents(std::string_view shim_proc_cgroup,
                                                         uint32_t job_id,
                                                         const std::vector<std::string> &wanted,
@@ -64,7 +73,10 @@ Result<std::string> pod_cgroup_name(std::string_view pod_uid);
 // What a pod's cgroup allows.
 struct PodCgroupSettings {
     std::vector<CharDevice> deny;  // devices: the GPUs it may not open
-    int64_t memory_limit = 0;      // memory: memory.limit_in_bytes, 0 = the job's
+    // cgroup v2: the GPUs it may open (its device program replaces the
+    // job's: every other GPU of their major is denied, common/bpf_devices.h).
+    std::vector<CharDevice> gpus;
+    int64_t memory_limit = 0;  // memory: memory.limit_in_bytes, 0 = the job's
     // cpu: the CFS quota per period (cpu.cfs_period_us, cpu.cfs_quota_us) from
     // the limit, 0 = none; cpu.shares from the requests, 0 = the default.
     int64_t cpu_quota_us = 0;
@@ -88,12 +100,19 @@ constexpr int64_t kShimMemoryHeadroom = int64_t{64} << 20;
 // (1024 per CPU, at least 2, at most 262144).
 int64_t cpu_quota_for(int64_t limit_milli, int64_t period_us = 100000);
 int64_t cpu_shares_for(int64_t request_milli);
+// cgroup v2's cpu.weight for those shares, as the kubelet converts them
+// (shares 2..262144 -> weight 1..10000).
+int64_t cpu_weight_for_shares(int64_t shares);
 
 // Makes the pod's directory under each parent if missing (mkdirat, the parent
 // opened without following a symlink), writes the settings of that hierarchy
 // (each time: a rule already there is a no-op, the limit the same) and then
 // moves pid into it in every hierarchy. The first failure stops it and is
 // returned; the process is then in none or some of them (the caller kills it).
+// On v2: "+pids" in the job's and "+cpu +memory +pids" in step_extern's
+// cgroup.subtree_control, the pods' caps on step_extern (memory.max,
+// cpu.max), the pod's memory.max, cpu.max, cpu.weight, pids.max and its
+// device program (attached with no flag: nothing below it may attach one).
 Status enter_pod_cgroup(const std::vector<PodCgroupParent> &parents, std::string_view pod_uid,
                         const PodCgroupSettings &settings, pid_t pid);
 

@@ -170,6 +170,17 @@ PodCgroupUsage read_pod_cgroup_usage(std::string_view self_cgroup_text, uint32_t
     if (!name || !parents) return out;
     for (const auto &p : *parents) {
         std::string dir = p.dir + "/" + *name;
+        if (p.unified) {  // cgroup v2: cpu.stat's usage_usec, memory.current less inactive_file
+            auto cpu = read_file(dir + "/cpu.stat", kMaxCgroupFileBytes);
+            auto current = read_file(dir + "/memory.current", kMaxCgroupFileBytes);
+            auto stat = read_file(dir + "/memory.stat", kMaxCgroupFileBytes);
+            if (cpu && current && stat)
+                if (auto u = cgroup_usage(true, *cpu, *current, *stat)) {
+                    out.cpu_ns = u->cpu_ns;
+                    out.working_set_bytes = u->working_set_bytes;
+                }
+            continue;
+        }
         bool cpu = false, memory = false;
         for (const auto &c : split(p.controllers, ',')) {
             cpu = cpu || c == "cpuacct";

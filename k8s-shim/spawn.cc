@@ -162,6 +162,15 @@ long long cgroup_oom_kills(const std::string &pod_uid, uint32_t job_id) noexcept
         auto memory = pod_uid.empty()
                           ? Result<std::vector<PodCgroupParent>>(fail(Error::NotFound, ""))
                           : pod_cgroup_parents(text, job_id, {"memory"}, "/sys/fs/cgroup");
+        if (memory && !memory->empty() && memory->front().unified) {
+            std::ifstream ev(memory->front().dir + "/k8s_pod_" + pod_uid + "/memory.events");
+            if (!ev) return 0;
+            std::string key;
+            long long value;
+            while (ev >> key >> value)
+                if (key == "oom_kill") return value;
+            return -1;
+        }
         if (memory && !memory->empty()) {
             std::ifstream oc(memory->front().dir + "/k8s_pod_" + pod_uid + "/memory.oom_control");
             if (!oc) return 0;

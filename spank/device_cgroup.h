@@ -19,8 +19,18 @@
 // numbers its pods' GPUs so when told the step is confined
 // (kGpusConfinedEnv).
 //
-// cgroup v2 (Slurm's eBPF device program) is not handled here yet: the
-// functions say so with Error::Unavailable and the hooks log it.
+// cgroup v2 (tests/vm/README.md "Measured cgroup v2 layout" (d)): there is no
+// devices controller; Slurm attaches a device program (common/bpf_devices.h)
+// to the job's directory J and, for a step whose GPUs differ from the job's,
+// to J/step_X/user (both with override) and to each J/step_X/user/task_N
+// (no flag). The plugin puts its own in their place, built as Slurm's are
+// (the step's GPUs allowed, every other GPU of their major denied) less the
+// lent GPUs: on J/step_X/user of every trainer step and on the task
+// directories that hold one of Slurm's (which then allow the step's GPUs,
+// not the task's narrower binding), and on J/step_extern (the lent GPUs
+// only: the shim; pods' directories get their own, common/pod_cgroup.h).
+// The step's hook runs after Slurm attached its programs
+// (slurm_spank_task_post_fork follows task/cgroup's task_pre_launch_priv).
 #pragma once
 
 #include <sys/types.h>
@@ -47,6 +57,20 @@ constexpr const char kGpusConfinedEnv[] = "SLURM_K8S_GPUS_CONFINED";
 // a pure cgroup v2 host.
 Result<std::string> step_devices_dir(std::string_view proc_cgroup_text, uint32_t job_id,
                                      const std::string &step, const std::string &cgroup_root);
+
+// cgroup v2: the job's directory "<cgroup_root>/.../job_<id>" from
+// slurmstepd's /proc/self/cgroup on a pure cgroup v2 host; NotFound when the
+// process is in no cgroup of the job, Unavailable on a v1 or hybrid host.
+Result<std::string> v2_job_dir(std::string_view proc_cgroup_text, uint32_t job_id,
+                               const std::string &cgroup_root);
+
+// cgroup v2: puts a device program allowing `allowed` and denying `denied`
+// (and every other GPU of their major, common/bpf_devices.h gpu_policy) on
+// dir (opened without following a symlink), with override, and on each
+// "task_*" directory below it that has a program of its own (no flag, in
+// place of Slurm's). Fails naming the directory.
+Status v2_confine_gpus(const std::string &dir, const std::vector<CharDevice> &allowed,
+                       const std::vector<CharDevice> &denied);
 
 // The step's directory component for a Slurm step id ("step_batch" ...).
 std::string step_component(uint32_t step_id);

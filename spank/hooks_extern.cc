@@ -72,7 +72,11 @@ struct ExternState {
     uint32_t job_id = 0;
     uid_t uid = 0;
     std::string node, node_name;
-    std::vector<std::string> cgroups;  // job dirs, per controller
+    std::vector<std::string> cgroups;  // job dirs, per controller (v2: the job's one)
+    // cgroup v2: J/step_extern, where the pods' directories are. Only those
+    // are removed at the end: Slurm removes its own after the exit hook
+    // (tests/vm/README.md (e)), which the pods' would have kept busy.
+    std::string v2_pods_parent;
 };
 ExternState g_ext;
 // Starts a new shim when one dies while the job runs (spank/shim_keeper.h).
@@ -128,11 +132,22 @@ ShimSpec shim_spec(const PlugConfig &cfg, const RunFile &rf, bool gpus_confined)
 // number its pods' GPUs as CUDA does (spank/device_cgroup.h).
 bool confine_extern_gpus(const PlugConfig &cfg, const RunFile &rf, const std::string &self_cgroup) {
     if (rf.job_gpus.empty()) return false;
-    auto dir = step_devices_dir(self_cgroup, rf.job_id, "step_extern", kCgroupRoot);
     auto kept = indices_without(rf.job_gpus, rf.gpus);
-    auto devs = dir ? gpu_char_devices(cfg.gpu_device, kept)
-                    : Result<std::vector<CharDevice>>(dir.failure());
-    Status st = devs ? deny_devices(*dir, *devs) : Status(devs.failure());
+    Status st;
+    if (auto job = v2_job_dir(self_cgroup, rf.job_id, kCgroupRoot);
+        job || job.error() != Error::Unavailable) {
+        // cgroup v2: the lent GPUs only, on the extern step (override: each
+        // pod's directory gets its own program below it).
+        auto lent = job ? gpu_char_devices(cfg.gpu_device, rf.gpus)
+                        : Result<std::vector<CharDevice>>(job.failure());
+        auto devs = lent ? gpu_char_devices(cfg.gpu_device, kept) : lent;
+        st = devs ? v2_confine_gpus(*job + "/step_extern", *lent, *devs) : Status(devs.failure());
+    } else {
+        auto dir = step_devices_dir(self_cgroup, rf.job_id, "step_extern", kCgroupRoot);
+        auto devs = dir ? gpu_char_devices(cfg.gpu_device, kept)
+                        : Result<std::vector<CharDevice>>(dir.failure());
+        st = devs ? deny_devices(*dir, *devs) : Status(devs.failure());
+    }
     if (!st) {
         LOG_ERROR(
             "extern: job %u: [node %s] the pods are not denied the trainer's GPUs %s at the "
@@ -163,6 +178,11 @@ int extern_task_post_fork(spank_t sp, int ac, char **av) {
     if (!rf->registered) return 0;
     auto self_cgroup = read_proc_file(getpid(), "cgroup");
     auto cgroups = job_cgroup_dirs(self_cgroup ? *self_cgroup : "", job, kCgroupRoot);
+    std::string v2_pods;
+    if (auto j = v2_job_dir(self_cgroup ? *self_cgroup : "", job, kCgroupRoot)) {
+        cgroups = {*j};
+        v2_pods = *j + "/step_extern";
+    }
     // The agent's own tree of the job (pods' cpu and pids cgroups on v1,
     // common/pod_cgroup.h): its processes are killed and its directories
     // removed with the job's at the end.
@@ -183,7 +203,7 @@ int extern_task_post_fork(spank_t sp, int ac, char **av) {
                   pid.message().c_str());
         return 0;
     }
-    g_ext = ExternState{*pid, job, rf->uid, node, rf->node_name, cgroups};
+    g_ext = ExternState{*pid, job, rf->uid, node, rf->node_name, cgroups, v2_pods};
     LOG_INFO("extern: job %u: [node %s] shim started, pid %d", job, rf->node_name.c_str(), *pid);
     g_keeper = std::make_unique<ShimKeeper>(
         shim_spec(*cfg, *rf, confined),
@@ -250,7 +270,15 @@ int extern_exit(spank_t, int ac, char **av) {
     int left = stop_shim(g_ext.shim, g_ext.uid, g_ext.cgroups, term_ms, 3000);
     if (left)
         LOG_ERROR("extern: job %u: %d processes of the shim survived SIGKILL", g_ext.job_id, left);
-    for (const auto &d : remove_job_cgroups(g_ext.cgroups, kCgroupRoot, 2000))
+    std::vector<std::string> remove = g_ext.cgroups;
+    if (!g_ext.v2_pods_parent.empty()) {
+        remove.clear();
+        PodCgroupParent parent{"", g_ext.v2_pods_parent, false, true};
+        for (const auto &uid : pod_cgroup_uids({parent}))
+            if (auto name = pod_cgroup_name(uid))
+                remove.push_back(g_ext.v2_pods_parent + "/" + *name);
+    }
+    for (const auto &d : remove_job_cgroups(remove, kCgroupRoot, 2000))
         LOG_ERROR("extern: job %u: cgroup not removed: %s", g_ext.job_id, d.c_str());
     LOG_INFO("extern: job %u: [node %s] shim stopped", g_ext.job_id, g_ext.node_name.c_str());
     g_ext.shim = -1;

@@ -142,10 +142,28 @@ int step_task_post_fork(spank_t sp, int, char **) {
     uint32_t step_id = item_u32(sp, S_JOB_STEPID, 0);
     std::string step = step_component(step_id);
     auto self = read_proc_file(getpid(), "cgroup");
-    auto dir = step_devices_dir(self ? *self : "", rf.job_id, step, "/sys/fs/cgroup");
-    auto devs = dir ? gpu_char_devices(g_step.gpu_device, rf.gpus)
-                    : Result<std::vector<CharDevice>>(dir.failure());
-    Status st = devs ? deny_devices(*dir, *devs) : Status(devs.failure());
+    Status st;
+    if (auto job = v2_job_dir(self ? *self : "", rf.job_id, "/sys/fs/cgroup");
+        job || job.error() != Error::Unavailable) {
+        // cgroup v2: the step's program in place of Slurm's, from the GPUs
+        // Slurm gave the step (an srun step's own, else the job's).
+        std::string given = step_env(sp, "SLURM_STEP_GPUS");
+        if (given.empty()) given = step_env(sp, "SLURM_JOB_GPUS");
+        auto step_gpus = given.empty() ? Result<std::vector<int>>(std::vector<int>{})
+                                       : parse_index_list(given, "SLURM_STEP_GPUS");
+        Result<std::vector<CharDevice>> keep =
+            !job        ? Result<std::vector<CharDevice>>(job.failure())
+            : step_gpus ? gpu_char_devices(g_step.gpu_device, indices_without(*step_gpus, rf.gpus))
+                        : Result<std::vector<CharDevice>>(step_gpus.failure());
+        auto lent = keep ? gpu_char_devices(g_step.gpu_device, rf.gpus) : keep;
+        st = lent ? v2_confine_gpus(*job + "/" + step + "/user", *keep, *lent)
+                  : Status(lent.failure());
+    } else {
+        auto dir = step_devices_dir(self ? *self : "", rf.job_id, step, "/sys/fs/cgroup");
+        auto devs = dir ? gpu_char_devices(g_step.gpu_device, rf.gpus)
+                        : Result<std::vector<CharDevice>>(dir.failure());
+        st = devs ? deny_devices(*dir, *devs) : Status(devs.failure());
+    }
     if (!st)
         LOG_ERROR("step: job %u: [node %s] %s: the lent GPUs %s are not denied at the device: %s",
                   rf.job_id, rf.node_name.c_str(), step.c_str(), format_index_list(rf.gpus).c_str(),

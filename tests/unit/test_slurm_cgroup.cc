@@ -3,9 +3,15 @@
 // job's user could make as well as Slurm's real layouts.
 #include <string>
 
+#include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <fstream>
 
 #include "common/fs.h"
 #include "common/pod_cgroup.h"
@@ -115,9 +121,22 @@ START_TEST(pod_parents) {
     ck_assert(!other.ok() && other.error() == Error::NotFound);
     ck_assert_msg(other.message().find("ConstrainDevices=yes") != std::string::npos, "%s",
                   other.message().c_str());
-    auto v2 = pod_cgroup_parents("0::/system.slice/n1_slurmstepd.scope/job_7/step_extern\n", 7,
-                                 {"devices"}, "/cg");
-    ck_assert(!v2.ok() && v2.error() == Error::Unavailable);
+    // cgroup v2: the one parent, the extern step's directory, for the
+    // shim in its "slurm" leaf (the measured layout); wanted does not apply.
+    auto v2 = pod_cgroup_parents("0::/system.slice/n1_slurmstepd.scope/job_7/step_extern/slurm\n",
+                                 7, {"devices"}, "/cg", {"cpu"});
+    ck_assert_msg(v2.ok(), "%s", v2.ok() ? "" : v2.message().c_str());
+    ck_assert_uint_eq(v2->size(), 1);
+    ck_assert((*v2)[0].unified && !(*v2)[0].own);
+    ck_assert_sstr_eq((*v2)[0].controllers, "");
+    ck_assert_sstr_eq((*v2)[0].dir, "/cg/system.slice/n1_slurmstepd.scope/job_7/step_extern");
+    // Another step, another job, a look-alike job: none.
+    for (const char *no : {"0::/system.slice/s.scope/job_7/step_batch/user/task_0\n",
+                           "0::/system.slice/s.scope/job_70/step_extern/slurm\n",
+                           "0::/system.slice/s.scope/job_7/step_externx\n", "0::/\n"}) {
+        auto r = pod_cgroup_parents(no, 7, {"devices"}, "/cg");
+        ck_assert_msg(!r.ok() && r.error() == Error::NotFound, "%s", no);
+    }
     // A deeper path below step_extern still names step_extern; a step
     // named step_externx does not.
     ck_assert_sstr_eq((*pod_cgroup_parents("3:devices:/s/uid_1/job_7/step_extern/slurm\n", 7,
@@ -175,6 +194,15 @@ START_TEST(pod_own_parents) {
 END_TEST
 
 // A pod's memory limit as the kubelet sizes its cgroup.
+START_TEST(cpu_weight_from_shares) {
+    // The kubelet's conversion: 2 -> 1, 1024 (one CPU) -> 39, 262144 -> 10000.
+    ck_assert_int_eq(cpu_weight_for_shares(2), 1);
+    ck_assert_int_eq(cpu_weight_for_shares(1024), 39);
+    ck_assert_int_eq(cpu_weight_for_shares(262144), 10000);
+    ck_assert_int_eq(cpu_weight_for_shares(0), 1);
+}
+END_TEST
+
 START_TEST(pod_memory_limits) {
     const int64_t Mi = 1 << 20;
     ck_assert_int_eq(pod_memory_limit({64 * Mi, 32 * Mi}, {}, 0), 96 * Mi);
@@ -183,6 +211,157 @@ START_TEST(pod_memory_limits) {
     ck_assert_int_eq(pod_memory_limit({64 * Mi, 0}, {}, 1024 * Mi), 1024 * Mi);
     ck_assert_int_eq(pod_memory_limit({64 * Mi}, {0}, 0), 0);
     ck_assert_int_eq(pod_memory_limit({}, {}, 5), 5);
+}
+END_TEST
+
+// ---- cgroup v2 on a real kernel (the QEMU guest of tests/vm runs it:
+// tests/vm/smoke.sh; elsewhere it skips, saying so) ----
+
+static std::string slurp(const std::string &path) {
+    std::ifstream f(path);
+    std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    while (!s.empty() && s.back() == '\n')
+        s.pop_back();
+    return s;
+}
+
+static bool put(const std::string &path, const std::string &text) {
+    std::ofstream f(path);
+    f << text << std::flush;
+    return f.good();
+}
+
+// The errno of open(path) by pid's cgroup: the child opens on a byte from
+// the pipe and exits with 0 or errno.
+struct Opener {
+    pid_t pid = -1;
+    int to = -1, from = -1;
+    Opener() {
+        int a[2], b[2];
+        ck_assert(pipe(a) == 0 && pipe(b) == 0);
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+            close(a[1]);
+            close(b[0]);
+            char path[64];
+            for (;;) {
+                ssize_t n = read(a[0], path, sizeof path - 1);
+                if (n <= 0) _exit(0);
+                path[n] = 0;
+                int fd = open(path, O_RDONLY | O_CLOEXEC);
+                unsigned char r = fd >= 0 ? 0 : static_cast<unsigned char>(errno);
+                if (fd >= 0) close(fd);
+                if (write(b[1], &r, 1) != 1) _exit(1);
+            }
+        }
+        close(a[0]);
+        close(b[1]);
+        to = a[1];
+        from = b[0];
+    }
+    int open_errno(const char *path) {
+        ck_assert(write(to, path, strlen(path)) == static_cast<ssize_t>(strlen(path)));
+        unsigned char r = 255;
+        ck_assert_int_eq(read(from, &r, 1), 1);
+        return r;
+    }
+    ~Opener() {
+        close(to);
+        close(from);
+        if (pid > 0) waitpid(pid, nullptr, 0);
+    }
+};
+
+// Slurm's layout of a job on v2 (cpuset cpu memory below the job, no pids;
+// the stepd in step_extern/slurm), then a pod's cgroup by the agent's
+// function: its limits, pids enabled below the job, the pods' caps on
+// step_extern, and its device program deciding for a process in it
+// (/dev/zero stands for the pod's GPU, /dev/null for a GPU it was not given:
+// both of major 1, so every other minor 0-253 of it, /dev/full, is denied).
+START_TEST(pod_enter_v2_kernel) {
+    std::string self = slurp("/proc/self/cgroup");
+    if (geteuid() != 0 || self.rfind("0::", 0) != 0 || self.find('\n') != std::string::npos) {
+        fprintf(stderr, "SKIP pod_enter_v2_kernel: needs root on a pure cgroup v2 host\n");
+        return;
+    }
+    const std::string root = "/sys/fs/cgroup";
+    ck_assert(put(root + "/cgroup.subtree_control", "+cpu +memory +pids"));
+    std::string base = root + "/sk_unit_" + std::to_string(getpid());
+    std::string job = base + "/job_7", step = job + "/step_extern";
+    ck_assert(mkdir(base.c_str(), 0755) == 0);
+    // (cluster.sh enables pids on the node's scope, as systemd does)
+    ck_assert(put(base + "/cgroup.subtree_control", "+cpu +memory +pids"));
+    ck_assert(mkdir(job.c_str(), 0755) == 0);
+    ck_assert(put(job + "/cgroup.subtree_control", "+cpu +memory"));
+    ck_assert(mkdir(step.c_str(), 0755) == 0);
+    ck_assert(put(step + "/cgroup.subtree_control", "+cpu +memory"));
+    ck_assert(mkdir((step + "/slurm").c_str(), 0755) == 0);
+    Opener stepd;  // stands for the slurmstepd in step_extern/slurm
+    ck_assert(put(step + "/slurm/cgroup.procs", std::to_string(stepd.pid)));
+
+    std::string shim_line = "0::" + step.substr(root.size()) + "/slurm\n";
+    auto parents = pod_cgroup_parents(shim_line, 7, {"devices", "memory"}, root);
+    ck_assert_msg(parents.ok(), "%s", parents.ok() ? "" : parents.message().c_str());
+    ck_assert_sstr_eq((*parents)[0].dir, step);
+
+    struct stat zero, null;
+    ck_assert(stat("/dev/zero", &zero) == 0 && stat("/dev/null", &null) == 0);
+    PodCgroupSettings set;
+    set.gpus = {CharDevice{0, "/dev/zero", major(zero.st_rdev), minor(zero.st_rdev)}};
+    set.deny = {CharDevice{1, "/dev/null", major(null.st_rdev), minor(null.st_rdev)}};
+    set.memory_limit = 64 << 20;
+    set.cpu_quota_us = 50000;
+    set.cpu_shares = 1024;
+    set.pids_max = 32;
+    set.pods_memory_limit = 512 << 20;
+    set.pods_cpu_quota_us = 200000;
+    Opener pod;
+    Status st = enter_pod_cgroup(*parents, "uid-1", set, pod.pid);
+    ck_assert_msg(st.ok(), "%s", st.message().c_str());
+    std::string dir = step + "/k8s_pod_uid-1";
+    ck_assert_sstr_eq(slurp("/proc/" + std::to_string(pod.pid) + "/cgroup"),
+                      "0::" + dir.substr(root.size()));
+    ck_assert_sstr_eq(slurp(dir + "/memory.max"), std::to_string(64 << 20));
+    ck_assert_sstr_eq(slurp(dir + "/cpu.max"), "50000 100000");
+    ck_assert_sstr_eq(slurp(dir + "/cpu.weight"), "39");
+    ck_assert_sstr_eq(slurp(dir + "/pids.max"), "32");
+    ck_assert_sstr_eq(slurp(step + "/memory.max"),
+                      std::to_string((512 << 20) + kShimMemoryHeadroom));
+    ck_assert_sstr_eq(slurp(step + "/cpu.max"), "200000 100000");
+    ck_assert_msg(slurp(job + "/cgroup.subtree_control").find("pids") != std::string::npos,
+                  "pids not enabled below the job: %s",
+                  slurp(job + "/cgroup.subtree_control").c_str());
+    ck_assert_int_eq(pod.open_errno("/dev/zero"), 0);
+    ck_assert_int_eq(pod.open_errno("/dev/null"), EPERM);
+    ck_assert_int_eq(pod.open_errno("/dev/full"), EPERM);
+    ck_assert_int_ne(pod.open_errno("/dev/tty"), EPERM);
+    ck_assert_int_eq(stepd.open_errno("/dev/null"), 0);  // the rest of the job: untouched
+    // A second supervisor of the pod: the same directory, settings again.
+    Opener second;
+    st = enter_pod_cgroup(*parents, "uid-1", set, second.pid);
+    ck_assert_msg(st.ok(), "%s", st.message().c_str());
+    ck_assert_int_eq(second.open_errno("/dev/null"), EPERM);
+    auto uids = pod_cgroup_uids(*parents);
+    ck_assert(uids.size() == 1 && uids[0] == "uid-1");
+    // Busy while a process is in it; gone once none is.
+    ck_assert_uint_eq(remove_pod_cgroup(*parents, "uid-1").size(), 1);
+    kill(pod.pid, SIGKILL);
+    kill(second.pid, SIGKILL);
+    kill(stepd.pid, SIGKILL);
+    waitpid(pod.pid, nullptr, 0);
+    waitpid(second.pid, nullptr, 0);
+    waitpid(stepd.pid, nullptr, 0);
+    pod.pid = second.pid = stepd.pid = -1;
+    std::vector<std::string> left;
+    for (int i = 0; i < 100; i++) {  // the kernel frees an emptied cgroup asynchronously
+        left = remove_pod_cgroup(*parents, "uid-1");
+        if (left.empty()) break;
+        usleep(20000);
+    }
+    ck_assert_msg(left.empty(), "%s", left.empty() ? "" : left[0].c_str());
+    for (const std::string &d : {step + "/slurm", step, job, base})
+        ck_assert_msg(rmdir(d.c_str()) == 0, "rmdir %s: %s", d.c_str(), strerror(errno));
 }
 END_TEST
 
@@ -338,6 +517,8 @@ int main() {
     tcase_add_test(tc, pod_own_parents);
     tcase_add_test(tc, pod_enter_and_remove);
     tcase_add_test(tc, pod_memory_limits);
+    tcase_add_test(tc, cpu_weight_from_shares);
+    tcase_add_test(tc, pod_enter_v2_kernel);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }

@@ -597,6 +597,15 @@ START_TEST(devices_dir_of_step) {
     auto v2 = step_devices_dir(kStepdV2, 7, "step_extern", "/cg");
     ck_assert(!v2.ok() && v2.error() == Error::Unavailable);
     ck_assert_msg(v2.message().find("cgroup v2") != std::string::npos, "%s", v2.message().c_str());
+    // cgroup v2: the job's directory from the stepd's own line; none for
+    // another job; Unavailable on a v1 host (the devices hierarchy there).
+    auto job = v2_job_dir(kStepdV2, 7, "/cg");
+    ck_assert_msg(job.ok(), "%s", job.ok() ? "" : job.message().c_str());
+    ck_assert_sstr_eq(*job, "/cg/system.slice/n1_slurmstepd.scope/job_7");
+    auto not_job = v2_job_dir(kStepdV2, 70, "/cg");
+    ck_assert(!not_job.ok() && not_job.error() == Error::NotFound);
+    ck_assert(v2_job_dir(kStepdV1, 7, "/cg").error() == Error::Unavailable);
+    ck_assert(v2_job_dir("0::/\n", 7, "/cg").error() == Error::NotFound);
     ck_assert_sstr_eq(step_component(0), "step_0");
     ck_assert_sstr_eq(step_component(12), "step_12");
     ck_assert_sstr_eq(step_component(0xfffffffb), "step_batch");

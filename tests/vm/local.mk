@@ -11,7 +11,7 @@ EXTRA_DIST += tests/vm/measure-v2.sh
 # plugin: run by scripts/run-tests.sh after the other layers. The guest sees
 # the source tree (read-only, at the same path), so the build must be inside
 # it (the default ./build); otherwise the layer is skipped (77).
-check-cgroup-v2: all
+check-cgroup-v2: all tests/unit/test_slurm_cgroup$(EXEEXT) tests/unit/test_bpf_devices$(EXEEXT)
 	@src=$$(cd '$(abs_top_srcdir)' && pwd -P); bld=$$(cd '$(abs_top_builddir)' && pwd -P); \
 	case "$$bld/" in \
 	  "$$src/"*) ;; \

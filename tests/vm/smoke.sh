@@ -15,12 +15,16 @@
 # 5. the plugin with the stub agent (tests/integration/stub_agent.py) and the
 #    recording shim (tests/integration/shim_recorder.sh): a --k8s-gpus job
 #    registers, its extern step starts the shim inside the job's cgroup tree,
-#    the job completes and nothing of the shim or the job's cgroups is left.
+#    the job completes and nothing of the shim or the job's cgroups is left;
+#    the plugin's device programs: the trainer's steps are denied the lent
+#    GPU, the shim gets only that one;
+# 6. the unit tests of the v2 pod cgroups and device programs, which need
+#    this kernel (tests/unit/test_slurm_cgroup, test_bpf_devices).
 # Prints PASS:/FAIL:/SKIP: lines (those of tests/slurm/smoke.sh prefixed with
 # its run) and, last, "N passed, N failed".  Exit 0, 1 on a failure, 77 when
 # not run as root or not on a pure cgroup v2 hierarchy.
 # `ok` evaluates its single-quoted conditions itself:
-# shellcheck disable=SC2016
+# shellcheck disable=SC2016,SC2034
 set -uo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 TOP="$(cd "$HERE/../.." && pwd)"
@@ -145,8 +149,12 @@ if [ -f "$SPANK_K8S_SO" ]; then
   cat > "$SK_JOBS_DIR/v2-plugin.sh" <<EOF
 #!/bin/bash
 echo "BATCH CVD=\$CUDA_VISIBLE_DEVICES K8SGPUS=\$SLURM_K8S_GPUS NODE=\$SLURM_K8S_NODE"
+echo "TRAINER \$(python3 -c '$devices_probe' $D/dev)"
+srun -n1 --gres=gpu:1 bash -c 'echo "STEP \$(python3 -c "\$0" $D/dev)"' '$devices_probe'
 # until the shim has written its record (and root has looked at it)
 for i in \$(seq 300); do [ -s "$D/out/shim-\$SLURM_JOB_ID-\$SLURMD_NODENAME.txt" ] && break; sleep 0.2; done
+# the shim's record as it is now (at the job's end a restarted shim rewrites it)
+sleep 1; sed 's/^/SHIM /' "$D/out/shim-\$SLURM_JOB_ID-\$SLURMD_NODENAME.txt"
 sleep 3
 EOF
   chmod 755 "$SK_JOBS_DIR/v2-plugin.sh"
@@ -170,6 +178,16 @@ EOF
     sed 's/^/  | /' "$SK_JOBS_DIR/v2p-$jid.out" 2>/dev/null
     ok 'grep -q "^BATCH CVD=0 K8SGPUS=1 NODE=slurm-n1-$jid$" "$SK_JOBS_DIR/v2p-$jid.out"' \
       "the batch script sees CUDA_VISIBLE_DEVICES=0 and SLURM_K8S_GPUS=1"
+    # The plugin's device programs in place of Slurm's (GPU 1 lent): the
+    # trainer's steps are denied it, the shim gets it alone.
+    ok 'grep -q "^TRAINER ENXIO,EPERM,EPERM,EPERM$" "$SK_JOBS_DIR/v2p-$jid.out"' \
+      "the batch step opens its GPU 0, is denied the lent GPU 1 and 2,3 ($(grep ^TRAINER "$SK_JOBS_DIR/v2p-$jid.out"))"
+    ok 'grep -q "^STEP ENXIO,EPERM,EPERM,EPERM$" "$SK_JOBS_DIR/v2p-$jid.out"' \
+      "an srun --gres=gpu:1 step opens GPU 0, is denied the lent GPU 1 ($(grep ^STEP "$SK_JOBS_DIR/v2p-$jid.out"))"
+    rec="$SK_JOBS_DIR/v2p-$jid.out"
+    ok 'grep -q "^SHIM open nvidia0 EPERM" "$rec" && grep -q "^SHIM open nvidia1 ENXIO" "$rec" && grep -q "^SHIM open nvidia2 EPERM" "$rec" && grep -q "^SHIM open nvidia3 EPERM" "$rec"' \
+      "the shim opens only the lent GPU 1 ($(grep '^SHIM open' "$rec" 2>/dev/null | paste -sd' '))"
+    ok 'grep -q "^SHIM env SLURM_K8S_GPUS_CONFINED=1" "$rec"' "the shim is told its GPUs are confined (SLURM_K8S_GPUS_CONFINED=1)"
     sk_wait_gone "$jid" 60
     # (not from the shim's record: at the job's end Slurm kills the shim,
     # which is in step_extern/slurm, and the plugin starts a new one that
@@ -190,6 +208,15 @@ EOF
   ok $? "cluster.sh stop"
   kill "$AGENT" 2>/dev/null; wait "$AGENT" 2>/dev/null; AGENT=""
 fi
+
+# ------------------------------- 6. pods' cgroups on the real v2 kernel ----
+# common/pod_cgroup.h's v2 path and common/bpf_devices.h on this kernel: the
+# unit tests that skip on a host without a pure unified hierarchy.
+for t in test_slurm_cgroup test_bpf_devices; do
+  out="$("$BUILD/tests/unit/$t" 2>&1)"; unit_rc=$?
+  sed 's/^/  | /' <<<"$out" | grep -v '^  | slurm-k8s' | tail -n 20
+  ok '[ "$unit_rc" = 0 ] && ! grep -q "^SKIP" <<<"$out"' "tests/unit/$t on the guest's kernel (none skipped)"
+done
 
 # -------------------------------------------------------------- leftovers --
 # (NUM_NODES=3: the cgroup scopes of every node any run above had)

@@ -53,11 +53,13 @@ HOST_PKGS=(qemu-system-x86 debootstrap busybox-static e2fsprogs xz-utils zstd)
 # runtime libraries of the -dev packages there (json-c, libuv, libcurl,
 # jsoncpp, libmicrohttpd, GnuTLS, zlib, libseccomp, libyaml); the test
 # harness's tools (python3 for tests/kube and the stub agent); bpftool (the
-# cgroup device programs); kmod (depmod for the initramfs).
+# cgroup device programs); libsubunit0 (the Check unit tests run in the
+# guest: tests/vm/smoke.sh); kmod (depmod for the initramfs).
 GUEST_PKGS=(
   slurmd slurmctld slurm-client munge slurm-wlm-basic-plugins
   libjson-c5 libuv1 libcurl4 libjsoncpp25 libmicrohttpd12 libgnutls30 zlib1g libseccomp2 libyaml-0-2 libstdc++6
   python3 python3-yaml openssl curl ca-certificates procps psmisc iproute2
+  libsubunit0
   bpftool kmod
 )
 # Kernel modules the initramfs loads (with their dependencies) to reach the
