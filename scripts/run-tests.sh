@@ -31,7 +31,8 @@
 #      it a plain distcheck without the e2e).
 #   7. Slurm's cgroup/v2 in a QEMU guest with this build's plugin (make
 #      check-cgroup-v2, tests/vm: this host's hybrid cgroup layout cannot run
-#      it), alone after the rest; SK_CGROUP_V2=0 skips it.
+#      it) and the e2e case pod_devices_v2 there (make check-cgroup-v2-e2e),
+#      alone after the rest; SK_CGROUP_V2=0 skips them.
 # The builds are made with line tables only (-g1: what valgrind's, the
 # sanitizers' and gdb's backtraces need; a third less compile time than -g):
 # SK_CXXFLAGS (default "-O2 -g1") and SK_SAN_CXXFLAGS ("-O1 -g1") change it.
@@ -351,6 +352,7 @@ fi
 # SK_CGROUP_V2=0 skips it.
 if [ "${SK_CGROUP_V2:-1}" = 1 ]; then
   layer "cgroup v2: Slurm's cgroup/v2 in a QEMU guest (tests/vm)" check-cgroup-v2
+  layer "cgroup v2: the e2e's pod_devices_v2 in the guest (agent, test API server, kubectl)" check-cgroup-v2-e2e
 fi
 
 if [ -s "$failures" ]; then

@@ -174,6 +174,132 @@ for p in json.load(sys.stdin)["pods"]:
   [ -z "$got" ]; ok $? "pod_devices: the agent's own cgroup tree of the job is gone (${got:-none left})"
 }
 
+# pod_devices on cgroup v2 (Slurm's cgroup/v2 in the QEMU guest of tests/vm:
+# tests/vm/e2e-v2.sh runs it; not in E2E_CASES, the host is v1). One
+# hierarchy: each pod's directory is J/step_extern/k8s_pod_<uid> with its
+# limits and a device program of its own (common/pod_cgroup.h), the trainer's
+# steps have the plugin's device program in place of Slurm's
+# (spank/device_cgroup.h). Checks as pod_devices', the paths and files v2's.
+case_pod_devices_v2() {
+  e2e_job 1 -N1 -w n1 --gres=gpu:4 --k8s-gpus=3 --k8s-mem=512M || { ok 1 "pod_devices_v2: job"; return; }
+  local j="$E2E_JOB" p want got bad="" uid pid gpu J step
+  J="/sys/fs/cgroup/system.slice/n1_slurmstepd.scope/job_$j"
+  step="$J/step_extern"
+  e2e_pod "$j" g1; e2e_pod "$j" g2; GPUS=0 e2e_pod "$j" g0
+  e2e_pod_running g1 60 && e2e_pod_running g2 60 && e2e_pod_running g0 60; ok $? "pod_devices_v2: 3 pods run (1, 1 and no GPU)"
+  local opener="import errno, os
+out = []
+for i in range(4):
+    try: os.close(os.open('$SK_SLURM_DIR/dev/nvidia%d' % i, os.O_RDWR)); r = 'OK'
+    except OSError as e: r = errno.errorcode.get(e.errno, str(e.errno))
+    out.append('%d:%s' % (i, r))
+print(' '.join(out))"
+  for p in g1 g2 g0; do
+    uid="$(e2e_pod_field "default/$p" '{.metadata.uid}')"
+    pid="$(e2e_pod_pids "$j" "$p" | cut -d' ' -f1)"
+    got="$(sed -n 's/^0:://p' "/proc/$pid/cgroup" 2>/dev/null)"
+    [ "$got" = "${step#/sys/fs/cgroup}/k8s_pod_$uid" ] || bad="$bad $p:in-$got"
+    gpu="$(e2e_pod_log "default/$p" | sed -n 's/.*NVIDIA_VISIBLE_DEVICES=\([0-9]*\).*/\1/p' | head -n1)"
+    want=""
+    for i in 0 1 2 3; do
+      if [ "$i" = "$gpu" ]; then want+="$i:ENXIO "; else want+="$i:EPERM "; fi
+    done
+    got="$(sh -c 'echo $$ > "$1/cgroup.procs" && exec runuser -u "$2" -- python3 -c "$3"' sh \
+      "$step/k8s_pod_$uid" "$TEST_USER" "$opener" 2>&1)"
+    echo "  $p (GPU ${gpu:-none}) in its cgroup: $got"
+    [ "$got" = "${want% }" ] || bad="$bad $p:[$got]-want-[${want% }]"
+  done
+  [ -z "$bad" ]; ok $? "pod_devices_v2: each pod's main process is in its own cgroup, where only the pod's GPU opens$bad"
+  # The trainer: an srun step of the job (all its GPUs for Slurm) is denied
+  # the lent 1-3 by the plugin's program.
+  got="$(sk_as_user srun --jobid="$j" --overlap -n1 python3 -c "$opener" 2>&1 | tail -n1)"
+  [ "$got" = "0:ENXIO 1:EPERM 2:EPERM 3:EPERM" ]; ok $? "pod_devices_v2: a trainer step opens GPU 0 and is denied the lent 1-3 ($got)"
+  uid="$(e2e_pod_field default/g2 '{.metadata.uid}')"
+  local dir="$step/k8s_pod_$uid" existed=0
+  [ -d "$dir" ] && existed=1
+  e2e_kubectl delete pod g2 --wait=false >/dev/null
+  e2e_wait 60 "[ ! -d '$dir' ]" && [ "$existed" = 1 ]; ok $? "pod_devices_v2: g2's cgroup (there while it ran: $existed) is removed once it is gone"
+  uid="$(e2e_pod_field default/g1 '{.metadata.uid}')"
+  got="$(cat "$step/k8s_pod_$uid/memory.max" 2>&1)"
+  [ "$got" = $((512 << 20)) ]; ok $? "pod_devices_v2: a pod without a memory limit is held to the job's lent 512M ($got)"
+  e2e_kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: hog, namespace: default}
+spec:
+  nodeSelector: {slurm-k8s/job-id: "$j"}
+  tolerations: [{key: slurm-k8s/job, operator: Equal, value: "$j", effect: NoSchedule}]
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: e2e/hog:1
+    command: [python3, -c, "import sys, time; print('hog', flush=True); b = b'x' * (256 << 20); print('survived', flush=True); time.sleep(60)", "e2e-pod-$j-hog"]
+    resources: {limits: {memory: 64Mi}}
+EOF
+  e2e_wait 120 "[ \"\$(e2e_pod_phase hog)\" = Failed ]"
+  got="$(e2e_pod_field default/hog '{.status.containerStatuses[0].state.terminated.reason}/{.status.containerStatuses[0].state.terminated.exitCode}')"
+  [ "$got" = OOMKilled/137 ]; ok $? "pod_devices_v2: a pod allocating 256 MiB over its 64Mi limit is OOMKilled ($got)"
+  [ "$(e2e_pod_phase g1)" = Running ] && [ "$(e2e_pod_phase g0)" = Running ] \
+    && [ "$(squeue -h -j "$j" -o %T)" = RUNNING ] && ! e2e_pod_log default/hog | grep -q survived
+  ok $? "pod_devices_v2: the other pods and the trainer run on"
+  e2e_kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: burn, namespace: default}
+spec:
+  nodeSelector: {slurm-k8s/job-id: "$j"}
+  tolerations: [{key: slurm-k8s/job, operator: Equal, value: "$j", effect: NoSchedule}]
+  containers:
+  - name: main
+    image: e2e/burn:1
+    command: [python3, -c, "print('burning', flush=True)\nwhile True: pass", "e2e-pod-$j-burn"]
+    resources: {limits: {cpu: 100m}}
+  - name: forker
+    image: e2e/forker:1
+    command: [python3, -c, "import subprocess, time\nn = 0\nfor i in range(400):\n    try: subprocess.Popen(['sleep', '300']); n += 1\n    except OSError as e: print('fork refused after', n, e, flush=True); break\nprint('started', n, flush=True)\ntime.sleep(300)", "e2e-pod-$j-forker"]
+    resources: {limits: {cpu: 100m}}
+EOF
+  e2e_pod_running burn 60; ok $? "pod_devices_v2: a CPU burner and a forker run"
+  uid="$(e2e_pod_field default/burn '{.metadata.uid}')"
+  dir="$step/k8s_pod_$uid"
+  got="$(cat "$dir/cpu.max" 2>&1)"
+  [ "$got" = "20000 100000" ]; ok $? "pod_devices_v2: the pod's cpu.max is the quota of its two 100m limits ($got)"
+  local ncpu u0 u1 usec
+  usec() { sed -n 's/^usage_usec //p' "$dir/cpu.stat"; }
+  ncpu="$(e2e_kubectl get node "$(e2e_node_names "$j" | head -n1)" -o jsonpath='{.status.capacity.cpu}')"
+  got="$(cat "$step/memory.max")/$(cat "$step/cpu.max")"
+  [ "$got" = "$(( (512 + 64) << 20 ))/$(( ncpu * 100000 )) 100000" ]
+  ok $? "pod_devices_v2: the pods together are held to the job's lent memory and its $ncpu CPUs on step_extern ($got)"
+  e2e_wait 30 "[ \"\$(sed -n 's/^nr_throttled //p' '$dir/cpu.stat')\" -gt 0 ] 2>/dev/null"
+  u0="$(usec)"; sleep 2; u1="$(usec)"
+  got=$(( (${u1:-0} - ${u0:-0}) / 1000 ))
+  [ "$(sed -n 's/^nr_throttled //p' "$dir/cpu.stat")" -gt 0 ] && [ "$got" -le 600 ]
+  ok $? "pod_devices_v2: the burner is throttled: $got ms of CPU in 2 s (its quota allows 400 ms)"
+  local node sum top
+  node="$(e2e_node_names "$j" | head -n1)"
+  u0="$(usec)"
+  sum="$(e2e_kubectl get --raw "/api/v1/nodes/$node/proxy/stats/summary" \
+    | python3 -c 'import json, sys
+for p in json.load(sys.stdin)["pods"]:
+    if p["podRef"]["name"] == "burn": print(p["cpu"]["usageCoreNanoSeconds"])')"
+  u1="$(usec)"
+  [ -n "$sum" ] && [ "$sum" -ge "$((u0 * 1000))" ] && [ "$sum" -le "$((u1 * 1000))" ]
+  ok $? "pod_devices_v2: /stats/summary counts the pod's CPU from its cgroup ($((u0 * 1000)) <= $sum <= $((u1 * 1000)) ns)"
+  e2e_wait 60 "e2e_kubectl top pod burn --no-headers 2>/dev/null | grep -q burn"
+  top="$(e2e_kubectl top pod burn --no-headers 2>&1 | awk '{print $2}')"
+  [[ $top =~ ^[0-9]+m$ ]] && [ "${top%m}" -ge 50 ] && [ "${top%m}" -le 260 ]
+  ok $? "pod_devices_v2: kubectl top shows the burner near its 200m limit ($top)"
+  e2e_wait 60 "e2e_kubectl logs -n default burn -c forker | grep -q '^started'"
+  got="$(e2e_kubectl logs -n default burn -c forker | tr '\n' ' ')"
+  [[ $got == *"fork refused after"* ]] && [ "$(cat "$dir/pids.max")" = 256 ]
+  ok $? "pod_devices_v2: a pod forking without bound is stopped at pids.max 256 ($got)"
+  [ "$(e2e_pod_phase g1)" = Running ] && [ "$(squeue -h -j "$j" -o %T)" = RUNNING ]
+  ok $? "pod_devices_v2: the trainer and the other pods run on"
+  e2e_end_job "$j"
+  e2e_assert_clean "$j" "pod_devices_v2"
+  [ ! -e "$J" ]; ok $? "pod_devices_v2: the job's cgroup directory is gone ($J)"
+}
+
 # sbatch refuses malformed --k8s-* flags before submission, naming the flag.
 case_bad_flags() {
   local s out rc before nodes_before

@@ -124,9 +124,13 @@ EOF
   # The podman runtime (e2e image_pods): images of the harness's registry on
   # loopback (tests/images/registry.sh) run through rootless podman; the
   # fake GPUs' device nodes are the cluster's.
+  # E2E_REGISTRY_OFF=1: no registry (tests/vm/e2e-v2.sh: no image case runs
+  # in the guest, which has no podman nor docker-registry).
   "$E2E_TOP/tests/images/registry.sh" stop "$E2E_REGISTRY_DIR" >/dev/null 2>&1 || true
-  "$E2E_TOP/tests/images/registry.sh" start "$E2E_REGISTRY_DIR" "$E2E_REGISTRY_PORT" >/dev/null \
-    || { e2e_die "the image registry did not start"; return 1; }
+  if [ "${E2E_REGISTRY_OFF:-0}" != 1 ]; then
+    "$E2E_TOP/tests/images/registry.sh" start "$E2E_REGISTRY_DIR" "$E2E_REGISTRY_PORT" >/dev/null \
+      || { e2e_die "the image registry did not start"; return 1; }
+  fi
   cat >"$E2E_LIB/runtime.conf" <<EOF
 template = e2e-rt/* $E2E_LIB/fake-apptainer exec {mounts:--bind} docker://{image} {command}
 podman = $E2E_REGISTRY/*
@@ -426,7 +430,7 @@ e2e_leftovers() {
   for f in "$E2E_RUNDIR"/job_"$j"_* "$E2E_AGENTS"/n*/state/job_"$j"_* "$E2E_AGENTS"/n*/shim/job_"$j"_*; do
     [ -e "$f" ] && echo "file: $f"
   done
-  for f in /sys/fs/cgroup/*/slurm_n*/uid_*/job_"$j"; do
+  for f in /sys/fs/cgroup/*/slurm_n*/uid_*/job_"$j" /sys/fs/cgroup/system.slice/n*_slurmstepd.scope/job_"$j"; do
     [ -d "$f" ] && echo "cgroup: $f"
   done
   return 0

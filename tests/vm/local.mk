@@ -6,6 +6,7 @@ EXTRA_DIST += tests/vm/README.md
 EXTRA_DIST += tests/vm/vm.sh
 EXTRA_DIST += tests/vm/smoke.sh
 EXTRA_DIST += tests/vm/measure-v2.sh
+EXTRA_DIST += tests/vm/e2e-v2.sh
 
 # Slurm's cgroup/v2 in the guest (tests/vm/smoke.sh), with this build's
 # plugin: run by scripts/run-tests.sh after the other layers. The guest sees
@@ -20,4 +21,15 @@ check-cgroup-v2: all tests/unit/test_slurm_cgroup$(EXEEXT) tests/unit/test_bpf_d
 	SK_VM_SHARE="$$src" SK_VM_ENV=SK_TOP_BUILDDIR SK_TOP_BUILDDIR="$$bld" \
 	  bash "$$src/tests/vm/vm.sh" run "$$src/tests/vm/smoke.sh"
 
-.PHONY: check-cgroup-v2
+# The e2e layer's cgroup v2 case (tests/vm/e2e-v2.sh: pod_devices_v2 with the
+# test API server, an agent and kubectl in the guest; 3 GiB for them).
+check-cgroup-v2-e2e: all
+	@src=$$(cd '$(abs_top_srcdir)' && pwd -P); bld=$$(cd '$(abs_top_builddir)' && pwd -P); \
+	case "$$bld/" in \
+	  "$$src/"*) ;; \
+	  *) echo "check-cgroup-v2-e2e: skipped: the build ($$bld) is outside the source tree the guest sees ($$src)"; exit 77 ;; \
+	esac; \
+	SK_VM_MEM=3072 SK_VM_SHARE="$$src" SK_VM_ENV=SK_TOP_BUILDDIR SK_TOP_BUILDDIR="$$bld" \
+	  bash "$$src/tests/vm/vm.sh" run "$$src/tests/vm/e2e-v2.sh"
+
+.PHONY: check-cgroup-v2 check-cgroup-v2-e2e

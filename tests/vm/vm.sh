@@ -82,9 +82,16 @@ need_root() { [ "$(id -u)" = 0 ] || die "'$1' needs root"; }
 first() { if [ -e "$1" ]; then echo "$1"; fi; }   # first match of a glob, or nothing
 
 # ------------------------------------------------------------------ build --
+# The host's kubectl (a static binary; the e2e in the guest, tests/vm/e2e-v2.sh,
+# runs the same one as the e2e on the host).
+host_kubectl() { readlink -f "$(command -v kubectl 2>/dev/null || echo /nonexistent)"; }
+
 stamp_text() {
-  printf 'rev=%s suite=%s\nguest=%s\nmodules=%s\nuser=%s:%s\n' "$BUILD_REV" "$SUITE" \
-    "${GUEST_PKGS[*]}" "${INITRD_MODULES[*]}" "$TEST_USER" "$TEST_UID"
+  local k kc=none
+  k="$(host_kubectl)"
+  [ -f "$k" ] && kc="$(sha256sum "$k" | cut -c1-16)"
+  printf 'rev=%s suite=%s\nguest=%s\nmodules=%s\nuser=%s:%s\nkubectl=/usr/bin/kubectl:%s\n' "$BUILD_REV" "$SUITE" \
+    "${GUEST_PKGS[*]}" "${INITRD_MODULES[*]}" "$TEST_USER" "$TEST_UID" "$kc"
 }
 
 is_built() {
@@ -201,6 +208,9 @@ build_rootfs() {
     "$GUEST_HOSTNAME" > "$ROOTFS/etc/hosts"
   mkdir -p "$ROOTFS$GUEST_OUT" "$ROOTFS/opt/sk-vm"
   install -m 755 /bin/busybox "$ROOTFS/opt/sk-vm/busybox"
+  local k
+  k="$(host_kubectl)"
+  if [ -f "$k" ]; then rm -f "$ROOTFS/usr/local/bin/kubectl"; install -m 755 "$k" "$ROOTFS/usr/bin/kubectl"; else rm -f "$ROOTFS/usr/bin/kubectl"; fi
   log "guest packages and kernel $kver ($((SECONDS - t0))s)"
 }
 
