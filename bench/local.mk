@@ -16,6 +16,7 @@ EXTRA_DIST += \
 	bench/bench_streams.py \
 	bench/bench_online_rl.py \
 	bench/bench_cgroups.py \
+	bench/bench_cgroup_v2.py \
 	bench/results/2026-11-29.json
 
 # The memory floor of a shim-like process (bench_resources.py); built by

@@ -1,16 +1,20 @@
 // bench/pod_cgroup_cost: what a pod's own cgroup costs at its start and end
-// (common/pod_cgroup.h), on this host's real cgroup v1 hierarchies, as root.
-// A parent like a Slurm job's extern step is made in the devices and memory
-// hierarchies (sk_bench_<pid>/job_1/step_extern), the project's own tree in
-// cpu, cpuacct and pids; then N times: fork a child that waits, and time
+// (common/pod_cgroup.h), on this host's real cgroup hierarchies, as root.
+// cgroup v1: a parent like a Slurm job's extern step is made in the devices
+// and memory hierarchies (sk_bench_<pid>/job_1/step_extern), the project's
+// own tree in cpu, cpuacct and pids. cgroup v2 (a pure unified hierarchy:
+// tests/vm/bench-v2.sh runs it in the QEMU guest): sk_bench_<pid>/job_1/
+// step_extern laid out as Slurm's cgroup/v2 does (cpu and memory below the
+// job), the pod's directory with its limits and its device program. Then N
+// times: fork a child that waits, and time
 //   start  = enter_pod_cgroup (the directories, the settings, the move), what
 //            the agent does for a container's supervisor on `cgroup_enter`;
 //   end    = the child killed and reaped, then remove_pod_cgroup, what the
 //            agent's sweep does once the pod is gone;
 // next to the same fork/kill/reap without any cgroup (the baseline). Prints
 // one JSON object: {"n", "start_us": {p50, p99}, "end_us": {...},
-// "baseline_us": {...}, "hierarchies": [...]}. Exit 77 where it cannot run
-// (not root, no v1 hierarchies).
+// "baseline_us": {...}, "hierarchies": [...]} ("unified" on v2). Exit 77
+// where it cannot run (not root, neither v1 hierarchies nor a pure v2 one).
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -18,6 +22,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -61,6 +66,24 @@ bool is_dir(const std::string &p) {
     return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+bool put(const std::string &path, const std::string &text) {
+    std::ofstream f(path);
+    f << text << std::flush;
+    return f.good();
+}
+
+// A pure cgroup v2 host: this process's only line is the unified one.
+bool unified_only_host() {
+    std::ifstream f("/proc/self/cgroup");
+    std::string line, all;
+    int lines = 0;
+    while (std::getline(f, line)) {
+        lines++;
+        all = line;
+    }
+    return lines == 1 && all.rfind("0::", 0) == 0;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -70,15 +93,30 @@ int main(int argc, char **argv) {
         return 2;
     }
     const std::string root = "/sys/fs/cgroup";
-    if (geteuid() != 0 || !is_dir(root + "/devices") || !is_dir(root + "/memory")) {
+    const bool v2 = unified_only_host();
+    if (geteuid() != 0 || (!v2 && (!is_dir(root + "/devices") || !is_dir(root + "/memory")))) {
         fprintf(stderr,
-                "pod_cgroup_cost: needs root and the cgroup v1 devices and memory hierarchies\n");
+                "pod_cgroup_cost: needs root and the cgroup v1 devices and memory hierarchies, "
+                "or a pure cgroup v2 one\n");
         return 77;
     }
     std::string job = "sk_bench_" + std::to_string(getpid());
     std::vector<sk::PodCgroupParent> parents;
     std::vector<std::string> made;
+    std::vector<std::string> hierarchies = {"devices", "memory"};
+    if (v2) {  // Slurm's layout: cpu and memory below the job, pids above it
+        put(root + "/cgroup.subtree_control", "+cpu +memory +pids");
+        std::string d = root + "/" + job;
+        for (const std::string &x : {d, d + "/job_1", d + "/job_1/step_extern"}) {
+            mkdir(x.c_str(), 0755);
+            put(x + "/cgroup.subtree_control", x == d ? "+cpu +memory +pids" : "+cpu +memory");
+            made.push_back(x);
+        }
+        parents.push_back({"", d + "/job_1/step_extern", false, true});
+        hierarchies = {"unified"};
+    }
     for (const char *h : {"devices", "memory"}) {
+        if (v2) break;
         std::string d = root + "/" + h + "/" + job;
         for (const std::string &x : {d, d + "/job_1", d + "/job_1/step_extern"}) {
             mkdir(x.c_str(), 0755);
@@ -86,9 +124,8 @@ int main(int argc, char **argv) {
         }
         parents.push_back({h, d + "/job_1/step_extern"});
     }
-    std::vector<std::string> hierarchies = {"devices", "memory"};
     for (const char *h : {"cpu", "cpuacct", "pids"}) {
-        if (!is_dir(root + "/" + h)) continue;
+        if (v2 || !is_dir(root + "/" + h)) continue;
         parents.push_back(
             {h, root + "/" + h + "/" + sk::kOwnCgroupTree + "/job_bench" + std::to_string(getpid()),
              true});
@@ -102,6 +139,7 @@ int main(int argc, char **argv) {
         d.minor = minor;
         set.deny.push_back(d);
     }
+    set.gpus.push_back({3, "", 195, 3});  // its own (v2: its device program allows it)
     set.memory_limit = int64_t{512} << 20;
     set.cpu_quota_us = 50000;
     set.cpu_shares = 512;
@@ -120,6 +158,12 @@ int main(int argc, char **argv) {
         t0 = Clock::now();
         end_child(c);
         auto left = sk::remove_pod_cgroup(parents, uid);
+        // v2 frees an emptied cgroup asynchronously: EBUSY for a moment (the
+        // agent's sweep comes again later; here the wait is counted).
+        for (int k = 0; !left.empty() && k < 1000; k++) {
+            usleep(100);
+            left = sk::remove_pod_cgroup(parents, uid);
+        }
         end.push_back(us_since(t0));
         if (!left.empty() && failures++ == 0)
             fprintf(stderr, "pod_cgroup_cost: %s\n", left[0].c_str());

@@ -185,6 +185,27 @@ def rows(b):
                     % (cg["end_us"]["p50"] / 1000, cg["end_us"]["p99"] / 1000,
                        cg["baseline_us"]["p50"] / 1000, cg["baseline_us"]["p99"] / 1000),
                     "(no target)", "-", "-"))
+    v2 = b.get("cgroup_v2")
+    if v2:
+        for side, label in (("v1", "this host, cgroup v1"), ("v2", "QEMU guest (TCG), cgroup v2")):
+            c = g(v2, side, "cgroups")
+            if c:
+                out.append(("%s: a pod's own cgroup at its start / end (%s; n=%d)"
+                            % (label, ", ".join(c["hierarchies"]), c["n"]),
+                            "start p50 %.2f ms, p99 %.2f ms; end p50 %.2f ms"
+                            % (c["start_us"]["p50"] / 1000, c["start_us"]["p99"] / 1000,
+                               c["end_us"]["p50"] / 1000),
+                            "(no target)", "kill and reap without: p50 %.2f ms"
+                            % (c["baseline_us"]["p50"] / 1000), "-"))
+            s2 = g(v2, side, "slurm_start") or {}
+            off = g(s2, "off", "p50")
+            o = g(s2, "on+k8s_overhead")
+            if o and off:
+                out.append(("%s: job start overhead of a --k8s-gpus job (sbatch -> script runs)"
+                            % label,
+                            "%s p50, x%.2f; %d jobs" % (ms(o["p50_diff_ms"]), o["p50_ratio"],
+                                                        g(s2, "on+k8s", "n")),
+                            "(no target)", "without the plugin: %s p50" % ms(off), "-"))
     sc = b.get("scale", {})
     for n in sorted((k for k in sc if k.isdigit()), key=int):
         r = sc[n]

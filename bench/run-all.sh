@@ -13,7 +13,8 @@
 #   BENCH_RL_STEPS=200 BENCH_RL_ROUNDS=3                bench_online_rl.py (root)
 #   BENCH_MOUNTS_N=200                                  bench_mounts.py
 #   BENCH_IMAGES_N=20                                   bench_images.py (root, podman)
-#   BENCH_CGROUP_N=200 BENCH_CGROUP_ROUNDS=3            bench_cgroups.py (root, cgroup v1)
+#   BENCH_CGROUP_N=200 BENCH_CGROUP_ROUNDS=3            bench_cgroups.py (root, cgroup v1 or v2)
+#   (BENCH_CGROUP_N=100, BENCH_SLURM_JOBS=6 defaults)  bench_cgroup_v2.py (root: v1 here, v2 in tests/vm)
 #   BENCH_ONLY="lifecycle steady"   run only these;  BENCH_QUICK=1  small sizes (a smoke run)
 # Against your own cluster instead of the test double (docs/benchmarks.md, "Against your own
 # cluster"; lifecycle, scale and steady, the default BENCH_ONLY then):
@@ -37,7 +38,7 @@ if [ "${BENCH_QUICK:-0}" = 1 ]; then
   : "${BENCH_SCALE_N:=10 100}" "${BENCH_SLURM_JOBS:=6}"
   export BENCH_REPS BENCH_STEADY_S BENCH_RES_IDLE_S BENCH_SCALE_N BENCH_SLURM_JOBS
 fi
-ALL="lifecycle mounts images steady resources scale streams cgroups slurm_start online_rl"
+ALL="lifecycle mounts images steady resources scale streams cgroups slurm_start online_rl cgroup_v2"
 if [ -n "${BENCH_KUBECONFIG:-}" ]; then
   # the benchmarks that can measure another API server; the others need the double or Slurm
   ALL="lifecycle scale steady"

@@ -151,6 +151,23 @@ void signal_group(int pgid, int sig) noexcept {
     if (pgid > 1) kill(-pgid, sig);
 }
 
+namespace {
+
+// The "oom_kill" count of a flat-keyed cgroup file (v1 memory.oom_control,
+// v2 memory.events); -1 when the file has none, `absent` when it cannot be
+// opened.
+long long oom_kill_count(const std::string &path, long long absent) {
+    std::ifstream f(path);
+    if (!f) return absent;
+    std::string key;
+    long long value;
+    while (f >> key >> value)
+        if (key == "oom_kill") return value;
+    return -1;
+}
+
+}  // namespace
+
 long long cgroup_oom_kills(const std::string &pod_uid, uint32_t job_id) noexcept {
     try {
         std::ifstream cg("/proc/self/cgroup");
@@ -162,30 +179,14 @@ long long cgroup_oom_kills(const std::string &pod_uid, uint32_t job_id) noexcept
         auto memory = pod_uid.empty()
                           ? Result<std::vector<PodCgroupParent>>(fail(Error::NotFound, ""))
                           : pod_cgroup_parents(text, job_id, {"memory"}, "/sys/fs/cgroup");
-        if (memory && !memory->empty() && memory->front().unified) {
-            std::ifstream ev(memory->front().dir + "/k8s_pod_" + pod_uid + "/memory.events");
-            if (!ev) return 0;
-            std::string key;
-            long long value;
-            while (ev >> key >> value)
-                if (key == "oom_kill") return value;
-            return -1;
-        }
-        if (memory && !memory->empty()) {
-            std::ifstream oc(memory->front().dir + "/k8s_pod_" + pod_uid + "/memory.oom_control");
-            if (!oc) return 0;
-            std::string key;
-            long long value;
-            while (oc >> key >> value)
-                if (key == "oom_kill") return value;
-            return -1;
-        }
+        // The pod's own cgroup (a new one counts 0 until the kernel makes it).
+        if (memory && !memory->empty())
+            return oom_kill_count(memory->front().dir + "/k8s_pod_" + pod_uid +
+                                      (memory->front().unified ? "/memory.events"
+                                                               : "/memory.oom_control"),
+                                  0);
         if (path.empty()) return -1;
-        std::ifstream ev("/sys/fs/cgroup" + path + "/memory.events");
-        std::string key;
-        long long value;
-        while (ev >> key >> value)
-            if (key == "oom_kill") return value;
+        return oom_kill_count("/sys/fs/cgroup" + path + "/memory.events", -1);
     } catch (...) {
     }
     return -1;

@@ -16,6 +16,60 @@ E2E_CASES=(api_down bad_flags socket_auth privileged too_many_gpus namespace two
            runtime_template image_pods scancel step_signals time_limit_update drain_before time_limit suspend requeue salloc gpu_forms node_share preempt
            preempt_requeue preempt_suspend array_het node_fail slurmd_restart agent_kill shim_kill online_rl online_rl_images online_rl_faults)
 
+# pod_devices' pods and probe, on cgroup v1 and v2.
+# A pod allocating 256 MiB over its 64Mi memory limit, on JOB's node.
+e2e_apply_hog() {  # e2e_apply_hog JOB
+  local j="$1"
+  e2e_kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: hog, namespace: default}
+spec:
+  nodeSelector: {slurm-k8s/job-id: "$j"}
+  tolerations: [{key: slurm-k8s/job, operator: Equal, value: "$j", effect: NoSchedule}]
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: e2e/hog:1
+    command: [python3, -c, "import sys, time; print('hog', flush=True); b = b'x' * (256 << 20); print('survived', flush=True); time.sleep(60)", "e2e-pod-$j-hog"]
+    resources: {limits: {memory: 64Mi}}
+EOF
+}
+# A pod whose two containers (100m CPU each) burn CPU and fork without bound.
+e2e_apply_burn() {  # e2e_apply_burn JOB
+  local j="$1"
+  e2e_kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: burn, namespace: default}
+spec:
+  nodeSelector: {slurm-k8s/job-id: "$j"}
+  tolerations: [{key: slurm-k8s/job, operator: Equal, value: "$j", effect: NoSchedule}]
+  containers:
+  - name: main
+    image: e2e/burn:1
+    command: [python3, -c, "print('burning', flush=True)\nwhile True: pass", "e2e-pod-$j-burn"]
+    resources: {limits: {cpu: 100m}}
+  - name: forker
+    image: e2e/forker:1
+    command: [python3, -c, "import subprocess, time\nn = 0\nfor i in range(400):\n    try: subprocess.Popen(['sleep', '300']); n += 1\n    except OSError as e: print('fork refused after', n, e, flush=True); break\nprint('started', n, flush=True)\ntime.sleep(300)", "e2e-pod-$j-forker"]
+    resources: {limits: {cpu: 100m}}
+EOF
+}
+# Python printing "0:R 1:R 2:R 3:R", R the result of opening each fake GPU
+# (OK, ENXIO where the device is allowed, EPERM where it is denied).
+e2e_gpu_opener() {
+  cat <<EOF
+import errno, os
+out = []
+for i in range(4):
+    try: os.close(os.open('$SK_SLURM_DIR/dev/nvidia%d' % i, os.O_RDWR)); r = 'OK'
+    except OSError as e: r = errno.errorcode.get(e.errno, str(e.errno))
+    out.append('%d:%s' % (i, r))
+print(' '.join(out))
+EOF
+}
+
 # Each pod in a devices cgroup of its own (agent.conf pod_cgroups,
 # common/pod_cgroup.h) below the extern step: its processes are there, and a
 # process there may open the pod's own GPUs and no other, the trainer's and
@@ -31,13 +85,8 @@ case_pod_devices() {
   e2e_pod "$j" g1; e2e_pod "$j" g2; GPUS=0 e2e_pod "$j" g0
   e2e_pod_running g1 30 && e2e_pod_running g2 30 && e2e_pod_running g0 30; ok $? "pod_devices: 3 pods run (1, 1 and no GPU)"
   step="$(echo /sys/fs/cgroup/devices/slurm_n1/uid_*/job_"$j"/step_extern)"
-  local opener="import errno, os
-out = []
-for i in range(4):
-    try: os.close(os.open('$SK_SLURM_DIR/dev/nvidia%d' % i, os.O_RDWR)); r = 'OK'
-    except OSError as e: r = errno.errorcode.get(e.errno, str(e.errno))
-    out.append('%d:%s' % (i, r))
-print(' '.join(out))"
+  local opener
+  opener="$(e2e_gpu_opener)"
   for p in g1 g2 g0; do
     uid="$(e2e_pod_field "default/$p" '{.metadata.uid}')"
     pid="$(e2e_pod_pids "$j" "$p" | cut -d' ' -f1)"
@@ -77,20 +126,7 @@ print(s.makefile().readline().strip())' "$E2E_AGENTS/n1/agent.sock" "$uid" 2>&1)
   uid="$(e2e_pod_field default/g1 '{.metadata.uid}')"
   got="$(cat "$mem/k8s_pod_$uid/memory.limit_in_bytes" 2>&1)"
   [ "$got" = $((512 << 20)) ]; ok $? "pod_devices: a pod without a memory limit is held to the job's lent 512M ($got)"
-  e2e_kubectl apply -f - >/dev/null <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: hog, namespace: default}
-spec:
-  nodeSelector: {slurm-k8s/job-id: "$j"}
-  tolerations: [{key: slurm-k8s/job, operator: Equal, value: "$j", effect: NoSchedule}]
-  restartPolicy: Never
-  containers:
-  - name: main
-    image: e2e/hog:1
-    command: [python3, -c, "import sys, time; print('hog', flush=True); b = b'x' * (256 << 20); print('survived', flush=True); time.sleep(60)", "e2e-pod-$j-hog"]
-    resources: {limits: {memory: 64Mi}}
-EOF
+  e2e_apply_hog "$j"
   e2e_wait 60 "[ \"\$(e2e_pod_phase hog)\" = Failed ]"
   got="$(e2e_pod_field default/hog '{.status.containerStatuses[0].state.terminated.reason}/{.status.containerStatuses[0].state.terminated.exitCode}')"
   uid="$(e2e_pod_field default/hog '{.metadata.uid}')"
@@ -104,23 +140,7 @@ EOF
   # /sys/fs/cgroup/<cpu|cpuacct|pids>/slurm_k8s/job_<id>): a CPU burner held
   # to its 100m limit by the CFS quota, a pod forking without bound stopped at
   # the agent's pod_pids_max (256 in the e2e).
-  e2e_kubectl apply -f - >/dev/null <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: burn, namespace: default}
-spec:
-  nodeSelector: {slurm-k8s/job-id: "$j"}
-  tolerations: [{key: slurm-k8s/job, operator: Equal, value: "$j", effect: NoSchedule}]
-  containers:
-  - name: main
-    image: e2e/burn:1
-    command: [python3, -c, "print('burning', flush=True)\nwhile True: pass", "e2e-pod-$j-burn"]
-    resources: {limits: {cpu: 100m}}
-  - name: forker
-    image: e2e/forker:1
-    command: [python3, -c, "import subprocess, time\nn = 0\nfor i in range(400):\n    try: subprocess.Popen(['sleep', '300']); n += 1\n    except OSError as e: print('fork refused after', n, e, flush=True); break\nprint('started', n, flush=True)\ntime.sleep(300)", "e2e-pod-$j-forker"]
-    resources: {limits: {cpu: 100m}}
-EOF
+  e2e_apply_burn "$j"
   e2e_pod_running burn 30; ok $? "pod_devices: a CPU burner and a forker run"
   uid="$(e2e_pod_field default/burn '{.metadata.uid}')"
   local cpu acct pids u0 u1
@@ -187,13 +207,8 @@ case_pod_devices_v2() {
   step="$J/step_extern"
   e2e_pod "$j" g1; e2e_pod "$j" g2; GPUS=0 e2e_pod "$j" g0
   e2e_pod_running g1 60 && e2e_pod_running g2 60 && e2e_pod_running g0 60; ok $? "pod_devices_v2: 3 pods run (1, 1 and no GPU)"
-  local opener="import errno, os
-out = []
-for i in range(4):
-    try: os.close(os.open('$SK_SLURM_DIR/dev/nvidia%d' % i, os.O_RDWR)); r = 'OK'
-    except OSError as e: r = errno.errorcode.get(e.errno, str(e.errno))
-    out.append('%d:%s' % (i, r))
-print(' '.join(out))"
+  local opener
+  opener="$(e2e_gpu_opener)"
   for p in g1 g2 g0; do
     uid="$(e2e_pod_field "default/$p" '{.metadata.uid}')"
     pid="$(e2e_pod_pids "$j" "$p" | cut -d' ' -f1)"
@@ -222,43 +237,14 @@ print(' '.join(out))"
   uid="$(e2e_pod_field default/g1 '{.metadata.uid}')"
   got="$(cat "$step/k8s_pod_$uid/memory.max" 2>&1)"
   [ "$got" = $((512 << 20)) ]; ok $? "pod_devices_v2: a pod without a memory limit is held to the job's lent 512M ($got)"
-  e2e_kubectl apply -f - >/dev/null <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: hog, namespace: default}
-spec:
-  nodeSelector: {slurm-k8s/job-id: "$j"}
-  tolerations: [{key: slurm-k8s/job, operator: Equal, value: "$j", effect: NoSchedule}]
-  restartPolicy: Never
-  containers:
-  - name: main
-    image: e2e/hog:1
-    command: [python3, -c, "import sys, time; print('hog', flush=True); b = b'x' * (256 << 20); print('survived', flush=True); time.sleep(60)", "e2e-pod-$j-hog"]
-    resources: {limits: {memory: 64Mi}}
-EOF
+  e2e_apply_hog "$j"
   e2e_wait 120 "[ \"\$(e2e_pod_phase hog)\" = Failed ]"
   got="$(e2e_pod_field default/hog '{.status.containerStatuses[0].state.terminated.reason}/{.status.containerStatuses[0].state.terminated.exitCode}')"
   [ "$got" = OOMKilled/137 ]; ok $? "pod_devices_v2: a pod allocating 256 MiB over its 64Mi limit is OOMKilled ($got)"
   [ "$(e2e_pod_phase g1)" = Running ] && [ "$(e2e_pod_phase g0)" = Running ] \
     && [ "$(squeue -h -j "$j" -o %T)" = RUNNING ] && ! e2e_pod_log default/hog | grep -q survived
   ok $? "pod_devices_v2: the other pods and the trainer run on"
-  e2e_kubectl apply -f - >/dev/null <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: burn, namespace: default}
-spec:
-  nodeSelector: {slurm-k8s/job-id: "$j"}
-  tolerations: [{key: slurm-k8s/job, operator: Equal, value: "$j", effect: NoSchedule}]
-  containers:
-  - name: main
-    image: e2e/burn:1
-    command: [python3, -c, "print('burning', flush=True)\nwhile True: pass", "e2e-pod-$j-burn"]
-    resources: {limits: {cpu: 100m}}
-  - name: forker
-    image: e2e/forker:1
-    command: [python3, -c, "import subprocess, time\nn = 0\nfor i in range(400):\n    try: subprocess.Popen(['sleep', '300']); n += 1\n    except OSError as e: print('fork refused after', n, e, flush=True); break\nprint('started', n, flush=True)\ntime.sleep(300)", "e2e-pod-$j-forker"]
-    resources: {limits: {cpu: 100m}}
-EOF
+  e2e_apply_burn "$j"
   e2e_pod_running burn 60; ok $? "pod_devices_v2: a CPU burner and a forker run"
   uid="$(e2e_pod_field default/burn '{.metadata.uid}')"
   dir="$step/k8s_pod_$uid"

@@ -7,6 +7,7 @@ EXTRA_DIST += tests/vm/vm.sh
 EXTRA_DIST += tests/vm/smoke.sh
 EXTRA_DIST += tests/vm/measure-v2.sh
 EXTRA_DIST += tests/vm/e2e-v2.sh
+EXTRA_DIST += tests/vm/bench-v2.sh
 
 # Slurm's cgroup/v2 in the guest (tests/vm/smoke.sh), with this build's
 # plugin: run by scripts/run-tests.sh after the other layers. The guest sees
