@@ -106,6 +106,14 @@ std::vector<int64_t> memory_limits(const Json::Value &containers) {
         v /= 1000;
     return out;
 }
+// The container named `name` among a pod spec's containers and init
+// containers (null when none is).
+Json::Value container_in(const Json::Value &spec, const std::string &name) {
+    for (const char *list : {"containers", "initContainers"})
+        for (const auto &c : spec[list].isArray() ? spec[list] : Json::Value(Json::arrayValue))
+            if (c.isObject() && c["name"].isString() && c["name"].asString() == name) return c;
+    return Json::Value();
+}
 constexpr uint64_t kCommandTimeoutMs = 10000;
 
 // The per-job shim dir (pod logs, pod state) goes when the job has ended on
@@ -735,6 +743,16 @@ void Agent::op_cgroup_enter(const std::shared_ptr<Connection> &c, const proto::R
         requested += r;
     set.cpu_shares = cpu_shares_for(requested);
     set.pids_max = static_cast<int64_t>(cfg_.pod_pids_max);
+    // The container's own cgroup below the pod's, with its own limits.
+    Json::Value one(Json::arrayValue);
+    one.append(container_in(spec, m->container));
+    if (one[0].isNull())
+        return refuse(fail(Error::NotFound,
+                           "pod uid '" + m->pod_uid + "' has no container '" + m->container + "'"));
+    set.container = m->container;
+    set.container_memory_limit = memory_limits(one)[0];
+    set.container_cpu_quota_us =
+        cpu_quota_for(quantities_milli(one, "limits", "cpu")[0], set.cpu_period_us);
     // All the job's pods together: what the job lends the node.
     set.pods_memory_limit = static_cast<int64_t>(vn->record().job.memory_mib) << 20;
     set.pods_cpu_quota_us =

@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "common/bpf_devices.h"
+#include "common/k8s_names.h"
 #include "common/slurm_cgroup.h"
 #include "common/strings.h"
 
@@ -17,6 +18,7 @@ namespace sk {
 namespace {
 
 constexpr char kPrefix[] = "k8s_pod_";
+constexpr char kContainerPrefix[] = "ctr_";
 
 bool names_controller(const std::string &controllers, const std::string &c) {
     for (const auto &x : split(controllers, ','))
@@ -112,6 +114,14 @@ Result<std::string> pod_cgroup_name(std::string_view pod_uid) {
     return std::string(kPrefix) + std::string(pod_uid);
 }
 
+Result<std::string> container_cgroup_name(std::string_view container) {
+    if (!k8s::is_dns1123_label(container))
+        return fail(
+            Error::InvalidArgument,
+            "container name '" + std::string(container.substr(0, 80)) + "' is no DNS label");
+    return std::string(kContainerPrefix) + std::string(container);
+}
+
 int64_t pod_memory_limit(const std::vector<int64_t> &app_limits,
                          const std::vector<int64_t> &init_limits, int64_t fallback) {
     int64_t sum = 0, init = 0;
@@ -170,6 +180,39 @@ int open_own_parent(const std::string &dir) {
     return fd;
 }
 
+// The container's directory below the pod's (pod_fd, pod_dir): made if
+// missing, its limits written where the hierarchy has them (v2: both), pid
+// moved in.
+Status enter_container(int pod_fd, const std::string &pod_dir, bool memory, bool cpu, bool v2,
+                       const PodCgroupSettings &s, pid_t pid) {
+    auto name = container_cgroup_name(s.container);
+    if (!name) return name.failure();
+    if (mkdirat(pod_fd, name->c_str(), 0755) != 0 && errno != EEXIST)
+        return fail(Error::Io, pod_dir + "/" + *name + ": mkdir: " + strerror(errno));
+    int fd = openat(pod_fd, name->c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    std::string dir = pod_dir + "/" + *name;
+    if (fd < 0) return fail(Error::Io, dir + ": " + strerror(errno));
+    Status st;
+    if (memory && s.container_memory_limit > 0)
+        st = write_at(fd, dir, v2 ? "memory.max" : "memory.limit_in_bytes",
+                      std::to_string(s.container_memory_limit));
+    if (st && cpu && s.container_cpu_quota_us > 0) {
+        if (v2) {
+            st = write_at(
+                fd, dir, "cpu.max",
+                std::to_string(s.container_cpu_quota_us) + " " + std::to_string(s.cpu_period_us));
+        } else {
+            st = write_at(fd, dir, "cpu.cfs_period_us", std::to_string(s.cpu_period_us));
+            if (st)
+                st =
+                    write_at(fd, dir, "cpu.cfs_quota_us", std::to_string(s.container_cpu_quota_us));
+        }
+    }
+    if (st) st = write_at(fd, dir, "cgroup.procs", std::to_string(pid));
+    close(fd);
+    return st;
+}
+
 // cgroup v2: the pod's directory under step_extern (p.dir), see the header.
 Status enter_unified(const PodCgroupParent &p, const std::string &name,
                      const PodCgroupSettings &settings, pid_t pid) {
@@ -218,7 +261,10 @@ Status enter_unified(const PodCgroupParent &p, const std::string &name,
     if (st)
         st = attach_device_policy(fd, dir, gpu_policy(settings.gpus, settings.deny),
                                   "slurm_k8s_pod", false);
-    if (st) st = write_at(fd, dir, "cgroup.procs", std::to_string(pid));
+    // Its containers' directories get the controllers (it holds no process).
+    for (const char *c : {"+cpu", "+memory", "+pids"})
+        if (st) st = write_at(fd, dir, "cgroup.subtree_control", c);
+    if (st) st = enter_container(fd, dir, true, true, true, settings, pid);
     close(fd);
     return st;
 }
@@ -277,7 +323,9 @@ Status enter_pod_cgroup(const std::vector<PodCgroupParent> &parents, std::string
             st = write_at(fd, dir, "cpu.shares", std::to_string(settings.cpu_shares));
         if (st && names_controller(p.controllers, "pids") && settings.pids_max > 0)
             st = write_at(fd, dir, "pids.max", std::to_string(settings.pids_max));
-        if (st) st = write_at(fd, dir, "cgroup.procs", std::to_string(pid));
+        if (st)
+            st = enter_container(fd, dir, names_controller(p.controllers, "memory"),
+                                 names_controller(p.controllers, "cpu"), false, settings, pid);
         close(fd);
         if (!st) return st;
     }
@@ -307,6 +355,17 @@ std::vector<std::string> remove_pod_cgroup(const std::vector<PodCgroupParent> &p
     if (!name) return {name.message()};
     for (const auto &p : parents) {
         std::string dir = p.dir + "/" + *name;
+        if (DIR *d = opendir(dir.c_str())) {  // its containers' first
+            std::vector<std::string> sub;
+            while (struct dirent *e = readdir(d))
+                if (e->d_type == DT_DIR &&
+                    strncmp(e->d_name, kContainerPrefix, sizeof kContainerPrefix - 1) == 0)
+                    sub.push_back(dir + "/" + e->d_name);
+            closedir(d);
+            for (const auto &s : sub)
+                if (rmdir(s.c_str()) != 0 && errno != ENOENT)
+                    left.push_back(s + ": " + strerror(errno));
+        }
         if (rmdir(dir.c_str()) != 0 && errno != ENOENT)
             left.push_back(dir + ": " + strerror(errno));
     }

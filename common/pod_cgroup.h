@@ -69,6 +69,9 @@ std::vector<std::string> own_job_cgroup_dirs(std::string_view proc_cgroup_text, 
 
 // "k8s_pod_<uid>"; a uid must be 1-64 of [a-z0-9-] (the API's are UUIDs).
 Result<std::string> pod_cgroup_name(std::string_view pod_uid);
+// A container's directory below its pod's: "ctr_<name>" (a DNS label, which
+// never has the dot of a cgroup's control files).
+Result<std::string> container_cgroup_name(std::string_view container);
 
 // What a pod's cgroup allows.
 struct PodCgroupSettings {
@@ -83,6 +86,12 @@ struct PodCgroupSettings {
     int64_t cpu_period_us = 100000;
     int64_t cpu_shares = 0;
     int64_t pids_max = 0;  // pids: pids.max, 0 = none
+    // The container whose process moves (its directory below the pod's, where
+    // the process goes) and its own limits: its memory limit and the CFS
+    // quota of its CPU limit, 0 = none (the pod's hold it).
+    std::string container;
+    int64_t container_memory_limit = 0;
+    int64_t container_cpu_quota_us = 0;
     // What all the job's pods together may use on the node (what the job
     // lends): the memory parent's memory.limit_in_bytes (the extern step
     // holds only the shim and the pods; kShimMemoryHeadroom is added for the
@@ -106,8 +115,11 @@ int64_t cpu_weight_for_shares(int64_t shares);
 
 // Makes the pod's directory under each parent if missing (mkdirat, the parent
 // opened without following a symlink), writes the settings of that hierarchy
-// (each time: a rule already there is a no-op, the limit the same) and then
-// moves pid into it in every hierarchy. The first failure stops it and is
+// (each time: a rule already there is a no-op, the limit the same), makes the
+// container's directory below it with the container's limits, and moves pid
+// into that in every hierarchy (as the kubelet, a pod's processes are in its
+// containers' cgroups, none in the pod's own: v2 allows no process beside
+// child cgroups). The first failure stops it and is
 // returned; the process is then in none or some of them (the caller kills it).
 // On v2: "+pids" in the job's and "+cpu +memory +pids" in step_extern's
 // cgroup.subtree_control, the pods' caps on step_extern (memory.max,
@@ -131,8 +143,8 @@ inline int64_t pod_limit(const std::vector<int64_t> &app_limits,
 // The pod uids that have a directory under a parent.
 std::vector<std::string> pod_cgroup_uids(const std::vector<PodCgroupParent> &parents);
 
-// Removes the pod's directories (a directory that still holds a process
-// stays: EBUSY). The failures other than "already gone", one line each.
+// Removes the pod's directories, its containers' first (a directory that
+// still holds a process stays: EBUSY). The failures other than "already gone", one line each.
 std::vector<std::string> remove_pod_cgroup(const std::vector<PodCgroupParent> &parents,
                                            std::string_view pod_uid);
 

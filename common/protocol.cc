@@ -1,6 +1,7 @@
 #include "common/protocol.h"
 
 #include "common/json.h"
+#include "common/k8s_names.h"
 
 namespace sk::proto {
 
@@ -98,6 +99,7 @@ Json::Value to_json(const CgroupEnter &r) {
     Json::Value v(Json::objectValue);
     v["pod_uid"] = r.pod_uid;
     v["gpus"] = json::from_ints(r.gpus);
+    v["container"] = r.container;
     return v;
 }
 
@@ -106,6 +108,11 @@ Result<CgroupEnter> cgroup_enter_from_json(const Json::Value &v) {
     CgroupEnter r;
     SK_TRY_ASSIGN(r.pod_uid, json::get_string(v, "pod_uid", ctx));
     SK_TRY_ASSIGN(r.gpus, opt_int_list(v, "gpus", ctx, kMaxGpuIndex));
+    SK_TRY_ASSIGN(r.container, json::get_string(v, "container", ctx));
+    if (!k8s::is_dns1123_label(r.container))
+        return fail(Error::InvalidArgument,
+                    "cgroup_enter: container '" + r.container.substr(0, 80) +
+                        "' is no container name (a DNS label: a-z, 0-9, '-', at most 63)");
     return r;
 }
 

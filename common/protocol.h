@@ -66,6 +66,9 @@ struct AttachReply {
 struct CgroupEnter {
     std::string pod_uid;
     std::vector<int> gpus;  // the pod's GPUs (node indices): the others are denied
+    // The container (its name in the pod's spec) whose supervisor asks: its
+    // own cgroup below the pod's, with its own limits (common/pod_cgroup.h).
+    std::string container;
 };
 
 Json::Value to_json(const RegisterRequest &r);

@@ -111,7 +111,7 @@ Status Container::start() {
     out = Pipe(loop);
     err = Pipe(loop);
     SpawnSpec spec = container_command(plan->argv, *plan, env.pod_dir, env.supervisor, 0);
-    oom_before = cgroup_oom_kills(plan->cgroup_pod_uid, plan->cgroup_job_id);
+    oom_before = cgroup_oom_kills(plan->cgroup_pod_uid, plan->cgroup_job_id, plan->name);
     SpawnStdio io;
     io.in = in ? &in : nullptr;
     io.out = &out;
@@ -433,9 +433,10 @@ void Container::maybe_finish_exit() {
     }
     Termination t;
     t.exit_code = term_signal ? 128 + term_signal : static_cast<int>(exit_status);
-    long long oom_after = term_signal == SIGKILL && !killing
-                              ? cgroup_oom_kills(plan->cgroup_pod_uid, plan->cgroup_job_id)
-                              : -1;
+    long long oom_after =
+        term_signal == SIGKILL && !killing
+            ? cgroup_oom_kills(plan->cgroup_pod_uid, plan->cgroup_job_id, plan->name)
+            : -1;
     std::string start_error = start_failure(t.exit_code, tail);
     if (start_error.empty() && plan->image_run)
         start_error = podman_start_failure(t.exit_code, tail);

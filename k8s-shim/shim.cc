@@ -358,12 +358,12 @@ proto::Reply Shim::pod_run(const proto::Request &req) {
     assign_gpus(&*plan, *idx, cuda_pool_);
     if (pod_cgroups_) {
         // Every supervisor of the pod (its containers', probes', hooks' and
-        // exec sessions') enters the pod's cgroup, which the agent opens to
-        // the pod's GPUs only.
+        // exec sessions') enters its container's cgroup below the pod's,
+        // which the agent opens to the pod's GPUs only.
         std::string request = opt_.socket_path + "\n" + uid + "\n" + format_index_list(*idx);
         for (auto *list : {&plan->init_containers, &plan->containers})
             for (auto &c : *list) {
-                c.cgroup_request = request;
+                c.cgroup_request = request + "\n" + c.name;
                 c.cgroup_pod_uid = uid;
                 c.cgroup_job_id = opt_.job_id;
             }

@@ -168,7 +168,8 @@ long long oom_kill_count(const std::string &path, long long absent) {
 
 }  // namespace
 
-long long cgroup_oom_kills(const std::string &pod_uid, uint32_t job_id) noexcept {
+long long cgroup_oom_kills(const std::string &pod_uid, uint32_t job_id,
+                           const std::string &container) noexcept {
     try {
         std::ifstream cg("/proc/self/cgroup");
         std::string line, path, text;
@@ -179,12 +180,13 @@ long long cgroup_oom_kills(const std::string &pod_uid, uint32_t job_id) noexcept
         auto memory = pod_uid.empty()
                           ? Result<std::vector<PodCgroupParent>>(fail(Error::NotFound, ""))
                           : pod_cgroup_parents(text, job_id, {"memory"}, "/sys/fs/cgroup");
-        // The pod's own cgroup (a new one counts 0 until the kernel makes it).
-        if (memory && !memory->empty())
-            return oom_kill_count(memory->front().dir + "/k8s_pod_" + pod_uid +
-                                      (memory->front().unified ? "/memory.events"
-                                                               : "/memory.oom_control"),
-                                  0);
+        // The container's own cgroup (0 until the agent made it).
+        auto ctr = container_cgroup_name(container);
+        if (memory && !memory->empty() && ctr)
+            return oom_kill_count(
+                memory->front().dir + "/k8s_pod_" + pod_uid + "/" + *ctr +
+                    (memory->front().unified ? "/memory.events" : "/memory.oom_control"),
+                0);
         if (path.empty()) return -1;
         return oom_kill_count("/sys/fs/cgroup" + path + "/memory.events", -1);
     } catch (...) {

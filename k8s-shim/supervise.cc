@@ -222,9 +222,10 @@ namespace {
 // The agent moves this process into its pod's cgroup (kSuperviseCgroupEnv).
 Status enter_pod_cgroup(const std::string &request) {
     auto parts = split(request, '\n');
-    if (parts.size() != 3) return fail(Error::InvalidArgument, "malformed request");
+    if (parts.size() != 4) return fail(Error::InvalidArgument, "malformed request");
     proto::CgroupEnter m;
     m.pod_uid = parts[1];
+    m.container = parts[3];
     if (!parts[2].empty()) {
         auto gpus = parse_index_list(parts[2], "GPUs");
         if (!gpus) return gpus.failure();

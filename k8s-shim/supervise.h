@@ -56,10 +56,11 @@ constexpr const char kSuperviseTerminalEnv[] = "SK_SUPERVISE_TERMINAL";
 // ever raised (no privilege lowers it): a value below the supervisor's own
 // leaves the command at the supervisor's.
 constexpr const char kSuperviseNiceEnv[] = "SK_SUPERVISE_NICE";
-// When set ("<agent socket>\n<pod uid>\n<the pod's GPUs, comma-separated>",
-// removed from the environment too): before it forks the command, the
-// supervisor asks the agent on a connection of its own to move it into the
-// pod's cgroup (op cgroup_enter, common/pod_cgroup.h), so the command and
+// When set ("<agent socket>\n<pod uid>\n<the pod's GPUs, comma-separated>\n
+// <container name>", removed from the environment too): before it forks the
+// command, the supervisor asks the agent on a connection of its own to move
+// it into its container's cgroup below the pod's (op cgroup_enter,
+// common/pod_cgroup.h), so the command and
 // all it starts run there (an unavailable agent, restarting or with its
 // connections for this user all taken, is asked again with back-off); a
 // refusal or no answer within 15 s ends it with

@@ -56,6 +56,35 @@ spec:
     resources: {limits: {cpu: 100m}}
 EOF
 }
+# A pod whose container "big" allocates 64 MiB over its own 32Mi limit, well
+# within the pod's (32Mi + 256Mi for "calm"): OOMKilled in its container's
+# cgroup alone, "calm" runs on (common/pod_cgroup.h: a cgroup per container).
+e2e_check_container_oom() {  # e2e_check_container_oom CASE JOB
+  local what="$1" j="$2" got
+  e2e_kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: two, namespace: default}
+spec:
+  nodeSelector: {slurm-k8s/job-id: "$j"}
+  tolerations: [{key: slurm-k8s/job, operator: Equal, value: "$j", effect: NoSchedule}]
+  restartPolicy: Never
+  containers:
+  - name: big
+    image: e2e/hog:1
+    command: [python3, -c, "import time; print('big', flush=True); b = b'x' * (64 << 20); print('survived', flush=True); time.sleep(60)", "e2e-pod-$j-two-big"]
+    resources: {limits: {memory: 32Mi}}
+  - name: calm
+    image: e2e/calm:1
+    command: [python3, -c, "import time; print('calm', flush=True); time.sleep(300)", "e2e-pod-$j-two-calm"]
+    resources: {limits: {memory: 256Mi}}
+EOF
+  e2e_wait 120 "[ \"\$(e2e_pod_field default/two '{.status.containerStatuses[?(@.name==\"big\")].state.terminated.reason}')\" = OOMKilled ]"
+  got="$(e2e_pod_field default/two '{.status.containerStatuses[?(@.name=="big")].state.terminated.reason}/{.status.containerStatuses[?(@.name=="big")].state.terminated.exitCode} calm:{.status.containerStatuses[?(@.name=="calm")].state.running.startedAt}')"
+  [[ $got == OOMKilled/137\ calm:?* ]] && ! e2e_kubectl logs -n default two -c big 2>/dev/null | grep -q survived
+  ok $? "$what: a container over its own 32Mi limit (within the pod's 288Mi) is OOMKilled alone, its pod's other container runs on ($got)"
+  e2e_kubectl delete pod two --wait=false >/dev/null 2>&1
+}
 # Python printing "0:R 1:R 2:R 3:R", R the result of opening each fake GPU
 # (OK, ENXIO where the device is allowed, EPERM where it is denied).
 e2e_gpu_opener() {
@@ -91,14 +120,14 @@ case_pod_devices() {
     uid="$(e2e_pod_field "default/$p" '{.metadata.uid}')"
     pid="$(e2e_pod_pids "$j" "$p" | cut -d' ' -f1)"
     got="$(sed -n 's/^[0-9]*:devices://p' "/proc/$pid/cgroup" 2>/dev/null)"
-    [ "$got" = "${step#/sys/fs/cgroup/devices}/k8s_pod_$uid" ] || bad="$bad $p:in-$got"
+    [ "$got" = "${step#/sys/fs/cgroup/devices}/k8s_pod_$uid/ctr_main" ] || bad="$bad $p:in-$got"
     gpu="$(e2e_pod_log "default/$p" | sed -n 's/.*NVIDIA_VISIBLE_DEVICES=\([0-9]*\).*/\1/p' | head -n1)"
     want=""
     for i in 0 1 2 3; do
       if [ "$i" = "$gpu" ]; then want+="$i:ENXIO "; else want+="$i:EPERM "; fi
     done
     got="$(sh -c 'echo $$ > "$1/cgroup.procs" && exec runuser -u "$2" -- python3 -c "$3"' sh \
-      "$step/k8s_pod_$uid" "$TEST_USER" "$opener" 2>&1)"
+      "$step/k8s_pod_$uid/ctr_main" "$TEST_USER" "$opener" 2>&1)"
     echo "  $p (GPU ${gpu:-none}) in its cgroup: $got"
     [ "$got" = "${want% }" ] || bad="$bad $p:[$got]-want-[${want% }]"
   done
@@ -136,6 +165,7 @@ print(s.makefile().readline().strip())' "$E2E_AGENTS/n1/agent.sock" "$uid" 2>&1)
   [ "$(e2e_pod_phase g1)" = Running ] && [ "$(e2e_pod_phase g0)" = Running ] \
     && [ "$(squeue -h -j "$j" -o %T)" = RUNNING ] && ! e2e_pod_log default/hog | grep -q survived
   ok $? "pod_devices: the other pods and the trainer run on"
+  e2e_check_container_oom pod_devices "$j"
   # CPU and pids (v1: no job directory of Slurm's there, the agent's own tree
   # /sys/fs/cgroup/<cpu|cpuacct|pids>/slurm_k8s/job_<id>): a CPU burner held
   # to its 100m limit by the CFS quota, a pod forking without bound stopped at
@@ -149,7 +179,8 @@ print(s.makefile().readline().strip())' "$E2E_AGENTS/n1/agent.sock" "$uid" 2>&1)
   pids="/sys/fs/cgroup/pids/slurm_k8s/job_$j/k8s_pod_$uid"
   pid="$(pgrep -f "e2e-pod-$j-burn\$" | head -n1)"
   got="$(cat "$cpu/cpu.cfs_quota_us" 2>&1)/$(cat "$cpu/cpu.cfs_period_us" 2>&1)"
-  [ "$got" = 20000/100000 ] && grep -q "^[0-9]*:cpu[,a-z]*:/slurm_k8s/job_$j/k8s_pod_$uid\$" "/proc/$pid/cgroup"
+  [ "$got" = 20000/100000 ] && grep -q "^[0-9]*:cpu[,a-z]*:/slurm_k8s/job_$j/k8s_pod_$uid/ctr_main\$" "/proc/$pid/cgroup" \
+    && [ "$(cat "$cpu/ctr_main/cpu.cfs_quota_us")" = 10000 ]
   ok $? "pod_devices: the pod's cpu cgroup in the agent's tree has the quota of its two 100m limits ($got)"
   # All pods together hold what the job lends: the extern step's memory
   # limit is --k8s-mem (+64 MiB for the shim), the job's cpu cgroup in the
@@ -159,11 +190,11 @@ print(s.makefile().readline().strip())' "$E2E_AGENTS/n1/agent.sock" "$uid" 2>&1)
   got="$(cat "$mem/memory.limit_in_bytes")/$(cat "/sys/fs/cgroup/cpu/slurm_k8s/job_$j/cpu.cfs_quota_us")"
   [ "$got" = "$(( (512 + 64) << 20 ))/$(( ncpu * 100000 ))" ]
   ok $? "pod_devices: the pods together are held to the job's lent memory and its $ncpu CPUs ($got)"
-  e2e_wait 20 "[ \"\$(sed -n 's/^nr_throttled //p' '$cpu/cpu.stat')\" -gt 0 ] 2>/dev/null"
+  e2e_wait 20 "[ \"\$(sed -n 's/^nr_throttled //p' '$cpu/ctr_main/cpu.stat')\" -gt 0 ] 2>/dev/null"
   u0="$(cat "$acct/cpuacct.usage" 2>/dev/null)"; sleep 2; u1="$(cat "$acct/cpuacct.usage" 2>/dev/null)"
   got=$(( (${u1:-0} - ${u0:-0}) / 1000000 ))
-  [ "$(sed -n 's/^nr_throttled //p' "$cpu/cpu.stat")" -gt 0 ] && [ "$got" -le 600 ]
-  ok $? "pod_devices: the burner is throttled: $got ms of CPU in 2 s (its quota allows 400 ms)"
+  [ "$(sed -n 's/^nr_throttled //p' "$cpu/ctr_main/cpu.stat")" -gt 0 ] && [ "$got" -le 600 ]
+  ok $? "pod_devices: the burner is throttled in its container's cgroup: $got ms of CPU in 2 s (its 100m allow 200 ms)"
   # What kubectl top and /stats/summary say of the pod is its cgroup's count:
   # between two reads of cpuacct.usage around the summary's.
   local node sum top
@@ -179,7 +210,7 @@ for p in json.load(sys.stdin)["pods"]:
   e2e_wait 30 "e2e_kubectl top pod burn --no-headers 2>/dev/null | grep -q burn"
   top="$(e2e_kubectl top pod burn --no-headers 2>&1 | awk '{print $2}')"
   [[ $top =~ ^[0-9]+m$ ]] && [ "${top%m}" -ge 50 ] && [ "${top%m}" -le 260 ]
-  ok $? "pod_devices: kubectl top shows the burner near its 200m limit ($top)"
+  ok $? "pod_devices: kubectl top shows the burner near its container's 100m limit ($top)"
   e2e_wait 30 "e2e_kubectl logs -n default burn -c forker | grep -q '^started'"
   got="$(e2e_kubectl logs -n default burn -c forker | tr '\n' ' ')"
   [[ $got == *"fork refused after"* ]] && [ "$(cat "$pids/pids.max")" = 256 ] \
@@ -213,14 +244,14 @@ case_pod_devices_v2() {
     uid="$(e2e_pod_field "default/$p" '{.metadata.uid}')"
     pid="$(e2e_pod_pids "$j" "$p" | cut -d' ' -f1)"
     got="$(sed -n 's/^0:://p' "/proc/$pid/cgroup" 2>/dev/null)"
-    [ "$got" = "${step#/sys/fs/cgroup}/k8s_pod_$uid" ] || bad="$bad $p:in-$got"
+    [ "$got" = "${step#/sys/fs/cgroup}/k8s_pod_$uid/ctr_main" ] || bad="$bad $p:in-$got"
     gpu="$(e2e_pod_log "default/$p" | sed -n 's/.*NVIDIA_VISIBLE_DEVICES=\([0-9]*\).*/\1/p' | head -n1)"
     want=""
     for i in 0 1 2 3; do
       if [ "$i" = "$gpu" ]; then want+="$i:ENXIO "; else want+="$i:EPERM "; fi
     done
     got="$(sh -c 'echo $$ > "$1/cgroup.procs" && exec runuser -u "$2" -- python3 -c "$3"' sh \
-      "$step/k8s_pod_$uid" "$TEST_USER" "$opener" 2>&1)"
+      "$step/k8s_pod_$uid/ctr_main" "$TEST_USER" "$opener" 2>&1)"
     echo "  $p (GPU ${gpu:-none}) in its cgroup: $got"
     [ "$got" = "${want% }" ] || bad="$bad $p:[$got]-want-[${want% }]"
   done
@@ -244,6 +275,7 @@ case_pod_devices_v2() {
   [ "$(e2e_pod_phase g1)" = Running ] && [ "$(e2e_pod_phase g0)" = Running ] \
     && [ "$(squeue -h -j "$j" -o %T)" = RUNNING ] && ! e2e_pod_log default/hog | grep -q survived
   ok $? "pod_devices_v2: the other pods and the trainer run on"
+  e2e_check_container_oom pod_devices_v2 "$j"
   e2e_apply_burn "$j"
   e2e_pod_running burn 60; ok $? "pod_devices_v2: a CPU burner and a forker run"
   uid="$(e2e_pod_field default/burn '{.metadata.uid}')"
@@ -256,11 +288,12 @@ case_pod_devices_v2() {
   got="$(cat "$step/memory.max")/$(cat "$step/cpu.max")"
   [ "$got" = "$(( (512 + 64) << 20 ))/$(( ncpu * 100000 )) 100000" ]
   ok $? "pod_devices_v2: the pods together are held to the job's lent memory and its $ncpu CPUs on step_extern ($got)"
-  e2e_wait 30 "[ \"\$(sed -n 's/^nr_throttled //p' '$dir/cpu.stat')\" -gt 0 ] 2>/dev/null"
+  e2e_wait 30 "[ \"\$(sed -n 's/^nr_throttled //p' '$dir/ctr_main/cpu.stat')\" -gt 0 ] 2>/dev/null"
   u0="$(usec)"; sleep 2; u1="$(usec)"
   got=$(( (${u1:-0} - ${u0:-0}) / 1000 ))
-  [ "$(sed -n 's/^nr_throttled //p' "$dir/cpu.stat")" -gt 0 ] && [ "$got" -le 600 ]
-  ok $? "pod_devices_v2: the burner is throttled: $got ms of CPU in 2 s (its quota allows 400 ms)"
+  [ "$(sed -n 's/^nr_throttled //p' "$dir/ctr_main/cpu.stat")" -gt 0 ] && [ "$got" -le 600 ] \
+    && [ "$(cat "$dir/ctr_main/cpu.max")" = "10000 100000" ]
+  ok $? "pod_devices_v2: the burner is throttled in its container's cgroup: $got ms of CPU in 2 s (its 100m allow 200 ms)"
   local node sum top
   node="$(e2e_node_names "$j" | head -n1)"
   u0="$(usec)"
@@ -274,8 +307,9 @@ for p in json.load(sys.stdin)["pods"]:
   e2e_wait 60 "e2e_kubectl top pod burn --no-headers 2>/dev/null | grep -q burn"
   top="$(e2e_kubectl top pod burn --no-headers 2>&1 | awk '{print $2}')"
   [[ $top =~ ^[0-9]+m$ ]] && [ "${top%m}" -ge 50 ] && [ "${top%m}" -le 260 ]
-  ok $? "pod_devices_v2: kubectl top shows the burner near its 200m limit ($top)"
-  e2e_wait 60 "e2e_kubectl logs -n default burn -c forker | grep -q '^started'"
+  ok $? "pod_devices_v2: kubectl top shows the burner near its container's 100m limit ($top)"
+  # (its 100m under TCG: 250 fork-execs take minutes)
+  e2e_wait 300 "e2e_kubectl logs -n default burn -c forker | grep -q '^started'"
   got="$(e2e_kubectl logs -n default burn -c forker | tr '\n' ' ')"
   [[ $got == *"fork refused after"* ]] && [ "$(cat "$dir/pids.max")" = 256 ]
   ok $? "pod_devices_v2: a pod forking without bound is stopped at pids.max 256 ($got)"

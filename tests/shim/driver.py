@@ -2083,6 +2083,7 @@ def test_pod_cgroup_requests(a):
         ok = [s for s in seen if s[1]["pod_uid"] == "uid-cgok"]
         assert len(ok) == 1 and ok[0][0] == "cgroup_enter", seen
         assert len(ok[0][1]["gpus"]) == 2 and set(ok[0][1]["gpus"]) <= {0, 1, 2, 3}, seen
+        assert ok[0][1]["container"] == "main", seen
         assert ok[0][2] == "sk-supervise" and ok[0][3] == a.proc.pid, seen
         p = pod("cgno", [sh("main", "echo never")], restart="Never")
         assert a.request("pod_run", {"pod": p, "files": {}})["ok"]

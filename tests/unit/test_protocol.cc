@@ -188,11 +188,20 @@ START_TEST(other_bodies_round_trip) {
     ck_assert(!a2->pod_cgroups);  // absent: the shim asks nothing (an older agent)
     a.pod_cgroups = true;
     ck_assert(attach_reply_from_json(to_json(a))->pod_cgroups);
-    auto ce = cgroup_enter_from_json(to_json(CgroupEnter{"u-1", {2, 3}}));
+    auto ce = cgroup_enter_from_json(to_json(CgroupEnter{"u-1", {2, 3}, "main"}));
     ck_assert(ce.ok() && ce->pod_uid == "u-1" && ce->gpus.size() == 2 && ce->gpus[1] == 3);
-    ck_assert(cgroup_enter_from_json(*json::parse("{\"pod_uid\":\"u\"}"))->gpus.empty());
-    ck_assert(!cgroup_enter_from_json(*json::parse("{\"gpus\":[1]}")).ok());
-    ck_assert(!cgroup_enter_from_json(*json::parse("{\"pod_uid\":\"u\",\"gpus\":[-1]}")).ok());
+    ck_assert_sstr_eq(ce->container, "main");
+    ck_assert(cgroup_enter_from_json(*json::parse("{\"pod_uid\":\"u\",\"container\":\"c\"}"))
+                  ->gpus.empty());
+    ck_assert(!cgroup_enter_from_json(*json::parse("{\"gpus\":[1],\"container\":\"c\"}")).ok());
+    ck_assert(!cgroup_enter_from_json(
+                   *json::parse("{\"pod_uid\":\"u\",\"gpus\":[-1],\"container\":\"c\"}"))
+                   .ok());
+    // The container names its directory: a DNS label, nothing else.
+    for (const char *bad : {"{\"pod_uid\":\"u\"}", "{\"pod_uid\":\"u\",\"container\":\"\"}",
+                            "{\"pod_uid\":\"u\",\"container\":\"../x\"}",
+                            "{\"pod_uid\":\"u\",\"container\":\"memory.max\"}"})
+        ck_assert_msg(!cgroup_enter_from_json(*json::parse(bad)).ok(), "%s", bad);
     ck_assert(attach_from_json(to_json(AttachRequest{5, "n1"})).ok());
     ck_assert(!attach_from_json(*json::parse("{\"job_id\":5}")).ok());
 }

@@ -316,12 +316,17 @@ START_TEST(pod_enter_v2_kernel) {
     set.pids_max = 32;
     set.pods_memory_limit = 512 << 20;
     set.pods_cpu_quota_us = 200000;
+    set.container = "main";
+    set.container_memory_limit = 32 << 20;
+    set.container_cpu_quota_us = 20000;
     Opener pod;
     Status st = enter_pod_cgroup(*parents, "uid-1", set, pod.pid);
     ck_assert_msg(st.ok(), "%s", st.message().c_str());
     std::string dir = step + "/k8s_pod_uid-1";
     ck_assert_sstr_eq(slurp("/proc/" + std::to_string(pod.pid) + "/cgroup"),
-                      "0::" + dir.substr(root.size()));
+                      "0::" + dir.substr(root.size()) + "/ctr_main");
+    ck_assert_sstr_eq(slurp(dir + "/ctr_main/memory.max"), std::to_string(32 << 20));
+    ck_assert_sstr_eq(slurp(dir + "/ctr_main/cpu.max"), "20000 100000");
     ck_assert_sstr_eq(slurp(dir + "/memory.max"), std::to_string(64 << 20));
     ck_assert_sstr_eq(slurp(dir + "/cpu.max"), "50000 100000");
     ck_assert_sstr_eq(slurp(dir + "/cpu.weight"), "39");
@@ -337,11 +342,14 @@ START_TEST(pod_enter_v2_kernel) {
     ck_assert_int_eq(pod.open_errno("/dev/full"), EPERM);
     ck_assert_int_ne(pod.open_errno("/dev/tty"), EPERM);
     ck_assert_int_eq(stepd.open_errno("/dev/null"), 0);  // the rest of the job: untouched
-    // A second supervisor of the pod: the same directory, settings again.
+    // A supervisor of the pod's other container: a directory of its own.
     Opener second;
+    set.container = "side";
+    set.container_memory_limit = 0;
     st = enter_pod_cgroup(*parents, "uid-1", set, second.pid);
     ck_assert_msg(st.ok(), "%s", st.message().c_str());
     ck_assert_int_eq(second.open_errno("/dev/null"), EPERM);
+    ck_assert_sstr_eq(slurp(dir + "/ctr_side/memory.max"), "max");
     auto uids = pod_cgroup_uids(*parents);
     ck_assert(uids.size() == 1 && uids[0] == "uid-1");
     // Busy while a process is in it; gone once none is.
@@ -392,15 +400,36 @@ START_TEST(pod_enter_and_remove) {
     deny.deny[0].minor = 0;
     deny.deny[1].minor = 3;
     deny.memory_limit = 64 << 20;
+    deny.container = "main";
     auto st = enter_pod_cgroup(parents, "u1", deny, 4242);
     ck_assert(!st.ok() && st.message().find("k8s_pod_u1/devices.deny") != std::string::npos);
     std::string pod = step + "/k8s_pod_u1";
     touch(pod + "/devices.deny");
-    touch(pod + "/cgroup.procs");
+    // Then the container's directory below it, where the pid goes.
+    st = enter_pod_cgroup(parents, "u1", deny, 4242);
+    ck_assert(!st.ok() &&
+              st.message().find("k8s_pod_u1/ctr_main/cgroup.procs") != std::string::npos);
+    touch(pod + "/ctr_main/cgroup.procs");
     st = enter_pod_cgroup(parents, "u1", deny, 4242);
     ck_assert_msg(st.ok(), "%s", st.ok() ? "" : st.message().c_str());
     ck_assert_sstr_eq(*read_file(pod + "/devices.deny", 4096), "c 195:0 rwmc 195:3 rwm");
-    ck_assert_sstr_eq(*read_file(pod + "/cgroup.procs", 4096), "4242");
+    ck_assert_sstr_eq(*read_file(pod + "/ctr_main/cgroup.procs", 4096), "4242");
+    // Its own memory limit on the container's directory, the pod's on the pod's.
+    PodCgroupSettings ctr = deny;
+    ctr.container_memory_limit = 32 << 20;
+    std::vector<PodCgroupParent> ctr_mem = {{"memory", step}};
+    touch(pod + "/memory.limit_in_bytes");
+    ck_assert(!enter_pod_cgroup(ctr_mem, "u1", ctr, 4242).ok());  // no file in ctr_main yet
+    touch(pod + "/ctr_main/memory.limit_in_bytes");
+    ck_assert(enter_pod_cgroup(ctr_mem, "u1", ctr, 4242).ok());
+    ck_assert_sstr_eq(*read_file(pod + "/ctr_main/memory.limit_in_bytes", 64), "33554432");
+    ck_assert_sstr_eq(*read_file(pod + "/memory.limit_in_bytes", 64), "67108864");
+    unlink((pod + "/ctr_main/memory.limit_in_bytes").c_str());
+    unlink((pod + "/memory.limit_in_bytes").c_str());
+    // A container name that is no DNS label makes no directory.
+    PodCgroupSettings bad = deny;
+    bad.container = "../x";
+    ck_assert(!enter_pod_cgroup(parents, "u1", bad, 4242).ok());
     // Another hierarchy than devices gets no rules, only the pid; memory
     // its limit (and none when the pod has none: the job's applies).
     std::vector<PodCgroupParent> cpu = {{"cpu,cpuacct", step}};
@@ -416,6 +445,7 @@ START_TEST(pod_enter_and_remove) {
     // All pods together: the extern step's limit, the lent memory plus the
     // shim's headroom.
     PodCgroupSettings capped;
+    capped.container = "main";
     capped.pods_memory_limit = 512 << 20;
     ck_assert(!enter_pod_cgroup(mem, "u1", capped, 7).ok());  // the step has no limit file here
     touch(step + "/memory.limit_in_bytes");
@@ -424,7 +454,9 @@ START_TEST(pod_enter_and_remove) {
                       std::to_string((512 << 20) + kShimMemoryHeadroom).c_str());
     unlink((step + "/memory.limit_in_bytes").c_str());
     touch(pod + "/memory.limit_in_bytes");
-    ck_assert(enter_pod_cgroup(mem, "u1", PodCgroupSettings{}, 7).ok());
+    PodCgroupSettings plain;
+    plain.container = "main";
+    ck_assert(enter_pod_cgroup(mem, "u1", plain, 7).ok());
     ck_assert_sstr_eq(*read_file(pod + "/memory.limit_in_bytes", 4096), "");
     unlink((pod + "/memory.limit_in_bytes").c_str());
     ck_assert(!enter_pod_cgroup(parents, "../u1", deny, 1).ok());
@@ -433,10 +465,11 @@ START_TEST(pod_enter_and_remove) {
     auto uids = pod_cgroup_uids(parents);
     ck_assert_uint_eq(uids.size(), 1);
     ck_assert_sstr_eq(uids[0], "u1");
-    // Still holding files (a busy cgroup on a real cgroupfs): not removed.
-    ck_assert_uint_eq(remove_pod_cgroup(parents, "u1").size(), 1);
+    // Still holding files (a busy cgroup on a real cgroupfs): not removed,
+    // the container's nor the pod's.
+    ck_assert_uint_eq(remove_pod_cgroup(parents, "u1").size(), 2);
     unlink((pod + "/devices.deny").c_str());
-    unlink((pod + "/cgroup.procs").c_str());
+    unlink((pod + "/ctr_main/cgroup.procs").c_str());
     ck_assert(remove_pod_cgroup(parents, "u1").empty());
     ck_assert(remove_pod_cgroup(parents, "u1").empty());  // already gone
     ck_assert(pod_cgroup_uids(parents).empty());
@@ -452,17 +485,21 @@ START_TEST(pod_enter_and_remove) {
     cpu_set.cpu_quota_us = 50000;
     cpu_set.cpu_shares = 256;
     cpu_set.pids_max = 64;
+    cpu_set.container = "main";
     st = enter_pod_cgroup(own, "u2", cpu_set, 9);
     ck_assert(!st.ok() && st.message().find("k8s_pod_u2/cpu.cfs_period_us") != std::string::npos);
     std::string own_pod = root + "/cpu,cpuacct/slurm_k8s/job_7/k8s_pod_u2";
-    for (const char *f : {"cpu.cfs_period_us", "cpu.cfs_quota_us", "cpu.shares", "cgroup.procs"})
+    for (const char *f :
+         {"cpu.cfs_period_us", "cpu.cfs_quota_us", "cpu.shares", "ctr_main/cgroup.procs"}) {
+        mkdir((own_pod + "/ctr_main").c_str(), 0755);
         touch(own_pod + "/" + f);
+    }
     st = enter_pod_cgroup(own, "u2", cpu_set, 9);
     ck_assert_msg(st.ok(), "%s", st.ok() ? "" : st.message().c_str());
     ck_assert_sstr_eq(*read_file(own_pod + "/cpu.cfs_period_us", 64), "100000");
     ck_assert_sstr_eq(*read_file(own_pod + "/cpu.cfs_quota_us", 64), "50000");
     ck_assert_sstr_eq(*read_file(own_pod + "/cpu.shares", 64), "256");
-    ck_assert_sstr_eq(*read_file(own_pod + "/cgroup.procs", 64), "9");
+    ck_assert_sstr_eq(*read_file(own_pod + "/ctr_main/cgroup.procs", 64), "9");
     ck_assert_int_eq(mkdir((root + "/pids").c_str(), 0755), 0);
     ck_assert_int_eq(
         symlink((root + "/cpu,cpuacct/slurm_k8s").c_str(), (root + "/pids/slurm_k8s").c_str()), 0);
@@ -472,7 +509,8 @@ START_TEST(pod_enter_and_remove) {
     st = enter_pod_cgroup(pids, "u2", cpu_set, 9);  // the fresh dir has no pids.max
     ck_assert(!st.ok() && st.message().find("k8s_pod_u2/pids.max") != std::string::npos);
     touch(root + "/pids/slurm_k8s/job_7/k8s_pod_u2/pids.max");
-    touch(root + "/pids/slurm_k8s/job_7/k8s_pod_u2/cgroup.procs");
+    mkdir((root + "/pids/slurm_k8s/job_7/k8s_pod_u2/ctr_main").c_str(), 0755);
+    touch(root + "/pids/slurm_k8s/job_7/k8s_pod_u2/ctr_main/cgroup.procs");
     ck_assert(enter_pod_cgroup(pids, "u2", cpu_set, 9).ok());
     ck_assert_sstr_eq(*read_file(root + "/pids/slurm_k8s/job_7/k8s_pod_u2/pids.max", 64), "64");
     // All pods together: the own cpu parent's quota (the job's lent CPUs).
@@ -489,13 +527,14 @@ START_TEST(pod_enter_and_remove) {
     cpu_set.pods_cpu_quota_us = 0;
     ck_assert(remove_own_job_cgroups(own).empty());  // still holds the pod's: kept
     ck_assert_int_eq(access((root + "/cpu,cpuacct/slurm_k8s/job_7").c_str(), F_OK), 0);
-    for (const char *f : {"cpu.cfs_period_us", "cpu.cfs_quota_us", "cpu.shares", "cgroup.procs"})
+    for (const char *f :
+         {"cpu.cfs_period_us", "cpu.cfs_quota_us", "cpu.shares", "ctr_main/cgroup.procs"})
         unlink((own_pod + "/" + f).c_str());
     ck_assert(remove_pod_cgroup(own, "u2").empty());
     ck_assert(remove_own_job_cgroups(own).empty());
     ck_assert_int_ne(access((root + "/cpu,cpuacct/slurm_k8s/job_7").c_str(), F_OK), 0);
     unlink((root + "/pids/slurm_k8s/job_7/k8s_pod_u2/pids.max").c_str());
-    unlink((root + "/pids/slurm_k8s/job_7/k8s_pod_u2/cgroup.procs").c_str());
+    unlink((root + "/pids/slurm_k8s/job_7/k8s_pod_u2/ctr_main/cgroup.procs").c_str());
     remove_pod_cgroup(pids, "u2");
     remove_own_job_cgroups(pids);
     for (const char *d : {"/cpu,cpuacct/slurm_k8s", "/cpu,cpuacct", "/pids/slurm_k8s", "/pids"})
