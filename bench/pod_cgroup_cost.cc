@@ -7,7 +7,8 @@
 // step_extern laid out as Slurm's cgroup/v2 does (cpu and memory below the
 // job), the pod's directory with its limits and its device program. Then N
 // times: fork a child that waits, and time
-//   start  = enter_pod_cgroup (the directories, the settings, the move), what
+//   start  = enter_pod_cgroup (the pod's and its container's directories, the
+//            settings, the move), what
 //            the agent does for a container's supervisor on `cgroup_enter`;
 //   end    = the child killed and reaped, then remove_pod_cgroup, what the
 //            agent's sweep does once the pod is gone;
@@ -140,6 +141,9 @@ int main(int argc, char **argv) {
         set.deny.push_back(d);
     }
     set.gpus.push_back({3, "", 195, 3});  // its own (v2: its device program allows it)
+    set.container = "main";               // its container's directory below the pod's
+    set.container_memory_limit = int64_t{256} << 20;
+    set.container_cpu_quota_us = 25000;
     set.memory_limit = int64_t{512} << 20;
     set.cpu_quota_us = 50000;
     set.cpu_shares = 512;

@@ -194,7 +194,7 @@ print(s.makefile().readline().strip())' "$E2E_AGENTS/n1/agent.sock" "$uid" 2>&1)
   u0="$(cat "$acct/cpuacct.usage" 2>/dev/null)"; sleep 2; u1="$(cat "$acct/cpuacct.usage" 2>/dev/null)"
   got=$(( (${u1:-0} - ${u0:-0}) / 1000000 ))
   [ "$(sed -n 's/^nr_throttled //p' "$cpu/ctr_main/cpu.stat")" -gt 0 ] && [ "$got" -le 600 ]
-  ok $? "pod_devices: the burner is throttled in its container's cgroup: $got ms of CPU in 2 s (its 100m allow 200 ms)"
+  ok $? "pod_devices: the burner is throttled in its container's cgroup: the pod used $got ms of CPU in 2 s (its limits allow 400 ms)"
   # What kubectl top and /stats/summary say of the pod is its cgroup's count:
   # between two reads of cpuacct.usage around the summary's.
   local node sum top
@@ -210,7 +210,7 @@ for p in json.load(sys.stdin)["pods"]:
   e2e_wait 30 "e2e_kubectl top pod burn --no-headers 2>/dev/null | grep -q burn"
   top="$(e2e_kubectl top pod burn --no-headers 2>&1 | awk '{print $2}')"
   [[ $top =~ ^[0-9]+m$ ]] && [ "${top%m}" -ge 50 ] && [ "${top%m}" -le 260 ]
-  ok $? "pod_devices: kubectl top shows the burner near its container's 100m limit ($top)"
+  ok $? "pod_devices: kubectl top shows the pod within its containers' two 100m limits ($top)"
   e2e_wait 30 "e2e_kubectl logs -n default burn -c forker | grep -q '^started'"
   got="$(e2e_kubectl logs -n default burn -c forker | tr '\n' ' ')"
   [[ $got == *"fork refused after"* ]] && [ "$(cat "$pids/pids.max")" = 256 ] \
@@ -293,7 +293,7 @@ case_pod_devices_v2() {
   got=$(( (${u1:-0} - ${u0:-0}) / 1000 ))
   [ "$(sed -n 's/^nr_throttled //p' "$dir/ctr_main/cpu.stat")" -gt 0 ] && [ "$got" -le 600 ] \
     && [ "$(cat "$dir/ctr_main/cpu.max")" = "10000 100000" ]
-  ok $? "pod_devices_v2: the burner is throttled in its container's cgroup: $got ms of CPU in 2 s (its 100m allow 200 ms)"
+  ok $? "pod_devices_v2: the burner is throttled in its container's cgroup: the pod used $got ms of CPU in 2 s (its limits allow 400 ms)"
   local node sum top
   node="$(e2e_node_names "$j" | head -n1)"
   u0="$(usec)"
@@ -307,7 +307,7 @@ for p in json.load(sys.stdin)["pods"]:
   e2e_wait 60 "e2e_kubectl top pod burn --no-headers 2>/dev/null | grep -q burn"
   top="$(e2e_kubectl top pod burn --no-headers 2>&1 | awk '{print $2}')"
   [[ $top =~ ^[0-9]+m$ ]] && [ "${top%m}" -ge 50 ] && [ "${top%m}" -le 260 ]
-  ok $? "pod_devices_v2: kubectl top shows the burner near its container's 100m limit ($top)"
+  ok $? "pod_devices_v2: kubectl top shows the pod within its containers' two 100m limits ($top)"
   # (its 100m under TCG: 250 fork-execs take minutes)
   e2e_wait 300 "e2e_kubectl logs -n default burn -c forker | grep -q '^started'"
   got="$(e2e_kubectl logs -n default burn -c forker | tr '\n' ' ')"
@@ -316,8 +316,13 @@ for p in json.load(sys.stdin)["pods"]:
   [ "$(e2e_pod_phase g1)" = Running ] && [ "$(squeue -h -j "$j" -o %T)" = RUNNING ]
   ok $? "pod_devices_v2: the trainer and the other pods run on"
   e2e_end_job "$j"
+  # (under TCG the extern step's end, stopping 250 processes, outlasts
+  # e2e_end_job's wait: Slurm removes J last)
+  e2e_wait 180 "[ ! -e '$J' ]"
   e2e_assert_clean "$j" "pod_devices_v2"
-  [ ! -e "$J" ]; ok $? "pod_devices_v2: the job's cgroup directory is gone ($J)"
+  local tree=""
+  [ -e "$J" ] && tree="$(find "$J" -name cgroup.procs -exec sh -c 'echo "${1%/cgroup.procs}: $(tr "\n" " " < "$1")"' sh {} \; 2>&1 | sed "s|$J||" | paste -sd';')"
+  [ ! -e "$J" ]; ok $? "pod_devices_v2: the job's cgroup directory is gone ($J${tree:+ left: $tree})"
 }
 
 # sbatch refuses malformed --k8s-* flags before submission, naming the flag.
