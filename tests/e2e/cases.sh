@@ -137,7 +137,7 @@ case_pod_devices() {
   uid="$(e2e_pod_field default/g2 '{.metadata.uid}')"
   got="$(sk_as_user python3 -c 'import json, socket, sys
 s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
-s.sendall((json.dumps({"v": 1, "id": 1, "op": "cgroup_enter", "body": {"pod_uid": sys.argv[2], "gpus": [1, 2, 3]}}) + "\n").encode())
+s.sendall((json.dumps({"v": 1, "id": 1, "op": "cgroup_enter", "body": {"pod_uid": sys.argv[2], "gpus": [1, 2, 3], "container": "main"}}) + "\n").encode())
 print(s.makefile().readline().strip())' "$E2E_AGENTS/n1/agent.sock" "$uid" 2>&1)"
   [[ $got == *'"ok":false'* && $got == *"no child of an attached shim"* ]]; ok $? "pod_devices: a job user's own process is refused a pod's cgroup ($got)"
   dir="$step/k8s_pod_$uid"
