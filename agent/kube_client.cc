@@ -5,7 +5,8 @@
 
 namespace sk::agent {
 
-Failure classify_http(long status, const std::string &body, const std::string &what) {
+Failure classify_http(long status, const std::string &body, const std::string &what,
+                      bool node_identity) {
     std::string reason, message;
     if (auto v = json::parse(body); v && v->isObject()) {
         reason = api::text((*v)["reason"]);
@@ -24,7 +25,10 @@ Failure classify_http(long status, const std::string &body, const std::string &w
         case 401:
             return fail(Error::Unauthorized, m + " (check the agent's API credentials)");
         case 403:
-            return fail(Error::Forbidden, m + " (check the agent's RBAC: etc/rbac.yaml)");
+            // A node identity's rights are the Node authorizer's and
+            // NodeRestriction's, not a binding of etc/rbac.yaml.
+            return fail(Error::Forbidden,
+                        node_identity ? m : m + " (check the agent's RBAC: etc/rbac.yaml)");
         case 400:
         case 415:
         case 422:
@@ -36,9 +40,11 @@ Failure classify_http(long status, const std::string &body, const std::string &w
     return fail(Error::Invalid, m);
 }
 
-Result<Json::Value> decode_response(const Result<HttpResponse> &r, const std::string &what) {
+Result<Json::Value> decode_response(const Result<HttpResponse> &r, const std::string &what,
+                                    bool node_identity) {
     if (!r) return fail(r.error(), r.message());
-    if (r->status < 200 || r->status >= 300) return classify_http(r->status, r->body, what);
+    if (r->status < 200 || r->status >= 300)
+        return classify_http(r->status, r->body, what, node_identity);
     if (r->body.empty()) return Json::Value(Json::objectValue);
     auto v = json::parse(r->body);
     if (!v) return fail(Error::Transient, what + ": malformed response: " + v.message());
@@ -73,11 +79,11 @@ void KubeClient::send(const char *method, const std::string &path, const std::st
     // The completion may come after this client is gone (a virtual node's
     // client dies with its node while a request is in flight): it touches
     // nothing of *this, only copies (the transport outlives its clients).
-    t_.request(std::move(req),
-               [obs = observer_, method, cb = std::move(cb), what](Result<HttpResponse> r) {
-                   if (obs) obs(method, r ? static_cast<int>(r->status) : 0);
-                   cb(decode_response(r, what));
-               });
+    t_.request(std::move(req), [obs = observer_, method, cb = std::move(cb), what,
+                                node = credential_ != nullptr](Result<HttpResponse> r) {
+        if (obs) obs(method, r ? static_cast<int>(r->status) : 0);
+        cb(decode_response(r, what, node));
+    });
 }
 
 void KubeClient::get(const std::string &path, JsonCb cb) {
@@ -120,12 +126,13 @@ uint64_t KubeClient::watch(const std::string &path, const EventCb &on_event, con
             for (const auto &e : *evs)
                 on_event(e);
         },
-        [obs = observer_, path, failed, on_end](Result<HttpResponse> r) {
+        [obs = observer_, path, failed, on_end,
+         node = credential_ != nullptr](Result<HttpResponse> r) {
             if (obs) obs("WATCH", r ? static_cast<int>(r->status) : 0);
             if (!*failed) return on_end(*failed);
             if (!r) return on_end(r.failure());
             if (r->status < 200 || r->status >= 300)
-                return on_end(classify_http(r->status, r->body, "watch " + path));
+                return on_end(classify_http(r->status, r->body, "watch " + path, node));
             on_end(Status());
         });
     *ids = id;

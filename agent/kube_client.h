@@ -17,9 +17,13 @@
 namespace sk::agent {
 
 // HTTP status + Status body -> Failure (what names the call for the log).
-Failure classify_http(long status, const std::string &body, const std::string &what);
+// node_identity: the request went out under a virtual node's own identity
+// (a 403 then names no RBAC binding: the Node authorizer decided).
+Failure classify_http(long status, const std::string &body, const std::string &what,
+                      bool node_identity = false);
 // 2xx -> parsed JSON body; else the classified failure.
-Result<Json::Value> decode_response(const Result<HttpResponse> &r, const std::string &what);
+Result<Json::Value> decode_response(const Result<HttpResponse> &r, const std::string &what,
+                                    bool node_identity = false);
 
 std::string url_escape(const std::string &s);
 

@@ -154,6 +154,51 @@ Json::Value refused_pod_status(const Json::Value &api_pod, const std::string &re
     return desired_pod_status(rt, api_pod, node_ip);
 }
 
+Json::Value start_blocked_status(const Json::Value &api_pod, const std::string &waiting_reason,
+                                 const std::string &message, int64_t now_s) {
+    Json::Value rt(Json::objectValue);
+    rt["phase"] = "Pending";
+    const Json::Value &api_status = api::object(api::field(api_pod, "status"));
+    std::string now = rfc3339(now_s);
+    rt["startTime"] = api_status.isMember("startTime") ? api_status["startTime"] : Json::Value(now);
+    const Json::Value &spec = api::field(api_pod, "spec");
+    std::string names;
+    bool inits = !api::items(api::field(spec, "initContainers")).empty();
+    for (const char *list : {"initContainers", "containers"}) {
+        const char *out = list[0] == 'i' ? "initContainerStatuses" : "containerStatuses";
+        for (const auto &c : api::items(api::field(spec, list))) {
+            Json::Value cs(Json::objectValue);
+            cs["name"] = api::field(c, "name");
+            cs["image"] = api::field(c, "image");
+            cs["imageID"] = "";
+            cs["ready"] = false;
+            cs["restartCount"] = 0;
+            cs["started"] = false;
+            cs["state"]["waiting"]["reason"] = waiting_reason;
+            cs["state"]["waiting"]["message"] = message;
+            rt[out].append(cs);
+            if (list[0] == 'c') names += (names.empty() ? "" : " ") + api::text(cs["name"]);
+        }
+    }
+    for (const char *type : {"Initialized", "Ready", "ContainersReady"}) {
+        Json::Value c(Json::objectValue);
+        c["type"] = type;
+        bool init = std::string(type) == "Initialized";
+        c["status"] = init && !inits ? "True" : "False";
+        c["lastProbeTime"] = Json::Value();
+        c["lastTransitionTime"] = now;
+        if (init && inits) {
+            c["reason"] = "ContainersNotInitialized";
+            c["message"] = "containers with incomplete status: [init containers]: " + message;
+        } else if (!init) {
+            c["reason"] = waiting_reason;
+            c["message"] = "containers with unready status: [" + names + "]: " + message;
+        }
+        rt["conditions"].append(c);
+    }
+    return rt;
+}
+
 std::string job_end_message(const std::string &reason, uint32_t job_id) {
     std::string job = "the Slurm job " + std::to_string(job_id) + " lending this node ";
     if (reason == "JobCompleted")

@@ -33,6 +33,14 @@ Json::Value refused_pod_status(const Json::Value &api_pod, const std::string &re
                                const std::string &message, const std::string &node_ip,
                                int64_t now_s);
 
+// A pod whose start is blocked (a read it depends on refused, an object or
+// key missing), as a kubelet shows it while it retries: phase Pending,
+// every container waiting with `waiting_reason` (CreateContainerConfigError,
+// ContainerCreating for a volume that could not be set up) and `message`,
+// Ready and ContainersReady False saying the same.
+Json::Value start_blocked_status(const Json::Value &api_pod, const std::string &waiting_reason,
+                                 const std::string &message, int64_t now_s);
+
 // A pod stopped because the Slurm job ended: its final status names that
 // (reason: a drain reason of the deregister, common/wire.h; the message
 // says it in words, job_end_message).

@@ -27,7 +27,8 @@ PodController::PodController(AgentContext &ctx, const JobRecord &rec)
       watch_timer_(ctx.loop),
       shim_timer_(ctx.loop),
       token_timer_(ctx.loop),
-      files_timer_(ctx.loop) {}
+      files_timer_(ctx.loop),
+      start_timer_(ctx.loop) {}
 
 std::string PodController::prefix() const {
     return "[node " + rec_.node_name + "]";
@@ -47,6 +48,7 @@ void PodController::stop() {
     shim_timer_.stop();
     token_timer_.stop();
     files_timer_.stop();
+    start_timer_.stop();
 }
 
 void PodController::relist_if_idle() {
@@ -208,8 +210,10 @@ void PodController::run_pod(const std::string &uid) {
     auto fetched = std::make_shared<FetchedObjects>();
     auto remaining = std::make_shared<size_t>(refs.size() + tokens.size());
     auto error = std::make_shared<Status>();
+    auto token_error = std::make_shared<Status>();
     p.state = PodState::Resolving;
-    auto finish = guard([this, uid, fetched, error] {
+    p.start_retry.at_us = 0;
+    auto finish = guard([this, uid, fetched, error, token_error] {
         auto it = pods_.find(uid);
         if (it == pods_.end()) return;
         BoundPod &e = it->second;
@@ -225,14 +229,14 @@ void PodController::run_pod(const std::string &uid) {
             facts.api_host = api->first;
             facts.api_port = api->second;
         }
+        if (!*token_error) return start_failed(uid, *token_error, false);
         Result<Json::Value> body =
             *error ? resolve_pod(e.api, *fetched, facts) : Result<Json::Value>(error->failure());
-        if (!body) {
-            LOG_WARN("%s cannot start: %s", pod_ref(e.api).c_str(), body.message().c_str());
-            post_event(e.api, {"Warning", "Failed", "Error: " + body.message(), ""});
-            // Retried on the next change of the pod, as the kubelet does.
-            return;
-        }
+        if (!body) return start_failed(uid, body.failure(), true);
+        if (e.start_retry.failures)
+            LOG_INFO("%s starts after %u failed attempts", pod_ref(e.api).c_str(),
+                     e.start_retry.failures);
+        e.start_retry = {};
         std::vector<std::string> no_auth;
         (void)pull_auth(e.api, *fetched, &no_auth);
         if (!no_auth.empty())  // the kubelet's warning; the pull may still work
@@ -269,7 +273,7 @@ void PodController::run_pod(const std::string &uid) {
     // bound to the pod. Refused (the ServiceAccount missing, no right): the
     // pod does not start, and the message says why.
     if (!tokens.empty())
-        request_tokens(pod, tokens, fetched, error, [remaining, finish, n = tokens.size()] {
+        request_tokens(pod, tokens, fetched, token_error, [remaining, finish, n = tokens.size()] {
             *remaining -= n;
             if (*remaining == 0) finish();
         });
@@ -278,7 +282,103 @@ void PodController::run_pod(const std::string &uid) {
 
 namespace {
 constexpr int64_t kTokenRetryS = 10;
+// A start refused for a reason that may pass by itself (a 403 while the
+// Node authorizer catches up with a binding, an API server briefly away)
+// is reported once it lasted this long; a missing object or key at once,
+// as a kubelet does.
+constexpr int64_t kStartReportAfterUs = 5 * 1000000;
+// The start's retries: 200 ms doubling up to 10 s, a kubelet's pod sync
+// back-off on error being 10 s.
+constexpr uint64_t kStartRetryFirstMs = 200, kStartRetryMaxMs = 10000;
+
+bool may_pass(Error e) {
+    return e == Error::Forbidden || e == Error::Unauthorized || e == Error::Transient ||
+           e == Error::Timeout || e == Error::Unavailable || e == Error::Io;
+}
 }  // namespace
+
+std::string PodController::start_failure_hint(const Status &st, const std::string &ns,
+                                              bool token) const {
+    if (st.error() != Error::Forbidden) return "";
+    if (ctx_.kube->has_credential())
+        return "; the API server refused the node's own identity system:node:" + rec_.node_name +
+               ": its Node authorizer lets a node read only what the pods bound to it use, and "
+               "learns of a binding a moment after it, so the read is retried; if it goes on, the "
+               "API server does not run the Node authorizer and NodeRestriction "
+               "(--authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction: "
+               "docs/admin-guide.md, node identities)";
+    if (!token) return "";  // the API's answer names etc/rbac.yaml already
+    return "; bind the ClusterRole slurm-k8s-agent-tokens to the agent's identity in namespace " +
+           ns + " (docs/admin-guide.md)";
+}
+
+void PodController::start_failed(const std::string &uid, const Status &st, bool config_error) {
+    auto it = pods_.find(uid);
+    if (it == pods_.end()) return;
+    BoundPod &p = it->second;
+    auto &r = p.start_retry;
+    int64_t now = ctx_.clock->now_us();
+    if (r.failures++ == 0) r.first_us = now;
+    // The attempt's back-off from the count of failures: the same delays
+    // a Backoff gives, held in the pod's record.
+    Backoff b(kStartRetryFirstMs, kStartRetryMaxMs);
+    uint64_t ms = 0;
+    for (unsigned i = 0; i < r.failures; i++)
+        ms = b.next_ms();
+    r.at_us = now + static_cast<int64_t>(ms) * 1000;
+    std::string msg =
+        st.message() + start_failure_hint(st, api::object_meta(p.api).ns, !config_error);
+    bool report = !may_pass(st.error()) || now - r.first_us >= kStartReportAfterUs;
+    if (!report) {
+        LOG_VERBOSE("%s cannot start yet (attempt %u, again in %llu ms): %s",
+                    pod_ref(p.api).c_str(), r.failures, static_cast<unsigned long long>(ms),
+                    msg.c_str());
+    } else if (r.reported != msg) {
+        LOG_WARN("%s cannot start (attempt %u, again in %llu ms): %s", pod_ref(p.api).c_str(),
+                 r.failures, static_cast<unsigned long long>(ms), msg.c_str());
+        r.reported = msg;
+        // A kubelet's words: CreateContainerConfigError (its status change
+        // posts the Failed event, status_events) or a volume it could not
+        // set up (FailedMount).
+        if (!config_error)
+            post_event(p.api, {"Warning", "FailedMount", "MountVolume.SetUp failed: " + msg, ""});
+        p.rt_status = start_blocked_status(
+            p.api, config_error ? "CreateContainerConfigError" : "ContainerCreating", msg,
+            ctx_.clock->now_s());
+        push_status(uid);
+    }
+    arm_start_timer();
+}
+
+void PodController::arm_start_timer() {
+    int64_t next = 0;
+    for (const auto &[uid, p] : pods_)
+        if (p.start_retry.at_us && p.state == PodState::Pending)
+            next = next ? std::min(next, p.start_retry.at_us) : p.start_retry.at_us;
+    if (!next || stopped_) return start_timer_.stop();
+    int64_t wait_us = std::max<int64_t>(0, next - ctx_.clock->now_us());
+    start_timer_.start(static_cast<uint64_t>(wait_us + 999) / 1000, guard([this] {
+                           int64_t now = ctx_.clock->now_us();
+                           std::vector<std::string> due;
+                           for (auto &[uid, p] : pods_)
+                               if (p.start_retry.at_us && p.start_retry.at_us <= now) {
+                                   p.start_retry.at_us = 0;
+                                   if (p.state == PodState::Pending) due.push_back(uid);
+                               }
+                           for (const auto &uid : due) {
+                               auto i = pods_.find(uid);
+                               // As sync_pod would: not while the job ends,
+                               // not without a runtime (set_runtime runs it).
+                               if (i == pods_.end() || stopping() || !runtime_ ||
+                                   api::object_meta(i->second.api).deleting ||
+                                   pod_is_terminal(i->second.api))
+                                   continue;
+                               if (end_drain_at_ && end_drain_pod(uid)) continue;
+                               run_pod(uid);
+                           }
+                           arm_start_timer();
+                       }));
+}
 
 // The kubelet's rule (token manager): a token is requested again once 80 %
 // of its lifetime has passed, the lifetime being what the API server
@@ -468,14 +568,9 @@ void PodController::request_tokens(const Json::Value &pod, const std::vector<Tok
                             if (r)
                                 (*fetched)[need.ref] = *r;
                             else if (*error)
-                                *error = fail(r.error(),
-                                              "failed to fetch token for service account " +
-                                                  need.service_account + ": " + r.message() +
-                                                  (r.error() == Error::Forbidden
-                                                       ? " (the agent needs the ClusterRole "
-                                                         "slurm-k8s-agent-tokens bound in this "
-                                                         "namespace: docs/admin-guide.md)"
-                                                       : ""));
+                                *error =
+                                    fail(r.error(), "failed to fetch token for service account " +
+                                                        need.service_account + ": " + r.message());
                             if (--*remaining == 0) done();
                         });
     }

@@ -31,7 +31,8 @@ namespace sk::agent {
 // How far the agent has taken a pod bound to its node.
 enum class PodState : uint8_t {
     Pending,    // not handed to the runtime: no shim attached yet, or its last
-                // start failed (retried on the pod's next change, as the kubelet does)
+                // start failed (retried with back-off and on the pod's next change,
+                // as a kubelet's pod sync does: BoundPod::start_retry)
     Resolving,  // the ConfigMaps/Secrets its env references are being fetched
     Running,    // handed to the runtime, whose reports set its status (it may have exited)
     Killing,    // handed to the runtime and asked to stop
@@ -64,6 +65,19 @@ struct BoundPod {
     // base64}}, resolve_pod's), kept up to date by the volume refresh.
     Json::Value files;
     bool files_refreshing = false;  // a volume refresh is under way
+    // Its start failed: a read it depends on (a TokenRequest, a ConfigMap, a
+    // Secret, an image pull secret) was refused or found nothing, or its env
+    // did not resolve. As a kubelet's pod sync, the start is tried again with
+    // capped back-off while the pod lives and is bound here (a node
+    // identity's reads are refused a moment after a binding, until the API
+    // server's Node authorizer has seen it); a failure that persists is
+    // posted once as an Event and in the pod's status.
+    struct StartRetry {
+        unsigned failures = 0;  // in a row; 0 = none
+        int64_t first_us = 0;   // the first of them
+        int64_t at_us = 0;      // the next attempt (0 = none due)
+        std::string reported;   // the message in the pod's status and Event ("" = none)
+    } start_retry;
 
     bool in_runtime() const { return state == PodState::Running || state == PodState::Killing; }
 };
@@ -171,6 +185,14 @@ class PodController : public NodeBound {
     std::optional<std::pair<std::string, std::string>> admission_refusal(
         const Json::Value &pod) const;
     void run_pod(const std::string &uid);
+    // A start that failed with `st` (stage: what was being done, for the
+    // kubelet's reason): schedules the next attempt, and reports the failure
+    // in an Event and the pod's status once it persists.
+    void start_failed(const std::string &uid, const Status &st, bool config_error);
+    void arm_start_timer();
+    // Words for a refusal that say what is missing for the identity the
+    // node's requests go out under (its own system:node:<name>, or the agent's).
+    std::string start_failure_hint(const Status &st, const std::string &ns, bool token) const;
     void kill_pod(const std::string &uid, uint32_t grace_s, const std::string &reason);
     // drain_before_end for one pod; true when it stopped or refused it.
     bool end_drain_pod(const std::string &uid);
@@ -211,6 +233,7 @@ class PodController : public NodeBound {
     Timer shim_timer_;
     Timer token_timer_;  // the next projected token refresh (token_refresh_at_s)
     Timer files_timer_;  // every volume_refresh_s: refresh_files of the running pods
+    Timer start_timer_;  // the next start retry (BoundPod::start_retry.at_us)
 
     struct StopAll {
         std::string reason;  // names the job's end in the final statuses

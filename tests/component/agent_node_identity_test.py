@@ -14,7 +14,12 @@ signing duration so that the agent must renew:
   expired the node's requests still succeed (Lease renewals), the Node stays Ready;
 - the job's end: the Node deleted (by the agent's identity), the file removed;
 - a CSR nobody approves fails the registration after node_csr_timeout, a denied one at once,
-  each with a message that says what to check.
+  each with a message that says what to check;
+- the Node authorizer's lag (the double's nodeAuthorizerLag, as a real server's informers): the
+  node's first reads for a new pod (its TokenRequest, kube-root-ca.crt) are refused with 403 and
+  retried until they pass, every pod runs, no Warning is posted for a refusal that passed; one
+  that persists becomes a FailedMount Event and a ContainerCreating status that name the Node
+  authorizer (not an RBAC binding), and the pod starts once the refusal ends.
 Prints `N passed, N failed`.
 """
 import json, os, ssl, stat, sys, time, urllib.error, urllib.request
@@ -113,6 +118,65 @@ def not_after(pem_path):
     return ssl.cert_time_to_seconds(out.split("=", 1)[1]) if "=" in out else 0
 
 
+def lag_pod(name, sa="lagsa"):
+    """A pod as the ServiceAccount admission leaves it: a projected kube-api-access volume (a token
+    bound to the pod and the namespace's kube-root-ca.crt)."""
+    p = pod(name)
+    p["spec"]["serviceAccountName"] = sa
+    p["spec"]["volumes"] = [{"name": "kube-api-access-lag", "projected": {"sources": [
+        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}]}}]
+    return p
+
+
+def pod_events(env, name):
+    _, lst = env.api("GET", "/api/v1/namespaces/default/events")
+    return [e for e in lst.get("items", []) if e.get("involvedObject", {}).get("name") == name]
+
+
+def authorizer_lag(env):
+    """Pods started while the Node authorizer learns of bindings late (facts section 7)."""
+    env.api("POST", "/api/v1/namespaces/default/configmaps",
+            {"metadata": {"name": "kube-root-ca.crt"}, "data": {"ca.crt": "test CA"}})
+    env.api("POST", "/api/v1/namespaces/default/serviceaccounts", {"metadata": {"name": "lagsa"}})
+    code, _ = env.api("POST", "/_test/controllers", {"nodeAuthorizerLag": 1.0})
+    check("the double's Node authorizer lags 1 s behind bindings", code == 200)
+    seq = max([r.get("seq", 0) for r in env.kube.request_log(0)] or [0])
+    names = ["lag-%d" % i for i in range(4)]
+    for n in names:
+        env.api("POST", "/api/v1/namespaces/default/pods", lag_pod(n))
+    check("every pod runs although the node's first reads for it were refused",
+          wait_for(lambda: all(phase(env, "default", n) == "Running" for n in names), 20),
+          [phase(env, "default", n) for n in names])
+    refused = [(x["method"], x["path"]) for x in requests_by(env, seq, NODE_USER) if x["status"] == 403]
+    check("... refused first (403: TokenRequest or kube-root-ca.crt), then retried",
+          len(refused) >= len(names) and all("/token" in p or "kube-root-ca.crt" in p for _, p in refused), refused)
+    warned = [(n, e["reason"]) for n in names for e in pod_events(env, n) if e.get("type") == "Warning"]
+    check("no Warning for a refusal that passed", not warned, warned)
+
+    # One that persists: said in an Event and the pod's status, in words for a node identity.
+    env.api("POST", "/_test/controllers", {"nodeAuthorizerLag": 3600})
+    env.api("POST", "/api/v1/namespaces/default/pods", lag_pod("lag-stuck"))
+
+    def waiting():
+        _, p = env.api("GET", "/api/v1/namespaces/default/pods/lag-stuck")
+        cs = (p.get("status", {}).get("containerStatuses") or [{}])[0]
+        return cs.get("state", {}).get("waiting", {})
+    check("a refusal that persists: the pod's status says ContainerCreating and why",
+          wait_for(lambda: waiting().get("reason") == "ContainerCreating", 20), waiting())
+    msg = waiting().get("message", "")
+    check("... naming the Node authorizer and the node's identity, not an RBAC binding",
+          "Node authorizer" in msg and NODE_USER in msg and "etc/rbac.yaml" not in msg, msg)
+    ev = [e for e in pod_events(env, "lag-stuck") if e.get("reason") == "FailedMount"]
+    check("... and a FailedMount Event", ev and "Node authorizer" in ev[0].get("message", ""),
+          [e.get("reason") for e in pod_events(env, "lag-stuck")])
+    env.api("POST", "/_test/controllers", {"nodeAuthorizerLag": 0})
+    check("the refusal over, the pod starts by itself",
+          wait_for(lambda: phase(env, "default", "lag-stuck") == "Running", 20), phase(env, "default", "lag-stuck"))
+    for n in names + ["lag-stuck"]:
+        env.api("DELETE", "/api/v1/namespaces/default/pods/" + n)
+
+
 def run(env):
     open(os.path.join(env.dir, "alive_42"), "w").close()
     seq0 = max([r.get("seq", 0) for r in env.kube.request_log(0)] or [0])
@@ -160,6 +224,7 @@ def run(env):
                     and x["method"] in ("POST", "PUT", "PATCH")
                     and ("/leases" in x["path"] or "/pods" in x["path"] or x["path"] == "/api/v1/nodes")]
     check("the agent's own identity wrote no Node, Lease or pod", not agent_writes, agent_writes)
+    authorizer_lag(env)
 
     # The Node authorizer and NodeRestriction confine the node's certificate.
     env.api("POST", "/api/v1/nodes", {"metadata": {"name": "other-node"}})

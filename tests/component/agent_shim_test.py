@@ -567,7 +567,8 @@ def service_account_volume(env, reg):
     check("  the namespace file says default", (seen or {}).get("ns") == "default", seen)
 
     pod49("sa-missing", "nobody-here")
-    ev = wait_for(lambda: [e for e in events_of(env, "sa-missing") if e["reason"] == "Failed"], 15)
+    # A kubelet's words for a volume it cannot set up: FailedMount.
+    ev = wait_for(lambda: [e for e in events_of(env, "sa-missing") if e["reason"] == "FailedMount"], 15)
     msg = (ev or [{}])[0].get("message", "")
     check("a pod of a ServiceAccount that does not exist does not start; the Event says why",
           "failed to fetch token for service account nobody-here" in msg and "not found" in msg, msg)
@@ -598,10 +599,29 @@ def service_account_volume(env, reg):
     def forbidden_events():
         _, evs = env.api("GET", "/api/v1/namespaces/notokens/events")
         return [e["message"] for e in evs.get("items", [])
-                if e["involvedObject"].get("name") == "sa-forbidden" and e["reason"] == "Failed"]
+                if e["involvedObject"].get("name") == "sa-forbidden" and e["reason"] == "FailedMount"]
     ev = wait_for(forbidden_events, 15)
     check("without the token role in its namespace: an Event names the role to bind",
           bool(ev) and "forbidden" in ev[0] and "slurm-k8s-agent-tokens" in ev[0], ev)
+    # Retried with back-off while the pod lives (a kubelet's pod sync): bound, the pod starts.
+    # (the double's RBAC: the agent's role plus the token rule in notokens; the volume's CA
+    # ConfigMap there too)
+    env.api("POST", "/api/v1/namespaces/notokens/configmaps",
+            {"metadata": {"name": "kube-root-ca.crt"}, "data": {"ca.crt": ca}})
+    env.api("POST", "/_test/rbac", {"subject": "group:slurm-k8s:agent", "role": [
+        "agent", {"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"],
+                  "namespaces": ["notokens"]}]})
+    def forbidden_pod():
+        code, p = env.api("GET", "/api/v1/namespaces/notokens/pods/sa-forbidden")
+        return (p if code == 200 else {}).get("status", {})
+
+    def started():
+        st = forbidden_pod()
+        cs = (st.get("containerStatuses") or [{}])[0].get("state", {})
+        return st.get("phase") in ("Running", "Succeeded") and "waiting" not in cs
+    check("  once the role is bound the pod starts by itself (no change of the pod)",
+          wait_for(started, 30), forbidden_pod())
+    env.api("POST", "/_test/rbac", {"subject": "group:slurm-k8s:agent", "role": "agent"})
     r, rc49 = env.end_job(49, 5)
     check("job 49 deregisters, its shim exits 0", r and r.get("ok") and rc49 == 0, (r, rc49))
 

@@ -21,6 +21,10 @@
 #                  the ServiceAccount etc/rbac.yaml makes) [E2E_KUBECONFIG]
 #   E2E_NODE_IDENTITY  the agents' node_identity [bootstrap]
 #   E2E_LEASE_GRACE  the double's --lease-grace       [40]
+#   E2E_NODE_AUTHORIZER_LAG  the double's --node-authorizer-lag: a binding
+#                  reaches its Node authorizer this many seconds late, as on
+#                  a real server, so a node identity's first reads for a pod
+#                  are refused (403) and the agent must retry them [0.3]
 #   E2E_KUBELET_CERT, E2E_KUBELET_KEY, E2E_KUBELET_CLIENT_CA  the agents'
 #                  kubelet endpoint with E2E_KUBECONFIG (the double's own
 #                  kubelet-serving certificate and CA are used otherwise)
@@ -155,7 +159,8 @@ e2e_start_kube() {
   fi
   rm -rf "$E2E_KSD"
   local vars
-  vars="$("$E2E_TOP/tests/kube/start-server.sh" "$E2E_KSD" --lease-grace "$E2E_LEASE_GRACE")" \
+  vars="$("$E2E_TOP/tests/kube/start-server.sh" "$E2E_KSD" --lease-grace "$E2E_LEASE_GRACE" \
+    --node-authorizer-lag "${E2E_NODE_AUTHORIZER_LAG:-0.3}")" \
     || { e2e_die "the test API server did not start (log: $E2E_KSD/server.log)"; return 1; }
   eval "$vars"
   E2E_KUBE_PID="$KUBE_SERVER_PID"

@@ -3192,6 +3192,51 @@ class TestNodeIdentity(CSRBase):
                              "group \"\" in the namespace \"%s\": no relationship found between node '%s' and this object"
                              % (self.u(), ns, self.n1))
 
+    def test_7b_binding_lag(self):
+        """Facts section 7: the Node authorizer and NodeRestriction learn of a binding from the API
+        server's informers, a moment after it is written. Right after a pod is bound to the node, the
+        node's read of its ConfigMap and its TokenRequest may be refused (403, with these messages);
+        the same requests succeed when retried. On the double the lag is set (nodeAuthorizerLag), so
+        the refusal is certain; on a real server it may or may not be seen, the retry must succeed."""
+        ns, n1 = self.ns, self.n1
+        lag = 1.5
+        if has_controls():
+            control("controllers", {"nodeAuthorizerLag": lag})
+            self.addCleanup(control, "controllers", {"nodeAuthorizerLag": 0})
+        cm = rname("cml")
+        r = API.post("/api/v1/namespaces/%s/configmaps" % ns, {"metadata": {"name": cm}, "data": {"k": "v"}})
+        self.assertEqual(r.status, 201, r.text[:300])
+        # sa1's token: the authorizer finds sa1 through p1, already bound, so the refusal is
+        # NodeRestriction's (its pod lister has not seen the new pod's binding yet)
+        b = pod_body(rname("lag"), node=n1)
+        b["spec"]["serviceAccountName"] = "sa1"
+        b["spec"]["volumes"] = [{"name": "c", "configMap": {"name": cm}}]
+        r = API.post("/api/v1/namespaces/%s/pods" % ns, b)
+        self.assertEqual(r.status, 201, r.text[:300])
+        pod = r.json
+        ref = {"kind": "Pod", "apiVersion": "v1", "name": pod["metadata"]["name"], "uid": pod["metadata"]["uid"]}
+        token = lambda: self.node.post("/api/v1/namespaces/%s/serviceaccounts/sa1/token" % ns, {
+            "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+            "spec": {"audiences": ["https://kubernetes.default.svc.cluster.local"], "expirationSeconds": 3607,
+                     "boundObjectRef": ref}})
+        read = lambda: self.node.get("/api/v1/namespaces/%s/configmaps/%s" % (ns, cm))
+        t0 = time.monotonic()
+        r1, r2 = read(), token()
+        early = time.monotonic() - t0 < lag
+        if has_controls() and early:
+            self.assertEqual(self.msg(r1), 'configmaps "%s" is forbidden: %s cannot get resource "configmaps" in API '
+                             "group \"\" in the namespace \"%s\": no relationship found between node '%s' and this "
+                             "object" % (cm, self.u(), ns, n1))
+            self.assertEqual(self.msg(r2), 'serviceaccounts "sa1" is forbidden: node requested token bound to a pod '
+                             "scheduled on a different node")
+        else:
+            self.assertIn(r1.status, (200, 403), r1.text[:300])
+            self.assertIn(r2.status, (201, 403), r2.text[:300])
+        wait_for(lambda: read().status == 200, timeout=lag + 10, msg="the ConfigMap read allowed after the binding")
+        wait_for(lambda: token().status == 201, timeout=lag + 10, msg="the TokenRequest allowed after the binding")
+        self.assertEqual(API.delete("/api/v1/namespaces/%s/pods/%s?gracePeriodSeconds=0" % (ns, ref["name"])).status,
+                         200)
+
     def test_8_events(self):
         ns = self.ns
         ev = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": rname("ev"), "namespace": ns},

@@ -322,6 +322,91 @@ START_TEST(projected_token_renewed) {
 }
 END_TEST
 
+// ---- a start that a read blocks ----
+// A node identity's TokenRequest refused while the API server's Node
+// authorizer has not seen the binding yet (the real server's 403): the start
+// is tried again with back-off, without waiting for a change of the pod, and
+// a refusal that passes leaves no Event and no error in the pod's status.
+START_TEST(start_retried_after_refusal) {
+    ControllerEnv env;
+    Json::Value p1 = make_pod("p1", "u1");
+    p1["spec"]["serviceAccountName"] = "trainer";
+    Json::Value vol(Json::objectValue);
+    vol["name"] = "kube-api-access-abcde";
+    Json::Value src(Json::objectValue);
+    src["serviceAccountToken"]["expirationSeconds"] = 3607;
+    src["serviceAccountToken"]["path"] = "token";
+    vol["projected"]["sources"].append(src);
+    p1["spec"]["volumes"].append(vol);
+    Json::Value tr(Json::objectValue);
+    tr["status"]["token"] = "tok";
+    tr["status"]["expirationTimestamp"] = rfc3339(time(nullptr) + 3600);
+    const std::string path = "/api/v1/namespaces/default/serviceaccounts/trainer/token";
+    const char *msg =
+        "serviceaccounts \"trainer\" is forbidden: node requested token bound to a pod "
+        "scheduled on a different node";
+    env.http().on("POST", path,
+                  {FakeAnswer::error(403, "Forbidden", msg),
+                   FakeAnswer::error(403, "Forbidden", msg), FakeAnswer::ok(tr)});
+    start_with_pods(env, {p1});
+    auto *rt = static_cast<FakeRuntime *>(env.node->runtime());
+    ck_assert(env.run_until([&] { return rt->has("u1"); }));
+    ck_assert_uint_eq(env.http().count("POST", path), 3);
+    ck_assert_uint_eq(rt->run_calls(), 1);
+    for (const auto &r : env.http().matching("POST", "/api/v1/namespaces/default/events"))
+        ck_assert_msg(r.json()["type"].asString() != "Warning", "a passing refusal posted %s",
+                      r.json()["reason"].asString().c_str());
+    for (const auto &r : env.http().matching("PATCH", status_path("p1")))
+        ck_assert_msg(r.body.find("ContainerCreating") == std::string::npos &&
+                          r.body.find("CreateContainerConfigError") == std::string::npos,
+                      "the pod's status showed the passing refusal: %s", r.body.c_str());
+    ck_assert_int_eq(env.close(), 0);
+}
+END_TEST
+
+// A ConfigMap the env needs that does not exist yet: the pod says so at
+// once (CreateContainerConfigError and the kubelet's Failed event), and
+// starts by itself once the ConfigMap is there, with no change of the pod.
+START_TEST(start_waits_for_missing_configmap) {
+    ControllerEnv env;
+    Json::Value p1 = make_pod("p1", "u1");
+    Json::Value e(Json::objectValue);
+    e["name"] = "MODE";
+    e["valueFrom"]["configMapKeyRef"]["name"] = "cfg";
+    e["valueFrom"]["configMapKeyRef"]["key"] = "mode";
+    p1["spec"]["containers"][0]["env"].append(e);
+    bool exists = false;
+    const std::string path = "/api/v1/namespaces/default/configmaps/cfg";
+    env.http().on("GET", path, [&](const FakeRequest &) {
+        if (!exists) return FakeAnswer::error(404, "NotFound", "configmaps \"cfg\" not found");
+        Json::Value cm(Json::objectValue);
+        cm["data"]["mode"] = "fast";
+        return FakeAnswer::ok(cm);
+    });
+    start_with_pods(env, {p1});
+    auto *rt = static_cast<FakeRuntime *>(env.node->runtime());
+    auto waiting = [&](const char *key) {
+        return env.served_pod("p1")["status"]["containerStatuses"][0]["state"]["waiting"][key]
+            .asString();
+    };
+    ck_assert(env.run_until([&] { return waiting("reason") == "CreateContainerConfigError"; }));
+    ck_assert_msg(waiting("message").find("configmap \"cfg\" not found") != std::string::npos, "%s",
+                  waiting("message").c_str());
+    ck_assert_sstr_eq(env.served_pod("p1")["status"]["phase"].asString(), "Pending");
+    ck_assert(env.run_until([&] {
+        for (const auto &r : env.http().matching("POST", "/api/v1/namespaces/default/events"))
+            if (r.json()["reason"].asString() == "Failed") return true;
+        return false;
+    }));
+    ck_assert(!rt->has("u1"));
+    size_t before = env.http().count("GET", path);
+    ck_assert(env.run_until([&] { return env.http().count("GET", path) > before; }));
+    exists = true;
+    ck_assert(env.run_until([&] { return rt->has("u1"); }, 15000));
+    ck_assert_int_eq(env.close(), 0);
+}
+END_TEST
+
 // ---- graceful delete ----
 START_TEST(graceful_delete) {
     ControllerEnv env;
@@ -792,6 +877,8 @@ int main() {
     tcase_add_test(tc, status_no_op_suppressed);
     tcase_add_test(tc, admission_refusals);
     tcase_add_test(tc, projected_token_renewed);
+    tcase_add_test(tc, start_retried_after_refusal);
+    tcase_add_test(tc, start_waits_for_missing_configmap);
     tcase_add_test(tc, graceful_delete);
     tcase_add_loop_test(tc, api_errors, 0, TABLE_SIZE(kErrorCases));
     tcase_add_loop_test(tc, drain, 0, TABLE_SIZE(kDrainCases));

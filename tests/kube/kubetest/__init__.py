@@ -44,7 +44,9 @@ Test controls (NOT part of the Kubernetes API; admin identity required):
                                 "bookmarkInterval":s,"nodeProxyGlobalOnly":bool,
                                 "minTokenExpiration":s,"tokenExpiryLeeway":s,
                                 "clusterSigningDuration":s (or "30s", "8760h"),
-                                "csrApproving":bool,"csrSigning":bool}
+                                "csrApproving":bool,"csrSigning":bool,
+                                "nodeAuthorizerLag":s (a binding reaches the Node authorizer
+                                and NodeRestriction s seconds after its write)}
   POST /_test/rbac {"subject":"user:NAME"|"group:NAME","role":ROLE|[rules]|[ROLE|rule,...]}
                                 (also "roles"; ROLE: admin, agent, none, node-bootstrapper,
                                 nodeclient, selfnodeclient; rules {apiGroups,resources,verbs,

@@ -14,7 +14,7 @@ from . import csr as csrapi
 from .auth import Auth
 from .errors import ApiError, Retry, bad_request, conflict, invalid, not_found
 from .vap import Policies
-from .node_authorizer import NodeAuthorizer, NodeRestriction, admission_forbidden, is_mirror_pod, mirror_pod_checks
+from .node_authorizer import BindingView, NodeAuthorizer, NodeRestriction, admission_forbidden, is_mirror_pod, mirror_pod_checks
 from .objects import new_uid, pod_terminal, rand_suffix, strip_for_compare
 from .patch import PATCH_TYPES, json_patch, merge_patch, smp
 from .resources import RESOURCES, STORE_RES
@@ -31,8 +31,9 @@ class Api(object):
         self.auth = Auth()
         self.tokens = ServiceAccountTokens(self.store, opts)
         self.auth.issuer = self.tokens
-        self.auth.node = NodeAuthorizer(self.store)
-        self.node_restriction = NodeRestriction(self.store)
+        self.bindings = BindingView(self.store, getattr(opts, "node_authorizer_lag", 0.0))
+        self.auth.node = NodeAuthorizer(self.store, self.bindings)
+        self.node_restriction = NodeRestriction(self.store, self.bindings)
         self.policies = Policies(self.store)
         self.wake_csr = threading.Event()
         self.wake_sched = threading.Event()

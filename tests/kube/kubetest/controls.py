@@ -122,6 +122,8 @@ class TestControls:
                     srv.certs.approving = bool(data["csrApproving"])
                 if "csrSigning" in data:
                     srv.certs.signing = bool(data["csrSigning"])
+                if "nodeAuthorizerLag" in data:
+                    api.bindings.lag = max(0.0, float(data["nodeAuthorizerLag"]))
                 api.wake_sched.set()
                 api.wake_nlc.set()
                 api.wake_csr.set()
@@ -153,4 +155,5 @@ class TestControls:
                 "fullDisruption": o.full_disruption, "bookmarkInterval": o.bookmark_interval,
                 "nodeProxyGlobalOnly": o.node_proxy_global_only, "minTokenExpiration": o.min_token_expiration,
                 "tokenExpiryLeeway": o.token_expiry_leeway, "clusterSigningDuration": o.cluster_signing_duration,
-                "csrApproving": srv.certs.approving, "csrSigning": srv.certs.signing}
+                "csrApproving": srv.certs.approving, "csrSigning": srv.certs.signing,
+                "nodeAuthorizerLag": srv.api.bindings.lag}

@@ -75,6 +75,10 @@ def main():
     ap.add_argument("--no-csr-approving", action="store_true", help="no csrapproving controller (CSRs stay pending)")
     ap.add_argument("--no-csr-signing", action="store_true", help="no csrsigning controller (approved CSRs are not "
                                                                    "issued)")
+    ap.add_argument("--node-authorizer-lag", type=float, default=0.0, metavar="SEC",
+                    help="the Node authorizer and NodeRestriction learn of a pod's binding SEC seconds after "
+                         "it is written, as kube-apiserver's informers do (a node's reads for the pod are "
+                         "refused with 403 until then)")
     ap.add_argument("--log-requests", action="store_true")
     ap.add_argument("--audit-log", metavar="PATH",
                     help="append an audit log as kube-apiserver's --audit-log-path writes it (JSON lines, "

@@ -13,7 +13,14 @@ or the agent's per-node one) may do, as kube-apiserver 1.28 with --authorization
 * the ServiceAccount admission plugin's rules for mirror pods (any requester): no service account, no
   secrets, no projected ServiceAccount token.
 
-The checks read the store as it is at the request (kube-apiserver reads its informers' caches)."""
+Both read the pods through BindingView: kube-apiserver builds the Node authorizer's graph and
+NodeRestriction's pod lister from its own informers, so they learn of a binding a moment after it
+is written (shared/reference node facts §7: right after a pod is bound, its node's read of the
+pod's ConfigMap or its TokenRequest is refused with 403, and succeeds when retried). With
+--node-authorizer-lag SEC the double models that delay; 0 (the default) reads the store as it is."""
+
+import threading
+import time
 
 from .auth import rule_allows
 from .errors import ApiError, not_found
@@ -124,16 +131,54 @@ def pod_pvc_names(pod):
                              for v in (pod.get("spec") or {}).get("volumes") or [])))
 
 
+class BindingView(object):
+    """spec.nodeName of pods as the API server's informers have it: a binding (a pod written with a
+    nodeName it did not have, or a new pod with one) is seen `lag` seconds after the write."""
+
+    def __init__(self, store, lag=0.0):
+        self.store, self.lag = store, max(0.0, float(lag or 0))
+        self.lock = threading.Lock()
+        self.bound_at = {}   # (ns, name) -> (uid, nodeName, monotonic time of the binding's write)
+        store.listeners.append(self._on_event)
+
+    def _on_event(self, key, ev):
+        if key != "pods":
+            return
+        md = ev.obj.get("metadata") or {}
+        k = (md.get("namespace"), md.get("name"))
+        with self.lock:
+            if ev.type == "DELETED":
+                self.bound_at.pop(k, None)
+                return
+            node = (ev.obj.get("spec") or {}).get("nodeName") or ""
+            cur = self.bound_at.get(k)
+            if node and (cur is None or cur[0] != md.get("uid") or cur[1] != node):
+                self.bound_at[k] = (md.get("uid"), node, time.monotonic())
+
+    def node_of(self, pod):
+        """The pod's node as the informers have it now ("" while its binding is younger than the lag)."""
+        node = (pod.get("spec") or {}).get("nodeName") or ""
+        if not node or self.lag <= 0:
+            return node
+        md = pod.get("metadata") or {}
+        with self.lock:
+            cur = self.bound_at.get((md.get("namespace"), md.get("name")))
+        if cur is None or cur[0] != md.get("uid") or cur[1] != node:
+            return ""
+        return node if time.monotonic() - cur[2] >= self.lag else ""
+
+
 class NodeAuthorizer(object):
     """The Node authorizer over the double's store (the graph is computed from the pods bound to
-    the node at each decision)."""
+    the node, as BindingView sees them, at each decision)."""
 
-    def __init__(self, store):
+    def __init__(self, store, view=None):
         self.store = store
+        self.view = view or BindingView(store)
 
     def _pods_on(self, node, ns):
         return [p for (pns, _), p in list(self.store.objs["pods"].items())
-                if pns == ns and (p.get("spec") or {}).get("nodeName") == node]
+                if pns == ns and self.view.node_of(p) == node]
 
     def has_path(self, node, kind, ns, name):
         """Whether an object of kind secrets/configmaps/persistentvolumeclaims/serviceaccounts is related
@@ -288,10 +333,12 @@ def is_mirror_pod(pod):
 
 
 class NodeRestriction(object):
-    """The NodeRestriction admission plugin (create, update, delete by a node identity)."""
+    """The NodeRestriction admission plugin (create, update, delete by a node identity). Its pod
+    lister (evictions, TokenRequests) sees bindings through BindingView."""
 
-    def __init__(self, store):
+    def __init__(self, store, view=None):
         self.store = store
+        self.view = view or BindingView(store)
 
     def admit(self, user, groups, op, res, sub, ns, name, obj, old):
         """Raises ApiError (403, or 404 for an object it looks up that is gone) or returns. op:
@@ -324,7 +371,7 @@ class NodeRestriction(object):
                 pod = self.store.get("pods", (ns, pod_name))
                 if pod is None:
                     raise not_found(RESOURCES[("", "pods")], pod_name)
-                if (pod.get("spec") or {}).get("nodeName") != node:
+                if self.view.node_of(pod) != node:
                     raise admission_forbidden("pods", "", name, "node %s can only evict pods with spec.nodeName set to "
                                                                 "itself" % node)
             else:
@@ -423,5 +470,5 @@ class NodeRestriction(object):
         if ref["uid"] != pod["metadata"]["uid"]:
             raise f("the UID in the bound object reference (%s) does not match the UID in record. The object might "
                     "have been deleted and then recreated" % ref["uid"])
-        if (pod.get("spec") or {}).get("nodeName") != node:
+        if self.view.node_of(pod) != node:
             raise f("node requested token bound to a pod scheduled on a different node")
