@@ -76,6 +76,10 @@ Result<ContainerLogSource> LogIndex::resolve(const ContainerLogRef &ref) const {
                                                     "\" is waiting to start: " + c.waiting_reason);
     }
     auto files = container_log_files(dir, uid, ref.container, c.restart_count, ref.previous);
+    if (!files && ref.previous && files.error() == Error::NotFound)
+        // The kubelet's answer (validateContainerLogStatus): 400 with these words.
+        return fail(Error::InvalidArgument, "previous terminated container \"" + ref.container +
+                                                "\" in pod \"" + ref.pod + "\" not found");
     if (!files) return files.failure();
     if (!ref.previous && !c.running && !exists_any(dir, *files)) {
         // In back-off the status already counts the next instance, which has

@@ -573,6 +573,10 @@ def run(env):
         check(tag + ": exec -it: a terminal of the client's size, input read from it",
               "33 101" in text and "/dev/pts/" in text and "got-abc" in text and
               os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, (status, text[-400:]))
+        # What reaches the client's terminal is the command's output alone: no stray byte
+        # before it (a kubelet's first, empty message on the stream carries none).
+        check(tag + ": exec -it: nothing but the command's output on the terminal",
+              b"\x00" not in out and out.lstrip(b"\r\n").startswith(b"33 101"), out[:40])
 
         # kubectl cp both ways (exec + tar in the pod's view of the files).
         src = os.path.join(d, "cp-src-" + ver)

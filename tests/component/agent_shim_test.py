@@ -227,6 +227,11 @@ def run(env):
           [(e["reason"], e["message"]) for e in events_of(env, "sick")])
     rc, out, err = env.kubectl("logs", "sick", "--previous")
     check("kubectl logs --previous", rc == 0 and "sick up" in out, (rc, out, err))
+    # No previous instance: the kubelet's 400 and words, through the API server.
+    rc, out, err = env.kubectl("logs", "web", "--previous")
+    check("kubectl logs --previous with none: BadRequest, as a kubelet answers",
+          rc != 0 and 'Error from server (BadRequest): previous terminated container "main" in pod "web" '
+          "not found" in err, (rc, out, err))
 
     # 3. kubectl delete -> SIGTERM with grace, pod gone
     t0 = time.time()

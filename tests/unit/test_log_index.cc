@@ -71,7 +71,10 @@ static const IdxFail kIdxFails[] = {
     {{"ns", "other", "main", false}, Error::NotFound, "pod \"other\""},
     {{"ns2", "p", "main", false}, Error::NotFound, "not running on this node"},
     {{"ns", "p", "nope", false}, Error::InvalidArgument, "is not valid for pod p"},
-    {{"ns", "p", "setup", true}, Error::NotFound, "previous terminated container"},
+    // the kubelet's 400 and words (kubectl: Error from server (BadRequest): ...)
+    {{"ns", "p", "setup", true},
+     Error::InvalidArgument,
+     "previous terminated container \"setup\" in pod \"p\" not found"},
 };
 START_TEST(log_index_failures) {
     LogIndex idx;
