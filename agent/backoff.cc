@@ -1,5 +1,6 @@
 #include "agent/backoff.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace sk::agent {
@@ -20,6 +21,12 @@ uint64_t Backoff::next_ms() {
     if (d > max_) d = max_;
     if (attempt_ < 64) attempt_++;
     return jitter_(d);
+}
+
+uint64_t Backoff::next_ms(const Failure &f) {
+    uint64_t d = next_ms();
+    uint64_t asked = std::min<uint64_t>(uint64_t{f.retry_after_s} * 1000, kMaxRetryAfterMs);
+    return std::max(d, asked);
 }
 
 }  // namespace sk::agent

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <functional>
 
+#include "common/result.h"
+
 namespace sk::agent {
 
 class Backoff {
@@ -16,6 +18,11 @@ class Backoff {
     Backoff(uint64_t initial_ms, uint64_t max_ms, Jitter jitter = {});
     // The delay before the next attempt; doubles up to max_ms.
     uint64_t next_ms();
+    // The same after a failure: at least what the server asked for with
+    // Retry-After (429, 503), as client-go waits it out, capped at
+    // kMaxRetryAfterMs.
+    uint64_t next_ms(const Failure &f);
+    static constexpr uint64_t kMaxRetryAfterMs = 60000;
     // After a success: the next failure waits initial_ms again.
     void reset() { attempt_ = 0; }
     unsigned attempts() const { return attempt_; }

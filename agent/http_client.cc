@@ -366,6 +366,10 @@ void CurlTransport::check_messages() {
         HttpCallback done = std::move(t->done);
         std::string err = t->errbuf[0] ? t->errbuf : curl_easy_strerror(code);
         long status = t->status;
+        curl_off_t retry_after = 0;
+        if (curl_easy_getinfo(t->easy, CURLINFO_RETRY_AFTER, &retry_after) != CURLE_OK ||
+            retry_after < 0)
+            retry_after = 0;
         std::string body = std::move(t->body);
         curl_easy_cleanup(t->easy);
         t->easy = nullptr;
@@ -397,7 +401,10 @@ void CurlTransport::check_messages() {
             } else if (code != CURLE_OK) {
                 done(fail(Error::Transient, t->req.method + " " + t->req.url + ": " + err));
             } else {
-                done(HttpResponse{status, std::move(body)});
+                // A date in Retry-After comes as seconds from now too (curl
+                // converts it); a day at most.
+                done(HttpResponse{status, std::move(body),
+                                  static_cast<uint32_t>(std::min<curl_off_t>(retry_after, 86400))});
             }
         } catch (const std::exception &e) {
             LOG_ERROR("http: completion callback failed: %s", e.what());

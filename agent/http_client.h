@@ -40,6 +40,7 @@ struct HttpRequest {
 struct HttpResponse {
     long status = 0;
     std::string body;
+    uint32_t retry_after_s = 0;  // the Retry-After header in seconds (0 = none, or a date)
 };
 
 // Transport failure (connect refused, TLS, timeout) -> Error::Transient.

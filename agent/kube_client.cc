@@ -6,7 +6,7 @@
 namespace sk::agent {
 
 Failure classify_http(long status, const std::string &body, const std::string &what,
-                      bool node_identity) {
+                      bool node_identity, uint32_t retry_after_s) {
     std::string reason, message;
     if (auto v = json::parse(body); v && v->isObject()) {
         reason = api::text((*v)["reason"]);
@@ -36,7 +36,11 @@ Failure classify_http(long status, const std::string &body, const std::string &w
         default:
             break;
     }
-    if (status == 429 || status >= 500 || status == 0) return fail(Error::Transient, m);
+    if (status == 429 || status >= 500 || status == 0) {
+        Failure f = fail(Error::Transient, m);
+        f.retry_after_s = retry_after_s;
+        return f;
+    }
     return fail(Error::Invalid, m);
 }
 
@@ -44,7 +48,7 @@ Result<Json::Value> decode_response(const Result<HttpResponse> &r, const std::st
                                     bool node_identity) {
     if (!r) return fail(r.error(), r.message());
     if (r->status < 200 || r->status >= 300)
-        return classify_http(r->status, r->body, what, node_identity);
+        return classify_http(r->status, r->body, what, node_identity, r->retry_after_s);
     if (r->body.empty()) return Json::Value(Json::objectValue);
     auto v = json::parse(r->body);
     if (!v) return fail(Error::Transient, what + ": malformed response: " + v.message());
@@ -132,7 +136,8 @@ uint64_t KubeClient::watch(const std::string &path, const EventCb &on_event, con
             if (!*failed) return on_end(*failed);
             if (!r) return on_end(r.failure());
             if (r->status < 200 || r->status >= 300)
-                return on_end(classify_http(r->status, r->body, "watch " + path, node));
+                return on_end(
+                    classify_http(r->status, r->body, "watch " + path, node, r->retry_after_s));
             on_end(Status());
         });
     *ids = id;

@@ -19,8 +19,9 @@ namespace sk::agent {
 // HTTP status + Status body -> Failure (what names the call for the log).
 // node_identity: the request went out under a virtual node's own identity
 // (a 403 then names no RBAC binding: the Node authorizer decided).
+// retry_after_s: the response's Retry-After, kept in a 429's or 5xx's Failure.
 Failure classify_http(long status, const std::string &body, const std::string &what,
-                      bool node_identity = false);
+                      bool node_identity = false, uint32_t retry_after_s = 0);
 // 2xx -> parsed JSON body; else the classified failure.
 Result<Json::Value> decode_response(const Result<HttpResponse> &r, const std::string &what,
                                     bool node_identity = false);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cassert>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <variant>
@@ -15,6 +16,9 @@ namespace sk {
 struct Failure {
     Error code;
     std::string message;  // says what failed and, for users, what to do next
+    // The server's Retry-After (an HTTP 429 or 503) in seconds; 0 = none. A
+    // retry waits at least this long (Backoff::next_ms(const Failure &)).
+    uint32_t retry_after_s = 0;
 
     // "not_found: node slurm-n1-42 does not exist"
     std::string describe() const;

@@ -14,6 +14,7 @@ NodeLeaseController::NodeLeaseController(AgentContext &ctx, JobRecord &rec,
     : ctx_(ctx),
       rec_(rec),
       on_reachable_(std::move(on_reachable)),
+      lease_backoff_(200, std::min<uint64_t>(7000, ctx.cfg->lease_duration_s * 250)),
       node_timer_(ctx.loop),
       lease_timer_(ctx.loop),
       status_timer_(ctx.loop),
@@ -108,9 +109,9 @@ void NodeLeaseController::query_end_time() {
                       }));
 }
 
-void NodeLeaseController::retry_node(const Status &why) {
-    uint64_t ms = node_backoff_.next_ms();
-    LOG_WARN("%s %s; retrying in %llu ms", prefix().c_str(), why.message().c_str(),
+void NodeLeaseController::retry_node(const Failure &why) {
+    uint64_t ms = node_backoff_.next_ms(why);
+    LOG_WARN("%s %s; retrying in %llu ms", prefix().c_str(), why.message.c_str(),
              static_cast<unsigned long long>(ms));
     node_timer_.start(ms, guard([this] { create_node(); }));
 }
@@ -129,7 +130,22 @@ void NodeLeaseController::create_node() {
                             return;
                         }
                         if (r.error() == Error::AlreadyExists) return adopt_existing_node();
-                        if (r.error() != Error::Transient) call_ready_cb(r.failure());
+                        // Refused (403: RBAC, an admission policy; 401: a
+                        // credential being rotated) or the server failing
+                        // (5xx, 429): retried with back-off for as long as the
+                        // job lasts, the refusal said once in a Warning Event,
+                        // as a kubelet keeps trying to register. Only a Node
+                        // the API finds invalid ends the registration.
+                        if (r.error() == Error::Forbidden || r.error() == Error::Unauthorized) {
+                            if (node_refusal_ != r.message()) {
+                                node_refusal_ = r.message();
+                                post_node_event("Warning", "NodeRegistrationRefused",
+                                                "the API server refused to create the Node (" +
+                                                    r.message() + "); retried with back-off");
+                            }
+                        } else if (r.error() != Error::Transient) {
+                            call_ready_cb(r.failure());
+                        }
                         retry_node(r.failure());
                     }));
 }
@@ -155,7 +171,7 @@ void NodeLeaseController::adopt_existing_node() {
                                         "change node_name_template");
                            LOG_ERROR("%s %s", prefix().c_str(), st.message().c_str());
                            call_ready_cb(st);
-                           return retry_node(st);
+                           return retry_node(st.failure());
                        }
                        std::string uid = api::object_meta(*r).uid;
                        LOG_INFO("%s exists (uid %s): adopting it and posting Ready",
@@ -176,7 +192,7 @@ void NodeLeaseController::adopt_existing_node() {
                        post_status(true, guard([this, uid, node = *r](const Status &st) {
                                        // A drain that started meanwhile owns the node.
                                        if (mode_ != Mode::Active) return;
-                                       if (!st) return retry_node(st);
+                                       if (!st) return retry_node(st.failure());
                                        node_ready(uid);
                                        lift_not_ready(node);
                                    }));
@@ -185,6 +201,7 @@ void NodeLeaseController::adopt_existing_node() {
 
 void NodeLeaseController::node_ready(const std::string &uid) {
     node_backoff_.reset();
+    node_refusal_.clear();
     bool uid_changed = uid != rec_.node_uid;
     rec_.node_uid = uid;
     ready_ = true;
@@ -237,6 +254,7 @@ void NodeLeaseController::create_lease() {
                         if (mode_ == Mode::Stopped) return;
                         if (r) {
                             lease_ = *r;
+                            lease_renewed_us_ = ctx_.clock->now_us();
                         } else if (r.error() == Error::AlreadyExists) {
                             // Left by a previous run: read it so the next renewal can PUT over it.
                             ctx_.kube->get(KubeClient::lease(rec_.node_name),
@@ -251,17 +269,42 @@ void NodeLeaseController::create_lease() {
                         // Released meanwhile: the Lease's uid is kept for the
                         // drain's delete, but it is not renewed.
                         if (mode_ != Mode::Active) return;
-                        uint64_t ms = ctx_.cfg->lease_renew_s * 1000;
-                        lease_timer_.start(ms, guard([this] { renew_lease(); }), ms);
+                        if (r || r.error() == Error::AlreadyExists)
+                            schedule_renewal();
+                        else
+                            retry_lease(r.failure());
                     }));
+}
+
+// As a kubelet's lease controller: renewals every lease_renew_interval
+// (+ up to 4 % jitter, so that the nodes of a big job do not renew in
+// lockstep); a failed one is tried again with back-off (200 ms doubling to
+// a quarter of the lease's duration, at most 7 s, jittered), honouring the
+// server's Retry-After unless waiting it out would let the Lease lapse: the
+// next try always comes before the last renewal's lease runs out.
+void NodeLeaseController::schedule_renewal() {
+    lease_backoff_.reset();
+    uint64_t ms = ctx_.cfg->lease_renew_s * 1000;
+    ms += static_cast<uint64_t>(random()) % (ms / 25 + 1);
+    lease_timer_.start(ms, guard([this] { renew_lease(); }));
+}
+
+void NodeLeaseController::retry_lease(const Failure &why) {
+    uint64_t ms = lease_backoff_.next_ms(why);
+    if (lease_renewed_us_) {
+        int64_t lapse =
+            lease_renewed_us_ + static_cast<int64_t>(ctx_.cfg->lease_duration_s) * 1000000;
+        int64_t left_ms = (lapse - ctx_.clock->now_us()) / 1000;
+        if (left_ms > 0) ms = std::min<uint64_t>(ms, std::max<int64_t>(200, left_ms / 2));
+    }
+    LOG_VERBOSE("%s lease: %s; again in %llu ms", prefix().c_str(), why.message.c_str(),
+                static_cast<unsigned long long>(ms));
+    lease_timer_.start(ms, guard([this] { renew_lease(); }));
 }
 
 void NodeLeaseController::renew_lease() {
     if (mode_ != Mode::Active) return;
-    if (lease_.isNull()) {
-        lease_timer_.stop();
-        return create_lease();
-    }
+    if (lease_.isNull()) return create_lease();
     Json::Value l = sk::agent::renew_lease(lease_, rec_.node_name, rec_.node_uid,
                                            static_cast<uint32_t>(ctx_.cfg->lease_duration_s),
                                            ctx_.clock->now_us());
@@ -270,6 +313,8 @@ void NodeLeaseController::renew_lease() {
             if (mode_ != Mode::Active) return;
             if (r) {
                 lease_ = *r;
+                lease_renewed_us_ = ctx_.clock->now_us();
+                schedule_renewal();
                 if (lease_failing_) {
                     // Renewals alone do not bring a node back from Unknown.
                     LOG_INFO("%s API server reachable again: re-posting Ready", prefix().c_str());
@@ -294,13 +339,22 @@ void NodeLeaseController::renew_lease() {
                                    } else if (g.error() == Error::NotFound) {
                                        lease_gone();
                                    }
+                                   // Renewed again at once over what was read.
+                                   if (g || g.error() == Error::NotFound)
+                                       lease_timer_.start(0, guard([this] { renew_lease(); }));
+                                   else
+                                       retry_lease(g.failure());
                                }));
                 return;
             }
-            if (r.error() == Error::NotFound) return lease_gone();
+            if (r.error() == Error::NotFound) {
+                lease_gone();
+                return lease_timer_.start(0, guard([this] { renew_lease(); }));
+            }
             if (!lease_failing_)
                 LOG_WARN("%s lease renewal failed: %s", prefix().c_str(), r.message().c_str());
             lease_failing_ = true;
+            retry_lease(r.failure());
         }));
 }
 

@@ -113,7 +113,9 @@ class NodeLeaseController : public NodeBound {
     std::string suspend_message() const;
     std::string runtime_down_message() const;
     void post_node_event(const char *type, const char *reason, const std::string &message);
-    void retry_node(const Status &why);
+    void retry_node(const Failure &why);
+    void schedule_renewal();
+    void retry_lease(const Failure &why);
     void call_ready_cb(const Status &st);
 
     AgentContext &ctx_;
@@ -126,6 +128,9 @@ class NodeLeaseController : public NodeBound {
     int64_t start_us_ = 0;
     Json::Value lease_;
     Backoff node_backoff_{200, 30000};
+    Backoff lease_backoff_;
+    int64_t lease_renewed_us_ = 0;  // the last renewal (or creation) the API server took
+    std::string node_refusal_;      // the Node creation's refusal last posted as an Event
     // The end-time cordon: sent (or found on an adopted Node) and not undone.
     bool end_cordoned_ = false;
     bool end_query_in_flight_ = false;

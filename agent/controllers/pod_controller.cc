@@ -64,7 +64,7 @@ void PodController::list_pods() {
                        // Sent before end_stop_all, answered after it: the node goes.
                        if (!watching()) return;
                        if (!r) {
-                           uint64_t ms = watch_backoff_.next_ms();
+                           uint64_t ms = watch_backoff_.next_ms(r.failure());
                            LOG_WARN("%s pod list failed: %s; retrying in %llu ms", prefix().c_str(),
                                     r.message().c_str(), static_cast<unsigned long long>(ms));
                            watch_timer_.start(ms, guard([this] { list_pods(); }));
@@ -129,7 +129,7 @@ void PodController::on_watch_end(const Status &st) {
         return;
     }
     if (!st && ctx_.obs && ctx_.obs->watch_restart) ctx_.obs->watch_restart("pods");
-    uint64_t ms = st ? 0 : watch_backoff_.next_ms();
+    uint64_t ms = st ? 0 : watch_backoff_.next_ms(st.failure());
     if (!st) LOG_WARN("%s pod watch ended: %s", prefix().c_str(), st.message().c_str());
     bool relist = pods_rv_.empty() || (!st && st.error() == Error::Gone);
     watch_timer_.start(ms, guard([this, relist] {
@@ -323,8 +323,9 @@ void PodController::start_failed(const std::string &uid, const Status &st, bool 
     // a Backoff gives, held in the pod's record.
     Backoff b(kStartRetryFirstMs, kStartRetryMaxMs);
     uint64_t ms = 0;
-    for (unsigned i = 0; i < r.failures; i++)
-        ms = b.next_ms();
+    for (unsigned i = 1; i < r.failures; i++)
+        (void)b.next_ms();
+    ms = b.next_ms(st.failure());  // and the server's Retry-After
     r.at_us = now + static_cast<int64_t>(ms) * 1000;
     std::string msg =
         st.message() + start_failure_hint(st, api::object_meta(p.api).ns, !config_error);

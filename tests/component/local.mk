@@ -9,8 +9,10 @@ EXTRA_DIST += \
 	tests/component/test_agent_credentials.sh \
 	tests/component/test_agent_node_identity.sh \
 	tests/component/test_agent_http2.sh \
+	tests/component/test_agent_faults.sh \
 	tests/component/test_kubelet_server.sh \
 	tests/component/agent_test.py \
+	tests/component/agent_faults_test.py \
 	tests/component/agent_http2_test.py \
 	tests/component/agent_credentials_test.py \
 	tests/component/agent_node_identity_test.py \
@@ -27,6 +29,7 @@ TESTS += \
 	tests/component/test_agent_credentials.sh \
 	tests/component/test_agent_node_identity.sh \
 	tests/component/test_agent_http2.sh \
+	tests/component/test_agent_faults.sh \
 	tests/component/test_kubelet_server.sh
 
 check_PROGRAMS += tests/component/kubelet_server_main

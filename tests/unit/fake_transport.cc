@@ -102,7 +102,7 @@ void FakeTransport::deliver(const FakeRequest &r, HttpCallback done, FakeAnswer 
             if (a.refused)
                 cb(fail(Error::Transient, what + ": Failed to connect: Connection refused"));
             else
-                cb(HttpResponse{a.status, a.body});
+                cb(HttpResponse{a.status, a.body, a.retry_after_s});
         },
         delay_ms);
 }
@@ -194,7 +194,7 @@ void FakeTransport::end(uint64_t id, FakeAnswer a) {
         if (a.refused)
             cb(fail(Error::Transient, what + ": Failed to connect: Connection refused"));
         else
-            cb(HttpResponse{a.status, a.body});
+            cb(HttpResponse{a.status, a.body, a.retry_after_s});
     });
 }
 

@@ -37,9 +37,10 @@ struct FakeRequest {
 
 struct FakeAnswer {
     long status = 200;
-    std::string body;       // sent as is
-    bool refused = false;   // a transport failure (connection refused) instead
-    uint64_t delay_ms = 0;  // delivered this long after the request (an answer in flight)
+    std::string body;            // sent as is
+    bool refused = false;        // a transport failure (connection refused) instead
+    uint64_t delay_ms = 0;       // delivered this long after the request (an answer in flight)
+    uint32_t retry_after_s = 0;  // its Retry-After header
 
     static FakeAnswer ok(const Json::Value &v);
     static FakeAnswer error(long status, const std::string &reason = "",

@@ -23,10 +23,26 @@ START_TEST(backoff_doubles_and_caps) {
 }
 END_TEST
 
+// A 429's or 503's Retry-After is waited out (capped), never less than the
+// back-off's own delay.
+START_TEST(backoff_honours_retry_after) {
+    Backoff b(100, 1000, [](uint64_t d) { return d; });
+    Failure f = fail(Error::Transient, "HTTP 503");
+    ck_assert_uint_eq(b.next_ms(f), 100);
+    f.retry_after_s = 3;
+    ck_assert_uint_eq(b.next_ms(f), 3000);
+    f.retry_after_s = 86400;
+    ck_assert_uint_eq(b.next_ms(f), Backoff::kMaxRetryAfterMs);
+    f.retry_after_s = 0;
+    ck_assert_uint_eq(b.next_ms(f), 800);  // the back-off went on meanwhile
+}
+END_TEST
+
 int main() {
     Suite *s = suite_create("backoff");
     TCase *tc = tcase_create("backoff");
     tcase_add_test(tc, backoff_doubles_and_caps);
+    tcase_add_test(tc, backoff_honours_retry_after);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }

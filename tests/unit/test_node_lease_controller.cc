@@ -353,6 +353,88 @@ START_TEST(outage_and_return) {
 }
 END_TEST
 
+// ---- back-off as the API asks ----
+// A Lease renewal that fails is tried again with back-off, not at the next
+// period (which, against a lease a few periods long, lets it lapse); a 503's
+// Retry-After is waited out; a success returns to the period.
+START_TEST(lease_renewal_retried_within_its_duration) {
+    ControllerEnv env;
+    env.cfg().lease_renew_s = 4;
+    env.cfg().lease_duration_s = 10;
+    env.serve_node_and_lease();
+    std::vector<uint64_t> at;  // loop time of each PUT
+    int fail_left = 0;
+    std::vector<FakeAnswer> faults = {FakeAnswer::error(500, "InternalError"),
+                                      FakeAnswer::error(503, "ServiceUnavailable"),
+                                      FakeAnswer::error(429, "TooManyRequests")};
+    faults[1].retry_after_s = 1;
+    env.http().on("PUT", kLeasePath, [&](const FakeRequest &r) {
+        at.push_back(uv_now(env.loop()));
+        if (fail_left > 0) return faults[faults.size() - fail_left--];
+        Json::Value l = r.json();
+        long rv = std::strtol(l["metadata"]["resourceVersion"].asCString(), nullptr, 10);
+        l["metadata"]["resourceVersion"] = std::to_string(rv + 1);
+        return FakeAnswer::ok(l);
+    });
+    Ready ready;
+    register_node(env, ready);
+    ck_assert(env.run_until([&] { return at.size() >= 1; }, 6000));
+    fail_left = 3;
+    ck_assert(env.run_until([&] { return at.size() >= 6; }, 15000));
+    // at[1] 500 -> at[2] within the back-off's first steps; at[2] 503 with
+    // Retry-After 1 -> at[3] a second or more later; at[3] 429 -> at[4]
+    // soon; at[4] ok -> at[5] a period later.
+    ck_assert_msg(at[2] - at[1] < 1000, "after a 500: %llu ms",
+                  static_cast<unsigned long long>(at[2] - at[1]));
+    ck_assert_msg(at[3] - at[2] >= 1000 && at[3] - at[2] < 2500, "after a 503 (Retry-After 1): %llu",
+                  static_cast<unsigned long long>(at[3] - at[2]));
+    ck_assert_msg(at[4] - at[3] < 2500, "after a 429: %llu",
+                  static_cast<unsigned long long>(at[4] - at[3]));
+    ck_assert_msg(at[5] - at[4] >= 4000 && at[5] - at[4] <= 4200, "after a success: %llu",
+                  static_cast<unsigned long long>(at[5] - at[4]));
+    ck_assert(env.node->state().ready);
+    ck_assert_int_eq(env.close(), 0);
+}
+END_TEST
+
+// The Node's creation refused (403: RBAC or an admission policy, fixed by an
+// admin meanwhile) or failing (500): retried with back-off, the refusal said
+// once in a Warning Event; the registration does not end.
+START_TEST(node_creation_refused_is_retried) {
+    ControllerEnv env;
+    env.serve_node_and_lease();
+    int refusals = 3;
+    FakeAnswer forbidden = FakeAnswer::error(403, "Forbidden",
+                                             "nodes is forbidden: User \"x\" cannot create resource");
+    FakeAnswer broken = FakeAnswer::error(500, "InternalError");
+    Json::Value created;
+    env.http().on("POST", "/api/v1/nodes", [&](const FakeRequest &r) {
+        if (refusals-- > 0) return refusals == 1 ? broken : forbidden;
+        Json::Value n = r.json();
+        n["metadata"]["uid"] = kNodeUid;
+        n["metadata"]["resourceVersion"] = "100";
+        created = n;
+        return FakeAnswer::ok(n);
+    });
+    env.http().on("GET", kNodePath, [&](const FakeRequest &) { return FakeAnswer::ok(created); });
+    Ready ready;
+    register_node(env, ready);
+    ck_assert_int_eq(ready.calls, 1);
+    ck_assert(ready.st.ok());
+    ck_assert_uint_eq(env.http().count("POST", "/api/v1/nodes"), 4);
+    size_t refused = 0;
+    for (const auto &r : env.http().matching("POST", "/api/v1/namespaces/default/events"))
+        if (r.json()["reason"].asString() == "NodeRegistrationRefused") {
+            refused++;
+            ck_assert_sstr_eq(r.json()["type"].asString(), "Warning");
+            ck_assert(r.json()["message"].asString().find("forbidden") != std::string::npos);
+        }
+    ck_assert_uint_eq(refused, 1);  // the same refusal twice: one Event
+    ck_assert(env.node->state().ready);
+    ck_assert_int_eq(env.close(), 0);
+}
+END_TEST
+
 // ---- a drain that starts while a registration step is in flight ----
 // The drain owns the Node from then on: the step's answer neither makes the
 // node ready nor starts status reports or the Lease.
@@ -697,6 +779,8 @@ int main() {
     tcase_add_loop_test(tc, lease_conflict, 0, TABLE_SIZE(kLeaseConflicts));
     tcase_add_loop_test(tc, lease_or_node_gone, 0, TABLE_SIZE(kGone));
     tcase_add_test(tc, outage_and_return);
+    tcase_add_test(tc, lease_renewal_retried_within_its_duration);
+    tcase_add_test(tc, node_creation_refused_is_retried);
     tcase_add_loop_test(tc, drain_during_registration, 0, TABLE_SIZE(kDrainInFlight));
     tcase_add_loop_test(tc, end_time_followed, 0, TABLE_SIZE(kEndCases));
     tcase_add_loop_test(tc, suspension_followed, 0, 4);

@@ -35,6 +35,9 @@ Test controls (NOT part of the Kubernetes API; admin identity required):
                                         (default 5; SIGUSR1 or the timer clears it)
                      {"mode":"status","code":503}   every API request (not /_test) answers CODE
                      {"mode":"delay","ms":500}       every API request is delayed
+                     status and delay also take "users":[NAME or PREFIX*] (only their requests),
+                     "ratio":R (that share of them, at random) and, for 429/503,
+                     "retryAfter":S (the Retry-After header, default 1; 0 = none)
                      {"mode":"none"}                 clear (also DELETE /_test/fault)
   GET  /_test/fault                     current fault
   POST /_test/history {"size":N}        watch history size per resource type (trims now)

@@ -5,6 +5,7 @@ see the package docstring for the list."""
 
 import json
 import os
+import random
 import time
 import uuid
 
@@ -22,13 +23,23 @@ class TestControls:
         """Applies the delay or status fault of /_test/fault to an API request; True when the
         fault answered the request (the refuse fault lives in server.Server)."""
         f = self.server.fault
+        if f.get("mode") in ("delay", "status"):
+            # Scoped (a fault in front of some clients only): "users", names or prefixes ending
+            # in "*"; "ratio", the share of their requests that meet it.
+            users = f.get("users")
+            if users and not any(self.user == u or (u.endswith("*") and self.user.startswith(u[:-1]))
+                                 for u in users):
+                return False
+            if random.random() >= float(f.get("ratio", 1.0)):
+                return False
         if f.get("mode") == "delay":
             time.sleep(float(f.get("ms", 0)) / 1000.0)
         elif f.get("mode") == "status":
             code = int(f.get("code", 503))
             reason = {500: "InternalError", 503: "ServiceUnavailable", 429: "TooManyRequests",
                       504: "Timeout", 401: "Unauthorized", 403: "Forbidden"}.get(code, "InternalError")
-            extra = {"Retry-After": "1"} if code in (429, 503) else None
+            ra = f.get("retryAfter", 1)
+            extra = {"Retry-After": str(int(ra))} if code in (429, 503) and ra else None
             e = ApiError(code, reason, f.get("message", "injected fault (test double)"))
             self.send_obj(code, e.status(), extra=extra)
             return True
@@ -77,8 +88,15 @@ class TestControls:
                 srv.fault = {"mode": "status", "code": int(data.get("code", 503))}
                 if data.get("message"):
                     srv.fault["message"] = data["message"]
+                if "retryAfter" in data:
+                    srv.fault["retryAfter"] = int(data["retryAfter"])
             elif mode == "delay":
                 srv.fault = {"mode": "delay", "ms": float(data.get("ms", 500))}
+            if mode in ("status", "delay"):
+                if data.get("users"):
+                    srv.fault["users"] = [str(u) for u in data["users"]]
+                if "ratio" in data:
+                    srv.fault["ratio"] = float(data["ratio"])
             elif mode == "none":
                 srv.fault = {"mode": "none"}
             else:

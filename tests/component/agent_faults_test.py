@@ -1,0 +1,129 @@
+#!/usr/bin/python3
+"""Component test: the agent behind a faulty API (issue: back-off as the API asks).
+
+The real agent (fake runtime) against the test API server, whose fault injection answers the
+agent's requests, and only the agent's (the admin's polls go through), as a failing front would:
+windows of 4 s in which every request of the agent gets 503 with Retry-After 2, 500, or 429 with
+Retry-After 1, each followed by 3.2 s of normal service, with every watch cut abruptly at the
+start of a window. The Lease lasts 10 s and is renewed every 4 s, so a renewal that waited for
+its next period after a failure would let it lapse; the agent retries with back-off within the
+lease's duration instead, honouring Retry-After unless that would let the Lease lapse:
+- the Lease's renewTime, polled every 0.2 s, never goes 10 s (its duration) without moving;
+- the double's node lifecycle (lease grace 10 s) never marks the Node NotReady/Unknown;
+- afterwards a new pod runs (the pod watch came back).
+Prints `N passed, N failed`.
+"""
+import datetime, os, sys, threading, time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from sktest.env import NODE, REG, AgentEnv, phase, pod, suite_args  # noqa: E402
+from sktest.kube import KubeServer  # noqa: E402
+from sktest.suite import SCALE, check, run_suite, wait_for  # noqa: E402
+
+LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/" + NODE
+DURATION_S = 10
+# The agent's users: its own identity, and the nodes' own under node_identity = bootstrap.
+AGENT_USERS = ["slurm-k8s-agent", "system:node:*"]
+# Each window shorter than the lease's duration less a period, each calm longer than the agent's
+# longest wait between two tries (a quarter of the duration, 2.5 s, + 25 % jitter; Retry-After 2 s):
+# a renewal lands in every calm, so the Lease cannot lapse unless the retries do not come.
+WINDOWS = [({"mode": "status", "code": 503, "retryAfter": 2}, 4.0),
+           ({"mode": "status", "code": 500}, 4.0),
+           ({"mode": "status", "code": 429, "retryAfter": 1}, 4.0),
+           ({"mode": "status", "code": 503, "retryAfter": 2}, 4.0)]
+CALM_S = 3.2
+
+
+class FaultEnv(AgentEnv):
+    def start_kube(self):
+        self.kube = KubeServer(self.dir, ["--lease-grace", str(DURATION_S), "--monitor-period", "1"],
+                               server_py=self.server_py)
+        self.url, self.kdir = self.kube.url, self.kube.dir
+
+    def conf_settings(self):
+        s = super().conf_settings()
+        s["lease_duration"] = "%ds" % DURATION_S
+        s["lease_renew_interval"] = "4s"
+        s["log_level"] = "info"
+        return s
+
+
+def micro_ts(s):
+    return datetime.datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%fZ").timestamp()
+
+
+class LeaseWatcher(threading.Thread):
+    """Polls the Lease (as the admin, whom no fault meets) and the Node's Ready condition."""
+
+    def __init__(self, env):
+        super().__init__(daemon=True)
+        self.env, self.stop_ = env, threading.Event()
+        self.renewals, self.not_ready, self.errors = [], [], []
+
+    def run(self):
+        while not self.stop_.is_set():
+            code, lease = self.env.api("GET", LEASE)
+            if code == 200:
+                rt = lease.get("spec", {}).get("renewTime")
+                if rt and (not self.renewals or self.renewals[-1] != rt):
+                    self.renewals.append(rt)
+            else:
+                self.errors.append(code)
+            code, n = self.env.api("GET", "/api/v1/nodes/" + NODE)
+            for c in n.get("status", {}).get("conditions", []) if code == 200 else []:
+                if c.get("type") == "Ready" and c.get("status") != "True":
+                    self.not_ready.append((c.get("status"), c.get("reason")))
+            self.stop_.wait(0.2)
+
+    def max_gap(self, now):
+        ts = [micro_ts(r) for r in self.renewals] + [now]
+        return max(b - a for a, b in zip(ts, ts[1:])) if len(ts) > 1 else float("inf")
+
+
+def run(env):
+    open(os.path.join(env.dir, "alive_42"), "w").close()
+    r = env.call("register", REG)
+    check("register", r and r.get("ok"), r)
+    check("Node Ready and its Lease written", wait_for(lambda: env.api("GET", LEASE)[0] == 200, 10 * SCALE))
+    w = LeaseWatcher(env)
+    w.start()
+    seq0 = max([x.get("seq", 0) for x in env.kube.request_log(0)] or [0])
+    for fault, secs in WINDOWS:
+        env.api("POST", "/_test/watches/close", {"abrupt": True})
+        env.api("POST", "/_test/fault", dict(fault, users=AGENT_USERS))
+        time.sleep(secs * SCALE)
+        env.api("POST", "/_test/fault", {"mode": "none"})
+        time.sleep(CALM_S * SCALE)
+    time.sleep(4 * SCALE)
+    w.stop_.set()
+    w.join(5)
+    log = env.kube.request_log(seq0)
+    faulted = [x for x in log if x.get("status") in (429, 500, 503) and "/leases/" in x.get("path", "")]
+    check("the agent's Lease renewals met the faults (429, 500, 503)",
+          {x["status"] for x in faulted} == {429, 500, 503}, sorted({x["status"] for x in faulted}))
+    gap = w.max_gap(time.time())
+    puts = [(round(x.get("time", 0) % 1000, 2), x.get("method"), x.get("status")) for x in log
+            if "/leases/" in x.get("path", "")]
+    check("the Lease never went its duration (%d s) without a renewal: longest %.1f s" % (DURATION_S, gap),
+          gap < DURATION_S, (w.renewals[-12:], puts))
+    check("the Node never NotReady or Unknown", not w.not_ready, w.not_ready[:5])
+    check("the admin's polls were not faulted", not w.errors, w.errors[:5])
+    env.api("POST", "/api/v1/namespaces/default/pods", pod("after-faults"))
+    check("a pod created after the faults runs (the cut watch came back)",
+          wait_for(lambda: phase(env, "default", "after-faults") == "Running", 15))
+    env.api("DELETE", "/api/v1/namespaces/default/pods/after-faults")
+    os.unlink(os.path.join(env.dir, "alive_42"))
+    r = env.call("deregister", {"job_id": 42, "slurm_node": "n1", "grace_s": 2, "reason": "JobEnded"})
+    check("deregister", r and r.get("ok"), r)
+
+
+def main():
+    a = suite_args()
+    if not os.path.exists(a.server):
+        print("test API server missing; skipping")
+        return 77
+    return run_suite(FaultEnv(a.agent, a.server), run, ("agent.log",))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
