@@ -1,5 +1,8 @@
 #include "agent/agent_config.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <algorithm>
 #include <fstream>
 #include <sstream>
@@ -102,7 +105,19 @@ void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string
               return {};
           });
     s.add_uint("metrics_port", &c.metrics_port, 0, 65535,
-               "Prometheus /metrics on 127.0.0.1:PORT; 0 = off");
+               "Prometheus /metrics on metrics_address:PORT; 0 = off");
+    s.add(
+        "metrics_address", "the address /metrics listens on (an IP literal; default 127.0.0.1)",
+        [&c](const std::string &v, const std::string &k) -> Status {
+            unsigned char buf[sizeof(struct in6_addr)];
+            if (inet_pton(AF_INET, v.c_str(), buf) != 1 && inet_pton(AF_INET6, v.c_str(), buf) != 1)
+                return fail(Error::InvalidArgument,
+                            k + ": '" + v +
+                                "' is not an IP address; name one of this host's addresses "
+                                "(127.0.0.1, 10.1.2.3, ::1), or 0.0.0.0 for all");
+            c.metrics_address = v;
+            return {};
+        });
     s.add_nice("nice", &c.nice,
                "the agent's CPU nice value, -20..19, ahead of the pods' (default -5)");
     s.add(

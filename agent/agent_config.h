@@ -66,7 +66,11 @@ struct AgentConfig {
     std::string kubelet_key;        // its key
     std::string kubelet_client_ca;  // CA of the API server's kubelet-client certificate
     bool kubelet_insecure = false;  // plain HTTP, no client auth (tests only; logged)
-    uint64_t metrics_port = 0;      // GET /metrics on 127.0.0.1; 0 = off
+    uint64_t metrics_port = 0;      // GET /metrics on metrics_address; 0 = off
+    // Where /metrics listens (an IPv4 or IPv6 literal): loopback unless the
+    // admin names an address a scraper reaches (the metrics carry no secret,
+    // but who may read them is the site's choice).
+    std::string metrics_address = "127.0.0.1";
     // The agent's CPU nice value, set at its start for all its threads:
     // ahead of the pods and the sessions' commands (the workload's nice) in
     // the scheduler, so that their load does not queue the pods' status.
@@ -161,7 +165,10 @@ struct AgentConfig {
     // Whose identity a virtual node's API traffic goes out under
     // (agent/node_identity.h): "bootstrap" = its own system:node:<node>
     // certificate from a kubelet-client CSR, "agent" = the agent's own.
-    std::string node_identity = "agent";
+    // The shipped default is each node's own identity, confined by the
+    // Node authorizer and NodeRestriction as a kubelet is; "agent" is an
+    // explicit choice (every node's traffic under the agent's wider rights).
+    std::string node_identity = "bootstrap";
     uint64_t node_csr_timeout_s = 60;           // a CSR not signed in this long fails the node
     uint64_t node_certificate_seconds = 86400;  // the CSR's expirationSeconds; 0 = the signer's
     uint64_t max_jobs = 64;

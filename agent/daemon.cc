@@ -317,15 +317,18 @@ int run(int argc, char **argv, const RuntimeFactories &extra) {
     kube.set_observer([&metrics](const char *verb, int code) { metrics.api_request(verb, code); });
     std::unique_ptr<MetricsEndpoint> metrics_ep;
     if (cfg->metrics_port) {
-        metrics_ep =
-            std::make_unique<MetricsEndpoint>([&metrics] { return metrics.render(); }, "127.0.0.1",
-                                              static_cast<uint16_t>(cfg->metrics_port));
+        metrics_ep = std::make_unique<MetricsEndpoint>([&metrics] { return metrics.render(); },
+                                                       cfg->metrics_address,
+                                                       static_cast<uint16_t>(cfg->metrics_port));
         if (auto st = metrics_ep->start(); !st) {
-            LOG_ERROR("metrics endpoint on 127.0.0.1:%llu: %s (metrics_port)",
+            LOG_ERROR("metrics endpoint on %s:%llu: %s (metrics_address, metrics_port)",
+                      cfg->metrics_address.c_str(),
                       static_cast<unsigned long long>(cfg->metrics_port), st.message().c_str());
             return 1;
         }
-        LOG_INFO("metrics on http://127.0.0.1:%u/metrics", metrics_ep->port());
+        bool v6 = cfg->metrics_address.find(':') != std::string::npos;
+        LOG_INFO("metrics on http://%s%s%s:%u/metrics", v6 ? "[" : "", cfg->metrics_address.c_str(),
+                 v6 ? "]" : "", metrics_ep->port());
     }
 
     // 5. the kubelet endpoint (kubectl logs through the API server); its

@@ -500,6 +500,9 @@ class Agent:
             "job_alive_command": "true {job}",
             "allowed_namespaces": "*",
             "log_level": "info",
+            # The agent's identity unless a benchmark asks for node identities
+            # (the shipped default, bootstrap: bench_scale's identity runs).
+            "node_identity": "agent",
         })
         conf.update(extra or {})
         self.conf = os.path.join(self.dir, "agent.conf")

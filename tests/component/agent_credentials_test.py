@@ -65,6 +65,8 @@ class CredEnv(AgentEnv):
         s = super().conf_settings()
         s["api_token_file"] = self.token_path
         s["metrics_port"] = self.metrics_port
+        # An address the admin names (here another loopback address: metrics_address).
+        s["metrics_address"] = "127.0.0.2"
         return s
 
     def write_conf(self):
@@ -88,7 +90,7 @@ class CredEnv(AgentEnv):
         return claims["exp"]
 
     def metric(self, name):
-        m = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.metrics_port, timeout=5).read().decode()
+        m = urllib.request.urlopen("http://127.0.0.2:%d/metrics" % self.metrics_port, timeout=5).read().decode()
         r = re.search(r"^%s (\S+)$" % re.escape(name), m, re.M)
         return float(r.group(1)) if r else None
 
@@ -116,6 +118,13 @@ def run(env):
           st.get("state") == "ok" and st.get("source") == "token file " + env.token_path
           and st.get("expires"), st)
     check("metric: accepted", env.metric("slurm_k8s_api_credential_accepted") == 1)
+    try:
+        urllib.request.urlopen("http://127.0.0.1:%d/metrics" % env.metrics_port, timeout=5)
+        elsewhere = "answered"
+    except OSError as e:
+        elsewhere = str(e)
+    check("/metrics on the metrics_address named (127.0.0.2), not on 127.0.0.1",
+          "refused" in elsewhere.lower(), elsewhere)
 
     # 1. rotation before the expiry: the new token is used, no restart
     exp2 = env.issue(600)

@@ -56,6 +56,7 @@ static const BadConf kBadConfs[] = {
     {"admin_socket_path = /run/slurm-k8s/agent.sock\n", "in a directory of its own"},
     {"admin_socket_path = /run/slurm-k8s/root.sock\n", "in a directory of its own"},
     {"node_identity = node\n", "node_identity"},
+    {"metrics_address = localhost\n", "'localhost' is not an IP address"},
     {"node_identity = bootstrap\nlabels = node-role.kubernetes.io/gpu=\n",
      "labels: 'node-role.kubernetes.io/gpu' is under kubernetes.io or k8s.io"},
     // The API refuses a CSR's expirationSeconds under 600.
@@ -293,8 +294,15 @@ START_TEST(config_defaults) {
     auto own = parse_agent_config(std::string(kConf) + "admin_socket_path = /run/r/a.sock\n", "a");
     ck_assert(own.ok());
     ck_assert_sstr_eq(own->admin_socket_path, "/run/r/a.sock");
-    // Node identities: the agent's own unless the site says bootstrap.
-    ck_assert_sstr_eq(c->node_identity, "agent");
+    // Node identities: each node its own unless the site says agent.
+    ck_assert_sstr_eq(c->node_identity, "bootstrap");
+    ck_assert_sstr_eq(c->metrics_address, "127.0.0.1");
+    auto own_id = parse_agent_config(std::string(kConf) + "node_identity = agent\n", "a");
+    ck_assert(own_id.ok());
+    ck_assert_sstr_eq(own_id->node_identity, "agent");
+    auto m6 = parse_agent_config(std::string(kConf) + "metrics_address = ::1\n", "a");
+    ck_assert(m6.ok());
+    ck_assert_sstr_eq(m6->metrics_address, "::1");
     ck_assert_uint_eq(c->node_csr_timeout_s, 60);
     ck_assert_uint_eq(c->node_certificate_seconds, 86400);
     auto boot = parse_agent_config(std::string(kConf) +

@@ -63,6 +63,10 @@ class AgentEnv:
             "log_level": "verbose",
             # The component tests' pods live in several namespaces.
             "allowed_namespaces": "*",
+            # The agent's own identity, an explicit choice (the shipped default is
+            # bootstrap): these suites check what it writes; test_agent_node_identity.sh
+            # and the e2e run the nodes' own identities.
+            "node_identity": "agent",
         }
 
     def write_conf(self):
