@@ -27,12 +27,23 @@ def running(env, name):
     return code == 200 and p.get("status", {}).get("phase") == "Running"
 
 
+_SAID = set()
+
+
 def versions(kubectl):
-    """kubectl 1.28 (SPDY) and 1.32 (WebSocket) found beside `kubectl`, else `kubectl` alone."""
+    """kubectl 1.28 (SPDY) and 1.32 (WebSocket) found beside `kubectl` (kubectl.1.28,
+    kubectl.1.32). One that is missing is said (SKIP, once) and its checks are not run: no
+    quiet fallback to another version, which would test the other transport twice."""
     d = os.path.dirname(os.path.realpath(kubectl))
-    out = [(v, os.path.join(d, "kubectl." + v)) for v in ("1.28", "1.32")
-           if os.access(os.path.join(d, "kubectl." + v), os.X_OK)]
-    return out or [("default", kubectl)]
+    out = []
+    for v, what in (("1.28", "SPDY"), ("1.32", "WebSocket")):
+        p = os.path.join(d, "kubectl." + v)
+        if os.access(p, os.X_OK):
+            out.append((v, p))
+        elif v not in _SAID:
+            _SAID.add(v)
+            print("SKIP kubectl %s (the %s client) not found at %s: its checks are skipped" % (v, what, p))
+    return out
 
 
 def kc(env, binary, *args, input=None, timeout=30):

@@ -41,8 +41,8 @@
 #   e2e_leftovers JOB     prints what of JOB is left (nodes, leases, processes,
 #                         run files, agent state, cgroups); empty = clean
 #   e2e_procs             prints every process this library is responsible for
-#   e2e_pod_log NS/NAME   the pod's container log (kubectl logs, else the
-#                         agent's CRI log file); sets E2E_LOG_SOURCE
+#   e2e_pod_log NS/NAME   the pod's container log (kubectl logs; fails when
+#                         kubectl does); sets E2E_LOG_SOURCE
 
 E2E_TOP="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 export SK_SLURM_DIR="${SK_SLURM_DIR:-/tmp/sk-e2e}"
@@ -396,19 +396,22 @@ e2e_pod_field() {  # e2e_pod_field NS/NAME JSONPATH
 }
 
 # A pod's log: kubectl logs through the API server's proxy to the agent's
-# kubelet endpoint; when that does not answer, the CRI log file the shim wrote
-# (the file kubectl logs would serve). E2E_LOG_SOURCE says which.
+# kubelet endpoint, and nothing else. When kubectl fails, its error goes to
+# stderr and the function fails (E2E_LOG_SOURCE says so): a check that reads
+# the log must fail with it, never take the absence of a line in a log it
+# could not read for a pass.
 e2e_pod_log() {
-  local ns="${1%%/*}" name="${1#*/}" out uid f
-  if out="$(e2e_kubectl logs -n "$ns" "$name" 2>/dev/null)" && [ -n "$out" ]; then
-    E2E_LOG_SOURCE="kubectl logs"; printf '%s\n' "$out"; return 0
+  local ns="${1%%/*}" name="${1#*/}" out err
+  err="$(mktemp)"
+  if out="$(e2e_kubectl logs -n "$ns" "$name" 2>"$err")"; then
+    E2E_LOG_SOURCE="kubectl logs"; rm -f "$err"
+    [ -z "$out" ] || printf '%s\n' "$out"
+    return 0
   fi
-  uid="$(e2e_pod_field "$ns/$name" '{.metadata.uid}')"
-  [ -n "$uid" ] || uid="${E2E_POD_UID[$ns/$name]:-}"
-  E2E_LOG_SOURCE="CRI log file"
-  for f in "$E2E_AGENTS"/n*/shim/job_*/pods/"$uid"/*/*.log; do
-    [ -f "$f" ] && cut -d' ' -f4- "$f"
-  done
+  E2E_LOG_SOURCE="kubectl logs, which failed: $(head -c 200 "$err")"
+  echo "e2e_pod_log $1: $E2E_LOG_SOURCE" >&2
+  rm -f "$err"
+  return 1
 }
 declare -A E2E_POD_UID=()
 
@@ -426,10 +429,28 @@ e2e_procs() {
 
 # What is left of JOB: API objects, processes, files, cgroups. Empty = clean.
 e2e_leftovers() {
-  local j="$1" out f
-  out="$(e2e_node_names "$j")"; [ -z "$out" ] || echo "nodes: $(echo $out)"
-  out="$(e2e_kubectl get leases -n kube-node-lease -o name 2>/dev/null | grep -- "-$j\$")"
-  [ -z "$out" ] || echo "leases: $(echo $out)"
+  local j="$1" out f err
+  # What the API holds of the job: each query must answer, else that is
+  # what is reported (a Forbidden or an outage is not "nothing left").
+  err="$(mktemp)"
+  if out="$(e2e_kubectl get nodes -l "slurm-k8s/job-id=$j" -o name 2>"$err")"; then
+    [ -z "$out" ] || echo "nodes: $(echo $out)"
+  else
+    echo "nodes: kubectl failed: $(head -c 200 "$err")"
+  fi
+  if out="$(e2e_kubectl get leases -n kube-node-lease -o name 2>"$err")"; then
+    out="$(grep -- "-$j\$" <<<"$out")"; [ -z "$out" ] || echo "leases: $(echo $out)"
+  else
+    echo "leases: kubectl failed: $(head -c 200 "$err")"
+  fi
+  # Pods still bound to one of the job's nodes (slurm-<node>-<job>).
+  if out="$(e2e_kubectl get pods -A -o 'jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name} {.spec.nodeName}{"\n"}{end}' 2>"$err")"; then
+    out="$(awk -v s="-$j" '$2 != "" && substr($2, length($2) - length(s) + 1) == s { print $1 }' <<<"$out")"
+    [ -z "$out" ] || echo "pods: $(echo $out)"
+  else
+    echo "pods: kubectl failed: $(head -c 200 "$err")"
+  fi
+  rm -f "$err"
   out="$(pgrep -a -u "$TEST_UID" -f "slurm-k8s-shim --job-id $j " 2>/dev/null)"; [ -z "$out" ] || echo "shim: $out"
   out="$(sk_cluster_procs | grep -E "job_$j|SLURM_JOB_ID=$j" || true)"; [ -z "$out" ] || echo "slurm procs: $out"
   for f in "$E2E_RUNDIR"/job_"$j"_* "$E2E_AGENTS"/n*/state/job_"$j"_* "$E2E_AGENTS"/n*/shim/job_"$j"_*; do

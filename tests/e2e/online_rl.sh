@@ -141,8 +141,8 @@ rl_fill_manifest() {  # rl_fill_manifest JOB FILE -> path of the filled copy
 
 # Follow a pod's log from the start (kubectl logs -f) into podlogs/NAME.log:
 # the pod and its node are gone after the job, and so is `kubectl logs`.
-# A copy of the CRI log file the shim writes (tail -F, as root) is kept too:
-# used only when kubectl logs gave nothing, and then said so.
+# A copy of the CRI log file the shim writes (tail -F, as root) is kept too,
+# only to check that the follow delivered every line (rl_check_follow_complete).
 rl_follow_log() {
   mkdir -p "$E2E_D/podlogs"
   local ns="${1%%/*}" name="${1#*/}" uid f
@@ -158,22 +158,48 @@ rl_follow_log() {
   done
 }
 
-# The followed log of a pod (see rl_follow_log); sets E2E_LOG_SOURCE.
+# The followed log of a pod (see rl_follow_log): what kubectl logs -f
+# delivered, and nothing else; fails when it delivered nothing (kubectl's
+# error in E2E_LOG_SOURCE).
 rl_followed_log() {
   local name="${1#*/}" d="$E2E_D/podlogs"
-  local nk nc
-  nk=$(grep -c . "$d/$name.log" 2>/dev/null); nc=$(grep -c . "$d/$name.cri" 2>/dev/null)
-  if [ -s "$d/$name.log" ] && [ "${nk:-0}" -ge "${nc:-0}" ]; then
-    E2E_LOG_SOURCE="kubectl logs -f"; cat "$d/$name.log"
-  elif [ -s "$d/$name.log" ]; then
-    # Known issue (see the report): the follow stream can end before the
-    # container's last lines reach it.
-    E2E_LOG_SOURCE="the CRI log file; kubectl logs -f got only $nk of $nc lines"
-    cut -d' ' -f4- "$d/$name.cri"
-  else
-    E2E_LOG_SOURCE="the CRI log file; kubectl logs said: $(head -c 200 "$d/$name.err" 2>/dev/null)"
-    cut -d' ' -f4- "$d/$name.cri" 2>/dev/null
+  if [ -s "$d/$name.log" ]; then
+    E2E_LOG_SOURCE="kubectl logs -f"; cat "$d/$name.log"; return 0
   fi
+  E2E_LOG_SOURCE="kubectl logs -f, which delivered nothing: $(head -c 200 "$d/$name.err" 2>/dev/null)"
+  echo "rl_followed_log $1: $E2E_LOG_SOURCE" >&2
+  return 1
+}
+
+# The text of a CRI log file (partial records joined into their lines), as
+# kubectl logs shows it.
+rl_cri_text() {
+  python3 - "$1" <<'PY'
+import sys
+out, line = [], ""
+for rec in open(sys.argv[1], "rb").read().decode("utf-8", "replace").splitlines():
+    parts = rec.split(" ", 3)
+    if len(parts) < 3:
+        continue
+    line += parts[3] if len(parts) == 4 else ""
+    if parts[2] == "F":
+        out.append(line)
+        line = ""
+sys.stdout.write("".join(l + "\n" for l in out))
+PY
+}
+
+# Each followed pod's kubectl logs -f output holds every line its container
+# wrote (the CRI log file of the instance it followed), none lost at the end.
+rl_check_follow_complete() {
+  local p name d="$E2E_D/podlogs" bad=""
+  for p in "${RL_PODS[@]}"; do
+    name="${p#*/}"
+    [ -f "$d/$name.cri" ] || { bad="$bad $name(no CRI copy)"; continue; }
+    cmp -s <(rl_cri_text "$d/$name.cri") "$d/$name.log" \
+      || bad="$bad $name(kubectl $(grep -c . "$d/$name.log") lines, file $(rl_cri_text "$d/$name.cri" | grep -c .))"
+  done
+  [ -z "$bad" ]; ok $? "kubectl logs -f delivered every line each container wrote, the last ones included (compared with its CRI log file)$bad"
 }
 
 rl_stop_log_followers() {
@@ -466,6 +492,7 @@ PY
     [[ $summary == ok* ]] || sbad="$sbad $p"
   done
   [ -z "$bad" ]; ok $? "every pod logged \"received signal 15\" (SIGTERM at job end; from $E2E_LOG_SOURCE)$bad"
+  rl_check_follow_complete
   [ -z "$sbad" ]; ok $? "every pod's final status says ${RL_END_REASON:-JobCompleted} (the job's end) and its containers exited 0 within the grace$sbad"
   check_job_end_event "$j" "online-RL job" "${RL_END_REASON:-JobCompleted}"
 }
