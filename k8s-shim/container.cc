@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "common/fs.h"
@@ -128,10 +129,13 @@ Status Container::start() {
         out.close();
         err.close();
         std::string msg = "cannot start '" + plan->argv[0] + "': " + uv_strerror(rc);
+        if (rc == UV_E2BIG) msg += command_size_note(spec);
         LOG_WARN("%s %s", id_prefix().c_str(), msg.c_str());
         std::string line = msg + "\n";
         (void)log->write("stderr", line.data(), line.size());
         log.reset();
+        // The start's failure is what its status says (StartError, message).
+        tail = line;
         // Treated like an exit with 128 (the kubelet reports StartError); the
         // restart policy and back-off apply as to any crash.
         running = true;
@@ -401,6 +405,19 @@ void Container::on_process_exit(int64_t status, int sig) {
     maybe_finish_exit();
 }
 
+std::string command_size_note(const SpawnSpec &spec) {
+    size_t bytes = 0;
+    for (const auto &w : spec.argv)
+        bytes += w.size() + 1 + sizeof(char *);
+    for (const auto &e : spec.env)
+        bytes += e.name.size() + e.value.size() + 2 + sizeof(char *);
+    long max = sysconf(_SC_ARG_MAX);
+    return " (its command, arguments and environment take about " + std::to_string(bytes) +
+           " bytes; this node's kernel takes at most " + std::to_string(max) +
+           " (ARG_MAX, a quarter of the stack size limit) in all, and 131072 for any one "
+           "argument or variable: pass large data in a file, a ConfigMap or Secret volume)";
+}
+
 std::string start_failure(int exit_code, const std::string &output) {
     std::string line(trim(output));
     if (exit_code != 128 || line.rfind("cannot start '", 0) != 0 ||
@@ -459,7 +476,7 @@ void Container::maybe_finish_exit() {
         t.message = read_termination_message(plan->image_run->termination_log);
     if (t.message.empty() && start_error.empty() && t.exit_code != 0 &&
         plan->termination_message_policy == "FallbackToLogsOnError")
-        t.message = tail.size() > kTailBytes ? tail.substr(tail.size() - kTailBytes) : tail;
+        t.message = termination_message_from_log(tail);
     t.started_ms = run->started_ms;
     t.finished_ms = Clock::wall_ms();
     t.container_id = run->container_id;

@@ -16,6 +16,7 @@
 #include "k8s-shim/backoff.h"
 #include "k8s-shim/pod_plan.h"
 #include "k8s-shim/pod_status.h"
+#include "k8s-shim/spawn.h"
 #include "k8s-shim/probe.h"
 #include "uv/handles.h"
 
@@ -167,6 +168,9 @@ struct Container {
 // as the supervisor, the exec helper or a failed spawn end it), reported as
 // the kubelet's StartError; "" for any other end.
 std::string start_failure(int exit_code, const std::string &output);
+// Words for a command the kernel refused as too large (E2BIG): about how
+// many bytes its words and environment take, and what the node takes.
+std::string command_size_note(const SpawnSpec &spec);
 // The same for `podman run`: it ended with 125, 126 or 127 and its last line
 // is podman's "Error: ..." (no image, no such command in it); "" otherwise.
 std::string podman_start_failure(int exit_code, const std::string &output);

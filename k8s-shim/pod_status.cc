@@ -171,6 +171,51 @@ Json::Value restarted_pod_status(const Json::Value &status, bool processes_stopp
                                    rfc3339(now_ms / 1000)});
 }
 
+std::string termination_message_from_log(const std::string &tail) {
+    std::string s = tail.size() > kMaxTerminationMessageLogBytes
+                        ? tail.substr(tail.size() - kMaxTerminationMessageLogBytes)
+                        : tail;
+    // The last lines: the newline before the last kMaxTerminationMessageLogLines
+    // (a final newline belongs to the last line).
+    size_t end_at = s.size();
+    if (end_at && s[end_at - 1] == '\n') end_at--;
+    size_t lines = 0;
+    for (size_t i = end_at; i-- > 0;)
+        if (s[i] == '\n' && ++lines == kMaxTerminationMessageLogLines) {
+            s = s.substr(i + 1);
+            break;
+        }
+    return s;
+}
+
+void cap_termination_messages(Json::Value *status) {
+    std::vector<Json::Value *> msgs;
+    size_t total = 0;
+    for (const char *list : {"initContainerStatuses", "containerStatuses"}) {
+        if (!status->isMember(list) || !(*status)[list].isArray()) continue;
+        for (auto &cs : (*status)[list])
+            for (const char *which : {"state", "lastState"}) {
+                if (!cs.isObject() || !cs[which].isObject()) continue;
+                Json::Value &t = cs[which]["terminated"];
+                if (!t.isObject() || !t["message"].isString()) continue;
+                msgs.push_back(&t["message"]);
+                total += t["message"].asString().size();
+            }
+    }
+    if (total <= kMaxPodTerminationMessageBytes || msgs.empty()) return;
+    // Evenly: each message keeps at most its share, its last bytes (where
+    // what went wrong is), cut at the start of a UTF-8 character.
+    size_t share = kMaxPodTerminationMessageBytes / msgs.size();
+    for (Json::Value *m : msgs) {
+        std::string s = m->asString();
+        if (s.size() <= share) continue;
+        size_t from = s.size() - share;
+        while (from < s.size() && (static_cast<unsigned char>(s[from]) & 0xC0) == 0x80)
+            from++;
+        *m = s.substr(from);
+    }
+}
+
 Json::Value build_pod_status(const PodPlan &plan, const PodRun &run, const Json::Value &prev,
                              int64_t now_ms) {
     if (run.failed && run.app.empty()) {
@@ -226,6 +271,7 @@ Json::Value build_pod_status(const PodPlan &plan, const PodRun &run, const Json:
     for (size_t i = 0; i < run.app.size(); i++)
         a.append(container_json(plan.containers[i], run.app[i], app_waiting));
     s["containerStatuses"] = a;
+    cap_termination_messages(&s);
     return s;
 }
 

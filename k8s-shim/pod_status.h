@@ -56,6 +56,21 @@ struct PodRun {
 // Builds a status at now_ms; prev is the last status sent (or null).
 Json::Value build_pod_status(const PodPlan &plan, const PodRun &run, const Json::Value &prev,
                              int64_t now_ms);
+
+// The kubelet's bounds on termination messages: 4 KiB a container from its
+// terminationMessagePath, 2 KiB and 80 lines from its log (FallbackToLogsOnError),
+// 12 KiB for the pod's containers together (each cut evenly to its share,
+// keeping its end) so that a pod's status stays small.
+constexpr size_t kMaxContainerTerminationMessageBytes = 4096;
+constexpr size_t kMaxTerminationMessageLogBytes = 2048;
+constexpr size_t kMaxTerminationMessageLogLines = 80;
+constexpr size_t kMaxPodTerminationMessageBytes = 12 * 1024;
+// Cuts the terminated states' messages (state and lastState, init and app
+// containers) of a PodStatus to kMaxPodTerminationMessageBytes in all.
+void cap_termination_messages(Json::Value *status);
+// A log's tail as a termination message: its last
+// kMaxTerminationMessageLogLines lines, at most kMaxTerminationMessageLogBytes.
+std::string termination_message_from_log(const std::string &tail);
 // The status of a pod the shim refused before running anything.
 Json::Value refused_pod_status(const std::string &reason, const std::string &message,
                                int64_t now_ms);

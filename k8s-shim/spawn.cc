@@ -122,7 +122,8 @@ int spawn_supervised(uv_loop_t *loop, Process &proc, const std::string &supervis
     if (!confined_argv(spec, &args)) return UV_EPERM;
     SpawnSpec s = spec;
     // First: getenv() finds them before a variable of the pod's of that name.
-    s.env.insert(s.env.begin(), {kSuperviseArgvEnv, encode_supervise_argv(args)});
+    for (auto &[name, value] : supervise_argv_env(args))
+        s.env.insert(s.env.begin(), {name, value});
     if (io.terminal_fd >= 0) s.env.insert(s.env.begin(), {kSuperviseTerminalEnv, "1"});
     if (!spec.cgroup_request.empty())
         s.env.insert(s.env.begin(), {kSuperviseCgroupEnv, spec.cgroup_request});

@@ -71,6 +71,17 @@ std::string encode_supervise_argv(const std::vector<std::string> &argv) {
     return out;
 }
 
+std::vector<std::pair<std::string, std::string>> supervise_argv_env(
+    const std::vector<std::string> &argv) {
+    std::string text = encode_supervise_argv(argv);
+    std::vector<std::pair<std::string, std::string>> out;
+    for (size_t at = 0, i = 0; at < text.size(); at += kSuperviseArgvPart, i++)
+        out.emplace_back(kSuperviseArgvEnv + std::to_string(i),
+                         text.substr(at, kSuperviseArgvPart));
+    out.emplace_back(kSuperviseArgvPartsEnv, std::to_string(out.size()));
+    return out;
+}
+
 bool decode_supervise_argv(std::string_view text, std::vector<std::string> *argv) {
     std::vector<std::string> out;
     while (!text.empty()) {
@@ -257,13 +268,23 @@ Status enter_pod_cgroup(const std::string &request) {
 }  // namespace
 
 int supervise_env_main() {
-    const char *value = getenv(kSuperviseArgvEnv);
+    std::string text;
+    const char *parts_text = getenv(kSuperviseArgvPartsEnv);
+    auto parts = parse_uint(parts_text ? parts_text : "", kSuperviseArgvPartsEnv, 1000);
+    unsetenv(kSuperviseArgvPartsEnv);
+    bool complete = parts.ok();
+    for (uint64_t i = 0; complete && i < *parts; i++) {
+        std::string name = kSuperviseArgvEnv + std::to_string(i);
+        const char *part = getenv(name.c_str());
+        complete = part != nullptr;
+        if (part) text += part;
+        unsetenv(name.c_str());
+    }
     std::vector<std::string> words;
-    if (!value || !decode_supervise_argv(value, &words)) {
-        fprintf(stderr, "slurm-k8s-shim --supervise: no valid %s\n", kSuperviseArgvEnv);
+    if (!complete || !decode_supervise_argv(text, &words)) {
+        fprintf(stderr, "slurm-k8s-shim --supervise: no valid %s0...\n", kSuperviseArgvEnv);
         return 128;
     }
-    unsetenv(kSuperviseArgvEnv);
     const char *terminal = getenv(kSuperviseTerminalEnv);
     bool on_terminal = terminal && strcmp(terminal, "1") == 0;
     unsetenv(kSuperviseTerminalEnv);

@@ -1,5 +1,5 @@
 // The supervisor of one container: `slurm-k8s-shim --supervise`, the
-// container's command in the environment variable SK_SUPERVISE_ARGV.
+// container's command in the environment variables SK_SUPERVISE_ARGV_<i>.
 // The shim runs every container's command under one (spawn_container in
 // k8s-shim/spawn.h), as a job-user process of its own session whose pid the
 // shim records as the container's. Why (docs/architecture.md, "Containers'
@@ -12,7 +12,7 @@
 // Contract:
 // - It forks the command (same process group, signals unblocked, default
 //   dispositions) and execs it through PATH of the container's environment,
-//   SK_SUPERVISE_ARGV removed. The command is not on the supervisor's own
+//   SK_SUPERVISE_ARGV_<i> removed. The command is not on the supervisor's own
 //   command line, so it shows once in ps or pgrep -f: as the main process.
 //   When the exec fails it writes "cannot start 'ARGV0': REASON" to stderr
 //   and exits 128.
@@ -36,13 +36,27 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/supervisor.h"
 
 namespace sk::shim {
 
-constexpr const char kSuperviseArgvEnv[] = "SK_SUPERVISE_ARGV";
+// The command, encoded (encode_supervise_argv) and cut into parts of at most
+// kSuperviseArgvPart bytes, in SK_SUPERVISE_ARGV_0, _1, ... (how many in
+// SK_SUPERVISE_ARGV_PARTS, so that a pod's own variable of such a name is
+// never read as a part; all are removed before the exec): the kernel takes
+// no environment string over MAX_ARG_STRLEN (128 KiB), so one variable would
+// bound a command there, where a command line is bounded by ARG_MAX (its
+// words and the environment together, a quarter of the stack limit), as on
+// any node.
+constexpr const char kSuperviseArgvEnv[] = "SK_SUPERVISE_ARGV_";
+constexpr const char kSuperviseArgvPartsEnv[] = "SK_SUPERVISE_ARGV_PARTS";
+constexpr size_t kSuperviseArgvPart = 96 * 1024;
+// The environment entries (name, value) that carry `argv` to the supervisor.
+std::vector<std::pair<std::string, std::string>> supervise_argv_env(
+    const std::vector<std::string> &argv);
 // Set (to "1") for a command on a terminal (an exec session with a TTY,
 // k8s-shim/exec_session.h): stdin is a pseudo-terminal's slave end, which the
 // supervisor, leader of its new session, makes its controlling terminal

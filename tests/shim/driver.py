@@ -483,6 +483,34 @@ def test_never_exit_codes(a):
     assert t["message"] == "last words\n", t
 
 
+def test_command_line_limits(a):
+    """A command line is bounded by the kernel's limit (ARG_MAX: words and environment
+    together), as any process's, not by one environment variable: about 1 MiB of arguments runs;
+    one over ARG_MAX fails to start with StartError and a message saying why."""
+    word = "x" * (120 * 1024)   # under MAX_ARG_STRLEN (128 KiB) each
+    big = pod("bigargs", [{"name": "main", "image": "busybox", "command": ["/bin/sh", "-c",
+                           'n=0; for w in "$@"; do n=$((n + ${#w})); done; echo "$# words $n bytes"',
+                           "sh"] + [word] * 8}], restart="Never")
+    assert a.request("pod_run", {"pod": big, "files": {}})["ok"]
+    st = a.wait("uid-bigargs", lambda s: s["phase"] in ("Succeeded", "Failed"), timeout=30, what="end")
+    t = cstatus(st, "main")["state"]["terminated"]
+    assert st["phase"] == "Succeeded" and t["exitCode"] == 0, t
+    out = log_content(read_log(a, "uid-bigargs", "main"))
+    assert out == ["8 words %d bytes" % (8 * len(word))], out
+    arg_max = os.sysconf("SC_ARG_MAX")
+    n = arg_max // len(word) + 2
+    if n * len(word) > (12 << 20):
+        print("   (ARG_MAX %d here: no command over it is tried)" % arg_max)
+        return
+    huge = pod("hugeargs", [{"name": "main", "image": "busybox", "command": ["/bin/true"] + [word] * n}],
+               restart="Never")
+    assert a.request("pod_run", {"pod": huge, "files": {}}, timeout=30)["ok"]
+    st = a.wait("uid-hugeargs", lambda s: s["phase"] in ("Succeeded", "Failed"), timeout=30, what="end")
+    t = cstatus(st, "main")["state"]["terminated"]
+    assert t["reason"] == "StartError" and "argument list too long" in t.get("message", "") \
+        and "ARG_MAX" in t.get("message", ""), t
+
+
 # An exec probe whose success a test needs gets this timeout: probe times are
 # scaled like every time of the shim here (SHIM_TIME_SCALE), so the default 1 s
 # would be 0.2 s, which a sanitizer build on a loaded machine misses (a probe
@@ -2110,6 +2138,7 @@ TESTS = [
     ("crashloop_backoff", test_crashloop_backoff, {}),
     ("pod_cgroup_requests", test_pod_cgroup_requests, {"pod_cgroups": True}),
     ("never_exit_codes", test_never_exit_codes, {}),
+    ("command_line_limits", test_command_line_limits, {}),
     ("readiness_flips_ready", test_readiness_flips_ready, {}),
     ("pods_pause", test_pods_pause, {}),
     ("http_and_tcp_probes", test_http_and_tcp_probes, {}),

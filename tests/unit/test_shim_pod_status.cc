@@ -225,6 +225,62 @@ START_TEST(refused_status_and_never_init_failure) {
 }
 END_TEST
 
+// The kubelet's bounds: 4 KiB a container, 12 KiB the pod's containers
+// together, each cut evenly to its share keeping its end; a log's tail as a
+// message: its last 80 lines, at most 2 KiB.
+START_TEST(termination_messages_capped_pod_wide) {
+    PodPlan plan = plan_of({}, {"a", "b", "c", "d", "e"}, RestartPolicy::Never);
+    PodRun run;
+    run.app.resize(5);
+    for (int i = 0; i < 5; i++) {
+        set_terminated(&run.app[i], 1, "Error");
+        run.app[i].terminated->message = std::string(4000, 'x') + "END" + std::to_string(i);
+    }
+    run.app[4].terminated->message = "short";
+    Json::Value s = build_pod_status(plan, run, Json::Value(), 3000);
+    size_t total = 0;
+    for (int i = 0; i < 5; i++) {
+        std::string m = s["containerStatuses"][i]["state"]["terminated"]["message"].asString();
+        total += m.size();
+        if (i < 4) {
+            ck_assert_uint_eq(m.size(), kMaxPodTerminationMessageBytes / 5);
+            ck_assert_msg(m.substr(m.size() - 4) == "END" + std::to_string(i), "%s",
+                          m.substr(m.size() - 8).c_str());
+        } else {
+            ck_assert_sstr_eq(m, "short");  // under its share: whole
+        }
+    }
+    ck_assert_uint_le(total, kMaxPodTerminationMessageBytes);
+    // Under the pod's bound: untouched.
+    run.app.resize(2);
+    plan = plan_of({}, {"a", "b"}, RestartPolicy::Never);
+    s = build_pod_status(plan, run, Json::Value(), 3000);
+    ck_assert_uint_eq(s["containerStatuses"][0]["state"]["terminated"]["message"].asString().size(),
+                      4004);
+    // A multi-byte character is not cut in half.
+    Json::Value st(Json::objectValue);
+    for (int i = 0; i < 4; i++) {
+        Json::Value cs(Json::objectValue);
+        cs["state"]["terminated"]["message"] = std::string(3070, 'y') + "\xc3\xa9\xc3\xa9";
+        st["containerStatuses"].append(cs);
+    }
+    cap_termination_messages(&st);
+    std::string m = st["containerStatuses"][0]["state"]["terminated"]["message"].asString();
+    ck_assert_uint_le(m.size(), kMaxPodTerminationMessageBytes / 4);
+    ck_assert((static_cast<unsigned char>(m[0]) & 0xC0) != 0x80);
+
+    std::string log;
+    for (int i = 1; i <= 100; i++)
+        log += "line " + std::to_string(i) + "\n";
+    std::string t = termination_message_from_log(log);
+    ck_assert_msg(t.rfind("line 21\n", 0) == 0, "%s", t.substr(0, 20).c_str());
+    ck_assert(t.size() >= 8 && t.substr(t.size() - 9) == "line 100\n");
+    ck_assert_uint_le(termination_message_from_log(std::string(5000, 'z')).size(),
+                      kMaxTerminationMessageLogBytes);
+    ck_assert_sstr_eq(termination_message_from_log("last words\n"), "last words\n");
+}
+END_TEST
+
 int main() {
     Suite *s = suite_create("shim_pod_status");
     TCase *tc = tcase_create("status");
@@ -233,6 +289,7 @@ int main() {
     tcase_add_loop_test(tc, phase_table, 0, TABLE_SIZE(kPhases));
     tcase_add_test(tc, readiness_unready_running_05);
     tcase_add_test(tc, refused_status_and_never_init_failure);
+    tcase_add_test(tc, termination_messages_capped_pod_wide);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }
