@@ -38,8 +38,6 @@ agent_libagentcore_la_SOURCES = \
 	agent/peer_auth.h \
 	agent/pod_status_patch.cc \
 	agent/pod_status_patch.h \
-	agent/tcp_listeners.cc \
-	agent/tcp_listeners.h \
 	agent/watch_parser.cc \
 	agent/watch_parser.h
 # GnuTLS for kubelet_auth's SHA-256 (a token's cache key), node_address's

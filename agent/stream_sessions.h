@@ -41,7 +41,7 @@
 #include "agent/kubelet_server.h"
 #include "agent/runtime.h"
 #include "agent/socket_server.h"
-#include "agent/tcp_listeners.h"
+#include "common/tcp_listeners.h"
 #include "common/protocol.h"
 #include "common/result.h"
 #include "common/shim_protocol.h"
@@ -76,7 +76,7 @@ struct StreamLimits {
     size_t max_sessions = 64;                       // on this agent
     size_t relay_buffer = 1 << 20;                  // bytes queued per direction
     // port-forward: also to ports the pod does not declare (still only to a
-    // listener of the job's user: agent/tcp_listeners.h).
+    // listener of the job's user: common/tcp_listeners.h).
     bool forward_any_port = false;
 };
 
@@ -132,7 +132,7 @@ class StreamSessions : public StreamHandler {
     StreamLimits limits_;
     ExecCheck check_;
     ExecResolver resolver_;
-    // The listener of uid on port (agent/tcp_listeners.h), from /proc/net.
+    // The listener of uid on port (common/tcp_listeners.h), from /proc/net.
     std::function<std::optional<Listener>(uint16_t port, uint32_t uid)> find_listener_;
     std::atomic<size_t> count_{0};  // sessions admitted by check() and not yet freed
     std::mutex mu_;

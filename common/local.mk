@@ -64,7 +64,9 @@ common_libcommon_la_SOURCES = \
 	common/shim_protocol.cc \
 	common/shim_protocol.h \
 	common/supervisor.cc \
-	common/supervisor.h
+	common/supervisor.h \
+	common/tcp_listeners.cc \
+	common/tcp_listeners.h
 common_libcommon_la_LIBADD = common/libcommon_core.la $(JSONCPP_LIBS)
 endif
 

@@ -66,7 +66,8 @@ struct ProbeRunner {
     void stop();  // no more checks; a check in flight is ignored
     void schedule();
     void run_check();
-    void on_result(bool ok, const std::string &output);
+    // foreign: the check reached a listener of another user (unready_note).
+    void on_result(bool ok, const std::string &output, bool foreign = false);
     void release(ProbeCheck *c);  // the check is over: frees it
 };
 

@@ -251,6 +251,10 @@ Json::Value build_pod_status(const PodPlan &plan, const PodRun &run, const Json:
         std::string msg = phase == "Failed" || ready ? ""
                           : run.paused               ? run.paused_message
                                        : "containers with unready status: " + names_list(unready);
+        if (!ready && !run.paused && phase != "Failed")
+            for (size_t i = 0; i < run.app.size(); i++)
+                if (!run.app[i].ready && !run.app[i].unready_note.empty())
+                    msg += "; " + plan.containers[i].name + ": " + run.app[i].unready_note;
         conds.append(condition("Ready", ready, reason, msg, prev, now_ms));
         conds.append(condition("ContainersReady", ready, reason, msg, prev, now_ms));
     }

@@ -40,6 +40,10 @@ struct ContainerRun {
     std::optional<Termination> terminated, last;
     int restart_count = 0;
     bool ever_started = false;
+    // Why its readiness probe cannot vouch for it, when that is not the
+    // container's doing (another user's process took its port): said in the
+    // pod's Ready condition. "" = nothing to say.
+    std::string unready_note;
 };
 
 struct PodRun {

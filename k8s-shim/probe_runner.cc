@@ -6,7 +6,11 @@
 #include <string.h>
 #include <uv.h>
 
+#include <unistd.h>
+
+#include "common/fs.h"
 #include "common/log.h"
+#include "common/tcp_listeners.h"
 #include "k8s-shim/container.h"
 #include "k8s-shim/pod_runner.h"
 #include "k8s-shim/spawn.h"
@@ -17,6 +21,7 @@ namespace sk::shim {
 // close with it.
 struct ProbeCheck {
     ProbeRunner *probe;
+    bool foreign = false;  // it reached a listener of another user
     unsigned generation;
     Timer timeout;
     Process proc;  // exec: open until the process exited
@@ -37,7 +42,7 @@ void ProbeCheck::finish(bool ok, const std::string &output) {
         done = true;
         timeout.close();
         tcp.close();
-        if (probe->generation == generation) probe->on_result(ok, output);
+        if (probe->generation == generation) probe->on_result(ok, output, foreign);
     }
     if (!proc) probe->release(this);
 }
@@ -58,9 +63,45 @@ void ProbeCheck::on_http_read(ssize_t n, const char *data) {
         code ? "HTTP probe failed with statuscode: " + std::to_string(code) : "no HTTP response");
 }
 
+namespace {
+
+constexpr size_t kMaxProcNetTcp = 16 << 20;  // /proc/net/tcp of a host with 100k sockets
+
+// Pods share the node's network: the socket a probe reached may be another
+// user's, who took the port first (docs/security.md, "Probes"). The probe
+// vouches only for a listener of the job's user (the shim's own uid; with
+// images, one of its subordinate uids, which a container's non-root user
+// maps to). Why not, in words; nullopt when it is the job's, or when the
+// tables do not tell.
+std::optional<std::string> foreign_listener(const std::string &host, uint16_t port) {
+    auto tcp = read_file("/proc/net/tcp", kMaxProcNetTcp);
+    auto tcp6 = read_file("/proc/net/tcp6", kMaxProcNetTcp);
+    auto l = accepting_listener(tcp ? *tcp : "", tcp6 ? *tcp6 : "", host, port);
+    uid_t me = geteuid();
+    if (!l || l->uid == me) return std::nullopt;
+    static const std::vector<IdRange> subuids = [] {
+        auto text = read_file("/etc/subuid", 1 << 20);
+        return text ? subordinate_ids(*text, geteuid()) : std::vector<IdRange>{};
+    }();
+    for (const auto &r : subuids)
+        if (l->uid >= r.first && l->uid - r.first < r.count) return std::nullopt;
+    return "the socket listening on " + l->bound + ":" + std::to_string(port) +
+           " belongs to another user (uid " + std::to_string(l->uid) + "), not to the pod's (uid " +
+           std::to_string(me) + "): another process took the port on the node's network";
+}
+
+}  // namespace
+
 void ProbeCheck::on_connected(int status) {
     if (status < 0) {
         finish(false, std::string("dial tcp: ") + uv_strerror(status));
+        return;
+    }
+    const ProbeSpec &spec = probe->state.spec();
+    std::string host = spec.host == "localhost" ? "127.0.0.1" : spec.host;
+    if (auto why = foreign_listener(host, static_cast<uint16_t>(spec.port))) {
+        foreign = true;
+        finish(false, *why);
         return;
     }
     if (probe->state.spec().action == ProbeAction::TcpSocket) {
@@ -169,11 +210,17 @@ void ProbeRunner::run_check() {
     if (rc != 0) c->finish(false, std::string("dial tcp: ") + uv_strerror(rc));
 }
 
-void ProbeRunner::on_result(bool ok, const std::string &output) {
+void ProbeRunner::on_result(bool ok, const std::string &output, bool foreign) {
     in_flight = false;
     if (!active) return;
     Container *c = container;
     const Clock &clk = c->pod->env().clock;
+    std::string note =
+        foreign ? std::string(probe_kind_name(state.kind())) + " probe: " + output : "";
+    if (c->run && c->run->unready_note != note) {
+        c->run->unready_note = note;
+        c->pod->changed();
+    }
     if (!ok) {
         LOG_VERBOSE("%s %s probe failed: %s", c->id_prefix().c_str(), probe_kind_name(state.kind()),
                     output.c_str());

@@ -511,6 +511,43 @@ def test_command_line_limits(a):
         and "ARG_MAX" in t.get("message", ""), t
 
 
+def test_probe_foreign_listener(a):
+    """Pods share the node's network: another user's process that took the port first must not
+    make the pod Ready. A readiness probe that reaches a listener of another uid fails, says so
+    in its event and in the pod's Ready condition; the pod's own listener passes."""
+    who = other_user()
+    if not who:
+        print("   (not root: no other user to own the listener; skipped)")
+        return
+    port = free_port()
+    # The intruder: a listener of user `nobody` on the port, before the pod starts.
+    # /usr/bin/python3: the other user may not reach the test's own interpreter.
+    py = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+    intruder = subprocess.Popen(
+        [py, "-c", "import socket, time\n"
+         "l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+         "l.bind(('127.0.0.1', %d)); l.listen(8)\n"
+         "while True:\n  c, _ = l.accept(); c.sendall(b'HTTP/1.1 200 OK\\r\\n\\r\\n'); c.close()\n" % port],
+        preexec_fn=lambda: (os.setgid(who[1]), os.setuid(who[0])))
+    try:
+        wait_true(lambda: subprocess.run(["ss", "-Hltn", "sport = :%d" % port], capture_output=True,
+                                         text=True).stdout.strip(), 10, "the intruder listens")
+        p = pod("victim", [sh("main", 'trap "exit 0" TERM; while :; do sleep 0.1; done',
+                              readinessProbe={"httpGet": {"path": "/", "port": port, "host": "127.0.0.1"},
+                                              "periodSeconds": 1})])
+        assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+        a.wait_event("uid-victim", lambda e: e["reason"] == "Unhealthy" and
+                     "belongs to another user (uid %d)" % who[0] in e["message"],
+                     what="the probe refused the other user's listener")
+        st = a.wait("uid-victim", lambda s: "belongs to another user" in cond(s, "Ready").get("message", ""),
+                    what="the Ready condition says why")
+        assert cond(st, "Ready")["status"] == "False", cond(st, "Ready")
+        assert not cstatus(st, "main")["ready"]
+    finally:
+        intruder.kill()
+        intruder.wait()
+
+
 # An exec probe whose success a test needs gets this timeout: probe times are
 # scaled like every time of the shim here (SHIM_TIME_SCALE), so the default 1 s
 # would be 0.2 s, which a sanitizer build on a loaded machine misses (a probe
@@ -2138,6 +2175,7 @@ TESTS = [
     ("crashloop_backoff", test_crashloop_backoff, {}),
     ("pod_cgroup_requests", test_pod_cgroup_requests, {"pod_cgroups": True}),
     ("never_exit_codes", test_never_exit_codes, {}),
+    ("probe_foreign_listener", test_probe_foreign_listener, {}),
     ("command_line_limits", test_command_line_limits, {}),
     ("readiness_flips_ready", test_readiness_flips_ready, {}),
     ("pods_pause", test_pods_pause, {}),

@@ -1,13 +1,13 @@
-// agent/tcp_listeners: the listener a port-forward may reach, from the text
+// common/tcp_listeners: the listener a port-forward may reach, from the text
 // of /proc/net/tcp and /proc/net/tcp6 (lines as the kernel prints them).
 #include <check.h>
 
 #include <string>
 
-#include "agent/tcp_listeners.h"
+#include "common/tcp_listeners.h"
 #include "tests/unit/check_main.h"
 
-using namespace sk::agent;
+using namespace sk;
 
 namespace {
 
@@ -72,12 +72,43 @@ START_TEST(v6) {
 }
 END_TEST
 
+// The socket that takes a probe's connection, as the kernel picks it: the
+// very address first, then the family's wildcard, then a dual-stack ::; the
+// probe vouches for it only when it is the job user's.
+START_TEST(accepting_listener_picks_as_the_kernel) {
+    // 10.1.2.3 (0302010A) of uid 2000 (an intruder) and 0.0.0.0 of uid 1000.
+    std::string t4 = std::string(kHeader) + line("00000000:1F90", "0A", 1000) +
+                     line("0302010A:1F90", "0A", 2000) + line("0100007F:1F91", "0A", 3000);
+    std::string t6 = std::string(kHeader) +
+                     line("00000000000000000000000000000000:1F92", "0A", 4000) +  // ::
+                     line("0000000000000000FFFF00000302010A:1F93", "0A", 5000);   // mapped
+    auto l = accepting_listener(t4, t6, "10.1.2.3", 8080);
+    ck_assert(l && l->uid == 2000 && l->bound == "10.1.2.3");
+    l = accepting_listener(t4, t6, "127.0.0.1", 8080);  // only the wildcard takes it
+    ck_assert(l && l->uid == 1000 && l->bound == "0.0.0.0");
+    l = accepting_listener(t4, t6, "10.1.2.3", 8081);  // 127.0.0.1 only: nobody there
+    ck_assert(!l.has_value());
+    l = accepting_listener(t4, t6, "10.1.2.3", 8082);  // a dual-stack ::
+    ck_assert(l && l->uid == 4000 && l->bound == "::");
+    l = accepting_listener(t4, t6, "10.1.2.3", 8083);  // bound to ::ffff:10.1.2.3
+    ck_assert(l && l->uid == 5000);
+    l = accepting_listener(t4, t6, "::1", 8082);  // v6: the wildcard of its family
+    ck_assert(l && l->uid == 4000);
+    ck_assert(!accepting_listener(t4, t6, "not-an-ip", 8080).has_value());
+    // Not listening (established) does not count.
+    ck_assert(!accepting_listener(std::string(kHeader) + line("0302010A:1F90", "01", 2000), "",
+                                  "10.1.2.3", 8080)
+                   .has_value());
+}
+END_TEST
+
 int main() {
     Suite *s = suite_create("tcp_listeners");
     TCase *tc = tcase_create("find_listener");
     tcase_add_test(tc, v4_loopback_and_wildcard);
     tcase_add_test(tc, owner_state_and_port_must_match);
     tcase_add_test(tc, v6);
+    tcase_add_test(tc, accepting_listener_picks_as_the_kernel);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }
