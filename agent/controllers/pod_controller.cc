@@ -28,7 +28,8 @@ PodController::PodController(AgentContext &ctx, const JobRecord &rec)
       shim_timer_(ctx.loop),
       token_timer_(ctx.loop),
       files_timer_(ctx.loop),
-      start_timer_(ctx.loop) {}
+      start_timer_(ctx.loop),
+      refusal_timer_(ctx.loop) {}
 
 std::string PodController::prefix() const {
     return "[node " + rec_.node_name + "]";
@@ -49,6 +50,7 @@ void PodController::stop() {
     token_timer_.stop();
     files_timer_.stop();
     start_timer_.stop();
+    refusal_timer_.stop();
 }
 
 void PodController::relist_if_idle() {
@@ -184,21 +186,93 @@ void PodController::sync_pod(const Json::Value &pod) {
     if (!terminal && end_drain_at_ && !stopping() && end_drain_pod(uid)) return;
     if (terminal || p.state != PodState::Pending) return;
     if (stopping()) return;
-    if (auto refusal = admission_refusal(pod)) {
-        const auto &[reason, msg] = *refusal;
-        p.state = PodState::Refused;
-        LOG_WARN("%s refused: %s", pod_ref(pod).c_str(), msg.c_str());
-        p.rt_status =
-            refused_pod_status(pod, reason, msg, ctx_.cfg->node_address, ctx_.clock->now_s());
-        post_event(pod, {"Warning", reason, msg, ""});
-        push_status(uid);
-        return;
-    }
+    if (auto refusal = admission_refusal(pod)) return refuse(uid, refusal->first, refusal->second);
     if (!runtime_) {  // runs once the shim attaches
         if (shim_dead_) fail_shim_lost(uid);
         return;
     }
     run_pod(uid);
+}
+
+// A refused pod's owner (a ReplicaSet, a Job) makes the next one at once:
+// refused at once too, that would be thousands of Failed pods a minute. The
+// refusals of one owner (or of one bare pod's name) are spaced: the first at
+// once, then 1 s, 2 s, 4 s ... up to 5 min apart; a pod waiting its turn
+// stays Pending with its reason in an Event. An owner refused nothing for
+// 10 min starts over.
+namespace {
+constexpr int64_t kRefusalFirstUs = 1000000, kRefusalMaxUs = 300 * 1000000LL,
+                  kRefusalForgetUs = 600 * 1000000LL;
+
+std::string refusal_key(const Json::Value &pod) {
+    api::ObjectMeta md = api::object_meta(pod);
+    for (const auto &o : api::items(api::field(api::field(pod, "metadata"), "ownerReferences")))
+        if (api::field(o, "controller").isBool() && api::field(o, "controller").asBool())
+            return md.ns + "/owner/" + api::text(api::field(o, "uid"));
+    return md.ns + "/pod/" + md.name;
+}
+}  // namespace
+
+void PodController::refuse(const std::string &uid, const std::string &reason,
+                           const std::string &msg) {
+    BoundPod &p = pods_[uid];
+    int64_t now = ctx_.clock->now_us();
+    if (refusals_.size() > 256)  // owners refused nothing for long are forgotten
+        for (auto it = refusals_.begin(); it != refusals_.end();)
+            it = now - it->second.last_us > kRefusalForgetUs ? refusals_.erase(it) : std::next(it);
+    auto &r = refusals_[refusal_key(p.api)];
+    if (r.last_us && now - r.last_us > kRefusalForgetUs) r = {};
+    if (r.next_us > now) {
+        // Not yet: held Pending until the owner's turn, said once.
+        if (p.refuse_at_us == 0) {
+            LOG_VERBOSE("%s refusal held for %lld ms (its owner was refused %u times)",
+                        pod_ref(p.api).c_str(), static_cast<long long>((r.next_us - now) / 1000),
+                        r.count);
+            post_event(p.api, {"Warning", reason, msg, ""});
+        }
+        p.refuse_at_us = r.next_us;
+        arm_refusal_timer();
+        return;
+    }
+    r.count++;
+    r.last_us = now;
+    int64_t gap = kRefusalFirstUs;
+    for (unsigned i = 1; i < r.count && gap < kRefusalMaxUs; i++)
+        gap *= 2;
+    r.next_us = now + std::min(gap, kRefusalMaxUs);
+    p.refuse_at_us = 0;
+    p.state = PodState::Refused;
+    LOG_WARN("%s refused: %s", pod_ref(p.api).c_str(), msg.c_str());
+    p.rt_status =
+        refused_pod_status(p.api, reason, msg, ctx_.cfg->node_address, ctx_.clock->now_s());
+    post_event(p.api, {"Warning", reason, msg, ""});
+    push_status(uid);
+}
+
+void PodController::arm_refusal_timer() {
+    int64_t next = 0;
+    for (const auto &[uid, p] : pods_)
+        if (p.refuse_at_us && p.state == PodState::Pending)
+            next = next ? std::min(next, p.refuse_at_us) : p.refuse_at_us;
+    if (!next || stopped_) return refusal_timer_.stop();
+    int64_t wait_us = std::max<int64_t>(0, next - ctx_.clock->now_us());
+    refusal_timer_.start(static_cast<uint64_t>(wait_us + 999) / 1000, guard([this] {
+                             int64_t now = ctx_.clock->now_us();
+                             std::vector<std::string> due;
+                             for (auto &[uid, p] : pods_)
+                                 if (p.refuse_at_us && p.refuse_at_us <= now) {
+                                     p.refuse_at_us = 0;
+                                     if (p.state == PodState::Pending) due.push_back(uid);
+                                 }
+                             // As a change of the pod: deleted, ended or no
+                             // longer refused (the job's namespaces) meanwhile
+                             // is sync_pod's to see.
+                             for (const auto &uid : due) {
+                                 auto i = pods_.find(uid);
+                                 if (i != pods_.end()) sync_pod(Json::Value(i->second.api));
+                             }
+                             arm_refusal_timer();
+                         }));
 }
 
 void PodController::run_pod(const std::string &uid) {

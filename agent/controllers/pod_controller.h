@@ -72,6 +72,9 @@ struct BoundPod {
     // identity's reads are refused a moment after a binding, until the API
     // server's Node authorizer has seen it); a failure that persists is
     // posted once as an Event and in the pod's status.
+    // Its refusal waits for its owner's turn (PodController::refuse): unix
+    // us, 0 = none.
+    int64_t refuse_at_us = 0;
     struct StartRetry {
         unsigned failures = 0;  // in a row; 0 = none
         int64_t first_us = 0;   // the first of them
@@ -185,6 +188,10 @@ class PodController : public NodeBound {
     std::optional<std::pair<std::string, std::string>> admission_refusal(
         const Json::Value &pod) const;
     void run_pod(const std::string &uid);
+    // The pod may not run here (admission_refusal): Failed with the reason,
+    // now or, when its owner was refused a moment ago, at its turn.
+    void refuse(const std::string &uid, const std::string &reason, const std::string &msg);
+    void arm_refusal_timer();
     // A start that failed with `st` (stage: what was being done, for the
     // kubelet's reason): schedules the next attempt, and reports the failure
     // in an Event and the pod's status once it persists.
@@ -231,9 +238,16 @@ class PodController : public NodeBound {
     bool shim_dead_ = false;  // it died and no shim replaced it
     std::function<void(int)> on_shim_dead_;
     Timer shim_timer_;
-    Timer token_timer_;  // the next projected token refresh (token_refresh_at_s)
-    Timer files_timer_;  // every volume_refresh_s: refresh_files of the running pods
-    Timer start_timer_;  // the next start retry (BoundPod::start_retry.at_us)
+    Timer token_timer_;    // the next projected token refresh (token_refresh_at_s)
+    Timer files_timer_;    // every volume_refresh_s: refresh_files of the running pods
+    Timer start_timer_;    // the next start retry (BoundPod::start_retry.at_us)
+    Timer refusal_timer_;  // the next held refusal (BoundPod::refuse_at_us)
+    // The refusals of each owner ("ns/owner/<uid>", "ns/pod/<name>").
+    struct Refusals {
+        unsigned count = 0;
+        int64_t last_us = 0, next_us = 0;
+    };
+    std::map<std::string, Refusals> refusals_;
 
     struct StopAll {
         std::string reason;  // names the job's end in the final statuses

@@ -10,7 +10,10 @@ its next period after a failure would let it lapse; the agent retries with back-
 lease's duration instead, honouring Retry-After unless that would let the Lease lapse:
 - the Lease's renewTime, polled every 0.2 s, never goes 10 s (its duration) without moving;
 - the double's node lifecycle (lease grace 10 s) never marks the Node NotReady/Unknown;
-- afterwards a new pod runs (the pod watch came back).
+- afterwards a new pod runs (the pod watch came back);
+- no failed-pod storm: a one-replica Deployment in a namespace the job does not allow,
+  tolerating every taint, makes in a minute a handful of pods, each refused (NamespaceNotAllowed),
+  not thousands (the agent spaces one owner's refusals: 0, 1, 2, 4 ... s apart).
 Prints `N passed, N failed`.
 """
 import datetime, os, sys, threading, time
@@ -80,6 +83,34 @@ class LeaseWatcher(threading.Thread):
         return max(b - a for a, b in zip(ts, ts[1:])) if len(ts) > 1 else float("inf")
 
 
+STORM_S = 60
+
+
+def refusal_storm(env):
+    """A Deployment the job's namespaces do not allow, bound to its node for a minute."""
+    env.api("POST", "/api/v1/namespaces", {"metadata": {"name": "storm"}})
+    dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "storm", "namespace": "storm"},
+           "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "storm"}},
+                    "template": {"metadata": {"labels": {"app": "storm"}},
+                                 "spec": {"nodeSelector": {"slurm-k8s/job-id": "42"},
+                                          "tolerations": [{"operator": "Exists"}],
+                                          "containers": [{"name": "main", "image": "busybox:1.35"}]}}}}
+    code, _ = env.api("POST", "/apis/apps/v1/namespaces/storm/deployments", dep)
+    check("a Deployment in namespace storm, tolerating every taint", code == 201, code)
+    t0 = time.monotonic()
+    time.sleep(STORM_S * SCALE)
+    _, lst = env.api("GET", "/api/v1/namespaces/storm/pods")
+    pods = lst.get("items", [])
+    failed = [p for p in pods if p.get("status", {}).get("phase") == "Failed"]
+    reasons = {p.get("status", {}).get("reason") for p in failed}
+    print("     %d pods in %.0f s, %d Failed (%s)" % (len(pods), time.monotonic() - t0, len(failed),
+                                                     ", ".join(sorted(r or "?" for r in reasons))))
+    check("a refused Deployment made a handful of pods in a minute, not a storm (%d)" % len(pods),
+          2 <= len(pods) <= 12, len(pods))
+    check("... each refused: NamespaceNotAllowed", failed and reasons == {"NamespaceNotAllowed"}, reasons)
+    env.api("DELETE", "/apis/apps/v1/namespaces/storm/deployments/storm")
+
+
 def run(env):
     open(os.path.join(env.dir, "alive_42"), "w").close()
     r = env.call("register", REG)
@@ -112,6 +143,7 @@ def run(env):
     check("a pod created after the faults runs (the cut watch came back)",
           wait_for(lambda: phase(env, "default", "after-faults") == "Running", 15))
     env.api("DELETE", "/api/v1/namespaces/default/pods/after-faults")
+    refusal_storm(env)
     os.unlink(os.path.join(env.dir, "alive_42"))
     r = env.call("deregister", {"job_id": 42, "slurm_node": "n1", "grace_s": 2, "reason": "JobEnded"})
     check("deregister", r and r.get("ok"), r)

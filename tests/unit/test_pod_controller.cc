@@ -279,6 +279,59 @@ START_TEST(admission_refusals) {
 }
 END_TEST
 
+// ---- no failed-pod storms ----
+// A refused pod's ReplicaSet makes the next at once: refused at once too,
+// that is thousands of Failed pods a minute. Here every Failed status brings
+// the next pod of the same owner, as a ReplicaSet does; in 3.5 s the owner
+// gets 3 refusals (at 0, 1 and 3 s), the pod waiting its turn an Event.
+START_TEST(refusals_of_one_owner_spaced) {
+    ControllerEnv env;
+    env.cfg().allowed_namespaces.clear();
+    Json::Value owner(Json::objectValue);
+    owner["apiVersion"] = "apps/v1";
+    owner["kind"] = "ReplicaSet";
+    owner["name"] = "web-5d8f";
+    owner["uid"] = "rs-1";
+    owner["controller"] = true;
+    int made = 0;
+    auto next_pod = [&] {
+        made++;
+        Json::Value p = make_pod("web-" + std::to_string(made), "uw" + std::to_string(made));
+        p["metadata"]["ownerReferences"].append(owner);
+        env.serve_pod(p);
+        return p;
+    };
+    Json::Value first = next_pod();
+    start_with_pods(env, {first});
+    int refused = 0;
+    uint64_t t0 = uv_now(env.loop());
+    std::vector<uint64_t> at;
+    // The ReplicaSet: a Failed status of its last pod brings the next one.
+    while (uv_now(env.loop()) - t0 < 3500) {
+        env.run_for(20);
+        Json::Value last = env.served_pod("web-" + std::to_string(made));
+        if (last["status"]["phase"] == "Failed") {
+            refused++;
+            at.push_back(uv_now(env.loop()) - t0);
+            env.http().push(env.http().open_stream(kPodsPath), "ADDED", next_pod());
+        }
+    }
+    ck_assert_msg(refused == 3, "%d refusals in 3.5 s", refused);
+    ck_assert_msg(at[1] >= 900 && at[2] >= 2900, "at %llu, %llu ms",
+                  static_cast<unsigned long long>(at[1]), static_cast<unsigned long long>(at[2]));
+    // The pod waiting its turn is Pending, its refusal said in an Event.
+    Json::Value waiting = env.served_pod("web-" + std::to_string(made));
+    ck_assert(waiting["status"]["phase"] != "Failed");
+    size_t events = 0;
+    for (const auto &r : env.http().matching("POST", "/api/v1/namespaces/default/events"))
+        events += r.json()["reason"].asString() == "NamespaceNotAllowed" &&
+                  r.json()["involvedObject"]["name"].asString() ==
+                      waiting["metadata"]["name"].asString();
+    ck_assert_uint_eq(events, 1);
+    ck_assert_int_eq(env.close(), 0);
+}
+END_TEST
+
 // ---- projected ServiceAccount tokens ----
 // A pod's kube-api-access volume gets a TokenRequest bound to it before it
 // runs; at 80 % of the token's reported lifetime a new one is requested and
@@ -876,6 +929,7 @@ int main() {
     tcase_add_loop_test(tc, watch_sequences, 0, TABLE_SIZE(kWatchCases));
     tcase_add_test(tc, status_no_op_suppressed);
     tcase_add_test(tc, admission_refusals);
+    tcase_add_test(tc, refusals_of_one_owner_spaced);
     tcase_add_test(tc, projected_token_renewed);
     tcase_add_test(tc, start_retried_after_refusal);
     tcase_add_test(tc, start_waits_for_missing_configmap);
