@@ -13,7 +13,7 @@ gives; the server is started with short token lifetimes and no leeway):
   again ahead of each expiry, never refused.
 Prints `N passed, N failed`.
 """
-import base64, json, os, re, shlex, sys, time, urllib.request
+import base64, json, os, re, shlex, shutil, sys, time, urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from sktest.env import NODE, REG, AgentEnv, phase, pod, suite_args  # noqa: E402
@@ -108,6 +108,41 @@ def node_ready(env):
     return conds.get("Ready") == "True"
 
 
+def token_renew(env):
+    import subprocess
+    import yaml
+    top = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    kc = os.path.join(env.dir, "renew.kubeconfig")
+    with open(kc, "w") as f:
+        f.write("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
+                "    server: %s\n    certificate-authority: %s\nusers:\n- name: agent\n  user:\n"
+                "    tokenFile: %s\ncontexts:\n- name: c\n  context: {cluster: c, user: agent}\n"
+                "current-context: c\n" % (env.url, os.path.join(env.kdir, "ca.crt"), env.token_path))
+    renew_env = dict(os.environ, SK_TOKEN_FILE=env.token_path, SK_KUBECONFIG=kc,
+                     KUBECTL=shutil.which("kubectl") or "kubectl")
+    script = os.path.join(top, "etc", "slurm-k8s-token-renew")
+    before = open(env.token_path).read()
+    r = subprocess.run(["sh", script], env=renew_env, capture_output=True, text=True, timeout=60)
+    check("without the Role slurm-k8s-agent-token-renew the renewal is refused, the file untouched",
+          r.returncode != 0 and "forbidden" in r.stderr.lower() and open(env.token_path).read() == before,
+          (r.returncode, r.stderr[-300:]))
+    rules = [dict(rule, namespaces=[d["metadata"]["namespace"]])
+             for d in yaml.safe_load_all(open(os.path.join(top, "etc", "rbac.yaml")))
+             if d and d["kind"] == "Role" and d["metadata"]["name"] == "slurm-k8s-agent-token-renew"
+             for rule in d["rules"]]
+    code, _ = env.api("POST", "/_test/rbac", {"subject": "user:" + SA_USER, "role": ["agent"] + rules})
+    check("the double binds etc/rbac.yaml's Role slurm-k8s-agent-token-renew", code == 200 and rules, rules)
+    reloads = env.metric("slurm_k8s_api_credential_reloads_total")
+    r = subprocess.run(["sh", script], env=renew_env, capture_output=True, text=True, timeout=60)
+    new = open(env.token_path).read()
+    check("etc/slurm-k8s-token-renew renews the token with itself", r.returncode == 0 and new.strip()
+          and new != before, (r.returncode, r.stdout, r.stderr[-300:]))
+    check("... the agent takes the renewed token, accepted",
+          wait_for(lambda: env.metric("slurm_k8s_api_credential_reloads_total") == reloads + 1
+                   and env.api_state().get("state") == "ok", 10), env.api_state())
+    env.api("POST", "/_test/rbac", {"subject": "user:" + SA_USER, "role": "agent"})
+
+
 def run(env):
     open(os.path.join(env.dir, "alive_42"), "w").close()
     r = env.call("register", REG)
@@ -158,6 +193,10 @@ def run(env):
     check("the Node is Ready after the outage", wait_for(lambda: node_ready(env), 20))
     env.api("POST", "/api/v1/namespaces/default/pods", pod("after"))
     check("a pod runs after the outage", wait_for(lambda: phase(env, "default", "after") == "Running", 10))
+
+    # 3b. the token renews itself: etc/slurm-k8s-token-renew (what its timer runs) with a
+    # kubeconfig whose user reads the token file, under the Role etc/rbac.yaml gives
+    token_renew(env)
 
     # 4. a kubeconfig with an exec credential plugin: short tokens, renewed ahead of expiry
     env.kill_agent()
