@@ -83,6 +83,30 @@ rl_submit() {
   [ -n "$RL_JOB" ] || return 1
   sk_wait_state "$RL_JOB" RUNNING 30
   ok $? "job $RL_JOB is RUNNING"
+  rl_follow_shim_logs "$RL_JOB"
+}
+
+# The job's shims' logs (<rundir>/job_J_NODE.json.shim.log, which the epilog
+# removes) followed into shimlogs/: a final status that is not what the job's
+# end should give is then shown with the shim's and the agent's words on that
+# pod (rl_show_stop).
+rl_follow_shim_logs() {
+  local j="$1" n f
+  mkdir -p "$E2E_D/shimlogs"
+  for n in n1 n2 n3; do
+    f="$E2E_RUNDIR/job_${j}_${n}.json.shim.log"
+    timeout 900 tail -n +1 -F "$f" >"$E2E_D/shimlogs/job_${j}_${n}.log" 2>/dev/null &
+    RL_FOLLOWERS+=("$!")
+  done
+}
+
+# What the shims and agents logged about a pod's stop (its name), for a
+# failing end-of-job check.
+rl_show_stop() {
+  local name="${1#*/}"
+  echo "  --- the shims' and agents' lines on $name:"
+  grep -h -- "$name" "$E2E_D"/shimlogs/*.log "$E2E_AGENTS"/n*/agent.log 2>/dev/null \
+    | grep -Ei "stop|kill|grace|exit|shutdown|sigterm|delet|signal" | tail -n 25 | sed 's/^/    /'
 }
 
 # Prints "name ready gpu_capacity gpu_allocatable labels taints" per node of JOB.
@@ -489,7 +513,7 @@ print(("ok" if names_end and clean else "bad") + f" phase={s.get('phase')} exit=
 PY
 )"
     echo "  $p final status: ${summary#* }"
-    [[ $summary == ok* ]] || sbad="$sbad $p"
+    [[ $summary == ok* ]] || { sbad="$sbad $p"; rl_show_stop "$p"; }
   done
   [ -z "$bad" ]; ok $? "every pod logged \"received signal 15\" (SIGTERM at job end; from $E2E_LOG_SOURCE)$bad"
   rl_check_follow_complete
