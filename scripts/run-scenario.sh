@@ -50,8 +50,28 @@
 # the exit code is 0 only when every check passed. Everything started is
 # stopped by pid on exit, also on failure or Ctrl-C.
 #
-# Settings: SK_BUILD_DIR, SK_SKIP_INSTALL=1 (packages present), SK_JOBS (make -j),
-# SK_SLURM_DIR [/tmp/sk-scenario], CTLD_PORT [18817], SLURMD_BASE_PORT [19001].
+# Every variable it reads:
+#   SK_BUILD_DIR [./build]          the build tree
+#   SK_SKIP_INSTALL=1               the packages are there: no apt-get
+#   SK_JOBS [nproc]                 make -j
+#   SK_SCENARIO_IMAGES=1            as --images
+#   SK_SLURM_DIR [/tmp/sk-scenario] the cluster's directory (state, logs, run files)
+#   CTLD_PORT [18817], SLURMD_BASE_PORT [19001]  slurmctld's port, nX's slurmd = base + X - 1
+#   E2E_KUBELET_BASE_PORT [19250]   agent nX's kubelet endpoint = base + X - 1; the API
+#                                   server must reach it at the node's address
+#   E2E_REGISTRY_PORT [29300]       the image registry on loopback (--images)
+#   E2E_GRACE [15]                  plugstack grace= (the pods' stop budget at job end)
+#   E2E_LEASE_GRACE [40], E2E_NODE_AUTHORIZER_LAG [0.3]  the double's --lease-grace and
+#                                   --node-authorizer-lag (unused with a KUBECONFIG)
+#   E2E_AGENT_KUBECONFIG [KUBECONFIG]  the agents' own credential on a real cluster
+#   E2E_NODE_IDENTITY [bootstrap]   the agents' node_identity
+#   E2E_KUBELET_CERT, E2E_KUBELET_KEY, E2E_KUBELET_CLIENT_CA  the agents' kubelet
+#                                   endpoint on a real cluster (else the double's own)
+#   E2E_PLUGIN_ARGS                 extra plugstack key=value words
+#   TEST_USER [k8suser]             the unprivileged user the job runs as
+# On a real cluster the trainer gets a ServiceAccount rl-trainer whose Role may only read
+# Endpoints in default, its token in a kubeconfig of its own (never the admin's); it and
+# the example's objects are deleted on every exit path.
 set -uo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -96,12 +116,28 @@ id "${TEST_USER:-k8suser}" >/dev/null 2>&1 || bash "$top/tests/slurm/cluster.sh"
 . "$top/tests/e2e/online_rl.sh"
 
 WATCH_PID=""
+SUMMARY_SAID=0
+# Whatever way the script ends (a failed step, an unset variable, Ctrl-C): the
+# example's objects it applied are deleted (on a real cluster they would stay),
+# everything it started is stopped, and the summary line is printed.
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
   [ -n "$WATCH_PID" ] && { kill "$WATCH_PID" 2>/dev/null; wait "$WATCH_PID" 2>/dev/null; }
   rl_stop_log_followers
+  if [ "${#RL_MANIFESTS[@]}" -gt 0 ]; then
+    local m files=()
+    for m in "${RL_MANIFESTS[@]}"; do files+=(-f "$m"); done
+    e2e_kubectl delete --ignore-not-found --wait=false "${files[@]}" >/dev/null 2>&1 \
+      || echo "run-scenario: the example's objects could not be deleted: kubectl delete ${files[*]}" >&2
+  fi
+  rl_delete_trainer_access || echo "run-scenario: the trainer's ServiceAccount, Role and binding could not be deleted" >&2
   e2e_stop || echo "run-scenario: stopping the stack reported a problem (see $E2E_D/cluster-stop.log)" >&2
+  if [ "$SUMMARY_SAID" = 0 ]; then
+    sk_summary >/dev/null 2>&1
+    [ "$rc" = 0 ] && rc=1  # ended before its end: a failure whatever the checks said
+    echo "scenario: ${SK_PASSED:-0} passed, $(( ${SK_FAILED:-0} + 1 )) failed (ended early, exit $rc)"
+  fi
   exit "$rc"
 }
 trap cleanup EXIT
@@ -109,7 +145,7 @@ trap 'exit 130' INT TERM
 
 # ---------------------------------------------------------------- 2. start
 say "starting: test API server, 3 agents, Slurm cluster (3 nodes x 4 GPUs)"
-e2e_start || { echo "scenario: 0 passed, 1 failed"; exit 1; }
+e2e_start || exit 1
 if [ -n "$E2E_KUBECONFIG" ]; then echo "Kubernetes: $E2E_KUBECONFIG"; else echo "Kubernetes: test double at $KUBE_URL (pid $E2E_KUBE_PID)"; fi
 for n in 1 2 3; do echo "agent n$n: pid ${E2E_AGENT_PID[$n]}, socket $E2E_AGENTS/n$n/agent.sock"; done
 echo "plugstack.conf: $(cat "$SK_SLURM_DIR/etc/plugstack.conf")"
@@ -125,7 +161,7 @@ fi
 
 # ---------------------------------------------------------------- 3. the job
 say "submitting as $TEST_USER: sbatch -N3 --gres=gpu:4 --k8s-gpus=2 --k8s-labels=team=rl train.sbatch"
-rl_submit -N3 --gres=gpu:4 --k8s-gpus=2 --k8s-labels=team=rl || { sk_summary >/dev/null; echo "scenario: $SK_PASSED passed, $((SK_FAILED + 1)) failed"; exit 1; }
+rl_submit -N3 --gres=gpu:4 --k8s-gpus=2 --k8s-labels=team=rl || exit 1
 J=$RL_JOB
 echo "job $J"
 
@@ -152,6 +188,7 @@ rl_check_learning "$J"
 
 say "job end"
 rl_check_teardown "$J"
+rl_delete_trainer_access; ok $? "the trainer's access (ServiceAccount, Role, binding) removed"
 
 say "account"
 python3 "$top/tests/e2e/watch.py" report "$E2E_D/watch.jsonl" "$J" "${RL_JOB_END:-0}" "$RL_SUBMIT_T"
@@ -170,4 +207,5 @@ ok "[ -z \"\$left\" ]" "no run file, agent state or cgroup dir of job $J left${l
 echo
 sk_summary >/dev/null
 echo "scenario: $SK_PASSED passed, $SK_FAILED failed"
+SUMMARY_SAID=1
 [ "$SK_FAILED" = 0 ]

@@ -414,6 +414,7 @@ e2e_pod_log() {
   return 1
 }
 declare -A E2E_POD_UID=()
+E2E_LOG_SOURCE=""
 
 # Every live process this library is responsible for.
 e2e_procs() {

@@ -35,27 +35,62 @@ declare -A RL_POD_NODE=()  # ns/name -> virtual node
 declare -A RL_POD_IP=()    # ns/name -> pod IP
 RL_FOLLOWERS=()
 RL_MANIFESTS=()            # the filled manifests applied
+RL_TRAINER_ACCESS=0        # the trainer's ServiceAccount, Role and binding were applied (real cluster)
+E2E_LOG_SOURCE="${E2E_LOG_SOURCE:-}"
 
-# A kubeconfig for the trainer (the job's user): with the double, a token of
-# user rl-trainer that may only read Endpoints in default (what a site's
-# user kubeconfig or a ServiceAccount's Role gives: examples/online-rl/README.md);
-# against E2E_KUBECONFIG's cluster, that kubeconfig. CA inline: the
-# double's state dir is root's.
+# A kubeconfig for the trainer (the job's user) that may only read Endpoints
+# in default, never more (what a site's user kubeconfig or a ServiceAccount's
+# Role gives: examples/online-rl/README.md): with the double, a token of user
+# rl-trainer bound by its controls; against E2E_KUBECONFIG's cluster, the
+# token of a ServiceAccount rl-trainer with a Role of that one right (removed
+# again by rl_delete_trainer_access). CA inline: the double's state dir is
+# root's, and the job's user must not read the admin's kubeconfig.
 rl_trainer_kubeconfig() {
-  local f="$SK_JOBS_DIR/rl-trainer.kubeconfig" tok
+  local f="$SK_JOBS_DIR/rl-trainer.kubeconfig" tok server ca caf
   if [ -n "$E2E_KUBECONFIG" ]; then
-    install -m 600 -o "$TEST_USER" "$E2E_KUBECONFIG" "$f"; echo "$f"; return
+    e2e_kubectl apply -f - >/dev/null <<EOF || return 1
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: rl-trainer, namespace: default, labels: {slurm-k8s/example: online-rl}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: rl-trainer-endpoints, namespace: default, labels: {slurm-k8s/example: online-rl}}
+rules:
+- apiGroups: [""]
+  resources: ["endpoints"]
+  verbs: ["get", "list", "watch"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: rl-trainer-endpoints, namespace: default, labels: {slurm-k8s/example: online-rl}}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: rl-trainer-endpoints}
+subjects:
+- {kind: ServiceAccount, name: rl-trainer, namespace: default}
+EOF
+    RL_TRAINER_ACCESS=1
+    tok="$(e2e_kubectl create token rl-trainer -n default --duration=2h)" || return 1
+    server="$(e2e_kubectl config view --raw --minify -o 'jsonpath={.clusters[0].cluster.server}')"
+    ca="$(e2e_kubectl config view --raw --minify -o 'jsonpath={.clusters[0].cluster.certificate-authority-data}')"
+    if [ -z "$ca" ]; then
+      caf="$(e2e_kubectl config view --raw --minify -o 'jsonpath={.clusters[0].cluster.certificate-authority}')"
+      [ -n "$caf" ] && ca="$(base64 -w0 < "$caf")"
+    fi
+    [ -n "$server" ] && [ -n "$ca" ] || { echo "rl_trainer_kubeconfig: no server or CA in $E2E_KUBECONFIG" >&2; return 1; }
+  else
+    tok="$(e2e_api POST /_test/tokens '{"user": "rl-trainer", "uid": "rl-trainer"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')" || return 1
+    e2e_api POST /_test/rbac '{"subject": "user:rl-trainer", "role": [{"apiGroups": [""], "resources": ["endpoints"], "verbs": ["get", "list", "watch"], "namespaces": ["default"]}]}' >/dev/null || return 1
+    server="$KUBE_URL"
+    ca="$(base64 -w0 < "$KUBE_CA")"
   fi
-  tok="$(e2e_api POST /_test/tokens '{"user": "rl-trainer", "uid": "rl-trainer"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')" || return 1
-  e2e_api POST /_test/rbac '{"subject": "user:rl-trainer", "role": [{"apiGroups": [""], "resources": ["endpoints"], "verbs": ["get", "list", "watch"], "namespaces": ["default"]}]}' >/dev/null || return 1
   ( umask 077; cat > "$f" <<EOF
 apiVersion: v1
 kind: Config
 clusters:
 - name: e2e
   cluster:
-    server: $KUBE_URL
-    certificate-authority-data: $(base64 -w0 < "$KUBE_CA")
+    server: $server
+    certificate-authority-data: $ca
 users:
 - name: rl-trainer
   user:
@@ -252,8 +287,12 @@ rl_apply_and_wait() {
   ok "${PIPESTATUS[0]}" "kubectl rollout status: the rollout Deployment's 3 replicas are available"
   e2e_kubectl wait -n "$ns" --for=condition=Ready --timeout=60s pod -l "$sel" >/dev/null
   ok $? "every pod of the example Running and Ready ($(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}') s after kubectl apply)"
-  mapfile -t RL_PODS < <(e2e_kubectl get pods -n "$ns" -l "$sel" --field-selector=status.phase=Running \
-    -o 'jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}{"\n"}{end}' 2>/dev/null | sort)
+  # Every pod of the example, whatever its phase: one that is not Running
+  # must fail the check below, not drop out of it. Those being deleted (a
+  # Deployment's old ReplicaSet) are not the example's any more.
+  mapfile -t RL_PODS < <(e2e_kubectl get pods -n "$ns" -l "$sel" \
+    -o 'jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name} {.metadata.deletionTimestamp}{"\n"}{end}' 2>/dev/null \
+    | awk 'NF == 1 { print $1 }' | sort)
   for p in "${RL_PODS[@]}"; do
     E2E_POD_UID[$p]="$(e2e_pod_field "$p" '{.metadata.uid}')"
   done
@@ -267,7 +306,9 @@ rl_apply_and_wait() {
     [ "$(e2e_pod_field "$p" '{.status.phase}')" = Running ] || bad="$bad $p:$(e2e_pod_field "$p" '{.status.phase}')"
     rl_follow_log "$p"
   done
-  [ -z "$bad" ]; ok $? "every pod Running on a virtual node of job $j${bad:+:$bad}"
+  # 3 rollout replicas and the reward pod.
+  [ "${#RL_PODS[@]}" = 4 ] || bad="$bad (${#RL_PODS[@]} pods, want 4)"
+  [ -z "$bad" ]; ok $? "every pod (${#RL_PODS[@]}) Running on a virtual node of job $j${bad:+:$bad}"
   # The hostPort keeps the rollouts apart (the scheduler's NodePorts filter).
   local rnodes
   rnodes="$(for p in "${RL_PODS[@]}"; do [[ $p == */rollout-* ]] && echo "${RL_POD_NODE[$p]}"; done | sort)"
@@ -307,6 +348,14 @@ rl_pods_left() {  # the pods of RL_PODS still in the API
   for p in "${RL_PODS[@]}"; do e2e_kubectl get pod -n "${p%%/*}" "${p#*/}" -o name 2>/dev/null; done
 }
 
+# The trainer's ServiceAccount, Role and binding on a real cluster.
+rl_delete_trainer_access() {
+  [ "$RL_TRAINER_ACCESS" = 1 ] || return 0
+  e2e_kubectl delete --ignore-not-found -n default serviceaccount/rl-trainer \
+    role.rbac.authorization.k8s.io/rl-trainer-endpoints \
+    rolebinding.rbac.authorization.k8s.io/rl-trainer-endpoints >/dev/null && RL_TRAINER_ACCESS=0
+}
+
 rl_delete_workloads() {
   local m files=()
   for m in "${RL_MANIFESTS[@]}"; do files+=(-f "$m"); done
@@ -315,6 +364,7 @@ rl_delete_workloads() {
   e2e_wait 30 "[ -z \"\$(e2e_kubectl get pods -n default -l slurm-k8s/example=online-rl -o name 2>/dev/null)\" ]"
   ok $? "kubectl delete of the manifests: the Deployment, the Services and every pod of the example are gone"
   RL_MANIFESTS=()
+  rl_delete_trainer_access
 }
 
 rl_check_pod_gpus() {
