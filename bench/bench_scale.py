@@ -141,6 +141,8 @@ def run_n(wd, n, conc, api_info, h2=False, identity="agent"):
                                       "reason": "JobEnded"} for j in jobs], conc, "deregister", 120)
         res["deregister_all_s"] = round(t_end - t0, 3)
         res["deregister_errors"] = len(derrs)
+        if derrs:
+            B.log(f"N={n}: {len(derrs)} deregister errors, first: {derrs[0]}")
         return res
     finally:
         if agent:

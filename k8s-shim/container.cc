@@ -130,6 +130,9 @@ Status Container::start() {
         err.close();
         std::string msg = "cannot start '" + plan->argv[0] + "': " + uv_strerror(rc);
         if (rc == UV_E2BIG) msg += command_size_note(spec);
+        if (rc == UV_EAGAIN)
+            msg += " (the job's process limit is reached: its cgroup's pids.max, or the "
+                   "user's RLIMIT_NPROC)";
         LOG_WARN("%s %s", id_prefix().c_str(), msg.c_str());
         std::string line = msg + "\n";
         (void)log->write("stderr", line.data(), line.size());

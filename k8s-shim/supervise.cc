@@ -184,7 +184,13 @@ int supervise_main(char **argv, bool terminal, const int *nice) {
     }
     pid_t main_pid = fork();
     if (main_pid < 0) {
-        fprintf(stderr, "cannot start '%s': fork: %s\n", argv[0], strerror(errno));
+        int e = errno;
+        // EAGAIN: the pids cgroup (the pod's pod_pids_max, the job's) or
+        // RLIMIT_NPROC is full, not the command's fault: say which limit.
+        fprintf(stderr, "cannot start '%s': fork: %s%s\n", argv[0], strerror(e),
+                e == EAGAIN ? " (the pod's process limit is reached: its cgroup's pids.max, or "
+                              "the user's RLIMIT_NPROC)"
+                            : "");
         return 128;
     }
     if (main_pid == 0) {
