@@ -1,5 +1,6 @@
 #include "k8s-shim/confine.h"
 
+#include <fcntl.h>
 #include <errno.h>
 #include <linux/capability.h>
 #include <sched.h>
@@ -125,6 +126,15 @@ std::string drop_capabilities() {
 }  // namespace
 
 int exec_confined_main(int argc, char **argv) {
+    // --started-fd N: the supervisor's start report (k8s-shim/supervise.h,
+    // kSuperviseStartedEnv): "F" there on every failure (each one returns),
+    // closed by the command's exec.
+    struct Report {
+        int fd = -1;
+        ~Report() {
+            if (fd >= 0) (void)!write(fd, "F", 1);
+        }
+    } report;
     bool nnp = false, caps = false, seccomp = false;
     std::vector<BindMount> binds;
     std::vector<std::string> hidden;
@@ -151,6 +161,9 @@ int exec_confined_main(int argc, char **argv) {
             cwd = argv[++i];
         } else if (strcmp(argv[i], kJoinMountsFlag) == 0 && value(1)) {
             join = strtol(argv[++i], nullptr, 10);
+        } else if (strcmp(argv[i], kStartedFdFlag) == 0 && value(1)) {
+            report.fd = static_cast<int>(strtol(argv[++i], nullptr, 10));
+            if (report.fd < 3 || fcntl(report.fd, F_SETFD, FD_CLOEXEC) != 0) report.fd = -1;
         } else {
             fprintf(stderr, "slurm-k8s-shim %s: unknown flag %s, or a value missing\n",
                     kExecConfined, argv[i]);

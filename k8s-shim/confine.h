@@ -26,6 +26,8 @@ constexpr const char kBindReadOnlyFlag[] = "--bind-ro";
 constexpr const char kScratchFlag[] = "--scratch";
 constexpr const char kJoinMountsFlag[] = "--join-mounts";
 constexpr const char kChdirFlag[] = "--chdir";
+// The start report's descriptor (k8s-shim/supervise.h, kSuperviseStartedEnv).
+constexpr const char kStartedFdFlag[] = "--started-fd";
 // --hide PATH (any number, with --scratch): a device node left out of the
 // container's view (the node's GPUs that are not its own).
 constexpr const char kHideFlag[] = "--hide";

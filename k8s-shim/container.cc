@@ -1,6 +1,7 @@
 #include "k8s-shim/container.h"
 
 #include <signal.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
@@ -117,6 +118,11 @@ Status Container::start() {
     io.in = in ? &in : nullptr;
     io.out = &out;
     io.err = &err;
+    start_failed_report = false;
+    if (!plan->image_run) {
+        started_report = Pipe(loop);
+        io.started = &started_report;
+    }
     int rc = spawn_supervised(
         loop, proc, env.supervisor, spec,
         [this](int64_t status, int sig) {
@@ -128,11 +134,13 @@ Status Container::start() {
         in.close();
         out.close();
         err.close();
+        started_report.close();
         std::string msg = "cannot start '" + plan->argv[0] + "': " + uv_strerror(rc);
         if (rc == UV_E2BIG) msg += command_size_note(spec);
         if (rc == UV_EAGAIN)
-            msg += " (the job's process limit is reached: its cgroup's pids.max, or the "
-                   "user's RLIMIT_NPROC)";
+            msg +=
+                " (the job's process limit is reached: its cgroup's pids.max, or the "
+                "user's RLIMIT_NPROC)";
         LOG_WARN("%s %s", id_prefix().c_str(), msg.c_str());
         std::string line = msg + "\n";
         (void)log->write("stderr", line.data(), line.size());
@@ -165,7 +173,19 @@ Status Container::start() {
     backoff.on_start(env.clock.spec_now());
     LOG_INFO("%s started pid %d (restart %d)", id_prefix().c_str(), pid, run->restart_count);
     if (!plan->image_run) {
-        mark_running();
+        // Running once its command was exec'd (the start report's end with
+        // no "F"), not at the supervisor's spawn: a command that never runs
+        // (its cgroup full, no such program) never shows Running or Started.
+        run->state = CState::Waiting;
+        run->waiting_reason = "ContainerCreating";
+        run->waiting_message.clear();
+        started_report.read_start([this](ssize_t n, const char *data) {
+            if (n > 0 && memchr(data, 'F', static_cast<size_t>(n))) start_failed_report = true;
+            if (n >= 0) return;
+            started_report.close();
+            if (!start_failed_report && running && !pending_exit && run->state != CState::Running)
+                mark_running();
+        });
         return {};
     }
     // An image container runs once podman made its process (its pid file):
@@ -443,6 +463,7 @@ void Container::maybe_finish_exit() {
     pending_exit = false;
     running = false;
     started_poll.stop();
+    started_report.close();
     kill_timer.stop();
     drain_timer.stop();
     for (auto &p : probes)

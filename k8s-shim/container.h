@@ -96,7 +96,11 @@ struct Container {
     uint64_t kill_deadline_ms = 0;   // loop time kill_timer fires at
     Timer drain_timer;               // log pipes after the exit
     Timer started_poll;              // an image container's pid file, after its start
-    std::list<Process> hooks;        // preStop processes still running
+    // A process container's start report (k8s-shim/supervise.h,
+    // kSuperviseStartedEnv): EOF without "F" once its command was exec'd.
+    Pipe started_report;
+    bool start_failed_report = false;
+    std::list<Process> hooks;  // preStop processes still running
     bool running = false;
     int pid = 0;  // the supervisor's: the session and process group
     unsigned long long start_ticks = 0;

@@ -69,6 +69,7 @@ int spawn(uv_loop_t *loop, Process &proc, const std::string &file, std::vector<s
     o.out = io.out;
     o.err = io.err;
     o.terminal_fd = io.terminal_fd;
+    o.extra = io.started;
     return proc.spawn(loop, o, std::move(on_exit));
 }
 
@@ -121,10 +122,20 @@ int spawn_supervised(uv_loop_t *loop, Process &proc, const std::string &supervis
     std::vector<std::string> args;
     if (!confined_argv(spec, &args)) return UV_EPERM;
     SpawnSpec s = spec;
+    // The start report: the exec helper, when it runs the command, reports
+    // itself (--started-fd) after its mounts and confinement.
+    std::string started;
+    if (io.started) {
+        bool helper = args.size() > 1 && args[1] == kExecConfined;
+        std::string fd = std::to_string(kSuperviseStartedFd);
+        if (helper) args.insert(args.begin() + 2, {kStartedFdFlag, fd});
+        started = helper ? fd + ":pass" : fd;
+    }
     // First: getenv() finds them before a variable of the pod's of that name.
     for (auto &[name, value] : supervise_argv_env(args))
         s.env.insert(s.env.begin(), {name, value});
     if (io.terminal_fd >= 0) s.env.insert(s.env.begin(), {kSuperviseTerminalEnv, "1"});
+    if (!started.empty()) s.env.insert(s.env.begin(), {kSuperviseStartedEnv, started});
     if (!spec.cgroup_request.empty())
         s.env.insert(s.env.begin(), {kSuperviseCgroupEnv, spec.cgroup_request});
     if (g_has_workload_nice)

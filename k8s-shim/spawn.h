@@ -72,6 +72,9 @@ struct SpawnStdio {
     Pipe *out = nullptr;
     Pipe *err = nullptr;
     int terminal_fd = -1;
+    // The start report (kSuperviseStartedEnv, k8s-shim/supervise.h): "F" when
+    // the command did not start, else nothing, then EOF once it was exec'd.
+    Pipe *started = nullptr;
 };
 
 // spawn_container with any stdio: an exec session's command

@@ -154,7 +154,22 @@ void sweep_descendants(pid_t main_pid, int *main_status, bool *main_reaped) {
     reap(main_pid, main_status, main_reaped);
 }
 
-int supervise_main(char **argv, bool terminal, const int *nice) {
+namespace {
+void report_not_started(int fd) {
+    if (fd >= 0) (void)!write(fd, "F", 1);
+}
+}  // namespace
+
+int supervise_main(char **argv, bool terminal, const int *nice, int started_fd, bool started_pass) {
+    if (started_fd >= 0) (void)fcntl(started_fd, F_SETFD, FD_CLOEXEC);
+    // Every failure before the command's exec is reported on started_fd.
+    struct Report {
+        int fd;
+        bool armed = true;
+        ~Report() {
+            if (armed) report_not_started(fd);
+        }
+    } report{started_fd};
     if (!argv[0]) {
         fprintf(stderr, "slurm-k8s-shim --supervise: no command\n");
         return 128;
@@ -195,6 +210,9 @@ int supervise_main(char **argv, bool terminal, const int *nice) {
     }
     if (main_pid == 0) {
         close(ep[0]);
+        // The exec helper reports its own start on the descriptor (it must
+        // survive this exec); a plain command closes it by its exec.
+        if (started_fd >= 0 && started_pass) (void)fcntl(started_fd, F_SETFD, 0);
         (void)sigprocmask(SIG_SETMASK, &none, nullptr);
         errno = 0;
         int own = getpriority(PRIO_PROCESS, 0);
@@ -218,6 +236,10 @@ int supervise_main(char **argv, bool terminal, const int *nice) {
         (void)waitpid(main_pid, &ws, 0);
         return 128;
     }
+    // Exec'd: the command's copy of the report closed with its exec (or the
+    // helper's will at its own); this one goes now, so the shim sees the end.
+    report.armed = false;
+    if (started_fd >= 0) close(started_fd);
 
     const int kill_sig = supervisor_kill_signal();
     while (!main_reaped) {
@@ -307,10 +329,20 @@ int supervise_env_main() {
         has_nice = true;
         unsetenv(kSuperviseNiceEnv);
     }
+    int started_fd = -1;
+    bool started_pass = false;
+    if (const char *s = getenv(kSuperviseStartedEnv)) {
+        std::string v = s;
+        unsetenv(kSuperviseStartedEnv);
+        started_pass = v.size() > 5 && v.compare(v.size() - 5, 5, ":pass") == 0;
+        if (std::to_string(kSuperviseStartedFd) == v.substr(0, v.find(':')))
+            started_fd = kSuperviseStartedFd;
+    }
     if (const char *cg = getenv(kSuperviseCgroupEnv)) {
         std::string request = cg;
         unsetenv(kSuperviseCgroupEnv);
         if (auto st = enter_pod_cgroup(request); !st) {
+            report_not_started(started_fd);
             fprintf(stderr, "cannot start '%s': not placed in its pod's cgroup: %s\n",
                     words.empty() ? "" : words[0].c_str(), st.message().c_str());
             return 128;
@@ -321,7 +353,8 @@ int supervise_env_main() {
     for (auto &w : words)
         argv.push_back(w.data());
     argv.push_back(nullptr);
-    return supervise_main(argv.data(), on_terminal, has_nice ? &nice : nullptr);
+    return supervise_main(argv.data(), on_terminal, has_nice ? &nice : nullptr, started_fd,
+                          started_pass);
 }
 
 }  // namespace sk::shim

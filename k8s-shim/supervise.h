@@ -82,6 +82,15 @@ constexpr const char kSuperviseNiceEnv[] = "SK_SUPERVISE_NICE";
 // status 128, as a failed exec does. The shim sets it when the agent said
 // at attach that pods get cgroups of their own.
 constexpr const char kSuperviseCgroupEnv[] = "SK_SUPERVISE_CGROUP";
+// When set ("3", or "3:pass" when the command is the exec helper, removed from
+// the environment too): descriptor 3 is the start report the shim reads: the
+// supervisor writes "F" there when the command does not start (the cgroup,
+// the fork or the exec failed) and the descriptor closes at the command's
+// exec, so the shim marks the container running only once its command runs
+// (a kubelet posts Started only then). With ":pass" the exec helper gets the
+// descriptor (--started-fd) and reports its own failures the same way.
+constexpr const char kSuperviseStartedEnv[] = "SK_SUPERVISE_STARTED";
+constexpr int kSuperviseStartedFd = 3;
 
 // A command as the value of SK_SUPERVISE_ARGV: each word as
 // "<decimal length>:<bytes>" (a word holds any byte but NUL).
@@ -113,7 +122,12 @@ void sweep_descendants(pid_t main_pid, int *main_status, bool *main_reaped);
 // at least one word); `terminal` as kSuperviseTerminalEnv says, `nice` as
 // kSuperviseNiceEnv (nullptr: the supervisor's). Returns the exit code, or
 // does not return (the main's signal re-raised).
-int supervise_main(char **argv, bool terminal = false, const int *nice = nullptr);
+// started_fd >= 0: the start report (kSuperviseStartedEnv): "F" written there
+// when the command cannot be started, the descriptor closed at its exec
+// (started_pass: left open across the exec of the exec helper, which
+// reports itself).
+int supervise_main(char **argv, bool terminal = false, const int *nice = nullptr,
+                   int started_fd = -1, bool started_pass = false);
 // `slurm-k8s-shim --supervise`: supervise_main of SK_SUPERVISE_ARGV, which
 // it removes from the environment (and kSuperviseTerminalEnv); 128 when it
 // is missing or malformed.

@@ -360,7 +360,7 @@ int Process::spawn(uv_loop_t *loop, const SpawnOptions &o, ExitCb on_exit) {
             env.push_back(const_cast<char *>(e.c_str()));
         env.push_back(nullptr);
     }
-    uv_stdio_container_t stdio[3];
+    uv_stdio_container_t stdio[4];
     Pipe *pipes[3] = {o.in, o.out, o.err};
     for (int i = 0; i < 3; i++) {
         stdio[i].flags = UV_IGNORE;
@@ -393,6 +393,11 @@ int Process::spawn(uv_loop_t *loop, const SpawnOptions &o, ExitCb on_exit) {
         opt.gid = *o.gid;
     }
     opt.stdio_count = 3;
+    if (o.extra && o.extra->n_) {
+        stdio[3].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_WRITABLE_PIPE);
+        stdio[3].data.stream = stream_of(o.extra->n_);
+        opt.stdio_count = 4;
+    }
     opt.stdio = stdio;
     auto *n = new ProcessNode;
     n->on_exit = std::move(on_exit);

@@ -144,6 +144,9 @@ struct SpawnOptions {
     Pipe *out = nullptr;
     Pipe *err = nullptr;
     int terminal_fd = -1;
+    // The child's descriptor 3 writes into `extra` (made on the same loop,
+    // not yet used); the child has no descriptor 3 when null.
+    Pipe *extra = nullptr;
 };
 
 // A child process. The handle stays open after the exit (pid() still

@@ -548,6 +548,31 @@ def test_probe_foreign_listener(a):
         intruder.wait()
 
 
+def test_started_only_when_started(a):
+    """A container whose command never runs (no such program; through the exec helper too, for a
+    pod with volumeMounts) is never reported Running (a kubelet posts Started only for a container
+    that started): StartError with the reason. One that runs is Running, as before."""
+    cases = [
+        pod("nocmd", [{"name": "main", "image": "busybox", "command": ["/no/such/program"]}],
+            restart="Never"),
+        pod("nocmdmnt", [{"name": "main", "image": "busybox", "command": ["/no/such/program"],
+                          "volumeMounts": [{"name": "work", "mountPath": a.tmp + "/work"}]}],
+            restart="Never", volumes=[{"name": "work", "emptyDir": {}}]),
+    ]
+    for p in cases:
+        uid = p["metadata"]["uid"]
+        assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+        st = a.wait(uid, lambda s: s["phase"] == "Failed", what="Failed")
+        t = cstatus(st, "main")["state"]["terminated"]
+        assert t["reason"] == "StartError" and "/no/such/program" in t.get("message", ""), t
+        ran = [s for _, s in a.statuses[uid] if "running" in (cstatus(s, "main") or {}).get("state", {})]
+        assert not ran, "%s reported Running: %s" % (uid, ran[0])
+    ok = pod("runs", [sh("main", "echo hi; sleep 0.5")], restart="Never")
+    assert a.request("pod_run", {"pod": ok, "files": {}})["ok"]
+    a.wait("uid-runs", lambda s: running(s, "main"), what="Running")
+    a.wait("uid-runs", lambda s: s["phase"] == "Succeeded", what="Succeeded")
+
+
 # An exec probe whose success a test needs gets this timeout: probe times are
 # scaled like every time of the shim here (SHIM_TIME_SCALE), so the default 1 s
 # would be 0.2 s, which a sanitizer build on a loaded machine misses (a probe
@@ -2175,6 +2200,7 @@ TESTS = [
     ("crashloop_backoff", test_crashloop_backoff, {}),
     ("pod_cgroup_requests", test_pod_cgroup_requests, {"pod_cgroups": True}),
     ("never_exit_codes", test_never_exit_codes, {}),
+    ("started_only_when_started", test_started_only_when_started, {}),
     ("probe_foreign_listener", test_probe_foreign_listener, {}),
     ("command_line_limits", test_command_line_limits, {}),
     ("readiness_flips_ready", test_readiness_flips_ready, {}),
