@@ -68,7 +68,7 @@ Json::Value build_pod_status(const PodPlan &plan, const PodRun &run, const Json:
 constexpr size_t kMaxContainerTerminationMessageBytes = 4096;
 constexpr size_t kMaxTerminationMessageLogBytes = 2048;
 constexpr size_t kMaxTerminationMessageLogLines = 80;
-constexpr size_t kMaxPodTerminationMessageBytes = 12 * 1024;
+constexpr size_t kMaxPodTerminationMessageBytes = size_t{12} * 1024;
 // Cuts the terminated states' messages (state and lastState, init and app
 // containers) of a PodStatus to kMaxPodTerminationMessageBytes in all.
 void cap_termination_messages(Json::Value *status);

@@ -53,7 +53,7 @@ namespace sk::shim {
 // any node.
 constexpr const char kSuperviseArgvEnv[] = "SK_SUPERVISE_ARGV_";
 constexpr const char kSuperviseArgvPartsEnv[] = "SK_SUPERVISE_ARGV_PARTS";
-constexpr size_t kSuperviseArgvPart = 96 * 1024;
+constexpr size_t kSuperviseArgvPart = size_t{96} * 1024;
 // The environment entries (name, value) that carry `argv` to the supervisor.
 std::vector<std::pair<std::string, std::string>> supervise_argv_env(
     const std::vector<std::string> &argv);

@@ -360,7 +360,7 @@ constexpr int64_t kTokenRetryS = 10;
 // Node authorizer catches up with a binding, an API server briefly away)
 // is reported once it lasted this long; a missing object or key at once,
 // as a kubelet does.
-constexpr int64_t kStartReportAfterUs = 5 * 1000000;
+constexpr int64_t kStartReportAfterUs = int64_t{5} * 1000000;
 // The start's retries: 200 ms doubling up to 10 s, a kubelet's pod sync
 // back-off on error being 10 s.
 constexpr uint64_t kStartRetryFirstMs = 200, kStartRetryMaxMs = 10000;
