@@ -157,41 +157,22 @@ std::optional<AcceptingListener> accepting_listener(std::string_view tcp, std::s
 }
 
 std::optional<Listener> find_listener(std::string_view text, bool v6, uint16_t port, uint32_t uid) {
-    size_t pos = 0;
-    bool header = true;
-    while (pos < text.size()) {
-        size_t nl = text.find('\n', pos);
-        std::string_view line =
-            text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
-        pos = nl == std::string_view::npos ? text.size() : nl + 1;
-        if (header) {  // "  sl  local_address rem_address   st ..."
-            header = false;
-            continue;
-        }
-        auto f = fields(line);
-        // sl local rem st tx:rx tr:when retrnsmt uid ...
-        if (f.size() < 8) continue;
-        size_t colon = f[1].find(':');
-        if (colon == std::string_view::npos) continue;
-        uint64_t p = 0, st = 0, owner = 0;
-        if (!hex_value(f[1].substr(colon + 1), &p) || p != port) continue;
-        if (!hex_value(f[3], &st) || st != 0x0A) continue;  // TCP_LISTEN
-        if (!dec_value(f[7], &owner) || owner != uid) continue;
-        unsigned char a[16] = {};
-        if (!address_of(f[1].substr(0, colon), v6, a)) continue;
+    std::optional<Listener> out;
+    each_listener(text, v6, port, [&](const unsigned char *a, uint32_t owner) {
+        if (out || owner != uid) return;
+        static const unsigned char zero[16] = {};
         Listener l;
         l.v6 = v6;
-        char buf[INET6_ADDRSTRLEN] = {};
-        static const unsigned char zero[16] = {};
         if (memcmp(a, zero, v6 ? 16 : 4) == 0) {
             l.connect_to = v6 ? "::1" : "127.0.0.1";  // a wildcard bind answers on loopback
         } else {
-            if (!inet_ntop(v6 ? AF_INET6 : AF_INET, a, buf, sizeof buf)) continue;
+            char buf[INET6_ADDRSTRLEN] = {};
+            if (!inet_ntop(v6 ? AF_INET6 : AF_INET, a, buf, sizeof buf)) return;
             l.connect_to = buf;
         }
-        return l;
-    }
-    return std::nullopt;
+        out = l;
+    });
+    return out;
 }
 
 }  // namespace sk

@@ -60,6 +60,21 @@ std::string status_path(const std::string &name) {
     return "/api/v1/namespaces/default/pods/" + name + "/status";
 }
 
+// A pod of ServiceAccount trainer with the admission's kube-api-access
+// volume: a projected token the agent requests before the pod runs.
+Json::Value pod_with_token(const std::string &name, const std::string &uid) {
+    Json::Value p = make_pod(name, uid);
+    p["spec"]["serviceAccountName"] = "trainer";
+    Json::Value vol(Json::objectValue);
+    vol["name"] = "kube-api-access-abcde";
+    Json::Value src(Json::objectValue);
+    src["serviceAccountToken"]["expirationSeconds"] = 3607;
+    src["serviceAccountToken"]["path"] = "token";
+    vol["projected"]["sources"].append(src);
+    p["spec"]["volumes"].append(vol);
+    return p;
+}
+
 Json::Value deleting(Json::Value pod, uint32_t grace) {
     pod["metadata"]["deletionTimestamp"] = "2026-12-01T10:00:00Z";
     pod["metadata"]["deletionGracePeriodSeconds"] = grace;
@@ -324,9 +339,9 @@ START_TEST(refusals_of_one_owner_spaced) {
     ck_assert(waiting["status"]["phase"] != "Failed");
     size_t events = 0;
     for (const auto &r : env.http().matching("POST", "/api/v1/namespaces/default/events"))
-        events += r.json()["reason"].asString() == "NamespaceNotAllowed" &&
-                  r.json()["involvedObject"]["name"].asString() ==
-                      waiting["metadata"]["name"].asString();
+        events +=
+            r.json()["reason"].asString() == "NamespaceNotAllowed" &&
+            r.json()["involvedObject"]["name"].asString() == waiting["metadata"]["name"].asString();
     ck_assert_uint_eq(events, 1);
     ck_assert_int_eq(env.close(), 0);
 }
@@ -338,15 +353,7 @@ END_TEST
 // written into the running pod (the runtime's update_files).
 START_TEST(projected_token_renewed) {
     ControllerEnv env;
-    Json::Value p1 = make_pod("p1", "u1");
-    p1["spec"]["serviceAccountName"] = "trainer";
-    Json::Value vol(Json::objectValue);
-    vol["name"] = "kube-api-access-abcde";
-    Json::Value src(Json::objectValue);
-    src["serviceAccountToken"]["expirationSeconds"] = 3607;
-    src["serviceAccountToken"]["path"] = "token";
-    vol["projected"]["sources"].append(src);
-    p1["spec"]["volumes"].append(vol);
+    Json::Value p1 = pod_with_token("p1", "u1");
     const std::string path = "/api/v1/namespaces/default/serviceaccounts/trainer/token";
     int issued = 0;
     env.http().on("POST", path, [&](const FakeRequest &) {
@@ -382,15 +389,7 @@ END_TEST
 // a refusal that passes leaves no Event and no error in the pod's status.
 START_TEST(start_retried_after_refusal) {
     ControllerEnv env;
-    Json::Value p1 = make_pod("p1", "u1");
-    p1["spec"]["serviceAccountName"] = "trainer";
-    Json::Value vol(Json::objectValue);
-    vol["name"] = "kube-api-access-abcde";
-    Json::Value src(Json::objectValue);
-    src["serviceAccountToken"]["expirationSeconds"] = 3607;
-    src["serviceAccountToken"]["path"] = "token";
-    vol["projected"]["sources"].append(src);
-    p1["spec"]["volumes"].append(vol);
+    Json::Value p1 = pod_with_token("p1", "u1");
     Json::Value tr(Json::objectValue);
     tr["status"]["token"] = "tok";
     tr["status"]["expirationTimestamp"] = rfc3339(time(nullptr) + 3600);
