@@ -99,7 +99,9 @@ void each_listener(std::string_view text, bool v6, uint16_t port, Fn fn) {
 
 std::vector<IdRange> subordinate_ids(std::string_view text, uint32_t uid) {
     std::string name;
-    if (struct passwd *pw = getpwuid(uid)) name = pw->pw_name;  // NOLINT: the shim's one thread
+    struct passwd pw, *found = nullptr;
+    std::vector<char> buf(16384);
+    if (getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found) name = pw.pw_name;
     std::vector<IdRange> out;
     size_t pos = 0;
     while (pos < text.size()) {
