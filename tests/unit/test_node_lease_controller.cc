@@ -386,7 +386,8 @@ START_TEST(lease_renewal_retried_within_its_duration) {
     // soon; at[4] ok -> at[5] a period later.
     ck_assert_msg(at[2] - at[1] < 1000, "after a 500: %llu ms",
                   static_cast<unsigned long long>(at[2] - at[1]));
-    ck_assert_msg(at[3] - at[2] >= 1000 && at[3] - at[2] < 2500, "after a 503 (Retry-After 1): %llu",
+    ck_assert_msg(at[3] - at[2] >= 1000 && at[3] - at[2] < 2500,
+                  "after a 503 (Retry-After 1): %llu",
                   static_cast<unsigned long long>(at[3] - at[2]));
     ck_assert_msg(at[4] - at[3] < 2500, "after a 429: %llu",
                   static_cast<unsigned long long>(at[4] - at[3]));
@@ -404,8 +405,8 @@ START_TEST(node_creation_refused_is_retried) {
     ControllerEnv env;
     env.serve_node_and_lease();
     int refusals = 3;
-    FakeAnswer forbidden = FakeAnswer::error(403, "Forbidden",
-                                             "nodes is forbidden: User \"x\" cannot create resource");
+    FakeAnswer forbidden = FakeAnswer::error(
+        403, "Forbidden", "nodes is forbidden: User \"x\" cannot create resource");
     FakeAnswer broken = FakeAnswer::error(500, "InternalError");
     Json::Value created;
     env.http().on("POST", "/api/v1/nodes", [&](const FakeRequest &r) {
