@@ -124,13 +124,28 @@ class FollowStream : public HttpStream {
             pending_.erase(0, n);
             return static_cast<ssize_t>(n);
         }
-        if (found) return 0;  // records, none to send: poll again
+        auto now = std::chrono::steady_clock::now();
+        if (found) {  // records, none to send: poll again
+            if (lingering_) quiet_since_ = now;
+            return 0;
+        }
         if (closing_) {
-            ended_ = true;  // the last poll after the end found nothing more
+            // The container ended (or its pod went): its runtime may still
+            // be writing its last output (the shim drains the container's
+            // pipes after the exit, and a pod deleted at the job's end is
+            // forgotten here at once). Ended once the file stayed quiet for
+            // kFollowLingerMs, not at the first empty poll.
+            if (lingering_ && now - quiet_since_ < std::chrono::milliseconds(kFollowLingerMs))
+                return 0;
+            ended_ = true;
             return -1;
         }
         recheck();
-        if (closing_) return 0;  // one more poll for lines written just before the end
+        if (closing_) {
+            lingering_ = true;
+            quiet_since_ = now;
+            return 0;
+        }
         // Never wait here: the server parks the connection for
         // follow_poll_ms (HttpStream) and calls again.
         if (HttpServer::peer_closed(fd_, 0)) return -1;
@@ -160,6 +175,11 @@ class FollowStream : public HttpStream {
     KubectlFormatter fmt_;
     bool closing_;
     bool ended_ = false;
+    // After a recheck found the end: polls go on until the file was quiet
+    // this long (a follow begun after the end stops at the first empty poll).
+    static constexpr int kFollowLingerMs = 1000;
+    bool lingering_ = false;
+    std::chrono::steady_clock::time_point quiet_since_;
     std::chrono::steady_clock::time_point last_check_;
 };
 
