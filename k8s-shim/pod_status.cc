@@ -195,9 +195,13 @@ void cap_termination_messages(Json::Value *status) {
         if (!status->isMember(list) || !(*status)[list].isArray()) continue;
         for (auto &cs : (*status)[list])
             for (const char *which : {"state", "lastState"}) {
-                if (!cs.isObject() || !cs[which].isObject()) continue;
+                // Looked up without operator[] on a missing member: that
+                // would add a null (a "lastState": null in the patch).
+                if (!cs.isObject() || !cs.isMember(which) || !cs[which].isObject() ||
+                    !cs[which].isMember("terminated"))
+                    continue;
                 Json::Value &t = cs[which]["terminated"];
-                if (!t.isObject() || !t["message"].isString()) continue;
+                if (!t.isObject() || !t.isMember("message") || !t["message"].isString()) continue;
                 msgs.push_back(&t["message"]);
                 total += t["message"].asString().size();
             }

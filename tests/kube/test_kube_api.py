@@ -1242,6 +1242,25 @@ class TestPods(Base):
         self.assertEqual(r.status, 200, r.text[:300])
         self.assertEqual(list(r.json["status"]["containerStatuses"][0]["state"]), ["terminated"])
 
+    def test_status_patch_null_states_dropped(self):
+        """A null in a container's state (a pointer member) or a null lastState in a status patch
+        is what decoding into core/v1 drops: never stored, never served, and the table
+        `kubectl get pods` reads is built from the rest."""
+        name = rname("p")
+        self.assertEqual(API.post(self.pods(), pod_body(name, node="nowhere")).status, 201)
+        cs = {"name": "main", "image": "busybox:1.35", "imageID": "", "ready": True, "restartCount": 0,
+              "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}, "terminated": None, "waiting": None},
+              "lastState": None}
+        r = API.patch(self.pods(name) + "/status", {"status": {"phase": "Running", "containerStatuses": [cs]}})
+        self.assertEqual(r.status, 200, r.text[:300])
+        got = API.get(self.pods(name)).json["status"]["containerStatuses"][0]
+        self.assertEqual(list(got["state"]), ["running"])
+        self.assertEqual(got.get("lastState"), {})
+        r = API.get(self.pods(), headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
+        self.assertEqual(r.status, 200, r.text[:300])
+        row = [x for x in r.json["rows"] if x["object"]["metadata"]["name"] == name]
+        self.assertEqual(row[0]["cells"][2], "Running")
+
     def test_defaults(self):
         r = API.post(self.pods(), pod_body("p1", node="nowhere", limits={"nvidia.com/gpu": "1", "memory": "1Gi"}, image="busybox"))
         self.assertEqual(r.status, 201, r.text)

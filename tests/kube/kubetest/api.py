@@ -24,6 +24,28 @@ from .util import micro_ts, now_utc, parse_ts, ts
 from .validation import check_quantities, default_pod, lease_times, qos_class, validate
 
 
+
+def typed_container_states(st):
+    """What decoding into core/v1 PodStatus does to a container's state: a
+    null pointer member (waiting/running/terminated) is dropped, a null
+    lastState (a struct, not a pointer) reads as {}. A real server never
+    stores or serves those nulls; readers (tables, the agent) rely on it."""
+    if not isinstance(st, dict):
+        return
+    for f in ("initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses"):
+        for cs in st.get(f) or []:
+            if not isinstance(cs, dict):
+                continue
+            for which in ("state", "lastState"):
+                v = cs.get(which)
+                if v is None:
+                    if which in cs:
+                        cs[which] = {}
+                    continue
+                if isinstance(v, dict):
+                    for k in [k for k, x in v.items() if x is None]:
+                        del v[k]
+
 class Api(object):
     def __init__(self, opts):
         self.opts = opts
@@ -274,6 +296,8 @@ class Api(object):
                 if "tolerations" in nsp:
                     osp["tolerations"] = nsp["tolerations"]
                 out["spec"] = osp
+        if res.plural == "pods" and sub == "status":
+            typed_container_states(out.get("status"))
         if res.plural == "nodes" and sub == "status":
             st = out.setdefault("status", {})
             if st.get("capacity") and not st.get("allocatable"):
