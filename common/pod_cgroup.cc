@@ -1,5 +1,6 @@
 #include "common/pod_cgroup.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -39,16 +40,34 @@ Status write_at(int dir_fd, const std::string &dir, const char *name, const std:
 
 }  // namespace
 
+std::string own_cgroup_tree(std::string_view proc_cgroup_text, uint32_t job_id) {
+    for (const auto &l : slurm_job_cgroups(proc_cgroup_text, job_id)) {
+        std::string_view top(l.path);
+        if (!top.empty() && top[0] == '/') top.remove_prefix(1);
+        top = top.substr(0, top.find('/'));
+        if (!starts_with(top, "slurm_")) continue;
+        std::string_view node = top.substr(6);
+        if (node.empty() || node.size() > 64 ||
+            !std::all_of(node.begin(), node.end(), [](char c) {
+                return isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
+            }))
+            continue;
+        return std::string(kOwnCgroupTree) + "_" + std::string(node);
+    }
+    return kOwnCgroupTree;
+}
+
 std::vector<std::string> own_job_cgroup_dirs(std::string_view proc_cgroup_text, uint32_t job_id,
                                              const std::vector<std::string> &own,
                                              const std::string &cgroup_root) {
     std::vector<std::string> out;
+    const std::string tree = own_cgroup_tree(proc_cgroup_text, job_id);
     for (const auto &l : parse_proc_cgroup(proc_cgroup_text)) {
         if (l.controllers.empty() || l.controllers.rfind("name=", 0) == 0) continue;
         if (std::none_of(own.begin(), own.end(),
                          [&](const std::string &c) { return names_controller(l.controllers, c); }))
             continue;
-        std::string d = cgroup_root + "/" + l.controllers + "/" + kOwnCgroupTree + "/job_" +
+        std::string d = cgroup_root + "/" + l.controllers + "/" + tree + "/job_" +
                         std::to_string(job_id);
         if (std::find(out.begin(), out.end(), d) == out.end()) out.push_back(d);
     }
@@ -153,12 +172,16 @@ int64_t cpu_weight_for_shares(int64_t shares) {
 
 namespace {
 
-// Opens the own tree's job directory "<hierarchy>/slurm_k8s/job_<id>",
-// making the two levels below the hierarchy's root as needed; no component
-// is followed if it is a symlink. -1 with errno on failure.
+// Opens the own tree's job directory "<hierarchy>/<tree>/job_<id>" (tree:
+// own_cgroup_tree), making the two levels below the hierarchy's root as
+// needed; no component is followed if it is a symlink. -1 with errno on
+// failure.
 int open_own_parent(const std::string &dir) {
-    auto tree = dir.rfind(std::string("/") + kOwnCgroupTree + "/");
-    if (tree == std::string::npos) {
+    auto job = dir.rfind('/');
+    auto tree = job == std::string::npos || job == 0 ? std::string::npos : dir.rfind('/', job - 1);
+    if (tree == std::string::npos ||
+        dir.compare(tree + 1, strlen(kOwnCgroupTree), kOwnCgroupTree) != 0 ||
+        dir.compare(job + 1, 4, "job_") != 0) {
         errno = EINVAL;
         return -1;
     }

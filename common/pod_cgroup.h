@@ -32,7 +32,8 @@ namespace sk {
 struct PodCgroupParent {
     std::string controllers;  // "devices", "cpu,cpuacct"
     std::string dir;          // "<root>/<controllers>/.../job_<id>/step_extern"
-    // A tree of the project's own, "<root>/<controllers>/slurm_k8s/job_<id>",
+    // A tree of the project's own, "<root>/<controllers>/<tree>/job_<id>"
+    // (tree: own_cgroup_tree, "slurm_k8s" beside Slurm's default "slurm"),
     // made on first use: for the hierarchies Slurm makes no job directory in
     // on cgroup v1 (cpu, cpuacct, pids). A process moved there stays in the
     // job's freezer, devices and memory cgroups (v1 hierarchies are apart),
@@ -45,6 +46,15 @@ struct PodCgroupParent {
 
 // The directory name of that tree under each hierarchy's root.
 constexpr char kOwnCgroupTree[] = "slurm_k8s";
+
+// The own tree's name for the slurmd whose job directories the
+// /proc/<pid>/cgroup text shows: "slurm_k8s" beside Slurm's "/slurm/uid_U/
+// job_J", "slurm_k8s_<n>" beside a multiple-slurmd "/slurm_<n>/uid_U/job_J"
+// (CgroupPrepend "/slurm_%n"; <n> of letters, digits, '-' and '_', up to 64,
+// else the plain name). Slurmds sharing a host (their nodes may run
+// the same job) thus keep their pods' cgroups apart: one node's end-of-job
+// sweep never reaches another's pods.
+std::string own_cgroup_tree(std::string_view proc_cgroup_text, uint32_t job_id);
 
 // The parents, from the shim's /proc/<pid>/cgroup (the shim runs in the
 // extern step): each v1 hierarchy among `wanted` (controller names) whose
@@ -62,7 +72,7 @@ Result<std::vector<PodCgroupParent>> pod_cgroup_parents(std::string_view shim_pr
 
 // The project's own job directories of job_id in the v1 hierarchies of
 // /proc/<pid>/cgroup text that name a controller of `own`, whether they
-// exist or not ("<root>/cpu,cpuacct/slurm_k8s/job_<id>").
+// exist or not ("<root>/cpu,cpuacct/slurm_k8s/job_<id>", own_cgroup_tree).
 std::vector<std::string> own_job_cgroup_dirs(std::string_view proc_cgroup_text, uint32_t job_id,
                                              const std::vector<std::string> &own,
                                              const std::string &cgroup_root);

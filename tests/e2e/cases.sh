@@ -168,19 +168,22 @@ print(s.makefile().readline().strip())' "$E2E_AGENTS/n1/agent.sock" "$uid" 2>&1)
   ok $? "pod_devices: the other pods and the trainer run on"
   e2e_check_container_oom pod_devices "$j"
   # CPU and pids (v1: no job directory of Slurm's there, the agent's own tree
-  # /sys/fs/cgroup/<cpu|cpuacct|pids>/slurm_k8s/job_<id>): a CPU burner held
+  # /sys/fs/cgroup/<cpu|cpuacct|pids>/slurm_k8s_<slurm node>/job_<id>: one per
+  # slurmd, as the harness's run several on one host): a CPU burner held
   # to its 100m limit by the CFS quota, a pod forking without bound stopped at
   # the agent's pod_pids_max (256 in the e2e).
   e2e_apply_burn "$j"
   e2e_pod_running burn 30; ok $? "pod_devices: a CPU burner and a forker run"
   uid="$(e2e_pod_field default/burn '{.metadata.uid}')"
-  local cpu acct pids u0 u1
-  cpu="/sys/fs/cgroup/cpu/slurm_k8s/job_$j/k8s_pod_$uid"
-  acct="/sys/fs/cgroup/cpuacct/slurm_k8s/job_$j/k8s_pod_$uid"
-  pids="/sys/fs/cgroup/pids/slurm_k8s/job_$j/k8s_pod_$uid"
+  local cpu acct pids u0 u1 tree
+  tree="slurm_k8s_$(e2e_kubectl get node "$(e2e_pod_field default/burn '{.spec.nodeName}')" \
+    -o jsonpath='{.metadata.labels.slurm-k8s/slurm-node}')"
+  cpu="/sys/fs/cgroup/cpu/$tree/job_$j/k8s_pod_$uid"
+  acct="/sys/fs/cgroup/cpuacct/$tree/job_$j/k8s_pod_$uid"
+  pids="/sys/fs/cgroup/pids/$tree/job_$j/k8s_pod_$uid"
   pid="$(pgrep -f "e2e-pod-$j-burn\$" | head -n1)"
   got="$(cat "$cpu/cpu.cfs_quota_us" 2>&1)/$(cat "$cpu/cpu.cfs_period_us" 2>&1)"
-  [ "$got" = 20000/100000 ] && grep -q "^[0-9]*:cpu[,a-z]*:/slurm_k8s/job_$j/k8s_pod_$uid/ctr_main\$" "/proc/$pid/cgroup" \
+  [ "$got" = 20000/100000 ] && grep -q "^[0-9]*:cpu[,a-z]*:/$tree/job_$j/k8s_pod_$uid/ctr_main\$" "/proc/$pid/cgroup" \
     && [ "$(cat "$cpu/ctr_main/cpu.cfs_quota_us")" = 10000 ]
   ok $? "pod_devices: the pod's cpu cgroup in the agent's tree has the quota of its two 100m limits ($got)"
   # All pods together hold what the job lends: the extern step's memory
@@ -188,7 +191,7 @@ print(s.makefile().readline().strip())' "$E2E_AGENTS/n1/agent.sock" "$uid" 2>&1)
   # agent's tree has the quota of the Node's CPUs.
   local ncpu
   ncpu="$(e2e_kubectl get node "$(e2e_node_names "$j" | head -n1)" -o jsonpath='{.status.capacity.cpu}')"
-  got="$(cat "$mem/memory.limit_in_bytes")/$(cat "/sys/fs/cgroup/cpu/slurm_k8s/job_$j/cpu.cfs_quota_us")"
+  got="$(cat "$mem/memory.limit_in_bytes")/$(cat "/sys/fs/cgroup/cpu/$tree/job_$j/cpu.cfs_quota_us")"
   [ "$got" = "$(( (512 + 64) << 20 ))/$(( ncpu * 100000 ))" ]
   ok $? "pod_devices: the pods together are held to the job's lent memory and its $ncpu CPUs ($got)"
   e2e_wait 20 "[ \"\$(sed -n 's/^nr_throttled //p' '$cpu/ctr_main/cpu.stat')\" -gt 0 ] 2>/dev/null"
@@ -222,7 +225,7 @@ for p in json.load(sys.stdin)["pods"]:
   ok $? "pod_devices: the trainer and the other pods run on, the job user still forks"
   e2e_end_job "$j"
   e2e_assert_clean "$j" "pod_devices"
-  got="$(ls -d /sys/fs/cgroup/*/slurm_k8s/job_"$j" 2>/dev/null)"
+  got="$(ls -d /sys/fs/cgroup/*/slurm_k8s*/job_"$j" 2>/dev/null)"
   [ -z "$got" ]; ok $? "pod_devices: the agent's own cgroup tree of the job is gone (${got:-none left})"
 }
 

@@ -457,7 +457,8 @@ e2e_leftovers() {
   for f in "$E2E_RUNDIR"/job_"$j"_* "$E2E_AGENTS"/n*/state/job_"$j"_* "$E2E_AGENTS"/n*/shim/job_"$j"_*; do
     [ -e "$f" ] && echo "file: $f"
   done
-  for f in /sys/fs/cgroup/*/slurm_n*/uid_*/job_"$j" /sys/fs/cgroup/system.slice/n*_slurmstepd.scope/job_"$j"; do
+  for f in /sys/fs/cgroup/*/slurm_n*/uid_*/job_"$j" /sys/fs/cgroup/*/slurm_k8s*/job_"$j" \
+      /sys/fs/cgroup/system.slice/n*_slurmstepd.scope/job_"$j"; do
     [ -d "$f" ] && echo "cgroup: $f"
   done
   return 0

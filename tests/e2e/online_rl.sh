@@ -33,7 +33,8 @@ RL_PODS=()                 # ns/name of the pods applied
 declare -A RL_LENT=()      # slurm node -> lent GPUs ("2,3"), from the run files
 declare -A RL_POD_NODE=()  # ns/name -> virtual node
 declare -A RL_POD_IP=()    # ns/name -> pod IP
-RL_FOLLOWERS=()
+RL_FOLLOWERS=()            # background followers (kubectl logs -f, tail -F) to stop
+RL_LOG_FOLLOWS=()          # of those, the kubectl logs -f ones (end by themselves)
 RL_MANIFESTS=()            # the filled manifests applied
 RL_TRAINER_ACCESS=0        # the trainer's ServiceAccount, Role and binding were applied (real cluster)
 E2E_LOG_SOURCE="${E2E_LOG_SOURCE:-}"
@@ -200,8 +201,8 @@ rl_fill_manifest() {  # rl_fill_manifest JOB FILE -> path of the filled copy
 
 # Follow a pod's log from the start (kubectl logs -f) into podlogs/NAME.log:
 # the pod and its node are gone after the job, and so is `kubectl logs`.
-# A copy of the CRI log file the shim writes (tail -F, as root) is kept too,
-# for when the follow ends before the container's last lines (rl_followed_log).
+# A copy of the CRI log file the shim writes (tail -F, as root) is kept too:
+# what the follow must have delivered (rl_followed_log).
 rl_follow_log() {
   mkdir -p "$E2E_D/podlogs"
   local ns="${1%%/*}" name="${1#*/}" uid f
@@ -210,7 +211,7 @@ rl_follow_log() {
   e2e_wait 15 "e2e_kubectl logs -n '$ns' '$name' >/dev/null 2>&1"
   timeout 900 kubectl --kubeconfig "$E2E_ADMIN_KUBECONFIG" logs -f -n "$ns" "$name" \
     >"$E2E_D/podlogs/$name.log" 2>"$E2E_D/podlogs/$name.err" &
-  RL_FOLLOWERS+=("$!")
+  RL_FOLLOWERS+=("$!") RL_LOG_FOLLOWS+=("$!")
   uid="$(e2e_pod_field "$1" '{.metadata.uid}')"
   for f in "$E2E_AGENTS"/n*/shim/job_*/pods/"$uid"/*/0.log; do
     [ -f "$f" ] || continue
@@ -220,23 +221,21 @@ rl_follow_log() {
   done
 }
 
-# The followed log of a pod (see rl_follow_log); sets E2E_LOG_SOURCE. Known
-# loss, not fixed yet (issue 36 item 12): when a pod is stopped and deleted
-# at once (a requeue, the job's end), `kubectl logs -f` can end before the
-# container's last lines; the CRI file's copy is used then, and
-# E2E_LOG_SOURCE says so in the check's line.
+# The followed log of a pod (see rl_follow_log); sets E2E_LOG_SOURCE. Only
+# what `kubectl logs -f` delivered counts: when it has fewer lines than the
+# CRI file the shim wrote (the follow lost the container's last lines), the
+# function prints what it got, fails, and E2E_LOG_SOURCE says how many lines
+# were missing, so the check that reads the log fails and says why.
 rl_followed_log() {
   local name="${1#*/}" d="$E2E_D/podlogs" nk nc
   nk=$(grep -c . "$d/$name.log" 2>/dev/null); nc=$(grep -c . "$d/$name.cri" 2>/dev/null)
+  cat "$d/$name.log" 2>/dev/null
   if [ -s "$d/$name.log" ] && [ "${nk:-0}" -ge "${nc:-0}" ]; then
-    E2E_LOG_SOURCE="kubectl logs -f"; cat "$d/$name.log"
-  elif [ -s "$d/$name.cri" ]; then
-    E2E_LOG_SOURCE="the CRI log file: kubectl logs -f got ${nk:-0} of ${nc:-0} lines ($(head -c 200 "$d/$name.err" 2>/dev/null))"
-    rl_cri_text "$d/$name.cri"
-  else
-    E2E_LOG_SOURCE="kubectl logs -f, which delivered nothing: $(head -c 200 "$d/$name.err" 2>/dev/null)"
-    return 1
+    E2E_LOG_SOURCE="kubectl logs -f"
+    return 0
   fi
+  E2E_LOG_SOURCE="kubectl logs -f, which delivered ${nk:-0} of the container's ${nc:-0} lines; missing: $(rl_cri_text "$d/$name.cri" | tail -n "$(( ${nc:-0} - ${nk:-0} ))" | head -c 200 | tr '\n' '|') $(head -c 200 "$d/$name.err" 2>/dev/null)"
+  return 1
 }
 
 # The text of a CRI log file (partial records joined into their lines), as
@@ -258,10 +257,24 @@ PY
 }
 
 
+# Stops the followers. A `kubectl logs -f` ends by itself a moment after its
+# container's end (the node sends what the runtime still drains, then ends
+# the stream): it is given up to 15 s for that, so that no line in flight is
+# cut off by the kill (`rl_stop_log_followers now`: killed at once, for a
+# cleanup while pods may run on); the file copies (tail -F) never end
+# by themselves and are killed.
 rl_stop_log_followers() {
-  local p
+  local p i alive
+  if [ "${1:-}" != now ]; then
+    for i in $(seq 150); do
+      alive=""
+      for p in "${RL_LOG_FOLLOWS[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+      [ -z "$alive" ] && break
+      sleep 0.1
+    done
+  fi
   for p in "${RL_FOLLOWERS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-  RL_FOLLOWERS=()
+  RL_FOLLOWERS=() RL_LOG_FOLLOWS=()
 }
 
 rl_apply_and_wait() {

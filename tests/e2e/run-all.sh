@@ -33,7 +33,7 @@ passed=0 failed=0
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
-  rl_stop_log_followers
+  rl_stop_log_followers now
   [ -n "${E2E_TL_FOLLOWER:-}" ] && kill $E2E_TL_FOLLOWER 2>/dev/null
   [ -n "${E2E_WATCH_PID:-}" ] && { kill "$E2E_WATCH_PID" 2>/dev/null; wait "$E2E_WATCH_PID" 2>/dev/null; }
   e2e_stop || { echo "FAIL: stopping the stack (see $E2E_D/cluster-stop.log)"; rc=1; }
@@ -76,7 +76,7 @@ for c in "${cases[@]}"; do
 done
 
 echo "--- stopping"
-rl_stop_log_followers
+rl_stop_log_followers now
 [ -n "${E2E_TL_FOLLOWER:-}" ] && kill $E2E_TL_FOLLOWER 2>/dev/null
 kill "$E2E_WATCH_PID" 2>/dev/null; wait "$E2E_WATCH_PID" 2>/dev/null; E2E_WATCH_PID=""
 e2e_stop; rc=$?

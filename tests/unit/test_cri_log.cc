@@ -417,6 +417,28 @@ START_TEST(follower_waits_for_complete_lines) {
 }
 END_TEST
 
+// The pod deleted at once when it stops (the job's end): its directory goes
+// while a follow has lines still unread in the open file. They are served,
+// not lost with an error on the reopen that looks for a rotation.
+START_TEST(follower_reads_the_rest_after_the_directory_goes) {
+    std::string top = make_tmpdir();
+    std::string dir = top + "/pod";
+    ck_assert_int_eq(mkdir(dir.c_str(), 0700), 0);
+    std::string path = dir + "/0.log";
+    spit(path, "2024-05-01T12:00:01.000000000Z stdout F a\n");
+    CriLogFollower f(top, path);
+    ck_assert_sstr_eq(format_for_kubectl(*f.poll(), false), "a\n");
+    std::ofstream(path, std::ios::app) << "2024-05-01T12:00:02.000000000Z stdout F last words\n";
+    ck_assert_int_eq(unlink(path.c_str()), 0);
+    ck_assert_int_eq(rmdir(dir.c_str()), 0);
+    auto r = f.poll();
+    ck_assert_msg(r.ok(), "%s", r.ok() ? "" : r.message().c_str());
+    ck_assert_sstr_eq(format_for_kubectl(*r, false), "last words\n");
+    auto again = f.poll();
+    ck_assert(again.ok() && again->empty());
+}
+END_TEST
+
 // ---- hostile files: what a job's user can put where the agent reads ----
 // Each case lays out <dir>/pods/u/main/0.log (dir is the trusted directory)
 // in a way the reader must refuse, with a secret it must never return.
@@ -665,6 +687,7 @@ int main(void) {
     tcase_add_test(tc, missing_files);
     tcase_add_test(tc, follower_reads_growth_and_rotation);
     tcase_add_test(tc, follower_waits_for_complete_lines);
+    tcase_add_test(tc, follower_reads_the_rest_after_the_directory_goes);
     suite_add_tcase(s, tc);
     tc = tcase_create("hostile");
     tcase_set_timeout(tc, 60);  // a FIFO read before the refusal blocked for ever

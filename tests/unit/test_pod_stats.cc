@@ -148,7 +148,7 @@ START_TEST(pod_cgroup_figures) {
         "7:devices:/slurm_n1/uid_1/job_42/step_extern/slurm\n";
     auto none = read_pod_cgroup_usage(self, 42, "u1", root);
     ck_assert(!none.cpu_ns && !none.working_set_bytes);  // nothing there yet
-    std::string cpu = root + "/cpuacct/slurm_k8s/job_42/k8s_pod_u1";
+    std::string cpu = root + "/cpuacct/slurm_k8s_n1/job_42/k8s_pod_u1";
     std::string mem = root + "/memory/slurm_n1/uid_1/job_42/step_extern/k8s_pod_u1";
     std::vector<std::string> dirs;  // made from the top, removed from the bottom
     for (const std::string &leaf : {cpu, mem})

@@ -170,18 +170,32 @@ START_TEST(pod_own_parents) {
     ck_assert_uint_eq(p->size(), 3);
     ck_assert(!(*p)[0].own);
     ck_assert_sstr_eq((*p)[1].controllers, "pids");
-    ck_assert_sstr_eq((*p)[1].dir, "/cg/pids/slurm_k8s/job_7");
+    ck_assert_sstr_eq((*p)[1].dir, "/cg/pids/slurm_k8s_n1/job_7");
     ck_assert((*p)[1].own);
     ck_assert_sstr_eq((*p)[2].controllers, "cpu,cpuacct");  // one dir for the co-mounted pair
-    ck_assert_sstr_eq((*p)[2].dir, "/cg/cpu,cpuacct/slurm_k8s/job_7");
+    ck_assert_sstr_eq((*p)[2].dir, "/cg/cpu,cpuacct/slurm_k8s_n1/job_7");
     // No Slurm parent (the job is not confined): no own tree either.
     auto none = pod_cgroup_parents(kShimV1, 8, {"devices"}, "/cg", {"cpu", "pids"});
     ck_assert(!none.ok() && none.error() == Error::NotFound);
     // The sweep's list ignores named hierarchies and the unified line.
     auto dirs = own_job_cgroup_dirs(kShimV1, 7, {"cpu", "pids"}, "/cg");
     ck_assert_uint_eq(dirs.size(), 2);
-    ck_assert_sstr_eq(dirs[0], "/cg/pids/slurm_k8s/job_7");
+    ck_assert_sstr_eq(dirs[0], "/cg/pids/slurm_k8s_n1/job_7");
     ck_assert(own_job_cgroup_dirs("1:name=systemd:/\n0::/\n", 7, {"cpu"}, "/cg").empty());
+    // One tree per slurmd: two nodes of a job on one host (multiple slurmd,
+    // "/slurm_<node>") never share a directory, so one node's end-of-job
+    // sweep cannot kill the other's pods; Slurm's default "/slurm" keeps
+    // the plain name.
+    std::string n2(kShimV1);
+    for (size_t at; (at = n2.find("slurm_n1")) != std::string::npos;)
+        n2.replace(at, 8, "slurm_n2");
+    ck_assert_sstr_eq(own_job_cgroup_dirs(n2, 7, {"pids"}, "/cg")[0], "/cg/pids/slurm_k8s_n2/job_7");
+    std::string plain(kShimV1);
+    for (size_t at; (at = plain.find("slurm_n1")) != std::string::npos;)
+        plain.replace(at, 8, "slurm");
+    ck_assert_sstr_eq(own_job_cgroup_dirs(plain, 7, {"pids"}, "/cg")[0], "/cg/pids/slurm_k8s/job_7");
+    ck_assert_sstr_eq(own_cgroup_tree("3:devices:/slurm_../uid_1/job_7/step_extern\n", 7),
+                      "slurm_k8s");  // not a name: the plain tree
     // As the kubelet turns CPU into cgroup values.
     ck_assert_int_eq(cpu_quota_for(500), 50000);
     ck_assert_int_eq(cpu_quota_for(2000), 200000);
