@@ -6,6 +6,7 @@ EXTRA_DIST += \
 	etc/rbac.yaml \
 	etc/rbac-node-identity.yaml \
 	etc/vap-agent-nodes.yaml \
+	etc/vap-pod-namespaces.yaml \
 	etc/runtime.conf.example \
 	etc/slurm-k8s-agent.service \
 	etc/slurm-k8s-token-renew.service \

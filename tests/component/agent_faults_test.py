@@ -13,7 +13,9 @@ lease's duration instead, honouring Retry-After unless that would let the Lease 
 - afterwards a new pod runs (the pod watch came back);
 - no failed-pod storm: a one-replica Deployment in a namespace the job does not allow,
   tolerating every taint, makes in a minute a handful of pods, each refused (NamespaceNotAllowed),
-  not thousands (the agent spaces one owner's refusals: 0, 1, 2, 4 ... s apart).
+  not thousands (the agent spaces one owner's refusals: 0, 1, 2, 4 ... s apart);
+- with etc/vap-pod-namespaces.yaml applied, the same Deployment's pod is refused before it is
+  bound: one pod, Pending, its Event "binding rejected", in 20 s.
 Prints `N passed, N failed`.
 """
 import datetime, os, sys, threading, time
@@ -111,6 +113,52 @@ def refusal_storm(env):
     env.api("DELETE", "/apis/apps/v1/namespaces/storm/deployments/storm")
 
 
+HELD_S = 20
+VAP = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
+VAPB = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
+
+
+def refused_before_binding(env):
+    """etc/vap-pod-namespaces.yaml applied as the admin guide says: the same Deployment's pod is
+    never bound to the node (its Binding refused), so one pod, Pending, in 20 s."""
+    import yaml
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "etc", "vap-pod-namespaces.yaml")
+    docs = [d for d in yaml.safe_load_all(open(path)) if d]
+    made = []
+    for d in docs:
+        url = VAP if d["kind"] == "ValidatingAdmissionPolicy" else VAPB
+        code, body = env.api("POST", url, d)
+        check("kubectl apply of etc/vap-pod-namespaces.yaml: %s" % d["kind"], code == 201, (code, body))
+        made.append(url + "/" + d["metadata"]["name"])
+    dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "held", "namespace": "storm"},
+           "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "held"}},
+                    "template": {"metadata": {"labels": {"app": "held"}},
+                                 "spec": {"nodeSelector": {"slurm-k8s/job-id": "42"},
+                                          "tolerations": [{"operator": "Exists"}],
+                                          "containers": [{"name": "main", "image": "busybox:1.35"}]}}}}
+    code, _ = env.api("POST", "/apis/apps/v1/namespaces/storm/deployments", dep)
+    check("the Deployment again (as held), the policy in force", code == 201, code)
+    time.sleep(HELD_S * SCALE)
+    _, lst = env.api("GET", "/api/v1/namespaces/storm/pods?labelSelector=app%3Dheld")
+    pods = lst.get("items", [])
+    _, evs = env.api("GET", "/api/v1/namespaces/storm/events?fieldSelector=reason%3DFailedScheduling")
+    rejected = [e.get("message", "") for e in evs.get("items", []) if "binding rejected" in e.get("message", "")]
+    check("refused before binding: one pod in %d s, Pending, never bound (%s)"
+          % (HELD_S, [(p["metadata"]["name"], p.get("status", {}).get("phase"), p["spec"].get("nodeName"))
+                      for p in pods]),
+          len(pods) == 1 and pods[0].get("status", {}).get("phase") == "Pending"
+          and not pods[0]["spec"].get("nodeName"), len(pods))
+    check("... its Event says the Binding was rejected for its namespace",
+          rejected and "namespace is not allowed on this slurm-k8s node" in rejected[0], rejected[:1])
+    env.api("POST", "/api/v1/namespaces/default/pods", pod("allowed"))
+    check("a pod of an allowed namespace still runs there",
+          wait_for(lambda: phase(env, "default", "allowed") == "Running", 15))
+    env.api("DELETE", "/api/v1/namespaces/default/pods/allowed")
+    env.api("DELETE", "/apis/apps/v1/namespaces/storm/deployments/held")
+    for url in reversed(made):
+        env.api("DELETE", url)
+
+
 def run(env):
     open(os.path.join(env.dir, "alive_42"), "w").close()
     r = env.call("register", REG)
@@ -144,6 +192,7 @@ def run(env):
           wait_for(lambda: phase(env, "default", "after-faults") == "Running", 15))
     env.api("DELETE", "/api/v1/namespaces/default/pods/after-faults")
     refusal_storm(env)
+    refused_before_binding(env)
     os.unlink(os.path.join(env.dir, "alive_42"))
     r = env.call("deregister", {"job_id": 42, "slurm_node": "n1", "grace_s": 2, "reason": "JobEnded"})
     check("deregister", r and r.get("ok"), r)

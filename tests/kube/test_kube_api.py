@@ -3278,6 +3278,104 @@ class TestNodeIdentity(CSRBase):
                          '"events.k8s.io" in the namespace "%s"' % (self.u(), ns))
 
 
+class TestPodNamespacesPolicy(Base):
+    """etc/vap-pod-namespaces.yaml as the API server applies it: a Binding (or a pod created
+    bound) to a Node labelled slurm-k8s/cluster is refused unless the Node's annotation
+    slurm-k8s/namespaces allows the pod's namespace ("*" or a list); other Nodes are not
+    concerned. Skipped where admissionregistration.k8s.io/v1 is not served (1.28/1.29: the
+    file's apiVersions as v1beta1, ValidatingAdmissionPolicy feature gate). On a real server the
+    policy's params are every project Node there, the test's own among them."""
+    VAP = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
+    VAPB = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.made = []
+        if API.get(cls.VAP).status == 404:
+            raise unittest.SkipTest("admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy not served")
+        import yaml
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "etc", "vap-pod-namespaces.yaml")
+        cls.name = rname("kt-vap-ns")
+        for d in [d for d in yaml.safe_load_all(open(path)) if d]:
+            d["metadata"]["name"] = cls.name
+            if d["kind"] == "ValidatingAdmissionPolicy":
+                cls.message = d["spec"]["validations"][0]["message"]
+                url = cls.VAP
+            else:
+                d["spec"]["policyName"] = cls.name
+                url = cls.VAPB
+            r = API.post(url, d)
+            assert r.status == 201, r.text[:500]
+            cls.made.append(url + "/" + cls.name)
+
+    @classmethod
+    def tearDownClass(cls):
+        for path in reversed(getattr(cls, "made", [])):
+            API.delete(path)
+        super().tearDownClass()
+
+    def node(self, allows):
+        n = node_body(rname("n"), labels={"slurm-k8s/cluster": "kt"})
+        if allows is not None:
+            n["metadata"]["annotations"] = {"slurm-k8s/namespaces": allows}
+        r = API.post("/api/v1/nodes", n)
+        self.assertEqual(r.status, 201, r.text[:300])
+        type(self).nodes.append(n["metadata"]["name"])
+        return n["metadata"]["name"]
+
+    def mkpod(self, node=None):
+        """A pod no scheduler takes (its schedulerName is none's): only the test binds it."""
+        body = pod_body(rname("p"), node=node)
+        body["spec"]["schedulerName"] = "kt-no-scheduler"
+        return API.post(self.pods(), body), body["metadata"]["name"]
+
+    def bind(self, pod, node):
+        return API.post(self.pods(pod) + "/binding", {"apiVersion": "v1", "kind": "Binding",
+                                                        "metadata": {"name": pod},
+                                                        "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
+
+    def until_denied(self, node):
+        """A real API server loads a new policy and its params asynchronously."""
+        deadline = time.time() + 30
+        while True:
+            r, p = self.mkpod()
+            self.assertEqual(r.status, 201, r.text[:300])
+            r = self.bind(p, node)
+            if r.status != 201 or time.time() > deadline:
+                return p, r
+            time.sleep(0.5)
+
+    def test_binding_refused_for_a_namespace_the_node_does_not_allow(self):
+        other = self.node("kt-some-other-namespace,kt-another")
+        p, r = self.until_denied(other)
+        self.assertStatus(r, 403, "Forbidden")
+        self.assertEqual(r.json["message"],
+                         'pods "%s" is forbidden: ValidatingAdmissionPolicy \'%s\' with binding \'%s\' '
+                         "denied request: %s" % (p, self.name, self.name, self.message))
+        self.assertFalse(API.get(self.pods(p)).json["spec"].get("nodeName"))
+        # created bound: the same refusal
+        self.assertStatus(self.mkpod(node=other)[0], 403, "Forbidden")
+        # a Node that names none, or has no annotation: refused too
+        for allows in ("none: the job named no namespace", None):
+            n = self.node(allows)
+            _, r = self.until_denied(n)
+            self.assertStatus(r, 403, "Forbidden")
+
+    def test_allowed_namespaces_and_other_nodes_bind(self):
+        self.until_denied(self.node("kt-nothing-here"))  # the policy in force
+        for allows in ("*", "kt-x," + self.ns):
+            n = self.node(allows)
+            r, p = self.mkpod()
+            self.assertEqual(r.status, 201, r.text[:300])
+            r = self.bind(p, n)
+            self.assertEqual(r.status, 201, r.text[:300])
+        plain = self.mknode()["metadata"]["name"]  # not a slurm-k8s Node: no concern of the policy
+        r, p = self.mkpod()
+        self.assertEqual(r.status, 201, r.text[:300])
+        self.assertEqual(self.bind(p, plain).status, 201)
+
+
 class TestValidatingAdmissionPolicy(Base):
     """etc/vap-agent-nodes.yaml as the API server applies it: the agent's identity may create,
     change and delete only Nodes labelled slurm-k8s/cluster. Skipped without KUBE_AGENT_TOKEN

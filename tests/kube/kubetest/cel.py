@@ -272,6 +272,9 @@ def evaluate(ast, env):
             if name == "matches":
                 return re.search(x, s) is not None
             return {"startsWith": s.startswith, "endsWith": s.endswith, "contains": s.__contains__}[name](x)
+        if name == "split" and len(args) == 2 and target is not None and \
+                all(isinstance(x, str) for x in args):  # Kubernetes' strings extension
+            return args[0].split(args[1]) if args[1] else list(args[0])
         raise CelError("found no matching overload for '%s' applied to '(%s)'"
                        % (name, ", ".join(_type(x) for x in args)))
     raise CelError("cannot evaluate %r" % (op,))

@@ -90,6 +90,7 @@ class ResourceHandler:
             old = api.get(res, ns, name)
             if (old.get("spec") or {}).get("nodeName"):
                 raise conflict(res, name, "pod %s is already assigned to node \"%s\"" % (name, old["spec"]["nodeName"]))
+            api.admit(self.user_info, "CREATE", res, "binding", ns, name, b, None)
 
             def fn(o):
                 if (o.get("spec") or {}).get("nodeName"):

@@ -7,7 +7,9 @@ import threading
 import time
 from fractions import Fraction
 
+from .errors import ApiError
 from .objects import cond, pod_requests, pod_terminal, set_condition, tolerates
+from .resources import RESOURCES
 from .util import log, parse_q, ts
 
 ANY_IP = "0.0.0.0"
@@ -44,6 +46,9 @@ class Scheduler(threading.Thread):
         self.api, self.opts = api, opts
         self.enabled = not opts.no_scheduler
         self.tried = {}     # pod uid -> (pod rv, cluster_gen, message)
+        # pod uid -> (monotonic time of the next try, back-off s) after a refused binding:
+        # kube-scheduler's podInitialBackoffSeconds 1 doubling to podMaxBackoffSeconds 10.
+        self.backoff = {}
 
     def run(self):
         while True:
@@ -85,6 +90,10 @@ class Scheduler(threading.Thread):
         for uid in list(self.tried):
             if uid not in live:
                 del self.tried[uid]
+        for uid in list(self.backoff):
+            if uid not in live:
+                del self.backoff[uid]
+        now = time.monotonic()
         if not pending:
             return
         pending.sort(key=lambda kp: (-int((kp[1].get("spec") or {}).get("priority") or 0),
@@ -94,6 +103,8 @@ class Scheduler(threading.Thread):
             uid = p["metadata"]["uid"]
             t = self.tried.get(uid)
             if t and t[0] == p["metadata"]["resourceVersion"] and t[1] == gen:
+                continue
+            if uid in self.backoff and now < self.backoff[uid][0]:
                 continue
             best, reasons = self.pick(p, nodes, used, count, ports)
             if best is not None:
@@ -221,6 +232,37 @@ class Scheduler(threading.Thread):
         return "0/%d nodes are available: %s. preemption: 0/%d nodes are available: %s.." % (total, a, total, b)
 
     def bind(self, k, p, node):
+        # The Binding goes through admission as kube-scheduler's own request does (a
+        # ValidatingAdmissionPolicy on pods/binding may refuse it): refused, the pod stays
+        # Pending, PodScheduled False SchedulerError, a FailedScheduling Event "binding
+        # rejected: running Bind plugin "DefaultBinder": ..." (kube-scheduler's words), and it
+        # is tried again after its back-off.
+        binding = {"apiVersion": "v1", "kind": "Binding",
+                   "metadata": {"name": k[1], "namespace": k[0], "uid": p["metadata"]["uid"]},
+                   "target": {"kind": "Node", "name": node}}
+        try:
+            self.api.admit(("system:kube-scheduler", "", ["system:authenticated"], {}), "CREATE",
+                           RESOURCES[("", "pods")], "binding", k[0], k[1], binding, None)
+        except ApiError as e:
+            uid = p["metadata"]["uid"]
+            delay = min(self.backoff.get(uid, (0, 0.5))[1] * 2, 10.0)
+            self.backoff[uid] = (time.monotonic() + delay, delay)
+            msg = 'binding rejected: running Bind plugin "DefaultBinder": %s' % e.message
+
+            def refused(o):
+                if (o.get("spec") or {}).get("nodeName"):
+                    return False
+                set_condition(o, {"type": "PodScheduled", "status": "False", "lastProbeTime": None,
+                                  "lastTransitionTime": ts(), "reason": "SchedulerError", "message": msg})
+                return True
+            self.api.mutate("pods", k, refused)
+            self.api.record_event(k[0], {"kind": "Pod", "namespace": k[0], "name": k[1], "uid": uid,
+                                         "apiVersion": "v1", "resourceVersion": p["metadata"]["resourceVersion"]},
+                                  "Warning", "FailedScheduling", msg, "default-scheduler", host="default-scheduler",
+                                  action="Scheduling", series_style=True)
+            return False
+        self.backoff.pop(p["metadata"]["uid"], None)
+
         def fn(o):
             if (o.get("spec") or {}).get("nodeName") or o["metadata"].get("deletionTimestamp"):
                 return False

@@ -10,12 +10,21 @@ Forbidden: 403):
   nodes "n1" is forbidden: ValidatingAdmissionPolicy 'P' with binding 'B' denied request: MSG
 MSG is the validation's message, else "failed expression: EXPR"; an error is "expression
 'EXPR' resulted in error: ERR".
-Not modelled: paramKind/paramRef (params is null), the binding's matchResources (a binding
-applies to every request its policy matches), excludeResourceRules, messageExpression,
-auditAnnotations, variables, the Warn and Audit actions (tests/kube/README.md).
+Params: a policy's paramKind (apiVersion, kind of a resource the double stores) with its
+binding's paramRef: name (one object) or selector (every object whose labels match), in
+paramRef.namespace, else the request's namespace for a namespaced kind (a cluster-scoped
+request then errs); the matchConditions and validations run once per param, `params` the
+object, and any denial denies. No param found: parameterNotFoundAction Deny denies ("no
+params found for policy binding with `Deny` parameterNotFoundAction"), Allow (the default
+here) lets the request pass; a policy with a paramKind and a binding without paramRef errs.
+Not modelled: the binding's matchResources (a binding applies to every request its policy
+matches), excludeResourceRules, messageExpression, auditAnnotations, variables, the Warn
+and Audit actions (tests/kube/README.md).
 """
 from .cel import CelError, compile_expr, evaluate
 from .errors import ApiError
+from .resources import RESOURCES
+from .selectors import match_label_selector
 
 GROUP = "admissionregistration.k8s.io"
 REASON_CODES = {"Unauthorized": 401, "Forbidden": 403, "Invalid": 422, "RequestEntityTooLarge": 413}
@@ -92,7 +101,6 @@ class Policies(object):
                    "userInfo": {"username": uname, "uid": uid or "", "groups": list(groups or [])}}
         if extra:
             request["userInfo"]["extra"] = extra
-        env = {"object": obj, "oldObject": old, "request": request, "params": None}
         for _, binding in sorted(bindings.items()):
             bspec = binding.get("spec") or {}
             if "Deny" not in (bspec.get("validationActions") or []):
@@ -105,33 +113,75 @@ class Policies(object):
                 continue
             pname, bname = policy["metadata"]["name"], binding["metadata"]["name"]
             fail = (pspec.get("failurePolicy") or "Fail") == "Fail"
-            applies = True
-            for mc in pspec.get("matchConditions") or []:
-                try:
-                    v = self._eval(mc.get("expression", ""), env)
-                except CelError as e:
-                    if fail:
-                        raise _denied(res, name, pname, bname, "failed to evaluate match condition '%s': %s"
-                                      % (mc.get("name", ""), e), "Invalid")
-                    applies = False
-                    break
-                if v is not True:
-                    applies = False
-                    break
-            if not applies:
+            try:
+                params = self._params(pspec.get("paramKind"), bspec.get("paramRef"), ns)
+            except CelError as e:
+                if fail:
+                    raise _denied(res, name, pname, bname, str(e), "Invalid")
                 continue
-            for v in pspec.get("validations") or []:
-                expr = v.get("expression", "")
-                try:
-                    ok = self._eval(expr, env)
-                except CelError as e:
-                    if fail:
-                        raise _denied(res, name, pname, bname, "expression '%s' resulted in error: %s" % (expr, e),
-                                      v.get("reason"))
-                    continue
-                if ok is not True:
-                    raise _denied(res, name, pname, bname, v.get("message") or "failed expression: " + expr,
+            if params == []:
+                if ((bspec.get("paramRef") or {}).get("parameterNotFoundAction") or "Allow") == "Deny":
+                    raise _denied(res, name, pname, bname,
+                                  "no params found for policy binding with `Deny` parameterNotFoundAction", "Invalid")
+                continue
+            for param in params:
+                env = {"object": obj, "oldObject": old, "request": request, "params": param}
+                self._validate(pspec, env, fail, res, name, pname, bname)
+
+    def _params(self, kind, ref, ns):
+        """[None] for a policy without paramKind, else the param objects the binding's paramRef
+        selects ([] when none); CelError for a misconfigured pair."""
+        if not kind:
+            return [None]
+        if not ref:
+            raise CelError("policy '%s' has a paramKind and its binding has no paramRef" % kind.get("kind"))
+        group, _, version = (kind.get("apiVersion") or "").rpartition("/")
+        r = next((x for x in RESOURCES.values() if x.kind == kind.get("kind") and x.group == group
+                  and x.version == version and not x.view_of and x.stored), None)
+        if r is None:
+            raise CelError("failed to find resource referenced by paramKind: '%s/%s'"
+                           % (kind.get("apiVersion"), kind.get("kind")))
+        pns = ""
+        if r.namespaced:
+            pns = ref.get("namespace") or ns or ""
+            if not pns:
+                raise CelError("cannot use namespaced paramRef in policy binding that matches cluster-scoped resources")
+        if ref.get("name"):
+            o = self.store.get(r.key, (pns, ref["name"]))
+            return [o] if o is not None else []
+        sel = ref.get("selector") or {}
+        return [o for o in sorted(self.store.items(r.key), key=lambda o: o["metadata"]["name"])
+                if (o["metadata"].get("namespace") or "") == pns
+                and match_label_selector(sel, o["metadata"].get("labels"))]
+
+    def _validate(self, pspec, env, fail, res, name, pname, bname):
+        applies = True
+        for mc in pspec.get("matchConditions") or []:
+            try:
+                v = self._eval(mc.get("expression", ""), env)
+            except CelError as e:
+                if fail:
+                    raise _denied(res, name, pname, bname, "failed to evaluate match condition '%s': %s"
+                                  % (mc.get("name", ""), e), "Invalid")
+                applies = False
+                break
+            if v is not True:
+                applies = False
+                break
+        if not applies:
+            return
+        for v in pspec.get("validations") or []:
+            expr = v.get("expression", "")
+            try:
+                ok = self._eval(expr, env)
+            except CelError as e:
+                if fail:
+                    raise _denied(res, name, pname, bname, "expression '%s' resulted in error: %s" % (expr, e),
                                   v.get("reason"))
+                continue
+            if ok is not True:
+                raise _denied(res, name, pname, bname, v.get("message") or "failed expression: " + expr,
+                              v.get("reason"))
 
     def validate_policy(self, obj):
         """kube-apiserver compiles each expression at create/update: errors for a 422 (field,
