@@ -249,30 +249,38 @@ void PodController::refuse(const std::string &uid, const std::string &reason,
     push_status(uid);
 }
 
-void PodController::arm_refusal_timer() {
+void PodController::arm_pending_timer(Timer &timer, int64_t &(*at)(BoundPod &),
+                                      void (PodController::*due)(const std::string &),
+                                      void (PodController::*rearm)()) {
     int64_t next = 0;
-    for (const auto &[uid, p] : pods_)
-        if (p.refuse_at_us && p.state == PodState::Pending)
-            next = next ? std::min(next, p.refuse_at_us) : p.refuse_at_us;
-    if (!next || stopped_) return refusal_timer_.stop();
+    for (auto &[uid, p] : pods_)
+        if (at(p) && p.state == PodState::Pending) next = next ? std::min(next, at(p)) : at(p);
+    if (!next || stopped_) return timer.stop();
     int64_t wait_us = std::max<int64_t>(0, next - ctx_.clock->now_us());
-    refusal_timer_.start(static_cast<uint64_t>(wait_us + 999) / 1000, guard([this] {
-                             int64_t now = ctx_.clock->now_us();
-                             std::vector<std::string> due;
-                             for (auto &[uid, p] : pods_)
-                                 if (p.refuse_at_us && p.refuse_at_us <= now) {
-                                     p.refuse_at_us = 0;
-                                     if (p.state == PodState::Pending) due.push_back(uid);
-                                 }
-                             // As a change of the pod: deleted, ended or no
-                             // longer refused (the job's namespaces) meanwhile
-                             // is sync_pod's to see.
-                             for (const auto &uid : due) {
-                                 auto i = pods_.find(uid);
-                                 if (i != pods_.end()) sync_pod(Json::Value(i->second.api));
-                             }
-                             arm_refusal_timer();
-                         }));
+    timer.start(static_cast<uint64_t>(wait_us + 999) / 1000, guard([this, at, due, rearm] {
+                    int64_t now = ctx_.clock->now_us();
+                    std::vector<std::string> ready;
+                    for (auto &[uid, p] : pods_)
+                        if (at(p) && at(p) <= now) {
+                            at(p) = 0;
+                            if (p.state == PodState::Pending) ready.push_back(uid);
+                        }
+                    for (const auto &uid : ready)
+                        if (pods_.count(uid)) (this->*due)(uid);
+                    (this->*rearm)();
+                }));
+}
+
+void PodController::arm_refusal_timer() {
+    arm_pending_timer(
+        refusal_timer_, [](BoundPod &p) -> int64_t & { return p.refuse_at_us; },
+        &PodController::refusal_due, &PodController::arm_refusal_timer);
+}
+
+// As a change of the pod: deleted, ended or no longer refused (the job's
+// namespaces) meanwhile is sync_pod's to see.
+void PodController::refusal_due(const std::string &uid) {
+    sync_pod(Json::Value(pods_.at(uid).api));
 }
 
 void PodController::run_pod(const std::string &uid) {
@@ -426,33 +434,19 @@ void PodController::start_failed(const std::string &uid, const Status &st, bool 
 }
 
 void PodController::arm_start_timer() {
-    int64_t next = 0;
-    for (const auto &[uid, p] : pods_)
-        if (p.start_retry.at_us && p.state == PodState::Pending)
-            next = next ? std::min(next, p.start_retry.at_us) : p.start_retry.at_us;
-    if (!next || stopped_) return start_timer_.stop();
-    int64_t wait_us = std::max<int64_t>(0, next - ctx_.clock->now_us());
-    start_timer_.start(static_cast<uint64_t>(wait_us + 999) / 1000, guard([this] {
-                           int64_t now = ctx_.clock->now_us();
-                           std::vector<std::string> due;
-                           for (auto &[uid, p] : pods_)
-                               if (p.start_retry.at_us && p.start_retry.at_us <= now) {
-                                   p.start_retry.at_us = 0;
-                                   if (p.state == PodState::Pending) due.push_back(uid);
-                               }
-                           for (const auto &uid : due) {
-                               auto i = pods_.find(uid);
-                               // As sync_pod would: not while the job ends,
-                               // not without a runtime (set_runtime runs it).
-                               if (i == pods_.end() || stopping() || !runtime_ ||
-                                   api::object_meta(i->second.api).deleting ||
-                                   pod_is_terminal(i->second.api))
-                                   continue;
-                               if (end_drain_at_ && end_drain_pod(uid)) continue;
-                               run_pod(uid);
-                           }
-                           arm_start_timer();
-                       }));
+    arm_pending_timer(
+        start_timer_, [](BoundPod &p) -> int64_t & { return p.start_retry.at_us; },
+        &PodController::start_due, &PodController::arm_start_timer);
+}
+
+// As sync_pod would: not while the job ends, not without a runtime
+// (set_runtime runs it).
+void PodController::start_due(const std::string &uid) {
+    const BoundPod &p = pods_.at(uid);
+    if (stopping() || !runtime_ || api::object_meta(p.api).deleting || pod_is_terminal(p.api))
+        return;
+    if (end_drain_at_ && end_drain_pod(uid)) return;
+    run_pod(uid);
 }
 
 // The kubelet's rule (token manager): a token is requested again once 80 %

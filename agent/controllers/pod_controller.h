@@ -192,11 +192,20 @@ class PodController : public NodeBound {
     // now or, when its owner was refused a moment ago, at its turn.
     void refuse(const std::string &uid, const std::string &reason, const std::string &msg);
     void arm_refusal_timer();
+    void refusal_due(const std::string &uid);
+    // Arms `timer` for the earliest `at` (µs) of the Pending pods; when it
+    // fires, each passed `at` is cleared and each such pod still Pending is
+    // handed to `due`, then `rearm` arms it again. The start retries and the
+    // held refusals share this shape.
+    void arm_pending_timer(Timer &timer, int64_t &(*at)(BoundPod &),
+                           void (PodController::*due)(const std::string &),
+                           void (PodController::*rearm)());
     // A start that failed with `st` (stage: what was being done, for the
     // kubelet's reason): schedules the next attempt, and reports the failure
     // in an Event and the pod's status once it persists.
     void start_failed(const std::string &uid, const Status &st, bool config_error);
     void arm_start_timer();
+    void start_due(const std::string &uid);
     // Words for a refusal that say what is missing for the identity the
     // node's requests go out under (its own system:node:<name>, or the agent's).
     std::string start_failure_hint(const Status &st, const std::string &ns, bool token) const;
