@@ -88,15 +88,21 @@ class LeaseWatcher(threading.Thread):
 STORM_S = 60
 
 
+def everywhere_deployment(name):
+    """A one-replica Deployment in namespace storm (the job does not allow it) for the job's
+    node, tolerating every taint."""
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": "storm"},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"nodeSelector": {"slurm-k8s/job-id": "42"},
+                                           "tolerations": [{"operator": "Exists"}],
+                                           "containers": [{"name": "main", "image": "busybox:1.35"}]}}}}
+
+
 def refusal_storm(env):
     """A Deployment the job's namespaces do not allow, bound to its node for a minute."""
     env.api("POST", "/api/v1/namespaces", {"metadata": {"name": "storm"}})
-    dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "storm", "namespace": "storm"},
-           "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "storm"}},
-                    "template": {"metadata": {"labels": {"app": "storm"}},
-                                 "spec": {"nodeSelector": {"slurm-k8s/job-id": "42"},
-                                          "tolerations": [{"operator": "Exists"}],
-                                          "containers": [{"name": "main", "image": "busybox:1.35"}]}}}}
+    dep = everywhere_deployment("storm")
     code, _ = env.api("POST", "/apis/apps/v1/namespaces/storm/deployments", dep)
     check("a Deployment in namespace storm, tolerating every taint", code == 201, code)
     t0 = time.monotonic()
@@ -130,12 +136,7 @@ def refused_before_binding(env):
         code, body = env.api("POST", url, d)
         check("kubectl apply of etc/vap-pod-namespaces.yaml: %s" % d["kind"], code == 201, (code, body))
         made.append(url + "/" + d["metadata"]["name"])
-    dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "held", "namespace": "storm"},
-           "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "held"}},
-                    "template": {"metadata": {"labels": {"app": "held"}},
-                                 "spec": {"nodeSelector": {"slurm-k8s/job-id": "42"},
-                                          "tolerations": [{"operator": "Exists"}],
-                                          "containers": [{"name": "main", "image": "busybox:1.35"}]}}}}
+    dep = everywhere_deployment("held")
     code, _ = env.api("POST", "/apis/apps/v1/namespaces/storm/deployments", dep)
     check("the Deployment again (as held), the policy in force", code == 201, code)
     time.sleep(HELD_S * SCALE)
