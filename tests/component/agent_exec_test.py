@@ -588,6 +588,14 @@ def run(env):
         # before it (a kubelet's first, empty message on the stream carries none).
         check(tag + ": exec -it: nothing but the command's output on the terminal",
               b"\x00" not in out and out.lstrip(b"\r\n").startswith(b"33 101"), out[:40])
+        # -t alone: kubectl asks for no terminal without stdin (its SetupTTY drops it), so the
+        # command runs without one, as on a kubelet; its output arrives alone, no stray byte.
+        out, status = under_pty([k, "--kubeconfig", os.path.join(env.kdir, "kubeconfig"), "exec",
+                                 "-t", "box", "--", "sh", "-c", "echo READY; tty; echo done"],
+                                24, 90, b"", 30)
+        check(tag + ": exec -t (no -i): no terminal asked, the output alone, no stray byte",
+              b"\x00" not in out and b"not a tty" in out and b"done" in out
+              and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, (status, out[:80]))
 
         # kubectl cp both ways (exec + tar in the pod's view of the files).
         src = os.path.join(d, "cp-src-" + ver)
