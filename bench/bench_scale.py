@@ -105,7 +105,10 @@ def run_n(wd, n, conc, api_info, h2=False, identity="agent"):
         counts = got["agent"]
         agent_lat = got["latency_s"]
         total = sum(counts.values()) if counts is not None else None
-        res = {"n": n, "concurrency": min(conc, n), "errors": len(errs), "ready": len(ready_at),
+        # An error: a register call that failed, or a registration whose Node never became
+        # Ready within the window (the call may answer before, e.g. before a CSR is signed).
+        res = {"n": n, "concurrency": min(conc, n), "errors": len(errs) + max(0, n - len(ready_at)),
+               "call_errors": len(errs), "never_ready": max(0, n - len(ready_at)), "ready": len(ready_at),
                "all_ready_s": round(t_ready - t0, 3) if t_ready else None,
                "all_replied_s": round(t_replies - t0, 3),
                "register_ready": B.summary_ms([t - t0 for t in ready_at.values()]),
@@ -135,6 +138,8 @@ def run_n(wd, n, conc, api_info, h2=False, identity="agent"):
             res["api_server_cpu_absent"] = "the API server is not a process of this machine"
         if errs:
             B.log(f"N={n}: {len(errs)} errors, first: {errs[0]}")
+        if len(ready_at) < n:
+            B.log(f"N={n}: {n - len(ready_at)} Nodes never Ready within 120 s (counted as errors)")
         nodes.close()
         t0 = time.time()
         t_end, derrs = burst(agent, [{"job_id": j, "slurm_node": "n1", "grace_s": 5,
