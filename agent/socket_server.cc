@@ -266,15 +266,22 @@ void SocketServer::accept_one() {
         getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
         conn->peer_ = PeerCred{cred.pid, cred.uid, cred.gid};
     }
-    PoolCounts n;
-    n.admin = admin_count_;
-    n.user_total = user_total_;
-    if (auto it = shim_of_uid_.find(conn->peer_.uid); it != shim_of_uid_.end())
-        n.shim_of_uid = it->second;
-    if (auto it = user_of_uid_.find(conn->peer_.uid); it != user_of_uid_.end())
-        n.user_of_uid = it->second;
-    auto pool = admit_connection(classify_ ? classify_(conn->peer_) : PeerStanding{},
-                                 conn->peer_.uid, n, limits_);
+    const PeerStanding standing = classify_ ? classify_(conn->peer_) : PeerStanding{};
+    auto admit = [&] {
+        PoolCounts n;
+        n.admin = admin_count_;
+        n.user_total = user_total_;
+        if (auto it = shim_of_uid_.find(conn->peer_.uid); it != shim_of_uid_.end())
+            n.shim_of_uid = it->second;
+        if (auto it = user_of_uid_.find(conn->peer_.uid); it != user_of_uid_.end())
+            n.user_of_uid = it->second;
+        return admit_connection(standing, conn->peer_.uid, n, limits_);
+    };
+    auto pool = admit();
+    // Full: connections whose peers already went may still count (their
+    // EOF not read yet: this accept can come first in the loop). Those are
+    // let go, and the newcomer asked again.
+    if (!pool && pool.error() == Error::Unavailable && reap_gone_peers() > 0) pool = admit();
     if (!pool) return refuse(conn, pool.failure());
     conn->pool_ = *pool;
     if (*pool == Pool::Admin) admin_count_++;
@@ -324,6 +331,23 @@ void SocketServer::refuse(const std::shared_ptr<Connection> &conn, const Failure
     }
     conn->reply(proto::error_reply(0, why));
     conn->close();
+}
+
+size_t SocketServer::reap_gone_peers() {
+    size_t n = 0;
+    auto conns = conns_;
+    for (const auto &c : conns) {
+        // Only a connection with nothing in progress: a peer that sent its
+        // request and shut its side down still waits for the reply.
+        if (c->closed_ || c->handed_over_ || c->in_progress_ > 0 || !c->pipe_) continue;
+        uv_os_fd_t fd;
+        if (uv_fileno(reinterpret_cast<uv_handle_t *>(c->pipe_), &fd) != 0) continue;
+        char b;
+        if (recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) != 0) continue;  // data, or still open
+        c->close();
+        n++;
+    }
+    return n;
 }
 
 void SocketServer::release(const Connection &c) {

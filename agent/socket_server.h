@@ -123,6 +123,9 @@ class SocketServer {
     void accept_one();
     void refuse(const std::shared_ptr<Connection> &conn, const Failure &why);
     void release(const Connection &c);
+    // Closes the connections whose peer has gone (EOF pending, nothing in
+    // progress, not handed over); how many.
+    size_t reap_gone_peers();
     uv_loop_t *loop_;
     std::string path_;
     unsigned mode_;

@@ -47,8 +47,7 @@ std::string own_cgroup_tree(std::string_view proc_cgroup_text, uint32_t job_id) 
         top = top.substr(0, top.find('/'));
         if (!starts_with(top, "slurm_")) continue;
         std::string_view node = top.substr(6);
-        if (node.empty() || node.size() > 64 ||
-            !std::all_of(node.begin(), node.end(), [](char c) {
+        if (node.empty() || node.size() > 64 || !std::all_of(node.begin(), node.end(), [](char c) {
                 return isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
             }))
             continue;
@@ -67,8 +66,8 @@ std::vector<std::string> own_job_cgroup_dirs(std::string_view proc_cgroup_text, 
         if (std::none_of(own.begin(), own.end(),
                          [&](const std::string &c) { return names_controller(l.controllers, c); }))
             continue;
-        std::string d = cgroup_root + "/" + l.controllers + "/" + tree + "/job_" +
-                        std::to_string(job_id);
+        std::string d =
+            cgroup_root + "/" + l.controllers + "/" + tree + "/job_" + std::to_string(job_id);
         if (std::find(out.begin(), out.end(), d) == out.end()) out.push_back(d);
     }
     return out;

@@ -461,6 +461,14 @@ tests_unit_test_pod_controller_CPPFLAGS = $(SK_CONTROLLER_TEST_CPPFLAGS)
 tests_unit_test_pod_controller_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
 tests_unit_test_pod_controller_LDADD = $(SK_CONTROLLER_TEST_LIBS)
 
+# agent/socket_server on a real uv loop and unix socket.
+check_PROGRAMS += tests/unit/test_socket_server
+TESTS += tests/unit/test_socket_server
+tests_unit_test_socket_server_SOURCES = tests/unit/test_socket_server.cc
+tests_unit_test_socket_server_CPPFLAGS = $(SK_CONTROLLER_TEST_CPPFLAGS)
+tests_unit_test_socket_server_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_socket_server_LDADD = $(SK_CONTROLLER_TEST_LIBS)
+
 # common/pod_loss and the shim's use of it (restarted_pod_status).
 check_PROGRAMS += tests/unit/test_pod_loss
 TESTS += tests/unit/test_pod_loss

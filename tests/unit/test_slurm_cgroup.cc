@@ -189,11 +189,13 @@ START_TEST(pod_own_parents) {
     std::string n2(kShimV1);
     for (size_t at; (at = n2.find("slurm_n1")) != std::string::npos;)
         n2.replace(at, 8, "slurm_n2");
-    ck_assert_sstr_eq(own_job_cgroup_dirs(n2, 7, {"pids"}, "/cg")[0], "/cg/pids/slurm_k8s_n2/job_7");
+    ck_assert_sstr_eq(own_job_cgroup_dirs(n2, 7, {"pids"}, "/cg")[0],
+                      "/cg/pids/slurm_k8s_n2/job_7");
     std::string plain(kShimV1);
     for (size_t at; (at = plain.find("slurm_n1")) != std::string::npos;)
         plain.replace(at, 8, "slurm");
-    ck_assert_sstr_eq(own_job_cgroup_dirs(plain, 7, {"pids"}, "/cg")[0], "/cg/pids/slurm_k8s/job_7");
+    ck_assert_sstr_eq(own_job_cgroup_dirs(plain, 7, {"pids"}, "/cg")[0],
+                      "/cg/pids/slurm_k8s/job_7");
     ck_assert_sstr_eq(own_cgroup_tree("3:devices:/slurm_../uid_1/job_7/step_extern\n", 7),
                       "slurm_k8s");  // not a name: the plain tree
     // As the kubelet turns CPU into cgroup values.
