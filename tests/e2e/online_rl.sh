@@ -206,12 +206,18 @@ rl_fill_manifest() {  # rl_fill_manifest JOB FILE -> path of the filled copy
 rl_follow_log() {
   mkdir -p "$E2E_D/podlogs"
   local ns="${1%%/*}" name="${1#*/}" uid f
-  # Once the pod's node serves its log (Running in the API comes a moment
-  # before its agent indexed the container): a follow begun earlier fails.
-  e2e_wait 15 "e2e_kubectl logs -n '$ns' '$name' >/dev/null 2>&1"
+  # Once the pod's node serves its log with a line in it (Running in the API
+  # comes a moment before its agent indexed the container): a follow begun
+  # earlier fails.
+  e2e_wait 15 "[ -n \"\$(e2e_kubectl logs -n '$ns' '$name' 2>/dev/null)\" ]"
   timeout 900 kubectl --kubeconfig "$E2E_ADMIN_KUBECONFIG" logs -f -n "$ns" "$name" \
     >"$E2E_D/podlogs/$name.log" 2>"$E2E_D/podlogs/$name.err" &
-  RL_FOLLOWERS+=("$!") RL_LOG_FOLLOWS+=("$!")
+  local follow=$!
+  RL_FOLLOWERS+=("$follow") RL_LOG_FOLLOWS+=("$follow")
+  # Returns once the follow is under way (it delivered the pod's first line;
+  # every pod followed prints one at its start): a job ended right after
+  # must not find it still connecting (the pod gone: NotFound, no line).
+  e2e_wait 15 "[ -s '$E2E_D/podlogs/$name.log' ] || ! kill -0 $follow 2>/dev/null"
   uid="$(e2e_pod_field "$1" '{.metadata.uid}')"
   for f in "$E2E_AGENTS"/n*/shim/job_*/pods/"$uid"/*/0.log; do
     [ -f "$f" ] || continue
