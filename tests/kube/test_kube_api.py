@@ -3278,28 +3278,22 @@ class TestNodeIdentity(CSRBase):
                          '"events.k8s.io" in the namespace "%s"' % (self.u(), ns))
 
 
-class TestPodNamespacesPolicy(Base):
-    """etc/vap-pod-namespaces.yaml as the API server applies it: a Binding (or a pod created
-    bound) to a Node labelled slurm-k8s/cluster is refused unless the Node's annotation
-    slurm-k8s/namespaces allows the pod's namespace ("*" or a list); other Nodes are not
-    concerned. Skipped where admissionregistration.k8s.io/v1 is not served (1.28/1.29: the
-    file's apiVersions as v1beta1, ValidatingAdmissionPolicy feature gate). On a real server the
-    policy's params are every project Node there, the test's own among them."""
+class PolicyFileBase(Base):
+    """A test class over one of etc/'s ValidatingAdmissionPolicy files, applied as given but
+    named for the run (cls.name, its validation's message in cls.message), deleted at the end."""
     VAP = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
     VAPB = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
 
     @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.made = []
-        if API.get(cls.VAP).status == 404:
-            raise unittest.SkipTest("admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy not served")
+    def apply_policy_file(cls, filename, prefix, edit_policy=None):
         import yaml
-        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "etc", "vap-pod-namespaces.yaml")
-        cls.name = rname("kt-vap-ns")
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "etc", filename)
+        cls.name = rname(prefix)
         for d in [d for d in yaml.safe_load_all(open(path)) if d]:
             d["metadata"]["name"] = cls.name
             if d["kind"] == "ValidatingAdmissionPolicy":
+                if edit_policy:
+                    edit_policy(d)
                 cls.message = d["spec"]["validations"][0]["message"]
                 url = cls.VAP
             else:
@@ -3314,6 +3308,23 @@ class TestPodNamespacesPolicy(Base):
         for path in reversed(getattr(cls, "made", [])):
             API.delete(path)
         super().tearDownClass()
+
+
+class TestPodNamespacesPolicy(PolicyFileBase):
+    """etc/vap-pod-namespaces.yaml as the API server applies it: a Binding (or a pod created
+    bound) to a Node labelled slurm-k8s/cluster is refused unless the Node's annotation
+    slurm-k8s/namespaces allows the pod's namespace ("*" or a list); other Nodes are not
+    concerned. Skipped where admissionregistration.k8s.io/v1 is not served (1.28/1.29: the
+    file's apiVersions as v1beta1, ValidatingAdmissionPolicy feature gate). On a real server the
+    policy's params are every project Node there, the test's own among them."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.made = []
+        if API.get(cls.VAP).status == 404:
+            raise unittest.SkipTest("admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy not served")
+        cls.apply_policy_file("vap-pod-namespaces.yaml", "kt-vap-ns")
 
     def node(self, allows):
         n = node_body(rname("n"), labels={"slurm-k8s/cluster": "kt"})
@@ -3376,14 +3387,11 @@ class TestPodNamespacesPolicy(Base):
         self.assertEqual(self.bind(p, plain).status, 201)
 
 
-class TestValidatingAdmissionPolicy(Base):
+class TestValidatingAdmissionPolicy(PolicyFileBase):
     """etc/vap-agent-nodes.yaml as the API server applies it: the agent's identity may create,
     change and delete only Nodes labelled slurm-k8s/cluster. Skipped without KUBE_AGENT_TOKEN
     or where admissionregistration.k8s.io/v1 is not served (1.28/1.29 serve v1beta1 behind the
     ValidatingAdmissionPolicy feature gate: run it with the file's apiVersions changed)."""
-    VAP = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
-    VAPB = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
-
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
@@ -3396,22 +3404,11 @@ class TestValidatingAdmissionPolicy(Base):
                       {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}, token=CFG["agent"])
         assert me.status == 201, me.text[:300]
         cls.agent_user = me.json["status"]["userInfo"]["username"]
-        import yaml
-        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "etc", "vap-agent-nodes.yaml")
-        docs = [d for d in yaml.safe_load_all(open(path)) if d]
-        cls.name = rname("kt-vap")
-        for d in docs:  # the file's policy and binding, named for this run, matching the agent's user
-            d["metadata"]["name"] = cls.name
-            if d["kind"] == "ValidatingAdmissionPolicy":
-                mc = d["spec"]["matchConditions"][0]
-                mc["expression"] = "request.userInfo.username == '%s'" % cls.agent_user
-                cls.message = d["spec"]["validations"][0]["message"]
-                r = API.post(cls.VAP, d)
-            else:
-                d["spec"]["policyName"] = cls.name
-                r = API.post(cls.VAPB, d)
-            assert r.status == 201, r.text[:500]
-            cls.made.append((cls.VAP if d["kind"] == "ValidatingAdmissionPolicy" else cls.VAPB) + "/" + cls.name)
+
+        def match_agent(policy):  # its match condition names the agent's user here
+            policy["spec"]["matchConditions"][0]["expression"] = \
+                "request.userInfo.username == '%s'" % cls.agent_user
+        cls.apply_policy_file("vap-agent-nodes.yaml", "kt-vap", match_agent)
         # a real API server loads a new policy asynchronously: wait until it denies
         probe = rname("n")
         deadline = time.time() + 30
@@ -3423,12 +3420,6 @@ class TestValidatingAdmissionPolicy(Base):
                 continue
             break
         assert r.status == 403, "the policy never took effect: %d %s" % (r.status, r.text[:300])
-
-    @classmethod
-    def tearDownClass(cls):
-        for path in reversed(getattr(cls, "made", [])):
-            API.delete(path)
-        super().tearDownClass()
 
     def denied(self, r, name):
         self.assertStatus(r, 403, "Forbidden")
