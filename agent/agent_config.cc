@@ -52,6 +52,10 @@ void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string
                "kubelet endpoint port (0 = any free port; the Node carries the real one)");
     s.add_path("kubelet_cert", &c.kubelet_cert, "kubelet endpoint serving certificate (PEM)");
     s.add_path("kubelet_key", &c.kubelet_key, "kubelet endpoint private key (PEM)");
+    s.add_enum("kubelet_serving", &c.kubelet_serving, {"files", "csr"},
+               "where the kubelet endpoint's serving certificate comes from: kubelet_cert and "
+               "kubelet_key, or kubernetes.io/kubelet-serving CSRs the agent sends and renews "
+               "(approved by an admin; no CA key on the node)");
     s.add_path("kubelet_client_ca", &c.kubelet_client_ca,
                "CA that signs the API server's kubelet-client certificate (PEM)");
     s.add_bool("kubelet_insecure", &c.kubelet_insecure,
@@ -344,10 +348,16 @@ Result<AgentConfig> parse_agent_config(std::string_view text, std::string_view s
     if (c.kubelet_insecure && !c.kubelet_cert.empty())
         return fail(Error::InvalidArgument,
                     src + ": kubelet_insecure = true and kubelet_cert exclude each other");
-    if (!c.kubelet_cert.empty() && c.kubelet_client_ca.empty())
+    if (c.kubelet_serving == "csr" && (!c.kubelet_cert.empty() || c.kubelet_insecure))
         return fail(Error::InvalidArgument,
                     src +
-                        ": kubelet_client_ca is required with kubelet_cert (the API server "
+                        ": kubelet_serving = csr excludes kubelet_cert, kubelet_key and "
+                        "kubelet_insecure (the certificate comes from the CSRs)");
+    if ((!c.kubelet_cert.empty() || c.kubelet_serving == "csr") && c.kubelet_client_ca.empty())
+        return fail(Error::InvalidArgument,
+                    src +
+                        ": kubelet_client_ca is required with kubelet_cert or kubelet_serving = "
+                        "csr (the API server "
                         "authenticates to the kubelet endpoint with its kubelet-client "
                         "certificate; without it anyone could read container logs)");
     if (c.job_alive_command.find("{job}") == std::string::npos)

@@ -64,6 +64,10 @@ struct AgentConfig {
     uint64_t kubelet_port = 10250;  // 0 = any free port (the Node carries the real one)
     std::string kubelet_cert;       // PEM serving certificate for the kubelet endpoint
     std::string kubelet_key;        // its key
+    // "files": kubelet_cert/kubelet_key; "csr": a certificate obtained and
+    // renewed through kubernetes.io/kubelet-serving CSRs (state_dir/pki/
+    // kubelet-serving.pem), as a kubelet with serverTLSBootstrap.
+    std::string kubelet_serving = "files";
     std::string kubelet_client_ca;  // CA of the API server's kubelet-client certificate
     bool kubelet_insecure = false;  // plain HTTP, no client auth (tests only; logged)
     uint64_t metrics_port = 0;      // GET /metrics on metrics_address; 0 = off

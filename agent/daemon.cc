@@ -24,6 +24,7 @@
 #include "agent/agent.h"
 #include "agent/agent_config.h"
 #include "agent/api_auth.h"
+#include "agent/controllers/csr_certificate.h"
 #include "agent/http_client.h"
 #include "agent/kube_client.h"
 #include "agent/kubelet_server.h"
@@ -33,6 +34,7 @@
 #include "agent/node_address.h"
 #include "agent/node_endpoints.h"
 #include "agent/stats_provider.h"
+#include "agent/tls_front.h"
 #include "agent/webhook_gate.h"
 #include "uv/handles.h"
 #include "common/log.h"
@@ -89,7 +91,10 @@ void settle_node_hostname(AgentConfig &cfg) {
     }
     bool configured = !cfg.node_hostname.empty();
     std::string name = configured ? cfg.node_hostname : host_name();
-    auto st = hostname_usable(name, cfg.node_address, cfg.kubelet_insecure ? "" : cfg.kubelet_cert);
+    // With kubelet_serving = csr the name goes into the CSRs' names.
+    auto st = hostname_usable(
+        name, cfg.node_address,
+        cfg.kubelet_insecure || cfg.kubelet_serving == "csr" ? "" : cfg.kubelet_cert);
     if (st) {
         cfg.node_hostname = name;
         return;
@@ -150,13 +155,42 @@ AgentObserver observe_into(AgentMetrics &m) {
 // or plain HTTP when the admin said kubelet_insecure; nothing (null) when
 // neither is configured: `kubectl logs` then cannot reach this node.
 bool kubelet_endpoint_on(const AgentConfig &cfg) {
-    return !cfg.kubelet_cert.empty() || cfg.kubelet_insecure;
+    return !cfg.kubelet_cert.empty() || cfg.kubelet_insecure || cfg.kubelet_serving == "csr";
+}
+
+// kubelet_serving = csr: the endpoint's certificate from kubernetes.io/
+// kubelet-serving CSRs sent under the agent's own identity, for
+// system:node:<slurm_node> and the names the API server dials (the Nodes'
+// InternalIP and Hostname addresses). Nobody approves those automatically
+// (kube-controller-manager only signs them): until an admin did, the
+// endpoint closes its connections and says which CSR waits
+// (docs/admin-guide.md, "The kubelet endpoint's certificate").
+CsrProfile serving_profile(const AgentConfig &cfg) {
+    CsrProfile p;
+    p.prefix = "[kubelet endpoint]";
+    p.node = cfg.slurm_node;
+    p.sans.ips.push_back(cfg.node_address);
+    if (!cfg.node_hostname.empty()) p.sans.dns.push_back(cfg.node_hostname);
+    p.what = "serving certificate for " + cfg.node_address +
+             (cfg.node_hostname.empty() ? "" : " and " + cfg.node_hostname);
+    p.who = p.what;
+    p.generate_name = "slurm-k8s-serving-" + cfg.slurm_node + "-";
+    p.file = cfg.state_dir + "/pki/kubelet-serving.pem";
+    p.signer = kKubeletServingSigner;
+    p.usages = {"digital signature", "server auth"};  // an ECDSA key's, as the kubelet's
+    p.refused_hint =
+        "(the agent's identity needs the ClusterRole system:node-bootstrapper: etc/rbac.yaml "
+        "and etc/rbac-node-identity.yaml bind it)";
+    p.retry_max_ms =
+        uint64_t{5} * 60 * 1000;  // a denial is an admin's answer: not asked again at once
+    return p;
 }
 
 // relay_nice: the nice value of the endpoint's threads (HttpServerConfig::
 // thread_nice): the one the agent started with, below its loop's.
 KubeletServerConfig kubelet_config(const AgentConfig &cfg, std::shared_ptr<RequestGate> gate,
-                                   std::optional<int> relay_nice) {
+                                   std::optional<int> relay_nice,
+                                   std::shared_ptr<ServingCredentials> serving) {
     KubeletServerConfig c;
     c.gate = std::move(gate);
     c.http.thread_nice = relay_nice;
@@ -172,6 +206,7 @@ KubeletServerConfig kubelet_config(const AgentConfig &cfg, std::shared_ptr<Reque
         c.http.tls = true;
         c.http.cert_file = cfg.kubelet_cert;
         c.http.key_file = cfg.kubelet_key;
+        c.http.serving = std::move(serving);
         c.http.client_ca_file = cfg.kubelet_client_ca;
     }
     return c;
@@ -180,7 +215,7 @@ KubeletServerConfig kubelet_config(const AgentConfig &cfg, std::shared_ptr<Reque
 Result<std::unique_ptr<KubeletServer>> start_kubelet_endpoint(
     const AgentConfig &cfg, LogIndex &logs, std::shared_ptr<StatsProvider> stats,
     std::shared_ptr<StreamSessions> streams, std::shared_ptr<RequestGate> gate,
-    std::optional<int> relay_nice) {
+    std::optional<int> relay_nice, std::shared_ptr<ServingCredentials> serving) {
     if (!kubelet_endpoint_on(cfg)) {
         LOG_WARN(
             "kubelet endpoint off (set kubelet_cert, kubelet_key and kubelet_client_ca): "
@@ -192,14 +227,14 @@ Result<std::unique_ptr<KubeletServer>> start_kubelet_endpoint(
             "kubelet_insecure = true: the kubelet endpoint serves container logs over plain "
             "HTTP to anyone who can reach port %llu (tests only)",
             static_cast<unsigned long long>(cfg.kubelet_port));
-    KubeletServerConfig c = kubelet_config(cfg, std::move(gate), relay_nice);
+    KubeletServerConfig c = kubelet_config(cfg, std::move(gate), relay_nice, std::move(serving));
     auto srv = std::make_unique<KubeletServer>(
         c, [&logs](const ContainerLogRef &ref) { return logs.resolve(ref); }, std::move(streams));
     srv->set_stats_provider(std::move(stats));
     if (auto st = srv->start(); !st)
         return fail(st.error(), "kubelet endpoint on port " + std::to_string(cfg.kubelet_port) +
                                     ": " + st.message() +
-                                    " (kubelet_port, kubelet_cert, kubelet_key)");
+                                    " (kubelet_port, kubelet_cert, kubelet_key, kubelet_serving)");
     LOG_INFO("kubelet endpoint on %s://%s:%u", cfg.kubelet_insecure ? "http" : "https",
              c.http.bind_address.empty() ? "*" : c.http.bind_address.c_str(), srv->port());
     return Result<std::unique_ptr<KubeletServer>>(std::move(srv));
@@ -381,11 +416,19 @@ int run(int argc, char **argv, const RuntimeFactories &extra) {
         LOG_ERROR("stats: %s", st.message().c_str());
         return 1;
     }
+    // kubelet_serving = csr: one certificate for every endpoint of the host,
+    // obtained on the loop once the endpoints listen (they close their
+    // connections until then).
+    std::shared_ptr<ServingCredentials> serving;
+    if (cfg->kubelet_serving == "csr") {
+        serving = std::make_shared<ServingCredentials>();
+        serving->set_waiting("its certificate signing request is not sent yet");
+    }
     std::unique_ptr<NodeEndpoints> node_endpoints;
     std::shared_ptr<StatsProvider> shared_stats = stats;
     if (cfg->kubelet_node_port_low && kubelet_endpoint_on(*cfg)) {
         node_endpoints = std::make_unique<NodeEndpoints>(
-            &loop, kubelet_config(*cfg, gate, relay_nice),
+            &loop, kubelet_config(*cfg, gate, relay_nice, serving),
             static_cast<uint16_t>(cfg->kubelet_node_port_low),
             static_cast<uint16_t>(cfg->kubelet_node_port_high), &logs, nodes);
         shared_stats = std::make_shared<RefusedStats>(
@@ -393,10 +436,40 @@ int run(int argc, char **argv, const RuntimeFactories &extra) {
             "port (kubelet_node_ports), the one its Node's kubeletEndpoint names");
     }
     if (node_endpoints) node_endpoints->set_streams(streams);
-    auto kubelet = start_kubelet_endpoint(*cfg, logs, shared_stats, streams, gate, relay_nice);
+    auto kubelet =
+        start_kubelet_endpoint(*cfg, logs, shared_stats, streams, gate, relay_nice, serving);
     if (!kubelet) {
         LOG_ERROR("%s", kubelet.message().c_str());
         return 1;
+    }
+    AgentContext serving_ctx;
+    serving_ctx.loop = &loop;
+    serving_ctx.kube = &kube;
+    serving_ctx.cfg = &*cfg;
+    serving_ctx.clock = &clock;
+    std::unique_ptr<CsrCertificate> serving_cert;
+    auto serving_owner = std::make_shared<int>(0);  // what guards its callbacks
+    if (serving) {
+        serving_cert =
+            std::make_unique<CsrCertificate>(serving_ctx, serving_profile(*cfg),
+                                             [serving](const std::shared_ptr<const Credential> &c) {
+                                                 serving->set(c->cert_pem, c->key_pem);
+                                             });
+        serving_cert->bind(serving_owner);
+        serving_cert->set_on_pending([serving](const std::string &csr) {
+            bool renewal = serving->generation() != 0;
+            LOG_WARN(
+                "[kubelet endpoint] certificate signing request %s waits for an admin's approval "
+                "(kubectl certificate approve %s); %s",
+                csr.c_str(), csr.c_str(),
+                renewal
+                    ? "the current certificate serves meanwhile"
+                    : "until then kubectl logs, exec and top fail on this host's virtual nodes");
+            if (!renewal)
+                serving->set_waiting("certificate signing request " + csr +
+                                     " awaits approval: kubectl certificate approve " + csr);
+        });
+        serving_cert->start([](const Status &) {});
     }
     NodeSpecInput host = host_facts(*cfg);
     if (*kubelet) host.kubelet_port = (*kubelet)->port();
@@ -404,7 +477,11 @@ int run(int argc, char **argv, const RuntimeFactories &extra) {
     // 6. the agent: state, socket, controllers
     agent = std::make_unique<Agent>(&loop, *cfg, kube, clock, checker, host);
     agent->set_observer(&obs);
-    agent->set_api_status([&auth] { return auth.status(); });
+    agent->set_api_status([&auth, &serving_cert, &clock] {
+        Json::Value v = auth.status();
+        if (serving_cert) v["kubelet_serving"] = serving_cert->describe(clock.now_s());
+        return v;
+    });
     agent->set_log_index(&logs);
     agent->set_stream_sessions(streams.get());
     agent->set_node_endpoints(node_endpoints.get());
@@ -431,6 +508,9 @@ int run(int argc, char **argv, const RuntimeFactories &extra) {
     uv_run(&loop, UV_RUN_DEFAULT);
 
     // 8. teardown in reverse
+    if (serving_cert)
+        serving_cert->stop();  // its timers and watch, before the client and the loop go
+    serving_cert.reset();
     stats->close();           // scrapes waiting for the loop are answered: nothing holds the stops
     if (gate) gate->close();  // so are requests waiting for their review
     if (*kubelet) (*kubelet)->stop();

@@ -310,15 +310,18 @@ Status HttpServer::start() {
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME |
                      MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG;
     if (config_.tls) {
-        if (config_.cert_file.empty() || config_.key_file.empty())
-            return fail(Error::InvalidArgument,
-                        config_.name + ": TLS needs a serving certificate and key file");
-        auto cert = read_pem(config_.cert_file, "serving certificate");
-        if (!cert.ok()) return cert.failure();
-        auto key = read_pem(config_.key_file, "serving key");
-        if (!key.ok()) return key.failure();
-        cert_pem_ = std::move(*cert);
-        key_pem_ = std::move(*key);
+        if (config_.serving) {
+            serving_ = config_.serving;
+        } else {
+            if (config_.cert_file.empty() || config_.key_file.empty())
+                return fail(Error::InvalidArgument,
+                            config_.name + ": TLS needs a serving certificate and key file");
+            auto cert = read_pem(config_.cert_file, "serving certificate");
+            if (!cert.ok()) return cert.failure();
+            auto key = read_pem(config_.key_file, "serving key");
+            if (!key.ok()) return key.failure();
+            serving_ = std::make_shared<ServingCredentials>(std::move(*cert), std::move(*key));
+        }
         if (!config_.client_ca_file.empty()) {
             auto ca = read_pem(config_.client_ca_file, "client CA");
             if (!ca.ok()) return ca.failure();
@@ -404,8 +407,7 @@ Status HttpServer::start() {
     if (config_.tls) {
         TlsFrontConfig fc;
         fc.name = config_.name;
-        fc.cert_pem = cert_pem_;
-        fc.key_pem = key_pem_;
+        fc.serving = serving_;
         fc.ca_pem = ca_pem_;
         front_ = std::make_unique<TlsFront>(
             std::move(fc), listen_fd, [this](int fd, const sockaddr *addr, socklen_t len) {

@@ -41,6 +41,7 @@ struct MHD_Connection;
 namespace sk {
 
 class TlsFront;
+class ServingCredentials;
 
 struct HttpRequest {
     std::string method;                        // "GET"
@@ -108,8 +109,11 @@ struct HttpServerConfig {
     std::string bind_address;   // IPv4/IPv6 literal; "" = all addresses
     uint16_t port = 0;          // 0 = an ephemeral port (see HttpServer::port())
     bool tls = false;
-    std::string cert_file;       // PEM serving certificate (chain)
-    std::string key_file;        // PEM private key
+    std::string cert_file;  // PEM serving certificate (chain)
+    std::string key_file;   // PEM private key
+    // Instead of the two files: a pair that may come later and change while
+    // the server runs (agent/tls_front.h); shared by the servers given it.
+    std::shared_ptr<ServingCredentials> serving;
     std::string client_ca_file;  // PEM CA; "" = no client certificate required
     // With a client CA: a request without a verified certificate goes to the
     // handler (client_verified false) instead of the server's 401, for a
@@ -163,7 +167,8 @@ class HttpServer {
 
     HttpServerConfig config_;
     HttpHandler handler_;
-    std::string cert_pem_, key_pem_, ca_pem_;
+    std::shared_ptr<ServingCredentials> serving_;
+    std::string ca_pem_;
     MHD_Daemon *daemon_ = nullptr;
     std::unique_ptr<TlsFront> front_;  // TLS mode
     uint16_t port_ = 0;

@@ -57,6 +57,8 @@ agent_libagentio_la_SOURCES = \
 	agent/controllers/agent_context.h \
 	agent/controllers/drain.cc \
 	agent/controllers/drain.h \
+	agent/controllers/csr_certificate.cc \
+	agent/controllers/csr_certificate.h \
 	agent/controllers/node_credentials.cc \
 	agent/controllers/node_credentials.h \
 	agent/controllers/node_bound.h \

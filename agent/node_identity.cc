@@ -1,5 +1,6 @@
 #include "agent/node_identity.h"
 
+#include <arpa/inet.h>
 #include <gnutls/abstract.h>
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
@@ -67,7 +68,24 @@ std::string node_user(const std::string &node_name) {
     return "system:node:" + node_name;
 }
 
-Result<NodeKeyRequest> make_node_client_request(const std::string &node_name) {
+namespace {
+
+// A textual v4 or v6 address in network byte order; false when it is neither.
+bool parse_ip(const std::string &text, std::string *bytes) {
+    unsigned char buf[16];
+    if (inet_pton(AF_INET, text.c_str(), buf) == 1) {
+        bytes->assign(reinterpret_cast<char *>(buf), 4);
+        return true;
+    }
+    if (inet_pton(AF_INET6, text.c_str(), buf) == 1) {
+        bytes->assign(reinterpret_cast<char *>(buf), 16);
+        return true;
+    }
+    return false;
+}
+
+Result<NodeKeyRequest> make_node_request(const std::string &node_name,
+                                         const SubjectAltNames &sans) {
     Privkey key;
     if (int rc = gnutls_x509_privkey_init(&key.k); rc < 0) return tls_fail("key init", rc);
     if (int rc = gnutls_x509_privkey_generate(key.k, GNUTLS_PK_EC,
@@ -87,6 +105,22 @@ Result<NodeKeyRequest> make_node_client_request(const std::string &node_name) {
         return tls_fail("request common name", rc);
     if (int rc = gnutls_x509_crq_set_version(req.q, 1); rc < 0)
         return tls_fail("request version", rc);
+    for (const auto &name : sans.dns)
+        if (int rc = gnutls_x509_crq_set_subject_alt_name(req.q, GNUTLS_SAN_DNSNAME, name.data(),
+                                                          static_cast<unsigned>(name.size()),
+                                                          GNUTLS_FSAN_APPEND);
+            rc < 0)
+            return tls_fail("request DNS name", rc);
+    for (const auto &ip : sans.ips) {
+        std::string bytes;
+        if (!parse_ip(ip, &bytes))
+            return fail(Error::InvalidArgument, "'" + ip + "' is not an IP address");
+        if (int rc = gnutls_x509_crq_set_subject_alt_name(req.q, GNUTLS_SAN_IPADDRESS, bytes.data(),
+                                                          static_cast<unsigned>(bytes.size()),
+                                                          GNUTLS_FSAN_APPEND);
+            rc < 0)
+            return tls_fail("request IP address", rc);
+    }
     if (int rc = gnutls_x509_crq_set_key(req.q, key.k); rc < 0) return tls_fail("request key", rc);
     if (int rc = gnutls_x509_crq_sign2(req.q, key.k, GNUTLS_DIG_SHA256, 0); rc < 0)
         return tls_fail("request signature", rc);
@@ -109,9 +143,24 @@ Result<NodeKeyRequest> make_node_client_request(const std::string &node_name) {
     return out;
 }
 
+}  // namespace
+
+Result<NodeKeyRequest> make_node_client_request(const std::string &node_name) {
+    return make_node_request(node_name, SubjectAltNames{});
+}
+
+Result<NodeKeyRequest> make_node_serving_request(const std::string &node_name,
+                                                 const SubjectAltNames &sans) {
+    if (sans.empty())
+        return fail(Error::InvalidArgument,
+                    "a serving certificate needs a DNS name or an IP address to be valid for");
+    return make_node_request(node_name, sans);
+}
+
 Result<IssuedCertificate> check_node_certificate(const std::string &cert_pem,
                                                  const std::string &key_pem,
-                                                 const std::string &node_name) {
+                                                 const std::string &node_name,
+                                                 const SubjectAltNames *covers) {
     Crt crt;
     if (int rc = gnutls_x509_crt_init(&crt.c); rc < 0) return tls_fail("certificate init", rc);
     gnutls_datum_t d = datum_of(cert_pem);
@@ -143,6 +192,19 @@ Result<IssuedCertificate> check_node_certificate(const std::string &cert_pem,
     if (!kid) return kid.failure();
     if (*kid != std::string(reinterpret_cast<char *>(id), n))
         return fail(Error::InvalidArgument, "the certificate is not for this node's key");
+    if (covers) {
+        for (const auto &name : covers->dns)
+            if (!gnutls_x509_crt_check_hostname2(crt.c, name.c_str(), 0))
+                return fail(Error::InvalidArgument, "the certificate is not valid for " + name);
+        for (const auto &ip : covers->ips) {
+            std::string bytes;
+            if (!parse_ip(ip, &bytes) ||
+                !gnutls_x509_crt_check_ip(crt.c,
+                                          reinterpret_cast<const unsigned char *>(bytes.data()),
+                                          static_cast<unsigned>(bytes.size()), 0))
+                return fail(Error::InvalidArgument, "the certificate is not valid for " + ip);
+        }
+    }
     return c;
 }
 

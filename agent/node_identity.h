@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/result.h"
 
@@ -21,6 +22,14 @@ namespace sk::agent {
 std::string node_user(const std::string &node_name);
 constexpr const char *kNodesGroup = "system:nodes";
 constexpr const char *kKubeletClientSigner = "kubernetes.io/kube-apiserver-client-kubelet";
+constexpr const char *kKubeletServingSigner = "kubernetes.io/kubelet-serving";
+
+// The names a serving certificate is for: what the API server dials (a
+// Node's addresses), DNS names and IP addresses (textual, v4 or v6).
+struct SubjectAltNames {
+    std::vector<std::string> dns, ips;
+    bool empty() const { return dns.empty() && ips.empty(); }
+};
 
 struct NodeKeyRequest {
     std::string key_pem;  // EC P-256 private key (PKCS#8 PEM)
@@ -29,6 +38,12 @@ struct NodeKeyRequest {
 // A fresh key and its request; no extensions (the CSR's usages are in the
 // API object, and the signer refuses SANs in a client certificate).
 Result<NodeKeyRequest> make_node_client_request(const std::string &node_name);
+// The same for a `kubernetes.io/kubelet-serving` CSR: the subject a kubelet's
+// serving request has (CN=system:node:<node>, O=system:nodes) and the
+// subject alternative names `sans` (at least one: the signer refuses a
+// serving request without; an address that does not parse is an error).
+Result<NodeKeyRequest> make_node_serving_request(const std::string &node_name,
+                                                 const SubjectAltNames &sans);
 
 struct IssuedCertificate {
     int64_t not_before = 0, not_after = 0;  // unix s
@@ -36,10 +51,14 @@ struct IssuedCertificate {
 };
 // Reads the first PEM certificate of cert_pem and checks that it is one for
 // node_name (CN system:node:<node>, O system:nodes) and for key_pem's key:
-// a certificate the signer issued for another request is refused.
+// a certificate the signer issued for another request is refused. With
+// `covers`, every name and address there must be one the certificate is
+// valid for, as a TLS client checks it (a kept serving certificate from
+// before an address change is not used).
 Result<IssuedCertificate> check_node_certificate(const std::string &cert_pem,
                                                  const std::string &key_pem,
-                                                 const std::string &node_name);
+                                                 const std::string &node_name,
+                                                 const SubjectAltNames *covers = nullptr);
 
 // Whether a node identity may set the label `key` on its own Node: the API
 // server's NodeRestriction refuses keys under kubernetes.io and k8s.io

@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -62,6 +63,7 @@ struct TlsFront::Conn {
     ~Conn() {
         if (session) gnutls_deinit(session);
     }
+    std::shared_ptr<Creds> creds;  // what the session uses: kept while it lives
     uint64_t id = 0;
     int tcp = -1;      // the client's socket (the front's)
     int app = -1;      // the front's end of the socket pair
@@ -141,6 +143,10 @@ bool again(ssize_t rc) {
     return rc == GNUTLS_E_AGAIN || rc == GNUTLS_E_INTERRUPTED;
 }
 
+std::string waiting_text(const ServingCredentials::Pair &p) {
+    return p.waiting.empty() ? std::string("none was given") : p.waiting;
+}
+
 // The largest plaintext GnuTLS puts in one record.
 constexpr size_t kRecord = 16384;
 
@@ -153,24 +159,92 @@ TlsFront::~TlsFront() {
     stop();
 }
 
-Status TlsFront::start() {
-    if (running_) return fail(Error::Internal, config_.name + ": TLS front already started");
-    auto creds = std::make_unique<Creds>();
+ServingCredentials::ServingCredentials(std::string cert_pem, std::string key_pem) {
+    set(std::move(cert_pem), std::move(key_pem));
+}
+
+void ServingCredentials::set(std::string cert_pem, std::string key_pem) {
+    std::lock_guard<std::mutex> lock(mu_);
+    pair_.cert_pem = std::move(cert_pem);
+    pair_.key_pem = std::move(key_pem);
+    pair_.waiting.clear();
+    pair_.generation = ++generation_;
+}
+
+void ServingCredentials::set_waiting(std::string why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    pair_.waiting = std::move(why);
+}
+
+ServingCredentials::Pair ServingCredentials::current() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return pair_;
+}
+
+Result<std::shared_ptr<TlsFront::Creds>> TlsFront::make_creds(
+    const ServingCredentials::Pair &pair) const {
+    auto creds = std::make_shared<Creds>();
     if (gnutls_certificate_allocate_credentials(&creds->cred) != GNUTLS_E_SUCCESS)
         return fail(Error::Internal, config_.name + ": cannot allocate TLS credentials");
-    gnutls_datum_t cert{reinterpret_cast<unsigned char *>(config_.cert_pem.data()),
-                        static_cast<unsigned>(config_.cert_pem.size())};
-    gnutls_datum_t key{reinterpret_cast<unsigned char *>(config_.key_pem.data()),
-                       static_cast<unsigned>(config_.key_pem.size())};
+    std::string cert_pem = pair.cert_pem, key_pem = pair.key_pem;
+    gnutls_datum_t cert{reinterpret_cast<unsigned char *>(cert_pem.data()),
+                        static_cast<unsigned>(cert_pem.size())};
+    gnutls_datum_t key{reinterpret_cast<unsigned char *>(key_pem.data()),
+                       static_cast<unsigned>(key_pem.size())};
     int rc = gnutls_certificate_set_x509_key_mem(creds->cred, &cert, &key, GNUTLS_X509_FMT_PEM);
     if (rc != GNUTLS_E_SUCCESS)
         return fail(Error::InvalidArgument,
                     config_.name +
                         ": the serving certificate and key are not usable: " + gnutls_strerror(rc));
     if (!config_.ca_pem.empty()) {
-        gnutls_datum_t ca{reinterpret_cast<unsigned char *>(config_.ca_pem.data()),
-                          static_cast<unsigned>(config_.ca_pem.size())};
+        std::string ca_pem = config_.ca_pem;
+        gnutls_datum_t ca{reinterpret_cast<unsigned char *>(ca_pem.data()),
+                          static_cast<unsigned>(ca_pem.size())};
         rc = gnutls_certificate_set_x509_trust_mem(creds->cred, &ca, GNUTLS_X509_FMT_PEM);
+        if (rc <= 0)
+            return fail(Error::InvalidArgument,
+                        config_.name + ": the client CA holds no usable certificate" +
+                            (rc < 0 ? std::string(": ") + gnutls_strerror(rc) : std::string()));
+    }
+    return creds;
+}
+
+std::shared_ptr<TlsFront::Creds> TlsFront::current_creds() {
+    if (config_.serving->generation() == creds_generation_) return creds_;
+    auto pair = config_.serving->current();
+    creds_generation_ = pair.generation;
+    auto creds = make_creds(pair);
+    if (!creds) {
+        // The controller checks a pair before it sets it: this is a bug or
+        // an exhausted host. The pair before stays in use.
+        LOG_ERROR("[%s] %s", config_.name.c_str(), creds.message().c_str());
+        return creds_;
+    }
+    LOG_VERBOSE("[%s] serving certificate %llu in use", config_.name.c_str(),
+                static_cast<unsigned long long>(pair.generation));
+    creds_ = std::move(*creds);
+    return creds_;
+}
+
+Status TlsFront::start() {
+    if (running_) return fail(Error::Internal, config_.name + ": TLS front already started");
+    if (!config_.serving) return fail(Error::Internal, config_.name + ": no serving credentials");
+    auto pair = config_.serving->current();
+    std::shared_ptr<Creds> creds;
+    if (pair.generation) {
+        auto c = make_creds(pair);
+        if (!c) return c.failure();
+        creds = std::move(*c);
+    } else if (!config_.ca_pem.empty()) {
+        // No pair yet: the client CA is still checked now, not at the first pair.
+        gnutls_certificate_credentials_t probe = nullptr;
+        if (gnutls_certificate_allocate_credentials(&probe) != GNUTLS_E_SUCCESS)
+            return fail(Error::Internal, config_.name + ": cannot allocate TLS credentials");
+        std::string ca_pem = config_.ca_pem;
+        gnutls_datum_t ca{reinterpret_cast<unsigned char *>(ca_pem.data()),
+                          static_cast<unsigned>(ca_pem.size())};
+        int rc = gnutls_certificate_set_x509_trust_mem(probe, &ca, GNUTLS_X509_FMT_PEM);
+        gnutls_certificate_free_credentials(probe);
         if (rc <= 0)
             return fail(Error::InvalidArgument,
                         config_.name + ": the client CA holds no usable certificate" +
@@ -179,6 +253,7 @@ Status TlsFront::start() {
     if (pipe2(wake_, O_NONBLOCK | O_CLOEXEC) != 0)
         return fail(Error::Io, config_.name + ": pipe: " + strerror(errno));
     creds_ = std::move(creds);
+    creds_generation_ = pair.generation;
     running_ = true;
     thread_ = std::thread([this] { run(); });
     return {};
@@ -233,6 +308,22 @@ void TlsFront::accept_all() {
                 LOG_WARN("[%s] accept: %s", config_.name.c_str(), strerror(errno));
             return;
         }
+        std::shared_ptr<Creds> creds = current_creds();
+        if (!creds) {
+            // No serving certificate yet (a CSR not yet approved): the
+            // client sees the connection closed, as a kubelet without one
+            // fails its handshakes.
+            timespec now{};
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if (now.tv_sec - refusal_logged_ >= 10 || refusal_logged_ == 0) {
+                refusal_logged_ = now.tv_sec;
+                LOG_WARN("[%s] closed a connection from %s: no serving certificate yet (%s)",
+                         config_.name.c_str(), addr_text(reinterpret_cast<sockaddr *>(&ss)).c_str(),
+                         waiting_text(config_.serving->current()).c_str());
+            }
+            close(fd);
+            continue;
+        }
         int sv[2];
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0) {
             LOG_WARN("[%s] socketpair: %s; dropping a client", config_.name.c_str(),
@@ -249,7 +340,8 @@ void TlsFront::accept_all() {
         int rc = gnutls_init(&c->session, GNUTLS_SERVER | GNUTLS_NONBLOCK);
         if (rc == GNUTLS_E_SUCCESS) rc = gnutls_set_default_priority(c->session);
         if (rc == GNUTLS_E_SUCCESS)
-            rc = gnutls_credentials_set(c->session, GNUTLS_CRD_CERTIFICATE, creds_->cred);
+            rc = gnutls_credentials_set(c->session, GNUTLS_CRD_CERTIFICATE, creds->cred);
+        c->creds = std::move(creds);
         if (rc != GNUTLS_E_SUCCESS) {
             LOG_WARN("[%s] TLS session: %s; dropping a client", config_.name.c_str(),
                      gnutls_strerror(rc));

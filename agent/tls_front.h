@@ -62,12 +62,39 @@ struct TlsPeer {
     std::vector<std::string> organizations;  // its subject O values (a kubelet's groups)
 };
 
+// The certificate and key TLS fronts serve, replaceable while they run (a
+// serving certificate obtained and renewed through CSRs, agent/controllers/
+// csr_certificate.h); one may be shared by several fronts (the per-node
+// endpoints). Thread-safe. A front takes a new pair for the connections it
+// accepts after set(); those open keep the one they began with. Until the
+// first pair a front closes every connection it accepts at once, and logs
+// why (set_waiting()) at most every 10 s.
+class ServingCredentials {
+  public:
+    ServingCredentials() = default;
+    ServingCredentials(std::string cert_pem, std::string key_pem);
+    void set(std::string cert_pem, std::string key_pem);
+    void set_waiting(std::string why);
+    struct Pair {
+        uint64_t generation = 0;  // 0: no pair yet; each set() counts one up
+        std::string cert_pem;     // serving certificate (chain)
+        std::string key_pem;      // its private key
+        std::string waiting;      // why there is none yet
+    };
+    Pair current() const;
+    uint64_t generation() const { return generation_.load(); }
+
+  private:
+    mutable std::mutex mu_;
+    Pair pair_;
+    std::atomic<uint64_t> generation_{0};
+};
+
 struct TlsFrontConfig {
-    std::string name = "http";                // log prefix
-    std::string cert_pem;                     // serving certificate (chain)
-    std::string key_pem;                      // its private key
-    std::string ca_pem;                       // client CA; "" = no client certificate asked for
-    size_t relay_buffer = size_t{64} * 1024;  // bytes buffered each way per connection
+    std::string name = "http";                    // log prefix
+    std::shared_ptr<ServingCredentials> serving;  // required
+    std::string ca_pem;                           // client CA; "" = no client certificate asked for
+    size_t relay_buffer = size_t{64} * 1024;      // bytes buffered each way per connection
 };
 
 using TlsHandOff = std::function<bool(int fd, const sockaddr *addr, socklen_t len)>;
@@ -82,7 +109,7 @@ class TlsFront {
     TlsFront &operator=(const TlsFront &) = delete;
 
     // Loads the credentials (an unusable certificate or key is an error
-    // here, not at the first client) and starts the thread.
+    // here, not at the first client; none yet is not) and starts the thread.
     Status start();
     // Closes the listening socket and every connection, joins the thread.
     void stop();
@@ -101,12 +128,18 @@ class TlsFront {
     void accept_all();
     bool step(Conn &c);  // false: the connection is over
     void close_conn(Conn &c);
+    // Creds for the pair in config_.serving, built again when it changed;
+    // null while there is no usable pair.
+    std::shared_ptr<Creds> current_creds();
+    Result<std::shared_ptr<Creds>> make_creds(const ServingCredentials::Pair &pair) const;
 
     TlsFrontConfig config_;
     int listen_fd_;
     TlsHandOff hand_off_;
-    std::unique_ptr<Creds> creds_;
-    int wake_[2] = {-1, -1};  // stop() writes, run() polls
+    std::shared_ptr<Creds> creds_;  // the thread's own once started
+    uint64_t creds_generation_ = 0;
+    int64_t refusal_logged_ = 0;  // monotonic s of the last "no certificate" line
+    int wake_[2] = {-1, -1};      // stop() writes, run() polls
     std::thread thread_;
     std::atomic<bool> running_{false};
     std::atomic<size_t> open_{0};

@@ -174,6 +174,7 @@ std::string format_status(const std::string &socket, const std::string &agent_ve
             out += std::string(state == "ok" ? "credential accepted" : "credential not used yet") +
                    " (" + s("source") + (s("expires").empty() ? "" : ", expires " + s("expires")) +
                    ")\n";
+        if (!s("kubelet_serving").empty()) out += "kubelet: " + s("kubelet_serving") + "\n";
     }
     out += "jobs:    " + std::to_string(nodes.size()) + " on this node (" + std::to_string(ready) +
            " Ready)\n";

@@ -8,6 +8,7 @@ EXTRA_DIST += \
 	tests/component/test_agent_node_ports.sh \
 	tests/component/test_agent_credentials.sh \
 	tests/component/test_agent_node_identity.sh \
+	tests/component/test_agent_serving_cert.sh \
 	tests/component/test_agent_http2.sh \
 	tests/component/test_agent_faults.sh \
 	tests/component/test_kubelet_server.sh \
@@ -16,6 +17,7 @@ EXTRA_DIST += \
 	tests/component/agent_http2_test.py \
 	tests/component/agent_credentials_test.py \
 	tests/component/agent_node_identity_test.py \
+	tests/component/agent_serving_cert_test.py \
 	tests/component/agent_shim_test.py \
 	tests/component/agent_exec_test.py \
 	tests/component/agent_node_ports_test.py
@@ -28,6 +30,7 @@ TESTS += \
 	tests/component/test_agent_node_ports.sh \
 	tests/component/test_agent_credentials.sh \
 	tests/component/test_agent_node_identity.sh \
+	tests/component/test_agent_serving_cert.sh \
 	tests/component/test_agent_http2.sh \
 	tests/component/test_agent_faults.sh \
 	tests/component/test_kubelet_server.sh

@@ -46,12 +46,13 @@ void make_ca(const std::string &d) {
                         d + "/ca.key -out " + d + "/ca.crt >/dev/null 2>&1"),
                      0);
 }
-std::string sign(const std::string &d, const std::string &csr_pem, const std::string &name) {
+std::string sign(const std::string &d, const std::string &csr_pem, const std::string &name,
+                 const std::string &ext = "extendedKeyUsage=clientAuth\n") {
     write(d + "/" + name + ".csr", csr_pem);
     write(d + "/" + name + ".ext",
           "basicConstraints=critical,CA:FALSE\n"
-          "keyUsage=critical,digitalSignature\n"
-          "extendedKeyUsage=clientAuth\n");
+          "keyUsage=critical,digitalSignature\n" +
+              ext);
     ck_assert_int_eq(sh("openssl x509 -req -in " + d + "/" + name + ".csr -CA " + d +
                         "/ca.crt -CAkey " + d + "/ca.key -CAcreateserial -days 1 -extfile " + d +
                         "/" + name + ".ext -out " + d + "/" + name + ".crt >/dev/null 2>&1"),
@@ -147,6 +148,53 @@ START_TEST(issued_certificate_checked_against_node_and_key) {
 }
 END_TEST
 
+// A kubelet-serving request: the node's subject and the names asked for
+// (what the signer copies into the certificate); the check of a kept or
+// issued certificate against the names the node is dialled at.
+START_TEST(serving_request_names_and_covers) {
+    SubjectAltNames sans;
+    sans.dns = {"gpu1.example.org"};
+    sans.ips = {"10.1.2.3", "fd00::5"};
+    auto r = make_node_serving_request("n1", sans);
+    ck_assert_msg(r.ok(), "%s", r.ok() ? "" : r.message().c_str());
+    std::string d = tmpdir();
+    write(d + "/s.csr", r->csr_pem);
+    ck_assert_int_eq(sh("openssl req -in " + d + "/s.csr -noout -verify >/dev/null 2>&1"), 0);
+    ck_assert_int_eq(sh("openssl req -in " + d + "/s.csr -noout -text > " + d + "/text"), 0);
+    std::string text = slurp(d + "/text");
+    ck_assert_msg(text.find("O = system:nodes, CN = system:node:n1") != std::string::npos, "%s",
+                  text.c_str());
+    ck_assert_msg(text.find("DNS:gpu1.example.org, IP Address:10.1.2.3, "
+                            "IP Address:FD00:0:0:0:0:0:0:5") != std::string::npos,
+                  "%s", text.c_str());
+    // No name, or an address that is none: refused before anything is sent.
+    auto none = make_node_serving_request("n1", SubjectAltNames{});
+    ck_assert(!none.ok() && none.message().find("needs a DNS name or an IP") != std::string::npos);
+    SubjectAltNames bad;
+    bad.ips = {"10.1.2"};
+    auto not_ip = make_node_serving_request("n1", bad);
+    ck_assert(!not_ip.ok() && not_ip.message() == "'10.1.2' is not an IP address");
+
+    make_ca(d);
+    std::string cert = sign(d, r->csr_pem, "serving",
+                            "extendedKeyUsage=serverAuth\n"
+                            "subjectAltName=DNS:gpu1.example.org,IP:10.1.2.3,IP:fd00::5\n");
+    auto c = check_node_certificate(cert, r->key_pem, "n1", &sans);
+    ck_assert_msg(c.ok(), "%s", c.ok() ? "" : c.message().c_str());
+    SubjectAltNames moved;
+    moved.ips = {"10.1.2.4"};
+    auto other_ip = check_node_certificate(cert, r->key_pem, "n1", &moved);
+    ck_assert(!other_ip.ok());
+    ck_assert_str_eq(other_ip.message().c_str(), "the certificate is not valid for 10.1.2.4");
+    SubjectAltNames renamed;
+    renamed.dns = {"gpu2.example.org"};
+    auto other_name = check_node_certificate(cert, r->key_pem, "n1", &renamed);
+    ck_assert(!other_name.ok());
+    ck_assert_str_eq(other_name.message().c_str(),
+                     "the certificate is not valid for gpu2.example.org");
+}
+END_TEST
+
 // NodeRestriction's label rules as kube-apiserver 1.28 applies them to a
 // node identity creating its Node (the reference facts' table).
 START_TEST(labels_a_node_may_set) {
@@ -172,6 +220,7 @@ int main() {
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, request_names_the_node_and_is_signed_by_its_key);
     tcase_add_test(tc, issued_certificate_checked_against_node_and_key);
+    tcase_add_test(tc, serving_request_names_and_covers);
     tcase_add_test(tc, labels_a_node_may_set);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
