@@ -28,10 +28,12 @@ AGENT_RULES = [
     # ClusterRole system:auth-delegator grants.
     {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
     {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
-    # Node identities by kubelet TLS bootstrapping (etc/rbac.yaml binds system:node-bootstrapper and
-    # ...:nodeclient): a kube-apiserver-client-kubelet CSR per virtual node, which csrapproving then
-    # approves (the requester may create certificatesigningrequests/nodeclient); renewal too goes
-    # through the agent's identity.
+    # Node identities by kubelet TLS bootstrapping (etc/rbac-node-identity.yaml binds
+    # system:node-bootstrapper and ...:nodeclient): a kube-apiserver-client-kubelet CSR per virtual
+    # node, which csrapproving then approves (the requester may create
+    # certificatesigningrequests/nodeclient); renewal too goes through the agent's identity. The
+    # kubelet endpoint's kubelet-serving CSRs (kubelet_serving = csr) need the first only, which
+    # etc/rbac.yaml binds too.
     {"apiGroups": ["certificates.k8s.io"], "resources": ["certificatesigningrequests"],
      "verbs": ["create", "get", "list", "watch"]},
     {"apiGroups": ["certificates.k8s.io"], "resources": ["certificatesigningrequests/nodeclient"], "verbs": ["create"]},
