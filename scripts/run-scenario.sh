@@ -55,11 +55,14 @@
 #   SK_SKIP_INSTALL=1               the packages are there: no apt-get
 #   SK_JOBS [nproc]                 make -j
 #   SK_SCENARIO_IMAGES=1            as --images
-#   SK_SLURM_DIR [/tmp/sk-scenario] the cluster's directory (state, logs, run files)
-#   CTLD_PORT [18817], SLURMD_BASE_PORT [19001]  slurmctld's port, nX's slurmd = base + X - 1
-#   E2E_KUBELET_BASE_PORT [19250]   agent nX's kubelet endpoint = base + X - 1; the API
+#   SK_SLURM_DIR [/tmp/sk-scenario] the cluster's directory (state, logs, run files);
+#                                   its node names and job ids follow from it
+#                                   (tests/slurm/lib.sh: SK_NODE_PREFIX, SK_FIRST_JOB_ID),
+#                                   so the e2e (/tmp/sk-e2e) runs beside the scenario
+#   CTLD_PORT [18817], SLURMD_BASE_PORT [19001]  slurmctld's port, node X's slurmd = base + X - 1
+#   E2E_KUBELET_BASE_PORT [19250]   agent X's kubelet endpoint = base + X - 1; the API
 #                                   server must reach it at the node's address
-#   E2E_REGISTRY_PORT [29300]       the image registry on loopback (--images)
+#   E2E_REGISTRY_PORT [19300]       the image registry on loopback (--images), and +1, +2
 #   E2E_GRACE [15]                  plugstack grace= (the pods' stop budget at job end)
 #   E2E_LEASE_GRACE [40], E2E_NODE_AUTHORIZER_LAG [0.3]  the double's --lease-grace and
 #                                   --node-authorizer-lag (unused with a KUBECONFIG)
@@ -79,6 +82,7 @@ export SK_BUILD_DIR=${SK_BUILD_DIR:-$top/build}
 export SK_SLURM_DIR=${SK_SLURM_DIR:-/tmp/sk-scenario}
 export CTLD_PORT=${CTLD_PORT:-18817} SLURMD_BASE_PORT=${SLURMD_BASE_PORT:-19001}
 export E2E_KUBELET_BASE_PORT=${E2E_KUBELET_BASE_PORT:-19250}
+export E2E_REGISTRY_PORT=${E2E_REGISTRY_PORT:-19300}
 RL_IMAGES=${SK_SCENARIO_IMAGES:-0}
 case ${1:-} in
   --images) RL_IMAGES=1; shift ;;

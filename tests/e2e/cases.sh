@@ -12,7 +12,7 @@
 # before slurmctld forgets the ended job (MinJobAge, 300 s in the harness;
 # checked last it was gone once the cases before it grew past 5 min).
 # online_rl last: it takes all 3 nodes.
-E2E_CASES=(api_down bad_flags socket_auth privileged too_many_gpus namespace two_jobs pod_devices kubectl_io
+E2E_CASES=(api_down bad_flags socket_auth privileged too_many_gpus namespace two_jobs two_clusters pod_devices kubectl_io
            runtime_template image_pods scancel step_signals time_limit_update drain_before time_limit suspend requeue salloc gpu_forms node_share preempt
            preempt_requeue preempt_suspend array_het node_fail slurmd_restart agent_kill shim_kill online_rl online_rl_images online_rl_faults)
 
@@ -109,11 +109,11 @@ EOF
 # where it denies it. The pod's directory goes with the pod, and all with the
 # job.
 case_pod_devices() {
-  e2e_job 1 -N1 -w n1 --gres=gpu:4 --k8s-gpus=3 --k8s-mem=512M || { ok 1 "pod_devices: job"; return; }
+  e2e_job 1 -N1 -w $N1 --gres=gpu:4 --k8s-gpus=3 --k8s-mem=512M || { ok 1 "pod_devices: job"; return; }
   local j="$E2E_JOB" p want got bad="" dir uid step pid gpu
   e2e_pod "$j" g1; e2e_pod "$j" g2; GPUS=0 e2e_pod "$j" g0
   e2e_pod_running g1 30 && e2e_pod_running g2 30 && e2e_pod_running g0 30; ok $? "pod_devices: 3 pods run (1, 1 and no GPU)"
-  step="$(echo /sys/fs/cgroup/devices/slurm_n1/uid_*/job_"$j"/step_extern)"
+  step="$(echo /sys/fs/cgroup/devices/slurm_$N1/uid_*/job_"$j"/step_extern)"
   local opener
   opener="$(e2e_gpu_opener)"
   for p in g1 g2 g0; do
@@ -138,7 +138,7 @@ case_pod_devices() {
   got="$(sk_as_user python3 -c 'import json, socket, sys
 s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
 s.sendall((json.dumps({"v": 1, "id": 1, "op": "cgroup_enter", "body": {"pod_uid": sys.argv[2], "gpus": [1, 2, 3], "container": "main"}}) + "\n").encode())
-print(s.makefile().readline().strip())' "$E2E_AGENTS/n1/agent.sock" "$uid" 2>&1)"
+print(s.makefile().readline().strip())' "$E2E_AGENTS/$N1/agent.sock" "$uid" 2>&1)"
   [[ $got == *'"ok":false'* && $got == *"no child of an attached shim"* ]]; ok $? "pod_devices: a job user's own process is refused a pod's cgroup ($got)"
   dir="$step/k8s_pod_$uid"
   [ -z "$(xargs -r -n1 sh -c 'grep -l "e2e-pod-'"$j"'-" /proc/$0/cmdline 2>/dev/null' < "$step/cgroup.procs")" ]
@@ -151,7 +151,7 @@ print(s.makefile().readline().strip())' "$E2E_AGENTS/n1/agent.sock" "$uid" 2>&1)
   # --k8s-mem); a pod over its limit is OOMKilled alone, the trainer and the
   # other pods run on.
   local mem
-  mem="$(echo /sys/fs/cgroup/memory/slurm_n1/uid_*/job_"$j"/step_extern)"
+  mem="$(echo /sys/fs/cgroup/memory/slurm_$N1/uid_*/job_"$j"/step_extern)"
   uid="$(e2e_pod_field default/g1 '{.metadata.uid}')"
   got="$(cat "$mem/k8s_pod_$uid/memory.limit_in_bytes" 2>&1)"
   [ "$got" = $((512 << 20)) ]; ok $? "pod_devices: a pod without a memory limit is held to the job's lent 512M ($got)"
@@ -236,7 +236,7 @@ for p in json.load(sys.stdin)["pods"]:
 # steps have the plugin's device program in place of Slurm's
 # (spank/device_cgroup.h). Checks as pod_devices', the paths and files v2's.
 case_pod_devices_v2() {
-  e2e_job 1 -N1 -w n1 --gres=gpu:4 --k8s-gpus=3 --k8s-mem=512M || { ok 1 "pod_devices_v2: job"; return; }
+  e2e_job 1 -N1 -w $N1 --gres=gpu:4 --k8s-gpus=3 --k8s-mem=512M || { ok 1 "pod_devices_v2: job"; return; }
   local j="$E2E_JOB" p want got bad="" uid pid gpu J step
   J="/sys/fs/cgroup/system.slice/n1_slurmstepd.scope/job_$j"
   step="$J/step_extern"
@@ -359,8 +359,8 @@ case_bad_flags() {
 
 # A non-root user talking to the agent socket directly.
 case_socket_auth() {
-  e2e_job 1 -N1 -w n1 --gres=gpu:2 --k8s-gpus=1 || { ok 1 "socket_auth: job with a virtual node"; return; }
-  local j="$E2E_JOB" sock="$E2E_AGENTS/n1/agent.sock" r
+  e2e_job 1 -N1 -w $N1 --gres=gpu:2 --k8s-gpus=1 || { ok 1 "socket_auth: job with a virtual node"; return; }
+  local j="$E2E_JOB" sock="$E2E_AGENTS/$N1/agent.sock" r
   call() {  # call USER OP BODY -> the reply line
     runuser -u "$1" -- python3 -c '
 import json, socket, sys
@@ -373,13 +373,13 @@ while not buf.endswith(b"\n"):
     buf += d
 print(buf.decode().strip())' "$sock" "$2" "$3" 2>&1
   }
-  r="$(call "$TEST_USER" register "{\"job_id\":9999,\"slurm_node\":\"n1\",\"user\":\"$TEST_USER\",\"uid\":$TEST_UID,\"gpus\":[0]}")"
+  r="$(call "$TEST_USER" register "{\"job_id\":9999,\"slurm_node\":\"$N1\",\"user\":\"$TEST_USER\",\"uid\":$TEST_UID,\"gpus\":[0]}")"
   grep -q '"ok":false' <<<"$r"; ok $? "register by $TEST_USER (not root/SlurmUser) refused: $r"
-  r="$(call "$TEST_USER" deregister "{\"job_id\":$j,\"slurm_node\":\"n1\",\"grace_s\":0,\"reason\":\"x\"}")"
+  r="$(call "$TEST_USER" deregister "{\"job_id\":$j,\"slurm_node\":\"$N1\",\"grace_s\":0,\"reason\":\"x\"}")"
   grep -q '"ok":false' <<<"$r"; ok $? "deregister of job $j by $TEST_USER refused: $r"
-  r="$(call nobody attach "{\"job_id\":$j,\"slurm_node\":\"n1\"}")"
+  r="$(call nobody attach "{\"job_id\":$j,\"slurm_node\":\"$N1\"}")"
   grep -q '"ok":false' <<<"$r"; ok $? "attach to $TEST_USER's job $j by user nobody refused: $r"
-  r="$(call "$TEST_USER" attach "{\"job_id\":$j,\"slurm_node\":\"n1\"}")"
+  r="$(call "$TEST_USER" attach "{\"job_id\":$j,\"slurm_node\":\"$N1\"}")"
   grep -q '"ok":false' <<<"$r"; ok $? "attach by the job's own user from outside the job's cgroup refused: $r"
   r="$(runuser -u "$TEST_USER" -- python3 -c '
 import socket, sys
@@ -387,13 +387,13 @@ s = socket.socket(socket.AF_UNIX); s.settimeout(5)
 try:
     s.connect(sys.argv[1]); print("connected")
 except PermissionError as e:
-    print("denied:", e)' "$E2E_AGENTS/n1/admin/agent.sock" 2>&1)"
+    print("denied:", e)' "$E2E_AGENTS/$N1/admin/agent.sock" 2>&1)"
   grep -q '^denied:' <<<"$r"; ok $? "$TEST_USER cannot connect to the agent's admin socket: $r"
   r="$(runuser -u "$TEST_USER" -- python3 -c '
 import socket, sys
 s = socket.socket(socket.AF_UNIX); s.settimeout(5); s.connect(sys.argv[1])
 s.sendall(b"{not json\n"); print(s.recv(4096).decode().strip())' "$sock" 2>&1)"
-  sk_pid_alive "$(cat "$E2E_AGENTS/n1/agent.pid")" && [ -z "$(e2e_node_names 9999)" ] && [ "$(e2e_ready_nodes "$j")" = 1 ]
+  sk_pid_alive "$(cat "$E2E_AGENTS/$N1/agent.pid")" && [ -z "$(e2e_node_names 9999)" ] && [ "$(e2e_ready_nodes "$j")" = 1 ]
   ok $? "after the refused requests and a malformed line ($r): agent alive, no Node for job 9999, job $j's node still Ready"
   e2e_end_job "$j"
   e2e_assert_clean "$j" "socket_auth"
@@ -401,7 +401,7 @@ s.sendall(b"{not json\n"); print(s.recv(4096).decode().strip())' "$sock" 2>&1)"
 
 # A privileged pod is refused with a Failed status that says why.
 case_privileged() {
-  e2e_job 1 -N1 -w n1 --gres=gpu:2 --k8s-gpus=1 || { ok 1 "privileged: job with a virtual node"; return; }
+  e2e_job 1 -N1 -w $N1 --gres=gpu:2 --k8s-gpus=1 || { ok 1 "privileged: job with a virtual node"; return; }
   local j="$E2E_JOB"
   EXTRA_SPEC='    securityContext: {privileged: true}' e2e_pod "$j" priv
   e2e_wait 20 "[ \"\$(e2e_pod_phase priv)\" = Failed ]"
@@ -417,7 +417,7 @@ case_privileged() {
 # More GPUs than lent: the scheduler keeps it Pending; bound directly past
 # the scheduler, the node refuses it (Failed with the reason).
 case_too_many_gpus() {
-  e2e_job 1 -N1 -w n2 --gres=gpu:4 --k8s-gpus=2 || { ok 1 "too_many_gpus: job with a virtual node"; return; }
+  e2e_job 1 -N1 -w $N2 --gres=gpu:4 --k8s-gpus=2 || { ok 1 "too_many_gpus: job with a virtual node"; return; }
   local j="$E2E_JOB" node
   node="$(e2e_node_names "$j")"
   GPUS=3 e2e_pod "$j" greedy-sched
@@ -442,7 +442,7 @@ case_too_many_gpus() {
 # is off).
 case_namespace() {
   e2e_kubectl create namespace rl >/dev/null 2>&1
-  e2e_job 1 -N1 -w n3 --gres=gpu:2 --k8s-gpus=1 --k8s-namespace=rl || { ok 1 "namespace: job with a virtual node"; return; }
+  e2e_job 1 -N1 -w $N3 --gres=gpu:2 --k8s-gpus=1 --k8s-namespace=rl || { ok 1 "namespace: job with a virtual node"; return; }
   local j="$E2E_JOB"
   NS=default e2e_pod "$j" wrong-ns
   e2e_wait 20 "[ \"\$(NS=default e2e_pod_phase wrong-ns)\" = Failed ]"
@@ -463,7 +463,7 @@ case_namespace() {
   e2e_end_job "$j"
   e2e_assert_clean "$j" "namespace"
 
-  e2e_job 1 -N1 -w n3 --gres=gpu:2 --k8s-gpus=1 || { ok 1 "namespace: job naming no namespace"; return; }
+  e2e_job 1 -N1 -w $N3 --gres=gpu:2 --k8s-gpus=1 || { ok 1 "namespace: job naming no namespace"; return; }
   j="$E2E_JOB"; node="$(e2e_node_names "$j")"; out="$SK_JOBS_DIR/e2e-$j.out"
   [ "$(ann "$node")" = default ]; ok $? "namespace: a job naming none gets the site's list on its Node ($(ann "$node"))"
   e2e_wait 10 "grep -q '^namespaces=' '$out'"
@@ -487,12 +487,12 @@ case_namespace() {
 
 # Two jobs on the same Slurm node: one virtual node each, disjoint GPUs.
 case_two_jobs() {
-  e2e_job 1 -N1 -w n2 --gres=gpu:2 --k8s-gpus=1 || { ok 1 "two_jobs: first job"; return; }
+  e2e_job 1 -N1 -w $N2 --gres=gpu:2 --k8s-gpus=1 || { ok 1 "two_jobs: first job"; return; }
   local j1="$E2E_JOB"
-  e2e_job 1 -N1 -w n2 --gres=gpu:2 --k8s-gpus=1 || { ok 1 "two_jobs: second job"; e2e_end_job "$j1"; return; }
+  e2e_job 1 -N1 -w $N2 --gres=gpu:2 --k8s-gpus=1 || { ok 1 "two_jobs: second job"; e2e_end_job "$j1"; return; }
   local j2="$E2E_JOB" n1 n2
   n1="$(e2e_node_names "$j1")"; n2="$(e2e_node_names "$j2")"
-  [ "$n1" = "slurm-n2-$j1" ] && [ "$n2" = "slurm-n2-$j2" ]; ok $? "jobs $j1 and $j2 on n2: nodes $n1 and $n2"
+  [ "$n1" = "slurm-$N2-$j1" ] && [ "$n2" = "slurm-$N2-$j2" ]; ok $? "jobs $j1 and $j2 on $N2: nodes $n1 and $n2"
   e2e_pod "$j1" a; e2e_pod "$j2" b
   e2e_pod_running a 30 && e2e_pod_running b 30; ok $? "a pod runs on each job's node"
   # Each job's extern step opens its own lent GPU only, which CUDA numbers 0
@@ -507,13 +507,51 @@ case_two_jobs() {
   ok $? "each pod on its own job's node, different GPUs (a: node GPU $ga, CUDA $ca; b: node GPU $gb, CUDA $cb)"
   two_jobs_identities "$n1" "$n2"
   e2e_end_job "$j1"
-  [ ! -e "$E2E_AGENTS/n2/state/pki/$n1.pem" ] && [ -s "$E2E_AGENTS/n2/state/pki/$n2.pem" ]
+  [ ! -e "$E2E_AGENTS/$N2/state/pki/$n1.pem" ] && [ -s "$E2E_AGENTS/$N2/state/pki/$n2.pem" ]
   ok $? "the ended job's node key and certificate removed, the running one's kept"
   [ -n "$(e2e_pod_pids "$j2" b)" ] && [ "$(e2e_pod_phase b)" = Running ] && [ "$(e2e_ready_nodes "$j2")" = 1 ]
   ok $? "ending job $j1 leaves job $j2's node and pod running"
   e2e_end_job "$j2"
   e2e_assert_clean "$j1" "two_jobs (first)"
   e2e_assert_clean "$j2" "two_jobs (second)"
+}
+
+# A second test cluster on this host (another SK_SLURM_DIR and ports, as a
+# developer's scenario or benchmark beside the e2e) started, given a job and
+# cleaned while a job of ours runs with a pod: its node names, cgroup
+# directories and job ids are its own (tests/slurm/lib.sh), and its `clean`
+# leaves our job, its cgroups and its pod alone.
+case_two_clusters() {
+  e2e_job 1 -N1 -w $N1 --gres=gpu:2 --k8s-gpus=1 || { ok 1 "two_clusters: job"; return; }
+  local j="$E2E_JOB" other="$E2E_D/other-cluster" oj onode cg
+  e2e_pod "$j" ours
+  e2e_pod_running ours 30; ok $? "two_clusters: a pod runs on job $j's node"
+  cg="$(echo /sys/fs/cgroup/freezer/slurm_$N1/uid_*/job_"$j")"
+  [ -d "$cg" ]; ok $? "two_clusters: job $j's cgroup directory $cg"
+  # What the e2e exported for its own cluster (partitions naming its nodes) is not the other's.
+  local -a o_env=(env -u SK_NODE_PREFIX -u SK_FIRST_JOB_ID -u SLURM_CONF_EXTRA -u GPU_PARTITION_OPTS
+                  -u CONSTRAIN_RAM_SPACE SK_SLURM_DIR="$other"
+                  CTLD_PORT=$((CTLD_PORT + 71)) SLURMD_BASE_PORT=$((SLURMD_BASE_PORT + 71))
+                  NUM_NODES=1 PLUGSTACK_LINES="" SLURM_CONF="$other/etc/slurm.conf")
+  "${o_env[@]}" "$E2E_CLUSTER" start >"$E2E_D/other-cluster.log" 2>&1
+  ok $? "two_clusters: a second cluster in $other starts ($(tail -n1 "$E2E_D/other-cluster.log"))"
+  onode="$("${o_env[@]}" sinfo -h -N -o %N 2>/dev/null | head -n1)"
+  [ -n "$onode" ] && [ "$onode" != "$N1" ] && [[ $onode != "$SK_NODE_PREFIX"[0-9]* ]]
+  ok $? "two_clusters: its node is named apart from ours ($onode; ours $N1..)"
+  oj="$("${o_env[@]}" runuser -u "$TEST_USER" -- sbatch --parsable -o /dev/null -D / --wrap 'sleep 300' 2>&1)"
+  "${o_env[@]}" bash -c 'for _ in $(seq 100); do squeue -h -j "$1" -o %T | grep -q RUNNING && exit 0; sleep 0.2; done; exit 1' _ "$oj"
+  ok $? "two_clusters: a job runs there ($oj)"
+  [[ $oj =~ ^[0-9]+$ ]] && [ "$oj" != "$j" ] && [ -d "$(echo /sys/fs/cgroup/freezer/slurm_"$onode"/uid_*/job_"$oj")" ]
+  ok $? "two_clusters: its job id $oj is not ours ($j), its cgroups are under slurm_$onode"
+  "${o_env[@]}" "$E2E_CLUSTER" clean >>"$E2E_D/other-cluster.log" 2>&1
+  ok $? "two_clusters: the second cluster stopped and cleaned"
+  [ ! -e "$other" ] && [ -z "$(ls -d /sys/fs/cgroup/*/slurm_"$onode" 2>/dev/null)" ]
+  ok $? "two_clusters: nothing of it left (its directory, its slurm_$onode cgroups)"
+  [ -d "$cg" ] && [ "$(sk_job_state "$j")" = RUNNING ] && [ "$(e2e_pod_phase ours)" = Running ] \
+    && [ -n "$(e2e_pod_pids "$j" ours)" ] && [ "$(e2e_ready_nodes "$j")" = 1 ]
+  ok $? "two_clusters: our job $j, its cgroups, its Ready node and its pod are untouched"
+  e2e_end_job "$j"
+  e2e_assert_clean "$j" "two_clusters"
 }
 
 # Each virtual node has its own identity (node_identity = bootstrap): one
@@ -555,7 +593,7 @@ assert not bad, bad
 # and 1.32 (WebSocket) where both are installed. scancel ends an exec session
 # in flight: nothing of the job's user is left.
 case_kubectl_io() {
-  e2e_job 1 -N1 -w n1 --gres=gpu:1 --k8s-gpus=1 || { ok 1 "kubectl_io: job with a virtual node"; return; }
+  e2e_job 1 -N1 -w $N1 --gres=gpu:1 --k8s-gpus=1 || { ok 1 "kubectl_io: job with a virtual node"; return; }
   local j="$E2E_JOB" node port d srv kdir v k out rc vers=()
   node="$(e2e_node_names "$j")"
   port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
@@ -707,7 +745,7 @@ EOF
 # view). An image no template matches runs as a process, its mounts made by
 # the shim.
 case_runtime_template() {
-  e2e_job 1 -N1 -w n2 --gres=gpu:1 --k8s-gpus=1 || { ok 1 "runtime_template: job"; return; }
+  e2e_job 1 -N1 -w $N2 --gres=gpu:1 --k8s-gpus=1 || { ok 1 "runtime_template: job"; return; }
   local j="$E2E_JOB" node spid out vol
   node="$(e2e_node_names "$j")"
   spid="$(pgrep -u "$TEST_UID" -f "slurm-k8s-shim --job-id $j " | head -1)"
@@ -755,7 +793,7 @@ EOF
 # container's own exit code, a missing image's ErrImagePull, and nothing of
 # podman left at the job's end.
 case_image_pods() {
-  e2e_job 1 -N1 -w n2 --gres=gpu:2 --k8s-gpus=2 || { ok 1 "image_pods: job"; return; }
+  e2e_job 1 -N1 -w $N2 --gres=gpu:2 --k8s-gpus=2 || { ok 1 "image_pods: job"; return; }
   local j="$E2E_JOB" node img="$E2E_REGISTRY/e2e/busybox:1" out st want pid
   node="$(e2e_node_names "$j")"
   e2e_kubectl create configmap "img-$j" --from-literal=app.conf="hello-$j" >/dev/null
@@ -1008,7 +1046,7 @@ sys.exit(0 if t and t[0].get("exitCode") == 3 and t[0].get("message", "").strip(
   # keep-id layers: the user's subordinate ids, read-only directories), made
   # in the job's shim dir as the job's user: the agent removes it at the
   # job's end with the rest (rm in a user namespace mapping those ids).
-  local sdir="$E2E_AGENTS/n2/shim/job_${j}_n2"
+  local sdir="$E2E_AGENTS/$N2/shim/job_${j}_$N2"
   sk_as_user unshare --map-root-user --map-auto sh -c \
     "mkdir -p '$sdir/subids/ro' && touch '$sdir/subids/ro/f' && chown -R 1:1 '$sdir/subids' && chmod 555 '$sdir/subids/ro'" \
     && [ "$(stat -c %u "$sdir/subids/ro/f")" != "$TEST_UID" ]
@@ -1112,7 +1150,7 @@ case_step_signals() {
 echo started
 while [ ! -e '$done_f' ]; do sleep 0.2 & wait \$! 2>/dev/null; done
 echo finished")"
-  j="$(sk_submit_as_user -o "$SK_JOBS_DIR/e2e-%j.out" -N1 -w n1 --gres=gpu:2 --k8s-gpus=1 "$s")" \
+  j="$(sk_submit_as_user -o "$SK_JOBS_DIR/e2e-%j.out" -N1 -w $N1 --gres=gpu:2 --k8s-gpus=1 "$s")" \
     || { ok 1 "step_signals: job submitted"; return; }
   sk_wait_state "$j" RUNNING 30 && e2e_wait 20 "[ \"\$(e2e_ready_nodes $j)\" = 1 ]"
   ok $? "step_signals: job $j RUNNING with a Ready node"
@@ -1150,7 +1188,7 @@ echo finished")"
 # (end_time_check_interval, 2 s here) and cordons when the new end is within
 # cordon_before_end (60 s), uncordons when it moves away again.
 case_time_limit_update() {
-  e2e_job 1 -N1 -w n2 --gres=gpu:2 --k8s-gpus=1 --time=10 || { ok 1 "time_limit_update: job"; return; }
+  e2e_job 1 -N1 -w $N2 --gres=gpu:2 --k8s-gpus=1 --time=10 || { ok 1 "time_limit_update: job"; return; }
   local j="$E2E_JOB" node
   node="$(e2e_node_names "$j")"
   cordoned() {  # the Node is unschedulable and carries the job-ending taint
@@ -1158,7 +1196,7 @@ case_time_limit_update() {
       && e2e_kubectl get node "$node" -o 'jsonpath={.spec.taints}' | grep -q '"slurm-k8s/job-ending"'
   }
   state() { echo "unschedulable=$(e2e_kubectl get node "$node" -o 'jsonpath={.spec.unschedulable}') taints=$(e2e_kubectl get node "$node" -o 'jsonpath={.spec.taints}')"; }
-  e2e_wait 20 "grep -q '\[node $node\] Slurm says job $j ends at' '$E2E_AGENTS/n2/agent.log'"
+  e2e_wait 20 "grep -q '\[node $node\] Slurm says job $j ends at' '$E2E_AGENTS/$N2/agent.log'"
   ok $? "time_limit_update: the agent read the end of job $j (10 min away)"
   ! cordoned; ok $? "time_limit_update: not cordoned 10 min before the end ($(state))"
   scontrol update jobid="$j" TimeLimit=1; ok $? "scontrol update jobid=$j TimeLimit=1"
@@ -1189,7 +1227,7 @@ proc_state_of() { sed -E 's/^.*\) (.).*$/\1/' "/proc/$1/stat" 2>/dev/null; }
 # A job cancelled while suspended still stops its pod gracefully (SIGTERM
 # seen, final status JobCancelled) and leaves nothing.
 case_suspend() {
-  e2e_job 1 -N1 -w n2 --gres=gpu:2 --k8s-gpus=1 || { ok 1 "suspend: job"; return; }
+  e2e_job 1 -N1 -w $N2 --gres=gpu:2 --k8s-gpus=1 || { ok 1 "suspend: job"; return; }
   local j="$E2E_JOB" node pid
   node="$(e2e_node_names "$j")"
   NODE="$node" e2e_pod "$j" sp1; e2e_pod_running sp1 30; ok $? "suspend: pod sp1 Running and Ready"
@@ -1238,11 +1276,11 @@ case_suspend() {
 # (the running pod's final status JobCancelled, the drained one's stays
 # Terminated) and nothing is left.
 case_drain_before() {
-  e2e_job 1 -N1 -w n2 --gres=gpu:2 --k8s-gpus=1 --time=30 --k8s-drain-before=600 \
+  e2e_job 1 -N1 -w $N2 --gres=gpu:2 --k8s-gpus=1 --time=30 --k8s-drain-before=600 \
     || { ok 1 "drain_before: job"; return; }
   local j="$E2E_JOB" node st
   node="$(e2e_node_names "$j")"
-  e2e_wait 20 "grep -q '\[node $node\] Slurm says job $j ends at' '$E2E_AGENTS/n2/agent.log'"
+  e2e_wait 20 "grep -q '\[node $node\] Slurm says job $j ends at' '$E2E_AGENTS/$N2/agent.log'"
   ok $? "drain_before: the agent read the end of job $j (30 min away; drain 10 min before)"
   NODE="$node" e2e_pod "$j" dr1; e2e_pod_running dr1 30; ok $? "drain_before: pod dr1 Running"
   rl_follow_log default/dr1
@@ -1268,7 +1306,7 @@ sys.exit(0 if s.get("phase") == "Failed" and "Slurm job " + os.environ["J"] in s
   [ "$(e2e_pod_field default/dr2 '{.status.reason}')" = NodeShutdown ] && [ -z "$(e2e_pod_pids "$j" dr2)" ]
   ok $? "drain_before: a pod bound afterwards is refused: $(e2e_pod_field default/dr2 '{.status.phase} {.status.reason}: {.status.message}')"
   scontrol update jobid="$j" TimeLimit=30; ok $? "scontrol update jobid=$j TimeLimit=30"
-  e2e_wait 20 "grep -q '\[node $node\] the job.s end moved away: pods start here again' '$E2E_AGENTS/n2/agent.log'"
+  e2e_wait 20 "grep -q '\[node $node\] the job.s end moved away: pods start here again' '$E2E_AGENTS/$N2/agent.log'"
   ok $? "drain_before: the agent saw the end move away"
   GPUS=0 NODE="$node" e2e_pod "$j" dr3; e2e_pod_running dr3 30
   ok $? "drain_before: a new pod runs again ($(e2e_pod_field default/dr3 '{.status.phase}'))"
@@ -1287,7 +1325,7 @@ sys.exit(0 if s.get("phase") == "Failed" and "Slurm job " + os.environ["J"] in s
 # virtual node comes back as a new Node (new uid) under the same name, and
 # pods run there again.
 case_requeue() {
-  e2e_job 1 -N1 -w n1 --gres=gpu:2 --k8s-gpus=1 --requeue || { ok 1 "requeue: job"; return; }
+  e2e_job 1 -N1 -w $N1 --gres=gpu:2 --k8s-gpus=1 --requeue || { ok 1 "requeue: job"; return; }
   local j="$E2E_JOB" node uid1 uid2
   node="$(e2e_node_names "$j")"
   uid1="$(e2e_kubectl get node "$node" -o 'jsonpath={.metadata.uid}')"
@@ -1322,7 +1360,7 @@ case_requeue() {
 case_salloc() {
   local out="$SK_JOBS_DIR/salloc.out" done_f="$SK_JOBS_DIR/salloc.done" pid j node
   rm -f "$out" "$done_f"
-  sk_as_user timeout 180 salloc -N1 -w n2 --gres=gpu:2 --k8s-gpus=1 bash -c "
+  sk_as_user timeout 180 salloc -N1 -w $N2 --gres=gpu:2 --k8s-gpus=1 bash -c "
     echo job=\$SLURM_JOB_ID
     srun -N1 printenv SLURM_K8S_NODE SLURM_K8S_GPUS | sed 's/^/step: /'
     srun -N1 --k8s-gpus=1 true; echo same_flag_rc=\$?
@@ -1359,7 +1397,7 @@ case_gpu_forms() {
   local form j node got out
   for form in "--gres=gpu:a100:3" "--gres=gpu:3" "--gpus-per-node=3" "--gpus=3" "--gpus-per-task=3 -n1"; do
     # shellcheck disable=SC2086  # $form is two words for --gpus-per-task
-    e2e_job 1 -N1 -w n1 $form --k8s-gpus=1 || { ok 1 "gpu_forms: $form: job"; continue; }
+    e2e_job 1 -N1 -w $N1 $form --k8s-gpus=1 || { ok 1 "gpu_forms: $form: job"; continue; }
     j="$E2E_JOB"
     node="$(e2e_node_names "$j")"
     got="$(e2e_kubectl get node "$node" -o 'jsonpath={.metadata.labels.nvidia\.com/gpu\.count} {.metadata.labels.nvidia\.com/gpu\.product} {.status.allocatable.nvidia\.com/gpu}')"
@@ -1382,18 +1420,18 @@ case_gpu_forms() {
 # reason in the job's SLURM_K8S_ERROR, and no Node appears.
 case_node_share() {
   local j node got out
-  e2e_job 1 -N1 -w n3 -n1 -c 3 --mem=1500 --gres=gpu:1 --k8s-gpus=1 || { ok 1 "node_share: job"; return; }
+  e2e_job 1 -N1 -w $N3 -n1 -c 3 --mem=1500 --gres=gpu:1 --k8s-gpus=1 || { ok 1 "node_share: job"; return; }
   j="$E2E_JOB"; node="$(e2e_node_names "$j")"
   got="$(e2e_kubectl get node "$node" -o 'jsonpath={.status.capacity.cpu} {.status.capacity.memory} {.status.allocatable.cpu} {.status.allocatable.memory}')"
   [ "$got" = "3 1536000Ki 3 1536000Ki" ]; ok $? "node_share: -c 3 --mem=1500: the Node offers cpu and memory '$got'"
   got="$(e2e_kubectl get node "$node" -o 'jsonpath={.status.capacity.ephemeral-storage}')"
   local want_kib
-  want_kib="$(( $(stat -f -c '%b * %S' "$E2E_AGENTS/n3/shim") / 1024 ))"
+  want_kib="$(( $(stat -f -c '%b * %S' "$E2E_AGENTS/$N3/shim") / 1024 ))"
   [ "$got" = "${want_kib}Ki" ]; ok $? "node_share: ephemeral-storage is the pods' file system's size ($got, df: ${want_kib}Ki)"
   e2e_end_job "$j"
   e2e_assert_clean "$j" "node_share"
 
-  e2e_job 1 -N1 -w n3 -n1 -c 3 --mem=1500 --gres=gpu:1 --k8s-gpus=1 --k8s-cpus=1 --k8s-mem=500M \
+  e2e_job 1 -N1 -w $N3 -n1 -c 3 --mem=1500 --gres=gpu:1 --k8s-gpus=1 --k8s-cpus=1 --k8s-mem=500M \
     || { ok 1 "node_share: job with --k8s-cpus"; return; }
   j="$E2E_JOB"; node="$(e2e_node_names "$j")"
   got="$(e2e_kubectl get node "$node" -o 'jsonpath={.status.capacity.cpu} {.status.capacity.memory}')"
@@ -1401,10 +1439,10 @@ case_node_share() {
   e2e_end_job "$j"
   e2e_assert_clean "$j" "node_share"
 
-  e2e_job 0 -N1 -w n3 -n1 -c 3 --gres=gpu:1 --k8s-gpus=1 --k8s-cpus=4 || { ok 1 "node_share: job over its CPUs"; return; }
+  e2e_job 0 -N1 -w $N3 -n1 -c 3 --gres=gpu:1 --k8s-gpus=1 --k8s-cpus=4 || { ok 1 "node_share: job over its CPUs"; return; }
   j="$E2E_JOB"; out="$SK_JOBS_DIR/e2e-$j.out"
   e2e_wait 10 "grep -q '^node=' '$out'"
-  grep -q "^node= gpus= error=.*--k8s-cpus=4 is more than the 3 CPUs job $j holds on n3" "$out"
+  grep -q "^node= gpus= error=.*--k8s-cpus=4 is more than the 3 CPUs job $j holds on $N3" "$out"
   ok $? "node_share: --k8s-cpus=4 on 3 CPUs is refused with the reason: $(head -n1 "$out")"
   [ -z "$(e2e_node_names "$j")" ]; ok $? "node_share: no Node for the refused job"
   e2e_end_job "$j"
@@ -1416,13 +1454,13 @@ case_node_share() {
 # that job ends PREEMPTED, its pod's final status and the Node's Event say
 # Preempted, the urgent job runs, and nothing of the first is left.
 case_preempt() {
-  e2e_job 1 -N1 -w n1 --gres=gpu:4 --k8s-gpus=2 || { ok 1 "preempt: job"; return; }
+  e2e_job 1 -N1 -w $N1 --gres=gpu:4 --k8s-gpus=2 || { ok 1 "preempt: job"; return; }
   local j="$E2E_JOB" j2 s
   e2e_pod "$j" pe1; e2e_pod_running pe1 30; ok $? "preempt: pod pe1 Running"
   rl_follow_log default/pe1
   s="$(e2e_script urgent 'sleep 600')"
-  j2="$(sk_submit_as_user -o /dev/null -p urgent -N1 -w n1 --gres=gpu:4 "$s")"
-  ok $? "preempt: urgent job $j2 submitted to n1"
+  j2="$(sk_submit_as_user -o /dev/null -p urgent -N1 -w $N1 --gres=gpu:4 "$s")"
+  ok $? "preempt: urgent job $j2 submitted to $N1"
   sk_wait_state "$j" PREEMPTED 60; ok $? "preempt: job $j ended $(sk_job_state "$j")"
   e2e_wait 30 "[ -z \"\$(e2e_node_names $j)\" ]"; ok $? "preempt: its Node is gone"
   rl_stop_log_followers
@@ -1437,13 +1475,13 @@ case_preempt() {
 # scontrol requeue's, its Node goes, the urgent job runs; the requeued job is
 # PENDING under its id and, cancelled there, leaves nothing.
 case_preempt_requeue() {
-  e2e_job 1 -p requeue --requeue -N1 -w n1 --gres=gpu:4 --k8s-gpus=2 || { ok 1 "preempt_requeue: job"; return; }
+  e2e_job 1 -p requeue --requeue -N1 -w $N1 --gres=gpu:4 --k8s-gpus=2 || { ok 1 "preempt_requeue: job"; return; }
   local j="$E2E_JOB" j2 s
   e2e_pod "$j" pq1; e2e_pod_running pq1 30; ok $? "preempt_requeue: pod pq1 Running"
   rl_follow_log default/pq1
   s="$(e2e_script urgent 'sleep 600')"
-  j2="$(sk_submit_as_user -o /dev/null -p urgent -N1 -w n1 --gres=gpu:4 "$s")"
-  ok $? "preempt_requeue: urgent job $j2 submitted to n1"
+  j2="$(sk_submit_as_user -o /dev/null -p urgent -N1 -w $N1 --gres=gpu:4 "$s")"
+  ok $? "preempt_requeue: urgent job $j2 submitted to $N1"
   sk_wait_state "$j2" RUNNING 60; ok $? "preempt_requeue: the urgent job $j2 runs ($(sk_job_state "$j2"))"
   e2e_wait 30 "[ -z \"\$(e2e_node_names $j)\" ]"; ok $? "preempt_requeue: the preempted job's Node is gone"
   rl_stop_log_followers
@@ -1461,7 +1499,7 @@ case_preempt_requeue() {
 # the urgent job ends GANG resumes the lending job and all is undone; the
 # pod was not restarted. scancel then ends it as usual.
 case_preempt_suspend() {
-  e2e_job 1 -p suspend -N1 -w n1 --gres=gpu:2 --k8s-gpus=1 || { ok 1 "preempt_suspend: job"; return; }
+  e2e_job 1 -p suspend -N1 -w $N1 --gres=gpu:2 --k8s-gpus=1 || { ok 1 "preempt_suspend: job"; return; }
   local j="$E2E_JOB" j2 s node pid
   node="$(e2e_node_names "$j")"
   NODE="$node" e2e_pod "$j" ps1; e2e_pod_running ps1 30; ok $? "preempt_suspend: pod ps1 Running and Ready"
@@ -1470,8 +1508,8 @@ case_preempt_suspend() {
   [ -n "$pid" ] && [ "$(proc_state_of "$pid")" != T ]; ok $? "preempt_suspend: the pod's process $pid runs ($(proc_state_of "$pid"))"
 
   s="$(e2e_script urgent 'sleep 600')"
-  j2="$(sk_submit_as_user -o /dev/null -p urgent -N1 -w n1 -n "${CPUS_PER_NODE:-4}" "$s")"
-  ok $? "preempt_suspend: urgent job $j2 submitted to n1 for all its CPUs"
+  j2="$(sk_submit_as_user -o /dev/null -p urgent -N1 -w $N1 -n "${CPUS_PER_NODE:-4}" "$s")"
+  ok $? "preempt_suspend: urgent job $j2 submitted to $N1 for all its CPUs"
   sk_wait_state "$j2" RUNNING 60; ok $? "preempt_suspend: the urgent job $j2 runs ($(sk_job_state "$j2"))"
   [ "$(sk_job_state "$j")" = SUSPENDED ]; ok $? "preempt_suspend: Slurm suspended job $j ($(sk_job_state "$j"))"
   e2e_wait 30 "[ \"\$(node_ready_of $node)\" = 'False JobSuspended' ]"
@@ -1525,13 +1563,13 @@ EOF
 case_array_het() {
   local s a h got ids j
   s="$(e2e_script sleeper 'sleep 600')"
-  a="$(sk_submit_as_user -o /dev/null --array=0-1 -N1 -w n2 --gres=gpu:1 --k8s-gpus=1 "$s")"
+  a="$(sk_submit_as_user -o /dev/null --array=0-1 -N1 -w $N2 --gres=gpu:1 --k8s-gpus=1 "$s")"
   ok $? "array_het: array job $a submitted (tasks 0-1)"
   e2e_wait 30 "[ \"\$(e2e_ready_nodes_by array-job-id $a)\" = 2 ]"
   got="$(e2e_kubectl get nodes -l "slurm-k8s/array-job-id=$a" -o 'jsonpath={range .items[*]}{.metadata.labels.slurm-k8s/array-task-id}:{.metadata.labels.slurm-k8s/job-id}:{.metadata.name} {end}')"
   ids="$(tr ' ' '\n' <<<"$got" | grep . | cut -d: -f1 | sort | paste -sd,)"
   [ "$ids" = "0,1" ] && [ "$(tr ' ' '\n' <<<"$got" | grep . | cut -d: -f2 | sort -u | grep -c .)" = 2 ] \
-    && grep -q ":$a:slurm-n2-$a " <<<"$got"
+    && grep -q ":$a:slurm-$N2-$a " <<<"$got"
   # (Slurm gives the array's own id to one of the tasks, not always task 0.)
   ok $? "array_het: 2 Ready Nodes labelled array-job-id=$a, task ids 0 and 1, each its own job-id and name ($got)"
   array_het_pod ah1 array-job-id "$a"; e2e_pod_running ah1 30
@@ -1541,12 +1579,12 @@ case_array_het() {
   ok $? "array_het: scancel $a removes the Nodes of both tasks"
   for j in $(tr ' ' '\n' <<<"$got" | grep . | cut -d: -f2); do e2e_assert_clean "$j" "array_het: task job $j"; done
 
-  h="$(sk_submit_as_user -o /dev/null -N1 -w n1 --gres=gpu:1 --k8s-gpus=1 : -N1 -w n3 --gres=gpu:1 --k8s-gpus=1 "$s")"
+  h="$(sk_submit_as_user -o /dev/null -N1 -w $N1 --gres=gpu:1 --k8s-gpus=1 : -N1 -w $N3 --gres=gpu:1 --k8s-gpus=1 "$s")"
   ok $? "array_het: het job $h submitted (2 components)"
   e2e_wait 30 "[ \"\$(e2e_ready_nodes_by het-job-id $h)\" = 2 ]"
   got="$(e2e_kubectl get nodes -l "slurm-k8s/het-job-id=$h" -o 'jsonpath={range .items[*]}{.metadata.labels.slurm-k8s/het-component}:{.metadata.labels.slurm-k8s/job-id}:{.metadata.labels.slurm-k8s/slurm-node} {end}')"
-  grep -q "0:$h:n1" <<<"$got" && grep -q "1:$((h + 1)):n3" <<<"$got"
-  ok $? "array_het: 2 Ready Nodes labelled het-job-id=$h: component 0 (job $h) on n1, component 1 (job $((h + 1))) on n3 ($got)"
+  grep -q "0:$h:$N1" <<<"$got" && grep -q "1:$((h + 1)):$N3" <<<"$got"
+  ok $? "array_het: 2 Ready Nodes labelled het-job-id=$h: component 0 (job $h) on $N1, component 1 (job $((h + 1))) on $N3 ($got)"
   array_het_pod ah2 het-job-id "$h"; e2e_pod_running ah2 30
   ok $? "array_het: a pod selecting slurm-k8s/het-job-id=$h runs ($(e2e_pod_field default/ah2 '{.spec.nodeName}'))"
   scancel "$h"
@@ -1567,15 +1605,15 @@ case_array_het() {
 # and is then cancelled while it waits. The node is resumed for the cases
 # after it.
 case_node_fail() {
-  e2e_job 1 -N1 -w n3 --no-requeue --gres=gpu:2 --k8s-gpus=1 || { ok 1 "node_fail: job"; return; }
+  e2e_job 1 -N1 -w $N3 --no-requeue --gres=gpu:2 --k8s-gpus=1 || { ok 1 "node_fail: job"; return; }
   local j="$E2E_JOB" node t0
   node="$(e2e_node_names "$j")"
-  e2e_job 1 -N1 -w n3 --requeue --gres=gpu:2 --k8s-gpus=1 || { ok 1 "node_fail: --requeue job"; return; }
+  e2e_job 1 -N1 -w $N3 --requeue --gres=gpu:2 --k8s-gpus=1 || { ok 1 "node_fail: --requeue job"; return; }
   local jr="$E2E_JOB" node_r
   node_r="$(e2e_node_names "$jr")"
   e2e_pod "$j" nf1; e2e_pod "$jr" nf2
   e2e_pod_running nf1 30 && e2e_pod_running nf2 30; ok $? "node_fail: pods nf1 on $node and nf2 on $node_r Running"
-  e2e_agent_stop 3 KILL; ok $? "node_fail: agent n3 killed -9"
+  e2e_agent_stop 3 KILL; ok $? "node_fail: agent $N3 killed -9"
   t0=$SECONDS
   # Slurm declares the node failed: the --no-requeue job ends NODE_FAIL,
   # the --requeue one waits to run again. The node is drained first so that
@@ -1584,9 +1622,9 @@ case_node_fail() {
   # back at its slurmd's next answer (40 ms), where the requeued job runs
   # again once its wait (the cluster's cred_expire, 30 s) is over. DOWN keeps
   # the drain flag.
-  scontrol update NodeName=n3 State=DRAIN Reason=e2e-node-fail \
-    && scontrol update NodeName=n3 State=DOWN Reason=e2e-node-fail
-  ok $? "node_fail: Slurm node n3 set DOWN ($(sinfo -h -n n3 -o %T))"
+  scontrol update NodeName=$N3 State=DRAIN Reason=e2e-node-fail \
+    && scontrol update NodeName=$N3 State=DOWN Reason=e2e-node-fail
+  ok $? "node_fail: Slurm node $N3 set DOWN ($(sinfo -h -n $N3 -o %T))"
   sk_wait_state "$j" NODE_FAIL 90
   ok $? "node_fail: job $j ended without its agent ($(sk_job_state "$j"))"
   sk_wait_state "$jr" PENDING 90
@@ -1598,8 +1636,8 @@ case_node_fail() {
   e2e_wait 150 "$gone"
   ok $? "node_fail: $node and $node_r, their Leases and pods nf1, nf2 deleted $((SECONDS - t0)) s after the node failed"
   for x in "$node" "$node_r"; do
-    grep -q "\[node $x\] gc: Slurm node n3 renewed nothing for" "$E2E_AGENTS/n1/agent.log"
-    ok $? "node_fail: $x by agent n1's collection of failed nodes ($(grep -o "\[node $x\] gc: Slurm node n3.*" "$E2E_AGENTS/n1/agent.log" | head -n1))"
+    grep -q "\[node $x\] gc: Slurm node $N3 renewed nothing for" "$E2E_AGENTS/$N1/agent.log"
+    ok $? "node_fail: $x by agent $N1's collection of failed nodes ($(grep -o "\[node $x\] gc: Slurm node $N3.*" "$E2E_AGENTS/$N1/agent.log" | head -n1))"
   done
   # What Slurm says of the job's end (NODE_FAIL; waiting again: Requeued) is
   # the pod's last status before its delete, and the Node's Event.
@@ -1617,21 +1655,21 @@ print(s.get("phase"), s.get("reason"), t.get("reason"), t.get("exitCode"))')"
     check_job_end_event "$pj" "node_fail" "$pw"
   done
   scancel "$jr"; sk_wait_state "$jr" CANCELLED 30; ok $? "node_fail: the requeued job $jr cancelled while it waits"
-  scontrol update NodeName=n3 State=RESUME
+  scontrol update NodeName=$N3 State=RESUME
   # Back and answering: "idle*" (not responding) until slurmctld's next ping
   # of the node, which the next cases' jobs would wait for.
-  e2e_wait 60 "sinfo -h -n n3 -o %T | grep -qxE 'idle|mixed|allocated'"; ok $? "node_fail: Slurm node n3 back ($(sinfo -h -n n3 -o %T))"
-  e2e_agent_start 3; ok $? "node_fail: agent n3 back"
+  e2e_wait 60 "sinfo -h -n $N3 -o %T | grep -qxE 'idle|mixed|allocated'"; ok $? "node_fail: Slurm node $N3 back ($(sinfo -h -n $N3 -o %T))"
+  e2e_agent_start 3; ok $? "node_fail: agent $N3 back"
   e2e_assert_clean "$j" "node_fail"
   e2e_assert_clean "$jr" "node_fail: requeued job"
 }
 
 case_slurmd_restart() {
-  e2e_job 1 -N1 -w n3 --gres=gpu:2 --k8s-gpus=1 || { ok 1 "slurmd_restart: job"; return; }
+  e2e_job 1 -N1 -w $N3 --gres=gpu:2 --k8s-gpus=1 || { ok 1 "slurmd_restart: job"; return; }
   local j="$E2E_JOB" pid
   e2e_pod "$j" r1; e2e_pod_running r1 30; ok $? "slurmd_restart: pod Running"
   pid="$(e2e_pod_pids "$j" r1)"
-  "$E2E_CLUSTER" restart-slurmd n3 >/dev/null 2>&1; ok $? "slurmd n3 restarted"
+  "$E2E_CLUSTER" restart-slurmd $N3 >/dev/null 2>&1; ok $? "slurmd $N3 restarted"
   sleep 2
   [ "$(sk_job_state "$j")" = RUNNING ] && [ "$(e2e_pod_pids "$j" r1)" = "$pid" ] && [ "$(e2e_pod_phase r1)" = Running ] \
     && [ "$(e2e_ready_nodes "$j")" = 1 ]
@@ -1641,7 +1679,7 @@ case_slurmd_restart() {
 }
 
 case_agent_kill() {
-  e2e_job 1 -N1 -w n1 --gres=gpu:4 --k8s-gpus=2 || { ok 1 "agent_kill: job"; return; }
+  e2e_job 1 -N1 -w $N1 --gres=gpu:4 --k8s-gpus=2 || { ok 1 "agent_kill: job"; return; }
   local j="$E2E_JOB" pid node
   node="$(e2e_node_names "$j")"
   e2e_pod "$j" k1; e2e_pod_running k1 30; ok $? "agent_kill: pod Running"
@@ -1649,9 +1687,9 @@ case_agent_kill() {
   e2e_agent_stop 1 KILL
   sleep 2
   [ "$(e2e_pod_pids "$j" k1)" = "$pid" ]; ok $? "agent killed -9: the pod process ($pid) keeps running"
-  e2e_agent_start 1; ok $? "agent n1 restarted"
+  e2e_agent_start 1; ok $? "agent $N1 restarted"
   # Re-adopted: the shim re-attaches, the pod is neither duplicated nor lost.
-  e2e_wait 20 "grep -q 're-attached' '$E2E_RUNDIR/job_${j}_n1.json.shim.log' 2>/dev/null || grep -q 'shim attached' <(tail -n 50 '$E2E_AGENTS/n1/agent.log')"
+  e2e_wait 20 "grep -q 're-attached' '$E2E_RUNDIR/job_${j}_$N1.json.shim.log' 2>/dev/null || grep -q 'shim attached' <(tail -n 50 '$E2E_AGENTS/$N1/agent.log')"
   sleep 2
   [ "$(e2e_pod_pids "$j" k1)" = "$pid" ] && [ "$(e2e_pod_phase k1)" = Running ] \
     && [ "$(e2e_pod_field default/k1 '{.status.containerStatuses[0].restartCount}')" = 0 ]
@@ -1669,7 +1707,7 @@ case_agent_kill() {
 # cgroups; that one attaches, the Node is Ready again (ShimAttached) and runs
 # new pods; the job ends with nothing left.
 case_shim_kill() {
-  e2e_job 1 -N1 -w n2 --gres=gpu:4 --k8s-gpus=2 || { ok 1 "shim_kill: job"; return; }
+  e2e_job 1 -N1 -w $N2 --gres=gpu:4 --k8s-gpus=2 || { ok 1 "shim_kill: job"; return; }
   local j="$E2E_JOB" spid npid node cg
   node="$(e2e_node_names "$j")"
   RESTART=Never e2e_pod "$j" m1; e2e_pod_running m1 30; ok $? "shim_kill: pod Running"
@@ -1707,7 +1745,7 @@ case_shim_kill() {
 
 case_api_down() {
   if [ -n "$E2E_KUBECONFIG" ]; then sk_skip "api_down: needs the test double"; return; fi
-  e2e_job 1 -N1 -w n3 --gres=gpu:2 --k8s-gpus=2 || { ok 1 "api_down: job"; return; }
+  e2e_job 1 -N1 -w $N3 --gres=gpu:2 --k8s-gpus=2 || { ok 1 "api_down: job"; return; }
   local j="$E2E_JOB" pid node t_back hb
   node="$(e2e_node_names "$j")"
   e2e_pod "$j" d1; e2e_pod_running d1 30; ok $? "api_down: pod Running"
@@ -1732,7 +1770,7 @@ case_api_down() {
 
 # Submitted by run-all.sh after api_down (--time=1 = 60 s), checked after drain_before.
 case_time_limit_submit() {
-  e2e_job 1 -N1 -w n3 --gres=gpu:1 --k8s-gpus=1 --time=1 || { E2E_TL_JOB=""; return 1; }
+  e2e_job 1 -N1 -w $N3 --gres=gpu:1 --k8s-gpus=1 --time=1 || { E2E_TL_JOB=""; return 1; }
   E2E_TL_JOB="$E2E_JOB"
   # The agent cordons a node within cordon_before_end (2 min) of the job's
   # end: with a 1-minute limit at once, so the scheduler places nothing

@@ -10,9 +10,14 @@
 #                  (the ASan + UBSan build: scripts/run-tests.sh; ASAN_OPTIONS,
 #                  UBSAN_OPTIONS and LSAN_OPTIONS of the caller reach the agents
 #                  and, through slurmd and the plugin, the shims)
-#   SK_SLURM_DIR   cluster dir (everything lives here) [/tmp/sk-e2e]
+#   SK_SLURM_DIR   cluster dir (everything lives here) [/tmp/sk-e2e]; the
+#                  node names (N1, N2, N3: sk_node X) and job ids follow from
+#                  it (tests/slurm/lib.sh: SK_NODE_PREFIX, SK_FIRST_JOB_ID), so
+#                  that two instances on one host share no node name, cgroup
+#                  directory or job id
 #   CTLD_PORT, SLURMD_BASE_PORT   [28817, 29001] (below the ephemeral range)
-#   E2E_KUBELET_BASE_PORT  agent nX's kubelet port = base + X - 1 [29250]
+#   E2E_KUBELET_BASE_PORT  agent X's kubelet port = base + X - 1 [29250]
+#   E2E_REGISTRY_PORT  the image registry on loopback, +1 and +2 [29300]
 #   E2E_GRACE      plugstack grace= (pods' stop budget at job end) [15]
 #   E2E_PLUGIN_ARGS  extra plugstack key=value words
 #   E2E_KUBECONFIG a kubeconfig: target that cluster instead of the double
@@ -62,7 +67,7 @@ E2E_LEASE_GRACE="${E2E_LEASE_GRACE:-40}"
 E2E_CLUSTER="$E2E_TOP/tests/slurm/cluster.sh"
 E2E_D="$SK_SLURM_DIR"
 E2E_LIB="$E2E_D/lib"             # world-readable copies of the binaries
-E2E_AGENTS="$E2E_D/agents"       # agents/nX/{agent.conf,agent.sock,state,shim,agent.log}
+E2E_AGENTS="$E2E_D/agents"       # agents/NODE/{agent.conf,agent.sock,state,shim,agent.log}
 E2E_RUNDIR="$E2E_D/rundir"       # the plugin's run files
 E2E_KSD="$E2E_D/kube"            # the double's state dir
 E2E_EXAMPLES="$E2E_D/examples"   # examples/online-rl, readable by the job user
@@ -236,8 +241,8 @@ e2e_api() {
 }
 
 # ---------------------------------------------------------------- agents ---
-e2e_agent_conf() {  # e2e_agent_conf N -> writes agents/nN/agent.conf
-  local n="$1" a="$E2E_AGENTS/n$1"
+e2e_agent_conf() {  # e2e_agent_conf N -> writes agents/$(sk_node N)/agent.conf
+  local n="$1" a="$E2E_AGENTS/$(sk_node "$1")"
   mkdir -p "$a/state"
   chmod 755 "$E2E_AGENTS" "$a"   # the job user reaches its shim dir below
   {
@@ -259,7 +264,7 @@ e2e_agent_conf() {  # e2e_agent_conf N -> writes agents/nN/agent.conf
     [ -z "${E2E_KUBELET_CLIENT_CA:-}" ] || echo "kubelet_client_ca = $E2E_KUBELET_CLIENT_CA"
     cat <<EOF
 cluster_name = e2e
-slurm_node = n$n
+slurm_node = $(sk_node "$n")
 node_address = $(e2e_node_address "$n")
 kubelet_port = $((E2E_KUBELET_BASE_PORT + n - 1))
 state_dir = $a/state
@@ -287,7 +292,7 @@ allowed_namespaces = default
 # CSR, approved and signed by the double as by the controller-manager).
 node_identity = ${E2E_NODE_IDENTITY:-bootstrap}
 EOF
-    # Agent n1 also collects what agents that died with their node left (e2e node_fail).
+    # Agent 1 also collects what agents that died with their node left (e2e node_fail).
     [ "$n" != 1 ] || echo "gc_failed_nodes = true"
   } > "$a/agent.conf"
 }
@@ -303,7 +308,7 @@ e2e_node_address() {
 }
 
 e2e_agent_start() {  # e2e_agent_start N
-  local n="$1" a="$E2E_AGENTS/n$1"
+  local n="$1" a="$E2E_AGENTS/$(sk_node "$1")"
   [ -f "$a/agent.conf" ] || e2e_agent_conf "$n"
   # SLURM_CONF: the job_alive_command (squeue) must reach this cluster.
   env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 SLURM_CONF="$SK_CONF" \
@@ -313,21 +318,21 @@ e2e_agent_start() {  # e2e_agent_start N
   # Up = its socket answers (a stale socket file may exist).
   if ! e2e_wait 10 "python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])' '$a/agent.sock' 2>/dev/null"; then
     tail -n 20 "$a/agent.log" >&2
-    e2e_die "agent n$n did not start (log: $a/agent.log)"; return 1
+    e2e_die "agent $(sk_node "$n") did not start (log: $a/agent.log)"; return 1
   fi
 }
 
 e2e_agent_stop() {  # e2e_agent_stop N [SIGNAL]
   # The pid file names the current agent (a subshell may have restarted it).
   local n="$1" sig="${2:-TERM}" pid
-  pid="$(cat "$E2E_AGENTS/n$n/agent.pid" 2>/dev/null)"
+  pid="$(cat "$E2E_AGENTS/$(sk_node "$n")/agent.pid" 2>/dev/null)"
   [ -n "$pid" ] || pid="${E2E_AGENT_PID[$1]:-}"
   [ -n "$pid" ] || return 0
   kill -"$sig" "$pid" 2>/dev/null
   e2e_wait 10 "! sk_pid_alive $pid" || { kill -KILL "$pid" 2>/dev/null; sleep 0.2; }
   wait "$pid" 2>/dev/null
   unset "E2E_AGENT_PID[$n]"
-  rm -f "$E2E_AGENTS/n$n/agent.pid"
+  rm -f "$E2E_AGENTS/$(sk_node "$n")/agent.pid"
 }
 
 # ----------------------------------------------------------------- Slurm ---
@@ -351,9 +356,9 @@ e2e_start_slurm() {
   GPU_PARTITION_OPTS="PreemptMode=CANCEL"
   SLURM_CONF_EXTRA="PreemptType=preempt/partition_prio
 PreemptMode=SUSPEND,GANG
-PartitionName=urgent Nodes=n[1-$NUM_NODES] PriorityTier=10 PreemptMode=OFF MaxTime=INFINITE State=UP
-PartitionName=requeue Nodes=n[1-$NUM_NODES] PriorityTier=1 PreemptMode=REQUEUE MaxTime=INFINITE State=UP
-PartitionName=suspend Nodes=n[1-$NUM_NODES] PriorityTier=1 PreemptMode=SUSPEND MaxTime=INFINITE State=UP"
+PartitionName=urgent Nodes=${SK_NODE_PREFIX}[1-$NUM_NODES] PriorityTier=10 PreemptMode=OFF MaxTime=INFINITE State=UP
+PartitionName=requeue Nodes=${SK_NODE_PREFIX}[1-$NUM_NODES] PriorityTier=1 PreemptMode=REQUEUE MaxTime=INFINITE State=UP
+PartitionName=suspend Nodes=${SK_NODE_PREFIX}[1-$NUM_NODES] PriorityTier=1 PreemptMode=SUSPEND MaxTime=INFINITE State=UP"
   "$E2E_CLUSTER" start >"$E2E_D/cluster-start.log" 2>&1 \
     || { tail -n 30 "$E2E_D/cluster-start.log" >&2; e2e_die "Slurm cluster did not start"; return 1; }
 }
@@ -378,9 +383,9 @@ e2e_stop() {
   "$E2E_TOP/tests/images/registry.sh" stop "$E2E_REGISTRY_DIR" >/dev/null 2>&1 || true
   for n in "${!E2E_AGENT_PID[@]}"; do e2e_agent_stop "$n"; done
   # Agents started by an earlier process of this test (pid files).
-  for n in "$E2E_AGENTS"/n*/agent.pid; do
+  for n in "$E2E_AGENTS"/"$SK_NODE_PREFIX"*/agent.pid; do
     [ -e "$n" ] || continue
-    n="${n%/agent.pid}"; e2e_agent_stop "${n##*/n}"
+    n="${n%/agent.pid}"; e2e_agent_stop "${n##*/"$SK_NODE_PREFIX"}"
   done
   e2e_stop_kube
   return "$rc"
@@ -454,11 +459,11 @@ e2e_leftovers() {
   rm -f "$err"
   out="$(pgrep -a -u "$TEST_UID" -f "slurm-k8s-shim --job-id $j " 2>/dev/null)"; [ -z "$out" ] || echo "shim: $out"
   out="$(sk_cluster_procs | grep -E "job_$j|SLURM_JOB_ID=$j" || true)"; [ -z "$out" ] || echo "slurm procs: $out"
-  for f in "$E2E_RUNDIR"/job_"$j"_* "$E2E_AGENTS"/n*/state/job_"$j"_* "$E2E_AGENTS"/n*/shim/job_"$j"_*; do
+  for f in "$E2E_RUNDIR"/job_"$j"_* "$E2E_AGENTS"/*/state/job_"$j"_* "$E2E_AGENTS"/*/shim/job_"$j"_*; do
     [ -e "$f" ] && echo "file: $f"
   done
-  for f in /sys/fs/cgroup/*/slurm_n*/uid_*/job_"$j" /sys/fs/cgroup/*/slurm_k8s*/job_"$j" \
-      /sys/fs/cgroup/system.slice/n*_slurmstepd.scope/job_"$j"; do
+  for f in /sys/fs/cgroup/*/slurm_"$SK_NODE_PREFIX"*/uid_*/job_"$j" /sys/fs/cgroup/*/slurm_k8s_"$SK_NODE_PREFIX"*/job_"$j" \
+      /sys/fs/cgroup/system.slice/"$SK_NODE_PREFIX"*_slurmstepd.scope/job_"$j"; do
     [ -d "$f" ] && echo "cgroup: $f"
   done
   return 0

@@ -129,7 +129,7 @@ rl_submit() {
 rl_follow_shim_logs() {
   local j="$1" n f
   mkdir -p "$E2E_D/shimlogs"
-  for n in n1 n2 n3; do
+  for n in "$N1" "$N2" "$N3"; do
     f="$E2E_RUNDIR/job_${j}_${n}.json.shim.log"
     timeout 900 tail -n +1 -F "$f" >"$E2E_D/shimlogs/job_${j}_${n}.log" 2>/dev/null &
     RL_FOLLOWERS+=("$!")
@@ -473,7 +473,7 @@ rl_wait_job_and_check_trainer() {
   [ "${done_n:-0}" = "$ranks" ]; ok $? "all $ranks trainer ranks: \"done: N/N steps used real responses\" (got ${done_n:-0}, job $st)"
   local bad="" line node cvd g
   while read -r line; do
-    node="$(sed -n 's/.*on \(n[0-9]*\)\].*/\1/p' <<<"$line")"
+    node="$(sed -n "s/.*on \(${SK_NODE_PREFIX}[0-9]*\)\].*/\1/p" <<<"$line")"
     cvd="$(sed -n 's/.*CUDA_VISIBLE_DEVICES=\([0-9,]*\) .*/\1/p' <<<"$line")"
     [ -n "$cvd" ] || { bad="$bad $node:empty"; continue; }
     for g in ${cvd//,/ }; do

@@ -57,7 +57,7 @@ no_leftovers() {  # no process of the shim, no cgroup dir of the job
   local job="$1"
   ! pgrep -u "$TEST_USER" -f shim_recorder >/dev/null &&
   ! pgrep -u "$TEST_USER" -f "python3 - $D/out/shim-$job" >/dev/null &&
-  [ -z "$(ls -d /sys/fs/cgroup/*/slurm_n*/uid_*/job_"$job" 2>/dev/null)" ]
+  [ -z "$(ls -d /sys/fs/cgroup/*/slurm_"$SK_NODE_PREFIX"*/uid_*/job_"$job" 2>/dev/null)" ]
 }
 wait_until() { local t="$1"; shift; local end=$((SECONDS + t)); until eval "$*"; do [ $SECONDS -ge $end ] && return 1; sleep 0.2; done; }
 
@@ -85,13 +85,13 @@ sk_wait_state "$J" COMPLETED 60; ok $? "3-node job $J completed"
 sk_wait_gone "$J" 30
 ok "[ \$(rec_count register $J) -eq 3 ]" "3 (job,node) pairs registered"
 ok "python3 -c 'import json,sys; r=[json.loads(l) for l in open(\"$REC\")]; g=[e[\"body\"][\"gpus\"] for e in r if e[\"op\"]==\"register\" and e[\"body\"][\"job_id\"]==$J]; sys.exit(0 if g==[[2,3]]*3 else 1)'" "each registration lends GPUs 2,3"
-ok "python3 -c 'import json,sys; r=[json.loads(l) for l in open(\"$REC\")]; n=sorted(e[\"body\"][\"slurm_node\"] for e in r if e[\"op\"]==\"register\" and e[\"body\"][\"job_id\"]==$J); sys.exit(0 if n==[\"n1\",\"n2\",\"n3\"] else 1)'" "registrations name n1, n2, n3"
+ok "python3 -c 'import json,sys; r=[json.loads(l) for l in open(\"$REC\")]; n=sorted(e[\"body\"][\"slurm_node\"] for e in r if e[\"op\"]==\"register\" and e[\"body\"][\"job_id\"]==$J); sys.exit(0 if n==[\"$N1\",\"$N2\",\"$N3\"] else 1)'" "registrations name $N1, $N2, $N3"
 OUTF="$SK_JOBS_DIR/three-$J.out"
-ok "grep -q 'CVD=0,1 JOBGPUS=0,1 NODE=slurm-n1-$J K8SGPUS=2,3 NS=rl' '$OUTF'" "batch script sees CUDA_VISIBLE_DEVICES=0,1 and SLURM_K8S_* ($(head -1 "$OUTF"))"
-ok "[ \$(grep -c 'TASK n[123] CVD=0,1\$' '$OUTF') -eq 3 ]" "srun tasks on all 3 nodes see only GPUs 0,1"
+ok "grep -q 'CVD=0,1 JOBGPUS=0,1 NODE=slurm-$N1-$J K8SGPUS=2,3 NS=rl' '$OUTF'" "batch script sees CUDA_VISIBLE_DEVICES=0,1 and SLURM_K8S_* ($(head -1 "$OUTF"))"
+ok "[ \$(grep -c 'TASK $SK_NODE_PREFIX[123] CVD=0,1\$' '$OUTF') -eq 3 ]" "srun tasks on all 3 nodes see only GPUs 0,1"
 ok "[ \$(rec_count attach $J) -eq 3 ]" "a shim attached on every node"
 ok "[ \$(rec_count deregister $J) -ge 3 ]" "job end deregistered on every node"
-ok "grep -q 'shutdown grace_s=5' '$D/out/shim-$J-n1.txt'" "the shim got shutdown with the grace budget"
+ok "grep -q 'shutdown grace_s=5' '$D/out/shim-$J-$N1.txt'" "the shim got shutdown with the grace budget"
 on_socket() {  # on_socket JOB -> "op:socket" pairs of the job's requests, sorted, unique
   python3 - "$REC" "$1" <<'PY'
 import json, sys
@@ -112,11 +112,11 @@ for i in range(4):
     except OSError as e: r = errno.errorcode.get(e.errno, str(e.errno))
     print('trainer open nvidia%d %s' % (i, r))"
 S="$(script one "echo \"CVD=\$CUDA_VISIBLE_DEVICES GPUS_ON_NODE=\$SLURM_GPUS_ON_NODE NS=[\$SLURM_K8S_NAMESPACES]\"; python3 -c \"$OPENER\"; srun python3 -c \"$OPENER\" | sed 's/^trainer/step/'; sleep 1")"
-J="$(sk_submit_as_user -N1 -w n2 --gres=gpu:2 --k8s-gpus=1 -o "$SK_JOBS_DIR/one-%j.out" "$S")"
+J="$(sk_submit_as_user -N1 -w $N2 --gres=gpu:2 --k8s-gpus=1 -o "$SK_JOBS_DIR/one-%j.out" "$S")"
 sk_wait_state "$J" COMPLETED 60; ok $? "1-node job $J completed"
-SH="$D/out/shim-$J-n2.txt"
+SH="$D/out/shim-$J-$N2.txt"
 ok "grep -q 'id uid=$TEST_UID' '$SH'" "shim runs as the job user"
-ok "grep -q 'cgroup .*devices:/slurm_n2/uid_$TEST_UID/job_$J/step_extern' '$SH'" "shim is in the job's step_extern devices cgroup"
+ok "grep -q 'cgroup .*devices:/slurm_$N2/uid_$TEST_UID/job_$J/step_extern' '$SH'" "shim is in the job's step_extern devices cgroup"
 ok "grep -q 'status SigBlk:.*0000000000000000' '$SH'" "shim starts with no blocked signals"
 ok "grep -q '^open nvidia0 EPERM' '$SH' && grep -q '^open nvidia1 ENXIO' '$SH' && grep -q '^open nvidia2 EPERM' '$SH' && grep -q '^open nvidia3 EPERM' '$SH'" "shim may open only the lent GPU 1, not the trainer's GPU 0 ($(grep open "$SH" | tr '\n' ' '))"
 ok "grep -q '^env SLURM_K8S_GPUS_CONFINED=1' '$SH'" "the shim is told its step opens the lent GPUs only (pods' CUDA numbering)"
@@ -150,8 +150,8 @@ ok "[ -z \"\$(sinfo -h -o '%t' | grep -E 'drain|drng|down')\" ]" "no node draine
 
 # ---- 6. agent absent, on_agent_error=fail: prolog fails, node drained, job held
 sed -i 's/$/ on_agent_error=fail/' "$D/etc/plugstack.conf"
-J="$(sk_submit_as_user -N1 -w n3 --gres=gpu:1 --k8s-gpus=1 -o /dev/null "$S")"
-wait_until 30 "sinfo -h -n n3 -o '%t' | grep -qE 'drain|drng'"; ok $? "on_agent_error=fail: node n3 drained"
+J="$(sk_submit_as_user -N1 -w $N3 --gres=gpu:1 --k8s-gpus=1 -o /dev/null "$S")"
+wait_until 30 "sinfo -h -n $N3 -o '%t' | grep -qE 'drain|drng'"; ok $? "on_agent_error=fail: node $N3 drained"
 wait_until 30 "scontrol show job $J | grep -qE 'JobState=PENDING.*|Reason=.*held'"; ok $? "job $J requeued/held ($(scontrol show job -o "$J" | grep -o 'JobState=[A-Z]* Reason=[^ ]*'))"
 scancel "$J"; sed -i 's/ on_agent_error=fail$//' "$D/etc/plugstack.conf"
 "$CLUSTER" resume >/dev/null 2>&1

@@ -31,7 +31,7 @@ GPU_TYPE="${GPU_TYPE:-}"                     # gres.conf Type= of every GPU ("" 
 CPUS_PER_NODE="${CPUS_PER_NODE:-4}"          # may exceed the real cores
 MEM_PER_NODE="${MEM_PER_NODE:-4000}"         # MB
 CTLD_PORT="${CTLD_PORT:-16817}"
-SLURMD_BASE_PORT="${SLURMD_BASE_PORT:-17001}" # n1 = base, n2 = base+1, ...
+SLURMD_BASE_PORT="${SLURMD_BASE_PORT:-17001}" # node 1 = base, node 2 = base+1, ...
 USE_CGROUP="${USE_CGROUP:-auto}"             # auto | 1 | 0
 CONSTRAIN_RAM_SPACE="${CONSTRAIN_RAM_SPACE:-no}" # cgroup.conf ConstrainRAMSpace
 PLUGSTACK_LINES="${PLUGSTACK_LINES:-}"       # plugstack.conf content
@@ -55,7 +55,7 @@ LOGD="$D/log"
 MUNGE_SOCK="$D/munge-run/munge.sock"
 MUNGE_PID="$D/munge/munged.pid"
 CTLD_PID="$RUN/slurmctld.pid"
-NODES="n[1-$NUM_NODES]"
+NODES="${SK_NODE_PREFIX}[1-$NUM_NODES]"   # lib.sh: per cluster directory
 # Slurm daemon binaries (the Debian names; /usr/sbin/slurmd -> slurmd-wlm).
 SLURMCTLD=/usr/sbin/slurmctld
 SLURMD=/usr/sbin/slurmd
@@ -70,7 +70,7 @@ need_root() { [ "$(id -u)" = 0 ] || die "'$1' needs root"; }
 pid_alive() { sk_pid_alive "$@"; }
 pidfile_pid() { if [ -s "$1" ]; then tr -dc '0-9' < "$1"; fi; }
 slurmd_pidfile() { echo "$RUN/slurmd-$1.pid"; }
-node_names() { local i; for i in $(seq 1 "$NUM_NODES"); do echo "n$i"; done; }
+node_names() { local i; for i in $(seq 1 "$NUM_NODES"); do sk_node "$i"; done; }
 
 # Run a daemon with a clean, fixed environment (what systemd would give it,
 # plus SLURM_CONF and the marker), stdin from /dev/null, stdout/stderr into
@@ -199,6 +199,8 @@ CredType=cred/munge
 # may start again (its begin time): 30 s keeps e2e requeue short.
 AuthInfo=socket=$MUNGE_SOCK,cred_expire=30
 StateSaveLocation=$D/state
+# Per cluster directory (lib.sh), as the node names are.
+FirstJobId=$SK_FIRST_JOB_ID
 # %n = node name: several slurmd on one host need their own spool/pid/log.
 SlurmdSpoolDir=$D/spool/%n
 SlurmctldPidFile=$CTLD_PID
@@ -559,14 +561,17 @@ cmd_stop() {
   return "$rc"
 }
 
-# Remove our (empty) job cgroup directories: /sys/fs/cgroup/<ctrl>/slurm_nX
-# (v1), /sys/fs/cgroup/system.slice/nX_slurmstepd.scope (v2).
+# Remove our (empty) job cgroup directories: /sys/fs/cgroup/<ctrl>/slurm_NODE
+# (v1), /sys/fs/cgroup/system.slice/NODE_slurmstepd.scope (v2), for this
+# cluster's node names only (another cluster on the host has its own names).
 # rmdir only -- a cgroup that still holds processes cannot be removed.
 clean_cgroups() {
   local n dir left=""
   for n in $(node_names); do
-    # v1: /sys/fs/cgroup/<ctrl>/slurm_nX; v2: system.slice/nX_slurmstepd.scope
-    for dir in /sys/fs/cgroup/*/slurm_"$n" /sys/fs/cgroup/system.slice/"$n"_slurmstepd.scope; do
+    # v1: /sys/fs/cgroup/<ctrl>/slurm_NODE and the slurm-k8s agent's tree
+    # beside it, slurm_k8s_NODE; v2: system.slice/NODE_slurmstepd.scope
+    for dir in /sys/fs/cgroup/*/slurm_"$n" /sys/fs/cgroup/*/slurm_k8s_"$n" \
+        /sys/fs/cgroup/system.slice/"$n"_slurmstepd.scope; do
       [ -d "$dir" ] || continue
       find "$dir" -depth -type d -exec rmdir {} + 2>/dev/null || true
       [ -d "$dir" ] && left="$left $dir"
@@ -620,8 +625,9 @@ cmd_resume() {
 cmd_restart_slurmd() {
   need_root restart-slurmd
   local n="${1:-}"
-  if ! [[ $n =~ ^n[0-9]+$ ]] || [ "${n#n}" -lt 1 ] || [ "${n#n}" -gt "$NUM_NODES" ]; then
-    die "usage: $0 restart-slurmd nX (1 <= X <= $NUM_NODES)"
+  if ! [[ $n =~ ^${SK_NODE_PREFIX}[0-9]+$ ]] || [ "${n#"$SK_NODE_PREFIX"}" -lt 1 ] \
+     || [ "${n#"$SK_NODE_PREFIX"}" -gt "$NUM_NODES" ]; then
+    die "usage: $0 restart-slurmd ${SK_NODE_PREFIX}X (1 <= X <= $NUM_NODES)"
   fi
   stop_pids "$DAEMON_STOP_TIMEOUT" "slurmd $n" "$(pidfile_pid "$(slurmd_pidfile "$n")")" \
     || die "could not stop slurmd $n"

@@ -7,6 +7,14 @@
 #
 # Settings (environment, same defaults as cluster.sh):
 #   SK_SLURM_DIR  cluster directory (default /tmp/slurm-k8s-test)
+#   SK_NODE_PREFIX  the nodes are ${SK_NODE_PREFIX}1..N: "n" for the default
+#                 cluster directory, else "n" and three letters from a hash
+#                 of SK_SLURM_DIR (e.g. nkcf1), so that two clusters on one
+#                 host never share a node name, nor with it Slurm's and the
+#                 agent's cgroup directories (slurm_<node>, slurm_k8s_<node>)
+#   SK_FIRST_JOB_ID  slurm.conf FirstJobId: 1 for the default directory,
+#                 else from the same hash (10000 apart), so that two
+#                 clusters' job ids differ too
 #   TEST_USER     non-root submitter (default k8suser), TEST_UID (2001)
 #
 # Functions:
@@ -30,8 +38,21 @@
 #   sk_summary                    prints "N passed, N failed" (last line);
 #                                 returns 1 if anything failed
 #   sk_log MSG...                 message to stderr
+#   sk_node X                     the name of node X (1..N): ${SK_NODE_PREFIX}X;
+#                                 N1, N2, N3 hold the first three
 
 SK_SLURM_DIR="${SK_SLURM_DIR:-/tmp/slurm-k8s-test}"
+if [ "$SK_SLURM_DIR" = /tmp/slurm-k8s-test ]; then
+  SK_NODE_PREFIX="${SK_NODE_PREFIX:-n}"
+  SK_FIRST_JOB_ID="${SK_FIRST_JOB_ID:-1}"
+else
+  sk_instance_hash="$(printf '%s' "$SK_SLURM_DIR" | md5sum | cut -c1-3)"
+  SK_NODE_PREFIX="${SK_NODE_PREFIX:-n$(tr 0-9a-f a-p <<<"$sk_instance_hash")}"
+  SK_FIRST_JOB_ID="${SK_FIRST_JOB_ID:-$(( (16#$sk_instance_hash % 600 + 1) * 10000 ))}"
+fi
+# Not exported: a cluster.sh started from here for another directory (e2e
+# two_clusters) derives its own.
+N1="${SK_NODE_PREFIX}1" N2="${SK_NODE_PREFIX}2" N3="${SK_NODE_PREFIX}3"
 TEST_USER="${TEST_USER:-k8suser}"
 TEST_UID="${TEST_UID:-2001}"
 SK_LIB_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -48,6 +69,7 @@ SK_PASSED=0
 SK_FAILED=0
 
 sk_log() { echo "[slurm-k8s-test] $*" >&2; }
+sk_node() { echo "${SK_NODE_PREFIX}$1"; }
 
 # ------------------------------------------------------------------ jobs ---
 sk_as_user() {

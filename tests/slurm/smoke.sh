@@ -119,14 +119,14 @@ if [ -n "$jid" ]; then
   if [ -s "$out" ]; then
     sed 's/^/  | /' "$out"
     gpus="$(seq -s, 0 $((GPUS_PER_NODE - 1)))"
-    want_nodes="$(seq -f 'n%g' 1 "$NUM_NODES" | paste -sd' ')"
+    want_nodes="$(seq -f "${SK_NODE_PREFIX}%g" 1 "$NUM_NODES" | paste -sd' ')"
     got_nodes="$(sed -n 's/^TASK .* node=\([^ ]*\) .*/\1/p' "$out" | sort -V | paste -sd' ')"
     ok '[ "$(grep -c "^TASK " "$out")" -eq "$NUM_NODES" ]' "$NUM_NODES srun tasks wrote a line"
     ok '[ "$got_nodes" = "$want_nodes" ]' "one task on each node ($got_nodes)"
     ok '[ "$(grep -c "^TASK .* gpus=$gpus user=$TEST_USER\$" "$out")" -eq "$NUM_NODES" ]' \
        "each node sees CUDA_VISIBLE_DEVICES=$gpus"
     ok '[ "$(grep -c "^TASK host=$(hostname) " "$out")" -eq "$NUM_NODES" ]' "hostname is $(hostname)"
-    ok 'grep -q "^batch user=$TEST_USER node=n1 " "$out"' "batch script ran as $TEST_USER on n1"
+    ok 'grep -q "^batch user=$TEST_USER node=$N1 " "$out"' "batch script ran as $TEST_USER on $N1"
   fi
   sk_wait_gone "$jid" 30
   ok $? "job $jid left the queue"

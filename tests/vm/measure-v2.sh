@@ -252,7 +252,7 @@ run_job() {  # LABEL EXTRA_SBATCH_ARGS...
   local label="$1"; shift
   local jid t0=$SECONDS
   rm -f "$OUTD"/*            # job ids start at 1 again after each start
-  jid="$(sk_submit_as_user -N1 -w n1 --gres=gpu:2 -o "$OUTD/slurm-%j.out" "$@" "$SK_JOBS_DIR/measure.sh")" \
+  jid="$(sk_submit_as_user -N1 -w $N1 --gres=gpu:2 -o "$OUTD/slurm-%j.out" "$@" "$SK_JOBS_DIR/measure.sh")" \
     || { echo "FAILED: sbatch ($label)"; rc=1; return 1; }
   local end=$((SECONDS + 240))
   until [ -e "$OUTD/job-$jid.ready" ]; do
@@ -261,7 +261,7 @@ run_job() {  # LABEL EXTRA_SBATCH_ARGS...
       echo "FAILED: job $jid ($label) did not reach its wait (state $(sk_job_state "$jid"))"
       scontrol show job "$jid" | grep -E 'JobState|Reason' | ind
       cat "$OUTD/slurm-$jid.out" "$OUTD/job-$jid".* 2>/dev/null | ind
-      grep -iE 'error|fatal' "$D"/log/slurmd-n1.log | tail -n 40 | cut -c1-250 | ind
+      grep -iE 'error|fatal' "$D"/log/slurmd-$N1.log | tail -n 40 | cut -c1-250 | ind
       sub "the tree"; show_tree "$CG/system.slice"
       rc=1; scancel "$jid" 2>/dev/null; return 1
     fi
@@ -337,8 +337,8 @@ sub "cgroup.controllers / cgroup.subtree_control after start"
 for d in "$CG" "$CG/system.slice" "$CG"/system.slice/n1_slurmstepd.scope "$CG"/system.slice/n1_slurmstepd.scope/*/; do
   echo "${d#"$CG"}: controllers '$(cat "$d/cgroup.controllers")' subtree_control '$(cat "$d/cgroup.subtree_control")'"
 done | ind
-sub "slurmd n1 log: cgroup lines at start"
-grep -iE 'cgroup' "$D/log/slurmd-n1.log" | grep -viE 'debug2|debug3' | head -n 30 | cut -c1-220 | ind
+sub "slurmd $N1 log: cgroup lines at start"
+grep -iE 'cgroup' "$D/log/slurmd-$N1.log" | grep -viE 'debug2|debug3' | head -n 30 | cut -c1-220 | ind
 JID=""
 if run_job "no plugin"; then
   sec "root-made cgroups in the job's tree, each holding a process of the job's user"
@@ -349,13 +349,13 @@ if run_job "no plugin"; then
   finish_job "$JID"
   sec "the probes after job $JID ended"
   report_probes
-  sub "slurmd-n1.log: the job's end"
-  grep -E "\[$JID\.(extern|batch)\]" "$D/log/slurmd-n1.log" | grep -iE 'signal|kill|busy|rmdir|destroy|remov|cgroup.procs|done with' | cut -c1-240 | ind
+  sub "slurmd-$N1.log: the job's end"
+  grep -E "\[$JID\.(extern|batch)\]" "$D/log/slurmd-$N1.log" | grep -iE 'signal|kill|busy|rmdir|destroy|remov|cgroup.procs|done with' | cut -c1-240 | ind
   record_after "after job $JID ended (no plugin; the probes still there)"
   stop_probes
   record_after "after job $JID ended (no plugin; probes killed and their directories removed)"
-  sub "slurmd n1 log: cgroup errors during the job"
-  grep -iE 'error' "$D/log/slurmd-n1.log" | grep -v pmix | tail -n 20 | cut -c1-220 | ind
+  sub "slurmd $N1 log: cgroup errors during the job"
+  grep -iE 'error' "$D/log/slurmd-$N1.log" | grep -v pmix | tail -n 20 | cut -c1-220 | ind
 fi
 
 # ------------------------------------------------------------ phase B ------
@@ -377,19 +377,19 @@ else
   JID=""
   if run_job "plugin" --k8s-gpus=1; then
     sec "the extern step's shim (started by the plugin's task_post_fork)"
-    for _ in $(seq 40); do [ -s "$OUTD/shim-$JID-n1.txt" ] && break; sleep 0.5; done
-    ind < "$OUTD/shim-$JID-n1.txt"
+    for _ in $(seq 40); do [ -s "$OUTD/shim-$JID-$N1.txt" ] && break; sleep 0.5; done
+    ind < "$OUTD/shim-$JID-$N1.txt"
     sub "shim process seen by root"
     for p in $(pgrep -u "$TEST_USER" -f sigrec.py); do
       echo "pid $p '$(tr '\0' ' ' < "/proc/$p/cmdline" | cut -c1-60)': $(cg_of "$p")"
     done | ind
     finish_job "$JID"
     sub "the shim's record after the job"
-    ind < "$OUTD/shim-$JID-n1.txt"
-    sub "plugin log lines (slurmd-n1.log; spank_k8s lines but option registration and hook timings)"
-    grep -E 'spank_k8s|not confined' "$D/log/slurmd-n1.log" | grep -vE 'appending plugin option|: hook ' | ind
-    sub "slurmd-n1.log around the job's end (the extern step)"
-    grep -F "[$JID.extern]" "$D/log/slurmd-n1.log" | grep -iE 'signal|kill|spank_k8s|cgroup|rmdir|done|terminat' | grep -v 'appending' | tail -n 40 | cut -c1-240 | ind
+    ind < "$OUTD/shim-$JID-$N1.txt"
+    sub "plugin log lines (slurmd-$N1.log; spank_k8s lines but option registration and hook timings)"
+    grep -E 'spank_k8s|not confined' "$D/log/slurmd-$N1.log" | grep -vE 'appending plugin option|: hook ' | ind
+    sub "slurmd-$N1.log around the job's end (the extern step)"
+    grep -F "[$JID.extern]" "$D/log/slurmd-$N1.log" | grep -iE 'signal|kill|spank_k8s|cgroup|rmdir|done|terminat' | grep -v 'appending' | tail -n 40 | cut -c1-240 | ind
     record_after "after job $JID ended (with the plugin)"
   fi
   kill "$AGENT" 2>/dev/null; wait "$AGENT" 2>/dev/null; trap - EXIT

@@ -115,7 +115,7 @@ if [ -n "$jid" ]; then
   ok 'grep -qE "^BATCH .* ENXIO,ENXIO,EPERM,EPERM " "$out"' \
     "the batch step opens its GPUs 0,1 (ENXIO) and is denied 2,3 (EPERM)"
   ok 'grep -qE "^BATCH .* mem=[0-9]+$" "$out"' "the job's memory.max is a number (ConstrainRAMSpace=yes)"
-  for n in n1 n2; do
+  for n in $N1 $N2; do
     ok 'grep -qE "^TASK $n /system.slice/${n}_slurmstepd.scope/job_$jid/step_0/user/task_[0-9]+ ENXIO,EPERM,EPERM,EPERM$" "$out"' \
       "srun task on $n: in ${n}_slurmstepd.scope/job_$jid/step_0/user/task_N, only GPU 0 allowed (--gres=gpu:1)"
   done
@@ -164,7 +164,7 @@ EOF
     sk_wait_state "$jid" RUNNING "$JOB_TIMEOUT"
     shim=""
     for _ in $(seq 300); do
-      shim="$(sed -n "s/.*\[$jid\.extern\].*spank_k8s: extern: .* shim started, pid \([0-9]*\).*/\1/p" "$D/log/slurmd-n1.log" | head -n1)"
+      shim="$(sed -n "s/.*\[$jid\.extern\].*spank_k8s: extern: .* shim started, pid \([0-9]*\).*/\1/p" "$D/log/slurmd-$N1.log" | head -n1)"
       [ -n "$shim" ] && break; sleep 0.2
     done
     shim_cg="$(cut -d: -f3 "/proc/$shim/cgroup" 2>/dev/null)"
@@ -176,7 +176,7 @@ EOF
     sk_wait_state "$jid" COMPLETED "$JOB_TIMEOUT"
     ok $? "job $jid COMPLETED (state $(sk_job_state "$jid"))"
     sed 's/^/  | /' "$SK_JOBS_DIR/v2p-$jid.out" 2>/dev/null
-    ok 'grep -q "^BATCH CVD=0 K8SGPUS=1 NODE=slurm-n1-$jid$" "$SK_JOBS_DIR/v2p-$jid.out"' \
+    ok 'grep -q "^BATCH CVD=0 K8SGPUS=1 NODE=slurm-$N1-$jid$" "$SK_JOBS_DIR/v2p-$jid.out"' \
       "the batch script sees CUDA_VISIBLE_DEVICES=0 and SLURM_K8S_GPUS=1"
     # The plugin's device programs in place of Slurm's (GPU 1 lent): the
     # trainer's steps are denied it, the shim gets it alone.
@@ -201,8 +201,8 @@ EOF
     ok '[ -z "$left" ] && ! sk_pid_alive "$shim"' "no shim and no process of $TEST_USER left after the job${left:+ ($left)}"
     left="$(find "$CG/system.slice" -type d -name "job_$jid")"
     ok '[ -z "$left" ]' "no job_$jid cgroup directory left${left:+ ($left)}"
-    echo "  plugin log (slurmd-n1.log):"
-    grep -E 'spank_k8s: (extern|step|prolog)' "$D/log/slurmd-n1.log" | cut -c1-250 | sed 's/^/  | /'
+    echo "  plugin log (slurmd-$N1.log):"
+    grep -E 'spank_k8s: (extern|step|prolog)' "$D/log/slurmd-$N1.log" | cut -c1-250 | sed 's/^/  | /'
   fi
   "$CLUSTER" stop >/dev/null 2>&1
   ok $? "cluster.sh stop"
