@@ -4,24 +4,24 @@
 #include <netinet/in.h>
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include "agent/kubeconfig.h"
 #include "agent/node_identity.h"
 #include "common/agent_call.h"
 #include "common/config.h"
+#include "common/fs.h"
 #include "common/strings.h"
 
 namespace sk::agent {
 namespace {
 
+// Files the admin names: a symlink is followed; 4 MiB at most.
 Result<std::string> read_text(const std::string &path, const char *what) {
-    std::ifstream f(path);
-    if (!f) return fail(Error::Io, std::string("cannot read ") + what + " " + path);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
+    auto text = read_file(path, size_t{4} << 20, Links::Follow);
+    if (!text)
+        return fail(text.error(),
+                    std::string("cannot read ") + what + " " + path + ": " + text.message());
+    return text;
 }
 
 void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string> &extra_runtimes) {

@@ -14,7 +14,6 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
-#include <fstream>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -36,6 +35,7 @@
 #include "agent/stats_provider.h"
 #include "agent/tls_front.h"
 #include "agent/webhook_gate.h"
+#include "common/fs.h"
 #include "uv/handles.h"
 #include "common/log.h"
 #include "common/strings.h"
@@ -44,14 +44,15 @@ namespace sk::agent {
 namespace {
 
 std::string read_first_line(const std::string &path) {
-    std::ifstream f(path);
-    std::string line;
-    std::getline(f, line);
-    return std::string(trim(line));
+    auto text = read_file(path, 4096);
+    if (!text) return "";
+    return std::string(trim(text->substr(0, text->find('\n'))));
 }
 
 std::string os_image() {
-    std::ifstream f("/etc/os-release");
+    // A symlink into /usr/lib on most distributions.
+    auto text = read_file("/etc/os-release", size_t{64} << 10, Links::Follow);
+    std::istringstream f(text ? *text : std::string());
     std::string line;
     while (std::getline(f, line))
         if (starts_with(line, "PRETTY_NAME=")) {

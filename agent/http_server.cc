@@ -14,26 +14,24 @@
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
-#include <fstream>
 #include <optional>
-#include <sstream>
 
 #include "agent/tls_front.h"
+#include "common/fs.h"
 #include "common/log.h"
 
 namespace sk {
 namespace {
 
+// A file the admin names (a symlink is followed), 1 MiB at most.
 Result<std::string> read_pem(const std::string &path, const char *what) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f)
+    auto text = read_file(path, size_t{1} << 20, Links::Follow);
+    if (!text)
         return fail(Error::Io,
-                    std::string("cannot read ") + what + " " + path + ": " + strerror(errno));
-    std::stringstream ss;
-    ss << f.rdbuf();
-    if (ss.str().find("-----BEGIN") == std::string::npos)
+                    std::string("cannot read ") + what + " " + path + ": " + text.message());
+    if (text->find("-----BEGIN") == std::string::npos)
         return fail(Error::InvalidArgument, std::string(what) + " " + path + " is not a PEM file");
-    return ss.str();
+    return text;
 }
 
 void mhd_logger(void *cls, const char *fmt, va_list ap) {

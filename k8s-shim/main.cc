@@ -19,11 +19,10 @@
 
 #include <algorithm>
 #include <exception>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <string>
 
+#include "common/fs.h"
 #include "common/log.h"
 #include "common/strings.h"
 #include "config.h"
@@ -88,14 +87,12 @@ Result<Args> parse_args(int argc, char **argv) {
 
 Result<RuntimeTemplates> load_templates(const std::string &path) {
     if (path.empty()) return RuntimeTemplates();
-    std::ifstream f(path);
-    if (!f)
-        return fail(Error::Io, "cannot read runtime config " + path + " (" + strerror(errno) +
+    auto text = read_file(path, size_t{4} << 20, Links::Follow);
+    if (!text)
+        return fail(Error::Io, "cannot read runtime config " + path + " (" + text.message() +
                                    "; plugstack.conf runtime_config=): the file must be "
                                    "readable by every job's user");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return RuntimeTemplates::parse(ss.str(), path);
+    return RuntimeTemplates::parse(*text, path);
 }
 
 void on_step_signal(int) {}

@@ -1,3 +1,4 @@
+#include "common/fs.h"
 #include "k8s-shim/spawn.h"
 
 #include <errno.h>
@@ -5,7 +6,6 @@
 #include <string.h>
 #include <uv.h>
 
-#include <fstream>
 #include <sstream>
 
 #include "common/pod_cgroup.h"
@@ -169,8 +169,9 @@ namespace {
 // v2 memory.events); -1 when the file has none, `absent` when it cannot be
 // opened.
 long long oom_kill_count(const std::string &path, long long absent) {
-    std::ifstream f(path);
-    if (!f) return absent;
+    auto text = read_file(path, size_t{64} << 10);
+    if (!text) return absent;
+    std::istringstream f(*text);
     std::string key;
     long long value;
     while (f >> key >> value)
@@ -183,7 +184,8 @@ long long oom_kill_count(const std::string &path, long long absent) {
 long long cgroup_oom_kills(const std::string &pod_uid, uint32_t job_id,
                            const std::string &container) noexcept {
     try {
-        std::ifstream cg("/proc/self/cgroup");
+        auto own = read_file("/proc/self/cgroup", size_t{64} << 10);
+        std::istringstream cg(own ? *own : std::string());
         std::string line, path, text;
         while (std::getline(cg, line)) {
             if (line.rfind("0::", 0) == 0) path = line.substr(3);

@@ -4,9 +4,8 @@
 // Failure mode: a non-zero return from init_post_opt makes sbatch/salloc/srun
 // exit non-zero before submission; the message (slurm_error -> the user's
 // terminal) names the flag, the value and what is allowed.
-#include <fstream>
-#include <sstream>
 
+#include "common/fs.h"
 #include "common/log.h"
 #include "spank/hook_util.h"
 
@@ -14,8 +13,9 @@ namespace sk::spank {
 namespace {
 
 std::vector<std::string> own_args() {
-    std::ifstream in("/proc/self/cmdline", std::ios::binary);
-    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // The kernel bounds a command line (ARG_MAX, 2 MiB by default).
+    auto cmdline = read_file("/proc/self/cmdline", size_t{16} << 20);
+    const std::string all = cmdline ? *cmdline : std::string();
     std::vector<std::string> args;
     std::string cur;
     for (char c : all) {
@@ -33,11 +33,12 @@ std::vector<std::string> own_args() {
 // The batch script: the first non-option argument that is a file starting
 // with "#!" (sbatch reads the same file; its #SBATCH lines count).
 std::pair<size_t, std::string> find_script(const std::vector<std::string> &args) {
+    // A regular file only (a FIFO or a device named on the command line is
+    // not read), 64 MiB at most; its first MiB is looked at.
     for (size_t i : script_candidates(args)) {
-        std::ifstream in(args[i]);
-        if (!in) continue;
-        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        if (text.rfind("#!", 0) == 0) return {i, text.substr(0, 1 << 20)};
+        auto text = read_file(args[i], size_t{64} << 20, Links::Follow);
+        if (!text) continue;
+        if (text->rfind("#!", 0) == 0) return {i, text->substr(0, 1 << 20)};
     }
     return {args.size(), {}};
 }

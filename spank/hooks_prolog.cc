@@ -9,9 +9,8 @@
 // unreachable/failing agent when the admin set on_agent_error=fail. A user
 // error found only here (GPUs the node does not have, a bypassed client
 // check) is reported to the job through the run file, not by draining.
-#include <fstream>
-#include <sstream>
 
+#include "common/fs.h"
 #include "common/plugin_wire.h"
 #include "common/log.h"
 #include "common/strings.h"
@@ -47,11 +46,10 @@ PrologEnv read_env(spank_t sp) {
 
 // Unknown (unreadable slurm.conf) counts as on: the extern step then reports.
 bool contain_enabled() {
-    std::ifstream in(env_or("SLURM_CONF", "/etc/slurm/slurm.conf"));
-    if (!in) return true;
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return prolog_flags_contain(ss.str());
+    auto conf =
+        read_file(env_or("SLURM_CONF", "/etc/slurm/slurm.conf"), size_t{16} << 20, Links::Follow);
+    if (!conf) return true;
+    return prolog_flags_contain(*conf);
 }
 
 // Lent GPUs on this node: whole node when it is one of the last --k8s-nodes.
