@@ -4,6 +4,7 @@
 #include <gnutls/gnutls.h>
 
 #include <cstdio>
+#include "common/strings.h"
 
 namespace sk::agent {
 
@@ -121,13 +122,7 @@ std::string token_cache_key(const std::string &token) {
     unsigned char digest[32];
     if (gnutls_hash_fast(GNUTLS_DIG_SHA256, token.data(), token.size(), digest) != 0)
         return "";  // no key: not cached
-    std::string hex;
-    char b[3];
-    for (unsigned char c : digest) {
-        snprintf(b, sizeof b, "%02x", c);
-        hex += b;
-    }
-    return hex;
+    return hex_encode(digest, sizeof digest);
 }
 
 }  // namespace sk::agent

@@ -13,6 +13,7 @@
 
 #include "common/exec_frames.h"
 #include "common/fs.h"
+#include "common/strings.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/remotecommand.h"
@@ -35,13 +36,7 @@ std::string new_session_id(uint64_t n) {
         for (size_t i = 0; i < sizeof r; i++)
             r[i] = static_cast<unsigned char>((t >> (8 * (i % 8))) ^ (n >> (8 * (i % 8))));
     }
-    std::string s;
-    char b[3];
-    for (unsigned char c : r) {
-        snprintf(b, sizeof b, "%02x", c);
-        s += b;
-    }
-    return s;
+    return hex_encode(r, sizeof r);
 }
 
 std::string resize_payload(const remotecommand::TerminalSize &t) {

@@ -44,6 +44,17 @@ std::string join(const std::vector<std::string> &parts, std::string_view sep) {
     return out;
 }
 
+std::string hex_encode(const void *data, size_t n) {
+    static const char kDigits[] = "0123456789abcdef";
+    const auto *p = static_cast<const unsigned char *>(data);
+    std::string out(2 * n, '0');
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = kDigits[p[i] >> 4];
+        out[2 * i + 1] = kDigits[p[i] & 0x0f];
+    }
+    return out;
+}
+
 static Failure bad_value(std::string_view what, std::string_view s, std::string_view expect) {
     return fail(Error::InvalidArgument,
                 std::string(what) + ": '" + std::string(s) + "' is not " + std::string(expect));

@@ -17,6 +17,8 @@ std::vector<std::string> split(std::string_view s, char sep);
 bool starts_with(std::string_view s, std::string_view prefix) noexcept;
 bool ends_with(std::string_view s, std::string_view suffix) noexcept;
 std::string join(const std::vector<std::string> &parts, std::string_view sep);
+// Lower-case hex of n bytes: {0x0f, 0xa0} -> "0fa0".
+std::string hex_encode(const void *data, size_t n);
 
 // Decimal, no sign; fails with InvalidArgument naming `what`.
 Result<uint64_t> parse_uint(std::string_view s, std::string_view what, uint64_t max = UINT64_MAX);

@@ -81,6 +81,13 @@ START_TEST(index_list_table) {
 }
 END_TEST
 
+START_TEST(hex_bytes) {
+    const unsigned char b[] = {0x00, 0x0f, 0xa0, 0xff};
+    ck_assert_str_eq(hex_encode(b, sizeof b).c_str(), "000fa0ff");
+    ck_assert_str_eq(hex_encode(b, 0).c_str(), "");
+}
+END_TEST
+
 START_TEST(split_trim_join) {
     auto v = split("a,,b", ',');
     ck_assert_int_eq(v.size(), 3);
@@ -100,6 +107,7 @@ int main() {
     tcase_add_loop_test(tc, seconds_table, 0, TABLE_SIZE(kSeconds));
     tcase_add_loop_test(tc, index_list_table, 0, TABLE_SIZE(kLists));
     tcase_add_test(tc, split_trim_join);
+    tcase_add_test(tc, hex_bytes);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }
