@@ -16,16 +16,18 @@ approves them; the approval is `kubectl certificate approve`, as the admin guide
   works through the API server, which verifies it;
 - renewal at 70-90 % of the validity through a new CSR; a denied one is followed by another;
   once approved the endpoint serves the new certificate to new connections, and logs still
-  work after the first certificate expired;
+  work after the first certificate expired; the per-node endpoints (kubelet_node_ports) and the
+  shared one serve the same certificate;
 - an agent restart uses the kept certificate without a new CSR;
 - a kept certificate not valid for the node's address (node_address changed) is not used: a
   new CSR for the new address.
 Prints `N passed, N failed`.
 """
-import base64, os, shutil, socket, ssl, stat, subprocess, sys, time
+import base64, os, re, shutil, socket, ssl, stat, subprocess, sys, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from sktest.env import NODE, ShimEnv, suite_args  # noqa: E402
+from sktest.host import free_port  # noqa: E402
 from sktest.kube import KubeServer  # noqa: E402
 from sktest.suite import SCALE, check, run_suite, wait_for  # noqa: E402
 
@@ -47,7 +49,15 @@ class ServingEnv(ShimEnv):
         s = super().conf_settings()
         del s["kubelet_cert"], s["kubelet_key"]
         s["kubelet_serving"] = "csr"
+        # A kubelet endpoint per node (the Node names its port) beside the shared one.
+        low = free_port()
+        s["kubelet_node_ports"] = f"{low}-{low + 20}"
         return s
+
+    def shared_port(self):
+        """The shared endpoint's port, from the last start's log line."""
+        ports = re.findall(r"kubelet endpoint on https://[0-9.]+:(\d+)", self.log())
+        return int(ports[-1]) if ports else None
 
     def start_agent(self):
         # The agent's rights are exactly etc/rbac.yaml's (its ClusterRoles and Roles as rule lists,
@@ -198,8 +208,10 @@ def run(env):
     check("  kept in state_dir/pki/kubelet-serving.pem, 0600, key and certificate",
           mode == 0o600 and "PRIVATE KEY" in body and "CERTIFICATE" in body, mode)
     signed = [c for c in serving_csrs(env) if c["metadata"]["name"] == name][0]
-    check("  the endpoint serves exactly the issued certificate",
+    check("  the node's endpoint serves exactly the issued certificate",
           wait_for(lambda: served_cert(port) == issued_der(signed), 5))
+    check("  the shared endpoint serves it too", env.shared_port() not in (None, port)
+          and served_cert(env.shared_port()) == issued_der(signed), env.shared_port())
     check("  kubectl logs through the API server, which verifies it", wait_for(lambda: logs_ok(env), 10),
           env.kubectl("logs", "web"))
     lst = env.call("list", {})
@@ -213,7 +225,6 @@ def run(env):
           wait_for(lambda: "serving certificate for 127.0.0.1 from %s" % pem in env.log(), 10), env.log()[-1000:])
     check("  no new CSR", not wait_for(lambda: len(serving_csrs(env)) > 1, 2), len(serving_csrs(env)))
     check("  logs work at once", wait_for(lambda: logs_ok(env), 10))
-    port = wait_for(lambda: (lambda p: p if p and p != port else None)(kubelet_port(env)), 10) or port
 
     # 4. renewal: the first renewal CSR denied, the next one approved
     renewal = wait_for(lambda: pending(env), SIGNING_S)
@@ -234,9 +245,10 @@ def run(env):
     second = wait_for(lambda: [c for c in serving_csrs(env) if c["metadata"]["name"] == again[0]["metadata"]["name"]
                                and c.get("status", {}).get("certificate")], 10)
     check("  new connections get the new certificate",
-          second and wait_for(lambda: served_cert(port) == issued_der(second[0]), 10),
-          second and (ssl.DER_cert_to_PEM_cert(served_cert(port)) if not isinstance(served_cert(port), str)
-                      else served_cert(port), base64.b64decode(second[0]["status"]["certificate"]).decode()))
+          second and wait_for(lambda: served_cert(kubelet_port(env)) == issued_der(second[0]), 10),
+          (kubelet_port(env), env.shared_port()))
+    check("  ... on the shared endpoint too",
+          second and wait_for(lambda: served_cert(env.shared_port()) == issued_der(second[0]), 10))
     with open(pem) as f:
         check("  the file holds the new certificate", base64.b64decode(second[0]["status"]["certificate"]).decode()
               in f.read() if second else False)
