@@ -867,6 +867,11 @@ void Shim::notify(ShimPod &p) {
     Json::Value status = p.runner ? p.runner->status() : p.fixed_status;
     bool events = p.runner && p.runner->has_events();
     if (status == p.last_sent && !events) return;
+    // Recorded before it is reported: what the agent saw is what a shim that
+    // follows a crashed one finds (saved after the send, a crash between the
+    // two left an older status behind: a container the agent saw running
+    // reported lost as never started).
+    if (p.runner) save_pod_state(p);
     if (!attached_) return;  // resent in full after re-attaching; events wait in the runner
     p.last_sent = status;
     proto::PodStatus m;
@@ -892,7 +897,6 @@ void Shim::notify(ShimPod &p) {
     req.op = std::string(proto::to_string(proto::ShimOp::PodStatus));
     req.body = proto::to_json(m);
     send_line(proto::encode(req));
-    if (p.runner) save_pod_state(p);
 }
 
 void Shim::pod_finished(ShimPod &p) {

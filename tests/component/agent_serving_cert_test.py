@@ -26,7 +26,7 @@ Prints `N passed, N failed`.
 import base64, os, re, shutil, socket, ssl, stat, subprocess, sys, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from sktest.env import NODE, ShimEnv, suite_args  # noqa: E402
+from sktest.env import NODE, ShimEnv, phase, suite_args  # noqa: E402
 from sktest.host import free_port  # noqa: E402
 from sktest.kube import KubeServer  # noqa: E402
 from sktest.suite import SCALE, check, run_suite, wait_for  # noqa: E402
@@ -95,6 +95,8 @@ class ServingEnv(ShimEnv):
 
 def serving_csrs(env):
     _, lst = env.api("GET", CSRS)
+    if not isinstance(lst, dict):
+        return []
     items = [c for c in lst.get("items", []) if c["spec"].get("signerName") == SERVING]
     return sorted(items, key=lambda c: c["metadata"]["creationTimestamp"] + c["metadata"]["name"])
 
@@ -109,7 +111,9 @@ def request_text(csr):
 
 
 def kubelet_port(env):
-    _, n = env.api("GET", "/api/v1/nodes/" + NODE)
+    code, n = env.api("GET", "/api/v1/nodes/" + NODE)
+    if code != 200 or not isinstance(n, dict):
+        return None
     return n.get("status", {}).get("daemonEndpoints", {}).get("kubeletEndpoint", {}).get("Port")
 
 
@@ -175,8 +179,8 @@ def run(env):
                  "tolerations": [{"key": "slurm-k8s/job", "operator": "Exists"}],
                  "containers": [{"name": "main", "image": "python:3", "command": [
                      "python3", "-c", "import time; print('hello from web', flush=True); time.sleep(600)"]}]}})
-    check("the pod runs", wait_for(lambda: env.api("GET", "/api/v1/namespaces/default/pods/web")[1]
-                                   .get("status", {}).get("phase") == "Running", 30))
+    check("the pod runs", wait_for(lambda: phase(env, "default", "web") == "Running", 30),
+          phase(env, "default", "web"))
     rc, out, err = env.kubectl("logs", "web")
     check("before the approval kubectl logs fails (the endpoint has no certificate)",
           rc != 0 and "hello" not in out, (rc, out[:200], err[:300]))

@@ -238,7 +238,7 @@ for p in json.load(sys.stdin)["pods"]:
 case_pod_devices_v2() {
   e2e_job 1 -N1 -w $N1 --gres=gpu:4 --k8s-gpus=3 --k8s-mem=512M || { ok 1 "pod_devices_v2: job"; return; }
   local j="$E2E_JOB" p want got bad="" uid pid gpu J step
-  J="/sys/fs/cgroup/system.slice/n1_slurmstepd.scope/job_$j"
+  J="/sys/fs/cgroup/system.slice/${N1}_slurmstepd.scope/job_$j"
   step="$J/step_extern"
   e2e_pod "$j" g1; e2e_pod "$j" g2; GPUS=0 e2e_pod "$j" g0
   e2e_pod_running g1 60 && e2e_pod_running g2 60 && e2e_pod_running g0 60; ok $? "pod_devices_v2: 3 pods run (1, 1 and no GPU)"

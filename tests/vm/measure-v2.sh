@@ -334,7 +334,7 @@ export PLUGSTACK_LINES=""
 sub "cgroup.conf"; ind < "$D/etc/cgroup.conf"
 sub "slurm.conf (cgroup lines)"; grep -E 'Proctrack|TaskPlugin|PrologFlags' "$D/etc/slurm.conf" | ind
 sub "cgroup.controllers / cgroup.subtree_control after start"
-for d in "$CG" "$CG/system.slice" "$CG"/system.slice/n1_slurmstepd.scope "$CG"/system.slice/n1_slurmstepd.scope/*/; do
+for d in "$CG" "$CG/system.slice" "$CG"/system.slice/${N1}_slurmstepd.scope "$CG"/system.slice/${N1}_slurmstepd.scope/*/; do
   echo "${d#"$CG"}: controllers '$(cat "$d/cgroup.controllers")' subtree_control '$(cat "$d/cgroup.subtree_control")'"
 done | ind
 sub "slurmd $N1 log: cgroup lines at start"

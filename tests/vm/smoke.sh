@@ -110,8 +110,8 @@ if [ -n "$jid" ]; then
   ok $? "job $jid COMPLETED (state $(sk_job_state "$jid"))"
   out="$SK_JOBS_DIR/v2-$jid.out"
   sed 's/^/  | /' "$out" 2>/dev/null
-  ok 'grep -qE "^BATCH /system.slice/n1_slurmstepd.scope/job_$jid/step_batch/user/task_0 " "$out"' \
-    "the batch script runs in system.slice/n1_slurmstepd.scope/job_$jid/step_batch/user/task_0"
+  ok 'grep -qE "^BATCH /system.slice/${N1}_slurmstepd.scope/job_$jid/step_batch/user/task_0 " "$out"' \
+    "the batch script runs in system.slice/${N1}_slurmstepd.scope/job_$jid/step_batch/user/task_0"
   ok 'grep -qE "^BATCH .* ENXIO,ENXIO,EPERM,EPERM " "$out"' \
     "the batch step opens its GPUs 0,1 (ENXIO) and is denied 2,3 (EPERM)"
   ok 'grep -qE "^BATCH .* mem=[0-9]+$" "$out"' "the job's memory.max is a number (ConstrainRAMSpace=yes)"
@@ -171,7 +171,7 @@ EOF
     shim_uid="$(stat -c %u "/proc/$shim" 2>/dev/null)"
     echo "  shim pid ${shim:-none}: uid ${shim_uid:-?}, cgroup ${shim_cg:-?}"
     ok '[ "$shim_uid" = "$TEST_UID" ]' "the shim runs as $TEST_USER (uid $TEST_UID)"
-    ok '[[ $shim_cg == /system.slice/n1_slurmstepd.scope/job_$jid/step_extern/* ]]' \
+    ok '[[ $shim_cg == /system.slice/${N1}_slurmstepd.scope/job_$jid/step_extern/* ]]' \
       "the extern step's shim runs inside job_$jid/step_extern ($shim_cg)"
     sk_wait_state "$jid" COMPLETED "$JOB_TIMEOUT"
     ok $? "job $jid COMPLETED (state $(sk_job_state "$jid"))"
