@@ -18,7 +18,6 @@ import base64, json, os, re, shlex, shutil, sys, time, urllib.request
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from sktest.env import NODE, REG, AgentEnv, phase, pod, suite_args  # noqa: E402
 from sktest.host import free_port  # noqa: E402
-from sktest.kube import KubeServer  # noqa: E402
 from sktest.suite import check, run_suite, wait_for  # noqa: E402
 
 SA_NS, SA_NAME = "kube-system", "slurm-k8s-agent"
@@ -54,12 +53,9 @@ class CredEnv(AgentEnv):
         self.metrics_port = free_port()
         self.token_path = os.path.join(self.dir, "sa.token")
 
-    def start_kube(self):
-        self.kube = KubeServer(self.dir, ["--lease-grace", "6", "--monitor-period", "1",
-                                          "--min-token-expiration", "1", "--token-expiry-leeway", "0",
-                                          "--role", "user:%s=agent" % SA_USER],
-                               server_py=self.server_py)
-        self.url, self.kdir = self.kube.url, self.kube.dir
+    def kube_args(self):
+        return super().kube_args() + ["--min-token-expiration", "1", "--token-expiry-leeway", "0",
+                                      "--role", "user:%s=agent" % SA_USER]
 
     def conf_settings(self):
         s = super().conf_settings()

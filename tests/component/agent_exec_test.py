@@ -5,13 +5,13 @@ kubelet endpoint (TLS), whose exec session has the real shim start the command a
 user in the pod's environment. No Slurm; any user. Prints `N passed, N failed` and leaves no
 process behind.
 """
-import base64, json, os, pty, select, shutil, signal, socket, ssl, subprocess, sys, threading, time
+import base64, json, os, pty, select, signal, socket, ssl, subprocess, sys, threading, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from sktest.env import NODE, ShimEnv, suite_args  # noqa: E402
+from sktest.env import NODE, ShimEnv, shim_suite_main  # noqa: E402
 from sktest.host import free_port  # noqa: E402
 from sktest.programs import SHIM_NICE  # noqa: E402
-from sktest.suite import SCALE, check, run_suite, wait_for  # noqa: E402
+from sktest.suite import SCALE, check, wait_for  # noqa: E402
 
 
 def pod(name, command, env=None, restart="Always"):
@@ -726,12 +726,7 @@ def run(env):
 
 
 def main():
-    a = suite_args(shim=True)
-    kubectl = shutil.which("kubectl")
-    if not os.path.exists(a.server) or not kubectl or not shutil.which("openssl"):
-        print("test API server, kubectl or openssl missing; skipping")
-        return 77
-    return run_suite(ExecEnv(a.agent, a.server, a.shim, kubectl), run, ("agent.log", "shim.log"))
+    return shim_suite_main(ExecEnv, run)
 
 
 if __name__ == "__main__":

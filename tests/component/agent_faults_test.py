@@ -22,7 +22,6 @@ import datetime, os, sys, threading, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from sktest.env import NODE, REG, AgentEnv, phase, pod, suite_args  # noqa: E402
-from sktest.kube import KubeServer  # noqa: E402
 from sktest.suite import SCALE, check, run_suite, wait_for  # noqa: E402
 
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/" + NODE
@@ -40,10 +39,8 @@ CALM_S = 3.2
 
 
 class FaultEnv(AgentEnv):
-    def start_kube(self):
-        self.kube = KubeServer(self.dir, ["--lease-grace", str(DURATION_S), "--monitor-period", "1"],
-                               server_py=self.server_py)
-        self.url, self.kdir = self.kube.url, self.kube.dir
+    def kube_args(self):
+        return ["--lease-grace", str(DURATION_S), "--monitor-period", "1"]
 
     def conf_settings(self):
         s = super().conf_settings()

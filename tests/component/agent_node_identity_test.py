@@ -27,7 +27,6 @@ import json, os, ssl, stat, sys, time, urllib.error, urllib.request
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kube"))
 from sktest.env import NODE, REG, AgentEnv, phase, pod, suite_args  # noqa: E402
-from sktest.kube import KubeServer  # noqa: E402
 from sktest.suite import SCALE, check, run_suite, wait_for  # noqa: E402
 from kubetest.auth import AGENT_RULES  # noqa: E402
 
@@ -40,11 +39,8 @@ SIGNING_S = 24 if SCALE == 1 else 72
 
 
 class IdEnv(AgentEnv):
-    def start_kube(self):
-        self.kube = KubeServer(self.dir, ["--lease-grace", "6", "--monitor-period", "1",
-                                          "--cluster-signing-duration", str(SIGNING_S)],
-                               server_py=self.server_py)
-        self.url, self.kdir = self.kube.url, self.kube.dir
+    def kube_args(self):
+        return super().kube_args() + ["--cluster-signing-duration", str(SIGNING_S)]
 
     def conf_settings(self):
         s = super().conf_settings()

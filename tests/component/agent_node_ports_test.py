@@ -8,12 +8,12 @@ own pods only, a CPU-burning pod's counter grows on its node alone, a pod of the
 404 on a node's port (logs included), the shared port serves no stats (404 naming the key), and
 a node's port closes with its job. Prints `N passed, N failed`.
 """
-import json, os, re, shutil, socket, ssl, subprocess, sys, urllib.error, urllib.request
+import json, os, re, socket, ssl, subprocess, sys, urllib.error, urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from sktest.env import NODE, ShimEnv, suite_args  # noqa: E402
+from sktest.env import NODE, ShimEnv, shim_suite_main  # noqa: E402
 from sktest.host import free_port  # noqa: E402
-from sktest.suite import check, run_suite, wait_for  # noqa: E402
+from sktest.suite import check, wait_for  # noqa: E402
 
 NODE43 = "slurm-n1-43"
 
@@ -244,13 +244,7 @@ def run(env):
 
 
 def main():
-    a = suite_args(shim=True)
-    kubectl = shutil.which("kubectl")
-    if not os.path.exists(a.server) or not kubectl or not shutil.which("openssl"):
-        print("test API server, kubectl or openssl missing; skipping")
-        return 77
-    return run_suite(PortsEnv(a.agent, a.server, a.shim, kubectl), run,
-                     ("agent.log", "shim.log", "shim43.log"))
+    return shim_suite_main(PortsEnv, run, ("agent.log", "shim.log", "shim43.log"))
 
 
 if __name__ == "__main__":

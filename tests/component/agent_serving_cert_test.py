@@ -23,13 +23,12 @@ approves them; the approval is `kubectl certificate approve`, as the admin guide
   new CSR for the new address.
 Prints `N passed, N failed`.
 """
-import base64, os, re, shutil, socket, ssl, stat, subprocess, sys, time
+import base64, os, re, socket, ssl, stat, subprocess, sys, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from sktest.env import NODE, ShimEnv, phase, suite_args  # noqa: E402
+from sktest.env import NODE, ShimEnv, phase, shim_suite_main  # noqa: E402
 from sktest.host import free_port  # noqa: E402
-from sktest.kube import KubeServer  # noqa: E402
-from sktest.suite import SCALE, check, run_suite, wait_for  # noqa: E402
+from sktest.suite import SCALE, check, wait_for  # noqa: E402
 
 CSRS = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
 SERVING = "kubernetes.io/kubelet-serving"
@@ -39,11 +38,8 @@ SIGNING_S = 30 if SCALE == 1 else 90
 
 
 class ServingEnv(ShimEnv):
-    def start_kube(self):
-        self.kube = KubeServer(self.dir, ["--lease-grace", "6", "--monitor-period", "1",
-                                          "--cluster-signing-duration", str(SIGNING_S)],
-                               server_py=self.server_py)
-        self.url, self.kdir = self.kube.url, self.kube.dir
+    def kube_args(self):
+        return super().kube_args() + ["--cluster-signing-duration", str(SIGNING_S)]
 
     def conf_settings(self):
         s = super().conf_settings()
@@ -272,12 +268,7 @@ def run(env):
 
 
 def main():
-    a = suite_args(shim=True)
-    kubectl = shutil.which("kubectl")
-    if not os.path.exists(a.server) or not kubectl or not shutil.which("openssl"):
-        print("test API server, kubectl or openssl missing; skipping")
-        return 77
-    return run_suite(ServingEnv(a.agent, a.server, a.shim, kubectl), run, ("agent.log", "shim.log"))
+    return shim_suite_main(ServingEnv, run)
 
 
 if __name__ == "__main__":

@@ -8,12 +8,12 @@ kubectl) goes through the test API server's pods/log proxy to the agent's
 kubelet endpoint over TLS (serving cert and client CA from the test server's
 state dir). Prints `N passed, N failed` and leaves no process behind.
 """
-import json, os, shutil, signal, subprocess, sys, threading, time, urllib.error, urllib.request
+import json, os, signal, subprocess, sys, threading, time, urllib.error, urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from sktest.env import NODE, ShimEnv, suite_args  # noqa: E402
+from sktest.env import NODE, ShimEnv, shim_suite_main  # noqa: E402
 from sktest.host import alive, free_port, marked_procs  # noqa: E402
-from sktest.suite import SCALE, check, run_suite, wait_for  # noqa: E402
+from sktest.suite import SCALE, check, wait_for  # noqa: E402
 
 
 def pod(name, command, extra_container=None, extra_spec=None):
@@ -632,12 +632,7 @@ def service_account_volume(env, reg):
 
 
 def main():
-    a = suite_args(shim=True)
-    kubectl = shutil.which("kubectl")
-    if not os.path.exists(a.server) or not kubectl or not shutil.which("openssl"):
-        print("test API server, kubectl or openssl missing; skipping")
-        return 77
-    return run_suite(ShimEnv(a.agent, a.server, a.shim, kubectl), run, ("agent.log", "shim.log"))
+    return shim_suite_main(ShimEnv, run)
 
 
 if __name__ == "__main__":

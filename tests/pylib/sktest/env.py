@@ -33,9 +33,12 @@ class AgentEnv:
         self.kube = self.agent = None
         self.exited = []  # pids that exited normally: their memcheck log is complete
 
+    def kube_args(self):
+        """The test API server's command line (suites add their flags)."""
+        return ["--lease-grace", "6", "--monitor-period", "1"]
+
     def start_kube(self):
-        self.kube = KubeServer(self.dir, ["--lease-grace", "6", "--monitor-period", "1"],
-                               server_py=self.server_py)
+        self.kube = KubeServer(self.dir, self.kube_args(), server_py=self.server_py)
         self.url, self.kdir = self.kube.url, self.kube.dir
 
     def conf_settings(self):
@@ -192,6 +195,18 @@ def suite_args(shim=False):
     if shim:
         ap.add_argument("--shim", required=True)
     return ap.parse_args()
+
+
+def shim_suite_main(env_class, body, logs=("agent.log", "shim.log")):
+    """main() of a suite on ShimEnv or a subclass (suite_args(shim=True)): 77 (skip) without the
+    test API server, kubectl or openssl."""
+    import shutil
+    a = suite_args(shim=True)
+    kubectl = shutil.which("kubectl")
+    if not os.path.exists(a.server) or not kubectl or not shutil.which("openssl"):
+        print("test API server, kubectl or openssl missing; skipping")
+        return 77
+    return run_suite(env_class(a.agent, a.server, a.shim, kubectl), body, logs)
 
 
 def suite_main(body, env_class=None):
