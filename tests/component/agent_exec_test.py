@@ -8,7 +8,7 @@ process behind.
 import base64, json, os, pty, select, signal, socket, ssl, subprocess, sys, threading, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from sktest.env import NODE, ShimEnv, shim_suite_main  # noqa: E402
+from sktest.env import NODE, ShimEnv, shim_suite_main, shim_reg  # noqa: E402
 from sktest.host import free_port  # noqa: E402
 from sktest.programs import SHIM_NICE  # noqa: E402
 from sktest.suite import SCALE, check, wait_for  # noqa: E402
@@ -491,9 +491,7 @@ def priorities(env):
 def run(env):
     d = env.dir
     open(os.path.join(d, "alive_42"), "w").close()
-    reg = {"job_id": 42, "slurm_node": "n1", "user": os.environ.get("USER", "me"),
-           "uid": os.getuid(), "gid": os.getgid(), "partition": "gpu", "cluster": "comp",
-           "gpus": [2, 3], "cpus": 4, "memory_mib": 8192, "namespaces": ["default"]}
+    reg = shim_reg()
     r = env.call("register", reg)
     check("register", r and r.get("ok"), r)
     env.start_shim()

@@ -11,7 +11,7 @@ a node's port closes with its job. Prints `N passed, N failed`.
 import json, os, re, socket, ssl, subprocess, sys, urllib.error, urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from sktest.env import NODE, ShimEnv, shim_suite_main  # noqa: E402
+from sktest.env import NODE, ShimEnv, shim_suite_main, shim_reg  # noqa: E402
 from sktest.host import free_port  # noqa: E402
 from sktest.suite import check, wait_for  # noqa: E402
 
@@ -141,9 +141,7 @@ def run(env):
     d = env.dir
     for job in (42, 43):
         open(os.path.join(d, f"alive_{job}"), "w").close()
-    reg = {"job_id": 42, "slurm_node": "n1", "user": os.environ.get("USER", "me"),
-           "uid": os.getuid(), "gid": os.getgid(), "partition": "gpu", "cluster": "comp",
-           "gpus": [], "cpus": 2, "memory_mib": 1024, "namespaces": ["default"]}
+    reg = shim_reg(gpus=[], cpus=2, memory_mib=1024)
     check("job 42 registers", (env.call("register", reg) or {}).get("ok"))
     check("job 43 registers", (env.call("register", dict(reg, job_id=43)) or {}).get("ok"))
     env.start_shim()

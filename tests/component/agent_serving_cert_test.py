@@ -26,7 +26,7 @@ Prints `N passed, N failed`.
 import base64, os, re, socket, ssl, stat, subprocess, sys, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from sktest.env import NODE, ShimEnv, phase, shim_suite_main  # noqa: E402
+from sktest.env import NODE, ShimEnv, phase, shim_suite_main, shim_reg  # noqa: E402
 from sktest.host import free_port  # noqa: E402
 from sktest.suite import SCALE, check, wait_for  # noqa: E402
 
@@ -162,9 +162,7 @@ def run(env):
           "IP Address:127.0.0.1" in text and "DNS:" not in text, text)
     check("  the double's approver leaves it pending (as kube-controller-manager's)",
           not wait_for(lambda: not pending(env), 2))
-    reg = {"job_id": 42, "slurm_node": "n1", "user": os.environ.get("USER", "me"),
-           "uid": os.getuid(), "gid": os.getgid(), "partition": "gpu", "cluster": "comp",
-           "gpus": [2, 3], "cpus": 4, "memory_mib": 8192, "namespaces": ["default"]}
+    reg = shim_reg()
     r = env.call("register", reg)
     check("register", r and r.get("ok"), r)
     env.start_shim()

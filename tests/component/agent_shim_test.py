@@ -11,7 +11,7 @@ state dir). Prints `N passed, N failed` and leaves no process behind.
 import json, os, signal, subprocess, sys, threading, time, urllib.error, urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from sktest.env import NODE, ShimEnv, shim_suite_main  # noqa: E402
+from sktest.env import NODE, ShimEnv, shim_suite_main, shim_reg  # noqa: E402
 from sktest.host import alive, free_port, marked_procs  # noqa: E402
 from sktest.suite import SCALE, check, wait_for  # noqa: E402
 
@@ -45,9 +45,7 @@ def events_of(env, name):
 def run(env):
     d = env.dir
     open(os.path.join(d, "alive_42"), "w").close()  # job_alive_command: the job runs
-    reg = {"job_id": 42, "slurm_node": "n1", "user": os.environ.get("USER", "me"),
-           "uid": os.getuid(), "gid": os.getgid(), "partition": "gpu", "cluster": "comp",
-           "gpus": [2, 3], "cpus": 4, "memory_mib": 8192, "namespaces": ["default"]}
+    reg = shim_reg()
     r = env.call("register", reg)
     check("register", r and r.get("ok"), r)
     lst = env.call("list", {})

@@ -105,6 +105,16 @@ class AgentEnv:
         return agent_call(os.path.join(self.dir, "agent.sock"), op, body, timeout * SCALE)
 
 
+def shim_reg(**changes):
+    """A `register` body for the shim suites' job 42 on n1, as the test user (the shim runs as
+    us), with `changes` applied."""
+    reg = {"job_id": 42, "slurm_node": "n1", "user": os.environ.get("USER", "me"),
+           "uid": os.getuid(), "gid": os.getgid(), "partition": "gpu", "cluster": "comp",
+           "gpus": [2, 3], "cpus": 4, "memory_mib": 8192, "namespaces": ["default"]}
+    reg.update(changes)
+    return reg
+
+
 class ShimEnv(AgentEnv):
     """The agent with runtime=shim, its kubelet endpoint (the test server's serving certificate
     and CA) and metrics port, and the shim of job 42 started as the plugin's extern step would."""
