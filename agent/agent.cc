@@ -273,6 +273,7 @@ Agent::Agent(uv_loop_t *loop, const AgentConfig &cfg, KubeClient &kube, const Cl
       clock_(clock),
       checker_(checker),
       store_(cfg.state_dir),
+      identities_(ctx_),
       gc_timer_(loop),
       pods_timer_(loop) {
     ctx_.loop = loop;
@@ -320,6 +321,15 @@ Status Agent::start() {
     }
     for (const auto &b : bad)
         LOG_WARN("state: ignoring %s", b.c_str());
+    if (keeps_identities()) {
+        std::set<std::string> held;
+        for (const auto &[k, vn] : nodes_)
+            held.insert(vn->record().node_name);
+        identities_.keep_kept_files(cfg_.slurm_node, held);
+        if (identities_.size())
+            LOG_INFO("keeping %zu node identities for the next jobs on their slots",
+                     identities_.size());
+    }
     std::string dir = cfg_.socket_path.substr(0, cfg_.socket_path.rfind('/'));
     if (!dir.empty()) mkdir(dir.c_str(), 0755);
     if (auto st =
@@ -378,7 +388,30 @@ void Agent::collect_if_gone(const std::shared_ptr<VirtualNode> &vn, const char *
 }
 
 void Agent::forget_node(const std::string &key) {
-    defer(loop_, [this, key] { nodes_.erase(key); });
+    defer(loop_, [this, key] { release_node(key); });
+}
+
+bool Agent::keeps_identities() const {
+    return node_names_per_slot(cfg_) && cfg_.node_identity == "bootstrap";
+}
+
+void Agent::release_node(const std::string &key) {
+    auto it = nodes_.find(key);
+    if (it == nodes_.end()) return;
+    std::shared_ptr<VirtualNode> vn = it->second;
+    nodes_.erase(it);
+    vn->stop();
+    if (vn->record().slot >= 0 && keeps_identities()) identities_.keep(vn->record().node_name);
+}
+
+uint32_t Agent::free_slot(const std::string &slurm_node) const {
+    std::set<int32_t> held;
+    for (const auto &[k, vn] : nodes_)
+        if (vn->record().job.slurm_node == slurm_node) held.insert(vn->record().slot);
+    uint32_t s = 0;
+    while (held.count(static_cast<int32_t>(s)))
+        s++;
+    return s;
 }
 
 void Agent::report_pods() {
@@ -401,6 +434,7 @@ void Agent::stop() {
     for (auto &[k, vn] : nodes_)
         vn->stop();
     nodes_.clear();
+    identities_.stop();
     cancel_leftover_deletes(ctx_);
 }
 
@@ -417,6 +451,8 @@ std::shared_ptr<VirtualNode> Agent::add_node(JobRecord rec, std::function<void(S
             LOG_ERROR("[node %s] %s", rec.node_name.c_str(), e.message().c_str());
         }
     }
+    // A slot's kept identity: the node renews it from here.
+    if (rec.slot >= 0) identities_.take(rec.node_name);
     auto vn = std::make_shared<VirtualNode>(ctx_, std::move(rec));
     vn->hold_endpoint(std::move(endpoint));
     nodes_[key] = vn;
@@ -529,8 +565,6 @@ void Agent::op_register(const std::shared_ptr<Connection> &c, const proto::Reque
                                      "(the API server's NodeRestriction refuses them); choose "
                                      "another prefix")));
     std::string key = job_key(r->job_id, r->slurm_node);
-    auto name = expand_node_name(cfg_.node_name_template, r->slurm_node, r->job_id);
-    if (!name) return c->reply(proto::error_reply(req.id, name.failure()));
     auto existing = nodes_.find(key);
     if (existing != nodes_.end()) {  // idempotent: the prolog may retry
         proto::Reply rep;
@@ -542,9 +576,13 @@ void Agent::op_register(const std::shared_ptr<Connection> &c, const proto::Reque
         return c->reply(proto::error_reply(
             req.id, fail(Error::TooLarge, "this agent already serves max_jobs=" +
                                               std::to_string(cfg_.max_jobs) + " jobs")));
+    uint32_t slot = node_names_per_slot(cfg_) ? free_slot(r->slurm_node) : 0;
+    auto name = expand_node_name(cfg_.node_name_template, r->slurm_node, r->job_id, slot);
+    if (!name) return c->reply(proto::error_reply(req.id, name.failure()));
     JobRecord rec;
     rec.job = *r;
     rec.node_name = *name;
+    if (node_names_per_slot(cfg_)) rec.slot = static_cast<int32_t>(slot);
     rec.registered_at = clock_.now_s();
     if (auto st = store_.save(rec); !st) return c->reply(proto::error_reply(req.id, st.failure()));
     // The reply waits neither for the API server nor for the disk: the
@@ -564,10 +602,8 @@ void Agent::op_register(const std::shared_ptr<Connection> &c, const proto::Reque
         LOG_ERROR("[node %s] registration failed: %s", node_name.c_str(), st.message().c_str());
         // Forget it (deferred: we are inside the node's callback).
         defer(loop_, [this, key, job_id, slurm_node] {
-            auto it = nodes_.find(key);
-            if (it == nodes_.end()) return;
-            it->second->stop();
-            nodes_.erase(it);
+            if (!nodes_.count(key)) return;
+            release_node(key);
             (void)store_.remove(job_id, slurm_node);
         });
     });
@@ -589,7 +625,7 @@ void Agent::op_deregister(const std::shared_ptr<Connection> &c, const proto::Req
     uint64_t id = req.id;
     std::weak_ptr<Connection> wc = c;
     it->second->deregister(r->grace_s, r->reason, [this, wc, id, key](uint32_t n) {
-        defer(loop_, [this, key] { nodes_.erase(key); });
+        forget_node(key);
         if (auto conn = wc.lock()) {
             proto::Reply rep;
             rep.id = id;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "agent/agent_config.h"
+#include "agent/controllers/identity_pool.h"
 #include "agent/controllers/virtual_node.h"
 #include "agent/socket_server.h"
 #include "agent/stream_sessions.h"
@@ -148,6 +149,12 @@ class Agent {
     // record go) and its shim dir is removed; logged with `why`.
     void collect_if_gone(const std::shared_ptr<VirtualNode> &vn, const char *why);
     void forget_node(const std::string &key);  // deferred erase (called from a node's callback)
+    // Erases a node now; a slot's identity (node_names_per_slot) goes to
+    // pool_ for the slot's next job.
+    void release_node(const std::string &key);
+    // The lowest slot of slurm_node no registered job holds.
+    uint32_t free_slot(const std::string &slurm_node) const;
+    bool keeps_identities() const;
     void report_pods();
 
     uv_loop_t *loop_;
@@ -160,6 +167,7 @@ class Agent {
     std::unique_ptr<SocketServer> server_;
     std::unique_ptr<SocketServer> admin_server_;  // root's own (AgentConfig::admin_socket_path)
     std::map<std::string, std::shared_ptr<VirtualNode>> nodes_;  // by job_key
+    IdentityPool identities_;  // the slots' identities while no job holds them
     std::vector<uint32_t> admin_uids_;
     Timer gc_timer_;
     Timer pods_timer_;  // pods-by-phase gauge

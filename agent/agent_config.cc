@@ -38,7 +38,8 @@ void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string
     s.add_string("cluster_name", &c.cluster_name, "Slurm cluster name (label slurm-k8s/cluster)");
     s.add_string("slurm_node", &c.slurm_node, "this node's Slurm name (default: short hostname)");
     s.add_string("node_name_template", &c.node_name_template,
-                 "virtual node name; {node} and {job} are replaced");
+                 "virtual node name: {node} and one of {job} (a name per job) or {slot} (names "
+                 "and node identities reused by later jobs) are replaced");
     s.add_string("node_address", &c.node_address,
                  "InternalIP of the virtual nodes, the address the API server dials "
                  "(default: the source address of the default route)");
@@ -251,7 +252,7 @@ void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string
 }  // namespace
 
 Result<std::string> expand_node_name(const std::string &tmpl, const std::string &slurm_node,
-                                     uint32_t job_id) {
+                                     uint32_t job_id, uint32_t slot) {
     std::string out;
     for (size_t i = 0; i < tmpl.size(); i++) {
         if (tmpl.compare(i, 6, "{node}") == 0) {
@@ -260,6 +261,9 @@ Result<std::string> expand_node_name(const std::string &tmpl, const std::string 
         } else if (tmpl.compare(i, 5, "{job}") == 0) {
             out += std::to_string(job_id);
             i += 4;
+        } else if (tmpl.compare(i, 6, "{slot}") == 0) {
+            out += std::to_string(slot);
+            i += 5;
         } else {
             out += tmpl[i];
         }
@@ -327,10 +331,13 @@ Result<AgentConfig> parse_agent_config(std::string_view text, std::string_view s
                     src + ": lease_renew_interval must be at most half of lease_duration");
     if (auto n = expand_node_name(c.node_name_template, "n1", 1); !n)
         return fail(Error::InvalidArgument, src + ": node_name_template: " + n.message());
-    if (c.node_name_template.find("{job}") == std::string::npos ||
-        c.node_name_template.find("{node}") == std::string::npos)
+    if (c.node_name_template.find("{node}") == std::string::npos ||
+        (c.node_name_template.find("{job}") == std::string::npos) ==
+            (c.node_name_template.find("{slot}") == std::string::npos))
         return fail(Error::InvalidArgument,
-                    src + ": node_name_template must contain {node} and {job}");
+                    src +
+                        ": node_name_template must contain {node} and one of {job} (a Node "
+                        "name per job) or {slot} (names reused by later jobs)");
     bool any = std::find(c.allowed_namespaces.begin(), c.allowed_namespaces.end(), "*") !=
                c.allowed_namespaces.end();
     if (any && c.allowed_namespaces.size() > 1)

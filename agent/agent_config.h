@@ -195,9 +195,18 @@ Result<AgentConfig> load_agent_config(const std::string &path,
 // "key: doc" lines for --help.
 std::string describe_agent_config(const std::vector<std::string> &extra_runtimes = {});
 
-// "slurm-{node}-{job}" -> "slurm-n1-42", lowercased; fails when the result is
-// not a DNS-1123 subdomain.
+// "slurm-{node}-{job}" -> "slurm-n1-42", "slurm-{node}-{slot}" ->
+// "slurm-n1-0", lowercased; fails when the result is not a DNS-1123
+// subdomain.
 Result<std::string> expand_node_name(const std::string &tmpl, const std::string &slurm_node,
-                                     uint32_t job_id);
+                                     uint32_t job_id, uint32_t slot = 0);
+
+// node_name_template names slots ({slot}): a job's Node takes the lowest
+// slot of its Slurm node no registered job holds, and the Node name and
+// its identity (node_identity = bootstrap) outlive the job for the next
+// one on that slot.
+inline bool node_names_per_slot(const AgentConfig &c) {
+    return c.node_name_template.find("{slot}") != std::string::npos;
+}
 
 }  // namespace sk::agent

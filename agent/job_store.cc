@@ -18,6 +18,7 @@ Json::Value to_json(const JobRecord &r) {
     v["node_uid"] = r.node_uid;
     v["registered_at"] = Json::Int64(r.registered_at);
     v["draining"] = r.draining;
+    if (r.slot >= 0) v["slot"] = r.slot;
     return v;
 }
 
@@ -39,6 +40,10 @@ Result<JobRecord> job_record_from_json(const Json::Value &v) {
     auto dr = json::opt_bool(v, "draining", "job record", false);
     if (!dr) return dr.failure();
     r.draining = *dr;
+    auto slot = json::opt_int(v, "slot", "job record", -1);
+    if (!slot) return slot.failure();
+    if (*slot < -1 || *slot > 1000000) return fail(Error::Parse, "job record: slot out of range");
+    r.slot = static_cast<int32_t>(*slot);
     return r;
 }
 

@@ -24,6 +24,9 @@ struct JobRecord {
     std::string node_uid;  // last known; "" until the Node was created
     int64_t registered_at = 0;
     bool draining = false;
+    // The slot its Node name was made from (node_name_template with
+    // {slot}); -1 = a name per job.
+    int32_t slot = -1;
     // This node's own kubelet endpoint port (kubelet_node_ports), 0 = the
     // host's shared one. Not persisted: chosen again at each agent start
     // (the Node's status carries the current one).

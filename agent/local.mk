@@ -59,6 +59,8 @@ agent_libagentio_la_SOURCES = \
 	agent/controllers/drain.h \
 	agent/controllers/csr_certificate.cc \
 	agent/controllers/csr_certificate.h \
+	agent/controllers/identity_pool.cc \
+	agent/controllers/identity_pool.h \
 	agent/controllers/node_credentials.cc \
 	agent/controllers/node_credentials.h \
 	agent/controllers/node_bound.h \

@@ -151,13 +151,13 @@ def is_phase(name, phase):
 
 
 # ---------------------------------------------------------------- the API server: double or cluster
-def open_api(workdir):
+def open_api(workdir, double_args=()):
     """The API server of one measurement: a fresh test double in WORKDIR/kube (the default), or
     with BENCH_KUBECONFIG that kubeconfig's cluster (nothing is started). Both have url, api(),
     info(), agent_settings(), window_start()/window_end() for request counts, server_cpu_s()
     and stop() (the cluster's deletes what the run made); sktest.kube.Watch watches either."""
     if not CLUSTER:
-        return DoubleApi(workdir)
+        return DoubleApi(workdir, double_args)
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         # a run stopped with SIGTERM (a timeout) still deletes what it made: SystemExit runs
         # the benchmarks' finally blocks

@@ -4,6 +4,10 @@
 
 namespace sk::agent {
 
+std::string node_credentials_file(const AgentConfig &cfg, const std::string &node) {
+    return cfg.state_dir + "/pki/" + node + ".pem";
+}
+
 namespace {
 
 CsrProfile client_profile(const AgentConfig &cfg, const std::string &node) {
@@ -13,7 +17,7 @@ CsrProfile client_profile(const AgentConfig &cfg, const std::string &node) {
     p.what = "identity " + p.who;
     p.node = node;
     p.generate_name = "slurm-k8s-" + node + "-";
-    p.file = cfg.state_dir + "/pki/" + node + ".pem";
+    p.file = node_credentials_file(cfg, node);
     p.signer = kKubeletClientSigner;
     // What the kubelet asks for with an ECDSA key (key encipherment is RSA's).
     p.usages = {"digital signature", "client auth"};

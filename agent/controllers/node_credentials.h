@@ -13,6 +13,9 @@
 
 namespace sk::agent {
 
+// Where node's key and certificate are kept: <state_dir>/pki/<node>.pem.
+std::string node_credentials_file(const AgentConfig &cfg, const std::string &node);
+
 class NodeCredentials : public CsrCertificate {
   public:
     NodeCredentials(AgentContext &ctx, const std::string &node_name, OnChange on_change);

@@ -124,6 +124,7 @@ void NodeLeaseController::create_node() {
                         if (mode_ != Mode::Active) return;
                         if (r) {
                             LOG_INFO("%s created, Ready", prefix().c_str());
+                            if (on_node_) on_node_(*r);
                             ready_since_ = ctx_.clock->now_s();
                             node_ready(api::object_meta(*r).uid);
                             lift_not_ready(*r);
@@ -153,50 +154,72 @@ void NodeLeaseController::create_node() {
 // POST answered 409: the Node survived an agent restart (or someone else owns
 // the name). Take it over only when its labels say it is this job's.
 void NodeLeaseController::adopt_existing_node() {
-    ctx_.kube->get(KubeClient::node(rec_.node_name), guard([this](Result<Json::Value> r) {
-                       if (mode_ != Mode::Active) return;
-                       if (!r) {
-                           if (r.error() == Error::NotFound)
-                               return create_node();  // deleted meanwhile
-                           return retry_node(r.failure());
-                       }
-                       const Json::Value &labels = api::field(api::field(*r, "metadata"), "labels");
-                       if (api::text(api::field(labels, std::string(kLabelPrefix) + "job-id")) !=
-                               std::to_string(rec_.job.job_id) ||
-                           !node_is_ours(*r, ctx_.cfg->cluster_name, rec_.job.slurm_node)) {
-                           Status st =
-                               fail(Error::AlreadyExists,
-                                    "a Node named " + rec_.node_name +
-                                        " exists and does not belong to this job; remove it or "
-                                        "change node_name_template");
-                           LOG_ERROR("%s %s", prefix().c_str(), st.message().c_str());
-                           call_ready_cb(st);
-                           return retry_node(st.failure());
-                       }
-                       std::string uid = api::object_meta(*r).uid;
-                       LOG_INFO("%s exists (uid %s): adopting it and posting Ready",
-                                prefix().c_str(), uid.c_str());
-                       // An end-time cordon of the previous run: kept while
-                       // due, undone when the end moved away meanwhile.
-                       if (!end_cordoned_ && has_taint(*r, kEndingTaintKey, "NoSchedule")) {
-                           end_cordoned_ = true;
-                           schedule_end_cordon();
-                       }
-                       // A suspension of the previous run: followed from
-                       // here (the next state check resumes it if Slurm did).
-                       if (has_taint(*r, kSuspendedTaintKey, "NoSchedule")) {
-                           suspended_ = suspend_cordoned_ = true;
-                           if (on_suspend_) on_suspend_(true, suspend_message());
-                       }
-                       ready_since_ = ctx_.clock->now_s();
-                       post_status(true, guard([this, uid, node = *r](const Status &st) {
-                                       // A drain that started meanwhile owns the node.
-                                       if (mode_ != Mode::Active) return;
-                                       if (!st) return retry_node(st.failure());
-                                       node_ready(uid);
-                                       lift_not_ready(node);
-                                   }));
-                   }));
+    ctx_.kube->get(
+        KubeClient::node(rec_.node_name), guard([this](Result<Json::Value> r) {
+            if (mode_ != Mode::Active) return;
+            if (!r) {
+                if (r.error() == Error::NotFound) return create_node();  // deleted meanwhile
+                return retry_node(r.failure());
+            }
+            const Json::Value &labels = api::field(api::field(*r, "metadata"), "labels");
+            bool ours = node_is_ours(*r, ctx_.cfg->cluster_name, rec_.job.slurm_node);
+            bool this_job = api::text(api::field(labels, std::string(kLabelPrefix) + "job-id")) ==
+                            std::to_string(rec_.job.job_id);
+            // A slot's name is every job's on the slot: a Node an earlier job left (its
+            // delete failed, the agent stopped in its drain) is replaced.
+            if (ours && !this_job && rec_.slot >= 0) return replace_previous_node(*r);
+            if (!ours || !this_job) {
+                Status st = fail(Error::AlreadyExists,
+                                 "a Node named " + rec_.node_name +
+                                     " exists and does not belong to this job; remove it or "
+                                     "change node_name_template");
+                LOG_ERROR("%s %s", prefix().c_str(), st.message().c_str());
+                call_ready_cb(st);
+                return retry_node(st.failure());
+            }
+            std::string uid = api::object_meta(*r).uid;
+            LOG_INFO("%s exists (uid %s): adopting it and posting Ready", prefix().c_str(),
+                     uid.c_str());
+            if (on_node_) on_node_(*r);
+            // An end-time cordon of the previous run: kept while
+            // due, undone when the end moved away meanwhile.
+            if (!end_cordoned_ && has_taint(*r, kEndingTaintKey, "NoSchedule")) {
+                end_cordoned_ = true;
+                schedule_end_cordon();
+            }
+            // A suspension of the previous run: followed from
+            // here (the next state check resumes it if Slurm did).
+            if (has_taint(*r, kSuspendedTaintKey, "NoSchedule")) {
+                suspended_ = suspend_cordoned_ = true;
+                if (on_suspend_) on_suspend_(true, suspend_message());
+            }
+            ready_since_ = ctx_.clock->now_s();
+            post_status(true, guard([this, uid, node = *r](const Status &st) {
+                            // A drain that started meanwhile owns the node.
+                            if (mode_ != Mode::Active) return;
+                            if (!st) return retry_node(st.failure());
+                            node_ready(uid);
+                            lift_not_ready(node);
+                        }));
+        }));
+}
+
+void NodeLeaseController::replace_previous_node(const Json::Value &node) {
+    const Json::Value &labels = api::field(api::field(node, "metadata"), "labels");
+    std::string uid = api::object_meta(node).uid;
+    LOG_INFO("%s the Node of job %s (uid %s) is still there: deleting it for job %u",
+             prefix().c_str(),
+             api::text(api::field(labels, std::string(kLabelPrefix) + "job-id")).c_str(),
+             uid.c_str(), rec_.job.job_id);
+    // A node identity may not delete its Node: the agent's does; only that
+    // uid (one created meanwhile is looked at again).
+    ctx_.agent_api().del(KubeClient::node(rec_.node_name), KubeClient::uid_precondition(uid),
+                         guard([this](const Result<Json::Value> &r) {
+                             if (mode_ != Mode::Active) return;
+                             if (r || r.error() == Error::NotFound) return create_node();
+                             if (r.error() == Error::Conflict) return adopt_existing_node();
+                             retry_node(r.failure());
+                         }));
 }
 
 void NodeLeaseController::node_ready(const std::string &uid) {

@@ -54,6 +54,9 @@ class NodeLeaseController : public NodeBound {
     // drain_before_end): drain(end_time) when it is due (again when the end
     // came closer), drain(0) when the end moved away after it.
     void set_end_drain(std::function<void(int64_t)> drain) { on_end_drain_ = std::move(drain); }
+    // Called with the job's Node object once created or adopted (before
+    // Ready is reported).
+    void set_on_node(std::function<void(const Json::Value &)> cb) { on_node_ = std::move(cb); }
     // The job was suspended (true) or resumed (false): the pods are paused or
     // continued by the owner (VirtualNode), with this message.
     void set_on_suspend(std::function<void(bool, const std::string &)> cb) {
@@ -79,6 +82,7 @@ class NodeLeaseController : public NodeBound {
     NodeSpecInput spec_input() const;
     void create_node();
     void adopt_existing_node();
+    void replace_previous_node(const Json::Value &node);
     void node_ready(const std::string &uid);
     // The Node was created with Ready=True: remove the not-ready:NoSchedule
     // taint the API server's admission added, instead of waiting for the
@@ -137,6 +141,7 @@ class NodeLeaseController : public NodeBound {
     uint64_t end_gen_ = 0;      // bumped whenever the end-time cordon is re-planned
     bool end_drained_ = false;  // the drain ahead of the end was started
     std::function<void(int64_t)> on_end_drain_;
+    std::function<void(const Json::Value &)> on_node_;
     // The job's suspension: as Slurm last said, and whether the Node carries
     // its cordon (sent, or found on an adopted Node, and not undone).
     bool suspended_ = false;

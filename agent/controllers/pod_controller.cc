@@ -53,6 +53,36 @@ void PodController::stop() {
     refusal_timer_.stop();
 }
 
+void PodController::set_node(const Json::Value &node) {
+    int64_t created =
+        parse_rfc3339(api::text(api::field(api::field(node, "metadata"), "creationTimestamp")));
+    bool first = node_created_s_ < 0;
+    node_created_s_ = created < 0 ? 0 : created;
+    if (!first || rec_.slot < 0) return;
+    // The pods held for it (sync_pod) are looked at now.
+    std::vector<Json::Value> held;
+    for (const auto &[uid, p] : pods_)
+        if (p.state == PodState::Pending) held.push_back(p.api);
+    for (const auto &pod : held)
+        sync_pod(pod);
+}
+
+namespace {
+
+// When the pod was bound to its node: the scheduler's binding sets
+// PodScheduled True (its lastTransitionTime); a pod created with
+// spec.nodeName was bound at its creation. -1 = unknown.
+int64_t bound_at(const Json::Value &pod) {
+    for (const auto &c : api::items(api::field(api::field(pod, "status"), "conditions")))
+        if (api::text(api::field(c, "type")) == "PodScheduled" &&
+            api::text(api::field(c, "status")) == "True")
+            if (int64_t t = parse_rfc3339(api::text(api::field(c, "lastTransitionTime"))); t >= 0)
+                return t;
+    return parse_rfc3339(api::text(api::field(api::field(pod, "metadata"), "creationTimestamp")));
+}
+
+}  // namespace
+
 void PodController::relist_if_idle() {
     if (watch_id_ != 0) return;
     watch_timer_.stop();
@@ -145,6 +175,17 @@ void PodController::on_watch_end(const Status &st) {
 std::optional<std::pair<std::string, std::string>> PodController::admission_refusal(
     const Json::Value &pod) const {
     std::string ns = api::object_meta(pod).ns;
+    if (rec_.slot >= 0) {
+        int64_t bound = bound_at(pod);
+        if (bound >= 0 && bound < node_created_s_)
+            return std::make_pair(
+                std::string("PreviousJobPod"),
+                "the pod was bound to " + rec_.node_name + " at " + rfc3339(bound) +
+                    ", before job " + std::to_string(rec_.job.job_id) +
+                    "'s Node of that name was created (" + rfc3339(node_created_s_) +
+                    "): it was meant for an earlier job on this slot; create it again to run it "
+                    "here");
+    }
     auto allowed = effective_namespaces(rec_.job, ctx_.cfg->allowed_namespaces);
     if (!namespace_allowed(allowed, ns))
         return std::make_pair(std::string("NamespaceNotAllowed"),
@@ -186,6 +227,7 @@ void PodController::sync_pod(const Json::Value &pod) {
     if (!terminal && end_drain_at_ && !stopping() && end_drain_pod(uid)) return;
     if (terminal || p.state != PodState::Pending) return;
     if (stopping()) return;
+    if (rec_.slot >= 0 && node_created_s_ < 0) return;  // set_node() looks again
     if (auto refusal = admission_refusal(pod)) return refuse(uid, refusal->first, refusal->second);
     if (!runtime_) {  // runs once the shim attaches
         if (shim_dead_) fail_shim_lost(uid);

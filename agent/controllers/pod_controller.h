@@ -107,6 +107,13 @@ class PodController : public NodeBound {
     // The API server is reachable again: a watch waiting out its back-off
     // relists now.
     void relist_if_idle();
+    // The job's Node object, created or adopted. A slot's node name
+    // (JobRecord::slot) is every job's on the slot: a pod bound to it
+    // before this job's Node was created (its PodScheduled time, or its
+    // creation for one made with spec.nodeName) was meant for an earlier
+    // job and is refused (PreviousJobPod); until the Node is known such a
+    // node's pending pods wait.
+    void set_node(const Json::Value &node);
 
     // The job's end: stop every running pod within grace_s, give the others
     // a final status naming `reason`, then delete them all (after their last
@@ -237,6 +244,7 @@ class PodController : public NodeBound {
     std::map<std::string, BoundPod> pods_;
     std::map<std::string, PodSnapshot> adopted_;  // from a runtime snapshot, before the list
     bool listed_ = false;
+    int64_t node_created_s_ = -1;  // the Node's creationTimestamp; -1 = not known yet
     bool stopped_ = false;
     std::string pods_rv_;
     uint64_t watch_id_ = 0;

@@ -34,6 +34,7 @@ VirtualNode::VirtualNode(AgentContext &ctx, JobRecord rec)
     node_kube_.set_observer(ctx.kube->observer());
     node_.set_end_drain([this](int64_t end_time) { pods_.drain_before_end(end_time); });
     pods_.set_on_shim_dead([this](int pid) { node_.set_runtime_down(true, pid); });
+    node_.set_on_node([this](const Json::Value &node) { pods_.set_node(node); });
     node_.set_on_suspend([this](bool paused, const std::string &message) {
         paused_ = paused;
         pause_message_ = message;
@@ -113,7 +114,14 @@ void VirtualNode::deregister(uint32_t grace_s, const std::string &reason,
     creds_.abandon(fail(Error::Unavailable, "the job ended before the node had its identity"));
     std::weak_ptr<VirtualNode> self = weak_from_this();
     drain_.start(grace_s, reason, [self, done = std::move(done)](uint32_t stopped) {
-        if (auto n = self.lock()) n->creds_.forget();  // the node is gone: so is its key
+        if (auto n = self.lock()) {
+            // The node is gone: so is its key, unless the name is a slot's,
+            // whose next job uses it (agent/controllers/identity_pool.h).
+            if (n->rec_.slot >= 0)
+                n->creds_.stop();
+            else
+                n->creds_.forget();
+        }
         done(stopped);
     });
 }

@@ -8,6 +8,7 @@ EXTRA_DIST += \
 	tests/component/test_agent_node_ports.sh \
 	tests/component/test_agent_credentials.sh \
 	tests/component/test_agent_node_identity.sh \
+	tests/component/test_agent_slot_identity.sh \
 	tests/component/test_agent_serving_cert.sh \
 	tests/component/test_agent_http2.sh \
 	tests/component/test_agent_faults.sh \
@@ -17,6 +18,7 @@ EXTRA_DIST += \
 	tests/component/agent_http2_test.py \
 	tests/component/agent_credentials_test.py \
 	tests/component/agent_node_identity_test.py \
+	tests/component/agent_slot_identity_test.py \
 	tests/component/agent_serving_cert_test.py \
 	tests/component/agent_shim_test.py \
 	tests/component/agent_exec_test.py \
@@ -30,6 +32,7 @@ TESTS += \
 	tests/component/test_agent_node_ports.sh \
 	tests/component/test_agent_credentials.sh \
 	tests/component/test_agent_node_identity.sh \
+	tests/component/test_agent_slot_identity.sh \
 	tests/component/test_agent_serving_cert.sh \
 	tests/component/test_agent_http2.sh \
 	tests/component/test_agent_faults.sh \

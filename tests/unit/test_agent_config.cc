@@ -45,7 +45,8 @@ static const BadConf kBadConfs[] = {
     {"max_pods = 0\n", "out of range"},
     {"shim_auth = none\n", "shim_auth"},
     {"runtime = fake\n", "runtime"},  // the test double is no choice of the shipped daemon
-    {"node_name_template = {node}\n", "{node} and {job}"},
+    {"node_name_template = {node}\n", "{node} and one of {job} (a Node name per job) or {slot}"},
+    {"node_name_template = {node}-{job}-{slot}\n", "{node} and one of {job}"},
     {"node_name_template = BAD_{node}_{job}!\n", "not a valid Kubernetes node name"},
     {"allowed_namespaces = Bad\n", "not a namespace name"},
     {"allowed_namespaces = *, rl\n", "'*' (any namespace) stands alone"},
@@ -230,6 +231,9 @@ START_TEST(node_names) {
     ck_assert(n.ok());
     ck_assert_sstr_eq(*n, "slurm-gpu-n1-42");
     ck_assert(!expand_node_name("{node}-{job}-", "n1", 1).ok());
+    auto s = expand_node_name("slurm-{node}-{slot}", "n1", 42, 3);
+    ck_assert(s.ok());
+    ck_assert_sstr_eq(*s, "slurm-n1-3");
 }
 END_TEST
 
@@ -242,6 +246,7 @@ static const ConfCase kConfCases[] = {
     {"kubelet_cert = /c\nkubelet_key = /k\nkubelet_client_ca = /ca\n", nullptr},
     {"kubelet_insecure = true\nkubelet_port = 0\nmetrics_port = 9100\n", nullptr},
     {"job_end_command = \n", nullptr},
+    {"node_name_template = gpu-{slot}-{node}\n", nullptr},
     {"kubelet_cert = /c\n", "set together"},
     {"kubelet_cert = /c\nkubelet_key = /k\n", "kubelet_client_ca is required"},
     {"kubelet_serving = csr\n", "kubelet_client_ca is required"},

@@ -39,6 +39,7 @@ START_TEST(job_store_round_trip) {
     ck_assert_int_eq(bad.size(), 1);
     ck_assert_sstr_eq(all[0].node_name, "slurm-n1-42");
     ck_assert(all[0].draining);
+    ck_assert_int_eq(all[0].slot, -1);  // a name per job
     ck_assert_int_eq(all[0].job.gpus[0], 1);
     ck_assert(access((std::string(tmpl) + "/jobs/job_42_n1.json.tmp").c_str(), F_OK) != 0);
     // With a background sync, a save is readable at once and hands the
@@ -46,6 +47,7 @@ START_TEST(job_store_round_trip) {
     std::vector<std::string> synced;
     store.set_background_sync([&](const std::string &p) { synced.push_back(p); });
     r.draining = false;
+    r.slot = 2;
     ck_assert(store.save(r).ok());
     ck_assert_int_eq(synced.size(), 1);
     ck_assert_sstr_eq(synced[0], store.path_of(42, "n1"));
@@ -55,6 +57,7 @@ START_TEST(job_store_round_trip) {
     all = store.load_all(&bad);
     ck_assert_int_eq(all.size(), 1);
     ck_assert(!all[0].draining);
+    ck_assert_int_eq(all[0].slot, 2);
     ck_assert(store.remove(42, "n1").ok());
     ck_assert(store.remove(42, "n1").ok());  // idempotent
     unlink((std::string(tmpl) + "/jobs/job_7_n1.json").c_str());

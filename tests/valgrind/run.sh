@@ -44,6 +44,9 @@ suite test_agent.sh sh "$SK_TOP_SRCDIR/tests/component/test_agent.sh"
 suite test_agent_shim.sh sh "$SK_TOP_SRCDIR/tests/component/test_agent_shim.sh"
 # Node identities: keys, CSRs and certificates through GnuTLS, renewals.
 suite test_agent_node_identity.sh sh "$SK_TOP_SRCDIR/tests/component/test_agent_node_identity.sh"
+# Slot identities kept between jobs: the pool's certificates handed over to
+# and back from the jobs' nodes, renewed while free, across a restart.
+suite test_agent_slot_identity.sh sh "$SK_TOP_SRCDIR/tests/component/test_agent_slot_identity.sh"
 # The kubelet endpoint's certificate from CSRs: credentials swapped under the
 # TLS fronts while they serve, the CSR controller's watches and timers.
 suite test_agent_serving_cert.sh sh "$SK_TOP_SRCDIR/tests/component/test_agent_serving_cert.sh"

@@ -87,12 +87,31 @@ class CertificateControllers(threading.Thread):
         self.approving = not getattr(opts, "no_csr_approving", False)
         self.signing = not getattr(opts, "no_csr_signing", False)
         self.failed_sign = {}        # uid -> monotonic time of a signing error (retried after RETRY_SECONDS)
+        # kube-controller-manager's client rate limit (--kube-api-qps, --kube-api-burst): its
+        # approver sends a SubjectAccessReview and an approval per CSR, its signer a status
+        # update, each taking a token; 0 = unlimited
+        self.qps = float(getattr(opts, "csr_controller_qps", 0) or 0)
+        self.burst = max(1, int(getattr(opts, "csr_controller_burst", 1) or 1))
+        self.tokens, self.refilled = float(self.burst), time.monotonic()
         self.ca_not_after = None     # a certificate ends with its signer's at the latest
         r = subprocess.run(["openssl", "x509", "-noout", "-enddate", "-in", os.path.join(state_dir, "ca.crt")],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         out = r.stdout.decode().strip()
         if r.returncode == 0 and out.startswith("notAfter="):
             self.ca_not_after = ssl.cert_time_to_seconds(out.split("=", 1)[1])
+
+    def take(self):
+        """Waits for one request token of the controllers' client (the rate limit above)."""
+        if self.qps <= 0:
+            return
+        while True:
+            now = time.monotonic()
+            self.tokens = min(self.burst, self.tokens + (now - self.refilled) * self.qps)
+            self.refilled = now
+            if self.tokens >= 1:
+                self.tokens -= 1
+                return
+            time.sleep((1 - self.tokens) / self.qps)
 
     def ttl(self):
         return float(getattr(self.opts, "cluster_signing_duration", DEFAULT_SIGNING_DURATION))
@@ -130,6 +149,7 @@ class CertificateControllers(threading.Thread):
         for sub, text, applies in (("selfnodeclient", SELF_MESSAGE, user == req["cn"]), ("nodeclient", NODE_MESSAGE, True)):
             if not applies:
                 continue
+            self.take()
             ra = {"group": "certificates.k8s.io", "resource": "certificatesigningrequests", "verb": "create",
                   "subresource": sub}
             if self.api.auth.review(user, groups, ra).get("allowed"):
@@ -138,6 +158,7 @@ class CertificateControllers(threading.Thread):
         if msg is None:
             return
         uid = o["metadata"]["uid"]
+        self.take()
 
         def fn(c):
             if c["metadata"]["uid"] != uid or not csrapi.is_pending(c):
@@ -186,6 +207,7 @@ class CertificateControllers(threading.Thread):
             return
         self.failed_sign.pop(uid, None)
         b64 = base64.b64encode(cert).decode()
+        self.take()
 
         def issued(c):
             if c["metadata"]["uid"] != uid or (c.get("status") or {}).get("certificate") or not csrapi.is_approved(c):

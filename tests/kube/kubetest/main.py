@@ -75,6 +75,11 @@ def main():
     ap.add_argument("--no-csr-approving", action="store_true", help="no csrapproving controller (CSRs stay pending)")
     ap.add_argument("--no-csr-signing", action="store_true", help="no csrsigning controller (approved CSRs are not "
                                                                    "issued)")
+    ap.add_argument("--csr-controller-qps", type=float, default=0.0, metavar="QPS",
+                    help="the CSR controllers' API client rate, as kube-controller-manager's --kube-api-qps "
+                         "(its default 20: about 6.7 CSRs/s, three requests each); 0 = unlimited (default)")
+    ap.add_argument("--csr-controller-burst", type=int, default=30, metavar="N",
+                    help="their burst, as --kube-api-burst (default %(default)s)")
     ap.add_argument("--node-authorizer-lag", type=float, default=0.0, metavar="SEC",
                     help="the Node authorizer and NodeRestriction learn of a pod's binding SEC seconds after "
                          "it is written, as kube-apiserver's informers do (a node's reads for the pod are "
