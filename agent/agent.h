@@ -44,7 +44,7 @@ class JobAliveChecker {
     }
 };
 
-// Runs job_alive_command ({job} replaced) off the loop (uv_spawn): Alive
+// Runs job_alive_command ({job} replaced) off the loop (agent/command_runner.h): Alive
 // when it exits 0 and prints a live state (RUNNING, COMPLETING, ...), or
 // prints nothing; Gone when it exits 0 with another state (COMPLETED, ...),
 // or exits 1..125 saying nothing on stderr (the command's own "no") or

@@ -112,6 +112,9 @@ void run_program_async(uv_loop_t *loop, std::vector<std::string> argv,
     }
     o.out = &c->out;
     o.err = &c->err;
+    // The agent is big (a connection per node identity) and runs these per
+    // registration: no fork() of it (SpawnOptions::without_fork).
+    o.without_fork = true;
     int rc = o.args.empty() ? UV_EINVAL : c->proc.spawn(loop, o, [c](int64_t status, int sig) {
         c->on_exit(status, sig);
     });

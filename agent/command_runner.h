@@ -1,5 +1,6 @@
 // Runs a short admin-configured command (job_alive_command, job_end_command)
-// off the loop thread: `/bin/sh -c CMD` through uv_spawn, stdout and stderr
+// off the loop thread: `/bin/sh -c CMD` through posix_spawn (no fork() of the
+// agent: uv/handles.h SpawnOptions::without_fork), stdout and stderr
 // collected (bounded), killed at the deadline. The loop never blocks
 // on Slurm (squeue may hang when slurmctld is slow).
 #pragma once

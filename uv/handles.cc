@@ -1,7 +1,15 @@
 #include "uv/handles.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <uv.h>
 
+#include <cerrno>
+#include <cstring>
 #include <exception>
 #include <map>
 #include <set>
@@ -113,6 +121,34 @@ struct ProcessNode : NodeOf<uv_process_t> {
     Process::ExitCb on_exit;
     void drop() override { on_exit = nullptr; }
 };
+
+// A child started by posix_spawn (SpawnOptions::without_fork), its exit seen
+// on its pidfd. The child is reaped here (waitpid on its pid: libuv waits
+// only for the children of its own process handles).
+struct SpawnedNode : NodeOf<uv_poll_t> {
+    Process::ExitCb on_exit;
+    pid_t pid = 0;
+    int pidfd = -1;
+    bool reaped = false;
+    void drop() override { on_exit = nullptr; }
+    ~SpawnedNode() override {
+        if (pidfd >= 0) ::close(pidfd);
+    }
+};
+
+int pidfd_open_of(pid_t pid) {
+    return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+}
+
+bool have_pidfds() {
+    static const bool have = [] {
+        int fd = pidfd_open_of(::getpid());
+        if (fd < 0) return false;
+        ::close(fd);
+        return true;
+    }();
+    return have;
+}
 
 // Streams are Pipe or Tcp nodes; both start with their uv handle's node
 // layout, so the stream calls go through the uv_stream_t and the callbacks
@@ -348,6 +384,92 @@ int Tcp::connect(const struct sockaddr *addr, DoneCb done) {
 
 // ---- Process ----
 
+namespace {
+
+// posix_spawn's file actions for one of the child's stdio descriptors: the
+// child's end of a new pipe, or /dev/null. *parent_fd: the end the Pipe
+// object takes.
+int stdio_action(posix_spawn_file_actions_t *fa, int child_fd, bool pipe, int *parent_fd,
+                 int *child_end) {
+    if (!pipe)
+        return posix_spawn_file_actions_addopen(fa, child_fd, "/dev/null",
+                                                child_fd == 0 ? O_RDONLY : O_WRONLY, 0);
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) return errno;
+    *parent_fd = child_fd == 0 ? fds[1] : fds[0];
+    *child_end = child_fd == 0 ? fds[0] : fds[1];
+    return posix_spawn_file_actions_adddup2(fa, *child_end, child_fd);
+}
+
+}  // namespace
+
+int Process::spawn_without_fork(uv_loop_t *loop, const SpawnOptions &o, ExitCb on_exit,
+                                char *const *args, char *const *env) {
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawnattr_init(&attr);
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+    if (o.detached) flags |= POSIX_SPAWN_SETSID;
+    posix_spawnattr_setflags(&attr, flags);
+    Pipe *pipes[3] = {o.in, o.out, o.err};
+    int parent[3] = {-1, -1, -1}, child[3] = {-1, -1, -1};
+    int rc = 0;
+    for (int i = 0; i < 3 && rc == 0; i++)
+        rc = stdio_action(&fa, i, pipes[i] && pipes[i]->n_, &parent[i], &child[i]);
+    if (rc == 0 && !o.cwd.empty()) rc = posix_spawn_file_actions_addchdir_np(&fa, o.cwd.c_str());
+    pid_t pid = 0;
+    if (rc == 0) {
+        const char *file = o.file.empty() ? args[0] : o.file.c_str();
+        // Looked up in PATH unless it names a directory, as uv_spawn does.
+        rc = std::strchr(file, '/') ? posix_spawn(&pid, file, &fa, &attr, args, env)
+                                    : posix_spawnp(&pid, file, &fa, &attr, args, env);
+    }
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    for (int fd : child)
+        if (fd >= 0) ::close(fd);
+    int pidfd = rc == 0 ? pidfd_open_of(pid) : -1;
+    if (rc == 0 && pidfd < 0) {  // not expected once have_pidfds(): the child goes
+        rc = errno;
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+    }
+    if (rc != 0) {
+        for (int fd : parent)
+            if (fd >= 0) ::close(fd);
+        return -rc;
+    }
+    for (int i = 0; i < 3; i++)
+        if (parent[i] >= 0 &&
+            uv_pipe_open(reinterpret_cast<uv_pipe_t *>(stream_of(pipes[i]->n_)), parent[i]) != 0)
+            ::close(parent[i]);  // that stream then reads EOF or fails its writes
+    auto *n = new SpawnedNode;
+    n->on_exit = std::move(on_exit);
+    n->pid = pid;
+    n->pidfd = pidfd;
+    uv_poll_init(loop, &n->h, pidfd);
+    n_ = n;
+    uv_poll_start(&n->h, UV_READABLE, [](uv_poll_t *h, int, int) noexcept {
+        auto *sn = static_cast<SpawnedNode *>(SpawnedNode::of(h));
+        int status = 0;
+        pid_t r = ::waitpid(sn->pid, &status, WNOHANG);
+        if (r == 0) return;  // not yet (a spurious wake-up)
+        uv_poll_stop(h);
+        sn->reaped = true;
+        // -1: reaped by someone else (SIGCHLD ignored), its status unknown.
+        int64_t code = r < 0 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+        int sig = r > 0 && WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+        run_once(sn->on_exit, "process exit", code, sig);
+    });
+    return 0;
+}
+
 int Process::spawn(uv_loop_t *loop, const SpawnOptions &o, ExitCb on_exit) {
     close();
     if (o.args.empty()) return UV_EINVAL;
@@ -399,6 +521,9 @@ int Process::spawn(uv_loop_t *loop, const SpawnOptions &o, ExitCb on_exit) {
         opt.stdio_count = 4;
     }
     opt.stdio = stdio;
+    if (o.without_fork && !o.uid && !o.gid && o.terminal_fd < 0 && !o.extra && have_pidfds())
+        return spawn_without_fork(loop, o, std::move(on_exit), args.data(),
+                                  o.env ? env.data() : environ);
     auto *n = new ProcessNode;
     n->on_exit = std::move(on_exit);
     int rc = uv_spawn(loop, &n->h, &opt);
@@ -408,11 +533,23 @@ int Process::spawn(uv_loop_t *loop, const SpawnOptions &o, ExitCb on_exit) {
 }
 
 int Process::pid() const {
-    return n_ ? static_cast<ProcessNode *>(n_)->h.pid : 0;
+    if (!n_) return 0;
+    if (auto *sn = dynamic_cast<SpawnedNode *>(n_)) return sn->pid;
+    return static_cast<ProcessNode *>(n_)->h.pid;
+}
+
+bool Process::spawned_without_fork() const {
+    return n_ && dynamic_cast<SpawnedNode *>(n_) != nullptr;
 }
 
 int Process::kill(int signum) {
     if (!n_) return UV_EINVAL;
+    if (auto *sn = dynamic_cast<SpawnedNode *>(n_)) {
+        if (sn->reaped) return UV_ESRCH;
+        // Through the pidfd: never another process that took a reused pid.
+        if (::syscall(SYS_pidfd_send_signal, sn->pidfd, signum, nullptr, 0) != 0) return -errno;
+        return 0;
+    }
     return uv_process_kill(&static_cast<ProcessNode *>(n_)->h, signum);
 }
 

@@ -147,6 +147,14 @@ struct SpawnOptions {
     // The child's descriptor 3 writes into `extra` (made on the same loop,
     // not yet used); the child has no descriptor 3 when null.
     Pipe *extra = nullptr;
+    // Started by posix_spawn (glibc's clone(CLONE_VM | CLONE_VFORK): no copy
+    // of this process's page tables, which fork(), and so uv_spawn, costs in
+    // proportion to the parent's memory) and watched through a pidfd, for a
+    // big daemon's short commands. Taken only without uid, gid,
+    // terminal_fd and extra, and where the kernel has pidfds (5.3+); uv_spawn
+    // otherwise. The same child either way: signals at their defaults and
+    // unblocked, the pipes, cwd, env and setsid as asked.
+    bool without_fork = false;
 };
 
 // A child process. The handle stays open after the exit (pid() still
@@ -162,6 +170,12 @@ class Process : public Handle {
     int spawn(uv_loop_t *loop, const SpawnOptions &opt, ExitCb on_exit);
     int pid() const;  // 0 when closed
     int kill(int signum);
+    // Started by posix_spawn and watched through a pidfd (without_fork taken).
+    bool spawned_without_fork() const;
+
+  private:
+    int spawn_without_fork(uv_loop_t *loop, const SpawnOptions &o, ExitCb on_exit,
+                           char *const *args, char *const *env);
 };
 
 // Runs fn on the next loop iteration (never inside the caller), or after

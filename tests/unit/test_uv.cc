@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include <uv.h>
@@ -162,7 +163,17 @@ struct Child {
     int64_t status = -1;
     bool eof = false;
 };
-static const bool kDestroyInExit[] = {false, true};
+// Each test below runs with uv_spawn and with posix_spawn + a pidfd
+// (SpawnOptions::without_fork): the same child, the same callbacks.
+static const bool kWithoutFork[] = {false, true};
+// posix_spawn is taken where pidfds work (not under valgrind, which lacks
+// pidfd_open): uv_spawn otherwise.
+static bool pidfds() {
+    int fd = static_cast<int>(syscall(SYS_pidfd_open, getpid(), 0));
+    if (fd >= 0) close(fd);
+    return fd >= 0;
+}
+static const bool kDestroyInExit[] = {false, true, false, true};
 START_TEST(process_output_and_exit) {
     Loop l;
     auto *c = new Child{Process(), Pipe(&l.loop), "", -1, false};
@@ -170,6 +181,7 @@ START_TEST(process_output_and_exit) {
     o.args = {"/bin/sh", "-c", "echo hello; exit 3"};
     o.out = &c->out;
     o.detached = true;
+    o.without_fork = _i >= 2;
     int64_t status = -1;
     bool destroy = kDestroyInExit[_i];
     int rc = c->proc.spawn(&l.loop, o, [c, &status, destroy](int64_t st, int sig) {
@@ -180,6 +192,7 @@ START_TEST(process_output_and_exit) {
     });
     ck_assert_int_eq(rc, 0);
     ck_assert_int_gt(c->proc.pid(), 1);
+    ck_assert(c->proc.spawned_without_fork() == (o.without_fork && pidfds()));
     // The pipe opens with the spawn: read from it after.
     ck_assert_int_eq(c->out.read_start([c](ssize_t n, const char *data) {
         if (n > 0)
@@ -213,6 +226,7 @@ START_TEST(process_spawn_fails) {
     SpawnOptions o;
     o.args = {"/nonexistent/program"};
     o.out = &out;
+    o.without_fork = kWithoutFork[_i];
     int rc = p.spawn(&l.loop, o, [&exits](int64_t, int) { exits++; });
     ck_assert_int_lt(rc, 0);
     ck_assert(!p);
@@ -237,8 +251,10 @@ START_TEST(process_kill_env_cwd) {
     o.env = std::vector<std::string>{"SK_X=42", "PATH=/bin:/usr/bin"};
     o.cwd = "/";
     o.out = &out;
+    o.without_fork = kWithoutFork[_i];
     int sig = 0;
     ck_assert_int_eq(p.spawn(&l.loop, o, [&](int64_t, int s) { sig = s; }), 0);
+    ck_assert(p.spawned_without_fork() == (o.without_fork && pidfds()));
     ck_assert_int_eq(out.read_start([&output](ssize_t n, const char *data) {
         if (n > 0) output.append(data, static_cast<size_t>(n));
     }),
@@ -578,8 +594,8 @@ int main(void) {
     tcase_add_test(tc, timer_rearm_in_callback);
     tcase_add_test(tc, timer_unref);
     tcase_add_loop_test(tc, process_output_and_exit, 0, TABLE_SIZE(kDestroyInExit));
-    tcase_add_test(tc, process_spawn_fails);
-    tcase_add_test(tc, process_kill_env_cwd);
+    tcase_add_loop_test(tc, process_spawn_fails, 0, TABLE_SIZE(kWithoutFork));
+    tcase_add_loop_test(tc, process_kill_env_cwd, 0, TABLE_SIZE(kWithoutFork));
     tcase_add_test(tc, pipe_write_shutdown);
     tcase_add_test(tc, pipe_close_while_pending);
     tcase_add_test(tc, pipe_read_eof);
