@@ -35,9 +35,10 @@ void IdentityPool::keep(const std::string &node) {
     std::weak_ptr<Kept> weak = k;
     k->creds.start([this, node, weak](const Status &st) {
         if (st) return;
-        LOG_WARN("[node %s] the identity kept for the slot's next job is given up (that job asks "
-                 "for a new one): %s",
-                 node.c_str(), st.message().c_str());
+        LOG_WARN(
+            "[node %s] the identity kept for the slot's next job is given up (that job asks "
+            "for a new one): %s",
+            node.c_str(), st.message().c_str());
         // Deferred: this runs inside the certificate's own callback.
         defer(ctx_.loop, [this, node, weak] {
             auto it = kept_.find(node);
@@ -57,8 +58,8 @@ void IdentityPool::keep_kept_files(const std::string &slurm_node,
                                    const std::set<std::string> &held) {
     const AgentConfig &cfg = *ctx_.cfg;
     for (uint64_t s = 0; s < cfg.max_jobs; s++) {
-        auto name = expand_node_name(cfg.node_name_template, slurm_node, 0,
-                                     static_cast<uint32_t>(s));
+        auto name =
+            expand_node_name(cfg.node_name_template, slurm_node, 0, static_cast<uint32_t>(s));
         if (name && !held.count(*name)) keep(*name);
     }
 }
