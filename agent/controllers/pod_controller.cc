@@ -56,9 +56,11 @@ void PodController::stop() {
 void PodController::set_node(const Json::Value &node) {
     int64_t created =
         parse_rfc3339(api::text(api::field(api::field(node, "metadata"), "creationTimestamp")));
-    bool first = node_created_s_ < 0;
+    // The first Node of the job counts: one re-created later (deleted by
+    // hand) must not turn the job's own waiting pods into an earlier job's.
+    if (node_created_s_ >= 0) return;
     node_created_s_ = created < 0 ? 0 : created;
-    if (!first || rec_.slot < 0) return;
+    if (rec_.slot < 0) return;
     // The pods held for it (sync_pod) are looked at now.
     std::vector<Json::Value> held;
     for (const auto &[uid, p] : pods_)

@@ -107,7 +107,8 @@ class PodController : public NodeBound {
     // The API server is reachable again: a watch waiting out its back-off
     // relists now.
     void relist_if_idle();
-    // The job's Node object, created or adopted. A slot's node name
+    // The job's Node object, created or adopted (the first one counts: one
+    // re-created later does not move it). A slot's node name
     // (JobRecord::slot) is every job's on the slot: a pod bound to it
     // before this job's Node was created (its PodScheduled time, or its
     // creation for one made with spec.nodeName) was meant for an earlier

@@ -15,7 +15,8 @@ kube-controller-manager (tests/kube/kubetest), with a short signing duration:
 - a pod bound to the slot's name before the new job's Node was created (an earlier job's,
   left behind) is refused with PreviousJobPod and a message that says why; one bound after runs;
 - a Node an earlier job left on the slot (its delete failed) is replaced: deleted by its uid,
-  created anew for the new job;
+  created anew for the new job; the job's own Node deleted by hand and re-created does not turn
+  the job's waiting pods into an earlier job's;
 - an agent restart keeps the certificate files of its free slots (logged) and renews them; a job
   after the restart needs no CSR either.
 Prints `N passed, N failed`.
@@ -152,6 +153,30 @@ def run(env):
     check("a pod bound after the new Node runs",
           wait_for(lambda: phase(env, "default", "fresh") == "Running", 10), phase(env, "default", "fresh"))
 
+    # The job's Node deleted by hand and re-created: the job's own pod, waiting since before, is
+    # still the job's (the first Node's creation counts, not the new one's).
+    waits = slot_pod("waits", SLOT0)
+    waits["spec"]["containers"][0]["env"] = [
+        {"name": "X", "valueFrom": {"configMapKeyRef": {"name": "later-cm", "key": "k"}}}]
+    code, w = env.api("POST", "/api/v1/namespaces/default/pods", waits)
+
+    def waiting_reason():
+        cs = (pod_status(env, "waits").get("containerStatuses") or [{}])[0]
+        return cs.get("state", {}).get("waiting", {}).get("reason")
+    check("a pod of the job waits for its ConfigMap",
+          code == 201 and wait_for(lambda: waiting_reason() == "CreateContainerConfigError", 10), waiting_reason())
+    bound = time.time()
+    wait_for(lambda: time.time() >= bound + 1.2, 5)  # the re-created Node in a later second
+    uid0 = node_obj(env, SLOT0)["metadata"]["uid"]
+    env.api("DELETE", "/api/v1/nodes/" + SLOT0)
+    check("the Node deleted by hand is re-created",
+          wait_for(lambda: (node_obj(env, SLOT0) or {}).get("metadata", {}).get("uid") not in (None, uid0)
+                   and ready(env, SLOT0), 15))
+    env.api("POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "later-cm"}, "data": {"k": "v"}})
+    check("... the job's waiting pod then runs (not refused as an earlier job's)",
+          wait_for(lambda: phase(env, "default", "waits") == "Running", 15),
+          (phase(env, "default", "waits"), pod_status(env, "waits").get("reason")))
+
     # A Node the previous job on slot 1 left (its delete failed): replaced for the next job.
     check("the second job ends", deregister(env, 43, SLOT1))
     code, left = env.api("POST", "/api/v1/nodes", {"metadata": {"name": SLOT1, "labels": {
@@ -168,7 +193,7 @@ def run(env):
     check("... without a CSR", not csr_posts(env, seq), csr_posts(env, seq))
 
     # Slot 0 free: its certificate is renewed while no job holds it.
-    for n in ("first", "fresh", "stale"):
+    for n in ("first", "fresh", "stale", "waits"):
         env.api("DELETE", "/api/v1/namespaces/default/pods/" + n)
     check("the third job ends", deregister(env, 44, SLOT0))
     first_end = not_after(pem0)
