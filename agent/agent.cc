@@ -21,6 +21,7 @@
 #include "agent/node_identity.h"
 #include "agent/peer_auth.h"
 #include "agent/shim_runtime.h"
+#include "agent/slurm_time.h"
 #include "common/fs.h"
 #include "common/log.h"
 #include "common/log_paths.h"

@@ -9,11 +9,11 @@
 #include <ctime>
 
 #include "agent/command_runner.h"
-#include "agent/kube_time.h"
 #include "common/base64.h"
 #include "common/fs.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/rfc3339.h"
 #include "common/strings.h"
 
 namespace sk::agent {

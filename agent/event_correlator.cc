@@ -1,6 +1,6 @@
 #include "agent/event_correlator.h"
 
-#include "agent/kube_time.h"
+#include "common/rfc3339.h"
 
 namespace sk::agent {
 

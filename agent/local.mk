@@ -18,10 +18,10 @@ agent_libagentcore_la_SOURCES = \
 	agent/event_correlator.h \
 	agent/job_store.cc \
 	agent/job_store.h \
-	agent/kube_time.cc \
+	agent/clock.cc \
+	agent/clock.h \
 	agent/kubelet_auth.cc \
 	agent/kubelet_auth.h \
-	agent/kube_time.h \
 	agent/kubeconfig.cc \
 	agent/kubeconfig.h \
 	agent/log_index.cc \
@@ -38,6 +38,8 @@ agent_libagentcore_la_SOURCES = \
 	agent/peer_auth.h \
 	agent/pod_status_patch.cc \
 	agent/pod_status_patch.h \
+	agent/slurm_time.cc \
+	agent/slurm_time.h \
 	agent/watch_parser.cc \
 	agent/watch_parser.h
 # GnuTLS for kubelet_auth's SHA-256 (a token's cache key), node_address's

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "agent/api_object.h"
-#include "agent/kube_time.h"
+#include "common/rfc3339.h"
 
 namespace sk::agent {
 namespace {

@@ -5,7 +5,7 @@
 #include <set>
 
 #include "agent/api_object.h"
-#include "agent/kube_time.h"
+#include "common/rfc3339.h"
 
 namespace sk::agent {
 namespace {

@@ -8,13 +8,14 @@
 #include <string>
 
 #include "agent/agent_config.h"
+#include "agent/clock.h"
 #include "agent/event_correlator.h"
 #include "agent/job_store.h"
 #include "agent/kube_client.h"
-#include "agent/kube_time.h"
 #include "agent/log_index.h"
 #include "agent/node_builder.h"
 #include "agent/observer.h"
+#include "common/rfc3339.h"
 
 typedef struct uv_loop_s uv_loop_t;
 

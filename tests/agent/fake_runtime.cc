@@ -1,6 +1,6 @@
 #include "tests/agent/fake_runtime.h"
 
-#include "agent/kube_time.h"
+#include "common/rfc3339.h"
 
 namespace sk::agent {
 namespace {

@@ -17,10 +17,11 @@
 #include <json/json.h>
 
 #include "agent/agent_config.h"
+#include "agent/clock.h"
 #include "agent/controllers/virtual_node.h"
 #include "agent/job_store.h"
 #include "agent/kube_client.h"
-#include "agent/kube_time.h"
+#include "common/rfc3339.h"
 #include "tests/agent/fake_runtime.h"
 #include "tests/unit/fake_transport.h"
 

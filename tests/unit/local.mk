@@ -194,7 +194,7 @@ check_PROGRAMS += \
 	tests/unit/test_env_resolver \
 	tests/unit/test_event_correlator \
 	tests/unit/test_job_store \
-	tests/unit/test_kube_time \
+	tests/unit/test_slurm_time \
 	tests/unit/test_log_index \
 	tests/unit/test_lost_shim \
 	tests/unit/test_node_address \
@@ -210,7 +210,7 @@ TESTS += \
 	tests/unit/test_env_resolver \
 	tests/unit/test_event_correlator \
 	tests/unit/test_job_store \
-	tests/unit/test_kube_time \
+	tests/unit/test_slurm_time \
 	tests/unit/test_log_index \
 	tests/unit/test_lost_shim \
 	tests/unit/test_node_address \
@@ -241,9 +241,9 @@ tests_unit_test_job_store_SOURCES = tests/unit/test_job_store.cc
 tests_unit_test_job_store_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
 tests_unit_test_job_store_LDADD = $(SK_AGENT_CORE_TEST_LIBS)
 
-tests_unit_test_kube_time_SOURCES = tests/unit/test_kube_time.cc
-tests_unit_test_kube_time_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
-tests_unit_test_kube_time_LDADD = $(SK_AGENT_CORE_TEST_LIBS)
+tests_unit_test_slurm_time_SOURCES = tests/unit/test_slurm_time.cc
+tests_unit_test_slurm_time_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_slurm_time_LDADD = $(SK_AGENT_CORE_TEST_LIBS)
 
 tests_unit_test_tcp_listeners_SOURCES = tests/unit/test_tcp_listeners.cc
 tests_unit_test_tcp_listeners_CXXFLAGS = $(SK_CHECK_CXXFLAGS)

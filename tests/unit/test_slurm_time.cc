@@ -1,9 +1,9 @@
-// agent/kube_time: Slurm's end times, in the node's local time.
+// agent/slurm_time: Slurm's end times, in the node's local time.
 #include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
 
-#include "agent/kube_time.h"
+#include "agent/slurm_time.h"
 #include "tests/unit/check_main.h"
 
 using namespace sk;
@@ -47,8 +47,8 @@ START_TEST(slurm_time_is_local) {
 END_TEST
 
 int main(void) {
-    Suite *s = suite_create("kube_time");
-    TCase *tc = tcase_create("kube_time");
+    Suite *s = suite_create("slurm_time");
+    TCase *tc = tcase_create("slurm_time");
     tcase_add_loop_test(tc, slurm_time, 0, TABLE_SIZE(kSlurmTimes));
     tcase_add_test(tc, slurm_time_is_local);
     suite_add_tcase(s, tc);

@@ -1,16 +1,9 @@
-#include "agent/kube_time.h"
+#include "agent/slurm_time.h"
 
 #include <cstdio>
 #include <ctime>
-#include <sys/time.h>
 
 namespace sk::agent {
-
-int64_t SystemClock::now_us() const {
-    struct timeval tv;
-    gettimeofday(&tv, nullptr);
-    return static_cast<int64_t>(tv.tv_sec) * 1000000 + tv.tv_usec;
-}
 
 int64_t parse_slurm_time(const std::string &in) {
     size_t b = in.find_first_not_of(" \t\r\n"), e = in.find_last_not_of(" \t\r\n");
