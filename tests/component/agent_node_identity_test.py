@@ -26,6 +26,7 @@ import json, os, ssl, stat, sys, time, urllib.error, urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kube"))
+from sktest.host import not_after  # noqa: E402
 from sktest.env import NODE, REG, AgentEnv, phase, pod, suite_args  # noqa: E402
 from sktest.suite import SCALE, check, run_suite, wait_for  # noqa: E402
 from kubetest.auth import AGENT_RULES  # noqa: E402
@@ -105,13 +106,6 @@ def as_node(env, method, path, body, ctype="application/merge-patch+json"):
             return r.status, json.loads(r.read() or b"{}")
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read() or b"{}")
-
-
-def not_after(pem_path):
-    import subprocess
-    out = subprocess.run(["openssl", "x509", "-noout", "-enddate", "-in", pem_path],
-                         capture_output=True, text=True).stdout.strip()
-    return ssl.cert_time_to_seconds(out.split("=", 1)[1]) if "=" in out else 0
 
 
 def lag_pod(name, sa="lagsa"):

@@ -21,9 +21,10 @@ kube-controller-manager (tests/kube/kubetest), with a short signing duration:
   after the restart needs no CSR either.
 Prints `N passed, N failed`.
 """
-import os, subprocess, ssl, sys, time
+import calendar, os, sys, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from sktest.host import not_after  # noqa: E402
 from sktest.env import REG, AgentEnv, phase, pod, suite_args  # noqa: E402
 from sktest.suite import SCALE, check, run_suite, wait_for  # noqa: E402
 
@@ -81,12 +82,6 @@ def job_of(env, name):
     return ((node_obj(env, name) or {}).get("metadata", {}).get("labels") or {}).get("slurm-k8s/job-id")
 
 
-def not_after(pem_path):
-    out = subprocess.run(["openssl", "x509", "-noout", "-enddate", "-in", pem_path],
-                         capture_output=True, text=True).stdout.strip()
-    return ssl.cert_time_to_seconds(out.split("=", 1)[1]) if "=" in out else 0
-
-
 def register(env, job):
     open(os.path.join(env.dir, "alive_%d" % job), "w").close()
     r = env.call("register", dict(REG, job_id=job))
@@ -130,8 +125,8 @@ def run(env):
     # A pod bound to the slot's name while no job holds it: an earlier job's leftover.
     code, stale = env.api("POST", "/api/v1/namespaces/default/pods", slot_pod("stale", SLOT0))
     check("a pod bound to the free slot's name (an earlier job's)", code == 201, code)
-    created = ssl.cert_time_to_seconds(time.strftime("%b %d %H:%M:%S %Y GMT", time.strptime(
-        stale["metadata"]["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ"))) if code == 201 else 0
+    created = calendar.timegm(time.strptime(stale["metadata"]["creationTimestamp"],
+                                            "%Y-%m-%dT%H:%M:%SZ")) if code == 201 else 0
     # The API's times have whole seconds: the next Node is created in a later one.
     wait_for(lambda: time.time() >= created + 1.2, 5)
 

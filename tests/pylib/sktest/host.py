@@ -1,7 +1,9 @@
 """The local host as the tests see it: free TCP ports and processes (alive, found by a marker
-in their command line or environment, RSS and CPU time from /proc)."""
+in their command line or environment, RSS and CPU time from /proc), certificate files."""
 import os
 import socket
+import ssl
+import subprocess
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -60,3 +62,10 @@ def proc_rss_kib(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
+
+
+def not_after(pem_path):
+    """The end of the first certificate in a PEM file (unix s), read by openssl; 0 when none."""
+    out = subprocess.run(["openssl", "x509", "-noout", "-enddate", "-in", pem_path],
+                         capture_output=True, text=True).stdout.strip()
+    return ssl.cert_time_to_seconds(out.split("=", 1)[1]) if "=" in out else 0
