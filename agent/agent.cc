@@ -274,10 +274,11 @@ Agent::Agent(uv_loop_t *loop, const AgentConfig &cfg, KubeClient &kube, const Cl
       clock_(clock),
       checker_(checker),
       store_(cfg.state_dir),
+      timers_(loop),
       identities_(ctx_),
       gc_timer_(loop),
       pods_timer_(loop) {
-    ctx_.loop = loop;
+    ctx_.timers = &timers_;
     ctx_.kube = &kube;
     ctx_.cfg = &cfg;
     ctx_.clock = &clock;

@@ -15,6 +15,7 @@
 #include "agent/stream_sessions.h"
 #include "agent/node_endpoints.h"
 #include "agent/stats_provider.h"
+#include "agent/uv_timer_source.h"
 #include "common/pod_cgroup.h"
 
 namespace sk::agent {
@@ -163,6 +164,7 @@ class Agent {
     const Clock &clock_;
     JobAliveChecker &checker_;
     JobStore store_;
+    UvTimerSource timers_;  // the controllers' (AgentContext::timers)
     AgentContext ctx_;
     std::unique_ptr<SocketServer> server_;
     std::unique_ptr<SocketServer> admin_server_;  // root's own (AgentConfig::admin_socket_path)

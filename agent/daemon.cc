@@ -32,6 +32,7 @@
 #include "agent/metrics.h"
 #include "agent/node_address.h"
 #include "agent/node_endpoints.h"
+#include "agent/uv_timer_source.h"
 #include "agent/stats_provider.h"
 #include "agent/tls_front.h"
 #include "agent/webhook_gate.h"
@@ -443,8 +444,9 @@ int run(int argc, char **argv, const RuntimeFactories &extra) {
         LOG_ERROR("%s", kubelet.message().c_str());
         return 1;
     }
+    UvTimerSource serving_timers(&loop);
     AgentContext serving_ctx;
-    serving_ctx.loop = &loop;
+    serving_ctx.timers = &serving_timers;
     serving_ctx.kube = &kube;
     serving_ctx.cfg = &*cfg;
     serving_ctx.clock = &clock;

@@ -40,6 +40,7 @@ agent_libagentcore_la_SOURCES = \
 	agent/pod_status_patch.h \
 	agent/slurm_time.cc \
 	agent/slurm_time.h \
+	agent/timer_source.h \
 	agent/watch_parser.cc \
 	agent/watch_parser.h
 # GnuTLS for kubelet_auth's SHA-256 (a token's cache key), node_address's
@@ -89,6 +90,8 @@ agent_libagentio_la_SOURCES = \
 	agent/loop_calls.h \
 	agent/stats_provider.cc \
 	agent/stats_provider.h \
+	agent/uv_timer_source.cc \
+	agent/uv_timer_source.h \
 	agent/webhook_gate.cc \
 	agent/webhook_gate.h
 agent_libagentio_la_CPPFLAGS = $(AM_CPPFLAGS) $(LIBUV_CFLAGS) $(LIBCURL_CFLAGS)

@@ -1,4 +1,4 @@
-// What the controllers of every virtual node share: the loop, the API
+// What the controllers of every virtual node share: the timers, the API
 // client, the configuration, the clock, the job store, the host's facts and
 // the optional log index, event correlator, metrics and end-time query.
 #pragma once
@@ -15,9 +15,8 @@
 #include "agent/log_index.h"
 #include "agent/node_builder.h"
 #include "agent/observer.h"
+#include "agent/timer_source.h"
 #include "common/rfc3339.h"
-
-typedef struct uv_loop_s uv_loop_t;
 
 namespace sk::agent {
 
@@ -29,7 +28,9 @@ namespace sk::agent {
 enum class JobState { Alive, Suspended, Gone, Unknown };
 
 struct AgentContext {
-    uv_loop_t *loop = nullptr;
+    // Every timer and deferred call of the controllers (the loop's, or a
+    // test's virtual clock: then `clock` is that source's clock too).
+    TimerSource *timers = nullptr;
     // The API as this virtual node: its own identity (system:node:<node>,
     // agent/node_identity.h) or, with node_identity = agent, the agent's.
     KubeClient *kube = nullptr;

@@ -51,9 +51,9 @@ CsrCertificate::CsrCertificate(AgentContext &ctx, CsrProfile profile, OnChange o
     : ctx_(ctx),
       profile_(std::move(profile)),
       on_change_(std::move(on_change)),
-      deadline_(ctx.loop),
-      renew_(ctx.loop),
-      retry_(ctx.loop),
+      deadline_(*ctx.timers),
+      renew_(*ctx.timers),
+      retry_(*ctx.timers),
       backoff_(1000, profile_.retry_max_ms) {}
 
 void CsrCertificate::start(std::function<void(Status)> ready) {

@@ -40,7 +40,7 @@
 #include "agent/controllers/agent_context.h"
 #include "agent/controllers/node_bound.h"
 #include "agent/node_identity.h"
-#include "uv/handles.h"
+#include "agent/timer_source.h"
 
 namespace sk::agent {
 
@@ -112,7 +112,7 @@ class CsrCertificate : public NodeBound {
     std::string csr_name_;
     uint64_t watch_id_ = 0;
     uint64_t attempt_ = 0;  // a newer request makes the callbacks of an older one moot
-    Timer deadline_, renew_, retry_;
+    ControllerTimer deadline_, renew_, retry_;
     Backoff backoff_;
 };
 

@@ -99,7 +99,7 @@ class LeftoverDeleter : public std::enable_shared_from_this<LeftoverDeleter> {
         : ctx_(agent_side(ctx)),
           prefix_(std::move(prefix)),
           items_(std::move(items)),
-          timer_(ctx.loop) {}
+          timer_(*ctx.timers) {}
 
     // The retries outlive the virtual node, its context and its identity
     // (whose certificate is forgotten with it): they go out under the
@@ -223,7 +223,7 @@ class LeftoverDeleter : public std::enable_shared_from_this<LeftoverDeleter> {
     AgentContext ctx_;
     std::string prefix_;
     std::vector<Item> items_;
-    Timer timer_;
+    ControllerTimer timer_;
     Backoff backoff_{500, 8000};
     int64_t deadline_us_ = 0;
     std::shared_ptr<LeftoverDeleter> self_;
@@ -252,7 +252,7 @@ void delete_unlisted_pods(AgentContext &ctx, const std::string &node_name, uint3
 }
 
 Drain::Drain(AgentContext &ctx, JobRecord &rec, NodeLeaseController &node, PodController &pods)
-    : ctx_(ctx), rec_(rec), node_(node), pods_(pods), timer_(ctx.loop) {}
+    : ctx_(ctx), rec_(rec), node_(node), pods_(pods), timer_(*ctx.timers) {}
 
 void Drain::start(uint32_t grace_s, const std::string &reason, std::function<void(uint32_t)> done) {
     // A retry that comes once the node is gone (before its owner drops it)

@@ -17,7 +17,7 @@
 #include "agent/controllers/node_lease_controller.h"
 #include "agent/controllers/pod_controller.h"
 #include "agent/job_store.h"
-#include "uv/handles.h"
+#include "agent/timer_source.h"
 
 namespace sk::agent {
 
@@ -53,7 +53,7 @@ class Drain : public NodeBound {
     Phase phase_ = Phase::Idle;
     std::string reason_;
     std::function<void(uint32_t)> done_;
-    Timer timer_;
+    ControllerTimer timer_;
 };
 
 // Agent shutdown: ends the background retries of deletes that drains could

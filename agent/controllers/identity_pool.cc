@@ -7,7 +7,6 @@
 #include "agent/agent_config.h"
 #include "agent/controllers/node_credentials.h"
 #include "common/log.h"
-#include "uv/handles.h"
 
 namespace sk::agent {
 
@@ -40,7 +39,7 @@ void IdentityPool::keep(const std::string &node) {
             "for a new one): %s",
             node.c_str(), st.message().c_str());
         // Deferred: this runs inside the certificate's own callback.
-        defer(ctx_.loop, [this, node, weak] {
+        ctx_.timers->defer([this, node, weak] {
             auto it = kept_.find(node);
             if (it != kept_.end() && it->second == weak.lock()) kept_.erase(it);
         });

@@ -15,14 +15,14 @@ NodeLeaseController::NodeLeaseController(AgentContext &ctx, JobRecord &rec,
       rec_(rec),
       on_reachable_(std::move(on_reachable)),
       lease_backoff_(200, std::min<uint64_t>(7000, ctx.cfg->lease_duration_s * 250)),
-      node_timer_(ctx.loop),
-      lease_timer_(ctx.loop),
-      status_timer_(ctx.loop),
-      check_timer_(ctx.loop),
-      end_timer_(ctx.loop),
-      end_check_timer_(ctx.loop),
-      drain_timer_(ctx.loop),
-      state_timer_(ctx.loop) {}
+      node_timer_(*ctx.timers),
+      lease_timer_(*ctx.timers),
+      status_timer_(*ctx.timers),
+      check_timer_(*ctx.timers),
+      end_timer_(*ctx.timers),
+      end_check_timer_(*ctx.timers),
+      drain_timer_(*ctx.timers),
+      state_timer_(*ctx.timers) {}
 
 NodeSpecInput NodeLeaseController::spec_input() const {
     NodeSpecInput in = ctx_.host;
@@ -65,8 +65,8 @@ void NodeLeaseController::release() {
 
 void NodeLeaseController::stop() {
     mode_ = Mode::Stopped;
-    for (Timer *t : {&node_timer_, &lease_timer_, &status_timer_, &check_timer_, &end_timer_,
-                     &end_check_timer_, &drain_timer_, &state_timer_})
+    for (ControllerTimer *t : {&node_timer_, &lease_timer_, &status_timer_, &check_timer_,
+                               &end_timer_, &end_check_timer_, &drain_timer_, &state_timer_})
         t->stop();
 }
 

@@ -23,7 +23,7 @@
 #include "agent/controllers/agent_context.h"
 #include "agent/controllers/node_bound.h"
 #include "agent/job_store.h"
-#include "uv/handles.h"
+#include "agent/timer_source.h"
 
 namespace sk::agent {
 
@@ -151,8 +151,8 @@ class NodeLeaseController : public NodeBound {
     std::function<void(bool, const std::string &)> on_suspend_;
     bool runtime_down_ = false;
     int dead_shim_pid_ = 0;
-    Timer node_timer_, lease_timer_, status_timer_, check_timer_, end_timer_, end_check_timer_,
-        drain_timer_, state_timer_;
+    ControllerTimer node_timer_, lease_timer_, status_timer_, check_timer_, end_timer_,
+        end_check_timer_, drain_timer_, state_timer_;
     std::function<void(Status)> ready_cb_;
 };
 

@@ -24,12 +24,12 @@ static std::string pod_ref(const Json::Value &pod) {
 PodController::PodController(AgentContext &ctx, const JobRecord &rec)
     : ctx_(ctx),
       rec_(rec),
-      watch_timer_(ctx.loop),
-      shim_timer_(ctx.loop),
-      token_timer_(ctx.loop),
-      files_timer_(ctx.loop),
-      start_timer_(ctx.loop),
-      refusal_timer_(ctx.loop) {}
+      watch_timer_(*ctx.timers),
+      shim_timer_(*ctx.timers),
+      token_timer_(*ctx.timers),
+      files_timer_(*ctx.timers),
+      start_timer_(*ctx.timers),
+      refusal_timer_(*ctx.timers) {}
 
 std::string PodController::prefix() const {
     return "[node " + rec_.node_name + "]";
@@ -293,7 +293,7 @@ void PodController::refuse(const std::string &uid, const std::string &reason,
     push_status(uid);
 }
 
-void PodController::arm_pending_timer(Timer &timer, int64_t &(*at)(BoundPod &),
+void PodController::arm_pending_timer(ControllerTimer &timer, int64_t &(*at)(BoundPod &),
                                       void (PodController::*due)(const std::string &),
                                       void (PodController::*rearm)()) {
     int64_t next = 0;
@@ -775,13 +775,13 @@ void PodController::delete_pod(const std::string &uid) {
                            if (it != pods_.end() && stopping()) {
                                // The drain retries it after a pause, not in a tight loop
                                // against an unreachable API server.
-                               defer(ctx_.loop, guard([this, uid] {
-                                         auto it2 = pods_.find(uid);
-                                         if (it2 == pods_.end()) return;
-                                         it2->second.in_flight.del = false;
-                                         stop_step();
-                                     }),
-                                     1000);
+                               ctx_.timers->defer(guard([this, uid] {
+                                                      auto it2 = pods_.find(uid);
+                                                      if (it2 == pods_.end()) return;
+                                                      it2->second.in_flight.del = false;
+                                                      stop_step();
+                                                  }),
+                                                  1000);
                            }
                        }
                        if (stopping()) {
@@ -901,7 +901,7 @@ void PodController::push_status(const std::string &uid) {
                 e.in_flight.patch_again = false;
                 if (!r) {
                     // Back off a little before retrying the same write.
-                    defer(ctx_.loop, guard([this, uid] { push_status(uid); }), 1000);
+                    ctx_.timers->defer(guard([this, uid] { push_status(uid); }), 1000);
                     return;
                 }
                 push_status(uid);
@@ -1007,13 +1007,13 @@ void PodController::reconcile_adopted() {
 void PodController::on_runtime_lost() {
     LOG_WARN("%s the job's shim went away; pods wait for it to re-attach", prefix().c_str());
     // Destroying the runtime from inside its own callback is not allowed: defer.
-    defer(ctx_.loop, guard([this] {
-              runtime_.reset();
-              for (auto &[uid, p] : pods_)
-                  if (p.in_runtime()) p.state = PodState::Pending;
-              if (stopping()) stop_step();
-              watch_lost_shim();
-          }));
+    ctx_.timers->defer(guard([this] {
+        runtime_.reset();
+        for (auto &[uid, p] : pods_)
+            if (p.in_runtime()) p.state = PodState::Pending;
+        if (stopping()) stop_step();
+        watch_lost_shim();
+    }));
 }
 
 // A live shim reconnects on its own (its first retry comes 500 ms after the

@@ -24,7 +24,7 @@
 #include "agent/job_store.h"
 #include "agent/pod_status_patch.h"
 #include "agent/runtime.h"
-#include "uv/handles.h"
+#include "agent/timer_source.h"
 
 namespace sk::agent {
 
@@ -205,7 +205,7 @@ class PodController : public NodeBound {
     // fires, each passed `at` is cleared and each such pod still Pending is
     // handed to `due`, then `rearm` arms it again. The start retries and the
     // held refusals share this shape.
-    void arm_pending_timer(Timer &timer, int64_t &(*at)(BoundPod &),
+    void arm_pending_timer(ControllerTimer &timer, int64_t &(*at)(BoundPod &),
                            void (PodController::*due)(const std::string &),
                            void (PodController::*rearm)());
     // A start that failed with `st` (stage: what was being done, for the
@@ -250,16 +250,16 @@ class PodController : public NodeBound {
     std::string pods_rv_;
     uint64_t watch_id_ = 0;
     Backoff watch_backoff_{500, 30000};
-    Timer watch_timer_;
+    ControllerTimer watch_timer_;
     int shim_pid_ = 0;  // the attached (or last) shim
     unsigned long long shim_start_ticks_ = 0;
     bool shim_dead_ = false;  // it died and no shim replaced it
     std::function<void(int)> on_shim_dead_;
-    Timer shim_timer_;
-    Timer token_timer_;    // the next projected token refresh (token_refresh_at_s)
-    Timer files_timer_;    // every volume_refresh_s: refresh_files of the running pods
-    Timer start_timer_;    // the next start retry (BoundPod::start_retry.at_us)
-    Timer refusal_timer_;  // the next held refusal (BoundPod::refuse_at_us)
+    ControllerTimer shim_timer_;
+    ControllerTimer token_timer_;    // the next projected token refresh (token_refresh_at_s)
+    ControllerTimer files_timer_;    // every volume_refresh_s: refresh_files of the running pods
+    ControllerTimer start_timer_;    // the next start retry (BoundPod::start_retry.at_us)
+    ControllerTimer refusal_timer_;  // the next held refusal (BoundPod::refuse_at_us)
     // The refusals of each owner ("ns/owner/<uid>", "ns/pod/<name>").
     struct Refusals {
         unsigned count = 0;

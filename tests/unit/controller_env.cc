@@ -6,29 +6,9 @@
 #include <filesystem>
 #include <system_error>
 
-#include "uv/handles.h"
-
 namespace sk::agent::test {
 
 namespace {
-
-// Stops uv_run(UV_RUN_ONCE) at least every few ms so run_until checks its
-// predicate (and its deadline) even when nothing else happens.
-struct Ticker {
-    explicit Ticker(uv_loop_t *loop) : h(new uv_timer_t) {
-        uv_timer_init(loop, h);
-        uv_timer_start(
-            h, [](uv_timer_t *) {}, 2, 2);
-    }
-    ~Ticker() {
-        uv_timer_stop(h);
-        uv_close(reinterpret_cast<uv_handle_t *>(h),
-                 [](uv_handle_t *x) { delete reinterpret_cast<uv_timer_t *>(x); });
-    }
-    Ticker(const Ticker &) = delete;
-    Ticker &operator=(const Ticker &) = delete;
-    uv_timer_t *h;
-};
 
 Json::Value with_meta(Json::Value obj, const std::string &uid, const std::string &rv) {
     if (!uid.empty()) obj["metadata"]["uid"] = uid;
@@ -57,9 +37,8 @@ Json::Value make_pod(const std::string &name, const std::string &uid, const std:
     return p;
 }
 
-ControllerEnv::ControllerEnv() {
-    uv_loop_init(&loop_);
-    http_ = std::make_unique<FakeTransport>(&loop_);
+ControllerEnv::ControllerEnv() : timers_(SystemClock().now_us()) {
+    http_ = std::make_unique<FakeTransport>(timers_);
     kube_ = std::make_unique<KubeClient>(*http_, "https://api.test:6443", 1000);
     cfg_.api.server = "https://api.test:6443";
     cfg_.cluster_name = "unit";
@@ -79,10 +58,10 @@ ControllerEnv::ControllerEnv() {
     cfg_.shim_state_dir = dir_ + "/shim";
     store_ = std::make_unique<JobStore>(dir_);
     (void)store_->init();
-    ctx_.loop = &loop_;
+    ctx_.timers = &timers_;
     ctx_.kube = kube_.get();
     ctx_.cfg = &cfg_;
-    ctx_.clock = &clock_;
+    ctx_.clock = &timers_;
     ctx_.store = store_.get();
     ctx_.host.cluster = cfg_.cluster_name;
     ctx_.host.node_address = cfg_.node_address;
@@ -193,26 +172,30 @@ std::shared_ptr<VirtualNode> ControllerEnv::start_node(std::function<void(Status
 
 FakeRuntime *ControllerEnv::attach_fake_runtime(int shim_pid) {
     auto rt = std::make_unique<FakeRuntime>(
-        [this](std::function<void()> fn) { defer(&loop_, std::move(fn)); },
-        [this] { return clock_.now_s(); });
+        [this](std::function<void()> fn) { timers_.defer(std::move(fn)); },
+        [this] { return timers_.now_s(); });
     FakeRuntime *p = rt.get();
     node->set_runtime(std::move(rt), shim_pid);
     return p;
 }
 
 bool ControllerEnv::run_until(const std::function<bool()> &pred, uint64_t timeout_ms) {
-    Ticker t(&loop_);
-    uv_update_time(&loop_);
-    uint64_t end = uv_now(&loop_) + timeout_ms;
-    while (!pred() && uv_now(&loop_) < end)
-        uv_run(&loop_, UV_RUN_ONCE);
+    const uint64_t end = timers_.now_ms() + timeout_ms;
+    for (;;) {
+        timers_.run_due();
+        if (pred()) return true;
+        auto next = timers_.next_due();
+        if (!next || *next > end) break;
+        timers_.advance_to(*next);
+    }
+    // As long as the test asked to wait, as a real loop would have.
+    timers_.advance_to(end);
+    timers_.run_due();
     return pred();
 }
 
 void ControllerEnv::run_for(uint64_t ms) {
-    uv_update_time(&loop_);
-    uint64_t end = uv_now(&loop_) + ms;
-    run_until([this, end] { return uv_now(&loop_) >= end; }, ms + 100);
+    run_until([] { return false; }, ms);
 }
 
 int ControllerEnv::close() {
@@ -221,11 +204,10 @@ int ControllerEnv::close() {
     if (node) node->stop();
     node.reset();
     cancel_leftover_deletes(ctx_);
-    cancel_deferred(&loop_);
+    timers_.cancel_deferred();
     http_.reset();
-    for (int i = 0; i < 100 && uv_run(&loop_, UV_RUN_NOWAIT) != 0; i++)
-        usleep(1000);
-    return uv_loop_close(&loop_);
+    // What is left armed is a timer whose owner outlived the node: a leak.
+    return timers_.next_due() ? -1 : 0;
 }
 
 }  // namespace sk::agent::test

@@ -1,12 +1,11 @@
-// A VirtualNode (agent/controllers/virtual_node.h) on a real uv loop, driven
-// only through its public interface, over the fake HTTP transport and the
-// fake runtime: what test_pod_controller and test_node_lease_controller
-// share. The fake API side keeps just enough state for the controllers'
+// A VirtualNode (agent/controllers/virtual_node.h) on a virtual clock
+// (tests/unit/manual_timers.h: time jumps from one due timer to the next, so
+// a wait of seconds takes microseconds), driven only through its public
+// interface, over the fake HTTP transport and the fake runtime: what test_pod_controller and
+// test_node_lease_controller share. The fake API side keeps just enough state for the controllers'
 // replies: created objects get a uid and a resourceVersion, a pod status
 // PATCH is merged into the pod the test served and answered with it.
 #pragma once
-
-#include <uv.h>
 
 #include <cstdint>
 #include <functional>
@@ -24,6 +23,7 @@
 #include "common/rfc3339.h"
 #include "tests/agent/fake_runtime.h"
 #include "tests/unit/fake_transport.h"
+#include "tests/unit/manual_timers.h"
 
 namespace sk::agent::test {
 
@@ -43,7 +43,8 @@ class ControllerEnv {
     ControllerEnv(const ControllerEnv &) = delete;
     ControllerEnv &operator=(const ControllerEnv &) = delete;
 
-    uv_loop_t *loop() { return &loop_; }
+    // Virtual milliseconds since the environment was made.
+    uint64_t now_ms() const { return timers_.now_ms(); }
     FakeTransport &http() { return *http_; }
     AgentConfig &cfg() { return cfg_; }
     AgentContext &ctx() { return ctx_; }
@@ -71,22 +72,23 @@ class ControllerEnv {
     // shim_pid: the pid the agent watches once the runtime is lost (0: none).
     FakeRuntime *attach_fake_runtime(int shim_pid = 0);
 
-    // Runs the loop until pred() holds or timeout_ms passed; pred() at the end.
+    // Runs what is due and moves the virtual clock from one due call to the
+    // next until pred() holds or timeout_ms (virtual) passed; pred() at the
+    // end. With nothing left armed it stops waiting at once.
     bool run_until(const std::function<bool()> &pred, uint64_t timeout_ms = 3000);
     void run_for(uint64_t ms);
-    // Stops and drops the node, cancels what is still deferred, closes the
-    // loop: uv_loop_close()'s result (0 = no handle left behind).
+    // Stops and drops the node, cancels what is still deferred: 0, or -1
+    // when a timer is still armed (one the node left behind).
     int close();
 
     std::shared_ptr<VirtualNode> node;
 
   private:
-    uv_loop_t loop_;
+    ManualTimers timers_;  // the controllers' timers and clock; outlives all below
     bool closed_ = false;
     std::unique_ptr<FakeTransport> http_;
     std::unique_ptr<KubeClient> kube_;
     AgentConfig cfg_;
-    SystemClock clock_;
     std::string dir_;
     std::unique_ptr<JobStore> store_;
     AgentContext ctx_;

@@ -1,6 +1,5 @@
 #include "tests/unit/fake_transport.h"
 
-#include "uv/handles.h"
 #include "common/json.h"
 
 namespace sk::agent::test {
@@ -37,7 +36,8 @@ FakeAnswer FakeAnswer::error(long status, const std::string &reason, const std::
     return FakeAnswer{status, json::write(s), false};
 }
 
-FakeTransport::FakeTransport(uv_loop_t *loop) : loop_(loop), alive_(std::make_shared<bool>(true)) {
+FakeTransport::FakeTransport(TimerSource &timers)
+    : timers_(timers), alive_(std::make_shared<bool>(true)) {
     default_ = [](const FakeRequest &r) {
         return FakeAnswer{200, r.body.empty() ? "{}" : r.body, false};
     };
@@ -90,8 +90,7 @@ void FakeTransport::deliver(const FakeRequest &r, HttpCallback done, FakeAnswer 
     std::string what = r.method + " " + r.path;
     std::weak_ptr<bool> alive = alive_;
     uint64_t delay_ms = a.delay_ms;
-    defer(
-        loop_,
+    timers_.defer(
         [this, alive, id, what, a = std::move(a)] {
             auto live = alive.lock();
             if (!live || !*live) return;
@@ -167,7 +166,7 @@ void FakeTransport::push(uint64_t id, const std::string &type, const Json::Value
 
 void FakeTransport::push_raw(uint64_t id, const std::string &line) {
     std::weak_ptr<bool> alive = alive_;
-    defer(loop_, [this, alive, id, line] {
+    timers_.defer([this, alive, id, line] {
         auto live = alive.lock();
         if (!live || !*live) return;
         auto it = streams_.find(id);
@@ -184,7 +183,7 @@ void FakeTransport::end(uint64_t id, FakeAnswer a) {
     std::string what = "GET " + it->second.path;
     std::weak_ptr<bool> alive = alive_;
     // After the events pushed before it (deferred calls run in order).
-    defer(loop_, [this, alive, id, what, a = std::move(a)] {
+    timers_.defer([this, alive, id, what, a = std::move(a)] {
         auto live = alive.lock();
         if (!live || !*live) return;
         auto s = streams_.find(id);

@@ -1,8 +1,8 @@
 // An HttpTransport (agent/http_client.h) for controller tests: canned
 // answers keyed by method and path, every request recorded, watch streams
 // the test feeds, and an outage switch. Like CurlTransport, it answers on
-// the uv loop, later, never inside request()/stream(), and never calls the
-// callbacks of a cancelled id.
+// its TimerSource (the controllers' virtual clock), later, never inside
+// request()/stream(), and never calls the callbacks of a cancelled id.
 //
 // Paths are what KubeClient appends to its server URL ("/api/v1/nodes",
 // "/api/v1/pods?fieldSelector=..."). An answer registered for a path with
@@ -25,6 +25,7 @@
 #include <json/json.h>
 
 #include "agent/http_client.h"
+#include "agent/timer_source.h"
 
 namespace sk::agent::test {
 
@@ -60,7 +61,7 @@ class FakeTransport : public HttpTransport {
     // an object the test keeps).
     using Responder = std::function<FakeAnswer(const FakeRequest &)>;
 
-    explicit FakeTransport(uv_loop_t *loop);
+    explicit FakeTransport(TimerSource &timers);
     ~FakeTransport() override;
 
     uint64_t request(HttpRequest req, HttpCallback done) override;
@@ -112,7 +113,7 @@ class FakeTransport : public HttpTransport {
     FakeAnswer answer_for(const FakeRequest &r);
     void deliver(const FakeRequest &r, HttpCallback done, FakeAnswer a);
 
-    uv_loop_t *loop_;
+    TimerSource &timers_;
     uint64_t next_id_ = 1;
     bool outage_ = false;
     std::vector<FakeRequest> log_;

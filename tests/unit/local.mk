@@ -437,7 +437,9 @@ SK_CONTROLLER_TEST_SOURCES = \
 	tests/unit/controller_env.cc \
 	tests/unit/controller_env.h \
 	tests/unit/fake_transport.cc \
-	tests/unit/fake_transport.h
+	tests/unit/fake_transport.h \
+	tests/unit/manual_timers.cc \
+	tests/unit/manual_timers.h
 SK_CONTROLLER_TEST_CPPFLAGS = $(AM_CPPFLAGS) $(LIBUV_CFLAGS)
 SK_CONTROLLER_TEST_LIBS = \
 	tests/agent/libfakeruntime.la \

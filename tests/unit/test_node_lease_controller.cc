@@ -1,12 +1,12 @@
 // The node and lease controller at its seams: a VirtualNode driven through
-// its public interface on a real uv loop over the fake HTTP transport.
+// its public interface on a virtual clock (tests/unit/controller_env.h) over
+// the fake HTTP transport.
 // Registration, a Node or Lease that already exists (409), a Lease or Node
 // that went away (404), an API server outage and its end. Asserts on the
 // requests sent, the ready callback and state(), nothing internal.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <uv.h>
 
 #include <time.h>
 
@@ -362,14 +362,14 @@ START_TEST(lease_renewal_retried_within_its_duration) {
     env.cfg().lease_renew_s = 4;
     env.cfg().lease_duration_s = 10;
     env.serve_node_and_lease();
-    std::vector<uint64_t> at;  // loop time of each PUT
+    std::vector<uint64_t> at;  // virtual time of each PUT
     int fail_left = 0;
     std::vector<FakeAnswer> faults = {FakeAnswer::error(500, "InternalError"),
                                       FakeAnswer::error(503, "ServiceUnavailable"),
                                       FakeAnswer::error(429, "TooManyRequests")};
     faults[1].retry_after_s = 1;
     env.http().on("PUT", kLeasePath, [&](const FakeRequest &r) {
-        at.push_back(uv_now(env.loop()));
+        at.push_back(env.now_ms());
         if (fail_left > 0) return faults[faults.size() - fail_left--];
         Json::Value l = r.json();
         long rv = std::strtol(l["metadata"]["resourceVersion"].asCString(), nullptr, 10);

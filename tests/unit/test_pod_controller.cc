@@ -1,11 +1,9 @@
 // The pod controller at its seams: a VirtualNode driven through its public
-// interface (start, set_runtime, deregister, state, count_phases) on a real
-// uv loop, with the fake HTTP transport standing in for the API server and
-// the fake runtime for the shim. Asserts only what can be observed: the
-// requests sent, the runtime's calls, the callbacks (as virtual-kubelet's
-// node/ mock tests do).
+// interface (start, set_runtime, deregister, state, count_phases) on a
+// virtual clock (tests/unit/controller_env.h), with the fake HTTP transport standing in for the API
+// server and the fake runtime for the shim. Asserts only what can be observed: the requests sent,
+// the runtime's calls, the callbacks (as virtual-kubelet's node/ mock tests do).
 #include <time.h>
-#include <uv.h>
 
 #include <string>
 #include <vector>
@@ -319,15 +317,15 @@ START_TEST(refusals_of_one_owner_spaced) {
     Json::Value first = next_pod();
     start_with_pods(env, {first});
     int refused = 0;
-    uint64_t t0 = uv_now(env.loop());
+    uint64_t t0 = env.now_ms();
     std::vector<uint64_t> at;
     // The ReplicaSet: a Failed status of its last pod brings the next one.
-    while (uv_now(env.loop()) - t0 < 3500) {
+    while (env.now_ms() - t0 < 3500) {
         env.run_for(20);
         Json::Value last = env.served_pod("web-" + std::to_string(made));
         if (last["status"]["phase"] == "Failed") {
             refused++;
-            at.push_back(uv_now(env.loop()) - t0);
+            at.push_back(env.now_ms() - t0);
             env.http().push(env.http().open_stream(kPodsPath), "ADDED", next_pod());
         }
     }
@@ -697,11 +695,10 @@ START_TEST(drain_with_delete_in_flight) {
 
     int done_calls = 0;
     uint64_t done_at = 0;
-    uv_update_time(env.loop());
-    const uint64_t start = uv_now(env.loop());
+    const uint64_t start = env.now_ms();
     env.node->deregister(1, "JobEnded", [&](uint32_t) {  // timer: 1 + 5 s
         done_calls++;
-        done_at = uv_now(env.loop());
+        done_at = env.now_ms();
     });
     ck_assert_msg(env.run_until([&] { return done_calls > 0; }, 8000), "%s: no answer", c.name);
     ck_assert_msg(done_at - start < c.done_before_ms, "%s: done after %llu ms", c.name,
