@@ -2,14 +2,12 @@
 // the agent's loop, and its answer awaited with a bound: the stats of a
 // scrape (agent/stats_provider.h), an API review of a request
 // (agent/webhook_gate.h). call() queues the work and wakes the loop (a
-// uv_async); on the loop the work runs and calls its `done` once, from then
+// uv::Async); on the loop the work runs and calls its `done` once, from then
 // or later (an answer from the shim or the API server); the caller gets
 // that result, or Unavailable with `timeout_message` after timeout_ms (a
 // later done is then dropped). close() fails what waits and stops taking
 // work, so nothing holds a server's stop.
 #pragma once
-
-#include <uv.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -20,6 +18,7 @@
 #include <string>
 
 #include "common/result.h"
+#include "uv/handles.h"
 
 namespace sk::agent {
 
@@ -38,15 +37,8 @@ class LoopCalls {
 
     // Loop thread.
     Status start() {
-        async_ = new uv_async_t;
-        async_->data = this;
-        if (int rc = uv_async_init(loop_, async_,
-                                   [](uv_async_t *a) { static_cast<LoopCalls *>(a->data)->run(); });
-            rc != 0) {
-            delete async_;
-            async_ = nullptr;
-            return fail(Error::Io, std::string("uv_async_init: ") + uv_strerror(rc));
-        }
+        async_ = Async(loop_, [this] { run(); });
+        if (!async_) return fail(Error::Io, "uv_async_init failed (out of descriptors?)");
         std::lock_guard<std::mutex> l(mu_);
         open_ = true;
         return {};
@@ -63,12 +55,7 @@ class LoopCalls {
         }
         for (auto &p : left)
             p->complete(fail(Error::Unavailable, why));
-        if (async_) {
-            async_->data = nullptr;
-            uv_close(reinterpret_cast<uv_handle_t *>(async_),
-                     [](uv_handle_t *h) { delete reinterpret_cast<uv_async_t *>(h); });
-            async_ = nullptr;
-        }
+        async_.close();  // no call() sends any more: open_ is false
     }
 
     // Any thread but the loop's.
@@ -80,7 +67,7 @@ class LoopCalls {
             std::lock_guard<std::mutex> l(mu_);
             if (!open_) return fail(Error::Unavailable, closed_message);
             queue_.push_back(p);
-            uv_async_send(async_);  // under mu_: close() cannot free the handle meanwhile
+            async_.send();  // under mu_: close() cannot close the handle meanwhile
         }
         std::unique_lock<std::mutex> l(p->mu);
         if (!p->cv.wait_for(l, std::chrono::milliseconds(timeout_ms), [&p] { return p->done; }))
@@ -116,8 +103,8 @@ class LoopCalls {
     }
 
     uv_loop_t *loop_;
-    uv_async_t *async_ = nullptr;  // freed by its close callback
-    std::mutex mu_;                // guards queue_, open_
+    Async async_;    // wakes the loop for queue_
+    std::mutex mu_;  // guards queue_, open_
     bool open_ = false;
     std::deque<std::shared_ptr<Pending>> queue_;
 };

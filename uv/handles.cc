@@ -255,9 +255,12 @@ void Signal::stop() {
 Async::Async(uv_loop_t *loop, std::function<void()> cb) {
     auto *n = new AsyncNode;
     n->cb = std::move(cb);
-    uv_async_init(loop, &n->h, [](uv_async_t *h) noexcept {
-        run_copy(static_cast<AsyncNode *>(AsyncNode::of(h))->cb, "async");
-    });
+    if (uv_async_init(loop, &n->h, [](uv_async_t *h) noexcept {
+            run_copy(static_cast<AsyncNode *>(AsyncNode::of(h))->cb, "async");
+        }) != 0) {
+        delete n;  // never a handle of the loop: nothing to close
+        return;
+    }
     n_ = n;
 }
 

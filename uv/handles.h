@@ -79,7 +79,8 @@ class Signal : public Handle {
 // A wake-up from another thread (uv_async_t): send() may be called from any
 // thread while the object is alive (its owner closes it on the loop thread
 // only once no other thread can call send() any more); the callback runs on
-// the loop, once for one or several sends since the last run.
+// the loop, once for one or several sends since the last run. An object
+// whose uv_async_init failed holds nothing (false).
 class Async : public Handle {
   public:
     Async() = default;
