@@ -10,8 +10,6 @@ agent_libagentcore_la_SOURCES = \
 	agent/agent_config.h \
 	agent/api_object.cc \
 	agent/api_object.h \
-	agent/backoff.cc \
-	agent/backoff.h \
 	agent/env_resolver.cc \
 	agent/env_resolver.h \
 	agent/event_correlator.cc \

@@ -1,9 +1,9 @@
-#include "agent/backoff.h"
+#include "common/backoff.h"
 
 #include <algorithm>
 #include <cstdlib>
 
-namespace sk::agent {
+namespace sk {
 
 static uint64_t default_jitter(uint64_t d) {
     return d + (d / 4 ? static_cast<uint64_t>(random()) % (d / 4 + 1) : 0);
@@ -14,11 +14,15 @@ Backoff::Backoff(uint64_t initial_ms, uint64_t max_ms, Jitter jitter)
       max_(max_ms < initial_ms ? initial_ms : max_ms),
       jitter_(jitter ? std::move(jitter) : Jitter(default_jitter)) {}
 
-uint64_t Backoff::next_ms() {
+uint64_t Backoff::nominal_ms(unsigned failures) const {
     uint64_t d = initial_;
-    for (unsigned i = 0; i < attempt_ && d < max_; i++)
+    for (unsigned i = 1; i < failures && d < max_; i++)
         d *= 2;
-    if (d > max_) d = max_;
+    return d > max_ ? max_ : d;
+}
+
+uint64_t Backoff::next_ms() {
+    uint64_t d = nominal_ms(attempt_ + 1);
     if (attempt_ < 64) attempt_++;
     return jitter_(d);
 }
@@ -29,4 +33,4 @@ uint64_t Backoff::next_ms(const Failure &f) {
     return std::max(d, asked);
 }
 
-}  // namespace sk::agent
+}  // namespace sk

@@ -1,5 +1,8 @@
-// Capped exponential back-off with jitter, for API retries and watch
-// restarts. Pure: the jitter source is injected so tests see exact delays.
+// The one capped exponential back-off: the agent's API retries and watch
+// restarts (jittered), the shim's image pull back-off and the plugin's shim
+// restarts (exact: no_jitter). Pure: the jitter source is injected so tests
+// see exact delays. A container's crash back-off is not this one: it follows
+// the kubelet's rules (k8s-shim/backoff.h).
 #pragma once
 
 #include <cstdint>
@@ -7,7 +10,7 @@
 
 #include "common/result.h"
 
-namespace sk::agent {
+namespace sk {
 
 class Backoff {
   public:
@@ -16,8 +19,13 @@ class Backoff {
     using Jitter = std::function<uint64_t(uint64_t nominal_ms)>;
 
     Backoff(uint64_t initial_ms, uint64_t max_ms, Jitter jitter = {});
+    // A jitter that keeps the nominal delay.
+    static uint64_t no_jitter(uint64_t nominal_ms) { return nominal_ms; }
     // The delay before the next attempt; doubles up to max_ms.
     uint64_t next_ms();
+    // The nominal delay (before jitter) after `failures` failures (1: the
+    // first delay), without touching the attempt count.
+    uint64_t nominal_ms(unsigned failures) const;
     // The same after a failure: at least what the server asked for with
     // Retry-After (429, 503), as client-go waits it out, capped at
     // kMaxRetryAfterMs.
@@ -33,4 +41,4 @@ class Backoff {
     Jitter jitter_;
 };
 
-}  // namespace sk::agent
+}  // namespace sk

@@ -5,6 +5,8 @@ noinst_LTLIBRARIES += common/libcommon_core.la
 common_libcommon_core_la_SOURCES = \
 	common/agent_call.cc \
 	common/agent_call.h \
+	common/backoff.cc \
+	common/backoff.h \
 	common/bpf_devices.cc \
 	common/bpf_devices.h \
 	common/cgroup_devices.cc \

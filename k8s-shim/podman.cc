@@ -11,6 +11,7 @@
 
 #include <json/json.h>
 
+#include "common/backoff.h"
 #include "common/strings.h"
 #include "k8s-shim/pod_plan.h"
 
@@ -221,10 +222,8 @@ std::string read_termination_message(const std::string &path) {
 }
 
 int64_t pull_backoff_ms(int failures) {
-    int64_t ms = 10000;
-    for (int i = 1; i < failures && ms < 300000; i++)
-        ms *= 2;
-    return std::min<int64_t>(ms, 300000);
+    static const Backoff kPull(10000, 300000, Backoff::no_jitter);
+    return static_cast<int64_t>(kPull.nominal_ms(failures < 1 ? 1 : unsigned(failures)));
 }
 
 // ---------------------------------------------------------------- wrapper --

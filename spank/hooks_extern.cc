@@ -207,7 +207,8 @@ int extern_task_post_fork(spank_t sp, int ac, char **av) {
     LOG_INFO("extern: job %u: [node %s] shim started, pid %d", job, rf->node_name.c_str(), *pid);
     g_keeper = std::make_unique<ShimKeeper>(
         shim_spec(*cfg, *rf, confined),
-        "job " + std::to_string(job) + ": [node " + rf->node_name + "]", ShimKeeper::Backoff{});
+        "job " + std::to_string(job) + ": [node " + rf->node_name + "]",
+        ShimKeeper::RestartPolicy{});
     if (auto st = g_keeper->start(*pid); !st)
         LOG_ERROR("extern: job %u: [node %s] %s: the shim is not restarted if it dies", job,
                   rf->node_name.c_str(), st.message().c_str());

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/backoff.h"
 #include "common/log.h"
 
 namespace sk::spank {
@@ -43,8 +44,8 @@ std::string how_it_ended(pid_t pid) {
 
 }  // namespace
 
-ShimKeeper::ShimKeeper(ShimSpec spec, std::string what, Backoff backoff)
-    : spec_(std::move(spec)), what_(std::move(what)), backoff_(backoff) {}
+ShimKeeper::ShimKeeper(ShimSpec spec, std::string what, RestartPolicy policy)
+    : spec_(std::move(spec)), what_(std::move(what)), policy_(policy) {}
 
 ShimKeeper::~ShimKeeper() {
     stop();
@@ -102,7 +103,9 @@ bool ShimKeeper::wait_stop(int ms) const {
 }
 
 void ShimKeeper::run() {
-    int delay = backoff_.first_ms;
+    // Exact delays (no jitter): one shim per job, nothing to spread.
+    sk::Backoff restart(static_cast<uint64_t>(policy_.first_ms),
+                        static_cast<uint64_t>(policy_.max_ms), sk::Backoff::no_jitter);
     int64_t started = mono_ms();
     for (;;) {
         pid_t pid = this->pid();
@@ -129,7 +132,8 @@ void ShimKeeper::run() {
             if (fds[1].revents) return;  // stop(): the job ends
         }
         int64_t lived = mono_ms() - started;
-        if (lived >= backoff_.stable_ms) delay = backoff_.first_ms;
+        if (lived >= policy_.stable_ms) restart.reset();
+        int delay = static_cast<int>(restart.next_ms());
         LOG_WARN(
             "extern: %s: the shim (pid %d) %s after %lld s while the job runs; a new one "
             "starts in %d ms",
@@ -137,7 +141,6 @@ void ShimKeeper::run() {
             delay);
         for (;;) {
             if (wait_stop(delay)) return;
-            delay = std::min(delay * 2, backoff_.max_ms);
             auto np = spawn_shim(spec_);
             if (np) {
                 {
@@ -150,6 +153,7 @@ void ShimKeeper::run() {
                          restarts_.load());
                 break;
             }
+            delay = static_cast<int>(restart.next_ms());
             LOG_ERROR("extern: %s: starting a new shim failed: %s; trying again in %d ms",
                       what_.c_str(), np.message().c_str(), delay);
         }

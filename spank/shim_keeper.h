@@ -34,13 +34,15 @@ namespace sk::spank {
 
 class ShimKeeper {
   public:
-    struct Backoff {
+    // Restarts wait first_ms, doubled at each death up to max_ms (the
+    // common back-off, exact); a shim that ran stable_ms starts over.
+    struct RestartPolicy {
         int first_ms = 1000;
         int max_ms = 60000;
         int stable_ms = 60000;
     };
     // what: how the log names the shim ("job 7: [node slurm-n1-7]").
-    ShimKeeper(ShimSpec spec, std::string what, Backoff backoff);
+    ShimKeeper(ShimSpec spec, std::string what, RestartPolicy policy);
     ShimKeeper(const ShimKeeper &) = delete;
     ShimKeeper &operator=(const ShimKeeper &) = delete;
     ~ShimKeeper();  // stop()
@@ -62,7 +64,7 @@ class ShimKeeper {
 
     ShimSpec spec_;
     std::string what_;
-    Backoff backoff_;
+    RestartPolicy policy_;
     int stop_fd_ = -1;  // eventfd: stop() writes it
     mutable std::mutex mu_;
     pid_t pid_ = -1;

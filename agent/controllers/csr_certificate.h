@@ -36,7 +36,7 @@
 #include <json/json.h>
 
 #include "agent/api_auth.h"
-#include "agent/backoff.h"
+#include "common/backoff.h"
 #include "agent/controllers/agent_context.h"
 #include "agent/controllers/node_bound.h"
 #include "agent/node_identity.h"

@@ -17,7 +17,7 @@
 
 #include <json/json.h>
 
-#include "agent/backoff.h"
+#include "common/backoff.h"
 #include "agent/controllers/agent_context.h"
 #include "agent/controllers/node_bound.h"
 #include "agent/env_resolver.h"

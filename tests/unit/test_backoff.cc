@@ -1,12 +1,12 @@
-// agent/backoff: the API retry back-off doubles, caps, resets and jitters
-// within bounds.
+// common/backoff: the one back-off doubles, caps, resets and jitters within
+// bounds; its nominal schedule (the shim's pull back-off, the plugin's shim
+// restarts) is exact.
 #include <cstdint>
 
-#include "agent/backoff.h"
+#include "common/backoff.h"
 #include "tests/unit/check_main.h"
 
 using namespace sk;
-using namespace sk::agent;
 
 START_TEST(backoff_doubles_and_caps) {
     Backoff b(100, 1000, [](uint64_t d) { return d; });
@@ -38,11 +38,28 @@ START_TEST(backoff_honours_retry_after) {
 }
 END_TEST
 
+// nominal_ms(n) is the n-th delay without jitter and without counting an
+// attempt; no_jitter keeps every delay exact.
+START_TEST(backoff_nominal_schedule) {
+    Backoff b(10000, 300000, Backoff::no_jitter);
+    ck_assert_uint_eq(b.nominal_ms(0), 10000);
+    ck_assert_uint_eq(b.nominal_ms(1), 10000);
+    ck_assert_uint_eq(b.nominal_ms(2), 20000);
+    ck_assert_uint_eq(b.nominal_ms(5), 160000);
+    ck_assert_uint_eq(b.nominal_ms(6), 300000);
+    ck_assert_uint_eq(b.nominal_ms(1000), 300000);
+    ck_assert_uint_eq(b.attempts(), 0);
+    for (unsigned n = 1; n <= 8; n++)
+        ck_assert_uint_eq(b.next_ms(), b.nominal_ms(n));
+}
+END_TEST
+
 int main() {
     Suite *s = suite_create("backoff");
     TCase *tc = tcase_create("backoff");
     tcase_add_test(tc, backoff_doubles_and_caps);
     tcase_add_test(tc, backoff_honours_retry_after);
+    tcase_add_test(tc, backoff_nominal_schedule);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }

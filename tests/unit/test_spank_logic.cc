@@ -784,7 +784,7 @@ START_TEST(keeper_restarts_a_dead_shim) {
     spec.log_path = std::string(dir) + "/shim.log";
     auto first = spawn_shim(spec);
     ck_assert_msg(first.ok(), "%s", first.message().c_str());
-    ShimKeeper keeper(spec, "test", ShimKeeper::Backoff{100, 300, 60000});
+    ShimKeeper keeper(spec, "test", ShimKeeper::RestartPolicy{100, 300, 60000});
     ck_assert(keeper.start(*first).ok());
     ck_assert(wait_until([&] { return recorded_pids(pids).size() == 1; }, 5000));
     ck_assert_int_eq(keeper.pid(), *first);
@@ -819,7 +819,7 @@ START_TEST(keeper_restarts_a_dead_shim) {
     auto other = spawn_shim(spec);
     ck_assert(other.ok());
     {
-        ShimKeeper k2(spec, "test", ShimKeeper::Backoff{100, 300, 60000});
+        ShimKeeper k2(spec, "test", ShimKeeper::RestartPolicy{100, 300, 60000});
         ck_assert(k2.start(*other).ok());
         ck_assert_int_eq(k2.stop(), *other);
     }
