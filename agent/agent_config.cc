@@ -24,7 +24,8 @@ Result<std::string> read_text(const std::string &path, const char *what) {
     return text;
 }
 
-void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string> &extra_runtimes) {
+// Keys of the API server and the agent's credential.
+void add_api_keys(ConfigSchema &s, AgentConfig &c) {
     s.add_string("api_server", &c.api.server, "API server URL, https://HOST:PORT");
     s.add_path("api_ca_file", &c.api.ca_file, "CA bundle (PEM) for the API server certificate");
     s.add_path("api_token_file", &c.api.token_file, "file holding a bearer token");
@@ -35,6 +36,10 @@ void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string
     s.add_string("kubeconfig_context", &c.kubeconfig_context,
                  "the kubeconfig's context to use (default: its current-context)");
     s.add_seconds("api_timeout", &c.api_timeout_s, 1, 300, "timeout of one API request");
+}
+
+// Keys of which node this is and how the API server reaches it.
+void add_node_keys(ConfigSchema &s, AgentConfig &c) {
     s.add_string("cluster_name", &c.cluster_name, "Slurm cluster name (label slurm-k8s/cluster)");
     s.add_string("slurm_node", &c.slurm_node, "this node's Slurm name (default: short hostname)");
     s.add_string("node_name_template", &c.node_name_template,
@@ -47,6 +52,10 @@ void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string
                  "Hostname address of the virtual nodes, advertised only when it resolves to "
                  "node_address and kubelet_cert is valid for it (default: this host's name; "
                  "'-' = none)");
+}
+
+// Keys of the kubelet endpoint (logs, exec, port-forward, stats).
+void add_kubelet_keys(ConfigSchema &s, AgentConfig &c) {
     s.add_string("kubelet_address", &c.kubelet_address,
                  "address the kubelet endpoint listens on (default: node_address; '*' = all)");
     s.add_uint("kubelet_port", &c.kubelet_port, 0, 65535,
@@ -109,6 +118,10 @@ void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string
               c.kubelet_node_port_high = *hi;
               return {};
           });
+}
+
+// Keys of the agent's metrics and priority.
+void add_process_keys(ConfigSchema &s, AgentConfig &c) {
     s.add_uint("metrics_port", &c.metrics_port, 0, 65535,
                "Prometheus /metrics on metrics_address:PORT; 0 = off");
     s.add(
@@ -125,6 +138,10 @@ void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string
         });
     s.add_nice("nice", &c.nice,
                "the agent's CPU nice value, -20..19, ahead of the pods' (default -5)");
+}
+
+// Keys of what every virtual node says and how its controllers follow the job.
+void add_virtual_node_keys(ConfigSchema &s, AgentConfig &c) {
     s.add(
         "labels", "k=v,... added to every virtual node",
         [&c](const std::string &v, const std::string &k) -> Status {
@@ -191,6 +208,11 @@ void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string
     s.add_bool("gc_failed_nodes", &c.gc_failed_nodes,
                "also remove the virtual nodes of other Slurm nodes whose agent stopped renewing "
                "their Lease, once Slurm says their job is gone (enable on one or two agents)");
+}
+
+// Keys of the agent's files and sockets, who may use them, the pods' runtime and limits.
+void add_host_keys(ConfigSchema &s, AgentConfig &c,
+                   const std::vector<std::string> &extra_runtimes) {
     s.add_path("state_dir", &c.state_dir, "agent state (one file per registered job)");
     s.add_path("shim_state_dir", &c.shim_state_dir, "parent of the per-job shim state dirs");
     s.add_path("socket_path", &c.socket_path, "the agent's unix socket");
@@ -247,6 +269,16 @@ void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string
                   "a socket connection without a complete request this long is closed");
     s.add_enum("log_level", &c.log_level, {"error", "warning", "info", "verbose", "debug"},
                "log level");
+}
+
+// Every key, in the order describe_agent_config lists them.
+void build_schema(ConfigSchema &s, AgentConfig &c, const std::vector<std::string> &extra_runtimes) {
+    add_api_keys(s, c);
+    add_node_keys(s, c);
+    add_kubelet_keys(s, c);
+    add_process_keys(s, c);
+    add_virtual_node_keys(s, c);
+    add_host_keys(s, c, extra_runtimes);
 }
 
 }  // namespace

@@ -249,6 +249,306 @@ void usage(const std::vector<std::string> &extra_runtimes) {
             describe_agent_config(extra_runtimes).c_str());
 }
 
+// The daemon's parts, members in the order they start: the destructors stop
+// them in reverse, and stop() first ends what other threads or the loop still
+// hold in that order too (docs/architecture.md, "The agent").
+class Daemon {
+  public:
+    Daemon(AgentConfig &cfg, const RuntimeFactories &extra, std::optional<int> relay_nice)
+        : cfg_(cfg), extra_(extra), relay_nice_(relay_nice) {
+        uv_loop_init(&loop_);
+    }
+    Daemon(const Daemon &) = delete;
+    Daemon &operator=(const Daemon &) = delete;
+
+    Status start_api();
+    Status start_metrics();
+    Status start_endpoints();
+    void start_serving_certificate();
+    Status start_agent();
+    void run_until_signal();
+    void stop();
+
+  private:
+    AgentConfig &cfg_;
+    const RuntimeFactories &extra_;
+    std::optional<int> relay_nice_;
+    uv_loop_t loop_;
+    // the API
+    std::unique_ptr<ApiAuth> auth_;
+    std::unique_ptr<CurlTransport> http_;
+    std::unique_ptr<KubeClient> kube_;
+    SystemClock clock_;
+    std::unique_ptr<CommandJobChecker> checker_;
+    // metrics (updated on the loop, rendered from an HTTP thread)
+    AgentMetrics metrics_;
+    AgentObserver obs_;
+    std::unique_ptr<MetricsEndpoint> metrics_ep_;
+    // the kubelet endpoint
+    std::shared_ptr<WebhookGate> gate_;
+    LogIndex logs_;
+    std::shared_ptr<StreamSessions> streams_;
+    std::unique_ptr<Agent> agent_;  // here: the stats' node list asks it
+    std::shared_ptr<AgentStatsProvider> stats_;
+    std::shared_ptr<ServingCredentials> serving_;
+    std::unique_ptr<NodeEndpoints> node_endpoints_;
+    std::unique_ptr<KubeletServer> kubelet_;  // null: the endpoint is off
+    std::unique_ptr<UvTimerSource> serving_timers_;
+    AgentContext serving_ctx_;
+    std::unique_ptr<CsrCertificate> serving_cert_;
+    std::shared_ptr<int> serving_owner_ = std::make_shared<int>(0);  // guards its callbacks
+    Signal sigs_[2];
+};
+
+// The API server's address and trust (the credential is ApiAuth's), the
+// loop's HTTP client, and the credential before the first request (an exec
+// plugin answers on the loop).
+Status Daemon::start_api() {
+    TlsConfig tls;
+    tls.ca_file = cfg_.api.ca_file;
+    tls.ca_data = cfg_.api.ca_data;
+    tls.proxy_url = cfg_.api.proxy_url;
+    std::string server = cfg_.api.server;
+    if (!cfg_.api.tls_server_name.empty())
+        server = with_tls_server_name(server, cfg_.api.tls_server_name, &tls.connect_to);
+    signal(SIGPIPE, SIG_IGN);  // a shim that went away must not kill the agent
+    auth_ = std::make_unique<ApiAuth>(&loop_, cfg_.api, cfg_.api.server);
+    http_ = std::make_unique<CurlTransport>(&loop_, tls);
+    http_->set_auth(auth_.get());
+    // Every virtual node's requests under the agent's credential share the
+    // HTTP/2 connections. A node holds one long watch, so max_jobs watches
+    // and a burst's short requests fit in max_jobs / 50 + 2 connections even
+    // where the server allows half of kube-apiserver's 100 streams. With node
+    // identities each node's certificate needs a connection of its own, as a
+    // kubelet has: no cap.
+    if (cfg_.node_identity == "agent")
+        http_->set_http2_connection_cap(static_cast<long>(cfg_.max_jobs / 50 + 2));
+    if (auto st = http_->start(); !st) return fail(st.error(), "HTTP client: " + st.message());
+    kube_ = std::make_unique<KubeClient>(*http_, server, cfg_.api_timeout_s * 1000);
+    checker_ =
+        std::make_unique<CommandJobChecker>(&loop_, cfg_.job_alive_command, cfg_.job_end_command);
+    auth_->set_observer({[this] { metrics_.api_credential_reloaded(); },
+                         [this](bool ok) { metrics_.api_credential(ok); },
+                         [this](int64_t s) { metrics_.api_credential_expiry(s); }});
+    if (auto st = auth_->start(); !st) return st;
+    while (!auth_->ready() && auth_->start_error().empty())
+        uv_run(&loop_, UV_RUN_ONCE);
+    if (!auth_->ready()) return fail(Error::Unavailable, auth_->start_error());
+    return {};
+}
+
+Status Daemon::start_metrics() {
+    obs_ = observe_into(metrics_);
+    kube_->set_observer([this](const char *verb, int code) { metrics_.api_request(verb, code); });
+    if (!cfg_.metrics_port) return {};
+    metrics_ep_ = std::make_unique<MetricsEndpoint>([this] { return metrics_.render(); },
+                                                    cfg_.metrics_address,
+                                                    static_cast<uint16_t>(cfg_.metrics_port));
+    if (auto st = metrics_ep_->start(); !st)
+        return fail(st.error(), "metrics endpoint on " + cfg_.metrics_address + ":" +
+                                    std::to_string(cfg_.metrics_port) + ": " + st.message() +
+                                    " (metrics_address, metrics_port)");
+    bool v6 = cfg_.metrics_address.find(':') != std::string::npos;
+    LOG_INFO("metrics on http://%s%s%s:%u/metrics", v6 ? "[" : "", cfg_.metrics_address.c_str(),
+             v6 ? "]" : "", metrics_ep_->port());
+    return {};
+}
+
+// The kubelet endpoint (kubectl logs through the API server); its port goes
+// into every Node's daemonEndpoints, so it starts before the agent. Its stats
+// come from the agent's loop (agent/stats_provider.h). With kubelet_node_ports
+// each node gets an endpoint of its own (agent/node_endpoints.h) and the
+// shared one serves no stats. Who may use it: a kubelet's Webhook
+// authentication and authorization, asked of the API server on the loop
+// (agent/webhook_gate.h); off in kubelet_insecure mode.
+Status Daemon::start_endpoints() {
+    bool webhook =
+        cfg_.kubelet_authorization_mode == "Webhook" || cfg_.kubelet_authentication_webhook;
+    if (kubelet_endpoint_on(cfg_) && !cfg_.kubelet_insecure && webhook) {
+        WebhookGateOptions o;
+        o.token_webhook = cfg_.kubelet_authentication_webhook;
+        o.authorize_webhook = cfg_.kubelet_authorization_mode == "Webhook";
+        o.timeout_ms = static_cast<int>(cfg_.api_timeout_s * 1000);
+        gate_ = std::make_shared<WebhookGate>(
+            &loop_,
+            [this](const std::string &path, const Json::Value &body, WebhookGate::Done done) {
+                kube_->post(path, body, std::move(done));
+            },
+            o);
+        if (auto st = gate_->start(); !st)
+            return fail(st.error(), "kubelet endpoint authorization: " + st.message());
+    }
+    StreamLimits stream_limits;
+    stream_limits.max_sessions = static_cast<size_t>(cfg_.kubelet_max_stream_sessions);
+    stream_limits.idle_timeout_ms = cfg_.kubelet_stream_idle_timeout_s * 1000;
+    stream_limits.forward_any_port = cfg_.kubelet_port_forward_any_port;
+    stream_limits.creation_timeout_ms = cfg_.kubelet_stream_creation_timeout_s * 1000;
+    streams_ = std::make_shared<StreamSessions>(
+        &loop_, stream_limits,
+        [this](const StreamRequest &r) { return logs_.exec_check(r.ns, r.pod, r.container); },
+        relay_nice_);
+    if (auto st = streams_->start(); !st)
+        return fail(st.error(), "streaming sessions: " + st.message());
+    AgentStatsProvider::Nodes nodes = [this] {
+        return agent_ ? agent_->node_runtimes() : std::vector<NodeRuntimeRef>{};
+    };
+    stats_ = std::make_shared<AgentStatsProvider>(&loop_, nodes);
+    if (auto st = stats_->start(); !st) return fail(st.error(), "stats: " + st.message());
+    // kubelet_serving = csr: one certificate for every endpoint of the host,
+    // obtained on the loop once the endpoints listen (they close their
+    // connections until then).
+    if (cfg_.kubelet_serving == "csr") {
+        serving_ = std::make_shared<ServingCredentials>();
+        serving_->set_waiting("its certificate signing request is not sent yet");
+    }
+    std::shared_ptr<StatsProvider> shared_stats = stats_;
+    if (cfg_.kubelet_node_port_low && kubelet_endpoint_on(cfg_)) {
+        node_endpoints_ = std::make_unique<NodeEndpoints>(
+            &loop_, kubelet_config(cfg_, gate_, relay_nice_, serving_),
+            static_cast<uint16_t>(cfg_.kubelet_node_port_low),
+            static_cast<uint16_t>(cfg_.kubelet_node_port_high), &logs_, nodes);
+        shared_stats = std::make_shared<RefusedStats>(
+            "this port is shared by the host's virtual nodes: each serves its stats on its own "
+            "port (kubelet_node_ports), the one its Node's kubeletEndpoint names");
+        node_endpoints_->set_streams(streams_);
+    }
+    auto kubelet =
+        start_kubelet_endpoint(cfg_, logs_, shared_stats, streams_, gate_, relay_nice_, serving_);
+    if (!kubelet) return kubelet.failure();
+    kubelet_ = std::move(*kubelet);
+    return {};
+}
+
+// kubelet_serving = csr: the endpoint's certificate, asked for on the loop.
+void Daemon::start_serving_certificate() {
+    serving_timers_ = std::make_unique<UvTimerSource>(&loop_);
+    serving_ctx_.timers = serving_timers_.get();
+    serving_ctx_.kube = kube_.get();
+    serving_ctx_.cfg = &cfg_;
+    serving_ctx_.clock = &clock_;
+    if (!serving_) return;
+    auto serving = serving_;
+    serving_cert_ = std::make_unique<CsrCertificate>(
+        serving_ctx_, serving_profile(cfg_), [serving](const std::shared_ptr<const Credential> &c) {
+            serving->set(c->cert_pem, c->key_pem);
+        });
+    serving_cert_->bind(serving_owner_);
+    serving_cert_->set_on_pending([serving](const std::string &csr) {
+        bool renewal = serving->generation() != 0;
+        LOG_WARN(
+            "[kubelet endpoint] certificate signing request %s waits for an admin's approval "
+            "(kubectl certificate approve %s); %s",
+            csr.c_str(), csr.c_str(),
+            renewal ? "the current certificate serves meanwhile"
+                    : "until then kubectl logs, exec and top fail on this host's virtual nodes");
+        if (!renewal)
+            serving->set_waiting("certificate signing request " + csr +
+                                 " awaits approval: kubectl certificate approve " + csr);
+    });
+    serving_cert_->start([](const Status &) {});
+}
+
+// The agent: its state, its sockets, the controllers of the jobs it keeps.
+Status Daemon::start_agent() {
+    NodeSpecInput host = host_facts(cfg_);
+    if (kubelet_) host.kubelet_port = kubelet_->port();
+    agent_ = std::make_unique<Agent>(&loop_, cfg_, *kube_, clock_, *checker_, host);
+    agent_->set_observer(&obs_);
+    agent_->set_api_status([this] {
+        Json::Value v = auth_->status();
+        if (serving_cert_) v["kubelet_serving"] = serving_cert_->describe(clock_.now_s());
+        return v;
+    });
+    agent_->set_log_index(&logs_);
+    agent_->set_stream_sessions(streams_.get());
+    agent_->set_node_endpoints(node_endpoints_.get());
+    if (auto it = extra_.find(cfg_.runtime); it != extra_.end())
+        agent_->set_runtime_factory(it->second);
+    if (auto st = agent_->start(); !st) return st;
+    LOG_INFO("listening on %s; API server %s; slurm node %s, node address %s",
+             cfg_.socket_path.c_str(), cfg_.api.server.c_str(), cfg_.slurm_node.c_str(),
+             cfg_.node_address.c_str());
+    return {};
+}
+
+// Until SIGTERM/SIGINT: virtual nodes stay (jobs outlive an agent restart).
+void Daemon::run_until_signal() {
+    int signums[2] = {SIGTERM, SIGINT};
+    for (int i = 0; i < 2; i++) {
+        sigs_[i] = Signal(&loop_);
+        sigs_[i].start(signums[i], [this](int signum) {
+            LOG_INFO("signal %d: stopping (virtual nodes are kept)", signum);
+            if (agent_) agent_->stop();
+            uv_stop(&loop_);
+        });
+    }
+    uv_run(&loop_, UV_RUN_DEFAULT);
+}
+
+// Teardown in reverse; what other threads wait on is answered first.
+void Daemon::stop() {
+    if (serving_cert_)
+        serving_cert_->stop();  // its timers and watch, before the client and the loop go
+    serving_cert_.reset();
+    stats_->close();  // scrapes waiting for the loop are answered: nothing holds the stops
+    if (gate_) gate_->close();  // so are requests waiting for their review
+    if (kubelet_) kubelet_->stop();
+    streams_->stop();         // no start() can come now from the shared endpoint's threads
+    agent_.reset();           // each node's own endpoint closes with it
+    cancel_deferred(&loop_);  // calls into the agent that is gone
+    if (metrics_ep_) metrics_ep_->stop();
+    http_->stop();
+    for (auto &s : sigs_)
+        s.close();
+    // Close callbacks free the handles; thread-pool work (state-file fsyncs)
+    // must finish before the loop closes. Bounded: a handle left active by
+    // a bug must not turn SIGTERM into a hang.
+    for (int i = 0; i < 200 && uv_run(&loop_, UV_RUN_NOWAIT) != 0; i++)
+        usleep(10 * 1000);
+    // Not 0: a bug, memory and descriptors leak (make check-valgrind).
+    if (uv_loop_close(&loop_) != 0) log_open_handles(&loop_, "teardown");
+    LOG_INFO("stopped");
+}
+
+// The configuration: any error names the key and stops the start. Fills in
+// what the host says (its name, its address) where the file says nothing.
+Result<AgentConfig> configure(const std::string &config_path, const std::string &level_override,
+                              const std::vector<std::string> &extra_runtimes) {
+    auto cfg = load_agent_config(config_path, extra_runtimes);
+    if (!cfg) return cfg;
+    log::Level lvl;
+    if (log::level_from_string(level_override.empty() ? cfg->log_level : level_override, &lvl))
+        log::set_level(lvl);
+    LOG_INFO("slurm-k8s-agent %s starting (config %s, runtime %s)", PACKAGE_VERSION,
+             config_path.c_str(), cfg->runtime.c_str());
+    if (cfg->slurm_node.empty()) {
+        char host[256] = "";
+        gethostname(host, sizeof host - 1);
+        cfg->slurm_node = std::string(host).substr(0, std::string(host).find('.'));
+    }
+    if (cfg->node_address.empty()) cfg->node_address = primary_ipv4();
+    settle_node_hostname(*cfg);
+    return cfg;
+}
+
+// Before any thread starts: a thread inherits its creator's nice value (on
+// Linux it is each thread's own). The loop and the API client run at `nice`;
+// the kubelet endpoint's threads, which carry what its clients move, at the
+// one the agent started with, returned here (docs/architecture.md,
+// "Priorities"). Not fatal: the agent works at any priority, its pods'
+// status only waits longer behind their load.
+std::optional<int> lower_priority(int nice) {
+    std::optional<int> relay_nice;
+    errno = 0;
+    if (int started = getpriority(PRIO_PROCESS, 0); errno == 0 && started > nice)
+        relay_nice = started;
+    if (setpriority(PRIO_PROCESS, 0, nice) != 0) {
+        LOG_WARN("cannot set the agent's nice value to %d (nice): %s", nice, strerror(errno));
+        relay_nice.reset();
+    }
+    return relay_nice;
+}
+
 int run(int argc, char **argv, const RuntimeFactories &extra) {
     std::vector<std::string> extra_runtimes;
     for (const auto &[name, factory] : extra)
@@ -268,270 +568,24 @@ int run(int argc, char **argv, const RuntimeFactories &extra) {
         else
             return usage(extra_runtimes), 2;
     }
-
-    // 1. configuration: any error names the key and stops the start.
-    auto cfg = load_agent_config(config_path, extra_runtimes);
+    auto cfg = configure(config_path, level_override, extra_runtimes);
     if (!cfg) {
         LOG_ERROR("%s", cfg.message().c_str());
         return 1;
     }
-    log::Level lvl;
-    if (log::level_from_string(level_override.empty() ? cfg->log_level : level_override, &lvl))
-        log::set_level(lvl);
-    LOG_INFO("slurm-k8s-agent %s starting (config %s, runtime %s)", PACKAGE_VERSION,
-             config_path.c_str(), cfg->runtime.c_str());
-    if (cfg->slurm_node.empty()) {
-        char host[256] = "";
-        gethostname(host, sizeof host - 1);
-        cfg->slurm_node = std::string(host).substr(0, std::string(host).find('.'));
-    }
-    if (cfg->node_address.empty()) cfg->node_address = primary_ipv4();
-    settle_node_hostname(*cfg);
-    // Before any thread starts: a thread inherits its creator's nice value
-    // (on Linux it is each thread's own). The loop and the API client run at
-    // `nice`; the kubelet endpoint's threads, which carry what its clients
-    // move, at the one the agent started with (docs/architecture.md,
-    // "Priorities"). Not fatal: the agent works at any priority, its pods'
-    // status only waits longer behind their load.
-    std::optional<int> relay_nice;
-    errno = 0;
-    if (int started = getpriority(PRIO_PROCESS, 0); errno == 0 && started > cfg->nice)
-        relay_nice = started;
-    if (setpriority(PRIO_PROCESS, 0, cfg->nice) != 0) {
-        LOG_WARN("cannot set the agent's nice value to %d (nice): %s", cfg->nice, strerror(errno));
-        relay_nice.reset();
-    }
-
-    // 2. the API server's address and trust; the credential is ApiAuth's
-    TlsConfig tls;
-    tls.ca_file = cfg->api.ca_file;
-    tls.ca_data = cfg->api.ca_data;
-    tls.proxy_url = cfg->api.proxy_url;
-    std::string server = cfg->api.server;
-    if (!cfg->api.tls_server_name.empty())
-        server = with_tls_server_name(server, cfg->api.tls_server_name, &tls.connect_to);
-
-    // 3. loop, signals, HTTP
-    signal(SIGPIPE, SIG_IGN);  // a shim that went away must not kill the agent
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    ApiAuth auth(&loop, cfg->api, cfg->api.server);
-    CurlTransport http(&loop, tls);
-    http.set_auth(&auth);
-    // Every virtual node's requests under the agent's credential share the
-    // HTTP/2 connections. A node holds one long watch, so max_jobs watches
-    // and a burst's short requests fit in max_jobs / 50 + 2 connections even
-    // where the server allows half of kube-apiserver's 100 streams. With node
-    // identities each node's certificate needs a connection of its own, as a
-    // kubelet has: no cap.
-    if (cfg->node_identity == "agent")
-        http.set_http2_connection_cap(static_cast<long>(cfg->max_jobs / 50 + 2));
-    if (auto st = http.start(); !st) {
-        LOG_ERROR("HTTP client: %s", st.message().c_str());
-        return 1;
-    }
-    KubeClient kube(http, server, cfg->api_timeout_s * 1000);
-    SystemClock clock;
-    CommandJobChecker checker(&loop, cfg->job_alive_command, cfg->job_end_command);
-
-    // 4. metrics (updated on the loop, rendered from an HTTP thread)
-    AgentMetrics metrics;
-    auth.set_observer({[&metrics] { metrics.api_credential_reloaded(); },
-                       [&metrics](bool ok) { metrics.api_credential(ok); },
-                       [&metrics](int64_t s) { metrics.api_credential_expiry(s); }});
-    // The credential before the first request: an exec plugin answers on the loop.
-    if (auto st = auth.start(); !st) {
+    Daemon d(*cfg, extra, lower_priority(cfg->nice));
+    for (auto step : {&Daemon::start_api, &Daemon::start_metrics, &Daemon::start_endpoints})
+        if (auto st = (d.*step)(); !st) {
+            LOG_ERROR("%s", st.message().c_str());
+            return 1;
+        }
+    d.start_serving_certificate();
+    if (auto st = d.start_agent(); !st) {
         LOG_ERROR("%s", st.message().c_str());
         return 1;
     }
-    while (!auth.ready() && auth.start_error().empty())
-        uv_run(&loop, UV_RUN_ONCE);
-    if (!auth.ready()) {
-        LOG_ERROR("%s", auth.start_error().c_str());
-        return 1;
-    }
-    AgentObserver obs = observe_into(metrics);
-    kube.set_observer([&metrics](const char *verb, int code) { metrics.api_request(verb, code); });
-    std::unique_ptr<MetricsEndpoint> metrics_ep;
-    if (cfg->metrics_port) {
-        metrics_ep = std::make_unique<MetricsEndpoint>([&metrics] { return metrics.render(); },
-                                                       cfg->metrics_address,
-                                                       static_cast<uint16_t>(cfg->metrics_port));
-        if (auto st = metrics_ep->start(); !st) {
-            LOG_ERROR("metrics endpoint on %s:%llu: %s (metrics_address, metrics_port)",
-                      cfg->metrics_address.c_str(),
-                      static_cast<unsigned long long>(cfg->metrics_port), st.message().c_str());
-            return 1;
-        }
-        bool v6 = cfg->metrics_address.find(':') != std::string::npos;
-        LOG_INFO("metrics on http://%s%s%s:%u/metrics", v6 ? "[" : "", cfg->metrics_address.c_str(),
-                 v6 ? "]" : "", metrics_ep->port());
-    }
-
-    // 5. the kubelet endpoint (kubectl logs through the API server); its
-    //    port goes into every Node's daemonEndpoints, so it starts first.
-    //    Its stats come from the agent's loop (agent/stats_provider.h).
-    //    With kubelet_node_ports each node gets an endpoint of its own
-    //    (agent/node_endpoints.h) and the shared one serves no stats.
-    //    Who may use it: a kubelet's Webhook authentication and
-    //    authorization, asked of the API server on the loop
-    //    (agent/webhook_gate.h); off in kubelet_insecure mode.
-    std::shared_ptr<WebhookGate> gate;
-    bool webhook =
-        cfg->kubelet_authorization_mode == "Webhook" || cfg->kubelet_authentication_webhook;
-    if (kubelet_endpoint_on(*cfg) && !cfg->kubelet_insecure && webhook) {
-        WebhookGateOptions o;
-        o.token_webhook = cfg->kubelet_authentication_webhook;
-        o.authorize_webhook = cfg->kubelet_authorization_mode == "Webhook";
-        o.timeout_ms = static_cast<int>(cfg->api_timeout_s * 1000);
-        gate = std::make_shared<WebhookGate>(
-            &loop,
-            [&kube](const std::string &path, const Json::Value &body, WebhookGate::Done done) {
-                kube.post(path, body, std::move(done));
-            },
-            o);
-        if (auto st = gate->start(); !st) {
-            LOG_ERROR("kubelet endpoint authorization: %s", st.message().c_str());
-            return 1;
-        }
-    }
-    LogIndex logs;
-    StreamLimits stream_limits;
-    stream_limits.max_sessions = static_cast<size_t>(cfg->kubelet_max_stream_sessions);
-    stream_limits.idle_timeout_ms = cfg->kubelet_stream_idle_timeout_s * 1000;
-    stream_limits.forward_any_port = cfg->kubelet_port_forward_any_port;
-    stream_limits.creation_timeout_ms = cfg->kubelet_stream_creation_timeout_s * 1000;
-    auto streams = std::make_shared<StreamSessions>(
-        &loop, stream_limits,
-        [&logs](const StreamRequest &r) { return logs.exec_check(r.ns, r.pod, r.container); },
-        relay_nice);
-    if (auto st = streams->start(); !st) {
-        LOG_ERROR("streaming sessions: %s", st.message().c_str());
-        return 1;
-    }
-    std::unique_ptr<Agent> agent;
-    AgentStatsProvider::Nodes nodes = [&agent] {
-        return agent ? agent->node_runtimes() : std::vector<NodeRuntimeRef>{};
-    };
-    auto stats = std::make_shared<AgentStatsProvider>(&loop, nodes);
-    if (auto st = stats->start(); !st) {
-        LOG_ERROR("stats: %s", st.message().c_str());
-        return 1;
-    }
-    // kubelet_serving = csr: one certificate for every endpoint of the host,
-    // obtained on the loop once the endpoints listen (they close their
-    // connections until then).
-    std::shared_ptr<ServingCredentials> serving;
-    if (cfg->kubelet_serving == "csr") {
-        serving = std::make_shared<ServingCredentials>();
-        serving->set_waiting("its certificate signing request is not sent yet");
-    }
-    std::unique_ptr<NodeEndpoints> node_endpoints;
-    std::shared_ptr<StatsProvider> shared_stats = stats;
-    if (cfg->kubelet_node_port_low && kubelet_endpoint_on(*cfg)) {
-        node_endpoints = std::make_unique<NodeEndpoints>(
-            &loop, kubelet_config(*cfg, gate, relay_nice, serving),
-            static_cast<uint16_t>(cfg->kubelet_node_port_low),
-            static_cast<uint16_t>(cfg->kubelet_node_port_high), &logs, nodes);
-        shared_stats = std::make_shared<RefusedStats>(
-            "this port is shared by the host's virtual nodes: each serves its stats on its own "
-            "port (kubelet_node_ports), the one its Node's kubeletEndpoint names");
-    }
-    if (node_endpoints) node_endpoints->set_streams(streams);
-    auto kubelet =
-        start_kubelet_endpoint(*cfg, logs, shared_stats, streams, gate, relay_nice, serving);
-    if (!kubelet) {
-        LOG_ERROR("%s", kubelet.message().c_str());
-        return 1;
-    }
-    UvTimerSource serving_timers(&loop);
-    AgentContext serving_ctx;
-    serving_ctx.timers = &serving_timers;
-    serving_ctx.kube = &kube;
-    serving_ctx.cfg = &*cfg;
-    serving_ctx.clock = &clock;
-    std::unique_ptr<CsrCertificate> serving_cert;
-    auto serving_owner = std::make_shared<int>(0);  // what guards its callbacks
-    if (serving) {
-        serving_cert =
-            std::make_unique<CsrCertificate>(serving_ctx, serving_profile(*cfg),
-                                             [serving](const std::shared_ptr<const Credential> &c) {
-                                                 serving->set(c->cert_pem, c->key_pem);
-                                             });
-        serving_cert->bind(serving_owner);
-        serving_cert->set_on_pending([serving](const std::string &csr) {
-            bool renewal = serving->generation() != 0;
-            LOG_WARN(
-                "[kubelet endpoint] certificate signing request %s waits for an admin's approval "
-                "(kubectl certificate approve %s); %s",
-                csr.c_str(), csr.c_str(),
-                renewal
-                    ? "the current certificate serves meanwhile"
-                    : "until then kubectl logs, exec and top fail on this host's virtual nodes");
-            if (!renewal)
-                serving->set_waiting("certificate signing request " + csr +
-                                     " awaits approval: kubectl certificate approve " + csr);
-        });
-        serving_cert->start([](const Status &) {});
-    }
-    NodeSpecInput host = host_facts(*cfg);
-    if (*kubelet) host.kubelet_port = (*kubelet)->port();
-
-    // 6. the agent: state, socket, controllers
-    agent = std::make_unique<Agent>(&loop, *cfg, kube, clock, checker, host);
-    agent->set_observer(&obs);
-    agent->set_api_status([&auth, &serving_cert, &clock] {
-        Json::Value v = auth.status();
-        if (serving_cert) v["kubelet_serving"] = serving_cert->describe(clock.now_s());
-        return v;
-    });
-    agent->set_log_index(&logs);
-    agent->set_stream_sessions(streams.get());
-    agent->set_node_endpoints(node_endpoints.get());
-    if (auto it = extra.find(cfg->runtime); it != extra.end())
-        agent->set_runtime_factory(it->second);
-    if (auto st = agent->start(); !st) {
-        LOG_ERROR("%s", st.message().c_str());
-        return 1;
-    }
-    LOG_INFO("listening on %s; API server %s; slurm node %s, node address %s",
-             cfg->socket_path.c_str(), cfg->api.server.c_str(), cfg->slurm_node.c_str(),
-             cfg->node_address.c_str());
-
-    // 7. run until SIGTERM/SIGINT: virtual nodes stay (jobs outlive an agent restart).
-    Signal sigs[2] = {Signal(&loop), Signal(&loop)};
-    int signums[2] = {SIGTERM, SIGINT};
-    for (int i = 0; i < 2; i++) {
-        sigs[i].start(signums[i], [&agent, &loop](int signum) {
-            LOG_INFO("signal %d: stopping (virtual nodes are kept)", signum);
-            if (agent) agent->stop();
-            uv_stop(&loop);
-        });
-    }
-    uv_run(&loop, UV_RUN_DEFAULT);
-
-    // 8. teardown in reverse
-    if (serving_cert)
-        serving_cert->stop();  // its timers and watch, before the client and the loop go
-    serving_cert.reset();
-    stats->close();           // scrapes waiting for the loop are answered: nothing holds the stops
-    if (gate) gate->close();  // so are requests waiting for their review
-    if (*kubelet) (*kubelet)->stop();
-    streams->stop();         // no start() can come now from the shared endpoint's threads
-    agent.reset();           // each node's own endpoint closes with it
-    cancel_deferred(&loop);  // calls into the agent that is gone
-    if (metrics_ep) metrics_ep->stop();
-    http.stop();
-    for (auto &s : sigs)
-        s.close();
-    // Close callbacks free the handles; thread-pool work (state-file fsyncs)
-    // must finish before the loop closes. Bounded: a handle left active by
-    // a bug must not turn SIGTERM into a hang.
-    for (int i = 0; i < 200 && uv_run(&loop, UV_RUN_NOWAIT) != 0; i++)
-        usleep(10 * 1000);
-    // Not 0: a bug, memory and descriptors leak (make check-valgrind).
-    if (uv_loop_close(&loop) != 0) log_open_handles(&loop, "teardown");
-    LOG_INFO("stopped");
+    d.run_until_signal();
+    d.stop();
     return 0;
 }
 
