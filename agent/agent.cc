@@ -1,5 +1,6 @@
 #include <config.h>  // PACKAGE_VERSION (agent/agent_config.h is the agent's own)
 
+#include "common/cgroup/cgroup_files.h"
 #include "agent/agent.h"
 
 #include <dirent.h>
@@ -25,7 +26,7 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "common/log_paths.h"
-#include "common/pod_cgroup.h"
+#include "common/cgroup/pod_cgroup.h"
 #include "common/procfs.h"
 #include "common/rfc3339.h"
 #include "common/strings.h"
@@ -80,11 +81,10 @@ Status prepare_admin_dir(const std::string &dir) {
     close(fd);
     return out;
 }
-constexpr char kCgroupRoot[] = "/sys/fs/cgroup";
 // The v1 hierarchies a pod gets a cgroup of its own in, where the job has one.
 const std::vector<std::string> kPodCgroupControllers = {"devices", "memory"};
 // ... and those Slurm makes no job directory in on v1: there in the project's
-// own tree of the job (common/pod_cgroup.h).
+// own tree of the job (common/cgroup/pod_cgroup.h).
 const std::vector<std::string> kOwnPodCgroupControllers = {"cpu", "cpuacct", "pids"};
 
 // resources.<kind>.<name> of a list of containers, in milli-units (0: none or

@@ -16,7 +16,7 @@
 #include "agent/node_endpoints.h"
 #include "agent/stats_provider.h"
 #include "agent/uv_timer_source.h"
-#include "common/pod_cgroup.h"
+#include "common/cgroup/pod_cgroup.h"
 
 namespace sk::agent {
 
@@ -131,7 +131,7 @@ class Agent {
     void op_list(const std::shared_ptr<Connection> &c, const proto::Request &req);
     void op_attach(const std::shared_ptr<Connection> &c, const proto::Request &req);
     void op_cgroup_enter(const std::shared_ptr<Connection> &c, const proto::Request &req);
-    // The attached shim's pods' cgroup parents (common/pod_cgroup.h); fails
+    // The attached shim's pods' cgroup parents (common/cgroup/pod_cgroup.h); fails
     // when pods get no cgroup of their own on this node (why, for the log).
     Result<std::vector<PodCgroupParent>> pod_cgroup_parents_of(const VirtualNode &vn) const;
     // Removes the pod cgroups of vn's job that hold no process any more.

@@ -148,7 +148,7 @@ struct AgentConfig {
     std::string slurm_user = "slurm";
     std::string shim_auth = "cgroup";  // cgroup | uid (weaker; tests without Slurm)
     // Each pod in a cgroup of its own below the extern step (cgroup v1,
-    // common/pod_cgroup.h): only its own GPUs at the device. gpu_device names
+    // common/cgroup/pod_cgroup.h): only its own GPUs at the device. gpu_device names
     // GPU {index}'s device node as gres.conf's File= does.
     bool pod_cgroups = true;
     std::string gpu_device = "/dev/nvidia{index}";

@@ -1,9 +1,10 @@
+#include "common/cgroup/cgroup_files.h"
 #include "agent/peer_auth.h"
 
 #include <algorithm>
 
 #include "common/procfs.h"
-#include "common/slurm_cgroup.h"
+#include "common/cgroup/slurm_cgroup.h"
 
 namespace sk::agent {
 
@@ -93,7 +94,7 @@ Result<Pool> admit_connection(const PeerStanding &who, uint32_t uid, const PoolC
 }
 
 std::string read_proc_cgroup(int32_t pid) {
-    auto text = read_proc_file(pid, "cgroup");
+    auto text = read_process_cgroups(pid);
     return text ? *text : std::string();
 }
 

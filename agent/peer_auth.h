@@ -29,7 +29,7 @@ enum class ShimAuth { Cgroup, Uid };
 
 // attach to job_id: uid must be the job's; with ShimAuth::Cgroup the peer's
 // /proc/PID/cgroup text must place it in the job's Slurm cgroup
-// (slurm_job_cgroups, common/slurm_cgroup.h: only the hierarchies Slurm
+// (slurm_job_cgroups, common/cgroup/slurm_cgroup.h: only the hierarchies Slurm
 // confines jobs with count, never one systemd may delegate to the user).
 Status authorize_attach(const PeerCred &peer, uint32_t job_id, uint32_t job_uid, ShimAuth mode,
                         std::string_view cgroup_text);

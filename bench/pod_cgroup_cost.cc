@@ -1,5 +1,5 @@
 // bench/pod_cgroup_cost: what a pod's own cgroup costs at its start and end
-// (common/pod_cgroup.h), on this host's real cgroup hierarchies, as root.
+// (common/cgroup/pod_cgroup.h), on this host's real cgroup hierarchies, as root.
 // cgroup v1: a parent like a Slurm job's extern step is made in the devices
 // and memory hierarchies (sk_bench_<pid>/job_1/step_extern), the project's
 // own tree in cpu, cpuacct and pids. cgroup v2 (a pure unified hierarchy:
@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "common/pod_cgroup.h"
+#include "common/cgroup/pod_cgroup.h"
 
 namespace {
 

@@ -7,10 +7,6 @@ common_libcommon_core_la_SOURCES = \
 	common/agent_call.h \
 	common/backoff.cc \
 	common/backoff.h \
-	common/bpf_devices.cc \
-	common/bpf_devices.h \
-	common/cgroup_devices.cc \
-	common/cgroup_devices.h \
 	common/config.cc \
 	common/config.h \
 	common/error.cc \
@@ -23,8 +19,6 @@ common_libcommon_core_la_SOURCES = \
 	common/k8s_names.h \
 	common/log.cc \
 	common/log.h \
-	common/pod_cgroup.cc \
-	common/pod_cgroup.h \
 	common/plugin_wire.h \
 	common/procfs.cc \
 	common/procfs.h \
@@ -32,15 +26,13 @@ common_libcommon_core_la_SOURCES = \
 	common/result.h \
 	common/rfc3339.cc \
 	common/rfc3339.h \
-	common/slurm_cgroup.cc \
-	common/slurm_cgroup.h \
 	common/strings.cc \
 	common/strings.h \
 	common/wire.cc \
 	common/wire.h \
 	common/wire_codec.h
 common_libcommon_core_la_CPPFLAGS = $(AM_CPPFLAGS) $(JSONC_CFLAGS)
-common_libcommon_core_la_LIBADD = $(JSONC_LIBS)
+common_libcommon_core_la_LIBADD = common/cgroup/libcgroup.la $(JSONC_LIBS)
 
 # libcommon: libcommon_core plus jsoncpp (the agent's side of the protocol,
 # the CLI's client) and the CRI log files. Linked by the daemons, the CLI and

@@ -57,7 +57,7 @@ struct AttachReply {
     std::vector<int> gpus;
     std::string state_dir;  // where the shim keeps its own state (owned by the job user)
     // The agent places each container in its pod's own cgroup when the
-    // container's supervisor asks (op cgroup_enter, common/pod_cgroup.h):
+    // container's supervisor asks (op cgroup_enter, common/cgroup/pod_cgroup.h):
     // the shim then tells every supervisor to ask (k8s-shim/supervise.h).
     bool pod_cgroups = false;
 };
@@ -67,7 +67,7 @@ struct CgroupEnter {
     std::string pod_uid;
     std::vector<int> gpus;  // the pod's GPUs (node indices): the others are denied
     // The container (its name in the pod's spec) whose supervisor asks: its
-    // own cgroup below the pod's, with its own limits (common/pod_cgroup.h).
+    // own cgroup below the pod's, with its own limits (common/cgroup/pod_cgroup.h).
     std::string container;
 };
 

@@ -230,7 +230,7 @@ struct PodStatsEntry {
     std::vector<ContainerStats> containers;  // the running ones, at most kMaxStatsContainers
     // The pod's directory in the shim's state (logs, volumes, its records).
     std::optional<DiskUse> ephemeral = std::nullopt;
-    // The pod's own cgroups (common/pod_cgroup.h), as a kubelet reads a pod:
+    // The pod's own cgroups (common/cgroup/pod_cgroup.h), as a kubelet reads a pod:
     // CPU from its cpuacct cgroup, the working set of its memory cgroup
     // (usage minus inactive file pages). Everything in the pod counts, its
     // supervisors and processes reaped by nobody included. Absent where the

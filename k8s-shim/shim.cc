@@ -1,3 +1,4 @@
+#include "common/cgroup/cgroup_files.h"
 #include "k8s-shim/shim.h"
 
 #include <dirent.h>
@@ -701,7 +702,7 @@ proto::Reply Shim::pod_stats(const proto::Request &req) {
     ProcessTable table = read_process_table();
     std::string self_cgroup;
     if (pod_cgroups_)
-        if (auto t = read_file("/proc/self/cgroup", size_t{64} * 1024)) self_cgroup = *t;
+        if (auto t = read_process_cgroups()) self_cgroup = *t;
     proto::PodStatsReply out;
     size_t disk_budget = kDiskWalkEntriesPerReply;
     uint64_t cpu_ns = 0, memory = 0;

@@ -8,7 +8,7 @@
 
 #include <sstream>
 
-#include "common/pod_cgroup.h"
+#include "common/cgroup/cgroup_files.h"
 #include "k8s-shim/confine.h"
 #include "k8s-shim/podman.h"
 #include "k8s-shim/supervise.h"
@@ -163,46 +163,11 @@ void signal_group(int pgid, int sig) noexcept {
     if (pgid > 1) kill(-pgid, sig);
 }
 
-namespace {
-
-// The "oom_kill" count of a flat-keyed cgroup file (v1 memory.oom_control,
-// v2 memory.events); -1 when the file has none, `absent` when it cannot be
-// opened.
-long long oom_kill_count(const std::string &path, long long absent) {
-    auto text = read_file(path, size_t{64} << 10);
-    if (!text) return absent;
-    std::istringstream f(*text);
-    std::string key;
-    long long value;
-    while (f >> key >> value)
-        if (key == "oom_kill") return value;
-    return -1;
-}
-
-}  // namespace
-
 long long cgroup_oom_kills(const std::string &pod_uid, uint32_t job_id,
                            const std::string &container) noexcept {
     try {
-        auto own = read_file("/proc/self/cgroup", size_t{64} << 10);
-        std::istringstream cg(own ? *own : std::string());
-        std::string line, path, text;
-        while (std::getline(cg, line)) {
-            if (line.rfind("0::", 0) == 0) path = line.substr(3);
-            text += line + "\n";
-        }
-        auto memory = pod_uid.empty()
-                          ? Result<std::vector<PodCgroupParent>>(fail(Error::NotFound, ""))
-                          : pod_cgroup_parents(text, job_id, {"memory"}, "/sys/fs/cgroup");
-        // The container's own cgroup (0 until the agent made it).
-        auto ctr = container_cgroup_name(container);
-        if (memory && !memory->empty() && ctr)
-            return oom_kill_count(
-                memory->front().dir + "/k8s_pod_" + pod_uid + "/" + *ctr +
-                    (memory->front().unified ? "/memory.events" : "/memory.oom_control"),
-                0);
-        if (path.empty()) return -1;
-        return oom_kill_count("/sys/fs/cgroup" + path + "/memory.events", -1);
+        auto own = read_process_cgroups();
+        return container_oom_kills(own ? *own : std::string(), pod_uid, job_id, container);
     } catch (...) {
     }
     return -1;

@@ -103,7 +103,7 @@ void signal_group(int pgid, int sig) noexcept;
 
 // The oom_kill counter of the cgroup a container's processes run in: with
 // pod_uid, its own below its pod's in Slurm job job_id (the extern step's
-// k8s_pod_<uid>/ctr_<container>, common/pod_cgroup.h: v1 memory.oom_control,
+// k8s_pod_<uid>/ctr_<container>, common/cgroup/pod_cgroup.h: v1 memory.oom_control,
 // v2 memory.events; 0 while that directory is not made yet), else this
 // process's (v2 memory.events); -1 when unknown (no memory controller).
 long long cgroup_oom_kills(const std::string &pod_uid = "", uint32_t job_id = 0,

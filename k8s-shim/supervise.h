@@ -74,7 +74,7 @@ constexpr const char kSuperviseNiceEnv[] = "SK_SUPERVISE_NICE";
 // <container name>", removed from the environment too): before it forks the
 // command, the supervisor asks the agent on a connection of its own to move
 // it into its container's cgroup below the pod's (op cgroup_enter,
-// common/pod_cgroup.h), so the command and
+// common/cgroup/pod_cgroup.h), so the command and
 // all it starts run there (an unavailable agent, restarting or with its
 // connections for this user all taken, is asked again with back-off); a
 // refusal or no answer within 15 s ends it with

@@ -8,8 +8,8 @@
 
 #include <algorithm>
 
-#include "common/bpf_devices.h"
-#include "common/slurm_cgroup.h"
+#include "common/cgroup/bpf_devices.h"
+#include "common/cgroup/slurm_cgroup.h"
 
 namespace sk::spank {
 namespace {

@@ -20,7 +20,7 @@
 // (kGpusConfinedEnv).
 //
 // cgroup v2 (tests/vm/README.md "Measured cgroup v2 layout" (d)): there is no
-// devices controller; Slurm attaches a device program (common/bpf_devices.h)
+// devices controller; Slurm attaches a device program (common/cgroup/bpf_devices.h)
 // to the job's directory J and, for a step whose GPUs differ from the job's,
 // to J/step_X/user (both with override) and to each J/step_X/user/task_N
 // (no flag). The plugin puts its own in their place, built as Slurm's are
@@ -28,7 +28,7 @@
 // lent GPUs: on J/step_X/user of every trainer step and on the task
 // directories that hold one of Slurm's (which then allow the step's GPUs,
 // not the task's narrower binding), and on J/step_extern (the lent GPUs
-// only: the shim; pods' directories get their own, common/pod_cgroup.h).
+// only: the shim; pods' directories get their own, common/cgroup/pod_cgroup.h).
 // The step's hook runs after Slurm attached its programs
 // (slurm_spank_task_post_fork follows task/cgroup's task_pre_launch_priv).
 #pragma once
@@ -40,7 +40,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/cgroup_devices.h"
+#include "common/cgroup/cgroup_devices.h"
 #include "common/result.h"
 
 namespace sk::spank {
@@ -50,7 +50,7 @@ namespace sk::spank {
 constexpr const char kGpusConfinedEnv[] = "SLURM_K8S_GPUS_CONFINED";
 
 // The devices cgroup directory of one step of job_id: the job's directory in
-// the v1 devices hierarchy (from slurmstepd's own /proc/self/cgroup, which
+// the v1 devices hierarchy (from slurmstepd's own cgroup membership, read_process_cgroups, which
 // places it in the job) + "/" + step ("step_batch", "step_extern", "step_0").
 // NotFound when the process is in no devices cgroup of the job (Slurm's
 // ConstrainDevices is off, or proctrack/task are not cgroup); Unavailable on
@@ -59,13 +59,13 @@ Result<std::string> step_devices_dir(std::string_view proc_cgroup_text, uint32_t
                                      const std::string &step, const std::string &cgroup_root);
 
 // cgroup v2: the job's directory "<cgroup_root>/.../job_<id>" from
-// slurmstepd's /proc/self/cgroup on a pure cgroup v2 host; NotFound when the
+// slurmstepd's own cgroup membership on a pure cgroup v2 host; NotFound when the
 // process is in no cgroup of the job, Unavailable on a v1 or hybrid host.
 Result<std::string> v2_job_dir(std::string_view proc_cgroup_text, uint32_t job_id,
                                const std::string &cgroup_root);
 
 // cgroup v2: puts a device program allowing `allowed` and denying `denied`
-// (and every other GPU of their major, common/bpf_devices.h gpu_policy) on
+// (and every other GPU of their major, common/cgroup/bpf_devices.h gpu_policy) on
 // dir (opened without following a symlink), with override, and on each
 // "task_*" directory below it that has a program of its own (no flag, in
 // place of Slurm's). Fails naming the directory.

@@ -49,9 +49,10 @@
 
 #include <memory>
 
+#include "common/cgroup/cgroup_files.h"
 #include "common/plugin_wire.h"
 #include "common/log.h"
-#include "common/pod_cgroup.h"
+#include "common/cgroup/pod_cgroup.h"
 #include "common/procfs.h"
 #include "common/strings.h"
 #include "spank/hook_util.h"
@@ -63,8 +64,6 @@
 
 namespace sk::spank {
 namespace {
-
-const char kCgroupRoot[] = "/sys/fs/cgroup";
 
 // This slurmstepd serves one job on one node for the job's whole life.
 struct ExternState {
@@ -176,7 +175,7 @@ int extern_task_post_fork(spank_t sp, int ac, char **av) {
         return 0;
     }
     if (!rf->registered) return 0;
-    auto self_cgroup = read_proc_file(getpid(), "cgroup");
+    auto self_cgroup = read_process_cgroups();
     auto cgroups = job_cgroup_dirs(self_cgroup ? *self_cgroup : "", job, kCgroupRoot);
     std::string v2_pods;
     if (auto j = v2_job_dir(self_cgroup ? *self_cgroup : "", job, kCgroupRoot)) {
@@ -184,7 +183,7 @@ int extern_task_post_fork(spank_t sp, int ac, char **av) {
         v2_pods = *j + "/step_extern";
     }
     // The agent's own tree of the job (pods' cpu and pids cgroups on v1,
-    // common/pod_cgroup.h): its processes are killed and its directories
+    // common/cgroup/pod_cgroup.h): its processes are killed and its directories
     // removed with the job's at the end.
     if (!cgroups.empty())
         for (const auto &d : own_job_cgroup_dirs(self_cgroup ? *self_cgroup : "", job,

@@ -17,6 +17,7 @@
 
 #include <cstdio>
 
+#include "common/cgroup/cgroup_files.h"
 #include "common/log.h"
 #include "common/plugin_wire.h"
 #include "common/procfs.h"
@@ -141,9 +142,9 @@ int step_task_post_fork(spank_t sp, int, char **) {
     if (!rf.registered || rf.gpus.empty()) return 0;
     uint32_t step_id = item_u32(sp, S_JOB_STEPID, 0);
     std::string step = step_component(step_id);
-    auto self = read_proc_file(getpid(), "cgroup");
+    auto self = read_process_cgroups();
     Status st;
-    if (auto job = v2_job_dir(self ? *self : "", rf.job_id, "/sys/fs/cgroup");
+    if (auto job = v2_job_dir(self ? *self : "", rf.job_id, kCgroupRoot);
         job || job.error() != Error::Unavailable) {
         // cgroup v2: the step's program in place of Slurm's, from the GPUs
         // Slurm gave the step (an srun step's own, else the job's).
@@ -159,7 +160,7 @@ int step_task_post_fork(spank_t sp, int, char **) {
         st = lent ? v2_confine_gpus(*job + "/" + step + "/user", *keep, *lent)
                   : Status(lent.failure());
     } else {
-        auto dir = step_devices_dir(self ? *self : "", rf.job_id, step, "/sys/fs/cgroup");
+        auto dir = step_devices_dir(self ? *self : "", rf.job_id, step, kCgroupRoot);
         auto devs = dir ? gpu_char_devices(g_step.gpu_device, rf.gpus)
                         : Result<std::vector<CharDevice>>(dir.failure());
         st = devs ? deny_devices(*dir, *devs) : Status(devs.failure());

@@ -13,9 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <sstream>
 
+#include "common/cgroup/cgroup_files.h"
 #include "common/fs.h"
 
 namespace sk::spank {
@@ -90,19 +90,6 @@ void close_fds_from(int first, int keep) {
     _exit(127);
 }
 
-// A cgroup's cgroup.procs, read with a bound (root reads it; the job's
-// processes fill it): 4 MiB holds over 500,000 pids.
-std::vector<pid_t> read_pids(const std::string &file) {
-    std::vector<pid_t> out;
-    auto text = read_file(file, size_t{4} << 20);
-    if (!text) return out;
-    std::istringstream in(*text);
-    long p;
-    while (in >> p)
-        out.push_back(static_cast<pid_t>(p));
-    return out;
-}
-
 uid_t pid_uid(pid_t pid) {
     struct stat st;
     std::string p = "/proc/" + std::to_string(pid);
@@ -130,7 +117,7 @@ std::vector<pid_t> job_user_pids(const std::vector<std::string> &dirs, uid_t uid
         subdirs(d, &all);
         all.push_back(d);
         for (const auto &x : all)
-            for (pid_t p : read_pids(x + "/cgroup.procs"))
+            for (pid_t p : read_cgroup_procs(x))
                 if (pid_uid(p) == uid) out.push_back(p);
     }
     return out;
@@ -292,15 +279,15 @@ int stop_shim(pid_t shim, uid_t uid, const std::vector<std::string> &job_cgroups
 
 std::vector<std::string> remove_job_cgroups(const std::vector<std::string> &job_cgroups,
                                             const std::string &root, int timeout_ms) {
-    const std::string self = std::to_string(getpid());
+    const pid_t self = getpid();
     for (const auto &dir : job_cgroups) {
-        // "/sys/fs/cgroup/freezer/slurm_n1/uid_1/job_2" -> "/sys/fs/cgroup/freezer"
+        // "<root>/freezer/slurm_n1/uid_1/job_2" -> "<root>/freezer"
         auto rest = dir.find('/', root.size() + 1);
         if (rest == std::string::npos) continue;
         std::string hierarchy = dir.substr(0, rest);
-        for (pid_t p : read_pids(dir + "/cgroup.procs"))
-            if (std::to_string(p) == self) {
-                std::ofstream(hierarchy + "/cgroup.procs") << self << std::endl;
+        for (pid_t p : read_cgroup_procs(dir))
+            if (p == self) {
+                (void)move_to_cgroup(hierarchy, self);  // else the removal below says what is left
                 break;
             }
     }

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "common/slurm_cgroup.h"
+#include "common/cgroup/slurm_cgroup.h"
 #include "common/strings.h"
 
 namespace sk::spank {

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "common/cgroup/cgroup_files.h"
+
 namespace sk::spank {
 
 // True when slurm.conf text sets PrologFlags with Contain (the extern step
@@ -13,12 +15,13 @@ namespace sk::spank {
 // PrologFlags line wins, as in Slurm.
 bool prolog_flags_contain(const std::string &slurm_conf_text);
 
-// For each cgroup v1 controller line of /proc/<pid>/cgroup that places the
-// process in Slurm job job_id (slurm_job_cgroups, common/slurm_cgroup.h):
-// "/sys/fs/cgroup/<controllers>/<path up to job_<id>>". Named hierarchies
+// For each cgroup v1 controller line of a process's cgroup membership
+// (read_process_cgroups) that places it in Slurm job job_id
+// (slurm_job_cgroups, common/cgroup/slurm_cgroup.h):
+// "<root>/<controllers>/<path up to job_<id>>". Named hierarchies
 // (name=systemd) and the v2 line ("0::") are skipped.
 std::vector<std::string> job_cgroup_dirs(const std::string &proc_cgroup_text, uint32_t job_id,
-                                         const std::string &root = "/sys/fs/cgroup");
+                                         const std::string &root = kCgroupRoot);
 
 // The CPUs a job holds on the node_index-th node of its node list (0-based),
 // from SLURM_JOB_CPUS_PER_NODE as Slurm writes it in the prolog's

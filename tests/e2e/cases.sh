@@ -58,7 +58,7 @@ EOF
 }
 # A pod whose container "big" allocates 64 MiB over its own 32Mi limit, well
 # within the pod's (32Mi + 256Mi for "calm"): OOMKilled in its container's
-# cgroup alone, "calm" runs on (common/pod_cgroup.h: a cgroup per container).
+# cgroup alone, "calm" runs on (common/cgroup/pod_cgroup.h: a cgroup per container).
 e2e_check_container_oom() {  # e2e_check_container_oom CASE JOB
   local what="$1" j="$2" got
   e2e_kubectl apply -f - >/dev/null <<EOF
@@ -100,7 +100,7 @@ EOF
 }
 
 # Each pod in a devices cgroup of its own (agent.conf pod_cgroups,
-# common/pod_cgroup.h) below the extern step: its processes are there, and a
+# common/cgroup/pod_cgroup.h) below the extern step: its processes are there, and a
 # process there may open the pod's own GPUs and no other, the trainer's and
 # the other pods' included (a pod cannot even name those: their device nodes
 # are not in its view; the cgroup is what denies them to a process that
@@ -232,7 +232,7 @@ for p in json.load(sys.stdin)["pods"]:
 # pod_devices on cgroup v2 (Slurm's cgroup/v2 in the QEMU guest of tests/vm:
 # tests/vm/e2e-v2.sh runs it; not in E2E_CASES, the host is v1). One
 # hierarchy: each pod's directory is J/step_extern/k8s_pod_<uid> with its
-# limits and a device program of its own (common/pod_cgroup.h), the trainer's
+# limits and a device program of its own (common/cgroup/pod_cgroup.h), the trainer's
 # steps have the plugin's device program in place of Slurm's
 # (spank/device_cgroup.h). Checks as pod_devices', the paths and files v2's.
 case_pod_devices_v2() {

@@ -83,12 +83,14 @@ check_PROGRAMS += \
 	tests/unit/test_procfs \
 	tests/unit/test_rfc3339 \
 	tests/unit/test_slurm_cgroup \
+	tests/unit/test_cgroup_files \
 	tests/unit/test_bpf_devices
 TESTS += \
 	tests/unit/test_fs \
 	tests/unit/test_procfs \
 	tests/unit/test_rfc3339 \
 	tests/unit/test_slurm_cgroup \
+	tests/unit/test_cgroup_files \
 	tests/unit/test_bpf_devices
 tests_unit_test_fs_SOURCES = tests/unit/test_fs.cc
 tests_unit_test_fs_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
@@ -102,6 +104,9 @@ tests_unit_test_rfc3339_LDADD = common/libcommon_core.la $(SK_CHECK_LIBS)
 tests_unit_test_slurm_cgroup_SOURCES = tests/unit/test_slurm_cgroup.cc
 tests_unit_test_slurm_cgroup_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
 tests_unit_test_slurm_cgroup_LDADD = common/libcommon_core.la $(SK_CHECK_LIBS)
+tests_unit_test_cgroup_files_SOURCES = tests/unit/test_cgroup_files.cc
+tests_unit_test_cgroup_files_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_cgroup_files_LDADD = common/libcommon_core.la $(SK_CHECK_LIBS)
 tests_unit_test_bpf_devices_SOURCES = tests/unit/test_bpf_devices.cc
 tests_unit_test_bpf_devices_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
 tests_unit_test_bpf_devices_LDADD = common/libcommon_core.la $(SK_CHECK_LIBS)

@@ -1,4 +1,4 @@
-// common/bpf_devices.h: the policy a cgroup v2 device program carries, and
+// common/cgroup/bpf_devices.h: the policy a cgroup v2 device program carries, and
 // the program itself on this machine's kernel: a process in a cgroup with
 // the program is refused (EPERM) the devices it denies and opens the others.
 // The kernel part needs root and a cgroup2 mount (a pure v2 host or a hybrid
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "common/bpf_devices.h"
+#include "common/cgroup/bpf_devices.h"
 #include "tests/unit/check_main.h"
 
 using namespace sk;

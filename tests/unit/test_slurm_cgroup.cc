@@ -1,4 +1,4 @@
-// common/slurm_cgroup: the Slurm job of a process from /proc/<pid>/cgroup.
+// common/cgroup/slurm_cgroup: the Slurm job of a process from /proc/<pid>/cgroup.
 // The agent authenticates shims with it, so the table holds the forgeries a
 // job's user could make as well as Slurm's real layouts.
 #include <string>
@@ -14,8 +14,8 @@
 #include <fstream>
 
 #include "common/fs.h"
-#include "common/pod_cgroup.h"
-#include "common/slurm_cgroup.h"
+#include "common/cgroup/pod_cgroup.h"
+#include "common/cgroup/slurm_cgroup.h"
 #include "common/strings.h"
 #include "tests/unit/check_main.h"
 
@@ -95,7 +95,7 @@ START_TEST(parse_lines) {
 }
 END_TEST
 
-// ---- pods' own cgroups (common/pod_cgroup.h) ----
+// ---- pods' own cgroups (common/cgroup/pod_cgroup.h) ----
 // The shim's /proc/<pid>/cgroup as Slurm 22.05 (cgroup v1) leaves it in the
 // extern step.
 static const char kShimV1[] =

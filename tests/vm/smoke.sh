@@ -210,7 +210,7 @@ EOF
 fi
 
 # ------------------------------- 6. pods' cgroups on the real v2 kernel ----
-# common/pod_cgroup.h's v2 path and common/bpf_devices.h on this kernel: the
+# common/cgroup/pod_cgroup.h's v2 path and common/cgroup/bpf_devices.h on this kernel: the
 # unit tests that skip on a host without a pure unified hierarchy.
 for t in test_slurm_cgroup test_bpf_devices; do
   out="$("$BUILD/tests/unit/$t" 2>&1)"; unit_rc=$?

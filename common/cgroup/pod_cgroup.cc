@@ -1,4 +1,4 @@
-#include "common/pod_cgroup.h"
+#include "common/cgroup/pod_cgroup.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -10,9 +10,9 @@
 
 #include <algorithm>
 
-#include "common/bpf_devices.h"
+#include "common/cgroup/bpf_devices.h"
 #include "common/k8s_names.h"
-#include "common/slurm_cgroup.h"
+#include "common/cgroup/slurm_cgroup.h"
 #include "common/strings.h"
 
 namespace sk {

@@ -13,7 +13,7 @@
 // "J/step_extern/k8s_pod_<uid>" beside Slurm's "slurm" and "user" leaves
 // (tests/vm/README.md "Measured cgroup v2 layout"), with cpu, memory and
 // pids (the agent enables pids below the job, where Slurm stops it) and a
-// device program of its own (common/bpf_devices.h) in place of the job's.
+// device program of its own (common/cgroup/bpf_devices.h) in place of the job's.
 #pragma once
 
 #include <sys/types.h>
@@ -23,7 +23,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/cgroup_devices.h"
+#include "common/cgroup/cgroup_devices.h"
 #include "common/result.h"
 
 namespace sk {
@@ -87,7 +87,7 @@ Result<std::string> container_cgroup_name(std::string_view container);
 struct PodCgroupSettings {
     std::vector<CharDevice> deny;  // devices: the GPUs it may not open
     // cgroup v2: the GPUs it may open (its device program replaces the
-    // job's: every other GPU of their major is denied, common/bpf_devices.h).
+    // job's: every other GPU of their major is denied, common/cgroup/bpf_devices.h).
     std::vector<CharDevice> gpus;
     int64_t memory_limit = 0;  // memory: memory.limit_in_bytes, 0 = the job's
     // cpu: the CFS quota per period (cpu.cfs_period_us, cpu.cfs_quota_us) from

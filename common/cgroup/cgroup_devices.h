@@ -1,6 +1,6 @@
 // GPU device nodes and devices-cgroup rules (cgroup v1), shared by the
 // plugin (a step's GPUs, spank/device_cgroup.h) and the agent (a pod's,
-// common/pod_cgroup.h). Root writes these rules on behalf of jobs and pods:
+// common/cgroup/pod_cgroup.h). Root writes these rules on behalf of jobs and pods:
 // nothing here follows a symlink.
 #pragma once
 

@@ -1,4 +1,4 @@
-#include "common/slurm_cgroup.h"
+#include "common/cgroup/slurm_cgroup.h"
 
 #include <algorithm>
 

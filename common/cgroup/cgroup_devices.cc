@@ -1,4 +1,4 @@
-#include "common/cgroup_devices.h"
+#include "common/cgroup/cgroup_devices.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "common/cgroup_devices.h"
+#include "common/cgroup/cgroup_devices.h"
 #include "common/result.h"
 
 namespace sk {

@@ -1,4 +1,4 @@
-#include "common/bpf_devices.h"
+#include "common/cgroup/bpf_devices.h"
 
 #include <errno.h>
 #include <linux/bpf.h>
