@@ -108,10 +108,26 @@ Result<std::string> resource_ref(const Json::Value &container, const Json::Value
     return std::to_string((milli + div - 1) / div);  // the kubelet rounds up
 }
 
+// A volume's files: path -> bytes (proto::PodFiles' inner map).
+using VolumeFiles = std::map<std::string, std::string>;
+
+// A key of a ConfigMap (its text) or a Secret (base64, as the API gives it)
+// as the file's bytes.
+Result<std::string> object_value(const Json::Value &data, const std::string &key, bool secret,
+                                 const std::string &name) {
+    std::string raw = data[key].asString();
+    if (!secret) return raw;
+    auto bytes = base64_decode(raw);
+    if (!bytes)
+        return fail(Error::Invalid,
+                    "key " + key + " of secret \"" + name + "\" is not valid base64");
+    return *bytes;
+}
+
 // The keys of a ConfigMap or Secret source (a volume or a projected source)
-// as files: its items, or all its keys; base64 as pod_run carries them.
+// as files: its items, or all its keys.
 Status add_object_files(const Json::Value &src, bool secret, const std::string &name,
-                        const FetchedObjects &objs, Json::Value *entries) {
+                        const FetchedObjects &objs, VolumeFiles *entries) {
     auto it = objs.find({secret ? "secrets" : "configmaps", name});
     if (it == objs.end()) {
         if (src["optional"].asBool()) return {};
@@ -124,13 +140,15 @@ Status add_object_files(const Json::Value &src, bool secret, const std::string &
             std::string k = item["key"].asString();
             if (!data.isMember(k))
                 return fail(Error::Invalid, "couldn't find key " + k + " in " + name);
-            std::string raw = data[k].asString();
-            (*entries)[item["path"].asString()] = secret ? raw : base64_encode(raw);
+            auto v = object_value(data, k, secret, name);
+            if (!v) return v.failure();
+            (*entries)[item["path"].asString()] = std::move(*v);
         }
     } else {
         for (const auto &k : data.getMemberNames()) {
-            std::string raw = data[k].asString();
-            (*entries)[k] = secret ? raw : base64_encode(raw);
+            auto v = object_value(data, k, secret, name);
+            if (!v) return v.failure();
+            (*entries)[k] = std::move(*v);
         }
     }
     return {};
@@ -186,11 +204,11 @@ Result<std::string> downward_item(const Json::Value &pod, const Json::Value &ite
 }
 
 Status add_downward_files(const Json::Value &pod, const Json::Value &items, const NodeFacts &node,
-                          Json::Value *entries) {
+                          VolumeFiles *entries) {
     for (const auto &item : api::items(items)) {
         auto v = downward_item(pod, item, node);
         if (!v) return v.failure();
-        (*entries)[item["path"].asString()] = base64_encode(*v);
+        (*entries)[item["path"].asString()] = std::move(*v);
     }
     return {};
 }
@@ -199,7 +217,7 @@ Status add_downward_files(const Json::Value &pod, const Json::Value &items, cons
 // source (true: its name): its files into *entries, the outcome in *st.
 // False when `v` is neither kind.
 bool add_secret_or_config_map(const Json::Value &v, bool source, const FetchedObjects &objs,
-                              Json::Value *entries, Status *st) {
+                              VolumeFiles *entries, Status *st) {
     if (v.isMember("secret")) {
         const Json::Value &sec = v["secret"];
         *st = add_object_files(sec, true, sec[source ? "name" : "secretName"].asString(), objs,
@@ -214,12 +232,12 @@ bool add_secret_or_config_map(const Json::Value &v, bool source, const FetchedOb
     return false;
 }
 
-Result<Json::Value> volume_files(const Json::Value &pod, const FetchedObjects &objs,
-                                 const NodeFacts &node) {
-    Json::Value files(Json::objectValue);
+Result<proto::PodFiles> volume_files(const Json::Value &pod, const FetchedObjects &objs,
+                                     const NodeFacts &node) {
+    proto::PodFiles files;
     for (const auto &v : pod["spec"]["volumes"]) {
         std::string vname = v["name"].asString();
-        Json::Value entries(Json::objectValue);
+        VolumeFiles entries;
         Status st;
         if (add_secret_or_config_map(v, false, objs, &entries, &st)) {
             // done
@@ -238,7 +256,7 @@ Result<Json::Value> volume_files(const Json::Value &pod, const FetchedObjects &o
                         st = fail(Error::Invalid, "volume " + vname + ": no token for " + path +
                                                       " (the TokenRequest gave none)");
                     else
-                        entries[path] = base64_encode(it->second["status"]["token"].asString());
+                        entries[path] = it->second["status"]["token"].asString();
                 } else {
                     st = fail(Error::Invalid, "volume " + vname +
                                                   ": projected sources may be secret, configMap, "
@@ -257,10 +275,10 @@ Result<Json::Value> volume_files(const Json::Value &pod, const FetchedObjects &o
 
 }  // namespace
 
-Json::Value object_volume_files(const Json::Value &pod, const FetchedObjects &objs) {
-    Json::Value files(Json::objectValue);
+proto::PodFiles object_volume_files(const Json::Value &pod, const FetchedObjects &objs) {
+    proto::PodFiles files;
     for (const auto &v : api::items(pod["spec"]["volumes"])) {
-        Json::Value entries(Json::objectValue);
+        VolumeFiles entries;
         Status st;
         if (add_secret_or_config_map(v, false, objs, &entries, &st)) {
             // done
@@ -395,8 +413,8 @@ Json::Value token_request_body(const Json::Value &pod, const TokenNeed &need) {
 
 namespace {
 
-Result<Json::Value> resolve_fields(const Json::Value &pod_in, const FetchedObjects &objs,
-                                   const NodeFacts &node) {
+Result<proto::PodRun> resolve_fields(const Json::Value &pod_in, const FetchedObjects &objs,
+                                     const NodeFacts &node) {
     Json::Value pod = pod_in;
     std::string ns = pod["metadata"]["namespace"].asString();
     for (const char *list : {"initContainers", "containers"}) {
@@ -488,12 +506,7 @@ Result<Json::Value> resolve_fields(const Json::Value &pod_in, const FetchedObjec
         st["podIPs"] = Json::Value(Json::arrayValue);
         st["podIPs"].append(ip);
     }
-    Json::Value body(Json::objectValue);
-    body["pod"] = pod;
-    body["files"] = *files;
-    std::string auth = pull_auth(pod_in, objs, nullptr);
-    if (!auth.empty()) body["pull_auth"] = auth;
-    return body;
+    return proto::make_pod_run(std::move(pod), std::move(*files), pull_auth(pod_in, objs, nullptr));
 }
 
 }  // namespace
@@ -502,8 +515,8 @@ Result<Json::Value> resolve_fields(const Json::Value &pod_in, const FetchedObjec
 // env list that is a string, a name that is an object) makes jsoncpp throw.
 // That is a pod the kubelet would refuse too, not a reason to abandon the
 // controller's callback.
-Result<Json::Value> resolve_pod(const Json::Value &pod, const FetchedObjects &objs,
-                                const NodeFacts &node) {
+Result<proto::PodRun> resolve_pod(const Json::Value &pod, const FetchedObjects &objs,
+                                  const NodeFacts &node) {
     try {
         return resolve_fields(pod, objs, node);
     } catch (const Json::Exception &e) {

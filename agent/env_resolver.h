@@ -15,6 +15,7 @@
 #include <json/json.h>
 
 #include "common/result.h"
+#include "common/shim_protocol.h"
 
 namespace sk::agent {
 
@@ -66,21 +67,25 @@ struct NodeFacts {
 // itself reaches the API server at. nullopt: no usable URL.
 std::optional<std::pair<std::string, std::string>> api_endpoint(const std::string &url);
 
-// pod_run body: {"pod": pod with every env valueFrom replaced by "value" and
-// status.hostIP/podIP/podIPs the node's IP (when node_ip is set),
-// "files": {volume: {path: base64}}, "pull_auth": pull_auth() when not ""}. A missing required
-// object or key fails (Invalid) with the message the kubelet would show
-// ("configmap \"cfg\" not found", "couldn't find key k in Secret ns/s").
-Result<Json::Value> resolve_pod(const Json::Value &pod, const FetchedObjects &objects,
-                                const NodeFacts &node);
+// What the runtime runs (proto::PodRun, made by proto::make_pod_run): the
+// pod with every env valueFrom replaced by "value" and
+// status.hostIP/podIP/podIPs the node's IP (when node_ip is set), the files
+// of its volumes ({volume: {path: bytes}}: ConfigMap keys, Secret keys
+// decoded, downwardAPI items, projected tokens), pull_auth() when not "". A
+// missing required object or key fails (Invalid) with the message the
+// kubelet would show ("configmap \"cfg\" not found", "couldn't find key k in
+// Secret ns/s"); so does a pod the shim would refuse (no metadata.uid, too
+// many files).
+Result<proto::PodRun> resolve_pod(const Json::Value &pod, const FetchedObjects &objects,
+                                  const NodeFacts &node);
 
 // For a running pod's refresh: the files of its configMap and secret volumes
 // and of the configMap and secret sources of its projected volumes, as
-// resolve_pod gives them ({volume: {path: base64}}), from objects fetched
-// again. Token and downwardAPI files are not in it (tokens are renewed on
-// their own schedule). A volume whose object or key is gone now is left out:
-// its files keep their contents, as a kubelet keeps them.
-Json::Value object_volume_files(const Json::Value &pod, const FetchedObjects &objects);
+// resolve_pod gives them, from objects fetched again. Token and downwardAPI
+// files are not in it (tokens are renewed on their own schedule). A volume
+// whose object or key is gone now is left out: its files keep their
+// contents, as a kubelet keeps them.
+proto::PodFiles object_volume_files(const Json::Value &pod, const FetchedObjects &objects);
 
 // The credentials of the pod's imagePullSecrets that exist, merged into one
 // containers-auth.json(5) document, as the kubelet merges them (the first

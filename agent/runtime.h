@@ -3,9 +3,10 @@
 // in-memory fake for tests (tests/agent/fake_runtime.h).
 //
 // Contracts:
-//  - run(body): body is the pod_run body ({"pod": resolved Pod, "files":
-//    {...}}). Idempotent by metadata.uid: a second run of a known uid is ok
-//    and does nothing. done(error) carries the refusal reason.
+//  - run(m): the resolved pod with its volumes' files and pull credentials
+//    (proto::PodRun, agent/env_resolver.h resolve_pod). Idempotent by uid: a
+//    second run of a known uid is ok and does nothing. done(error) carries
+//    the refusal reason.
 //  - kill(uid, grace_s, reason): returns at once; the runtime stops the pod
 //    within grace_s and reports its terminal status. Idempotent; an unknown
 //    uid is ok.
@@ -36,6 +37,13 @@
 
 namespace sk::agent {
 
+// The controllers name stop reasons as strings (the Slurm job's end, a pod's
+// deletion); the runtimes take only the ones the shim protocol defines:
+// anything else fails naming op ("pod_kill", "shutdown").
+inline Result<proto::StopReason> stop_reason_of(const std::string &reason, const char *op) {
+    return proto::stop_reason_from_string(reason, std::string(op) + ": 'reason'");
+}
+
 // An event the runtime saw (a failed probe, a back-off, a probe kill):
 // the optional "events" array of the shim's pod_status (docs/protocol.md).
 struct RuntimeEvent {
@@ -61,11 +69,11 @@ class PodRuntime {
     using LostSink = std::function<void()>;
 
     virtual ~PodRuntime() = default;
-    virtual void run(const Json::Value &body, Done done) = 0;
-    virtual void kill(const std::string &uid, uint32_t grace_s, const std::string &reason,
+    virtual void run(const proto::PodRun &m, Done done) = 0;
+    virtual void kill(const std::string &uid, uint32_t grace_s, proto::StopReason reason,
                       Done done) = 0;
     virtual void snapshot(std::function<void(Result<std::vector<PodSnapshot>>)> done) = 0;
-    virtual void shutdown(uint32_t grace_s, const std::string &reason, Done done) = 0;
+    virtual void shutdown(uint32_t grace_s, proto::StopReason reason, Done done) = 0;
     // NOLINTNEXTLINE(performance-unnecessary-value-param): the overriders keep done
     virtual void exec_start(const proto::ExecStart & /*m*/, Done done) {
         done(fail(Error::Unavailable, "this node's pod runtime does not run commands in pods"));

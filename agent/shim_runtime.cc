@@ -22,12 +22,6 @@ PodSnapshot to_snapshot(proto::PodStatus &&m) {
     return p;
 }
 
-// The controllers name stop reasons as strings (agent/runtime.h); the shim
-// protocol carries only the ones it defines.
-Result<proto::StopReason> stop_reason(const std::string &reason, const char *op) {
-    return proto::stop_reason_from_string(reason, std::string(op) + ": 'reason'");
-}
-
 }  // namespace
 
 Result<PodSnapshot> pod_status_from_json(const Json::Value &b) {
@@ -143,16 +137,13 @@ void ShimRuntime::on_line(const std::string &line) {
     if (conn_) conn_->reply(reply);
 }
 
-void ShimRuntime::run(const Json::Value &body, Done done) {
-    // Decoded here as the shim will decode it: a body the shim would refuse
-    // fails before it is sent, with the same message.
-    // A pod_run over kMaxPodRunBytes (a huge spec, or the data of its
-    // ConfigMap/Secret volumes) fails TooLarge here, that pod alone: the
-    // link and the job's other pods are not touched.
-    auto m = proto::pod_run_from_json(body);
-    if (!m) return done(m.failure());
+void ShimRuntime::run(const proto::PodRun &m, Done done) {
+    // m was checked as the shim checks it (proto::make_pod_run). A pod_run
+    // over kMaxPodRunBytes (a huge spec, or the data of its ConfigMap/Secret
+    // volumes) fails TooLarge here, that pod alone: the link and the job's
+    // other pods are not touched.
     call(
-        proto::ShimOp::PodRun, proto::to_json(*m),
+        proto::ShimOp::PodRun, proto::to_json(m),
         [done](const Result<Json::Value> &r) {
             if (r) return done(Status());
             if (r.error() != Error::TooLarge) return done(r.failure());
@@ -164,14 +155,12 @@ void ShimRuntime::run(const Json::Value &body, Done done) {
         proto::kMaxPodRunBytes);
 }
 
-void ShimRuntime::kill(const std::string &uid, uint32_t grace_s, const std::string &reason,
+void ShimRuntime::kill(const std::string &uid, uint32_t grace_s, proto::StopReason reason,
                        Done done) {
-    auto why = stop_reason(reason, "pod_kill");
-    if (!why) return done(why.failure());
     proto::PodKill m;
     m.uid = uid;
     m.grace_s = grace_s;
-    m.reason = *why;
+    m.reason = reason;
     call(proto::ShimOp::PodKill, proto::to_json(m),
          [done](const Result<Json::Value> &r) { done(r ? Status() : r.failure()); });
 }
@@ -183,12 +172,10 @@ void ShimRuntime::snapshot(std::function<void(Result<std::vector<PodSnapshot>>)>
     });
 }
 
-void ShimRuntime::shutdown(uint32_t grace_s, const std::string &reason, Done done) {
-    auto why = stop_reason(reason, "shutdown");
-    if (!why) return done(why.failure());
+void ShimRuntime::shutdown(uint32_t grace_s, proto::StopReason reason, Done done) {
     proto::Shutdown m;
     m.grace_s = grace_s;
-    m.reason = *why;
+    m.reason = reason;
     call(proto::ShimOp::Shutdown, proto::to_json(m),
          [done](const Result<Json::Value> &r) { done(r ? Status() : r.failure()); });
 }

@@ -20,11 +20,11 @@ class ShimRuntime : public PodRuntime {
     explicit ShimRuntime(std::shared_ptr<Connection> conn, std::string log_prefix);
     ~ShimRuntime() override;
 
-    void run(const Json::Value &body, Done done) override;
-    void kill(const std::string &uid, uint32_t grace_s, const std::string &reason,
+    void run(const proto::PodRun &m, Done done) override;
+    void kill(const std::string &uid, uint32_t grace_s, proto::StopReason reason,
               Done done) override;
     void snapshot(std::function<void(Result<std::vector<PodSnapshot>>)> done) override;
-    void shutdown(uint32_t grace_s, const std::string &reason, Done done) override;
+    void shutdown(uint32_t grace_s, proto::StopReason reason, Done done) override;
     void exec_start(const proto::ExecStart &m, Done done) override;
     void attach_start(const proto::AttachStart &m, Done done) override;
     void stats(std::function<void(Result<proto::PodStatsReply>)> done) override;

@@ -172,29 +172,46 @@ Json::Value to_json(const PodRun &m) {
     return v;
 }
 
+Status check_pod_files(const PodFiles &files, std::string_view op) {
+    const std::string ctx(op);
+    if (files.size() > kMaxVolumes)
+        return fail(Error::Parse,
+                    ctx + ": 'files' has more than " + std::to_string(kMaxVolumes) + " volumes");
+    for (const auto &[volume, entries] : files) {
+        std::string where = ctx + ": 'files' of volume '" + volume.substr(0, 64) + "'";
+        if (volume.size() > kMaxObjectNameBytes)
+            return fail(Error::Parse, ctx + ": a volume name in 'files' is longer than " +
+                                          std::to_string(kMaxObjectNameBytes) + " bytes");
+        if (entries.size() > kMaxFilesPerVolume)
+            return fail(Error::Parse,
+                        where + " has more than " + std::to_string(kMaxFilesPerVolume) + " files");
+        for (const auto &[path, bytes] : entries)
+            if (path.size() > kMaxFilePathBytes)
+                return fail(Error::Parse, where + ": a path is longer than " +
+                                              std::to_string(kMaxFilePathBytes) + " bytes");
+    }
+    return {};
+}
+
 Result<PodFiles> pod_files_from_json(const Json::Value &files, std::string_view op) {
     const std::string ctx(op);
     PodFiles out;
     if (files.isNull()) return out;
     if (!files.isObject()) return fail(Error::Parse, ctx + ": 'files' must be an object");
+    // The counts before any decoding: what a message may hold is bounded
+    // before the work it costs.
     if (files.size() > kMaxVolumes)
         return fail(Error::Parse,
                     ctx + ": 'files' has more than " + std::to_string(kMaxVolumes) + " volumes");
     for (const auto &volume : files.getMemberNames()) {
         const Json::Value &entries = files[volume];
         std::string where = ctx + ": 'files' of volume '" + volume.substr(0, 64) + "'";
-        if (volume.size() > kMaxObjectNameBytes)
-            return fail(Error::Parse, ctx + ": a volume name in 'files' is longer than " +
-                                          std::to_string(kMaxObjectNameBytes) + " bytes");
         if (!entries.isObject()) return fail(Error::Parse, where + " must be an object");
         if (entries.size() > kMaxFilesPerVolume)
             return fail(Error::Parse,
                         where + " has more than " + std::to_string(kMaxFilesPerVolume) + " files");
         auto &decoded = out[volume];
         for (const auto &path : entries.getMemberNames()) {
-            if (path.size() > kMaxFilePathBytes)
-                return fail(Error::Parse, where + ": a path is longer than " +
-                                              std::to_string(kMaxFilePathBytes) + " bytes");
             const Json::Value &data = entries[path];
             std::string file = where + ": file '" + path.substr(0, 256) + "'";
             if (!data.isString()) return fail(Error::Parse, file + " must be a base64 string");
@@ -203,6 +220,7 @@ Result<PodFiles> pod_files_from_json(const Json::Value &files, std::string_view 
             decoded[path] = std::move(*bytes);
         }
     }
+    if (auto st = check_pod_files(out, op); !st) return st.failure();
     return out;
 }
 
@@ -224,10 +242,9 @@ Result<PodFilesUpdate> pod_files_update_from_json(const Json::Value &body) {
     return m;
 }
 
-Result<PodRun> pod_run_from_json(const Json::Value &body) {
+Result<PodRun> make_pod_run(Json::Value pod, PodFiles files, std::string pull_auth) {
     constexpr std::string_view ctx = "pod_run";
     PodRun m;
-    const Json::Value &pod = body.isObject() ? body["pod"] : Json::Value::nullSingleton();
     if (!pod.isObject()) return fail(Error::Invalid, "pod_run: 'pod' must be an object");
     const Json::Value &meta = pod["metadata"];
     if (!meta.isObject() || !meta["uid"].isString() ||
@@ -242,18 +259,26 @@ Result<PodRun> pod_run_from_json(const Json::Value &body) {
     auto name = bounded(json::opt_string(meta, "name", mctx), mctx, "name", kMaxObjectNameBytes);
     if (!name) return invalid_run(name.failure());
     m.name = *name;
+    if (auto st = check_pod_files(files, ctx); !st) return invalid_run(st.failure());
+    m.files = std::move(files);
+    if (pull_auth.size() > kMaxPullAuthBytes)
+        return fail(Error::Invalid, "pod_run: 'pull_auth' must be a string of at most " +
+                                        std::to_string(kMaxPullAuthBytes) + " bytes");
+    m.pull_auth = std::move(pull_auth);
+    m.pod = std::move(pod);
+    return m;
+}
+
+Result<PodRun> pod_run_from_json(const Json::Value &body) {
+    const Json::Value &pod = body.isObject() ? body["pod"] : Json::Value::nullSingleton();
+    if (!pod.isObject()) return fail(Error::Invalid, "pod_run: 'pod' must be an object");
     auto files = pod_files_from_json(body["files"]);
     if (!files) return invalid_run(files.failure());
-    m.files = std::move(*files);
     const Json::Value &auth = body["pull_auth"];
-    if (!auth.isNull()) {
-        if (!auth.isString() || auth.asString().size() > kMaxPullAuthBytes)
-            return fail(Error::Invalid, "pod_run: 'pull_auth' must be a string of at most " +
-                                            std::to_string(kMaxPullAuthBytes) + " bytes");
-        m.pull_auth = auth.asString();
-    }
-    m.pod = pod;
-    return m;
+    if (!auth.isNull() && !auth.isString())
+        return fail(Error::Invalid, "pod_run: 'pull_auth' must be a string of at most " +
+                                        std::to_string(kMaxPullAuthBytes) + " bytes");
+    return make_pod_run(pod, std::move(*files), auth.isString() ? auth.asString() : "");
 }
 
 // ---- pod_kill, pod_list, shutdown ----

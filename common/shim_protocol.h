@@ -296,8 +296,16 @@ Json::Value to_json(const PodStatsRequest &m);
 Json::Value to_json(const PodStatsReply &m);
 
 Result<PodRun> pod_run_from_json(const Json::Value &body);
+// A PodRun from its parts, checked as pod_run_from_json checks a message
+// (the uid, namespace and name of pod.metadata, the files' bounds, the
+// pull_auth's size): the agent builds its pod_run so (agent/env_resolver.h)
+// and a pod the shim would refuse fails before it is sent, with the same
+// message.
+Result<PodRun> make_pod_run(Json::Value pod, PodFiles files, std::string pull_auth);
 // pod_run's and pod_files' "files"; op names the message in errors.
 Result<PodFiles> pod_files_from_json(const Json::Value &files, std::string_view op = "pod_run");
+// The bounds of "files" (volumes, files per volume, name and path lengths).
+Status check_pod_files(const PodFiles &files, std::string_view op);
 Json::Value to_json(const PodFilesUpdate &m);
 Result<PodFilesUpdate> pod_files_update_from_json(const Json::Value &body);
 Result<PodKill> pod_kill_from_json(const Json::Value &body);

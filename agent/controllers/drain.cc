@@ -336,7 +336,9 @@ void Drain::remove_node() {
         if (auto st = ctx_.store->remove(rec_.job.job_id, rec_.job.slurm_node); !st)
             LOG_WARN("%s %s", prefix().c_str(), st.message().c_str());
         LOG_INFO("%s removed", prefix().c_str());
-        if (PodRuntime *rt = pods_.runtime()) rt->shutdown(0, reason_, [](const Status &) {});
+        if (PodRuntime *rt = pods_.runtime())
+            if (auto why = stop_reason_of(reason_, "shutdown"))  // else nothing to send
+                rt->shutdown(0, *why, [](const Status &) {});
         node_.stop();
         pods_.stop();
         phase_ = Phase::Done;

@@ -356,9 +356,9 @@ void PodController::run_pod(const std::string &uid) {
             facts.api_port = api->second;
         }
         if (!*token_error) return start_failed(uid, *token_error, false);
-        Result<Json::Value> body =
-            *error ? resolve_pod(e.api, *fetched, facts) : Result<Json::Value>(error->failure());
-        if (!body) return start_failed(uid, body.failure(), true);
+        Result<proto::PodRun> run =
+            *error ? resolve_pod(e.api, *fetched, facts) : Result<proto::PodRun>(error->failure());
+        if (!run) return start_failed(uid, run.failure(), true);
         if (e.start_retry.failures)
             LOG_INFO("%s starts after %u failed attempts", pod_ref(e.api).c_str(),
                      e.start_retry.failures);
@@ -372,10 +372,10 @@ void PodController::run_pod(const std::string &uid) {
                             "); attempting to pull the image may not succeed.",
                         ""});
         e.state = PodState::Running;
-        e.files = (*body)["files"];
+        e.files = run->files;
         note_tokens(e, *fetched);
         LOG_INFO("%s handing to the runtime", pod_ref(e.api).c_str());
-        runtime_->run(*body, guard([this, uid](const Status &st) {
+        runtime_->run(*run, guard([this, uid](const Status &st) {
             if (st) return;
             auto it2 = pods_.find(uid);
             if (it2 == pods_.end()) return;
@@ -622,20 +622,20 @@ void PodController::refresh_files(const std::string &uid) {
             return;
         }
         if (q.state != PodState::Running || pod_is_terminal(q.rt_status) || !runtime_) return;
-        Json::Value now = object_volume_files(q.api, *fetched);
+        proto::PodFiles now = object_volume_files(q.api, *fetched);
         proto::PodFilesUpdate m;
         m.uid = uid;
-        Json::Value changed(Json::objectValue);
-        for (const auto &vol : now.getMemberNames())
-            for (const auto &path : now[vol].getMemberNames()) {
-                const Json::Value &had = q.files[vol][path];
-                if (!had.isString() || had == now[vol][path]) continue;
-                auto raw = base64_decode(now[vol][path].asString());
-                if (!raw) continue;
-                m.files[vol][path] = *raw;
-                changed[vol][path] = now[vol][path];
+        for (const auto &[vol, entries] : now) {
+            auto had_vol = q.files.find(vol);
+            if (had_vol == q.files.end()) continue;
+            for (const auto &[path, bytes] : entries) {
+                auto had = had_vol->second.find(path);  // only files the pod started with
+                if (had == had_vol->second.end() || had->second == bytes) continue;
+                m.files[vol][path] = bytes;
             }
+        }
         if (m.files.empty()) return;
+        proto::PodFiles changed = m.files;
         runtime_->update_files(
             m, guard([this, uid, changed](const Status &st) {
                 auto i = pods_.find(uid);
@@ -650,9 +650,9 @@ void PodController::refresh_files(const std::string &uid) {
                     return;
                 }
                 std::vector<std::string> names;
-                for (const auto &vol : changed.getMemberNames())
-                    for (const auto &path : changed[vol].getMemberNames()) {
-                        i->second.files[vol][path] = changed[vol][path];
+                for (const auto &[vol, entries] : changed)
+                    for (const auto &[path, bytes] : entries) {
+                        i->second.files[vol][path] = bytes;
                         names.push_back(vol + "/" + path);
                     }
                 LOG_INFO("%s: updated in place: %s", pod_ref(i->second.api).c_str(),
@@ -699,15 +699,16 @@ void PodController::kill_pod(const std::string &uid, uint32_t grace_s, const std
                            "spec.containers{" + name + "}"});
     }
     LOG_INFO("%s stopping (grace %us, %s)", pod_ref(p.api).c_str(), grace_s, reason.c_str());
-    runtime_->kill(uid, grace_s, reason, guard([this, uid](const Status &st) {
-                       if (st) return;
-                       auto it = pods_.find(uid);
-                       if (it == pods_.end()) return;
-                       LOG_WARN("%s kill failed: %s", pod_ref(it->second.api).c_str(),
-                                st.message().c_str());
-                       if (it->second.state == PodState::Killing)
-                           it->second.state = PodState::Running;
-                   }));
+    auto done = guard([this, uid](const Status &st) {
+        if (st) return;
+        auto it = pods_.find(uid);
+        if (it == pods_.end()) return;
+        LOG_WARN("%s kill failed: %s", pod_ref(it->second.api).c_str(), st.message().c_str());
+        if (it->second.state == PodState::Killing) it->second.state = PodState::Running;
+    });
+    auto why = stop_reason_of(reason, "pod_kill");
+    if (!why) return done(why.failure());
+    runtime_->kill(uid, grace_s, *why, done);
 }
 
 void PodController::drain_before_end(int64_t end_time) {
@@ -802,7 +803,7 @@ void PodController::forget_pod(const std::string &uid) {
     // any; a shim answers a kill of a pod it does not hold with success.
     const BoundPod &p = it->second;
     if ((p.in_runtime() || p.state == PodState::ShimLost) && runtime_)
-        runtime_->kill(uid, 0, "Deleted", [](const Status &) {});
+        runtime_->kill(uid, 0, proto::StopReason::Deleted, [](const Status &) {});
     pods_.erase(it);
     if (stopping()) stop_step();
 }
@@ -816,7 +817,8 @@ void PodController::on_runtime_status(const PodSnapshot &snap) {
         }
         LOG_INFO("[pod %s/%s] runs but is not bound to %s: stopping it", snap.ns.c_str(),
                  snap.name.c_str(), rec_.node_name.c_str());
-        if (runtime_) runtime_->kill(snap.uid, 0, "Orphaned", [](const Status &) {});
+        if (runtime_)
+            runtime_->kill(snap.uid, 0, proto::StopReason::Orphaned, [](const Status &) {});
         return;
     }
     BoundPod &p = it->second;

@@ -61,9 +61,9 @@ struct BoundPod {
     // Its projected ServiceAccount tokens are requested again at this time
     // (unix s; 0 = it has none, or a refresh is under way).
     int64_t token_refresh_at_s = 0;
-    // The files of its volumes as the runtime has them ({volume: {path:
-    // base64}}, resolve_pod's), kept up to date by the volume refresh.
-    Json::Value files;
+    // The files of its volumes as the runtime has them (resolve_pod's),
+    // kept up to date by the volume refresh.
+    proto::PodFiles files;
     bool files_refreshing = false;  // a volume refresh is under way
     // Its start failed: a read it depends on (a TokenRequest, a ConfigMap, a
     // Secret, an image pull secret) was refused or found nothing, or its env

@@ -90,9 +90,9 @@ void FakeRuntime::emit(const std::string &uid) {
     post_([this, snap] { notify(snap); });
 }
 
-void FakeRuntime::run(const Json::Value &body, Done done) {
-    const Json::Value &pod = body["pod"];
-    std::string uid = pod["metadata"]["uid"].asString();
+void FakeRuntime::run(const proto::PodRun &m, Done done) {
+    const Json::Value &pod = m.pod;
+    const std::string &uid = m.uid;
     runs_++;
     Status st;
     const Json::Value &ann = pod["metadata"]["annotations"];
@@ -121,8 +121,8 @@ void FakeRuntime::run(const Json::Value &body, Done done) {
     post_([done, st] { done(st); });
 }
 
-void FakeRuntime::kill(const std::string &uid, uint32_t grace_s, const std::string &reason,
-                       Done done) {
+void FakeRuntime::kill(const std::string &uid, uint32_t grace_s, proto::StopReason why, Done done) {
+    std::string reason(proto::to_string(why));
     kills_.push_back({uid, grace_s, reason});
     auto it = pods_.find(uid);
     if (it != pods_.end() && !is_terminal(it->second.status)) {
@@ -153,8 +153,8 @@ void FakeRuntime::stats(std::function<void(Result<proto::PodStatsReply>)> done) 
     post_([done, out] { done(out); });
 }
 
-void FakeRuntime::shutdown(uint32_t grace_s, const std::string &reason, Done done) {
-    shutdowns_.push_back({"", grace_s, reason});
+void FakeRuntime::shutdown(uint32_t grace_s, proto::StopReason reason, Done done) {
+    shutdowns_.push_back({"", grace_s, std::string(proto::to_string(reason))});
     for (auto &[uid, p] : pods_)
         kill(uid, grace_s, reason, [](const Status &) {});
     post_([done] { done(Status()); });

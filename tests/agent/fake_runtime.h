@@ -24,11 +24,11 @@ class FakeRuntime : public PodRuntime {
 
     FakeRuntime(Post post, Now now) : post_(std::move(post)), now_(std::move(now)) {}
 
-    void run(const Json::Value &body, Done done) override;
-    void kill(const std::string &uid, uint32_t grace_s, const std::string &reason,
+    void run(const proto::PodRun &m, Done done) override;
+    void kill(const std::string &uid, uint32_t grace_s, proto::StopReason reason,
               Done done) override;
     void snapshot(std::function<void(Result<std::vector<PodSnapshot>>)> done) override;
-    void shutdown(uint32_t grace_s, const std::string &reason, Done done) override;
+    void shutdown(uint32_t grace_s, proto::StopReason reason, Done done) override;
     // Each pod whose status says Running, with its running containers, all
     // at zero use (nothing runs); the node's figure is their sum.
     void stats(std::function<void(Result<proto::PodStatsReply>)> done) override;

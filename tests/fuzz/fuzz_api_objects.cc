@@ -27,6 +27,7 @@
 #include "agent/node_builder.h"
 #include "agent/pod_status_patch.h"
 #include "common/json.h"
+#include "common/shim_protocol.h"
 #include "tests/fuzz/fuzz_target.h"
 
 namespace {
@@ -202,18 +203,19 @@ void check_resolve(const Json::Value &pod, const Json::Value &obj, uint8_t flags
         FUZZ_CHECK(!r.message().empty());
         return;
     }
-    FUZZ_CHECK(r->isObject() && (*r)["pod"].isObject() && (*r)["files"].isObject());
+    FUZZ_CHECK(r->pod.isObject() && !r->uid.empty());
     for (const char *list : {"containers", "initContainers"})
-        for (const auto &c : api::items(api::field(api::field((*r)["pod"], "spec"), list)))
+        for (const auto &c : api::items(api::field(api::field(r->pod, "spec"), list)))
             for (const auto &e : api::items(api::field(c, "env"))) {
                 FUZZ_CHECK(!api::field(e, "valueFrom").isObject());
             }
-    // ConfigMap files are encoded here; Secret data goes on as the API
-    // server sent it (base64; the shim refuses a file that is not).
-    for (const auto &vol : (*r)["files"])
-        for (const auto &f : vol)
-            FUZZ_CHECK(f.isString());
-    check_round_trip(*r);
+    // What the agent sends is what the shim takes: the pod_run message
+    // decodes to the same run (files, ids, credentials).
+    auto back = sk::proto::pod_run_from_json(sk::proto::to_json(*r));
+    FUZZ_CHECK(back.ok());
+    FUZZ_CHECK(back->uid == r->uid && back->ns == r->ns && back->name == r->name);
+    FUZZ_CHECK(back->files == r->files && back->pull_auth == r->pull_auth);
+    check_round_trip(r->pod);
 }
 
 // A LIST reply as the pod controller walks it.

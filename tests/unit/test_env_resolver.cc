@@ -35,7 +35,7 @@ START_TEST(env_resolves_every_kind) {
     auto r = resolve_pod(pod, objs, {"slurm-n1-42", "10.0.0.9", 4, 2048});
     ck_assert_msg(r.ok(), "%s", r.ok() ? "" : r.message().c_str());
     std::map<std::string, std::string> env;
-    for (const auto &e : (*r)["pod"]["spec"]["containers"][0]["env"]) {
+    for (const auto &e : r->pod["spec"]["containers"][0]["env"]) {
         ck_assert(!e.isMember("valueFrom"));
         env[e["name"].asString()] = e["value"].asString();
     }
@@ -48,9 +48,9 @@ START_TEST(env_resolves_every_kind) {
     ck_assert_sstr_eq(env["IP"], "10.0.0.9");
     ck_assert_sstr_eq(env["CPU"], "1");  // 500m rounded up to whole cores
     ck_assert_sstr_eq(env["MEM"], "1024");
-    ck_assert_sstr_eq((*r)["files"]["conf"]["k"].asString(), base64_encode("cmval"));
+    ck_assert_sstr_eq(r->files["conf"]["k"], "cmval");
     // The pod's addresses ride along: the shim's probes dial status.podIP.
-    const Json::Value &st = (*r)["pod"]["status"];
+    const Json::Value &st = r->pod["status"];
     ck_assert_sstr_eq(st["podIP"].asString(), "10.0.0.9");
     ck_assert_sstr_eq(st["hostIP"].asString(), "10.0.0.9");
     ck_assert_sstr_eq(st["podIPs"][0]["ip"].asString(), "10.0.0.9");
@@ -116,9 +116,11 @@ static Json::Value volumes_pod() {
             {"serviceAccountToken":{"audience":"vault","expirationSeconds":600,"path":"vault-token"}}]}}]}})");
 }
 
-static std::string file_of(const Json::Value &body, const char *vol, const char *path) {
-    auto d = base64_decode(body["files"][vol][path].asString());
-    return d ? *d : "<not base64>";
+static std::string file_of(const proto::PodRun &run, const char *vol, const char *path) {
+    auto v = run.files.find(vol);
+    if (v == run.files.end()) return "<no volume>";
+    auto f = v->second.find(path);
+    return f == v->second.end() ? "<no file>" : f->second;
 }
 
 START_TEST(projected_and_downward_volumes) {
@@ -163,7 +165,7 @@ START_TEST(projected_and_downward_volumes) {
     ck_assert_sstr_eq(file_of(*r, "kube-api-access-j7mdw", "ca.crt"),
                       "-----BEGIN CERTIFICATE-----\n");
     ck_assert_sstr_eq(file_of(*r, "kube-api-access-j7mdw", "namespace"), "ns");
-    ck_assert_int_eq((*r)["files"]["kube-api-access-j7mdw"].size(), 3);
+    ck_assert_int_eq(r->files["kube-api-access-j7mdw"].size(), 3);
     // As the kubelet writes them: key="value" lines, sorted, %q-quoted.
     ck_assert_sstr_eq(file_of(*r, "info", "labels"), "app=\"x\"\ntier=\"a\\\"b\"");
     ck_assert_sstr_eq(file_of(*r, "info", "annotations"), "note=\"line1\\nline2\"");
@@ -172,7 +174,7 @@ START_TEST(projected_and_downward_volumes) {
     ck_assert_sstr_eq(file_of(*r, "mixed", "db/pw"), "secret");
     ck_assert_sstr_eq(file_of(*r, "mixed", "vault-token"), "eyJ.v.t");
     // KUBERNETES_SERVICE_*: first, so the pod's own entry wins (the shim keeps the last).
-    const Json::Value &env = (*r)["pod"]["spec"]["containers"][0]["env"];
+    const Json::Value &env = r->pod["spec"]["containers"][0]["env"];
     ck_assert_sstr_eq(env[0]["name"].asString(), "KUBERNETES_SERVICE_HOST");
     ck_assert_sstr_eq(env[0]["value"].asString(), "10.0.0.1");
     ck_assert_sstr_eq(env[1]["name"].asString(), "KUBERNETES_SERVICE_PORT");
@@ -239,14 +241,14 @@ START_TEST(pull_secrets_merged) {
     ck_assert_uint_eq(auth["auths"].size(), 2);
     ck_assert(missing == std::vector<std::string>({"gone", "junk"}));
     auto body = resolve_pod(pod, objs, {});
-    ck_assert(body.ok() && Js((*body)["pull_auth"].asString()) == auth);
+    ck_assert(body.ok() && Js(body->pull_auth) == auth);
     // None named, or none there: no credentials at all.
     objs.clear();
     missing.clear();
     ck_assert_sstr_eq(pull_auth(pod, objs, &missing), "");
     ck_assert_uint_eq(missing.size(), 4);
     body = resolve_pod(pod, objs, {});
-    ck_assert(body.ok() && !body->isMember("pull_auth"));
+    ck_assert(body.ok() && body->pull_auth.empty());
 }
 END_TEST
 
@@ -276,14 +278,14 @@ START_TEST(object_volume_files_for_refresh) {
     FetchedObjects objs;
     objs[{"configmaps", "cm"}] = J(R"({"data":{"a":"one","b":"two"}})");
     objs[{"secrets", "sec"}] = J(R"({"data":{"k":"c2VjcmV0","k2":"eHg="}})");
-    Json::Value files = object_volume_files(pod, objs);
+    proto::PodFiles files = object_volume_files(pod, objs);
     ck_assert_uint_eq(files.size(), 3);  // cfg, key, proj
-    ck_assert_sstr_eq(files["cfg"]["a"].asString(), base64_encode("one"));
-    ck_assert_sstr_eq(files["cfg"]["b"].asString(), base64_encode("two"));
-    ck_assert_sstr_eq(files["key"]["k.txt"].asString(), "c2VjcmV0");
-    ck_assert_uint_eq(files["proj"].size(), 1);  // no token, no downwardAPI file
-    ck_assert_sstr_eq(files["proj"]["a"].asString(), base64_encode("one"));
-    ck_assert(!files.isMember("gone") && !files.isMember("down") && !files.isMember("scratch"));
+    ck_assert_sstr_eq(files["cfg"]["a"], "one");
+    ck_assert_sstr_eq(files["cfg"]["b"], "two");
+    ck_assert_sstr_eq(files["key"]["k.txt"], "secret");  // the Secret's base64 decoded
+    ck_assert_uint_eq(files["proj"].size(), 1);          // no token, no downwardAPI file
+    ck_assert_sstr_eq(files["proj"]["a"], "one");
+    ck_assert(!files.count("gone") && !files.count("down") && !files.count("scratch"));
     // The same bytes as the pod's start wrote for these volumes.
     objs[token_ref("proj", "token")] = J(R"({"status":{"token":"t"}})");
     objs[{"configmaps", "absent"}] = J(R"({"data":{"x":"y"}})");
@@ -291,12 +293,36 @@ START_TEST(object_volume_files_for_refresh) {
     auto body = resolve_pod(pod, objs, {});
     ck_assert_msg(body.ok(), "%s", body.message().c_str());
     for (const char *v : {"cfg", "key"})
-        ck_assert((*body)["files"][v] == files[v]);
-    ck_assert((*body)["files"]["proj"]["a"] == files["proj"]["a"]);
+        ck_assert(body->files[v] == files[v]);
+    ck_assert(body->files["proj"]["a"] == files["proj"]["a"]);
     // A key gone from the secret (after one still there): that volume is left out.
     objs[{"secrets", "sec"}] = J(R"({"data":{"k2":"eHg="}})");
     files = object_volume_files(pod, objs);
-    ck_assert(!files.isMember("key") && files.isMember("cfg"));
+    ck_assert(!files.count("key") && files.count("cfg"));
+}
+END_TEST
+
+// What the shim would refuse is refused here, before anything is sent: a
+// Secret's value that is not base64 (the API server's own form), a pod with
+// no uid.
+START_TEST(resolve_refuses_what_the_shim_would) {
+    Json::Value pod = J(R"({"metadata":{"name":"p","namespace":"ns","uid":"u1"},"spec":{
+      "containers":[{"name":"c","image":"i"}],
+      "volumes":[{"name":"key","secret":{"secretName":"sec"}}]}})");
+    FetchedObjects objs;
+    objs[{"secrets", "sec"}] = J(R"({"data":{"k":"not base64!"}})");
+    auto r = resolve_pod(pod, objs, {});
+    ck_assert(!r.ok() && r.error() == Error::Invalid);
+    ck_assert_msg(
+        r.message().find("key k of secret \"sec\" is not valid base64") != std::string::npos, "%s",
+        r.message().c_str());
+    objs[{"secrets", "sec"}] = J(R"({"data":{"k":"c2VjcmV0"}})");
+    r = resolve_pod(pod, objs, {});
+    ck_assert_msg(r.ok(), "%s", r.ok() ? "" : r.message().c_str());
+    ck_assert_sstr_eq(r->files["key"]["k"], "secret");
+    pod["metadata"].removeMember("uid");
+    r = resolve_pod(pod, objs, {});
+    ck_assert(!r.ok() && r.message() == "pod_run: pod has no valid metadata.uid");
 }
 END_TEST
 
@@ -333,6 +359,7 @@ int main() {
     tcase_add_test(tc, projected_and_downward_volumes);
     tcase_add_test(tc, pull_secrets_merged);
     tcase_add_test(tc, object_volume_files_for_refresh);
+    tcase_add_test(tc, resolve_refuses_what_the_shim_would);
     tcase_add_loop_test(tc, api_endpoints, 0, TABLE_SIZE(kEndpoints));
     suite_add_tcase(s, tc);
     return sk_run_suite(s);

@@ -77,6 +77,52 @@ START_TEST(pod_run_round_trip) {
 }
 END_TEST
 
+// The agent's side makes its PodRun with make_pod_run: what the shim would
+// refuse (no uid, too many volumes or files, oversized credentials) fails
+// there, with the message the shim's decoding gives; a good one is the run
+// the shim decodes from its message.
+START_TEST(pod_run_made_as_the_shim_checks) {
+    PodFiles files;
+    files["cfg"]["app.conf"] = "key=value\n";
+    auto ok = make_pod_run(J(kPod), files, "");
+    ck_assert_msg(ok.ok(), "%s", ok.ok() ? "" : ok.message().c_str());
+    ck_assert_sstr_eq(ok->uid, "0b9e6c3a-1111-2222-3333-444455556666");
+    ck_assert_sstr_eq(ok->ns, "rl");
+    ck_assert_sstr_eq(ok->name, "gen-0");
+    auto back = pod_run_from_json(to_json(*ok));
+    ck_assert(back.ok() && back->files == ok->files && back->pod == ok->pod);
+
+    Json::Value no_uid = J(kPod);
+    no_uid["metadata"].removeMember("uid");
+    auto r = make_pod_run(no_uid, files, "");
+    ck_assert(!r.ok() && r.error() == Error::Invalid);
+    ck_assert_str_eq(r.message().c_str(), "pod_run: pod has no valid metadata.uid");
+
+    PodFiles many;
+    for (size_t i = 0; i <= kMaxVolumes; i++)
+        many["v" + std::to_string(i)]["f"] = "x";
+    r = make_pod_run(J(kPod), many, "");
+    ck_assert(!r.ok() && r.error() == Error::Invalid);
+    PodRun wire;
+    wire.pod = J(kPod);
+    wire.files = many;
+    auto decoded = pod_run_from_json(to_json(wire));
+    ck_assert(!decoded.ok());
+    ck_assert_str_eq(r.message().c_str(), decoded.message().c_str());
+    ck_assert_msg(r.message().find("more than 256 volumes") != std::string::npos, "%s",
+                  r.message().c_str());
+
+    PodFiles crowded;
+    for (size_t i = 0; i <= kMaxFilesPerVolume; i++)
+        crowded["v"]["f" + std::to_string(i)] = "";
+    r = make_pod_run(J(kPod), crowded, "");
+    ck_assert(!r.ok() && r.message().find("more than 4096 files") != std::string::npos);
+
+    r = make_pod_run(J(kPod), files, std::string(kMaxPullAuthBytes + 1, 'x'));
+    ck_assert(!r.ok() && r.message().find("'pull_auth' must be a string") != std::string::npos);
+}
+END_TEST
+
 START_TEST(pod_kill_round_trip) {
     for (StopReason r : {StopReason::Killing, StopReason::Deleted, StopReason::Orphaned,
                          StopReason::JobEnded, StopReason::JobCancelled, StopReason::TimeLimit,
@@ -807,6 +853,7 @@ int main() {
     Suite *s = suite_create("shim_protocol");
     TCase *tc = tcase_create("messages");
     tcase_add_test(tc, pod_run_round_trip);
+    tcase_add_test(tc, pod_run_made_as_the_shim_checks);
     tcase_add_test(tc, pod_kill_round_trip);
     tcase_add_test(tc, shutdown_and_list_round_trip);
     tcase_add_test(tc, pods_pause_round_trip);
