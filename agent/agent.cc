@@ -15,7 +15,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "agent/command_runner.h"
+#include "uv/command_runner.h"
 #include "agent/controllers/drain.h"
 #include "agent/env_resolver.h"
 #include "agent/node_builder.h"

@@ -45,7 +45,7 @@ class JobAliveChecker {
     }
 };
 
-// Runs job_alive_command ({job} replaced) off the loop (agent/command_runner.h): Alive
+// Runs job_alive_command ({job} replaced) off the loop (uv/command_runner.h): Alive
 // when it exits 0 and prints a live state (RUNNING, COMPLETING, ...), or
 // prints nothing; Gone when it exits 0 with another state (COMPLETED, ...),
 // or exits 1..125 saying nothing on stderr (the command's own "no") or
@@ -104,7 +104,7 @@ class Agent {
         ctx_.obs = obs;
     }
     void set_log_index(LogIndex *logs) { ctx_.logs = logs; }
-    // Optional: the API credential's state for `list` (agent/api_auth.h
+    // Optional: the API credential's state for `list` (agent/kube/api_auth.h
     // status()), which `slurm-k8s status` prints. Loop thread.
     void set_api_status(std::function<Json::Value()> f) { api_status_ = std::move(f); }
     // Optional, before start(): the kubelet endpoint's exec sessions, which

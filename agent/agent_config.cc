@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "agent/kubeconfig.h"
+#include "agent/kube/kubeconfig.h"
 #include "agent/node_identity.h"
 #include "common/agent_call.h"
 #include "common/config.h"

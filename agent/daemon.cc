@@ -22,20 +22,20 @@
 
 #include "agent/agent.h"
 #include "agent/agent_config.h"
-#include "agent/api_auth.h"
+#include "agent/kube/api_auth.h"
 #include "agent/controllers/csr_certificate.h"
-#include "agent/http_client.h"
-#include "agent/kube_client.h"
-#include "agent/kubelet_server.h"
-#include "agent/log_index.h"
+#include "agent/kube/http_client.h"
+#include "agent/kube/kube_client.h"
+#include "agent/kubelet/kubelet_server.h"
+#include "agent/kubelet/log_index.h"
 #include "agent/stream_sessions.h"
-#include "agent/metrics.h"
+#include "agent/kubelet/metrics.h"
 #include "agent/node_address.h"
 #include "agent/node_endpoints.h"
 #include "agent/uv_timer_source.h"
 #include "agent/stats_provider.h"
-#include "agent/tls_front.h"
-#include "agent/webhook_gate.h"
+#include "agent/kubelet/tls_front.h"
+#include "agent/kubelet/webhook_gate.h"
 #include "common/fs.h"
 #include "uv/handles.h"
 #include "common/log.h"
@@ -360,7 +360,7 @@ Status Daemon::start_metrics() {
 // each node gets an endpoint of its own (agent/node_endpoints.h) and the
 // shared one serves no stats. Who may use it: a kubelet's Webhook
 // authentication and authorization, asked of the API server on the loop
-// (agent/webhook_gate.h); off in kubelet_insecure mode.
+// (agent/kubelet/webhook_gate.h); off in kubelet_insecure mode.
 Status Daemon::start_endpoints() {
     bool webhook =
         cfg_.kubelet_authorization_mode == "Webhook" || cfg_.kubelet_authentication_webhook;

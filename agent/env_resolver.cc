@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "agent/api_object.h"
+#include "agent/kube/api_object.h"
 #include "common/base64.h"
 #include "common/json.h"
 #include "common/k8s_names.h"

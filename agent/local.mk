@@ -1,6 +1,7 @@
-# agent: the node agent: a pure core, the I/O edges and controllers, the
-# kubelet endpoint, and slurm-k8s-agent (tests in tests/unit/local.mk and
-# tests/component/local.mk). Not built by --disable-daemons.
+# agent: the node agent: a pure core, the I/O edges and controllers, and
+# slurm-k8s-agent (tests in tests/unit/local.mk and tests/component/local.mk);
+# its API client is agent/kube/, its kubelet endpoint agent/kubelet/ (each
+# its own library, below this one). Not built by --disable-daemons.
 if BUILD_DAEMONS
 
 # Pure core: no libuv, no curl (unit-tested).
@@ -8,8 +9,6 @@ noinst_LTLIBRARIES += agent/libagentcore.la
 agent_libagentcore_la_SOURCES = \
 	agent/agent_config.cc \
 	agent/agent_config.h \
-	agent/api_object.cc \
-	agent/api_object.h \
 	agent/env_resolver.cc \
 	agent/env_resolver.h \
 	agent/event_correlator.cc \
@@ -18,12 +17,6 @@ agent_libagentcore_la_SOURCES = \
 	agent/job_store.h \
 	agent/clock.cc \
 	agent/clock.h \
-	agent/kubelet_auth.cc \
-	agent/kubelet_auth.h \
-	agent/kubeconfig.cc \
-	agent/kubeconfig.h \
-	agent/log_index.cc \
-	agent/log_index.h \
 	agent/lost_shim.cc \
 	agent/lost_shim.h \
 	agent/node_address.cc \
@@ -38,23 +31,17 @@ agent_libagentcore_la_SOURCES = \
 	agent/pod_status_patch.h \
 	agent/slurm_time.cc \
 	agent/slurm_time.h \
-	agent/timer_source.h \
-	agent/watch_parser.cc \
-	agent/watch_parser.h
-# GnuTLS for kubelet_auth's SHA-256 (a token's cache key), node_address's
-# certificate name check and node_identity's keys and requests.
-agent_libagentcore_la_CPPFLAGS = $(AM_CPPFLAGS) $(GNUTLS_CFLAGS) $(LIBYAML_CFLAGS)
-agent_libagentcore_la_LIBADD = common/libcommon.la $(GNUTLS_LIBS) $(LIBYAML_LIBS)
+	agent/timer_source.h
+# GnuTLS for node_address's certificate name check and node_identity's keys
+# and requests.
+agent_libagentcore_la_CPPFLAGS = $(AM_CPPFLAGS) $(GNUTLS_CFLAGS)
+agent_libagentcore_la_LIBADD = agent/kube/libkube.la agent/kubelet/libkubelet.la common/libcommon.la $(GNUTLS_LIBS)
 
 # I/O edges and controllers: libuv, libcurl.
 noinst_LTLIBRARIES += agent/libagentio.la
 agent_libagentio_la_SOURCES = \
 	agent/agent.cc \
 	agent/agent.h \
-	agent/api_auth.cc \
-	agent/api_auth.h \
-	agent/command_runner.cc \
-	agent/command_runner.h \
 	agent/controllers/agent_context.h \
 	agent/controllers/drain.cc \
 	agent/controllers/drain.h \
@@ -71,10 +58,6 @@ agent_libagentio_la_SOURCES = \
 	agent/controllers/pod_controller.h \
 	agent/controllers/virtual_node.cc \
 	agent/controllers/virtual_node.h \
-	agent/http_client.cc \
-	agent/http_client.h \
-	agent/kube_client.cc \
-	agent/kube_client.h \
 	agent/node_endpoints.cc \
 	agent/node_endpoints.h \
 	agent/observer.h \
@@ -85,15 +68,12 @@ agent_libagentio_la_SOURCES = \
 	agent/socket_server.h \
 	agent/stream_sessions.cc \
 	agent/stream_sessions.h \
-	agent/loop_calls.h \
 	agent/stats_provider.cc \
 	agent/stats_provider.h \
 	agent/uv_timer_source.cc \
-	agent/uv_timer_source.h \
-	agent/webhook_gate.cc \
-	agent/webhook_gate.h
+	agent/uv_timer_source.h
 agent_libagentio_la_CPPFLAGS = $(AM_CPPFLAGS) $(LIBUV_CFLAGS) $(LIBCURL_CFLAGS)
-agent_libagentio_la_LIBADD = agent/libagentcore.la agent/libkubelet.la common/libstreams.la uv/libskuv.la $(LIBUV_LIBS) $(LIBCURL_LIBS)
+agent_libagentio_la_LIBADD = agent/libagentcore.la agent/kube/libkube.la agent/kubelet/libkubelet.la uv/libskuv.la $(LIBUV_LIBS) $(LIBCURL_LIBS)
 
 # The daemon's main() (agent/daemon.h): linked by the shipped agent below and
 # by the test build that adds the fake runtime (tests/agent/local.mk).
@@ -106,7 +86,10 @@ SK_AGENT_DAEMON_LIBS = \
 	agent/libagentdaemon.la \
 	agent/libagentio.la \
 	agent/libagentcore.la \
-	agent/libkubelet.la \
+	agent/kube/libkube.la \
+	agent/kubelet/libkubelet.la \
+	agent/kubelet/streams/libstreams.la \
+	uv/libskuv.la \
 	common/libcommon.la \
 	$(LIBUV_LIBS) \
 	$(LIBCURL_LIBS) \
@@ -116,22 +99,4 @@ sbin_PROGRAMS += agent/slurm-k8s-agent
 agent_slurm_k8s_agent_SOURCES = agent/main.cc
 agent_slurm_k8s_agent_LDADD = $(SK_AGENT_DAEMON_LIBS)
 
-# The kubelet endpoint (HTTPS, libmicrohttpd + GnuTLS), log paths, metrics.
-# Linked by slurm-k8s-agent; runs in libmicrohttpd's threads.
-noinst_LTLIBRARIES += agent/libkubelet.la
-agent_libkubelet_la_SOURCES = \
-	agent/http_server.cc \
-	agent/http_server.h \
-	agent/tls_front.cc \
-	agent/tls_front.h \
-	agent/kubelet_server.cc \
-	agent/kubelet_server.h \
-	agent/kubelet_stats.cc \
-	agent/kubelet_stats.h \
-	agent/metrics.cc \
-	agent/metrics.h \
-	agent/stream_request.cc \
-	agent/stream_request.h
-agent_libkubelet_la_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(GNUTLS_CFLAGS)
-agent_libkubelet_la_LIBADD = common/libstreams.la $(MHD_LIBS) $(GNUTLS_LIBS) -lpthread
 endif

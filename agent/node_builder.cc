@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "agent/api_object.h"
+#include "agent/kube/api_object.h"
 #include "common/rfc3339.h"
 
 namespace sk::agent {

@@ -13,8 +13,8 @@
 #include <memory>
 #include <string>
 
-#include "agent/kubelet_server.h"
-#include "agent/log_index.h"
+#include "agent/kubelet/kubelet_server.h"
+#include "agent/kubelet/log_index.h"
 #include "agent/stats_provider.h"
 #include "common/result.h"
 

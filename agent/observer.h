@@ -1,4 +1,4 @@
-// What the controllers report for metrics (agent/metrics.h renders them).
+// What the controllers report for metrics (agent/kubelet/metrics.h renders them).
 // Plain callbacks so the controllers need neither the metrics registry nor
 // the HTTP server; every member may be empty. Called on the loop.
 #pragma once

@@ -4,7 +4,7 @@
 #include <map>
 #include <set>
 
-#include "agent/api_object.h"
+#include "agent/kube/api_object.h"
 #include "common/rfc3339.h"
 
 namespace sk::agent {

@@ -1,4 +1,4 @@
-// The kubelet endpoint's stats (agent/kubelet_stats.h) from the agent's
+// The kubelet endpoint's stats (agent/kubelet/kubelet_stats.h) from the agent's
 // loop: an HTTP thread's sample() hands the request to the loop (a uv_async)
 // and waits for the answer with a bound (then Unavailable: the endpoint
 // answers 503 / resource_scrape_error 1); on the loop the node's runtime is
@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/kubelet_server.h"
-#include "agent/loop_calls.h"
+#include "agent/kubelet/kubelet_server.h"
+#include "agent/kubelet/loop_calls.h"
 #include "agent/runtime.h"
 
 namespace sk::agent {

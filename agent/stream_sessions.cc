@@ -16,9 +16,9 @@
 #include "common/strings.h"
 #include "common/json.h"
 #include "common/log.h"
-#include "common/remotecommand.h"
-#include "common/spdy.h"
-#include "common/ws_channel.h"
+#include "agent/kubelet/streams/remotecommand.h"
+#include "agent/kubelet/streams/spdy.h"
+#include "agent/kubelet/streams/ws_channel.h"
 
 namespace sk::agent {
 

@@ -1,8 +1,8 @@
 // The agent's side of `kubectl exec` (docs/architecture.md "Exec sessions"):
 // the kubelet endpoint hands each upgraded /exec connection here
-// (StreamHandler, agent/kubelet_server.h); a session speaks the client's
-// protocol (SPDY/3.1 or WebSocket v4/v5: common/spdy.h, common/ws_channel.h,
-// common/remotecommand.h), asks the job's runtime to start the command
+// (StreamHandler, agent/kubelet/kubelet_server.h); a session speaks the client's
+// protocol (SPDY/3.1 or WebSocket v4/v5: agent/kubelet/streams/spdy.h, agent/kubelet/streams/ws_channel.h,
+// agent/kubelet/streams/remotecommand.h), asks the job's runtime to start the command
 // (exec_start: the job's shim starts it as the job's user, in the pod's
 // environment), takes the shim's data connection when it arrives on the
 // agent socket (exec_attach, checked against the job's uid) and relays bytes
@@ -38,7 +38,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/kubelet_server.h"
+#include "agent/kubelet/kubelet_server.h"
 #include "agent/runtime.h"
 #include "agent/socket_server.h"
 #include "common/tcp_listeners.h"
@@ -66,7 +66,7 @@ struct ExecTarget {
 using ExecResolver =
     std::function<Result<ExecTarget>(const std::string &ns, const std::string &pod)>;
 // Before the upgrade, from an HTTP thread (thread-safe): whether the pod and
-// its container can take a session (agent/log_index.h).
+// its container can take a session (agent/kubelet/log_index.h).
 using ExecCheck = std::function<Status(const StreamRequest &req)>;
 
 struct StreamLimits {

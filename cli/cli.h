@@ -43,7 +43,7 @@ std::string help_text();
 Result<std::vector<proto::NodeState>> nodes_from_list_reply(const Json::Value &body);
 // A table: JOB USER NODE PHASE READY GPUS PODS, or "no virtual nodes on this node".
 std::string format_list(const std::vector<proto::NodeState> &nodes);
-// api: the list reply's "api" object (agent/api_auth.h status()); null = no line.
+// api: the list reply's "api" object (agent/kube/api_auth.h status()); null = no line.
 std::string format_status(const std::string &socket, const std::string &agent_version,
                           const std::vector<proto::NodeState> &nodes,
                           const Json::Value &api = Json::Value());

@@ -63,21 +63,3 @@ common_libcommon_la_SOURCES = \
 	common/tcp_listeners.h
 common_libcommon_la_LIBADD = common/libcommon_core.la $(JSONCPP_LIBS)
 endif
-
-# libstreams: the kubelet streaming protocols' codecs (SPDY/3.1 with zlib
-# header compression, WebSocket channels, remotecommand's Status and resize
-# messages), for the agent's kubelet endpoint. Its own library: the shim and
-# the CLI, which link libcommon, need neither zlib nor GnuTLS. Programs link
-# common/libcommon.la after it.
-if BUILD_DAEMONS
-noinst_LTLIBRARIES += common/libstreams.la
-common_libstreams_la_SOURCES = \
-	common/remotecommand.cc \
-	common/remotecommand.h \
-	common/spdy.cc \
-	common/spdy.h \
-	common/ws_channel.cc \
-	common/ws_channel.h
-common_libstreams_la_CPPFLAGS = $(AM_CPPFLAGS) $(ZLIB_CFLAGS) $(GNUTLS_CFLAGS)
-common_libstreams_la_LIBADD = $(ZLIB_LIBS) $(GNUTLS_LIBS)
-endif

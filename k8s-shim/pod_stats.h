@@ -1,5 +1,5 @@
 // What a job's pods use, measured from their processes for the agent's
-// kubelet stats (pod_stats, docs/protocol.md; agent/kubelet_stats.h renders
+// kubelet stats (pod_stats, docs/protocol.md; agent/kubelet/kubelet_stats.h renders
 // them). The shim runs as the job's user and owns every process it measures;
 // it still reads /proc and the cgroup files bounded and without following a
 // symlink (common/fs.h read_file), and the agent validates what it is sent.

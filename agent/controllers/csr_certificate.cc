@@ -8,8 +8,8 @@
 #include <cstring>
 #include <utility>
 
-#include "agent/api_object.h"
-#include "agent/kube_client.h"
+#include "agent/kube/api_object.h"
+#include "agent/kube/kube_client.h"
 #include "agent/node_identity.h"
 #include "common/base64.h"
 #include "common/fs.h"

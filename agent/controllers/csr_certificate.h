@@ -35,7 +35,7 @@
 
 #include <json/json.h>
 
-#include "agent/api_auth.h"
+#include "agent/kube/api_auth.h"
 #include "common/backoff.h"
 #include "agent/controllers/agent_context.h"
 #include "agent/controllers/node_bound.h"

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "agent/api_object.h"
+#include "agent/kube/api_object.h"
 #include "agent/pod_status_patch.h"
 #include "common/log.h"
 

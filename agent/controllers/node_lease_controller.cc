@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "agent/api_object.h"
+#include "agent/kube/api_object.h"
 #include "agent/pod_status_patch.h"
 #include "common/log.h"
 

@@ -4,7 +4,7 @@
 #include <set>
 #include <utility>
 
-#include "agent/api_object.h"
+#include "agent/kube/api_object.h"
 #include "agent/controllers/agent_context.h"
 #include "agent/env_resolver.h"
 #include "agent/lost_shim.h"

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Component test: the agent's credential as real clusters hand it out (agent/api_auth.h).
+"""Component test: the agent's credential as real clusters hand it out (agent/kube/api_auth.h).
 
 The real agent (fake runtime) against the test API server, authenticated as the ServiceAccount
 kube-system/slurm-k8s-agent with tokens from the TokenRequest API (what `kubectl create token`

@@ -15,7 +15,7 @@
 #include <sstream>
 #include <string>
 
-#include "agent/kubelet_server.h"
+#include "agent/kubelet/kubelet_server.h"
 #include "common/log_paths.h"
 #include "common/log.h"
 

@@ -41,6 +41,6 @@ TESTS += \
 check_PROGRAMS += tests/component/kubelet_server_main
 tests_component_kubelet_server_main_SOURCES = tests/component/kubelet_server_main.cc
 tests_component_kubelet_server_main_LDADD = \
-	agent/libkubelet.la \
+	agent/kubelet/libkubelet.la \
 	common/libcommon.la
 endif

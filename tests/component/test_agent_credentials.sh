@@ -1,5 +1,5 @@
 #!/bin/sh
-# Component test: the agent's API credential (agent/api_auth.h): ServiceAccount tokens from
+# Component test: the agent's API credential (agent/kube/api_auth.h): ServiceAccount tokens from
 # the test API server's TokenRequest API rotated in the token file, an expired token refused
 # and recovered, a kubeconfig with an exec credential plugin. Runs as any user in < 1 min.
 : "${SK_TOP_SRCDIR:=$(cd "$(dirname "$0")/../.." && pwd)}"

@@ -37,7 +37,7 @@ expect_eq() {  # name want got
 
 # ---- certificates: a test CA, the serving cert, the API server's client cert,
 # and a client cert from another CA (the commands an admin would run, see
-# docs in agent/kubelet_server.h's report) ----
+# docs in agent/kubelet/kubelet_server.h's report) ----
 cd "$T"
 gen_ca() {  # name
     openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "/CN=$1" \

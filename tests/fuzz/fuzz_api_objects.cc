@@ -1,6 +1,6 @@
 // The agent's decoders of objects that come from the API server: Status
-// bodies (agent/kube_client.h), Nodes and Leases (agent/node_builder.h), Pods
-// and pod lists (agent/pod_status_patch.h, agent/api_object.h), ConfigMaps and
+// bodies (agent/kube/kube_client.h), Nodes and Leases (agent/node_builder.h), Pods
+// and pod lists (agent/pod_status_patch.h, agent/kube/api_object.h), ConfigMaps and
 // Secrets (agent/env_resolver.h). Input: byte 0 picks the HTTP status code,
 // byte 1 option bits, then up to three documents, one per line: A (a Status
 // body, Node, Lease, Pod or list), B (a PodStatus from the runtime, or the
@@ -20,10 +20,10 @@
 #include <string>
 #include <vector>
 
-#include "agent/api_object.h"
+#include "agent/kube/api_object.h"
 #include "agent/env_resolver.h"
-#include "agent/http_client.h"
-#include "agent/kube_client.h"
+#include "agent/kube/http_client.h"
+#include "agent/kube/kube_client.h"
 #include "agent/node_builder.h"
 #include "agent/pod_status_patch.h"
 #include "common/json.h"

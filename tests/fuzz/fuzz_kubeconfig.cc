@@ -1,6 +1,6 @@
-// The agent's kubeconfig (agent/kubeconfig.h): YAML (libyaml) an admin
+// The agent's kubeconfig (agent/kube/kubeconfig.h): YAML (libyaml) an admin
 // writes and root reads at start, and the ExecCredential an exec plugin
-// prints (agent/api_auth.h), which the agent reads while it runs.
+// prints (agent/kube/api_auth.h), which the agent reads while it runs.
 // Input: 1 selector byte (even: kubeconfig, odd: ExecCredential), the rest
 // the text. Properties: no crash, no hang on deep nesting or aliases; a
 // refusal says what it refuses ("kubeconfig: ..."); an accepted kubeconfig
@@ -8,8 +8,8 @@
 // accepted ExecCredential has a token or a certificate with its key.
 #include <string>
 
-#include "agent/api_auth.h"
-#include "agent/kubeconfig.h"
+#include "agent/kube/api_auth.h"
+#include "agent/kube/kubeconfig.h"
 #include "tests/fuzz/fuzz_target.h"
 
 SK_FUZZ_TARGET(kubeconfig) {

@@ -1,4 +1,4 @@
-// The kubelet endpoint's request handling (agent/kubelet_server.h): the
+// The kubelet endpoint's request handling (agent/kubelet/kubelet_server.h): the
 // routing of KubeletServer::handle and parse_container_logs_request over
 // the decoded path and query that libmicrohttpd hands over, before any
 // client is trusted with a file. The resolver never names a file, so no
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/kubelet_server.h"
+#include "agent/kubelet/kubelet_server.h"
 #include "tests/fuzz/fuzz_target.h"
 
 namespace {

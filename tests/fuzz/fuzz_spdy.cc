@@ -1,4 +1,4 @@
-// SPDY/3.1 decoder (common/spdy.h): the agent, as root, reads whatever a
+// SPDY/3.1 decoder (agent/kubelet/streams/spdy.h): the agent, as root, reads whatever a
 // peer of its kubelet port sends after an exec/attach/port-forward upgrade.
 // Byte 0 picks the mode (bit 0), the chunk size (bits 1-4) and small limits
 // (bit 5). Mode 0: the rest is the wire. Mode 1: the rest is a list of raw
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "common/spdy.h"
+#include "agent/kubelet/streams/spdy.h"
 #include "tests/fuzz/fuzz_target.h"
 
 namespace {

@@ -1,4 +1,4 @@
-// Kubernetes watch stream parser (agent/watch_parser.h) under arbitrary
+// Kubernetes watch stream parser (agent/kube/watch_parser.h) under arbitrary
 // chunking: curl hands the agent the body in whatever pieces arrive. Input:
 // 1 byte picks the line bound, 1 byte seeds the chunk sizes, the rest is the
 // stream (readable seeds: "\x00\x07" then one watch event per line).
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/watch_parser.h"
+#include "agent/kube/watch_parser.h"
 #include "tests/fuzz/fuzz_target.h"
 
 namespace {

@@ -1,6 +1,6 @@
 // WebSocket client frames and the Kubernetes channel layer
-// (common/ws_channel.h), and the resize stream's documents
-// (common/remotecommand.h): what the agent, as root, reads from a peer of
+// (agent/kubelet/streams/ws_channel.h), and the resize stream's documents
+// (agent/kubelet/streams/remotecommand.h): what the agent, as root, reads from a peer of
 // its kubelet port after a WebSocket upgrade. Byte 0 picks the mode (bit 0),
 // the chunk size (bits 1-4), small limits (bit 5) and v5 (bit 6). Mode 0:
 // the rest is the wire. Mode 1: the rest is a list of frames (first byte,
@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "common/remotecommand.h"
-#include "common/ws_channel.h"
+#include "agent/kubelet/streams/remotecommand.h"
+#include "agent/kubelet/streams/ws_channel.h"
 #include "tests/fuzz/fuzz_target.h"
 
 namespace {

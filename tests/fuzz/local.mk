@@ -29,12 +29,12 @@ FUZZ_TARGET_SOURCES = \
 	tests/fuzz/fuzz_watch_parser.cc \
 	tests/fuzz/fuzz_ws_channel.cc
 FUZZ_LDADD = \
-	agent/libkubelet.la \
+	agent/kubelet/libkubelet.la \
 	agent/libagentio.la \
 	agent/libagentcore.la \
 	k8s-shim/libshim.la \
 	spank/libspank_core.la \
-	common/libstreams.la \
+	agent/kubelet/streams/libstreams.la \
 	common/libcommon.la \
 	$(LIBUV_LIBS) \
 	$(LIBCURL_LIBS) \

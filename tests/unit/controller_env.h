@@ -19,7 +19,7 @@
 #include "agent/clock.h"
 #include "agent/controllers/virtual_node.h"
 #include "agent/job_store.h"
-#include "agent/kube_client.h"
+#include "agent/kube/kube_client.h"
 #include "common/rfc3339.h"
 #include "tests/agent/fake_runtime.h"
 #include "tests/unit/fake_transport.h"

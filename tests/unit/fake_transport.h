@@ -1,4 +1,4 @@
-// An HttpTransport (agent/http_client.h) for controller tests: canned
+// An HttpTransport (agent/kube/http_client.h) for controller tests: canned
 // answers keyed by method and path, every request recorded, watch streams
 // the test feeds, and an outage switch. Like CurlTransport, it answers on
 // its TimerSource (the controllers' virtual clock), later, never inside
@@ -24,7 +24,7 @@
 
 #include <json/json.h>
 
-#include "agent/http_client.h"
+#include "agent/kube/http_client.h"
 #include "agent/timer_source.h"
 
 namespace sk::agent::test {

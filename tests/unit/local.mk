@@ -147,27 +147,27 @@ tests_unit_test_cri_log_SOURCES = tests/unit/test_cri_log.cc
 tests_unit_test_cri_log_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
 tests_unit_test_cri_log_LDADD = common/libcommon.la $(SK_CHECK_LIBS)
 
-# ---- agent/http_server: upgraded connections ----
+# ---- agent/kubelet/http_server: upgraded connections ----
 check_PROGRAMS += tests/unit/test_http_upgrade
 TESTS += tests/unit/test_http_upgrade
 tests_unit_test_http_upgrade_SOURCES = tests/unit/test_http_upgrade.cc
 tests_unit_test_http_upgrade_CXXFLAGS = $(SK_CHECK_CXXFLAGS) $(GNUTLS_CFLAGS)
-tests_unit_test_http_upgrade_LDADD = agent/libkubelet.la common/libstreams.la common/libcommon.la $(SK_CHECK_LIBS) $(GNUTLS_LIBS) -lpthread
+tests_unit_test_http_upgrade_LDADD = agent/kubelet/libkubelet.la agent/kubelet/streams/libstreams.la common/libcommon.la $(SK_CHECK_LIBS) $(GNUTLS_LIBS) -lpthread
 
 check_PROGRAMS += tests/unit/test_kubelet_streams
 TESTS += tests/unit/test_kubelet_streams
 tests_unit_test_kubelet_streams_SOURCES = tests/unit/test_kubelet_streams.cc
 tests_unit_test_kubelet_streams_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
-tests_unit_test_kubelet_streams_LDADD = agent/libkubelet.la common/libstreams.la common/libcommon.la $(SK_CHECK_LIBS) -lpthread
+tests_unit_test_kubelet_streams_LDADD = agent/kubelet/libkubelet.la agent/kubelet/streams/libstreams.la common/libcommon.la $(SK_CHECK_LIBS) -lpthread
 
-# ---- agent/stream_request: the kubelet's streaming requests ----
+# ---- agent/kubelet/stream_request: the kubelet's streaming requests ----
 check_PROGRAMS += tests/unit/test_stream_request
 TESTS += tests/unit/test_stream_request
 tests_unit_test_stream_request_SOURCES = tests/unit/test_stream_request.cc
 tests_unit_test_stream_request_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
-tests_unit_test_stream_request_LDADD = agent/libkubelet.la common/libstreams.la common/libcommon.la $(SK_CHECK_LIBS)
+tests_unit_test_stream_request_LDADD = agent/kubelet/libkubelet.la agent/kubelet/streams/libstreams.la common/libcommon.la $(SK_CHECK_LIBS)
 
-# ---- common/libstreams: the kubelet streaming protocols ----
+# ---- agent/kubelet/streams (libstreams): the kubelet streaming protocols ----
 check_PROGRAMS += \
 	tests/unit/test_spdy \
 	tests/unit/test_ws_channel \
@@ -176,7 +176,7 @@ TESTS += \
 	tests/unit/test_spdy \
 	tests/unit/test_ws_channel \
 	tests/unit/test_remotecommand
-SK_STREAMS_TEST_LIBS = common/libstreams.la common/libcommon.la $(SK_CHECK_LIBS)
+SK_STREAMS_TEST_LIBS = agent/kubelet/streams/libstreams.la common/libcommon.la $(SK_CHECK_LIBS)
 
 # Writes peer header blocks with zlib itself.
 tests_unit_test_spdy_SOURCES = tests/unit/test_spdy.cc
@@ -335,15 +335,15 @@ tests_unit_test_kubelet_auth_LDADD = \
 
 tests_unit_test_kubelet_logs_SOURCES = tests/unit/test_kubelet_logs.cc
 tests_unit_test_kubelet_logs_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
-tests_unit_test_kubelet_logs_LDADD = agent/libkubelet.la common/libcommon.la $(SK_CHECK_LIBS)
+tests_unit_test_kubelet_logs_LDADD = agent/kubelet/libkubelet.la common/libcommon.la $(SK_CHECK_LIBS)
 
 tests_unit_test_kubelet_stats_SOURCES = tests/unit/test_kubelet_stats.cc
 tests_unit_test_kubelet_stats_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
-tests_unit_test_kubelet_stats_LDADD = agent/libkubelet.la common/libcommon.la $(SK_CHECK_LIBS)
+tests_unit_test_kubelet_stats_LDADD = agent/kubelet/libkubelet.la common/libcommon.la $(SK_CHECK_LIBS)
 
 tests_unit_test_metrics_SOURCES = tests/unit/test_metrics.cc
 tests_unit_test_metrics_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
-tests_unit_test_metrics_LDADD = agent/libkubelet.la common/libcommon.la $(SK_CHECK_LIBS) -lpthread
+tests_unit_test_metrics_LDADD = agent/kubelet/libkubelet.la common/libcommon.la $(SK_CHECK_LIBS) -lpthread
 
 # ---- k8s-shim/ ----
 SK_SHIM_TEST_CXXFLAGS = $(SK_CHECK_CXXFLAGS) $(LIBUV_CFLAGS)

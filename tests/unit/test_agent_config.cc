@@ -3,7 +3,7 @@
 #include <string>
 
 #include "agent/agent_config.h"
-#include "agent/kubeconfig.h"
+#include "agent/kube/kubeconfig.h"
 #include "tests/unit/check_main.h"
 
 using namespace sk;

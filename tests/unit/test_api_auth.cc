@@ -1,4 +1,4 @@
-// agent/api_auth: the agent's credential kept current on a real loop with
+// agent/kube/api_auth: the agent's credential kept current on a real loop with
 // real files and a real exec credential plugin (a shell script): a token
 // file re-read when it changes (also through a projected volume's ..data
 // link swap) and after a 401, the refused state and its words, a JWT's
@@ -12,7 +12,7 @@
 #include <fstream>
 #include <string>
 
-#include "agent/api_auth.h"
+#include "agent/kube/api_auth.h"
 #include "common/base64.h"
 #include "tests/unit/check_json.h"
 

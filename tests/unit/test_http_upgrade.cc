@@ -1,4 +1,4 @@
-// agent/http_server.h: a 101 response hands the connection to its upgrade
+// agent/kubelet/http_server.h: a 101 response hands the connection to its upgrade
 // callback (HttpUpgrade): the bytes after the request, both directions, the
 // holder's close(), and a server stop with an upgraded connection open.
 #include <arpa/inet.h>
@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "agent/http_server.h"
+#include "agent/kubelet/http_server.h"
 #include "tests/unit/check_main.h"
 
 using namespace sk;

@@ -1,4 +1,4 @@
-// agent/kubelet_auth and agent/webhook_gate: the kubelet's request
+// agent/kubelet/kubelet_auth and agent/kubelet/webhook_gate: the kubelet's request
 // attributes and texts, the review bodies and answers, the bounded cache,
 // and the gate's decisions with an API stand-in on a real libuv loop
 // (client certificate, bearer token, allowed, denied, the API server not
@@ -11,8 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "agent/kubelet_auth.h"
-#include "agent/webhook_gate.h"
+#include "agent/kubelet/kubelet_auth.h"
+#include "agent/kubelet/webhook_gate.h"
 #include "tests/unit/check_json.h"
 #include "tests/unit/check_main.h"
 

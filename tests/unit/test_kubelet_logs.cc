@@ -1,4 +1,4 @@
-// agent/log_paths and the pure part of agent/kubelet_server: where logs live,
+// agent/log_paths and the pure part of agent/kubelet/kubelet_server: where logs live,
 // which instance --previous means, how /containerLogs requests are parsed
 // and routed.
 #include <stdlib.h>
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/kubelet_server.h"
+#include "agent/kubelet/kubelet_server.h"
 #include "common/log_paths.h"
 #include "tests/unit/check_main.h"
 

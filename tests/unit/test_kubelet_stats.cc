@@ -1,4 +1,4 @@
-// agent/kubelet_stats: /metrics/resource as the kubelet writes it (parsed
+// agent/kubelet/kubelet_stats: /metrics/resource as the kubelet writes it (parsed
 // back: families, HELP/TYPE, names, labels, values, timestamps),
 // /stats/summary's JSON, and the CPU rates from two samples; the
 // KubeletServer routes to a StatsProvider.
@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/kubelet_server.h"
-#include "agent/kubelet_stats.h"
+#include "agent/kubelet/kubelet_server.h"
+#include "agent/kubelet/kubelet_stats.h"
 #include "common/json.h"
 #include "tests/unit/check_main.h"
 

@@ -1,11 +1,11 @@
-// agent/kubelet_server.h with a StreamHandler: the streaming endpoints'
+// agent/kubelet/kubelet_server.h with a StreamHandler: the streaming endpoints'
 // refusals (the request's, then the handler's check) and the 101 a kubelet
 // answers for SPDY and for WebSocket, without a socket; without a handler,
 // 404 as before.
 #include <atomic>
 #include <string>
 
-#include "agent/kubelet_server.h"
+#include "agent/kubelet/kubelet_server.h"
 #include "tests/unit/check_main.h"
 
 using namespace sk;

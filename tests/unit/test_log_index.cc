@@ -1,4 +1,4 @@
-// agent/log_index: the log files the kubelet endpoint resolves a container
+// agent/kubelet/log_index: the log files the kubelet endpoint resolves a container
 // to (common/log_paths.h, restartCount and running from the shim's status).
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-#include "agent/log_index.h"
+#include "agent/kubelet/log_index.h"
 #include "tests/unit/check_json.h"
 
 using namespace sk;

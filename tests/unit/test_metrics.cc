@@ -1,9 +1,9 @@
-// agent/metrics: the exact Prometheus text an admin's scraper reads.
+// agent/kubelet/metrics: the exact Prometheus text an admin's scraper reads.
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "agent/metrics.h"
+#include "agent/kubelet/metrics.h"
 #include "tests/unit/check_main.h"
 
 using namespace sk;

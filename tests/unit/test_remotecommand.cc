@@ -1,10 +1,10 @@
-// common/remotecommand: protocol negotiation, the error stream's
+// agent/kubelet/streams/remotecommand: protocol negotiation, the error stream's
 // metav1.Status, the resize stream's terminal sizes.
 #include <string>
 #include <vector>
 
 #include "common/json.h"
-#include "common/remotecommand.h"
+#include "agent/kubelet/streams/remotecommand.h"
 #include "tests/unit/check_main.h"
 
 using namespace sk;

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "agent/agent.h"
-#include "agent/command_runner.h"
+#include "uv/command_runner.h"
 #include "agent/shim_runtime.h"
 #include "tests/unit/check_json.h"
 

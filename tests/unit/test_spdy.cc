@@ -1,4 +1,4 @@
-// common/spdy: SPDY/3.1 frames and zlib header blocks, against what kubectl
+// agent/kubelet/streams/spdy: SPDY/3.1 frames and zlib header blocks, against what kubectl
 // (Go's moby/spdystream) sends, round trips, chunking and hostile input.
 #include <zlib.h>
 
@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "common/spdy.h"
+#include "agent/kubelet/streams/spdy.h"
 #include "tests/unit/check_main.h"
 
 using namespace sk;

@@ -1,10 +1,10 @@
-// agent/stream_request.h: the kubelet's /exec, /attach and /portForward
+// agent/kubelet/stream_request.h: the kubelet's /exec, /attach and /portForward
 // requests as a 1.28 API server relays kubectl 1.28 (SPDY) and 1.32
 // (WebSocket) to the node (the request lines and headers recorded in
 // tests/kube/kubectl_streams.sh), and the kubelet's refusals.
 #include <string>
 
-#include "agent/stream_request.h"
+#include "agent/kubelet/stream_request.h"
 #include "tests/unit/check_main.h"
 
 using namespace sk;

@@ -1,10 +1,10 @@
-// agent/watch_parser: the watch stream split at every byte, ERROR events,
+// agent/kube/watch_parser: the watch stream split at every byte, ERROR events,
 // malformed lines and the line bound.
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "agent/watch_parser.h"
+#include "agent/kube/watch_parser.h"
 #include "tests/unit/check_main.h"
 
 using namespace sk;

@@ -1,11 +1,11 @@
-// common/ws_channel: the WebSocket handshake key, client frames, server
+// agent/kubelet/streams/ws_channel: the WebSocket handshake key, client frames, server
 // frames and the channel byte, against RFC 6455's examples, what kubectl
 // sends and hostile input.
 #include <cstdio>
 #include <string>
 #include <vector>
 
-#include "common/ws_channel.h"
+#include "agent/kubelet/streams/ws_channel.h"
 #include "tests/unit/check_main.h"
 
 using namespace sk;
