@@ -1,14 +1,13 @@
 // The agent's side of `kubectl exec` (docs/architecture.md "Exec sessions"):
 // the kubelet endpoint hands each upgraded /exec connection here
 // (StreamHandler, agent/kubelet/kubelet_server.h); a session speaks the client's
-// protocol (SPDY/3.1 or WebSocket v4/v5: agent/kubelet/streams/spdy.h, agent/kubelet/streams/ws_channel.h,
-// agent/kubelet/streams/remotecommand.h), asks the job's runtime to start the command
-// (exec_start: the job's shim starts it as the job's user, in the pod's
-// environment), takes the shim's data connection when it arrives on the
-// agent socket (exec_attach, checked against the job's uid) and relays bytes
-// between the two: stdin, stdout, stderr, the terminal's size, and at the
-// end the exit status as the kubelet's metav1.Status on the error stream.
-// The agent never runs anything itself and reads nothing for the pod.
+// protocol (SPDY/3.1 or WebSocket v4/v5: agent/kubelet/streams/spdy.h,
+// agent/kubelet/streams/ws_channel.h, agent/kubelet/streams/remotecommand.h), asks the job's
+// runtime to start the command (exec_start: the job's shim starts it as the job's user, in the
+// pod's environment), takes the shim's data connection when it arrives on the agent socket
+// (exec_attach, checked against the job's uid) and relays bytes between the two: stdin, stdout,
+// stderr, the terminal's size, and at the end the exit status as the kubelet's metav1.Status on the
+// error stream. The agent never runs anything itself and reads nothing for the pod.
 //
 // A session ends when the command exits (status, then the client's close or
 // its flush), when the client goes away (the data connection is closed: the

@@ -1,9 +1,8 @@
 // What the kubelet's streaming endpoints carry above the framing
-// (agent/kubelet/streams/spdy.h, agent/kubelet/streams/ws_channel.h), as Kubernetes' remotecommand and
-// portforward protocols define it: the protocol names a client offers, the
-// SPDY stream headers, the metav1.Status written on the error stream when a
-// command ends, and the terminal sizes read from the resize stream.
-// docs/protocol.md "Kubelet streaming protocols".
+// (agent/kubelet/streams/spdy.h, agent/kubelet/streams/ws_channel.h), as Kubernetes' remotecommand
+// and portforward protocols define it: the protocol names a client offers, the SPDY stream headers,
+// the metav1.Status written on the error stream when a command ends, and the terminal sizes read
+// from the resize stream. docs/protocol.md "Kubelet streaming protocols".
 #pragma once
 
 #include <cstddef>
