@@ -76,6 +76,12 @@ Result<uint64_t> parse_uint(std::string_view s, std::string_view what, uint64_t 
     return v;
 }
 
+std::optional<uint64_t> to_uint(std::string_view s) {
+    auto n = parse_uint(s, "value");
+    if (!n) return std::nullopt;
+    return *n;
+}
+
 Result<int> parse_nice(std::string_view s, std::string_view what) {
     bool neg = !s.empty() && s[0] == '-';
     auto n = parse_uint(neg ? s.substr(1) : s, what, 20);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,6 +23,9 @@ std::string hex_encode(const void *data, size_t n);
 
 // Decimal, no sign; fails with InvalidArgument naming `what`.
 Result<uint64_t> parse_uint(std::string_view s, std::string_view what, uint64_t max = UINT64_MAX);
+// The same where no message is wanted (a field of a kernel file): nullopt
+// when s is not a decimal number.
+std::optional<uint64_t> to_uint(std::string_view s);
 // A CPU nice value, -20..19 (setpriority(2)); fails with InvalidArgument
 // "WHAT='S' is not a nice value (allowed -20..19)".
 Result<int> parse_nice(std::string_view s, std::string_view what);

@@ -18,18 +18,6 @@
 
 namespace sk::shim {
 
-namespace {
-
-// Cgroup files are a line or a few dozen; the bound only refuses nonsense.
-
-std::optional<uint64_t> number(std::string_view s) {
-    auto n = parse_uint(s, "value");
-    if (!n) return std::nullopt;
-    return *n;
-}
-
-}  // namespace
-
 bool parse_proc_usage(std::string_view text, ProcUsage *out) {
     auto paren = text.rfind(')');
     if (paren == std::string_view::npos || paren + 1 >= text.size() || text[paren + 1] != ' ')
@@ -37,7 +25,7 @@ bool parse_proc_usage(std::string_view text, ProcUsage *out) {
     auto fields = split(trim(text.substr(paren + 2)), ' ');
     // fields[0] is field 3 (the state).
     auto at = [&fields](size_t field) -> std::optional<uint64_t> {
-        return field - 3 < fields.size() ? number(fields[field - 3]) : std::nullopt;
+        return field - 3 < fields.size() ? to_uint(fields[field - 3]) : std::nullopt;
     };
     auto ppid = at(4), ut = at(14), st = at(15), cut = at(16), cst = at(17), rss = at(24);
     if (!ppid || *ppid > INT32_MAX || !ut || !st || !cut || !cst || !rss) return false;

@@ -6,27 +6,17 @@
 
 namespace sk {
 
-namespace {
-
-std::optional<uint64_t> number(std::string_view s) {
-    auto n = parse_uint(s, "value");
-    if (!n) return std::nullopt;
-    return *n;
-}
-
-}  // namespace
-
 std::optional<uint64_t> flat_keyed_value(std::string_view text, std::string_view key) {
     for (const auto &line : split(text, '\n')) {
         auto sp = line.find(' ');
         if (sp == std::string::npos || std::string_view(line).substr(0, sp) != key) continue;
-        return number(trim(std::string_view(line).substr(sp + 1)));
+        return to_uint(trim(std::string_view(line).substr(sp + 1)));
     }
     return std::nullopt;
 }
 
 std::optional<uint64_t> single_value(std::string_view text) {
-    return number(trim(text));
+    return to_uint(trim(text));
 }
 
 JobCgroupFiles job_cgroup_files(const std::vector<CgroupLine> &job_lines, const std::string &root) {

@@ -35,6 +35,10 @@ START_TEST(uint_table) {
         ck_assert_uint_eq(*r, c.want);
     else
         ck_assert_msg(r.message().find("value") != std::string::npos, "message names the field");
+    // to_uint: the same numbers, without a message.
+    auto n = to_uint(c.in);
+    ck_assert_msg(n.has_value() == c.ok, "to_uint '%s'", c.in);
+    if (c.ok) ck_assert_uint_eq(*n, c.want);
 }
 END_TEST
 
