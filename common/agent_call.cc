@@ -10,14 +10,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
+
 namespace sk {
 namespace {
-
-int64_t now_ms() {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
-}
 
 class Fd {
   public:
@@ -40,7 +36,7 @@ std::string sys_error(const std::string &what, int err) {
 // Waits for `events` until the deadline; Timeout when it passes.
 Status wait_fd(int fd, short events, int64_t deadline, const std::string &what) {
     for (;;) {
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - monotonic_ms();
         if (left <= 0) return fail(Error::Timeout, what + ": no answer within the timeout");
         struct pollfd p = {fd, events, 0};
         int n = poll(&p, 1, static_cast<int>(left));
@@ -62,7 +58,7 @@ Status connect_unix(int fd, const std::string &path, int64_t deadline) {
     // one would get EAGAIN and no event for when there is room.
     int err = EAGAIN;  // what a bound that ran out before the first try reads as
     for (;;) {
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - monotonic_ms();
         if (left <= 0) break;
         struct timeval tv = {static_cast<time_t>(left / 1000),
                              static_cast<suseconds_t>((left % 1000) * 1000)};
@@ -125,7 +121,7 @@ std::string admin_socket_for(const std::string &socket_path) {
 
 Result<std::string> agent_exchange(const std::string &path, const std::string &line,
                                    int timeout_ms) {
-    const int64_t deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 1);
+    const int64_t deadline = monotonic_ms() + (timeout_ms > 0 ? timeout_ms : 1);
     Fd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));  // non-blocking once connected
     if (fd.get() < 0) return fail(Error::Io, sys_error("socket", errno));
     if (auto s = connect_unix(fd.get(), path, deadline); !s) return s.failure();

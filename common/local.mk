@@ -7,6 +7,8 @@ common_libcommon_core_la_SOURCES = \
 	common/agent_call.h \
 	common/backoff.cc \
 	common/backoff.h \
+	common/clock.cc \
+	common/clock.h \
 	common/config.cc \
 	common/config.h \
 	common/error.cc \

@@ -1,14 +1,13 @@
 #include "k8s-shim/clock.h"
 
 #include <cstdlib>
-#include <ctime>
+
+#include "common/clock.h"
 
 namespace sk::shim {
 
 int64_t Clock::wall_ms() {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
+    return sk::wall_ms();
 }
 
 double Clock::scale_from_env() {

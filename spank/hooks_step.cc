@@ -18,6 +18,7 @@
 #include <cstdio>
 
 #include "common/cgroup/cgroup_files.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/plugin_wire.h"
 #include "common/procfs.h"
@@ -40,23 +41,18 @@ struct StepState {
 };
 StepState g_step;
 
-int64_t now_ms() {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
-}
-
 void wait_ready(const PlugConfig &cfg) {
     const RunFile &rf = g_step.rf;
-    const int64_t deadline = now_ms() + static_cast<int64_t>(rf.wait_s) * 1000;
+    const int64_t deadline = monotonic_ms() + static_cast<int64_t>(rf.wait_s) * 1000;
     PluginAgentClient agent(admin_socket_for(cfg, rf.slurm_node),
                             static_cast<int>(cfg.timeout_s * 1000));
     proto::JobKey key{rf.job_id, rf.slurm_node};
     std::string last = "not Ready yet";
-    while (now_ms() < deadline) {
-        auto r = agent.call("status", PluginCodec::to_json(key),
-                            static_cast<int>(std::min<int64_t>(
-                                cfg.timeout_s * 1000, std::max<int64_t>(deadline - now_ms(), 1))));
+    while (monotonic_ms() < deadline) {
+        auto r =
+            agent.call("status", PluginCodec::to_json(key),
+                       static_cast<int>(std::min<int64_t>(
+                           cfg.timeout_s * 1000, std::max<int64_t>(deadline - monotonic_ms(), 1))));
         if (r) {
             auto st = PluginCodec::node_state_from_json(*r);
             if (st && st->ready) {

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "common/backoff.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 namespace sk::spank {
@@ -23,12 +24,6 @@ namespace {
 // the system call itself (Linux 5.3).
 int pidfd_of(pid_t pid) {
     return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-}
-
-int64_t mono_ms() {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
 
 // How the shim ended, when this thread reaped it; slurmstepd's wait for its
@@ -93,9 +88,9 @@ pid_t ShimKeeper::stop() {
 
 bool ShimKeeper::wait_stop(int ms) const {
     struct pollfd p = {stop_fd_, POLLIN, 0};
-    int64_t end = mono_ms() + ms;
+    int64_t end = monotonic_ms() + ms;
     for (;;) {
-        int left = static_cast<int>(std::max<int64_t>(0, end - mono_ms()));
+        int left = static_cast<int>(std::max<int64_t>(0, end - monotonic_ms()));
         int r = poll(&p, 1, left);
         if (r > 0) return true;
         if (r == 0 || (r < 0 && errno != EINTR)) return r < 0;
@@ -106,7 +101,7 @@ void ShimKeeper::run() {
     // Exact delays (no jitter): one shim per job, nothing to spread.
     sk::Backoff restart(static_cast<uint64_t>(policy_.first_ms),
                         static_cast<uint64_t>(policy_.max_ms), sk::Backoff::no_jitter);
-    int64_t started = mono_ms();
+    int64_t started = monotonic_ms();
     for (;;) {
         pid_t pid = this->pid();
         int pfd = pidfd_of(pid);
@@ -131,7 +126,7 @@ void ShimKeeper::run() {
             }
             if (fds[1].revents) return;  // stop(): the job ends
         }
-        int64_t lived = mono_ms() - started;
+        int64_t lived = monotonic_ms() - started;
         if (lived >= policy_.stable_ms) restart.reset();
         int delay = static_cast<int>(restart.next_ms());
         LOG_WARN(
@@ -147,7 +142,7 @@ void ShimKeeper::run() {
                     std::lock_guard<std::mutex> l(mu_);
                     pid_ = *np;
                 }
-                started = mono_ms();
+                started = monotonic_ms();
                 restarts_++;
                 LOG_INFO("extern: %s: a new shim started, pid %d (restart %d)", what_.c_str(), *np,
                          restarts_.load());

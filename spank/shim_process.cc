@@ -16,16 +16,11 @@
 #include <sstream>
 
 #include "common/cgroup/cgroup_files.h"
+#include "common/clock.h"
 #include "common/fs.h"
 
 namespace sk::spank {
 namespace {
-
-int64_t now_ms() {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
-}
 
 void sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -169,8 +164,8 @@ std::string slurm_job_state(uint32_t job_id, int timeout_ms) {
     fcntl(p[0], F_SETFL, O_NONBLOCK);
     std::string out;
     char buf[256];
-    int64_t end = now_ms() + timeout_ms;
-    while (now_ms() < end) {
+    int64_t end = monotonic_ms() + timeout_ms;
+    while (monotonic_ms() < end) {
         ssize_t n = read(p[0], buf, sizeof buf);
         if (n > 0 && out.size() < 256) out.append(buf, static_cast<size_t>(n));
         if (n == 0) break;
@@ -180,7 +175,7 @@ std::string slurm_job_state(uint32_t job_id, int timeout_ms) {
     close(p[0]);
     int st = 0;
     pid_t r;
-    while ((r = waitpid(pid, &st, WNOHANG)) == 0 && now_ms() < end)
+    while ((r = waitpid(pid, &st, WNOHANG)) == 0 && monotonic_ms() < end)
         sleep_ms(10);
     if (r == 0) {
         kill(pid, SIGKILL);
@@ -257,21 +252,21 @@ int stop_shim(pid_t shim, uid_t uid, const std::vector<std::string> &job_cgroups
     if (shim > 0) {
         kill(-shim, SIGCONT);
         kill(-shim, SIGTERM);
-        for (int64_t end = now_ms() + term_ms; now_ms() < end && !reap(shim, &reaped);)
+        for (int64_t end = monotonic_ms() + term_ms; monotonic_ms() < end && !reap(shim, &reaped);)
             sleep_ms(20);
     } else {
         reaped = true;
     }
     // A shim's children may have left its process group (container runtimes
     // call setsid): the cgroups list them all.
-    int64_t end = now_ms() + kill_ms;
+    int64_t end = monotonic_ms() + kill_ms;
     for (;;) {
         if (shim > 0) kill(-shim, SIGKILL);
         auto left = job_user_pids(job_cgroups, uid);
         for (pid_t p : left)
             kill(p, SIGKILL);
         bool gone = reap(shim, &reaped);
-        if ((left.empty() && gone) || now_ms() >= end)
+        if ((left.empty() && gone) || monotonic_ms() >= end)
             return static_cast<int>(left.size()) + (gone ? 0 : 1);
         sleep_ms(20);
     }
@@ -292,14 +287,14 @@ std::vector<std::string> remove_job_cgroups(const std::vector<std::string> &job_
             }
     }
     std::vector<std::string> left;
-    int64_t end = now_ms() + timeout_ms;
+    int64_t end = monotonic_ms() + timeout_ms;
     for (const auto &dir : job_cgroups) {
         std::vector<std::string> all;
         subdirs(dir, &all);
         all.push_back(dir);
         for (const auto &d : all) {
             while (rmdir(d.c_str()) != 0 && errno != ENOENT) {
-                if (errno != EBUSY || now_ms() >= end) {
+                if (errno != EBUSY || monotonic_ms() >= end) {
                     left.push_back(d + ": " + strerror(errno));
                     break;
                 }
