@@ -14,36 +14,13 @@
 #include "agent/socket_server.h"
 #include "agent/stream_sessions.h"
 #include "agent/node_endpoints.h"
+#include "agent/garbage_collector.h"
+#include "agent/slurm_jobs.h"
 #include "agent/stats_provider.h"
 #include "agent/uv_timer_source.h"
 #include "common/cgroup/pod_cgroup.h"
 
 namespace sk::agent {
-
-// JobState: agent/controllers/agent_context.h.
-
-// "Is Slurm job N still alive?" and "when does it end?", asked of Slurm.
-// Injectable so tests need no Slurm. Answers come later, on the loop.
-class JobAliveChecker {
-  public:
-    virtual ~JobAliveChecker() = default;
-    virtual void state(uint32_t job_id, std::function<void(JobState)> cb) = 0;
-    // state() != Gone: a job Slurm cannot tell about counts as alive.
-    void alive(uint32_t job_id, const std::function<void(bool)> &cb) {
-        state(job_id, [cb](JobState s) { cb(s != JobState::Gone); });
-    }
-    // Unix seconds; 0 = unknown or no limit.
-    // By value like alive(): the overriders keep cb for a later answer.
-    // NOLINTNEXTLINE(performance-unnecessary-value-param): the interface's signature
-    virtual void end_time(uint32_t /*job_id*/, std::function<void(int64_t)> cb) { cb(0); }
-    // state(), with the reason a Gone job's end gives its pods' final
-    // status and its Node's Event (end_reason_of); "JobEnded" when Slurm no
-    // longer says how it ended.
-    // NOLINTNEXTLINE(performance-unnecessary-value-param): the overriders keep cb
-    virtual void end_state(uint32_t job_id, std::function<void(JobState, std::string)> cb) {
-        state(job_id, [cb](JobState s) { cb(s, "JobEnded"); });
-    }
-};
 
 // Runs job_alive_command ({job} replaced) off the loop (uv/command_runner.h): Alive
 // when it exits 0 and prints a live state (RUNNING, COMPLETING, ...), or
@@ -138,11 +115,9 @@ class Agent {
     void sweep_pod_cgroups(const VirtualNode &vn);
     Result<ExecTarget> exec_target(const std::string &ns, const std::string &pod);
     std::shared_ptr<VirtualNode> add_node(JobRecord rec, std::function<void(Status)> ready);
+    // One round of garbage collection: collector_'s, and the registered
+    // jobs' own checks (a deregister that never came, pod cgroups left).
     void gc();
-    void gc_files();
-    void gc_failed_nodes();
-    void post_job_end_event(const std::string &node_name, uint32_t job_id,
-                            const std::string &reason);
     // Asks Slurm about a registered job; when it is Gone (never on Unknown)
     // and vn is still its node, not ending, it is deregistered as the
     // epilog's deregister does it (the drain with grace 0: Slurm ended the
@@ -170,6 +145,7 @@ class Agent {
     std::unique_ptr<SocketServer> admin_server_;  // root's own (AgentConfig::admin_socket_path)
     std::map<std::string, std::shared_ptr<VirtualNode>> nodes_;  // by job_key
     IdentityPool identities_;  // the slots' identities while no job holds them
+    GarbageCollector collector_;
     std::vector<uint32_t> admin_uids_;
     Timer gc_timer_;
     Timer pods_timer_;  // pods-by-phase gauge

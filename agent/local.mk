@@ -35,13 +35,16 @@ agent_libagentcore_la_SOURCES = \
 # GnuTLS for node_address's certificate name check and node_identity's keys
 # and requests.
 agent_libagentcore_la_CPPFLAGS = $(AM_CPPFLAGS) $(GNUTLS_CFLAGS)
-agent_libagentcore_la_LIBADD = agent/kube/libkube.la agent/kubelet/libkubelet.la common/libcommon.la $(GNUTLS_LIBS)
+agent_libagentcore_la_LIBADD = agent/kube/libkube.la common/libcommon.la $(GNUTLS_LIBS)
 
 # I/O edges and controllers: libuv, libcurl.
 noinst_LTLIBRARIES += agent/libagentio.la
 agent_libagentio_la_SOURCES = \
 	agent/agent.cc \
 	agent/agent.h \
+	agent/garbage_collector.cc \
+	agent/garbage_collector.h \
+	agent/slurm_jobs.h \
 	agent/controllers/agent_context.h \
 	agent/controllers/drain.cc \
 	agent/controllers/drain.h \
@@ -73,7 +76,7 @@ agent_libagentio_la_SOURCES = \
 	agent/uv_timer_source.cc \
 	agent/uv_timer_source.h
 agent_libagentio_la_CPPFLAGS = $(AM_CPPFLAGS) $(LIBUV_CFLAGS) $(LIBCURL_CFLAGS)
-agent_libagentio_la_LIBADD = agent/libagentcore.la agent/kube/libkube.la agent/kubelet/libkubelet.la uv/libskuv.la $(LIBUV_LIBS) $(LIBCURL_LIBS)
+agent_libagentio_la_LIBADD = agent/libagentcore.la agent/kubelet/libkubelet.la uv/libskuv.la $(LIBUV_LIBS) $(LIBCURL_LIBS)
 
 # The daemon's main() (agent/daemon.h): linked by the shipped agent below and
 # by the test build that adds the fake runtime (tests/agent/local.mk).

@@ -1,10 +1,10 @@
-#include "common/cgroup/cgroup_files.h"
 #include "agent/peer_auth.h"
 
 #include <algorithm>
 
-#include "common/procfs.h"
+#include "common/cgroup/cgroup_files.h"
 #include "common/cgroup/slurm_cgroup.h"
+#include "common/procfs.h"
 
 namespace sk::agent {
 

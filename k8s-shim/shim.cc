@@ -1,4 +1,3 @@
-#include "common/cgroup/cgroup_files.h"
 #include "k8s-shim/shim.h"
 
 #include <dirent.h>
@@ -12,6 +11,7 @@
 
 #include <algorithm>
 
+#include "common/cgroup/cgroup_files.h"
 #include "common/fs.h"
 #include "common/json.h"
 #include "common/log.h"

@@ -21,5 +21,8 @@ agent_kube_libkube_la_SOURCES = \
 	agent/kube/watch_parser.cc \
 	agent/kube/watch_parser.h
 agent_kube_libkube_la_CPPFLAGS = $(AM_CPPFLAGS) $(LIBUV_CFLAGS) $(LIBCURL_CFLAGS) $(LIBYAML_CFLAGS)
-agent_kube_libkube_la_LIBADD = uv/libskuv.la common/libcommon.la $(LIBUV_LIBS) $(LIBCURL_LIBS) $(LIBYAML_LIBS)
+# Only external libraries here: the convenience libraries it uses (uv/,
+# common/) are linked by the programs, so that no archive holds a copy of
+# another.
+agent_kube_libkube_la_LIBADD = $(LIBUV_LIBS) $(LIBCURL_LIBS) $(LIBYAML_LIBS)
 endif

@@ -29,5 +29,5 @@ agent_kubelet_libkubelet_la_SOURCES = \
 	agent/kubelet/webhook_gate.cc \
 	agent/kubelet/webhook_gate.h
 agent_kubelet_libkubelet_la_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS) $(GNUTLS_CFLAGS) $(LIBUV_CFLAGS)
-agent_kubelet_libkubelet_la_LIBADD = agent/kubelet/streams/libstreams.la uv/libskuv.la common/libcommon.la $(MHD_LIBS) $(GNUTLS_LIBS) $(LIBUV_LIBS) -lpthread
+agent_kubelet_libkubelet_la_LIBADD = agent/kubelet/streams/libstreams.la $(MHD_LIBS) $(GNUTLS_LIBS) $(LIBUV_LIBS) -lpthread
 endif

@@ -192,7 +192,7 @@ tests_unit_test_remotecommand_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
 tests_unit_test_remotecommand_LDADD = $(SK_STREAMS_TEST_LIBS)
 
 # ---- agent/: the pure core (libagentcore) ----
-SK_AGENT_CORE_TEST_LIBS = agent/libagentcore.la common/libcommon.la $(SK_CHECK_LIBS)
+SK_AGENT_CORE_TEST_LIBS = agent/libagentcore.la agent/kubelet/libkubelet.la uv/libskuv.la common/libcommon.la $(SK_CHECK_LIBS)
 check_PROGRAMS += \
 	tests/unit/test_agent_config \
 	tests/unit/test_backoff \

@@ -13,5 +13,5 @@ agent_kubelet_streams_libstreams_la_SOURCES = \
 	agent/kubelet/streams/ws_channel.cc \
 	agent/kubelet/streams/ws_channel.h
 agent_kubelet_streams_libstreams_la_CPPFLAGS = $(AM_CPPFLAGS) $(ZLIB_CFLAGS) $(GNUTLS_CFLAGS)
-agent_kubelet_streams_libstreams_la_LIBADD = common/libcommon.la $(ZLIB_LIBS) $(GNUTLS_LIBS)
+agent_kubelet_streams_libstreams_la_LIBADD = $(ZLIB_LIBS) $(GNUTLS_LIBS)
 endif
