@@ -8,18 +8,15 @@ namespace sk::agent::test {
 class ManualTimers::ManualSlot : public TimerSource::Slot {
   public:
     explicit ManualSlot(ManualTimers &src) : src_(src) {}
-    ~ManualSlot() override { stop(); }
+    ~ManualSlot() override { disarm(); }
 
     void start(uint64_t ms, std::function<void()> cb, uint64_t repeat_ms) override {
-        stop();
+        disarm();
         cb_ = std::make_shared<std::function<void()>>(std::move(cb));
         repeat_ms_ = repeat_ms;
         key_ = src_.arm(Entry{this, {}}, ms);
     }
-    void stop() override {
-        if (key_) src_.disarm(*key_);
-        key_.reset();
-    }
+    void stop() override { disarm(); }
     bool active() const override { return key_.has_value(); }
 
     // Its entry was taken off the queue to run now.
@@ -31,6 +28,12 @@ class ManualTimers::ManualSlot : public TimerSource::Slot {
     }
 
   private:
+    // Not virtual: the destructor calls it.
+    void disarm() {
+        if (key_) src_.disarm(*key_);
+        key_.reset();
+    }
+
     ManualTimers &src_;
     std::shared_ptr<std::function<void()>> cb_;
     uint64_t repeat_ms_ = 0;
