@@ -62,10 +62,19 @@ def csr_posts(env, since):
     return [r for r in env.kube.request_log(since) if r["method"] == "POST" and r["path"] == CSRS]
 
 
-def signed_csrs(env, node):
+def node_csrs(env, node):
     _, lst = env.api("GET", CSRS)
-    return [c for c in lst.get("items", []) if c["metadata"]["name"].startswith("slurm-k8s-%s-" % node)
-            and c.get("status", {}).get("certificate")]
+    return [c for c in lst.get("items", []) if c["metadata"]["name"].startswith("slurm-k8s-%s-" % node)]
+
+
+def csr_names(env, node):
+    """The names of the CSRs a slot's node asked with. A slot's "without a CSR" counts only its own:
+    another slot's certificate may rightly be renewed meanwhile (short-lived here; a slow build)."""
+    return {c["metadata"]["name"] for c in node_csrs(env, node)}
+
+
+def signed_csrs(env, node):
+    return [c for c in node_csrs(env, node) if c.get("status", {}).get("certificate")]
 
 
 def node_obj(env, name):
@@ -130,11 +139,11 @@ def run(env):
     # The API's times have whole seconds: the next Node is created in a later one.
     wait_for(lambda: time.time() >= created + 1.2, 5)
 
-    seq = seq_now(env)
+    before = csr_names(env, SLOT0)
     t0 = time.monotonic()
     check("the next job takes the free slot 0", register(env, 44) == SLOT0)
     check("... Ready", wait_for(lambda: ready(env, SLOT0), 15), time.monotonic() - t0)
-    check("... without a CSR (the kept identity)", not csr_posts(env, seq), csr_posts(env, seq))
+    check("... without a CSR (the kept identity)", csr_names(env, SLOT0) == before, csr_names(env, SLOT0) - before)
     check("log: the kept certificate used",
           "identity system:node:%s from %s" % (SLOT0, pem0) in env.log())
     check("its Node is the new job's", job_of(env, SLOT0) == "44", job_of(env, SLOT0))
@@ -177,7 +186,7 @@ def run(env):
     code, left = env.api("POST", "/api/v1/nodes", {"metadata": {"name": SLOT1, "labels": {
         "slurm-k8s/cluster": "comp", "slurm-k8s/slurm-node": "n1", "slurm-k8s/job-id": "43"}}})
     check("a Node of job 43 left on slot 1", code == 201, code)
-    seq = seq_now(env)
+    before = csr_names(env, SLOT1)
     check("the next job takes slot 1", register(env, 45) == SLOT1)
     check("... the left Node replaced: a new one, the job's, Ready",
           wait_for(lambda: ready(env, SLOT1) and job_of(env, SLOT1) == "45", 15),
@@ -185,7 +194,7 @@ def run(env):
     check("... deleted by its uid",
           (node_obj(env, SLOT1) or {}).get("metadata", {}).get("uid") != left["metadata"]["uid"]
           and "the Node of job 43 (uid %s) is still there" % left["metadata"]["uid"] in env.log())
-    check("... without a CSR", not csr_posts(env, seq), csr_posts(env, seq))
+    check("... without a CSR", csr_names(env, SLOT1) == before, csr_names(env, SLOT1) - before)
 
     # Slot 0 free: its certificate is renewed while no job holds it.
     for n in ("first", "fresh", "stale", "waits"):
@@ -202,11 +211,13 @@ def run(env):
     env.start_agent()
     check("restarted agent: the free slot's identity kept",
           wait_for(lambda: "keeping 1 node identities for the next jobs on their slots" in env.log(), 10))
-    seq = seq_now(env)
+    # The re-adopted slot 1 may rightly ask for a new certificate here: its kept one is close to
+    # expiry by now on a slow build (logged "is not used (it expires)").
+    before = csr_names(env, SLOT0)
     check("a job after the restart takes slot 0", register(env, 46) == SLOT0)
     check("... Ready without a CSR",
-          wait_for(lambda: ready(env, SLOT0) and job_of(env, SLOT0) == "46", 15) and not csr_posts(env, seq),
-          csr_posts(env, seq))
+          wait_for(lambda: ready(env, SLOT0) and job_of(env, SLOT0) == "46", 15)
+          and csr_names(env, SLOT0) == before, csr_names(env, SLOT0) - before)
     for job, name in ((45, SLOT1), (46, SLOT0)):
         check("job %d ends" % job, deregister(env, job, name))
     check("no Node left", not [n for n in (SLOT0, SLOT1) if node_obj(env, n)])
