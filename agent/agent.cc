@@ -1,4 +1,4 @@
-#include <config.h>  // PACKAGE_VERSION (agent/agent_config.h is the agent's own)
+#include <config.h>  // PACKAGE_VERSION (agent/core/agent_config.h is the agent's own)
 
 #include "agent/agent.h"
 
@@ -15,15 +15,15 @@
 #include <cstring>
 
 #include "agent/controllers/drain.h"
-#include "agent/env_resolver.h"
-#include "agent/node_builder.h"
-#include "agent/node_identity.h"
-#include "agent/peer_auth.h"
+#include "agent/controllers/env_resolver.h"
+#include "agent/controllers/node_builder.h"
+#include "agent/core/peer_auth.h"
+#include "agent/core/slurm_time.h"
 #include "agent/shim_runtime.h"
-#include "agent/slurm_time.h"
 #include "common/cgroup/cgroup_files.h"
 #include "common/cgroup/pod_cgroup.h"
 #include "common/fs.h"
+#include "common/k8s_names.h"
 #include "common/log.h"
 #include "common/log_paths.h"
 #include "common/procfs.h"
@@ -513,7 +513,7 @@ void Agent::op_register(const std::shared_ptr<Connection> &c, const proto::Reque
                              "label '" + k + "': the prefix " + kLabelPrefix + " is reserved")));
     if (cfg_.node_identity == "bootstrap")
         for (const auto &[k, v] : r->labels)
-            if (!node_may_set_label(k))
+            if (!k8s::node_may_set_label(k))
                 return c->reply(proto::error_reply(
                     req.id, fail(Error::InvalidArgument,
                                  "label '" + k +

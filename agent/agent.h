@@ -8,15 +8,15 @@
 #include <set>
 #include <string>
 
-#include "agent/agent_config.h"
 #include "agent/controllers/identity_pool.h"
 #include "agent/controllers/virtual_node.h"
-#include "agent/socket_server.h"
-#include "agent/stream_sessions.h"
-#include "agent/node_endpoints.h"
+#include "agent/core/agent_config.h"
 #include "agent/garbage_collector.h"
+#include "agent/node_endpoints.h"
 #include "agent/slurm_jobs.h"
+#include "agent/socket_server.h"
 #include "agent/stats_provider.h"
+#include "agent/stream_sessions.h"
 #include "agent/uv_timer_source.h"
 #include "common/cgroup/pod_cgroup.h"
 

@@ -1,7 +1,7 @@
 // slurm-k8s-agent's main(), as a library function (agent/daemon.h). Reads
 // like a table of contents: configuration, credentials, host facts, HTTP,
 // the agent, the loop; teardown in reverse.
-#include <config.h>  // PACKAGE_VERSION (agent/agent_config.h is the agent's own)
+#include <config.h>  // PACKAGE_VERSION (agent/core/agent_config.h is the agent's own)
 
 #include <signal.h>
 #include <sys/resource.h>
@@ -21,25 +21,25 @@
 #include "agent/daemon.h"
 
 #include "agent/agent.h"
-#include "agent/agent_config.h"
-#include "agent/kube/api_auth.h"
 #include "agent/controllers/csr_certificate.h"
+#include "agent/core/agent_config.h"
+#include "agent/core/node_address.h"
+#include "agent/kube/api_auth.h"
 #include "agent/kube/http_client.h"
 #include "agent/kube/kube_client.h"
 #include "agent/kubelet/kubelet_server.h"
 #include "agent/kubelet/log_index.h"
-#include "agent/stream_sessions.h"
 #include "agent/kubelet/metrics.h"
-#include "agent/node_address.h"
-#include "agent/node_endpoints.h"
-#include "agent/uv_timer_source.h"
-#include "agent/stats_provider.h"
 #include "agent/kubelet/tls_front.h"
 #include "agent/kubelet/webhook_gate.h"
+#include "agent/node_endpoints.h"
+#include "agent/stats_provider.h"
+#include "agent/stream_sessions.h"
+#include "agent/uv_timer_source.h"
 #include "common/fs.h"
-#include "uv/handles.h"
 #include "common/log.h"
 #include "common/strings.h"
+#include "uv/handles.h"
 
 namespace sk::agent {
 namespace {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "agent/controllers/drain.h"
-#include "agent/node_builder.h"
+#include "agent/controllers/node_builder.h"
 #include "common/fs.h"
 #include "common/log.h"
 #include "common/log_paths.h"

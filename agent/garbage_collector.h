@@ -15,9 +15,9 @@
 #include <functional>
 #include <string>
 
-#include "agent/agent_config.h"
 #include "agent/controllers/agent_context.h"
-#include "agent/job_store.h"
+#include "agent/core/agent_config.h"
+#include "agent/core/job_store.h"
 #include "agent/kube/kube_client.h"
 #include "agent/slurm_jobs.h"
 

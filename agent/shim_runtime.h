@@ -7,7 +7,7 @@
 #include <map>
 #include <memory>
 
-#include "agent/runtime.h"
+#include "agent/core/runtime.h"
 #include "agent/socket_server.h"
 #include "common/shim_protocol.h"
 

@@ -8,7 +8,7 @@
 // (attach: the shim runtime then reads the lines).
 //
 // Admission (docs/security.md, "Who can talk to the agent socket"; the
-// decision: admit_connection, agent/peer_auth.h): every connection is put
+// decision: admit_connection, agent/core/peer_auth.h): every connection is put
 // at accept, by its SO_PEERCRED uid, into one of three pools, so that no
 // local user can crowd out the prolog/epilog or a job's shim:
 //   admin  root and the SlurmUser: admin_connections of their own, then the
@@ -31,7 +31,7 @@
 #include <set>
 #include <string>
 
-#include "agent/peer_auth.h"
+#include "agent/core/peer_auth.h"
 #include "common/protocol.h"
 #include "uv/handles.h"
 

@@ -23,9 +23,9 @@
 #include <string>
 #include <vector>
 
+#include "agent/core/runtime.h"
 #include "agent/kubelet/kubelet_server.h"
 #include "agent/kubelet/loop_calls.h"
-#include "agent/runtime.h"
 
 namespace sk::agent {
 

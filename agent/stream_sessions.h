@@ -37,13 +37,13 @@
 #include <string>
 #include <vector>
 
+#include "agent/core/runtime.h"
 #include "agent/kubelet/kubelet_server.h"
-#include "agent/runtime.h"
 #include "agent/socket_server.h"
-#include "common/tcp_listeners.h"
 #include "common/protocol.h"
 #include "common/result.h"
 #include "common/shim_protocol.h"
+#include "common/tcp_listeners.h"
 #include "uv/handles.h"
 #include "uv/thread_loop.h"
 
@@ -57,7 +57,7 @@ struct ExecTarget {
     std::string pod_uid;
     uint32_t job_uid = 0;         // the only uid whose data connection may attach
     std::vector<uint16_t> ports;  // the containerPorts the pod declares (port-forward)
-    // The job's runtime's exec_start (agent/runtime.h); done on the loop.
+    // The job's runtime's exec_start (agent/core/runtime.h); done on the loop.
     std::function<void(const proto::ExecStart &, PodRuntime::Done)> start;
     std::function<void(const proto::AttachStart &, PodRuntime::Done)> attach;
 };

@@ -1,8 +1,8 @@
-// The TimerSource of the daemon (agent/timer_source.h): libuv's timers on
+// The TimerSource of the daemon (agent/core/timer_source.h): libuv's timers on
 // one loop, through libskuv (uv::Timer, uv::defer).
 #pragma once
 
-#include "agent/timer_source.h"
+#include "agent/core/timer_source.h"
 
 typedef struct uv_loop_s uv_loop_t;
 

@@ -1,7 +1,7 @@
 // The two clocks, read in one place: the wall clock (what timestamps say:
 // API times, log lines, a container's start) and the monotonic clock (what
 // deadlines and durations are measured on: it never jumps with the wall
-// clock). The agent's injectable clock (agent/clock.h) and the shim's spec
+// clock). The agent's injectable clock (agent/core/clock.h) and the shim's spec
 // time (k8s-shim/clock.h) are built on these; the plugin uses them as they
 // are.
 #pragma once

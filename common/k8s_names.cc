@@ -120,4 +120,38 @@ std::string format_taint(const Taint &t) {
     return t.key + (t.value.empty() ? "" : "=" + t.value) + ":" + t.effect;
 }
 
+namespace {
+
+bool in_domain(std::string_view ns, std::string_view domain) {
+    return ns == domain ||
+           (ns.size() > domain.size() && ns.substr(ns.size() - domain.size()) == domain &&
+            ns[ns.size() - domain.size() - 1] == '.');
+}
+
+}  // namespace
+
+bool node_may_set_label(std::string_view key) {
+    auto slash = key.find('/');
+    if (slash == std::string_view::npos) return true;
+    const std::string_view ns = key.substr(0, slash);
+    if (!in_domain(ns, "kubernetes.io") && !in_domain(ns, "k8s.io")) return true;
+    if (in_domain(ns, "kubelet.kubernetes.io") || in_domain(ns, "node.kubernetes.io")) return true;
+    static const char *const kKubeletLabels[] = {
+        "kubernetes.io/hostname",
+        "kubernetes.io/arch",
+        "kubernetes.io/os",
+        "beta.kubernetes.io/arch",
+        "beta.kubernetes.io/os",
+        "beta.kubernetes.io/instance-type",
+        "node.kubernetes.io/instance-type",
+        "topology.kubernetes.io/zone",
+        "topology.kubernetes.io/region",
+        "failure-domain.beta.kubernetes.io/zone",
+        "failure-domain.beta.kubernetes.io/region",
+    };
+    for (const char *l : kKubeletLabels)
+        if (key == l) return true;
+    return false;
+}
+
 }  // namespace sk::k8s

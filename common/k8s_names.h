@@ -34,4 +34,11 @@ Result<std::vector<Taint>> parse_taints(std::string_view s);
 Result<Taint> parse_taint(std::string_view s);
 std::string format_taint(const Taint &t);  // "k=v:Effect"
 
+// Whether a node identity may set the label `key` on its own Node: the API
+// server's NodeRestriction refuses keys under kubernetes.io and k8s.io
+// (their subdomains too) but the kubelet's own labels (hostname, os, arch,
+// instance type, topology zone and region, and the kubelet.kubernetes.io
+// and node.kubernetes.io namespaces).
+bool node_may_set_label(std::string_view key);
+
 }  // namespace sk::k8s

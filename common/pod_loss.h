@@ -1,5 +1,5 @@
 // The final status of a pod whose pod runner is gone: the agent writes it
-// when a job's shim died (agent/lost_shim.h), a restarted shim when it finds
+// when a job's shim died (agent/controllers/lost_shim.h), a restarted shim when it finds
 // the pods of its predecessor (k8s-shim/shim.h). Both must leave a pod that
 // the API server, kubectl and controllers read as failed and not serving.
 #pragma once

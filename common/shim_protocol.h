@@ -128,7 +128,7 @@ bool is_drain_reason(StopReason r) noexcept;
 using PodFiles = std::map<std::string, std::map<std::string, std::string>>;
 
 struct PodRun {
-    Json::Value pod{Json::objectValue};  // the resolved Pod (agent/env_resolver.h)
+    Json::Value pod{Json::objectValue};  // the resolved Pod (agent/controllers/env_resolver.h)
     std::string uid, ns, name;           // pod.metadata; uid required, ns/name may be ""
     PodFiles files;                      // base64 on the wire
     // The registry credentials of the pod's imagePullSecrets, merged, as a
@@ -298,7 +298,7 @@ Json::Value to_json(const PodStatsReply &m);
 Result<PodRun> pod_run_from_json(const Json::Value &body);
 // A PodRun from its parts, checked as pod_run_from_json checks a message
 // (the uid, namespace and name of pod.metadata, the files' bounds, the
-// pull_auth's size): the agent builds its pod_run so (agent/env_resolver.h)
+// pull_auth's size): the agent builds its pod_run so (agent/controllers/env_resolver.h)
 // and a pod the shim would refuse fails before it is sent, with the same
 // message.
 Result<PodRun> make_pod_run(Json::Value pod, PodFiles files, std::string pull_auth);

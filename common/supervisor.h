@@ -1,7 +1,7 @@
 // A container's supervisor (k8s-shim/supervise.h) as its outside sees it:
 // the signal that makes it kill every process of its container, and how the
 // containers a dead shim recorded are stopped whole, by the restarted shim
-// (k8s-shim/shim.cc) or by the agent (agent/lost_shim.cc). The recorded
+// (k8s-shim/shim.cc) or by the agent (agent/controllers/lost_shim.cc). The recorded
 // process group alone is not the container: a daemon (setsid, double fork)
 // left it and is only the supervisor's descendant (docs/architecture.md,
 // "Containers' processes"). Linked by the shim and the agent alike.

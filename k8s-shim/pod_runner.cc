@@ -323,7 +323,7 @@ Json::Value PodRunner::process_record() const {
     // and exec probe checks still running, as "<container>:preStop:<pid>" and
     // "<container>:probe:<pid>" (':' is in no container name), so that a dead
     // shim's are stopped with its containers (Shim::load_previous_pods,
-    // agent/lost_shim.cc read every member alike). Unreaped children of the
+    // agent/controllers/lost_shim.cc read every member alike). Unreaped children of the
     // shim: their pids cannot have been reused.
     auto helper = [&v](const std::string &name, int pid) {
         unsigned long long ticks = proc_start_ticks(pid);

@@ -7,15 +7,15 @@
 #include <functional>
 #include <string>
 
-#include "agent/agent_config.h"
-#include "agent/clock.h"
-#include "agent/event_correlator.h"
-#include "agent/job_store.h"
+#include "agent/controllers/event_correlator.h"
+#include "agent/controllers/node_builder.h"
+#include "agent/core/agent_config.h"
+#include "agent/core/clock.h"
+#include "agent/core/job_store.h"
+#include "agent/core/observer.h"
+#include "agent/core/timer_source.h"
 #include "agent/kube/kube_client.h"
 #include "agent/kubelet/log_index.h"
-#include "agent/node_builder.h"
-#include "agent/observer.h"
-#include "agent/timer_source.h"
 #include "common/rfc3339.h"
 
 namespace sk::agent {
@@ -32,7 +32,7 @@ struct AgentContext {
     // test's virtual clock: then `clock` is that source's clock too).
     TimerSource *timers = nullptr;
     // The API as this virtual node: its own identity (system:node:<node>,
-    // agent/node_identity.h) or, with node_identity = agent, the agent's.
+    // agent/controllers/node_identity.h) or, with node_identity = agent, the agent's.
     KubeClient *kube = nullptr;
     // The agent's own identity, for what a node identity may not do (the
     // Node's taints, deleting the Node, sending the node's CSRs); null = kube.

@@ -8,9 +8,9 @@
 #include <cstring>
 #include <utility>
 
+#include "agent/controllers/node_identity.h"
 #include "agent/kube/api_object.h"
 #include "agent/kube/kube_client.h"
-#include "agent/node_identity.h"
 #include "common/base64.h"
 #include "common/fs.h"
 #include "common/log.h"

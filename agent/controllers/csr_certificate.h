@@ -35,12 +35,12 @@
 
 #include <json/json.h>
 
-#include "agent/kube/api_auth.h"
-#include "common/backoff.h"
 #include "agent/controllers/agent_context.h"
 #include "agent/controllers/node_bound.h"
-#include "agent/node_identity.h"
-#include "agent/timer_source.h"
+#include "agent/controllers/node_identity.h"
+#include "agent/core/timer_source.h"
+#include "agent/kube/api_auth.h"
+#include "common/backoff.h"
 
 namespace sk::agent {
 

@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "agent/controllers/pod_status_patch.h"
 #include "agent/kube/api_object.h"
-#include "agent/pod_status_patch.h"
 #include "common/log.h"
 
 namespace sk::agent {

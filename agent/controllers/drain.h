@@ -16,8 +16,8 @@
 #include "agent/controllers/node_bound.h"
 #include "agent/controllers/node_lease_controller.h"
 #include "agent/controllers/pod_controller.h"
-#include "agent/job_store.h"
-#include "agent/timer_source.h"
+#include "agent/core/job_store.h"
+#include "agent/core/timer_source.h"
 
 namespace sk::agent {
 

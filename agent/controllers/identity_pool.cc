@@ -4,8 +4,8 @@
 
 #include <utility>
 
-#include "agent/agent_config.h"
 #include "agent/controllers/node_credentials.h"
+#include "agent/core/agent_config.h"
 #include "common/log.h"
 
 namespace sk::agent {

@@ -1,4 +1,4 @@
-// A virtual node's identity (agent/node_identity.h): the certificate its API
+// A virtual node's identity (agent/controllers/node_identity.h): the certificate its API
 // traffic presents, obtained and renewed as a kubelet's TLS bootstrap does
 // (agent/controllers/csr_certificate.h): a
 // kubernetes.io/kube-apiserver-client-kubelet CSR for system:node:<node>,

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "agent/controllers/pod_status_patch.h"
 #include "agent/kube/api_object.h"
-#include "agent/pod_status_patch.h"
 #include "common/log.h"
 
 namespace sk::agent {

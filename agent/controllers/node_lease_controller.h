@@ -19,11 +19,11 @@
 
 #include <json/json.h>
 
-#include "common/backoff.h"
 #include "agent/controllers/agent_context.h"
 #include "agent/controllers/node_bound.h"
-#include "agent/job_store.h"
-#include "agent/timer_source.h"
+#include "agent/core/job_store.h"
+#include "agent/core/timer_source.h"
+#include "common/backoff.h"
 
 namespace sk::agent {
 

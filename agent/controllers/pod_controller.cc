@@ -4,15 +4,15 @@
 #include <set>
 #include <utility>
 
-#include "agent/kube/api_object.h"
 #include "agent/controllers/agent_context.h"
-#include "agent/env_resolver.h"
-#include "agent/lost_shim.h"
-#include "agent/node_builder.h"
-#include "common/strings.h"
+#include "agent/controllers/env_resolver.h"
+#include "agent/controllers/lost_shim.h"
+#include "agent/controllers/node_builder.h"
+#include "agent/kube/api_object.h"
 #include "common/base64.h"
 #include "common/log.h"
 #include "common/rfc3339.h"
+#include "common/strings.h"
 
 namespace sk::agent {
 
@@ -1036,7 +1036,7 @@ void PodController::watch_lost_shim() {
 }
 
 // The shim died: nothing stops or reports its pods any more. Their recorded
-// containers are stopped whole (stop_recorded_processes, agent/lost_shim.h:
+// containers are stopped whole (stop_recorded_processes, agent/controllers/lost_shim.h:
 // every process of each, in the background), and each pod becomes
 // Failed/ShimLost with a Warning event. The owner is told
 // (set_on_shim_dead): the Node is NotReady until a new shim attaches (the

@@ -17,14 +17,14 @@
 
 #include <json/json.h>
 
-#include "common/backoff.h"
 #include "agent/controllers/agent_context.h"
+#include "agent/controllers/env_resolver.h"
 #include "agent/controllers/node_bound.h"
-#include "agent/env_resolver.h"
-#include "agent/job_store.h"
-#include "agent/pod_status_patch.h"
-#include "agent/runtime.h"
-#include "agent/timer_source.h"
+#include "agent/controllers/pod_status_patch.h"
+#include "agent/core/job_store.h"
+#include "agent/core/runtime.h"
+#include "agent/core/timer_source.h"
+#include "common/backoff.h"
 
 namespace sk::agent {
 

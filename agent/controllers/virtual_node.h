@@ -21,8 +21,8 @@
 #include "agent/controllers/node_credentials.h"
 #include "agent/controllers/node_lease_controller.h"
 #include "agent/controllers/pod_controller.h"
-#include "agent/job_store.h"
-#include "agent/runtime.h"
+#include "agent/core/job_store.h"
+#include "agent/core/runtime.h"
 #include "common/protocol.h"
 
 namespace sk::agent {

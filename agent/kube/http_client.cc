@@ -1,4 +1,4 @@
-#include <config.h>  // PACKAGE_VERSION (agent/agent_config.h is the agent's own)
+#include <config.h>  // PACKAGE_VERSION (agent/core/agent_config.h is the agent's own)
 
 #include "agent/kube/http_client.h"
 

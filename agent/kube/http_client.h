@@ -31,7 +31,7 @@ struct HttpRequest {
     std::string content_type;     // for bodies
     uint64_t timeout_ms = 10000;  // whole request; 0 = none (watches)
     // Presented instead of the transport's own credential (a virtual node's
-    // identity, agent/node_identity.h); its 401 is the caller's to handle:
+    // identity, agent/controllers/node_identity.h); its 401 is the caller's to handle:
     // the transport's ApiAuth neither hears of it nor retries. Connections
     // are shared only between requests with the same client certificate.
     std::shared_ptr<const Credential> credential;

@@ -1,5 +1,5 @@
 // Which Slurm job a process runs in, read from its /proc/<pid>/cgroup. This
-// is how the agent authenticates a shim (agent/peer_auth.h, docs/security.md)
+// is how the agent authenticates a shim (agent/core/peer_auth.h, docs/security.md)
 // and how the extern step finds the job's cgroup directories
 // (spank/slurm_facts.h), so it reads hostile text strictly.
 #pragma once

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/runtime.h"
+#include "agent/core/runtime.h"
 
 namespace sk::agent {
 

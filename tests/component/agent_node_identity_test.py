@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Component test: each virtual node's own identity (agent/node_identity.h,
+"""Component test: each virtual node's own identity (agent/controllers/node_identity.h,
 agent/controllers/node_credentials.h), obtained as a kubelet's TLS bootstrap obtains it.
 
 The real agent (fake runtime, node_identity = bootstrap) against the test API server, whose

@@ -1,7 +1,7 @@
 // The agent's decoders of objects that come from the API server: Status
-// bodies (agent/kube/kube_client.h), Nodes and Leases (agent/node_builder.h), Pods
-// and pod lists (agent/pod_status_patch.h, agent/kube/api_object.h), ConfigMaps and
-// Secrets (agent/env_resolver.h). Input: byte 0 picks the HTTP status code,
+// bodies (agent/kube/kube_client.h), Nodes and Leases (agent/controllers/node_builder.h), Pods
+// and pod lists (agent/controllers/pod_status_patch.h, agent/kube/api_object.h), ConfigMaps and
+// Secrets (agent/controllers/env_resolver.h). Input: byte 0 picks the HTTP status code,
 // byte 1 option bits, then up to three documents, one per line: A (a Status
 // body, Node, Lease, Pod or list), B (a PodStatus from the runtime, or the
 // ConfigMap/Secret every reference of A resolves to), C (an older PodStatus).
@@ -20,12 +20,12 @@
 #include <string>
 #include <vector>
 
+#include "agent/controllers/env_resolver.h"
+#include "agent/controllers/node_builder.h"
+#include "agent/controllers/pod_status_patch.h"
 #include "agent/kube/api_object.h"
-#include "agent/env_resolver.h"
 #include "agent/kube/http_client.h"
 #include "agent/kube/kube_client.h"
-#include "agent/node_builder.h"
-#include "agent/pod_status_patch.h"
 #include "common/json.h"
 #include "common/shim_protocol.h"
 #include "tests/fuzz/fuzz_target.h"

@@ -30,8 +30,9 @@ FUZZ_TARGET_SOURCES = \
 	tests/fuzz/fuzz_ws_channel.cc
 FUZZ_LDADD = \
 	agent/kubelet/libkubelet.la \
-	agent/libagentio.la \
-	agent/libagentcore.la \
+	agent/libagent.la \
+	agent/controllers/libcontrollers.la \
+	agent/core/libagentcore.la \
 	k8s-shim/libshim.la \
 	spank/libspank_core.la \
 	agent/kubelet/streams/libstreams.la \

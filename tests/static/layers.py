@@ -6,10 +6,13 @@ directly or through the project's own headers (the transitive closure of
 "N passed, N failed"; exit 1 when a rule is broken.
 
 Rules:
-- the agent's pure core (the sources of agent/libagentcore.la, read from
-  agent/local.mk) and the codecs of agent/kubelet/streams/ reach neither
-  libuv nor libcurl (they are unit-tested without a loop or a network);
-- a wing never reaches the folders above it: agent/kube/ and agent/kubelet/
+- the agent's pure core (the sources of agent/core/libagentcore.la, read
+  from agent/core/local.mk), the controllers' pure modules (PURE_CONTROLLERS
+  below) and the codecs of agent/kubelet/streams/ reach neither libuv nor
+  libcurl (they are unit-tested without a loop or a network);
+- a wing never reaches the folders above it: agent/core/ nothing of agent/
+  but agent/kube/ (agent.conf names kubeconfigs), agent/controllers/ nothing
+  of the agent's own room (agent/*.h), agent/kube/ and agent/kubelet/
   nothing of agent/ outside themselves (agent/kubelet/ may use its streams/),
   agent/kubelet/streams/ nothing of agent/kubelet/, common/ nothing of agent/,
   k8s-shim/, spank/ or uv/, uv/ nothing of agent/, k8s-shim/ or spank/.
@@ -91,6 +94,11 @@ def check(name, files, bad):
     return not broken
 
 
+# The modules of agent/controllers/ that build or read objects without I/O.
+PURE_CONTROLLERS = ("env_resolver", "event_correlator", "lost_shim", "node_builder", "node_identity",
+                    "pod_status_patch")
+
+
 def under(h, *folders):
     return any(h.startswith(f + "/") for f in folders)
 
@@ -101,9 +109,20 @@ def main():
         not system and (under(h, "uv") or h in ("agent/kube/http_client.h",
                                                   "agent/kube/kube_client.h",
                                                   "agent/kube/api_auth.h")))
-    pure = sources_of("agent/local.mk", "agent_libagentcore_la_SOURCES")
+    pure = sources_of("agent/core/local.mk", "agent_core_libagentcore_la_SOURCES")
     results.append(check("the agent's pure core reaches neither libuv nor libcurl", pure,
                          loop_or_net))
+    pure_controllers = [f for m in PURE_CONTROLLERS for f in ("agent/controllers/%s.cc" % m,
+                                                              "agent/controllers/%s.h" % m)]
+    results.append(check("the controllers' pure modules reach neither libuv nor libcurl",
+                         pure_controllers, loop_or_net))
+    results.append(check("agent/core/ reaches nothing of the agent above it but agent/kube/",
+                         files_under("agent/core"),
+                         lambda h, s: not s and under(h, "agent") and not under(h, "agent/core", "agent/kube")))
+    results.append(check("agent/controllers/ reaches nothing of the agent's own room",
+                         files_under("agent/controllers"),
+                         lambda h, s: not s and under(h, "agent") and
+                         not under(h, "agent/controllers", "agent/core", "agent/kube", "agent/kubelet")))
     results.append(check("the streaming codecs reach neither libuv nor libcurl",
                          files_under("agent/kubelet/streams"), loop_or_net))
     results.append(check("agent/kube/ reaches nothing of the agent above it",

@@ -15,10 +15,10 @@
 
 #include <json/json.h>
 
-#include "agent/agent_config.h"
-#include "agent/clock.h"
 #include "agent/controllers/virtual_node.h"
-#include "agent/job_store.h"
+#include "agent/core/agent_config.h"
+#include "agent/core/clock.h"
+#include "agent/core/job_store.h"
 #include "agent/kube/kube_client.h"
 #include "common/rfc3339.h"
 #include "tests/agent/fake_runtime.h"

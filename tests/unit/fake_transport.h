@@ -24,8 +24,8 @@
 
 #include <json/json.h>
 
+#include "agent/core/timer_source.h"
 #include "agent/kube/http_client.h"
-#include "agent/timer_source.h"
 
 namespace sk::agent::test {
 

@@ -191,8 +191,8 @@ tests_unit_test_remotecommand_SOURCES = tests/unit/test_remotecommand.cc
 tests_unit_test_remotecommand_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
 tests_unit_test_remotecommand_LDADD = $(SK_STREAMS_TEST_LIBS)
 
-# ---- agent/: the pure core (libagentcore) ----
-SK_AGENT_CORE_TEST_LIBS = agent/libagentcore.la agent/kubelet/libkubelet.la uv/libskuv.la common/libcommon.la $(SK_CHECK_LIBS)
+# ---- agent/: the pure core and the controllers' pure modules (agent/core/, agent/controllers/) ----
+SK_AGENT_CORE_TEST_LIBS = agent/controllers/libcontrollers.la agent/core/libagentcore.la agent/kubelet/libkubelet.la uv/libskuv.la common/libcommon.la $(SK_CHECK_LIBS)
 check_PROGRAMS += \
 	tests/unit/test_agent_config \
 	tests/unit/test_backoff \
@@ -283,7 +283,7 @@ tests_unit_test_watch_parser_SOURCES = tests/unit/test_watch_parser.cc
 tests_unit_test_watch_parser_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
 tests_unit_test_watch_parser_LDADD = $(SK_AGENT_CORE_TEST_LIBS)
 
-# ---- agent/: the I/O edges (libagentio) and the kubelet endpoint ----
+# ---- agent/: the agent's room (libagent) and the kubelet endpoint ----
 check_PROGRAMS += \
 	tests/unit/test_api_auth \
 	tests/unit/test_shim_runtime \
@@ -302,8 +302,9 @@ TESTS += \
 tests_unit_test_api_auth_SOURCES = tests/unit/test_api_auth.cc
 tests_unit_test_api_auth_CXXFLAGS = $(SK_CHECK_CXXFLAGS) $(LIBUV_CFLAGS)
 tests_unit_test_api_auth_LDADD = \
-	agent/libagentio.la \
-	agent/libagentcore.la \
+	agent/libagent.la \
+	agent/controllers/libcontrollers.la \
+	agent/core/libagentcore.la \
 	common/libcommon.la \
 	$(SK_CHECK_LIBS) \
 	$(LIBUV_LIBS) \
@@ -313,8 +314,9 @@ tests_unit_test_api_auth_LDADD = \
 tests_unit_test_shim_runtime_SOURCES = tests/unit/test_shim_runtime.cc
 tests_unit_test_shim_runtime_CXXFLAGS = $(SK_CHECK_CXXFLAGS) $(LIBUV_CFLAGS)
 tests_unit_test_shim_runtime_LDADD = \
-	agent/libagentio.la \
-	agent/libagentcore.la \
+	agent/libagent.la \
+	agent/controllers/libcontrollers.la \
+	agent/core/libagentcore.la \
 	common/libcommon.la \
 	$(SK_CHECK_LIBS) \
 	$(LIBUV_LIBS) \
@@ -324,8 +326,9 @@ tests_unit_test_shim_runtime_LDADD = \
 tests_unit_test_kubelet_auth_SOURCES = tests/unit/test_kubelet_auth.cc
 tests_unit_test_kubelet_auth_CXXFLAGS = $(SK_CHECK_CXXFLAGS) $(LIBUV_CFLAGS)
 tests_unit_test_kubelet_auth_LDADD = \
-	agent/libagentio.la \
-	agent/libagentcore.la \
+	agent/libagent.la \
+	agent/controllers/libcontrollers.la \
+	agent/core/libagentcore.la \
 	common/libcommon.la \
 	$(SK_CHECK_LIBS) \
 	$(LIBUV_LIBS) \
@@ -448,8 +451,9 @@ SK_CONTROLLER_TEST_SOURCES = \
 SK_CONTROLLER_TEST_CPPFLAGS = $(AM_CPPFLAGS) $(LIBUV_CFLAGS)
 SK_CONTROLLER_TEST_LIBS = \
 	tests/agent/libfakeruntime.la \
-	agent/libagentio.la \
-	agent/libagentcore.la \
+	agent/libagent.la \
+	agent/controllers/libcontrollers.la \
+	agent/core/libagentcore.la \
 	common/libcommon.la \
 	$(SK_CHECK_LIBS) \
 	$(LIBUV_LIBS) \

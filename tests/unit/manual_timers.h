@@ -1,4 +1,4 @@
-// A TimerSource (agent/timer_source.h) on a virtual clock, for the
+// A TimerSource (agent/core/timer_source.h) on a virtual clock, for the
 // controller unit tests (tests/unit/controller_env.h): nothing fires until
 // the test runs what is due, and time moves only when the test advances it,
 // so a test of a 20 s lease takes milliseconds and sees exact instants. It is
@@ -17,8 +17,8 @@
 #include <optional>
 #include <utility>
 
-#include "agent/clock.h"
-#include "agent/timer_source.h"
+#include "agent/core/clock.h"
+#include "agent/core/timer_source.h"
 
 namespace sk::agent::test {
 

@@ -1,8 +1,8 @@
-// agent/agent_config: agent.conf (good, bad, the kubelet endpoint's and the
+// agent/core/agent_config: agent.conf (good, bad, the kubelet endpoint's and the
 // job end's keys, defaults), the kubeconfig subset and node name templates.
 #include <string>
 
-#include "agent/agent_config.h"
+#include "agent/core/agent_config.h"
 #include "agent/kube/kubeconfig.h"
 #include "tests/unit/check_main.h"
 

@@ -1,9 +1,9 @@
-// agent/env_resolver: every env source a pod can name, missing references,
+// agent/controllers/env_resolver: every env source a pod can name, missing references,
 // and resource quantities.
 #include <map>
 #include <string>
 
-#include "agent/env_resolver.h"
+#include "agent/controllers/env_resolver.h"
 #include "common/base64.h"
 #include "tests/unit/check_json.h"
 

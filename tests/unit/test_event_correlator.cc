@@ -1,9 +1,9 @@
-// agent/event_correlator: repeats counted with lastTimestamp like the
+// agent/controllers/event_correlator: repeats counted with lastTimestamp like the
 // kubelet's, what makes a new Event, forgetting, the bound.
 #include <string>
 
-#include "agent/event_correlator.h"
-#include "agent/pod_status_patch.h"
+#include "agent/controllers/event_correlator.h"
+#include "agent/controllers/pod_status_patch.h"
 #include "common/rfc3339.h"
 #include "tests/unit/check_json.h"
 

@@ -1,4 +1,4 @@
-// agent/job_store: the job state files: save, overwrite, torn files skipped,
+// agent/core/job_store: the job state files: save, overwrite, torn files skipped,
 // background sync, idempotent remove.
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/job_store.h"
+#include "agent/core/job_store.h"
 #include "tests/unit/check_main.h"
 
 using namespace sk;

@@ -1,4 +1,4 @@
-// agent/lost_shim: a dead shim's recorded processes, the status of its lost
+// agent/controllers/lost_shim: a dead shim's recorded processes, the status of its lost
 // pods, and the checks that a recorded process is still the same one.
 #include <signal.h>
 #include <sys/prctl.h>
@@ -8,8 +8,8 @@
 
 #include <string>
 
-#include "agent/lost_shim.h"
-#include "agent/pod_status_patch.h"
+#include "agent/controllers/lost_shim.h"
+#include "agent/controllers/pod_status_patch.h"
 #include "common/supervisor.h"
 #include "tests/unit/check_json.h"
 

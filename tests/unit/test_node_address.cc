@@ -1,4 +1,4 @@
-// agent/node_address: which Hostname address a virtual node may advertise
+// agent/core/node_address: which Hostname address a virtual node may advertise
 // (one that resolves to its InternalIP and that its serving certificate
 // names) and the primary address it defaults to.
 #include <arpa/inet.h>
@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "agent/node_address.h"
+#include "agent/core/node_address.h"
 #include "tests/unit/check_json.h"
 
 using namespace sk;

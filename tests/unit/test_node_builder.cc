@@ -1,9 +1,9 @@
-// agent/node_builder: the Node and its status patch, cordon and ownership,
+// agent/controllers/node_builder: the Node and its status patch, cordon and ownership,
 // and the Lease, against what a real kubelet writes (recorded from a real
 // kubelet v1.28).
 #include <string>
 
-#include "agent/node_builder.h"
+#include "agent/controllers/node_builder.h"
 #include "common/rfc3339.h"
 #include "tests/unit/check_json.h"
 
@@ -103,7 +103,7 @@ START_TEST(node_has_kubelet_shape) {
     ck_assert_sstr_eq(s["addresses"][0]["type"].asString(), "InternalIP");
     ck_assert_sstr_eq(s["addresses"][0]["address"].asString(), "192.0.2.2");
     // No Hostname unless one was found usable: the API server would dial the
-    // virtual node's name first (agent/node_address.h).
+    // virtual node's name first (agent/core/node_address.h).
     ck_assert_int_eq(s["addresses"].size(), 1);
     NodeSpecInput named = sample_input();
     named.node_hostname = "cn1.example.org";

@@ -1,4 +1,4 @@
-// agent/node_identity: the key and certificate signing request a virtual
+// agent/controllers/node_identity: the key and certificate signing request a virtual
 // node's identity starts from (read back and verified with the openssl CLI,
 // as a signer would), and the check of what a signer returns: a certificate
 // of the test CA for that node and that key is taken; one for another node,
@@ -11,7 +11,8 @@
 #include <sstream>
 #include <string>
 
-#include "agent/node_identity.h"
+#include "agent/controllers/node_identity.h"
+#include "common/k8s_names.h"
 #include "tests/unit/check_json.h"
 
 using namespace sk;
@@ -206,11 +207,11 @@ START_TEST(labels_a_node_may_set) {
           "failure-domain.beta.kubernetes.io/region", "kubelet.kubernetes.io/any",
           "node.kubernetes.io/any", "example.com/bar", "team", "slurm-k8s/job-id",
           "x.node.kubernetes.io/y"})
-        ck_assert_msg(node_may_set_label(ok), "%s refused", ok);
+        ck_assert_msg(k8s::node_may_set_label(ok), "%s refused", ok);
     for (const char *no : {"node-restriction.kubernetes.io/foo", "node-role.kubernetes.io/worker",
                            "kubernetes.io/foo", "k8s.io/foo", "foo.kubernetes.io/x", "foo.k8s.io/z",
                            "kubernetes.io/role"})
-        ck_assert_msg(!node_may_set_label(no), "%s allowed", no);
+        ck_assert_msg(!k8s::node_may_set_label(no), "%s allowed", no);
 }
 END_TEST
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/node_builder.h"
+#include "agent/controllers/node_builder.h"
 #include "tests/unit/check_main.h"
 #include "tests/unit/controller_env.h"
 

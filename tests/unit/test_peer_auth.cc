@@ -1,10 +1,10 @@
-// agent/peer_auth: who may send which op on the agent socket, and a shim's
+// agent/core/peer_auth: who may send which op on the agent socket, and a shim's
 // attach by uid and cgroup; which connection pool a peer gets
 // (admit_connection).
 #include <cstdint>
 #include <string>
 
-#include "agent/peer_auth.h"
+#include "agent/core/peer_auth.h"
 #include "tests/unit/check_main.h"
 
 using namespace sk;

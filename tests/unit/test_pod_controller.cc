@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "agent/controllers/node_builder.h"
 #include "common/rfc3339.h"
-#include "agent/node_builder.h"
 #include "tests/unit/check_main.h"
 #include "tests/unit/controller_env.h"
 

@@ -1,9 +1,9 @@
-// agent/pod_status_patch: the desired status and the patch of only what
+// agent/controllers/pod_status_patch: the desired status and the patch of only what
 // changed, refused and job-end statuses, and the kubelet's events from
 // status transitions (not doubled when the runtime reports its own).
 #include <string>
 
-#include "agent/pod_status_patch.h"
+#include "agent/controllers/pod_status_patch.h"
 #include "tests/unit/check_json.h"
 
 using namespace sk;

@@ -56,7 +56,7 @@ START_TEST(parse_seconds) {
 }
 END_TEST
 
-// The shapes the agent writes: a Lease's renewTime (agent/node_builder.cc) and seconds.
+// The shapes the agent writes: a Lease's renewTime (agent/controllers/node_builder.cc) and seconds.
 START_TEST(micro_time_has_six_digits) {
     ck_assert_sstr_eq(micro_time(1795963182589439LL), "2026-11-29T14:39:42.589439Z");
     ck_assert_sstr_eq(micro_time(1795963182000001LL), "2026-11-29T14:39:42.000001Z");

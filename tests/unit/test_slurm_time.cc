@@ -1,9 +1,9 @@
-// agent/slurm_time: Slurm's end times, in the node's local time.
+// agent/core/slurm_time: Slurm's end times, in the node's local time.
 #include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
 
-#include "agent/slurm_time.h"
+#include "agent/core/slurm_time.h"
 #include "tests/unit/check_main.h"
 
 using namespace sk;

@@ -1,4 +1,4 @@
-#include "agent/pod_status_patch.h"
+#include "agent/controllers/pod_status_patch.h"
 
 #include <cstdio>
 #include <map>

@@ -1,4 +1,4 @@
-#include "agent/event_correlator.h"
+#include "agent/controllers/event_correlator.h"
 
 #include "common/rfc3339.h"
 

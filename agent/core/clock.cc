@@ -1,4 +1,4 @@
-#include "agent/clock.h"
+#include "agent/core/clock.h"
 
 #include "common/clock.h"
 

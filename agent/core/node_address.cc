@@ -1,4 +1,4 @@
-#include "agent/node_address.h"
+#include "agent/core/node_address.h"
 
 #include <arpa/inet.h>
 #include <gnutls/x509.h>

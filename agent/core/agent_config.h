@@ -26,7 +26,7 @@ struct AgentConfig {
     std::string slurm_node;  // this agent's Slurm node name; empty = short hostname
     std::string node_name_template = "slurm-{node}-{job}";
     std::string node_address;  // InternalIP of the virtual nodes; empty = primary_ipv4()
-    // The Hostname address, advertised only when usable (agent/node_address.h);
+    // The Hostname address, advertised only when usable (agent/core/node_address.h);
     // empty = host_name(); "-" = never.
     std::string node_hostname;
     std::string kubelet_address;    // listen address; empty = node_address; "*" = all
@@ -136,7 +136,7 @@ struct AgentConfig {
     // created Ready (the controller-manager would, ~0.2-4 s later).
     bool lift_not_ready_taint = true;
     // Whose identity a virtual node's API traffic goes out under
-    // (agent/node_identity.h): "bootstrap" = its own system:node:<node>
+    // (agent/controllers/node_identity.h): "bootstrap" = its own system:node:<node>
     // certificate from a kubelet-client CSR, "agent" = the agent's own.
     // The shipped default is each node's own identity, confined by the
     // Node authorizer and NodeRestriction as a kubelet is; "agent" is an

@@ -1,4 +1,4 @@
-#include "agent/slurm_time.h"
+#include "agent/core/slurm_time.h"
 
 #include <cstdio>
 #include <ctime>

@@ -1,4 +1,4 @@
-#include "agent/env_resolver.h"
+#include "agent/controllers/env_resolver.h"
 
 #include <cmath>
 #include <cstdio>

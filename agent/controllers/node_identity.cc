@@ -1,4 +1,4 @@
-#include "agent/node_identity.h"
+#include "agent/controllers/node_identity.h"
 
 #include <arpa/inet.h>
 #include <gnutls/abstract.h>
@@ -206,40 +206,6 @@ Result<IssuedCertificate> check_node_certificate(const std::string &cert_pem,
         }
     }
     return c;
-}
-
-namespace {
-
-bool in_domain(const std::string &ns, const std::string &domain) {
-    return ns == domain ||
-           (ns.size() > domain.size() &&
-            ns.compare(ns.size() - domain.size() - 1, std::string::npos, "." + domain) == 0);
-}
-
-}  // namespace
-
-bool node_may_set_label(const std::string &key) {
-    auto slash = key.find('/');
-    if (slash == std::string::npos) return true;
-    const std::string ns = key.substr(0, slash);
-    if (!in_domain(ns, "kubernetes.io") && !in_domain(ns, "k8s.io")) return true;
-    if (in_domain(ns, "kubelet.kubernetes.io") || in_domain(ns, "node.kubernetes.io")) return true;
-    static const char *const kKubeletLabels[] = {
-        "kubernetes.io/hostname",
-        "kubernetes.io/arch",
-        "kubernetes.io/os",
-        "beta.kubernetes.io/arch",
-        "beta.kubernetes.io/os",
-        "beta.kubernetes.io/instance-type",
-        "node.kubernetes.io/instance-type",
-        "topology.kubernetes.io/zone",
-        "topology.kubernetes.io/region",
-        "failure-domain.beta.kubernetes.io/zone",
-        "failure-domain.beta.kubernetes.io/region",
-    };
-    for (const char *l : kKubeletLabels)
-        if (key == l) return true;
-    return false;
 }
 
 int64_t renewal_time(const IssuedCertificate &c, double fraction, int64_t from) {

@@ -1,7 +1,7 @@
 // The agent's clock, injectable so that builders and controllers can be
 // tested at fixed instants. The formats the Kubernetes API writes times in
 // are common/rfc3339.h (shared with the shim and the CRI logs); Slurm's are
-// agent/slurm_time.h.
+// agent/core/slurm_time.h.
 #pragma once
 
 #include <cstdint>

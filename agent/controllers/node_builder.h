@@ -36,7 +36,7 @@ struct NodeSpecInput {
     proto::RegisterRequest job;
     std::string cluster;
     std::string node_address;   // InternalIP
-    std::string node_hostname;  // Hostname address; "" = none (agent/node_address.h)
+    std::string node_hostname;  // Hostname address; "" = none (agent/core/node_address.h)
     uint32_t kubelet_port = 10250;
     std::map<std::string, std::string> site_labels;
     std::vector<k8s::Taint> site_taints;

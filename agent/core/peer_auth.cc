@@ -1,4 +1,4 @@
-#include "agent/peer_auth.h"
+#include "agent/core/peer_auth.h"
 
 #include <algorithm>
 

@@ -4,7 +4,7 @@
 //
 // Contracts:
 //  - run(m): the resolved pod with its volumes' files and pull credentials
-//    (proto::PodRun, agent/env_resolver.h resolve_pod). Idempotent by uid: a
+//    (proto::PodRun, agent/controllers/env_resolver.h resolve_pod). Idempotent by uid: a
 //    second run of a known uid is ok and does nothing. done(error) carries
 //    the refusal reason.
 //  - kill(uid, grace_s, reason): returns at once; the runtime stops the pod

@@ -1,5 +1,5 @@
 // Where the controllers' timers and deferred calls come from, injectable as
-// the clock is (agent/clock.h): the daemon hands them libuv's
+// the clock is (agent/core/clock.h): the daemon hands them libuv's
 // (agent/uv_timer_source.h); the controller unit tests hand them a source
 // that runs on a virtual clock and jumps from one due timer to the next
 // (tests/unit/manual_timers.h), so a test of a 20 s lease runs in

@@ -1,4 +1,4 @@
-#include "agent/node_builder.h"
+#include "agent/controllers/node_builder.h"
 
 #include <algorithm>
 
@@ -43,7 +43,7 @@ Json::Value status_fields(const NodeSpecInput &in) {
     ip["address"] = in.node_address;
     addrs.append(ip);
     // Never the virtual node's own name: nothing resolves it, and the API
-    // server would dial it before the InternalIP (agent/node_address.h).
+    // server would dial it before the InternalIP (agent/core/node_address.h).
     if (!in.node_hostname.empty()) {
         Json::Value host(Json::objectValue);
         host["type"] = "Hostname";

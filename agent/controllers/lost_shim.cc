@@ -1,4 +1,4 @@
-#include "agent/lost_shim.h"
+#include "agent/controllers/lost_shim.h"
 
 #include <dirent.h>
 

@@ -60,13 +60,6 @@ Result<IssuedCertificate> check_node_certificate(const std::string &cert_pem,
                                                  const std::string &node_name,
                                                  const SubjectAltNames *covers = nullptr);
 
-// Whether a node identity may set the label `key` on its own Node: the API
-// server's NodeRestriction refuses keys under kubernetes.io and k8s.io
-// (their subdomains too) but the kubelet's own labels (hostname, os, arch,
-// instance type, topology zone and region, and the kubelet.kubernetes.io
-// and node.kubernetes.io namespaces).
-bool node_may_set_label(const std::string &key);
-
 // When to ask for the next certificate: at `fraction` (0.7..0.9, the
 // kubelet's jittered window) of the validity from the later of not_before
 // and `from`. A new certificate counts from when it arrived: signers

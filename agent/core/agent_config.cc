@@ -1,4 +1,4 @@
-#include "agent/agent_config.h"
+#include "agent/core/agent_config.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -6,10 +6,10 @@
 #include <algorithm>
 
 #include "agent/kube/kubeconfig.h"
-#include "agent/node_identity.h"
 #include "common/agent_call.h"
 #include "common/config.h"
 #include "common/fs.h"
+#include "common/k8s_names.h"
 #include "common/strings.h"
 
 namespace sk::agent {
@@ -348,7 +348,7 @@ Result<AgentConfig> parse_agent_config(std::string_view text, std::string_view s
                     src + ": set api_token_file or api_client_cert/api_client_key (credentials)");
     if (c.node_identity == "bootstrap")
         for (const auto &[k, v] : c.labels)
-            if (!node_may_set_label(k))
+            if (!k8s::node_may_set_label(k))
                 return fail(Error::InvalidArgument,
                             src + ": labels: '" + k +
                                 "' is under kubernetes.io or k8s.io, which a node identity may "

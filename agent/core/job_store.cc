@@ -1,4 +1,4 @@
-#include "agent/job_store.h"
+#include "agent/core/job_store.h"
 
 #include <cerrno>
 #include <cstring>
