@@ -12,9 +12,9 @@
 
 #include "agent/controllers/drain.h"
 #include "agent/controllers/node_builder.h"
+#include "common/daemons/log_paths.h"
 #include "common/fs.h"
 #include "common/log.h"
-#include "common/log_paths.h"
 #include "common/rfc3339.h"
 #include "common/strings.h"
 #include "uv/handles.h"
@@ -63,7 +63,7 @@ void remove_job_dir_as_owner(uv_loop_t *loop, const std::string &dir, bool in_us
 
 }  // namespace
 
-// The podman runtime's run directory of the job (common/log_paths.h), which
+// The podman runtime's run directory of the job (common/daemons/log_paths.h), which
 // its shim removes at its end; one that died leaves it. Its state directory's
 // owner is the job's user; both go the same way (rm as their owner).
 void remove_job_dirs(uv_loop_t *loop, const std::string &state_dir, uint32_t job_id,

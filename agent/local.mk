@@ -48,7 +48,7 @@ SK_AGENT_DAEMON_LIBS = \
 	agent/kubelet/libkubelet.la \
 	agent/kubelet/streams/libstreams.la \
 	uv/libskuv.la \
-	common/libcommon.la \
+	common/daemons/libcommon_daemons.la \
 	$(LIBUV_LIBS) \
 	$(LIBCURL_LIBS) \
 	$(JSONCPP_LIBS)

@@ -1,8 +1,8 @@
 #include "agent/shim_runtime.h"
 
-#include "common/json.h"
+#include "common/daemons/json.h"
+#include "common/daemons/shim_protocol.h"
 #include "common/log.h"
-#include "common/shim_protocol.h"
 
 namespace sk::agent {
 

@@ -1,5 +1,5 @@
 // PodRuntime over the connection of an attached shim: the messages of
-// common/shim_protocol.h (docs/protocol.md). agent -> shim requests pod_run,
+// common/daemons/shim_protocol.h (docs/protocol.md). agent -> shim requests pod_run,
 // pod_kill, pod_list, shutdown, each answered by a Reply with the same id;
 // shim -> agent notifications pod_status, answered ok.
 #pragma once
@@ -9,7 +9,7 @@
 
 #include "agent/core/runtime.h"
 #include "agent/socket_server.h"
-#include "common/shim_protocol.h"
+#include "common/daemons/shim_protocol.h"
 
 namespace sk::agent {
 

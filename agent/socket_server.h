@@ -1,4 +1,4 @@
-// The agent's unix socket: newline-delimited JSON (common/protocol.h), peers
+// The agent's unix socket: newline-delimited JSON (common/daemons/protocol.h), peers
 // identified by SO_PEERCRED at accept. Each connection reads lines through a
 // bounded LineBuffer; a malformed or oversized message closes that
 // connection only, until attach makes it a shim's link (set_link_bound:
@@ -17,7 +17,7 @@
 //          other uid can take (a shim attaches on one);
 //   user   everything else: max_connections in all, max_per_uid per uid.
 // A connection none of them takes is answered with an error reply of id 0
-// (common/protocol.h: a reply about the connection, not about a request) and
+// (common/daemons/protocol.h: a reply about the connection, not about a request) and
 // closed. A connection that has no request in progress and sends no complete
 // request within idle_timeout_ms (from its accept or its last reply) is
 // closed, so idle and slow-loris peers free their slot; a connection handed
@@ -32,7 +32,7 @@
 #include <string>
 
 #include "agent/core/peer_auth.h"
-#include "common/protocol.h"
+#include "common/daemons/protocol.h"
 #include "uv/handles.h"
 
 typedef struct uv_loop_s uv_loop_t;
@@ -62,7 +62,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     // h, and the idle timeout no longer applies.
     void set_line_handler(LineHandler h);
     void set_close_handler(std::function<void()> h) { on_close_ = std::move(h); }
-    // An attached shim's link (common/shim_protocol.h): lines up to max_line,
+    // An attached shim's link (common/daemons/shim_protocol.h): lines up to max_line,
     // an oversized one dropped with a warning instead of closing.
     void set_link_bound(size_t max_line) {
         buf_.set_max(max_line);

@@ -11,14 +11,14 @@
 #include <set>
 #include <vector>
 
-#include "common/exec_frames.h"
-#include "common/fs.h"
-#include "common/strings.h"
-#include "common/json.h"
-#include "common/log.h"
 #include "agent/kubelet/streams/remotecommand.h"
 #include "agent/kubelet/streams/spdy.h"
 #include "agent/kubelet/streams/ws_channel.h"
+#include "common/daemons/exec_frames.h"
+#include "common/daemons/json.h"
+#include "common/fs.h"
+#include "common/log.h"
+#include "common/strings.h"
 
 namespace sk::agent {
 

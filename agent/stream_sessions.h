@@ -40,10 +40,10 @@
 #include "agent/core/runtime.h"
 #include "agent/kubelet/kubelet_server.h"
 #include "agent/socket_server.h"
-#include "common/protocol.h"
+#include "common/daemons/protocol.h"
+#include "common/daemons/shim_protocol.h"
+#include "common/daemons/tcp_listeners.h"
 #include "common/result.h"
-#include "common/shim_protocol.h"
-#include "common/tcp_listeners.h"
 #include "uv/handles.h"
 #include "uv/thread_loop.h"
 
@@ -75,7 +75,7 @@ struct StreamLimits {
     size_t max_sessions = 64;                       // on this agent
     size_t relay_buffer = 1 << 20;                  // bytes queued per direction
     // port-forward: also to ports the pod does not declare (still only to a
-    // listener of the job's user: common/tcp_listeners.h).
+    // listener of the job's user: common/daemons/tcp_listeners.h).
     bool forward_any_port = false;
 };
 
@@ -131,7 +131,7 @@ class StreamSessions : public StreamHandler {
     StreamLimits limits_;
     ExecCheck check_;
     ExecResolver resolver_;
-    // The listener of uid on port (common/tcp_listeners.h), from /proc/net.
+    // The listener of uid on port (common/daemons/tcp_listeners.h), from /proc/net.
     std::function<std::optional<Listener>(uint16_t port, uint32_t uid)> find_listener_;
     std::atomic<size_t> count_{0};  // sessions admitted by check() and not yet freed
     std::mutex mu_;

@@ -116,7 +116,7 @@ def main():
             raise RuntimeError("shim did not attach; see " + log_path)
         state = os.path.join(agent.dir, "shim", f"job_{JOB}_n1")
         pdir = os.path.join(state, "podman")
-        run_dir = f"/tmp/sk-podman-{pw.pw_uid}/{JOB}_n1"  # common/log_paths.h
+        run_dir = f"/tmp/sk-podman-{pw.pw_uid}/{JOB}_n1"  # common/daemons/log_paths.h
         podman = ["podman", "--root", pdir + "/storage", "--runroot", run_dir,
                   "--tmpdir", pdir + "/tmp", "--storage-driver", "overlay", "--runtime", "runc",
                   "--cgroup-manager", "cgroupfs", "--events-backend", "file"]

@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "common/agent_call.h"
-#include "common/json.h"
+#include "common/daemons/json.h"
 #include "common/strings.h"
 
 namespace sk::cli {

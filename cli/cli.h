@@ -13,7 +13,7 @@
 
 #include <json/json.h>
 
-#include "common/protocol.h"
+#include "common/daemons/protocol.h"
 #include "common/result.h"
 
 namespace sk::cli {

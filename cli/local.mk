@@ -10,5 +10,5 @@ bin_PROGRAMS += cli/slurm-k8s
 cli_slurm_k8s_SOURCES = cli/main.cc
 cli_slurm_k8s_LDADD = \
 	cli/libcli.la \
-	common/libcommon.la
+	common/daemons/libcommon_daemons.la
 endif

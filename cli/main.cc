@@ -6,7 +6,7 @@
 #include <exception>
 
 #include "cli/cli.h"
-#include "common/agent_client.h"
+#include "common/daemons/agent_client.h"
 #include "config.h"
 
 using namespace sk;

@@ -1,16 +1,16 @@
-// A blocking client for the agent socket (common/protocol.h): one request,
+// A blocking client for the agent socket (common/daemons/protocol.h): one request,
 // one reply, over a fresh connection, bounded by one total timeout (connect +
 // write + read together). Used by the SPANK plugin (prolog/epilog/extern
 // step, where nothing may hang past the admin's bound; over json-c,
 // common/plugin_wire.h) and by the admin CLI (over jsoncpp,
-// common/agent_client.h).
+// common/daemons/agent_client.h).
 //
 // Errors: a missing socket or a refused connection is Error::Unavailable (the
 // agent is not running); a bound that ran out is Error::Timeout; a reply with
 // ok=false comes back as its own error code and message, prefixed "agent: ",
 // and so does an error reply of id 0, the agent's word about the connection
 // itself (refused: too many connections; closed idle; an unreadable request:
-// common/protocol.h), which no request id can be mistaken for: ids start at 1.
+// common/daemons/protocol.h), which no request id can be mistaken for: ids start at 1.
 #pragma once
 
 #include <cstdint>

@@ -3,11 +3,11 @@
 // libjson-c5 is what Slurm's own daemons link on Debian, so it is on every
 // node that runs slurmd, and a --disable-daemons build (a login node with the
 // Slurm headers) then needs only libjson-c-dev beside them; the agent keeps
-// jsoncpp (common/json.h). Both backends read the same wire format through
+// jsoncpp (common/daemons/json.h). Both backends read the same wire format through
 // the one codec; tests/unit/test_wire.cc and tests/fuzz/fuzz_protocol.cc
 // cross them.
 //
-// Parsing is strict as common/json.h is (JSON_TOKENER_STRICT, UTF-8
+// Parsing is strict as common/daemons/json.h is (JSON_TOKENER_STRICT, UTF-8
 // validated, no single-quoted strings, an object or an array at the root,
 // nothing but white space after it, nesting bounded by kMaxDepth) with one
 // difference json-c does not
@@ -72,7 +72,7 @@ bool is_null(const Value &v);
 Value member(const Value &obj, const char *key);
 std::optional<bool> bool_member(const Value &obj, const char *key);
 
-// Same contracts and messages as their namesakes in common/json.h.
+// Same contracts and messages as their namesakes in common/daemons/json.h.
 Result<std::string> get_string(const Value &obj, const char *key, std::string_view ctx);
 Result<std::string> opt_string(const Value &obj, const char *key, std::string_view ctx,
                                std::string dflt = {});

@@ -28,7 +28,7 @@ std::string micro_time(int64_t unix_us);
 std::string format_rfc3339nano(int64_t unix_ns, bool fixed_width);
 
 // Parses "YYYY-MM-DDTHH:MM:SS[.frac]Z" to whole seconds (the fraction is
-// dropped); -1 when malformed. (common/cri_log.h parse_rfc3339nano reads
+// dropped); -1 when malformed. (common/daemons/cri_log.h parse_rfc3339nano reads
 // nanoseconds and offsets.)
 int64_t parse_rfc3339(const std::string &s);
 

@@ -1,9 +1,9 @@
 // The plugin-agent messages and the socket framing, free of any JSON library:
 // the SPANK plugin (built by --disable-daemons without jsoncpp) and the agent
 // share these types. Their JSON form is defined once, in
-// common/wire_codec.h, for both JSON backends (common/json.h for the agent
+// common/wire_codec.h, for both JSON backends (common/daemons/json.h for the agent
 // and the CLI, common/jsonc.h for the plugin). The envelope and who may send
-// what: common/protocol.h.
+// what: common/daemons/protocol.h.
 #pragma once
 
 #include <cstdint>
@@ -63,7 +63,7 @@ struct DeregisterRequest {
     uint32_t job_id = 0;
     std::string slurm_node;
     uint32_t grace_s = 30;  // budget for stopping pods
-    std::string reason;     // a drain StopReason (common/shim_protocol.h), checked
+    std::string reason;     // a drain StopReason (common/daemons/shim_protocol.h), checked
 };
 struct DeregisterReply {
     uint32_t pods_stopped = 0;

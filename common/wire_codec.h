@@ -1,5 +1,5 @@
 // The JSON form of the plugin-agent messages (common/wire.h) and of the
-// envelope (common/protocol.h), written once over a JSON backend J so that
+// envelope (common/daemons/protocol.h), written once over a JSON backend J so that
 // the agent (J = sk::json::Api, jsoncpp) and the SPANK plugin
 // (J = sk::jsonc::Api, json-c, common/jsonc.h) read and write the same
 // format: a --disable-daemons build (login nodes) needs no jsoncpp, and the
@@ -76,7 +76,7 @@ struct Codec {
     }
 
     // `max`: the line's bound (kMaxMessageBytes; an attached shim's link has
-    // its own, common/shim_protocol.h).
+    // its own, common/daemons/shim_protocol.h).
     static Result<BasicRequest<J>> decode_request(std::string_view line,
                                                   size_t max = kMaxMessageBytes) {
         auto v = parse_envelope(line, max);
@@ -257,7 +257,7 @@ struct Codec {
         r.grace_s = static_cast<uint32_t>(n);
         if (!take(&r.reason, J::opt_string(v, "reason", ctx, "JobEnded"), &f)) return f;
         // The agent passes the reason on to the job's shim, whose decoder
-        // knows only these (StopReason in common/shim_protocol.h).
+        // knows only these (StopReason in common/daemons/shim_protocol.h).
         static constexpr std::string_view kDrainReasons[] = {
             "JobEnded",     "JobCancelled", "TimeLimit", "NodeFail",
             "JobCompleted", "JobFailed",    "Preempted", "Requeued"};

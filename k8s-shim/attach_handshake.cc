@@ -1,7 +1,7 @@
 #include "k8s-shim/attach_handshake.h"
 
-#include "common/protocol.h"
-#include "common/shim_protocol.h"
+#include "common/daemons/protocol.h"
+#include "common/daemons/shim_protocol.h"
 
 namespace sk::shim {
 

@@ -2,8 +2,8 @@
 
 #include <uv.h>
 
+#include "common/daemons/protocol.h"
 #include "common/log.h"
-#include "common/protocol.h"
 
 namespace sk::shim {
 

@@ -1,7 +1,7 @@
 // One attach session in the shim (`kubectl attach`, docs/protocol.md
 // "attach_start"): a tap on a running container instance's own stdio, on a
 // data connection of its own to the agent socket, opened as an exec
-// session's is (exec_attach, then frames: common/exec_frames.h,
+// session's is (exec_attach, then frames: common/daemons/exec_frames.h,
 // k8s-shim/exec_session.h says why a connection per session).
 //
 // Contract:
@@ -36,10 +36,10 @@
 #include <optional>
 #include <string>
 
-#include "common/exec_frames.h"
+#include "common/daemons/exec_frames.h"
+#include "common/daemons/shim_protocol.h"
 #include "common/result.h"
 #include "k8s-shim/attach_handshake.h"
-#include "common/shim_protocol.h"
 #include "k8s-shim/container.h"
 #include "uv/handles.h"
 

@@ -12,12 +12,12 @@
 #include <string_view>
 #include <vector>
 
-#include "common/cri_log.h"
+#include "common/daemons/cri_log.h"
 #include "k8s-shim/backoff.h"
 #include "k8s-shim/pod_plan.h"
 #include "k8s-shim/pod_status.h"
-#include "k8s-shim/spawn.h"
 #include "k8s-shim/probe.h"
+#include "k8s-shim/spawn.h"
 #include "uv/handles.h"
 
 namespace sk::shim {

@@ -9,9 +9,9 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "common/daemons/protocol.h"
 #include "common/log.h"
 #include "common/procfs.h"
-#include "common/protocol.h"
 
 namespace sk::shim {
 

@@ -4,7 +4,7 @@
 // (k8s-shim/supervise.h), so that everything it starts is killed with it.
 //
 // Its bytes travel on a data connection of the session's own, which the shim
-// opens to the agent socket (exec_attach, then frames: common/exec_frames.h):
+// opens to the agent socket (exec_attach, then frames: common/daemons/exec_frames.h):
 // the agent relays between that connection and the kubelet client's stream.
 // Why a connection and not the shim's link: the link carries JSON lines for
 // every pod, and one session's output (a `kubectl cp` of a checkpoint) must
@@ -41,10 +41,10 @@
 #include <functional>
 #include <string>
 
-#include "common/exec_frames.h"
+#include "common/daemons/exec_frames.h"
+#include "common/daemons/shim_protocol.h"
 #include "common/result.h"
 #include "k8s-shim/attach_handshake.h"
-#include "common/shim_protocol.h"
 #include "k8s-shim/spawn.h"
 #include "uv/handles.h"
 

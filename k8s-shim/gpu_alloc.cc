@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <set>
 
-#include "common/json.h"
+#include "common/daemons/json.h"
 
 namespace sk::shim {
 

@@ -44,7 +44,7 @@ k8s_shim_libshim_la_SOURCES = \
 	k8s-shim/supervise.cc \
 	k8s-shim/supervise.h
 k8s_shim_libshim_la_CXXFLAGS = $(AM_CXXFLAGS) $(LIBUV_CFLAGS)
-k8s_shim_libshim_la_LIBADD = uv/libskuv.la common/libcommon.la $(LIBUV_LIBS)
+k8s_shim_libshim_la_LIBADD = uv/libskuv.la common/daemons/libcommon_daemons.la $(LIBUV_LIBS)
 
 bin_PROGRAMS += k8s-shim/slurm-k8s-shim
 # confine.cc and mount_ns.cc (the exec helper: libseccomp, namespaces) are

@@ -15,8 +15,8 @@
 
 #include <json/json.h>
 
+#include "common/daemons/shim_protocol.h"
 #include "common/result.h"
-#include "common/shim_protocol.h"
 #include "k8s-shim/mount_ns.h"
 #include "k8s-shim/podman.h"
 #include "k8s-shim/runtime_template.h"
@@ -124,7 +124,7 @@ struct PodPlan {
     std::vector<ContainerPlan> init_containers, containers;
     std::vector<VolumePlan> volumes;
     std::map<std::string, std::vector<VolumeMount>> mounts;  // container name -> mounts
-    // The pod's pull credentials (common/shim_protocol.h PodRun::pull_auth),
+    // The pod's pull credentials (common/daemons/shim_protocol.h PodRun::pull_auth),
     // written to pull_auth_path() before the first pull; "" when none.
     std::string pull_auth;
     // "ns/name" for log prefixes, "name_ns(uid)" as the kubelet prints pods.
@@ -142,7 +142,7 @@ struct PlanContext {
     std::string base_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
     const RuntimeTemplates *templates = nullptr;  // may be null: process runtime only
     std::string podman_dir;                       // podman_dir(state_dir), k8s-shim/podman.h
-    std::string podman_run_dir;                   // common/log_paths.h podman_run_dir
+    std::string podman_run_dir;                   // common/daemons/log_paths.h podman_run_dir
 };
 
 // Kubernetes' $(VAR) expansion (k8s.io/kubernetes third_party expansion):
@@ -160,7 +160,7 @@ void set_pull_auth(PodPlan *plan, const std::string &auth, const std::string &po
 std::string pod_ip_of(const Json::Value &pod);
 
 // pod: the Pod object; files: the pod_run body's files, decoded
-// (common/shim_protocol.h). Fails with Refused (policy, no command) or
+// (common/daemons/shim_protocol.h). Fails with Refused (policy, no command) or
 // Invalid (malformed spec, a file path leaving its volume).
 Result<PodPlan> plan_pod(const Json::Value &pod, const proto::PodFiles &files,
                          const PlanContext &ctx);

@@ -62,7 +62,7 @@ class PodRunner {
     void kill(int64_t grace_s, const std::string &reason);
     // The Slurm job was suspended (pause) or resumed: every container's
     // processes stopped or continued, Ready=False (JobSuspended, message)
-    // while paused (common/shim_protocol.h PodsPause). Idempotent.
+    // while paused (common/daemons/shim_protocol.h PodsPause). Idempotent.
     void pause(bool paused, const std::string &message);
     // New contents for files the pod's configMap/secret/projected/downwardAPI
     // volumes already hold (a refreshed ServiceAccount token): each replaced

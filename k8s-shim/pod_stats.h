@@ -28,8 +28,8 @@
 #include <string_view>
 #include <vector>
 
-#include "common/shim_protocol.h"
 #include "common/cgroup/cgroup_usage.h"
+#include "common/daemons/shim_protocol.h"
 
 namespace sk::shim {
 

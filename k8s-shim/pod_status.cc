@@ -1,6 +1,6 @@
 #include "k8s-shim/pod_status.h"
 
-#include "common/pod_loss.h"
+#include "common/daemons/pod_loss.h"
 #include "common/rfc3339.h"
 #include "common/strings.h"
 

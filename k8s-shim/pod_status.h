@@ -82,7 +82,7 @@ Json::Value refused_pod_status(const std::string &reason, const std::string &mes
 // cannot re-attach to (status: the last one that shim recorded; processes_
 // stopped: its process groups were found and killed): Failed, reason
 // ShimRestarted, its running containers terminated as
-// ContainerStatusUnknown, nothing ready (common/pod_loss.h).
+// ContainerStatusUnknown, nothing ready (common/daemons/pod_loss.h).
 Json::Value restarted_pod_status(const Json::Value &status, bool processes_stopped, int64_t now_ms);
 // Phase the kubelet would report (Pending, Running, Succeeded, Failed).
 std::string pod_phase(const PodPlan &plan, const PodRun &run);

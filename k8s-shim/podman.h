@@ -78,7 +78,7 @@ std::string default_pull_policy(const std::string &image);
 
 // The directory of the job's podman state (<state_dir>/podman), its global
 // options and the environment every podman command runs with; run_dir is
-// its --runroot, short (common/log_paths.h podman_run_dir).
+// its --runroot, short (common/daemons/log_paths.h podman_run_dir).
 std::string podman_dir(const std::string &state_dir);
 std::vector<std::string> podman_command(const PodmanSettings &s, const std::string &dir,
                                         const std::string &run_dir);

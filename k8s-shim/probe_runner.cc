@@ -8,9 +8,9 @@
 
 #include <unistd.h>
 
+#include "common/daemons/tcp_listeners.h"
 #include "common/fs.h"
 #include "common/log.h"
-#include "common/tcp_listeners.h"
 #include "k8s-shim/container.h"
 #include "k8s-shim/pod_runner.h"
 #include "k8s-shim/spawn.h"

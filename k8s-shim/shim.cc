@@ -12,13 +12,13 @@
 #include <algorithm>
 
 #include "common/cgroup/cgroup_files.h"
+#include "common/daemons/json.h"
+#include "common/daemons/log_paths.h"
+#include "common/daemons/shim_protocol.h"
+#include "common/daemons/supervisor.h"
 #include "common/fs.h"
-#include "common/json.h"
 #include "common/log.h"
-#include "common/log_paths.h"
-#include "common/shim_protocol.h"
 #include "common/strings.h"
-#include "common/supervisor.h"
 #include "k8s-shim/pod_stats.h"
 #include "k8s-shim/spawn.h"
 
@@ -154,7 +154,7 @@ void Shim::on_line(const std::string &line) {
     if (v->isMember("ok")) {
         auto r = proto::decode_reply(line, proto::kMaxShimMessageBytes);
         if (!r) return lost_connection("bad reply from the agent: " + r.message());
-        if (r->id == 0 && !r->ok)  // about the connection (common/protocol.h): it is closing
+        if (r->id == 0 && !r->ok)  // about the connection (common/daemons/protocol.h): it is closing
             return lost_connection("agent: " + r->message);
         if (r->id == attach_id_)
             on_attached(*r);
@@ -236,7 +236,7 @@ void Shim::on_attached(const proto::Reply &r) {
 }
 
 bool Shim::send_line(const std::string &line) {
-    // The agent would drop a line over the link's bound (common/shim_protocol.h).
+    // The agent would drop a line over the link's bound (common/daemons/shim_protocol.h).
     if (line.size() > proto::kMaxShimMessageBytes + 1) {
         LOG_ERROR("a message of %zu bytes to the agent exceeds the limit of %zu: not sent",
                   line.size() - 1, proto::kMaxShimMessageBytes);
@@ -453,7 +453,7 @@ proto::Reply Shim::pod_kill(const proto::Request &req) {
     return reply;
 }
 
-// The Slurm job was suspended or resumed (common/shim_protocol.h PodsPause):
+// The Slurm job was suspended or resumed (common/daemons/shim_protocol.h PodsPause):
 // every pod follows, and pods that arrive while it lasts are held.
 proto::Reply Shim::pods_pause(const proto::Request &req) {
     proto::Reply reply;
@@ -470,7 +470,7 @@ proto::Reply Shim::pods_pause(const proto::Request &req) {
     return reply;
 }
 
-// A running pod's volume files renewed (common/shim_protocol.h PodFilesUpdate).
+// A running pod's volume files renewed (common/daemons/shim_protocol.h PodFilesUpdate).
 proto::Reply Shim::pod_files(const proto::Request &req) {
     proto::Reply reply;
     reply.id = req.id;
@@ -936,7 +936,7 @@ void Shim::save_pod_state(ShimPod &p) {
 
 // Pods of a previous shim of this job: finished ones are remembered (pod_run
 // stays idempotent); running ones are lost: their verified containers are
-// stopped whole (RecordedContainers::stop, common/supervisor.h: each
+// stopped whole (RecordedContainers::stop, common/daemons/supervisor.h: each
 // supervisor kills every process of its container, a daemon that left the
 // group included, then the groups are killed; the kill passes end in the
 // background, the loop never waits for them) and the pod is reported Failed.

@@ -4,7 +4,7 @@
 //  <state_dir>/gpus.json             GPU assignment per pod uid (survives restarts)
 //  <state_dir>/pods/<uid>/pod.json   the pod_run body (mode 0600: secret files)
 //  <state_dir>/pods/<uid>/state.json running pids + start times, final status
-//  <state_dir>/pods/<uid>/<container>/<restartCount>.log   CRI logs (common/log_paths.h)
+//  <state_dir>/pods/<uid>/<container>/<restartCount>.log   CRI logs (common/daemons/log_paths.h)
 //  <state_dir>/pods/<uid>/volumes/<name>/                  emptyDir/configMap/secret
 //  <state_dir>/pods/<uid>/mnt/          scratch of the mounts (k8s-shim/mount_ns.h)
 //  <state_dir>/podman/                  the podman runtime's storage (k8s-shim/podman.h)
@@ -26,8 +26,8 @@
 
 #include <json/json.h>
 
-#include "common/protocol.h"
-#include "common/shim_protocol.h"
+#include "common/daemons/protocol.h"
+#include "common/daemons/shim_protocol.h"
 #include "k8s-shim/attach_session.h"
 #include "k8s-shim/clock.h"
 #include "k8s-shim/exec_session.h"

@@ -19,9 +19,9 @@
 #include <set>
 #include <vector>
 
-#include "common/agent_client.h"
+#include "common/daemons/agent_client.h"
+#include "common/daemons/protocol.h"
 #include "common/procfs.h"
-#include "common/protocol.h"
 #include "common/strings.h"
 
 namespace sk::shim {

@@ -22,10 +22,10 @@
 // - supervisor_kill_signal(), sent to the supervisor's pid, kills every
 //   process of the container now (the main included); the shim sends it when
 //   a grace period is over, and a restarted shim or the agent to the
-//   supervisors a dead shim recorded (common/supervisor.h). Every other
+//   supervisors a dead shim recorded (common/daemons/supervisor.h). Every other
 //   signal the supervisor receives (the shim signals the group: the main got
 //   it too) is consumed and ignored.
-// - Its process name is kSupervisorComm (common/supervisor.h): how the
+// - Its process name is kSupervisorComm (common/daemons/supervisor.h): how the
 //   restarted shim and the agent tell a supervisor from another process.
 // - It writes nothing else to the container's stdout/stderr, and opens no
 //   descriptor of its own but its reads of /proc and the exec-error pipe
@@ -39,7 +39,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/supervisor.h"
+#include "common/daemons/supervisor.h"
 
 namespace sk::shim {
 
@@ -98,7 +98,7 @@ std::string encode_supervise_argv(const std::vector<std::string> &argv);
 // Its inverse; false on a malformed value or an empty command.
 bool decode_supervise_argv(std::string_view text, std::vector<std::string> *argv);
 
-// SIGRTMAX - 1 (common/supervisor.h: the agent, which does not link the shim,
+// SIGRTMAX - 1 (common/daemons/supervisor.h: the agent, which does not link the shim,
 // sends it too, to the supervisors of a dead shim).
 using sk::supervisor_kill_signal;
 

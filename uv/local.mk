@@ -12,5 +12,5 @@ uv_libskuv_la_SOURCES = \
 	uv/thread_loop.cc \
 	uv/thread_loop.h
 uv_libskuv_la_CPPFLAGS = $(AM_CPPFLAGS) $(LIBUV_CFLAGS)
-uv_libskuv_la_LIBADD = common/libcommon.la $(LIBUV_LIBS)
+uv_libskuv_la_LIBADD = common/daemons/libcommon_daemons.la $(LIBUV_LIBS)
 endif

@@ -11,7 +11,7 @@
 #include "agent/controllers/node_identity.h"
 #include "agent/kube/api_object.h"
 #include "agent/kube/kube_client.h"
-#include "common/base64.h"
+#include "common/daemons/base64.h"
 #include "common/fs.h"
 #include "common/log.h"
 #include "common/rfc3339.h"

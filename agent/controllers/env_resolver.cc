@@ -4,8 +4,8 @@
 #include <cstdio>
 
 #include "agent/kube/api_object.h"
-#include "common/base64.h"
-#include "common/json.h"
+#include "common/daemons/base64.h"
+#include "common/daemons/json.h"
 #include "common/k8s_names.h"
 
 namespace sk::agent {

@@ -14,8 +14,8 @@
 
 #include <json/json.h>
 
+#include "common/daemons/shim_protocol.h"
 #include "common/result.h"
-#include "common/shim_protocol.h"
 
 namespace sk::agent {
 

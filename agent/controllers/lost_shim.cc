@@ -2,10 +2,10 @@
 
 #include <dirent.h>
 
+#include "common/daemons/json.h"
+#include "common/daemons/pod_loss.h"
+#include "common/daemons/supervisor.h"
 #include "common/fs.h"
-#include "common/json.h"
-#include "common/pod_loss.h"
-#include "common/supervisor.h"
 
 namespace sk::agent {
 

@@ -27,7 +27,7 @@ struct RecordedProcess {
 std::vector<RecordedProcess> recorded_processes(const Json::Value &state);
 
 // The pod's final status after its shim died (lost_pod_status,
-// common/pod_loss.h): phase Failed, reason ShimLost and `message`; containers
+// common/daemons/pod_loss.h): phase Failed, reason ShimLost and `message`; containers
 // that were running become terminated (exit code 137, reason Error, killed),
 // no container is ready and the Ready conditions are False.
 Json::Value shim_lost_status(const Json::Value &status, const std::string &message,
@@ -35,7 +35,7 @@ Json::Value shim_lost_status(const Json::Value &status, const std::string &messa
 
 // Reads every <state_dir>/pods/<uid>/state.json (regular files only, never
 // following a link) and stops the verified containers of unfinished pods as
-// uid/gid (RecordedContainers::stop, common/supervisor.h): a supervisor is
+// uid/gid (RecordedContainers::stop, common/daemons/supervisor.h): a supervisor is
 // told to kill every process of its container (a daemon that left the group
 // too), and the process groups are SIGKILLed once the supervisors are done
 // (bounded). Returns at once, the number of containers signalled; the kill

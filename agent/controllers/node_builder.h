@@ -9,8 +9,8 @@
 
 #include <json/json.h>
 
+#include "common/daemons/protocol.h"
 #include "common/k8s_names.h"
-#include "common/protocol.h"
 
 namespace sk::agent {
 

@@ -9,7 +9,7 @@
 #include "agent/controllers/lost_shim.h"
 #include "agent/controllers/node_builder.h"
 #include "agent/kube/api_object.h"
-#include "common/base64.h"
+#include "common/daemons/base64.h"
 #include "common/log.h"
 #include "common/rfc3339.h"
 #include "common/strings.h"

@@ -23,7 +23,7 @@
 #include "agent/controllers/pod_controller.h"
 #include "agent/core/job_store.h"
 #include "agent/core/runtime.h"
-#include "common/protocol.h"
+#include "common/daemons/protocol.h"
 
 namespace sk::agent {
 

@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/json.h"
+#include "common/daemons/json.h"
 #include "common/strings.h"
 
 namespace sk::agent {

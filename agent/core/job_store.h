@@ -12,8 +12,8 @@
 
 #include <json/json.h>
 
+#include "common/daemons/protocol.h"
 #include "common/fs.h"
-#include "common/protocol.h"
 #include "common/result.h"
 
 namespace sk::agent {

@@ -28,5 +28,5 @@ agent_core_libagentcore_la_CPPFLAGS = $(AM_CPPFLAGS) $(GNUTLS_CFLAGS)
 # The agent's configuration reads kubeconfigs (agent/kube/): the core brings
 # libkube and common/ with it, the only convenience libraries an agent
 # library holds a copy of.
-agent_core_libagentcore_la_LIBADD = agent/kube/libkube.la common/libcommon.la $(GNUTLS_LIBS)
+agent_core_libagentcore_la_LIBADD = agent/kube/libkube.la common/daemons/libcommon_daemons.la $(GNUTLS_LIBS)
 endif

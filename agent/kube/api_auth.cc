@@ -8,13 +8,13 @@
 #include <cstring>
 #include <ctime>
 
-#include "uv/command_runner.h"
-#include "common/base64.h"
+#include "common/daemons/base64.h"
+#include "common/daemons/json.h"
 #include "common/fs.h"
-#include "common/json.h"
 #include "common/log.h"
 #include "common/rfc3339.h"
 #include "common/strings.h"
+#include "uv/command_runner.h"
 
 namespace sk::agent {
 

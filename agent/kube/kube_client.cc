@@ -1,7 +1,7 @@
 #include "agent/kube/kube_client.h"
 
 #include "agent/kube/api_object.h"
-#include "common/json.h"
+#include "common/daemons/json.h"
 
 namespace sk::agent {
 

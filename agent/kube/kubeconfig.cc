@@ -6,7 +6,7 @@
 
 #include <json/json.h>
 
-#include "common/base64.h"
+#include "common/daemons/base64.h"
 #include "common/strings.h"
 
 namespace sk::agent {

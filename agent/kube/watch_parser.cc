@@ -1,6 +1,6 @@
 #include "agent/kube/watch_parser.h"
 
-#include "common/json.h"
+#include "common/daemons/json.h"
 
 namespace sk::agent {
 

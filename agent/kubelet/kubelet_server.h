@@ -28,7 +28,7 @@
 #include "agent/kubelet/http_server.h"
 #include "agent/kubelet/kubelet_stats.h"
 #include "agent/kubelet/stream_request.h"
-#include "common/cri_log.h"
+#include "common/daemons/cri_log.h"
 #include "common/result.h"
 
 namespace sk {
@@ -43,7 +43,7 @@ struct ContainerLogRef {
 struct ContainerLogSource {
     // The directory the files lie below that root trusts (the job's shim state
     // dir, which the agent made): everything below it is the job user's, and
-    // is opened without following symlinks (read_cri_log, common/cri_log.h).
+    // is opened without following symlinks (read_cri_log, common/daemons/cri_log.h).
     std::string trusted_dir;
     // Files of one container instance, oldest first, as from
     // log_files_oldest_first(container_log_path(...)); missing files are fine.

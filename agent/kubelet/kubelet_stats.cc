@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "agent/kubelet/metrics.h"
-#include "common/json.h"
+#include "common/daemons/json.h"
 #include "common/rfc3339.h"
 #include "common/strings.h"
 

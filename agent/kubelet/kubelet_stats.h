@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/shim_protocol.h"
+#include "common/daemons/shim_protocol.h"
 
 namespace sk {
 

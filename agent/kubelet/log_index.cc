@@ -2,8 +2,8 @@
 
 #include <unistd.h>
 
+#include "common/daemons/log_paths.h"
 #include "common/fs.h"
-#include "common/log_paths.h"
 
 namespace sk::agent {
 

@@ -1,4 +1,4 @@
-// Which log files `kubectl logs NS/POD -c C [-p]` reads (common/log_paths.h): a
+// Which log files `kubectl logs NS/POD -c C [-p]` reads (common/daemons/log_paths.h): a
 // mutex-protected snapshot of the pods the agent runs, written by the loop
 // thread from the shim's pod_status notifications and read by the kubelet
 // endpoint's HTTP threads through resolve(). Pure apart from the directory

@@ -16,7 +16,7 @@
 #include <string>
 
 #include "agent/kubelet/kubelet_server.h"
-#include "common/log_paths.h"
+#include "common/daemons/log_paths.h"
 #include "common/log.h"
 
 using namespace sk;

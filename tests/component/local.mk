@@ -42,5 +42,5 @@ check_PROGRAMS += tests/component/kubelet_server_main
 tests_component_kubelet_server_main_SOURCES = tests/component/kubelet_server_main.cc
 tests_component_kubelet_server_main_LDADD = \
 	agent/kubelet/libkubelet.la \
-	common/libcommon.la
+	common/daemons/libcommon_daemons.la
 endif

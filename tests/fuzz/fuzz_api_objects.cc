@@ -26,8 +26,8 @@
 #include "agent/kube/api_object.h"
 #include "agent/kube/http_client.h"
 #include "agent/kube/kube_client.h"
-#include "common/json.h"
-#include "common/shim_protocol.h"
+#include "common/daemons/json.h"
+#include "common/daemons/shim_protocol.h"
 #include "tests/fuzz/fuzz_target.h"
 
 namespace {

@@ -1,4 +1,4 @@
-// CRI container log reader (common/cri_log.h): the agent, as root, parses
+// CRI container log reader (common/daemons/cri_log.h): the agent, as root, parses
 // files a job user's processes can fill with anything. The input is a log
 // file's text (binary, no newline, lines longer than a record: whatever a
 // container prints or a user writes in place of its log); a few leading bytes
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "common/cri_log.h"
+#include "common/daemons/cri_log.h"
 #include "tests/fuzz/fuzz_target.h"
 
 namespace {

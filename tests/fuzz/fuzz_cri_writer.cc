@@ -1,4 +1,4 @@
-// CRI log writer -> reader round trip (common/cri_log.h), through a real file
+// CRI log writer -> reader round trip (common/daemons/cri_log.h), through a real file
 // in a private temporary directory. The shim writes whatever bytes a
 // container prints; `kubectl logs` must show exactly those bytes. Input:
 // (control byte, chunk-length byte, chunk) triples; the control byte picks the
@@ -10,7 +10,7 @@
 
 #include <string>
 
-#include "common/cri_log.h"
+#include "common/daemons/cri_log.h"
 #include "tests/fuzz/fuzz_target.h"
 
 namespace {

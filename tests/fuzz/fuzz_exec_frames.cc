@@ -1,4 +1,4 @@
-// The exec session data connection's frames (common/exec_frames.h) under
+// The exec session data connection's frames (common/daemons/exec_frames.h) under
 // arbitrary chunking: the agent and the shim read a socket in whatever pieces
 // the kernel hands over. Input: 1 byte (bit 0: the direction), then
 // (chunk-length byte, chunk) pairs. Properties:
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "common/exec_frames.h"
+#include "common/daemons/exec_frames.h"
 #include "tests/fuzz/fuzz_target.h"
 
 using namespace sk::proto;

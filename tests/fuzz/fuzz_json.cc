@@ -1,4 +1,4 @@
-// Strict JSON parsing (common/json.h), the first step for every socket message
+// Strict JSON parsing (common/daemons/json.h), the first step for every socket message
 // and, in the agent, for API server replies. Properties:
 // - parse never throws, recurses without bound, or accepts a document twice
 //   as deep as kMaxDepth;
@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <string>
 
-#include "common/json.h"
+#include "common/daemons/json.h"
 #include "tests/fuzz/fuzz_target.h"
 
 namespace {

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/protocol.h"
+#include "common/daemons/protocol.h"
 #include "tests/fuzz/fuzz_target.h"
 
 namespace {

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "common/json.h"
+#include "common/daemons/json.h"
 #include "k8s-shim/pod_plan.h"
 #include "tests/fuzz/fuzz_target.h"
 

@@ -16,10 +16,10 @@
 //   reply to another request.
 #include <string>
 
-#include "common/agent_client.h"
-#include "common/json.h"
+#include "common/daemons/agent_client.h"
+#include "common/daemons/json.h"
+#include "common/daemons/protocol.h"
 #include "common/plugin_wire.h"
-#include "common/protocol.h"
 #include "tests/fuzz/fuzz_target.h"
 
 namespace {

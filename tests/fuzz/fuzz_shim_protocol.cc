@@ -1,5 +1,5 @@
-// Agent <-> shim protocol decoders (common/shim_protocol.h) and base64
-// (common/base64.h): what the shim does with a line from the agent and the
+// Agent <-> shim protocol decoders (common/daemons/shim_protocol.h) and base64
+// (common/daemons/base64.h): what the shim does with a line from the agent and the
 // agent with a line from a job's shim (a process of the job's user). The
 // input is one line, decoded as a request, as a reply, and as base64 text.
 // Properties beyond "no crash, no UB, no leak":
@@ -10,10 +10,10 @@
 //   base64_decode(base64_encode(x)) == x.
 #include <string>
 
-#include "common/base64.h"
-#include "common/json.h"
-#include "common/protocol.h"
-#include "common/shim_protocol.h"
+#include "common/daemons/base64.h"
+#include "common/daemons/json.h"
+#include "common/daemons/protocol.h"
+#include "common/daemons/shim_protocol.h"
 #include "tests/fuzz/fuzz_target.h"
 
 namespace {

@@ -36,7 +36,7 @@ FUZZ_LDADD = \
 	k8s-shim/libshim.la \
 	spank/libspank_core.la \
 	agent/kubelet/streams/libstreams.la \
-	common/libcommon.la \
+	common/daemons/libcommon_daemons.la \
 	$(LIBUV_LIBS) \
 	$(LIBCURL_LIBS) \
 	$(JSONCPP_LIBS) \

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A recording stand-in for slurm-k8s-agent, for the SPANK plugin's
 integration test (no Kubernetes). Listens on a unix socket, speaks the agent
-protocol (common/protocol.h: newline-delimited JSON envelopes), appends every
+protocol (common/daemons/protocol.h: newline-delimited JSON envelopes), appends every
 request to a JSON-lines file with the peer's pid/uid, and answers ok:
 
   register   -> {"node_name": "slurm-<node>-<job>", "namespaces": the job's (the site allows none)}

@@ -30,7 +30,7 @@ from sktest.programs import shim_argv  # noqa: E402
 
 SCALE = 0.05
 SHIM = None
-# common/supervisor.h: kSupervisorComm, supervisor_kill_signal().
+# common/daemons/supervisor.h: kSupervisorComm, supervisor_kill_signal().
 SUPERVISOR_COMM = "sk-supervise"
 SUPERVISOR_KILL_SIGNAL = signal.SIGRTMAX - 1
 
@@ -242,7 +242,7 @@ class Agent:
 
 class ExecConn:
     """The agent's end of an exec session's data connection: frames of
-    [channel][length, 4 bytes big-endian][payload] (common/exec_frames.h)."""
+    [channel][length, 4 bytes big-endian][payload] (common/daemons/exec_frames.h)."""
     STDIN, STDOUT, STDERR, EXIT, RESIZE, CLOSE = 0, 1, 2, 3, 4, 255
 
     def __init__(self, sock):

@@ -15,7 +15,9 @@ Rules:
   of the agent's own room (agent/*.h), agent/kube/ and agent/kubelet/
   nothing of agent/ outside themselves (agent/kubelet/ may use its streams/),
   agent/kubelet/streams/ nothing of agent/kubelet/, common/ nothing of agent/,
-  k8s-shim/, spank/ or uv/, uv/ nothing of agent/, k8s-shim/ or spank/.
+  k8s-shim/, spank/ or uv/, the plugin's part of common/ (common/ and
+  common/cgroup/) nothing of common/daemons/ nor jsoncpp, uv/ nothing of
+  agent/, k8s-shim/ or spank/.
 """
 import os
 import re
@@ -138,6 +140,10 @@ def main():
     results.append(check("common/ reaches nothing of the daemons, the plugin or uv/",
                          files_under("common"),
                          lambda h, s: not s and under(h, "agent", "k8s-shim", "spank", "uv")))
+    results.append(check("common/ and common/cgroup/ (the plugin links them) reach nothing of "
+                         "common/daemons/ (jsoncpp)",
+                         files_under("common", exclude=("common/daemons",)),
+                         lambda h, s: (not s and under(h, "common/daemons")) or (s and h.startswith("json/"))))
     results.append(check("uv/ reaches nothing of the daemons or the plugin", files_under("uv"),
                          lambda h, s: not s and under(h, "agent", "k8s-shim", "spank")))
     passed = sum(results)

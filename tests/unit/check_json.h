@@ -1,10 +1,10 @@
 // JSON literals for the Check programs: J(text) parses strictly
-// (common/json.h) and fails the test when the literal itself is malformed.
+// (common/daemons/json.h) and fails the test when the literal itself is malformed.
 #pragma once
 
 #include <json/json.h>
 
-#include "common/json.h"
+#include "common/daemons/json.h"
 #include "tests/unit/check_main.h"
 
 static inline Json::Value J(const char *text) {

@@ -1,6 +1,6 @@
 #include "tests/unit/fake_transport.h"
 
-#include "common/json.h"
+#include "common/daemons/json.h"
 
 namespace sk::agent::test {
 

@@ -128,44 +128,44 @@ TESTS += \
 
 tests_unit_test_json_SOURCES = tests/unit/test_json.cc
 tests_unit_test_json_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
-tests_unit_test_json_LDADD = common/libcommon.la $(SK_CHECK_LIBS)
+tests_unit_test_json_LDADD = common/daemons/libcommon_daemons.la $(SK_CHECK_LIBS)
 
 tests_unit_test_protocol_SOURCES = tests/unit/test_protocol.cc
 tests_unit_test_protocol_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
-tests_unit_test_protocol_LDADD = common/libcommon.la $(SK_CHECK_LIBS)
+tests_unit_test_protocol_LDADD = common/daemons/libcommon_daemons.la $(SK_CHECK_LIBS)
 
 # The plugin's side (json-c) against the agent's (jsoncpp) of the one codec.
 tests_unit_test_wire_SOURCES = tests/unit/test_wire.cc
 tests_unit_test_wire_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
-tests_unit_test_wire_LDADD = common/libcommon.la $(SK_CHECK_LIBS)
+tests_unit_test_wire_LDADD = common/daemons/libcommon_daemons.la $(SK_CHECK_LIBS)
 
 tests_unit_test_agent_client_SOURCES = tests/unit/test_agent_client.cc
 tests_unit_test_agent_client_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
-tests_unit_test_agent_client_LDADD = common/libcommon.la $(SK_CHECK_LIBS)
+tests_unit_test_agent_client_LDADD = common/daemons/libcommon_daemons.la $(SK_CHECK_LIBS)
 
 tests_unit_test_cri_log_SOURCES = tests/unit/test_cri_log.cc
 tests_unit_test_cri_log_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
-tests_unit_test_cri_log_LDADD = common/libcommon.la $(SK_CHECK_LIBS)
+tests_unit_test_cri_log_LDADD = common/daemons/libcommon_daemons.la $(SK_CHECK_LIBS)
 
 # ---- agent/kubelet/http_server: upgraded connections ----
 check_PROGRAMS += tests/unit/test_http_upgrade
 TESTS += tests/unit/test_http_upgrade
 tests_unit_test_http_upgrade_SOURCES = tests/unit/test_http_upgrade.cc
 tests_unit_test_http_upgrade_CXXFLAGS = $(SK_CHECK_CXXFLAGS) $(GNUTLS_CFLAGS)
-tests_unit_test_http_upgrade_LDADD = agent/kubelet/libkubelet.la agent/kubelet/streams/libstreams.la common/libcommon.la $(SK_CHECK_LIBS) $(GNUTLS_LIBS) -lpthread
+tests_unit_test_http_upgrade_LDADD = agent/kubelet/libkubelet.la agent/kubelet/streams/libstreams.la common/daemons/libcommon_daemons.la $(SK_CHECK_LIBS) $(GNUTLS_LIBS) -lpthread
 
 check_PROGRAMS += tests/unit/test_kubelet_streams
 TESTS += tests/unit/test_kubelet_streams
 tests_unit_test_kubelet_streams_SOURCES = tests/unit/test_kubelet_streams.cc
 tests_unit_test_kubelet_streams_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
-tests_unit_test_kubelet_streams_LDADD = agent/kubelet/libkubelet.la agent/kubelet/streams/libstreams.la common/libcommon.la $(SK_CHECK_LIBS) -lpthread
+tests_unit_test_kubelet_streams_LDADD = agent/kubelet/libkubelet.la agent/kubelet/streams/libstreams.la common/daemons/libcommon_daemons.la $(SK_CHECK_LIBS) -lpthread
 
 # ---- agent/kubelet/stream_request: the kubelet's streaming requests ----
 check_PROGRAMS += tests/unit/test_stream_request
 TESTS += tests/unit/test_stream_request
 tests_unit_test_stream_request_SOURCES = tests/unit/test_stream_request.cc
 tests_unit_test_stream_request_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
-tests_unit_test_stream_request_LDADD = agent/kubelet/libkubelet.la agent/kubelet/streams/libstreams.la common/libcommon.la $(SK_CHECK_LIBS)
+tests_unit_test_stream_request_LDADD = agent/kubelet/libkubelet.la agent/kubelet/streams/libstreams.la common/daemons/libcommon_daemons.la $(SK_CHECK_LIBS)
 
 # ---- agent/kubelet/streams (libstreams): the kubelet streaming protocols ----
 check_PROGRAMS += \
@@ -176,7 +176,7 @@ TESTS += \
 	tests/unit/test_spdy \
 	tests/unit/test_ws_channel \
 	tests/unit/test_remotecommand
-SK_STREAMS_TEST_LIBS = agent/kubelet/streams/libstreams.la common/libcommon.la $(SK_CHECK_LIBS)
+SK_STREAMS_TEST_LIBS = agent/kubelet/streams/libstreams.la common/daemons/libcommon_daemons.la $(SK_CHECK_LIBS)
 
 # Writes peer header blocks with zlib itself.
 tests_unit_test_spdy_SOURCES = tests/unit/test_spdy.cc
@@ -192,7 +192,7 @@ tests_unit_test_remotecommand_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
 tests_unit_test_remotecommand_LDADD = $(SK_STREAMS_TEST_LIBS)
 
 # ---- agent/: the pure core and the controllers' pure modules (agent/core/, agent/controllers/) ----
-SK_AGENT_CORE_TEST_LIBS = agent/controllers/libcontrollers.la agent/core/libagentcore.la agent/kubelet/libkubelet.la uv/libskuv.la common/libcommon.la $(SK_CHECK_LIBS)
+SK_AGENT_CORE_TEST_LIBS = agent/controllers/libcontrollers.la agent/core/libagentcore.la agent/kubelet/libkubelet.la uv/libskuv.la common/daemons/libcommon_daemons.la $(SK_CHECK_LIBS)
 check_PROGRAMS += \
 	tests/unit/test_agent_config \
 	tests/unit/test_backoff \
@@ -305,7 +305,7 @@ tests_unit_test_api_auth_LDADD = \
 	agent/libagent.la \
 	agent/controllers/libcontrollers.la \
 	agent/core/libagentcore.la \
-	common/libcommon.la \
+	common/daemons/libcommon_daemons.la \
 	$(SK_CHECK_LIBS) \
 	$(LIBUV_LIBS) \
 	$(LIBCURL_LIBS) \
@@ -317,7 +317,7 @@ tests_unit_test_shim_runtime_LDADD = \
 	agent/libagent.la \
 	agent/controllers/libcontrollers.la \
 	agent/core/libagentcore.la \
-	common/libcommon.la \
+	common/daemons/libcommon_daemons.la \
 	$(SK_CHECK_LIBS) \
 	$(LIBUV_LIBS) \
 	$(LIBCURL_LIBS) \
@@ -329,7 +329,7 @@ tests_unit_test_kubelet_auth_LDADD = \
 	agent/libagent.la \
 	agent/controllers/libcontrollers.la \
 	agent/core/libagentcore.la \
-	common/libcommon.la \
+	common/daemons/libcommon_daemons.la \
 	$(SK_CHECK_LIBS) \
 	$(LIBUV_LIBS) \
 	$(LIBCURL_LIBS) \
@@ -338,15 +338,15 @@ tests_unit_test_kubelet_auth_LDADD = \
 
 tests_unit_test_kubelet_logs_SOURCES = tests/unit/test_kubelet_logs.cc
 tests_unit_test_kubelet_logs_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
-tests_unit_test_kubelet_logs_LDADD = agent/kubelet/libkubelet.la common/libcommon.la $(SK_CHECK_LIBS)
+tests_unit_test_kubelet_logs_LDADD = agent/kubelet/libkubelet.la common/daemons/libcommon_daemons.la $(SK_CHECK_LIBS)
 
 tests_unit_test_kubelet_stats_SOURCES = tests/unit/test_kubelet_stats.cc
 tests_unit_test_kubelet_stats_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
-tests_unit_test_kubelet_stats_LDADD = agent/kubelet/libkubelet.la common/libcommon.la $(SK_CHECK_LIBS)
+tests_unit_test_kubelet_stats_LDADD = agent/kubelet/libkubelet.la common/daemons/libcommon_daemons.la $(SK_CHECK_LIBS)
 
 tests_unit_test_metrics_SOURCES = tests/unit/test_metrics.cc
 tests_unit_test_metrics_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
-tests_unit_test_metrics_LDADD = agent/kubelet/libkubelet.la common/libcommon.la $(SK_CHECK_LIBS) -lpthread
+tests_unit_test_metrics_LDADD = agent/kubelet/libkubelet.la common/daemons/libcommon_daemons.la $(SK_CHECK_LIBS) -lpthread
 
 # ---- k8s-shim/ ----
 SK_SHIM_TEST_CXXFLAGS = $(SK_CHECK_CXXFLAGS) $(LIBUV_CFLAGS)
@@ -418,13 +418,13 @@ check_PROGRAMS += tests/unit/test_exec_frames
 TESTS += tests/unit/test_exec_frames
 tests_unit_test_exec_frames_SOURCES = tests/unit/test_exec_frames.cc
 tests_unit_test_exec_frames_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
-tests_unit_test_exec_frames_LDADD = common/libcommon.la $(SK_CHECK_LIBS)
+tests_unit_test_exec_frames_LDADD = common/daemons/libcommon_daemons.la $(SK_CHECK_LIBS)
 
 check_PROGRAMS += tests/unit/test_shim_protocol
 TESTS += tests/unit/test_shim_protocol
 tests_unit_test_shim_protocol_SOURCES = tests/unit/test_shim_protocol.cc
 tests_unit_test_shim_protocol_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
-tests_unit_test_shim_protocol_LDADD = common/libcommon.la $(SK_CHECK_LIBS)
+tests_unit_test_shim_protocol_LDADD = common/daemons/libcommon_daemons.la $(SK_CHECK_LIBS)
 
 # ---- uv/ ----
 check_PROGRAMS += tests/unit/test_uv
@@ -454,7 +454,7 @@ SK_CONTROLLER_TEST_LIBS = \
 	agent/libagent.la \
 	agent/controllers/libcontrollers.la \
 	agent/core/libagentcore.la \
-	common/libcommon.la \
+	common/daemons/libcommon_daemons.la \
 	$(SK_CHECK_LIBS) \
 	$(LIBUV_LIBS) \
 	$(LIBCURL_LIBS) \
@@ -480,7 +480,7 @@ tests_unit_test_socket_server_CPPFLAGS = $(SK_CONTROLLER_TEST_CPPFLAGS)
 tests_unit_test_socket_server_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
 tests_unit_test_socket_server_LDADD = $(SK_CONTROLLER_TEST_LIBS)
 
-# common/pod_loss and the shim's use of it (restarted_pod_status).
+# common/daemons/pod_loss and the shim's use of it (restarted_pod_status).
 check_PROGRAMS += tests/unit/test_pod_loss
 TESTS += tests/unit/test_pod_loss
 tests_unit_test_pod_loss_SOURCES = tests/unit/test_pod_loss.cc
@@ -492,6 +492,6 @@ check_PROGRAMS += tests/unit/test_cli
 TESTS += tests/unit/test_cli
 tests_unit_test_cli_SOURCES = tests/unit/test_cli.cc
 tests_unit_test_cli_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
-tests_unit_test_cli_LDADD = cli/libcli.la common/libcommon.la $(SK_CHECK_LIBS)
+tests_unit_test_cli_LDADD = cli/libcli.la common/daemons/libcommon_daemons.la $(SK_CHECK_LIBS)
 endif
 endif

@@ -1,7 +1,7 @@
 // AgentClient against a real unix socket served by a thread of this test:
 // ok and error replies, an absent agent, a silent agent (the bound holds), a
 // closed connection, a reply to the wrong request, a refusal of the
-// connection (an error reply of id 0, common/protocol.h), read or not.
+// connection (an error reply of id 0, common/daemons/protocol.h), read or not.
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "common/agent_client.h"
+#include "common/daemons/agent_client.h"
 #include "tests/unit/check_main.h"
 
 using namespace sk;

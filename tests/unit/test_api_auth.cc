@@ -13,7 +13,7 @@
 #include <string>
 
 #include "agent/kube/api_auth.h"
-#include "common/base64.h"
+#include "common/daemons/base64.h"
 #include "tests/unit/check_json.h"
 
 using namespace sk;

@@ -4,7 +4,7 @@
 // is not one, and one that never ends (bounded).
 #include <string>
 
-#include "common/protocol.h"
+#include "common/daemons/protocol.h"
 #include "k8s-shim/attach_handshake.h"
 #include "tests/unit/check_main.h"
 

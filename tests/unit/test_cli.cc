@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "cli/cli.h"
-#include "common/json.h"
+#include "common/daemons/json.h"
 #include "tests/unit/check_main.h"
 
 using namespace sk;

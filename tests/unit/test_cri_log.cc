@@ -1,4 +1,4 @@
-// common/cri_log: the CRI container log format, writer, reader, follower.
+// common/daemons/cri_log: the CRI container log format, writer, reader, follower.
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "common/cri_log.h"
+#include "common/daemons/cri_log.h"
 #include "tests/unit/check_main.h"
 
 using namespace sk;

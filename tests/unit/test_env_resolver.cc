@@ -4,7 +4,7 @@
 #include <string>
 
 #include "agent/controllers/env_resolver.h"
-#include "common/base64.h"
+#include "common/daemons/base64.h"
 #include "tests/unit/check_json.h"
 
 using namespace sk;

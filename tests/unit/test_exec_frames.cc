@@ -1,8 +1,8 @@
-// common/exec_frames.h: the exec session data connection's frames.
+// common/daemons/exec_frames.h: the exec session data connection's frames.
 #include <string>
 #include <vector>
 
-#include "common/exec_frames.h"
+#include "common/daemons/exec_frames.h"
 #include "tests/unit/check_main.h"
 
 using namespace sk;

@@ -1,7 +1,7 @@
-// common/json: the strict, bounded parser and the typed getters.
+// common/daemons/json: the strict, bounded parser and the typed getters.
 #include <string>
 
-#include "common/json.h"
+#include "common/daemons/json.h"
 #include "tests/unit/check_main.h"
 
 using namespace sk;

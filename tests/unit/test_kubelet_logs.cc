@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "agent/kubelet/kubelet_server.h"
-#include "common/log_paths.h"
+#include "common/daemons/log_paths.h"
 #include "tests/unit/check_main.h"
 
 using namespace sk;

@@ -9,7 +9,7 @@
 
 #include "agent/kubelet/kubelet_server.h"
 #include "agent/kubelet/kubelet_stats.h"
-#include "common/json.h"
+#include "common/daemons/json.h"
 #include "tests/unit/check_main.h"
 
 using namespace sk;

@@ -1,5 +1,5 @@
 // agent/kubelet/log_index: the log files the kubelet endpoint resolves a container
-// to (common/log_paths.h, restartCount and running from the shim's status).
+// to (common/daemons/log_paths.h, restartCount and running from the shim's status).
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>

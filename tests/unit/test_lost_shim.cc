@@ -10,7 +10,7 @@
 
 #include "agent/controllers/lost_shim.h"
 #include "agent/controllers/pod_status_patch.h"
-#include "common/supervisor.h"
+#include "common/daemons/supervisor.h"
 #include "tests/unit/check_json.h"
 
 using namespace sk;

@@ -1,11 +1,11 @@
-// The final status of a pod whose pod runner is gone (common/pod_loss.h),
+// The final status of a pod whose pod runner is gone (common/daemons/pod_loss.h),
 // and the shim's use of it for the pods of a previous shim
 // (k8s-shim/pod_status.h restarted_pod_status): a pod reported Failed must
 // not stay Ready.
 #include <string>
 
-#include "common/json.h"
-#include "common/pod_loss.h"
+#include "common/daemons/json.h"
+#include "common/daemons/pod_loss.h"
 #include "common/rfc3339.h"
 #include "k8s-shim/pod_status.h"
 #include "tests/unit/check_main.h"

@@ -2,8 +2,8 @@
 // first-class: the agent parses bytes from any local process.
 #include <string>
 
-#include "common/json.h"
-#include "common/protocol.h"
+#include "common/daemons/json.h"
+#include "common/daemons/protocol.h"
 #include "tests/unit/check_main.h"
 
 using namespace sk;

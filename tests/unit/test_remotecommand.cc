@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "common/json.h"
 #include "agent/kubelet/streams/remotecommand.h"
+#include "common/daemons/json.h"
 #include "tests/unit/check_main.h"
 
 using namespace sk;

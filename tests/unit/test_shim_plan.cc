@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "common/json.h"
+#include "common/daemons/json.h"
 #include "k8s-shim/pod_plan.h"
 #include "k8s-shim/pod_security.h"
 #include "k8s-shim/podman.h"

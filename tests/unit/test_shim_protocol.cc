@@ -1,13 +1,13 @@
-// The agent <-> shim protocol (common/shim_protocol.h) and base64
-// (common/base64.h): every message through the envelope and back, every
+// The agent <-> shim protocol (common/daemons/shim_protocol.h) and base64
+// (common/daemons/base64.h): every message through the envelope and back, every
 // malformed field refused with a message naming it, every enum's unknown
 // value refused.
 #include <string>
 
-#include "common/base64.h"
-#include "common/json.h"
-#include "common/protocol.h"
-#include "common/shim_protocol.h"
+#include "common/daemons/base64.h"
+#include "common/daemons/json.h"
+#include "common/daemons/protocol.h"
+#include "common/daemons/shim_protocol.h"
 #include "tests/unit/check_main.h"
 
 using namespace sk;
@@ -813,7 +813,7 @@ START_TEST(base64_round_trip) {
 }
 END_TEST
 
-// The attached link's frame limits (common/shim_protocol.h): a pod_run of
+// The attached link's frame limits (common/daemons/shim_protocol.h): a pod_run of
 // up to kMaxPodRunBytes, far over the socket's kMaxMessageBytes, goes
 // through the envelope with the link's bound, and the link's bound is
 // enforced on both decoders.

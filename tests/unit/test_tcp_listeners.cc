@@ -1,10 +1,10 @@
-// common/tcp_listeners: the listener a port-forward may reach, from the text
+// common/daemons/tcp_listeners: the listener a port-forward may reach, from the text
 // of /proc/net/tcp and /proc/net/tcp6 (lines as the kernel prints them).
 #include <check.h>
 
 #include <string>
 
-#include "common/tcp_listeners.h"
+#include "common/daemons/tcp_listeners.h"
 #include "tests/unit/check_main.h"
 
 using namespace sk;

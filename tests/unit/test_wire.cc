@@ -1,13 +1,13 @@
 // The plugin's and the agent's sides of the agent socket agree: the one codec
 // (common/wire_codec.h) over json-c (the plugin, common/plugin_wire.h) and over
-// jsoncpp (the agent, common/protocol.h). Every message the plugin sends
+// jsoncpp (the agent, common/daemons/protocol.h). Every message the plugin sends
 // or receives crosses both ways, and a table of bad bodies is refused by both
 // with the same message.
 #include <string>
 
+#include "common/daemons/protocol.h"
 #include "common/jsonc.h"
 #include "common/plugin_wire.h"
-#include "common/protocol.h"
 #include "tests/unit/check_main.h"
 
 using namespace sk;

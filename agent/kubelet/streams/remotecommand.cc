@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <tuple>
 
-#include "common/json.h"
+#include "common/daemons/json.h"
 
 namespace sk::remotecommand {
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cassert>
 
-#include "common/base64.h"
+#include "common/daemons/base64.h"
 
 namespace sk::ws {
 

@@ -1,4 +1,4 @@
-// CRI container log files, the format kubelets read (paths: common/log_paths.h):
+// CRI container log files, the format kubelets read (paths: common/daemons/log_paths.h):
 // one record per line
 //     <RFC3339Nano UTC timestamp> <stdout|stderr> <F|P> <content>\n
 // F = the record ends a line, P = partial: the line continues in the next

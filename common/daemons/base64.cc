@@ -1,4 +1,4 @@
-#include "common/base64.h"
+#include "common/daemons/base64.h"
 
 #include <cstdint>
 

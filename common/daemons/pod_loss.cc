@@ -1,4 +1,4 @@
-#include "common/pod_loss.h"
+#include "common/daemons/pod_loss.h"
 
 namespace sk {
 

@@ -1,5 +1,5 @@
 // The agent <-> shim protocol: what travels on a shim's connection to the
-// agent socket after a successful "attach" (common/protocol.h defines the
+// agent socket after a successful "attach" (common/daemons/protocol.h defines the
 // envelope, the framing and attach itself; docs/protocol.md describes both).
 //
 //   agent -> shim requests, each answered by a Reply with the same id:
@@ -16,7 +16,7 @@
 //                 stopped (pause) or running again (the Slurm job suspended,
 //                 resumed)
 //   shim -> agent, first line of an exec or attach session's own data connection:
-//     exec_attach {"session"} -> {}, then frames (common/exec_frames.h)
+//     exec_attach {"session"} -> {}, then frames (common/daemons/exec_frames.h)
 //   shim -> agent notification, answered ok (or an error naming the field):
 //     pod_status {"uid", "namespace", "name", "status": PodStatus, "events": [...]}
 //
@@ -87,7 +87,7 @@ enum class ShimOp {
 // Why pods stop (pod_kill and shutdown "reason"). The shim logs it and
 // forgets a pod once it has stopped when the reason says the pod is gone
 // from the API (Deleted, Orphaned). The drain reasons are the deregister
-// reasons (common/protocol.h) the agent passes on.
+// reasons (common/daemons/protocol.h) the agent passes on.
 enum class StopReason {
     Killing,       // graceful delete of the pod in the API
     Deleted,       // the pod is gone from the API
@@ -192,7 +192,7 @@ struct ExecStart {
 // Attach to a running container's own stdio, for the kubelet's /attach
 // (docs/protocol.md "attach_start"): its output from now on, its stdin when
 // the container has one. The session's data connection is an exec session's
-// (exec_attach, then common/exec_frames.h).
+// (exec_attach, then common/daemons/exec_frames.h).
 struct AttachStart {
     std::string session;    // as ExecStart's
     std::string uid;        // the pod

@@ -1,4 +1,4 @@
-#include "common/cri_log.h"
+#include "common/daemons/cri_log.h"
 
 #include <errno.h>
 #include <fcntl.h>

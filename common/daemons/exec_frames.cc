@@ -1,8 +1,8 @@
-#include "common/exec_frames.h"
+#include "common/daemons/exec_frames.h"
 
 #include <json/json.h>
 
-#include "common/json.h"
+#include "common/daemons/json.h"
 
 namespace sk::proto {
 

@@ -14,7 +14,7 @@
 // shim on top of the same envelope. A message over kMaxMessageBytes, or one
 // that is not valid JSON, closes that connection only; an attached shim's
 // link has a larger bound and drops an oversized line instead
-// (common/shim_protocol.h: kMaxShimMessageBytes).
+// (common/daemons/shim_protocol.h: kMaxShimMessageBytes).
 //
 // The plugin's messages (register, deregister, status, list) and the framing
 // are in common/wire.h, free of jsoncpp; their JSON form and the envelope's
@@ -29,7 +29,7 @@
 
 #include <json/json.h>
 
-#include "common/json.h"
+#include "common/daemons/json.h"
 #include "common/result.h"
 #include "common/wire.h"
 #include "common/wire_codec.h"
@@ -42,7 +42,7 @@ using Reply = BasicReply<json::Api>;
 std::string encode(const Request &r);  // one line, with '\n'
 std::string encode(const Reply &r);
 // `max`: the line's bound; an attached shim's link passes kMaxShimMessageBytes
-// (common/shim_protocol.h).
+// (common/daemons/shim_protocol.h).
 Result<Request> decode_request(std::string_view line, size_t max = kMaxMessageBytes);
 Result<Reply> decode_reply(std::string_view line, size_t max = kMaxMessageBytes);
 Reply error_reply(uint64_t id, const Failure &f);

@@ -1,4 +1,4 @@
-#include "common/json.h"
+#include "common/daemons/json.h"
 
 #include <memory>
 #include <sstream>

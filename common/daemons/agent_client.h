@@ -3,7 +3,7 @@
 #pragma once
 
 #include "common/agent_call.h"
-#include "common/json.h"
+#include "common/daemons/json.h"
 
 namespace sk {
 

@@ -1,6 +1,6 @@
-#include "common/protocol.h"
+#include "common/daemons/protocol.h"
 
-#include "common/json.h"
+#include "common/daemons/json.h"
 #include "common/k8s_names.h"
 
 namespace sk::proto {

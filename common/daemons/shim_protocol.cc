@@ -1,10 +1,10 @@
-#include "common/shim_protocol.h"
+#include "common/daemons/shim_protocol.h"
 
 #include <array>
 #include <utility>
 
-#include "common/base64.h"
-#include "common/json.h"
+#include "common/daemons/base64.h"
+#include "common/daemons/json.h"
 
 namespace sk::proto {
 

@@ -1,4 +1,4 @@
-#include "common/supervisor.h"
+#include "common/daemons/supervisor.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "common/tcp_listeners.h"
+#include "common/daemons/tcp_listeners.h"
 
 #include <arpa/inet.h>
 #include <pwd.h>

@@ -1,4 +1,4 @@
-#include "common/log_paths.h"
+#include "common/daemons/log_paths.h"
 
 #include <stdio.h>
 

@@ -1,6 +1,6 @@
 // Base64 (RFC 4648 section 4, the standard alphabet with '=' padding), as the
 // Kubernetes API carries Secret data and as the pod_run body carries volume
-// files (common/shim_protocol.h). Own code: GnuTLS has a codec but only the
+// files (common/daemons/shim_protocol.h). Own code: GnuTLS has a codec but only the
 // agent links it, and the shim needs the same one.
 #pragma once
 
