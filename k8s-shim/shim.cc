@@ -154,7 +154,8 @@ void Shim::on_line(const std::string &line) {
     if (v->isMember("ok")) {
         auto r = proto::decode_reply(line, proto::kMaxShimMessageBytes);
         if (!r) return lost_connection("bad reply from the agent: " + r.message());
-        if (r->id == 0 && !r->ok)  // about the connection (common/daemons/protocol.h): it is closing
+        if (r->id == 0 &&
+            !r->ok)  // about the connection (common/daemons/protocol.h): it is closing
             return lost_connection("agent: " + r->message);
         if (r->id == attach_id_)
             on_attached(*r);
