@@ -18,51 +18,40 @@ constexpr uint64_t kRefusalLogMs = 10000;
 
 }  // namespace
 
-struct Connection::Impl {
-    static void on_alloc(uv_handle_t *, size_t, uv_buf_t *buf) noexcept {
-        static thread_local char slab[65536];
-        buf->base = slab;
-        buf->len = sizeof slab;
+void Connection::on_bytes(ssize_t n, const char *data) {
+    if (n < 0) {
+        close();
+        return;
     }
-
-    static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) noexcept {
-        auto *c = static_cast<Connection *>(s->data);
-        if (n < 0) {
-            c->close();
+    std::shared_ptr<Connection> keep = self_;
+    try {
+        auto st = buf_.feed(data, static_cast<size_t>(n));
+        if (!st && drop_oversize_) {
+            LOG_WARN("socket: connection %llu (uid %u pid %d): %s; dropped it",
+                     static_cast<unsigned long long>(id_), peer_.uid, peer_.pid,
+                     st.message().c_str());
+        } else if (!st) {
+            LOG_WARN("socket: connection %llu (uid %u pid %d): %s; closing it",
+                     static_cast<unsigned long long>(id_), peer_.uid, peer_.pid,
+                     st.message().c_str());
+            reply(proto::error_reply(0, st.failure()));
+            close();
             return;
         }
-        if (n == 0) return;
-        std::shared_ptr<Connection> keep = c->self_;
-        try {
-            auto st = c->buf_.feed(buf->base, static_cast<size_t>(n));
-            if (!st && c->drop_oversize_) {
-                LOG_WARN("socket: connection %llu (uid %u pid %d): %s; dropped it",
-                         static_cast<unsigned long long>(c->id_), c->peer_.uid, c->peer_.pid,
-                         st.message().c_str());
-            } else if (!st) {
-                LOG_WARN("socket: connection %llu (uid %u pid %d): %s; closing it",
-                         static_cast<unsigned long long>(c->id_), c->peer_.uid, c->peer_.pid,
-                         st.message().c_str());
-                c->reply(proto::error_reply(0, st.failure()));
-                c->close();
-                return;
+        while (!closed_) {
+            auto line = buf_.next();
+            if (!line) break;
+            if (!handed_over_) {
+                in_progress_++;
+                idle_.stop();
             }
-            while (!c->closed_) {
-                auto line = c->buf_.next();
-                if (!line) break;
-                if (!c->handed_over_) {
-                    c->in_progress_++;
-                    c->idle_.stop();
-                }
-                if (c->on_line_) c->on_line_(*line);
-            }
-        } catch (const std::exception &e) {
-            LOG_ERROR("socket: connection %llu: %s", static_cast<unsigned long long>(c->id_),
-                      e.what());
-            c->close();
+            if (on_line_) on_line_(*line);
         }
+    } catch (const std::exception &e) {
+        LOG_ERROR("socket: connection %llu: %s", static_cast<unsigned long long>(id_), e.what());
+        close();
     }
-};
+}
 
 void Connection::set_line_handler(LineHandler h) {
     on_line_ = std::move(h);
@@ -91,26 +80,13 @@ void Connection::arm_idle() {
 
 void Connection::send(const std::string &line) {
     if (closed_) return;
-    struct W {
-        uv_write_t req;
-        std::string data;
-    };
-    auto *w = new W;
-    w->data = line;
-    uv_buf_t b = uv_buf_init(w->data.data(), static_cast<unsigned>(w->data.size()));
-    w->req.data = w;
-    int rc = uv_write(&w->req, reinterpret_cast<uv_stream_t *>(pipe_), &b, 1,
-                      [](uv_write_t *r, int) { delete static_cast<W *>(r->data); });
-    if (rc != 0) {
-        delete w;
-        close();
-    }
+    if (pipe_.write(line) != 0) close();
 }
 
 int Connection::take_fd(std::string *rest) {
     if (closed_) return -1;
-    int fd = -1;
-    if (uv_fileno(reinterpret_cast<uv_handle_t *>(pipe_), &fd) != 0) return -1;
+    const int fd = pipe_.fileno();
+    if (fd < 0) return -1;
     int dup = fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (dup < 0) return -1;
     *rest = buf_.take_rest();
@@ -126,50 +102,20 @@ void Connection::close() {
     auto handler = std::move(on_close_);
     auto release = std::move(on_release_);
     on_line_ = nullptr;
-    uv_read_stop(reinterpret_cast<uv_stream_t *>(pipe_));
-    pipe_->data = this;
-    auto close_cb = [](uv_handle_t *h) {
-        auto *c = static_cast<Connection *>(h->data);
-        delete reinterpret_cast<uv_pipe_t *>(h);
-        c->pipe_ = nullptr;
-        c->self_.reset();  // may destroy c
-    };
+    pipe_.read_stop();
+    // The object outlives this call, as its socket's last steps do: until
+    // the shutdown is done, else until the next loop iteration (a caller up
+    // the stack may be one of its own callbacks).
+    std::shared_ptr<Connection> keep = std::move(self_);
     // Shut down first so that queued replies (an error reason) still go out;
     // not when the socket lives on in another descriptor (take_fd).
-    if (keep_socket_) {
-        uv_close(reinterpret_cast<uv_handle_t *>(pipe_), close_cb);
-        if (release) release();
-        if (handler) handler();
-        return;
-    }
-    auto *sr = new uv_shutdown_t;
-    sr->data = reinterpret_cast<void *>(+close_cb);
-    if (uv_shutdown(sr, reinterpret_cast<uv_stream_t *>(pipe_), [](uv_shutdown_t *r, int) {
-            auto cb = reinterpret_cast<uv_close_cb>(r->data);
-            uv_close(reinterpret_cast<uv_handle_t *>(r->handle), cb);
-            delete r;
-        }) != 0) {
-        delete sr;
-        uv_close(reinterpret_cast<uv_handle_t *>(pipe_), close_cb);
+    if (keep_socket_ || pipe_.shutdown([this, keep](int) { pipe_.close(); }) != 0) {
+        pipe_.close();
+        defer(loop_, [keep] {});
     }
     if (release) release();
     if (handler) handler();
 }
-
-struct SocketServer::Impl {
-    static void on_connection(uv_stream_t *s, int status) noexcept {
-        auto *self = static_cast<SocketServer *>(s->data);
-        if (status < 0) {
-            LOG_WARN("socket: accept failed: %s", uv_strerror(status));
-            return;
-        }
-        try {
-            self->on_incoming();
-        } catch (const std::exception &e) {
-            LOG_ERROR("socket: accept: %s", e.what());
-        }
-    }
-};
 
 void SocketServer::on_incoming() {
     const uint64_t now = uv_now(loop_);
@@ -208,22 +154,24 @@ SocketServer::~SocketServer() {
 
 Status SocketServer::start() {
     resume_ = Timer(loop_);
-    listener_ = new uv_pipe_t;
-    uv_pipe_init(loop_, listener_, 0);
-    listener_->data = this;
+    listener_ = Pipe(loop_);
     struct stat st;
     if (lstat(path_.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) unlink(path_.c_str());
-    int rc = uv_pipe_bind(listener_, path_.c_str());
+    int rc = listener_.bind(path_);
     if (rc == 0 && chmod(path_.c_str(), mode_) != 0) rc = -errno;
     if (rc == 0)
         // The kernel's cap (net.core.somaxconn): room for a burst of job
         // starts beside another user's connect loop; clients wait for room
         // (common/agent_call.cc).
-        rc = uv_listen(reinterpret_cast<uv_stream_t *>(listener_), SOMAXCONN, Impl::on_connection);
+        rc = listener_.listen(SOMAXCONN, [this](int status) {
+            if (status < 0) {
+                LOG_WARN("socket: accept failed: %s", uv_strerror(status));
+                return;
+            }
+            on_incoming();
+        });
     if (rc != 0) {
-        uv_close(reinterpret_cast<uv_handle_t *>(listener_),
-                 [](uv_handle_t *h) { delete reinterpret_cast<uv_pipe_t *>(h); });
-        listener_ = nullptr;
+        listener_.close();
         return fail(Error::Io, "cannot listen on " + path_ + ": " + uv_strerror(rc) +
                                    " (is another agent running? is the directory there?)");
     }
@@ -234,9 +182,7 @@ void SocketServer::stop() {
     resume_.stop();
     accept_deferred_ = false;
     if (listener_) {
-        uv_close(reinterpret_cast<uv_handle_t *>(listener_),
-                 [](uv_handle_t *h) { delete reinterpret_cast<uv_pipe_t *>(h); });
-        listener_ = nullptr;
+        listener_.close();
         unlink(path_.c_str());
     }
     auto conns = conns_;
@@ -246,24 +192,17 @@ void SocketServer::stop() {
 }
 
 void SocketServer::accept_one() {
-    auto *pipe = new uv_pipe_t;
-    uv_pipe_init(loop_, pipe, 0);
-    if (uv_accept(reinterpret_cast<uv_stream_t *>(listener_),
-                  reinterpret_cast<uv_stream_t *>(pipe)) != 0) {
-        uv_close(reinterpret_cast<uv_handle_t *>(pipe),
-                 [](uv_handle_t *h) { delete reinterpret_cast<uv_pipe_t *>(h); });
-        return;
-    }
+    Pipe pipe(loop_);
+    if (listener_.accept(pipe) != 0) return;
     auto conn = std::make_shared<Connection>();
-    conn->pipe_ = pipe;
+    conn->pipe_ = std::move(pipe);
+    conn->loop_ = loop_;
     conn->id_ = next_id_++;
     conn->self_ = conn;
-    pipe->data = conn.get();
-    uv_os_fd_t fd;
+    const int fd = conn->pipe_.fileno();
     struct ucred cred = {};
     socklen_t len = sizeof cred;
-    if (uv_fileno(reinterpret_cast<uv_handle_t *>(pipe), &fd) == 0 &&
-        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+    if (fd >= 0 && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
         conn->peer_ = PeerCred{cred.pid, cred.uid, cred.gid};
     }
     const PeerStanding standing = classify_ ? classify_(conn->peer_) : PeerStanding{};
@@ -310,8 +249,8 @@ void SocketServer::accept_one() {
         }
         handler_(c, *req);
     };
-    uv_read_start(reinterpret_cast<uv_stream_t *>(pipe), Connection::Impl::on_alloc,
-                  Connection::Impl::on_read);
+    // The Connection owns its pipe: the callback never outlives it.
+    conn->pipe_.read_start([c = conn.get()](ssize_t n, const char *data) { c->on_bytes(n, data); });
 }
 
 void SocketServer::refuse(const std::shared_ptr<Connection> &conn, const Failure &why) {
@@ -339,9 +278,9 @@ size_t SocketServer::reap_gone_peers() {
     for (const auto &c : conns) {
         // Only a connection with nothing in progress: a peer that sent its
         // request and shut its side down still waits for the reply.
-        if (c->closed_ || c->handed_over_ || c->in_progress_ > 0 || !c->pipe_) continue;
-        uv_os_fd_t fd;
-        if (uv_fileno(reinterpret_cast<uv_handle_t *>(c->pipe_), &fd) != 0) continue;
+        if (c->closed_ || c->handed_over_ || c->in_progress_ > 0) continue;
+        const int fd = c->pipe_.fileno();
+        if (fd < 0) continue;
         char b;
         if (recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) != 0) continue;  // data, or still open
         c->close();
@@ -363,7 +302,7 @@ void SocketServer::release(const Connection &c) {
     }
     for (auto it = conns_.begin(); it != conns_.end(); ++it)
         if (it->get() == &c) {
-            conns_.erase(it);  // c lives on: its pipe's close callback holds it (self_)
+            conns_.erase(it);  // c lives on while its socket closes (Connection::close)
             break;
         }
 }

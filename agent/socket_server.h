@@ -36,7 +36,6 @@
 #include "uv/handles.h"
 
 typedef struct uv_loop_s uv_loop_t;
-typedef struct uv_pipe_s uv_pipe_t;
 
 namespace sk::agent {
 
@@ -69,13 +68,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
         drop_oversize_ = true;
     }
 
-    struct Impl;
-
   private:
     friend class SocketServer;
-    friend struct Impl;
     void arm_idle();
-    uv_pipe_t *pipe_ = nullptr;
+    void on_bytes(ssize_t n, const char *data);  // the pipe's reads (n < 0: EOF or error)
+    Pipe pipe_;
+    uv_loop_t *loop_ = nullptr;
     PeerCred peer_;
     uint64_t id_ = 0;
     bool closed_ = false;
@@ -90,7 +88,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     size_t in_progress_ = 0;  // requests handed to the handler and not replied to yet
     uint64_t idle_ms_ = 0;
     Timer idle_;
-    std::shared_ptr<Connection> self_;  // keeps the object alive while the pipe is open
+    std::shared_ptr<Connection> self_;  // keeps the object alive until close()
 };
 
 class SocketServer {
@@ -108,10 +106,7 @@ class SocketServer {
     void stop();  // closes the listener and every connection
     size_t connections() const { return conns_.size(); }
 
-    struct Impl;
-
   private:
-    friend struct Impl;
     // At most kAcceptBurst connections are accepted per loop iteration; a
     // further one is left pending (libuv stops watching the listener until
     // it is accepted) and taken on the next iteration, so that a peer's
@@ -140,7 +135,7 @@ class SocketServer {
         size_t suppressed = 0;
     };
     std::map<uint32_t, RefusalLog> refusal_log_;
-    uv_pipe_t *listener_ = nullptr;
+    Pipe listener_;
     uint64_t burst_ms_ = UINT64_MAX;  // uv_now() of the burst being counted
     unsigned burst_ = 0;
     bool accept_deferred_ = false;

@@ -106,16 +106,21 @@ struct AsyncNode : NodeOf<uv_async_t> {
 template <typename H>
 struct StreamNode : NodeOf<H> {
     Stream::ReadCb on_read;
-    Stream::DoneCb on_connect, on_shutdown;
+    Stream::DoneCb on_connect, on_shutdown, on_connection;
     uv_connect_t connect_req{};
     uv_shutdown_t shutdown_req{};
     void drop() override {
         on_read = nullptr;
-        on_connect = on_shutdown = nullptr;
+        on_connect = on_shutdown = on_connection = nullptr;
     }
 };
 using PipeNode = StreamNode<uv_pipe_t>;
 using TcpNode = StreamNode<uv_tcp_t>;
+
+struct PollNode : NodeOf<uv_poll_t> {
+    Poll::Cb cb;
+    void drop() override { cb = nullptr; }
+};
 
 struct ProcessNode : NodeOf<uv_process_t> {
     Process::ExitCb on_exit;
@@ -199,6 +204,12 @@ bool Handle::active() const {
 
 void Handle::unref() {
     if (n_) uv_unref(n_->handle());
+}
+
+int Handle::fileno() const {
+    uv_os_fd_t fd = -1;
+    if (!n_ || uv_fileno(n_->handle(), &fd) != 0) return -1;
+    return fd;
 }
 
 // ---- Timer ----
@@ -340,6 +351,25 @@ int Stream::shutdown(DoneCb done) {
     });
 }
 
+int Stream::listen(int backlog, DoneCb on_connection) {
+    if (!n_) return UV_EINVAL;
+    return with_stream_node(n_, [&](auto *sn) {
+        sn->on_connection = std::move(on_connection);
+        int rc = uv_listen(stream_of(n_), backlog, [](uv_stream_t *s, int status) noexcept {
+            with_stream_node(stream_node(s), [&](auto *node) {
+                run_copy(node->on_connection, "stream connection", status);
+            });
+        });
+        if (rc != 0) sn->on_connection = nullptr;
+        return rc;
+    });
+}
+
+int Stream::accept(Stream &client) {
+    if (!n_ || !client.n_) return UV_EINVAL;
+    return uv_accept(stream_of(n_), stream_of(client.n_));
+}
+
 // ---- Pipe, Tcp ----
 
 Pipe::Pipe(uv_loop_t *loop) {
@@ -356,6 +386,11 @@ void Pipe::connect(const std::string &path, DoneCb done) {
     uv_pipe_connect(&n->connect_req, &n->h, path.c_str(), [](uv_connect_t *r, int status) {
         run_once(static_cast<PipeNode *>(r->data)->on_connect, "pipe connect", status);
     });
+}
+
+int Pipe::bind(const std::string &path) {
+    if (!n_) return UV_EINVAL;
+    return uv_pipe_bind(&static_cast<PipeNode *>(n_)->h, path.c_str());
 }
 
 int Pipe::open(int fd) {
@@ -383,6 +418,34 @@ int Tcp::connect(const struct sockaddr *addr, DoneCb done) {
     });
     if (rc != 0) n->on_connect = nullptr;
     return rc;
+}
+
+// ---- Poll ----
+
+static_assert(Poll::kReadable == static_cast<int>(UV_READABLE) &&
+                  Poll::kWritable == static_cast<int>(UV_WRITABLE),
+              "Poll's events are libuv's");
+
+Poll::Poll(uv_loop_t *loop, int socket) {
+    auto *n = new PollNode;
+    if (uv_poll_init_socket(loop, &n->h, socket) != 0) {
+        delete n;  // never a handle of the loop: nothing to close
+        return;
+    }
+    n_ = n;
+}
+
+int Poll::start(int events, Cb cb) {
+    if (!n_) return UV_EINVAL;
+    auto *n = static_cast<PollNode *>(n_);
+    n->cb = std::move(cb);
+    return uv_poll_start(&n->h, events, [](uv_poll_t *h, int status, int ev) noexcept {
+        run_copy(static_cast<PollNode *>(PollNode::of(h))->cb, "poll", status, ev);
+    });
+}
+
+void Poll::stop() {
+    if (n_) uv_poll_stop(&static_cast<PollNode *>(n_)->h);
 }
 
 // ---- Process ----

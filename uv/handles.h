@@ -50,6 +50,9 @@ class Handle {
     explicit operator bool() const { return n_ != nullptr; }
     bool active() const;  // uv_is_active: a started timer, a reading stream, a live process
     void unref();         // the loop may end while this handle is active
+    // The handle's descriptor (uv_fileno), owned by the handle: -1 when it
+    // holds none (closed, not yet bound or opened, or a handle type without one).
+    int fileno() const;
 
   protected:
     Handle() = default;
@@ -106,6 +109,12 @@ class Stream : public Handle {
     // Bytes queued by write() and not yet written (uv_stream_get_write_queue_size):
     // a relay stops reading its source while the sink holds more than its bound.
     size_t write_queue_size() const;
+    // Listens (a bound Pipe): on_connection(status) runs once for each
+    // connection waiting (status < 0: libuv's error), which accept() takes.
+    int listen(int backlog, DoneCb on_connection);
+    // Takes one waiting connection into `client` (a new stream of the same
+    // kind on the same loop, not yet used); 0 or a negative libuv error.
+    int accept(Stream &client);
 
   protected:
     Stream() = default;
@@ -117,6 +126,9 @@ class Pipe : public Stream {
     Pipe() = default;
     explicit Pipe(uv_loop_t *loop);  // a unix socket, or a child's stdout/stderr (Process)
     void connect(const std::string &path, DoneCb done);
+    // Binds a unix socket at path (which must not exist); 0 or a negative
+    // libuv error.
+    int bind(const std::string &path);
     // Takes fd (a pipe, a socket, a pseudo-terminal master), which the Pipe
     // closes; 0 or a negative libuv error (fd is then not taken).
     int open(int fd);
@@ -127,6 +139,20 @@ class Tcp : public Stream {
     Tcp() = default;
     explicit Tcp(uv_loop_t *loop);
     int connect(const struct sockaddr *addr, DoneCb done);
+};
+
+// Readiness of a socket another library does the I/O on (libcurl's):
+// uv_poll_t. The callback gets libuv's status (< 0: an error) and the events
+// seen; it may stop, close or destroy the Poll. An object whose
+// uv_poll_init_socket failed holds nothing (false).
+class Poll : public Handle {
+  public:
+    enum : int { kReadable = 1, kWritable = 2 };  // UV_READABLE, UV_WRITABLE
+    using Cb = std::function<void(int status, int events)>;
+    Poll() = default;
+    Poll(uv_loop_t *loop, int socket);
+    int start(int events, Cb cb);  // (re)starts with these events and this callback
+    void stop();
 };
 
 struct SpawnOptions {

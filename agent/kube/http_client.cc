@@ -3,7 +3,6 @@
 #include "agent/kube/http_client.h"
 
 #include <curl/curl.h>
-#include <uv.h>
 
 #include <vector>
 
@@ -29,10 +28,10 @@ struct CurlTransport::Transfer {
 
 namespace {
 
+// One socket libcurl asked to watch (curl_multi_assign's pointer): freed when
+// curl removes it, also from inside the Poll's own callback.
 struct PollCtx {
-    uv_poll_t poll;
-    curl_socket_t fd;
-    CurlTransport *owner;
+    Poll poll;
 };
 
 }  // namespace
@@ -44,61 +43,43 @@ struct CurlTransport::Impl {
         CURLM *multi = static_cast<CURLM *>(self->multi_);
         if (what == CURL_POLL_REMOVE) {
             if (ctx) {
-                uv_poll_stop(&ctx->poll);
-                uv_close(reinterpret_cast<uv_handle_t *>(&ctx->poll),
-                         [](uv_handle_t *h) { delete static_cast<PollCtx *>(h->data); });
+                delete ctx;
                 curl_multi_assign(multi, s, nullptr);
             }
             return 0;
         }
         if (!ctx) {
-            ctx = new (std::nothrow) PollCtx;
+            ctx = new (std::nothrow) PollCtx{Poll(self->loop_, s)};
             if (!ctx) return -1;
-            ctx->fd = s;
-            ctx->owner = self;
-            if (uv_poll_init_socket(self->loop_, &ctx->poll, s) != 0) {
+            if (!ctx->poll) {
                 delete ctx;
                 return -1;
             }
-            ctx->poll.data = ctx;
             curl_multi_assign(multi, s, ctx);
         }
         int events = 0;
-        if (what & CURL_POLL_IN) events |= UV_READABLE;
-        if (what & CURL_POLL_OUT) events |= UV_WRITABLE;
-        uv_poll_start(&ctx->poll, events, on_poll);
+        if (what & CURL_POLL_IN) events |= Poll::kReadable;
+        if (what & CURL_POLL_OUT) events |= Poll::kWritable;
+        // The callback keeps what it needs by value: curl may free ctx from
+        // inside the action.
+        ctx->poll.start(events, [self, s](int status, int ev) { self->on_poll(s, status, ev); });
         return 0;
-    }
-
-    static void on_poll(uv_poll_t *h, int status, int events) noexcept {
-        auto *ctx = static_cast<PollCtx *>(h->data);
-        CurlTransport *self = ctx->owner;
-        int flags = 0;
-        if (status < 0) flags = CURL_CSELECT_ERR;
-        if (events & UV_READABLE) flags |= CURL_CSELECT_IN;
-        if (events & UV_WRITABLE) flags |= CURL_CSELECT_OUT;
-        int running = 0;
-        curl_multi_socket_action(static_cast<CURLM *>(self->multi_), ctx->fd, flags, &running);
-        self->check_messages();
     }
 
     static int on_timer(CURLM *, long timeout_ms, void *userp) noexcept {
         auto *self = static_cast<CurlTransport *>(userp);
         if (timeout_ms < 0) {
-            uv_timer_stop(self->timer_);
+            self->timer_.stop();
         } else {
             // 0 means "now"; going through the loop avoids re-entering curl.
-            uv_timer_start(self->timer_, on_timeout, static_cast<uint64_t>(timeout_ms), 0);
+            self->timer_.start(static_cast<uint64_t>(timeout_ms), [self] {
+                int running = 0;
+                curl_multi_socket_action(static_cast<CURLM *>(self->multi_), CURL_SOCKET_TIMEOUT, 0,
+                                         &running);
+                self->check_messages();
+            });
         }
         return 0;
-    }
-
-    static void on_timeout(uv_timer_t *t) noexcept {
-        auto *self = static_cast<CurlTransport *>(t->data);
-        int running = 0;
-        curl_multi_socket_action(static_cast<CURLM *>(self->multi_), CURL_SOCKET_TIMEOUT, 0,
-                                 &running);
-        self->check_messages();
     }
 
     static size_t on_write(char *ptr, size_t size, size_t n, void *userp) noexcept {
@@ -156,12 +137,8 @@ Status CurlTransport::start() {
     // decides (kube-apiserver's --http2-max-streams-per-connection, 100 by
     // default since the HTTP/2 rapid-reset fixes).
     curl_multi_setopt(m, CURLMOPT_MAX_CONCURRENT_STREAMS, 1000L);
-    timer_ = new uv_timer_t;
-    uv_timer_init(loop_, timer_);
-    timer_->data = this;
-    reaper_ = new uv_timer_t;
-    uv_timer_init(loop_, reaper_);
-    reaper_->data = this;
+    timer_ = Timer(loop_);
+    reaper_ = Timer(loop_);
     return {};
 }
 
@@ -174,10 +151,8 @@ void CurlTransport::stop() {
         t->on_data = nullptr;
     }
     reap();
-    auto close_free = [](uv_handle_t *h) { delete reinterpret_cast<uv_timer_t *>(h); };
-    if (timer_) uv_close(reinterpret_cast<uv_handle_t *>(timer_), close_free);
-    if (reaper_) uv_close(reinterpret_cast<uv_handle_t *>(reaper_), close_free);
-    timer_ = reaper_ = nullptr;
+    timer_.close();
+    reaper_.close();
     // Closing the multi handle makes curl call CURL_POLL_REMOVE for open sockets.
     if (multi_) curl_multi_cleanup(static_cast<CURLM *>(multi_));
     multi_ = nullptr;
@@ -286,10 +261,18 @@ void CurlTransport::cancel(uint64_t id) {
     kick();
 }
 
+void CurlTransport::on_poll(int s, int status, int events) {
+    int flags = 0;
+    if (status < 0) flags = CURL_CSELECT_ERR;
+    if (events & Poll::kReadable) flags |= CURL_CSELECT_IN;
+    if (events & Poll::kWritable) flags |= CURL_CSELECT_OUT;
+    int running = 0;
+    curl_multi_socket_action(static_cast<CURLM *>(multi_), s, flags, &running);
+    check_messages();
+}
+
 void CurlTransport::kick() {
-    if (reaper_ && !uv_is_active(reinterpret_cast<uv_handle_t *>(reaper_)))
-        uv_timer_start(
-            reaper_, [](uv_timer_t *h) { static_cast<CurlTransport *>(h->data)->service(); }, 0, 0);
+    if (reaper_ && !reaper_.active()) reaper_.start(0, [this] { service(); });
 }
 
 void CurlTransport::service() {

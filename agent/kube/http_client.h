@@ -1,7 +1,7 @@
 // HTTP for the agent: an abstract transport (so controllers can be tested
 // with a fake one) and its implementation on libcurl's multi interface driven
-// by libuv: curl's socket callback -> one uv_poll_t per socket, its timer
-// callback -> one uv_timer_t, messages checked after every action. One multi
+// by libuv: curl's socket callback -> one Poll per socket, its timer
+// callback -> one Timer (uv/handles.h), messages checked after every action. One multi
 // handle = one connection pool; HTTP/2 with multiplexing where offered, so
 // all watches share a connection. No globals; nothing throws across a
 // callback.
@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "common/result.h"
+#include "uv/handles.h"
 
 typedef struct uv_loop_s uv_loop_t;
-typedef struct uv_timer_s uv_timer_t;
 
 namespace sk::agent {
 
@@ -103,7 +103,8 @@ class CurlTransport : public HttpTransport {
     void check_messages();
     void note_http_version(void *easy);  // CURL*: caps connections once HTTP/2 is seen
     void reap();
-    void kick();     // runs service() from the loop soon
+    void on_poll(int socket, int status, int events);  // a watched socket is ready
+    void kick();                                       // runs service() from the loop soon
     void service();  // adds queued transfers, removes cancelled ones
 
     uv_loop_t *loop_;
@@ -111,8 +112,8 @@ class CurlTransport : public HttpTransport {
     ApiAuth *auth_ = nullptr;
     void *connect_to_ = nullptr;  // curl_slist* of tls_.connect_to
     void *multi_ = nullptr;       // CURLM*
-    uv_timer_t *timer_ = nullptr;
-    uv_timer_t *reaper_ = nullptr;
+    Timer timer_;                 // curl's timeout
+    Timer reaper_;                // service() soon (kick)
     uint64_t next_id_ = 1;
     std::map<uint64_t, std::unique_ptr<Transfer>> transfers_;
     std::vector<uint64_t> pending_add_;

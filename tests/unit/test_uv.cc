@@ -382,6 +382,66 @@ START_TEST(pipe_read_eof) {
 }
 END_TEST
 
+// A server's side: bind, listen, accept. Each waiting connection reports
+// once; accept() takes it into a Pipe whose descriptor names the peer
+// (SO_PEERCRED: this process); a second bind at the path is refused; the
+// listener closed from its own callback reports nothing more and the loop
+// ends; a closed handle has no descriptor.
+START_TEST(pipe_bind_listen_accept) {
+    Loop l;
+    std::string path = "/tmp/sk_test_uv_listen_" + std::to_string(getpid()) + ".sock";
+    unlink(path.c_str());
+    Pipe listener(&l.loop);
+    ck_assert_int_eq(listener.fileno(), -1);  // not bound yet
+    ck_assert_int_eq(listener.bind(path), 0);
+    ck_assert_int_ge(listener.fileno(), 0);
+    Pipe again(&l.loop);
+    ck_assert_int_eq(again.bind(path), UV_EADDRINUSE);
+    again.close();
+    ck_assert_int_eq(again.fileno(), -1);
+    Pipe served, client(&l.loop);
+    int connections = 0, status = 1;
+    pid_t peer = 0;
+    std::string got;
+    ck_assert_int_eq(listener.listen(4,
+                                     [&](int st) {
+                                         connections++;
+                                         status = st;
+                                         served = Pipe(&l.loop);
+                                         ck_assert_int_eq(listener.accept(served), 0);
+                                         struct ucred cred = {};
+                                         socklen_t len = sizeof cred;
+                                         ck_assert_int_eq(getsockopt(served.fileno(), SOL_SOCKET,
+                                                                     SO_PEERCRED, &cred, &len),
+                                                          0);
+                                         peer = cred.pid;
+                                         ck_assert_int_eq(served.write("hi"), 0);
+                                         listener.close();
+                                     }),
+                     0);
+    client.connect(path, [&](int st) {
+        ck_assert_int_eq(st, 0);
+        client.read_start([&](ssize_t n, const char *data) {
+            if (n > 0) got.append(data, static_cast<size_t>(n));
+            if (got == "hi") {
+                client.close();
+                served.close();
+            }
+        });
+    });
+    l.run();
+    ck_assert_int_eq(connections, 1);
+    ck_assert_int_eq(status, 0);
+    ck_assert_int_eq(peer, getpid());
+    ck_assert_sstr_eq(got, "hi");
+    ck_assert(!listener);
+    ck_assert_int_eq(listener.fileno(), -1);
+    ck_assert_int_eq(served.accept(client), UV_EINVAL);  // both closed
+    unlink(path.c_str());
+    l.close();
+}
+END_TEST
+
 // ---- tcp ----
 
 // A refused connect reports its error; a Tcp closed while connecting does not.
@@ -599,6 +659,7 @@ int main(void) {
     tcase_add_test(tc, pipe_write_shutdown);
     tcase_add_test(tc, pipe_close_while_pending);
     tcase_add_test(tc, pipe_read_eof);
+    tcase_add_test(tc, pipe_bind_listen_accept);
     tcase_add_test(tc, tcp_connect_refused);
     tcase_add_test(tc, signal_delivered_then_closed_in_callback);
     tcase_add_loop_test(tc, defer_lifecycle, 0, TABLE_SIZE(kDefer));
