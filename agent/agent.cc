@@ -81,40 +81,6 @@ Status prepare_admin_dir(const std::string &dir) {
     close(fd);
     return out;
 }
-// The v1 hierarchies a pod gets a cgroup of its own in, where the job has one.
-const std::vector<std::string> kPodCgroupControllers = {"devices", "memory"};
-// ... and those Slurm makes no job directory in on v1: there in the project's
-// own tree of the job (common/cgroup/pod_cgroup.h).
-const std::vector<std::string> kOwnPodCgroupControllers = {"cpu", "cpuacct", "pids"};
-
-// resources.<kind>.<name> of a list of containers, in milli-units (0: none or
-// unreadable): "memory" 64Mi -> 67108864000, "cpu" 500m -> 500.
-std::vector<int64_t> quantities_milli(const Json::Value &containers, const char *kind,
-                                      const char *name) {
-    std::vector<int64_t> out;
-    for (const auto &c : containers.isArray() ? containers : Json::Value(Json::arrayValue)) {
-        const Json::Value &q = c.isObject() ? c["resources"][kind][name] : Json::Value();
-        auto milli = q.isString() ? parse_quantity_milli(q.asString()) : Result<int64_t>(0);
-        out.push_back(milli && *milli > 0 ? *milli : 0);
-    }
-    return out;
-}
-
-// The memory limits of a list of containers, in bytes (0: none or unreadable).
-std::vector<int64_t> memory_limits(const Json::Value &containers) {
-    auto out = quantities_milli(containers, "limits", "memory");
-    for (auto &v : out)
-        v /= 1000;
-    return out;
-}
-// The container named `name` among a pod spec's containers and init
-// containers (null when none is).
-Json::Value container_in(const Json::Value &spec, const std::string &name) {
-    for (const char *list : {"containers", "initContainers"})
-        for (const auto &c : spec[list].isArray() ? spec[list] : Json::Value(Json::arrayValue))
-            if (c.isObject() && c["name"].isString() && c["name"].asString() == name) return c;
-    return Json::Value();
-}
 constexpr uint64_t kCommandTimeoutMs = 10000;
 
 // The per-job shim dir (pod logs, pod state) goes when the job has ended on
@@ -160,18 +126,18 @@ std::string end_reason_of(const std::string &state_output) {
     return "JobEnded";
 }
 
-void CommandJobChecker::state(uint32_t job_id, std::function<void(JobState)> cb) {
+void CommandSlurmJobs::state(uint32_t job_id, std::function<void(JobState)> cb) {
     query(job_id, [cb](JobState s, const std::string &) { cb(s); });
 }
 
-void CommandJobChecker::end_state(uint32_t job_id, std::function<void(JobState, std::string)> cb) {
+void CommandSlurmJobs::end_state(uint32_t job_id, std::function<void(JobState, std::string)> cb) {
     query(job_id, [cb](JobState s, const std::string &output) {
         cb(s, s == JobState::Gone ? end_reason_of(output) : "");
     });
 }
 
-void CommandJobChecker::query(uint32_t job_id,
-                              const std::function<void(JobState, const std::string &)> &cb) {
+void CommandSlurmJobs::query(uint32_t job_id,
+                             const std::function<void(JobState, const std::string &)> &cb) {
     std::string cmd = expand_job_command(alive_tmpl_, job_id);
     run_command_async(loop_, cmd, kCommandTimeoutMs,
                       [cb, cmd, job_id, doubtful = doubtful_](const CommandResult &r) {
@@ -197,7 +163,7 @@ void CommandJobChecker::query(uint32_t job_id,
                       });
 }
 
-void CommandJobChecker::end_time(uint32_t job_id, std::function<void(int64_t)> cb) {
+void CommandSlurmJobs::end_time(uint32_t job_id, std::function<void(int64_t)> cb) {
     if (end_tmpl_.empty()) return defer(loop_, [cb] { cb(0); });
     std::string cmd = expand_job_command(end_tmpl_, job_id);
     run_command_async(loop_, cmd, kCommandTimeoutMs, [cb, cmd, job_id](const CommandResult &r) {
@@ -219,17 +185,18 @@ void CommandJobChecker::end_time(uint32_t job_id, std::function<void(int64_t)> c
 }
 
 Agent::Agent(uv_loop_t *loop, const AgentConfig &cfg, KubeClient &kube, const Clock &clock,
-             JobAliveChecker &checker, NodeSpecInput host)
+             SlurmJobs &slurm, NodeSpecInput host)
     : loop_(loop),
       cfg_(cfg),
       kube_(kube),
       clock_(clock),
-      checker_(checker),
+      slurm_(slurm),
       store_(cfg.state_dir),
       timers_(loop),
       identities_(ctx_),
-      collector_(ctx_, kube, checker, store_, loop,
+      collector_(ctx_, kube, slurm, store_, loop,
                  [this](const std::string &key) { return nodes_.count(key) != 0; }),
+      cgroups_(cfg),
       gc_timer_(loop),
       pods_timer_(loop) {
     ctx_.timers = &timers_;
@@ -241,12 +208,7 @@ Agent::Agent(uv_loop_t *loop, const AgentConfig &cfg, KubeClient &kube, const Cl
         [loop](const std::string &path) { run_in_pool(loop, [path] { sync_to_disk(path); }); });
     ctx_.host = std::move(host);
     ctx_.events = &events_;
-    ctx_.job_end_time = [this](uint32_t job, std::function<void(int64_t)> cb) {
-        checker_.end_time(job, std::move(cb));
-    };
-    ctx_.job_state = [this](uint32_t job, std::function<void(JobState)> cb) {
-        checker_.state(job, std::move(cb));
-    };
+    ctx_.slurm = &slurm_;
     admin_uids_ = cfg.admin_uids;
     if (admin_uids_.empty()) {
         admin_uids_.push_back(0);
@@ -322,7 +284,7 @@ Status Agent::start() {
 void Agent::collect_if_gone(const std::shared_ptr<VirtualNode> &vn, const char *why) {
     std::string key = job_key(vn->record().job.job_id, vn->record().job.slurm_node);
     std::weak_ptr<VirtualNode> weak = vn;
-    checker_.end_state(
+    slurm_.end_state(
         vn->record().job.job_id, [this, key, weak, why](JobState s, const std::string &reason) {
             auto node = weak.lock();
             if (s != JobState::Gone || !node) return;  // never on Unknown
@@ -650,9 +612,7 @@ void Agent::op_attach(const std::shared_ptr<Connection> &c, const proto::Request
     rep.id = req.id;
     proto::AttachReply ar{vn.record().node_name, vn.record().job.gpus, dir};
     if (cfg_.pod_cgroups) {
-        std::string shim_cg = read_proc_cgroup(c->peer().pid);
-        auto parents = pod_cgroup_parents(shim_cg, a->job_id, kPodCgroupControllers, kCgroupRoot,
-                                          kOwnPodCgroupControllers);
+        auto parents = cgroups_.parents(c->peer().pid, a->job_id);
         ar.pod_cgroups = parents.ok();
         if (!parents)
             LOG_WARN("%s pods get no cgroup of their own: %s", vn.prefix().c_str(),
@@ -664,13 +624,6 @@ void Agent::op_attach(const std::shared_ptr<Connection> &c, const proto::Request
              ar.pod_cgroups ? ", pods in cgroups of their own" : "");
     c->set_link_bound(proto::kMaxShimMessageBytes);
     vn.set_runtime(std::make_unique<ShimRuntime>(c, vn.prefix()), c->peer().pid);
-}
-
-Result<std::vector<PodCgroupParent>> Agent::pod_cgroup_parents_of(const VirtualNode &vn) const {
-    int shim = vn.shim_pid();
-    if (shim <= 0) return fail(Error::Unavailable, "the job's shim is not attached");
-    return pod_cgroup_parents(read_proc_cgroup(shim), vn.record().job.job_id, kPodCgroupControllers,
-                              kCgroupRoot, kOwnPodCgroupControllers);
 }
 
 // A container's supervisor asks to enter its pod's cgroup before it starts the
@@ -701,83 +654,13 @@ void Agent::op_cgroup_enter(const std::shared_ptr<Connection> &c, const proto::R
     if (!comm || std::string(trim(*comm)) != kSupervisorComm)
         return refuse(fail(Error::Forbidden,
                            "pid " + std::to_string(peer.pid) + " is not a container supervisor"));
-    if (!vn->runtime_pod(m->pod_uid))
-        return refuse(fail(Error::NotFound, "pod uid '" + m->pod_uid + "' does not run on " +
-                                                vn->record().node_name));
-    const auto &lent = vn->record().job.gpus;
-    for (int g : m->gpus)
-        if (std::find(lent.begin(), lent.end(), g) == lent.end())
-            return refuse(fail(Error::Forbidden, "GPU " + std::to_string(g) + " is not lent on " +
-                                                     vn->record().node_name));
-    auto parents = pod_cgroup_parents_of(*vn);
-    if (!parents) return refuse(parents.failure());
-    auto deny = gpu_char_devices(cfg_.gpu_device, indices_without(lent, m->gpus));
-    if (!deny) return refuse(deny.failure());
-    auto own_gpus = gpu_char_devices(cfg_.gpu_device, m->gpus);
-    if (!own_gpus) return refuse(own_gpus.failure());
-    PodCgroupSettings set;
-    set.deny = std::move(*deny);
-    set.gpus = std::move(*own_gpus);
-    const Json::Value &spec = (*vn->runtime_pod(m->pod_uid))["spec"];
-    set.memory_limit =
-        pod_memory_limit(memory_limits(spec["containers"]), memory_limits(spec["initContainers"]),
-                         static_cast<int64_t>(vn->record().job.memory_mib) << 20);
-    // CPU as the kubelet sets it: the quota from the pod's limit (else what
-    // the job lends the node: a pod without a limit cannot take the
-    // trainer's CPUs), the shares from its requests.
-    set.cpu_quota_us =
-        cpu_quota_for(pod_limit(quantities_milli(spec["containers"], "limits", "cpu"),
-                                quantities_milli(spec["initContainers"], "limits", "cpu"),
-                                static_cast<int64_t>(vn->record().job.cpus) * 1000),
-                      set.cpu_period_us);
-    int64_t requested = 0;
-    for (int64_t r : quantities_milli(spec["containers"], "requests", "cpu"))
-        requested += r;
-    set.cpu_shares = cpu_shares_for(requested);
-    set.pids_max = static_cast<int64_t>(cfg_.pod_pids_max);
-    // The container's own cgroup below the pod's, with its own limits.
-    Json::Value one(Json::arrayValue);
-    one.append(container_in(spec, m->container));
-    if (one[0].isNull())
-        return refuse(fail(Error::NotFound,
-                           "pod uid '" + m->pod_uid + "' has no container '" + m->container + "'"));
-    set.container = m->container;
-    set.container_memory_limit = memory_limits(one)[0];
-    set.container_cpu_quota_us =
-        cpu_quota_for(quantities_milli(one, "limits", "cpu")[0], set.cpu_period_us);
-    // All the job's pods together: what the job lends the node.
-    set.pods_memory_limit = static_cast<int64_t>(vn->record().job.memory_mib) << 20;
-    set.pods_cpu_quota_us =
-        cpu_quota_for(static_cast<int64_t>(vn->record().job.cpus) * 1000, set.cpu_period_us);
-    sweep_pod_cgroups(*vn);
-    if (auto s = enter_pod_cgroup(*parents, m->pod_uid, set, peer.pid); !s) {
-        LOG_ERROR("%s pod %s: %s", vn->prefix().c_str(), m->pod_uid.c_str(), s.message().c_str());
-        return refuse(s.failure());
-    }
-    LOG_VERBOSE("%s pod %s: supervisor %d in its cgroup (GPUs %s)", vn->prefix().c_str(),
-                m->pod_uid.c_str(), peer.pid, format_index_list(m->gpus).c_str());
+    if (auto entered = cgroups_.enter(*vn, peer.pid, *m); !entered)
+        return refuse(entered.failure());
     proto::Reply rep;
     rep.id = req.id;
     rep.body = Json::Value(Json::objectValue);
     c->reply(rep);
     c->close();
-}
-
-void Agent::sweep_pod_cgroups(const VirtualNode &vn) {
-    auto parents = pod_cgroup_parents_of(vn);
-    if (!parents) return;
-    for (const auto &uid : pod_cgroup_uids(*parents)) {
-        // A pod the shim still runs keeps its directory between its
-        // containers' runs (its OOM count goes on: k8s-shim reads it).
-        if (vn.runtime_pod(uid)) continue;
-        for (const auto &left : remove_pod_cgroup(*parents, uid))
-            if (left.find("Device or resource busy") == std::string::npos)
-                LOG_WARN("%s pod cgroup not removed: %s", vn.prefix().c_str(), left.c_str());
-    }
-    // The own tree's job directories go when no pod's is left (made again by
-    // the next pod; the plugin's job-end sweep removes them too).
-    for (const auto &left : remove_own_job_cgroups(*parents))
-        LOG_WARN("%s cgroup not removed: %s", vn.prefix().c_str(), left.c_str());
 }
 
 // Nodes of this agent's Slurm node whose jobs are gone (agent down at the
@@ -794,7 +677,7 @@ void Agent::gc() {
     for (const auto &[k, vn] : nodes_)
         if (!vn->draining()) registered.push_back(vn);
     for (const auto &vn : registered)
-        sweep_pod_cgroups(*vn);
+        cgroups_.sweep(*vn);
     for (const auto &vn : registered)
         collect_if_gone(vn,
                         "its deregister never came: the node's extern step and epilog were lost");

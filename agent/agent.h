@@ -8,12 +8,13 @@
 #include <set>
 #include <string>
 
+#include "agent/cgroup_broker.h"
 #include "agent/controllers/identity_pool.h"
 #include "agent/controllers/virtual_node.h"
 #include "agent/core/agent_config.h"
+#include "agent/core/slurm_jobs.h"
 #include "agent/garbage_collector.h"
 #include "agent/node_endpoints.h"
-#include "agent/slurm_jobs.h"
 #include "agent/socket_server.h"
 #include "agent/stats_provider.h"
 #include "agent/stream_sessions.h"
@@ -30,9 +31,9 @@ namespace sk::agent {
 // when it cannot run, times out, is killed, exits 126/127, or fails with any
 // other message (squeue: "Unable to contact slurm controller"): never
 // delete on doubt. job_end_command prints Slurm's EndTime.
-class CommandJobChecker : public JobAliveChecker {
+class CommandSlurmJobs : public SlurmJobs {
   public:
-    CommandJobChecker(uv_loop_t *loop, std::string alive_tmpl, std::string end_tmpl)
+    CommandSlurmJobs(uv_loop_t *loop, std::string alive_tmpl, std::string end_tmpl)
         : loop_(loop), alive_tmpl_(std::move(alive_tmpl)), end_tmpl_(std::move(end_tmpl)) {}
     void state(uint32_t job_id, std::function<void(JobState)> cb) override;
     void end_time(uint32_t job_id, std::function<void(int64_t)> cb) override;
@@ -44,13 +45,13 @@ class CommandJobChecker : public JobAliveChecker {
     uv_loop_t *loop_;
     std::string alive_tmpl_, end_tmpl_;
     // Jobs whose last query could not tell (warned once; shared with the
-    // queries in flight, which may outlive the checker).
+    // queries in flight, which may outlive this object).
     std::shared_ptr<std::set<uint32_t>> doubtful_ = std::make_shared<std::set<uint32_t>>();
 };
 
 // Pure: the state squeue printed -> alive.
 bool job_state_is_alive(const std::string &state_output);
-// Pure: job_alive_command's result -> what Slurm says (CommandJobChecker).
+// Pure: job_alive_command's result -> what Slurm says (CommandSlurmJobs).
 struct CommandResult;
 JobState job_state_of(const CommandResult &r);
 // Pure: the state job_alive_command printed for an ended job (COMPLETED,
@@ -68,7 +69,7 @@ using RuntimeFactory = std::function<std::unique_ptr<PodRuntime>(uv_loop_t *, co
 class Agent {
   public:
     Agent(uv_loop_t *loop, const AgentConfig &cfg, KubeClient &kube, const Clock &clock,
-          JobAliveChecker &checker, NodeSpecInput host);
+          SlurmJobs &slurm, NodeSpecInput host);
     ~Agent();
     // Loads the state dir (re-adopting live jobs, cleaning dead ones),
     // listens on the socket, arms garbage collection.
@@ -107,12 +108,9 @@ class Agent {
     void op_status(const std::shared_ptr<Connection> &c, const proto::Request &req);
     void op_list(const std::shared_ptr<Connection> &c, const proto::Request &req);
     void op_attach(const std::shared_ptr<Connection> &c, const proto::Request &req);
+    // A container supervisor of an attached shim asks for its cgroup: the
+    // asker checked here (its parent, uid, name), the rest by cgroups_.
     void op_cgroup_enter(const std::shared_ptr<Connection> &c, const proto::Request &req);
-    // The attached shim's pods' cgroup parents (common/cgroup/pod_cgroup.h); fails
-    // when pods get no cgroup of their own on this node (why, for the log).
-    Result<std::vector<PodCgroupParent>> pod_cgroup_parents_of(const VirtualNode &vn) const;
-    // Removes the pod cgroups of vn's job that hold no process any more.
-    void sweep_pod_cgroups(const VirtualNode &vn);
     Result<ExecTarget> exec_target(const std::string &ns, const std::string &pod);
     std::shared_ptr<VirtualNode> add_node(JobRecord rec, std::function<void(Status)> ready);
     // One round of garbage collection: collector_'s, and the registered
@@ -137,7 +135,7 @@ class Agent {
     const AgentConfig &cfg_;
     KubeClient &kube_;
     const Clock &clock_;
-    JobAliveChecker &checker_;
+    SlurmJobs &slurm_;
     JobStore store_;
     UvTimerSource timers_;  // the controllers' (AgentContext::timers)
     AgentContext ctx_;
@@ -146,6 +144,7 @@ class Agent {
     std::map<std::string, std::shared_ptr<VirtualNode>> nodes_;  // by job_key
     IdentityPool identities_;  // the slots' identities while no job holds them
     GarbageCollector collector_;
+    CgroupBroker cgroups_;
     std::vector<uint32_t> admin_uids_;
     Timer gc_timer_;
     Timer pods_timer_;  // pods-by-phase gauge

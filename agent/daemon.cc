@@ -279,7 +279,7 @@ class Daemon {
     std::unique_ptr<CurlTransport> http_;
     std::unique_ptr<KubeClient> kube_;
     SystemClock clock_;
-    std::unique_ptr<CommandJobChecker> checker_;
+    std::unique_ptr<CommandSlurmJobs> slurm_;
     // metrics (updated on the loop, rendered from an HTTP thread)
     AgentMetrics metrics_;
     AgentObserver obs_;
@@ -325,8 +325,8 @@ Status Daemon::start_api() {
         http_->set_http2_connection_cap(static_cast<long>(cfg_.max_jobs / 50 + 2));
     if (auto st = http_->start(); !st) return fail(st.error(), "HTTP client: " + st.message());
     kube_ = std::make_unique<KubeClient>(*http_, server, cfg_.api_timeout_s * 1000);
-    checker_ =
-        std::make_unique<CommandJobChecker>(&loop_, cfg_.job_alive_command, cfg_.job_end_command);
+    slurm_ =
+        std::make_unique<CommandSlurmJobs>(&loop_, cfg_.job_alive_command, cfg_.job_end_command);
     auth_->set_observer({[this] { metrics_.api_credential_reloaded(); },
                          [this](bool ok) { metrics_.api_credential(ok); },
                          [this](int64_t s) { metrics_.api_credential_expiry(s); }});
@@ -452,7 +452,7 @@ void Daemon::start_serving_certificate() {
 Status Daemon::start_agent() {
     NodeSpecInput host = host_facts(cfg_);
     if (kubelet_) host.kubelet_port = kubelet_->port();
-    agent_ = std::make_unique<Agent>(&loop_, cfg_, *kube_, clock_, *checker_, host);
+    agent_ = std::make_unique<Agent>(&loop_, cfg_, *kube_, clock_, *slurm_, host);
     agent_->set_observer(&obs_);
     agent_->set_api_status([this] {
         Json::Value v = auth_->status();

@@ -74,11 +74,11 @@ void remove_job_dirs(uv_loop_t *loop, const std::string &state_dir, uint32_t job
     remove_job_dir_as_owner(loop, state_dir);
 }
 
-GarbageCollector::GarbageCollector(AgentContext &ctx, KubeClient &kube, JobAliveChecker &checker,
+GarbageCollector::GarbageCollector(AgentContext &ctx, KubeClient &kube, SlurmJobs &slurm,
                                    JobStore &store, uv_loop_t *loop, Registered registered)
     : ctx_(ctx),
       kube_(kube),
-      checker_(checker),
+      slurm_(slurm),
       store_(store),
       loop_(loop),
       registered_(std::move(registered)) {}
@@ -101,8 +101,8 @@ void GarbageCollector::collect_nodes() {
             std::string key = job_key(static_cast<uint32_t>(*job), slurm_node);
             if (registered_(key)) continue;
             uint32_t job_id = static_cast<uint32_t>(*job);
-            checker_.end_state(job_id, [this, key, name, job_id, slurm_node](
-                                           JobState s, const std::string &reason) {
+            slurm_.end_state(job_id, [this, key, name, job_id, slurm_node](
+                                         JobState s, const std::string &reason) {
                 // Alive, Slurm could not tell, or registered meanwhile: not garbage.
                 if (s != JobState::Gone || registered_(key)) return;
                 LOG_INFO(
@@ -188,9 +188,8 @@ void GarbageCollector::collect_failed_nodes() {
                 std::string node_uid = md["uid"].asString();
                 std::string lease_uid =
                     lease != lease_of.end() ? lease->second["metadata"]["uid"].asString() : "";
-                checker_.end_state(job_id, [this, name, job_id, slurm_node, node_uid, lease_uid,
-                                            age = now - last](JobState s,
-                                                              const std::string &reason) {
+                slurm_.end_state(job_id, [this, name, job_id, slurm_node, node_uid, lease_uid,
+                                          age = now - last](JobState s, const std::string &reason) {
                     if (s != JobState::Gone) return;  // alive, or Slurm could not tell
                     LOG_INFO(
                         "[node %s] gc: Slurm node %s renewed nothing for %llds and job %u is "
@@ -233,7 +232,7 @@ void GarbageCollector::collect_files() {
     auto collect = [this](const proto::JobKey &k, std::function<void()> remove) {
         std::string key = job_key(k.job_id, k.slurm_node);
         if (registered_(key)) return;
-        checker_.state(k.job_id, [this, key, remove = std::move(remove)](JobState s) {
+        slurm_.state(k.job_id, [this, key, remove = std::move(remove)](JobState s) {
             if (s == JobState::Gone && !registered_(key)) remove();
         });
     };

@@ -19,7 +19,7 @@
 #include "agent/core/agent_config.h"
 #include "agent/core/job_store.h"
 #include "agent/kube/kube_client.h"
-#include "agent/slurm_jobs.h"
+#include "agent/core/slurm_jobs.h"
 
 typedef struct uv_loop_s uv_loop_t;
 
@@ -30,7 +30,7 @@ class GarbageCollector {
     // registered(job_key): the job is registered here (agent/agent.h job_key).
     using Registered = std::function<bool(const std::string &job_key)>;
 
-    GarbageCollector(AgentContext &ctx, KubeClient &kube, JobAliveChecker &checker, JobStore &store,
+    GarbageCollector(AgentContext &ctx, KubeClient &kube, SlurmJobs &slurm, JobStore &store,
                      uv_loop_t *loop, Registered registered);
 
     // This Slurm node's Nodes whose job is not registered here and is gone.
@@ -46,7 +46,7 @@ class GarbageCollector {
 
     AgentContext &ctx_;
     KubeClient &kube_;
-    JobAliveChecker &checker_;
+    SlurmJobs &slurm_;
     JobStore &store_;
     uv_loop_t *loop_;
     Registered registered_;

@@ -1,17 +1,20 @@
 # agent: the node agent's own room: its socket and the job operations on it
-# (socket_server, agent), the garbage collector, Slurm's answers
-# (slurm_jobs.h), the pod runtime over the shim (shim_runtime), the kubelet
-# endpoint's sessions and figures (stream_sessions, stats_provider,
-# node_endpoints), libuv's timers (uv_timer_source), and main() as a library
-# function (daemon) with slurm-k8s-agent. Below it, each its own library:
-# agent/controllers/, agent/core/, agent/kube/, agent/kubelet/ (tests in
-# tests/unit/local.mk and tests/component/local.mk). Not built by
-# --disable-daemons.
+# (socket_server, agent), the garbage collector, the pods' cgroups made
+# for the shims (cgroup_broker), Slurm asked by commands
+# (CommandSlurmJobs in agent.h, for agent/core/slurm_jobs.h), the pod
+# runtime over the shim (shim_runtime), the kubelet endpoint's sessions and
+# figures (stream_sessions, stats_provider, node_endpoints), libuv's timers
+# (uv_timer_source), and main() as a library function (daemon) with
+# slurm-k8s-agent. Below it, each its own library: agent/controllers/,
+# agent/core/, agent/kube/, agent/kubelet/ (tests in tests/unit/local.mk and
+# tests/component/local.mk). Not built by --disable-daemons.
 if BUILD_DAEMONS
 noinst_LTLIBRARIES += agent/libagent.la
 agent_libagent_la_SOURCES = \
 	agent/agent.cc \
 	agent/agent.h \
+	agent/cgroup_broker.cc \
+	agent/cgroup_broker.h \
 	agent/daemon.cc \
 	agent/daemon.h \
 	agent/garbage_collector.cc \
@@ -20,7 +23,6 @@ agent_libagent_la_SOURCES = \
 	agent/node_endpoints.h \
 	agent/shim_runtime.cc \
 	agent/shim_runtime.h \
-	agent/slurm_jobs.h \
 	agent/socket_server.cc \
 	agent/socket_server.h \
 	agent/stats_provider.cc \

@@ -13,19 +13,13 @@
 #include "agent/core/clock.h"
 #include "agent/core/job_store.h"
 #include "agent/core/observer.h"
+#include "agent/core/slurm_jobs.h"
 #include "agent/core/timer_source.h"
 #include "agent/kube/kube_client.h"
 #include "agent/kubelet/log_index.h"
 #include "common/rfc3339.h"
 
 namespace sk::agent {
-
-// What Slurm says of a job. Unknown: Slurm could not be asked (the command
-// did not run, timed out, or failed with an error of its own): never delete
-// anything of a job on Unknown.
-// Suspended: alive, and every live state it printed is SUSPENDED (scontrol
-// suspend, preemption by suspension).
-enum class JobState { Alive, Suspended, Gone, Unknown };
 
 struct AgentContext {
     // Every timer and deferred call of the controllers (the loop's, or a
@@ -46,10 +40,9 @@ struct AgentContext {
     LogIndex *logs = nullptr;            // what the kubelet endpoint serves
     EventCorrelator *events = nullptr;   // event de-duplication (count + lastTimestamp)
     const AgentObserver *obs = nullptr;  // metrics
-    // Asks Slurm for a job's end time (unix s, 0 = unknown); answers on the loop.
-    std::function<void(uint32_t job_id, std::function<void(int64_t)>)> job_end_time;
-    // Asks Slurm for a job's state (job_alive_command); answers on the loop.
-    std::function<void(uint32_t job_id, std::function<void(JobState)>)> job_state;
+    // What Slurm says of a job: its end time and whether it is suspended
+    // (the node-lease controller follows both); null: nothing is asked.
+    SlurmJobs *slurm = nullptr;
 };
 
 // The per-job state dir handed to the shim at attach (logs live below it).

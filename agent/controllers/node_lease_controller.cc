@@ -42,12 +42,11 @@ void NodeLeaseController::start(std::function<void(Status)> ready_cb) {
     // A time limit can change while the job runs (scontrol update TimeLimit=):
     // re-read it. Cost: one job_end_command per job per period.
     uint64_t ms = ctx_.cfg->end_time_check_s * 1000;
-    if (ms > 0 && ctx_.job_end_time)
-        end_check_timer_.start(ms, guard([this] { query_end_time(); }), ms);
+    if (ms > 0 && ctx_.slurm) end_check_timer_.start(ms, guard([this] { query_end_time(); }), ms);
     // Slurm tells no plugin of a suspension: ask. Cost: one job_alive_command
     // per job per period.
     uint64_t state_ms = ctx_.cfg->job_state_check_s * 1000;
-    if (state_ms > 0 && ctx_.job_state)
+    if (state_ms > 0 && ctx_.slurm)
         state_timer_.start(state_ms, guard([this] { query_job_state(); }), state_ms);
 }
 
@@ -81,32 +80,32 @@ void NodeLeaseController::call_ready_cb(const Status &st) {
 // limit can change while the job runs: ask Slurm, off the loop (one query at
 // a time), and re-plan the cordon when the end moved.
 void NodeLeaseController::query_end_time() {
-    if (!ctx_.job_end_time || end_query_in_flight_) return;
+    if (!ctx_.slurm || end_query_in_flight_) return;
     end_query_in_flight_ = true;
-    ctx_.job_end_time(rec_.job.job_id, guard([this](int64_t t) {
-                          end_query_in_flight_ = false;
-                          // 0: unknown or no end (a failed query too): keep what we know.
-                          if (mode_ != Mode::Active || t <= 0) return;
-                          if (rec_.job.end_time == t) {
-                              // A cordon or uncordon that failed (API down) is tried again.
-                              if (end_cordoned_ != end_cordon_due()) schedule_end_cordon();
-                              return;
-                          }
-                          int64_t old = rec_.job.end_time;
-                          rec_.job.end_time = t;
-                          if (old > 0)
-                              LOG_INFO("%s job %u's end moved from %s to %s", prefix().c_str(),
-                                       rec_.job.job_id, rfc3339(old).c_str(), rfc3339(t).c_str());
-                          else
-                              LOG_INFO("%s Slurm says job %u ends at %s; cordoning %llds before",
-                                       prefix().c_str(), rec_.job.job_id, rfc3339(t).c_str(),
-                                       static_cast<long long>(cordon_lead_s()));
-                          if (auto st = ctx_.store->save(rec_); !st)
-                              LOG_WARN("%s cannot save state: %s", prefix().c_str(),
-                                       st.message().c_str());
-                          schedule_end_cordon();
-                          schedule_end_drain();
-                      }));
+    ctx_.slurm->end_time(
+        rec_.job.job_id, guard([this](int64_t t) {
+            end_query_in_flight_ = false;
+            // 0: unknown or no end (a failed query too): keep what we know.
+            if (mode_ != Mode::Active || t <= 0) return;
+            if (rec_.job.end_time == t) {
+                // A cordon or uncordon that failed (API down) is tried again.
+                if (end_cordoned_ != end_cordon_due()) schedule_end_cordon();
+                return;
+            }
+            int64_t old = rec_.job.end_time;
+            rec_.job.end_time = t;
+            if (old > 0)
+                LOG_INFO("%s job %u's end moved from %s to %s", prefix().c_str(), rec_.job.job_id,
+                         rfc3339(old).c_str(), rfc3339(t).c_str());
+            else
+                LOG_INFO("%s Slurm says job %u ends at %s; cordoning %llds before",
+                         prefix().c_str(), rec_.job.job_id, rfc3339(t).c_str(),
+                         static_cast<long long>(cordon_lead_s()));
+            if (auto st = ctx_.store->save(rec_); !st)
+                LOG_WARN("%s cannot save state: %s", prefix().c_str(), st.message().c_str());
+            schedule_end_cordon();
+            schedule_end_drain();
+        }));
 }
 
 void NodeLeaseController::retry_node(const Failure &why) {
@@ -552,20 +551,20 @@ std::string NodeLeaseController::suspend_message() const {
 // One question at a time; Unknown (Slurm could not be asked) and Gone (the
 // end's path, the extern step and the epilog, handles it) change nothing.
 void NodeLeaseController::query_job_state() {
-    if (!ctx_.job_state || state_query_in_flight_ || mode_ != Mode::Active) return;
+    if (!ctx_.slurm || state_query_in_flight_ || mode_ != Mode::Active) return;
     state_query_in_flight_ = true;
-    ctx_.job_state(rec_.job.job_id, guard([this](JobState s) {
-                       state_query_in_flight_ = false;
-                       if (mode_ != Mode::Active) return;
-                       if (s == JobState::Suspended && !suspended_)
-                           set_suspended(true);
-                       else if (s == JobState::Alive && suspended_)
-                           set_suspended(false);
-                       else if ((s == JobState::Suspended || s == JobState::Alive) &&
-                                suspend_cordoned_ != suspended_)
-                           patch_cordon(Cordon::Suspend, suspended_,
-                                        suspend_gen_);  // a failed one again
-                   }));
+    ctx_.slurm->state(rec_.job.job_id, guard([this](JobState s) {
+                          state_query_in_flight_ = false;
+                          if (mode_ != Mode::Active) return;
+                          if (s == JobState::Suspended && !suspended_)
+                              set_suspended(true);
+                          else if (s == JobState::Alive && suspended_)
+                              set_suspended(false);
+                          else if ((s == JobState::Suspended || s == JobState::Alive) &&
+                                   suspend_cordoned_ != suspended_)
+                              patch_cordon(Cordon::Suspend, suspended_,
+                                           suspend_gen_);  // a failed one again
+                      }));
 }
 
 // Suspended: the pods paused first (their Ready=False follows from the

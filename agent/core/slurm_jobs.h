@@ -1,23 +1,27 @@
-// What the agent asks Slurm of a job: whether it is still alive, when it
-// ends, how it ended (agent/agent.h CommandJobChecker asks with the
-// configured commands). Injectable so tests need no Slurm.
+// What the agent asks Slurm of a job: whether it is still alive (or
+// suspended), when it ends, how it ended. One interface for every asker:
+// the controllers (AgentContext::slurm: a job's end time and suspension),
+// the garbage collector and the agent's own checks. The daemon's asks with
+// the configured commands (agent/agent.h CommandSlurmJobs); tests answer
+// themselves, so they need no Slurm. Answers come later, on the loop.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <string>
 
-#include "agent/controllers/agent_context.h"
-
 namespace sk::agent {
 
-// JobState: agent/controllers/agent_context.h.
+// What Slurm says of a job. Unknown: Slurm could not be asked (the command
+// did not run, timed out, or failed with an error of its own): never delete
+// anything of a job on Unknown.
+// Suspended: alive, and every live state it printed is SUSPENDED (scontrol
+// suspend, preemption by suspension).
+enum class JobState { Alive, Suspended, Gone, Unknown };
 
-// "Is Slurm job N still alive?" and "when does it end?", asked of Slurm.
-// Injectable so tests need no Slurm. Answers come later, on the loop.
-class JobAliveChecker {
+class SlurmJobs {
   public:
-    virtual ~JobAliveChecker() = default;
+    virtual ~SlurmJobs() = default;
     virtual void state(uint32_t job_id, std::function<void(JobState)> cb) = 0;
     // state() != Gone: a job Slurm cannot tell about counts as alive.
     void alive(uint32_t job_id, const std::function<void(bool)> &cb) {

@@ -19,6 +19,7 @@
 #include "agent/core/agent_config.h"
 #include "agent/core/clock.h"
 #include "agent/core/job_store.h"
+#include "agent/core/slurm_jobs.h"
 #include "agent/kube/kube_client.h"
 #include "common/rfc3339.h"
 #include "tests/agent/fake_runtime.h"
@@ -36,6 +37,25 @@ constexpr const char *kLeasesPath =
 constexpr const char *kNodePath = "/api/v1/nodes/slurm-n1-42";
 constexpr const char *kPodsPath = "/api/v1/pods";  // list and watch (queries differ)
 
+// Slurm's answers as a test scripts them (none set: end time 0, Unknown).
+class ScriptedSlurm : public SlurmJobs {
+  public:
+    std::function<void(uint32_t job, const std::function<void(int64_t)> &)> on_end_time;
+    std::function<void(uint32_t job, const std::function<void(JobState)> &)> on_state;
+    void state(uint32_t job_id, std::function<void(JobState)> cb) override {
+        if (on_state)
+            on_state(job_id, cb);
+        else
+            cb(JobState::Unknown);
+    }
+    void end_time(uint32_t job_id, std::function<void(int64_t)> cb) override {
+        if (on_end_time)
+            on_end_time(job_id, cb);
+        else
+            cb(0);
+    }
+};
+
 class ControllerEnv {
   public:
     ControllerEnv();
@@ -48,6 +68,12 @@ class ControllerEnv {
     FakeTransport &http() { return *http_; }
     AgentConfig &cfg() { return cfg_; }
     AgentContext &ctx() { return ctx_; }
+    // Slurm as the nodes made from here on ask it (AgentContext::slurm; by
+    // default they ask nothing).
+    ScriptedSlurm &slurm() {
+        ctx_.slurm = &slurm_;
+        return slurm_;
+    }
 
     // A Node POST answers with uid kNodeUid (then uid-2, ...: every create
     // is a new object); a Lease POST with a fresh uid; a Lease PUT echoes
@@ -91,6 +117,7 @@ class ControllerEnv {
     AgentConfig cfg_;
     std::string dir_;
     std::unique_ptr<JobStore> store_;
+    ScriptedSlurm slurm_;
     AgentContext ctx_;
     std::map<std::string, Json::Value> pods_;                        // by "ns/name"
     std::map<std::string, std::vector<FakeAnswer>> patch_failures_;  // by "ns/name"

@@ -286,6 +286,7 @@ tests_unit_test_watch_parser_LDADD = $(SK_AGENT_CORE_TEST_LIBS)
 # ---- agent/: the agent's room (libagent) and the kubelet endpoint ----
 check_PROGRAMS += \
 	tests/unit/test_api_auth \
+	tests/unit/test_cgroup_broker \
 	tests/unit/test_shim_runtime \
 	tests/unit/test_kubelet_auth \
 	tests/unit/test_kubelet_logs \
@@ -293,6 +294,7 @@ check_PROGRAMS += \
 	tests/unit/test_metrics
 TESTS += \
 	tests/unit/test_api_auth \
+	tests/unit/test_cgroup_broker \
 	tests/unit/test_shim_runtime \
 	tests/unit/test_kubelet_auth \
 	tests/unit/test_kubelet_logs \
@@ -314,6 +316,18 @@ tests_unit_test_api_auth_LDADD = \
 tests_unit_test_shim_runtime_SOURCES = tests/unit/test_shim_runtime.cc
 tests_unit_test_shim_runtime_CXXFLAGS = $(SK_CHECK_CXXFLAGS) $(LIBUV_CFLAGS)
 tests_unit_test_shim_runtime_LDADD = \
+	agent/libagent.la \
+	agent/controllers/libcontrollers.la \
+	agent/core/libagentcore.la \
+	common/daemons/libcommon_daemons.la \
+	$(SK_CHECK_LIBS) \
+	$(LIBUV_LIBS) \
+	$(LIBCURL_LIBS) \
+	$(JSONCPP_LIBS)
+
+tests_unit_test_cgroup_broker_SOURCES = tests/unit/test_cgroup_broker.cc
+tests_unit_test_cgroup_broker_CXXFLAGS = $(SK_CHECK_CXXFLAGS) $(LIBUV_CFLAGS)
+tests_unit_test_cgroup_broker_LDADD = \
 	agent/libagent.la \
 	agent/controllers/libcontrollers.la \
 	agent/core/libagentcore.la \

@@ -574,7 +574,7 @@ START_TEST(end_time_followed) {
     const int64_t now = static_cast<int64_t>(time(nullptr));
     int64_t end = now + c.first_end_in_s;
     int queries = 0;
-    env.ctx().job_end_time = [&](uint32_t job, const std::function<void(int64_t)> &cb) {
+    env.slurm().on_end_time = [&](uint32_t job, const std::function<void(int64_t)> &cb) {
         ck_assert_uint_eq(job, 42);
         queries++;
         cb(end);
@@ -650,13 +650,13 @@ START_TEST(suspension_followed) {
     Json::Value &node = served.node;
     JobState state = JobState::Alive;
     int queries = 0;
-    env.ctx().job_state = [&](uint32_t job, const std::function<void(JobState)> &cb) {
+    env.slurm().on_state = [&](uint32_t job, const std::function<void(JobState)> &cb) {
         ck_assert_uint_eq(job, 42);
         queries++;
         cb(state);
     };
     int64_t end = 0;
-    env.ctx().job_end_time = [&](uint32_t, const std::function<void(int64_t)> &cb) { cb(end); };
+    env.slurm().on_end_time = [&](uint32_t, const std::function<void(int64_t)> &cb) { cb(end); };
     auto has = [&](const char *key) {
         for (const auto &t : node["spec"]["taints"])
             if (t["key"] == key) return true;

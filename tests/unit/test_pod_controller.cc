@@ -870,7 +870,7 @@ START_TEST(drain_ahead_of_end) {
     env.cfg().end_time_check_s = 1;
     const int64_t now = static_cast<int64_t>(time(nullptr));
     int64_t end = now + 3600;
-    env.ctx().job_end_time = [&](uint32_t, const std::function<void(int64_t)> &cb) { cb(end); };
+    env.slurm().on_end_time = [&](uint32_t, const std::function<void(int64_t)> &cb) { cb(end); };
     start_with_pods(env, {make_pod("p1", "u1")});
     auto *rt = static_cast<FakeRuntime *>(env.node->runtime());
     ck_assert(env.run_until([&] { return env.served_pod("p1")["status"]["phase"] == "Running"; }));
