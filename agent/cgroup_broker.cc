@@ -60,10 +60,10 @@ Result<PodCgroupSettings> pod_cgroup_limits(const Json::Value &spec, const std::
     // CPU as the kubelet sets it: the quota from the pod's limit (else what
     // the job lends the node: a pod without a limit cannot take the
     // trainer's CPUs), the shares from its requests.
-    set.cpu_quota_us = cpu_quota_for(pod_limit(quantities_milli(spec["containers"], "limits", "cpu"),
-                                               quantities_milli(spec["initContainers"], "limits", "cpu"),
-                                               lent_cpu_milli),
-                                     set.cpu_period_us);
+    set.cpu_quota_us = cpu_quota_for(
+        pod_limit(quantities_milli(spec["containers"], "limits", "cpu"),
+                  quantities_milli(spec["initContainers"], "limits", "cpu"), lent_cpu_milli),
+        set.cpu_period_us);
     int64_t requested = 0;
     for (int64_t r : quantities_milli(spec["containers"], "requests", "cpu"))
         requested += r;

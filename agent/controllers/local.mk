@@ -1,5 +1,6 @@
 # agent/controllers: what drives a virtual node and its pods against the
-# API: the node's life (virtual_node, node_lease_controller, drain), its
+# API: the node's life (virtual_node, node_lease_controller, drain, and
+# job_follower: the job's end time and suspension), its
 # identity (node_credentials, csr_certificate, identity_pool), its pods
 # (pod_controller), and the pure modules they use: the Node object
 # (node_builder), pod status patches (pod_status_patch), a pod's env and
@@ -22,6 +23,8 @@ agent_controllers_libcontrollers_la_SOURCES = \
 	agent/controllers/event_correlator.h \
 	agent/controllers/identity_pool.cc \
 	agent/controllers/identity_pool.h \
+	agent/controllers/job_follower.cc \
+	agent/controllers/job_follower.h \
 	agent/controllers/lost_shim.cc \
 	agent/controllers/lost_shim.h \
 	agent/controllers/node_bound.h \

@@ -2,24 +2,23 @@
 // restart) the Node, post its status every status_report_s, create and renew
 // the Lease every lease_renew_s (re-read after a 409, re-created after a 404
 // or for a new Node uid), check the Node every node_check_s and re-create it
-// when it was deleted, and cordon ahead of the job's end time, re-read every
-// end_time_check_interval (a changed time limit moves the cordon; an end that
-// moved away undoes it, docs/admin-guide.md "Cordon"), and follow the
-// job's suspension, asked of Slurm every job_state_check_interval: while
-// suspended the Node is Ready=False (JobSuspended), cordoned (taint
-// slurm-k8s/job-suspended) and the pods are paused; the resume undoes it
-// (docs/user-guide.md "Suspend and resume"). Owns its
-// timers and its back-off; the drain takes the Node over with release().
+// when it was deleted. The job's end time and suspension are its
+// JobFollower's (agent/controllers/job_follower.h: the cordons ahead of the
+// end and while suspended, the drain before the end); while suspended the
+// Node is Ready=False (JobSuspended). Owns its timers and its back-off; the
+// drain takes the Node over with release().
 // All methods run on the loop.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include <json/json.h>
 
 #include "agent/controllers/agent_context.h"
+#include "agent/controllers/job_follower.h"
 #include "agent/controllers/node_bound.h"
 #include "agent/core/job_store.h"
 #include "agent/core/timer_source.h"
@@ -27,7 +26,7 @@
 
 namespace sk::agent {
 
-class NodeLeaseController : public NodeBound {
+class NodeLeaseController : public NodeBound, private JobFollower::Host {
   public:
     // rec is the VirtualNode's job record: this controller sets its node_uid
     // and end_time and saves it. on_reachable runs when Lease renewals work
@@ -53,14 +52,19 @@ class NodeLeaseController : public NodeBound {
     // The pods' drain ahead of the job's end (--k8s-drain-before, agent.conf
     // drain_before_end): drain(end_time) when it is due (again when the end
     // came closer), drain(0) when the end moved away after it.
-    void set_end_drain(std::function<void(int64_t)> drain) { on_end_drain_ = std::move(drain); }
+    void set_end_drain(std::function<void(int64_t)> drain) { job_.set_end_drain(std::move(drain)); }
     // Called with the job's Node object once created or adopted (before
     // Ready is reported).
     void set_on_node(std::function<void(const Json::Value &)> cb) { on_node_ = std::move(cb); }
     // The job was suspended (true) or resumed (false): the pods are paused or
     // continued by the owner (VirtualNode), with this message.
     void set_on_suspend(std::function<void(bool, const std::string &)> cb) {
-        on_suspend_ = std::move(cb);
+        job_.set_on_suspend(std::move(cb));
+    }
+    // Binds the follower with the controller (NodeBound).
+    void bind(const std::weak_ptr<void> &owner) {
+        NodeBound::bind(owner);
+        job_.bind(owner);
     }
     // The job's shim died (down, its pid) and none replaced it yet, or a new
     // one attached (up): the Node is Ready=False (KubeletNotReady, "container
@@ -68,7 +72,7 @@ class NodeLeaseController : public NodeBound {
     // Event says each change.
     void set_runtime_down(bool down, int shim_pid);
     bool ready() const { return ready_; }
-    bool suspended() const { return suspended_; }
+    bool suspended() const { return job_.suspended(); }
     bool runtime_down() const { return runtime_down_; }
     bool lease_failing() const { return lease_failing_; }
     std::string lease_uid() const { return lease_["metadata"]["uid"].asString(); }
@@ -97,26 +101,10 @@ class NodeLeaseController : public NodeBound {
     // The Lease is gone (a 404, or a 409 whose GET is a 404): created again at
     // the next renewal, after the Node is checked.
     void lease_gone();
-    void schedule_end_cordon();
-    void schedule_end_drain();
-    bool end_cordon_due() const;
-    int64_t drain_lead_s() const;   // the job's --k8s-drain-before, else the agent's
-    int64_t cordon_lead_s() const;  // cordon_before_end, or the drain's lead if longer
-    void query_end_time();
-    // The two cordons: ahead of the job's end (taint slurm-k8s/job-ending,
-    // re-planned with end_gen_) and while it is suspended (slurm-k8s/
-    // job-suspended, suspend_gen_). patch_cordon: GET + merge PATCH of one
-    // (cordon) or its undoing, dropped when its plan changed meanwhile
-    // (gen != its generation).
-    enum class Cordon { End, Suspend };
-    void patch_cordon(Cordon kind, bool cordon, uint64_t gen, int attempts = 0);
-    uint64_t cordon_gen(Cordon kind) const { return kind == Cordon::End ? end_gen_ : suspend_gen_; }
-    bool &cordoned(Cordon kind) { return kind == Cordon::End ? end_cordoned_ : suspend_cordoned_; }
-    void query_job_state();
-    void set_suspended(bool suspended);
-    std::string suspend_message() const;
     std::string runtime_down_message() const;
-    void post_node_event(const char *type, const char *reason, const std::string &message);
+    // JobFollower::Host
+    void post_suspension_status() override;
+    void post_node_event(const char *type, const char *reason, const std::string &message) override;
     void retry_node(const Failure &why);
     void schedule_renewal();
     void retry_lease(const Failure &why);
@@ -135,24 +123,11 @@ class NodeLeaseController : public NodeBound {
     Backoff lease_backoff_;
     int64_t lease_renewed_us_ = 0;  // the last renewal (or creation) the API server took
     std::string node_refusal_;      // the Node creation's refusal last posted as an Event
-    // The end-time cordon: sent (or found on an adopted Node) and not undone.
-    bool end_cordoned_ = false;
-    bool end_query_in_flight_ = false;
-    uint64_t end_gen_ = 0;      // bumped whenever the end-time cordon is re-planned
-    bool end_drained_ = false;  // the drain ahead of the end was started
-    std::function<void(int64_t)> on_end_drain_;
     std::function<void(const Json::Value &)> on_node_;
-    // The job's suspension: as Slurm last said, and whether the Node carries
-    // its cordon (sent, or found on an adopted Node, and not undone).
-    bool suspended_ = false;
-    bool suspend_cordoned_ = false;
-    bool state_query_in_flight_ = false;
-    uint64_t suspend_gen_ = 0;
-    std::function<void(bool, const std::string &)> on_suspend_;
     bool runtime_down_ = false;
     int dead_shim_pid_ = 0;
-    ControllerTimer node_timer_, lease_timer_, status_timer_, check_timer_, end_timer_,
-        end_check_timer_, drain_timer_, state_timer_;
+    ControllerTimer node_timer_, lease_timer_, status_timer_, check_timer_;
+    JobFollower job_;  // after rec_ and the timers' source: made from them
     std::function<void(Status)> ready_cb_;
 };
 
