@@ -2,7 +2,8 @@
 # API: the node's life (virtual_node, node_lease_controller, drain, and
 # job_follower: the job's end time and suspension), its
 # identity (node_credentials, csr_certificate, identity_pool), its pods
-# (pod_controller), and the pure modules they use: the Node object
+# (pod_controller; pod_volumes: the reads a start depends on, tokens and
+# volumes kept current), and the pure modules they use: the Node object
 # (node_builder), pod status patches (pod_status_patch), a pod's env and
 # files (env_resolver), Event series (event_correlator), a lost shim's pods
 # (lost_shim), the node's key and certificate requests (node_identity).
@@ -40,6 +41,8 @@ agent_controllers_libcontrollers_la_SOURCES = \
 	agent/controllers/pod_controller.h \
 	agent/controllers/pod_status_patch.cc \
 	agent/controllers/pod_status_patch.h \
+	agent/controllers/pod_volumes.cc \
+	agent/controllers/pod_volumes.h \
 	agent/controllers/virtual_node.cc \
 	agent/controllers/virtual_node.h
 agent_controllers_libcontrollers_la_CPPFLAGS = $(AM_CPPFLAGS) $(GNUTLS_CFLAGS) $(LIBUV_CFLAGS) $(LIBCURL_CFLAGS)

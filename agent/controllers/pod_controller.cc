@@ -26,10 +26,9 @@ PodController::PodController(AgentContext &ctx, const JobRecord &rec)
       rec_(rec),
       watch_timer_(*ctx.timers),
       shim_timer_(*ctx.timers),
-      token_timer_(*ctx.timers),
-      files_timer_(*ctx.timers),
       start_timer_(*ctx.timers),
-      refusal_timer_(*ctx.timers) {}
+      refusal_timer_(*ctx.timers),
+      volumes_(ctx, *this) {}
 
 std::string PodController::prefix() const {
     return "[node " + rec_.node_name + "]";
@@ -37,8 +36,7 @@ std::string PodController::prefix() const {
 
 void PodController::start() {
     list_pods();
-    if (uint64_t ms = ctx_.cfg->volume_refresh_s * 1000)
-        files_timer_.start(ms, guard([this] { refresh_all_files(); }), ms);
+    volumes_.start();
 }
 
 void PodController::stop() {
@@ -47,8 +45,7 @@ void PodController::stop() {
     watch_id_ = 0;
     watch_timer_.stop();
     shim_timer_.stop();
-    token_timer_.stop();
-    files_timer_.stop();
+    volumes_.stop();
     start_timer_.stop();
     refusal_timer_.stop();
 }
@@ -372,8 +369,7 @@ void PodController::run_pod(const std::string &uid) {
                             "); attempting to pull the image may not succeed.",
                         ""});
         e.state = PodState::Running;
-        e.files = run->files;
-        note_tokens(e, *fetched);
+        volumes_.started(uid, e.api, run->files, *fetched);
         LOG_INFO("%s handing to the runtime", pod_ref(e.api).c_str());
         runtime_->run(*run, guard([this, uid](const Status &st) {
             if (st) return;
@@ -399,15 +395,15 @@ void PodController::run_pod(const std::string &uid) {
     // bound to the pod. Refused (the ServiceAccount missing, no right): the
     // pod does not start, and the message says why.
     if (!tokens.empty())
-        request_tokens(pod, tokens, fetched, token_error, [remaining, finish, n = tokens.size()] {
-            *remaining -= n;
-            if (*remaining == 0) finish();
-        });
-    get_objects(ns, refs, fetched, remaining, error, finish);
+        volumes_.request_tokens(pod, tokens, fetched, token_error,
+                                [remaining, finish, n = tokens.size()] {
+                                    *remaining -= n;
+                                    if (*remaining == 0) finish();
+                                });
+    volumes_.get_objects(ns, refs, fetched, remaining, error, finish);
 }
 
 namespace {
-constexpr int64_t kTokenRetryS = 10;
 // A start refused for a reason that may pass by itself (a 403 while the
 // Node authorizer catches up with a binding, an API server briefly away)
 // is reported once it lasted this long; a missing object or key at once,
@@ -497,196 +493,16 @@ void PodController::start_due(const std::string &uid) {
 // of its lifetime has passed, the lifetime being what the API server
 // reported (status.expirationTimestamp; kube-apiserver reports the 3607 s
 // the admission asks for even when it extends the token to a year).
-void PodController::note_tokens(BoundPod &p, const FetchedObjects &fetched) {
-    int64_t now = ctx_.clock->now_s(), at = 0;
-    for (const auto &need : token_requests(p.api)) {
-        auto it = fetched.find(need.ref);
-        if (it == fetched.end()) continue;
-        int64_t exp = parse_rfc3339(
-            api::text(api::field(api::field(it->second, "status"), "expirationTimestamp")));
-        int64_t life = exp > now ? exp - now : need.expiration_s;
-        int64_t t = now + std::max<int64_t>(1, life * 8 / 10);
-        at = at ? std::min(at, t) : t;
-    }
-    p.token_refresh_at_s = at;
-    if (at) arm_token_timer();
+bool PodController::runs(const std::string &uid) const {
+    auto it = pods_.find(uid);
+    return it != pods_.end() && it->second.state == PodState::Running &&
+           !pod_is_terminal(it->second.rt_status);
 }
 
-void PodController::arm_token_timer() {
-    int64_t next = 0;
-    for (const auto &[uid, p] : pods_)
-        if (p.token_refresh_at_s && p.state == PodState::Running && !pod_is_terminal(p.rt_status))
-            next = next ? std::min(next, p.token_refresh_at_s) : p.token_refresh_at_s;
-    if (!next || stopped_) return token_timer_.stop();
-    int64_t wait_s = std::max<int64_t>(0, next - ctx_.clock->now_s());
-    token_timer_.start(static_cast<uint64_t>(wait_s) * 1000, guard([this] {
-                           int64_t now = ctx_.clock->now_s();
-                           std::vector<std::string> due;
-                           for (const auto &[uid, p] : pods_)
-                               if (p.token_refresh_at_s && p.token_refresh_at_s <= now &&
-                                   p.state == PodState::Running && !pod_is_terminal(p.rt_status))
-                                   due.push_back(uid);
-                           for (const auto &uid : due)
-                               refresh_tokens(uid);
-                           arm_token_timer();
-                       }));
-}
-
-void PodController::refresh_tokens(const std::string &uid) {
-    BoundPod &p = pods_[uid];
-    p.token_refresh_at_s = 0;  // under way
-    auto needs = token_requests(p.api);
-    auto fetched = std::make_shared<FetchedObjects>();
-    auto error = std::make_shared<Status>();
-    auto finish = guard([this, uid, fetched, error] {
-        auto it = pods_.find(uid);
-        if (it == pods_.end() || it->second.state != PodState::Running || !runtime_) return;
-        auto retry = [this, uid](const std::string &why) {
-            auto i = pods_.find(uid);
-            if (i == pods_.end()) return;
-            LOG_WARN("%s: its ServiceAccount token was not renewed (%s); again in %llds",
-                     pod_ref(i->second.api).c_str(), why.c_str(),
-                     static_cast<long long>(kTokenRetryS));
-            i->second.token_refresh_at_s = ctx_.clock->now_s() + kTokenRetryS;
-            arm_token_timer();
-        };
-        if (!*error) return retry(error->message());
-        proto::PodFilesUpdate m;
-        m.uid = uid;
-        for (const auto &[ref, tr] : *fetched) {
-            const Json::Value &token = api::field(api::field(tr, "status"), "token");
-            if (!token.isString()) return retry("the TokenRequest gave no token");
-            auto slash = ref.second.find('/');  // volume names are DNS labels: no '/'
-            m.files[ref.second.substr(0, slash)][ref.second.substr(slash + 1)] = token.asString();
-        }
-        FetchedObjects got = *fetched;
-        runtime_->update_files(m, guard([this, uid, got, retry](const Status &st) {
-                                   auto i = pods_.find(uid);
-                                   if (i == pods_.end()) return;
-                                   // The runtime no longer runs it (refused, ended): done.
-                                   if (!st && st.error() == Error::NotFound) return;
-                                   if (!st) return retry(st.message());
-                                   LOG_VERBOSE("%s: ServiceAccount token renewed",
-                                               pod_ref(i->second.api).c_str());
-                                   note_tokens(i->second, got);
-                               }));
-    });
-    request_tokens(p.api, needs, fetched, error, finish);
-}
-
-void PodController::get_objects(const std::string &ns, const std::set<ObjectRef> &refs,
-                                const std::shared_ptr<FetchedObjects> &fetched,
-                                const std::shared_ptr<size_t> &remaining,
-                                const std::shared_ptr<Status> &error,
-                                const std::function<void()> &done) {
-    for (const auto &ref : refs) {
-        std::string path = "/api/v1/namespaces/" + ns + "/" + ref.first + "/" + ref.second;
-        ctx_.kube->get(path, [ref, fetched, remaining, error, done](Result<Json::Value> r) {
-            if (r)
-                (*fetched)[ref] = *r;
-            else if (r.error() != Error::NotFound && *error)
-                *error = r.failure();
-            if (--*remaining == 0) done();
-        });
-    }
-}
-
-void PodController::refresh_all_files() {
-    if (stopped_ || !runtime_) return;
-    std::vector<std::string> due;
-    for (const auto &[uid, p] : pods_)
-        if (p.state == PodState::Running && !pod_is_terminal(p.rt_status) && !p.files_refreshing &&
-            !p.files.empty())
-            due.push_back(uid);
-    for (const auto &uid : due)
-        refresh_files(uid);
-}
-
-void PodController::refresh_files(const std::string &uid) {
-    BoundPod &p = pods_[uid];
-    auto refs = volume_objects(p.api);
-    if (refs.empty() || p.files.empty()) return;
-    p.files_refreshing = true;
-    std::string ns = api::object_meta(p.api).ns;
-    auto fetched = std::make_shared<FetchedObjects>();
-    auto remaining = std::make_shared<size_t>(refs.size());
-    auto error = std::make_shared<Status>();
-    auto finish = guard([this, uid, fetched, error] {
-        auto it = pods_.find(uid);
-        if (it == pods_.end()) return;
-        BoundPod &q = it->second;
-        q.files_refreshing = false;
-        if (!*error) {
-            LOG_VERBOSE("%s: its volumes' objects could not be read again (%s): next round",
-                        pod_ref(q.api).c_str(), error->message().c_str());
-            return;
-        }
-        if (q.state != PodState::Running || pod_is_terminal(q.rt_status) || !runtime_) return;
-        proto::PodFiles now = object_volume_files(q.api, *fetched);
-        proto::PodFilesUpdate m;
-        m.uid = uid;
-        for (const auto &[vol, entries] : now) {
-            auto had_vol = q.files.find(vol);
-            if (had_vol == q.files.end()) continue;
-            for (const auto &[path, bytes] : entries) {
-                auto had = had_vol->second.find(path);  // only files the pod started with
-                if (had == had_vol->second.end() || had->second == bytes) continue;
-                m.files[vol][path] = bytes;
-            }
-        }
-        if (m.files.empty()) return;
-        proto::PodFiles changed = m.files;
-        runtime_->update_files(
-            m, guard([this, uid, changed](const Status &st) {
-                auto i = pods_.find(uid);
-                if (i == pods_.end()) return;
-                if (!st) {
-                    // NotFound: the runtime no longer runs it.
-                    if (st.error() != Error::NotFound)
-                        LOG_WARN(
-                            "%s: its volumes' new contents not written: "
-                            "%s; next round",
-                            pod_ref(i->second.api).c_str(), st.message().c_str());
-                    return;
-                }
-                std::vector<std::string> names;
-                for (const auto &[vol, entries] : changed)
-                    for (const auto &[path, bytes] : entries) {
-                        i->second.files[vol][path] = bytes;
-                        names.push_back(vol + "/" + path);
-                    }
-                LOG_INFO("%s: updated in place: %s", pod_ref(i->second.api).c_str(),
-                         join(names, ", ").c_str());
-            }));
-    });
-    get_objects(ns, refs, fetched, remaining, error, finish);
-}
-
-void PodController::request_tokens(const Json::Value &pod, const std::vector<TokenNeed> &needs,
-                                   const std::shared_ptr<FetchedObjects> &fetched,
-                                   const std::shared_ptr<Status> &error,
-                                   const std::function<void()> &done) {
-    if (needs.empty()) return done();
-    auto remaining = std::make_shared<size_t>(needs.size());
-    std::string ns = api::object_meta(pod).ns;
-    for (const auto &need : needs) {
-        auto path = token_request_path(ns, need);
-        if (!path) {
-            if (*error) *error = path.failure();
-            if (--*remaining == 0) done();
-            continue;
-        }
-        ctx_.kube->post(*path, token_request_body(pod, need),
-                        [need, fetched, remaining, error, done](Result<Json::Value> r) {
-                            if (r)
-                                (*fetched)[need.ref] = *r;
-                            else if (*error)
-                                *error =
-                                    fail(r.error(), "failed to fetch token for service account " +
-                                                        need.service_account + ": " + r.message());
-                            if (--*remaining == 0) done();
-                        });
-    }
+void PodController::update_files(const proto::PodFilesUpdate &m,
+                                 std::function<void(const Status &)> done) {
+    if (!runtime_) return done(fail(Error::Unavailable, "no runtime attached"));
+    runtime_->update_files(m, std::move(done));
 }
 
 void PodController::kill_pod(const std::string &uid, uint32_t grace_s, const std::string &reason) {
@@ -805,6 +621,7 @@ void PodController::forget_pod(const std::string &uid) {
     if ((p.in_runtime() || p.state == PodState::ShimLost) && runtime_)
         runtime_->kill(uid, 0, proto::StopReason::Deleted, [](const Status &) {});
     pods_.erase(it);
+    volumes_.forget(uid);
     if (stopping()) stop_step();
 }
 
@@ -827,12 +644,9 @@ void PodController::on_runtime_status(const PodSnapshot &snap) {
     if (p.state == PodState::ShimLost && pod_is_terminal(snap.status)) return;
     if (p.state == PodState::Pending || p.state == PodState::Resolving) {
         p.state = PodState::Running;  // the runtime holds it (adopted after a restart)
-        // Its tokens' lifetimes were not kept: renew them now, as a kubelet
+        // Its tokens' lifetimes were not kept: renewed now, as a kubelet
         // that restarts does.
-        if (!pod_is_terminal(snap.status) && !token_requests(p.api).empty()) {
-            p.token_refresh_at_s = ctx_.clock->now_s();
-            arm_token_timer();
-        }
+        if (!pod_is_terminal(snap.status)) volumes_.adopted(snap.uid, p.api);
     }
     p.rt_status = snap.status;
     p.rt_events = p.rt_events || snap.reports_events;

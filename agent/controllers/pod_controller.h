@@ -21,6 +21,7 @@
 #include "agent/controllers/env_resolver.h"
 #include "agent/controllers/node_bound.h"
 #include "agent/controllers/pod_status_patch.h"
+#include "agent/controllers/pod_volumes.h"
 #include "agent/core/job_store.h"
 #include "agent/core/runtime.h"
 #include "agent/core/timer_source.h"
@@ -58,13 +59,6 @@ struct BoundPod {
     bool start_reported = false;  // the Running phase was posted once
     bool running_seen = false;    // the runtime reported the Running phase once
     bool end_drained = false;     // stopped ahead of the job's end: final status Terminated
-    // Its projected ServiceAccount tokens are requested again at this time
-    // (unix s; 0 = it has none, or a refresh is under way).
-    int64_t token_refresh_at_s = 0;
-    // The files of its volumes as the runtime has them (resolve_pod's),
-    // kept up to date by the volume refresh.
-    proto::PodFiles files;
-    bool files_refreshing = false;  // a volume refresh is under way
     // Its start failed: a read it depends on (a TokenRequest, a ConfigMap, a
     // Secret, an image pull secret) was refused or found nothing, or its env
     // did not resolve. As a kubelet's pod sync, the start is tried again with
@@ -85,7 +79,7 @@ struct BoundPod {
     bool in_runtime() const { return state == PodState::Running || state == PodState::Killing; }
 };
 
-class PodController : public NodeBound {
+class PodController : public NodeBound, private PodVolumes::Pods {
   public:
     PodController(AgentContext &ctx, const JobRecord &rec);
     PodController(const PodController &) = delete;
@@ -100,6 +94,11 @@ class PodController : public NodeBound {
     // reconnects once it went away.
     void set_runtime(std::unique_ptr<PodRuntime> rt, int shim_pid);
     PodRuntime *runtime() { return runtime_.get(); }
+    // Binds the volumes' callbacks with the controller's (NodeBound).
+    void bind(const std::weak_ptr<void> &owner) {
+        NodeBound::bind(owner);
+        volumes_.bind(owner);
+    }
     // Called with the dead shim's pid once it is known dead (not when it
     // only reconnects), so the owner reports the node NotReady until a new
     // shim attaches (set_runtime).
@@ -156,34 +155,11 @@ class PodController : public NodeBound {
 
   private:
     std::string prefix() const;
-    // Projected ServiceAccount tokens, as a kubelet keeps them: requested
-    // again once 80 % of their lifetime has passed, written into the running
-    // pod's volume (the runtime's update_files); a failure is retried in 10 s.
-    void note_tokens(BoundPod &p, const FetchedObjects &fetched);
-    void arm_token_timer();
-    void refresh_tokens(const std::string &uid);
-    // ConfigMaps and Secrets, as a kubelet's pod sync follows them: every
-    // volume_refresh_s the objects of each running pod's volumes are read
-    // again and the files whose contents changed are written in place (the
-    // runtime's update_files). A key added since the start is not (the
-    // runtime's volume holds the start's keys); a failed read waits for the
-    // next round.
-    void refresh_all_files();
-    // GETs each of `refs` in `ns`: each object into *fetched (a 404 leaves it
-    // out), the first other failure into *error; `done` after the answer
-    // that brings *remaining to 0 (the caller counts refs in it).
-    void get_objects(const std::string &ns, const std::set<ObjectRef> &refs,
-                     const std::shared_ptr<FetchedObjects> &fetched,
-                     const std::shared_ptr<size_t> &remaining, const std::shared_ptr<Status> &error,
-                     const std::function<void()> &done);
-    void refresh_files(const std::string &uid);
-    // POSTs a TokenRequest (bound to `pod`) for each need; each answer goes
-    // into *fetched, the first failure into *error (in words a user acts
-    // on: a missing ServiceAccount, the agent's missing right); `done` runs
-    // after the last answer (at once when there is nothing to ask).
-    void request_tokens(const Json::Value &pod, const std::vector<TokenNeed> &needs,
-                        const std::shared_ptr<FetchedObjects> &fetched,
-                        const std::shared_ptr<Status> &error, const std::function<void()> &done);
+    // PodVolumes::Pods
+    bool runs(const std::string &uid) const override;
+    bool has_runtime() const override { return runtime_ != nullptr; }
+    void update_files(const proto::PodFilesUpdate &m,
+                      std::function<void(const Status &)> done) override;
     void list_pods();
     void start_watch();
     void on_watch_event(const WatchEvent &e);
@@ -256,10 +232,11 @@ class PodController : public NodeBound {
     bool shim_dead_ = false;  // it died and no shim replaced it
     std::function<void(int)> on_shim_dead_;
     ControllerTimer shim_timer_;
-    ControllerTimer token_timer_;    // the next projected token refresh (token_refresh_at_s)
-    ControllerTimer files_timer_;    // every volume_refresh_s: refresh_files of the running pods
     ControllerTimer start_timer_;    // the next start retry (BoundPod::start_retry.at_us)
     ControllerTimer refusal_timer_;  // the next held refusal (BoundPod::refuse_at_us)
+    // The start's reads, the tokens' renewal and the volumes' refresh; after
+    // the timers' source and the pods it asks about.
+    PodVolumes volumes_;
     // The refusals of each owner ("ns/owner/<uid>", "ns/pod/<name>").
     struct Refusals {
         unsigned count = 0;

@@ -380,6 +380,50 @@ START_TEST(projected_token_renewed) {
 }
 END_TEST
 
+// ---- ConfigMap volumes ----
+// Every volume_refresh_s the ConfigMaps of a running pod's volumes are read
+// again: a round that changes nothing writes nothing; a changed key is
+// written in place (the runtime's update_files), a key added since the start
+// is not (the runtime's volume holds the start's keys).
+START_TEST(configmap_volume_updated_in_place) {
+    ControllerEnv env;
+    env.cfg().volume_refresh_s = 1;
+    Json::Value p1 = make_pod("p1", "u1");
+    Json::Value vol(Json::objectValue);
+    vol["name"] = "conf";
+    vol["configMap"]["name"] = "cfg";
+    p1["spec"]["volumes"].append(vol);
+    std::string mode = "fast";
+    bool extra = false;
+    const std::string path = "/api/v1/namespaces/default/configmaps/cfg";
+    env.http().on("GET", path, [&](const FakeRequest &) {
+        Json::Value cm(Json::objectValue);
+        cm["data"]["mode"] = mode;
+        if (extra) cm["data"]["extra"] = "new";
+        return FakeAnswer::ok(cm);
+    });
+    start_with_pods(env, {p1});
+    auto *rt = static_cast<FakeRuntime *>(env.node->runtime());
+    ck_assert(env.run_until([&] { return rt->has("u1"); }));
+    size_t reads = env.http().count("GET", path);
+    ck_assert(env.run_until([&] { return env.http().count("GET", path) >= reads + 2; }, 5000));
+    ck_assert_uint_eq(rt->file_updates().size(), 0);  // nothing changed
+    mode = "slow";
+    extra = true;
+    ck_assert(env.run_until([&] { return !rt->file_updates().empty(); }, 5000));
+    const auto &u = rt->file_updates()[0];
+    ck_assert_sstr_eq(u.uid, "u1");
+    ck_assert_uint_eq(u.files.size(), 1);
+    ck_assert_uint_eq(u.files.at("conf").size(), 1);
+    ck_assert_sstr_eq(u.files.at("conf").at("mode"), "slow");
+    // Written once: the next rounds find the runtime's copy current.
+    reads = env.http().count("GET", path);
+    ck_assert(env.run_until([&] { return env.http().count("GET", path) >= reads + 2; }, 5000));
+    ck_assert_uint_eq(rt->file_updates().size(), 1);
+    ck_assert_int_eq(env.close(), 0);
+}
+END_TEST
+
 // ---- a start that a read blocks ----
 // A node identity's TokenRequest refused while the API server's Node
 // authorizer has not seen the binding yet (the real server's 403): the start
@@ -927,6 +971,7 @@ int main() {
     tcase_add_test(tc, admission_refusals);
     tcase_add_test(tc, refusals_of_one_owner_spaced);
     tcase_add_test(tc, projected_token_renewed);
+    tcase_add_test(tc, configmap_volume_updated_in_place);
     tcase_add_test(tc, start_retried_after_refusal);
     tcase_add_test(tc, start_waits_for_missing_configmap);
     tcase_add_test(tc, graceful_delete);
