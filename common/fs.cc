@@ -2,12 +2,14 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -244,6 +246,19 @@ pid_t temp_file_writer(std::string_view name) {
 }
 
 }  // namespace
+
+namespace {
+int remove_entry(const char *path, const struct stat *, int, struct FTW *) {
+    return remove(path) == 0 || errno == ENOENT ? 0 : -1;
+}
+}  // namespace
+
+Status remove_tree(const std::string &dir) {
+    if (nftw(dir.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) != 0 &&
+        errno != ENOENT)
+        return fail(Error::Io, "cannot remove " + dir + ": " + strerror(errno));
+    return {};
+}
 
 size_t remove_stale_temp_files(const std::string &dir) {
     int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

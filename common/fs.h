@@ -41,6 +41,12 @@ Status write_file_atomic(const std::string &path, std::string_view data, mode_t 
 // swapped for a symlink; unlink never follows one); only regular files and
 // symlinks matching the pattern are touched. Returns how many were removed.
 size_t remove_stale_temp_files(const std::string &dir);
+// rm -rf of a directory, depth first, never following a symlink nor leaving
+// the file system (nftw FTW_PHYS | FTW_MOUNT); one already gone is fine.
+// For a tree the caller's own process made or owns (the shim's pod
+// directories as the job's user); root removes a user's tree as its owner
+// instead (agent/garbage_collector.cc).
+Status remove_tree(const std::string &dir);
 
 // fsync() of the file at `path` (not following a symlink) and of its
 // directory. Errors are ignored: the file may be gone or replaced already,

@@ -22,6 +22,8 @@ k8s_shim_libshim_la_SOURCES = \
 	k8s-shim/mount_ns.h \
 	k8s-shim/pod_plan.cc \
 	k8s-shim/pod_plan.h \
+	k8s-shim/pod_prepare.cc \
+	k8s-shim/pod_prepare.h \
 	k8s-shim/pod_security.cc \
 	k8s-shim/pod_security.h \
 	k8s-shim/pod_stats.cc \

@@ -8,12 +8,17 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <uv.h>
 
 #include <json/json.h>
 
 #include "common/backoff.h"
+#include "common/daemons/log_paths.h"
+#include "common/fs.h"
+#include "common/log.h"
 #include "common/strings.h"
 #include "k8s-shim/pod_plan.h"
+#include "k8s-shim/spawn.h"
 
 namespace sk::shim {
 
@@ -300,6 +305,82 @@ int podman_main(int argc, char **argv) {
             return 128 + WTERMSIG(status);
         }
     }
+}
+
+namespace {
+constexpr uint64_t kPodmanResetMs = 20'000;
+}  // namespace
+
+bool PodmanReset::start(std::function<void()> done) {
+    if (started_ || state_dir_.empty()) return false;
+    struct stat st;
+    if (lstat((podman_dir(state_dir_) + "/storage").c_str(), &st) != 0) return false;  // unused
+    started_ = true;
+    done_ = std::move(done);
+    return spawn();
+}
+
+bool PodmanReset::spawn() {
+    const std::string dir = podman_dir(state_dir_);
+    SpawnOptions o;
+    o.args = podman_reset_argv(podman_command(podman_, dir, run_dir_));
+    o.env.emplace();
+    for (const auto &[name, value] : podman_environment(dir, PlanContext().base_path))
+        o.env->push_back(name + "=" + value);
+    o.cwd = state_dir_;
+    o.detached = true;
+    err_ = Pipe(loop_);
+    o.err = &err_;
+    output_.clear();
+    exited_ = false;
+    int rc = proc_.spawn(loop_, o, [this](int64_t status, int sig) {
+        proc_.close();
+        timer_.stop();
+        exited_ = true;
+        status_ = sig ? 128 + sig : status;
+        ended();
+    });
+    if (rc != 0) {
+        err_.close();
+        LOG_WARN("podman system reset of %s: %s", dir.c_str(), uv_strerror(rc));
+        return false;
+    }
+    err_.read_start([this](ssize_t n, const char *data) {
+        if (n > 0 && output_.size() < 4096) output_.append(data, static_cast<size_t>(n));
+        if (n < 0) {
+            err_.close();
+            ended();
+        }
+    });
+    timer_ = Timer(loop_);
+    timer_.start(kPodmanResetMs, [this] {
+        LOG_WARN("podman system reset still runs after %llu ms: killed",
+                 static_cast<unsigned long long>(kPodmanResetMs));
+        signal_group(proc_.pid(), SIGKILL);
+    });
+    return true;
+}
+
+void PodmanReset::ended() {
+    if (!exited_ || err_) return;
+    const std::string dir = podman_dir(state_dir_);
+    struct stat st;
+    bool left = lstat((dir + "/storage").c_str(), &st) == 0;
+    // The plugin's SIGTERM to the shim's process group (stop_shim) also hits
+    // a child forked just before, until it leaves the group (setsid): such
+    // a reset never ran. Once more, now that the signal came.
+    if (left && status_ == 128 + SIGTERM && ++tries_ < 3) {
+        LOG_INFO("podman system reset ended by SIGTERM before it ran: again");
+        if (spawn()) return;
+    }
+    if (!left) (void)remove_tree(run_dir_);  // what the reset left of it: ours
+    if (status_ == 0 && !left)
+        LOG_INFO("podman state of the job removed (%s, %s)", dir.c_str(), run_dir_.c_str());
+    else
+        LOG_WARN("podman system reset of %s failed (status %lld%s): %s", dir.c_str(),
+                 static_cast<long long>(status_), left ? ", storage left" : "",
+                 std::string(trim(output_)).c_str());
+    if (done_) done_();
 }
 
 }  // namespace sk::shim

@@ -33,12 +33,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "common/result.h"
 #include "k8s-shim/runtime_template.h"
+#include "uv/handles.h"
 
 namespace sk::shim {
 
@@ -137,5 +139,42 @@ constexpr const char kPodmanMain[] = "--podman-main";
 // SIGUSR2 become `ARGV[0..N) kill --signal SIG NAME`. Exits with ARGV's exit
 // code (128+signal when it was killed), 128 when it cannot start it.
 int podman_main(int argc, char **argv);
+
+// The job's podman state removed at the shim's end: `podman system reset`
+// of podman_dir (it removes the storage, which the job's user alone could
+// not: files of the containers' mapped uids, and ends podman's pause
+// process), bounded in time (killed after 20 s), once more when the
+// plugin's SIGTERM to the shim's process group ended it before it ran
+// (three tries), then what it left of podman's run directory; logged. How
+// long the job's end waits for it at most: kPodmanResetMs in podman.cc.
+class PodmanReset {
+  public:
+    PodmanReset(uv_loop_t *loop, const PodmanSettings &podman, std::string state_dir,
+                std::string run_dir)
+        : loop_(loop),
+          podman_(podman),
+          state_dir_(std::move(state_dir)),
+          run_dir_(std::move(run_dir)) {}
+    // Starts it when a pod used podman's storage (done() once it ended and
+    // its output was read); false: nothing to reset, or it ran already.
+    bool start(std::function<void()> done);
+    bool running() const { return proc_ || err_; }
+
+  private:
+    bool spawn();
+    void ended();  // its exit seen and its stderr read
+
+    uv_loop_t *loop_;
+    const PodmanSettings &podman_;
+    std::string state_dir_, run_dir_;
+    std::function<void()> done_;
+    Process proc_;
+    Pipe err_;
+    Timer timer_;
+    std::string output_;
+    bool started_ = false, exited_ = false;
+    int64_t status_ = 0;
+    int tries_ = 0;
+};
 
 }  // namespace sk::shim

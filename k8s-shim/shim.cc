@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <ftw.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,6 +18,7 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "common/strings.h"
+#include "k8s-shim/pod_prepare.h"
 #include "k8s-shim/pod_stats.h"
 #include "k8s-shim/spawn.h"
 
@@ -27,8 +27,6 @@ namespace sk::shim {
 namespace {
 
 constexpr int kMaxReconnectMs = 30'000;
-// How long the job's end waits for `podman system reset` at most.
-constexpr uint64_t kPodmanResetMs = 20'000;
 constexpr uint64_t kReapMs = 1000;  // finished runners freed within a second or so
 // Entries the disk use walks of one pod_stats reply look at together (each
 // pod's own walk stops at 10000): a few tens of milliseconds on the loop.
@@ -43,18 +41,6 @@ std::vector<uint32_t> job_groups() {
     n = getgroups(n, g.data());
     if (n < 0) return {};
     return std::vector<uint32_t>(g.begin(), g.begin() + n);
-}
-
-int remove_entry(const char *path, const struct stat *, int, struct FTW *) {
-    return remove(path) == 0 || errno == ENOENT ? 0 : -1;
-}
-
-// rm -rf of a directory the shim created, not following symlinks.
-Status remove_tree(const std::string &dir) {
-    if (nftw(dir.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) != 0 &&
-        errno != ENOENT)
-        return fail(Error::Io, "cannot remove " + dir + ": " + strerror(errno));
-    return {};
 }
 
 // The shim's own state files, in a directory the job's user can write: read
@@ -336,52 +322,36 @@ proto::Reply Shim::pod_run(const proto::Request &req) {
         !st)
         LOG_WARN("[pod %s/%s] %s", p.ns.c_str(), p.name.c_str(), st.message().c_str());
 
-    PlanContext ctx;
-    ctx.uid = getuid();
-    ctx.gid = getgid();
-    ctx.groups = job_groups();
-    ctx.node_name = node_name_;
-    ctx.pod_dir = dir;
-    ctx.templates = &templates_;
-    ctx.podman_dir = podman_dir(state_dir_);
-    ctx.podman_run_dir = podman_run_dir(getuid(), opt_.job_id, opt_.slurm_node);
-    auto plan = plan_pod(m->pod, m->files, ctx);
-    if (!plan) {
-        refuse(p, plan.error() == Error::Refused ? "PodRefused" : "InvalidPodSpec", plan.message());
-        return proto::error_reply(req.id, plan.failure());
+    PodSetup setup;
+    setup.plan.uid = getuid();
+    setup.plan.gid = getgid();
+    setup.plan.groups = job_groups();
+    setup.plan.node_name = node_name_;
+    setup.plan.pod_dir = dir;
+    setup.plan.templates = &templates_;
+    setup.plan.podman_dir = podman_dir(state_dir_);
+    setup.plan.podman_run_dir = podman_run_dir(getuid(), opt_.job_id, opt_.slurm_node);
+    setup.cuda_pool = cuda_pool_;
+    setup.gpu_device = templates_.podman().gpu_device;
+    if (pod_cgroups_) setup.cgroup_socket = opt_.socket_path;
+    setup.job_id = opt_.job_id;
+    GpuLease lease;
+    lease.take = [this, &uid](int needed) {
+        auto idx = gpus_.allocate(uid, needed);
+        if (idx) save_gpus();
+        return idx;
+    };
+    lease.give_back = [this, &uid] {
+        gpus_.release(uid);
+        save_gpus();
+    };
+    std::string why;
+    auto prepared = prepare_pod(*m, setup, lease, &why);
+    if (!prepared) {
+        refuse(p, why, prepared.message());
+        return proto::error_reply(req.id, prepared.failure());
     }
-    set_pull_auth(&*plan, m->pull_auth, dir);
-    auto idx = gpus_.allocate(uid, plan->gpus_needed());
-    if (!idx) {
-        refuse(p, "OutOfnvidia.com/gpu", idx.message());
-        return proto::error_reply(req.id, idx.failure());
-    }
-    save_gpus();
-    assign_gpus(&*plan, *idx, cuda_pool_);
-    if (pod_cgroups_) {
-        // Every supervisor of the pod (its containers', probes', hooks' and
-        // exec sessions') enters its container's cgroup below the pod's,
-        // which the agent opens to the pod's GPUs only.
-        std::string request = opt_.socket_path + "\n" + uid + "\n" + format_index_list(*idx);
-        for (auto *list : {&plan->init_containers, &plan->containers})
-            for (auto &c : *list) {
-                c.cgroup_request = request + "\n" + c.name;
-                c.cgroup_pod_uid = uid;
-                c.cgroup_job_id = opt_.job_id;
-            }
-    }
-    // A container of the process runtime sees its own GPUs' device nodes
-    // only (k8s-shim/mount_ns.h); the podman runtime passes only its own.
-    hide_other_gpus(&*plan, templates_.podman().gpu_device);
-    for (const auto *list : {&plan->init_containers, &plan->containers})
-        for (const auto &c : *list)
-            if (c.image_run)
-                if (auto st = make_podman_dirs(ctx.podman_dir, ctx.podman_run_dir); !st) {
-                    gpus_.release(uid);
-                    save_gpus();
-                    refuse(p, "PodSetupFailed", st.message());
-                    return proto::error_reply(req.id, st.failure());
-                }
+    const std::vector<int> idx = prepared->gpus;
 
     RunnerEnv env;
     env.clock = clock_;
@@ -393,9 +363,9 @@ proto::Reply Shim::pod_run(const proto::Request &req) {
     env.on_finished = [this, pe] { pod_finished(*pe); };
     env.on_processes = [this, pe] { save_pod_state(*pe); };
     env.present_images = &present_images_;
-    p.runner = std::make_unique<PodRunner>(std::move(env), std::move(*plan));
+    p.runner = std::make_unique<PodRunner>(std::move(env), std::move(prepared->plan));
     LOG_INFO("[pod %s/%s] starting (uid %s, GPUs [%s])", p.ns.c_str(), p.name.c_str(), uid.c_str(),
-             format_index_list(*idx).c_str());
+             format_index_list(idx).c_str());
     if (paused_) p.runner->pause(true, pause_message_);  // held until the resume
     if (auto st = p.runner->start(); !st) {
         p.runner.reset();
@@ -777,7 +747,13 @@ void Shim::maybe_finish_shutdown() {
         if (p.runner && !p.runner->finished()) return;
     // The job's podman storage goes before the reply: the plugin ends what
     // is left of the job soon after it (k8s-shim/podman.h).
-    if (reset_proc_ || reset_err_ || reset_podman_state()) return;
+    if (podman_reset_ && podman_reset_->running()) return;
+    if (!podman_reset_ && templates_.uses_podman()) {
+        podman_reset_ =
+            std::make_unique<PodmanReset>(loop_, templates_.podman(), state_dir_,
+                                          podman_run_dir(getuid(), opt_.job_id, opt_.slurm_node));
+        if (podman_reset_->start([this] { maybe_finish_shutdown(); })) return;
+    }
     proto::Reply r;
     r.id = shutdown_req_id_;
     if (shutdown_req_id_) send_reply(r);  // 0: our own decision, nobody asked
@@ -791,77 +767,6 @@ void Shim::maybe_finish_shutdown() {
     };
     // Not connected (yet): nothing to flush.
     if (!conn_ || conn_.shutdown(stop) != 0) stop(0);
-}
-
-bool Shim::reset_podman_state() {
-    if (podman_reset_ || state_dir_.empty() || !templates_.uses_podman()) return false;
-    const std::string dir = podman_dir(state_dir_);
-    struct stat st;
-    if (lstat((dir + "/storage").c_str(), &st) != 0) return false;  // no pod used it
-    podman_reset_ = true;
-    SpawnOptions o;
-    o.args = podman_reset_argv(podman_command(
-        templates_.podman(), dir, podman_run_dir(getuid(), opt_.job_id, opt_.slurm_node)));
-    o.env.emplace();
-    for (const auto &[name, value] : podman_environment(dir, PlanContext().base_path))
-        o.env->push_back(name + "=" + value);
-    o.cwd = state_dir_;
-    o.detached = true;
-    reset_err_ = Pipe(loop_);
-    o.err = &reset_err_;
-    reset_output_.clear();
-    reset_exited_ = false;
-    int rc = reset_proc_.spawn(loop_, o, [this](int64_t status, int sig) {
-        reset_proc_.close();
-        reset_timer_.stop();
-        reset_exited_ = true;
-        reset_status_ = sig ? 128 + sig : status;
-        reset_done();
-    });
-    if (rc != 0) {
-        reset_err_.close();
-        LOG_WARN("podman system reset of %s: %s", dir.c_str(), uv_strerror(rc));
-        return false;
-    }
-    reset_err_.read_start([this](ssize_t n, const char *data) {
-        if (n > 0 && reset_output_.size() < 4096)
-            reset_output_.append(data, static_cast<size_t>(n));
-        if (n < 0) {
-            reset_err_.close();
-            reset_done();
-        }
-    });
-    reset_timer_ = Timer(loop_);
-    reset_timer_.start(kPodmanResetMs, [this] {
-        LOG_WARN("podman system reset still runs after %llu ms: killed",
-                 static_cast<unsigned long long>(kPodmanResetMs));
-        signal_group(reset_proc_.pid(), SIGKILL);
-    });
-    return true;
-}
-
-void Shim::reset_done() {
-    if (!reset_exited_ || reset_err_) return;
-    const std::string dir = podman_dir(state_dir_);
-    struct stat st;
-    bool left = lstat((dir + "/storage").c_str(), &st) == 0;
-    // The plugin's SIGTERM to the shim's process group (stop_shim) also hits
-    // a child forked just before, until it leaves the group (setsid): such
-    // a reset never ran. Once more, now that the signal came.
-    if (left && reset_status_ == 128 + SIGTERM && ++reset_tries_ < 3) {
-        LOG_INFO("podman system reset ended by SIGTERM before it ran: again");
-        podman_reset_ = false;
-        if (reset_podman_state()) return;
-    }
-    const std::string run_dir = podman_run_dir(getuid(), opt_.job_id, opt_.slurm_node);
-    if (!left) (void)remove_tree(run_dir);  // what the reset left of it: ours
-    if (reset_status_ == 0 && !left)
-        LOG_INFO("podman state of the job removed (%s, %s)", dir.c_str(), run_dir.c_str());
-    else
-        LOG_WARN("podman system reset of %s failed (status %lld%s): %s", dir.c_str(),
-                 static_cast<long long>(reset_status_), left ? ", storage left" : "",
-                 std::string(trim(reset_output_)).c_str());
-    maybe_finish_shutdown();
 }
 
 void Shim::notify(ShimPod &p) {

@@ -33,6 +33,7 @@
 #include "k8s-shim/exec_session.h"
 #include "k8s-shim/gpu_alloc.h"
 #include "k8s-shim/pod_runner.h"
+#include "k8s-shim/podman.h"
 #include "k8s-shim/runtime_template.h"
 #include "uv/handles.h"
 #include "uv/thread_loop.h"
@@ -108,13 +109,6 @@ class Shim {
     void maybe_finish_shutdown();
     // SIGTERM (the plugin's stop): a shutdown nobody asked for, grace 0.
     void terminate();
-    // At the shutdown, once every pod stopped: `podman system reset` of the
-    // job's podman state (k8s-shim/podman.h), when a pod used it, bounded in
-    // time (then maybe_finish_shutdown again); it removes the storage, which
-    // the job's user alone could not (files of the containers' mapped
-    // uids), and ends podman's pause process. false: nothing to reset.
-    bool reset_podman_state();
-    void reset_done();  // its exit seen and its stderr read: logged
     void refuse(ShimPod &p, const std::string &reason, const std::string &message);
 
     void save_gpus();
@@ -174,14 +168,9 @@ class Shim {
 
     std::set<std::string> present_images_;  // RunnerEnv::present_images
     Signal term_;
-    Process reset_proc_;
-    Pipe reset_err_;
-    Timer reset_timer_;
-    std::string reset_output_;
-    bool reset_exited_ = false;
-    int64_t reset_status_ = 0;
-    int reset_tries_ = 0;
-    bool podman_reset_ = false;
+    // At the shutdown, once every pod stopped and before the reply: the
+    // job's podman state removed, when a pod used it (k8s-shim/podman.h).
+    std::unique_ptr<PodmanReset> podman_reset_;
     bool shutting_down_ = false;
     uint64_t shutdown_req_id_ = 0;
     bool shutdown_replied_ = false;

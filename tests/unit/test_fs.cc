@@ -141,6 +141,25 @@ START_TEST(read_is_bounded_and_refuses_links_and_fifos) {
 }
 END_TEST
 
+// remove_tree: the whole tree goes, depth first; a symlink in it goes as a
+// link, what it points to stays; a tree already gone is fine.
+START_TEST(remove_tree_follows_no_link) {
+    const std::string outside = g_dir + "/keep", tree = g_dir + "/tree";
+    ck_assert_int_eq(mkdir(outside.c_str(), 0700), 0);
+    ck_assert(write_file_atomic(outside + "/precious", "x", 0600).ok());
+    ck_assert_int_eq(mkdir(tree.c_str(), 0700), 0);
+    ck_assert_int_eq(mkdir((tree + "/a").c_str(), 0700), 0);
+    ck_assert(write_file_atomic(tree + "/a/f", "y", 0600).ok());
+    ck_assert_int_eq(symlink(outside.c_str(), (tree + "/a/link").c_str()), 0);
+    ck_assert_int_eq(symlink((outside + "/precious").c_str(), (tree + "/flink").c_str()), 0);
+    ck_assert(remove_tree(tree).ok());
+    struct stat st;
+    ck_assert_int_ne(lstat(tree.c_str(), &st), 0);
+    ck_assert_int_eq(lstat((outside + "/precious").c_str(), &st), 0);
+    ck_assert(remove_tree(tree).ok());  // gone already
+}
+END_TEST
+
 // The temporary files of writers that died are removed; a live writer's, this
 // process's, other names and directories are not (agent garbage collection).
 START_TEST(stale_temp_files_of_dead_writers_removed) {
@@ -196,6 +215,7 @@ int main() {
     tcase_add_test(tc, sync_to_disk_ignores_errors);
     tcase_add_test(tc, read_is_bounded_and_refuses_links_and_fifos);
     tcase_add_test(tc, stale_temp_files_of_dead_writers_removed);
+    tcase_add_test(tc, remove_tree_follows_no_link);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }

@@ -10,6 +10,7 @@
 
 #include "common/daemons/json.h"
 #include "k8s-shim/pod_plan.h"
+#include "k8s-shim/pod_prepare.h"
 #include "k8s-shim/pod_security.h"
 #include "k8s-shim/podman.h"
 #include "tests/unit/check_main.h"
@@ -182,6 +183,66 @@ START_TEST(gpus_are_disjoint) {
     ck_assert_sstr_eq(env_of(plan->containers[1], "NVIDIA_VISIBLE_DEVICES"), "6,7");
     ck_assert_sstr_eq(env_of(plan->containers[2], "CUDA_VISIBLE_DEVICES"), "");
     ck_assert_sstr_eq(env_of(plan->init_containers[0], "CUDA_VISIBLE_DEVICES"), "1");
+}
+END_TEST
+
+// prepare_pod, the plan finished in one pass: the GPUs taken for what the
+// pod needs and spread (CUDA numbering the job's pool), the pull credentials
+// on its image pulls, each supervisor's cgroup request (agent socket, pod,
+// its GPUs, container); a refused spec takes no GPU, a refusal of the lease
+// says OutOfnvidia.com/gpu.
+START_TEST(prepare_pod_in_one_pass) {
+    proto::PodRun run;
+    run.uid = "u1";
+    run.pod = parse(R"J({"metadata":{"name":"p","namespace":"ns","uid":"u1"},"spec":{
+      "containers":[{"name":"a","image":"x","command":["true"],"resources":{"limits":{"nvidia.com/gpu":1}}},
+                    {"name":"b","image":"x","command":["true"]}]}})J");
+    PodSetup setup;
+    setup.plan = ctx();
+    setup.cuda_pool = {4, 5, 6, 7};
+    setup.cgroup_socket = "/run/agent.sock";
+    setup.job_id = 42;
+    int taken = 0, given_back = 0, asked = -1;
+    GpuLease lease;
+    lease.take = [&](int n) -> Result<std::vector<int>> {
+        asked = n;
+        taken++;
+        return std::vector<int>{6};
+    };
+    lease.give_back = [&] { given_back++; };
+    std::string why;
+    auto prepared = prepare_pod(run, setup, lease, &why);
+    ck_assert_msg(prepared.ok(), "%s", prepared.ok() ? "" : prepared.message().c_str());
+    ck_assert_int_eq(asked, 1);
+    ck_assert_int_eq(taken, 1);
+    ck_assert_int_eq(given_back, 0);
+    ck_assert_uint_eq(prepared->gpus.size(), 1);
+    const auto &a = prepared->plan.containers[0];
+    ck_assert_sstr_eq(env_of(a, "NVIDIA_VISIBLE_DEVICES"), "6");
+    ck_assert_sstr_eq(env_of(a, "CUDA_VISIBLE_DEVICES"), "2");
+    ck_assert_sstr_eq(a.cgroup_request, "/run/agent.sock\nu1\n6\na");
+    ck_assert_sstr_eq(a.cgroup_pod_uid, "u1");
+    ck_assert_int_eq(a.cgroup_job_id, 42);
+    ck_assert_sstr_eq(prepared->plan.containers[1].cgroup_request, "/run/agent.sock\nu1\n6\nb");
+    ck_assert_sstr_eq(env_of(prepared->plan.containers[1], "NVIDIA_VISIBLE_DEVICES"), "void");
+    // Without pod cgroups, no request.
+    setup.cgroup_socket.clear();
+    prepared = prepare_pod(run, setup, lease, &why);
+    ck_assert(prepared.ok() && prepared->plan.containers[0].cgroup_request.empty());
+    // The lease refuses: the reason the status gives.
+    lease.take = [&](int) -> Result<std::vector<int>> {
+        return fail(Error::Refused, "1 nvidia.com/gpu asked, 0 free");
+    };
+    prepared = prepare_pod(run, setup, lease, &why);
+    ck_assert(!prepared.ok());
+    ck_assert_sstr_eq(why, "OutOfnvidia.com/gpu");
+    // A spec without containers: InvalidPodSpec, no GPU taken.
+    taken = 0;
+    run.pod["spec"]["containers"] = Json::Value(Json::arrayValue);
+    prepared = prepare_pod(run, setup, lease, &why);
+    ck_assert(!prepared.ok());
+    ck_assert_sstr_eq(why, "InvalidPodSpec");
+    ck_assert_int_eq(taken, 0);
 }
 END_TEST
 
@@ -818,6 +879,7 @@ int main() {
     tcase_add_test(tc, probe_host_is_pod_ip);
     tcase_add_test(tc, env_order_and_expansion);
     tcase_add_test(tc, gpus_are_disjoint);
+    tcase_add_test(tc, prepare_pod_in_one_pass);
     tcase_add_test(tc, runtime_template_and_missing_command);
     tcase_add_test(tc, runtime_template_mounts);
     tcase_add_test(tc, podman_runtime_plan);
