@@ -301,9 +301,8 @@ TESTS += \
 	tests/unit/test_kubelet_stats \
 	tests/unit/test_metrics
 
-tests_unit_test_api_auth_SOURCES = tests/unit/test_api_auth.cc
-tests_unit_test_api_auth_CXXFLAGS = $(SK_CHECK_CXXFLAGS) $(LIBUV_CFLAGS)
-tests_unit_test_api_auth_LDADD = \
+# What a test of the agent's own room links.
+SK_AGENT_TEST_LIBS = \
 	agent/libagent.la \
 	agent/controllers/libcontrollers.la \
 	agent/core/libagentcore.la \
@@ -312,30 +311,18 @@ tests_unit_test_api_auth_LDADD = \
 	$(LIBUV_LIBS) \
 	$(LIBCURL_LIBS) \
 	$(JSONCPP_LIBS)
+
+tests_unit_test_api_auth_SOURCES = tests/unit/test_api_auth.cc
+tests_unit_test_api_auth_CXXFLAGS = $(SK_CHECK_CXXFLAGS) $(LIBUV_CFLAGS)
+tests_unit_test_api_auth_LDADD = $(SK_AGENT_TEST_LIBS)
 
 tests_unit_test_shim_runtime_SOURCES = tests/unit/test_shim_runtime.cc
 tests_unit_test_shim_runtime_CXXFLAGS = $(SK_CHECK_CXXFLAGS) $(LIBUV_CFLAGS)
-tests_unit_test_shim_runtime_LDADD = \
-	agent/libagent.la \
-	agent/controllers/libcontrollers.la \
-	agent/core/libagentcore.la \
-	common/daemons/libcommon_daemons.la \
-	$(SK_CHECK_LIBS) \
-	$(LIBUV_LIBS) \
-	$(LIBCURL_LIBS) \
-	$(JSONCPP_LIBS)
+tests_unit_test_shim_runtime_LDADD = $(SK_AGENT_TEST_LIBS)
 
 tests_unit_test_cgroup_broker_SOURCES = tests/unit/test_cgroup_broker.cc
 tests_unit_test_cgroup_broker_CXXFLAGS = $(SK_CHECK_CXXFLAGS) $(LIBUV_CFLAGS)
-tests_unit_test_cgroup_broker_LDADD = \
-	agent/libagent.la \
-	agent/controllers/libcontrollers.la \
-	agent/core/libagentcore.la \
-	common/daemons/libcommon_daemons.la \
-	$(SK_CHECK_LIBS) \
-	$(LIBUV_LIBS) \
-	$(LIBCURL_LIBS) \
-	$(JSONCPP_LIBS)
+tests_unit_test_cgroup_broker_LDADD = $(SK_AGENT_TEST_LIBS)
 
 tests_unit_test_kubelet_auth_SOURCES = tests/unit/test_kubelet_auth.cc
 tests_unit_test_kubelet_auth_CXXFLAGS = $(SK_CHECK_CXXFLAGS) $(LIBUV_CFLAGS)
