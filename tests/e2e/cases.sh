@@ -1772,6 +1772,11 @@ case_api_down() {
 case_time_limit_submit() {
   e2e_job 1 -N1 -w $N3 --gres=gpu:1 --k8s-gpus=1 --time=1 || { E2E_TL_JOB=""; return 1; }
   E2E_TL_JOB="$E2E_JOB"
+  # The state it ends in, recorded as it ends: the cases run until the check
+  # can outlast MinJobAge, after which slurmctld no longer knows the job.
+  rm -f "$E2E_D/time_limit_state"
+  sk_record_end_state "$E2E_TL_JOB" "$E2E_D/time_limit_state" 900 &
+  E2E_TL_FOLLOWER=$!
   # The agent cordons a node within cordon_before_end (2 min) of the job's
   # end: with a 1-minute limit at once, so the scheduler places nothing
   # there; a pod bound by name still runs until the end.
@@ -1784,7 +1789,7 @@ case_time_limit_submit() {
     e2e_log "time-limit pod tl not Ready: $(e2e_kubectl get pod tl -o jsonpath='{.status.conditions}' 2>&1); nodes: $(e2e_kubectl get nodes -o jsonpath='{range .items[*]}{.metadata.name} {.status.allocatable} {.spec.taints}{"\n"}{end}' 2>&1)"
   else
     timeout 300 kubectl --kubeconfig "$E2E_ADMIN_KUBECONFIG" logs -f tl >"$E2E_D/podlogs/tl.log" 2>&1 &
-    E2E_TL_FOLLOWER=$!
+    E2E_TL_FOLLOWER="$E2E_TL_FOLLOWER $!"
     local uid f
     uid="$(e2e_pod_field default/tl '{.metadata.uid}')"
     for f in "$E2E_AGENTS"/n*/shim/job_*/pods/"$uid"/*/0.log; do
@@ -1802,7 +1807,9 @@ case_time_limit() {
   [ -n "$j" ] || { ok 1 "time_limit: the job was not submitted"; return; }
   grep -q '"slurm-k8s/job-ending"' "$E2E_D/time_limit_taints"
   ok $? "time limit: the node was cordoned ahead of the job's end ($(cat "$E2E_D/time_limit_taints"))"
-  sk_wait_state "$j" TIMEOUT 120; ok $? "time limit: job $j ended as $(sk_job_state "$j")"
+  e2e_wait 120 "[ -s \"$E2E_D/time_limit_state\" ]"
+  [ "$(cat "$E2E_D/time_limit_state" 2>/dev/null)" = TIMEOUT ]
+  ok $? "time limit: job $j ended as $(cat "$E2E_D/time_limit_state" 2>/dev/null) (wanted TIMEOUT)"
   e2e_wait 30 "[ -z \"\$(e2e_node_names $j)\" ]"; ok $? "time limit: Node gone"
   sleep 0.5
   check_job_end_pod "$j" tl "time limit" TimeLimit

@@ -100,16 +100,41 @@ sk_job_state() {
   scontrol show job -o "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p'
 }
 
+sk_state_is_final() {
+  case "$1" in
+    COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|PREEMPTED|BOOT_FAIL|DEADLINE|OUT_OF_MEMORY) return 0 ;;
+  esac
+  return 1
+}
+
+# Writes the state job $1 ends in to file $2 the moment it ends (run in the
+# background): slurmctld forgets a finished job MinJobAge after its end, so a
+# check made later (after other cases) reads the state from here. Gives up
+# after $3 s (default 900) and writes "unknown (last: <state>)".
+sk_record_end_state() {
+  local jid="$1" out="$2" end=$((SECONDS + ${3:-900})) st="" last=""
+  while [ "$SECONDS" -lt "$end" ]; do
+    st="$(sk_job_state "$jid")"
+    [ -n "$st" ] && last="$st"
+    if sk_state_is_final "$st"; then
+      echo "$st" >"$out.tmp" && mv "$out.tmp" "$out"
+      return 0
+    fi
+    sleep 0.2
+  done
+  echo "unknown (last: ${last:-never seen})" >"$out.tmp" && mv "$out.tmp" "$out"
+  return 1
+}
+
 sk_wait_state() {
   local jid="$1" want="$2" timeout="${3:-60}" st=""
   local end=$((SECONDS + timeout))
   while :; do
     st="$(sk_job_state "$jid")"
     if [ -n "$st" ] && [[ "|$want|" == *"|$st|"* ]]; then return 0; fi
-    case "$st" in
-      COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|PREEMPTED|BOOT_FAIL|DEADLINE|OUT_OF_MEMORY)
-        sk_log "job $jid ended as $st (wanted $want)"; return 1 ;;
-    esac
+    if sk_state_is_final "$st"; then
+      sk_log "job $jid ended as $st (wanted $want)"; return 1
+    fi
     if [ "$SECONDS" -ge "$end" ]; then
       sk_log "timeout (${timeout}s): job $jid is '${st:-unknown}' (wanted $want)"
       scontrol show job "$jid" >&2 2>/dev/null || true
