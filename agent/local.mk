@@ -3,7 +3,9 @@
 # for the shims (cgroup_broker), Slurm asked by commands
 # (CommandSlurmJobs in agent.h, for agent/core/slurm_jobs.h), the pod
 # runtime over the shim (shim_runtime), the kubelet endpoint's sessions and
-# figures (stream_sessions, stats_provider, node_endpoints), libuv's timers
+# figures (stream_sessions: the table; stream_session: a session's client
+# side, exec_session and forward_session its kinds; stats_provider,
+# node_endpoints), libuv's timers
 # (uv_timer_source), and main() as a library function (daemon) with
 # slurm-k8s-agent. Below it, each its own library: agent/controllers/,
 # agent/core/, agent/kube/, agent/kubelet/ (tests in tests/unit/local.mk and
@@ -17,6 +19,8 @@ agent_libagent_la_SOURCES = \
 	agent/cgroup_broker.h \
 	agent/daemon.cc \
 	agent/daemon.h \
+	agent/exec_session.cc \
+	agent/forward_session.cc \
 	agent/garbage_collector.cc \
 	agent/garbage_collector.h \
 	agent/node_endpoints.cc \
@@ -27,6 +31,8 @@ agent_libagent_la_SOURCES = \
 	agent/socket_server.h \
 	agent/stats_provider.cc \
 	agent/stats_provider.h \
+	agent/stream_session.cc \
+	agent/stream_session.h \
 	agent/stream_sessions.cc \
 	agent/stream_sessions.h \
 	agent/uv_timer_source.cc \

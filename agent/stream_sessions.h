@@ -1,13 +1,11 @@
-// The agent's side of `kubectl exec` (docs/architecture.md "Exec sessions"):
-// the kubelet endpoint hands each upgraded /exec connection here
-// (StreamHandler, agent/kubelet/kubelet_server.h); a session speaks the client's
-// protocol (SPDY/3.1 or WebSocket v4/v5: agent/kubelet/streams/spdy.h,
-// agent/kubelet/streams/ws_channel.h, agent/kubelet/streams/remotecommand.h), asks the job's
-// runtime to start the command (exec_start: the job's shim starts it as the job's user, in the
-// pod's environment), takes the shim's data connection when it arrives on the agent socket
-// (exec_attach, checked against the job's uid) and relays bytes between the two: stdin, stdout,
-// stderr, the terminal's size, and at the end the exit status as the kubelet's metav1.Status on the
-// error stream. The agent never runs anything itself and reads nothing for the pod.
+// The agent's table of streaming sessions (`kubectl exec`, `attach`,
+// `port-forward`; docs/architecture.md "Exec sessions"): the kubelet endpoint
+// hands each upgraded connection here (StreamHandler,
+// agent/kubelet/kubelet_server.h), which admits it within max_sessions, makes
+// the session of its kind (agent/stream_session.h: exec_session.cc,
+// forward_session.cc), routes a shim's data connection (exec_attach on the
+// agent socket, checked against the job's uid) to the session that waits for
+// it, and frees sessions once they closed everything.
 //
 // A session ends when the command exits (status, then the client's close or
 // its flush), when the client goes away (the data connection is closed: the
@@ -35,32 +33,17 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <vector>
 
-#include "agent/core/runtime.h"
 #include "agent/kubelet/kubelet_server.h"
 #include "agent/socket_server.h"
+#include "agent/stream_session.h"
 #include "common/daemons/protocol.h"
-#include "common/daemons/shim_protocol.h"
-#include "common/daemons/tcp_listeners.h"
 #include "common/result.h"
 #include "uv/handles.h"
 #include "uv/thread_loop.h"
 
 namespace sk::agent {
 
-class ExecSession;
-class ForwardSession;
-
-// Where a pod's commands run, as the agent knows it on its loop.
-struct ExecTarget {
-    std::string pod_uid;
-    uint32_t job_uid = 0;         // the only uid whose data connection may attach
-    std::vector<uint16_t> ports;  // the containerPorts the pod declares (port-forward)
-    // The job's runtime's exec_start (agent/core/runtime.h); done on the loop.
-    std::function<void(const proto::ExecStart &, PodRuntime::Done)> start;
-    std::function<void(const proto::AttachStart &, PodRuntime::Done)> attach;
-};
 // NotFound when no virtual node of this agent runs the pod.
 using ExecResolver =
     std::function<Result<ExecTarget>(const std::string &ns, const std::string &pod)>;
@@ -68,18 +51,7 @@ using ExecResolver =
 // its container can take a session (agent/kubelet/log_index.h).
 using ExecCheck = std::function<Status(const StreamRequest &req)>;
 
-struct StreamLimits {
-    uint64_t creation_timeout_ms = 30000;           // SPDY: every expected stream (the kubelet's)
-    uint64_t idle_timeout_ms = 4ULL * 3600 * 1000;  // the kubelet's streaming idle timeout
-    uint64_t linger_ms = 10000;                     // the last writes' flush at most
-    size_t max_sessions = 64;                       // on this agent
-    size_t relay_buffer = 1 << 20;                  // bytes queued per direction
-    // port-forward: also to ports the pod does not declare (still only to a
-    // listener of the job's user: common/daemons/tcp_listeners.h).
-    bool forward_any_port = false;
-};
-
-class StreamSessions : public StreamHandler {
+class StreamSessions : public StreamHandler, private SessionHost {
   public:
     // main: the agent's loop. relay_nice: the sessions' thread's nice value
     // (none: the agent's).
@@ -109,37 +81,30 @@ class StreamSessions : public StreamHandler {
     void stop();
     size_t sessions() const { return count_.load(); }
 
-    class Session;
-
   private:
-    friend class Session;
-    friend class ExecSession;
-    friend class ForwardSession;
     void take_started();
-    void ended();  // a session closed everything: free it soon
-    // Sessions' thread: the resolver asked on the agent's loop; cb runs on
-    // the sessions' thread, and so do the target's start/attach Done.
+    // SessionHost, on the sessions' thread.
+    uv_loop_t *loop() const override { return loop_; }
+    const StreamLimits &limits() const override { return limits_; }
     void resolve(const std::string &ns, const std::string &pod,
-                 std::function<void(Result<ExecTarget>)> cb);
-    // Sessions' thread: an exec session whose data connection may now
-    // attach (from the job's uid), and no more.
-    void expect_shim(const std::string &id, uint32_t uid);
-    void unexpect_shim(const std::string &id);
+                 std::function<void(Result<ExecTarget>)> cb) override;
+    void expect_shim(const std::string &id, uint32_t uid) override;
+    void unexpect_shim(const std::string &id) override;
+    void ended() override;
+    std::optional<Listener> find_listener(uint16_t port, uint32_t uid) const override;
 
     ThreadLoop thread_;
     uv_loop_t *loop_;  // thread_'s
     StreamLimits limits_;
     ExecCheck check_;
     ExecResolver resolver_;
-    // The listener of uid on port (common/daemons/tcp_listeners.h), from /proc/net.
-    std::function<std::optional<Listener>(uint16_t port, uint32_t uid)> find_listener_;
     std::atomic<size_t> count_{0};  // sessions admitted by check() and not yet freed
     std::mutex mu_;
     std::deque<std::pair<StreamRequest, HttpUpgrade>> started_;  // from HTTP threads
     Async wake_;
     Timer reap_;
     uint64_t next_ = 1;
-    std::map<std::string, std::unique_ptr<Session>> by_id_;
+    std::map<std::string, std::unique_ptr<StreamSession>> by_id_;
     bool stopped_ = false;  // sessions' thread
     bool main_stopped_ = false;
     // Exec sessions waiting for their data connection: id -> the job's uid
