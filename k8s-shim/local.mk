@@ -39,6 +39,8 @@ k8s_shim_libshim_la_SOURCES = \
 	k8s-shim/podman.h \
 	k8s-shim/runtime_template.cc \
 	k8s-shim/runtime_template.h \
+	k8s-shim/session_table.cc \
+	k8s-shim/session_table.h \
 	k8s-shim/shim.cc \
 	k8s-shim/shim.h \
 	k8s-shim/spawn.cc \

@@ -58,25 +58,14 @@ Shim::Shim(uv_loop_t *loop, ShimOptions opt, RuntimeTemplates templates)
       opt_(std::move(opt)),
       templates_(std::move(templates)),
       reconnect_timer_(loop),
-      reap_timer_(loop) {
+      reap_timer_(loop),
+      sessions_(loop, *this, opt_.supervisor, opt_.socket_path) {
     clock_.loop = loop;
     clock_.scale = opt_.time_scale;
     clock_.origin = uv_now(loop);
 }
 
-Shim::~Shim() {
-    // The sessions' loop first: its sessions (killing what they run) go on
-    // its own thread, and none of its closures runs after this.
-    if (!sessions_) return;
-    try {
-        sessions_->stop([this] {
-            live_execs_.clear();
-            dead_execs_.clear();
-        });
-    } catch (...) {  // a destructor must not let it out
-        LOG_ERROR("exec sessions: error while stopping them");
-    }
-}
+Shim::~Shim() = default;
 
 Status Shim::start() {
     // The plugin's stop (spank/shim_process.h stop_shim): the pods end now,
@@ -387,7 +376,7 @@ proto::Reply Shim::pod_run(const proto::Request &req) {
 // uid never comes back) is forgotten once finished, its directory (logs,
 // state) removed, as the kubelet does for a deleted pod.
 void Shim::reap() {
-    attaches_ended_.clear();
+    sessions_.reap();
     std::vector<std::string> gone;
     for (auto &[uid, p] : pods_) {
         if (p.runner && p.runner->idle()) release(p);
@@ -456,14 +445,9 @@ proto::Reply Shim::pod_files(const proto::Request &req) {
     return reply;
 }
 
-// Bounds per pod and per job: a client that opens sessions without end gets
-// a refusal, never an unbounded number of processes and connections.
-constexpr size_t kMaxExecSessionsPerPod = 16;
-constexpr size_t kMaxExecSessions = 64;
-
 Result<ShimPod *> Shim::session_pod(const std::string &session, const std::string &uid) {
     if (shutting_down_) return fail(Error::Unavailable, "the shim is shutting down");
-    if (execs_.count(session) || attaches_.count(session))
+    if (sessions_.has(session))
         return fail(Error::AlreadyExists, "exec session " + session + " exists");
     // Its processes are stopped: a session would hang, or run beside them.
     if (paused_)
@@ -478,21 +462,6 @@ Result<ShimPod *> Shim::session_pod(const std::string &session, const std::strin
     return &it->second;
 }
 
-Status Shim::session_limit(const std::string &uid) const {
-    size_t in_pod = 0;
-    for (const auto &[id, e] : execs_)
-        in_pod += e.req.uid == uid;
-    for (const auto &[id, a] : attaches_)
-        in_pod += a->request().uid == uid;
-    if (in_pod >= kMaxExecSessionsPerPod || execs_.size() + attaches_.size() >= kMaxExecSessions)
-        return fail(Error::Refused, "too many exec sessions (at most " +
-                                        std::to_string(kMaxExecSessionsPerPod) + " per pod, " +
-                                        std::to_string(kMaxExecSessions) +
-                                        " per job, attach sessions included): end one (exit the "
-                                        "shell) and try again");
-    return {};
-}
-
 proto::Reply Shim::exec_start(const proto::Request &req, bool *deferred) {
     auto m = proto::exec_start_from_json(req.body);
     if (!m) return proto::error_reply(req.id, m.failure());
@@ -501,61 +470,13 @@ proto::Reply Shim::exec_start(const proto::Request &req, bool *deferred) {
     ShimPod &p = **pod;
     auto spec = p.runner->exec_spec(m->container, m->command, m->in, m->tty);
     if (!spec) return proto::error_reply(req.id, spec.failure());
-    if (auto st = session_limit(m->uid); !st) return proto::error_reply(req.id, st.failure());
-    std::string session = m->session, uid = m->uid;
-    uint64_t id = req.id;
+    if (auto st = sessions_.admit(m->uid); !st) return proto::error_reply(req.id, st.failure());
     LOG_INFO("[pod %s/%s] exec session %s in %s: '%s'%s", p.ns.c_str(), p.name.c_str(),
-             session.c_str(), m->container.c_str(), m->command[0].c_str(), m->tty ? " (tty)" : "");
-    if (!sessions_) {
-        auto loop = std::make_unique<ThreadLoop>(loop_, "sk-sessions", workload_nice());
-        if (auto st = loop->start(); !st) return proto::error_reply(req.id, st.failure());
-        sessions_ = std::move(loop);
-    }
-    // On the shim's loop: the reply, the supervisor recorded in state.json;
-    // at the end the record goes.
-    auto started = [this, id, uid, session](const Status &st, int pid, unsigned long long ticks) {
-        proto::Reply r = st ? proto::Reply{} : proto::error_reply(id, st.failure());
-        r.id = id;
-        send_reply(r);
-        if (auto e = execs_.find(session); e != execs_.end()) {
-            e->second.pid = pid;
-            e->second.start_ticks = ticks;
-        }
-        if (auto pit = pods_.find(uid); pit != pods_.end() && pit->second.runner)
-            save_pod_state(pit->second);  // the command's supervisor is recorded
-    };
-    auto ended = [this, session, uid] {
-        if (execs_.erase(session) == 0) return;
-        if (auto pit = pods_.find(uid); pit != pods_.end() && pit->second.runner)
-            save_pod_state(pit->second);
-    };
-    execs_[session] = ExecInfo{*m};
+             m->session.c_str(), m->container.c_str(), m->command[0].c_str(),
+             m->tty ? " (tty)" : "");
+    if (auto st = sessions_.start_exec(req.id, std::move(*m), std::move(*spec)); !st)
+        return proto::error_reply(req.id, st.failure());
     *deferred = true;
-    // On the sessions' loop: the session itself.
-    sessions_->post(
-        [this, m = std::move(*m), spec = std::move(*spec), session, started, ended]() mutable {
-            ThreadLoop *sl = sessions_.get();
-            auto on_started = [this, sl, session, started](const Status &st) {
-                auto it = live_execs_.find(session);
-                int pid = it != live_execs_.end() ? it->second->pid() : 0;
-                unsigned long long ticks = it != live_execs_.end() ? it->second->start_ticks() : 0;
-                sl->post_main([started, st, pid, ticks] { started(st, pid, ticks); });
-            };
-            auto on_ended = [this, sl, session, ended] {
-                auto it = live_execs_.find(session);
-                if (it != live_execs_.end()) {
-                    dead_execs_.push_back(std::move(it->second));
-                    live_execs_.erase(it);
-                    sl->post([this] { dead_execs_.clear(); });
-                }
-                sl->post_main(ended);
-            };
-            auto s = std::make_unique<ExecSession>(sl->loop(), std::move(m), std::move(spec),
-                                                   opt_.supervisor, on_started, on_ended);
-            ExecSession *raw = s.get();
-            live_execs_[session] = std::move(s);
-            raw->start(opt_.socket_path);
-        });
     return {};
 }
 
@@ -577,48 +498,33 @@ proto::Reply Shim::attach_start(const proto::Request &req, bool *deferred) {
         return proto::error_reply(
             req.id,
             fail(Error::Invalid, "the container does not take stdin (spec.stdin is false)"));
-    if (auto st = session_limit(m->uid); !st) return proto::error_reply(req.id, st.failure());
-    std::string session = m->session, uid = m->uid, container = m->container;
-    uint64_t id = req.id;
-    LOG_INFO("[pod %s/%s] attach session %s to %s%s", p.ns.c_str(), p.name.c_str(), session.c_str(),
-             container.c_str(), m->in ? " (stdin)" : "");
-    // Asked again once the data connection is up: the container may have stopped.
-    auto resolve = [this, uid, container]() -> Result<Container *> {
-        auto pit = pods_.find(uid);
-        if (pit == pods_.end() || !pit->second.runner)
-            return fail(Error::NotFound, "pod " + uid + " is not running");
-        return pit->second.runner->attach_container(container);
-    };
-    auto started = [this, id](const Status &st) {
-        proto::Reply r = st ? proto::Reply{} : proto::error_reply(id, st.failure());
-        r.id = id;
-        send_reply(r);
-    };
-    auto ended = [this, session] {
-        auto a = attaches_.find(session);
-        if (a == attaches_.end()) return;
-        attaches_ended_.push_back(std::move(a->second));
-        attaches_.erase(a);
-    };
-    auto s = std::make_unique<AttachSession>(loop_, std::move(*m), resolve, started, ended);
-    AttachSession *raw = s.get();
-    attaches_[session] = std::move(s);
+    if (auto st = sessions_.admit(m->uid); !st) return proto::error_reply(req.id, st.failure());
+    LOG_INFO("[pod %s/%s] attach session %s to %s%s", p.ns.c_str(), p.name.c_str(),
+             m->session.c_str(), m->container.c_str(), m->in ? " (stdin)" : "");
+    sessions_.start_attach(req.id, std::move(*m));
     *deferred = true;
-    raw->start(opt_.socket_path);
     return {};
 }
 
-void Shim::kill_execs(const std::string &uid, const std::string &why, bool all) {
+void Shim::exec_changed(const std::string &uid) {
+    if (auto pit = pods_.find(uid); pit != pods_.end() && pit->second.runner)
+        save_pod_state(pit->second);
+}
+
+Result<Container *> Shim::attach_container(const std::string &uid, const std::string &container) {
     auto pit = pods_.find(uid);
-    for (auto &[id, e] : execs_) {
-        if (e.req.uid != uid) continue;
-        if (all || pit == pods_.end() || !pit->second.runner ||
-            !pit->second.runner->container_running(e.req.container))
-            sessions_->post([this, id = id,
-                             w = all ? why : "container " + e.req.container + " is not running"] {
-                if (auto it = live_execs_.find(id); it != live_execs_.end()) it->second->kill(w);
-            });
-    }
+    if (pit == pods_.end() || !pit->second.runner)
+        return fail(Error::NotFound, "pod " + uid + " is not running");
+    return pit->second.runner->attach_container(container);
+}
+
+void Shim::kill_execs(const std::string &uid, const std::string &why, bool all) {
+    if (all) return sessions_.kill_execs(uid, why);
+    sessions_.kill_execs(uid, why, [this, &uid](const std::string &container) {
+        auto pit = pods_.find(uid);
+        return pit != pods_.end() && pit->second.runner &&
+               pit->second.runner->container_running(container);
+    });
 }
 
 proto::Reply Shim::pod_list(const proto::Request &req) {
@@ -826,15 +732,8 @@ void Shim::save_pod_state(ShimPod &p) {
     Json::Value s(Json::objectValue);
     s["finished"] = p.finished;
     s["processes"] = p.runner ? p.runner->process_record() : Json::Value(Json::objectValue);
-    // Exec sessions' supervisors as "<container>:exec:<pid>" (':' is in no
-    // container name), stopped with the containers when this shim dies.
-    for (const auto &[id, e] : execs_) {
-        if (e.req.uid != p.uid || e.pid <= 0) continue;
-        Json::Value r(Json::objectValue);
-        r["pid"] = e.pid;
-        r["start_ticks"] = Json::UInt64(e.start_ticks);
-        s["processes"][e.req.container + ":exec:" + std::to_string(e.pid)] = r;
-    }
+    // Exec sessions' supervisors, stopped with the containers when this shim dies.
+    sessions_.exec_records(p.uid, &s["processes"]);
     s["status"] = p.runner ? p.runner->status() : p.fixed_status;
     (void)write_file_atomic(pod_dir(p.uid) + "/state.json", json::write(s), 0640,
                             Durability::Cached);

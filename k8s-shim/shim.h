@@ -28,15 +28,13 @@
 
 #include "common/daemons/protocol.h"
 #include "common/daemons/shim_protocol.h"
-#include "k8s-shim/attach_session.h"
 #include "k8s-shim/clock.h"
-#include "k8s-shim/exec_session.h"
 #include "k8s-shim/gpu_alloc.h"
 #include "k8s-shim/pod_runner.h"
 #include "k8s-shim/podman.h"
 #include "k8s-shim/runtime_template.h"
+#include "k8s-shim/session_table.h"
 #include "uv/handles.h"
-#include "uv/thread_loop.h"
 
 namespace sk::shim {
 
@@ -61,7 +59,7 @@ struct ShimPod {
     bool disk_walk_capped = false;  // logged once: its disk use walk hit its bound
 };
 
-class Shim {
+class Shim : private SessionTable::Host {
   public:
     Shim(uv_loop_t *loop, ShimOptions opt, RuntimeTemplates templates);
     ~Shim();
@@ -82,7 +80,12 @@ class Shim {
     // false (logged, nothing sent) for a line over the link's bound.
     bool send_line(const std::string &line);
     // A reply over the bound goes out as a TooLarge error with its id.
-    void send_reply(const proto::Reply &r);
+    void send_reply(const proto::Reply &r) override;
+    // SessionTable::Host: an exec's supervisor is saved in state.json; the
+    // container an attach session taps.
+    void exec_changed(const std::string &uid) override;
+    Result<Container *> attach_container(const std::string &uid,
+                                         const std::string &container) override;
     void notify(ShimPod &p);
     void lost_connection(const std::string &why);
     void schedule_reconnect();
@@ -96,9 +99,6 @@ class Shim {
     // The pod a new exec or attach session enters, or why there is none (the
     // shim shuts down, the session id is in use, no such pod running).
     Result<ShimPod *> session_pod(const std::string &session, const std::string &uid);
-    // Refused when pod uid (or the job) has as many exec and attach sessions
-    // together as allowed; ok otherwise.
-    Status session_limit(const std::string &uid) const;
     proto::Reply pod_stats(const proto::Request &req);
     proto::Reply pods_pause(const proto::Request &req);
     proto::Reply pod_files(const proto::Request &req);
@@ -146,26 +146,6 @@ class Shim {
     std::map<std::string, ShimPod> pods_;  // by uid
     bool paused_ = false;                  // the Slurm job is suspended (pods_pause)
     std::string pause_message_;
-    // Exec sessions by session id, as the shim's loop knows them (the
-    // request; the supervisor once started, for state.json). The sessions
-    // themselves run on sessions_'s loop (uv/thread_loop.h: their
-    // relays off this loop, at the job's nice value), made when the first
-    // one starts; live_execs_ and dead_execs_ are that loop's alone (a
-    // session is never destroyed inside its own callback).
-    struct ExecInfo {
-        proto::ExecStart req;
-        int pid = 0;
-        unsigned long long start_ticks = 0;
-    };
-    std::map<std::string, ExecInfo> execs_;
-    std::unique_ptr<ThreadLoop> sessions_;
-    std::map<std::string, std::unique_ptr<ExecSession>> live_execs_;
-    std::vector<std::unique_ptr<ExecSession>> dead_execs_;
-    // Attach sessions alike; they end with their container instance, never
-    // with a pod_kill (the container's exit is their last frame).
-    std::map<std::string, std::unique_ptr<AttachSession>> attaches_;
-    std::vector<std::unique_ptr<AttachSession>> attaches_ended_;
-
     std::set<std::string> present_images_;  // RunnerEnv::present_images
     Signal term_;
     // At the shutdown, once every pod stopped and before the reply: the
@@ -175,6 +155,9 @@ class Shim {
     uint64_t shutdown_req_id_ = 0;
     bool shutdown_replied_ = false;
     int exit_code_ = 0;
+    // Last: destroyed first (its sessions' loop stopped before anything of
+    // the shim its closures may use goes).
+    SessionTable sessions_;
 };
 
 }  // namespace sk::shim
