@@ -10,7 +10,6 @@
 #include "common/log.h"
 #include "common/procfs.h"
 #include "common/strings.h"
-#include "k8s-shim/pod_runner.h"
 #include "k8s-shim/pod_stats.h"
 #include "k8s-shim/podman.h"
 #include "k8s-shim/spawn.h"
@@ -34,7 +33,7 @@ constexpr uint64_t kStartedPollMs = 10;
 
 }  // namespace
 
-Container::Container(PodRunner *p, ContainerPlan *pl, ContainerRun *r)
+Container::Container(ContainerHost *p, ContainerPlan *pl, ContainerRun *r)
     : pod(p),
       plan(pl),
       run(r),

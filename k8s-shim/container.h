@@ -1,19 +1,23 @@
 // One container of a pod on the libuv loop: its supervisor (every process
 // of the container descends from it, k8s-shim/supervise.h), log pipes,
-// restart timer, probes and termination. Owned by PodRunner (pod_runner.h).
+// restart timer, probes and termination. Owned by its pod (PodRunner,
+// pod_runner.h), which it knows only as a ContainerHost.
 // Every handle is an object of uv/handles.h owned here: destroying the
 // container closes them, and no callback reaches it afterwards.
 #pragma once
 
+#include <functional>
 #include <list>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "common/daemons/cri_log.h"
 #include "k8s-shim/backoff.h"
+#include "k8s-shim/clock.h"
 #include "k8s-shim/pod_plan.h"
 #include "k8s-shim/pod_status.h"
 #include "k8s-shim/probe.h"
@@ -22,9 +26,46 @@
 
 namespace sk::shim {
 
-class PodRunner;
 struct Container;
 struct ProbeCheck;
+
+// What a pod's runner and its containers are given (PodRunner's).
+struct RunnerEnv {
+    Clock clock;
+    size_t log_max_bytes = 10 << 20;
+    std::string pod_dir;                // <state_dir>/pods/<uid>
+    std::string supervisor;             // slurm-k8s-shim: supervisor (k8s-shim/supervise.h)
+                                        // and exec helper (SpawnSpec::helper)
+    std::function<void()> on_change;    // status changed (send pod_status)
+    std::function<void()> on_finished;  // nothing runs any more and nothing will
+    // A preStop hook or an exec probe check started: process_record() has
+    // one more process to record.
+    std::function<void()> on_processes;
+    // The images this job's podman storage holds, as far as the shim's own
+    // pulls and presence checks know (k8s-shim/podman.h): an IfNotPresent
+    // start of one of them skips the check. Shared by the job's pods; null
+    // without the podman runtime.
+    std::set<std::string> *present_images = nullptr;
+};
+
+// What a container (and its probes) asks of its pod, on the loop.
+class ContainerHost {
+  public:
+    virtual const PodPlan &plan() const = 0;
+    virtual const RunnerEnv &env() const = 0;
+    // The pod's run: whether it is paused or stopping.
+    virtual const PodRun &run() const = 0;
+    // A kubelet-like event for the pod's next status (docs/protocol.md).
+    virtual void add_event(const std::string &type, const std::string &reason,
+                           const std::string &message, const std::string &container) = 0;
+    // The container's instance started; it exited; its status changed.
+    virtual void container_started(Container *c) = 0;
+    virtual void container_exited(Container *c) = 0;
+    virtual void changed() = 0;
+
+  protected:
+    virtual ~ContainerHost() = default;
+};
 
 // What an attached session (kubectl attach, k8s-shim/attach_session.h) sees
 // of a container instance, on the loop. The container calls a tap from its
@@ -72,10 +113,10 @@ struct ProbeRunner {
 };
 
 struct Container {
-    Container(PodRunner *pod, ContainerPlan *plan, ContainerRun *run);
+    Container(ContainerHost *pod, ContainerPlan *plan, ContainerRun *run);
     ~Container();
 
-    PodRunner *pod;
+    ContainerHost *pod;
     ContainerPlan *plan;
     ContainerRun *run;
 

@@ -45,11 +45,12 @@ bool should_restart(RestartPolicy p, const Termination &t, bool probe_failed) {
 PodRunner::PodRunner(RunnerEnv env, PodPlan plan) : env_(std::move(env)), plan_(std::move(plan)) {
     run_.init.resize(plan_.init_containers.size());
     run_.app.resize(plan_.containers.size());
+    ContainerHost *host = this;  // what the containers know of their pod
     for (size_t i = 0; i < plan_.init_containers.size(); i++)
         init_.push_back(
-            std::make_unique<Container>(this, &plan_.init_containers[i], &run_.init[i]));
+            std::make_unique<Container>(host, &plan_.init_containers[i], &run_.init[i]));
     for (size_t i = 0; i < plan_.containers.size(); i++)
-        app_.push_back(std::make_unique<Container>(this, &plan_.containers[i], &run_.app[i]));
+        app_.push_back(std::make_unique<Container>(host, &plan_.containers[i], &run_.app[i]));
 }
 
 PodRunner::~PodRunner() = default;

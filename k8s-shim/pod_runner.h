@@ -22,36 +22,17 @@
 
 #include "common/result.h"
 #include "k8s-shim/clock.h"
+#include "k8s-shim/container.h"
 #include "k8s-shim/pod_plan.h"
 #include "k8s-shim/pod_status.h"
 #include "k8s-shim/spawn.h"
 
 namespace sk::shim {
 
-struct Container;
-
-struct RunnerEnv {
-    Clock clock;
-    size_t log_max_bytes = 10 << 20;
-    std::string pod_dir;                // <state_dir>/pods/<uid>
-    std::string supervisor;             // slurm-k8s-shim: supervisor (k8s-shim/supervise.h)
-                                        // and exec helper (SpawnSpec::helper)
-    std::function<void()> on_change;    // status changed (send pod_status)
-    std::function<void()> on_finished;  // nothing runs any more and nothing will
-    // A preStop hook or an exec probe check started: process_record() has
-    // one more process to record.
-    std::function<void()> on_processes;
-    // The images this job's podman storage holds, as far as the shim's own
-    // pulls and presence checks know (k8s-shim/podman.h): an IfNotPresent
-    // start of one of them skips the check. Shared by the job's pods; null
-    // without the podman runtime.
-    std::set<std::string> *present_images = nullptr;
-};
-
-class PodRunner {
+class PodRunner : private ContainerHost {
   public:
     PodRunner(RunnerEnv env, PodPlan plan);
-    ~PodRunner();
+    ~PodRunner() override;
     PodRunner(const PodRunner &) = delete;
     PodRunner &operator=(const PodRunner &) = delete;
 
@@ -75,9 +56,9 @@ class PodRunner {
     // Finished, and no process (probe check, preStop hook) or pipe of the pod
     // is still open: the runner may be destroyed.
     bool idle() const;
-    const PodPlan &plan() const { return plan_; }
-    PodRun &run() { return run_; }
-    const RunnerEnv &env() const { return env_; }
+    const PodPlan &plan() const override { return plan_; }
+    const PodRun &run() const override { return run_; }
+    const RunnerEnv &env() const override { return env_; }
     // Persisted record of the running processes (pid, start time, restarts).
     Json::Value process_record() const;
 
@@ -107,17 +88,17 @@ class PodRunner {
     // pod_status notification (its optional "events" array, docs/protocol.md).
     // Each call reports a change so the notification goes out.
     void add_event(const std::string &type, const std::string &reason, const std::string &message,
-                   const std::string &container);
+                   const std::string &container) override;
     // The queued events as a JSON array; empties the queue.
     Json::Value take_events();
     bool has_events() const { return !events_.empty(); }
 
-    // Called by containers.
-    void container_started(Container *c);
-    void container_exited(Container *c);
-    void changed();
-
   private:
+    // ContainerHost: called by the containers.
+    void container_started(Container *c) override;
+    void container_exited(Container *c) override;
+    void changed() override;
+
     // The running container an exec or attach session may enter, or why not
     // (exec_spec); verb: "exec in", "attach to", for the message.
     Result<Container *> running_container(const std::string &container, const char *verb) const;

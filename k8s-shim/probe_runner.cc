@@ -12,7 +12,6 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "k8s-shim/container.h"
-#include "k8s-shim/pod_runner.h"
 #include "k8s-shim/spawn.h"
 
 namespace sk::shim {
