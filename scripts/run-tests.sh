@@ -31,7 +31,7 @@
 #      it a plain distcheck without the e2e).
 #   7. Slurm's cgroup/v2 in a QEMU guest with this build's plugin (make
 #      check-cgroup-v2, tests/vm: this host's hybrid cgroup layout cannot run
-#      it) and the e2e case pod_devices_v2 there (make check-cgroup-v2-e2e),
+#      it) and the e2e case pod_devices there (make check-cgroup-v2-e2e),
 #      alone after the rest; SK_CGROUP_V2=0 skips them.
 # The builds are made with line tables only (-g1: what valgrind's, the
 # sanitizers' and gdb's backtraces need; a third less compile time than -g):
@@ -352,7 +352,7 @@ fi
 # SK_CGROUP_V2=0 skips it.
 if [ "${SK_CGROUP_V2:-1}" = 1 ]; then
   layer "cgroup v2: Slurm's cgroup/v2 in a QEMU guest (tests/vm)" check-cgroup-v2
-  layer "cgroup v2: the e2e's pod_devices_v2 in the guest (agent, test API server, kubectl)" check-cgroup-v2-e2e
+  layer "cgroup v2: the e2e's pod_devices in the guest (agent, test API server, kubectl)" check-cgroup-v2-e2e
 fi
 
 if [ -s "$failures" ]; then

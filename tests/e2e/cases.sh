@@ -99,28 +99,85 @@ print(' '.join(out))
 EOF
 }
 
-# Each pod in a devices cgroup of its own (agent.conf pod_cgroups,
+# Where case_pod_devices finds a cgroup's files, on this host's hierarchy
+# (E2E_PD_V2=1: one unified hierarchy, Slurm's cgroup/v2, as in the QEMU
+# guest of tests/vm; otherwise v1). pd_dir CONTROLLER [UID]: the pod's
+# directory for that controller, or without UID the job's level that holds
+# what the job lends (v1: Slurm's extern step for devices and memory, the
+# agent's own tree slurm_k8s_<node>/job_<id> for cpu, cpuacct and pids; v2:
+# the extern step for all).
+pd_dir() {
+  local ctl="$1" uid="${2:-}" base
+  if [ "$E2E_PD_V2" = 1 ]; then
+    base="$E2E_PD_STEP"
+  else
+    case "$ctl" in
+      devices|memory) base="$(echo /sys/fs/cgroup/"$ctl"/slurm_$N1/uid_*/job_"$E2E_PD_JOB"/step_extern)" ;;
+      *) base="/sys/fs/cgroup/$ctl/$E2E_PD_TREE/job_$E2E_PD_JOB" ;;
+    esac
+  fi
+  echo "$base${uid:+/k8s_pod_$uid}"
+}
+pd_mem_max() {  # the memory limit of a cgroup directory, bytes
+  if [ "$E2E_PD_V2" = 1 ]; then cat "$1/memory.max"; else cat "$1/memory.limit_in_bytes"; fi
+}
+pd_cpu_max() {  # "quota period" of a cgroup directory
+  if [ "$E2E_PD_V2" = 1 ]; then cat "$1/cpu.max"; else echo "$(cat "$1/cpu.cfs_quota_us") $(cat "$1/cpu.cfs_period_us")"; fi
+}
+pd_cpu_ns() {  # the CPU time a pod's cgroups counted, ns
+  if [ "$E2E_PD_V2" = 1 ]; then
+    echo $(( $(sed -n 's/^usage_usec //p' "$(pd_dir cpu "$1")/cpu.stat") * 1000 ))
+  else
+    cat "$(pd_dir cpuacct "$1")/cpuacct.usage"
+  fi
+}
+pd_cgroup_of() {  # the directory of the devices cgroup a pid is in
+  if [ "$E2E_PD_V2" = 1 ]; then
+    echo "/sys/fs/cgroup$(sed -n 's/^0:://p' "/proc/$1/cgroup")"
+  else
+    echo "/sys/fs/cgroup/devices$(sed -n 's/^[0-9]*:devices://p' "/proc/$1/cgroup")"
+  fi
+}
+
+# Each pod in a cgroup of its own (agent.conf pod_cgroups,
 # common/cgroup/pod_cgroup.h) below the extern step: its processes are there, and a
 # process there may open the pod's own GPUs and no other, the trainer's and
 # the other pods' included (a pod cannot even name those: their device nodes
 # are not in its view; the cgroup is what denies them to a process that
 # reaches one anyway, tried here from the pod's cgroup in the host's view). A
 # fake GPU's open fails with ENXIO where the devices cgroup allows it, EPERM
-# where it denies it. The pod's directory goes with the pod, and all with the
-# job.
+# where it denies it. Memory, CPU and pids limits per pod and per container,
+# the pods together held to what the job lends; the pod's directory goes with
+# the pod, and all with the job. One case for both hierarchies: on this v1
+# host, and on cgroup v2 (Slurm's cgroup/v2) in the QEMU guest of tests/vm
+# (tests/vm/e2e-v2.sh), where the pod's directory is
+# J/step_extern/k8s_pod_<uid> with its limits and a device program of its own,
+# and the trainer's steps have the plugin's device program in place of
+# Slurm's (spank/device_cgroup.h). The waits are long enough for the guest
+# (TCG); they end at the event.
 case_pod_devices() {
-  e2e_job 1 -N1 -w $N1 --gres=gpu:4 --k8s-gpus=3 --k8s-mem=512M || { ok 1 "pod_devices: job"; return; }
-  local j="$E2E_JOB" p want got bad="" dir uid step pid gpu
+  local what=pod_devices
+  E2E_PD_V2=0
+  [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ] && E2E_PD_V2=1 && what="pod_devices (cgroup v2)"
+  e2e_job 1 -N1 -w $N1 --gres=gpu:4 --k8s-gpus=3 --k8s-mem=512M || { ok 1 "$what: job"; return; }
+  local j="$E2E_JOB" p want got bad="" dir uid step pid gpu J=""
+  E2E_PD_JOB="$j"
+  if [ "$E2E_PD_V2" = 1 ]; then
+    J="/sys/fs/cgroup/system.slice/${N1}_slurmstepd.scope/job_$j"
+    E2E_PD_STEP="$J/step_extern"
+  fi
   e2e_pod "$j" g1; e2e_pod "$j" g2; GPUS=0 e2e_pod "$j" g0
-  e2e_pod_running g1 30 && e2e_pod_running g2 30 && e2e_pod_running g0 30; ok $? "pod_devices: 3 pods run (1, 1 and no GPU)"
-  step="$(echo /sys/fs/cgroup/devices/slurm_$N1/uid_*/job_"$j"/step_extern)"
+  e2e_pod_running g1 60 && e2e_pod_running g2 60 && e2e_pod_running g0 60; ok $? "$what: 3 pods run (1, 1 and no GPU)"
+  E2E_PD_TREE="slurm_k8s_$(e2e_kubectl get node "$(e2e_pod_field default/g1 '{.spec.nodeName}')" \
+    -o jsonpath='{.metadata.labels.slurm-k8s/slurm-node}')"
+  step="$(pd_dir devices)"
   local opener
   opener="$(e2e_gpu_opener)"
   for p in g1 g2 g0; do
     uid="$(e2e_pod_field "default/$p" '{.metadata.uid}')"
     pid="$(e2e_pod_pids "$j" "$p" | cut -d' ' -f1)"
-    got="$(sed -n 's/^[0-9]*:devices://p' "/proc/$pid/cgroup" 2>/dev/null)"
-    [ "$got" = "${step#/sys/fs/cgroup/devices}/k8s_pod_$uid/ctr_main" ] || bad="$bad $p:in-$got"
+    got="$(pd_cgroup_of "$pid" 2>/dev/null)"
+    [ "$got" = "$(pd_dir devices "$uid")/ctr_main" ] || bad="$bad $p:in-$got"
     gpu="$(e2e_pod_log "default/$p" | sed -n 's/.*NVIDIA_VISIBLE_DEVICES=\([0-9]*\).*/\1/p' | head -n1)"
     want=""
     for i in 0 1 2 3; do
@@ -131,7 +188,13 @@ case_pod_devices() {
     echo "  $p (GPU ${gpu:-none}) in its cgroup: $got"
     [ "$got" = "${want% }" ] || bad="$bad $p:[$got]-want-[${want% }]"
   done
-  [ -z "$bad" ]; ok $? "pod_devices: each pod's main process is in its own cgroup, where only the pod's GPU opens: the trainer's GPU 0, the other pods' and the rest are denied at the device$bad"
+  [ -z "$bad" ]; ok $? "$what: each pod's main process is in its own cgroup, where only the pod's GPU opens: the trainer's GPU 0, the other pods' and the rest are denied at the device$bad"
+  if [ "$E2E_PD_V2" = 1 ]; then
+    # The trainer: an srun step of the job (all its GPUs for Slurm) is
+    # denied the lent 1-3 by the plugin's program.
+    got="$(sk_as_user srun --jobid="$j" --overlap -n1 python3 -c "$opener" 2>&1 | tail -n1)"
+    [ "$got" = "0:ENXIO 1:EPERM 2:EPERM 3:EPERM" ]; ok $? "$what: a trainer step opens GPU 0 and is denied the lent 1-3 ($got)"
+  fi
   # Only the shim's own children, named as supervisors, are moved: a job
   # user's process asking for a pod's cgroup (and its GPU) is refused.
   uid="$(e2e_pod_field default/g2 '{.metadata.uid}')"
@@ -139,195 +202,94 @@ case_pod_devices() {
 s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
 s.sendall((json.dumps({"v": 1, "id": 1, "op": "cgroup_enter", "body": {"pod_uid": sys.argv[2], "gpus": [1, 2, 3], "container": "main"}}) + "\n").encode())
 print(s.makefile().readline().strip())' "$E2E_AGENTS/$N1/agent.sock" "$uid" 2>&1)"
-  [[ $got == *'"ok":false'* && $got == *"no child of an attached shim"* ]]; ok $? "pod_devices: a job user's own process is refused a pod's cgroup ($got)"
+  [[ $got == *'"ok":false'* && $got == *"no child of an attached shim"* ]]; ok $? "$what: a job user's own process is refused a pod's cgroup ($got)"
   dir="$step/k8s_pod_$uid"
   [ -z "$(xargs -r -n1 sh -c 'grep -l "e2e-pod-'"$j"'-" /proc/$0/cmdline 2>/dev/null' < "$step/cgroup.procs")" ]
-  ok $? "pod_devices: no pod process is left in the extern step's own cgroup"
+  ok $? "$what: no pod process is left in the extern step's own cgroup"
   local existed=0
   [ -d "$dir" ] && existed=1
   e2e_kubectl delete pod g2 --wait=false >/dev/null
-  e2e_wait 40 "[ ! -d '$dir' ]" && [ "$existed" = 1 ]; ok $? "pod_devices: g2's cgroup (there while it ran: $existed) is removed once it is gone"
+  e2e_wait 60 "[ ! -d '$dir' ]" && [ "$existed" = 1 ]; ok $? "$what: g2's cgroup (there while it ran: $existed) is removed once it is gone"
   # Memory: a pod's cgroup has its limit (without one: what the job lends,
   # --k8s-mem); a pod over its limit is OOMKilled alone, the trainer and the
   # other pods run on.
-  local mem
-  mem="$(echo /sys/fs/cgroup/memory/slurm_$N1/uid_*/job_"$j"/step_extern)"
   uid="$(e2e_pod_field default/g1 '{.metadata.uid}')"
-  got="$(cat "$mem/k8s_pod_$uid/memory.limit_in_bytes" 2>&1)"
-  [ "$got" = $((512 << 20)) ]; ok $? "pod_devices: a pod without a memory limit is held to the job's lent 512M ($got)"
-  e2e_apply_hog "$j"
-  e2e_wait 60 "[ \"\$(e2e_pod_phase hog)\" = Failed ]"
-  got="$(e2e_pod_field default/hog '{.status.containerStatuses[0].state.terminated.reason}/{.status.containerStatuses[0].state.terminated.exitCode}')"
-  uid="$(e2e_pod_field default/hog '{.metadata.uid}')"
-  local lim
-  lim="$(cat "$mem/k8s_pod_$uid/memory.limit_in_bytes" 2>/dev/null)"
-  [ "$got" = OOMKilled/137 ]; ok $? "pod_devices: a pod allocating 256 MiB over its 64Mi limit is OOMKilled ($got; its cgroup's limit $lim)"
-  local hog_log
-  [ "$(e2e_pod_phase g1)" = Running ] && [ "$(e2e_pod_phase g0)" = Running ] \
-    && [ "$(squeue -h -j "$j" -o %T)" = RUNNING ] && hog_log="$(e2e_pod_log default/hog)" && ! grep -q survived <<<"$hog_log"
-  ok $? "pod_devices: the other pods and the trainer run on"
-  e2e_check_container_oom pod_devices "$j"
-  # CPU and pids (v1: no job directory of Slurm's there, the agent's own tree
-  # /sys/fs/cgroup/<cpu|cpuacct|pids>/slurm_k8s_<slurm node>/job_<id>: one per
-  # slurmd, as the harness's run several on one host): a CPU burner held
-  # to its 100m limit by the CFS quota, a pod forking without bound stopped at
-  # the agent's pod_pids_max (256 in the e2e).
-  e2e_apply_burn "$j"
-  e2e_pod_running burn 30; ok $? "pod_devices: a CPU burner and a forker run"
-  uid="$(e2e_pod_field default/burn '{.metadata.uid}')"
-  local cpu acct pids u0 u1 tree
-  tree="slurm_k8s_$(e2e_kubectl get node "$(e2e_pod_field default/burn '{.spec.nodeName}')" \
-    -o jsonpath='{.metadata.labels.slurm-k8s/slurm-node}')"
-  cpu="/sys/fs/cgroup/cpu/$tree/job_$j/k8s_pod_$uid"
-  acct="/sys/fs/cgroup/cpuacct/$tree/job_$j/k8s_pod_$uid"
-  pids="/sys/fs/cgroup/pids/$tree/job_$j/k8s_pod_$uid"
-  pid="$(pgrep -f "e2e-pod-$j-burn\$" | head -n1)"
-  got="$(cat "$cpu/cpu.cfs_quota_us" 2>&1)/$(cat "$cpu/cpu.cfs_period_us" 2>&1)"
-  [ "$got" = 20000/100000 ] && grep -q "^[0-9]*:cpu[,a-z]*:/$tree/job_$j/k8s_pod_$uid/ctr_main\$" "/proc/$pid/cgroup" \
-    && [ "$(cat "$cpu/ctr_main/cpu.cfs_quota_us")" = 10000 ]
-  ok $? "pod_devices: the pod's cpu cgroup in the agent's tree has the quota of its two 100m limits ($got)"
-  # All pods together hold what the job lends: the extern step's memory
-  # limit is --k8s-mem (+64 MiB for the shim), the job's cpu cgroup in the
-  # agent's tree has the quota of the Node's CPUs.
-  local ncpu
-  ncpu="$(e2e_kubectl get node "$(e2e_node_names "$j" | head -n1)" -o jsonpath='{.status.capacity.cpu}')"
-  got="$(cat "$mem/memory.limit_in_bytes")/$(cat "/sys/fs/cgroup/cpu/$tree/job_$j/cpu.cfs_quota_us")"
-  [ "$got" = "$(( (512 + 64) << 20 ))/$(( ncpu * 100000 ))" ]
-  ok $? "pod_devices: the pods together are held to the job's lent memory and its $ncpu CPUs ($got)"
-  e2e_wait 20 "[ \"\$(sed -n 's/^nr_throttled //p' '$cpu/ctr_main/cpu.stat')\" -gt 0 ] 2>/dev/null"
-  u0="$(cat "$acct/cpuacct.usage" 2>/dev/null)"; sleep 2; u1="$(cat "$acct/cpuacct.usage" 2>/dev/null)"
-  got=$(( (${u1:-0} - ${u0:-0}) / 1000000 ))
-  [ "$(sed -n 's/^nr_throttled //p' "$cpu/ctr_main/cpu.stat")" -gt 0 ] && [ "$got" -le 600 ]
-  ok $? "pod_devices: the burner is throttled in its container's cgroup: the pod used $got ms of CPU in 2 s (its limits allow 400 ms)"
-  # What kubectl top and /stats/summary say of the pod is its cgroup's count:
-  # between two reads of cpuacct.usage around the summary's.
-  local node sum top
-  node="$(e2e_node_names "$j" | head -n1)"
-  u0="$(cat "$acct/cpuacct.usage")"
-  sum="$(e2e_kubectl get --raw "/api/v1/nodes/$node/proxy/stats/summary" \
-    | python3 -c 'import json, sys
-for p in json.load(sys.stdin)["pods"]:
-    if p["podRef"]["name"] == "burn": print(p["cpu"]["usageCoreNanoSeconds"])')"
-  u1="$(cat "$acct/cpuacct.usage")"
-  [ -n "$sum" ] && [ "$sum" -ge "$u0" ] && [ "$sum" -le "$u1" ]
-  ok $? "pod_devices: /stats/summary counts the pod's CPU from its cgroup ($u0 <= $sum <= $u1 ns)"
-  e2e_wait 30 "e2e_kubectl top pod burn --no-headers 2>/dev/null | grep -q burn"
-  top="$(e2e_kubectl top pod burn --no-headers 2>&1 | awk '{print $2}')"
-  [[ $top =~ ^[0-9]+m$ ]] && [ "${top%m}" -ge 50 ] && [ "${top%m}" -le 260 ]
-  ok $? "pod_devices: kubectl top shows the pod within its containers' two 100m limits ($top)"
-  e2e_wait 30 "e2e_kubectl logs -n default burn -c forker | grep -q '^started'"
-  got="$(e2e_kubectl logs -n default burn -c forker | tr '\n' ' ')"
-  [[ $got == *"fork refused after"* ]] && [ "$(cat "$pids/pids.max")" = 256 ] \
-    && [ "$(cat "$pids/pids.current")" -le 256 ]
-  ok $? "pod_devices: a pod forking without bound is stopped at pids.max 256 ($got; pids.current $(cat "$pids/pids.current" 2>&1))"
-  [ "$(e2e_pod_phase g1)" = Running ] && [ "$(squeue -h -j "$j" -o %T)" = RUNNING ] \
-    && sk_as_user sh -c 'for i in 1 2 3 4 5; do sleep 0 || exit 1; done'
-  ok $? "pod_devices: the trainer and the other pods run on, the job user still forks"
-  e2e_end_job "$j"
-  e2e_assert_clean "$j" "pod_devices"
-  got="$(ls -d /sys/fs/cgroup/*/slurm_k8s*/job_"$j" 2>/dev/null)"
-  [ -z "$got" ]; ok $? "pod_devices: the agent's own cgroup tree of the job is gone (${got:-none left})"
-}
-
-# pod_devices on cgroup v2 (Slurm's cgroup/v2 in the QEMU guest of tests/vm:
-# tests/vm/e2e-v2.sh runs it; not in E2E_CASES, the host is v1). One
-# hierarchy: each pod's directory is J/step_extern/k8s_pod_<uid> with its
-# limits and a device program of its own (common/cgroup/pod_cgroup.h), the trainer's
-# steps have the plugin's device program in place of Slurm's
-# (spank/device_cgroup.h). Checks as pod_devices', the paths and files v2's.
-case_pod_devices_v2() {
-  e2e_job 1 -N1 -w $N1 --gres=gpu:4 --k8s-gpus=3 --k8s-mem=512M || { ok 1 "pod_devices_v2: job"; return; }
-  local j="$E2E_JOB" p want got bad="" uid pid gpu J step
-  J="/sys/fs/cgroup/system.slice/${N1}_slurmstepd.scope/job_$j"
-  step="$J/step_extern"
-  e2e_pod "$j" g1; e2e_pod "$j" g2; GPUS=0 e2e_pod "$j" g0
-  e2e_pod_running g1 60 && e2e_pod_running g2 60 && e2e_pod_running g0 60; ok $? "pod_devices_v2: 3 pods run (1, 1 and no GPU)"
-  local opener
-  opener="$(e2e_gpu_opener)"
-  for p in g1 g2 g0; do
-    uid="$(e2e_pod_field "default/$p" '{.metadata.uid}')"
-    pid="$(e2e_pod_pids "$j" "$p" | cut -d' ' -f1)"
-    got="$(sed -n 's/^0:://p' "/proc/$pid/cgroup" 2>/dev/null)"
-    [ "$got" = "${step#/sys/fs/cgroup}/k8s_pod_$uid/ctr_main" ] || bad="$bad $p:in-$got"
-    gpu="$(e2e_pod_log "default/$p" | sed -n 's/.*NVIDIA_VISIBLE_DEVICES=\([0-9]*\).*/\1/p' | head -n1)"
-    want=""
-    for i in 0 1 2 3; do
-      if [ "$i" = "$gpu" ]; then want+="$i:ENXIO "; else want+="$i:EPERM "; fi
-    done
-    got="$(sh -c 'echo $$ > "$1/cgroup.procs" && exec runuser -u "$2" -- python3 -c "$3"' sh \
-      "$step/k8s_pod_$uid/ctr_main" "$TEST_USER" "$opener" 2>&1)"
-    echo "  $p (GPU ${gpu:-none}) in its cgroup: $got"
-    [ "$got" = "${want% }" ] || bad="$bad $p:[$got]-want-[${want% }]"
-  done
-  [ -z "$bad" ]; ok $? "pod_devices_v2: each pod's main process is in its own cgroup, where only the pod's GPU opens$bad"
-  # The trainer: an srun step of the job (all its GPUs for Slurm) is denied
-  # the lent 1-3 by the plugin's program.
-  got="$(sk_as_user srun --jobid="$j" --overlap -n1 python3 -c "$opener" 2>&1 | tail -n1)"
-  [ "$got" = "0:ENXIO 1:EPERM 2:EPERM 3:EPERM" ]; ok $? "pod_devices_v2: a trainer step opens GPU 0 and is denied the lent 1-3 ($got)"
-  uid="$(e2e_pod_field default/g2 '{.metadata.uid}')"
-  local dir="$step/k8s_pod_$uid" existed=0
-  [ -d "$dir" ] && existed=1
-  e2e_kubectl delete pod g2 --wait=false >/dev/null
-  e2e_wait 60 "[ ! -d '$dir' ]" && [ "$existed" = 1 ]; ok $? "pod_devices_v2: g2's cgroup (there while it ran: $existed) is removed once it is gone"
-  uid="$(e2e_pod_field default/g1 '{.metadata.uid}')"
-  got="$(cat "$step/k8s_pod_$uid/memory.max" 2>&1)"
-  [ "$got" = $((512 << 20)) ]; ok $? "pod_devices_v2: a pod without a memory limit is held to the job's lent 512M ($got)"
+  got="$(pd_mem_max "$(pd_dir memory "$uid")" 2>&1)"
+  [ "$got" = $((512 << 20)) ]; ok $? "$what: a pod without a memory limit is held to the job's lent 512M ($got)"
   e2e_apply_hog "$j"
   e2e_wait 120 "[ \"\$(e2e_pod_phase hog)\" = Failed ]"
   got="$(e2e_pod_field default/hog '{.status.containerStatuses[0].state.terminated.reason}/{.status.containerStatuses[0].state.terminated.exitCode}')"
-  [ "$got" = OOMKilled/137 ]; ok $? "pod_devices_v2: a pod allocating 256 MiB over its 64Mi limit is OOMKilled ($got)"
+  uid="$(e2e_pod_field default/hog '{.metadata.uid}')"
+  [ "$got" = OOMKilled/137 ]; ok $? "$what: a pod allocating 256 MiB over its 64Mi limit is OOMKilled ($got; its cgroup's limit $(pd_mem_max "$(pd_dir memory "$uid")" 2>/dev/null))"
   local hog_log
   [ "$(e2e_pod_phase g1)" = Running ] && [ "$(e2e_pod_phase g0)" = Running ] \
     && [ "$(squeue -h -j "$j" -o %T)" = RUNNING ] && hog_log="$(e2e_pod_log default/hog)" && ! grep -q survived <<<"$hog_log"
-  ok $? "pod_devices_v2: the other pods and the trainer run on"
-  e2e_check_container_oom pod_devices_v2 "$j"
+  ok $? "$what: the other pods and the trainer run on"
+  e2e_check_container_oom "$what" "$j"
+  # CPU and pids: a CPU burner held to its 100m limit by the CFS quota, a
+  # pod forking without bound stopped at the agent's pod_pids_max (256 in
+  # the e2e).
   e2e_apply_burn "$j"
-  e2e_pod_running burn 60; ok $? "pod_devices_v2: a CPU burner and a forker run"
+  e2e_pod_running burn 60; ok $? "$what: a CPU burner and a forker run"
   uid="$(e2e_pod_field default/burn '{.metadata.uid}')"
-  dir="$step/k8s_pod_$uid"
-  got="$(cat "$dir/cpu.max" 2>&1)"
-  [ "$got" = "20000 100000" ]; ok $? "pod_devices_v2: the pod's cpu.max is the quota of its two 100m limits ($got)"
-  local ncpu u0 u1 usec
-  usec() { sed -n 's/^usage_usec //p' "$dir/cpu.stat"; }
+  local cpu pids u0 u1
+  cpu="$(pd_dir cpu "$uid")"
+  pids="$(pd_dir pids "$uid")"
+  pid="$(pgrep -f "e2e-pod-$j-burn\$" | head -n1)"
+  got="$(pd_cpu_max "$cpu" 2>&1)"
+  [ "$got" = "20000 100000" ] && [ "$(pd_cpu_max "$cpu/ctr_main")" = "10000 100000" ] \
+    && { [ "$E2E_PD_V2" = 1 ] || grep -q "^[0-9]*:cpu[,a-z]*:${cpu#/sys/fs/cgroup/cpu}/ctr_main\$" "/proc/$pid/cgroup"; }
+  ok $? "$what: the pod's cpu cgroup has the quota of its two 100m limits, its container's of its own ($got)"
+  # All pods together hold what the job lends: the memory limit is
+  # --k8s-mem (+64 MiB for the shim), the CPU quota the Node's CPUs.
+  local ncpu
   ncpu="$(e2e_kubectl get node "$(e2e_node_names "$j" | head -n1)" -o jsonpath='{.status.capacity.cpu}')"
-  got="$(cat "$step/memory.max")/$(cat "$step/cpu.max")"
+  got="$(pd_mem_max "$(pd_dir memory)")/$(pd_cpu_max "$(pd_dir cpu)")"
   [ "$got" = "$(( (512 + 64) << 20 ))/$(( ncpu * 100000 )) 100000" ]
-  ok $? "pod_devices_v2: the pods together are held to the job's lent memory and its $ncpu CPUs on step_extern ($got)"
-  e2e_wait 30 "[ \"\$(sed -n 's/^nr_throttled //p' '$dir/ctr_main/cpu.stat')\" -gt 0 ] 2>/dev/null"
-  u0="$(usec)"; sleep 2; u1="$(usec)"
-  got=$(( (${u1:-0} - ${u0:-0}) / 1000 ))
-  [ "$(sed -n 's/^nr_throttled //p' "$dir/ctr_main/cpu.stat")" -gt 0 ] && [ "$got" -le 600 ] \
-    && [ "$(cat "$dir/ctr_main/cpu.max")" = "10000 100000" ]
-  ok $? "pod_devices_v2: the burner is throttled in its container's cgroup: the pod used $got ms of CPU in 2 s (its limits allow 400 ms)"
+  ok $? "$what: the pods together are held to the job's lent memory and its $ncpu CPUs ($got)"
+  e2e_wait 30 "[ \"\$(sed -n 's/^nr_throttled //p' '$cpu/ctr_main/cpu.stat')\" -gt 0 ] 2>/dev/null"
+  u0="$(pd_cpu_ns "$uid")"; sleep 2; u1="$(pd_cpu_ns "$uid")"
+  got=$(( (${u1:-0} - ${u0:-0}) / 1000000 ))
+  [ "$(sed -n 's/^nr_throttled //p' "$cpu/ctr_main/cpu.stat")" -gt 0 ] && [ "$got" -le 600 ]
+  ok $? "$what: the burner is throttled in its container's cgroup: the pod used $got ms of CPU in 2 s (its limits allow 400 ms)"
+  # What kubectl top and /stats/summary say of the pod is its cgroup's count:
+  # between two reads of it around the summary's.
   local node sum top
   node="$(e2e_node_names "$j" | head -n1)"
-  u0="$(usec)"
+  u0="$(pd_cpu_ns "$uid")"
   sum="$(e2e_kubectl get --raw "/api/v1/nodes/$node/proxy/stats/summary" \
     | python3 -c 'import json, sys
 for p in json.load(sys.stdin)["pods"]:
     if p["podRef"]["name"] == "burn": print(p["cpu"]["usageCoreNanoSeconds"])')"
-  u1="$(usec)"
-  [ -n "$sum" ] && [ "$sum" -ge "$((u0 * 1000))" ] && [ "$sum" -le "$((u1 * 1000))" ]
-  ok $? "pod_devices_v2: /stats/summary counts the pod's CPU from its cgroup ($((u0 * 1000)) <= $sum <= $((u1 * 1000)) ns)"
+  u1="$(pd_cpu_ns "$uid")"
+  [ -n "$sum" ] && [ "$sum" -ge "$u0" ] && [ "$sum" -le "$u1" ]
+  ok $? "$what: /stats/summary counts the pod's CPU from its cgroup ($u0 <= $sum <= $u1 ns)"
   e2e_wait 60 "e2e_kubectl top pod burn --no-headers 2>/dev/null | grep -q burn"
   top="$(e2e_kubectl top pod burn --no-headers 2>&1 | awk '{print $2}')"
   [[ $top =~ ^[0-9]+m$ ]] && [ "${top%m}" -ge 50 ] && [ "${top%m}" -le 260 ]
-  ok $? "pod_devices_v2: kubectl top shows the pod within its containers' two 100m limits ($top)"
+  ok $? "$what: kubectl top shows the pod within its containers' two 100m limits ($top)"
   # (its 100m under TCG: 250 fork-execs take minutes)
   e2e_wait 300 "e2e_kubectl logs -n default burn -c forker | grep -q '^started'"
   got="$(e2e_kubectl logs -n default burn -c forker | tr '\n' ' ')"
-  [[ $got == *"fork refused after"* ]] && [ "$(cat "$dir/pids.max")" = 256 ]
-  ok $? "pod_devices_v2: a pod forking without bound is stopped at pids.max 256 ($got)"
-  [ "$(e2e_pod_phase g1)" = Running ] && [ "$(squeue -h -j "$j" -o %T)" = RUNNING ]
-  ok $? "pod_devices_v2: the trainer and the other pods run on"
+  [[ $got == *"fork refused after"* ]] && [ "$(cat "$pids/pids.max")" = 256 ] \
+    && [ "$(cat "$pids/pids.current")" -le 256 ]
+  ok $? "$what: a pod forking without bound is stopped at pids.max 256 ($got; pids.current $(cat "$pids/pids.current" 2>&1))"
+  [ "$(e2e_pod_phase g1)" = Running ] && [ "$(squeue -h -j "$j" -o %T)" = RUNNING ] \
+    && sk_as_user sh -c 'for i in 1 2 3 4 5; do sleep 0 || exit 1; done'
+  ok $? "$what: the trainer and the other pods run on, the job user still forks"
   e2e_end_job "$j"
   # (under TCG the extern step's end, stopping 250 processes, outlasts
   # e2e_end_job's wait: Slurm removes J last)
-  e2e_wait 180 "[ ! -e '$J' ]"
-  e2e_assert_clean "$j" "pod_devices_v2"
-  local tree=""
-  [ -e "$J" ] && tree="$(find "$J" -name cgroup.procs -exec sh -c 'echo "${1%/cgroup.procs}: $(tr "\n" " " < "$1")"' sh {} \; 2>&1 | sed "s|$J||" | paste -sd';')"
-  [ ! -e "$J" ]; ok $? "pod_devices_v2: the job's cgroup directory is gone ($J${tree:+ left: $tree})"
+  [ -n "$J" ] && e2e_wait 180 "[ ! -e '$J' ]"
+  e2e_assert_clean "$j" "$what"
+  if [ "$E2E_PD_V2" = 1 ]; then
+    local tree=""
+    [ -e "$J" ] && tree="$(find "$J" -name cgroup.procs -exec sh -c 'echo "${1%/cgroup.procs}: $(tr "\n" " " < "$1")"' sh {} \; 2>&1 | sed "s|$J||" | paste -sd';')"
+    [ ! -e "$J" ]; ok $? "$what: the job's cgroup directory is gone ($J${tree:+ left: $tree})"
+  else
+    got="$(ls -d /sys/fs/cgroup/*/slurm_k8s*/job_"$j" 2>/dev/null)"
+    [ -z "$got" ]; ok $? "$what: the agent's own cgroup tree of the job is gone (${got:-none left})"
+  fi
 }
 
 # sbatch refuses malformed --k8s-* flags before submission, naming the flag.

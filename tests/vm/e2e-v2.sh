@@ -4,9 +4,10 @@
 #
 #   tests/vm/vm.sh run tests/vm/e2e-v2.sh
 #
-# Runs tests/e2e/run-all.sh pod_devices_v2 there, with one Slurm node: the
-# test API server, an agent, Slurm with spank_k8s.so and the host's kubectl
-# (vm.sh installs it in the guest), all inside the guest, on its loopback.
+# Runs tests/e2e/run-all.sh pod_devices there (the case finds v2 and takes
+# its paths), with one Slurm node: the test API server, an agent, Slurm with
+# spank_k8s.so and the host's kubectl (vm.sh installs it in the guest), all
+# inside the guest, on its loopback.
 # Prints the e2e's PASS:/FAIL: lines and "e2e: N passed, N failed". Exit 0, 1
 # on a failure, 77 when not root or not on a pure cgroup v2 hierarchy.
 set -uo pipefail
@@ -17,4 +18,4 @@ TOP="$(cd "$HERE/../.." && pwd)"
 command -v kubectl >/dev/null || { echo "FAIL: no kubectl in the guest (vm.sh build installs the host's)"; echo "e2e: 0 passed, 1 failed"; exit 1; }
 # The guest is slow (TCG): one Slurm node, the e2e's own waits.
 export E2E_REGISTRY_OFF=1 NUM_NODES=1 SK_BUILD_DIR="${SK_TOP_BUILDDIR:-$TOP/build}"
-exec bash "$TOP/tests/e2e/run-all.sh" pod_devices_v2
+exec bash "$TOP/tests/e2e/run-all.sh" pod_devices

@@ -22,7 +22,7 @@ check-cgroup-v2: all tests/unit/test_slurm_cgroup$(EXEEXT) tests/unit/test_bpf_d
 	SK_VM_SHARE="$$src" SK_VM_ENV=SK_TOP_BUILDDIR SK_TOP_BUILDDIR="$$bld" \
 	  bash "$$src/tests/vm/vm.sh" run "$$src/tests/vm/smoke.sh"
 
-# The e2e layer's cgroup v2 case (tests/vm/e2e-v2.sh: pod_devices_v2 with the
+# The e2e layer's cgroup v2 case (tests/vm/e2e-v2.sh: pod_devices on v2 with the
 # test API server, an agent and kubectl in the guest; 3 GiB for them).
 check-cgroup-v2-e2e: all
 	@src=$$(cd '$(abs_top_srcdir)' && pwd -P); bld=$$(cd '$(abs_top_builddir)' && pwd -P); \
