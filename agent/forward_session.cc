@@ -150,11 +150,11 @@ class ForwardSession : public StreamSession {
     // then the connection.
     void dial(Conn *, uint64_t key) {
         host_.resolve(req_.ns, req_.pod,
-                       [this, key, alive = std::weak_ptr<bool>(alive_)](Result<ExecTarget> t) {
-                           if (alive.expired() || closed_) return;
-                           auto it = conns_.find(key);
-                           if (it != conns_.end()) dial_in(it->second.get(), key, std::move(t));
-                       });
+                      [this, key, alive = std::weak_ptr<bool>(alive_)](Result<ExecTarget> t) {
+                          if (alive.expired() || closed_) return;
+                          auto it = conns_.find(key);
+                          if (it != conns_.end()) dial_in(it->second.get(), key, std::move(t));
+                      });
     }
 
     void dial_in(Conn *c, uint64_t key, Result<ExecTarget> target) {

@@ -21,8 +21,7 @@ const char *stream_kind_name(StreamKind k) {
     return "stream";
 }
 
-StreamSession::StreamSession(SessionHost &host, std::string id, StreamRequest req,
-                             HttpUpgrade conn)
+StreamSession::StreamSession(SessionHost &host, std::string id, StreamRequest req, HttpUpgrade conn)
     : host_(host),
       id_(std::move(id)),
       req_(std::move(req)),
@@ -39,7 +38,6 @@ StreamSession::StreamSession(SessionHost &host, std::string id, StreamRequest re
 StreamSession::~StreamSession() {
     host_.unexpect_shim(id_);
 }
-
 
 void StreamSession::attach_shim(int fd, const std::string & /*rest*/, uint64_t /*req_id*/) {
     ::close(fd);
@@ -107,8 +105,7 @@ void StreamSession::on_client_bytes(std::string_view bytes) {
             }
         }
         if (!st.ok() && !closed_ && !ending_) {
-            LOG_WARN("%s SPDY from the client: %s; closing", prefix_.c_str(),
-                     st.message().c_str());
+            LOG_WARN("%s SPDY from the client: %s; closing", prefix_.c_str(), st.message().c_str());
             send_spdy(spdy::goaway(last_client_stream_, spdy::kGoAwayProtocolError));
             end_after_writes(kErrorLingerMs);
         }
@@ -214,8 +211,7 @@ void StreamSession::tick() {
         return;
     }
     if (awaiting_streams() && now - started_ms_ >= host_.limits().creation_timeout_ms) {
-        LOG_WARN("%s the client did not open its streams within %llu ms; closing",
-                 prefix_.c_str(),
+        LOG_WARN("%s the client did not open its streams within %llu ms; closing", prefix_.c_str(),
                  static_cast<unsigned long long>(host_.limits().creation_timeout_ms));
         send_spdy(spdy::goaway(last_client_stream_, spdy::kGoAwayOk));
         return end_after_writes(kErrorLingerMs);

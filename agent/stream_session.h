@@ -172,7 +172,6 @@ class StreamSession {
     ws::ChannelProtocol ws_proto_ = ws::ChannelProtocol::V4;
 };
 
-
 // A session of each kind: exec and attach (the command's streams relayed to
 // the job's shim over its data connection), port-forward (connections
 // relayed to the pod's listeners).

@@ -29,7 +29,6 @@ std::string new_session_id(uint64_t n) {
 
 }  // namespace
 
-
 StreamSessions::StreamSessions(uv_loop_t *main, const StreamLimits &limits, ExecCheck check,
                                std::optional<int> relay_nice)
     : thread_(main, "sk-streams", relay_nice),
@@ -37,8 +36,7 @@ StreamSessions::StreamSessions(uv_loop_t *main, const StreamLimits &limits, Exec
       limits_(limits),
       check_(std::move(check)),
       wake_(loop_, [this] { take_started(); }),
-      reap_(loop_) {
-}
+      reap_(loop_) {}
 
 StreamSessions::~StreamSessions() {
     // Normally stopped already (the daemon's teardown); closing handles does
@@ -79,8 +77,8 @@ void StreamSessions::take_started() {
             continue;
         }
         std::string id = new_session_id(next_++);
-        LOG_VERBOSE("[%s %s/%s] session %s opened (%zu now)", stream_kind_name(req.kind), req.ns.c_str(),
-                    req.pod.c_str(), id.substr(0, 8).c_str(), count_.load());
+        LOG_VERBOSE("[%s %s/%s] session %s opened (%zu now)", stream_kind_name(req.kind),
+                    req.ns.c_str(), req.pod.c_str(), id.substr(0, 8).c_str(), count_.load());
         std::unique_ptr<StreamSession> s =
             req.kind == StreamKind::PortForward
                 ? new_forward_session(*this, id, std::move(req), std::move(conn))

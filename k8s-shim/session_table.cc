@@ -119,10 +119,10 @@ void SessionTable::kill_execs(const std::string &uid, const std::string &why,
     for (auto &[id, e] : execs_) {
         if (e.req.uid != uid) continue;
         if (running && running(e.req.container)) continue;
-        sessions_->post(
-            [this, id = id, w = running ? "container " + e.req.container + " is not running" : why] {
-                if (auto it = live_execs_.find(id); it != live_execs_.end()) it->second->kill(w);
-            });
+        sessions_->post([this, id = id,
+                         w = running ? "container " + e.req.container + " is not running" : why] {
+            if (auto it = live_execs_.find(id); it != live_execs_.end()) it->second->kill(w);
+        });
     }
 }
 
