@@ -39,7 +39,12 @@
 # SK_CPU_HOGS=N runs the tests (steps 3-6) with N busy loops beside them, as on
 # a loaded machine (the suite must pass so: its tests wait on events, not on
 # time); the loops are stopped at exit.
-# Prints each layer's summary and a final "total: N passed, N failed".
+# Every layer's checks are records of one result protocol (tests/lib/report.sh:
+# a TAP line per check, in $build/results/<n>-<layer>.tap; a `make check` layer
+# from automake's own .trs results), and the counts come from there, never from
+# what a layer prints: each layer's "LAYER: N passed, N failed" after it ran,
+# at the end every layer's again, the failed checks and "total: N passed, N
+# failed" (tests/lib/results.py summary).
 set -uo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -57,6 +62,25 @@ say() {
   times >"$cpu_file"
   printf '\n=== %s === (at %d s, CPU so far %s s)\n' "$*" "$SECONDS" \
     "$(awk 'NR == 2 { n = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); n += a[1] * 60 + a[2] } printf "%d", n }' "$cpu_file")"
+}
+
+# shellcheck source=../tests/lib/report.sh
+source "$top/tests/lib/report.sh"
+results="$build/results"
+layer_no=0
+# new_layer NAME: a new layer's result file, empty, in $layer_path (numbered
+# in the order the layers start, the order of the summary).
+new_layer() {
+  layer_no=$((layer_no + 1))
+  layer_path=$(printf '%s/%02d-%s.tap' "$results" "$layer_no" "$1")
+  : >"$layer_path"
+}
+# layer_counts FILE: "NAME: N passed, N failed" of one layer's records.
+layer_counts() {
+  local p f s name
+  read -r p f s < <(python3 "$top/tests/lib/results.py" count "$1")
+  name=$(basename "$1" .tap); name=${name#*-}
+  echo "$name: $p passed, $f failed${s:+$([ "$s" != 0 ] && echo ", $s skipped")}"
 }
 
 say "installing packages and the test user"
@@ -80,6 +104,7 @@ done
 say "building in $build"
 (cd "$top" && autoreconf -fi >/dev/null 2>&1) || { echo "run-tests: autoreconf failed" >&2; exit 1; }
 mkdir -p "$build"
+rm -rf "$results"; mkdir -p "$results"
 (cd "$build" && "$top/configure" --enable-werror CXXFLAGS="${SK_CXXFLAGS:--O2 -g1}" ${SK_CONFIGURE_FLAGS:-}) >"$build/configure.out" 2>&1 \
   || { tail -40 "$build/configure.out"; echo "run-tests: configure failed" >&2; exit 1; }
 sed -n '/configuration$/,$p' "$build/configure.out"
@@ -114,7 +139,6 @@ if [ "${SK_CPU_HOGS:-0}" -gt 0 ] 2>/dev/null; then
   say "running the tests with $SK_CPU_HOGS CPU hogs beside them (pids ${hogs[*]})"
 fi
 
-passed=0 failed=0 skips=0
 if [ "${SK_ROBUSTNESS:-1}" = 1 ]; then
   # The static analysis needs only the compile database recorded above, and
   # takes the CPU the other layers leave while they wait (on Slurm, on the
@@ -124,7 +148,8 @@ if [ "${SK_ROBUSTNESS:-1}" = 1 ]; then
   # counted at the end. It builds nothing (SK_LINT_DB_READY), so it never
   # runs make in the tree the tests use.
   say "static analysis (make lint) starts in the background, at nice 19"
-  SK_LINT_BUILDDIR="$build" SK_LINT_DB_READY=1 setsid nice -n 19 make -C "$build" lint >"$build/lint.out" 2>&1 &
+  new_layer lint; lint_file=$layer_path
+  SK_RESULT_FILE="$lint_file" SK_LINT_BUILDDIR="$build" SK_LINT_DB_READY=1 setsid nice -n 19 make -C "$build" lint >"$build/lint.out" 2>&1 &
   lint_pid=$!  # setsid: its own process group, which the EXIT trap can stop whole
   # The fuzz layer's clang build, one compile at a time, beside the first
   # layers (make check, the integration, the soak and valgrind mostly wait:
@@ -153,12 +178,6 @@ if [ "${SK_ROBUSTNESS:-1}" = 1 ]; then
     done
   fi
 fi
-# True when `make TARGET` (exit status $1, output in file $2) stopped because
-# its script exited 77, automake's "skipped": make itself then exits 2 and
-# prints "Error 77".
-skipped() {
-  [ "$1" = 77 ] || { [ "$1" != 0 ] && grep -qE '\*\*\* .*Error 77$' "$2"; }
-}
 # keep_failures NAME FILE: each FAIL line of FILE with what follows it (a
 # check's detail: a diff, a memcheck report) up to the next PASS/FAIL line,
 # 60 lines at most each and 200 per layer, kept for the end of the run, where
@@ -170,14 +189,6 @@ keep_failures() {
          infail && n++ < 60' "$2" | head -200; } >>"$failures"
 }
 failures=$(mktemp /tmp/sk-run-tests-failures.XXXXXX)
-count_line() {  # adds the counts of an "N passed, N failed" line
-  local line=$1
-  local p f
-  p=$(sed -nE 's/.*\b([0-9]+) passed, ([0-9]+) failed.*/\1/p' <<<"$line")
-  f=$(sed -nE 's/.*\b([0-9]+) passed, ([0-9]+) failed.*/\2/p' <<<"$line")
-  passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0}))
-}
-
 # `make check` runs once: in the distcheck's sanitizer build (step 6, the
 # same tests with ASan + UBSan), as the e2e cases do; without that distcheck
 # it runs here. The normal build's programs still run in the integration,
@@ -187,21 +198,19 @@ check_later=0
 if [ "$check_later" = 0 ]; then
   say "make check (unit, test API server, component)"
   # The test programs run as an unprivileged user where they need to
-  # (kubectl, the agent's socket tests); `make check` itself runs here.
-  make -C "$build" -j"$jobs" check >"$build/check.out" 2>&1
+  # (kubectl, the agent's socket tests); `make check` itself runs here. Its
+  # records are automake's results, a test program each (the scripts' own
+  # records are not asked for: SK_RESULT_FILE unset).
+  new_layer make-check; file=$layer_path
+  env -u SK_RESULT_FILE make -C "$build" -j"$jobs" check >"$build/check.out" 2>&1
   check_rc=$?
+  python3 "$top/tests/lib/results.py" from-trs "$build" >"$file"
   grep -E "^(PASS|FAIL|ERROR|XFAIL|XPASS|SKIP):" "$build/check.out"
-  # Each Check program's own summary line, and each script's N passed line.
-  for log in $(find "$build/tests" "$build/agent" "$build/k8s-shim" "$build/spank" -name '*.log' ! -name test-suite.log 2>/dev/null | sort); do
-    grep -ahE "^[0-9]+%: Checks: [0-9]+|^([a-z-]+: )?[0-9]+ passed, [0-9]+ failed" "$log" | sed "s|^|${log#"$build"/}: |"
-  done
-  p=$(sed -nE 's/^# PASS: +([0-9]+)/\1/p' "$build/check.out" | tail -1)
-  f=$(( $(sed -nE 's/^# FAIL: +([0-9]+)/\1/p' "$build/check.out" | tail -1) + $(sed -nE 's/^# ERROR: +([0-9]+)/\1/p' "$build/check.out" | tail -1) ))
-  count_line "${p:-0} passed, ${f:-0} failed"
-  if [ "$check_rc" != 0 ]; then
+  if [ "$check_rc" != 0 ] && [ "$(python3 "$top/tests/lib/results.py" count "$file" | cut -d' ' -f2)" = 0 ]; then
     [ -f "$build/test-suite.log" ] && cat "$build/test-suite.log"
-    failed=$((failed + (f == 0 ? 1 : 0)))
+    SK_RESULT_FILE="$file" report_record fail "make check exited $check_rc without a failed test"
   fi
+  layer_counts "$file"
 fi
 
 say "integration (real Slurm cluster)"
@@ -210,44 +219,37 @@ say "integration (real Slurm cluster)"
 # without that distcheck they run here (tests/integration/test_e2e.sh).
 e2e_later=0
 [ "${SK_DISTCHECK:-1}" = 1 ] && [ "${SK_SANITIZERS:-1}" = 1 ] && e2e_later=1
-SK_E2E_IN_DISTCHECK=$e2e_later make -C "$build" check-integration 2>&1 | tee "$build/integration.out"
-int_rc=${PIPESTATUS[0]}
-if skipped "$int_rc" "$build/integration.out"; then
-  # This script runs as root, where the layer must run: a skip is a failure.
-  echo "integration: 0 passed, 1 failed (skipped: it needs root)"; failed=$((failed + 1))
-else
-  count_line "$(grep -E '^integration: [0-9]+ passed, [0-9]+ failed' "$build/integration.out" | tail -1)"
-  keep_failures integration "$build/integration.out"
-  [ "$int_rc" != 0 ] && ! grep -qE "[1-9][0-9]* failed" "$build/integration.out" && failed=$((failed + 1))
+# As root the layer must run: a skip (exit 77) is a failure here.
+new_layer integration; file=$layer_path
+SK_RESULT_FILE="$file" report_run "integration" \
+  env SK_E2E_IN_DISTCHECK=$e2e_later make -C "$build" check-integration 2>&1 | tee "$build/integration.out"
+if [ "${PIPESTATUS[0]}" = 77 ]; then
+  SK_RESULT_FILE="$file" report_record fail "integration: skipped, but this script runs as root, where it must run"
 fi
+keep_failures integration "$build/integration.out"
+layer_counts "$file"
 
-# One robustness layer: `make TARGET` in the normal build, its own
-# "N passed, N failed" line counted; exit 77 (a tool missing) is a skip.
+# One robustness layer: `make TARGET` in the normal build, its checks the
+# records it writes (report_run: exit 77 with none, a tool missing, is a
+# skip; a failure without a failed check is one).
 layer() {
-  local name=$1 target=$2 out="$build/$2.out" rc
+  local name=$1 target=$2 out="$build/$2.out" file
   say "$name (make $target)"
-  ${layer_nice:+nice -n "$layer_nice"} make -C "$build" "$target" >"$out" 2>&1
-  rc=$?
-  layer_report "$target" "$rc"
+  new_layer "$target"; file=$layer_path
+  SK_RESULT_FILE="$file" report_run "make $target" \
+    ${layer_nice:+nice -n "$layer_nice"} make -C "$build" "$target" >"$out" 2>&1
+  layer_report "$target" "$file"
 }
-# layer_report TARGET RC: counts what `make TARGET` (output in $build/TARGET.out)
-# reported, exit status RC.
+# layer_report TARGET FILE: what people read of it (its check lines, the
+# failures' details kept for the end) and its counts from FILE.
 layer_report() {
-  local target=$1 rc=$2 out="$build/$1.out" line
-  line=$(grep -aE "(^|: )[0-9]+ passed, [0-9]+ failed" "$out" | tail -1)
-  if skipped "$rc" "$out"; then
-    tail -5 "$out"; echo "$target: skipped (a tool is missing)"; skips=$((skips + 1)); return
-  fi
+  local target=$1 file=$2 out="$build/$1.out"
   grep -aE "^(PASS|FAIL|SKIP)[: ]|^lint: " "$out" | tail -40
   keep_failures "$target" "$out"
-  if [ -n "$line" ] && [ "$target" != lint ]; then
-    echo "$target: $line"; count_line "$line"
-    [ "$rc" != 0 ] && ! grep -qE "[1-9][0-9]* failed" <<<"$line" && failed=$((failed + 1))
-  elif [ "$rc" = 0 ]; then
-    echo "$target: 1 passed, 0 failed"; passed=$((passed + 1))
-  else
-    tail -60 "$out"; echo "$target: 0 passed, 1 failed"; failed=$((failed + 1))
+  if [ "$(python3 "$top/tests/lib/results.py" count "$file" | cut -d' ' -f2)" != 0 ]; then
+    tail -30 "$out"
   fi
+  layer_counts "$file"
 }
 # The layers that share nothing with the e2e (no Slurm, no test user, no
 # fixed port, no marker of the cluster's: the soak's and valgrind's agents
@@ -266,8 +268,10 @@ cpu_layers() {
   # own: its own ports, munge and user); SK_NEWER_SLURM=0 skips it.
   if [ "${SK_NEWER_SLURM:-1}" = 1 ]; then
     say "the plugin with Slurm 24.11 (a Debian 13 tree, tests/slurm/newer-slurm.sh)"
-    ${layer_nice:+nice -n "$layer_nice"} bash "$top/tests/slurm/newer-slurm.sh" >"$build/newer-slurm.out" 2>&1
-    layer_report newer-slurm $?
+    new_layer newer-slurm; file=$layer_path
+    SK_RESULT_FILE="$file" report_run newer-slurm \
+      ${layer_nice:+nice -n "$layer_nice"} bash "$top/tests/slurm/newer-slurm.sh" >"$build/newer-slurm.out" 2>&1
+    layer_report newer-slurm "$file"
   fi
 }
 beside_e2e=0
@@ -286,14 +290,17 @@ if [ "${SK_DISTCHECK:-1}" = 1 ]; then
     # The only build with the sanitizers: make check and the e2e layer run
     # there (tests/build/local.mk, installcheck-local).
     dc_flags="--enable-sanitizers --enable-werror CXXFLAGS='${SK_SAN_CXXFLAGS:--O1 -g1}'"
+    new_layer make-check-sanitizers; dc_check_file=$layer_path
+    new_layer e2e-sanitizers; dc_e2e_file=$layer_path
     dc_vars=(SK_DISTCHECK_E2E="$build/sanitizers-e2e.out" SK_E2E_PLUGIN_BUILD="$build"
-             SK_DISTCHECK_SUMMARY="$build/sanitizers-check.summary")
-    rm -f "$build/sanitizers-e2e.out" "$build/sanitizers-check.summary"
+             SK_DISTCHECK_SUMMARY="$dc_check_file" SK_DISTCHECK_E2E_RESULT="$dc_e2e_file")
+    rm -f "$build/sanitizers-e2e.out"
     say "make distcheck: the tarball built with ASan + UBSan, its make check, the e2e on real Slurm with its agent and shim"
   else
     say "make distcheck"
   fi
-  make -C "$build" -j"$jobs" distcheck DISTCHECK_CONFIGURE_FLAGS="$dc_flags" "${dc_vars[@]}" >"$build/distcheck.out" 2>&1 &
+  new_layer distcheck; dc_file=$layer_path
+  env -u SK_RESULT_FILE make -C "$build" -j"$jobs" distcheck DISTCHECK_CONFIGURE_FLAGS="$dc_flags" "${dc_vars[@]}" >"$build/distcheck.out" 2>&1 &
   dc_pid=$!
   if [ "$beside_e2e" = 1 ]; then
     # The e2e starts when installcheck-local prints its "  E2E " line
@@ -308,33 +315,37 @@ if [ "${SK_DISTCHECK:-1}" = 1 ]; then
   wait "$dc_pid"
   dc_rc=$?
   if [ "$check_later" = 1 ]; then
-    # The make check of the sanitizer build: its tests, each program's summary
-    # line, its counts (none at all when the distcheck stopped before it).
+    # The make check of the sanitizer build: its tests (automake's results,
+    # written by installcheck-local before distcheck removed the build).
     grep -E "^(PASS|FAIL|ERROR|XFAIL|XPASS|SKIP): " "$build/distcheck.out"
-    sed 's/^/sanitizer build: /' "$build/sanitizers-check.summary" 2>/dev/null
-    p=$(sed -nE 's/^# PASS: +([0-9]+)/\1/p' "$build/distcheck.out" | head -1)
-    f=$(( $(sed -nE 's/^# FAIL: +([0-9]+)/\1/p' "$build/distcheck.out" | head -1) + $(sed -nE 's/^# ERROR: +([0-9]+)/\1/p' "$build/distcheck.out" | head -1) ))
-    echo "make check (sanitizer build): ${p:-0} passed, ${f:-0} failed"
-    count_line "${p:-0} passed, ${f:-0} failed"
+    # A make check that failed stopped distcheck before installcheck: its
+    # results are read from the tree distcheck keeps then.
+    if [ ! -s "$dc_check_file" ]; then
+      for d in "$build"/slurm-k8s-*/_build/sub; do
+        [ -d "$d" ] && python3 "$top/tests/lib/results.py" from-trs "$d" >>"$dc_check_file"
+      done
+    fi
+    layer_counts "$dc_check_file"
   fi
   if [ "$dc_rc" = 0 ]; then
     grep -E "^# (PASS|FAIL|ERROR):|^dist-complete.sh: " "$build/distcheck.out" | sed 's/^/distcheck: /'
-    echo "distcheck: 1 passed, 0 failed"; passed=$((passed + 1))
+    SK_RESULT_FILE="$dc_file" report_record pass "distcheck: the tarball holds every tracked file, builds, checks, installs and uninstalls"
   else
     grep -E "^(FAIL|ERROR):|^dist-complete.sh: | error: " "$build/distcheck.out" | head -40
     # A failed distcheck keeps its tree: the tarball's test-suite.log is there.
     for l in "$build"/slurm-k8s-*/_build/sub/test-suite.log; do [ -f "$l" ] && tail -80 "$l"; done
-    tail -30 "$build/distcheck.out"; echo "distcheck: 0 passed, 1 failed"; failed=$((failed + 1))
+    tail -30 "$build/distcheck.out"
+    SK_RESULT_FILE="$dc_file" report_record fail "distcheck exited $dc_rc (see $build/distcheck.out)"
   fi
+  layer_counts "$dc_file"
   if [ ${#dc_vars[@]} -gt 0 ]; then
     e2e_out="$build/sanitizers-e2e.out"
     grep -aE "^(FAIL|    [a-z_]+: |--- /tmp/sk-sanitizer)" "$e2e_out" 2>/dev/null
     [ -f "$e2e_out" ] && keep_failures "sanitizer e2e" "$e2e_out"
-    for what in "e2e" "e2e reports"; do
-      line=$(grep -aE "^sanitizers $what: [0-9]+ passed, [0-9]+ failed" "$e2e_out" 2>/dev/null | tail -1)
-      echo "${line:-sanitizers $what: 0 passed, 1 failed (no summary: did distcheck reach installcheck? see $e2e_out)}"
-      count_line "${line:-0 passed, 1 failed}"
-    done
+    if [ "$(python3 "$top/tests/lib/results.py" count "$dc_e2e_file")" = "0 0 0" ]; then
+      SK_RESULT_FILE="$dc_e2e_file" report_record fail "the sanitizer e2e did not run (did distcheck reach installcheck? see $e2e_out)"
+    fi
+    layer_counts "$dc_e2e_file"
   fi
 fi
 
@@ -343,7 +354,14 @@ if [ -n "${lint_pid:-}" ]; then
   wait "$lint_pid"
   rc=$?
   lint_pid=
-  layer_report lint "$rc"
+  if [ "$(python3 "$top/tests/lib/results.py" count "$lint_file")" = "0 0 0" ]; then
+    if [ "$rc" = 77 ]; then
+      SK_RESULT_FILE="$lint_file" report_record skip "lint: a tool is missing"
+    else
+      SK_RESULT_FILE="$lint_file" report_record fail "lint exited $rc without its verdicts"
+    fi
+  fi
+  layer_report lint "$lint_file"
 fi
 
 # Slurm's cgroup/v2 (tests/vm): this host's hybrid layout cannot run it, so
@@ -363,7 +381,5 @@ fi
 rm -f "$failures"
 echo
 echo "run-tests: the suite took $SECONDS s"
-skip_note=""
-[ "$skips" != 0 ] && skip_note=", $skips skipped (not passed)"
-echo "total: $passed passed, $failed failed$skip_note"
-[ "$failed" = 0 ]
+echo "=== every layer's checks (tests/lib/results.py summary $results) ==="
+python3 "$top/tests/lib/results.py" summary "$results"

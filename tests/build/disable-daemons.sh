@@ -22,9 +22,15 @@ if [ "${SK_IN_NAMESPACE:-0}" != 1 ]; then
 fi
 
 passed=0 failed=0
-check() {  # check NAME COMMAND...: one counted step
+# shellcheck source=../lib/report.sh
+source "$top/tests/lib/report.sh"
+check() {  # check NAME COMMAND...: one counted step (and a record of it)
   local name=$1; shift
-  if "$@"; then echo "PASS: $name"; passed=$((passed + 1)); else echo "FAIL: $name"; failed=$((failed + 1)); fi
+  if "$@"; then
+    echo "PASS: $name"; passed=$((passed + 1)); report_record pass "disable-daemons: $name"
+  else
+    echo "FAIL: $name"; failed=$((failed + 1)); report_record fail "disable-daemons: $name"
+  fi
 }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/sk-disable-daemons.XXXXXX")

@@ -27,12 +27,18 @@ cleanup() {
     rm -rf "$T"
 }
 trap cleanup EXIT
+# Each check also a record of the one result protocol (tests/lib/report.sh).
+# shellcheck source=../lib/report.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/report.sh"
 FAILS=0
 PASSES=0
-ok() { PASSES=$((PASSES + 1)); }
-bad() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
+ok() {  # ok [NAME]: the checks that pass print nothing
+    PASSES=$((PASSES + 1))
+    report_record pass "kubelet server: ${1:-check $PASSES (line ${BASH_LINENO[0]})}"
+}
+bad() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); report_record fail "kubelet server: $*"; }
 expect_eq() {  # name want got
-    if [ "$2" == "$3" ]; then ok; else bad "$1: want [$2] got [$3]"; fi
+    if [ "$2" == "$3" ]; then ok "$1"; else bad "$1: want [$2] got [$3]"; fi
 }
 
 # ---- certificates: a test CA, the serving cert, the API server's client cert,

@@ -36,7 +36,7 @@ cleanup() {
   rl_stop_log_followers now
   [ -n "${E2E_TL_FOLLOWER:-}" ] && kill $E2E_TL_FOLLOWER 2>/dev/null
   [ -n "${E2E_WATCH_PID:-}" ] && { kill "$E2E_WATCH_PID" 2>/dev/null; wait "$E2E_WATCH_PID" 2>/dev/null; }
-  e2e_stop || { echo "FAIL: stopping the stack (see $E2E_D/cluster-stop.log)"; rc=1; }
+  e2e_stop || { echo "FAIL: stopping the stack (see $E2E_D/cluster-stop.log)"; report_record fail "e2e: stopping the stack"; rc=1; }
   exit "$rc"
 }
 trap cleanup EXIT
@@ -45,6 +45,7 @@ trap 'exit 130' INT TERM
 echo "--- starting the stack in $E2E_D"
 if ! e2e_start; then
   echo "FAIL: the stack did not start"
+  report_record fail "e2e: the stack did not start"
   echo "e2e: 0 passed, 1 failed"
   exit 1
 fi
@@ -62,14 +63,14 @@ for c in "${cases[@]}"; do
     case_time_limit_submit || echo "FAIL: could not submit the time-limit job"
     tl_pending=0
   fi
-  declare -F "case_$c" >/dev/null || { echo "FAIL: no case $c"; failed=$((failed + 1)); continue; }
+  declare -F "case_$c" >/dev/null || { echo "FAIL: no case $c"; report_record fail "e2e: no case $c"; failed=$((failed + 1)); continue; }
   echo "--- $c"
   t=$SECONDS
   out="$E2E_D/case-$c.out"
   # A subshell per case: its assertions are counted from its output.
   ( SK_PASSED=0 SK_FAILED=0; "case_$c" ) 2>"$E2E_D/case-$c.err" | tee "$out"
   p=$(grep -c '^PASS:' "$out"); f=$(grep -c '^FAIL:' "$out")
-  [ "$p" -gt 0 ] || [ "$f" -gt 0 ] || { f=1; echo "FAIL: $c asserted nothing (stderr: $E2E_D/case-$c.err)"; }
+  [ "$p" -gt 0 ] || [ "$f" -gt 0 ] || { f=1; echo "FAIL: $c asserted nothing (stderr: $E2E_D/case-$c.err)"; report_record fail "e2e: $c asserted nothing"; }
   [ "$f" -gt 0 ] && sed 's/^/    stderr: /' "$E2E_D/case-$c.err" | tail -n 5
   passed=$((passed + p)); failed=$((failed + f))
   echo "    $c: $p passed, $f failed, $((SECONDS - t)) s"
@@ -82,7 +83,8 @@ kill "$E2E_WATCH_PID" 2>/dev/null; wait "$E2E_WATCH_PID" 2>/dev/null; E2E_WATCH_
 e2e_stop; rc=$?
 left="$(e2e_procs)"
 [ "$rc" = 0 ] && [ -z "$left" ] && passed=$((passed + 1)) && echo "PASS: everything stopped, no process left" \
-  || { failed=$((failed + 1)); echo "FAIL: stop (rc $rc), left: $left"; }
+  && report_record pass "e2e: everything stopped, no process left" \
+  || { failed=$((failed + 1)); echo "FAIL: stop (rc $rc), left: $left"; report_record fail "e2e: stop (rc $rc), left: $left"; }
 trap - EXIT
 echo "total time $((SECONDS - T0)) s"
 echo "e2e: $passed passed, $failed failed"

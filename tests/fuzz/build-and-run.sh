@@ -109,6 +109,9 @@ for t in "${targets[@]}"; do
 done
 wait
 
+# Each target's verdict also a record of the one result protocol.
+# shellcheck source=../lib/report.sh
+source "$top/tests/lib/report.sh"
 passed=0 failed=0
 for t in "${targets[@]}"; do
   rc=$(cat "$out/logs/$t.rc" 2>/dev/null || echo 1)
@@ -116,9 +119,11 @@ for t in "${targets[@]}"; do
   cov=$(grep -o 'cov: [0-9]*' "$out/logs/$t.log" | tail -1)
   if [ "$rc" = 0 ]; then
     echo "PASS: $t (${runs:-?} runs, ${cov:-cov: ?})"
+    report_record pass "fuzz: $t"
     passed=$((passed + 1))
   else
     echo "FAIL: $t (exit $rc; log $out/logs/$t.log)"
+    report_record fail "fuzz: $t (exit $rc; log $out/logs/$t.log)"
     grep -E 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error|fuzz property violated|SUMMARY' \
       "$out/logs/$t.log" | head -5 | sed 's/^/  /'
     ls "$out/artifacts/$t/" 2>/dev/null | sed "s|^|  crash input: $out/artifacts/$t/|"

@@ -13,33 +13,25 @@ if [ "$(id -u)" != 0 ]; then
   exit 77
 fi
 
-passed=0 failed=0
+# shellcheck source=../lib/report.sh
+source "$top/tests/lib/report.sh"
+# Each script's checks are records (tests/lib/report.sh), counted from there.
 run() {
   local name=$1; shift
   echo "--- $name"
-  local out rc
-  out=$(mktemp)
-  "$@" 2>&1 | tee "$out"
-  rc=${PIPESTATUS[0]}
-  local line
-  line=$(grep -E "^([a-z0-9-]+: )?[0-9]+ passed, [0-9]+ failed" "$out" | tail -1)
-  if [ "$rc" = 77 ]; then
-    echo "$name: skipped"
-  elif [ -n "$line" ]; then
-    passed=$((passed + $(sed -nE 's/.*\b([0-9]+) passed.*/\1/p' <<<"$line")))
-    failed=$((failed + $(sed -nE 's/.*\b([0-9]+) failed.*/\1/p' <<<"$line")))
-    [ "$rc" != 0 ] && ! grep -qE "[1-9][0-9]* failed" <<<"$line" && failed=$((failed + 1))
-  else
-    [ "$rc" = 0 ] && passed=$((passed + 1)) || failed=$((failed + 1))
-  fi
-  rm -f "$out"
+  report_run "$name" "$@" 2>&1
+  [ $? = 77 ] && echo "$name: skipped"
 }
 
 run smoke bash "$top/tests/slurm/smoke.sh"
 for t in "$here"/test_*.sh; do
   [ -e "$t" ] || continue
+  if [ "$(basename "$t")" = test_e2e.sh ] && [ "${SK_E2E_IN_DISTCHECK:-0}" = 1 ]; then
+    echo "--- test_e2e: its cases run in the distcheck's ASan + UBSan build (scripts/run-tests.sh)"
+    continue
+  fi
   run "$(basename "$t" .sh)" bash "$t"
 done
 
-echo "integration: $passed passed, $failed failed"
-[ "$failed" = 0 ]
+echo "integration: $REPORT_PASSED passed, $REPORT_FAILED failed"
+[ "$REPORT_FAILED" = 0 ]

@@ -220,6 +220,9 @@ sk_cluster_procs() {
 }
 
 # ------------------------------------------------------------ assertions ---
+# Each also a record of the one result protocol (tests/lib/report.sh).
+# shellcheck source=../lib/report.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/report.sh"
 ok() {
   local cond="$1"; shift
   local rc
@@ -231,14 +234,14 @@ ok() {
     rc=1
   fi
   if [ "$rc" -eq 0 ]; then
-    SK_PASSED=$((SK_PASSED + 1)); echo "PASS: $*"
+    SK_PASSED=$((SK_PASSED + 1)); echo "PASS: $*"; report_record pass "$*"
   else
-    SK_FAILED=$((SK_FAILED + 1)); echo "FAIL: $*"
+    SK_FAILED=$((SK_FAILED + 1)); echo "FAIL: $*"; report_record fail "$*"
   fi
   return 0
 }
 
-sk_skip() { echo "SKIP: $*"; }
+sk_skip() { echo "SKIP: $*"; report_record skip "$*"; }
 
 sk_summary() {
   echo "$SK_PASSED passed, $SK_FAILED failed"

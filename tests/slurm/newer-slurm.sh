@@ -84,9 +84,12 @@ GPUS=2
 TUSER=sknewer TUID=2101 # the submitting user, in the tree's /etc/passwd only
 APT=(apt-get -o DPkg::Lock::Timeout=600 -q)
 
+# Each check also a record of the one result protocol (tests/lib/report.sh).
+# shellcheck source=../lib/report.sh
+source "$top/tests/lib/report.sh"
 passed=0 failed=0
-pass() { echo "PASS: $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
+pass() { echo "PASS: $*"; passed=$((passed + 1)); report_record pass "newer-slurm: $*"; }
+fail() { echo "FAIL: $*"; failed=$((failed + 1)); report_record fail "newer-slurm: $*"; }
 ok() {  # ok STATUS|CONDITION NAME: a number is an exit status, else evaluated
   local c=$1; shift
   if { if [[ "$c" =~ ^[0-9]+$ ]]; then [ "$c" = 0 ]; else eval "$c"; fi; }; then pass "$*"; else fail "$*"; fi

@@ -16,13 +16,17 @@ else
   mapfile -t files < <(find . -path ./build -prune -o -type f \( -name '*.c' -o -name '*.cc' -o -name '*.h' \) \
     ! -path ./config.h -print | sed 's|^\./||' | sort)
 fi
+# shellcheck source=../lib/report.sh
+source "$top/tests/lib/report.sh"
 passed=0 failed=0
 for f in "${files[@]}"; do
   if "$cf" --dry-run -Werror --style=file "$f" >/dev/null 2>&1; then
     passed=$((passed + 1))
+    report_record pass "format: $f"
   else
     echo "FAIL: $f (clang-format --dry-run -Werror; fix with: $cf -i $f)"
     failed=$((failed + 1))
+    report_record fail "format: $f (fix with: $cf -i $f)"
   fi
 done
 echo "format-check: $passed passed, $failed failed"

@@ -100,4 +100,11 @@ cpp_n=$(wc -l <"$out/cppcheck.findings")
 
 cat "$out/clang-tidy.findings" "$out/cppcheck.findings" | sed "s|^$top/||"
 echo "lint: clang-tidy $tidy_n findings, cppcheck $cpp_n findings (dirs: $dirs; details in $out)"
+# Each tool's verdict a record of the one result protocol (tests/lib/report.sh).
+# shellcheck source=../lib/report.sh
+. "$here/../lib/report.sh"
+for t in clang-tidy cppcheck; do
+  n=$tidy_n; [ "$t" = cppcheck ] && n=$cpp_n
+  if [ "$n" -eq 0 ]; then report_record pass "lint: $t finds nothing"; else report_record fail "lint: $t: $n findings ($out)"; fi
+done
 [ "$tidy_n" -eq 0 ] && [ "$cpp_n" -eq 0 ]

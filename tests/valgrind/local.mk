@@ -9,6 +9,6 @@ EXTRA_DIST += \
 # The fake-runtime suites start the agent's test build (tests/agent/local.mk).
 check-valgrind: all tests/agent/slurm-k8s-test-agent$(EXEEXT)
 	SK_TOP_SRCDIR='$(abs_top_srcdir)' SK_TOP_BUILDDIR='$(abs_top_builddir)' \
-	  PYTHON3='$(PYTHON3)' $(SHELL) $(top_srcdir)/tests/valgrind/run.sh
+	  PYTHON3='$(PYTHON3)' bash $(top_srcdir)/tests/valgrind/run.sh
 
 .PHONY: check-valgrind

@@ -432,6 +432,12 @@ cmd_run() {
   fi
   trap - EXIT INT TERM HUP
   [ -s "$run/out/rc" ] && rc="$(tr -dc '0-9' < "$run/out/rc")"
+  # The script's checks as records of the one result protocol
+  # (tests/lib/report.sh): written in the guest to the run directory, added
+  # to the caller's result file here.
+  if [ -n "${SK_RESULT_FILE:-}" ] && [ -s "$run/out/results.tap" ]; then
+    cat "$run/out/results.tap" >>"$SK_RESULT_FILE"
+  fi
   if [ -n "$rc" ] && [ -z "$why" ]; then
     log "script exited $rc after $((SECONDS - ${booted_at:-$t0}))s; total $((SECONDS - t0))s"
     if [ "$rc" = 0 ] && [ "$SK_VM_KEEP" != 1 ]; then rm -rf "$run"; else log "run dir kept: $run"; fi
@@ -477,7 +483,7 @@ guest_init() {
   local cmd=(bash "$SK_VM_SCRIPT")
   [ -x "$SK_VM_SCRIPT" ] && cmd=("$SK_VM_SCRIPT")
   ( cd "$share" && exec setsid env -i PATH="$PATH" HOME=/root LANG=C.UTF-8 TERM=dumb SK_VM=1 \
-      SK_VM_OUT="$out" "${SK_VM_ENVS[@]}" "${cmd[@]}" "${SK_VM_ARGS[@]}" ) </dev/null >>"$out/output" 2>&1 &
+      SK_VM_OUT="$out" SK_RESULT_FILE="$out/results.tap" "${SK_VM_ENVS[@]}" "${cmd[@]}" "${SK_VM_ARGS[@]}" ) </dev/null >>"$out/output" 2>&1 &
   wait $!
   local rc=$?
   echo "sk-vm: script exited $rc at $(cut -d' ' -f1 /proc/uptime)s"
