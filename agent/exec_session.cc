@@ -219,6 +219,19 @@ class ExecSession : public StreamSession {
         });
     }
 
+    // What exec_start and attach_start share: the session, the pod, the
+    // container and the streams asked for (stderr is the terminal's with one).
+    template <typename Start>
+    void fill_start(const ExecTarget &target, Start *m) const {
+        m->session = id_;
+        m->uid = target.pod_uid;
+        m->container = req_.container;
+        m->in = req_.in;
+        m->out = req_.out;
+        m->err = req_.err && !req_.tty;
+        m->tty = req_.tty;
+    }
+
     void launch_in(Result<ExecTarget> target) {
         if (!target.ok()) return finish(remotecommand::status_internal_error(target.message()));
         job_uid_ = target->job_uid;
@@ -233,26 +246,14 @@ class ExecSession : public StreamSession {
         };
         if (req_.kind == StreamKind::Attach) {
             proto::AttachStart a;
-            a.session = id_;
-            a.uid = target->pod_uid;
-            a.container = req_.container;
-            a.in = req_.in;
-            a.out = req_.out;
-            a.err = req_.err && !req_.tty;
-            a.tty = req_.tty;
+            fill_start(*target, &a);
             LOG_INFO("%s session %s%s", prefix_.c_str(), id_.substr(0, 8).c_str(),
                      a.in ? ", stdin" : "");
             return target->attach(a, done);
         }
         proto::ExecStart m;
-        m.session = id_;
-        m.uid = target->pod_uid;
-        m.container = req_.container;
+        fill_start(*target, &m);
         m.command = req_.command;
-        m.in = req_.in;
-        m.out = req_.out;
-        m.err = req_.err && !req_.tty;
-        m.tty = req_.tty;
         LOG_INFO("%s session %s: %zu words%s%s", prefix_.c_str(), id_.substr(0, 8).c_str(),
                  m.command.size(), m.tty ? ", tty" : "", m.in ? ", stdin" : "");
         target->start(m, done);
