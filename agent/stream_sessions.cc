@@ -79,10 +79,11 @@ void StreamSessions::take_started() {
         std::string id = new_session_id(next_++);
         LOG_VERBOSE("[%s %s/%s] session %s opened (%zu now)", stream_kind_name(req.kind),
                     req.ns.c_str(), req.pod.c_str(), id.substr(0, 8).c_str(), count_.load());
-        std::unique_ptr<StreamSession> s =
-            req.kind == StreamKind::PortForward
-                ? new_forward_session(*this, id, std::move(req), std::move(conn))
-                : new_exec_session(*this, id, std::move(req), std::move(conn));
+        std::unique_ptr<StreamSession> s;
+        if (req.kind == StreamKind::PortForward)
+            s = new_forward_session(*this, id, std::move(req), std::move(conn));
+        else
+            s = new_exec_session(*this, id, std::move(req), std::move(conn));
         StreamSession *raw = s.get();
         by_id_[id] = std::move(s);
         raw->begin();

@@ -62,7 +62,7 @@ struct ShimPod {
 class Shim : private SessionTable::Host {
   public:
     Shim(uv_loop_t *loop, ShimOptions opt, RuntimeTemplates templates);
-    ~Shim();
+    ~Shim() override;
 
     // Connects and attaches; the reply arrives on the loop.
     Status start();
