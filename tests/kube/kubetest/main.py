@@ -41,7 +41,6 @@ def main():
     ap = argparse.ArgumentParser(description="Kubernetes API test double (not a Kubernetes API server)")
     ap.add_argument("--listen", default="127.0.0.1:0")
     ap.add_argument("--state-dir", required=True)
-    ap.add_argument("--plain-http", action="store_true")
     ap.add_argument("--token-file", help="CSV token,user,uid,\"group1,group2\" like kube-apiserver")
     ap.add_argument("--role", action="append", default=[], metavar="SUBJECT=ROLE[,ROLE...]",
                     help="bind user:NAME or group:NAME to admin|agent|none|node-bootstrapper|nodeclient|"
@@ -140,7 +139,7 @@ def main():
     admin_tok = next((t for t, v in api.auth.tokens.items() if "system:masters" in v[2]), None)
 
     make_certs(d)
-    ctx = None if opts.plain_http else server_context(d)
+    ctx = server_context(d)
     host, _, port = opts.listen.rpartition(":")
     host = host.strip("[]") or "127.0.0.1"
     Server.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -160,18 +159,16 @@ def main():
 
     port = srv.server_address[1]
     hp = "[%s]" % host if ":" in host else host
-    url = "%s://%s:%d" % ("http" if opts.plain_http else "https", hp, port)
+    url = "https://%s:%d" % (hp, port)
     kc = ["apiVersion: v1", "kind: Config", "clusters:", "- name: kube-test-double", "  cluster:",
-          "    server: %s" % url]
-    if not opts.plain_http:
-        kc.append("    certificate-authority: %s" % os.path.join(d, "ca.crt"))
+          "    server: %s" % url, "    certificate-authority: %s" % os.path.join(d, "ca.crt")]
     kc += ["users:", "- name: admin", "  user:", "    token: %s" % (admin_tok or ""), "contexts:",
            "- name: kube-test-double", "  context:", "    cluster: kube-test-double", "    user: admin",
            "    namespace: default", "current-context: kube-test-double", ""]
     write_file(os.path.join(d, "kubeconfig"), "\n".join(kc), 0o600)
     write_file(os.path.join(d, "pid"), "%d\n" % os.getpid())
     write_file(os.path.join(d, "server.json"), json.dumps({
-        "url": url, "port": port, "pid": os.getpid(), "ca": None if opts.plain_http else os.path.join(d, "ca.crt"),
+        "url": url, "port": port, "pid": os.getpid(), "ca": os.path.join(d, "ca.crt"),
         "kubeconfig": os.path.join(d, "kubeconfig"), "adminToken": os.path.join(d, "admin.token"),
         "agentToken": os.path.join(d, "agent.token"), "norightToken": os.path.join(d, "noright.token"),
         "kubeletClientCert": os.path.join(d, "kubelet-client.crt"), "kubeletClientKey": os.path.join(d, "kubelet-client.key"),

@@ -239,19 +239,18 @@ class Server(http.server.ThreadingHTTPServer):
             request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except OSError:
             pass
-        if self.ctx is not None:
+        try:
+            request.settimeout(10)
+            request = self.ctx.wrap_socket(request, server_side=True)
+            request.settimeout(None)
+        except (OSError, ssl.SSLError) as e:
+            if self.opts.log_requests:
+                log("TLS handshake from %s failed: %s" % (client_address, e))
             try:
-                request.settimeout(10)
-                request = self.ctx.wrap_socket(request, server_side=True)
-                request.settimeout(None)
-            except (OSError, ssl.SSLError) as e:
-                if self.opts.log_requests:
-                    log("TLS handshake from %s failed: %s" % (client_address, e))
-                try:
-                    request.close()
-                except OSError:
-                    pass
-                return
+                request.close()
+            except OSError:
+                pass
+            return
         with self.conns_lock:
             self.conns.add(request)
         try:
