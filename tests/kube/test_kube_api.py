@@ -1720,6 +1720,15 @@ class TestNodeLifecycle(Base):
         n = self.mkready()
         name = n["metadata"]["name"]
         lease_url = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/" + name
+        # two running, Ready pods on it: one tolerates the unreachable NoExecute
+        # taint for 0 s (evicted once it comes), one for ever (stays)
+        unreach = {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"}
+        for pname, tol in (("lc-gone", dict(unreach, tolerationSeconds=0)), ("lc-stays", unreach)):
+            self.assertEqual(API.post(self.pods(), pod_body(pname, node=name, tolerations=[tol])).status, 201)
+            t = now_s()
+            r = API.patch(self.pods(pname) + "/status", {"status": {"phase": "Running", "conditions": [
+                {"type": "Ready", "status": "True", "lastProbeTime": None, "lastTransitionTime": t}]}})
+            self.assertEqual(r.status, 200, r.text[:300])
         # lease renewals alone keep the node Ready
         end = time.time() + 3
         while time.time() < end:
@@ -1740,6 +1749,24 @@ class TestNodeLifecycle(Base):
         for t in ("MemoryPressure", "DiskPressure", "PIDPressure"):
             self.assertEqual(c[t]["status"], "Unknown")
         self.assertIn(("node.kubernetes.io/unreachable", "NoSchedule"), ks)
+        # its pods become Ready=False (the node controller's MarkPodsNotReady); the one
+        # whose toleration ran out gets DisruptionTarget (DeletionByTaintManager) and a
+        # graceful delete, the other stays
+        def ready(pname):
+            o = API.get(self.pods(pname)).json
+            return {c["type"]: c for c in (o.get("status") or {}).get("conditions") or []}.get("Ready", {}).get("status")
+        wait_for(lambda: ready("lc-stays") == "False", timeout=15, msg="pod Ready=False on the unreachable node")
+
+        def evicted():
+            r = API.get(self.pods("lc-gone"))
+            if r.status == 404:
+                return "gone"
+            conds = {c["type"]: c for c in (r.json.get("status") or {}).get("conditions") or []}
+            dt = conds.get("DisruptionTarget")
+            return r.json["metadata"].get("deletionTimestamp") and dt and dt["reason"]
+        self.assertIn(wait_for(evicted, timeout=15, msg="pod evicted by the taint manager"), ("DeletionByTaintManager", "gone"))
+        stays = API.get(self.pods("lc-stays")).json
+        self.assertFalse(stays["metadata"].get("deletionTimestamp"), "a pod tolerating the taint for ever is not evicted")
         # resuming renewals alone does not bring it back; posting Ready=True does
         l = API.get(lease_url).json
         l["spec"]["renewTime"] = now_us()
