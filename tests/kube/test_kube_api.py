@@ -1125,6 +1125,37 @@ class TestNodes(Base):
         r = API.patch("/api/v1/nodes/" + name, {"metadata": {"labels": {"a": "b"}}}, kind="application/json")
         self.assertStatus(r, 415, "UnsupportedMediaType")
 
+    def test_json_patch_ops(self):
+        # RFC 6902 as kube-apiserver applies it (evanphx/json-patch): test, copy, move,
+        # replace and remove on an object's members, add/replace/remove by index and "-" in a
+        # list; the ops apply in order, on the result of the one before
+        n = self.mknode(labels={"k": "v"})
+        name = n["metadata"]["name"]
+        taint = lambda k: {"key": k, "effect": "NoSchedule"}
+        r = API.patch("/api/v1/nodes/" + name, [
+            {"op": "test", "path": "/metadata/labels/k", "value": "v"},
+            {"op": "copy", "from": "/metadata/labels/k", "path": "/metadata/labels/k2"},
+            {"op": "move", "from": "/metadata/labels/k", "path": "/metadata/labels/k3"},
+            {"op": "replace", "path": "/metadata/labels/k2", "value": "w"},
+            {"op": "add", "path": "/spec/taints", "value": [taint("t1"), taint("t3")]},
+            {"op": "add", "path": "/spec/taints/1", "value": taint("t2")},
+            {"op": "add", "path": "/spec/taints/-", "value": taint("t4")},
+            {"op": "replace", "path": "/spec/taints/3", "value": taint("t5")},
+            {"op": "remove", "path": "/spec/taints/0"}], kind="json")
+        self.assertEqual(r.status, 200, r.text[:300])
+        labels = r.json["metadata"]["labels"]
+        self.assertEqual((labels.get("k"), labels.get("k2"), labels.get("k3")), (None, "w", "v"))
+        self.assertEqual([t["key"] for t in r.json["spec"]["taints"]], ["t2", "t3", "t5"])
+        r = API.patch("/api/v1/nodes/" + name, [{"op": "remove", "path": "/metadata/labels/k3"}], kind="json")
+        self.assertEqual(r.status, 200, r.text[:300])
+        self.assertNotIn("k3", r.json["metadata"]["labels"])
+        # a failed test op changes nothing
+        r = API.patch("/api/v1/nodes/" + name, [
+            {"op": "add", "path": "/metadata/labels/k9", "value": "x"},
+            {"op": "test", "path": "/metadata/labels/k2", "value": "not-w"}], kind="json")
+        self.assertGreaterEqual(r.status, 400, r.text[:300])
+        self.assertNotIn("k9", API.get("/api/v1/nodes/" + name).json["metadata"]["labels"])
+
     def test_noop_patch(self):
         n = self.mknode(labels={"k": "v"})
         name = n["metadata"]["name"]
