@@ -3431,6 +3431,31 @@ class TestPodNamespacesPolicy(PolicyFileBase):
             _, r = self.until_denied(n)
             self.assertStatus(r, 403, "Forbidden")
 
+    def test_scheduler_says_why_it_could_not_bind(self):
+        """The default scheduler's Binding refused: the pod stays Pending, and
+        PodScheduled=False (SchedulerError) says why, as kube-scheduler's DefaultBinder
+        words it."""
+        pin = rname("pin")
+        n = node_body(rname("n"), labels={"slurm-k8s/cluster": "kt", "kt-pin": pin})
+        n["metadata"]["annotations"] = {"slurm-k8s/namespaces": "kt-some-other-namespace"}
+        r = API.post("/api/v1/nodes", n)
+        self.assertEqual(r.status, 201, r.text[:300])
+        name = n["metadata"]["name"]
+        type(self).nodes.append(name)
+        self.until_denied(name)  # the policy in force
+        body = pod_body(rname("s"), selector={"kt-pin": pin}, tolerations=[{"operator": "Exists"}])
+        self.assertEqual(API.post(self.pods(), body).status, 201)
+        pod = body["metadata"]["name"]
+
+        def told():
+            o = API.get(self.pods(pod)).json
+            c = [c for c in (o.get("status") or {}).get("conditions") or [] if c["type"] == "PodScheduled"]
+            return c and c[0]["status"] == "False" and c[0].get("reason") == "SchedulerError" and c[0]["message"]
+        msg = wait_for(told, timeout=30, msg="PodScheduled=False (SchedulerError)")
+        self.assertTrue(msg.startswith('binding rejected: running Bind plugin "DefaultBinder": '), msg)
+        self.assertIn(self.message, msg)
+        self.assertFalse(API.get(self.pods(pod)).json["spec"].get("nodeName"))
+
     def test_allowed_namespaces_and_other_nodes_bind(self):
         self.until_denied(self.node("kt-nothing-here"))  # the policy in force
         for allows in ("*", "kt-x," + self.ns):
