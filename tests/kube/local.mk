@@ -9,6 +9,7 @@ EXTRA_DIST += \
 	tests/kube/README.md \
 	tests/kube/local.mk \
 	tests/kube/kube_test_server.py \
+	tests/kube/coverage.sh \
 	tests/kube/kubetest/__init__.py \
 	tests/kube/kubetest/api.py \
 	tests/kube/kubetest/auth.py \

@@ -41,7 +41,12 @@ SD=$(cd "$SD" && pwd)
 rm -f "$SD/ready" "$SD/pid"
 listen=()
 case " $* " in *" --listen "*) ;; *) listen=(--listen 127.0.0.1:0) ;; esac
-"$PY" "$HERE/kube_test_server.py" "${listen[@]}" --state-dir "$SD" "$@" >"$SD/server.log" 2>&1 </dev/null &
+# KUBE_SERVER_COVERAGE=DIR: under python3-coverage, its data in DIR
+# (tests/kube/coverage.sh).
+cov=()
+[ -n "${KUBE_SERVER_COVERAGE:-}" ] && cov=(-m coverage run --parallel-mode --concurrency=thread \
+    --data-file="$KUBE_SERVER_COVERAGE/.coverage" --include="$HERE/*")
+"$PY" "${cov[@]}" "$HERE/kube_test_server.py" "${listen[@]}" --state-dir "$SD" "$@" >"$SD/server.log" 2>&1 </dev/null &
 pid=$!
 for _ in $(seq 300); do
     [ -s "$SD/ready" ] && break

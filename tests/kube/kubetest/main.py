@@ -37,6 +37,16 @@ def write_file(path, text, mode=0o644):
     os.rename(tmp, path)
 
 
+def save_coverage():
+    """Under python3-coverage (tests/kube/coverage.sh) its data is saved here: os._exit,
+    which ends the server without waiting for its threads, skips coverage's atexit."""
+    cov = sys.modules.get("coverage")
+    current = cov and cov.Coverage.current()
+    if current:
+        current.stop()
+        current.save()
+
+
 def main():
     ap = argparse.ArgumentParser(description="Kubernetes API test double (not a Kubernetes API server)")
     ap.add_argument("--listen", default="127.0.0.1:0")
@@ -204,4 +214,5 @@ def main():
     if srv.audit:
         srv.audit.close()
     sys.stderr.flush()
+    save_coverage()
     os._exit(0)

@@ -28,8 +28,14 @@ class KubeServer:
         self.dir = os.path.join(workdir, "kube")
         os.makedirs(self.dir, exist_ok=True)
         log = os.path.join(workdir, "kube.log")
+        # KUBE_SERVER_COVERAGE=DIR: under python3-coverage, as start-server.sh runs it
+        # (tests/kube/coverage.sh).
+        cov = os.environ.get("KUBE_SERVER_COVERAGE")
+        wrap = ["-m", "coverage", "run", "--parallel-mode", "--concurrency=thread",
+                "--data-file=" + os.path.join(cov, ".coverage"),
+                "--include=" + os.path.dirname(os.path.abspath(server_py)) + "/*"] if cov else []
         self.proc = subprocess.Popen(
-            [sys.executable, server_py, "--listen", "127.0.0.1:0", "--state-dir", self.dir]
+            [sys.executable] + wrap + [server_py, "--listen", "127.0.0.1:0", "--state-dir", self.dir]
             + list(extra_args), stdout=open(log, "w"), stderr=subprocess.STDOUT)
         ready = os.path.join(self.dir, "ready")
         end = time.time() + timeout
