@@ -144,7 +144,10 @@ def run(env):
     r = env.call("register", REG)
     check("register as the ServiceAccount's token", r and r.get("ok"), r)
     check("Node Ready", wait_for(lambda: node_ready(env), 10))
-    st = env.api_state()
+    # The server applies a request before the agent has read its answer (what marks the
+    # credential accepted): the Node can be Ready a moment before the state says so.
+    st = wait_for(lambda: (lambda s: s if s.get("state") == "ok" else None)(env.api_state()), 10) \
+        or env.api_state()
     check("list: api credential accepted, from the token file, with the token's expiry",
           st.get("state") == "ok" and st.get("source") == "token file " + env.token_path
           and st.get("expires"), st)
