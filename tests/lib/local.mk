@@ -4,4 +4,7 @@
 # automake's .trs as records, the per-layer summary of scripts/run-tests.sh).
 EXTRA_DIST += \
 	tests/lib/report.sh \
-	tests/lib/results.py
+	tests/lib/results.py \
+	tests/lib/test_report.sh
+# The protocol itself: what report_run records, what results.py counts.
+TESTS += tests/lib/test_report.sh
