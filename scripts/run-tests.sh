@@ -75,6 +75,10 @@ new_layer() {
   layer_path=$(printf '%s/%02d-%s.tap' "$results" "$layer_no" "$1")
   : >"$layer_path"
 }
+# layer_failed FILE: how many of a layer's records failed; layer_empty FILE:
+# true when it has none.
+layer_failed() { python3 "$top/tests/lib/results.py" count "$1" | cut -d' ' -f2; }
+layer_empty() { [ "$(python3 "$top/tests/lib/results.py" count "$1")" = "0 0 0" ]; }
 # layer_counts FILE: "NAME: N passed, N failed" of one layer's records.
 layer_counts() {
   local p f s name
@@ -206,7 +210,7 @@ if [ "$check_later" = 0 ]; then
   check_rc=$?
   python3 "$top/tests/lib/results.py" from-trs "$build" >"$file"
   grep -E "^(PASS|FAIL|ERROR|XFAIL|XPASS|SKIP):" "$build/check.out"
-  if [ "$check_rc" != 0 ] && [ "$(python3 "$top/tests/lib/results.py" count "$file" | cut -d' ' -f2)" = 0 ]; then
+  if [ "$check_rc" != 0 ] && [ "$(layer_failed "$file")" = 0 ]; then
     [ -f "$build/test-suite.log" ] && cat "$build/test-suite.log"
     SK_RESULT_FILE="$file" report_record fail "make check exited $check_rc without a failed test"
   fi
@@ -246,7 +250,7 @@ layer_report() {
   local target=$1 file=$2 out="$build/$1.out"
   grep -aE "^(PASS|FAIL|SKIP)[: ]|^lint: " "$out" | tail -40
   keep_failures "$target" "$out"
-  if [ "$(python3 "$top/tests/lib/results.py" count "$file" | cut -d' ' -f2)" != 0 ]; then
+  if [ "$(layer_failed "$file")" != 0 ]; then
     tail -30 "$out"
   fi
   layer_counts "$file"
@@ -342,7 +346,7 @@ if [ "${SK_DISTCHECK:-1}" = 1 ]; then
     e2e_out="$build/sanitizers-e2e.out"
     grep -aE "^(FAIL|    [a-z_]+: |--- /tmp/sk-sanitizer)" "$e2e_out" 2>/dev/null
     [ -f "$e2e_out" ] && keep_failures "sanitizer e2e" "$e2e_out"
-    if [ "$(python3 "$top/tests/lib/results.py" count "$dc_e2e_file")" = "0 0 0" ]; then
+    if layer_empty "$dc_e2e_file"; then
       SK_RESULT_FILE="$dc_e2e_file" report_record fail "the sanitizer e2e did not run (did distcheck reach installcheck? see $e2e_out)"
     fi
     layer_counts "$dc_e2e_file"
@@ -354,7 +358,7 @@ if [ -n "${lint_pid:-}" ]; then
   wait "$lint_pid"
   rc=$?
   lint_pid=
-  if [ "$(python3 "$top/tests/lib/results.py" count "$lint_file")" = "0 0 0" ]; then
+  if layer_empty "$lint_file"; then
     if [ "$rc" = 77 ]; then
       SK_RESULT_FILE="$lint_file" report_record skip "lint: a tool is missing"
     else
