@@ -24,6 +24,10 @@ run() {
 }
 
 run smoke bash "$top/tests/slurm/smoke.sh"
+# The same cluster with each node a host of its own: its own network
+# namespace and address, slurmctld and the clients in the site's
+# (tests/slurm/hosts.sh).
+run smoke-hosts env SK_NETNS=1 bash "$top/tests/slurm/smoke.sh"
 for t in "$here"/test_*.sh; do
   [ -e "$t" ] || continue
   if [ "$(basename "$t")" = test_e2e.sh ] && [ "${SK_E2E_IN_DISTCHECK:-0}" = 1 ]; then

@@ -40,6 +40,9 @@
 #   sk_log MSG...                 message to stderr
 #   sk_node X                     the name of node X (1..N): ${SK_NODE_PREFIX}X;
 #                                 N1, N2, N3 hold the first three
+#   hosts.sh (sourced): SK_NETNS=1 puts each node in a network namespace
+#                                 of its own, the site (slurmctld, the
+#                                 scripts) in another
 
 SK_SLURM_DIR="${SK_SLURM_DIR:-/tmp/slurm-k8s-test}"
 if [ "$SK_SLURM_DIR" = /tmp/slurm-k8s-test ]; then
@@ -64,6 +67,9 @@ SK_JOBS_DIR="$SK_SLURM_DIR/jobs"
 # scripts) inherits it.  Nothing else on the host carries it.
 SK_MARKER_VAR="SK_SLURM_CLUSTER"
 export SLURM_CONF="$SK_CONF"
+# SK_NETNS=1: each node a host of its own (network namespaces, hosts.sh).
+# shellcheck source=hosts.sh
+. "$SK_LIB_DIR/hosts.sh"
 
 SK_PASSED=0
 SK_FAILED=0

@@ -45,6 +45,9 @@ if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null \
   fi
 fi
 
+# SK_NETNS=1: nodes as hosts of their own; this script in the site (hosts.sh).
+sk_enter_site "$0" "$@"
+
 t_start=$SECONDS
 started=0
 stopped=0
@@ -103,7 +106,7 @@ cat > "$script" <<'EOF'
 #!/bin/bash
 echo "batch user=$(id -un) node=$SLURMD_NODENAME nodes=$SLURM_JOB_NUM_NODES"
 srun -N "$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 bash -c \
-  'echo "TASK host=$(hostname) node=$SLURMD_NODENAME gpus=$CUDA_VISIBLE_DEVICES user=$(id -un)"'
+  'echo "TASK host=$(hostname) node=$SLURMD_NODENAME gpus=$CUDA_VISIBLE_DEVICES user=$(id -un) net=$(stat -L -c %i /proc/self/ns/net)"'
 EOF
 chmod 755 "$script"
 
@@ -123,13 +126,32 @@ if [ -n "$jid" ]; then
     got_nodes="$(sed -n 's/^TASK .* node=\([^ ]*\) .*/\1/p' "$out" | sort -V | paste -sd' ')"
     ok '[ "$(grep -c "^TASK " "$out")" -eq "$NUM_NODES" ]' "$NUM_NODES srun tasks wrote a line"
     ok '[ "$got_nodes" = "$want_nodes" ]' "one task on each node ($got_nodes)"
-    ok '[ "$(grep -c "^TASK .* gpus=$gpus user=$TEST_USER\$" "$out")" -eq "$NUM_NODES" ]' \
+    ok '[ "$(grep -c "^TASK .* gpus=$gpus user=$TEST_USER net=" "$out")" -eq "$NUM_NODES" ]' \
        "each node sees CUDA_VISIBLE_DEVICES=$gpus"
     ok '[ "$(grep -c "^TASK host=$(hostname) " "$out")" -eq "$NUM_NODES" ]' "hostname is $(hostname)"
     ok 'grep -q "^batch user=$TEST_USER node=$N1 " "$out"' "batch script ran as $TEST_USER on $N1"
+    if [ "$SK_NETNS" = 1 ]; then
+      # Each task in its node's network namespace (hosts.sh), none in the
+      # site's or the host's.
+      bad=""
+      for ((i = 1; i <= NUM_NODES; i++)); do
+        grep -q "^TASK .* node=$(sk_node "$i") .* net=$(sk_netns_ino "$SK_NETNS_RUN/$(sk_netns_node "$i")")\$" "$out" \
+          || bad="$bad $(sk_node "$i")"
+      done
+      ok '[ -z "$bad" ]' "each task ran in its node's network namespace${bad:+ (not:$bad)}"
+    fi
   fi
   sk_wait_gone "$jid" 30
   ok $? "job $jid left the queue"
+fi
+if [ "$SK_NETNS" = 1 ]; then
+  # srun from the site: each slurmd, on a host of its own, reaches back to
+  # this srun at the site's address.
+  nets="$(sk_as_user timeout 60 srun -N "$NUM_NODES" --ntasks-per-node=1 \
+             bash -c 'echo "$SLURMD_NODENAME $(stat -L -c %i /proc/self/ns/net)"' 2>&1 | sort -V)"
+  want="$(for ((i = 1; i <= NUM_NODES; i++)); do
+            echo "$(sk_node "$i") $(sk_netns_ino "$SK_NETNS_RUN/$(sk_netns_node "$i")")"; done)"
+  ok '[ "$nets" = "$want" ]' "srun from the site ($(sk_site_addr)) runs a task on each node's host (got: $(paste -sd, <<<"$nets"))"
 fi
 drained="$(sinfo -h -N -t drain,drained,draining,down,fail -o '%N %E' 2>/dev/null | sort -u)"
 ok '[ -z "$drained" ]' "no node drained or down${drained:+ ($drained)}"
@@ -166,6 +188,11 @@ else
            '$2 ~ /^(munged|slurmctld|slurmd|slurmstepd)$/ && index($0, d)')"
   [ -z "$crude" ] || printf '  ps: %s\n' "$crude"
   ok '[ -z "$crude" ]' "ps shows no munged/slurmctld/slurmd/slurmstepd with $SK_SLURM_DIR"
+  if [ "$SK_NETNS" = 1 ]; then
+    # This script still runs in the site: its namespace ends with it.
+    left="$(ip netns list | awk -v p="sk-$SK_NODE_PREFIX" 'index($1, p) == 1 { print $1 }' | paste -sd' ')"
+    ok '[ -z "$left" ]' "no network namespace of this cluster left${left:+ ($left)}"
+  fi
 fi
 
 sk_log "total $((SECONDS - t_start))s"
