@@ -8,7 +8,10 @@ same programs and settings) run two ways on this machine, alternating:
   allocation  the trainer ranks a real `sbatch -N3 --gres=gpu:4
               --k8s-gpus=2` job (srun) on the local Slurm cluster, the
               services pods on its virtual nodes (the test API server, one
-              agent per node, the shim), as scripts/run-scenario.sh runs it
+              agent per node, the shim), as scripts/run-scenario.sh runs it:
+              each Slurm node a host of its own (a network namespace and an
+              address on a bridge, tests/slurm/hosts.sh), so the weights
+              and samples cross veths where the processes use loopback
 Measured from the trainer's own summary (rank 0): steps/s over the run and
 the weight-sync latency per step (rank 0's push of the new weights to every
 rollout, median and p99 over the steps). The allocation's stack is started
@@ -43,6 +46,9 @@ ALLOCATION = r'''
 set -uo pipefail
 . "$SK_TOP_SRCDIR/tests/e2e/lib.sh"
 . "$SK_TOP_SRCDIR/tests/e2e/online_rl.sh"
+# Each node a host of its own (tests/slurm/hosts.sh): this script re-runs in
+# the site's network namespace, its stdin kept.
+sk_enter_site "$0"
 trap 'rl_stop_log_followers; e2e_stop >/dev/null 2>&1' EXIT
 e2e_start >&2 || { echo "bench_online_rl: the stack did not start" >&2; exit 1; }
 while read -r cmd; do
@@ -85,10 +91,13 @@ def main():
                SK_SLURM_DIR=DIR, CTLD_PORT=os.environ.get("BENCH_RL_CTLD_PORT", "36817"),
                SLURMD_BASE_PORT=os.environ.get("BENCH_RL_SLURMD_PORT", "37001"),
                E2E_KUBELET_BASE_PORT=os.environ.get("BENCH_RL_KUBELET_PORT", "37250"))
-    alloc = subprocess.Popen(["bash", "-c", ALLOCATION], env=env, stdin=subprocess.PIPE,
+    tmp = tempfile.mkdtemp(prefix="sk-bench-rl-")
+    script = os.path.join(tmp, "allocation.sh")   # a file: it re-runs itself in the site
+    with open(script, "w") as f:
+        f.write(ALLOCATION)
+    alloc = subprocess.Popen(["bash", script], env=env, stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     res = {"processes": [], "allocation": []}
-    tmp = tempfile.mkdtemp(prefix="sk-bench-rl-")
     try:
         for r in range(ROUNDS):
             res["processes"].append(run_processes(os.path.join(tmp, f"local-{r}")))

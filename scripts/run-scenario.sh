@@ -7,8 +7,8 @@
 #     default ./build);
 #  2. starts the Kubernetes API test double with its scheduler and
 #     node-lifecycle controller (tests/kube/), one slurm-k8s-agent per Slurm
-#     node (socket, state dir, kubelet port and address 127.0.1.N of its own,
-#     the double's least-rights agent token) and a local Slurm cluster of 3
+#     node (socket, state dir, kubelet port and the address of its own
+#     host, below; the double's least-rights agent token) and a local Slurm cluster of 3
 #     nodes x 4 fake GPUs whose plugstack loads spank_k8s.so (tests/slurm/);
 #  3. submits, as the unprivileged user k8suser,
 #       sbatch -N3 --gres=gpu:4 --k8s-gpus=2 --k8s-labels=team=rl examples/online-rl/train.sbatch
@@ -27,22 +27,39 @@
 # With --images (or SK_SCENARIO_IMAGES=1) the rollout and reward services run
 # from images instead of as processes: examples/online-rl/build-images.sh
 # builds them from this machine's Debian packages (python3, numpy) and pushes
-# them to the harness's registry on loopback; rollout-image.yaml and
+# them to the harness's registry in the site; rollout-image.yaml and
 # reward-image.yaml start them by their ENTRYPOINT through the podman runtime
 # (rootless podman as the job's user, in the job's cgroups), each container
 # with its own GPUs' device nodes only.
 #
+# Each Slurm node is a host of its own, as on a cluster (SK_NETNS=1, the default)
+# (tests/slurm/hosts.sh): its slurmd, its agent and so its jobs and pods in a
+# network namespace of its own with an address that is not loopback
+# (10.239.K.11-13), the API server, the registry, kubectl and this script in
+# the site's (10.239.K.1); the double then refuses, as kube-apiserver does,
+# to proxy to a node address that is not global unicast.
+#
 # With a KUBECONFIG argument the agents and kubectl target that cluster
-# instead of the double. Then: apply etc/rbac-node-identity.yaml and
-# etc/vap-agent-nodes.yaml there first
-# (etc/rbac.yaml with E2E_NODE_IDENTITY=agent); KUBECONFIG is
+# instead of the double. A real API server refuses loopback node addresses
+# (it will not proxy to them, and its Endpoints controller drops loopback pod
+# IPs), so the control plane runs in the site, where the nodes reach it:
+#   SK_SLURM_DIR=/tmp/sk-scenario tests/slurm/cluster.sh hosts
+#       (makes the namespaces; prints the site's name sk-<p>-site and address)
+#   nsenter --net=/run/netns/sk-<p>-site kube-apiserver --bind-address=<site>
+#       --advertise-address=<site> ... (etcd, the controller-manager and the
+#       scheduler there too, as docs/admin-guide.md says; the server's
+#       certificate names the site's address; the kubeconfig's server is
+#       https://<site>:6443)
+#   bash scripts/run-scenario.sh KUBECONFIG
+# Before that, apply etc/rbac-node-identity.yaml and etc/vap-agent-nodes.yaml
+# there (etc/rbac.yaml with E2E_NODE_IDENTITY=agent); KUBECONFIG is
 # the admin's (kubectl); the agents' own credential is E2E_AGENT_KUBECONFIG (a
 # kubeconfig of the slurm-k8s-agent ServiceAccount, e.g. with a tokenFile from
 # `kubectl create token`; default: KUBECONFIG itself). The agents run with
 # node_identity = bootstrap (E2E_NODE_IDENTITY=agent for the old way): the
 # controller-manager must approve and sign their CSRs
 # (docs/admin-guide.md, "Node identities"). The
-# API server must reach the nodes' kubelet endpoints (127.0.0.1:19250-19252
+# API server must reach the nodes' kubelet endpoints (<node address>:19250-19252
 # here; set E2E_KUBELET_BASE_PORT) for `kubectl logs`, and the cluster's
 # scheduler places the pods.
 #
@@ -62,7 +79,12 @@
 #   CTLD_PORT [18817], SLURMD_BASE_PORT [19001]  slurmctld's port, node X's slurmd = base + X - 1
 #   E2E_KUBELET_BASE_PORT [19250]   agent X's kubelet endpoint = base + X - 1; the API
 #                                   server must reach it at the node's address
-#   E2E_REGISTRY_PORT [19300]       the image registry on loopback (--images), and +1, +2
+#   E2E_REGISTRY_PORT [19300]       the image registry (--images), and +1, +2: on loopback,
+#                                   with SK_NETNS=1 on the site's address
+#   SK_NETNS [1]                    1: each Slurm node a host of its own (above); 0: all on
+#                                   this host's loopback (127.0.1.N), where no Service
+#                                   publishes a pod's address, as on a real server
+#   SK_NETNS_NET [10.239.K]         the hosts' /24 (tests/slurm/hosts.sh; K from SK_SLURM_DIR)
 #   E2E_GRACE [15]                  plugstack grace= (the pods' stop budget at job end)
 #   E2E_LEASE_GRACE [40], E2E_NODE_AUTHORIZER_LAG [0.3]  the double's --lease-grace and
 #                                   --node-authorizer-lag (unused with a KUBECONFIG)
@@ -96,6 +118,15 @@ since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; 
 say() { printf '\n=== %s (t+%ss) ===\n' "$1" "$(since "$T0")"; }
 
 [ "$(id -u)" = 0 ] || { echo "run-scenario: run as root (it starts slurmd, munged and the agents)" >&2; exit 1; }
+export SK_NETNS=${SK_NETNS:-1}
+if [ "$SK_NETNS" = 1 ]; then
+  # Each node a host of its own: this script re-runs in the site's network
+  # namespace (tests/slurm/hosts.sh), before anything starts.
+  # shellcheck source=../tests/slurm/lib.sh
+  . "$top/tests/slurm/lib.sh"
+  export SK_SCENARIO_IMAGES=$RL_IMAGES  # --images, shifted away above
+  sk_enter_site "$0" "$@"
+fi
 
 # ---------------------------------------------------------------- 1. build
 if [ "${SK_SKIP_INSTALL:-0}" != 1 ]; then
@@ -151,7 +182,9 @@ trap 'exit 130' INT TERM
 say "starting: test API server, 3 agents, Slurm cluster (3 nodes x 4 GPUs)"
 e2e_start || exit 1
 if [ -n "$E2E_KUBECONFIG" ]; then echo "Kubernetes: $E2E_KUBECONFIG"; else echo "Kubernetes: test double at $KUBE_URL (pid $E2E_KUBE_PID)"; fi
-for n in 1 2 3; do echo "agent n$n: pid ${E2E_AGENT_PID[$n]}, socket $E2E_AGENTS/n$n/agent.sock"; done
+for n in 1 2 3; do
+  echo "agent $(sk_node "$n"): pid ${E2E_AGENT_PID[$n]}, socket $E2E_AGENTS/$(sk_node "$n")/agent.sock, node address $(e2e_node_address "$n")"
+done
 echo "plugstack.conf: $(cat "$SK_SLURM_DIR/etc/plugstack.conf")"
 python3 "$top/tests/e2e/watch.py" record "$E2E_D/watch.jsonl" --kubeconfig "$E2E_ADMIN_KUBECONFIG" &
 WATCH_PID=$!
@@ -160,7 +193,7 @@ if [ "$RL_IMAGES" = 1 ]; then
   say "building the rollout and reward images (examples/online-rl/build-images.sh) into $E2E_REGISTRY"
   t_img=$(date +%s.%N)
   bash "$top/examples/online-rl/build-images.sh" "$E2E_REGISTRY" --tls-verify=false
-  ok $? "images built from Debian's python3 and numpy and pushed to the registry on loopback ($(since "$t_img") s)"
+  ok $? "images built from Debian's python3 and numpy and pushed to the registry at $E2E_REGISTRY ($(since "$t_img") s)"
 fi
 
 # ---------------------------------------------------------------- 3. the job

@@ -490,10 +490,11 @@ case_two_clusters() {
   e2e_pod_running ours 30; ok $? "two_clusters: a pod runs on job $j's node"
   cg="$(echo /sys/fs/cgroup/freezer/slurm_$N1/uid_*/job_"$j")"
   [ -d "$cg" ]; ok $? "two_clusters: job $j's cgroup directory $cg"
-  # What the e2e exported for its own cluster (partitions naming its nodes) is not the other's.
+  # What the e2e exported for its own cluster (partitions naming its nodes) is not the other's;
+  # the other on this script's network (with SK_NETNS=1 the site's, where its clients run).
   local -a o_env=(env -u SK_NODE_PREFIX -u SK_FIRST_JOB_ID -u SLURM_CONF_EXTRA -u GPU_PARTITION_OPTS
                   -u CONSTRAIN_RAM_SPACE SK_SLURM_DIR="$other"
-                  CTLD_PORT=$((CTLD_PORT + 71)) SLURMD_BASE_PORT=$((SLURMD_BASE_PORT + 71))
+                  CTLD_PORT=$((CTLD_PORT + 71)) SLURMD_BASE_PORT=$((SLURMD_BASE_PORT + 71)) SK_NETNS=0
                   NUM_NODES=1 PLUGSTACK_LINES="" SLURM_CONF="$other/etc/slurm.conf")
   "${o_env[@]}" "$E2E_CLUSTER" start >"$E2E_D/other-cluster.log" 2>&1
   ok $? "two_clusters: a second cluster in $other starts ($(tail -n1 "$E2E_D/other-cluster.log"))"
@@ -972,8 +973,8 @@ print(" ".join("%s=%s" % (c["name"], t(c)) for c in s.get("containerStatuses", [
   # the pod's deletion: nothing of it is left.
   python3 -c 'import socket, sys, time
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(16); held = []
-while True: held.append(s.accept()[0])' "${E2E_REGISTRY_STUCK#*:}" &
+s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(16); held = []
+while True: held.append(s.accept()[0])' "${E2E_REGISTRY_STUCK%:*}" "${E2E_REGISTRY_STUCK#*:}" &
   local stuck=$!
   e2e_kubectl apply -f - >/dev/null <<EOF
 apiVersion: v1
@@ -1834,7 +1835,7 @@ case_online_rl_images() {
 # The pid listening on IP:PORT on this host (a pod's service: pods run on
 # the node's network, each at its pod IP).
 rl_listener_pid() {  # rl_listener_pid IP PORT
-  ss -Htlnp "sport = :$2" | awk -v a="$1:$2" '$4 == a' | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -n1
+  e2e_on_host "$1" ss -Htlnp "sport = :$2" | awk -v a="$1:$2" '$4 == a' | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -n1
 }
 
 # A Ready rollout pod that is not one of RL_PODS (the Deployment's replacement).

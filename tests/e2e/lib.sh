@@ -33,6 +33,15 @@
 #   E2E_KUBELET_CERT, E2E_KUBELET_KEY, E2E_KUBELET_CLIENT_CA  the agents'
 #                  kubelet endpoint with E2E_KUBECONFIG (the double's own
 #                  kubelet-serving certificate and CA are used otherwise)
+#   SK_NETNS       1: each Slurm node a host of its own (tests/slurm/hosts.sh):
+#                  its slurmd and its agent in the node's network namespace,
+#                  its virtual nodes' InternalIP the node's address; the
+#                  double (which then refuses to proxy to an address that is
+#                  not global unicast, as kube-apiserver does), the registry,
+#                  kubectl and the calling script in the site's. The script
+#                  calls sk_enter_site first. 0: every node on this host's
+#                  loopback (127.0.1.N), where, as on a real server, no
+#                  Service publishes a pod's address (e2e online_rl fails) [1]
 #
 # Functions (each returns non-zero with a message on stderr on failure):
 #   e2e_start [NODES]     install binaries, start API server, agents, Slurm
@@ -48,6 +57,8 @@
 #   e2e_procs             prints every process this library is responsible for
 #   e2e_pod_log NS/NAME   the pod's container log (kubectl logs; fails when
 #                         kubectl does); sets E2E_LOG_SOURCE
+#   e2e_on_host ADDR CMD...  CMD in the network namespace of the node whose
+#                         address ADDR is (SK_NETNS=1), else here
 
 E2E_TOP="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 export SK_SLURM_DIR="${SK_SLURM_DIR:-/tmp/sk-e2e}"
@@ -62,6 +73,7 @@ E2E_GRACE="${E2E_GRACE:-15}"
 E2E_PLUGIN_ARGS="${E2E_PLUGIN_ARGS:-}"
 E2E_KUBECONFIG="${E2E_KUBECONFIG:-}"
 E2E_LEASE_GRACE="${E2E_LEASE_GRACE:-40}"
+export SK_NETNS="${SK_NETNS:-1}"
 # shellcheck source=../slurm/lib.sh
 . "$E2E_TOP/tests/slurm/lib.sh"
 E2E_CLUSTER="$E2E_TOP/tests/slurm/cluster.sh"
@@ -73,9 +85,13 @@ E2E_KSD="$E2E_D/kube"            # the double's state dir
 E2E_EXAMPLES="$E2E_D/examples"   # examples/online-rl, readable by the job user
 E2E_REGISTRY_DIR="$E2E_D/registry"  # tests/images/registry.sh: the images' registry
 E2E_REGISTRY_PORT="${E2E_REGISTRY_PORT:-29300}"
-E2E_REGISTRY="127.0.0.1:$E2E_REGISTRY_PORT"
-E2E_REGISTRY_AUTH="127.0.0.1:$((E2E_REGISTRY_PORT + 1))"  # asks for e2e:s3cret
-E2E_REGISTRY_STUCK="127.0.0.1:$((E2E_REGISTRY_PORT + 2))"  # accepts, never answers (e2e image_pods)
+# The registry's host: loopback, or the site's address, which the nodes'
+# pulls reach (SK_NETNS=1).
+E2E_REGISTRY_HOST=127.0.0.1
+[ "$SK_NETNS" = 1 ] && E2E_REGISTRY_HOST="$(sk_site_addr)"
+E2E_REGISTRY="$E2E_REGISTRY_HOST:$E2E_REGISTRY_PORT"
+E2E_REGISTRY_AUTH="$E2E_REGISTRY_HOST:$((E2E_REGISTRY_PORT + 1))"  # asks for e2e:s3cret
+E2E_REGISTRY_STUCK="$E2E_REGISTRY_HOST:$((E2E_REGISTRY_PORT + 2))"  # accepts, never answers (e2e image_pods)
 declare -A E2E_AGENT_PID=()
 E2E_KUBE_PID=""
 E2E_ADMIN_KUBECONFIG=""
@@ -137,7 +153,7 @@ EOF
   # in the guest, which has no podman nor docker-registry).
   "$E2E_TOP/tests/images/registry.sh" stop "$E2E_REGISTRY_DIR" >/dev/null 2>&1 || true
   if [ "${E2E_REGISTRY_OFF:-0}" != 1 ]; then
-    "$E2E_TOP/tests/images/registry.sh" start "$E2E_REGISTRY_DIR" "$E2E_REGISTRY_PORT" >/dev/null \
+    "$E2E_TOP/tests/images/registry.sh" start "$E2E_REGISTRY_DIR" "$E2E_REGISTRY_PORT" "$E2E_REGISTRY_HOST" >/dev/null \
       || { e2e_die "the image registry did not start"; return 1; }
   fi
   cat >"$E2E_LIB/runtime.conf" <<EOF
@@ -163,9 +179,16 @@ e2e_start_kube() {
     return 0
   fi
   rm -rf "$E2E_KSD"
-  local vars
+  local vars hosts=() i
+  if [ "$SK_NETNS" = 1 ]; then
+    # On the site's address, which the nodes reach; its certificates name
+    # it and the nodes' addresses (the kubelet endpoints it dials); and as
+    # kube-apiserver, it proxies to no loopback node address.
+    hosts=(--listen "$(sk_site_addr):0" --cert-ip "$(sk_site_addr)" --node-proxy-global-only)
+    for ((i = 1; i <= NUM_NODES; i++)); do hosts+=(--cert-ip "$(sk_node_addr "$i")"); done
+  fi
   vars="$("$E2E_TOP/tests/kube/start-server.sh" "$E2E_KSD" --lease-grace "$E2E_LEASE_GRACE" \
-    --node-authorizer-lag "${E2E_NODE_AUTHORIZER_LAG:-0.3}")" \
+    --node-authorizer-lag "${E2E_NODE_AUTHORIZER_LAG:-0.3}" "${hosts[@]}")" \
     || { e2e_die "the test API server did not start (log: $E2E_KSD/server.log)"; return 1; }
   eval "$vars"
   E2E_KUBE_PID="$KUBE_SERVER_PID"
@@ -303,15 +326,35 @@ EOF
 # online_rl's Deployment). The double's kubelet-serving certificate names
 # 127.0.1.1-16. 127.0.0.1 against a cluster of E2E_KUBECONFIG, whose kubelet
 # certificate the harness does not make.
+# With SK_NETNS=1 the node's own address (tests/slurm/hosts.sh), in both.
 e2e_node_address() {
-  if [ -n "$E2E_KUBECONFIG" ]; then echo 127.0.0.1; else echo "127.0.1.$1"; fi
+  if [ "$SK_NETNS" = 1 ]; then sk_node_addr "$1"
+  elif [ -n "$E2E_KUBECONFIG" ]; then echo 127.0.0.1
+  else echo "127.0.1.$1"; fi
+}
+
+# e2e_on_host ADDR CMD...: CMD on the host whose address ADDR is (with
+# SK_NETNS=1 a node's network namespace: its sockets, e.g. for ss), else here.
+e2e_on_host() {
+  local addr=$1 i; shift
+  if [ "$SK_NETNS" = 1 ]; then
+    for ((i = 1; i <= NUM_NODES; i++)); do
+      if [ "$(sk_node_addr "$i")" = "$addr" ]; then
+        sk_in_netns "$(sk_netns_node "$i")" "$@"
+        return
+      fi
+    done
+  fi
+  "$@"
 }
 
 e2e_agent_start() {  # e2e_agent_start N
-  local n="$1" a="$E2E_AGENTS/$(sk_node "$1")"
+  local n="$1" a="$E2E_AGENTS/$(sk_node "$1")" netns=()
   [ -f "$a/agent.conf" ] || e2e_agent_conf "$n"
+  # SK_NETNS=1: on its node's host, beside its slurmd.
+  [ "$SK_NETNS" = 1 ] && netns=(nsenter --net="$SK_NETNS_RUN/$(sk_netns_node "$n")" --)
   # SLURM_CONF: the job_alive_command (squeue) must reach this cluster.
-  env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 SLURM_CONF="$SK_CONF" \
+  "${netns[@]}" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 SLURM_CONF="$SK_CONF" \
     "$E2E_LIB/slurm-k8s-agent" --config "$a/agent.conf" </dev/null >>"$a/agent.log" 2>&1 &
   E2E_AGENT_PID[$n]=$!
   echo "${E2E_AGENT_PID[$n]}" > "$a/agent.pid"
@@ -369,6 +412,10 @@ e2e_start() {
   local i
   # A previous run's cluster (same dir) is stopped first; its cgroups removed.
   "$E2E_CLUSTER" clean >/dev/null 2>&1 || true
+  # SK_NETNS=1: the hosts (the clean removed them) before the agents go there.
+  if [ "$SK_NETNS" = 1 ]; then
+    sk_netns_up "$NUM_NODES" || { e2e_die "could not make the hosts' network namespaces"; return 1; }
+  fi
   e2e_install_bins || return 1
   rm -rf "$E2E_AGENTS" "$E2E_RUNDIR"
   mkdir -p "$E2E_AGENTS"
@@ -388,6 +435,8 @@ e2e_stop() {
     n="${n%/agent.pid}"; e2e_agent_stop "${n##*/"$SK_NODE_PREFIX"}"
   done
   e2e_stop_kube
+  # SK_NETNS=1: the hosts' namespaces the cluster's stop kept for the agents.
+  if [ "$SK_NETNS" = 1 ]; then sk_netns_down || rc=1; fi
   return "$rc"
 }
 

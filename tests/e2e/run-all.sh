@@ -6,6 +6,9 @@
 #   tests/e2e/run-all.sh [CASE...]      (default: all cases, see E2E_CASES)
 #
 # SK_BUILD_DIR names the build tree (default $SK_TOP_BUILDDIR, else ./build).
+# SK_NETNS=1: each Slurm node (its slurmd, its agent) a host of its own in a
+# network namespace, the double and this script in the site's (tests/slurm/
+# hosts.sh, tests/e2e/lib.sh).
 # Prints PASS:/FAIL: lines per check, a line per case with its time, and
 # "e2e: N passed, N failed" last; exit 0 only when nothing failed. Everything
 # it starts is stopped by pid on exit (trap), also on failure. Runs in its
@@ -24,6 +27,8 @@ id "${TEST_USER:-k8suser}" >/dev/null 2>&1 || { echo "e2e: skipped (no user ${TE
 . "$here/online_rl.sh"
 # shellcheck source=cases.sh
 . "$here/cases.sh"
+# SK_NETNS=1: each node a host of its own, this script in the site (lib.sh).
+sk_enter_site "$0" "$@"
 
 cases=("$@")
 [ ${#cases[@]} -gt 0 ] || cases=("${E2E_CASES[@]}")
@@ -82,6 +87,8 @@ rl_stop_log_followers now
 kill "$E2E_WATCH_PID" 2>/dev/null; wait "$E2E_WATCH_PID" 2>/dev/null; E2E_WATCH_PID=""
 e2e_stop; rc=$?
 left="$(e2e_procs)"
+# The hosts' network namespaces too (this script's site ends with it).
+[ "$SK_NETNS" = 1 ] && left="$left$(ip netns list | awk -v p="sk-$SK_NODE_PREFIX" 'index($1, p) == 1 { printf " netns %s", $1 }')"
 [ "$rc" = 0 ] && [ -z "$left" ] && passed=$((passed + 1)) && echo "PASS: everything stopped, no process left" \
   && report_record pass "e2e: everything stopped, no process left" \
   || { failed=$((failed + 1)); echo "FAIL: stop (rc $rc), left: $left"; report_record fail "e2e: stop (rc $rc), left: $left"; }

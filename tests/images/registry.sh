@@ -4,13 +4,14 @@
 # busybox-static (nothing is fetched from outside). Needs root (buildah with a
 # storage of its own under DIR).
 #
-#   registry.sh start DIR PORT   serve DIR/data on 127.0.0.1:PORT, and a second
-#                                registry on 127.0.0.1:PORT+1 that asks for a
-#                                login (user e2e, password s3cret: htpasswd);
-#                                build the images and push them to both
+#   registry.sh start DIR PORT [ADDR]  serve DIR/data on ADDR:PORT (default
+#                                127.0.0.1), and a second registry on
+#                                ADDR:PORT+1 that asks for a login (user e2e,
+#                                password s3cret: htpasswd); build the images
+#                                and push them to both
 #   registry.sh stop DIR         stop the registries, remove DIR
 #
-# Images (127.0.0.1:PORT/...):
+# Images (ADDR:PORT/...):
 #   e2e/busybox:1   ENTRYPOINT ["/bin/entry"] (prints "entry: ARGS" and execs
 #                   them), CMD ["echo", "default-cmd"], Env IMGVAR=fromimage,
 #                   PATH=/bin, WorkingDir /srv; busybox's applets in /bin
@@ -23,39 +24,39 @@ set -euo pipefail
 
 die() { echo "registry.sh: $*" >&2; exit 1; }
 
-# serve NAME PORT [AUTH]: one docker-registry on 127.0.0.1:PORT, its data in
-# DIR/NAME, asking for htpasswd logins when AUTH is given.
+# serve DIR NAME ADDR PORT [AUTH]: one docker-registry on ADDR:PORT, its data
+# in DIR/NAME, asking for htpasswd logins when AUTH is given.
 serve() {
-  local dir="$1" name="$2" port="$3" auth="${4:-}" i
+  local dir="$1" name="$2" addr="$3" port="$4" auth="${5:-}" i
   mkdir -p "$dir/$name"
   {
     printf 'version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: %s\n' "$dir/$name"
-    printf '  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:%s\n' "$port"
+    printf '  delete:\n    enabled: true\nhttp:\n  addr: %s:%s\n' "$addr" "$port"
     [ -z "$auth" ] || printf 'auth:\n  htpasswd:\n    realm: e2e\n    path: %s\n' "$auth"
   } >"$dir/$name.yml"
   docker-registry serve "$dir/$name.yml" >"$dir/$name.log" 2>&1 &
   echo $! >"$dir/$name.pid"
   for i in $(seq 1 100); do
     # 200, or 401 from the one that asks for a login: it answers.
-    case "$(curl -sS -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v2/" 2>/dev/null)" in
+    case "$(curl -sS -o /dev/null -w '%{http_code}' "http://$addr:$port/v2/" 2>/dev/null)" in
       200 | 401) return 0 ;;
     esac
     kill -0 "$(cat "$dir/$name.pid")" 2>/dev/null || die "docker-registry exited: $(tail -3 "$dir/$name.log")"
     sleep 0.1
   done
-  die "docker-registry does not answer on 127.0.0.1:$port"
+  die "docker-registry does not answer on $addr:$port"
 }
 
 cmd_start() {
-  local dir="$1" port="$2"
+  local dir="$1" port="$2" addr="${3:-127.0.0.1}"
   command -v docker-registry >/dev/null || die "docker-registry is not installed (scripts/install-deps.sh)"
   command -v htpasswd >/dev/null || die "htpasswd is not installed (apache2-utils: scripts/install-deps.sh)"
   mkdir -p "$dir"
   htpasswd -Bbc "$dir/htpasswd" e2e s3cret 2>/dev/null
-  serve "$dir" registry "$port"
-  serve "$dir" registry-auth "$((port + 1))" "$dir/htpasswd"
-  build "$dir" "127.0.0.1:$port" "127.0.0.1:$((port + 1))"
-  echo "127.0.0.1:$port"
+  serve "$dir" registry "$addr" "$port"
+  serve "$dir" registry-auth "$addr" "$((port + 1))" "$dir/htpasswd"
+  build "$dir" "$addr:$port" "$addr:$((port + 1))"
+  echo "$addr:$port"
 }
 
 build() {
@@ -134,7 +135,7 @@ cmd_stop() {
 }
 
 case "${1:-}" in
-  start) [ $# = 3 ] || die "usage: registry.sh start DIR PORT"; cmd_start "$2" "$3" ;;
+  start) [ $# = 3 ] || [ $# = 4 ] || die "usage: registry.sh start DIR PORT [ADDR]"; cmd_start "$2" "$3" "${4:-127.0.0.1}" ;;
   stop) [ $# = 2 ] || die "usage: registry.sh stop DIR"; cmd_stop "$2" ;;
-  *) die "usage: registry.sh start DIR PORT | stop DIR" ;;
+  *) die "usage: registry.sh start DIR PORT [ADDR] | stop DIR" ;;
 esac

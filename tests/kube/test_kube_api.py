@@ -1033,6 +1033,52 @@ class TestWorkloads(Base):
         API.delete("/api/v1/namespaces/%s/services/%s" % (self.ns, app))
         wait_for(lambda: API.get(ep_path).status == 404, msg="the Endpoints deleted with the Service")
 
+    def test_endpoints_refuse_loopback(self):
+        """kubernetes-node-facts.md §2: a pod IP in the loopback range makes the whole Endpoints
+        update invalid: none of the Service's addresses is published, a Warning
+        FailedToUpdateEndpoint names the address; without that pod the others are published."""
+        app = rname("app")
+        svc = {"metadata": {"name": app}, "spec": {"selector": {"app": app}, "ports": [{"port": 80}]}}
+        r = API.post("/api/v1/namespaces/%s/services" % self.ns, svc)
+        self.assertEqual(r.status, 201, r.text[:300])
+        pods = []
+        for ip in ("127.0.0.1", "192.0.2.10"):
+            b = pod_body(rname("p"))
+            b["metadata"]["labels"] = {"app": app}
+            b["spec"]["nodeSelector"] = {"kubetest/none": "none"}
+            rr = API.post(self.pods(), b)
+            self.assertEqual(rr.status, 201, rr.text[:300])
+            pods.append(rr.json)
+            self.make_ready(rr.json, ip)
+        ep_path = "/api/v1/namespaces/%s/endpoints/%s" % (self.ns, app)
+        want = ('Endpoints "%s" is invalid: subsets[0].addresses[0].ip: Invalid value: "127.0.0.1": may not be in '
+                'the loopback range (127.0.0.0/8, ::1/128)' % app)
+
+        def refused():
+            for e in API.get("/api/v1/namespaces/%s/events" % self.ns).json["items"]:
+                if e["involvedObject"].get("kind") == "Endpoints" and e["involvedObject"].get("name") == app \
+                        and e["reason"] == "FailedToUpdateEndpoint" and want in e["message"]:
+                    return e
+            return None
+        e = wait_for(refused, msg="the FailedToUpdateEndpoint event")
+        self.assertEqual(e["type"], "Warning")
+        self.assertEqual((e.get("source") or {}).get("component"), "endpoint-controller")
+        self.assertTrue(e["message"].startswith("Failed to update endpoint %s/%s: " % (self.ns, app)), e["message"])
+        r = API.get(ep_path)
+        self.assertFalse(r.status == 200 and r.json.get("subsets"), r.text[:400])
+        API.delete(self.pods(pods[0]["metadata"]["name"]), {"gracePeriodSeconds": 0})
+        got = wait_for(lambda: (lambda r: r.status == 200 and r.json.get("subsets"))(API.get(ep_path)),
+                       msg="the other pod's address published")
+        self.assertEqual([a["ip"] for a in got[0].get("addresses") or []], ["192.0.2.10"])
+        # The same rule for an Endpoints written directly.
+        r = API.post("/api/v1/namespaces/%s/endpoints" % self.ns,
+                     {"metadata": {"name": rname("ep")},
+                      "subsets": [{"addresses": [{"ip": "127.0.0.5"}], "ports": [{"port": 80}]}]})
+        self.assertStatus(r, 422, "Invalid")
+        self.assertIn('subsets[0].addresses[0].ip: Invalid value: "127.0.0.5": may not be in the loopback range '
+                      '(127.0.0.0/8, ::1/128)', r.json["message"])
+        API.delete("/api/v1/namespaces/%s/services/%s" % (self.ns, app))
+
 
 class TestNodes(Base):
     def test_create_defaults(self):

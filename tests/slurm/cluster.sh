@@ -19,6 +19,9 @@
 # SK_NETNS=1: each node a host of its own, in a network namespace with an
 # address that is not loopback, slurmctld and the commands above in the
 # site's (hosts.sh); the namespaces go with `stop`.
+#   cluster.sh hosts               makes the namespaces alone (before a start:
+#                                  for a control plane to run in the site)
+#                                  and prints their names and addresses
 #
 # Everything lives under SK_SLURM_DIR.  Processes are identified by the pid
 # files there and by the marker variable SK_SLURM_CLUSTER=$SK_SLURM_DIR that
@@ -576,8 +579,12 @@ cmd_stop() {
     log "ERROR: could not stop:"; printf '%s\n' "$left" | indent >&2; rc=1
   fi
   # The hosts' network namespaces go with the daemons (the site's name
-  # only, while the scripts that called this still run in it).
-  if [ "$rc" = 0 ] && [ "$SK_NETNS" = 1 ]; then sk_netns_down || rc=1; fi
+  # only, while the scripts that called this still run in it). A node's
+  # that still holds what the caller started there (the e2e's agents) is
+  # the caller's to remove, after those (sk_netns_down).
+  if [ "$rc" = 0 ] && [ "$SK_NETNS" = 1 ]; then
+    sk_netns_down || log "kept the network namespaces that still hold processes"
+  fi
   if [ "$rc" = 0 ]; then log "stopped; nothing of $D is running"; fi
   return "$rc"
 }
@@ -643,6 +650,16 @@ cmd_resume() {
   scontrol update nodename="$d" state=resume && log "resumed $d"
 }
 
+cmd_hosts() {
+  need_root hosts
+  sk_netns_up "$NUM_NODES" || die "could not make the hosts' network namespaces"
+  local i
+  echo "site: $(sk_netns_site) $(sk_site_addr) (nsenter --net=$SK_NETNS_RUN/$(sk_netns_site) CMD)"
+  for ((i = 1; i <= NUM_NODES; i++)); do
+    echo "node $(sk_node "$i"): $(sk_netns_node "$i") $(sk_node_addr "$i")"
+  done
+}
+
 cmd_restart_slurmd() {
   need_root restart-slurmd
   local n="${1:-}"
@@ -683,6 +700,7 @@ case "${1:-}" in
   resume)         cmd_resume ;;
   restart-slurmd) shift; cmd_restart_slurmd "$@" ;;
   procs)          sk_cluster_procs ;;
+  hosts)          cmd_hosts ;;
   clean)          cmd_clean ;;
   *)              usage ;;
 esac

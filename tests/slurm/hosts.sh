@@ -73,7 +73,10 @@ _sk_netns_ensure() {
 sk_netns_up() {
   local n=$1 site i node veth
   site="$(sk_netns_site)"
-  [ "$n" -ge 1 ] && [ "$n" -le 200 ] || { sk_log "sk_netns_up: 1 to 200 nodes, not '$n'"; return 1; }
+  if ! [ "$n" -ge 1 ] || ! [ "$n" -le 200 ]; then
+    sk_log "sk_netns_up: 1 to 200 nodes, not '$n'"
+    return 1
+  fi
   if [ ! -e "$SK_NETNS_RUN/$site" ] && ip link show skbr >/dev/null 2>&1 \
       && ip -br addr show skbr 2>/dev/null | grep -qF " $(sk_site_addr)/24"; then
     # Our own namespace is a site whose name a `cluster.sh stop` removed
@@ -107,7 +110,7 @@ sk_netns_down() {
   for ns in $(ip netns list 2>/dev/null | awk '{ print $1 }'); do
     # Ours: the site, and sk-<prefix><digits> (another cluster's prefix
     # differs in its letters, never only by digits).
-    [ "$ns" = "$(sk_netns_site)" ] || [[ $ns =~ ^$prefix[0-9]+$ ]] || continue
+    [ "$ns" = "$(sk_netns_site)" ] || [[ $ns =~ ^${prefix}[0-9]+$ ]] || continue
     pids="$(ip netns pids "$ns" 2>/dev/null | paste -sd' ')"
     if [ -n "$pids" ] && [ "$ns" != "$(sk_netns_site)" ]; then
       sk_log "network namespace $ns still holds processes: $pids"

@@ -6,6 +6,7 @@ Metadata: ResponseComplete per request, ResponseStarted for watches and other lo
 requests; server.AuditLog) to PATH."""
 
 import argparse
+import ipaddress
 import json
 import os
 import signal
@@ -51,6 +52,9 @@ def main():
     ap = argparse.ArgumentParser(description="Kubernetes API test double (not a Kubernetes API server)")
     ap.add_argument("--listen", default="127.0.0.1:0")
     ap.add_argument("--state-dir", required=True)
+    ap.add_argument("--cert-ip", action="append", default=[], metavar="ADDR",
+                    help="one more IP subjectAltName of the server's and the kubelet serving certificate the "
+                         "state dir's CA signs (repeatable; made with the state dir, kept with it)")
     ap.add_argument("--token-file", help="CSV token,user,uid,\"group1,group2\" like kube-apiserver")
     ap.add_argument("--role", action="append", default=[], metavar="SUBJECT=ROLE[,ROLE...]",
                     help="bind user:NAME or group:NAME to admin|agent|none|node-bootstrapper|nodeclient|"
@@ -148,7 +152,12 @@ def main():
         api.auth.bindings[s] = roles[0] if len(roles) == 1 else roles
     admin_tok = next((t for t, v in api.auth.tokens.items() if "system:masters" in v[2]), None)
 
-    make_certs(d)
+    for ip in opts.cert_ip:
+        try:
+            ipaddress.ip_address(ip)
+        except ValueError:
+            ap.error("--cert-ip %s: not an IP address" % ip)
+    make_certs(d, opts.cert_ip)
     ctx = server_context(d)
     host, _, port = opts.listen.rpartition(":")
     host = host.strip("[]") or "127.0.0.1"

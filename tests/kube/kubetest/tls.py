@@ -16,7 +16,9 @@ def openssl(*args):
         raise RuntimeError("openssl %s failed: %s" % (" ".join(args), r.stderr.decode()))
 
 
-def make_certs(d):
+def make_certs(d, extra_ips=()):
+    """extra_ips: more IP subjectAltNames of the server's and the kubelet serving certificate (a
+    server and nodes on addresses other than loopback: tests/slurm/hosts.sh)."""
     def p(n):
         return os.path.join(d, n)
     if not (os.path.exists(p("ca.crt")) and os.path.exists(p("ca.key"))):
@@ -35,7 +37,7 @@ def make_certs(d):
                 "-CAcreateserial", "-out", p(name + ".crt"), "-days", "3650", "-extfile", p(name + ".ext"))
         os.unlink(p(name + ".csr"))
         os.unlink(p(name + ".ext"))
-    san = "subjectAltName=IP:127.0.0.1,IP:::1,DNS:localhost"
+    san = "subjectAltName=IP:127.0.0.1,IP:::1,DNS:localhost" + "".join(",IP:" + ip for ip in extra_ips)
     leaf("server", "/CN=kube-apiserver", "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n"
          "extendedKeyUsage=serverAuth\n" + san + "\n")
     leaf("kubelet-client", "/O=system:masters/CN=kube-apiserver-kubelet-client",

@@ -1,6 +1,7 @@
 """Validation and defaulting of objects on create and update, as kube-apiserver 1.28 answers
 (422 Invalid with the causes), lease time handling, pod defaults and the QoS class."""
 
+import ipaddress
 import re
 
 from .errors import bad_request, invalid
@@ -107,6 +108,21 @@ def validate(res, obj, old=None):
                 errs.append(("spec.ports[%d].name" % i, None, "Required value"))
         if old is not None and (old.get("spec") or {}).get("clusterIP") not in (None, sp.get("clusterIP")):
             errs.append(("spec.clusterIP", sp.get("clusterIP"), "field is immutable"))
+    elif res.plural == "endpoints":
+        # ValidateEndpoints: no address in the loopback range (kube-apiserver answers so for a
+        # pod IP of 127.0.0.1, and its endpoint controller's update of the whole object fails).
+        for i, sub in enumerate(obj.get("subsets") or []):
+            for which in ("addresses", "notReadyAddresses"):
+                for j, a in enumerate((sub or {}).get(which) or []):
+                    ip = (a or {}).get("ip")
+                    try:
+                        loop = ipaddress.ip_address(ip).is_loopback
+                    except (TypeError, ValueError):
+                        errs.append(("subsets[%d].%s[%d].ip" % (i, which, j), ip, "must be a valid IP address"))
+                        continue
+                    if loop:
+                        errs.append(("subsets[%d].%s[%d].ip" % (i, which, j), ip,
+                                     "may not be in the loopback range (127.0.0.0/8, ::1/128)"))
     elif res.plural == "events":
         io = obj.get("involvedObject") or {}
         if io.get("namespace") and io.get("namespace") != md.get("namespace"):

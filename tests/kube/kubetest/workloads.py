@@ -23,12 +23,14 @@ minReadySeconds is 0: a ready pod is available at once.
 import hashlib
 import json
 import threading
+import time
 
 from .errors import ApiError
 from .objects import cond, pod_terminal
 from .resources import RESOURCES
 from .selectors import match_label_selector
 from .util import log
+from .validation import validate
 
 DEPLOY = RESOURCES[("apps", "deployments")]
 RS = RESOURCES[("apps", "replicasets")]
@@ -73,6 +75,7 @@ class Workloads(threading.Thread):
     def __init__(self, api, opts):
         threading.Thread.__init__(self, daemon=True, name="workloads")
         self.api, self.opts = api, opts
+        self._ep_backoff = {}   # (ns, name) -> (monotonic time of the next try, delay)
 
     def run(self):
         while True:
@@ -285,15 +288,46 @@ class Workloads(threading.Thread):
             labels = dict(s["metadata"].get("labels") or {}, **{"endpoints.kubernetes.io/managed-by":
                                                                 "endpoint-controller"})
             cur = store.get("endpoints", (ns, name))
-            if cur is None:
-                self._create(ENDPOINTS, ns, {"metadata": {"name": name, "namespace": ns, "labels": labels},
-                                             "subsets": subsets})
-            elif cur.get("subsets", []) != subsets or cur["metadata"].get("labels") != labels:
-                def fn(new, subsets=subsets, labels=labels):
-                    new["subsets"] = subsets
-                    new["metadata"]["labels"] = labels
-                    return True
-                self.api.mutate("endpoints", (ns, name), fn)
+            if cur is not None and cur.get("subsets", []) == subsets and cur["metadata"].get("labels") == labels:
+                self._ep_backoff.pop((ns, name), None)
+                continue
+            if not self._ep_due((ns, name)):
+                continue
+            try:
+                if cur is None:
+                    self.api.create(ENDPOINTS, ns, {"metadata": {"name": name, "namespace": ns, "labels": labels},
+                                                    "subsets": subsets}, internal=True)
+                else:
+                    # Validated as an update is (an address in the loopback range fails the whole
+                    # object: no address of the Service published).
+                    validate(ENDPOINTS, dict(cur, subsets=subsets, metadata=dict(cur["metadata"], labels=labels)),
+                             cur)
+
+                    def fn(new, subsets=subsets, labels=labels):
+                        new["subsets"] = subsets
+                        new["metadata"]["labels"] = labels
+                        return True
+                    self.api.mutate("endpoints", (ns, name), fn)
+                self._ep_backoff.pop((ns, name), None)
+            except ApiError as e:
+                self._ep_failed(ns, name, cur, e)
+
+    def _ep_due(self, key):
+        b = self._ep_backoff.get(key)
+        return b is None or time.monotonic() >= b[0]
+
+    def _ep_failed(self, ns, name, cur, e):
+        """A failed write of a Service's Endpoints: retried with a back-off (0.5 s doubling to 30 s,
+        as the controller's rate-limited queue), each failure a Warning Event on the Endpoints
+        (reason FailedToUpdateEndpoint, source endpoint-controller), as kube-controller-manager
+        records it."""
+        delay = min(30.0, self._ep_backoff.get((ns, name), (0, 0.25))[1] * 2)
+        self._ep_backoff[(ns, name)] = (time.monotonic() + delay, delay)
+        involved = {"kind": "Endpoints", "namespace": ns, "name": name, "apiVersion": "v1"}
+        if cur is not None:
+            involved.update(uid=cur["metadata"]["uid"], resourceVersion=cur["metadata"]["resourceVersion"])
+        self.api.record_event(ns, involved, "Warning", "FailedToUpdateEndpoint",
+                              "Failed to update endpoint %s/%s: %s" % (ns, name, e.message), "endpoint-controller")
 
     @staticmethod
     def _ports(svc, pod):
