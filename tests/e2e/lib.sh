@@ -320,13 +320,14 @@ EOF
   } > "$a/agent.conf"
 }
 
-# The InternalIP of Slurm node nN's virtual nodes: 127.0.1.N, a loopback
-# address of its own per node (as nodes of a real cluster have addresses of
-# their own: pods on different nodes may then use the same port, e2e
-# online_rl's Deployment). The double's kubelet-serving certificate names
-# 127.0.1.1-16. 127.0.0.1 against a cluster of E2E_KUBECONFIG, whose kubelet
-# certificate the harness does not make.
-# With SK_NETNS=1 the node's own address (tests/slurm/hosts.sh), in both.
+# The InternalIP of Slurm node nN's virtual nodes: its host's address
+# (SK_NETNS=1, tests/slurm/hosts.sh; the double's certificates name it:
+# --cert-ip), as nodes of a real cluster have addresses of their own: pods on
+# different nodes may then use the same port (e2e online_rl's Deployment).
+# With SK_NETNS=0: 127.0.1.N, a loopback address of its own per node (the
+# double's kubelet-serving certificate names 127.0.1.1-16), or 127.0.0.1
+# against a cluster of E2E_KUBECONFIG, whose kubelet certificate the harness
+# does not make.
 e2e_node_address() {
   if [ "$SK_NETNS" = 1 ]; then sk_node_addr "$1"
   elif [ -n "$E2E_KUBECONFIG" ]; then echo 127.0.0.1
