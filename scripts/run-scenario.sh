@@ -232,13 +232,17 @@ python3 "$top/tests/e2e/watch.py" report "$E2E_D/watch.jsonl" "$J" "${RL_JOB_END
 kill "$WATCH_PID" 2>/dev/null; wait "$WATCH_PID" 2>/dev/null; WATCH_PID=""
 rl_stop_log_followers
 
+left="$(e2e_leftovers "$J" | grep -E '^(nodes|leases|pods): ')"
+ok "[ -z \"\$left\" ]" "no Node, Lease or pod of job $J left in the API${left:+: $left}"
+
 say "stopping everything"
 t_stop=$(date +%s.%N)
 e2e_stop; ok $? "the Slurm cluster, the agents and the API server stopped"
 echo "stop took $(since "$t_stop") s"
 left="$(e2e_procs)"
 ok "[ -z \"\$left\" ]" "no process left (slurm daemons, steps, shims, pods, agents, test server)${left:+: $left}"
-left="$(e2e_leftovers "$J" | grep -v '^nodes:' )"
+# What is on this host (the API's part was checked above, while it ran).
+left="$(e2e_leftovers "$J" | grep -vE '^(nodes|leases|pods): ')"
 ok "[ -z \"\$left\" ]" "no run file, agent state or cgroup dir of job $J left${left:+: $left}"
 
 echo
