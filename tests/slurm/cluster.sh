@@ -18,7 +18,8 @@
 #
 # SK_NETNS=1: each node a host of its own, in a network namespace with an
 # address that is not loopback, slurmctld and the commands above in the
-# site's (hosts.sh); the namespaces go with `stop`.
+# site's (hosts.sh); the namespaces go with `stop` (a node's that still holds
+# a process the caller started there, an agent, is the caller's to remove).
 #   cluster.sh hosts               makes the namespaces alone (before a start:
 #                                  for a control plane to run in the site)
 #                                  and prints their names and addresses

@@ -11,10 +11,11 @@
 #   - node X: network namespace sk-<prefix>X with one veth (eth0) on the
 #     bridge and address <net>.(10+X), default route via SITE. Its slurmd,
 #     and so its jobs, steps and the pods they run, live there.
-#   <prefix> is SK_NODE_PREFIX (lib.sh: per cluster directory), <net> is
-#   SK_NETNS_NET: 10.239.0 for the default cluster directory, else
-#   10.239.<1..250> from the same hash, so two clusters never share a
-#   namespace or an address.
+#   <prefix> is SK_NODE_PREFIX (lib.sh: per cluster directory), so two
+#   clusters never share a namespace; <net> is SK_NETNS_NET: 10.239.0 for
+#   the default cluster directory, else 10.239.<1..250> from a hash of
+#   SK_SLURM_DIR (each site is a network of its own, so two clusters may
+#   even share the /24; it differs only so that logs tell them apart).
 # Nothing is ever put on the host's own interfaces: the host reaches none of
 # these addresses and they reach nothing of the host (loopback included).
 # Processes join a namespace with nsenter --net only (`ip netns exec` would
