@@ -133,6 +133,15 @@ stop_hogs() {
   # The background static analysis, should the script end before it is waited for.
   [ -z "${lint_pid:-}" ] || kill -- -"$lint_pid" 2>/dev/null
   [ -z "${fuzz_build_pid:-}" ] || kill -- -"$fuzz_build_pid" 2>/dev/null
+  # The QEMU layers' subshell and what it runs (make, vm.sh, QEMU), should
+  # the script end before it is joined.
+  [ -z "${vm_pid:-}" ] || kill_tree "$vm_pid"
+}
+# kill_tree PID: SIGTERM to PID's descendants, deepest first, then to PID.
+kill_tree() {
+  local c
+  for c in $(pgrep -P "$1"); do kill_tree "$c"; done
+  kill "$1" 2>/dev/null
 }
 trap stop_hogs EXIT
 if [ "${SK_CPU_HOGS:-0}" -gt 0 ] 2>/dev/null; then
@@ -237,9 +246,13 @@ layer_counts "$file"
 # records it writes (report_run: exit 77 with none, a tool missing, is a
 # skip; a failure without a failed check is one).
 layer() {
-  local name=$1 target=$2 out="$build/$2.out" file
+  new_layer "$2"
+  layer_in "$1" "$2" "$layer_path"
+}
+# layer_in NAME TARGET FILE: the same, its records in FILE (made beforehand).
+layer_in() {
+  local name=$1 target=$2 file=$3 out="$build/$2.out"
   say "$name (make $target)"
-  new_layer "$target"; file=$layer_path
   SK_RESULT_FILE="$file" report_run "make $target" \
     ${layer_nice:+nice -n "$layer_nice"} make -C "$build" "$target" >"$out" 2>&1
   layer_report "$target" "$file"
@@ -306,6 +319,29 @@ if [ "${SK_DISTCHECK:-1}" = 1 ]; then
   new_layer distcheck; dc_file=$layer_path
   env -u SK_RESULT_FILE make -C "$build" -j"$jobs" distcheck DISTCHECK_CONFIGURE_FLAGS="$dc_flags" "${dc_vars[@]}" >"$build/distcheck.out" 2>&1 &
   dc_pid=$!
+  if [ "$beside_e2e" = 1 ] && [ "${SK_CGROUP_V2:-1}" = 1 ]; then
+    # The QEMU layers (below) start when the distcheck ends, beside what is
+    # left of the layers that run beside its e2e (valgrind's tail, fuzzing,
+    # the formatting, the plugin-only and Slurm 24.11 builds, at nice 10):
+    # one after the other they took 560 s at the end of the suite, the
+    # guest's TCG leaving a core idle part of the time. Their records go to
+    # files made here (the summary's order), what they print to a file shown
+    # when they are joined.
+    new_layer check-cgroup-v2; vm_file1=$layer_path
+    new_layer check-cgroup-v2-e2e; vm_file2=$layer_path
+    vm_log="$build/vm-layers.log"
+    (
+      trap - EXIT
+      cpu_file=$(mktemp)  # say's, its own
+      # The distcheck's end: its process gone or a zombie (this script
+      # reaps it only later).
+      while st=$(sed 's/.*) //' "/proc/$dc_pid/stat" 2>/dev/null) && [ "${st:0:1}" != Z ]; do sleep 2; done
+      layer_in "cgroup v2: Slurm's cgroup/v2 in a QEMU guest (tests/vm)" check-cgroup-v2 "$vm_file1"
+      layer_in "cgroup v2: the e2e's pod_devices in the guest (agent, test API server, kubectl)" check-cgroup-v2-e2e "$vm_file2"
+      rm -f "$cpu_file"
+    ) >"$vm_log" 2>&1 &
+    vm_pid=$!
+  fi
   if [ "$beside_e2e" = 1 ]; then
     # The e2e starts when installcheck-local prints its "  E2E " line
     # (tests/build/local.mk); a distcheck that ends before it ran leaves
@@ -370,9 +406,14 @@ fi
 
 # Slurm's cgroup/v2 (tests/vm): this host's hybrid layout cannot run it, so
 # in a QEMU guest (TCG) with a pure unified hierarchy, this build's plugin
-# loaded; alone, after everything else, since TCG keeps both CPUs busy.
-# SK_CGROUP_V2=0 skips it.
-if [ "${SK_CGROUP_V2:-1}" = 1 ]; then
+# loaded: since the distcheck's end beside the last robustness layers (above),
+# else alone, after everything else. SK_CGROUP_V2=0 skips it.
+if [ -n "${vm_pid:-}" ]; then
+  say "cgroup v2: the QEMU layers, running since the distcheck ended: waiting for them"
+  wait "$vm_pid"
+  vm_pid=
+  cat "$vm_log"
+elif [ "${SK_CGROUP_V2:-1}" = 1 ]; then
   layer "cgroup v2: Slurm's cgroup/v2 in a QEMU guest (tests/vm)" check-cgroup-v2
   layer "cgroup v2: the e2e's pod_devices in the guest (agent, test API server, kubectl)" check-cgroup-v2-e2e
 fi
