@@ -88,7 +88,7 @@ kill "$E2E_WATCH_PID" 2>/dev/null; wait "$E2E_WATCH_PID" 2>/dev/null; E2E_WATCH_
 e2e_stop; rc=$?
 left="$(e2e_procs)"
 # The hosts' network namespaces too (this script's site ends with it).
-[ "$SK_NETNS" = 1 ] && left="$left$(ip netns list | awk -v p="sk-$SK_NODE_PREFIX" 'index($1, p) == 1 { printf " netns %s", $1 }')"
+[ "$SK_NETNS" = 1 ] && left="$left$(sk_netns_ours | sed 's/^/ netns /' | tr -d '\n')"
 [ "$rc" = 0 ] && [ -z "$left" ] && passed=$((passed + 1)) && echo "PASS: everything stopped, no process left" \
   && report_record pass "e2e: everything stopped, no process left" \
   || { failed=$((failed + 1)); echo "FAIL: stop (rc $rc), left: $left"; report_record fail "e2e: stop (rc $rc), left: $left"; }

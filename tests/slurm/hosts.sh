@@ -26,6 +26,8 @@
 #   sk_netns_site / sk_netns_node X   the namespaces' names
 #   sk_site_addr / sk_node_addr X     their addresses
 #   sk_netns_up N                     makes the site and nodes 1..N (idempotent)
+#   sk_netns_ours                     this cluster's namespaces that exist,
+#                                     a name a line
 #   sk_netns_down                     removes the nodes' and the site's
 #                                     namespaces (refused while a process is
 #                                     in a node's; prints what holds it)
@@ -106,12 +108,19 @@ sk_netns_up() {
   done
 }
 
-sk_netns_down() {
-  local ns pids rc=0 prefix="sk-${SK_NODE_PREFIX}"
+sk_netns_ours() {
+  local ns prefix="sk-${SK_NODE_PREFIX}"
   for ns in $(ip netns list 2>/dev/null | awk '{ print $1 }'); do
     # Ours: the site, and sk-<prefix><digits> (another cluster's prefix
-    # differs in its letters, never only by digits).
-    [ "$ns" = "$(sk_netns_site)" ] || [[ $ns =~ ^${prefix}[0-9]+$ ]] || continue
+    # differs in its letters, never only by digits: sk-n1 is ours, sk-nbmb1
+    # another's).
+    if [ "$ns" = "$(sk_netns_site)" ] || [[ $ns =~ ^${prefix}[0-9]+$ ]]; then echo "$ns"; fi
+  done
+}
+
+sk_netns_down() {
+  local ns pids rc=0
+  for ns in $(sk_netns_ours); do
     pids="$(ip netns pids "$ns" 2>/dev/null | paste -sd' ')"
     if [ -n "$pids" ] && [ "$ns" != "$(sk_netns_site)" ]; then
       sk_log "network namespace $ns still holds processes: $pids"

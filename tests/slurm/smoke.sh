@@ -190,7 +190,7 @@ else
   ok '[ -z "$crude" ]' "ps shows no munged/slurmctld/slurmd/slurmstepd with $SK_SLURM_DIR"
   if [ "$SK_NETNS" = 1 ]; then
     # This script still runs in the site: its namespace ends with it.
-    left="$(ip netns list | awk -v p="sk-$SK_NODE_PREFIX" 'index($1, p) == 1 { print $1 }' | paste -sd' ')"
+    left="$(sk_netns_ours | paste -sd' ')"
     ok '[ -z "$left" ]' "no network namespace of this cluster left${left:+ ($left)}"
   fi
 fi
