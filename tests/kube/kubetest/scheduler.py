@@ -10,7 +10,7 @@ from fractions import Fraction
 from .errors import ApiError
 from .objects import cond, pod_requests, pod_terminal, set_condition, tolerates
 from .resources import RESOURCES
-from .util import log, parse_q, ts
+from .util import Backoff, log, parse_q, ts
 
 ANY_IP = "0.0.0.0"
 
@@ -46,9 +46,9 @@ class Scheduler(threading.Thread):
         self.api, self.opts = api, opts
         self.enabled = not opts.no_scheduler
         self.tried = {}     # pod uid -> (pod rv, cluster_gen, message)
-        # pod uid -> (monotonic time of the next try, back-off s) after a refused binding:
-        # kube-scheduler's podInitialBackoffSeconds 1 doubling to podMaxBackoffSeconds 10.
-        self.backoff = {}
+        # pod uid -> its next try after a refused binding: kube-scheduler's
+        # podInitialBackoffSeconds 1 doubling to podMaxBackoffSeconds 10.
+        self.backoff = Backoff(1.0, 10.0)
 
     def run(self):
         while True:
@@ -90,10 +90,7 @@ class Scheduler(threading.Thread):
         for uid in list(self.tried):
             if uid not in live:
                 del self.tried[uid]
-        for uid in list(self.backoff):
-            if uid not in live:
-                del self.backoff[uid]
-        now = time.monotonic()
+        self.backoff.keep_only(live)
         if not pending:
             return
         pending.sort(key=lambda kp: (-int((kp[1].get("spec") or {}).get("priority") or 0),
@@ -104,7 +101,7 @@ class Scheduler(threading.Thread):
             t = self.tried.get(uid)
             if t and t[0] == p["metadata"]["resourceVersion"] and t[1] == gen:
                 continue
-            if uid in self.backoff and now < self.backoff[uid][0]:
+            if not self.backoff.due(uid):
                 continue
             best, reasons = self.pick(p, nodes, used, count, ports)
             if best is not None:
@@ -245,8 +242,7 @@ class Scheduler(threading.Thread):
                            RESOURCES[("", "pods")], "binding", k[0], k[1], binding, None)
         except ApiError as e:
             uid = p["metadata"]["uid"]
-            delay = min(self.backoff.get(uid, (0, 0.5))[1] * 2, 10.0)
-            self.backoff[uid] = (time.monotonic() + delay, delay)
+            self.backoff.failed(uid)
             msg = 'binding rejected: running Bind plugin "DefaultBinder": %s' % e.message
 
             def refused(o):
@@ -261,7 +257,7 @@ class Scheduler(threading.Thread):
                                   "Warning", "FailedScheduling", msg, "default-scheduler", host="default-scheduler",
                                   action="Scheduling", series_style=True)
             return False
-        self.backoff.pop(p["metadata"]["uid"], None)
+        self.backoff.clear(p["metadata"]["uid"])
 
         def fn(o):
             if (o.get("spec") or {}).get("nodeName") or o["metadata"].get("deletionTimestamp"):

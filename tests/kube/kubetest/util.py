@@ -24,6 +24,31 @@ def log(msg):
     sys.stderr.flush()
 
 
+class Backoff:
+    """Per key retry times after failures, as a controller's rate-limited queue holds them: the
+    first failure waits `first` s, each next one twice the last, at most `cap` s; a success
+    (clear) starts over."""
+
+    def __init__(self, first, cap):
+        self.first, self.cap = first, cap
+        self.keys = {}      # key -> (monotonic time of the next try, delay)
+
+    def due(self, key):
+        b = self.keys.get(key)
+        return b is None or time.monotonic() >= b[0]
+
+    def failed(self, key):
+        delay = min(self.cap, self.keys[key][1] * 2) if key in self.keys else self.first
+        self.keys[key] = (time.monotonic() + delay, delay)
+
+    def clear(self, key):
+        self.keys.pop(key, None)
+
+    def keep_only(self, live):
+        for key in [k for k in self.keys if k not in live]:
+            del self.keys[key]
+
+
 def now_utc():
     return datetime.datetime.now(datetime.timezone.utc)
 

@@ -23,13 +23,12 @@ minReadySeconds is 0: a ready pod is available at once.
 import hashlib
 import json
 import threading
-import time
 
 from .errors import ApiError
 from .objects import cond, pod_terminal
 from .resources import RESOURCES
 from .selectors import match_label_selector
-from .util import log
+from .util import Backoff, log
 from .validation import validate
 
 DEPLOY = RESOURCES[("apps", "deployments")]
@@ -75,7 +74,8 @@ class Workloads(threading.Thread):
     def __init__(self, api, opts):
         threading.Thread.__init__(self, daemon=True, name="workloads")
         self.api, self.opts = api, opts
-        self._ep_backoff = {}   # (ns, name) -> (monotonic time of the next try, delay)
+        # (ns, name) -> the next try of a failed Endpoints write: 0.5 s doubling to 30 s.
+        self._ep_backoff = Backoff(0.5, 30.0)
 
     def run(self):
         while True:
@@ -289,9 +289,9 @@ class Workloads(threading.Thread):
                                                                 "endpoint-controller"})
             cur = store.get("endpoints", (ns, name))
             if cur is not None and cur.get("subsets", []) == subsets and cur["metadata"].get("labels") == labels:
-                self._ep_backoff.pop((ns, name), None)
+                self._ep_backoff.clear((ns, name))
                 continue
-            if not self._ep_due((ns, name)):
+            if not self._ep_backoff.due((ns, name)):
                 continue
             try:
                 if cur is None:
@@ -308,21 +308,16 @@ class Workloads(threading.Thread):
                         new["metadata"]["labels"] = labels
                         return True
                     self.api.mutate("endpoints", (ns, name), fn)
-                self._ep_backoff.pop((ns, name), None)
+                self._ep_backoff.clear((ns, name))
             except ApiError as e:
                 self._ep_failed(ns, name, cur, e)
-
-    def _ep_due(self, key):
-        b = self._ep_backoff.get(key)
-        return b is None or time.monotonic() >= b[0]
 
     def _ep_failed(self, ns, name, cur, e):
         """A failed write of a Service's Endpoints: retried with a back-off (0.5 s doubling to 30 s,
         as the controller's rate-limited queue), each failure a Warning Event on the Endpoints
         (reason FailedToUpdateEndpoint, source endpoint-controller), as kube-controller-manager
         records it."""
-        delay = min(30.0, self._ep_backoff.get((ns, name), (0, 0.25))[1] * 2)
-        self._ep_backoff[(ns, name)] = (time.monotonic() + delay, delay)
+        self._ep_backoff.failed((ns, name))
         involved = {"kind": "Endpoints", "namespace": ns, "name": name, "apiVersion": "v1"}
         if cur is not None:
             involved.update(uid=cur["metadata"]["uid"], resourceVersion=cur["metadata"]["resourceVersion"])
