@@ -504,7 +504,9 @@ case_two_clusters() {
   oj="$("${o_env[@]}" runuser -u "$TEST_USER" -- sbatch --parsable -o /dev/null -D / --wrap 'sleep 300' 2>&1)"
   "${o_env[@]}" bash -c 'for _ in $(seq 100); do squeue -h -j "$1" -o %T | grep -q RUNNING && exit 0; sleep 0.2; done; exit 1' _ "$oj"
   ok $? "two_clusters: a job runs there ($oj)"
-  [[ $oj =~ ^[0-9]+$ ]] && [ "$oj" != "$j" ] && [ -d "$(echo /sys/fs/cgroup/freezer/slurm_"$onode"/uid_*/job_"$oj")" ]
+  # RUNNING in slurmctld comes before slurmd has made the job's cgroups: waited for.
+  [[ $oj =~ ^[0-9]+$ ]] && [ "$oj" != "$j" ] \
+    && e2e_wait 20 "[ -d \"\$(echo /sys/fs/cgroup/freezer/slurm_$onode/uid_*/job_$oj)\" ]"
   ok $? "two_clusters: its job id $oj is not ours ($j), its cgroups are under slurm_$onode"
   "${o_env[@]}" "$E2E_CLUSTER" clean >>"$E2E_D/other-cluster.log" 2>&1
   ok $? "two_clusters: the second cluster stopped and cleaned"
