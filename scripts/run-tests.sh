@@ -373,7 +373,12 @@ if [ "${SK_DISTCHECK:-1}" = 1 ]; then
   else
     grep -E "^(FAIL|ERROR):|^dist-complete.sh: | error: " "$build/distcheck.out" | head -40
     # A failed distcheck keeps its tree: the tarball's test-suite.log is there.
-    for l in "$build"/slurm-k8s-*/_build/sub/test-suite.log; do [ -f "$l" ] && tail -80 "$l"; done
+    # Its failed checks first (a test's log is longer than the tail shown).
+    for l in "$build"/slurm-k8s-*/_build/sub/test-suite.log; do
+      [ -f "$l" ] || continue
+      grep -aE -A4 "^not ok" "$l" | head -60
+      tail -80 "$l"
+    done
     tail -30 "$build/distcheck.out"
     SK_RESULT_FILE="$dc_file" report_record fail "distcheck exited $dc_rc (see $build/distcheck.out)"
   fi

@@ -22,7 +22,7 @@ import datetime, os, sys, threading, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from sktest.env import NODE, REG, AgentEnv, phase, pod, suite_args  # noqa: E402
-from sktest.suite import SCALE, check, run_suite, wait_for  # noqa: E402
+from sktest.suite import check, run_suite, wait_for  # noqa: E402
 
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/" + NODE
 DURATION_S = 10
@@ -31,6 +31,8 @@ AGENT_USERS = ["slurm-k8s-agent", "system:node:*"]
 # Each window shorter than the lease's duration less a period, each calm longer than the agent's
 # longest wait between two tries (a quarter of the duration, 2.5 s, + 25 % jitter; Retry-After 2 s):
 # a renewal lands in every calm, so the Lease cannot lapse unless the retries do not come.
+# These are the scenario's own durations, measured against the Lease's: they never stretch with
+# SK_TIME_SCALE (a window three times as long would let any Lease lapse), only the waits do.
 WINDOWS = [({"mode": "status", "code": 503, "retryAfter": 2}, 4.0),
            ({"mode": "status", "code": 500}, 4.0),
            ({"mode": "status", "code": 429, "retryAfter": 1}, 4.0),
@@ -103,7 +105,7 @@ def refusal_storm(env):
     code, _ = env.api("POST", "/apis/apps/v1/namespaces/storm/deployments", dep)
     check("a Deployment in namespace storm, tolerating every taint", code == 201, code)
     t0 = time.monotonic()
-    time.sleep(STORM_S * SCALE)
+    time.sleep(STORM_S)
     _, lst = env.api("GET", "/api/v1/namespaces/storm/pods")
     pods = lst.get("items", [])
     failed = [p for p in pods if p.get("status", {}).get("phase") == "Failed"]
@@ -136,7 +138,7 @@ def refused_before_binding(env):
     dep = everywhere_deployment("held")
     code, _ = env.api("POST", "/apis/apps/v1/namespaces/storm/deployments", dep)
     check("the Deployment again (as held), the policy in force", code == 201, code)
-    time.sleep(HELD_S * SCALE)
+    time.sleep(HELD_S)
     _, lst = env.api("GET", "/api/v1/namespaces/storm/pods?labelSelector=app%3Dheld")
     pods = lst.get("items", [])
     _, evs = env.api("GET", "/api/v1/namespaces/storm/events?fieldSelector=reason%3DFailedScheduling")
@@ -161,17 +163,17 @@ def run(env):
     open(os.path.join(env.dir, "alive_42"), "w").close()
     r = env.call("register", REG)
     check("register", r and r.get("ok"), r)
-    check("Node Ready and its Lease written", wait_for(lambda: env.api("GET", LEASE)[0] == 200, 10 * SCALE))
+    check("Node Ready and its Lease written", wait_for(lambda: env.api("GET", LEASE)[0] == 200, 10))
     w = LeaseWatcher(env)
     w.start()
     seq0 = max([x.get("seq", 0) for x in env.kube.request_log(0)] or [0])
     for fault, secs in WINDOWS:
         env.api("POST", "/_test/watches/close", {"abrupt": True})
         env.api("POST", "/_test/fault", dict(fault, users=AGENT_USERS))
-        time.sleep(secs * SCALE)
+        time.sleep(secs)
         env.api("POST", "/_test/fault", {"mode": "none"})
-        time.sleep(CALM_S * SCALE)
-    time.sleep(4 * SCALE)
+        time.sleep(CALM_S)
+    time.sleep(4)
     w.stop_.set()
     w.join(5)
     log = env.kube.request_log(seq0)

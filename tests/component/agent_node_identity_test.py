@@ -28,7 +28,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kube"))
 from sktest.host import not_after  # noqa: E402
 from sktest.env import NODE, REG, AgentEnv, phase, pod, suite_args  # noqa: E402
-from sktest.suite import SCALE, check, run_suite, wait_for  # noqa: E402
+from sktest import memcheck  # noqa: E402
+from sktest.suite import check, run_suite, wait_for  # noqa: E402
 from kubetest.auth import AGENT_RULES  # noqa: E402
 
 CSRS = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
@@ -36,7 +37,7 @@ NODE_USER = "system:node:" + NODE
 AGENT_USER = "slurm-k8s-agent"
 # The double's --cluster-signing-duration: every certificate lives 24 s (longer under
 # memcheck, where the renewal's retry must still come before the first one expires).
-SIGNING_S = 24 if SCALE == 1 else 72
+SIGNING_S = 72 if memcheck.on() else 24
 
 
 class IdEnv(AgentEnv):

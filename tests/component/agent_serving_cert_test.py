@@ -28,13 +28,14 @@ import base64, os, re, socket, ssl, stat, subprocess, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from sktest.env import NODE, ShimEnv, phase, shim_suite_main, shim_reg  # noqa: E402
 from sktest.host import free_port  # noqa: E402
-from sktest.suite import SCALE, check, wait_for  # noqa: E402
+from sktest import memcheck  # noqa: E402
+from sktest.suite import check, wait_for  # noqa: E402
 
 CSRS = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
 SERVING = "kubernetes.io/kubelet-serving"
 # The double's --cluster-signing-duration: the serving certificate lives this long, so that
 # the agent renews it within the test (longer under memcheck).
-SIGNING_S = 30 if SCALE == 1 else 90
+SIGNING_S = 90 if memcheck.on() else 30
 
 
 class ServingEnv(ShimEnv):

@@ -26,13 +26,14 @@ import calendar, os, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from sktest.host import not_after  # noqa: E402
 from sktest.env import REG, AgentEnv, phase, pod, suite_args  # noqa: E402
-from sktest.suite import SCALE, check, run_suite, wait_for  # noqa: E402
+from sktest import memcheck  # noqa: E402
+from sktest.suite import check, run_suite, wait_for  # noqa: E402
 
 CSRS = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
 SLOT0, SLOT1 = "slurm-n1-0", "slurm-n1-1"
 # The double's --cluster-signing-duration: short enough that a free slot's certificate is
 # renewed within the test (longer under memcheck).
-SIGNING_S = 30 if SCALE == 1 else 90
+SIGNING_S = 90 if memcheck.on() else 30
 
 
 class SlotEnv(AgentEnv):

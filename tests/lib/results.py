@@ -58,7 +58,26 @@ def from_trs(top):
                 elif r == "SKIP":
                     print(f"ok - {test} # SKIP")
                 else:
-                    print(f"not ok - {test} ({r})")
+                    print(f"not ok - {test} ({r}{failed_inside(os.path.join(root, name[:-4] + '.log'))})")
+
+
+# The failed checks a test's own log names ("not ok ..." of the harnesses'
+# TAP-like lines, "FAIL: ..." of the shell ones), so that the summary says
+# which check of a test of ~100 failed, not only the test (its log can be
+# gone with the build tree distcheck removes).
+FAILED_IN_LOG = re.compile(r"^(?:not ok\b\s*(?:\d+\s*)?(?:-\s*)?|FAIL: )(.*)$")
+
+
+def failed_inside(log, most=3):
+    try:
+        with open(log, errors="replace") as f:
+            names = [m.group(1).strip() for m in map(FAILED_IN_LOG.match, f) if m]
+    except OSError:
+        return ""
+    if not names:
+        return ""
+    more = f"; and {len(names) - most} more" if len(names) > most else ""
+    return ": " + "; ".join(n[:200] for n in names[:most]) + more
 
 
 def summary(top):

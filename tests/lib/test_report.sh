@@ -43,5 +43,9 @@ mkdir -p "$t/trs/tests" && printf ':test-result: PASS\n' >"$t/trs/tests/a.trs" \
   && printf ':test-result: FAIL\n' >"$t/trs/tests/b.trs" && printf ':test-result: SKIP\n' >"$t/trs/tests/c.trs"
 expect "from-trs: automake's results as records" "ok - tests/a|not ok - tests/b (FAIL)|ok - tests/c # SKIP" \
   "$(python3 "$here/results.py" from-trs "$t/trs" | paste -sd'|')"
+printf 'ok   first\nnot ok second (got 3)\nFAIL: third\nnot ok 4 - fourth\nnot ok fifth\n' >"$t/trs/tests/b.log"
+expect "from-trs: a failed test's record names the checks its log says failed" \
+  "not ok - tests/b (FAIL: second (got 3); third; fourth; and 1 more)" \
+  "$(python3 "$here/results.py" from-trs "$t/trs" | grep tests/b)"
 echo "report: $passed passed, $failed failed"
 [ "$failed" = 0 ]
