@@ -3382,6 +3382,91 @@ class TestNodeIdentity(CSRBase):
                          '"events.k8s.io" in the namespace "%s"' % (self.u(), ns))
 
 
+class TestImpersonation(Base):
+    """Impersonation (Impersonate-User / -Group headers), what node_identity = impersonate sends: the
+    request is served as the named user once the requester may `impersonate` it, and the Node
+    authorizer and NodeRestriction confine an impersonated system:node:NAME as they confine that node's
+    own certificate. The admin (system:masters) may impersonate anyone, on any server; the limited
+    identity's rules are the double's /_test/rbac there, ClusterRole objects on a real server."""
+    WHOAMI = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+
+    def as_(self, user, group=None):
+        h = {"Impersonate-User": user}
+        if group:
+            h["Impersonate-Group"] = group
+        return h
+
+    def whoami(self, headers, token="admin"):
+        return API.post(self.WHOAMI, {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+                        token=token, headers=headers)
+
+    def test_admin_acts_as_a_node(self):
+        node = rname("kn")
+        r = self.whoami(self.as_("system:node:" + node, "system:nodes"))
+        self.assertEqual(r.status, 201, r.text[:300])
+        info = r.json["status"]["userInfo"]
+        self.assertEqual((info["username"], info["groups"]), ("system:node:" + node, ["system:nodes", "system:authenticated"]))
+        # No Impersonate-Group: the user alone, in system:authenticated.
+        r = self.whoami(self.as_("kt-someone"))
+        self.assertEqual(r.json["status"]["userInfo"]["groups"], ["system:authenticated"])
+
+    def test_an_impersonated_node_is_confined_as_a_node(self):
+        n1, n2 = rname("kn"), rname("kn")
+        self.mknode(n2)
+        h = self.as_("system:node:" + n1, "system:nodes")
+        r = API.post("/api/v1/nodes", node_body(n1), headers=h)
+        self.assertEqual(r.status, 201, r.text[:300])
+        type(self).nodes.append(n1)
+        r = API.patch("/api/v1/nodes/%s/status" % n2, {"status": {}}, headers=h)
+        self.assertStatus(r, 403, "Forbidden")
+        self.assertEqual(r.json["message"], 'nodes "%s" is forbidden: node "%s" is not allowed to modify node "%s"'
+                         % (n2, n1, n2))
+        r = API.get("/api/v1/namespaces/%s/secrets/kt-none" % self.ns, headers=h)
+        self.assertStatus(r, 403, "Forbidden")
+        self.assertIn("no relationship found between node '%s' and this object" % n1, r.json["message"])
+
+    def test_group_without_user(self):
+        r = API.get("/api/v1/nodes", headers={"Impersonate-Group": "system:nodes"})
+        self.assertEqual(r.status, 500, r.text[:300])
+        self.assertIn("without impersonating a user", r.json["message"])
+
+    def test_rbac_names_whom_one_may_act_as(self):
+        sa = rname("sa")
+        r = API.post("/api/v1/namespaces/%s/serviceaccounts" % self.ns, {"metadata": {"name": sa}})
+        self.assertEqual(r.status, 201, r.text[:300])
+        r = API.post("/api/v1/namespaces/%s/serviceaccounts/%s/token" % (self.ns, sa),
+                     {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}})
+        self.assertEqual(r.status, 201, r.text[:300])
+        tok, user = r.json["status"]["token"], "system:serviceaccount:%s:%s" % (self.ns, sa)
+        mine, other = "system:node:" + rname("kn"), "system:node:" + rname("kn")
+        rules = [{"apiGroups": [""], "resources": ["users"], "verbs": ["impersonate"], "resourceNames": [mine]},
+                 {"apiGroups": [""], "resources": ["groups"], "verbs": ["impersonate"], "resourceNames": ["system:nodes"]}]
+        if has_controls():
+            control("rbac", {"subject": "user:" + user, "role": rules})
+            self.addCleanup(control, "rbac", {"subject": "user:" + user, "role": "none"})
+        else:
+            rbac = "/apis/rbac.authorization.k8s.io/v1/"
+            r = API.post(rbac + "clusterroles", {"metadata": {"name": sa}, "rules": rules})
+            self.assertEqual(r.status, 201, r.text[:300])
+            self.addCleanup(API.delete, rbac + "clusterroles/" + sa)
+            r = API.post(rbac + "clusterrolebindings", {
+                "metadata": {"name": sa}, "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": self.ns}],
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": sa}})
+            self.assertEqual(r.status, 201, r.text[:300])
+            self.addCleanup(API.delete, rbac + "clusterrolebindings/" + sa)
+        r = wait_for(lambda: (lambda x: x if x.status == 201 else None)(
+            self.whoami(self.as_(mine, "system:nodes"), token=tok)), msg="the impersonation rules in force")
+        self.assertEqual(r.json["status"]["userInfo"]["username"], mine)
+        r = self.whoami(self.as_(other, "system:nodes"), token=tok)
+        self.assertStatus(r, 403, "Forbidden")
+        self.assertEqual(r.json["message"], 'users "%s" is forbidden: User "%s" cannot impersonate resource "users" in '
+                         'API group "" at the cluster scope' % (other, user))
+        r = self.whoami(self.as_(mine, "system:masters"), token=tok)
+        self.assertStatus(r, 403, "Forbidden")
+        self.assertEqual(r.json["message"], 'groups "system:masters" is forbidden: User "%s" cannot impersonate resource '
+                         '"groups" in API group "" at the cluster scope' % user)
+
+
 class PolicyFileBase(Base):
     """A test class over one of etc/'s ValidatingAdmissionPolicy files, applied as given but
     named for the run (cls.name, its validation's message in cls.message), deleted at the end."""

@@ -17,6 +17,7 @@ from .auth import forbidden
 from .controls import TestControls
 from .discovery import api_group, api_resource_list, openapi_v2_pb
 from .errors import ApiError
+from .impersonation import impersonate
 from .metrics import MetricsHandler
 from .pod_log import PodLogHandler
 from .resource_handler import ResourceHandler
@@ -160,6 +161,7 @@ class Handler(ResourceHandler, WatchHandler, PodLogHandler, StreamingHandler, Me
         self.q = q
         self.user = "?"
         self.user_info = None
+        self.impersonator = None
         self.after = None
         try:
             body = self.read_body() if method in ("POST", "PUT", "PATCH", "DELETE") else b""
@@ -168,6 +170,10 @@ class Handler(ResourceHandler, WatchHandler, PodLogHandler, StreamingHandler, Me
                 self.user = "<invalid token>"
                 raise ApiError(401, "Unauthorized", "Unauthorized")
             self.user, self.groups = ident
+            acting = impersonate(srv.api.auth, self.user, self.groups, self.headers)
+            if acting is not None:
+                self.impersonator = self.user
+                self.user, self.uid, self.groups, self.extra = acting
             self.user_info = (self.user, self.uid, list(self.groups), dict(self.extra))
             if path.startswith("/_test/") or path == "/_test":
                 if not srv.api.auth.is_admin(self.user, self.groups):
@@ -195,6 +201,8 @@ class Handler(ResourceHandler, WatchHandler, PodLogHandler, StreamingHandler, Me
                          "contentType": self.headers.get("Content-Type", ""), "accept": self.headers.get("Accept", ""),
                          "client": self.client_address[0], "userAgent": self.headers.get("User-Agent", ""),
                          "template": path_template(path, q), "ms": round((time.time() - self.t0) * 1000, 2)}
+                if self.impersonator:
+                    entry["impersonator"] = self.impersonator
                 srv.reqlog.add(entry)
                 if srv.opts.log_requests:
                     log("%s %s %s %s -> %s" % (self.client_address[0], self.user, method, self.path, self.status_code))
