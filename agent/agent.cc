@@ -473,7 +473,7 @@ void Agent::op_register(const std::shared_ptr<Connection> &c, const proto::Reque
             return c->reply(proto::error_reply(
                 req.id, fail(Error::InvalidArgument,
                              "label '" + k + "': the prefix " + kLabelPrefix + " is reserved")));
-    if (cfg_.node_identity == "bootstrap")
+    if (nodes_act_as_nodes(cfg_))
         for (const auto &[k, v] : r->labels)
             if (!k8s::node_may_set_label(k))
                 return c->reply(proto::error_reply(

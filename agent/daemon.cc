@@ -320,8 +320,8 @@ Status Daemon::start_api() {
     // and a burst's short requests fit in max_jobs / 50 + 2 connections even
     // where the server allows half of kube-apiserver's 100 streams. With node
     // identities each node's certificate needs a connection of its own, as a
-    // kubelet has: no cap.
-    if (cfg_.node_identity == "agent")
+    // kubelet has: no cap. Impersonated node identities share the agent's.
+    if (cfg_.node_identity != "bootstrap")
         http_->set_http2_connection_cap(static_cast<long>(cfg_.max_jobs / 50 + 2));
     if (auto st = http_->start(); !st) return fail(st.error(), "HTTP client: " + st.message());
     kube_ = std::make_unique<KubeClient>(*http_, server, cfg_.api_timeout_s * 1000);

@@ -81,7 +81,8 @@ struct NodeState {
     std::vector<int> gpus;
     uint32_t pods = 0;
     // node_identity = bootstrap: "system:node:<node>, certificate until
-    // <RFC 3339>" (or what is wrong with it); "" = the agent's own identity.
+    // <RFC 3339>" (or what is wrong with it); impersonate: "system:node:<node>,
+    // impersonated with the agent's credential"; "" = the agent's own identity.
     std::string identity;
 };
 

@@ -39,3 +39,6 @@ etc/systemd/slurm-k8s-token-renew.timer: $(top_srcdir)/etc/slurm-k8s-token-renew
 # The token renewal the agent's unit files name (etc/slurm-k8s-token-renew.service).
 slurmk8slibexecdir = $(libexecdir)/slurm-k8s
 dist_slurmk8slibexec_SCRIPTS = etc/slurm-k8s-token-renew
+
+# The admin's generator of the impersonation RBAC (node_identity = impersonate).
+dist_sbin_SCRIPTS = etc/slurm-k8s-impersonation-rbac

@@ -422,7 +422,7 @@ bool may_pass(Error e) {
 std::string PodController::start_failure_hint(const Status &st, const std::string &ns,
                                               bool token) const {
     if (st.error() != Error::Forbidden) return "";
-    if (ctx_.kube->has_credential())
+    if (ctx_.kube->acts_as_node())
         return "; the API server refused the node's own identity system:node:" + rec_.node_name +
                ": its Node authorizer lets a node read only what the pods bound to it use, and "
                "learns of a binding a moment after it, so the read is retried; if it goes on, the "

@@ -32,6 +32,11 @@ VirtualNode::VirtualNode(AgentContext &ctx, JobRecord rec)
       node_(node_ctx_, rec_, [this] { pods_.relist_if_idle(); }),
       drain_(node_ctx_, rec_, node_, pods_) {
     node_kube_.set_observer(ctx.kube->observer());
+    // node_identity = impersonate: everything the node's client sends acts
+    // as system:node:<node> in system:nodes, from the first request on.
+    if (node_ctx_.cfg->node_identity == "impersonate")
+        node_kube_.set_impersonation(std::make_shared<const Impersonation>(
+            Impersonation{node_user(rec_.node_name), {kNodesGroup}}));
     node_.set_end_drain([this](int64_t end_time) { pods_.drain_before_end(end_time); });
     pods_.set_on_shim_dead([this](int pid) { node_.set_runtime_down(true, pid); });
     node_.set_on_node([this](const Json::Value &node) { pods_.set_node(node); });
@@ -148,6 +153,8 @@ proto::NodeState VirtualNode::state() const {
     s.pods = pods_.unfinished();
     if (node_ctx_.cfg->node_identity == "bootstrap")
         s.identity = creds_.describe(node_ctx_.clock->now_s());
+    else if (node_ctx_.cfg->node_identity == "impersonate")
+        s.identity = node_user(rec_.node_name) + ", impersonated with the agent's credential";
     return s;
 }
 

@@ -164,11 +164,13 @@ void add_virtual_node_keys(ConfigSchema &s, AgentConfig &c) {
     s.add_bool("lift_not_ready_taint", &c.lift_not_ready_taint,
                "remove the API server's not-ready:NoSchedule taint from a Node created Ready, "
                "instead of waiting for the controller-manager");
-    s.add_enum("node_identity", &c.node_identity, {"bootstrap", "agent"},
+    s.add_enum("node_identity", &c.node_identity, {"bootstrap", "impersonate", "agent"},
                "whose identity each virtual node's API traffic uses: bootstrap = its own "
                "system:node:<node> client certificate, asked for with a kubelet-client CSR under "
                "the agent's credential (a kubelet's TLS bootstrap; the Node authorizer and "
-               "NodeRestriction then confine it), agent = the agent's own credential");
+               "NodeRestriction then confine it), impersonate = the agent's credential acting as "
+               "system:node:<node> in system:nodes (the same confinement, no CSR; needs {slot} "
+               "in node_name_template), agent = the agent's own credential");
     s.add_seconds("node_csr_timeout", &c.node_csr_timeout_s, 1, 3600,
                   "a virtual node's certificate request not signed within this long fails its "
                   "registration (is the agent bound to the nodeclient ClusterRole?)");
@@ -346,7 +348,12 @@ Result<AgentConfig> parse_agent_config(std::string_view text, std::string_view s
     if (!c.api.has_credential())
         return fail(Error::InvalidArgument,
                     src + ": set api_token_file or api_client_cert/api_client_key (credentials)");
-    if (c.node_identity == "bootstrap")
+    if (c.node_identity == "impersonate" && !node_names_per_slot(c))
+        return fail(Error::InvalidArgument,
+                    src + ": node_identity = impersonate needs {slot} in node_name_template "
+                          "(e.g. slurm-{node}-{slot}): the agent's RBAC must name every node it "
+                          "may act as, and names per job cannot be listed ahead");
+    if (nodes_act_as_nodes(c))
         for (const auto &[k, v] : c.labels)
             if (!k8s::node_may_set_label(k))
                 return fail(Error::InvalidArgument,

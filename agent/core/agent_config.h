@@ -138,7 +138,10 @@ struct AgentConfig {
     // Whose identity a virtual node's API traffic goes out under
     // (agent/controllers/node_identity.h): "bootstrap" = its own system:node:<node>
     // certificate from a kubelet-client CSR, "agent" = the agent's own.
-    // The shipped default is each node's own identity, confined by the
+    // "impersonate" = the agent's credential acting as system:node:<node>
+    // (Impersonate-User/-Group): the same confinement, no CSR, no
+    // connection per node; needs {slot} names (RBAC lists whom it may act
+    // as). The shipped default is each node's own identity, confined by the
     // Node authorizer and NodeRestriction as a kubelet is; "agent" is an
     // explicit choice (every node's traffic under the agent's wider rights).
     std::string node_identity = "bootstrap";
@@ -176,6 +179,12 @@ Result<std::string> expand_node_name(const std::string &tmpl, const std::string 
 // one on that slot.
 inline bool node_names_per_slot(const AgentConfig &c) {
     return c.node_name_template.find("{slot}") != std::string::npos;
+}
+
+// A virtual node's traffic goes out as system:node:<node> (its own
+// certificate, or impersonating it): NodeRestriction's rules apply.
+inline bool nodes_act_as_nodes(const AgentConfig &c) {
+    return c.node_identity != "agent";
 }
 
 }  // namespace sk::agent

@@ -238,6 +238,12 @@ void CurlTransport::start_transfer(std::unique_ptr<Transfer> t) {
         t->headers = curl_slist_append(t->headers, ("Authorization: Bearer " + c->token).c_str());
     if (!r.content_type.empty())
         t->headers = curl_slist_append(t->headers, ("Content-Type: " + r.content_type).c_str());
+    if (r.impersonate) {
+        t->headers =
+            curl_slist_append(t->headers, ("Impersonate-User: " + r.impersonate->user).c_str());
+        for (const auto &g : r.impersonate->groups)
+            t->headers = curl_slist_append(t->headers, ("Impersonate-Group: " + g).c_str());
+    }
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->headers);
     if (r.method != "GET") curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, r.method.c_str());
     if (!r.body.empty() || r.method == "POST" || r.method == "PUT" || r.method == "PATCH") {

@@ -24,6 +24,18 @@ namespace sk::agent {
 
 struct Credential;  // agent/kube/api_auth.h
 
+// Who a request acts as (kube-apiserver's impersonation: Impersonate-User,
+// one Impersonate-Group per group) while it authenticates with the
+// transport's own credential: node_identity = impersonate sends a virtual
+// node's traffic as system:node:<node> over the agent's connections. The
+// values go into header lines as they are: the caller's contract is that
+// they are names without control characters (a validated DNS-1123 node
+// name, a fixed group).
+struct Impersonation {
+    std::string user;
+    std::vector<std::string> groups;
+};
+
 struct HttpRequest {
     std::string method = "GET";
     std::string url;
@@ -35,6 +47,8 @@ struct HttpRequest {
     // the transport's ApiAuth neither hears of it nor retries. Connections
     // are shared only between requests with the same client certificate.
     std::shared_ptr<const Credential> credential;
+    // Sent as that user (with the transport's credential; not with `credential`).
+    std::shared_ptr<const Impersonation> impersonate;
 };
 
 struct HttpResponse {

@@ -25,6 +25,13 @@ Failure classify_http(long status, const std::string &body, const std::string &w
         case 401:
             return fail(Error::Unauthorized, m + " (check the agent's API credentials)");
         case 403:
+            // The agent's identity may not act as this node
+            // (node_identity = impersonate): its impersonation rules.
+            if (message.find("cannot impersonate") != std::string::npos)
+                return fail(Error::Forbidden,
+                            m + " (the agent's identity may not act as this node: bind it to the "
+                                "names etc/slurm-k8s-impersonation-rbac prints for its Slurm nodes "
+                                "and slots, docs/admin-guide.md)");
             // A node identity's rights are the Node authorizer's and
             // NodeRestriction's, not a binding of etc/rbac.yaml.
             return fail(Error::Forbidden,
@@ -79,12 +86,13 @@ void KubeClient::send(const char *method, const std::string &path, const std::st
     if (ctype) req.content_type = ctype;
     req.timeout_ms = timeout_ms;
     req.credential = credential_;
+    req.impersonate = as_;
     std::string what = std::string(method) + " " + path;
     // The completion may come after this client is gone (a virtual node's
     // client dies with its node while a request is in flight): it touches
     // nothing of *this, only copies (the transport outlives its clients).
     t_.request(std::move(req), [obs = observer_, method, cb = std::move(cb), what,
-                                node = credential_ != nullptr](Result<HttpResponse> r) {
+                                node = acts_as_node()](Result<HttpResponse> r) {
         if (obs) obs(method, r ? static_cast<int>(r->status) : 0);
         cb(decode_response(r, what, node));
     });
@@ -113,6 +121,7 @@ uint64_t KubeClient::watch(const std::string &path, const EventCb &on_event, con
     req.url = server_ + path;
     req.timeout_ms = 0;
     req.credential = credential_;
+    req.impersonate = as_;
     auto parser = std::make_shared<WatchParser>();
     auto failed = std::make_shared<Status>();
     auto ids = std::make_shared<uint64_t>(0);

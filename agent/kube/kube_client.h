@@ -58,6 +58,12 @@ class KubeClient {
     // credential (a virtual node's identity); null = the transport's.
     void set_credential(std::shared_ptr<const Credential> c) { credential_ = std::move(c); }
     bool has_credential() const { return credential_ != nullptr; }
+    // Every request acts as that user (node_identity = impersonate), with
+    // the transport's credential; null = as the credential's own user.
+    void set_impersonation(std::shared_ptr<const Impersonation> as) { as_ = std::move(as); }
+    // The requests go out as a node (its certificate, or impersonating it):
+    // the Node authorizer's and NodeRestriction's rules apply, not RBAC's.
+    bool acts_as_node() const { return credential_ != nullptr || as_ != nullptr; }
     HttpTransport &transport() const { return t_; }
     const std::string &server() const { return server_; }
     uint64_t timeout_ms() const { return timeout_ms_; }
@@ -94,6 +100,7 @@ class KubeClient {
     HttpTransport &t_;
     ResponseObserver observer_;
     std::shared_ptr<const Credential> credential_;
+    std::shared_ptr<const Impersonation> as_;
     std::string server_;
     uint64_t timeout_ms_;
 };

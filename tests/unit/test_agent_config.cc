@@ -60,6 +60,11 @@ static const BadConf kBadConfs[] = {
     {"metrics_address = localhost\n", "'localhost' is not an IP address"},
     {"node_identity = bootstrap\nlabels = node-role.kubernetes.io/gpu=\n",
      "labels: 'node-role.kubernetes.io/gpu' is under kubernetes.io or k8s.io"},
+    // RBAC must list whom the agent may act as: names per job cannot be.
+    {"node_identity = impersonate\n", "node_identity = impersonate needs {slot} in node_name_template"},
+    {"node_identity = impersonate\nnode_name_template = slurm-{node}-{slot}\n"
+     "labels = node-role.kubernetes.io/gpu=\n",
+     "labels: 'node-role.kubernetes.io/gpu' is under kubernetes.io or k8s.io"},
     // The API refuses a CSR's expirationSeconds under 600.
     {"node_certificate_seconds = 599\n",
      "node_certificate_seconds must be 0 (the signer's "
@@ -311,6 +316,13 @@ START_TEST(config_defaults) {
     auto own_id = parse_agent_config(std::string(kConf) + "node_identity = agent\n", "a");
     ck_assert(own_id.ok());
     ck_assert_sstr_eq(own_id->node_identity, "agent");
+    auto imp = parse_agent_config(std::string(kConf) +
+                                      "node_identity = impersonate\n"
+                                      "node_name_template = slurm-{node}-{slot}\n",
+                                  "a");
+    ck_assert_msg(imp.ok(), "%s", imp.ok() ? "" : imp.message().c_str());
+    ck_assert_sstr_eq(imp->node_identity, "impersonate");
+    ck_assert(nodes_act_as_nodes(*imp) && nodes_act_as_nodes(*c) && !nodes_act_as_nodes(*own_id));
     auto m6 = parse_agent_config(std::string(kConf) + "metrics_address = ::1\n", "a");
     ck_assert(m6.ok());
     ck_assert_sstr_eq(m6->metrics_address, "::1");
