@@ -81,7 +81,6 @@ Status prepare_admin_dir(const std::string &dir) {
     close(fd);
     return out;
 }
-constexpr uint64_t kCommandTimeoutMs = 10000;
 
 // The per-job shim dir (pod logs, pod state) goes when the job has ended on
 // this node: at the epilog's deregister, after the extern step stopped the
@@ -139,34 +138,32 @@ void CommandSlurmJobs::end_state(uint32_t job_id, std::function<void(JobState, s
 void CommandSlurmJobs::query(uint32_t job_id,
                              const std::function<void(JobState, const std::string &)> &cb) {
     std::string cmd = expand_job_command(alive_tmpl_, job_id);
-    run_command_async(loop_, cmd, kCommandTimeoutMs,
-                      [cb, cmd, job_id, doubtful = doubtful_](const CommandResult &r) {
-                          JobState s = job_state_of(r);
-                          // Cannot tell: never delete on doubt. Said once per
-                          // job until Slurm answers again (the job state check
-                          // asks every 10 s while slurmctld is down).
-                          if (s != JobState::Unknown) {
-                              if (doubtful->erase(job_id))
-                                  LOG_INFO("job %u: job_alive_command answers again", job_id);
-                          } else {
-                              bool first = doubtful->insert(job_id).second;
-                              std::string why = !r.ran ? r.error
-                                                       : "exit " + std::to_string(r.exit_code) +
-                                                             ": " + std::string(trim(r.errors));
-                              SK_LOG(first ? ::sk::log::Level::Warning : ::sk::log::Level::Verbose,
-                                     "job_alive_command '%s' could not tell (%s): assuming the "
-                                     "job is alive%s",
-                                     cmd.c_str(), why.c_str(),
-                                     first ? " (said again only once it answers)" : "");
-                          }
-                          cb(s, r.output);
-                      });
+    commands_.run(cmd, [cb, cmd, job_id, doubtful = doubtful_](const CommandResult &r) {
+        JobState s = job_state_of(r);
+        // Cannot tell: never delete on doubt. Said once per
+        // job until Slurm answers again (the job state check
+        // asks every 10 s while slurmctld is down).
+        if (s != JobState::Unknown) {
+            if (doubtful->erase(job_id))
+                LOG_INFO("job %u: job_alive_command answers again", job_id);
+        } else {
+            bool first = doubtful->insert(job_id).second;
+            std::string why =
+                !r.ran ? r.error
+                       : "exit " + std::to_string(r.exit_code) + ": " + std::string(trim(r.errors));
+            SK_LOG(first ? ::sk::log::Level::Warning : ::sk::log::Level::Verbose,
+                   "job_alive_command '%s' could not tell (%s): assuming the "
+                   "job is alive%s",
+                   cmd.c_str(), why.c_str(), first ? " (said again only once it answers)" : "");
+        }
+        cb(s, r.output);
+    });
 }
 
 void CommandSlurmJobs::end_time(uint32_t job_id, std::function<void(int64_t)> cb) {
     if (end_tmpl_.empty()) return defer(loop_, [cb] { cb(0); });
     std::string cmd = expand_job_command(end_tmpl_, job_id);
-    run_command_async(loop_, cmd, kCommandTimeoutMs, [cb, cmd, job_id](const CommandResult &r) {
+    commands_.run(cmd, [cb, cmd, job_id](const CommandResult &r) {
         if (!r.ran || r.exit_code != 0) {
             LOG_VERBOSE("job %u: job_end_command '%s' failed (%s, exit %d)", job_id, cmd.c_str(),
                         r.error.c_str(), r.exit_code);

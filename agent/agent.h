@@ -20,6 +20,7 @@
 #include "agent/stream_sessions.h"
 #include "agent/uv_timer_source.h"
 #include "common/cgroup/pod_cgroup.h"
+#include "uv/command_runner.h"
 
 namespace sk::agent {
 
@@ -31,10 +32,20 @@ namespace sk::agent {
 // when it cannot run, times out, is killed, exits 126/127, or fails with any
 // other message (squeue: "Unable to contact slurm controller"): never
 // delete on doubt. job_end_command prints Slurm's EndTime.
+//
+// At most kSlurmCommands of them run at once (uv/command_runner.h,
+// CommandQueue), each killed after 10 s: a burst of registrations, or the
+// periodic checks of many jobs, queues instead of starting one squeue each
+// at once; the same question still waiting is asked once.
 class CommandSlurmJobs : public SlurmJobs {
   public:
+    static constexpr unsigned kSlurmCommands = 4;
+    static constexpr uint64_t kCommandTimeoutMs = 10000;
     CommandSlurmJobs(uv_loop_t *loop, std::string alive_tmpl, std::string end_tmpl)
-        : loop_(loop), alive_tmpl_(std::move(alive_tmpl)), end_tmpl_(std::move(end_tmpl)) {}
+        : loop_(loop),
+          alive_tmpl_(std::move(alive_tmpl)),
+          end_tmpl_(std::move(end_tmpl)),
+          commands_(loop, kSlurmCommands, kCommandTimeoutMs) {}
     void state(uint32_t job_id, std::function<void(JobState)> cb) override;
     void end_time(uint32_t job_id, std::function<void(int64_t)> cb) override;
     void end_state(uint32_t job_id, std::function<void(JobState, std::string)> cb) override;
@@ -44,6 +55,7 @@ class CommandSlurmJobs : public SlurmJobs {
     void query(uint32_t job_id, const std::function<void(JobState, const std::string &)> &cb);
     uv_loop_t *loop_;
     std::string alive_tmpl_, end_tmpl_;
+    CommandQueue commands_;
     // Jobs whose last query could not tell (warned once; shared with the
     // queries in flight, which may outlive this object).
     std::shared_ptr<std::set<uint32_t>> doubtful_ = std::make_shared<std::set<uint32_t>>();

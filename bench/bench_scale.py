@@ -21,7 +21,11 @@ slurm-{node}-{slot}) against CSR controllers at kube-controller-manager's
 default client rate (20 requests/s: about 6.7 CSRs/s): N first jobs (each slot's
 first identity, a CSR each), then N next jobs on the same slots, which must need
 no CSR, be all Ready within 10 s with no error (the first jobs' figures are
-reported beside them).
+reported beside them). For BENCH_SCALE_IMPERSONATE_N with node_identity =
+impersonate (names per slot, the agent's identity bound to the agent's rules and
+what etc/slurm-k8s-impersonation-rbac prints for n1's slots; the same CSR
+controllers, which it never needs): each node's requests as system:node:<node>
+over the agent's connections, over HTTP/1.1 and, with nghttpx, HTTP/2.
 
 Against BENCH_KUBECONFIG's cluster (sklib.py) nothing is started: the requests, their rate and
 the API server's latency come from its audit log (BENCH_AUDIT_LOG; null with the reason
@@ -31,8 +35,10 @@ usage: bench_scale.py [RESULTS.json]
 env:   BENCH_SCALE_N ("10 100 1000")  BENCH_SCALE_CONC (128)  BENCH_SCALE_H2 (1: the HTTP/2 runs too)
        BENCH_SCALE_IDENTITY_N ("10 100": these N also with node_identity = bootstrap)
        BENCH_SCALE_SLOTS_N ("100 1000": these N also with node identities per slot, two rounds)
+       BENCH_SCALE_IMPERSONATE_N ("100 1000": these N also with node_identity = impersonate)
 """
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -75,18 +81,22 @@ def run_n(wd, n, conc, api_info, h2=False, identity="agent", slots=False):
     CSR): a first round of N jobs (their slots' first identities, each a CSR) then, after they
     ended, a second round of N other jobs on the same slots (measured; the first one's result in
     "first_jobs")."""
+    per_slot = slots or identity == "impersonate"
     sub = os.path.join(wd, f"n{n}" + ("-h2" if h2 else "") + ("-" + identity if identity != "agent" else "")
                        + ("-slots" if slots else ""))
-    kube = B.open_api(sub, ["--csr-controller-qps", "20", "--csr-controller-burst", "30"] if slots else ())
+    kube = B.open_api(sub, ["--csr-controller-qps", "20", "--csr-controller-burst", "30"] if per_slot else ())
     agent = front = None
     try:
         api_info.setdefault("api", kube.info())
         extra = {"max_jobs": str(n + 16), "max_connections": str(max(1024, 4 * conc)),
                  "node_identity": identity}
-        if slots:
+        if per_slot:
             extra["node_name_template"] = "slurm-{node}-{slot}"
+        if slots:
             # the first jobs wait for the rate-limited CSR controllers (about 6.7/s)
             extra["node_csr_timeout"] = str(120 + n // 4) + "s"
+        if identity == "impersonate":
+            bind_impersonation(kube, n + 16)
         api_port = int(kube.port)
         if h2:
             front = h2front.H2Front(kube.dir, kube.url, sub)
@@ -97,9 +107,9 @@ def run_n(wd, n, conc, api_info, h2=False, identity="agent", slots=False):
         for rnd in range(2 if slots else 1):
             first = res
             res = one_round(kube, agent, [10000 * (rnd + 1) + j for j in range(n)], n, conc, h2, api_port,
-                            slots, 120 + (n // 4 if slots and rnd == 0 else 0))
+                            per_slot, 120 + (n // 4 if slots and rnd == 0 else 0))
             res["node_identity"] = identity
-            if slots:
+            if per_slot:
                 res["node_names"] = "per slot (slurm-{node}-{slot}), CSR controllers at 20 requests/s"
                 res["csrs_sent"] = sum(v for k, v in (res["by_request"] or {}).items()
                                        if k.startswith("POST /apis/certificates.k8s.io/v1/certificatesigningrequests"))
@@ -112,6 +122,19 @@ def run_n(wd, n, conc, api_info, h2=False, identity="agent", slots=False):
         if front:
             front.stop()
         kube.stop()
+
+
+def bind_impersonation(kube, slots):
+    """The double's agent identity: its usual rules and those etc/slurm-k8s-impersonation-rbac
+    prints for n1's first `slots` slots (as an admin would apply them)."""
+    import yaml
+    top = os.environ.get("SK_TOP_SRCDIR") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    gen = subprocess.run([os.path.join(top, "etc", "slurm-k8s-impersonation-rbac"), "--slots", str(slots), "n1"],
+                         capture_output=True, text=True, check=True).stdout
+    rules = [r for d in yaml.safe_load_all(gen) if d and d["kind"] == "ClusterRole" for r in d["rules"]]
+    code, body = kube.api("POST", "/_test/rbac", {"subject": "group:slurm-k8s:agent", "role": ["agent"] + rules})
+    if code != 200:
+        raise RuntimeError("the double refused the impersonation rules: %s %s" % (code, body))
 
 
 def one_round(kube, agent, jobs, n, conc, h2, api_port, slots, window):
@@ -205,6 +228,8 @@ def main():
     ids_n = [int(x) for x in B.env_list("BENCH_SCALE_IDENTITY_N", [10, 100])]
     # and per slot (the next jobs on a slot reuse its identity) for these N
     slots_n = [int(x) for x in B.env_list("BENCH_SCALE_SLOTS_N", [100, 1000])]
+    # and as impersonated node identities for these N
+    imp_n = [int(x) for x in B.env_list("BENCH_SCALE_IMPERSONATE_N", [100, 1000])]
     if h2 and not B.CLUSTER and not h2front.available():
         B.log("scale: nghttpx (nghttp2-proxy) missing: no HTTP/2 runs")
         h2 = False
@@ -229,13 +254,21 @@ def main():
                       f"after {f4['all_ready_s']} s ({f4['errors']} errors, {f4['csrs_sent']} CSRs); the next "
                       f"jobs after {r4['all_ready_s']} s ({r4['errors']} errors, {r4['csrs_sent']} CSRs), "
                       f"{r4['agent_connections']} connections")
+            if n in imp_n and not B.CLUSTER:
+                for key, over in (("impersonated", False), ("impersonated_http2", True)) if h2 else \
+                        (("impersonated", False),):
+                    r5 = res[str(n)][key] = run_n(wd.path, n, conc, {}, h2=over, identity="impersonate")
+                    B.log(f"  node identities by impersonation{' over HTTP/2' if over else ''}: all Ready after "
+                          f"{r5['all_ready_s']} s ({r5['errors']} errors), {r5['agent_connections']} connections, "
+                          f"requests {r5.get('requests_by_identity')}")
             if h2 and not B.CLUSTER:
                 r2 = res[str(n)]["http2"] = run_n(wd.path, n, conc, {}, h2=True)
                 B.log(f"  over HTTP/2: all Ready after {r2['all_ready_s']} s, "
                       f"{r2['agent_connections']} connections")
         B.write_result("scale", res)
         runs = [r for k, r in res.items() if k != "api"]
-        runs += [r[v] for r in list(runs) for v in ("http2", "node_identities", "slot_identities") if v in r]
+        runs += [r[v] for r in list(runs) for v in ("http2", "node_identities", "slot_identities", "impersonated",
+                                                    "impersonated_http2") if v in r]
         # A slot's first job waits for the CSR controllers (1000 of them at their default rate
         # take longer than the window: the cost the kept identities avoid); only the next
         # jobs must have no error.

@@ -150,4 +150,65 @@ void run_program_async(uv_loop_t *loop, std::vector<std::string> argv,
     });
 }
 
+struct CommandQueue::State {
+    struct Waiting {
+        std::string cmdline;
+        std::vector<Done> done;
+    };
+    uv_loop_t *loop = nullptr;
+    unsigned limit = 1;
+    uint64_t timeout_ms = 0;
+    unsigned running = 0;
+    bool closed = false;
+    std::deque<std::shared_ptr<Waiting>> queue;
+
+    static void pump(const std::shared_ptr<State> &st) {
+        while (!st->closed && st->running < st->limit && !st->queue.empty()) {
+            std::shared_ptr<Waiting> w = std::move(st->queue.front());
+            st->queue.pop_front();
+            st->running++;
+            run_command_async(st->loop, w->cmdline, st->timeout_ms,
+                              [st, w](const CommandResult &r) {
+                                  st->running--;
+                                  for (auto &d : w->done)
+                                      d(r);
+                                  pump(st);
+                              });
+        }
+    }
+};
+
+CommandQueue::CommandQueue(uv_loop_t *loop, unsigned limit, uint64_t timeout_ms)
+    : st_(std::make_shared<State>()) {
+    st_->loop = loop;
+    st_->limit = std::max(1u, limit);
+    st_->timeout_ms = timeout_ms;
+}
+
+CommandQueue::~CommandQueue() {
+    st_->closed = true;
+    st_->queue.clear();
+}
+
+void CommandQueue::run(const std::string &cmdline, Done done) {
+    for (auto &w : st_->queue)
+        if (w->cmdline == cmdline) {
+            w->done.push_back(std::move(done));
+            return;
+        }
+    auto w = std::make_shared<State::Waiting>();
+    w->cmdline = cmdline;
+    w->done.push_back(std::move(done));
+    st_->queue.push_back(std::move(w));
+    State::pump(st_);
+}
+
+size_t CommandQueue::waiting() const {
+    return st_->queue.size();
+}
+
+unsigned CommandQueue::running() const {
+    return st_->running;
+}
+
 }  // namespace sk::agent

@@ -6,7 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,33 @@ void run_command_async(uv_loop_t *loop, const std::string &cmdline, uint64_t tim
 void run_program_async(uv_loop_t *loop, std::vector<std::string> argv,
                        const std::vector<std::string> &extra_env, uint64_t timeout_ms,
                        std::function<void(const CommandResult &)> done);
+
+// At most `limit` commands of run_command_async at once, the rest started
+// in the order asked (FIFO): a burst of 1000 registrations asks Slurm 1000
+// times (job_end_command), which as 1000 concurrent squeue processes takes
+// the host's CPU from everything else and sends slurmctld 1000 RPCs at once.
+// A command line equal to one still waiting to start joins it (each caller
+// gets its result); one already running is not joined (its answer may be
+// older than the question). Each command's timeout counts from its start.
+// The queue's state is shared with the commands in flight: destroying the
+// queue drops what waits (its callbacks never run) and lets the running
+// ones report.
+class CommandQueue {
+  public:
+    using Done = std::function<void(const CommandResult &)>;
+    CommandQueue(uv_loop_t *loop, unsigned limit, uint64_t timeout_ms);
+    ~CommandQueue();
+    CommandQueue(const CommandQueue &) = delete;
+    CommandQueue &operator=(const CommandQueue &) = delete;
+    void run(const std::string &cmdline, Done done);
+    size_t waiting() const;
+    unsigned running() const;
+
+    struct State;  // command_runner.cc
+
+  private:
+    std::shared_ptr<State> st_;
+};
 
 // "{job}" in tmpl -> the job id.
 std::string expand_job_command(const std::string &tmpl, uint32_t job_id);

@@ -350,9 +350,10 @@ Result<AgentConfig> parse_agent_config(std::string_view text, std::string_view s
                     src + ": set api_token_file or api_client_cert/api_client_key (credentials)");
     if (c.node_identity == "impersonate" && !node_names_per_slot(c))
         return fail(Error::InvalidArgument,
-                    src + ": node_identity = impersonate needs {slot} in node_name_template "
-                          "(e.g. slurm-{node}-{slot}): the agent's RBAC must name every node it "
-                          "may act as, and names per job cannot be listed ahead");
+                    src +
+                        ": node_identity = impersonate needs {slot} in node_name_template "
+                        "(e.g. slurm-{node}-{slot}): the agent's RBAC must name every node it "
+                        "may act as, and names per job cannot be listed ahead");
     if (nodes_act_as_nodes(c))
         for (const auto &[k, v] : c.labels)
             if (!k8s::node_may_set_label(k))

@@ -61,7 +61,8 @@ static const BadConf kBadConfs[] = {
     {"node_identity = bootstrap\nlabels = node-role.kubernetes.io/gpu=\n",
      "labels: 'node-role.kubernetes.io/gpu' is under kubernetes.io or k8s.io"},
     // RBAC must list whom the agent may act as: names per job cannot be.
-    {"node_identity = impersonate\n", "node_identity = impersonate needs {slot} in node_name_template"},
+    {"node_identity = impersonate\n",
+     "node_identity = impersonate needs {slot} in node_name_template"},
     {"node_identity = impersonate\nnode_name_template = slurm-{node}-{slot}\n"
      "labels = node-role.kubernetes.io/gpu=\n",
      "labels: 'node-role.kubernetes.io/gpu' is under kubernetes.io or k8s.io"},

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "tests/unit/check_main.h"
+#include "uv/command_runner.h"
 #include "uv/handles.h"
 #include "uv/thread_loop.h"
 
@@ -646,6 +647,95 @@ START_TEST(thread_loop_stopped_unstarted) {
 }
 END_TEST
 
+// ---- the command queue ----
+
+// A command that says it started, waits for DIR/go, appends its tag to
+// DIR/log and prints it: the test decides when commands end, not a clock.
+std::string gated(const std::string &dir, const std::string &tag) {
+    return "touch " + dir + "/started." + tag + "; while [ ! -e " + dir +
+           "/go ]; do sleep 0.01; done; echo " + tag + " >>" + dir + "/log; echo " + tag;
+}
+
+std::string read_all(const std::string &path) {
+    std::string out;
+    if (FILE *f = fopen(path.c_str(), "r")) {
+        char buf[256];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+            out.append(buf, n);
+        fclose(f);
+    }
+    return out;
+}
+
+// At most `limit` run at once, the rest start in order; a command line
+// still waiting is joined (run once, every caller answered), one running
+// is not; each caller gets its own command's output.
+START_TEST(command_queue_limits_and_joins) {
+    char tmpl[] = "/tmp/sk-cmdq-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(tmpl));
+    std::string dir = tmpl;
+    Loop l;
+    std::vector<std::string> got;
+    {
+        agent::CommandQueue q(&l.loop, 2, 30000);
+        auto note = [&got](const agent::CommandResult &r) { got.push_back(r.output); };
+        for (const char *tag : {"a", "b", "c", "d"})
+            q.run(gated(dir, tag), note);
+        ck_assert_uint_eq(q.running(), 2);
+        ck_assert_uint_eq(q.waiting(), 2);
+        q.run(gated(dir, "d"), note);  // waiting: joins
+        ck_assert_uint_eq(q.waiting(), 2);
+        q.run(gated(dir, "a"), note);  // running: queued again
+        ck_assert_uint_eq(q.waiting(), 3);
+        FILE *go = fopen((dir + "/go").c_str(), "w");
+        ck_assert_ptr_nonnull(go);
+        fclose(go);
+        l.run();
+        ck_assert_uint_eq(q.running(), 0);
+        ck_assert_uint_eq(q.waiting(), 0);
+    }
+    l.close();
+    ck_assert_uint_eq(got.size(), 6);
+    // a and b first (in either order: they ran together), then c, d (twice:
+    // its two callers), a again.
+    std::string log = read_all(dir + "/log");
+    ck_assert_msg(log == "a\nb\nc\nd\na\n" || log == "b\na\nc\nd\na\n" ||
+                      log == "a\nb\nd\nc\na\n" || log == "b\na\nd\nc\na\n",
+                  "order run: %s", log.c_str());
+    int d = 0;
+    for (const auto &o : got)
+        d += o == "d\n";
+    ck_assert_int_eq(d, 2);
+    ck_assert_int_eq(system(("rm -rf " + dir).c_str()), 0);
+}
+END_TEST
+
+// Destroying the queue drops what waits (never started, never answered)
+// and lets the running command report.
+START_TEST(command_queue_destroyed_drops_waiting) {
+    char tmpl[] = "/tmp/sk-cmdq-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(tmpl));
+    std::string dir = tmpl;
+    Loop l;
+    std::vector<std::string> got;
+    {
+        agent::CommandQueue q(&l.loop, 1, 30000);
+        for (const char *tag : {"x", "y", "z"})
+            q.run(gated(dir, tag),
+                  [&got](const agent::CommandResult &r) { got.push_back(r.output); });
+    }
+    FILE *go = fopen((dir + "/go").c_str(), "w");
+    ck_assert_ptr_nonnull(go);
+    fclose(go);
+    l.close();
+    ck_assert_uint_eq(got.size(), 1);
+    ck_assert_str_eq(got[0].c_str(), "x\n");
+    ck_assert_int_eq(access((dir + "/started.y").c_str(), F_OK), -1);
+    ck_assert_int_eq(system(("rm -rf " + dir).c_str()), 0);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("uv");
     TCase *tc = tcase_create("handles");
@@ -668,6 +758,8 @@ int main(void) {
     tcase_add_test(tc, open_handles_counted);
     tcase_add_test(tc, thread_loop_round_trips);
     tcase_add_test(tc, thread_loop_stopped_unstarted);
+    tcase_add_test(tc, command_queue_limits_and_joins);
+    tcase_add_test(tc, command_queue_destroyed_drops_waiting);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }
