@@ -12,7 +12,7 @@
 # before slurmctld forgets the ended job (MinJobAge, 300 s in the harness;
 # checked last it was gone once the cases before it grew past 5 min).
 # online_rl last: it takes all 3 nodes.
-E2E_CASES=(api_down bad_flags socket_auth privileged too_many_gpus namespace two_jobs two_clusters pod_devices kubectl_io
+E2E_CASES=(api_down bad_flags socket_auth privileged too_many_gpus namespace two_jobs impersonation two_clusters pod_devices kubectl_io
            runtime_template image_pods scancel step_signals time_limit_update drain_before time_limit suspend requeue salloc gpu_forms node_share preempt
            preempt_requeue preempt_suspend array_het node_fail slurmd_restart agent_kill shim_kill online_rl online_rl_images online_rl_faults)
 
@@ -476,6 +476,54 @@ case_two_jobs() {
   e2e_end_job "$j2"
   e2e_assert_clean "$j1" "two_jobs (first)"
   e2e_assert_clean "$j2" "two_jobs (second)"
+}
+
+# node_identity = impersonate on one host's agent (docs/admin-guide.md, "Node
+# identities by impersonation"), the agent's identity bound to exactly the
+# rules of etc/rbac-node-identity.yaml and what etc/slurm-k8s-impersonation-rbac
+# prints for that host's two slots: a job's Node is its slot's, created and
+# leased as system:node:<slot name> with no CSR, its pod runs, kubectl logs
+# and exec reach it; the job's end leaves nothing. The agent is given back its
+# usual config after.
+case_impersonation() {
+  if [ -n "$E2E_KUBECONFIG" ]; then sk_skip "impersonation: binds the agent's rules through the double"; return; fi
+  local a="$E2E_AGENTS/$N3" j node out counters
+  e2e_agent_rbac "$("$E2E_TOP/etc/slurm-k8s-impersonation-rbac" --slots 2 "$N3")"
+  ok $? "impersonation: the agent's identity bound to its rules and the generator's for $N3"
+  e2e_agent_stop 3
+  cp "$a/agent.conf" "$a/agent.conf.usual"
+  sed -i 's/^node_identity = .*/node_identity = impersonate/' "$a/agent.conf"
+  printf 'node_name_template = slurm-{node}-{slot}\nmax_jobs = 2\n' >>"$a/agent.conf"
+  e2e_agent_start 3; ok $? "impersonation: agent $N3 restarted with node_identity = impersonate"
+  if e2e_job 1 -N1 -w $N3 --gres=gpu:2 --k8s-gpus=1; then
+    j="$E2E_JOB"; node="$(e2e_node_names "$j")"
+    [ "$node" = "slurm-$N3-0" ]; ok $? "impersonation: job $j's Node is slot 0's ($node)"
+    e2e_pod "$j" imp
+    e2e_pod_running imp 30; ok $? "impersonation: a pod runs on it"
+    out="$(e2e_pod_log default/imp)" && grep -q "NVIDIA_VISIBLE_DEVICES=" <<<"$out"; ok $? "impersonation: kubectl logs reaches it ($E2E_LOG_SOURCE)"
+    out="$(timeout 30 kubectl --kubeconfig "$E2E_ADMIN_KUBECONFIG" exec imp -- sh -c 'echo from-$((6*7))' 2>&1)"
+    [ "$out" = from-42 ]; ok $? "impersonation: kubectl exec reaches it ($out)"
+    counters="$(e2e_api GET '/_test/counters')"
+    printf '%s' "$counters" | python3 -c '
+import json, sys
+mine = json.load(sys.stdin).get("byUser", {}).get("system:node:" + sys.argv[1], {})
+assert any(k.startswith("POST /api/v1/nodes ") and k.endswith(" 201") for k in mine), mine
+assert any(k.split()[0] in ("POST", "PUT") and "/leases" in k and k.endswith((" 200", " 201")) for k in mine), mine
+' "$node"
+    ok $? "impersonation: Node and Lease written as system:node:$node"
+    out="$(e2e_kubectl get csr -o name | grep -c "slurm-k8s-$node-")"
+    [ "$out" = 0 ]; ok $? "impersonation: no CSR for $node ($out)"
+    e2e_end_job "$j"
+    e2e_assert_clean "$j" "impersonation"
+    e2e_wait 10 "[ -z \"\$(e2e_kubectl get node,lease -A -o name 2>&1 | grep -- '/$node\$')\" ]"
+    ok $? "impersonation: the slot's Node and Lease are gone"
+  else
+    ok 1 "impersonation: job"
+  fi
+  e2e_agent_stop 3
+  mv "$a/agent.conf.usual" "$a/agent.conf"
+  e2e_agent_start 3; ok $? "impersonation: agent $N3 back to its usual config"
+  e2e_agent_rbac; ok $? "impersonation: the agent's usual rules back"
 }
 
 # A second test cluster on this host (another SK_SLURM_DIR and ports, as a

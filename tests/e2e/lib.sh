@@ -220,15 +220,19 @@ e2e_agent_policy() {
 # manifest lacks fails the e2e: its (Cluster)Roles as rule lists (a Role's
 # namespace kept), its bindings to the bootstrap ClusterRoles by the double's
 # names for them.
+# e2e_agent_rbac [MANIFEST]: MANIFEST's (Cluster)Roles' rules too (the output
+# of etc/slurm-k8s-impersonation-rbac, e2e impersonation).
 e2e_agent_rbac() {
   [ "${E2E_NODE_IDENTITY:-bootstrap}" = bootstrap ] || return 0
   local roles
-  roles="$(python3 - "$E2E_TOP/etc/rbac-node-identity.yaml" <<'PYEOF'
+  roles="$(python3 - "$E2E_TOP/etc/rbac-node-identity.yaml" "${1:-}" <<'PYEOF'
 import json, sys, yaml
 builtin = {"system:node-bootstrapper": "node-bootstrapper",
            "system:certificates.k8s.io:certificatesigningrequests:nodeclient": "nodeclient"}
 roles = []
-for d in yaml.safe_load_all(open(sys.argv[1])):
+for d in list(yaml.safe_load_all(open(sys.argv[1]))) + list(yaml.safe_load_all(sys.argv[2])):
+    if not d:
+        continue
     if d["kind"] in ("ClusterRole", "Role"):
         for r in d["rules"]:
             r = dict(r)
