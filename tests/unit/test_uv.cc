@@ -15,7 +15,9 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include <algorithm>
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -649,90 +651,117 @@ END_TEST
 
 // ---- the command queue ----
 
-// A command that says it started, waits for DIR/go, appends its tag to
-// DIR/log and prints it: the test decides when commands end, not a clock.
-std::string gated(const std::string &dir, const std::string &tag) {
-    return "touch " + dir + "/started." + tag + "; while [ ! -e " + dir +
-           "/go ]; do sleep 0.01; done; echo " + tag + " >>" + dir + "/log; echo " + tag;
-}
-
-std::string read_all(const std::string &path) {
-    std::string out;
-    if (FILE *f = fopen(path.c_str(), "r")) {
-        char buf[256];
-        size_t n;
-        while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-            out.append(buf, n);
+// A directory of the test's, removed at the end.
+struct TmpDir {
+    std::string path;
+    TmpDir() {
+        char tmpl[] = "/tmp/sk-cmdq-XXXXXX";
+        ck_assert_ptr_nonnull(mkdtemp(tmpl));
+        path = tmpl;
+    }
+    ~TmpDir() { (void)!system(("rm -rf " + path).c_str()); }
+    std::string at(const std::string &name) const { return path + "/" + name; }
+    bool has(const std::string &name) const { return access(at(name).c_str(), F_OK) == 0; }
+    void touch(const std::string &name) const {
+        FILE *f = fopen(at(name).c_str(), "w");
+        ck_assert_ptr_nonnull(f);
         fclose(f);
     }
-    return out;
+};
+
+// A command that says it started, waits for DIR/go.TAG, appends its tag
+// to DIR/log and prints it: the test decides when each command ends.
+std::string gated(const TmpDir &d, const std::string &tag) {
+    return "touch " + d.at("started." + tag) + "; while [ ! -e " + d.at("go." + tag) +
+           " ]; do sleep 0.01; done; echo " + tag + " >>" + d.at("log") + "; echo " + tag;
 }
 
-// At most `limit` run at once, the rest start in order; a command line
-// still waiting is joined (run once, every caller answered), one running
-// is not; each caller gets its own command's output.
+// Runs the loop until `done` holds (each turn waits for an event: a
+// command's end, or the 10 ms timer of a wait on a file).
+void run_until(Loop &l, const std::function<bool()> &done) {
+    for (int i = 0; i < 3000 && !done(); i++) {
+        uv_run(&l.loop, UV_RUN_NOWAIT);
+        if (!done()) usleep(10000);
+    }
+    ck_assert(done());
+}
+
+// At most `limit` run at once and the rest start in the order asked; a
+// command line still waiting is joined (run once, every caller answered),
+// one running is not; each caller gets its own command's output.
 START_TEST(command_queue_limits_and_joins) {
-    char tmpl[] = "/tmp/sk-cmdq-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(tmpl));
-    std::string dir = tmpl;
+    TmpDir d;
     Loop l;
     std::vector<std::string> got;
     {
         agent::CommandQueue q(&l.loop, 2, 30000);
         auto note = [&got](const agent::CommandResult &r) { got.push_back(r.output); };
         for (const char *tag : {"a", "b", "c", "d"})
-            q.run(gated(dir, tag), note);
+            q.run(gated(d, tag), note);
         ck_assert_uint_eq(q.running(), 2);
         ck_assert_uint_eq(q.waiting(), 2);
-        q.run(gated(dir, "d"), note);  // waiting: joins
+        q.run(gated(d, "d"), note);  // waiting: joins
         ck_assert_uint_eq(q.waiting(), 2);
-        q.run(gated(dir, "a"), note);  // running: queued again
+        q.run(gated(d, "a"), note);  // running: asked again after the others
         ck_assert_uint_eq(q.waiting(), 3);
-        FILE *go = fopen((dir + "/go").c_str(), "w");
-        ck_assert_ptr_nonnull(go);
-        fclose(go);
+        // a ends: c (the first waiting) starts, d does not.
+        d.touch("go.a");
+        run_until(l, [&] { return got.size() == 1 && d.has("started.c"); });
+        ck_assert_str_eq(got[0].c_str(), "a\n");
+        ck_assert_uint_eq(q.running(), 2);
+        ck_assert(!d.has("started.d"));
+        // b ends: d starts (once, for its two callers).
+        d.touch("go.b");
+        run_until(l, [&] { return got.size() == 2 && d.has("started.d"); });
+        ck_assert_uint_eq(q.waiting(), 1);
+        d.touch("go.c");
+        d.touch("go.d");
         l.run();
         ck_assert_uint_eq(q.running(), 0);
         ck_assert_uint_eq(q.waiting(), 0);
     }
     l.close();
     ck_assert_uint_eq(got.size(), 6);
-    // a and b first (in either order: they ran together), then c, d (twice:
-    // its two callers), a again.
-    std::string log = read_all(dir + "/log");
-    ck_assert_msg(log == "a\nb\nc\nd\na\n" || log == "b\na\nc\nd\na\n" ||
-                      log == "a\nb\nd\nc\na\n" || log == "b\na\nd\nc\na\n",
-                  "order run: %s", log.c_str());
-    int d = 0;
+    int ds = 0;
     for (const auto &o : got)
-        d += o == "d\n";
-    ck_assert_int_eq(d, 2);
-    ck_assert_int_eq(system(("rm -rf " + dir).c_str()), 0);
+        ds += o == "d\n";
+    ck_assert_int_eq(ds, 2);
+    // What ran: a twice (asked again while running), d once.
+    std::string log;
+    if (FILE *f = fopen(d.at("log").c_str(), "r")) {
+        char buf[64];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+            log.append(buf, n);
+        fclose(f);
+    }
+    std::vector<std::string> lines;
+    for (size_t p = 0, e; (e = log.find('\n', p)) != std::string::npos; p = e + 1)
+        lines.push_back(log.substr(p, e - p));
+    std::sort(lines.begin(), lines.end());
+    ck_assert_msg((lines == std::vector<std::string>{"a", "a", "b", "c", "d"}), "ran: %s",
+                  log.c_str());
 }
 END_TEST
 
 // Destroying the queue drops what waits (never started, never answered)
 // and lets the running command report.
 START_TEST(command_queue_destroyed_drops_waiting) {
-    char tmpl[] = "/tmp/sk-cmdq-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(tmpl));
-    std::string dir = tmpl;
+    TmpDir d;
     Loop l;
     std::vector<std::string> got;
     {
         agent::CommandQueue q(&l.loop, 1, 30000);
         for (const char *tag : {"x", "y", "z"})
-            q.run(gated(dir, tag),
+            q.run(gated(d, tag),
                   [&got](const agent::CommandResult &r) { got.push_back(r.output); });
     }
-    FILE *go = fopen((dir + "/go").c_str(), "w");
-    ck_assert_ptr_nonnull(go);
-    fclose(go);
+    for (const char *tag : {"x", "y", "z"})
+        d.touch(std::string("go.") + tag);
     l.close();
     ck_assert_uint_eq(got.size(), 1);
     ck_assert_str_eq(got[0].c_str(), "x\n");
-    ck_assert_int_eq(access((dir + "/started.y").c_str(), F_OK), -1);
-    ck_assert_int_eq(system(("rm -rf " + dir).c_str()), 0);
+    ck_assert(!d.has("started.y") && !d.has("started.z"));
 }
 END_TEST
 
