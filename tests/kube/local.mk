@@ -15,6 +15,7 @@ EXTRA_DIST += \
 	tests/kube/kubetest/auth.py \
 	tests/kube/kubetest/cel.py \
 	tests/kube/kubetest/certificates.py \
+	tests/kube/kubetest/impersonation.py \
 	tests/kube/kubetest/controls.py \
 	tests/kube/kubetest/csr.py \
 	tests/kube/kubetest/discovery.py \

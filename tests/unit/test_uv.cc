@@ -651,15 +651,10 @@ END_TEST
 
 // ---- the command queue ----
 
-// A directory of the test's, removed at the end.
+// A directory of the test's (check_main.h: removed when the test's process
+// exits).
 struct TmpDir {
-    std::string path;
-    TmpDir() {
-        char tmpl[] = "/tmp/sk-cmdq-XXXXXX";
-        ck_assert_ptr_nonnull(mkdtemp(tmpl));
-        path = tmpl;
-    }
-    ~TmpDir() { (void)!system(("rm -rf " + path).c_str()); }
+    std::string path = sk_test_tmpdir("/tmp/sk-cmdq-XXXXXX");
     std::string at(const std::string &name) const { return path + "/" + name; }
     bool has(const std::string &name) const { return access(at(name).c_str(), F_OK) == 0; }
     void touch(const std::string &name) const {
