@@ -487,6 +487,9 @@ case_two_jobs() {
 # usual config after.
 case_impersonation() {
   if [ -n "$E2E_KUBECONFIG" ]; then sk_skip "impersonation: binds the agent's rules through the double"; return; fi
+  if [ "${E2E_NODE_IDENTITY:-bootstrap}" != bootstrap ]; then
+    sk_skip "impersonation: its rules add to etc/rbac-node-identity.yaml's (E2E_NODE_IDENTITY=$E2E_NODE_IDENTITY)"; return
+  fi
   local a="$E2E_AGENTS/$N3" j node out counters
   e2e_agent_rbac "$("$E2E_TOP/etc/slurm-k8s-impersonation-rbac" --slots 2 "$N3")"
   ok $? "impersonation: the agent's identity bound to its rules and the generator's for $N3"
