@@ -484,23 +484,28 @@ case_two_jobs() {
 # prints for that host's two slots: a job's Node is its slot's, created and
 # leased as system:node:<slot name> with no CSR, its pod runs, kubectl logs
 # and exec reach it; the job's end leaves nothing. The agent is given back its
-# usual config after.
+# usual config after. On N2: the time-limit job runs on N3 meanwhile, and an
+# agent switched to another identity mode re-adopts its running jobs' nodes
+# in that mode (a node named per job cannot be impersonated).
 case_impersonation() {
   if [ -n "$E2E_KUBECONFIG" ]; then sk_skip "impersonation: binds the agent's rules through the double"; return; fi
   if [ "${E2E_NODE_IDENTITY:-bootstrap}" != bootstrap ]; then
     sk_skip "impersonation: its rules add to etc/rbac-node-identity.yaml's (E2E_NODE_IDENTITY=$E2E_NODE_IDENTITY)"; return
   fi
-  local a="$E2E_AGENTS/$N3" j node out counters
-  e2e_agent_rbac "$("$E2E_TOP/etc/slurm-k8s-impersonation-rbac" --slots 2 "$N3")"
-  ok $? "impersonation: the agent's identity bound to its rules and the generator's for $N3"
-  e2e_agent_stop 3
+  local a="$E2E_AGENTS/$N2" j node out counters
+  out="$(squeue -h -w "$N2" -o %i 2>&1)"
+  [ -z "$out" ]; ok $? "impersonation: no other job on $N2, whose agent the case restarts (${out:-none})"
+  [ -z "$out" ] || return
+  e2e_agent_rbac "$("$E2E_TOP/etc/slurm-k8s-impersonation-rbac" --slots 2 "$N2")"
+  ok $? "impersonation: the agent's identity bound to its rules and the generator's for $N2"
+  e2e_agent_stop 2
   cp "$a/agent.conf" "$a/agent.conf.usual"
   sed -i 's/^node_identity = .*/node_identity = impersonate/' "$a/agent.conf"
   printf 'node_name_template = slurm-{node}-{slot}\nmax_jobs = 2\n' >>"$a/agent.conf"
-  e2e_agent_start 3; ok $? "impersonation: agent $N3 restarted with node_identity = impersonate"
-  if e2e_job 1 -N1 -w $N3 --gres=gpu:2 --k8s-gpus=1; then
+  e2e_agent_start 2; ok $? "impersonation: agent $N2 restarted with node_identity = impersonate"
+  if e2e_job 1 -N1 -w $N2 --gres=gpu:2 --k8s-gpus=1; then
     j="$E2E_JOB"; node="$(e2e_node_names "$j")"
-    [ "$node" = "slurm-$N3-0" ]; ok $? "impersonation: job $j's Node is slot 0's ($node)"
+    [ "$node" = "slurm-$N2-0" ]; ok $? "impersonation: job $j's Node is slot 0's ($node)"
     e2e_pod "$j" imp
     e2e_pod_running imp 30; ok $? "impersonation: a pod runs on it"
     out="$(e2e_pod_log default/imp)" && grep -q "NVIDIA_VISIBLE_DEVICES=" <<<"$out"; ok $? "impersonation: kubectl logs reaches it ($E2E_LOG_SOURCE)"
@@ -523,9 +528,9 @@ assert any(k.split()[0] in ("POST", "PUT") and "/leases" in k and k.endswith((" 
   else
     ok 1 "impersonation: job"
   fi
-  e2e_agent_stop 3
+  e2e_agent_stop 2
   mv "$a/agent.conf.usual" "$a/agent.conf"
-  e2e_agent_start 3; ok $? "impersonation: agent $N3 back to its usual config"
+  e2e_agent_start 2; ok $? "impersonation: agent $N2 back to its usual config"
   e2e_agent_rbac; ok $? "impersonation: the agent's usual rules back"
 }
 
