@@ -317,7 +317,14 @@ if [ "${SK_DISTCHECK:-1}" = 1 ]; then
     say "make distcheck"
   fi
   new_layer distcheck; dc_file=$layer_path
-  env -u SK_RESULT_FILE make -C "$build" -j"$jobs" distcheck DISTCHECK_CONFIGURE_FLAGS="$dc_flags" "${dc_vars[@]}" >"$build/distcheck.out" 2>&1 &
+  # Its exit status also in a file: `wait` answered 127 for it once (bash no
+  # longer knew the child, the distcheck having passed), so the file decides.
+  rm -f "$build/distcheck.rc"
+  (
+    trap - EXIT
+    env -u SK_RESULT_FILE make -C "$build" -j"$jobs" distcheck DISTCHECK_CONFIGURE_FLAGS="$dc_flags" "${dc_vars[@]}" >"$build/distcheck.out" 2>&1
+    echo "$?" >"$build/distcheck.rc"
+  ) &
   dc_pid=$!
   if [ "$beside_e2e" = 1 ] && [ "${SK_CGROUP_V2:-1}" = 1 ]; then
     # The QEMU layers (below) start when the distcheck ends, beside what is
@@ -354,6 +361,7 @@ if [ "${SK_DISTCHECK:-1}" = 1 ]; then
   fi
   wait "$dc_pid"
   dc_rc=$?
+  [ -s "$build/distcheck.rc" ] && dc_rc=$(cat "$build/distcheck.rc")
   if [ "$check_later" = 1 ]; then
     # The make check of the sanitizer build: its tests (automake's results,
     # written by installcheck-local before distcheck removed the build).
