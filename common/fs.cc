@@ -284,4 +284,30 @@ size_t remove_stale_temp_files(const std::string &dir) {
     return n;
 }
 
+Result<std::string> clean_absolute_path(std::string_view path) {
+    if (path.empty() || path[0] != '/')
+        return fail(Error::InvalidArgument, "'" + std::string(path) + "' is not an absolute path");
+    std::string out;
+    size_t i = 0;
+    while (i < path.size()) {
+        size_t j = std::min(path.find('/', i), path.size());
+        std::string_view part = path.substr(i, j - i);
+        if (part == "..")
+            return fail(Error::InvalidArgument,
+                        "'" + std::string(path) + "' must not contain a '..' component");
+        if (!part.empty() && part != ".") {
+            out += '/';
+            out += part;
+        }
+        i = j + 1;
+    }
+    return out.empty() ? std::string("/") : out;
+}
+
+bool path_within(std::string_view path, std::string_view root) {
+    if (root == "/") return !path.empty() && path[0] == '/';
+    return path == root || (path.size() > root.size() && path.substr(0, root.size()) == root &&
+                            path[root.size()] == '/');
+}
+
 }  // namespace sk

@@ -85,4 +85,12 @@ Result<int> open_file_beneath(const std::string &trusted_dir, const std::string 
 // The same for a directory below trusted_dir (O_RDONLY | O_DIRECTORY), to list.
 Result<int> open_dir_beneath(const std::string &trusted_dir, const std::string &path);
 
+// Lexical, no file system access: `path` absolute, without a ".."
+// component, with repeated '/', "." and a trailing '/' dropped ("/" stays
+// "/"). InvalidArgument, saying which rule, otherwise.
+Result<std::string> clean_absolute_path(std::string_view path);
+// Whether the clean absolute `path` is `root` or below it ("/a/bc" is not
+// below "/a/b").
+bool path_within(std::string_view path, std::string_view root);
+
 }  // namespace sk

@@ -33,6 +33,10 @@ struct BindMount {
     std::string source;  // a volume's directory, or a path in it (subPath)
     std::string target;  // the mountPath: absolute, normalised (pod_plan)
     bool read_only = false;
+    // A missing source is made (a directory) before the pod starts, as a
+    // kubelet makes a subPath: true but for a node path's own root (a
+    // hostPath or claim volume without subPath), which is the node's.
+    bool make_missing = true;
 };
 
 // In the calling process, which must be single-threaded: the namespaces

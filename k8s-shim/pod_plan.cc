@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <set>
 
+#include "common/fs.h"
 #include "common/k8s_names.h"
 #include "common/strings.h"
 #include "k8s-shim/pod_security.h"
@@ -338,7 +339,8 @@ Result<ContainerPlan> parse_container(const Json::Value &c, const Json::Value &p
     return cp;
 }
 
-Status parse_volumes(const Json::Value &spec, const proto::PodFiles &files, PodPlan *plan) {
+Status parse_volumes(const Json::Value &spec, const proto::PodFiles &files,
+                     const proto::HostVolumes &host, PodPlan *plan) {
     std::set<std::string> seen;
     for (const auto &v : spec["volumes"]) {
         VolumePlan vp;
@@ -351,11 +353,22 @@ Status parse_volumes(const Json::Value &spec, const proto::PodFiles &files, PodP
                            "' must be a DNS label (lowercase letters, digits, '-')");
         if (!seen.insert(vp.name).second)
             return invalid("volume name '" + vp.name + "' is used twice");
-        if (v.isMember("hostPath"))
-            return refused("volume " + vp.name +
-                           " is a hostPath volume; pods on Slurm nodes may "
-                           "not mount node paths. Use emptyDir, configMap or secret");
-        if (v.isMember("emptyDir")) {
+        if (v.isMember("hostPath") || v.isMember("persistentVolumeClaim")) {
+            // The agent decided (agent/controllers/host_volumes.h); what it
+            // did not pass, it did not allow.
+            auto h = host.find(vp.name);
+            if (h == host.end())
+                return refused("volume " + vp.name + " is a " +
+                               (v.isMember("hostPath") ? "hostPath" : "persistentVolumeClaim") +
+                               " volume the node agent did not resolve; pods on this node may "
+                               "mount node paths only under the agent's volume_roots");
+            auto clean = clean_absolute_path(h->second.path);
+            if (!clean || *clean != h->second.path || !path_within(*clean, h->second.root))
+                return invalid("volume " + vp.name + ": node path '" + h->second.path +
+                               "' is not a clean path under '" + h->second.root + "'");
+            vp.kind = VolumeKind::Host;
+            vp.host = h->second;
+        } else if (v.isMember("emptyDir")) {
             vp.kind = VolumeKind::EmptyDir;
         } else if (v.isMember("configMap") || v.isMember("secret") || v.isMember("projected") ||
                    v.isMember("downwardAPI")) {
@@ -370,9 +383,11 @@ Status parse_volumes(const Json::Value &spec, const proto::PodFiles &files, PodP
                 }
             }
         } else {
-            return refused("volume " + vp.name +
-                           " has a type this node does not support; Slurm "
-                           "nodes support emptyDir, configMap, secret, projected and downwardAPI");
+            return refused(
+                "volume " + vp.name +
+                " has a type this node does not support; Slurm "
+                "nodes support emptyDir, configMap, secret, projected, downwardAPI, hostPath and "
+                "persistentVolumeClaim (node paths under the agent's volume_roots)");
         }
         plan->volumes.push_back(std::move(vp));
     }
@@ -458,12 +473,15 @@ Status parse_mounts(const Json::Value &c, const PlanContext &ctx, PodPlan *plan,
         if (auto st = check_volume_mount(m, "container " + cname + "'s volumeMount " + vm.volume);
             !st)
             return st;
-        std::string source = volume_dir(ctx.pod_dir, vm.volume);
-        if (!vm.sub_path.empty()) source += "/" + vm.sub_path;
+        bool host = vol->kind == VolumeKind::Host;
+        std::string source = host ? vol->host.path : volume_dir(ctx.pod_dir, vm.volume);
+        if (!vm.sub_path.empty()) source += (source == "/" ? "" : "/") + vm.sub_path;
         // configMap, secret, projected and downwardAPI volumes are read-only,
-        // as a kubelet mounts them.
+        // as a kubelet mounts them; a node path as the agent says.
         cp->binds.push_back(
-            {source, vm.mount_path, vm.read_only || vol->kind == VolumeKind::Files});
+            {source, vm.mount_path,
+             vm.read_only || vol->kind == VolumeKind::Files || (host && vol->host.read_only),
+             !host || !vm.sub_path.empty()});
         plan->mounts[cname].push_back(vm);
     }
     return {};
@@ -561,7 +579,7 @@ namespace {
 
 // plan_pod without the guard below.
 Result<PodPlan> plan_pod_unguarded(const Json::Value &pod, const proto::PodFiles &files,
-                                   const PlanContext &ctx) {
+                                   const PlanContext &ctx, const proto::HostVolumes &host) {
     if (!pod.isObject() || !pod["metadata"].isObject() || !pod["spec"].isObject())
         return invalid("pod must be an object with metadata and spec");
     PodPlan plan;
@@ -584,10 +602,11 @@ Result<PodPlan> plan_pod_unguarded(const Json::Value &pod, const proto::PodFiles
     if (spec["terminationGracePeriodSeconds"].isIntegral())
         plan.grace_s = std::max<int64_t>(0, spec["terminationGracePeriodSeconds"].asInt64());
 
-    if (auto st = parse_volumes(spec, files, &plan); !st) return st.failure();
+    if (auto st = parse_volumes(spec, files, host, &plan); !st) return st.failure();
     auto base = base_env(pod, ctx);
     for (const auto &v : plan.volumes)
-        set_env(&base, volume_env_name(v.name), volume_dir(ctx.pod_dir, v.name));
+        set_env(&base, volume_env_name(v.name),
+                v.kind == VolumeKind::Host ? v.host.path : volume_dir(ctx.pod_dir, v.name));
     if (!spec["containers"].isArray() || spec["containers"].empty())
         return invalid("the pod has no containers");
     std::set<std::string> names;
@@ -599,10 +618,14 @@ Result<PodPlan> plan_pod_unguarded(const Json::Value &pod, const proto::PodFiles
                 return invalid("container name " + cp->name + " is used twice");
             if (auto st = parse_mounts(c, ctx, &plan, &*cp); !st) return st.failure();
             if (cp->image_run)
-                for (const auto &b : cp->binds)
+                for (const auto &b : cp->binds) {
                     if (b.target.find_first_of(":,") != std::string::npos)
                         return refused("container " + cp->name + " mounts at '" + b.target +
                                        "': podman cannot mount at a path holding ':' or ','");
+                    if (b.source.find_first_of(":,") != std::string::npos)
+                        return refused("container " + cp->name + " mounts '" + b.source +
+                                       "': podman cannot mount a path holding ':' or ','");
+                }
             if (cp->runtime && !cp->image_run)
                 cp->argv = RuntimeTemplates::expand(*cp->runtime, cp->image, cp->name, cp->argv,
                                                     cp->binds);
@@ -616,14 +639,14 @@ Result<PodPlan> plan_pod_unguarded(const Json::Value &pod, const proto::PodFiles
 }  // namespace
 
 Result<PodPlan> plan_pod(const Json::Value &pod, const proto::PodFiles &files,
-                         const PlanContext &ctx) {
+                         const PlanContext &ctx, const proto::HostVolumes &host) {
     // jsoncpp's accessors throw on a field of the wrong JSON type (a string
     // where an object is expected: c["x"]["y"], .asString() of an array).
     // The checks above cover the fields they use, but not every nesting; the
     // shim calls this from a noexcept libuv callback, so a wrong type must
     // become an Invalid spec here instead of terminating every pod.
     try {
-        return plan_pod_unguarded(pod, files, ctx);
+        return plan_pod_unguarded(pod, files, ctx, host);
     } catch (const Json::Exception &e) {
         return invalid(std::string("malformed pod spec (a field has the wrong JSON type): ") +
                        e.what());

@@ -103,12 +103,16 @@ struct ContainerPlan {
 
 enum class RestartPolicy { Always, OnFailure, Never };
 
-enum class VolumeKind { EmptyDir, Files };  // Files: configMap, secret, projected, downwardAPI
+// Files: configMap, secret, projected, downwardAPI; Host: a node path
+// (hostPath, or the PersistentVolume a claim is bound to), as the agent
+// allowed it (proto::HostVolume).
+enum class VolumeKind { EmptyDir, Files, Host };
 
 struct VolumePlan {
     std::string name;
     VolumeKind kind = VolumeKind::EmptyDir;
     std::map<std::string, std::string> files;  // relative path -> content (decoded)
+    proto::HostVolume host;                    // Host
 };
 
 struct VolumeMount {
@@ -162,8 +166,11 @@ std::string pod_ip_of(const Json::Value &pod);
 // pod: the Pod object; files: the pod_run body's files, decoded
 // (common/daemons/shim_protocol.h). Fails with Refused (policy, no command) or
 // Invalid (malformed spec, a file path leaving its volume).
+// host: pod_run's host_volumes; a hostPath or persistentVolumeClaim volume
+// not in it is refused (the agent did not allow it), one whose path is not
+// under its root is Invalid.
 Result<PodPlan> plan_pod(const Json::Value &pod, const proto::PodFiles &files,
-                         const PlanContext &ctx);
+                         const PlanContext &ctx, const proto::HostVolumes &host = {});
 
 // Spreads `indices` (gpus_needed() of them) over the containers: each app
 // container gets its own slice; init containers reuse the first ones (they run
@@ -188,7 +195,8 @@ std::vector<std::string> other_gpu_devices(const std::string &pattern, const std
 void hide_other_gpus(PodPlan *plan, const std::string &pattern);
 
 // The directory a volume's files live in, and the variable exported for it:
-// SLURM_K8S_VOLUME_<NAME> (upper case, '-' and '.' -> '_').
+// SLURM_K8S_VOLUME_<NAME> (upper case, '-' and '.' -> '_'). A Host volume's
+// is its node path (VolumePlan::host.path), exported the same way.
 std::string volume_dir(const std::string &pod_dir, const std::string &volume);
 std::string volume_env_name(const std::string &volume);
 // The empty directory the containers' exec helpers build their mounts on

@@ -7,7 +7,7 @@ namespace sk::shim {
 
 Result<PreparedPod> prepare_pod(const proto::PodRun &run, const PodSetup &setup,
                                 const GpuLease &gpus, std::string *reason) {
-    auto plan = plan_pod(run.pod, run.files, setup.plan);
+    auto plan = plan_pod(run.pod, run.files, setup.plan, run.host_volumes);
     if (!plan) {
         *reason = plan.error() == Error::Refused ? "PodRefused" : "InvalidPodSpec";
         return plan.failure();

@@ -1,6 +1,8 @@
 #include "k8s-shim/pod_runner.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -40,6 +42,70 @@ bool should_restart(RestartPolicy p, const Termination &t, bool probe_failed) {
     return false;
 }
 
+std::string real_path(const std::string &p) {
+    char *r = realpath(p.c_str(), nullptr);
+    if (!r) return "";
+    std::string out(r);
+    free(r);
+    return out;
+}
+
+// A node path (hostPath, or a claim's PersistentVolume) as the job's user
+// finds it when the pod starts: of its hostPath type, as a kubelet checks it
+// (DirectoryOrCreate and FileOrCreate made, as the user), and, symbolic
+// links resolved, still under its root, so that a link in the shared file
+// system does not take the pod elsewhere. Refused, saying what, otherwise.
+Status check_host_volume(const VolumePlan &v) {
+    const proto::HostVolume &h = v.host;
+    const std::string what = "volume " + v.name + ": node path " + h.path;
+    struct stat st;
+    if (stat(h.path.c_str(), &st) != 0) {
+        if (errno != ENOENT)
+            return fail(Error::Refused,
+                        what + " cannot be reached as the job's user: " + strerror(errno));
+        if (h.type == "DirectoryOrCreate") {
+            if (auto made = make_dirs(h.path, 0755); !made)
+                return fail(Error::Refused, what + " cannot be made: " + made.message());
+        } else if (h.type == "FileOrCreate") {
+            auto slash = h.path.rfind('/');
+            if (slash > 0)
+                if (auto made = make_dirs(h.path.substr(0, slash), 0755); !made)
+                    return fail(Error::Refused, what + " cannot be made: " + made.message());
+            int fd =
+                open(h.path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+            if (fd < 0 && errno != EEXIST)
+                return fail(Error::Refused, what + " cannot be made: " + strerror(errno));
+            if (fd >= 0) close(fd);
+        } else {
+            return fail(Error::Refused,
+                        what + " does not exist" +
+                            (h.type.empty() ? "" : " (hostPath type " + h.type + ")"));
+        }
+        if (stat(h.path.c_str(), &st) != 0)
+            return fail(Error::Refused, what + ": " + strerror(errno));
+    }
+    const std::map<std::string, std::pair<bool, const char *>> kinds = {
+        {"Directory", {S_ISDIR(st.st_mode), "a directory"}},
+        {"DirectoryOrCreate", {S_ISDIR(st.st_mode), "a directory"}},
+        {"File", {S_ISREG(st.st_mode), "a file"}},
+        {"FileOrCreate", {S_ISREG(st.st_mode), "a file"}},
+        {"Socket", {S_ISSOCK(st.st_mode), "a socket"}},
+        {"CharDevice", {S_ISCHR(st.st_mode), "a character device"}},
+        {"BlockDevice", {S_ISBLK(st.st_mode), "a block device"}},
+    };
+    auto k = kinds.find(h.type);
+    if (k != kinds.end() && !k->second.first)
+        return fail(Error::Refused, "hostPath type check failed: " + h.path + " is not " +
+                                        k->second.second + " (volume " + v.name + ")");
+    std::string real = real_path(h.path), root = real_path(h.root);
+    if (real.empty() || root.empty() || !path_within(real, root))
+        return fail(Error::Refused, what + " leads to " + (real.empty() ? "(unresolvable)" : real) +
+                                        ", outside " + h.root +
+                                        " (a symbolic link); this node lets pods mount node paths "
+                                        "only under its volume_roots");
+    return {};
+}
+
 }  // namespace
 
 PodRunner::PodRunner(RunnerEnv env, PodPlan plan) : env_(std::move(env)), plan_(std::move(plan)) {
@@ -74,6 +140,10 @@ bool PodRunner::idle() const {
 // missing in its volume is made, a directory, as a kubelet makes it.
 Status PodRunner::prepare_volumes() {
     for (const auto &v : plan_.volumes) {
+        if (v.kind == VolumeKind::Host) {
+            if (auto st = check_host_volume(v); !st) return st;
+            continue;
+        }
         std::string dir = volume_dir(env_.pod_dir, v.name);
         if (auto st = make_dirs(dir, 0750); !st) return st;
         for (const auto &[rel, data] : v.files) {
@@ -91,8 +161,23 @@ Status PodRunner::prepare_volumes() {
             for (const auto &b : c.binds) {
                 mounts = true;
                 struct stat st;
-                if (lstat(b.source.c_str(), &st) != 0 && errno == ENOENT)
+                if (b.make_missing && lstat(b.source.c_str(), &st) != 0 && errno == ENOENT)
                     if (auto made = make_dirs(b.source, 0750); !made) return made;
+            }
+        }
+    // A subPath of a node path, made above if missing, stays under the
+    // volume's root too, links resolved (the kubelet's subPath rule).
+    for (const auto &[cname, list] : plan_.mounts)
+        for (const auto &m : list) {
+            if (m.sub_path.empty()) continue;
+            for (const auto &v : plan_.volumes) {
+                if (v.name != m.volume || v.kind != VolumeKind::Host) continue;
+                std::string src = (v.host.path == "/" ? "" : v.host.path) + "/" + m.sub_path;
+                std::string real = real_path(src), root = real_path(v.host.root);
+                if (real.empty() || root.empty() || !path_within(real, root))
+                    return fail(Error::Refused, "container " + cname + ": subPath " + m.sub_path +
+                                                    " of volume " + v.name + " leads outside " +
+                                                    v.host.root + " (a symbolic link)");
             }
         }
     if (mounts)

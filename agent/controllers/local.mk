@@ -5,7 +5,7 @@
 # (pod_controller; pod_volumes: the reads a start depends on, tokens and
 # volumes kept current), and the pure modules they use: the Node object
 # (node_builder), pod status patches (pod_status_patch), a pod's env and
-# files (env_resolver), Event series (event_correlator), a lost shim's pods
+# files (env_resolver), its node-path volumes and claims (host_volumes), Event series (event_correlator), a lost shim's pods
 # (lost_shim), the node's key and certificate requests (node_identity).
 # Timers come from agent/core/timer_source.h, the API from agent/kube/: the
 # controllers run in unit tests on a virtual clock. The pure modules reach
@@ -22,6 +22,8 @@ agent_controllers_libcontrollers_la_SOURCES = \
 	agent/controllers/env_resolver.h \
 	agent/controllers/event_correlator.cc \
 	agent/controllers/event_correlator.h \
+	agent/controllers/host_volumes.cc \
+	agent/controllers/host_volumes.h \
 	agent/controllers/identity_pool.cc \
 	agent/controllers/identity_pool.h \
 	agent/controllers/job_follower.cc \

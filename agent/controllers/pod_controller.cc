@@ -6,10 +6,12 @@
 
 #include "agent/controllers/agent_context.h"
 #include "agent/controllers/env_resolver.h"
+#include "agent/controllers/host_volumes.h"
 #include "agent/controllers/lost_shim.h"
 #include "agent/controllers/node_builder.h"
 #include "agent/kube/api_object.h"
 #include "common/daemons/base64.h"
+#include "common/fs.h"
 #include "common/log.h"
 #include "common/rfc3339.h"
 #include "common/strings.h"
@@ -329,6 +331,8 @@ void PodController::run_pod(const std::string &uid) {
     Json::Value pod = p.api;
     std::string ns = api::object_meta(pod).ns;
     auto refs = referenced_objects(pod);
+    auto claims = claim_refs(pod);
+    refs.insert(claims.begin(), claims.end());
     auto tokens = token_requests(pod);
     auto fetched = std::make_shared<FetchedObjects>();
     auto remaining = std::make_shared<size_t>(refs.size() + tokens.size());
@@ -353,9 +357,16 @@ void PodController::run_pod(const std::string &uid) {
             facts.api_port = api->second;
         }
         if (!*token_error) return start_failed(uid, *token_error, false);
-        Result<proto::PodRun> run =
-            *error ? resolve_pod(e.api, *fetched, facts) : Result<proto::PodRun>(error->failure());
+        if (!*error) return start_failed(uid, *error, true);
+        // hostPath and claim volumes: refused for good when this node may
+        // not mount them, waited for while a claim is not bound.
+        auto host =
+            resolve_host_volumes(e.api, *fetched, ctx_.cfg->volume_roots, node_nfs_mounts());
+        if (!host && host.error() == Error::Refused) return refuse_pod(uid, host.message());
+        if (!host) return start_failed(uid, host.failure(), false);
+        Result<proto::PodRun> run = resolve_pod(e.api, *fetched, facts);
         if (!run) return start_failed(uid, run.failure(), true);
+        run->host_volumes = std::move(*host);
         if (e.start_retry.failures)
             LOG_INFO("%s starts after %u failed attempts", pod_ref(e.api).c_str(),
                      e.start_retry.failures);
@@ -390,17 +401,58 @@ void PodController::run_pod(const std::string &uid) {
             }
         }));
     });
+    // A claim's PersistentVolume, once the claim says which: a second read.
+    auto then_volumes = guard([this, uid, fetched, error, finish] {
+        auto it = pods_.find(uid);
+        if (it == pods_.end() || !*error) return finish();
+        std::set<ObjectRef> pvs;
+        for (const auto &ref : bound_volume_refs(it->second.api, *fetched))
+            if (!fetched->count(ref)) pvs.insert(ref);
+        if (pvs.empty()) return finish();
+        auto left = std::make_shared<size_t>(pvs.size());
+        volumes_.get_objects("", pvs, fetched, left, error, finish);
+    });
+    std::function<void()> reads_done =
+        claims.empty() ? std::function<void()>(finish) : then_volumes;
     if (refs.empty() && tokens.empty()) return finish();
     // A projected volume's token, as the kubelet gets it: a TokenRequest
     // bound to the pod. Refused (the ServiceAccount missing, no right): the
     // pod does not start, and the message says why.
     if (!tokens.empty())
         volumes_.request_tokens(pod, tokens, fetched, token_error,
-                                [remaining, finish, n = tokens.size()] {
+                                [remaining, reads_done, n = tokens.size()] {
                                     *remaining -= n;
-                                    if (*remaining == 0) finish();
+                                    if (*remaining == 0) reads_done();
                                 });
-    volumes_.get_objects(ns, refs, fetched, remaining, error, finish);
+    volumes_.get_objects(ns, refs, fetched, remaining, error, reads_done);
+}
+
+std::vector<NfsMount> PodController::node_nfs_mounts() const {
+    // The agent's own view of the node's mounts (bounded: a node with
+    // thousands of mounts has a mountinfo of a few MiB).
+    auto text = read_file("/proc/self/mountinfo", size_t{16} << 20);
+    if (!text) {
+        LOG_WARN(
+            "cannot read /proc/self/mountinfo (%s): nfs PersistentVolumes cannot be "
+            "found on this node",
+            text.message().c_str());
+        return {};
+    }
+    return nfs_mounts(*text);
+}
+
+void PodController::refuse_pod(const std::string &uid, const std::string &why) {
+    auto it = pods_.find(uid);
+    if (it == pods_.end()) return;
+    BoundPod &q = it->second;
+    LOG_WARN("%s refused: %s", pod_ref(q.api).c_str(), why.c_str());
+    q.state = PodState::Running;
+    q.start_retry = {};
+    if (q.rt_status.isNull() || !pod_is_terminal(q.rt_status)) {
+        q.rt_status =
+            refused_pod_status(q.api, "Refused", why, ctx_.cfg->node_address, ctx_.clock->now_s());
+        push_status(uid);
+    }
 }
 
 namespace {

@@ -19,6 +19,7 @@
 
 #include "agent/controllers/agent_context.h"
 #include "agent/controllers/env_resolver.h"
+#include "agent/controllers/host_volumes.h"
 #include "agent/controllers/node_bound.h"
 #include "agent/controllers/pod_status_patch.h"
 #include "agent/controllers/pod_volumes.h"
@@ -188,6 +189,10 @@ class PodController : public NodeBound, private PodVolumes::Pods {
     // kubelet's reason): schedules the next attempt, and reports the failure
     // in an Event and the pod's status once it persists.
     void start_failed(const std::string &uid, const Status &st, bool config_error);
+    // The pod may not run here (a node path outside volume_roots): Failed,
+    // with why, as a refusal of the runtime.
+    void refuse_pod(const std::string &uid, const std::string &why);
+    std::vector<NfsMount> node_nfs_mounts() const;
     void arm_start_timer();
     void start_due(const std::string &uid);
     // Words for a refusal that say what is missing for the identity the

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "agent/controllers/host_volumes.h"
 #include "agent/controllers/pod_status_patch.h"
 #include "agent/kube/api_object.h"
 #include "common/log.h"
@@ -139,7 +140,10 @@ void PodVolumes::get_objects(const std::string &ns, const std::set<ObjectRef> &r
                              const std::shared_ptr<Status> &error,
                              const std::function<void()> &done) {
     for (const auto &ref : refs) {
-        std::string path = "/api/v1/namespaces/" + ns + "/" + ref.first + "/" + ref.second;
+        // PersistentVolumes are cluster-scoped.
+        std::string path = ref.first == kVolumeKind
+                               ? "/api/v1/" + ref.first + "/" + ref.second
+                               : "/api/v1/namespaces/" + ns + "/" + ref.first + "/" + ref.second;
         ctx_.kube->get(path, [ref, fetched, remaining, error, done](Result<Json::Value> r) {
             if (r)
                 (*fetched)[ref] = *r;

@@ -182,6 +182,25 @@ void add_virtual_node_keys(ConfigSchema &s, AgentConfig &c) {
     s.add_list("allowed_namespaces", &c.allowed_namespaces,
                "namespaces whose pods may run on a job's nodes when the job names none "
                "(--k8s-namespace); empty = none, * = any");
+    s.add(
+        "volume_roots",
+        "PATH,... under which pods may mount node paths (hostPath volumes, and the hostPath, "
+        "local and nfs PersistentVolumes their claims are bound to, as the job's user); empty = "
+        "none",
+        [&c](const std::string &v, const std::string &k) -> Status {
+            if (v.empty()) {  // "key=" clears: an explicit "none"
+                c.volume_roots.clear();
+                return {};
+            }
+            for (const auto &item : split(v, ',')) {
+                std::string t(trim(item));
+                auto norm = clean_absolute_path(t);
+                if (!norm) return fail(Error::InvalidArgument, k + ": " + norm.message());
+                c.volume_roots.push_back(*norm);
+            }
+            return {};
+        },
+        true);
     s.add_bool("allow_daemonsets", &c.allow_daemonsets,
                "run pods that a DaemonSet owns on the virtual nodes (off: refused)");
     s.add_seconds("volume_refresh_interval", &c.volume_refresh_s, 0, 3600,

@@ -53,6 +53,11 @@ struct AgentConfig {
     // The namespaces whose pods may run on a job's nodes when the job names
     // none (--k8s-namespace): empty = none, {"*"} = any.
     std::vector<std::string> allowed_namespaces;
+    // Where pods may mount node paths from: hostPath volumes and the
+    // PersistentVolumes (hostPath, local, nfs) their claims are bound to,
+    // each at or below one of these (absolute, normalised). Empty: none
+    // (both refused). agent/controllers/host_volumes.h.
+    std::vector<std::string> volume_roots;
     // Pods a DaemonSet owns run on the virtual nodes only when set: a cluster
     // agent (log shipper, monitoring, CNI) would run inside the user's job.
     bool allow_daemonsets = false;

@@ -169,7 +169,50 @@ Json::Value to_json(const PodRun &m) {
     v["pod"] = m.pod;
     v["files"] = files_to_json(m.files);
     if (!m.pull_auth.empty()) v["pull_auth"] = m.pull_auth;
+    if (!m.host_volumes.empty()) {
+        Json::Value hv(Json::objectValue);
+        for (const auto &[name, h] : m.host_volumes) {
+            Json::Value e(Json::objectValue);
+            e["path"] = h.path;
+            e["root"] = h.root;
+            if (!h.type.empty()) e["type"] = h.type;
+            if (h.read_only) e["read_only"] = true;
+            hv[name] = e;
+        }
+        v["host_volumes"] = hv;
+    }
     return v;
+}
+
+namespace {
+// A path of host_volumes: absolute, bounded, no NUL.
+bool host_path_ok(const Json::Value &v) {
+    return v.isString() && !v.asString().empty() && v.asString()[0] == '/' &&
+           v.asString().size() <= kMaxFilePathBytes && v.asString().find('\0') == std::string::npos;
+}
+}  // namespace
+
+Result<HostVolumes> host_volumes_from_json(const Json::Value &body) {
+    HostVolumes out;
+    if (body.isNull()) return out;
+    if (!body.isObject() || body.size() > kMaxVolumes)
+        return fail(Error::Invalid, "pod_run: 'host_volumes' must be an object of at most " +
+                                        std::to_string(kMaxVolumes) + " volumes");
+    for (const auto &name : body.getMemberNames()) {
+        const Json::Value &e = body[name];
+        std::string where = "pod_run: host_volumes '" + name.substr(0, 64) + "'";
+        if (name.size() > kMaxObjectNameBytes || !e.isObject())
+            return fail(Error::Invalid, where + " must be an object named by a volume");
+        if (!host_path_ok(e["path"]) || !host_path_ok(e["root"]))
+            return fail(Error::Invalid, where + ": 'path' and 'root' must be absolute paths");
+        if (!e["type"].isNull() && !e["type"].isString())
+            return fail(Error::Invalid, where + ": 'type' must be a string");
+        if (!e["read_only"].isNull() && !e["read_only"].isBool())
+            return fail(Error::Invalid, where + ": 'read_only' must be a boolean");
+        out[name] = {e["path"].asString(), e["root"].asString(), e["type"].asString(),
+                     e["read_only"].asBool()};
+    }
+    return out;
 }
 
 Status check_pod_files(const PodFiles &files, std::string_view op) {
@@ -278,7 +321,11 @@ Result<PodRun> pod_run_from_json(const Json::Value &body) {
     if (!auth.isNull() && !auth.isString())
         return fail(Error::Invalid, "pod_run: 'pull_auth' must be a string of at most " +
                                         std::to_string(kMaxPullAuthBytes) + " bytes");
-    return make_pod_run(pod, std::move(*files), auth.isString() ? auth.asString() : "");
+    auto host = host_volumes_from_json(body["host_volumes"]);
+    if (!host) return host.failure();
+    auto run = make_pod_run(pod, std::move(*files), auth.isString() ? auth.asString() : "");
+    if (run) run->host_volumes = std::move(*host);
+    return run;
 }
 
 // ---- pod_kill, pod_list, shutdown ----

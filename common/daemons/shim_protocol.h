@@ -127,10 +127,30 @@ bool is_drain_reason(StopReason r) noexcept;
 // volume name -> path inside the volume -> the file's bytes (decoded).
 using PodFiles = std::map<std::string, std::map<std::string, std::string>>;
 
+// A hostPath or persistentVolumeClaim volume as the agent resolved and
+// allowed it (agent/controllers/host_volumes.h): `path` on the node, under
+// `root` (one of agent.conf volume_roots); `type` the hostPath type the
+// kubelet checks ("" = none, "Directory", "DirectoryOrCreate", "File",
+// "FileOrCreate", "Socket", "CharDevice", "BlockDevice"); read_only: every
+// mount of it is read-only (the claim's readOnly, a ReadOnlyMany-only PV).
+// The shim mounts it as the job's user, after checking that the path,
+// symbolic links resolved, is still under `root`.
+struct HostVolume {
+    std::string path, root, type;
+    bool read_only = false;
+    bool operator==(const HostVolume &o) const {
+        return path == o.path && root == o.root && type == o.type && read_only == o.read_only;
+    }
+};
+using HostVolumes = std::map<std::string, HostVolume>;  // volume name -> where
+
 struct PodRun {
     Json::Value pod{Json::objectValue};  // the resolved Pod (agent/controllers/env_resolver.h)
     std::string uid, ns, name;           // pod.metadata; uid required, ns/name may be ""
     PodFiles files;                      // base64 on the wire
+    // Its hostPath and persistentVolumeClaim volumes; the shim refuses one
+    // that is not here. At most kMaxVolumes, paths at most kMaxFilePathBytes.
+    HostVolumes host_volumes;
     // The registry credentials of the pod's imagePullSecrets, merged, as a
     // containers-auth.json(5) document ({"auths": {REGISTRY: {"auth":
     // base64(user:password)}}}); "" when it names none (or none exists).
@@ -296,6 +316,8 @@ Json::Value to_json(const PodStatsRequest &m);
 Json::Value to_json(const PodStatsReply &m);
 
 Result<PodRun> pod_run_from_json(const Json::Value &body);
+// pod_run's "host_volumes" (null: none).
+Result<HostVolumes> host_volumes_from_json(const Json::Value &body);
 // A PodRun from its parts, checked as pod_run_from_json checks a message
 // (the uid, namespace and name of pod.metadata, the files' bounds, the
 // pull_auth's size): the agent builds its pod_run so (agent/controllers/env_resolver.h)

@@ -97,8 +97,8 @@ def check(name, files, bad):
 
 
 # The modules of agent/controllers/ that build or read objects without I/O.
-PURE_CONTROLLERS = ("env_resolver", "event_correlator", "lost_shim", "node_builder", "node_identity",
-                    "pod_status_patch")
+PURE_CONTROLLERS = ("env_resolver", "event_correlator", "host_volumes", "lost_shim", "node_builder",
+                    "node_identity", "pod_status_patch")
 
 
 def under(h, *folders):

@@ -50,6 +50,8 @@ static const BadConf kBadConfs[] = {
     {"node_name_template = BAD_{node}_{job}!\n", "not a valid Kubernetes node name"},
     {"allowed_namespaces = Bad\n", "not a namespace name"},
     {"allowed_namespaces = *, rl\n", "'*' (any namespace) stands alone"},
+    {"volume_roots = shared\n", "volume_roots: 'shared' is not an absolute path"},
+    {"volume_roots = /a, /b/../etc\n", "must not contain a '..' component"},
     {"nice = -30\n", "nice='-30' is not a nice value (allowed -20..19)"},
     {"kubeconfig = /nonexistent/kc\n", "set either kubeconfig"},
     {"api_server = x\n", "set twice"},
@@ -297,6 +299,13 @@ START_TEST(config_defaults) {
     // No namespace and no DaemonSet unless the site says so.
     ck_assert(c->allowed_namespaces.empty());
     ck_assert(!c->allow_daemonsets);
+    ck_assert(c->volume_roots.empty());  // no node path unless the site says which
+    auto roots = parse_agent_config(
+        std::string(kConf) + "volume_roots = /shared/, //scratch/./jobs\nvolume_roots = /x\n", "a");
+    ck_assert_msg(roots.ok(), "%s", roots.ok() ? "" : roots.message().c_str());
+    ck_assert_uint_eq(roots->volume_roots.size(), 3);
+    ck_assert_sstr_eq(roots->volume_roots[0], "/shared");
+    ck_assert_sstr_eq(roots->volume_roots[1], "/scratch/jobs");
     auto any = parse_agent_config(std::string(kConf) + "allowed_namespaces = *\n", "a");
     ck_assert(any.ok());
     ck_assert_int_eq(any->allowed_namespaces.size(), 1);

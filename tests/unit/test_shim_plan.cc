@@ -515,6 +515,45 @@ START_TEST(volume_files_decoded) {
 }
 END_TEST
 
+// hostPath and claim volumes: the node paths the agent resolved
+// (pod_run's host_volumes), bound as such (never made when missing, but for
+// a subPath), read-only as the agent or the mount says, exported by path.
+START_TEST(host_volumes_planned) {
+    auto pod = parse(R"J({"metadata":{"name":"p","namespace":"ns","uid":"u1"},"spec":{
+      "volumes":[{"name":"models","persistentVolumeClaim":{"claimName":"c"}},
+                 {"name":"data","hostPath":{"path":"/shared/d"}}],
+      "containers":[{"name":"a","command":["true"],
+                     "volumeMounts":[{"name":"models","mountPath":"/models"},
+                                     {"name":"data","mountPath":"/d","subPath":"x/y"},
+                                     {"name":"data","mountPath":"/ro","readOnly":true}]}]}})J");
+    proto::HostVolumes host = {{"models", {"/shared/m", "/shared", "Directory", true}},
+                               {"data", {"/shared/d", "/shared", "", false}}};
+    auto plan = plan_pod(pod, {}, ctx(), host);
+    ck_assert_msg(plan.ok(), "%s", plan.ok() ? "" : plan.message().c_str());
+    ck_assert(plan->volumes[0].kind == VolumeKind::Host);
+    ck_assert_sstr_eq(plan->volumes[0].host.path, "/shared/m");
+    const auto &b = plan->containers[0].binds;
+    ck_assert_uint_eq(b.size(), 3);
+    ck_assert_sstr_eq(b[0].source, "/shared/m");
+    ck_assert(b[0].read_only && !b[0].make_missing);  // the claim is read-only
+    ck_assert_sstr_eq(b[1].source, "/shared/d/x/y");
+    ck_assert(!b[1].read_only && b[1].make_missing);  // a subPath is made
+    ck_assert_sstr_eq(b[2].source, "/shared/d");
+    ck_assert(b[2].read_only && !b[2].make_missing);
+    bool exported = false;
+    for (const auto &e : plan->containers[0].env)
+        if (e.name == "SLURM_K8S_VOLUME_MODELS") exported = e.value == "/shared/m";
+    ck_assert(exported);
+    // A path that is not under its root, or not clean, is the agent's bug.
+    for (const char *bad : {"/etc", "/shared/../etc", "/shared//m"}) {
+        proto::HostVolumes h = host;
+        h["models"].path = bad;
+        auto r = plan_pod(pod, {}, ctx(), h);
+        ck_assert_msg(!r.ok() && r.error() == Error::Invalid, "accepted %s", bad);
+    }
+}
+END_TEST
+
 // mountPaths are each container's own (k8s-shim/mount_ns.h): normalised,
 // absolute, no ".."; two containers may put different volumes at one path,
 // one container one volume per path. Each becomes a bind: the volume's
@@ -612,8 +651,11 @@ static const Refusal kRefusals[] = {
      "hostIPC"},
     {"{\"volumes\":[{\"name\":\"h\",\"hostPath\":{\"path\":\"/"
      "\"}}],\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}",
-     Error::Refused, "hostPath"},
+     Error::Refused, "hostPath volume the node agent did not resolve"},
     {"{\"volumes\":[{\"name\":\"p\",\"persistentVolumeClaim\":{\"claimName\":\"x\"}}],"
+     "\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}",
+     Error::Refused, "persistentVolumeClaim volume the node agent did not resolve"},
+    {"{\"volumes\":[{\"name\":\"p\",\"nfs\":{\"server\":\"s\",\"path\":\"/x\"}}],"
      "\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}",
      Error::Refused, "type this node does not support"},
     {C1(",\"resources\":{\"limits\":{\"amd.com/gpu\":\"1\"}}"), Error::Refused, "amd.com/gpu"},
@@ -888,6 +930,7 @@ int main() {
     tcase_add_test(tc, pull_errors_and_backoff);
     tcase_add_test(tc, volume_files_decoded);
     tcase_add_test(tc, mount_paths_normalised_per_container);
+    tcase_add_test(tc, host_volumes_planned);
     tcase_add_loop_test(tc, refusals_table, 0, TABLE_SIZE(kRefusals));
     tcase_add_test(tc, allowed_security_context);
     tcase_add_test(tc, fields_without_effect_accepted);

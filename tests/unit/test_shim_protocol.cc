@@ -74,6 +74,22 @@ START_TEST(pod_run_round_trip) {
         auto r = pod_run_from_json(b);
         ck_assert(!r.ok() && r.message().find("'pull_auth' must be a string") != std::string::npos);
     }
+    // The node paths the agent allowed travel as they are; a relative path,
+    // a missing root or a wrong type is refused.
+    m.host_volumes = {{"models", {"/shared/m", "/shared", "Directory", true}},
+                      {"data", {"/shared/d", "/", "", false}}};
+    auto host = pod_run_from_json(through_wire(ShimOp::PodRun, to_json(m)));
+    ck_assert(host.ok() && host->host_volumes == m.host_volumes);
+    ck_assert(bare->host_volumes.empty() && !to_json(*bare).isMember("host_volumes"));
+    for (const char *bad : {R"({"v":{"path":"rel","root":"/"}})", R"({"v":{"path":"/a"}})",
+                            R"({"v":{"path":"/a","root":"/","read_only":"yes"}})",
+                            R"({"v":{"path":"/a","root":"/","type":3}})", R"(["v"])"}) {
+        Json::Value b = to_json(m);
+        b["host_volumes"] = J(bad);
+        auto r = pod_run_from_json(b);
+        ck_assert_msg(!r.ok() && r.message().find("host_volumes") != std::string::npos,
+                      "accepted %s", bad);
+    }
 }
 END_TEST
 
