@@ -3467,6 +3467,119 @@ class TestImpersonation(Base):
                          '"groups" in API group "" at the cluster scope' % user)
 
 
+def pv_body(name, storage, klass, path="/shared/x", modes=("ReadWriteOnce",), claim=None):
+    b = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
+         "spec": {"capacity": {"storage": storage}, "accessModes": list(modes), "storageClassName": klass,
+                  "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": path}}}
+    if claim:
+        b["spec"]["claimRef"] = claim
+    return b
+
+
+def pvc_body(name, storage, klass, modes=("ReadWriteOnce",), volume=None):
+    b = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name},
+         "spec": {"accessModes": list(modes), "storageClassName": klass,
+                  "resources": {"requests": {"storage": storage}}}}
+    if volume:
+        b["spec"]["volumeName"] = volume
+    return b
+
+
+class TestPersistentVolumes(Base):
+    """Statically provisioned storage as a site's admins make it (hostPath, local or nfs volumes of
+    its shared file systems): kube-controller-manager's binder binds a claim to the smallest volume
+    that fits it, or to the one it names; a node reads a claim that a pod bound to it uses, and the
+    volume bound to that claim, and nothing else (the Node authorizer's pvc and pv edges). Each test
+    uses a storage class of its own, so that on a real cluster no other volume is bound."""
+    PV = "/api/v1/persistentvolumes"
+
+    def claims(self, name=""):
+        return "/api/v1/namespaces/%s/persistentvolumeclaims" % self.ns + ("/" + name if name else "")
+
+    def mkpv(self, name, *a, **kw):
+        r = API.post(self.PV, pv_body(name, *a, **kw))
+        self.assertEqual(r.status, 201, r.text[:300])
+        self.addCleanup(API.delete, self.PV + "/" + name)
+        return r.json
+
+    def phase(self, path):
+        return ((API.get(path).json or {}).get("status") or {}).get("phase")
+
+    def test_claim_binds_to_the_smallest_volume_that_fits(self):
+        klass, small, fit, big = rname("sc"), rname("pv"), rname("pv"), rname("pv")
+        self.mkpv(big, "5Gi", klass)
+        self.mkpv(fit, "2Gi", klass)
+        self.mkpv(small, "500Mi", klass)
+        self.mkpv(rname("pv"), "3Gi", klass, modes=("ReadOnlyMany",))  # the wrong mode
+        wait_for(lambda: self.phase(self.PV + "/" + fit) == "Available", msg="volume Available")
+        c = API.post(self.claims(), pvc_body("models", "1Gi", klass)).json
+        got = wait_for(lambda: (lambda o: o if (o.get("status") or {}).get("phase") == "Bound" else None)(
+            API.get(self.claims("models")).json), msg="claim Bound")
+        self.assertEqual(got["spec"]["volumeName"], fit)
+        self.assertEqual(got["status"]["capacity"], {"storage": "2Gi"})
+        self.assertEqual(got["status"]["accessModes"], ["ReadWriteOnce"])
+        pv = wait_for(lambda: (lambda o: o if (o.get("status") or {}).get("phase") == "Bound" else None)(
+            API.get(self.PV + "/" + fit).json), msg="volume Bound")
+        ref = pv["spec"]["claimRef"]
+        self.assertEqual((ref["namespace"], ref["name"], ref["uid"]), (self.ns, "models", c["metadata"]["uid"]))
+        self.assertEqual(self.phase(self.PV + "/" + big), "Available")
+        # Its claim deleted, a Retain volume is Released, not bound again.
+        API.delete(self.claims("models"))
+        wait_for(lambda: self.phase(self.PV + "/" + fit) == "Released", msg="volume Released")
+
+    def test_claim_waits_for_a_volume_and_takes_the_one_it_names(self):
+        klass, named, other = rname("sc"), rname("pv"), rname("pv")
+        r = API.post(self.claims(), pvc_body("later", "1Gi", klass))
+        self.assertEqual(r.status, 201, r.text[:300])
+        wait_for(lambda: self.phase(self.claims("later")) == "Pending", msg="claim Pending")
+        self.mkpv(other, "1Gi", klass)
+        wait_for(lambda: self.phase(self.claims("later")) == "Bound", msg="claim Bound once a volume fits")
+        self.mkpv(named, "10Gi", klass)
+        r = API.post(self.claims(), pvc_body("named", "1Gi", klass, volume=named))
+        self.assertEqual(r.status, 201, r.text[:300])
+        wait_for(lambda: self.phase(self.claims("named")) == "Bound", msg="named claim Bound")
+        self.assertEqual(API.get(self.claims("named")).json["spec"]["volumeName"], named)
+
+    def test_invalid_volumes_and_claims(self):
+        b = pv_body(rname("pv"), "1Gi", "x")
+        del b["spec"]["capacity"]
+        del b["spec"]["hostPath"]
+        r = API.post(self.PV, b)
+        self.assertStatus(r, 422, "Invalid")
+        fields = sorted(c["field"] for c in r.json["details"]["causes"])
+        self.assertEqual(fields, ["spec", "spec.capacity"], r.text[:500])
+        b = pvc_body("bad", "1Gi", "x")
+        del b["spec"]["accessModes"]
+        r = API.post(self.claims(), b)
+        self.assertStatus(r, 422, "Invalid")
+        self.assertIn("spec.accessModes", [c["field"] for c in r.json["details"]["causes"]])
+
+    def test_node_reads_its_pods_claims_and_their_volumes_only(self):
+        klass, pv, lone = rname("sc"), rname("pv"), rname("pv")
+        n1, n2 = rname("kn"), rname("kn")
+        self.mknode(n1)
+        self.mknode(n2)
+        self.mkpv(pv, "1Gi", klass)
+        self.mkpv(lone, "1Gi", klass + "-other")
+        API.post(self.claims(), pvc_body("data", "1Gi", klass))
+        wait_for(lambda: self.phase(self.claims("data")) == "Bound", msg="claim Bound")
+        body = pod_body("uses-claim", node=n1)
+        body["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]
+        r = API.post(self.pods(), body)
+        self.assertEqual(r.status, 201, r.text[:300])
+        node1 = {"Impersonate-User": "system:node:" + n1, "Impersonate-Group": "system:nodes"}
+        node2 = {"Impersonate-User": "system:node:" + n2, "Impersonate-Group": "system:nodes"}
+        # The graph learns of the binding a moment later (node facts §7): retried.
+        wait_for(lambda: API.get(self.claims("data"), headers=node1).status == 200, msg="node reads the claim")
+        wait_for(lambda: API.get(self.PV + "/" + pv, headers=node1).status == 200, msg="node reads the volume")
+        for path, h in ((self.claims("data"), node2), (self.PV + "/" + pv, node2), (self.PV + "/" + lone, node1)):
+            r = API.get(path, headers=h)
+            self.assertStatus(r, 403, "Forbidden")
+            self.assertIn("no relationship found between node", r.json["message"])
+        r = API.get(self.PV, headers=node1)  # no list
+        self.assertStatus(r, 403, "Forbidden")
+
+
 class PolicyFileBase(Base):
     """A test class over one of etc/'s ValidatingAdmissionPolicy files, applied as given but
     named for the run (cls.name, its validation's message in cls.message), deleted at the end."""

@@ -73,7 +73,8 @@ class Api(object):
             self.wake_sched.set()
         if key in ("nodes", "leases"):
             self.wake_nlc.set()
-        if key in ("deployments", "replicasets", "pods", "services", "endpoints"):
+        if key in ("deployments", "replicasets", "pods", "services", "endpoints", "persistentvolumes",
+                   "persistentvolumeclaims"):
             self.wake_workloads.set()
         if key == "certificatesigningrequests":
             self.wake_csr.set()

@@ -4,7 +4,8 @@ or the agent's per-node one) may do, as kube-apiserver 1.28 with --authorization
 
 * the Node authorizer (plugin/pkg/auth/authorizer/node): secrets, configmaps and persistentvolumeclaims
   only when a pod bound to the node references them (the graph: node <- pod <- secret/configmap/pvc,
-  node <- pod <- serviceaccount for serviceaccounts/NAME/token), Leases only its own in kube-node-lease,
+  node <- pod <- serviceaccount for serviceaccounts/NAME/token, and persistentvolumes whose claimRef
+  names such a claim), Leases only its own in kube-node-lease,
   everything else by the static rules bootstrappolicy.NodeRules() grants; a refusal carries the reason
   the 403 message and a SubjectAccessReview report;
 * the NodeRestriction admission plugin (plugin/pkg/admission/noderestriction): only its own Node
@@ -230,8 +231,9 @@ class NodeAuthorizer(object):
                 if sub:
                     return False, "cannot get subresource"
                 if resource == "persistentvolumes":
-                    return False, ("No Object name found" if not name else
-                                   "no relationship found between node '%s' and this object" % node)
+                    if not name:
+                        return False, "No Object name found"
+                    return self._related_pv(node, name)
                 return self._related(node, resource, ns, name)
             if resource == "serviceaccounts":
                 if verb != "create" or not name:
@@ -257,6 +259,16 @@ class NodeAuthorizer(object):
         if not name:
             return False, "No Object name found"
         if not self.has_path(node, kind, ns, name):
+            return False, "no relationship found between node '%s' and this object" % node
+        return True, ""
+
+    def _related_pv(self, node, name):
+        """The graph's pv -> pvc edge comes from the volume's spec.claimRef (graph_populator's
+        AddPV): a node may get a PersistentVolume whose claim a pod bound to it uses."""
+        pv = self.store.get("persistentvolumes", ("", name))
+        ref = ((pv or {}).get("spec") or {}).get("claimRef") or {}
+        if not pv or not self.has_path(node, "persistentvolumeclaims", ref.get("namespace") or "",
+                                       ref.get("name") or ""):
             return False, "no relationship found between node '%s' and this object" % node
         return True, ""
 

@@ -61,6 +61,10 @@ for _r in [
     # serviceaccounts/token: the TokenRequest API (kubetest/tokens.py), POST only.
     Res("serviceaccounts", "ServiceAccount", short=["sa"], subs=["token"]),
     Res("leases", "Lease", group="coordination.k8s.io"),
+    # Statically provisioned storage (kubetest/volumes.py binds claims to volumes).
+    Res("persistentvolumes", "PersistentVolume", namespaced=False, short=["pv"], subs=["status"],
+        has_status=True),
+    Res("persistentvolumeclaims", "PersistentVolumeClaim", short=["pvc"], subs=["status"], has_status=True),
     # Workloads and service discovery (kubetest/workloads.py runs their controllers).
     Res("deployments", "Deployment", group="apps", short=["deploy"], subs=["status"], has_status=True),
     Res("replicasets", "ReplicaSet", group="apps", short=["rs"], subs=["status"], has_status=True),

@@ -47,6 +47,61 @@ def check_quantities(res, obj):
         raise bad_request('%s in version "v1" cannot be handled as a %s: %s' % (res.kind, res.kind, e))
 
 
+# The volume sources of a PersistentVolumeSpec (ValidatePersistentVolumeSpec: exactly one).
+PV_SOURCES = ("awsElasticBlockStore", "azureDisk", "azureFile", "cephfs", "cinder", "csi", "fc", "flexVolume",
+              "flocker", "gcePersistentDisk", "glusterfs", "hostPath", "iscsi", "local", "nfs",
+              "photonPersistentDisk", "portworxVolume", "quobyte", "rbd", "scaleIO", "storageos",
+              "vsphereVolume")
+ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod")
+
+
+def _access_modes(modes, errs):
+    if not modes:
+        errs.append(("spec.accessModes", None, "Required value"))
+    for m in modes or []:
+        if m not in ACCESS_MODES:
+            errs.append(("spec.accessModes", m, "Unsupported value: \"%s\": supported values: \"%s\""
+                         % (m, '", "'.join(ACCESS_MODES))))
+
+
+def validate_pv(sp, errs):
+    _access_modes(sp.get("accessModes"), errs)
+    if "storage" not in (sp.get("capacity") or {}):
+        errs.append(("spec.capacity", None, "Required value"))
+    sources = [k for k in PV_SOURCES if k in sp]
+    if not sources:
+        errs.append(("spec", None, "Required value: must specify a volume type"))
+    elif len(sources) > 1:
+        errs.append(("spec.%s" % sources[1], None, "Forbidden: may not specify more than 1 volume type"))
+    for k in ("hostPath", "local"):
+        if k in sp and not str((sp.get(k) or {}).get("path") or "").startswith("/"):
+            errs.append(("spec.%s.path" % k, (sp.get(k) or {}).get("path"), "Required value"))
+    if "nfs" in sp:
+        n = sp.get("nfs") or {}
+        if not n.get("server"):
+            errs.append(("spec.nfs.server", None, "Required value"))
+        if not str(n.get("path") or "").startswith("/"):
+            errs.append(("spec.nfs.path", n.get("path"), "Invalid value: must be an absolute path"))
+
+
+def validate_pvc(sp, old_sp, errs):
+    _access_modes(sp.get("accessModes"), errs)
+    if "storage" not in ((sp.get("resources") or {}).get("requests") or {}):
+        errs.append(("spec.resources[storage]", None, "Required value"))
+    # Once bound, only the requested storage may change (ValidatePersistentVolumeClaimUpdate);
+    # the binder's write of volumeName into a claim that had none is allowed.
+    if old_sp is not None:
+        a, b = dict(old_sp), dict(sp)
+        for x in (a, b):
+            x.pop("resources", None)
+        if not a.get("volumeName"):
+            b.pop("volumeName", None)
+            a.pop("volumeName", None)
+        if a != b:
+            errs.append(("spec", None, "Forbidden: spec is immutable after creation except "
+                         "resources.requests for bound claims"))
+
+
 def validate(res, obj, old=None):
     errs = []
     md = obj.get("metadata") or {}
@@ -123,6 +178,10 @@ def validate(res, obj, old=None):
                     if loop:
                         errs.append(("subsets[%d].%s[%d].ip" % (i, which, j), ip,
                                      "may not be in the loopback range (127.0.0.0/8, ::1/128)"))
+    elif res.plural == "persistentvolumes":
+        validate_pv(obj.get("spec") or {}, errs)
+    elif res.plural == "persistentvolumeclaims":
+        validate_pvc(obj.get("spec") or {}, (old or {}).get("spec"), errs)
     elif res.plural == "events":
         io = obj.get("involvedObject") or {}
         if io.get("namespace") and io.get("namespace") != md.get("namespace"):

@@ -16,7 +16,8 @@ services need, with their observable behaviour:
   pod's container ports; pods whose ports resolve differently in subsets of their own);
   deleted with its Service;
 - garbage collector (background propagation): a ReplicaSet whose controlling Deployment is
-  gone, and a pod whose controlling ReplicaSet is gone, are deleted.
+  gone, and a pod whose controlling ReplicaSet is gone, are deleted;
+- persistentvolume-binder: claims bound to statically provisioned volumes (kubetest/volumes.py).
 minReadySeconds is 0: a ready pod is available at once.
 """
 
@@ -30,6 +31,7 @@ from .resources import RESOURCES
 from .selectors import match_label_selector
 from .util import Backoff, log
 from .validation import validate
+from .volumes import VolumeBinder
 
 DEPLOY = RESOURCES[("apps", "deployments")]
 RS = RESOURCES[("apps", "replicasets")]
@@ -76,6 +78,7 @@ class Workloads(threading.Thread):
         self.api, self.opts = api, opts
         # (ns, name) -> the next try of a failed Endpoints write: 0.5 s doubling to 30 s.
         self._ep_backoff = Backoff(0.5, 30.0)
+        self.volumes = VolumeBinder(api)
 
     def run(self):
         while True:
@@ -107,6 +110,7 @@ class Workloads(threading.Thread):
                     and not p["metadata"].get("deletionTimestamp"):
                 self._delete(PODS, p)
         self.sync_endpoints()
+        self.volumes.sync()
 
     def _delete(self, res, o, opts=None):
         try:
