@@ -10,6 +10,7 @@ EXTRA_DIST += \
 	tests/component/test_agent_node_identity.sh \
 	tests/component/test_agent_slot_identity.sh \
 	tests/component/test_agent_impersonation.sh \
+	tests/component/test_agent_volumes.sh \
 	tests/component/test_agent_serving_cert.sh \
 	tests/component/test_agent_http2.sh \
 	tests/component/test_agent_faults.sh \
@@ -21,6 +22,7 @@ EXTRA_DIST += \
 	tests/component/agent_node_identity_test.py \
 	tests/component/agent_slot_identity_test.py \
 	tests/component/agent_impersonation_test.py \
+	tests/component/agent_volumes_test.py \
 	tests/component/agent_serving_cert_test.py \
 	tests/component/agent_shim_test.py \
 	tests/component/agent_exec_test.py \
@@ -36,6 +38,7 @@ TESTS += \
 	tests/component/test_agent_node_identity.sh \
 	tests/component/test_agent_slot_identity.sh \
 	tests/component/test_agent_impersonation.sh \
+	tests/component/test_agent_volumes.sh \
 	tests/component/test_agent_serving_cert.sh \
 	tests/component/test_agent_http2.sh \
 	tests/component/test_agent_faults.sh \

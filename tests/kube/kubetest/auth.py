@@ -20,6 +20,7 @@ AGENT_RULES = [
     {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch", "update"]},
     {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
     {"apiGroups": [""], "resources": ["configmaps", "secrets"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["persistentvolumeclaims", "persistentvolumes"], "verbs": ["get"]},
     # The pods' projected ServiceAccount tokens (TokenRequest bound to the pod): bound per
     # namespace in etc/rbac.yaml (slurm-k8s-agent-tokens), here in default as there.
     {"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"],
