@@ -206,6 +206,7 @@ Agent::Agent(uv_loop_t *loop, const AgentConfig &cfg, KubeClient &kube, const Cl
     ctx_.host = std::move(host);
     ctx_.events = &events_;
     ctx_.slurm = &slurm_;
+    ctx_.mounts = &tmpfs_;
     admin_uids_ = cfg.admin_uids;
     if (admin_uids_.empty()) {
         admin_uids_.push_back(0);

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "agent/cgroup_broker.h"
+#include "agent/pod_tmpfs.h"
 #include "agent/controllers/identity_pool.h"
 #include "agent/controllers/virtual_node.h"
 #include "agent/core/agent_config.h"
@@ -157,6 +158,7 @@ class Agent {
     IdentityPool identities_;  // the slots' identities while no job holds them
     GarbageCollector collector_;
     CgroupBroker cgroups_;
+    TmpfsMounts tmpfs_;  // the pods' memory volumes (AgentContext::mounts)
     std::vector<uint32_t> admin_uids_;
     Timer gc_timer_;
     Timer pods_timer_;  // pods-by-phase gauge

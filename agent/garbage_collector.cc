@@ -12,6 +12,7 @@
 
 #include "agent/controllers/drain.h"
 #include "agent/controllers/node_builder.h"
+#include "agent/pod_tmpfs.h"
 #include "common/daemons/log_paths.h"
 #include "common/fs.h"
 #include "common/log.h"
@@ -68,6 +69,9 @@ void remove_job_dir_as_owner(uv_loop_t *loop, const std::string &dir, bool in_us
 // owner is the job's user; both go the same way (rm as their owner).
 void remove_job_dirs(uv_loop_t *loop, const std::string &state_dir, uint32_t job_id,
                      const std::string &slurm_node) {
+    // Its pods' memory volumes first: rm stays on one file system.
+    if (size_t n = TmpfsMounts().unmount(job_tag_for(job_id, slurm_node), ""))
+        LOG_INFO("job %u on %s: %zu memory volumes unmounted", job_id, slurm_node.c_str(), n);
     struct stat st;
     if (lstat(state_dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
         remove_job_dir_as_owner(loop, podman_run_dir(st.st_uid, job_id, slurm_node));

@@ -52,7 +52,8 @@ class GarbageCollector {
     Registered registered_;
 };
 
-// Removes a gone job's shim state dir and its podman run dir, each as its
+// Unmounts a gone job's pods' memory volumes (agent/pod_tmpfs.h), then removes
+// its shim state dir and its podman run dir, each as its
 // owner (rm -rf, again in a user namespace mapping the owner's subordinate
 // ids when rootless podman's files need it); best effort, logged.
 void remove_job_dirs(uv_loop_t *loop, const std::string &state_dir, uint32_t job_id,

@@ -1,6 +1,6 @@
 # agent: the node agent's own room: its socket and the job operations on it
 # (socket_server, agent), the garbage collector, the pods' cgroups made
-# for the shims (cgroup_broker), Slurm asked by commands
+# for the shims (cgroup_broker), their memory volumes' tmpfs (pod_tmpfs), Slurm asked by commands
 # (CommandSlurmJobs in agent.h, for agent/core/slurm_jobs.h), the pod
 # runtime over the shim (shim_runtime), the kubelet endpoint's sessions and
 # figures (stream_sessions: the table; stream_session: a session's client
@@ -17,6 +17,8 @@ agent_libagent_la_SOURCES = \
 	agent/agent.h \
 	agent/cgroup_broker.cc \
 	agent/cgroup_broker.h \
+	agent/pod_tmpfs.cc \
+	agent/pod_tmpfs.h \
 	agent/daemon.cc \
 	agent/daemon.h \
 	agent/exec_session.cc \

@@ -42,4 +42,41 @@ bool process_gone(int pid, uint64_t start_ticks) {
     return now == 0 || now != start_ticks;
 }
 
+namespace {
+std::string unescape_octal(std::string_view s) {
+    std::string out;
+    for (size_t i = 0; i < s.size(); i++) {
+        if (s[i] == '\\' && i + 3 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '3' &&
+            s[i + 2] >= '0' && s[i + 2] <= '7' && s[i + 3] >= '0' && s[i + 3] <= '7') {
+            out +=
+                static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0'));
+            i += 3;
+        } else {
+            out += s[i];
+        }
+    }
+    return out;
+}
+}  // namespace
+
+std::vector<MountInfo> parse_mountinfo(std::string_view text) {
+    // id parent major:minor root mount_point options [optional...] - fstype source super
+    std::vector<MountInfo> out;
+    for (const auto &line : split(text, '\n')) {
+        auto f = split(line, ' ');
+        size_t dash = 0;
+        for (size_t i = 6; i < f.size(); i++)
+            if (f[i] == "-") {
+                dash = i;
+                break;
+            }
+        if (!dash || dash + 2 >= f.size()) continue;
+        auto id = parse_uint(f[0], "mount id", INT32_MAX);
+        if (!id) continue;
+        out.push_back({static_cast<int>(*id), unescape_octal(f[4]), f[dash + 1],
+                       unescape_octal(f[dash + 2])});
+    }
+    return out;
+}
+
 }  // namespace sk

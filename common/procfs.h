@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/result.h"
 
@@ -39,5 +40,14 @@ uint64_t proc_start_ticks(int pid);
 // start_ticks: it exited, is a zombie, or the pid was reused. A start time of
 // 0 (never known) never matches.
 bool process_gone(int pid, uint64_t start_ticks);
+
+// A mount of a /proc/<pid>/mountinfo text: its id, where, its file system
+// type and source (the fields' octal escapes, \040 for a space, decoded).
+// Lines without the " - " separator are skipped.
+struct MountInfo {
+    int id = 0;
+    std::string mount_point, fstype, source;
+};
+std::vector<MountInfo> parse_mountinfo(std::string_view text);
 
 }  // namespace sk

@@ -13,6 +13,7 @@
 #include "agent/core/clock.h"
 #include "agent/core/job_store.h"
 #include "agent/core/observer.h"
+#include "agent/core/pod_mounts.h"
 #include "agent/core/slurm_jobs.h"
 #include "agent/core/timer_source.h"
 #include "agent/kube/kube_client.h"
@@ -43,10 +44,16 @@ struct AgentContext {
     // What Slurm says of a job: its end time and whether it is suspended
     // (the node-lease controller follows both); null: nothing is asked.
     SlurmJobs *slurm = nullptr;
+    // The node mounts of pods' volumes (emptyDir medium Memory); null: such
+    // a volume is a directory like any emptyDir.
+    PodMounts *mounts = nullptr;
 };
 
 // The per-job state dir handed to the shim at attach (logs live below it).
 std::string shim_state_dir_for(const AgentConfig &cfg, uint32_t job_id,
                                const std::string &slurm_node);
+// "job_<id>_<node>": the job's name in what the agent makes for it (its
+// shim state dir, its pods' tmpfs sources).
+std::string job_tag_for(uint32_t job_id, const std::string &slurm_node);
 
 }  // namespace sk::agent

@@ -1,7 +1,10 @@
 #include "agent/controllers/host_volumes.h"
 
+#include <algorithm>
+
 #include "agent/kube/api_object.h"
 #include "common/fs.h"
+#include "common/procfs.h"
 #include "common/strings.h"
 
 namespace sk::agent {
@@ -13,22 +16,6 @@ const std::set<std::string> kHostPathTypes = {
 
 Failure refused(const std::string &msg) {
     return fail(Error::Refused, msg);
-}
-
-// The mountinfo field's octal escapes (\040 for a space, \011, \012, \134).
-std::string unescape_octal(std::string_view s) {
-    std::string out;
-    for (size_t i = 0; i < s.size(); i++) {
-        if (s[i] == '\\' && i + 3 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '3' &&
-            s[i + 2] >= '0' && s[i + 2] <= '7' && s[i + 3] >= '0' && s[i + 3] <= '7') {
-            out +=
-                static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0'));
-            i += 3;
-        } else {
-            out += s[i];
-        }
-    }
-    return out;
 }
 
 std::string roots_text(const std::vector<std::string> &roots) {
@@ -153,20 +140,8 @@ std::set<ObjectRef> bound_volume_refs(const Json::Value &pod, const FetchedObjec
 
 std::vector<NfsMount> nfs_mounts(std::string_view mountinfo) {
     std::vector<NfsMount> out;
-    for (const auto &line : split(mountinfo, '\n')) {
-        auto f = split(line, ' ');
-        // id parent dev root mount_point options [optional...] - fstype source super
-        size_t dash = 0;
-        for (size_t i = 6; i < f.size(); i++)
-            if (f[i] == "-") {
-                dash = i;
-                break;
-            }
-        if (!dash || dash + 2 >= f.size()) continue;
-        std::string fstype(f[dash + 1]);
-        if (fstype != "nfs" && fstype != "nfs4") continue;
-        out.push_back({unescape_octal(f[dash + 2]), unescape_octal(f[4])});
-    }
+    for (const auto &m : parse_mountinfo(mountinfo))
+        if (m.fstype == "nfs" || m.fstype == "nfs4") out.push_back({m.source, m.mount_point});
     return out;
 }
 
@@ -215,6 +190,44 @@ Result<proto::HostVolumes> resolve_host_volumes(const Json::Value &pod,
         if (api::field(src, "readOnly").isBool() && api::field(src, "readOnly").asBool())
             hv->read_only = true;
         out[vol] = *hv;
+    }
+    return out;
+}
+
+Result<std::vector<MemoryVolumeSize>> memory_volumes(const Json::Value &pod, uint64_t node_bytes) {
+    std::vector<MemoryVolumeSize> out;
+    const Json::Value &spec = api::field(pod, "spec");
+    // What the pod may use: its containers' memory limits, when each has one.
+    uint64_t pod_bytes = 0;
+    bool limited = true;
+    for (const auto &c : api::items(api::field(spec, "containers"))) {
+        std::string lim =
+            api::text(api::field(api::field(api::field(c, "resources"), "limits"), "memory"));
+        auto milli =
+            lim.empty() ? Result<int64_t>(fail(Error::NotFound, "")) : parse_quantity_milli(lim);
+        if (!milli || *milli <= 0) {
+            limited = false;
+            break;
+        }
+        pod_bytes += static_cast<uint64_t>(*milli / 1000);
+    }
+    uint64_t cap = limited && pod_bytes ? std::min(pod_bytes, node_bytes) : node_bytes;
+    for (const auto &v : api::items(api::field(spec, "volumes"))) {
+        const Json::Value &ed = api::field(v, "emptyDir");
+        if (api::text(api::field(ed, "medium")) != "Memory") continue;
+        MemoryVolumeSize m{api::text(api::field(v, "name")), cap};
+        std::string limit = api::text(api::field(ed, "sizeLimit"));
+        if (api::field(ed, "sizeLimit").isIntegral())
+            limit = api::field(ed, "sizeLimit").asString();
+        if (!limit.empty()) {
+            auto milli = parse_quantity_milli(limit);
+            if (!milli || *milli <= 0)
+                return refused("volume " + m.volume + ": sizeLimit '" + limit +
+                               "' is not a positive quantity");
+            m.bytes = std::min<uint64_t>(cap, static_cast<uint64_t>(*milli / 1000));
+        }
+        if (m.bytes == 0) m.bytes = cap;
+        out.push_back(m);
     }
     return out;
 }

@@ -57,4 +57,15 @@ Result<proto::HostVolumes> resolve_host_volumes(const Json::Value &pod,
                                                 const std::vector<std::string> &roots,
                                                 const std::vector<NfsMount> &nfs);
 
+// The pod's emptyDir volumes of medium Memory and the size of each tmpfs,
+// as a kubelet sizes it: its sizeLimit, at most what the pod may use (the
+// sum of its containers' memory limits when each has one, else
+// `node_bytes`, the memory the job lends the node). Refused: a sizeLimit
+// that is not a quantity.
+struct MemoryVolumeSize {
+    std::string volume;
+    uint64_t bytes = 0;
+};
+Result<std::vector<MemoryVolumeSize>> memory_volumes(const Json::Value &pod, uint64_t node_bytes);
+
 }  // namespace sk::agent

@@ -367,6 +367,10 @@ void PodController::run_pod(const std::string &uid) {
         Result<proto::PodRun> run = resolve_pod(e.api, *fetched, facts);
         if (!run) return start_failed(uid, run.failure(), true);
         run->host_volumes = std::move(*host);
+        if (auto st = mount_memory_volumes(uid, e.api); !st) {
+            if (st.error() == Error::Refused) return refuse_pod(uid, st.message());
+            return start_failed(uid, st, false);
+        }
         if (e.start_retry.failures)
             LOG_INFO("%s starts after %u failed attempts", pod_ref(e.api).c_str(),
                      e.start_retry.failures);
@@ -425,6 +429,34 @@ void PodController::run_pod(const std::string &uid) {
                                     if (*remaining == 0) reads_done();
                                 });
     volumes_.get_objects(ns, refs, fetched, remaining, error, reads_done);
+}
+
+Status PodController::mount_memory_volumes(const std::string &uid, const Json::Value &pod) {
+    if (!ctx_.mounts) return {};
+    uint64_t mib = rec_.job.memory_mib ? rec_.job.memory_mib : ctx_.host.host_memory_mib;
+    auto vols = memory_volumes(pod, mib << 20);
+    if (!vols) return vols.failure();
+    for (const auto &m : *vols) {
+        MemoryVolume v{shim_state_dir_for(*ctx_.cfg, rec_.job.job_id, rec_.job.slurm_node),
+                       job_tag_for(rec_.job.job_id, rec_.job.slurm_node),
+                       uid,
+                       m.volume,
+                       m.bytes,
+                       rec_.job.uid,
+                       rec_.job.gid};
+        if (auto st = ctx_.mounts->mount_memory(v); !st)
+            return fail(st.error() == Error::Refused ? Error::Refused : Error::Io,
+                        "volume " + m.volume + " (emptyDir, medium Memory): " + st.message());
+    }
+    return {};
+}
+
+void PodController::release_memory_volumes(BoundPod &p, const std::string &uid) {
+    if (!ctx_.mounts || p.memory_released) return;
+    auto vols = memory_volumes(p.api, 1);
+    if (!vols || vols->empty()) return;
+    p.memory_released = true;
+    ctx_.mounts->unmount(job_tag_for(rec_.job.job_id, rec_.job.slurm_node), uid);
 }
 
 std::vector<NfsMount> PodController::node_nfs_mounts() const {
@@ -672,6 +704,7 @@ void PodController::forget_pod(const std::string &uid) {
     const BoundPod &p = it->second;
     if ((p.in_runtime() || p.state == PodState::ShimLost) && runtime_)
         runtime_->kill(uid, 0, proto::StopReason::Deleted, [](const Status &) {});
+    release_memory_volumes(it->second, uid);
     pods_.erase(it);
     volumes_.forget(uid);
     if (stopping()) stop_step();
@@ -702,6 +735,7 @@ void PodController::on_runtime_status(const PodSnapshot &snap) {
     }
     p.rt_status = snap.status;
     p.rt_events = p.rt_events || snap.reports_events;
+    if (pod_is_terminal(snap.status)) release_memory_volumes(p, snap.uid);
     if (!p.running_seen && api::text(api::field(snap.status, "phase")) == "Running") {
         p.running_seen = true;
         if (ctx_.obs && ctx_.obs->pod_running && p.seen_us)

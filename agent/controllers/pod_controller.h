@@ -55,11 +55,12 @@ struct BoundPod {
         bool del = false;  // the DELETE was sent (set until the watch reports the pod gone;
                            // cleared after a failure so that it is retried)
     } in_flight;
-    bool rt_events = false;       // the runtime reports BackOff/Unhealthy itself
-    int64_t seen_us = 0;          // first seen (pod-start latency)
-    bool start_reported = false;  // the Running phase was posted once
-    bool running_seen = false;    // the runtime reported the Running phase once
-    bool end_drained = false;     // stopped ahead of the job's end: final status Terminated
+    bool rt_events = false;        // the runtime reports BackOff/Unhealthy itself
+    int64_t seen_us = 0;           // first seen (pod-start latency)
+    bool start_reported = false;   // the Running phase was posted once
+    bool running_seen = false;     // the runtime reported the Running phase once
+    bool end_drained = false;      // stopped ahead of the job's end: final status Terminated
+    bool memory_released = false;  // its memory volumes' tmpfs unmounted (it ended)
     // Its start failed: a read it depends on (a TokenRequest, a ConfigMap, a
     // Secret, an image pull secret) was refused or found nothing, or its env
     // did not resolve. As a kubelet's pod sync, the start is tried again with
@@ -193,6 +194,10 @@ class PodController : public NodeBound, private PodVolumes::Pods {
     // with why, as a refusal of the runtime.
     void refuse_pod(const std::string &uid, const std::string &why);
     std::vector<NfsMount> node_nfs_mounts() const;
+    // Its emptyDir volumes of medium Memory as tmpfs (AgentContext::mounts),
+    // before the runtime gets it; unmounted once it ended or is gone.
+    Status mount_memory_volumes(const std::string &uid, const Json::Value &pod);
+    void release_memory_volumes(BoundPod &p, const std::string &uid);
     void arm_start_timer();
     void start_due(const std::string &uid);
     // Words for a refusal that say what is missing for the identity the

@@ -6,9 +6,13 @@
 
 namespace sk::agent {
 
+std::string job_tag_for(uint32_t job_id, const std::string &slurm_node) {
+    return "job_" + std::to_string(job_id) + "_" + slurm_node;
+}
+
 std::string shim_state_dir_for(const AgentConfig &cfg, uint32_t job_id,
                                const std::string &slurm_node) {
-    return cfg.shim_state_dir + "/job_" + std::to_string(job_id) + "_" + slurm_node;
+    return cfg.shim_state_dir + "/" + job_tag_for(job_id, slurm_node);
 }
 
 // node_ is built after pods_ (members in declaration order): its

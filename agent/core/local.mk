@@ -19,6 +19,7 @@ agent_core_libagentcore_la_SOURCES = \
 	agent/core/observer.h \
 	agent/core/peer_auth.cc \
 	agent/core/peer_auth.h \
+	agent/core/pod_mounts.h \
 	agent/core/runtime.h \
 	agent/core/slurm_jobs.h \
 	agent/core/slurm_time.cc \

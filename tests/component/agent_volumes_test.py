@@ -15,7 +15,10 @@ persistentvolume-binder binds the claims (tests/kube/kubetest/volumes.py).
   volume outside them, a path under the roots that a symbolic link takes outside, a hostPath
   of type Directory that is a file;
 - a claim not bound yet: the pod waits (an Event in the kubelet's words), and starts by itself
-  once a volume binds to it.
+  once a volume binds to it;
+- an emptyDir of medium Memory at /dev/shm (as root: the agent mounts it): a tmpfs of its
+  sizeLimit that both containers of the pod share, unmounted when the pod is deleted, none left
+  after the job.
 Prints `N passed, N failed`.
 """
 import json, os, sys
@@ -162,10 +165,67 @@ def run(env):
     check("  once a volume binds to the claim the pod starts by itself",
           wait_for(lambda: os.path.exists(f"{d}/waiter.ok"), 40), status(env, "waiter"))
 
+    memory_volume(env)
+
     r, rc = env.end_job(42, 5)
     check("the job deregisters, its shim exits 0", r and r.get("ok") and rc == 0, (r, rc))
     check("the node paths stay (the site's data), the pods' files in them",
           os.path.exists(out) and os.path.exists(f"{shared}/models/m1/weights"), out)
+    if os.geteuid() == 0:
+        check("no memory volume of the job stays mounted", not tmpfs_of(""), tmpfs_of(""))
+
+
+def tmpfs_of(pod_uid):
+    """The job's tmpfs mounts on the node (their sources name the job and the pod)."""
+    want = "slurm-k8s:job_42_n1:" + pod_uid
+    out = []
+    for line in open("/proc/self/mountinfo"):
+        f = line.split(" - ")[-1].split()
+        if f[0] == "tmpfs" and (f[1] == want if pod_uid else f[1].startswith(want)):
+            out.append(line.split()[4])
+    return out
+
+
+def memory_volume(env):
+    """emptyDir {medium: Memory, sizeLimit} at /dev/shm: a tmpfs of that size the agent (root)
+    mounts at the pod's volume directory, shared by its containers, gone with the pod."""
+    d = env.dir
+    if os.geteuid() != 0:
+        print("memory volumes: the agent mounts their tmpfs as root; not checked as uid %d" % os.geteuid())
+        return
+    writer = (f"import json,os\n"
+              f"m=[l.split() for l in open('/proc/self/mountinfo')]\n"
+              f"shm=[l[l.index('-')+1:l.index('-')+3] for l in m if l[4]=='/dev/shm']\n"
+              f"st=os.statvfs('/dev/shm')\n"
+              f"r={{'fs':shm[-1] if shm else None,'size':st.f_frsize*st.f_blocks}}\n"
+              f"open('/dev/shm/hello','w').write('from a')\n"
+              f"try:\n open('/dev/shm/big','wb').write(b'x'*(9<<20))\n r['big']='written'\n"
+              f"except OSError as e:\n r['big']=e.strerror\n"
+              f"os.unlink('/dev/shm/big')\n"
+              f"open('{d}/shm.json','w').write(json.dumps(r))\n"
+              f"import time; time.sleep(600)\n")
+    reader = (f"import os,time\n"
+              f"while not os.path.exists('/shared-shm/hello'): time.sleep(0.1)\n"
+              f"open('{d}/shm-b.txt','w').write(open('/shared-shm/hello').read())\n"
+              f"time.sleep(600)\n")
+    p = pod("shm", writer, [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Mi"}}],
+            [{"name": "dshm", "mountPath": "/dev/shm"}])
+    p["spec"]["containers"].append({"name": "b", "image": "python:3", "command": ["python3", "-c", reader],
+                                    "volumeMounts": [{"name": "dshm", "mountPath": "/shared-shm"}]})
+    code, made = env.api("POST", "/api/v1/namespaces/default/pods", p)
+    uid = made.get("metadata", {}).get("uid", "")
+    got = wait_for(lambda: os.path.exists(f"{d}/shm.json") and json.load(open(f"{d}/shm.json")), 40)
+    check("emptyDir medium Memory: /dev/shm is a tmpfs in the container", (got or {}).get("fs", [""])[0] == "tmpfs",
+          (got, status(env, "shm")))
+    check("  of its sizeLimit (8Mi)", (got or {}).get("size") == 8 << 20, got)
+    check("  a write past it fails (ENOSPC)", (got or {}).get("big") == "No space left on device", got)
+    check("  the pod's other container sees the same files",
+          wait_for(lambda: os.path.exists(f"{d}/shm-b.txt") and open(f"{d}/shm-b.txt").read() == "from a", 20),
+          status(env, "shm"))
+    check("  on the node: one tmpfs naming the job and the pod, at the pod's volume directory",
+          [m.endswith("/pods/%s/volumes/dshm" % uid) for m in tmpfs_of(uid)] == [True], tmpfs_of(uid))
+    env.api("DELETE", "/api/v1/namespaces/default/pods/shm")
+    check("  deleted, the pod's tmpfs is unmounted", wait_for(lambda: not tmpfs_of(uid), 30), tmpfs_of(uid))
 
 
 def main():

@@ -178,6 +178,35 @@ START_TEST(nfs_volumes_where_the_node_mounts_them) {
 }
 END_TEST
 
+// A memory emptyDir's tmpfs: its sizeLimit, at most the pod's memory
+// limits (when every container has one) or the node's memory.
+START_TEST(memory_volume_sizes) {
+    auto pod = [](const std::string &limits, const std::string &size) {
+        return J((R"({"metadata":{"name":"p","namespace":"ns","uid":"u1"},"spec":{
+          "containers":[{"name":"a","command":["x"])" + limits + R"(},
+                        {"name":"b","command":["x"])" + limits + R"(}],
+          "volumes":[{"name":"shm","emptyDir":{"medium":"Memory")" + size + R"(}},
+                     {"name":"disk","emptyDir":{}}]}})")
+                     .c_str());
+    };
+    const uint64_t node = uint64_t{64} << 30;
+    auto r = memory_volumes(pod("", R"(,"sizeLimit":"2Gi")"), node);
+    ck_assert(r.ok() && r->size() == 1);
+    ck_assert_sstr_eq((*r)[0].volume, "shm");
+    ck_assert_uint_eq((*r)[0].bytes, uint64_t{2} << 30);
+    r = memory_volumes(pod("", ""), node);  // no limit at all: the node's memory
+    ck_assert(r.ok() && (*r)[0].bytes == node);
+    const std::string lim = R"(,"resources":{"limits":{"memory":"512Mi"}})";
+    r = memory_volumes(pod(lim, ""), node);  // two containers of 512Mi
+    ck_assert(r.ok() && (*r)[0].bytes == uint64_t{1} << 30);
+    r = memory_volumes(pod(lim, R"(,"sizeLimit":"8Gi")"), node);  // capped by the pod's limits
+    ck_assert(r.ok() && (*r)[0].bytes == uint64_t{1} << 30);
+    r = memory_volumes(pod("", R"(,"sizeLimit":"lots")"), node);
+    ck_assert(!r.ok() && r.error() == Error::Refused);
+    ck_assert(r.message().find("sizeLimit 'lots'") != std::string::npos);
+}
+END_TEST
+
 START_TEST(clean_paths) {
     ck_assert_sstr_eq(*clean_absolute_path("//a/./b//"), "/a/b");
     ck_assert_sstr_eq(*clean_absolute_path("/"), "/");
@@ -200,6 +229,7 @@ int main() {
     tcase_add_test(tc, claims_resolved_and_waited_for);
     tcase_add_test(tc, nfs_volumes_where_the_node_mounts_them);
     tcase_add_test(tc, clean_paths);
+    tcase_add_test(tc, memory_volume_sizes);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }

@@ -1,4 +1,4 @@
-// common/procfs: /proc/<pid>/stat parsing (hostile command names included)
+// common/procfs: /proc/<pid>/stat parsing (hostile command names included), mountinfo
 // and the identity of a process by pid and start time.
 #include <sys/wait.h>
 #include <unistd.h>
@@ -92,12 +92,35 @@ START_TEST(zombie_is_gone) {
 }
 END_TEST
 
+// mountinfo: optional fields before " - ", escapes decoded, junk skipped;
+// this process's own has its root.
+START_TEST(mountinfo_parsed) {
+    auto m = parse_mountinfo(
+        "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
+        "40 22 0:35 / /run/a\\040b rw master:3 shared:7 - tmpfs slurm-k8s:job_1_n1:u rw,size=8k\n"
+        "x y\n"
+        "41 22 0:36 / /no-dash rw tmpfs src\n");
+    ck_assert_uint_eq(m.size(), 2);
+    ck_assert_int_eq(m[0].id, 22);
+    ck_assert_sstr_eq(m[1].mount_point, "/run/a b");
+    ck_assert_sstr_eq(m[1].fstype, "tmpfs");
+    ck_assert_sstr_eq(m[1].source, "slurm-k8s:job_1_n1:u");
+    auto self = read_proc_file(getpid(), "mountinfo", size_t{16} << 20);
+    ck_assert(self.ok());
+    bool root = false;
+    for (const auto &e : parse_mountinfo(*self))
+        root = root || e.mount_point == "/";
+    ck_assert(root);
+}
+END_TEST
+
 int main() {
     Suite *s = suite_create("procfs");
     TCase *tc = tcase_create("procfs");
     tcase_add_loop_test(tc, stat_table, 0, TABLE_SIZE(kStat));
     tcase_add_test(tc, live_process_identity);
     tcase_add_test(tc, zombie_is_gone);
+    tcase_add_test(tc, mountinfo_parsed);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }
