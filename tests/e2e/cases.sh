@@ -13,7 +13,7 @@
 # checked last it was gone once the cases before it grew past 5 min).
 # online_rl last: it takes all 3 nodes.
 E2E_CASES=(api_down bad_flags socket_auth privileged too_many_gpus namespace two_jobs impersonation two_clusters pod_devices kubectl_io
-           runtime_template image_pods scancel step_signals time_limit_update drain_before time_limit suspend requeue salloc gpu_forms node_share preempt
+           runtime_template image_pods volumes scancel step_signals time_limit_update drain_before time_limit suspend requeue salloc gpu_forms node_share preempt
            preempt_requeue preempt_suspend array_het node_fail slurmd_restart agent_kill shim_kill online_rl online_rl_images online_rl_faults)
 
 # pod_devices' pods and probe, on cgroup v1 and v2.
@@ -1140,6 +1140,103 @@ print(s.get("phase"), s.get("reason"), s.get("message"), [x.get("exitCode") for 
 sys.exit(0 if ok else 1)' >"$E2E_D/podlogs/tmp" 2>&1
   ok $? "$what: pod $p final status says $want (the job's end), exit 0: $(cat "$E2E_D/podlogs/tmp")"
   check_job_end_event "$j" "$what" "$want"
+}
+
+# Node paths and memory as pod volumes (docs/kubernetes-guide.md "Volumes"):
+# a claim bound to a hostPath PersistentVolume under the agents' volume_roots
+# ($E2E_D/shared) read at its mountPath, a hostPath written as the job's user,
+# /dev/shm a tmpfs of its sizeLimit, for a process pod and an image pod (rootless
+# podman binds what the shim hands it); a claim bound to a volume outside the
+# roots refused; no tmpfs of the job left after it.
+case_volumes() {
+  e2e_job 1 -N1 -w $N2 --gres=gpu:1 --k8s-gpus=1 || { ok 1 "volumes: job"; return; }
+  local j="$E2E_JOB" node img="$E2E_REGISTRY/e2e/busybox:1" sh="$E2E_D/shared" out p
+  node="$(e2e_node_names "$j")"
+  mkdir -p "$sh/models-$j/m1" "$E2E_D/outside-$j"
+  echo "w=$j" >"$sh/models-$j/m1/weights"
+  chmod -R a+rX "$sh" "$E2E_D/outside-$j"
+  install -d -o "$TEST_USER" "$sh/users-$j"  # where the job's user may make directories
+  local script='cat /models/m1/weights; df -k /dev/shm | tail -n +2 | tr "\n" " "; echo; echo "$0" >/runs/$0; (echo x >/models/x) 2>/dev/null || echo models-read-only; while :; do sleep 1 & wait $!; done'
+  e2e_kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: models-$j}
+spec:
+  capacity: {storage: 10Gi}
+  accessModes: [ReadOnlyMany]
+  storageClassName: models-$j
+  hostPath: {path: $sh/models-$j, type: Directory}
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: outside-$j}
+spec:
+  capacity: {storage: 10Gi}
+  accessModes: [ReadWriteOnce]
+  storageClassName: outside-$j
+  hostPath: {path: $E2E_D/outside-$j}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: models, namespace: default}
+spec:
+  accessModes: [ReadOnlyMany]
+  storageClassName: models-$j
+  resources: {requests: {storage: 1Gi}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: outside, namespace: default}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: outside-$j
+  resources: {requests: {storage: 1Gi}}
+EOF
+  for p in volproc volimg; do
+    e2e_kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $p, namespace: default}
+spec:
+  nodeName: $node
+  tolerations: [{key: slurm-k8s/job, operator: Equal, value: "$j", effect: NoSchedule}]
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: main
+    image: $( [ $p = volimg ] && echo "$img" || echo e2e/sleeper:1 )
+    command: [/bin/sh, -c, '$script', $p-$j]
+    volumeMounts:
+    - {name: models, mountPath: /models, readOnly: true}
+    - {name: runs, mountPath: /runs}
+    - {name: shm, mountPath: /dev/shm}
+  volumes:
+  - {name: models, persistentVolumeClaim: {claimName: models, readOnly: true}}
+  - {name: runs, hostPath: {path: $sh/users-$j/runs, type: DirectoryOrCreate}}
+  - {name: shm, emptyDir: {medium: Memory, sizeLimit: 16Mi}}
+EOF
+  done
+  NODE="$node" EXTRA_SPEC='    volumeMounts: [{name: v, mountPath: /v}]
+  volumes: [{name: v, persistentVolumeClaim: {claimName: outside}}]' e2e_pod "$j" volout
+  for p in volproc volimg; do
+    e2e_wait 90 "e2e_kubectl logs $p 2>/dev/null | grep -q models-read-only"
+    out="$(e2e_kubectl logs $p 2>&1 | paste -sd'|')"
+    [[ "$out" == "w=$j|slurm-k8s:job_${j}_$N2:"*" 16384 "*"|models-read-only" ]]
+    ok $? "volumes: $p reads the model from its claim, /dev/shm is the agent's 16Mi tmpfs, the claim read-only ($out)"
+    [ "$(stat -c %U "$sh/users-$j/runs/$p-$j" 2>&1)" = "$TEST_USER" ]
+    ok $? "volumes: $p wrote in its hostPath (made by DirectoryOrCreate) as the job's user ($(ls -l "$sh/users-$j/runs" 2>&1 | tail -n +2 | paste -sd'|'))"
+  done
+  e2e_wait 30 "[ \"\$(e2e_pod_phase volout)\" = Failed ]"
+  out="$(e2e_pod_field default/volout '{.status.message}')"
+  [[ "$out" == *"is the node path $E2E_D/outside-$j, outside the paths this node lets pods mount"* ]]
+  ok $? "volumes: a claim bound to a volume outside volume_roots is refused, saying why ($out)"
+  out="$(grep -c " slurm-k8s:job_${j}_" /proc/self/mountinfo)"
+  [ "$out" = 2 ]; ok $? "volumes: one tmpfs per pod on the node ($out)"
+  e2e_end_job "$j"
+  e2e_assert_clean "$j" "volumes"
+  e2e_kubectl delete pod volproc volimg volout --wait=false >/dev/null 2>&1
+  e2e_kubectl delete pvc models outside >/dev/null 2>&1
+  e2e_kubectl delete pv "models-$j" "outside-$j" >/dev/null 2>&1
+  rm -rf "$sh/models-$j" "$sh/users-$j" "$E2E_D/outside-$j"
 }
 
 case_scancel() {

@@ -315,6 +315,8 @@ volume_refresh_interval = 2s
 log_level = verbose
 # Jobs that name no --k8s-namespace lend to "default" only (e2e namespace).
 allowed_namespaces = default
+# hostPath and claim volumes only below the e2e's shared directory (e2e volumes).
+volume_roots = $E2E_D/shared
 # Each virtual node its own system:node:<node> certificate (a kubelet-client
 # CSR, approved and signed by the double as by the controller-manager).
 node_identity = ${E2E_NODE_IDENTITY:-bootstrap}
@@ -516,6 +518,9 @@ e2e_leftovers() {
   for f in "$E2E_RUNDIR"/job_"$j"_* "$E2E_AGENTS"/*/state/job_"$j"_* "$E2E_AGENTS"/*/shim/job_"$j"_*; do
     [ -e "$f" ] && echo "file: $f"
   done
+  # The tmpfs of its pods' memory volumes (their source names the job).
+  out="$(grep " slurm-k8s:job_${j}_" /proc/self/mountinfo | awk '{print $5}' | paste -sd' ')"
+  [ -z "$out" ] || echo "mounts: $out"
   for f in /sys/fs/cgroup/*/slurm_"$SK_NODE_PREFIX"*/uid_*/job_"$j" /sys/fs/cgroup/*/slurm_k8s_"$SK_NODE_PREFIX"*/job_"$j" \
       /sys/fs/cgroup/system.slice/"$SK_NODE_PREFIX"*_slurmstepd.scope/job_"$j"; do
     [ -d "$f" ] && echo "cgroup: $f"
