@@ -1800,7 +1800,11 @@ case_agent_kill() {
   e2e_job 1 -N1 -w $N1 --gres=gpu:4 --k8s-gpus=2 || { ok 1 "agent_kill: job"; return; }
   local j="$E2E_JOB" pid node
   node="$(e2e_node_names "$j")"
-  e2e_pod "$j" k1; e2e_pod_running k1 30; ok $? "agent_kill: pod Running"
+  # k1 holds a memory volume: the agent's tmpfs outlives the agent, is
+  # neither mounted again nor lost, and goes with the job.
+  EXTRA_SPEC='    volumeMounts: [{name: shm, mountPath: /dev/shm}]
+  volumes: [{name: shm, emptyDir: {medium: Memory, sizeLimit: 8Mi}}]' e2e_pod "$j" k1
+  e2e_pod_running k1 30; ok $? "agent_kill: pod Running"
   pid="$(e2e_pod_pids "$j" k1)"
   e2e_agent_stop 1 KILL
   sleep 2
@@ -1812,6 +1816,8 @@ case_agent_kill() {
   [ "$(e2e_pod_pids "$j" k1)" = "$pid" ] && [ "$(e2e_pod_phase k1)" = Running ] \
     && [ "$(e2e_pod_field default/k1 '{.status.containerStatuses[0].restartCount}')" = 0 ]
   ok $? "after the restart: same process $pid, pod Running, restartCount 0 (pids now: $(e2e_pod_pids "$j" k1))"
+  [ "$(grep -c " slurm-k8s:job_${j}_$N1:" /proc/self/mountinfo)" = 1 ]
+  ok $? "after the restart: k1's memory volume is mounted once ($(grep " slurm-k8s:job_${j}_" /proc/self/mountinfo | awk '{print $5}' | paste -sd' '))"
   e2e_pod "$j" k2
   e2e_pod_running k2 30; ok $? "a new pod starts after the agent restart"
   [ "$(e2e_ready_nodes "$j")" = 1 ]; ok $? "node $node Ready after the agent restart"
