@@ -305,6 +305,8 @@ Result<ContainerPlan> parse_container(const Json::Value &c, const Json::Value &p
         if (cp.confine.drop_capabilities) r.run_options.emplace_back("--cap-drop=all");
         if (!cp.confine.seccomp_default)
             r.run_options.emplace_back("--security-opt=seccomp=unconfined");
+        if (cp.confine.read_only_root)
+            r.run_options.insert(r.run_options.end(), {"--read-only", "--read-only-tmpfs=false"});
         cp.confine = {};
         r.termination_message_path = c["terminationMessagePath"].isString()
                                          ? c["terminationMessagePath"].asString()
@@ -601,6 +603,12 @@ Result<PodPlan> plan_pod_unguarded(const Json::Value &pod, const proto::PodFiles
         return invalid("restartPolicy must be Always, OnFailure or Never, not '" + rp + "'");
     if (spec["terminationGracePeriodSeconds"].isIntegral())
         plan.grace_s = std::max<int64_t>(0, spec["terminationGracePeriodSeconds"].asInt64());
+    if (!spec["activeDeadlineSeconds"].isNull()) {
+        const Json::Value &d = spec["activeDeadlineSeconds"];
+        if (!d.isIntegral() || d.asInt64() <= 0)
+            return invalid("activeDeadlineSeconds must be a positive integer");
+        plan.active_deadline_s = d.asInt64();
+    }
 
     if (auto st = parse_volumes(spec, files, host, &plan); !st) return st.failure();
     auto base = base_env(pod, ctx);

@@ -35,10 +35,14 @@ struct Confinement {
     bool no_new_privs = false;       // prctl(PR_SET_NO_NEW_PRIVS)
     bool drop_capabilities = false;  // every capability set emptied, ambient cleared
     bool seccomp_default = false;    // the RuntimeDefault filter (implies no_new_privs)
+    // readOnlyRootFilesystem: the image's root mounted read-only (podman
+    // --read-only, without its tmpfs on /tmp and /run, as a kubelet's
+    // runtime does); a process container has no root of its own (refused).
+    bool read_only_root = false;
     bool any() const { return no_new_privs || drop_capabilities || seccomp_default; }
     bool operator==(const Confinement &o) const {
         return no_new_privs == o.no_new_privs && drop_capabilities == o.drop_capabilities &&
-               seccomp_default == o.seccomp_default;
+               seccomp_default == o.seccomp_default && read_only_root == o.read_only_root;
     }
 };
 
@@ -125,6 +129,10 @@ struct PodPlan {
     std::string uid, ns, name;
     RestartPolicy restart_policy = RestartPolicy::Always;
     int64_t grace_s = 30;
+    // spec.activeDeadlineSeconds (0: none): how long the pod may be active
+    // from its start before it is stopped and Failed (DeadlineExceeded).
+    // Wall time, as the user's contract (not scaled in tests).
+    int64_t active_deadline_s = 0;
     std::vector<ContainerPlan> init_containers, containers;
     std::vector<VolumePlan> volumes;
     std::map<std::string, std::vector<VolumeMount>> mounts;  // container name -> mounts

@@ -222,6 +222,11 @@ Status PodRunner::start() {
                                         Durability::Cached);
             !st)
             return st;
+    if (plan_.active_deadline_s > 0) {
+        deadline_ = Timer(env_.clock.loop);
+        deadline_.start(static_cast<uint64_t>(plan_.active_deadline_s) * 1000,
+                        [this] { deadline_exceeded(); });
+    }
     if (!init_.empty()) {
         next_init_ = 0;
         (void)init_[0]->start();
@@ -230,6 +235,20 @@ Status PodRunner::start() {
     }
     changed();
     return {};
+}
+
+// As a kubelet: the pod is Failed at once (DeadlineExceeded), its
+// containers stopped with the pod's grace period.
+void PodRunner::deadline_exceeded() {
+    if (finished_ || run_.stopping) return;
+    const std::string msg = "Pod was active on the node longer than the specified deadline";
+    LOG_INFO("[pod %s] active for %llds: its activeDeadlineSeconds passed", plan_.key().c_str(),
+             static_cast<long long>(plan_.active_deadline_s));
+    run_.deadline_exceeded = true;
+    run_.reason = "DeadlineExceeded";
+    run_.message = msg;
+    add_event("Warning", "DeadlineExceeded", msg, "");
+    kill(plan_.grace_s, "DeadlineExceeded");
 }
 
 void PodRunner::start_app_containers() {

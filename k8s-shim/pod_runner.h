@@ -105,6 +105,7 @@ class PodRunner : private ContainerHost {
     Status prepare_volumes();
     void start_app_containers();
     void check_finished();
+    void deadline_exceeded();
 
     RunnerEnv env_;
     PodPlan plan_;
@@ -113,6 +114,7 @@ class PodRunner : private ContainerHost {
     size_t next_init_ = 0;
     bool finished_ = false;
     Json::Value last_status_;
+    Timer deadline_;  // activeDeadlineSeconds after the start
     Json::Value events_{Json::arrayValue};
 };
 

@@ -55,7 +55,7 @@ const char kScheduling[] =
     "used by the Kubernetes scheduler or API server before the pod reaches the node";
 
 const std::vector<FieldRule> kPodSpec = {
-    {"activeDeadlineSeconds", U::RefusedIfSet, "the shim does not time pods out"},
+    {"activeDeadlineSeconds", U::Implemented, ""},
     {"affinity", U::NoEffect, kScheduling},
     {"automountServiceAccountToken", U::NoEffect,
      "the API server turns it into the kube-api-access volume, which the shim writes"},
@@ -173,8 +173,7 @@ const std::vector<FieldRule> kContainerSecurityContext = {
     {"capabilities", U::Implemented, ""},
     {"privileged", U::Implemented, ""},
     {"procMount", U::Implemented, ""},
-    {"readOnlyRootFilesystem", U::RefusedIfSet,
-     "processes see the node's file system and have no root file system of their own"},
+    {"readOnlyRootFilesystem", U::Implemented, ""},
     {"runAsGroup", U::Implemented, ""},
     {"runAsNonRoot", U::Implemented, ""},
     {"runAsUser", U::Implemented, ""},
@@ -341,6 +340,12 @@ Result<Confinement> plan_container_security(const Json::Value &spec, const Json:
                            "; processes see the node's /proc as the job's user does. Remove "
                            "securityContext.procMount");
         if (auto st = check_identity(sc, ctx, who); !st) return st.failure();
+        if (is_set(sc["readOnlyRootFilesystem"]) && runtime != RuntimeKind::Podman)
+            return refused(who +
+                           " asks for readOnlyRootFilesystem, but runs as a process, which sees "
+                           "the node's file system and has no root file system of its own. Run "
+                           "it from an image (the podman runtime), or remove "
+                           "securityContext.readOnlyRootFilesystem");
     }
     // The innermost setting wins, as in the kubelet.
     const Json::Value &apparmor_sc = sc.isObject() && sc.isMember("appArmorProfile") ? sc : pod_sc;
@@ -352,6 +357,7 @@ Result<Confinement> plan_container_security(const Json::Value &spec, const Json:
                                                      : Json::Value::nullSingleton();
 
     Confinement conf;
+    conf.read_only_root = sc.isObject() && is_set(sc["readOnlyRootFilesystem"]);
     std::string type = str(seccomp, "type");
     if (type == "RuntimeDefault") {
         if (runtime == RuntimeKind::Template)

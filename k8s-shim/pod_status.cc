@@ -90,7 +90,7 @@ std::string container_id(const std::string &uid, const std::string &name, int n)
 }
 
 std::string pod_phase(const PodPlan &plan, const PodRun &run) {
-    if (run.failed) return "Failed";
+    if (run.failed || run.deadline_exceeded) return "Failed";
     bool any_running = false;
     for (const auto &c : run.init)
         any_running |= c.state == CState::Running;

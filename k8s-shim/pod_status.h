@@ -52,6 +52,9 @@ struct PodRun {
     bool stopping = false;                // pod_kill/shutdown: nothing restarts any more
     std::string reason, message;          // pod-level failure (refusal, lost)
     bool failed = false;                  // pod-level failure without running anything
+    // activeDeadlineSeconds passed: Failed (reason DeadlineExceeded) while
+    // and after its containers are stopped.
+    bool deadline_exceeded = false;
     // The Slurm job is suspended (pods_pause): not Ready, reason JobSuspended.
     bool paused = false;
     std::string paused_message;

@@ -1150,13 +1150,13 @@ sys.exit(0 if ok else 1)' >"$E2E_D/podlogs/tmp" 2>&1
 # roots refused; no tmpfs of the job left after it.
 case_volumes() {
   e2e_job 1 -N1 -w $N2 --gres=gpu:1 --k8s-gpus=1 || { ok 1 "volumes: job"; return; }
-  local j="$E2E_JOB" node img="$E2E_REGISTRY/e2e/busybox:1" sh="$E2E_D/shared" out p
+  local j="$E2E_JOB" node img="$E2E_REGISTRY/e2e/busybox:1" sh="$E2E_D/shared" out p last
   node="$(e2e_node_names "$j")"
   mkdir -p "$sh/models-$j/m1" "$E2E_D/outside-$j"
   echo "w=$j" >"$sh/models-$j/m1/weights"
   chmod -R a+rX "$sh" "$E2E_D/outside-$j"
   install -d -o "$TEST_USER" "$sh/users-$j"  # where the job's user may make directories
-  local script='cat /models/m1/weights; df -k /dev/shm | tail -n +2 | tr "\n" " "; echo; echo "$0" >/runs/$0; (echo x >/models/x) 2>/dev/null || echo models-read-only; while :; do sleep 1 & wait $!; done'
+  local script='cat /models/m1/weights; df -k /dev/shm | tail -n +2 | tr "\n" " "; echo; echo "$0" >/runs/$0; (echo x >/models/x) 2>/dev/null || echo models-read-only; [ -z "$ROROOT" ] || { (echo x >/rootfile) 2>/dev/null || echo root-read-only; }; while :; do sleep 1 & wait $!; done'
   e2e_kubectl apply -f - >/dev/null <<EOF
 apiVersion: v1
 kind: PersistentVolume
@@ -1205,6 +1205,7 @@ spec:
   - name: main
     image: $( [ $p = volimg ] && echo "$img" || echo e2e/sleeper:1 )
     command: [/bin/sh, -c, '$script', $p-$j]
+$( [ $p = volimg ] && printf '    env: [{name: ROROOT, value: "1"}]\n    securityContext: {readOnlyRootFilesystem: true}' )
     volumeMounts:
     - {name: models, mountPath: /models, readOnly: true}
     - {name: runs, mountPath: /runs}
@@ -1218,10 +1219,11 @@ EOF
   NODE="$node" EXTRA_SPEC='    volumeMounts: [{name: v, mountPath: /v}]
   volumes: [{name: v, persistentVolumeClaim: {claimName: outside}}]' e2e_pod "$j" volout
   for p in volproc volimg; do
-    e2e_wait 90 "e2e_kubectl logs $p 2>/dev/null | grep -q models-read-only"
+    last=models-read-only; [ $p = volproc ] || last=root-read-only
+    e2e_wait 90 "e2e_kubectl logs $p 2>/dev/null | grep -q $last"
     out="$(e2e_kubectl logs $p 2>&1 | paste -sd'|')"
-    [[ "$out" == "w=$j|slurm-k8s:job_${j}_$N2:"*" 16384 "*"|models-read-only" ]]
-    ok $? "volumes: $p reads the model from its claim, /dev/shm is the agent's 16Mi tmpfs, the claim read-only ($out)"
+    [[ "$out" == "w=$j|slurm-k8s:job_${j}_$N2:"*" 16384 "*"|models-read-only"$( [ $p = volimg ] && echo "|root-read-only" ) ]]
+    ok $? "volumes: $p reads the model from its claim, /dev/shm is the agent's 16Mi tmpfs, the claim read-only$( [ $p = volimg ] && echo ", its image's root read-only (readOnlyRootFilesystem)" ) ($out)"
     [ "$(stat -c %U "$sh/users-$j/runs/$p-$j" 2>&1)" = "$TEST_USER" ]
     ok $? "volumes: $p wrote in its hostPath (made by DirectoryOrCreate) as the job's user ($(ls -l "$sh/users-$j/runs" 2>&1 | tail -n +2 | paste -sd'|'))"
   done

@@ -707,6 +707,32 @@ def test_termination_grace_kills_group(a):
     assert gone(child), "a process of the container's group survived"
 
 
+def test_active_deadline(a):
+    """spec.activeDeadlineSeconds, as a kubelet: past it the pod is Failed (DeadlineExceeded, the
+    kubelet's message) at once, its containers stopped with the grace period (a TERM trap's exit 0
+    does not make it Succeeded), a Warning Event says so; a pod done before it is not touched."""
+    p = pod("deadline", [sh("main", "trap 'exit 0' TERM; while :; do sleep 0.1; done")], grace=5,
+            spec_extra={"activeDeadlineSeconds": 1})
+    uid = p["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    a.wait(uid, lambda s: running(s, "main"), what="running")
+    st = a.wait(uid, lambda s: s["phase"] == "Failed" and not running(s, "main"), timeout=10,
+                what="Failed after its deadline")
+    assert st.get("reason") == "DeadlineExceeded", st
+    assert st.get("message") == "Pod was active on the node longer than the specified deadline", st
+    t = cstatus(st, "main")["state"]["terminated"]
+    assert t["exitCode"] == 0, t  # stopped by TERM, as with a deletion
+    a.wait_event(uid, lambda e: e["reason"] == "DeadlineExceeded" and e["type"] == "Warning",
+                 what="DeadlineExceeded event")
+    quick = pod("quick", [sh("main", "exit 0")], restart="Never", spec_extra={"activeDeadlineSeconds": 30})
+    assert a.request("pod_run", {"pod": quick, "files": {}})["ok"]
+    st = a.wait(quick["metadata"]["uid"], lambda s: s["phase"] in ("Succeeded", "Failed"), what="done")
+    assert st["phase"] == "Succeeded" and not st.get("reason"), st
+    bad = pod("baddeadline", [sh("main", "true")], spec_extra={"activeDeadlineSeconds": 0})
+    r = a.request("pod_run", {"pod": bad, "files": {}})
+    assert not r["ok"] and "activeDeadlineSeconds must be a positive integer" in json.dumps(r), r
+
+
 def wait_true(pred, timeout, what, detail=None):
     """Waits for pred; on timeout the error says what, and detail() when given."""
     deadline = time.time() + timeout
@@ -2205,6 +2231,7 @@ def test_pod_cgroup_requests(a):
 TESTS = [
     ("init_and_two_containers", test_init_and_two_containers, {}),
     ("crashloop_backoff", test_crashloop_backoff, {}),
+    ("active_deadline", test_active_deadline, {}),
     ("pod_cgroup_requests", test_pod_cgroup_requests, {"pod_cgroups": True}),
     ("never_exit_codes", test_never_exit_codes, {}),
     ("started_only_when_started", test_started_only_when_started, {}),

@@ -376,7 +376,8 @@ START_TEST(podman_runtime_plan) {
       {"name":"svc","image":"registry.site/vllm:1","args":["--port","$(PORT)"],
        "env":[{"name":"PORT","value":"80"},{"name":"HOME","value":"/h"}],
        "resources":{"limits":{"nvidia.com/gpu":"2"}},
-       "securityContext":{"allowPrivilegeEscalation":false,"seccompProfile":{"type":"RuntimeDefault"}},
+       "securityContext":{"allowPrivilegeEscalation":false,"seccompProfile":{"type":"RuntimeDefault"},
+                          "readOnlyRootFilesystem":true},
        "volumeMounts":[{"name":"m","mountPath":"/models"},{"name":"c","mountPath":"/etc/c"}]},
       {"name":"cmd","image":"registry.site/r:latest","command":["serve","x y"],"workingDir":"/w"}]}})J");
     auto plan = plan_pod(pod, {}, c);
@@ -415,6 +416,7 @@ START_TEST(podman_runtime_plan) {
         "--userns=keep-id --network=host");
     has("--hostname slurm-n1-42 --user 2001:2001 --security-opt=no-new-privileges");
     ck_assert(line.find("seccomp=unconfined") == std::string::npos);
+    has("--read-only --read-only-tmpfs=false");  // readOnlyRootFilesystem, no tmpfs added
     has("--env PORT --env HOME=/h");  // HOME steers podman: by value
     has("--volume /state/pods/u1/volumes/m:/models --volume /state/pods/u1/volumes/c:/etc/c:ro");
     has("--device /fake/nvidia5:/dev/nvidia5 --device /fake/nvidia7:/dev/nvidia7 "
@@ -434,7 +436,8 @@ START_TEST(podman_runtime_plan) {
     has("--workdir /w");
     has("--security-opt=seccomp=unconfined --env");
     has(R"(--entrypoint=["serve","x y"] registry.site/r:latest)");
-    ck_assert(line.find("--device") == std::string::npos);  // no GPU, no device
+    ck_assert(line.find("--device") == std::string::npos);     // no GPU, no device
+    ck_assert(line.find("--read-only") == std::string::npos);  // a writable root
     ck_assert_sstr_eq(env_of(cmd, "CUDA_VISIBLE_DEVICES"), "");
     line = joined(podman_exec_argv(*cmd.image_run, {"cat", "/x"}, true, false));
     has("podman --root");
@@ -741,8 +744,8 @@ static const Refusal kRefusals[] = {
      "hostUsers"},
     {"{\"os\":{\"name\":\"windows\"},\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}",
      Error::Refused, "os windows"},
-    {"{\"activeDeadlineSeconds\":60,\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}",
-     Error::Refused, "activeDeadlineSeconds"},
+    {"{\"activeDeadlineSeconds\":-1,\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}",
+     Error::Invalid, "activeDeadlineSeconds must be a positive integer"},
     {"{\"hostAliases\":[{\"ip\":\"10.0.0.1\",\"hostnames\":[\"db\"]}],"
      "\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}",
      Error::Refused, "hostAliases"},
