@@ -207,7 +207,70 @@ Status Container::start() {
     return {};
 }
 
+namespace {
+// A lifecycle hook's bound: the pod's grace period (at least a second), as
+// a kubelet bounds preStop; the user's time, not scaled in tests.
+int64_t hook_timeout_ms(const ContainerHost *pod) {
+    return std::max<int64_t>(1, pod->plan().grace_s) * 1000;
+}
+
+std::string hook_words(const ProbeSpec &h) {
+    switch (h.action) {
+        case ProbeAction::Exec: {
+            std::string cmd;
+            for (const auto &w : h.exec)
+                cmd += (cmd.empty() ? "" : " ") + w;
+            return "Exec lifecycle hook ([" + cmd + "])";
+        }
+        case ProbeAction::HttpGet:
+            return "HTTP lifecycle hook (" + h.path + ")";
+        default:
+            return "Sleep lifecycle hook (" + std::to_string(h.sleep_s) + "s)";
+    }
+}
+}  // namespace
+
+void Container::end_hook(std::unique_ptr<HookRunner> &h) {
+    if (!h) return;
+    h->generation++;  // an answer still to come is dropped
+    h->reported = true;
+    h->sleep.stop();
+    // Those whose checks are over go now; this one after its check is
+    // released (it may be reporting right now).
+    ended_hooks.remove_if([](const std::unique_ptr<HookRunner> &e) { return e->checks.empty(); });
+    ended_hooks.push_back(std::move(h));
+}
+
+// As a kubelet: a container with a postStart hook is not Running, and its
+// probes do not run, until the hook passed; a hook that fails kills the
+// container (FailedPostStartHook), which then restarts per its policy.
 void Container::mark_running() {
+    if (plan->post_start && !post_start_run) {
+        post_start_run = std::make_unique<HookRunner>(
+            this, *plan->post_start, hook_timeout_ms(pod),
+            [this](bool ok, const std::string &why) { post_start_done(ok, why); });
+        LOG_VERBOSE("%s running postStart hook", id_prefix().c_str());
+        post_start_run->start();
+        return;
+    }
+    mark_started();
+}
+
+void Container::post_start_done(bool ok, const std::string &why) {
+    end_hook(post_start_run);
+    if (!running || killing || pending_exit) return;
+    if (ok) {
+        mark_started();
+        return;
+    }
+    std::string msg = hook_words(*plan->post_start) + " for Container \"" + plan->name +
+                      "\" in Pod \"" + pod->plan().kubelet_name() + "\" failed - error: " + why;
+    LOG_WARN("%s %s", id_prefix().c_str(), msg.c_str());
+    pod->add_event("Warning", "FailedPostStartHook", msg, plan->name);
+    kill_for_restart("FailedPostStartHook");
+}
+
+void Container::mark_started() {
     run->state = CState::Running;
     run->waiting_reason.clear();
     run->waiting_message.clear();
@@ -409,6 +472,8 @@ void Container::on_process_exit(int64_t status, int sig) {
     exit_status = status;
     term_signal = sig;
     pending_exit = true;
+    end_hook(post_start_run);  // the instance it ran for is gone
+    end_hook(pre_stop_run);
     kill_timer.stop();
     in.close();
     // The supervisor killed the container's other processes before it
@@ -569,14 +634,41 @@ void Container::stop(int64_t grace_ms) {
     killing = true;
     if (pid == 0) return;
     arm_kill(grace_ms, now);
-    if (!plan->pre_stop.empty() && grace_ms > 0) {
-        SpawnSpec spec = container_command(plan->pre_stop, *plan, pod->env().pod_dir,
+    end_hook(post_start_run);  // stopped before it started: its postStart ends
+    if (plan->pre_stop && plan->pre_stop->action != ProbeAction::Exec && grace_ms > 0) {
+        // httpGet or sleep, bounded by the grace period (the kill timer).
+        pre_stop_run = std::make_unique<HookRunner>(
+            this, *plan->pre_stop, grace_ms, [this](bool ok, const std::string &why) {
+                if (!ok) {
+                    std::string msg = hook_words(*plan->pre_stop) + " for Container \"" +
+                                      plan->name + "\" in Pod \"" + pod->plan().kubelet_name() +
+                                      "\" failed - error: " + why;
+                    LOG_WARN("%s %s", id_prefix().c_str(), msg.c_str());
+                    pod->add_event("Warning", "FailedPreStopHook", msg, plan->name);
+                }
+                end_hook(pre_stop_run);
+                if (running) signal_group(pid, SIGTERM);
+            });
+        LOG_INFO("%s running preStop hook", id_prefix().c_str());
+        pre_stop_run->start();
+        return;  // SIGTERM when it is done (or SIGKILL at the deadline)
+    }
+    if (plan->pre_stop && grace_ms > 0) {
+        SpawnSpec spec = container_command(plan->pre_stop->exec, *plan, pod->env().pod_dir,
                                            pod->env().supervisor, pid);
         auto hook = hooks.emplace(hooks.end());
         int rc = spawn_container(
             pod->env().clock.loop, *hook, pod->env().supervisor, spec,
-            [this, hook](int64_t, int) {
+            [this, hook](int64_t status, int sig) {
                 hooks.erase(hook);
+                if (status != 0 || sig != 0) {
+                    std::string msg =
+                        hook_words(*plan->pre_stop) + " for Container \"" + plan->name +
+                        "\" in Pod \"" + pod->plan().kubelet_name() +
+                        "\" failed - error: command exited with " +
+                        (sig ? "signal " + std::to_string(sig) : "code " + std::to_string(status));
+                    pod->add_event("Warning", "FailedPreStopHook", msg, plan->name);
+                }
                 if (running) signal_group(pid, SIGTERM);
             },
             nullptr, nullptr);
@@ -610,6 +702,12 @@ void Container::kill_all() {
     kill_supervised(pid);
     for (auto &h : hooks)  // a preStop hook still running ends with the grace
         kill_supervised(h.pid());
+    for (auto *h : {post_start_run.get(), pre_stop_run.get()}) {
+        std::vector<int> pids;
+        if (h) h->exec_pids(&pids);
+        for (int p : pids)
+            kill_supervised(p);
+    }
     kill_timer.start(kSweepMs, [this] {
         if (!running || pending_exit) return;
         LOG_WARN("%s its supervisor did not end within %llu ms, killing its process group",

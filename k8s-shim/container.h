@@ -83,13 +83,35 @@ class ContainerTap {
     virtual void tap_stdin_drained() = 0;
 };
 
+// What a check (probe_runner.cc: exec, tcpSocket, httpGet over HTTP or
+// HTTPS, grpc) reports to: a probe, or a lifecycle hook. A check reports
+// only if its owner's generation did not change meanwhile; an exec check
+// stays in its owner's list until its process exited (so it is reaped).
+class CheckOwner {
+  public:
+    virtual Container *check_container() const = 0;
+    virtual const ProbeSpec &check_spec() const = 0;
+    virtual unsigned check_generation() const = 0;
+    // foreign: the check reached a listener of another user (unready_note).
+    virtual void check_done(bool ok, const std::string &output, bool foreign) = 0;
+    virtual void release(ProbeCheck *c) = 0;  // the check is over: frees it
+    virtual ~CheckOwner() = default;
+};
+// Starts a check of `owner` (added to `checks`), with its timeout (spec
+// time, scaled in tests, unless not `scaled`: a hook's, the user's time).
+void start_check(CheckOwner *owner, std::list<std::unique_ptr<ProbeCheck>> *checks,
+                 int64_t timeout_ms, bool scaled = true);
+
 // One probe of a container: its state machine plus the timer that runs it.
-// A check in flight (probe_runner.cc) reports back only if the probe's
-// generation did not change meanwhile; an exec check stays in `checks` until
-// its process exited (so it is reaped), after it reported.
-struct ProbeRunner {
+struct ProbeRunner : CheckOwner {
     ProbeRunner(Container *c, ProbeKind kind, const ProbeSpec &spec);
-    ~ProbeRunner();
+    ~ProbeRunner() override;
+    Container *check_container() const override { return container; }
+    const ProbeSpec &check_spec() const override { return state.spec(); }
+    unsigned check_generation() const override { return generation; }
+    void check_done(bool ok, const std::string &output, bool foreign) override {
+        on_result(ok, output, foreign);
+    }
     Container *container;
     ProbeState state;
     Timer timer;
@@ -109,7 +131,34 @@ struct ProbeRunner {
     void run_check();
     // foreign: the check reached a listener of another user (unready_note).
     void on_result(bool ok, const std::string &output, bool foreign = false);
-    void release(ProbeCheck *c);  // the check is over: frees it
+    void release(ProbeCheck *c) override;  // the check is over: frees it
+};
+
+// A lifecycle hook of one instance (postStart; preStop by httpGet or
+// sleep): its check or its sleep, then done(ok, why) once, on the loop.
+// Destroying it (the instance ended, the container stopped) drops an
+// answer still to come; an exec check's process is killed with the
+// container's processes and reaped by the runner's list until then.
+struct HookRunner : CheckOwner {
+    HookRunner(Container *c, const ProbeSpec &spec, int64_t timeout_ms,
+               std::function<void(bool, const std::string &)> done);
+    ~HookRunner() override;
+    Container *check_container() const override { return container; }
+    const ProbeSpec &check_spec() const override { return spec; }
+    unsigned check_generation() const override { return generation; }
+    void check_done(bool ok, const std::string &output, bool foreign) override;
+    void release(ProbeCheck *c) override;
+    void start();
+    void exec_pids(std::vector<int> *out) const;
+
+    Container *container;
+    ProbeSpec spec;
+    int64_t timeout_ms;
+    std::function<void(bool, const std::string &)> done;
+    Timer sleep;
+    unsigned generation = 1;
+    bool reported = false;
+    std::list<std::unique_ptr<ProbeCheck>> checks;
 };
 
 struct Container {
@@ -142,6 +191,12 @@ struct Container {
     Pipe started_report;
     bool start_failed_report = false;
     std::list<Process> hooks;  // preStop processes still running
+    // The instance's postStart hook while it runs (the instance is
+    // Waiting, ContainerCreating, until it passed), and a preStop hook by
+    // httpGet or sleep (SIGTERM when it is done).
+    std::unique_ptr<HookRunner> post_start_run, pre_stop_run;
+    // Hooks that ended with an exec check still to reap.
+    std::list<std::unique_ptr<HookRunner>> ended_hooks;
     bool running = false;
     int pid = 0;  // the supervisor's: the session and process group
     unsigned long long start_ticks = 0;
@@ -177,8 +232,11 @@ struct Container {
     void image_step_done();
     void image_failed(const std::string &reason, const std::string &message);
 
-    Status start();                                 // spawn one instance
-    void mark_running();                            // its process runs: Running, probes armed
+    Status start();       // spawn one instance
+    void mark_running();  // its process runs: postStart, then started
+    void mark_started();  // Running, probes armed
+    void post_start_done(bool ok, const std::string &why);
+    void end_hook(std::unique_ptr<HookRunner> &h);  // dropped; its exec check reaped later
     void stop(int64_t grace_ms);                    // preStop, SIGTERM, grace, SIGKILL
     void arm_kill(int64_t grace_ms, uint64_t now);  // the grace's end, from loop time now
     void kill_for_restart(const std::string &why);  // failed liveness/startup probe

@@ -19,6 +19,8 @@ k8s_shim_libshim_la_SOURCES = \
 	k8s-shim/exec_session.h \
 	k8s-shim/gpu_alloc.cc \
 	k8s-shim/gpu_alloc.h \
+	k8s-shim/http_check.cc \
+	k8s-shim/http_check.h \
 	k8s-shim/mount_ns.h \
 	k8s-shim/pod_plan.cc \
 	k8s-shim/pod_plan.h \
@@ -47,14 +49,15 @@ k8s_shim_libshim_la_SOURCES = \
 	k8s-shim/spawn.h \
 	k8s-shim/supervise.cc \
 	k8s-shim/supervise.h
-k8s_shim_libshim_la_CXXFLAGS = $(AM_CXXFLAGS) $(LIBUV_CFLAGS)
-k8s_shim_libshim_la_LIBADD = uv/libskuv.la common/daemons/libcommon_daemons.la $(LIBUV_LIBS)
+k8s_shim_libshim_la_CXXFLAGS = $(AM_CXXFLAGS) $(LIBUV_CFLAGS) $(LIBCURL_CFLAGS)
+# libcurl: HTTPS and grpc probes (http_check).
+k8s_shim_libshim_la_LIBADD = uv/libskuv.la common/daemons/libcommon_daemons.la $(LIBUV_LIBS) $(LIBCURL_LIBS)
 
 bin_PROGRAMS += k8s-shim/slurm-k8s-shim
 # confine.cc and mount_ns.cc (the exec helper: libseccomp, namespaces) are
 # the binary's alone: what links libshim does not need libseccomp.
 k8s_shim_slurm_k8s_shim_SOURCES = k8s-shim/main.cc k8s-shim/confine.cc k8s-shim/confine.h \
 	k8s-shim/mount_ns.cc
-k8s_shim_slurm_k8s_shim_CXXFLAGS = $(AM_CXXFLAGS) $(LIBUV_CFLAGS) $(LIBSECCOMP_CFLAGS)
+k8s_shim_slurm_k8s_shim_CXXFLAGS = $(AM_CXXFLAGS) $(LIBUV_CFLAGS) $(LIBSECCOMP_CFLAGS) $(LIBCURL_CFLAGS)
 k8s_shim_slurm_k8s_shim_LDADD = k8s-shim/libshim.la $(LIBSECCOMP_LIBS)
 endif

@@ -17,6 +17,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <curl/curl.h>
+
 #include <algorithm>
 #include <exception>
 #include <optional>
@@ -156,6 +158,9 @@ static int run(int argc, char **argv) {
              args->opt.job_id, args->opt.slurm_node.c_str(), templates->size(),
              args->opt.time_scale != 1.0 ? ", TEST time scale" : "");
 
+    // Before any thread: HTTPS and grpc checks run libcurl in the loop's
+    // thread pool (k8s-shim/http_check.h).
+    curl_global_init(CURL_GLOBAL_DEFAULT);
     uv_loop_t loop;
     uv_loop_init(&loop);
     int rc;
@@ -170,6 +175,7 @@ static int run(int argc, char **argv) {
     uv_run(&loop, UV_RUN_NOWAIT);
     // Not 0: a bug, memory and descriptors leak (make check-valgrind).
     if (uv_loop_close(&loop) != 0) log_open_handles(&loop, "exit");
+    curl_global_cleanup();
     return rc;
 }
 

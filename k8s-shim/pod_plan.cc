@@ -65,6 +65,64 @@ Result<int> resolve_port(const Json::Value &port, const Json::Value &container,
     return invalid(what + ".port must be a port number or the name of a containerPort");
 }
 
+// A handler (exec, httpGet, tcpSocket, grpc, sleep) of a probe or hook `h`,
+// `what` naming it in messages; `hook`: a lifecycle hook (sleep, no grpc
+// or tcpSocket).
+Status parse_action(const Json::Value &h, const Json::Value &c, const std::string &what,
+                    const std::string &pod_ip, bool hook, ProbeSpec *s) {
+    if (h.isMember("exec")) {
+        s->action = ProbeAction::Exec;
+        auto cmd = strings_of(h["exec"]["command"], what + ".exec.command");
+        if (!cmd) return cmd.failure();
+        if (cmd->empty()) return invalid(what + ".exec.command is empty");
+        s->exec = *cmd;
+    } else if (h.isMember("httpGet") || h.isMember("tcpSocket") || h.isMember("grpc")) {
+        bool http = h.isMember("httpGet"), grpc = h.isMember("grpc");
+        if (hook && !http)
+            return refused(what +
+                           ": a lifecycle hook runs exec, httpGet or sleep (a kubelet "
+                           "runs no tcpSocket hook)");
+        if (!hook && h.isMember("sleep")) return invalid(what + ": a probe has no sleep action");
+        const Json::Value &a = http ? h["httpGet"] : grpc ? h["grpc"] : h["tcpSocket"];
+        s->action = http ? ProbeAction::HttpGet : grpc ? ProbeAction::Grpc : ProbeAction::TcpSocket;
+        if (grpc) {
+            // A number only (the API's rule: grpc.port is an int32).
+            if (!a["port"].isInt() || a["port"].asInt() <= 0 || a["port"].asInt() > 65535)
+                return invalid(what + ".grpc.port must be a port number");
+            s->port = a["port"].asInt();
+            s->grpc_service = a["service"].isString() ? a["service"].asString() : "";
+        } else {
+            auto port = resolve_port(a["port"], c, what);
+            if (!port) return port.failure();
+            s->port = *port;
+        }
+        s->host = pod_ip;
+        if (a["host"].isString() && !a["host"].asString().empty()) s->host = a["host"].asString();
+        if (http) {
+            if (a["path"].isString() && !a["path"].asString().empty())
+                s->path = a["path"].asString();
+            if (s->path[0] != '/') s->path = "/" + s->path;
+            std::string scheme = a["scheme"].isString() ? a["scheme"].asString() : "HTTP";
+            if (scheme != "HTTP" && scheme != "HTTPS")
+                return invalid(what + ".httpGet.scheme must be HTTP or HTTPS, not '" + scheme +
+                               "'");
+            s->https = scheme == "HTTPS";
+            for (const auto &hd : a["httpHeaders"])
+                s->headers.emplace_back(hd["name"].asString(), hd["value"].asString());
+        }
+    } else if (hook && h.isMember("sleep")) {
+        s->action = ProbeAction::Sleep;
+        const Json::Value &sec = h["sleep"]["seconds"];
+        if (!sec.isInt() || sec.asInt() < 0)
+            return invalid(what + ".sleep.seconds must be an integer >= 0");
+        s->sleep_s = sec.asInt();
+    } else {
+        return invalid(what + (hook ? " has no action (exec, httpGet or sleep)"
+                                    : " has no action (exec, httpGet, tcpSocket or grpc)"));
+    }
+    return {};
+}
+
 Result<std::optional<ProbeSpec>> parse_probe(const Json::Value &c, const char *key,
                                              const std::string &cname, const std::string &pod_ip) {
     const Json::Value &p = c[key];
@@ -72,38 +130,7 @@ Result<std::optional<ProbeSpec>> parse_probe(const Json::Value &c, const char *k
     std::string what = "container " + cname + " " + key;
     if (!p.isObject()) return invalid(what + " must be an object");
     ProbeSpec s;
-    if (p.isMember("exec")) {
-        s.action = ProbeAction::Exec;
-        auto cmd = strings_of(p["exec"]["command"], what + ".exec.command");
-        if (!cmd) return cmd.failure();
-        if (cmd->empty()) return invalid(what + ".exec.command is empty");
-        s.exec = *cmd;
-    } else if (p.isMember("httpGet") || p.isMember("tcpSocket")) {
-        bool http = p.isMember("httpGet");
-        const Json::Value &a = http ? p["httpGet"] : p["tcpSocket"];
-        s.action = http ? ProbeAction::HttpGet : ProbeAction::TcpSocket;
-        auto port = resolve_port(a["port"], c, what);
-        if (!port) return port.failure();
-        s.port = *port;
-        s.host = pod_ip;
-        if (a["host"].isString() && !a["host"].asString().empty()) s.host = a["host"].asString();
-        if (http) {
-            if (a["path"].isString() && !a["path"].asString().empty())
-                s.path = a["path"].asString();
-            if (a["scheme"].isString() && a["scheme"].asString() == "HTTPS")
-                return refused(what +
-                               ": HTTPS probes are not supported on this node; use HTTP or "
-                               "tcpSocket");
-            for (const auto &h : a["httpHeaders"])
-                s.headers.emplace_back(h["name"].asString(), h["value"].asString());
-        }
-    } else if (p.isMember("grpc")) {
-        return refused(what +
-                       ": grpc probes are not supported on this node; use exec, httpGet or "
-                       "tcpSocket");
-    } else {
-        return invalid(what + " has no action (exec, httpGet or tcpSocket)");
-    }
+    if (auto st = parse_action(p, c, what, pod_ip, false, &s); !st) return st.failure();
     auto d = int_field(p, "initialDelaySeconds", 0, 0, what);
     auto per = int_field(p, "periodSeconds", 10, 1, what);
     auto to = int_field(p, "timeoutSeconds", 1, 1, what);
@@ -197,16 +224,16 @@ Status parse_env(const Json::Value &c, const Json::Value &pod, const PlanContext
     return {};
 }
 
-Status parse_hooks(const Json::Value &c, ContainerPlan *cp) {
-    // Other hooks are refused by plan_container_security (pod_security.h).
-    const Json::Value &h = c["lifecycle"]["preStop"];
-    if (h.isNull()) return {};
-    if (!h.isMember("exec"))
-        return refused("container " + cp->name +
-                       " preStop: only exec hooks are supported on this node");
-    auto cmd = strings_of(h["exec"]["command"], "container " + cp->name + " preStop");
-    if (!cmd) return cmd.failure();
-    cp->pre_stop = *cmd;
+Status parse_hooks(const Json::Value &c, const std::string &pod_ip, ContainerPlan *cp) {
+    for (const char *key : {"postStart", "preStop"}) {
+        const Json::Value &h = c["lifecycle"][key];
+        if (h.isNull()) continue;
+        std::string what = "container " + cp->name + " " + key;
+        if (!h.isObject()) return invalid(what + " must be an object");
+        ProbeSpec s;
+        if (auto st = parse_action(h, c, what, pod_ip, true, &s); !st) return st;
+        (std::string(key) == "postStart" ? cp->post_start : cp->pre_stop) = s;
+    }
     return {};
 }
 
@@ -240,7 +267,7 @@ Result<ContainerPlan> parse_container(const Json::Value &c, const Json::Value &p
     } else if (auto st = parse_env(c, pod, ctx, base, &cp); !st) {
         return st.failure();
     }
-    if (auto st = parse_hooks(c, &cp); !st) return st.failure();
+    if (auto st = parse_hooks(c, pod_ip_of(pod), &cp); !st) return st.failure();
     cp.working_dir = c["workingDir"].asString();
     if (c["terminationMessagePolicy"].isString())
         cp.termination_message_policy = c["terminationMessagePolicy"].asString();

@@ -46,18 +46,24 @@ struct Confinement {
     }
 };
 
-enum class ProbeAction { Exec, HttpGet, TcpSocket };
+// A probe's or a lifecycle hook's action (the kubelet's handlers): Grpc
+// for probes only, Sleep for hooks only.
+enum class ProbeAction { Exec, HttpGet, TcpSocket, Grpc, Sleep };
 
 struct ProbeSpec {
     ProbeAction action = ProbeAction::Exec;
     std::vector<std::string> exec;  // Exec
-    // HttpGet, TcpSocket: the probe's host, else the pod's IP (as a kubelet
-    // dials; pods share the node's network, so it is the node's InternalIP,
-    // which the agent writes into the pod's status.podIP: pod_ip_of).
+    // HttpGet, TcpSocket, Grpc: the probe's host, else the pod's IP (as a
+    // kubelet dials; pods share the node's network, so it is the node's
+    // InternalIP, which the agent writes into the pod's status.podIP:
+    // pod_ip_of).
     std::string host = "127.0.0.1";
     int port = 0;
     std::string path = "/";                                    // HttpGet
     std::vector<std::pair<std::string, std::string>> headers;  // HttpGet
+    bool https = false;        // HttpGet scheme HTTPS: TLS, the certificate not checked
+    std::string grpc_service;  // Grpc: the service of grpc.health.v1.Health/Check ("": the server)
+    int sleep_s = 0;           // Sleep
     int initial_delay_s = 0, period_s = 10, timeout_s = 1;
     int success_threshold = 1, failure_threshold = 3;
 };
@@ -69,9 +75,11 @@ struct ContainerPlan {
     std::vector<EnvVar> env;        // final order, no duplicate names
     std::string working_dir;        // empty: the pod directory
     std::optional<ProbeSpec> startup, readiness, liveness;
-    std::vector<std::string> pre_stop;  // exec preStop hook, empty when none
-    int gpus = 0;                       // nvidia.com/gpu limit
-    std::vector<int> gpu_indices;       // filled by assign_gpus()
+    // lifecycle.postStart and preStop (exec, httpGet, sleep): a hook's
+    // timeout is its pod's grace period, as a kubelet's.
+    std::optional<ProbeSpec> post_start, pre_stop;
+    int gpus = 0;                  // nvidia.com/gpu limit
+    std::vector<int> gpu_indices;  // filled by assign_gpus()
     // Its supervisors' request to enter the pod's cgroup (SpawnSpec), set by
     // the shim when the agent places pods in cgroups of their own.
     std::string cgroup_request;

@@ -129,6 +129,9 @@ bool PodRunner::idle() const {
                 return false;
             for (auto &p : c->probes)
                 if (!p->checks.empty()) return false;
+            if (c->post_start_run || c->pre_stop_run) return false;
+            for (auto &h : c->ended_hooks)
+                if (!h->checks.empty()) return false;
         }
     return true;
 }
@@ -442,6 +445,13 @@ Json::Value PodRunner::process_record() const {
         for (const auto &c : *list) {
             for (const auto &h : c->hooks)
                 helper(c->plan->name + ":preStop", h.pid());
+            std::vector<int> hook_pids;
+            for (const auto *h : {c->post_start_run.get(), c->pre_stop_run.get()})
+                if (h) h->exec_pids(&hook_pids);
+            for (const auto &h : c->ended_hooks)
+                h->exec_pids(&hook_pids);
+            for (int pid : hook_pids)
+                helper(c->plan->name + ":hook", pid);
             std::vector<int> probe_pids;
             for (const auto &pr : c->probes)
                 pr->exec_pids(&probe_pids);

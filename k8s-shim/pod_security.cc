@@ -314,11 +314,16 @@ Result<Confinement> plan_container_security(const Json::Value &spec, const Json:
     if (auto st = check_members(c, kContainer, who); !st) return st.failure();
     if (c["lifecycle"].isObject())
         for (const auto &hook : c["lifecycle"].getMemberNames())
-            if (hook != "preStop")
+            if (hook != "preStop" && hook != "postStart" && hook != "stopSignal")
                 return refused(who + " sets lifecycle." + hook +
-                               ", which Slurm nodes do not support (only the preStop exec hook "
-                               "is run). Remove lifecycle." +
+                               ", which Slurm nodes do not know (they run postStart and preStop "
+                               "hooks). Remove lifecycle." +
                                hook);
+    if (is_set(c["lifecycle"]["stopSignal"]) &&
+        c["lifecycle"]["stopSignal"].asString() != "SIGTERM")
+        return refused(who + " asks for stopSignal " + c["lifecycle"]["stopSignal"].asString() +
+                       "; containers on Slurm nodes are stopped with SIGTERM. Remove "
+                       "lifecycle.stopSignal");
     const Json::Value &pod_sc = spec["securityContext"];
     const Json::Value &sc = c["securityContext"];
     if (auto st = check_members(sc, kContainerSecurityContext, who + "'s securityContext"); !st)

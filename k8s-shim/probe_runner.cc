@@ -1,6 +1,8 @@
-// Probe checks on the loop: exec (a process in the container's environment,
-// its own process group, killed at timeoutSeconds), tcpSocket (connect) and
-// httpGet (HTTP/1.1 GET, 200-399 is success), all with hostNetwork semantics.
+// Probe and hook checks on the loop: exec (a process in the container's
+// environment, its own process group, killed at the timeout), tcpSocket
+// (connect) and httpGet over HTTP (HTTP/1.1 GET, 200-399 is success), all
+// with hostNetwork semantics; httpGet over HTTPS and grpc through libcurl
+// in libuv's thread pool (k8s-shim/http_check.h).
 #include <arpa/inet.h>
 #include <signal.h>
 #include <string.h>
@@ -12,14 +14,17 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "k8s-shim/container.h"
+#include "k8s-shim/http_check.h"
 #include "k8s-shim/spawn.h"
 
 namespace sk::shim {
 
-// One check in flight, owned by its probe (ProbeRunner::checks): its handles
-// close with it.
+struct CurlWork;
+
+// One check in flight, owned by its owner's list: its handles close with
+// it.
 struct ProbeCheck {
-    ProbeRunner *probe;
+    CheckOwner *owner;
     bool foreign = false;  // it reached a listener of another user
     unsigned generation;
     Timer timeout;
@@ -28,11 +33,28 @@ struct ProbeCheck {
     std::string request, response;
     bool done = false;
     int pgid = 0;
+    CurlWork *work = nullptr;  // HTTPS, grpc: the thread pool's request in flight
 
+    ~ProbeCheck();
     void finish(bool ok, const std::string &output);
     void on_connected(int status);
     void on_http_read(ssize_t n, const char *data);
+    void on_curl(const CheckResult &r);
 };
+
+// An HTTPS or grpc check on a thread of the pool; `check` is cleared when
+// the check goes first (its timeout), and the answer then dropped.
+struct CurlWork {
+    uv_work_t req;
+    ProbeSpec spec;
+    int64_t timeout_ms = 0;
+    CheckResult result;
+    ProbeCheck *check = nullptr;
+};
+
+ProbeCheck::~ProbeCheck() {
+    if (work) work->check = nullptr;
+}
 
 // Reports once; the check is freed once it reported and its process (exec)
 // was reaped. Nothing may use the check after a call.
@@ -41,9 +63,9 @@ void ProbeCheck::finish(bool ok, const std::string &output) {
         done = true;
         timeout.close();
         tcp.close();
-        if (probe->generation == generation) probe->on_result(ok, output, foreign);
+        if (owner->check_generation() == generation) owner->check_done(ok, output, foreign);
     }
-    if (!proc) probe->release(this);
+    if (!proc) owner->release(this);
 }
 
 void ProbeCheck::on_http_read(ssize_t n, const char *data) {
@@ -96,14 +118,14 @@ void ProbeCheck::on_connected(int status) {
         finish(false, std::string("dial tcp: ") + uv_strerror(status));
         return;
     }
-    const ProbeSpec &spec = probe->state.spec();
+    const ProbeSpec &spec = owner->check_spec();
     std::string host = spec.host == "localhost" ? "127.0.0.1" : spec.host;
     if (auto why = foreign_listener(host, static_cast<uint16_t>(spec.port))) {
         foreign = true;
         finish(false, *why);
         return;
     }
-    if (probe->state.spec().action == ProbeAction::TcpSocket) {
+    if (spec.action == ProbeAction::TcpSocket) {
         finish(true, "");
         return;
     }
@@ -111,6 +133,108 @@ void ProbeCheck::on_connected(int status) {
         if (st < 0) finish(false, std::string("write: ") + uv_strerror(st));
     });
     tcp.read_start([this](ssize_t n, const char *data) { on_http_read(n, data); });
+}
+
+// An answer from the pool: vouched for only if the listener is the job
+// user's, as for the checks on the loop.
+void ProbeCheck::on_curl(const CheckResult &r) {
+    const ProbeSpec &spec = owner->check_spec();
+    std::string host = spec.host == "localhost" ? "127.0.0.1" : spec.host;
+    if (auto why = foreign_listener(host, static_cast<uint16_t>(spec.port))) {
+        foreign = true;
+        finish(false, *why);
+        return;
+    }
+    finish(r.ok, r.output);
+}
+
+void start_check(CheckOwner *owner, std::list<std::unique_ptr<ProbeCheck>> *checks,
+                 int64_t timeout_ms, bool scaled) {
+    Container *container = owner->check_container();
+    const Clock &clk = container->pod->env().clock;
+    const ProbeSpec &spec = owner->check_spec();
+    auto *c = checks->emplace_back(std::make_unique<ProbeCheck>()).get();
+    c->owner = owner;
+    c->generation = owner->check_generation();
+    c->timeout = Timer(clk.loop);
+    const uint64_t real_ms =
+        scaled ? clk.real_delay(timeout_ms) : static_cast<uint64_t>(timeout_ms);
+    c->timeout.start(real_ms, [c, timeout_ms] {
+        if (c->pgid) kill_supervised(c->pgid);
+        c->finish(false, "timeout: probe did not answer within " +
+                             std::to_string((timeout_ms + 999) / 1000) + "s");
+    });
+    if (spec.action == ProbeAction::Exec) {
+        SpawnSpec s = container_command(spec.exec, *container->plan, container->pod->env().pod_dir,
+                                        container->pod->env().supervisor, container->pid);
+        int rc = spawn_container(
+            clk.loop, c->proc, container->pod->env().supervisor, s,
+            [c](int64_t status, int sig) {
+                signal_group(c->pgid, SIGKILL);
+                c->pgid = 0;
+                c->proc.close();
+                c->finish(status == 0 && sig == 0, "exit code " + std::to_string(status));
+            },
+            nullptr, nullptr);
+        if (rc != 0) {
+            c->finish(false, std::string("exec: ") + uv_strerror(rc));
+            return;
+        }
+        c->pgid = c->proc.pid();
+        // Recorded (state.json), so that a dead shim's check is stopped too.
+        if (container->pod->env().on_processes) container->pod->env().on_processes();
+        return;
+    }
+    std::string host = spec.host == "localhost" ? "127.0.0.1" : spec.host;
+    struct sockaddr_storage addr;
+    memset(&addr, 0, sizeof addr);
+    if (uv_ip4_addr(host.c_str(), spec.port, reinterpret_cast<sockaddr_in *>(&addr)) != 0 &&
+        uv_ip6_addr(host.c_str(), spec.port, reinterpret_cast<sockaddr_in6 *>(&addr)) != 0) {
+        c->finish(false, "probe host '" + spec.host + "' is not an IP address");
+        return;
+    }
+    if (spec.action == ProbeAction::Grpc || (spec.action == ProbeAction::HttpGet && spec.https)) {
+        auto *w = new CurlWork;
+        w->req.data = w;
+        w->spec = spec;
+        w->spec.host = host;
+        w->timeout_ms = static_cast<int64_t>(real_ms);
+        w->check = c;
+        c->work = w;
+        int rc = uv_queue_work(
+            clk.loop, &w->req,
+            [](uv_work_t *req) {
+                auto *work = static_cast<CurlWork *>(req->data);
+                work->result = curl_check(work->spec, work->timeout_ms);
+            },
+            [](uv_work_t *req, int) {
+                auto *work = static_cast<CurlWork *>(req->data);
+                ProbeCheck *check = work->check;
+                CheckResult r = std::move(work->result);
+                delete work;
+                if (!check) return;
+                check->work = nullptr;
+                check->on_curl(r);
+            });
+        if (rc != 0) {
+            c->work = nullptr;
+            delete w;
+            c->finish(false, std::string("cannot queue the check: ") + uv_strerror(rc));
+        }
+        return;
+    }
+    c->tcp = Tcp(clk.loop);
+    if (spec.action == ProbeAction::HttpGet) {
+        c->request = "GET " + spec.path + " HTTP/1.1\r\nHost: " + host + ":" +
+                     std::to_string(spec.port) +
+                     "\r\nUser-Agent: kube-probe/1.28\r\nAccept: */*\r\nConnection: close\r\n";
+        for (const auto &[k, v] : spec.headers)
+            c->request += k + ": " + v + "\r\n";
+        c->request += "\r\n";
+    }
+    int rc = c->tcp.connect(reinterpret_cast<sockaddr *>(&addr),
+                            [c](int status) { c->on_connected(status); });
+    if (rc != 0) c->finish(false, std::string("dial tcp: ") + uv_strerror(rc));
 }
 
 ProbeRunner::ProbeRunner(Container *c, ProbeKind kind, const ProbeSpec &spec)
@@ -152,61 +276,46 @@ void ProbeRunner::release(ProbeCheck *c) {
     checks.remove_if([c](const std::unique_ptr<ProbeCheck> &p) { return p.get() == c; });
 }
 
+HookRunner::HookRunner(Container *c, const ProbeSpec &s, int64_t timeout,
+                       std::function<void(bool, const std::string &)> cb)
+    : container(c),
+      spec(s),
+      timeout_ms(timeout),
+      done(std::move(cb)),
+      sleep(c->pod->env().clock.loop) {}
+
+HookRunner::~HookRunner() = default;
+
+void HookRunner::start() {
+    if (spec.action == ProbeAction::Sleep) {
+        // The user's seconds, as the grace period: not scaled in tests.
+        sleep.start(static_cast<uint64_t>(spec.sleep_s) * 1000,
+                    [this] { check_done(true, "", false); });
+        return;
+    }
+    start_check(this, &checks, timeout_ms, false);
+}
+
+void HookRunner::check_done(bool ok, const std::string &output, bool) {
+    if (reported) return;
+    reported = true;
+    generation++;
+    if (done) done(ok, output);  // may destroy this runner: nothing after it
+}
+
+void HookRunner::release(ProbeCheck *c) {
+    checks.remove_if([c](const std::unique_ptr<ProbeCheck> &p) { return p.get() == c; });
+}
+
+void HookRunner::exec_pids(std::vector<int> *out) const {
+    for (const auto &c : checks)
+        if (c->pgid > 0) out->push_back(c->pgid);
+}
+
 void ProbeRunner::run_check() {
     if (!active || in_flight) return;
     in_flight = true;
-    const Clock &clk = container->pod->env().clock;
-    const ProbeSpec &spec = state.spec();
-    auto *c = checks.emplace_back(std::make_unique<ProbeCheck>()).get();
-    c->probe = this;
-    c->generation = generation;
-    c->timeout = Timer(clk.loop);
-    c->timeout.start(clk.real_delay(int64_t{spec.timeout_s} * 1000), [c] {
-        if (c->pgid) kill_supervised(c->pgid);
-        c->finish(false, "timeout: probe did not answer within " +
-                             std::to_string(c->probe->state.spec().timeout_s) + "s");
-    });
-    if (spec.action == ProbeAction::Exec) {
-        SpawnSpec s = container_command(spec.exec, *container->plan, container->pod->env().pod_dir,
-                                        container->pod->env().supervisor, container->pid);
-        int rc = spawn_container(
-            clk.loop, c->proc, container->pod->env().supervisor, s,
-            [c](int64_t status, int sig) {
-                signal_group(c->pgid, SIGKILL);
-                c->pgid = 0;
-                c->proc.close();
-                c->finish(status == 0 && sig == 0, "exit code " + std::to_string(status));
-            },
-            nullptr, nullptr);
-        if (rc != 0) {
-            c->finish(false, std::string("exec: ") + uv_strerror(rc));
-            return;
-        }
-        c->pgid = c->proc.pid();
-        // Recorded (state.json), so that a dead shim's check is stopped too.
-        if (container->pod->env().on_processes) container->pod->env().on_processes();
-        return;
-    }
-    c->tcp = Tcp(clk.loop);
-    std::string host = spec.host == "localhost" ? "127.0.0.1" : spec.host;
-    struct sockaddr_storage addr;
-    memset(&addr, 0, sizeof addr);
-    if (uv_ip4_addr(host.c_str(), spec.port, reinterpret_cast<sockaddr_in *>(&addr)) != 0 &&
-        uv_ip6_addr(host.c_str(), spec.port, reinterpret_cast<sockaddr_in6 *>(&addr)) != 0) {
-        c->finish(false, "probe host '" + spec.host + "' is not an IP address");
-        return;
-    }
-    if (spec.action == ProbeAction::HttpGet) {
-        c->request = "GET " + spec.path + " HTTP/1.1\r\nHost: " + host + ":" +
-                     std::to_string(spec.port) +
-                     "\r\nUser-Agent: kube-probe/1.28\r\nAccept: */*\r\nConnection: close\r\n";
-        for (const auto &[k, v] : spec.headers)
-            c->request += k + ": " + v + "\r\n";
-        c->request += "\r\n";
-    }
-    int rc = c->tcp.connect(reinterpret_cast<sockaddr *>(&addr),
-                            [c](int status) { c->on_connected(status); });
-    if (rc != 0) c->finish(false, std::string("dial tcp: ") + uv_strerror(rc));
+    start_check(this, &checks, int64_t{state.spec().timeout_s} * 1000);
 }
 
 void ProbeRunner::on_result(bool ok, const std::string &output, bool foreign) {

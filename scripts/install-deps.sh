@@ -15,6 +15,8 @@ PKGS=(
   # test harness: test API server, certificates, tools (python3-yaml: the e2e
   # reads etc/rbac-node-identity.yaml)
   python3 python3-yaml openssl curl procps psmisc iproute2 ca-certificates
+  # a real gRPC server for the shim's grpc probes (grpc.health.v1)
+  python3-grpcio
   # an HTTP/2 front for the test API server (kube-apiserver speaks HTTP/2,
   # the test server HTTP/1.1): the agent's connection sharing is tested and
   # measured through it

@@ -668,6 +668,153 @@ def test_http_and_tcp_probes(a):
            what="restart by tcp liveness")
 
 
+HTTPS_SERVER = """
+import socket, ssl, sys
+port, cert, key = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(('127.0.0.1', port)); l.listen(128)
+import http.server as h
+class H(h.BaseHTTPRequestHandler):
+    def do_GET(s):
+        s.send_response(200 if s.path == '/healthz' else 500); s.end_headers()
+    def log_message(s, *a): pass
+srv = h.HTTPServer(('127.0.0.1', port), H, bind_and_activate=False)
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); ctx.load_cert_chain(cert, key)
+srv.socket = ctx.wrap_socket(l, server_side=True)
+srv.serve_forever()
+"""
+
+# grpc.health.v1.Health/Check with grpcio's generic handlers (no generated code): the request's
+# field 1 (service) read by hand, SERVING (1) but for the service "down" (NOT_SERVING, 2).
+GRPC_SERVER = """
+import concurrent.futures, sys, threading, grpc
+def check(req, ctx):
+    svc = req[2:2 + req[1]].decode() if len(req) > 1 and req[0] == 0x0a else ''
+    return bytes([0x08, 2 if svc == 'down' else 1])
+h = grpc.method_handlers_generic_handler('grpc.health.v1.Health', {
+    'Check': grpc.unary_unary_rpc_method_handler(check)})
+s = grpc.server(concurrent.futures.ThreadPoolExecutor(4), handlers=[h])
+s.add_insecure_port('127.0.0.1:%s' % sys.argv[1]); s.start(); threading.Event().wait()
+"""
+
+
+def test_https_and_grpc_probes(a):
+    """httpGet of scheme HTTPS (the server's certificate is not checked, as by a kubelet) and grpc
+    probes (grpc.health.v1 over cleartext HTTP/2, a real grpcio server): passing makes the pod Ready,
+    an HTTP 500 and a NOT_SERVING answer fail with the kubelet's words. The servers are containers
+    of the pods; a startupProbe holds the others until they listen (their timeouts are scaled)."""
+    cert, key = os.path.join(a.tmp, "tls.crt"), os.path.join(a.tmp, "tls.key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=probe",
+                    "-days", "1", "-keyout", key, "-out", cert], check=True, capture_output=True)
+    tport, gport = free_port(), free_port()
+
+    def startup(port):
+        return {"tcpSocket": {"port": port}, "periodSeconds": 1, "failureThreshold": 1000}
+    slow = {"periodSeconds": 1, "timeoutSeconds": 100}  # 5 s, scaled: a TLS handshake under load
+    p = pod("tlsgrpc", [
+        {"name": "tls", "image": "python", "command": [sys.executable, "-c", HTTPS_SERVER, str(tport), cert, key],
+         "startupProbe": startup(tport),
+         "readinessProbe": dict(slow, httpGet={"path": "/healthz", "port": tport, "scheme": "HTTPS"})},
+        {"name": "grpc", "image": "python", "command": [sys.executable, "-c", GRPC_SERVER, str(gport)],
+         "startupProbe": startup(gport),
+         "readinessProbe": dict(slow, grpc={"port": gport}),
+         "livenessProbe": dict(slow, grpc={"port": gport, "service": "api"})}])
+    uid = p["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    a.wait(uid, lambda s: cond(s, "Ready")["status"] == "True", timeout=30,
+           what="Ready via an HTTPS and a grpc readiness probe")
+    a.drain(1.0)
+    assert cstatus(a.last(uid), "grpc")["restartCount"] == 0, "grpc liveness failed a serving server"
+    bad = pod("tlsgrpcbad", [sh("main", "trap 'exit 0' TERM; while :; do sleep 0.1; done",
+                                readinessProbe=dict(slow, httpGet={"path": "/bad", "port": tport,
+                                                                   "scheme": "HTTPS"})),
+                             sh("other", "trap 'exit 0' TERM; while :; do sleep 0.1; done",
+                                readinessProbe=dict(slow, grpc={"port": gport, "service": "down"}))])
+    buid = bad["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": bad, "files": {}})["ok"]
+    a.wait_event(buid, lambda e: e["reason"] == "Unhealthy" and e["message"] ==
+                 "Readiness probe failed: HTTP probe failed with statuscode: 500", timeout=20,
+                 what="an HTTPS probe answered 500")
+    a.wait_event(buid, lambda e: e["reason"] == "Unhealthy" and e["message"] ==
+                 'Readiness probe failed: service unhealthy (responded with "NOT_SERVING")', timeout=20,
+                 what="a grpc probe answered NOT_SERVING")
+    assert cond(a.last(buid), "Ready")["status"] == "False"
+
+
+HOOK_SERVER = """
+import socket, sys, time
+port, logf = int(sys.argv[1]), sys.argv[2]
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(('127.0.0.1', port)); l.listen(128)
+import http.server as h
+class H(h.BaseHTTPRequestHandler):
+    def do_GET(s):
+        open(logf, 'a').write('%s %f\\n' % (s.path, time.time()))
+        s.send_response(200); s.end_headers()
+    def log_message(s, *a): pass
+srv = h.HTTPServer(('127.0.0.1', port), H, bind_and_activate=False)
+srv.socket = l
+srv.serve_forever()
+"""
+
+
+def test_lifecycle_hooks(a):
+    """postStart and preStop as a kubelet runs them: a container is not Running until its postStart
+    (exec, httpGet) passed; a failing postStart kills it (FailedPostStartHook) and it restarts; a
+    preStop httpGet is answered before the container's SIGTERM, a preStop sleep delays it."""
+    hport, hlog = free_port(), os.path.join(a.tmp, "hooks.log")
+    srv = subprocess.Popen([sys.executable, "-c", HOOK_SERVER, str(hport), hlog])
+    try:
+        wait_true(lambda: socket_open(hport), 20, "the hook server listens")
+        marker = os.path.join(a.tmp, "poststart-done")
+        term = os.path.join(a.tmp, "term-%s")
+        loop = "trap 'date +%%s.%%N > %s; exit 0' TERM; while :; do sleep 0.1; done"
+        p = pod("hooks", [
+            sh("exechook", loop % (term % "exechook"),
+               lifecycle={"postStart": {"exec": {"command": ["/bin/sh", "-c", "sleep 1; touch " + marker]}}}),
+            sh("httphook", loop % (term % "httphook"),
+               lifecycle={"postStart": {"httpGet": {"port": hport, "path": "/start", "host": "127.0.0.1"}},
+                          "preStop": {"httpGet": {"port": hport, "path": "/stop", "host": "127.0.0.1"}}}),
+            sh("sleephook", loop % (term % "sleephook"),
+               lifecycle={"preStop": {"sleep": {"seconds": 1}}})], grace=20)
+        uid = p["metadata"]["uid"]
+        assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+        a.wait(uid, lambda s: running(s, "exechook"), timeout=20, what="exechook Running")
+        assert os.path.exists(marker), "Running before its postStart hook ended"
+        a.wait(uid, lambda s: running(s, "httphook"), timeout=20, what="httphook Running")
+        assert "/start " in open(hlog).read(), open(hlog).read()
+        a.wait(uid, lambda s: running(s, "sleephook"), what="sleephook Running")
+        killed = time.time()
+        assert a.request("pod_kill", {"uid": uid, "grace_s": 20, "reason": "Killing"})["ok"]
+        a.wait(uid, lambda s: s["phase"] in ("Succeeded", "Failed"), timeout=30, what="stopped")
+        stop_at = [float(l.split()[1]) for l in open(hlog) if l.startswith("/stop ")]
+        assert stop_at, open(hlog).read()
+        assert stop_at[0] <= float(open(term % "httphook").read()), "SIGTERM before the preStop httpGet"
+        assert float(open(term % "sleephook").read()) - killed >= 0.9, "the preStop sleep did not delay SIGTERM"
+
+        bad = pod("badhook", [sh("main", "while :; do sleep 0.1; done",
+                                 lifecycle={"postStart": {"exec": {"command": ["/bin/sh", "-c", "exit 3"]}}})])
+        buid = bad["metadata"]["uid"]
+        assert a.request("pod_run", {"pod": bad, "files": {}})["ok"]
+        ev = a.wait_event(buid, lambda e: e["reason"] == "FailedPostStartHook", timeout=20,
+                          what="FailedPostStartHook")
+        assert ev["type"] == "Warning" and "Exec lifecycle hook ([/bin/sh -c exit 3])" in ev["message"] \
+            and "exit code 3" in ev["message"], ev
+        a.wait(buid, lambda s: cstatus(s, "main")["restartCount"] >= 1, timeout=20,
+               what="restarted after its postStart failed")
+    finally:
+        srv.kill()
+        srv.wait()
+
+
+def socket_open(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
 def test_liveness_restarts(a):
     # The probe fails only once the TERM trap is set ("armed"): a kill before it
     # would end the shell with 143 on a slow machine (under ASan it did).
@@ -938,8 +1085,8 @@ def test_policy_refusals(a):
          "Localhost seccomp profile"),
         ("sysctl", pod("sysctl", [sh("main", "true")], spec_extra={"securityContext": {
             "sysctls": [{"name": "net.core.somaxconn", "value": "1024"}]}}), "sysctls"),
-        ("poststart", pod("poststart", [sh("main", "true", lifecycle={
-            "postStart": {"exec": {"command": ["true"]}}})]), "lifecycle.postStart"),
+        ("tcphook", pod("tcphook", [sh("main", "true", lifecycle={
+            "preStop": {"tcpSocket": {"port": 80}}})]), "no tcpSocket hook"),
         ("unknown", pod("unknown", [sh("main", "true", futureField=True)]),
          "does not know"),
     ]
@@ -2232,6 +2379,8 @@ TESTS = [
     ("init_and_two_containers", test_init_and_two_containers, {}),
     ("crashloop_backoff", test_crashloop_backoff, {}),
     ("active_deadline", test_active_deadline, {}),
+    ("https_and_grpc_probes", test_https_and_grpc_probes, {}),
+    ("lifecycle_hooks", test_lifecycle_hooks, {}),
     ("pod_cgroup_requests", test_pod_cgroup_requests, {"pod_cgroups": True}),
     ("never_exit_codes", test_never_exit_codes, {}),
     ("started_only_when_started", test_started_only_when_started, {}),

@@ -63,7 +63,8 @@ START_TEST(runner_on_loop_leaves_no_handle) {
     rp.exec = {"/bin/true"};
     rp.period_s = 1;
     c.readiness = rp;
-    c.pre_stop = {"/bin/sh", "-c", "sleep 0.1"};
+    c.pre_stop = ProbeSpec{};
+    c.pre_stop->exec = {"/bin/sh", "-c", "sleep 0.1"};
     plan.containers.push_back(c);
 
     RunnerEnv env;

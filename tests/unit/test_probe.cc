@@ -1,5 +1,6 @@
 // k8s-shim/probe: the readiness, liveness and startup probe state machines
 // with an injected clock.
+#include "k8s-shim/http_check.h"
 #include "k8s-shim/probe.h"
 #include "tests/unit/check_main.h"
 
@@ -89,6 +90,28 @@ START_TEST(startup_unknown_until_success_or_failure) {
 }
 END_TEST
 
+// The grpc health check's wire: the request for a service (the empty
+// message for the server), the answer's status, a body that is no answer.
+START_TEST(grpc_health_wire) {
+    ck_assert(grpc_health_request("") == std::string("\0\0\0\0\0", 5));
+    ck_assert(grpc_health_request("api") == std::string("\0\0\0\0\x05\x0a\x03"
+                                                        "api",
+                                                        10));
+    std::string longname(200, 's');  // a two-byte length
+    std::string r = grpc_health_request(longname);
+    ck_assert_uint_eq(r.size(), 5 + 3 + 200);
+    ck_assert(r.substr(5, 3) == std::string("\x0a\xc8\x01", 3));
+    ck_assert_int_eq(grpc_health_status(std::string("\0\0\0\0\x02\x08\x01", 7)), 1);
+    ck_assert_int_eq(grpc_health_status(std::string("\0\0\0\0\x02\x08\x02", 7)), 2);
+    ck_assert_int_eq(grpc_health_status(std::string("\0\0\0\0\0", 5)), 0);  // UNKNOWN: default
+    ck_assert_int_eq(grpc_health_status(std::string("\0\0\0\0\x09\x08\x01", 7)), -1);  // short
+    ck_assert_int_eq(grpc_health_status(std::string("\x01\0\0\0\x02\x08\x01", 7)),
+                     -1);  // compressed
+    ck_assert_int_eq(grpc_health_status(""), -1);
+    ck_assert_str_eq(grpc_status_name(2), "NOT_SERVING");
+}
+END_TEST
+
 int main() {
     Suite *s = suite_create("probe");
     TCase *tc = tcase_create("probe");
@@ -96,6 +119,7 @@ int main() {
     tcase_add_test(tc, liveness_starts_healthy_and_fails);
     tcase_add_test(tc, startup_unknown_until_success_or_failure);
     tcase_add_test(tc, resume_after_suspension);
+    tcase_add_test(tc, grpc_health_wire);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }

@@ -417,7 +417,7 @@ START_TEST(podman_runtime_plan) {
     has("--hostname slurm-n1-42 --user 2001:2001 --security-opt=no-new-privileges");
     ck_assert(line.find("seccomp=unconfined") == std::string::npos);
     has("--read-only --read-only-tmpfs=false");  // readOnlyRootFilesystem, no tmpfs added
-    has("--env PORT --env HOME=/h");  // HOME steers podman: by value
+    has("--env PORT --env HOME=/h");             // HOME steers podman: by value
     has("--volume /state/pods/u1/volumes/m:/models --volume /state/pods/u1/volumes/c:/etc/c:ro");
     has("--device /fake/nvidia5:/dev/nvidia5 --device /fake/nvidia7:/dev/nvidia7 "
         "--device /dev/null registry.site/vllm:1 --port 80");
@@ -515,6 +515,39 @@ START_TEST(volume_files_decoded) {
     auto bad = plan_pod(pod, *escape, ctx());
     ck_assert(!bad.ok());
     ck_assert(bad.message().find("inside the volume") != std::string::npos);
+}
+END_TEST
+
+// Probes and hooks as a kubelet's handlers: httpGet over HTTPS, grpc
+// (port and service), postStart and preStop by exec, httpGet or sleep.
+START_TEST(handlers_planned) {
+    auto pod = parse(R"J({"metadata":{"name":"p","namespace":"ns","uid":"u1"},
+      "status":{"podIP":"10.1.2.3"},"spec":{"containers":[{"name":"a","command":["true"],
+      "ports":[{"name":"web","containerPort":8443}],
+      "readinessProbe":{"httpGet":{"port":"web","path":"healthz","scheme":"HTTPS"}},
+      "livenessProbe":{"grpc":{"port":9090,"service":"api"}},
+      "startupProbe":{"grpc":{"port":9090}},
+      "lifecycle":{"postStart":{"httpGet":{"port":8080,"path":"/warm","host":"127.0.0.1"}},
+                   "preStop":{"sleep":{"seconds":5}}}},
+      {"name":"b","command":["true"],"lifecycle":{"postStart":{"exec":{"command":["touch","x"]}},
+                                                 "preStop":{"exec":{"command":["drain"]}}}}]}})J");
+    auto plan = plan_pod(pod, {}, ctx());
+    ck_assert_msg(plan.ok(), "%s", plan.ok() ? "" : plan.message().c_str());
+    const ContainerPlan &a = plan->containers[0], &b = plan->containers[1];
+    ck_assert(a.readiness->action == ProbeAction::HttpGet && a.readiness->https);
+    ck_assert_int_eq(a.readiness->port, 8443);
+    ck_assert_sstr_eq(a.readiness->path, "/healthz");
+    ck_assert_sstr_eq(a.readiness->host, "10.1.2.3");
+    ck_assert(a.liveness->action == ProbeAction::Grpc);
+    ck_assert_int_eq(a.liveness->port, 9090);
+    ck_assert_sstr_eq(a.liveness->grpc_service, "api");
+    ck_assert_sstr_eq(a.startup->grpc_service, "");
+    ck_assert(a.post_start->action == ProbeAction::HttpGet && !a.post_start->https);
+    ck_assert_sstr_eq(a.post_start->host, "127.0.0.1");
+    ck_assert(a.pre_stop->action == ProbeAction::Sleep);
+    ck_assert_int_eq(a.pre_stop->sleep_s, 5);
+    ck_assert(b.post_start->action == ProbeAction::Exec && b.post_start->exec[0] == "touch");
+    ck_assert(b.pre_stop->action == ProbeAction::Exec && b.pre_stop->exec[0] == "drain");
 }
 END_TEST
 
@@ -665,9 +698,15 @@ static const Refusal kRefusals[] = {
     {C1(",\"volumeDevices\":[{\"name\":\"d\",\"devicePath\":\"/dev/xvda\"}]"), Error::Refused,
      "volumeDevices"},
     {"{\"containers\":[{\"name\":\"c\",\"image\":\"nginx\"}]}", Error::Refused, "has no command"},
-    {C1(",\"readinessProbe\":{\"grpc\":{\"port\":1}}"), Error::Refused, "grpc probes"},
-    {C1(",\"lifecycle\":{\"preStop\":{\"httpGet\":{\"port\":1}}}"), Error::Refused,
-     "only exec hooks"},
+    {C1(",\"readinessProbe\":{\"grpc\":{\"port\":\"http\"}}"), Error::Invalid,
+     "grpc.port must be a port number"},
+    {C1(",\"lifecycle\":{\"preStop\":{\"tcpSocket\":{\"port\":1}}}"), Error::Refused,
+     "no tcpSocket hook"},
+    {C1(",\"lifecycle\":{\"postStart\":{\"sleep\":{\"seconds\":-1}}}"), Error::Invalid,
+     "sleep.seconds must be an integer >= 0"},
+    {C1(",\"livenessProbe\":{\"httpGet\":{\"port\":1,\"scheme\":\"FTP\"}}"), Error::Invalid,
+     "scheme must be HTTP or HTTPS"},
+    {C1(",\"lifecycle\":{\"stopSignal\":\"SIGUSR1\"}"), Error::Refused, "stopSignal SIGUSR1"},
     {"{\"containers\":[]}", Error::Invalid, "no containers"},
     {"{\"restartPolicy\":\"Sometimes\",\"containers\":[{\"name\":\"c\",\"command\":[\"x\"]}]}",
      Error::Invalid, "restartPolicy"},
@@ -721,8 +760,8 @@ static const Refusal kRefusals[] = {
     {C1(",\"tty\":true"), Error::Refused, "tty"},
     {C1(",\"restartPolicy\":\"Always\""), Error::Refused, "sidecar"},
     {C1(",\"envFrom\":[{\"configMapRef\":{\"name\":\"c\"}}]"), Error::Refused, "envFrom"},
-    {C1(",\"lifecycle\":{\"postStart\":{\"exec\":{\"command\":[\"x\"]}}}"), Error::Refused,
-     "lifecycle.postStart"},
+    {C1(",\"lifecycle\":{\"onStart\":{\"exec\":{\"command\":[\"x\"]}}}"), Error::Refused,
+     "lifecycle.onStart"},
     {C1(",\"lifecycle\":{\"stopSignal\":\"SIGUSR1\"}"), Error::Refused, "lifecycle.stopSignal"},
     {C1(",\"futureField\":{}"), Error::Refused, "futureField, a field this node's shim does not"},
     {"{\"securityContext\":{\"sysctls\":[{\"name\":\"net.core.somaxconn\",\"value\":\"1024\"}]},"
@@ -934,6 +973,7 @@ int main() {
     tcase_add_test(tc, volume_files_decoded);
     tcase_add_test(tc, mount_paths_normalised_per_container);
     tcase_add_test(tc, host_volumes_planned);
+    tcase_add_test(tc, handlers_planned);
     tcase_add_loop_test(tc, refusals_table, 0, TABLE_SIZE(kRefusals));
     tcase_add_test(tc, allowed_security_context);
     tcase_add_test(tc, fields_without_effect_accepted);
