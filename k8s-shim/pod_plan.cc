@@ -268,6 +268,15 @@ Result<ContainerPlan> parse_container(const Json::Value &c, const Json::Value &p
         return st.failure();
     }
     if (auto st = parse_hooks(c, pod_ip_of(pod), &cp); !st) return st.failure();
+    if (!c["restartPolicy"].isNull()) {
+        if (!init)
+            return refused(who +
+                           " sets restartPolicy, which only init containers take (Always: a "
+                           "sidecar). Remove it");
+        if (!c["restartPolicy"].isString() || c["restartPolicy"].asString() != "Always")
+            return invalid(who + ": restartPolicy must be Always (a sidecar) or unset");
+        cp.sidecar = true;
+    }
     cp.working_dir = c["workingDir"].asString();
     if (c["terminationMessagePolicy"].isString())
         cp.termination_message_policy = c["terminationMessagePolicy"].asString();
@@ -280,7 +289,9 @@ Result<ContainerPlan> parse_container(const Json::Value &c, const Json::Value &p
     for (auto [key, dst] :
          {std::pair{"startupProbe", &cp.startup}, std::pair{"readinessProbe", &cp.readiness},
           std::pair{"livenessProbe", &cp.liveness}}) {
-        if (init && !c[key].isNull()) return invalid(who + ": init containers may not have " + key);
+        if (init && !cp.sidecar && !c[key].isNull())
+            return invalid(who + ": init containers may not have " + key +
+                           " (but sidecars, restartPolicy Always)");
         auto p = parse_probe(c, key, cp.name, pod_ip_of(pod));
         if (!p) return p.failure();
         *dst = *p;
@@ -585,12 +596,15 @@ std::string volume_env_name(const std::string &volume) {
 }
 
 int PodPlan::gpus_needed() const {
-    int sum = 0, init_max = 0;
+    int sum = 0, init_max = 0, sidecars = 0;
     for (const auto &c : containers)
         sum += c.gpus;
     for (const auto &c : init_containers)
-        init_max = std::max(init_max, c.gpus);
-    return std::max(sum, init_max);
+        if (c.sidecar)
+            sidecars += c.gpus;
+        else
+            init_max = std::max(init_max, c.gpus);
+    return sidecars + std::max(sum, init_max);
 }
 
 std::string pod_ip_of(const Json::Value &pod) {
@@ -724,16 +738,23 @@ void assign_gpus(PodPlan *plan, const std::vector<int> &indices,
         set_env(&c->env, "NVIDIA_VISIBLE_DEVICES", idx.empty() ? "void" : list);
     };
     size_t next = 0;
-    for (auto &c : plan->containers) {
+    auto take = [&indices, &next](int n) {
         std::vector<int> mine;
-        for (int i = 0; i < c.gpus && next < indices.size(); i++)
+        for (int i = 0; i < n && next < indices.size(); i++)
             mine.push_back(indices[next++]);
-        set(&c, mine);
-    }
+        return mine;
+    };
+    for (auto &c : plan->init_containers)
+        if (c.sidecar) set(&c, take(c.gpus));
+    const size_t app_first = next;
+    for (auto &c : plan->containers)
+        set(&c, take(c.gpus));
     for (auto &c : plan->init_containers) {
+        if (c.sidecar) continue;
         std::vector<int> mine;
-        for (int i = 0; i < c.gpus && static_cast<size_t>(i) < indices.size(); i++)
-            mine.push_back(indices[static_cast<size_t>(i)]);
+        for (size_t i = app_first;
+             i < app_first + static_cast<size_t>(c.gpus) && i < indices.size(); i++)
+            mine.push_back(indices[i]);
         set(&c, mine);
     }
 }

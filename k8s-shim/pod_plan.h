@@ -71,6 +71,12 @@ struct ProbeSpec {
 struct ContainerPlan {
     std::string name, image;
     bool init = false;
+    // A native sidecar: an init container of restartPolicy Always. It starts
+    // in its place among the init containers, the next one once it started
+    // (its startupProbe passed, or its postStart, or it runs), runs beside
+    // the app containers and restarts whatever the pod's policy; it stops
+    // after them, in reverse order (k8s-shim/pod_runner.h).
+    bool sidecar = false;
     std::vector<std::string> argv;  // what runs: command+args, through the runtime template
     std::vector<EnvVar> env;        // final order, no duplicate names
     std::string working_dir;        // empty: the pod directory
@@ -150,7 +156,9 @@ struct PodPlan {
     // "ns/name" for log prefixes, "name_ns(uid)" as the kubelet prints pods.
     std::string key() const { return ns + "/" + name; }
     std::string kubelet_name() const { return name + "_" + ns + "(" + uid + ")"; }
-    int gpus_needed() const;  // sum over app containers, at least the largest init container
+    // The sidecars' GPUs plus the app containers' sum, or the largest
+    // regular init container's if more (it runs before them).
+    int gpus_needed() const;
 };
 
 // What the plan needs to know about the job and the node.
@@ -188,16 +196,15 @@ std::string pod_ip_of(const Json::Value &pod);
 Result<PodPlan> plan_pod(const Json::Value &pod, const proto::PodFiles &files,
                          const PlanContext &ctx, const proto::HostVolumes &host = {});
 
-// Spreads `indices` (gpus_needed() of them) over the containers: each app
-// container gets its own slice; init containers reuse the first ones (they run
-// before the app containers). Sets CUDA_VISIBLE_DEVICES/NVIDIA_VISIBLE_DEVICES
-// in every container (empty/"void" for containers without GPUs, so a process
-// never sees GPUs it was not given). NVIDIA_VISIBLE_DEVICES names the node's
-// indices; CUDA_VISIBLE_DEVICES numbers them as CUDA does where the container
-// runs: an image container's from 0 (it has its own device nodes only), a
-// process container's by their place in `cuda_pool` (sorted: the GPUs its
-// devices cgroup lets it open, spank/device_cgroup.h) or, with an empty
-// pool, the node's indices.
+// Spreads `indices` (gpus_needed() of them) over the containers: each
+// sidecar its own slice first, then each app container its own; regular init
+// containers reuse the app containers' (they run before them). Sets
+// CUDA_VISIBLE_DEVICES/NVIDIA_VISIBLE_DEVICES in every container (empty/"void" for containers
+// without GPUs, so a process never sees GPUs it was not given). NVIDIA_VISIBLE_DEVICES names the
+// node's indices; CUDA_VISIBLE_DEVICES numbers them as CUDA does where the container runs: an image
+// container's from 0 (it has its own device nodes only), a process container's by their place in
+// `cuda_pool` (sorted: the GPUs its devices cgroup lets it open, spank/device_cgroup.h) or, with an
+// empty pool, the node's indices.
 void assign_gpus(PodPlan *plan, const std::vector<int> &indices,
                  const std::vector<int> &cuda_pool = {});
 

@@ -263,11 +263,68 @@ void PodRunner::container_started(Container *) {
     changed();
 }
 
+// The init sequence goes past a sidecar once it started (its startupProbe
+// passed, or its postStart, or it runs): the next init container, or the
+// app containers, start while it runs.
+void PodRunner::advance_init() {
+    while (!run_.stopping && next_init_ < init_.size()) {
+        Container *c = init_[next_init_].get();
+        if (!c->plan->sidecar || !c->run->started || c->run->init_passed) return;
+        c->run->init_passed = true;
+        LOG_INFO("%s sidecar started: the pod's initialization goes on", c->id_prefix().c_str());
+        if (++next_init_ < init_.size())
+            (void)init_[next_init_]->start();
+        else
+            start_app_containers();
+    }
+}
+
+bool PodRunner::app_containers_done() const {
+    for (const auto &c : app_)
+        if (c->running || c->run->state != CState::Terminated) return false;
+    return !app_.empty();
+}
+
+// The sidecars stop after the app containers, the last first (as a
+// kubelet), each once the ones after it exited; within what is left of the
+// grace period when the pod is stopping, the pod's grace when its app
+// containers completed by themselves.
+void PodRunner::stop_sidecars() {
+    for (auto it = init_.rbegin(); it != init_.rend(); ++it) {
+        Container *c = it->get();
+        if (!c->plan->sidecar) continue;
+        if (c->running) {
+            if (c->killing) return;  // wait for it
+            int64_t left = plan_.grace_s * 1000;
+            if (stop_deadline_ms_)
+                left = std::max<int64_t>(0, stop_deadline_ms_ - Clock::wall_ms());
+            c->stop(left);
+            return;
+        }
+        c->cancel_restart();
+        if (c->run->state == CState::Waiting && c->run->last) {
+            c->run->state = CState::Terminated;
+            c->run->terminated = c->run->last;
+            c->run->last.reset();
+            c->run->waiting_reason.clear();
+            c->run->waiting_message.clear();
+        }
+    }
+}
+
 void PodRunner::container_exited(Container *c) {
     const Termination &t = *c->run->terminated;
     bool probe_failed = !c->kill_reason.empty();
-    if (run_.stopping) {
+    if (run_.stopping || sidecars_ending_) {
+        if (app_containers_done() || !c->plan->sidecar) stop_sidecars();
         check_finished();
+        changed();
+        return;
+    }
+    if (c->plan->sidecar) {
+        // Restarted whatever the pod's policy, with back-off.
+        changed();
+        c->restart_after(c->backoff.on_exit(env_.clock.spec_now()));
         changed();
         return;
     }
@@ -283,11 +340,20 @@ void PodRunner::container_exited(Container *c) {
         }
         if (plan_.restart_policy == RestartPolicy::Never) {
             changed();
+            if (has_sidecars()) {  // the pod failed: its sidecars stop
+                sidecars_ending_ = true;
+                stop_sidecars();
+            }
             check_finished();
             return;
         }
     } else if (!should_restart(plan_.restart_policy, t, probe_failed)) {
         changed();
+        // The app containers are done for good: the sidecars stop now.
+        if (app_containers_done() && has_sidecars()) {
+            sidecars_ending_ = true;
+            stop_sidecars();
+        }
         check_finished();
         return;
     }
@@ -303,8 +369,10 @@ void PodRunner::kill(int64_t grace_s, const std::string &reason) {
         LOG_INFO("[pod %s] stopping (%s, grace %llds)", plan_.key().c_str(), reason.c_str(),
                  static_cast<long long>(grace_s));
     run_.stopping = true;
+    stop_deadline_ms_ = Clock::wall_ms() + grace_s * 1000;
     for (auto *list : {&init_, &app_}) {
         for (auto &c : *list) {
+            if (c->plan->sidecar) continue;  // after the app containers (stop_sidecars)
             c->stop(grace_s * 1000);
             // A container waiting in back-off ends in its last termination.
             if (c->run->state == CState::Waiting && c->run->last) {
@@ -316,8 +384,20 @@ void PodRunner::kill(int64_t grace_s, const std::string &reason) {
             }
         }
     }
+    bool apps_running = false;
+    for (auto &c : app_)
+        apps_running = apps_running || c->running;
+    for (auto &c : init_)
+        apps_running = apps_running || (c->running && !c->plan->sidecar);
+    if (!apps_running) stop_sidecars();
     check_finished();
     changed();
+}
+
+bool PodRunner::has_sidecars() const {
+    for (const auto &c : init_)
+        if (c->plan->sidecar) return true;
+    return false;
 }
 
 void PodRunner::pause(bool paused, const std::string &message) {
@@ -362,6 +442,11 @@ Json::Value PodRunner::take_events() {
 }
 
 void PodRunner::changed() {
+    if (!advancing_) {  // advance_init starts containers, which report changes
+        advancing_ = true;
+        advance_init();
+        advancing_ = false;
+    }
     if (env_.on_change) env_.on_change();
 }
 

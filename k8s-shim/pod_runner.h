@@ -1,6 +1,8 @@
-// One pod on the libuv loop: init containers in order, then the app
-// containers, each as a process group with CRI logs; restarts with back-off;
-// probes; termination (preStop, SIGTERM, grace, SIGKILL of the group).
+// One pod on the libuv loop: init containers in order (a native sidecar,
+// restartPolicy Always, once it started, runs on beside the rest), then the
+// app containers, each as a process group with CRI logs; restarts with
+// back-off; probes; termination (preStop, SIGTERM, grace, SIGKILL of the
+// group; the sidecars after the app containers, the last first).
 // Decisions come from the pure core (pod_status, backoff, probe); this file
 // only spawns, signals, times and writes.
 //
@@ -106,6 +108,10 @@ class PodRunner : private ContainerHost {
     void start_app_containers();
     void check_finished();
     void deadline_exceeded();
+    void advance_init();
+    bool app_containers_done() const;
+    bool has_sidecars() const;
+    void stop_sidecars();
 
     RunnerEnv env_;
     PodPlan plan_;
@@ -114,7 +120,10 @@ class PodRunner : private ContainerHost {
     size_t next_init_ = 0;
     bool finished_ = false;
     Json::Value last_status_;
-    Timer deadline_;  // activeDeadlineSeconds after the start
+    Timer deadline_;                // activeDeadlineSeconds after the start
+    bool advancing_ = false;        // advance_init under way
+    bool sidecars_ending_ = false;  // the app containers completed: the sidecars stop
+    int64_t stop_deadline_ms_ = 0;  // wall time the pod's stop ends (kill)
     Json::Value events_{Json::arrayValue};
 };
 

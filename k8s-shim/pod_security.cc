@@ -119,9 +119,7 @@ const std::vector<FieldRule> kContainer = {
     {"readinessProbe", U::Implemented, ""},
     {"resizePolicy", U::NoEffect, "in-place resizes are not applied"},
     {"resources", U::Implemented, ""},
-    {"restartPolicy", U::RefusedIfSet,
-     "sidecar (restartPolicy Always) init containers are not "
-     "supported"},
+    {"restartPolicy", U::Implemented, ""},
     {"securityContext", U::Implemented, ""},
     {"startupProbe", U::Implemented, ""},
     {"stdin", U::Implemented, ""},

@@ -12,9 +12,15 @@ bool succeeded(const ContainerRun &c) {
     return c.state == CState::Terminated && c.terminated && c.terminated->exit_code == 0;
 }
 
-bool init_done(const PodRun &run) {
-    for (const auto &c : run.init)
-        if (!succeeded(c)) return false;
+// An init container's part is done: a regular one succeeded, a sidecar
+// started once.
+bool init_passed(const ContainerPlan &p, const ContainerRun &c) {
+    return p.sidecar ? c.init_passed : succeeded(c);
+}
+
+bool init_done(const PodPlan &plan, const PodRun &run) {
+    for (size_t i = 0; i < run.init.size(); i++)
+        if (!init_passed(plan.init_containers[i], run.init[i])) return false;
     return true;
 }
 
@@ -54,7 +60,7 @@ Json::Value container_json(const ContainerPlan &p, const ContainerRun &c,
     if (c.last) last["terminated"] = termination_json(*c.last);
     v["lastState"] = last;
     // An init container that completed is ready (reference 07-init-containers).
-    v["ready"] = c.ready || (p.init && succeeded(c));
+    v["ready"] = c.ready || (p.init && !p.sidecar && succeeded(c));
     v["restartCount"] = c.restart_count;
     v["image"] = p.image;
     v["imageID"] = c.ever_started ? p.image : "";
@@ -96,11 +102,13 @@ std::string pod_phase(const PodPlan &plan, const PodRun &run) {
         any_running |= c.state == CState::Running;
     for (const auto &c : run.app)
         any_running |= c.state == CState::Running;
-    if (!init_done(run)) {
-        for (const auto &c : run.init)
-            if (c.state == CState::Terminated && !succeeded(c) &&
-                plan.restart_policy == RestartPolicy::Never)
+    if (!init_done(plan, run)) {
+        for (size_t i = 0; i < run.init.size(); i++) {
+            const ContainerRun &c = run.init[i];
+            if (!plan.init_containers[i].sidecar && c.state == CState::Terminated &&
+                !succeeded(c) && plan.restart_policy == RestartPolicy::Never)
                 return "Failed";
+        }
         if (run.stopping && !any_running) return "Failed";
         return "Pending";
     }
@@ -143,7 +151,7 @@ bool pod_finished(const PodPlan &plan, const PodRun &run) {
     if (run.stopping) return true;
     // Not stopping: Failed/Succeeded is final only when nothing will restart
     // (a failed init container under Never leaves the app containers unstarted).
-    if (!init_done(run)) return true;
+    if (!init_done(plan, run)) return true;
     for (const auto &c : run.app)
         if (c.state == CState::Waiting) return false;
     return true;
@@ -231,8 +239,13 @@ Json::Value build_pod_status(const PodPlan &plan, const PodRun &run, const Json:
     s["phase"] = phase;
 
     std::vector<std::string> incomplete, unready;
-    for (size_t i = 0; i < run.init.size(); i++)
-        if (!succeeded(run.init[i])) incomplete.push_back(plan.init_containers[i].name);
+    for (size_t i = 0; i < run.init.size(); i++) {
+        if (!init_passed(plan.init_containers[i], run.init[i]))
+            incomplete.push_back(plan.init_containers[i].name);
+        // A sidecar's readiness is the pod's too.
+        else if (plan.init_containers[i].sidecar && !run.init[i].ready)
+            unready.push_back(plan.init_containers[i].name);
+    }
     for (size_t i = 0; i < run.app.size(); i++)
         if (!run.app[i].ready) unready.push_back(plan.containers[i].name);
 
@@ -274,7 +287,7 @@ Json::Value build_pod_status(const PodPlan &plan, const PodRun &run, const Json:
             a.append(container_json(plan.init_containers[i], run.init[i], "PodInitializing"));
         s["initContainerStatuses"] = a;
     }
-    std::string app_waiting = init_done(run) ? "ContainerCreating" : "PodInitializing";
+    std::string app_waiting = init_done(plan, run) ? "ContainerCreating" : "PodInitializing";
     Json::Value a(Json::arrayValue);
     for (size_t i = 0; i < run.app.size(); i++)
         a.append(container_json(plan.containers[i], run.app[i], app_waiting));

@@ -40,6 +40,9 @@ struct ContainerRun {
     std::optional<Termination> terminated, last;
     int restart_count = 0;
     bool ever_started = false;
+    // A sidecar (restartPolicy Always init container) that started once: the
+    // pod's initialization went on past it, and stays done when it restarts.
+    bool init_passed = false;
     // Why its readiness probe cannot vouch for it, when that is not the
     // container's doing (another user's process took its port): said in the
     // pod's Ready condition. "" = nothing to say.

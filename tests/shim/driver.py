@@ -383,7 +383,8 @@ def log_content(text):
 
 
 def running(st, name):
-    c = cstatus(st, name)
+    """The container (an app or an init container) of that name runs."""
+    c = cstatus(st, name) or cstatus(st, name, "initContainerStatuses")
     return c is not None and "running" in c["state"]
 
 
@@ -805,6 +806,55 @@ def test_lifecycle_hooks(a):
     finally:
         srv.kill()
         srv.wait()
+
+
+def test_native_sidecars(a):
+    """Init containers of restartPolicy Always, as a kubelet (1.29+) runs them: the next init
+    container starts once the sidecar started (its startupProbe passed), the sidecar runs beside the
+    app container and restarts whatever the pod's policy; when the app container completed, the
+    sidecar gets SIGTERM after it and the pod is Succeeded; a stopped pod's app containers end
+    before its sidecars, the last sidecar first."""
+    d = a.tmp
+    side = ("trap 'date +%%s.%%N > %s/%s-term; exit 0' TERM; sleep 0.3; touch %s/%s-ready; "
+            "while :; do sleep 0.1; done")
+    startup = {"exec": {"command": ["/bin/sh", "-c", "test -e %s/proxy-ready" % d]},
+               "periodSeconds": 1, "failureThreshold": 1000}
+    p = pod("sidecars", [sh("main", "test -e %s/setup-done && date +%%s.%%N > %s/main-done" % (d, d))],
+            init=[sh("proxy", side % (d, "proxy", d, "proxy"), restartPolicy="Always",
+                     startupProbe=startup, readinessProbe={"exec": {"command": ["true"]}, "periodSeconds": 1}),
+                  sh("setup", "test -e %s/proxy-ready && touch %s/setup-done" % (d, d))],
+            restart="Never", grace=10)
+    uid = p["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    st = a.wait(uid, lambda s: s["phase"] in ("Succeeded", "Failed") and
+                not running(s, "proxy") and cstatus(s, "proxy", "initContainerStatuses")["state"].get("terminated"),
+                timeout=30, what="the pod completed and its sidecar stopped")
+    assert st["phase"] == "Succeeded", st
+    assert os.path.exists(os.path.join(d, "setup-done")), "setup ran before the sidecar started"
+    proxy = cstatus(st, "proxy", "initContainerStatuses")
+    assert proxy["state"]["terminated"]["exitCode"] == 0, proxy
+    assert float(open(os.path.join(d, "proxy-term")).read()) >= float(open(os.path.join(d, "main-done")).read())
+    assert cond(st, "Initialized")["status"] == "True", st
+
+    # A sidecar that exits is restarted though the pod's policy is Never; a stop ends the app
+    # container first, then the sidecars, the last first.
+    crash = ("n=$(cat %s/crashes 2>/dev/null || echo 0); echo $((n+1)) > %s/crashes; "
+             "[ $n -ge 1 ] || exit 1; " % (d, d)) + side % (d, "late", d, "late")
+    q = pod("sidecars2", [sh("app", "trap 'date +%%s.%%N > %s/app-term; exit 0' TERM; "
+                                    "while :; do sleep 0.1; done" % d)],
+            init=[sh("early", side % (d, "early", d, "early"), restartPolicy="Always"),
+                  sh("late", crash, restartPolicy="Always")],
+            restart="Never", grace=10)
+    quid = q["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": q, "files": {}})["ok"]
+    st = a.wait(quid, lambda s: running(s, "app") and
+                cstatus(s, "late", "initContainerStatuses")["restartCount"] >= 1, timeout=30,
+                what="the app running, its crashed sidecar restarted")
+    assert a.request("pod_kill", {"uid": quid, "grace_s": 10, "reason": "Killing"})["ok"]
+    a.wait(quid, lambda s: s["phase"] in ("Succeeded", "Failed") and not running(s, "early")
+           and not running(s, "late"), timeout=30, what="stopped")
+    t = {n: float(open(os.path.join(d, n + "-term")).read()) for n in ("app", "late", "early")}
+    assert t["app"] <= t["late"] <= t["early"], t
 
 
 def socket_open(port):
@@ -2381,6 +2431,7 @@ TESTS = [
     ("active_deadline", test_active_deadline, {}),
     ("https_and_grpc_probes", test_https_and_grpc_probes, {}),
     ("lifecycle_hooks", test_lifecycle_hooks, {}),
+    ("native_sidecars", test_native_sidecars, {}),
     ("pod_cgroup_requests", test_pod_cgroup_requests, {"pod_cgroups": True}),
     ("never_exit_codes", test_never_exit_codes, {}),
     ("started_only_when_started", test_started_only_when_started, {}),

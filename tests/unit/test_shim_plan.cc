@@ -551,6 +551,44 @@ START_TEST(handlers_planned) {
 }
 END_TEST
 
+// Native sidecars: restartPolicy Always on an init container, its probes
+// allowed; its GPUs its own, apart from the app containers' (which regular
+// init containers reuse); restartPolicy elsewhere refused or invalid.
+START_TEST(sidecars_planned) {
+    auto pod = parse(R"J({"metadata":{"name":"p","namespace":"ns","uid":"u1"},"spec":{
+      "initContainers":[
+        {"name":"proxy","command":["x"],"restartPolicy":"Always","resources":{"limits":{"nvidia.com/gpu":"1"}},
+         "readinessProbe":{"exec":{"command":["true"]}},"lifecycle":{"postStart":{"sleep":{"seconds":1}}}},
+        {"name":"setup","command":["x"],"resources":{"limits":{"nvidia.com/gpu":"2"}}}],
+      "containers":[{"name":"a","command":["x"],"resources":{"limits":{"nvidia.com/gpu":"1"}}},
+                    {"name":"b","command":["x"],"resources":{"limits":{"nvidia.com/gpu":"1"}}}]}})J");
+    auto plan = plan_pod(pod, {}, ctx());
+    ck_assert_msg(plan.ok(), "%s", plan.ok() ? "" : plan.message().c_str());
+    ck_assert(plan->init_containers[0].sidecar && !plan->init_containers[1].sidecar);
+    ck_assert(plan->init_containers[0].readiness.has_value());
+    ck_assert_int_eq(plan->gpus_needed(), 3);  // 1 sidecar + max(2 app, 2 init)
+    assign_gpus(&*plan, {4, 5, 6});
+    ck_assert(plan->init_containers[0].gpu_indices == std::vector<int>{4});
+    ck_assert(plan->containers[0].gpu_indices == std::vector<int>{5});
+    ck_assert(plan->containers[1].gpu_indices == std::vector<int>{6});
+    ck_assert(plan->init_containers[1].gpu_indices == (std::vector<int>{5, 6}));
+    auto bad = plan_pod(parse(R"J({"metadata":{"name":"p","namespace":"ns","uid":"u1"},"spec":{
+      "initContainers":[{"name":"i","command":["x"],"restartPolicy":"OnFailure"}],
+      "containers":[{"name":"a","command":["x"]}]}})J"),
+                        {}, ctx());
+    ck_assert(!bad.ok() && bad.message().find("restartPolicy must be Always") != std::string::npos);
+    bad = plan_pod(parse(R"J({"metadata":{"name":"p","namespace":"ns","uid":"u1"},"spec":{
+      "containers":[{"name":"a","command":["x"],"restartPolicy":"Always"}]}})J"),
+                   {}, ctx());
+    ck_assert(!bad.ok() && bad.error() == Error::Refused);
+    bad = plan_pod(parse(R"J({"metadata":{"name":"p","namespace":"ns","uid":"u1"},"spec":{
+      "initContainers":[{"name":"i","command":["x"],"readinessProbe":{"exec":{"command":["x"]}}}],
+      "containers":[{"name":"a","command":["x"]}]}})J"),
+                   {}, ctx());
+    ck_assert(!bad.ok() && bad.message().find("but sidecars") != std::string::npos);
+}
+END_TEST
+
 // hostPath and claim volumes: the node paths the agent resolved
 // (pod_run's host_volumes), bound as such (never made when missing, but for
 // a subPath), read-only as the agent or the mount says, exported by path.
@@ -974,6 +1012,7 @@ int main() {
     tcase_add_test(tc, mount_paths_normalised_per_container);
     tcase_add_test(tc, host_volumes_planned);
     tcase_add_test(tc, handlers_planned);
+    tcase_add_test(tc, sidecars_planned);
     tcase_add_loop_test(tc, refusals_table, 0, TABLE_SIZE(kRefusals));
     tcase_add_test(tc, allowed_security_context);
     tcase_add_test(tc, fields_without_effect_accepted);

@@ -127,6 +127,41 @@ START_TEST(status_init_sequence_07) {
 }
 END_TEST
 
+// A sidecar (restartPolicy Always init container): the pod's initialization
+// goes past it once it started and stays done when it restarts; it is not
+// "ready" for having exited 0; its readiness is the pod's.
+START_TEST(status_with_sidecar) {
+    PodPlan plan = plan_of({"proxy", "setup"}, {"main"});
+    plan.init_containers[0].sidecar = true;
+    PodRun run;
+    run.init.resize(2);
+    run.app.resize(1);
+    set_running(&run.init[0], false);
+    Json::Value s = build_pod_status(plan, run, Json::Value(), 1000);
+    ck_assert_sstr_eq(s["phase"].asString(), "Pending");
+    ck_assert_sstr_eq(cond(s, "Initialized", "message"),
+                      "containers with incomplete status: [proxy setup]");
+    run.init[0].init_passed = true;
+    set_running(&run.init[1]);
+    set_terminated(&run.init[1], 0, "Completed");
+    set_running(&run.app[0]);
+    s = build_pod_status(plan, run, s, 2000);
+    ck_assert_sstr_eq(s["phase"].asString(), "Running");
+    ck_assert_sstr_eq(cond(s, "Initialized", "status"), "True");
+    ck_assert_sstr_eq(cond(s, "Ready", "status"), "False");  // the sidecar is not ready
+    ck_assert_sstr_eq(cond(s, "Ready", "message"), "containers with unready status: [proxy]");
+    run.init[0].ready = true;
+    s = build_pod_status(plan, run, s, 3000);
+    ck_assert_sstr_eq(cond(s, "Ready", "status"), "True");
+    // It exits 0 and waits to restart: not ready, still initialized.
+    set_terminated(&run.init[0], 0, "Completed");
+    s = build_pod_status(plan, run, s, 4000);
+    ck_assert(!s["initContainerStatuses"][0]["ready"].asBool());
+    ck_assert_sstr_eq(cond(s, "Initialized", "status"), "True");
+    ck_assert(!pod_finished(plan, run));
+}
+END_TEST
+
 START_TEST(status_crashloop_04) {
     PodPlan plan = plan_of({}, {"main"});
     PodRun run;
@@ -309,6 +344,7 @@ int main() {
     TCase *tc = tcase_create("status");
     tcase_add_test(tc, status_init_sequence_07);
     tcase_add_test(tc, status_crashloop_04);
+    tcase_add_test(tc, status_with_sidecar);
     tcase_add_loop_test(tc, phase_table, 0, TABLE_SIZE(kPhases));
     tcase_add_test(tc, readiness_unready_running_05);
     tcase_add_test(tc, refused_status_and_never_init_failure);
