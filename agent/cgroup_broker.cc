@@ -80,6 +80,14 @@ Result<PodCgroupSettings> pod_cgroup_limits(const Json::Value &spec, const std::
     // All the job's pods together: what the job lends the node.
     set.pods_memory_limit = lent_memory;
     set.pods_cpu_quota_us = cpu_quota_for(lent_cpu_milli, set.cpu_period_us);
+    // A limit above what the job lends (vLLM's manifest asks for 10 CPUs of
+    // a 4-CPU job) is what the job lends: the parent's quota bounds it
+    // anyway, and cgroup v1 refuses a child quota above its parent's (EINVAL).
+    if (set.pods_cpu_quota_us > 0) {
+        if (set.cpu_quota_us > set.pods_cpu_quota_us) set.cpu_quota_us = set.pods_cpu_quota_us;
+        if (set.container_cpu_quota_us > set.cpu_quota_us && set.cpu_quota_us > 0)
+            set.container_cpu_quota_us = set.cpu_quota_us;
+    }
     return set;
 }
 

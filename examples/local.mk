@@ -12,3 +12,12 @@ EXTRA_DIST += \
 	examples/online-rl/rollout-image.yaml \
 	examples/online-rl/reward-image.yaml \
 	examples/online-rl/build-images.sh
+
+# vLLM's own GPU manifest on a job's virtual nodes, and its stand-in image
+# (examples/vllm/README.md; e2e vllm).
+EXTRA_DIST += \
+	examples/vllm/README.md \
+	examples/vllm/vllm-gpu.yaml \
+	examples/vllm/site-pv.yaml \
+	examples/vllm/standin/vllm \
+	examples/vllm/standin/Containerfile

@@ -302,14 +302,18 @@ void PodRunner::stop_sidecars() {
             return;
         }
         c->cancel_restart();
-        if (c->run->state == CState::Waiting && c->run->last) {
-            c->run->state = CState::Terminated;
-            c->run->terminated = c->run->last;
-            c->run->last.reset();
-            c->run->waiting_reason.clear();
-            c->run->waiting_message.clear();
-        }
+        settle_waiting(c);
     }
+}
+
+// A container waiting in back-off ends in its last termination.
+void PodRunner::settle_waiting(Container *c) {
+    if (c->run->state != CState::Waiting || !c->run->last) return;
+    c->run->state = CState::Terminated;
+    c->run->terminated = c->run->last;
+    c->run->last.reset();
+    c->run->waiting_reason.clear();
+    c->run->waiting_message.clear();
 }
 
 void PodRunner::container_exited(Container *c) {
@@ -374,14 +378,7 @@ void PodRunner::kill(int64_t grace_s, const std::string &reason) {
         for (auto &c : *list) {
             if (c->plan->sidecar) continue;  // after the app containers (stop_sidecars)
             c->stop(grace_s * 1000);
-            // A container waiting in back-off ends in its last termination.
-            if (c->run->state == CState::Waiting && c->run->last) {
-                c->run->state = CState::Terminated;
-                c->run->terminated = c->run->last;
-                c->run->last.reset();
-                c->run->waiting_reason.clear();
-                c->run->waiting_message.clear();
-            }
+            settle_waiting(c.get());
         }
     }
     bool apps_running = false;

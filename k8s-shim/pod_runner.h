@@ -112,6 +112,7 @@ class PodRunner : private ContainerHost {
     bool app_containers_done() const;
     bool has_sidecars() const;
     void stop_sidecars();
+    static void settle_waiting(Container *c);
 
     RunnerEnv env_;
     PodPlan plan_;

@@ -40,6 +40,7 @@ struct ProbeCheck {
     void on_connected(int status);
     void on_http_read(ssize_t n, const char *data);
     void on_curl(const CheckResult &r);
+    bool reached_foreign();
 };
 
 // An HTTPS or grpc check on a thread of the pool; `check` is cleared when
@@ -118,14 +119,8 @@ void ProbeCheck::on_connected(int status) {
         finish(false, std::string("dial tcp: ") + uv_strerror(status));
         return;
     }
-    const ProbeSpec &spec = owner->check_spec();
-    std::string host = spec.host == "localhost" ? "127.0.0.1" : spec.host;
-    if (auto why = foreign_listener(host, static_cast<uint16_t>(spec.port))) {
-        foreign = true;
-        finish(false, *why);
-        return;
-    }
-    if (spec.action == ProbeAction::TcpSocket) {
+    if (reached_foreign()) return;
+    if (owner->check_spec().action == ProbeAction::TcpSocket) {
         finish(true, "");
         return;
     }
@@ -138,14 +133,19 @@ void ProbeCheck::on_connected(int status) {
 // An answer from the pool: vouched for only if the listener is the job
 // user's, as for the checks on the loop.
 void ProbeCheck::on_curl(const CheckResult &r) {
+    if (!reached_foreign()) finish(r.ok, r.output);
+}
+
+// The listener the check reached is another user's: the check fails (and
+// is finished) saying so.
+bool ProbeCheck::reached_foreign() {
     const ProbeSpec &spec = owner->check_spec();
     std::string host = spec.host == "localhost" ? "127.0.0.1" : spec.host;
-    if (auto why = foreign_listener(host, static_cast<uint16_t>(spec.port))) {
-        foreign = true;
-        finish(false, *why);
-        return;
-    }
-    finish(r.ok, r.output);
+    auto why = foreign_listener(host, static_cast<uint16_t>(spec.port));
+    if (!why) return false;
+    foreign = true;
+    finish(false, *why);
+    return true;
 }
 
 void start_check(CheckOwner *owner, std::list<std::unique_ptr<ProbeCheck>> *checks,

@@ -13,7 +13,7 @@
 # checked last it was gone once the cases before it grew past 5 min).
 # online_rl last: it takes all 3 nodes.
 E2E_CASES=(api_down bad_flags socket_auth privileged too_many_gpus namespace two_jobs impersonation two_clusters pod_devices kubectl_io
-           runtime_template image_pods volumes scancel step_signals time_limit_update drain_before time_limit suspend requeue salloc gpu_forms node_share preempt
+           runtime_template image_pods volumes vllm scancel step_signals time_limit_update drain_before time_limit suspend requeue salloc gpu_forms node_share preempt
            preempt_requeue preempt_suspend array_het node_fail slurmd_restart agent_kill shim_kill online_rl online_rl_images online_rl_faults)
 
 # pod_devices' pods and probe, on cgroup v1 and v2.
@@ -1239,6 +1239,50 @@ EOF
   e2e_kubectl delete pvc models outside >/dev/null 2>&1
   e2e_kubectl delete pv "models-$j" "outside-$j" >/dev/null 2>&1
   rm -rf "$sh/models-$j" "$sh/users-$j" "$E2E_D/outside-$j"
+}
+
+# vLLM's own GPU manifest (examples/vllm/vllm-gpu.yaml: its claim, token
+# Secret, Deployment with a GPU, /dev/shm as a memory emptyDir, /health probes
+# after 60 s, ClusterIP Service), only the image (the stand-in, which checks
+# its model, GPU and /dev/shm before serving) and the node selection changed,
+# on a job's virtual node: the claim bound to the site's PersistentVolume
+# (examples/vllm/site-pv.yaml) under volume_roots; Ready, its log says what
+# it found, /v1/models answers at the pod's IP, the Service's Endpoints list
+# it; nothing of the job left after it.
+case_vllm() {
+  # 4 CPUs: the Deployment asks for 2 (and 6G, which a job without --mem has: its node's)
+  e2e_job 1 -N1 -w $N2 -c 4 --gres=gpu:2 --k8s-gpus=1 || { ok 1 "vllm: job"; return; }
+  local j="$E2E_JOB" ex="$E2E_TOP/examples/vllm" models="$E2E_D/shared/hf-cache" out ip pod
+  mkdir -p "$models/hub/models--mistralai--Mistral-7B-Instruct-v0.3/snapshots/e2e"
+  echo '{"model_type": "mistral"}' >"$models/hub/models--mistralai--Mistral-7B-Instruct-v0.3/snapshots/e2e/config.json"
+  chmod -R a+rX "$E2E_D/shared"
+  sed "s|@MODELS@|$models|" "$ex/site-pv.yaml" | e2e_kubectl apply -f - >/dev/null
+  sed -e "s|@IMAGE@|$E2E_REGISTRY/slurm-k8s/vllm-standin:1|" -e "s|@JOB@|$j|" "$ex/vllm-gpu.yaml" \
+    | e2e_kubectl apply -f - >"$E2E_D/vllm-apply.out" 2>&1
+  ok $? "vllm: vLLM's manifest applies as published ($(paste -sd'|' "$E2E_D/vllm-apply.out"))"
+  # The probes start 60 s after the container (initialDelaySeconds), as written.
+  e2e_kubectl rollout status deployment/mistral-7b --timeout=180s >/dev/null 2>&1
+  ok $? "vllm: the Deployment is available ($(e2e_kubectl get pods -l app=mistral-7b -o wide --no-headers 2>&1 | paste -sd'|'))"
+  pod="$(e2e_kubectl get pods -l app=mistral-7b -o jsonpath='{.items[0].metadata.name}')"
+  out="$(e2e_kubectl logs "$pod" 2>&1 | paste -sd'|')"
+  [[ "$out" == *"model mistralai/Mistral-7B-Instruct-v0.3 from /root/.cache/huggingface/hub/models--mistralai--Mistral-7B-Instruct-v0.3/snapshots/e2e/config.json"* &&
+     "$out" =~ "GPUs opened: nvidia"[0-9]+("(no driver)")?" (CUDA_VISIBLE_DEVICES=0)" && "$out" == *"/dev/shm is a tmpfs of 2097152K"* &&
+     "$out" == *"a Hugging Face token is set"* ]]
+  ok $? "vllm: the server found its model in the claim, its one GPU, /dev/shm a tmpfs of 2Gi and the token ($out)"
+  ip="$(e2e_pod_field "default/$pod" '{.status.podIP}')"
+  out="$(e2e_on_host "$ip" curl -sS --max-time 10 "http://$ip:8000/v1/models" 2>&1)"
+  [[ "$out" == *'"id":"mistralai/Mistral-7B-Instruct-v0.3"'* ]]
+  ok $? "vllm: /v1/models at the pod's IP $ip:8000 ($out)"
+  out="$(e2e_kubectl get endpoints mistral-7b -o jsonpath='{.subsets[*].addresses[*].ip}:{.subsets[*].ports[*].port}' 2>&1)"
+  [ "$out" = "$ip:8000" ]; ok $? "vllm: the Service's Endpoints list the pod ($out)"
+  e2e_kubectl delete deployment mistral-7b --wait=false >/dev/null 2>&1
+  e2e_end_job "$j"
+  e2e_assert_clean "$j" "vllm"
+  e2e_kubectl delete service mistral-7b >/dev/null 2>&1
+  e2e_kubectl delete secret hf-token-secret >/dev/null 2>&1
+  e2e_kubectl delete pvc mistral-7b >/dev/null 2>&1
+  e2e_kubectl delete pv hf-cache >/dev/null 2>&1
+  rm -rf "$models"
 }
 
 case_scancel() {

@@ -20,6 +20,8 @@
 #   e2e/private:1 (on PORT+1 only)  the same image, behind the login
 #   e2e/notimage:1  a manifest whose layer is not a tar archive (text): an
 #                   image that is not an image
+#   slurm-k8s/vllm-standin:1  e2e/busybox:1 with examples/vllm/standin/vllm in
+#                   /usr/local/bin, no entrypoint (examples/vllm/README.md)
 set -euo pipefail
 
 die() { echo "registry.sh: $*" >&2; exit 1; }
@@ -91,6 +93,14 @@ build() {
   "${b[@]}" push -q --tls-verify=false "$reg/e2e/busybox-user:1" >/dev/null
   "${b[@]}" push -q --tls-verify=false --creds e2e:s3cret "$reg/e2e/busybox:1" \
     "docker://$auth_reg/e2e/private:1" >/dev/null
+  # The vLLM stand-in, as standin/Containerfile builds it (from this busybox).
+  c="$("${b[@]}" from "$reg/e2e/busybox:1")"
+  "${b[@]}" copy --chmod 755 "$c" "$(dirname "$0")/../../examples/vllm/standin/vllm" /usr/local/bin/vllm >/dev/null
+  "${b[@]}" config --cmd '' "$c"
+  "${b[@]}" config --entrypoint '[]' --env PATH=/usr/local/bin:/bin "$c"
+  "${b[@]}" commit -q "$c" "$reg/slurm-k8s/vllm-standin:1" >/dev/null
+  "${b[@]}" rm "$c" >/dev/null
+  "${b[@]}" push -q --tls-verify=false "$reg/slurm-k8s/vllm-standin:1" >/dev/null
   push_not_an_image "$dir" "$reg"
 }
 

@@ -3554,6 +3554,15 @@ class TestPersistentVolumes(Base):
         self.assertStatus(r, 422, "Invalid")
         self.assertIn("spec.accessModes", [c["field"] for c in r.json["details"]["causes"]])
 
+    def test_secret_string_data(self):
+        """stringData (vLLM's manifests give their token so) is stored base64-encoded in data."""
+        r = API.post("/api/v1/namespaces/%s/secrets" % self.ns, {
+            "metadata": {"name": "hf"}, "type": "Opaque", "data": {"a": "eA=="},
+            "stringData": {"token": "s3cret", "a": "y"}})
+        self.assertEqual(r.status, 201, r.text[:300])
+        self.assertNotIn("stringData", r.json)
+        self.assertEqual(r.json["data"], {"token": "czNjcmV0", "a": "eQ=="})
+
     def test_node_reads_its_pods_claims_and_their_volumes_only(self):
         klass, pv, lone = rname("sc"), rname("pv"), rname("pv")
         n1, n2 = rname("kn"), rname("kn")

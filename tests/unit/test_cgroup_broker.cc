@@ -73,6 +73,19 @@ START_TEST(limits_of_init_containers) {
 }
 END_TEST
 
+// A CPU limit above what the job lends (vLLM's manifest: 10 CPUs on a job of
+// 4) is held to the job's: cgroup v1 refuses a child quota above its parent's.
+START_TEST(cpu_limits_above_the_job_held_to_it) {
+    auto spec =
+        J(R"({"containers":[{"name":"a","resources":{"limits":{"memory":"20G","cpu":"10"}}}]})");
+    auto s = pod_cgroup_limits(spec, "a", lent(8192, 4), 0);
+    ck_assert(s.ok());
+    ck_assert_int_eq(s->pods_cpu_quota_us, 400000);
+    ck_assert_int_eq(s->cpu_quota_us, 400000);
+    ck_assert_int_eq(s->container_cpu_quota_us, 400000);
+}
+END_TEST
+
 // A container the spec does not name is refused, saying which.
 START_TEST(limits_of_an_unknown_container) {
     auto s = pod_cgroup_limits(J(R"({"containers":[{"name":"a"}]})"), "x", lent(512, 1), 0);
@@ -88,6 +101,7 @@ int main(void) {
     tcase_add_test(tc, limits_from_the_containers);
     tcase_add_test(tc, limits_fall_back_to_the_job);
     tcase_add_test(tc, limits_of_init_containers);
+    tcase_add_test(tc, cpu_limits_above_the_job_held_to_it);
     tcase_add_test(tc, limits_of_an_unknown_container);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);

@@ -4,6 +4,7 @@ checks kube-apiserver makes for the requester (NodeRestriction, the ServiceAccou
 rules, CertificateApproval / CertificateSigning / CertificateSubjectRestriction). A verb called
 with user=None is the double's own (a controller's): no admission."""
 
+import base64
 import copy
 import datetime
 import json
@@ -181,6 +182,14 @@ class Api(object):
             md.setdefault("labels", {})["kubernetes.io/metadata.name"] = md.get("name", "")
         elif res.plural == "secrets":
             obj.setdefault("type", "Opaque")
+            # stringData is write-only: merged into data, base64-encoded (its keys win).
+            sd = obj.pop("stringData", None)
+            if isinstance(sd, dict):
+                if not isinstance(obj.get("data"), dict):
+                    obj["data"] = {}
+                data = obj["data"]
+                for k, v in sd.items():
+                    data[k] = base64.b64encode(str(v).encode()).decode()
         elif res.plural in ("deployments", "replicasets"):
             md["generation"] = 1
             sp = obj.setdefault("spec", {})
