@@ -13,7 +13,7 @@
 # checked last it was gone once the cases before it grew past 5 min).
 # online_rl last: it takes all 3 nodes.
 E2E_CASES=(api_down bad_flags socket_auth privileged too_many_gpus namespace two_jobs impersonation two_clusters pod_devices kubectl_io
-           runtime_template image_pods volumes vllm scancel step_signals time_limit_update drain_before time_limit suspend requeue salloc gpu_forms node_share preempt
+           runtime_template image_pods volumes vllm chart_features scancel step_signals time_limit_update drain_before time_limit suspend requeue salloc gpu_forms node_share preempt
            preempt_requeue preempt_suspend array_het node_fail slurmd_restart agent_kill shim_kill online_rl online_rl_images online_rl_faults)
 
 # pod_devices' pods and probe, on cgroup v1 and v2.
@@ -1283,6 +1283,91 @@ case_vllm() {
   e2e_kubectl delete pvc mistral-7b >/dev/null 2>&1
   e2e_kubectl delete pv hf-cache >/dev/null 2>&1
   rm -rf "$models"
+}
+
+# What ordinary charts use, on a job's node (process containers, real Slurm,
+# the agent in between): a native sidecar (restartPolicy Always init
+# container: a gRPC health server, its startupProbe grpc) started before the
+# app container, which has a postStart hook, an HTTPS readiness probe on its
+# own server and a grpc liveness probe on the sidecar's; the pod Ready, the
+# sidecar running in initContainerStatuses; deleted, the app container stops
+# before the sidecar.
+case_chart_features() {
+  e2e_job 1 -N1 -w $N3 --gres=gpu:1 --k8s-gpus=1 || { ok 1 "chart_features: job"; return; }
+  local j="$E2E_JOB" node d gport tport out uid vol
+  d="$E2E_D/chart-$j" gport=$((21000 + j % 1000)) tport=$((22000 + j % 1000))
+  node="$(e2e_node_names "$j")"
+  mkdir -p "$d"
+  openssl req -x509 -newkey rsa:2048 -nodes -subj /CN=chart -days 1 -keyout "$d/tls.key" -out "$d/tls.crt" >/dev/null 2>&1
+  chmod -R a+rX "$d"
+  install -d -o "$TEST_USER" "$d/out"  # the SIGTERM times, kept after the pod's directory goes
+  cat >"$d/health_server.py" <<'EOF'
+import concurrent.futures, signal, sys, threading, time, grpc
+def check(req, ctx): return bytes([0x08, 1])
+h = grpc.method_handlers_generic_handler('grpc.health.v1.Health', {'Check': grpc.unary_unary_rpc_method_handler(check)})
+s = grpc.server(concurrent.futures.ThreadPoolExecutor(4), handlers=[h])
+s.add_insecure_port('0.0.0.0:%s' % sys.argv[1]); s.start()
+def term(*a):
+    open(sys.argv[2] + '/proxy-term', 'w').write('%f\n' % time.time()); sys.exit(0)
+signal.signal(signal.SIGTERM, term)
+threading.Event().wait()
+EOF
+  cat >"$d/https_server.py" <<'EOF'
+import http.server, os, signal, ssl, sys, time
+port, d, logs = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+assert os.path.exists(logs + '/poststart'), 'started before its postStart hook ran'
+def term(*a):
+    open(d + '/out/main-term', 'w').write('%f\n' % time.time()); sys.exit(0)
+signal.signal(signal.SIGTERM, term)
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(s): s.send_response(200); s.end_headers()
+    def log_message(s, *a): pass
+srv = http.server.HTTPServer(('0.0.0.0', port), H)
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); ctx.load_cert_chain(d + '/tls.crt', d + '/tls.key')
+srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+srv.serve_forever()
+EOF
+  e2e_kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: chart, namespace: default}
+spec:
+  nodeName: $node
+  tolerations: [{key: slurm-k8s/job, operator: Equal, value: "$j", effect: NoSchedule}]
+  terminationGracePeriodSeconds: 20
+  volumes: [{name: logs, emptyDir: {}}]
+  initContainers:
+  - name: proxy
+    image: e2e/sleeper:1
+    restartPolicy: Always
+    command: [/usr/bin/python3, $d/health_server.py, "$gport", $d/out]
+    volumeMounts: [{name: logs, mountPath: /logs}]
+    startupProbe: {grpc: {port: $gport}, periodSeconds: 1, failureThreshold: 60}
+  containers:
+  - name: main
+    image: e2e/sleeper:1
+    command: [/bin/sh, -c, 'while [ ! -e /logs/poststart ]; do sleep 0.1; done; exec /usr/bin/python3 $d/https_server.py $tport $d /logs']
+    volumeMounts: [{name: logs, mountPath: /logs}]
+    lifecycle: {postStart: {exec: {command: [/bin/sh, -c, "touch /logs/poststart"]}}}
+    readinessProbe: {httpGet: {port: $tport, path: /ready, scheme: HTTPS}, periodSeconds: 1, timeoutSeconds: 5}
+    livenessProbe: {grpc: {port: $gport}, periodSeconds: 2, timeoutSeconds: 5}
+EOF
+  e2e_wait 60 "[ \"\$(e2e_pod_field default/chart '{.status.conditions[?(@.type==\"Ready\")].status}')\" = True ]"
+  ok $? "chart_features: Ready: its HTTPS readiness probe passed ($(e2e_pod_field default/chart '{.status.conditions[?(@.type=="Ready")].message}'))"
+  out="$(e2e_pod_field default/chart '{.status.initContainerStatuses[0].name} {.status.initContainerStatuses[0].started} {.status.initContainerStatuses[0].state.running.startedAt} {.status.containerStatuses[0].restartCount}')"
+  [[ "$out" == "proxy true 20"*" 0" ]]
+  ok $? "chart_features: the sidecar runs beside it (started, its grpc startup probe passed), the app's grpc liveness probe holds ($out)"
+  uid="$(e2e_pod_field default/chart '{.metadata.uid}')"
+  vol="$E2E_AGENTS/$N3/shim/job_${j}_$N3/pods/$uid/volumes/logs"
+  [ -e "$vol/poststart" ]; ok $? "chart_features: the postStart hook ran ($(ls "$vol" 2>&1 | paste -sd' '))"
+  e2e_kubectl delete pod chart --wait=false >/dev/null 2>&1
+  e2e_wait 30 "[ -e '$d/out/proxy-term' ]"
+  out="$(cat "$d/out/main-term" "$d/out/proxy-term" 2>&1 | paste -sd' ')"
+  awk '{ exit !($1 <= $2) }' <<<"$out"
+  ok $? "chart_features: deleted: the app container got SIGTERM before its sidecar (main, proxy: $out)"
+  e2e_end_job "$j"
+  e2e_assert_clean "$j" "chart_features"
+  rm -rf "$d"
 }
 
 case_scancel() {
