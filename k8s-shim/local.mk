@@ -11,6 +11,8 @@ k8s_shim_libshim_la_SOURCES = \
 	k8s-shim/attach_session.h \
 	k8s-shim/backoff.cc \
 	k8s-shim/backoff.h \
+	k8s-shim/cdi.cc \
+	k8s-shim/cdi.h \
 	k8s-shim/clock.cc \
 	k8s-shim/clock.h \
 	k8s-shim/container.cc \

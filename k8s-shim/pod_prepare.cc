@@ -1,9 +1,51 @@
 #include "k8s-shim/pod_prepare.h"
 
+#include <optional>
+
 #include "common/strings.h"
+#include "k8s-shim/cdi.h"
 #include "k8s-shim/podman.h"
 
 namespace sk::shim {
+
+namespace {
+
+// An image container's GPUs as CDI devices when the node's specifications
+// name every one of them (k8s-shim/cdi.h), else its device nodes only, said
+// in an event.
+void use_cdi_gpus(PodPlan *plan, const PodSetup &setup, std::vector<PreparedPod::Note> *notes) {
+    std::optional<std::vector<CdiDevice>> devices;
+    std::vector<std::string> errors;
+    for (auto *list : {&plan->init_containers, &plan->containers})
+        for (auto &c : *list) {
+            if (!c.image_run || c.gpu_indices.empty()) continue;
+            if (!devices) devices = load_cdi_devices(setup.cdi_dirs, &errors);
+            std::vector<std::string> names, missing;
+            for (int i : c.gpu_indices) {
+                std::string n = cdi_gpu_for(*devices, setup.gpu_device, i);
+                (n.empty() ? missing : names).push_back(n.empty() ? std::to_string(i) : n);
+            }
+            if (missing.empty()) {
+                c.image_run->cdi_devices = names;
+                notes->push_back({"Normal", "CDIDevices",
+                                  "GPUs as CDI devices " + join(names, ", ") +
+                                      " (their device nodes, driver libraries and tools as the "
+                                      "node's CDI specification says)",
+                                  c.name});
+                continue;
+            }
+            std::string dirs = join(setup.cdi_dirs, ", ");
+            notes->push_back(
+                {"Normal", "GPUDeviceNodesOnly",
+                 "no CDI specification in " + dirs + " names GPU " + join(missing, ", ") +
+                     ": the container gets its GPUs' device nodes only, no driver libraries "
+                     "(docs/admin-guide.md, GPUs in images)" +
+                     (errors.empty() ? "" : "; unreadable: " + join(errors, "; ")),
+                 c.name});
+        }
+}
+
+}  // namespace
 
 Result<PreparedPod> prepare_pod(const proto::PodRun &run, const PodSetup &setup,
                                 const GpuLease &gpus, std::string *reason) {
@@ -34,6 +76,8 @@ Result<PreparedPod> prepare_pod(const proto::PodRun &run, const PodSetup &setup,
     // A container of the process runtime sees its own GPUs' device nodes
     // only (k8s-shim/mount_ns.h); the podman runtime passes only its own.
     hide_other_gpus(&*plan, setup.gpu_device);
+    std::vector<PreparedPod::Note> notes;
+    use_cdi_gpus(&*plan, setup, &notes);
     for (const auto *list : {&plan->init_containers, &plan->containers})
         for (const auto &c : *list)
             if (c.image_run)
@@ -43,7 +87,7 @@ Result<PreparedPod> prepare_pod(const proto::PodRun &run, const PodSetup &setup,
                     *reason = "PodSetupFailed";
                     return st.failure();
                 }
-    return PreparedPod{std::move(*plan), std::move(*idx)};
+    return PreparedPod{std::move(*plan), std::move(*idx), std::move(notes)};
 }
 
 }  // namespace sk::shim

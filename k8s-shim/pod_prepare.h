@@ -26,6 +26,8 @@ struct PodSetup {
     // The GPUs the job's devices cgroup opens, sorted (assign_gpus' cuda_pool).
     std::vector<int> cuda_pool;
     std::string gpu_device;  // runtime.conf's pattern of a GPU's device node
+    // Where CDI specifications are read (k8s-shim/cdi.h cdi_spec_dirs).
+    std::vector<std::string> cdi_dirs;
     // Pods in cgroups of their own: the agent socket their supervisors ask
     // at ("" = none) and the job.
     std::string cgroup_socket;
@@ -41,6 +43,12 @@ struct GpuLease {
 struct PreparedPod {
     PodPlan plan;
     std::vector<int> gpus;  // the node's indices it was given
+    // Events for its start (type, reason, message, container): how its image
+    // containers get their GPUs (k8s-shim/cdi.h).
+    struct Note {
+        std::string type, reason, message, container;
+    };
+    std::vector<Note> notes;
 };
 
 // *reason (when it fails): PodRefused, InvalidPodSpec, OutOfnvidia.com/gpu

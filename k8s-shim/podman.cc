@@ -150,17 +150,22 @@ std::vector<std::string> podman_run_argv(const ContainerPlan &c, const std::stri
     if (!r.pidfile.empty()) v.insert(v.end(), {"--pidfile", r.pidfile});
     if (!r.termination_log.empty())
         v.insert(v.end(), {"--volume", r.termination_log + ":" + r.termination_message_path});
-    for (int i : c.gpu_indices) {
-        std::string dev = r.gpu_device;
-        size_t at = dev.find("{index}");
-        if (at != std::string::npos) dev.replace(at, 7, std::to_string(i));
-        v.insert(v.end(), {"--device", dev + ":/dev/nvidia" + std::to_string(i)});
-    }
-    if (!c.gpu_indices.empty())
-        for (const auto &d : r.gpu_control_devices) {
-            struct stat st;
-            if (stat(d.c_str(), &st) == 0) v.insert(v.end(), {"--device", d});
+    if (!r.cdi_devices.empty()) {
+        for (const auto &d : r.cdi_devices)
+            v.insert(v.end(), {"--device", d});
+    } else {
+        for (int i : c.gpu_indices) {
+            std::string dev = r.gpu_device;
+            size_t at = dev.find("{index}");
+            if (at != std::string::npos) dev.replace(at, 7, std::to_string(i));
+            v.insert(v.end(), {"--device", dev + ":/dev/nvidia" + std::to_string(i)});
         }
+        if (!c.gpu_indices.empty())
+            for (const auto &d : r.gpu_control_devices) {
+                struct stat st;
+                if (stat(d.c_str(), &st) == 0) v.insert(v.end(), {"--device", d});
+            }
+    }
     if (r.has_command) {
         Json::Value ep(Json::arrayValue);
         for (const auto &w : r.command)

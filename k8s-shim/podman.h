@@ -67,6 +67,10 @@ struct ImageRun {
     std::string pidfile;
     std::string gpu_device;  // PodmanSettings::gpu_device
     std::vector<std::string> gpu_control_devices;
+    // Its GPUs as CDI devices ("nvidia.com/gpu=0", k8s-shim/cdi.h), one per
+    // GPU, when the node's specification names each: passed instead of the
+    // device nodes above.
+    std::vector<std::string> cdi_devices;
 };
 
 // A kubelet's reading of an image name: one without a registry is

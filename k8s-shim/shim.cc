@@ -18,6 +18,7 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "common/strings.h"
+#include "k8s-shim/cdi.h"
 #include "k8s-shim/pod_prepare.h"
 #include "k8s-shim/pod_stats.h"
 #include "k8s-shim/spawn.h"
@@ -322,6 +323,7 @@ proto::Reply Shim::pod_run(const proto::Request &req) {
     setup.plan.podman_run_dir = podman_run_dir(getuid(), opt_.job_id, opt_.slurm_node);
     setup.cuda_pool = cuda_pool_;
     setup.gpu_device = templates_.podman().gpu_device;
+    setup.cdi_dirs = cdi_spec_dirs();
     if (pod_cgroups_) setup.cgroup_socket = opt_.socket_path;
     setup.job_id = opt_.job_id;
     GpuLease lease;
@@ -353,6 +355,8 @@ proto::Reply Shim::pod_run(const proto::Request &req) {
     env.on_processes = [this, pe] { save_pod_state(*pe); };
     env.present_images = &present_images_;
     p.runner = std::make_unique<PodRunner>(std::move(env), std::move(prepared->plan));
+    for (const auto &n : prepared->notes)
+        p.runner->add_event(n.type, n.reason, n.message, n.container);
     LOG_INFO("[pod %s/%s] starting (uid %s, GPUs [%s])", p.ns.c_str(), p.name.c_str(), uid.c_str(),
              format_index_list(idx).c_str());
     if (paused_) p.runner->pause(true, pause_message_);  // held until the resume

@@ -3,7 +3,8 @@
 # (protocol, agent_client.h), the shim protocol and its exec frames
 # (shim_protocol, exec_frames, pod_loss), JSON and base64, the CRI log files
 # and their paths (cri_log, log_paths), the container supervisor's contract
-# (supervisor) and who owns a TCP listener (tcp_listeners). Not linked by the
+# (supervisor), who owns a TCP listener (tcp_listeners) and YAML as JSON
+# (yaml). Not linked by the
 # SPANK plugin; not built by --disable-daemons.
 if BUILD_DAEMONS
 noinst_LTLIBRARIES += common/daemons/libcommon_daemons.la
@@ -28,6 +29,9 @@ common_daemons_libcommon_daemons_la_SOURCES = \
 	common/daemons/supervisor.cc \
 	common/daemons/supervisor.h \
 	common/daemons/tcp_listeners.cc \
-	common/daemons/tcp_listeners.h
-common_daemons_libcommon_daemons_la_LIBADD = common/libcommon_core.la $(JSONCPP_LIBS)
+	common/daemons/tcp_listeners.h \
+	common/daemons/yaml.cc \
+	common/daemons/yaml.h
+common_daemons_libcommon_daemons_la_CPPFLAGS = $(AM_CPPFLAGS) $(LIBYAML_CFLAGS)
+common_daemons_libcommon_daemons_la_LIBADD = common/libcommon_core.la $(JSONCPP_LIBS) $(LIBYAML_LIBS)
 endif

@@ -13,7 +13,7 @@
 # checked last it was gone once the cases before it grew past 5 min).
 # online_rl last: it takes all 3 nodes.
 E2E_CASES=(api_down bad_flags socket_auth privileged too_many_gpus namespace two_jobs impersonation two_clusters pod_devices kubectl_io
-           runtime_template image_pods volumes vllm chart_features scancel step_signals time_limit_update drain_before time_limit suspend requeue salloc gpu_forms node_share preempt
+           runtime_template image_pods cdi_gpus volumes vllm chart_features scancel step_signals time_limit_update drain_before time_limit suspend requeue salloc gpu_forms node_share preempt
            preempt_requeue preempt_suspend array_het node_fail slurmd_restart agent_kill shim_kill online_rl online_rl_images online_rl_faults)
 
 # pod_devices' pods and probe, on cgroup v1 and v2.
@@ -1368,6 +1368,59 @@ EOF
   e2e_end_job "$j"
   e2e_assert_clean "$j" "chart_features"
   rm -rf "$d"
+}
+
+# GPUs through CDI (k8s-shim/cdi.h): a CDI specification for the harness's
+# fake GPUs in /var/run/cdi, as nvidia-ctk writes one for real GPUs: each GPU
+# its device node and an env var, and for all a stand-in driver library
+# directory (a mount), an env var and a device node. An image container with
+# one lent GPU gets it as its CDI device: its own GPU's device node and the
+# injected one, none of the other GPUs', the library directory and the env;
+# the pod's events say so. The specification goes after the case.
+case_cdi_gpus() {
+  e2e_job 1 -N1 -w $N2 --gres=gpu:2 --k8s-gpus=1 || { ok 1 "cdi_gpus: job"; return; }
+  local j="$E2E_JOB" node img="$E2E_REGISTRY/e2e/busybox:1" spec drv out want i
+  spec="/var/run/cdi/slurm-k8s-e2e-$j.yaml" drv="$E2E_D/cdi-driver-$j"
+  node="$(e2e_node_names "$j")"
+  mkdir -p "$drv" /var/run/cdi
+  echo "stand-in libcuda" >"$drv/libcuda.so.1"
+  chmod -R a+rX "$drv"
+  {
+    printf 'cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n'
+    for ((i = 0; i < 4; i++)); do
+      printf -- '- name: "%d"\n  containerEdits:\n    env: [E2E_CDI_GPU=%d]\n' "$i" "$i"
+      printf '    deviceNodes: [{path: /dev/nvidia%d, hostPath: %s/dev/nvidia%d}]\n' "$i" "$SK_SLURM_DIR" "$i"
+    done
+    printf 'containerEdits:\n  env: [E2E_CDI=1]\n  deviceNodes: [{path: /dev/nvidia-uvm, hostPath: /dev/zero}]\n'
+    printf '  mounts: [{hostPath: %s, containerPath: /usr/lib/nvidia-e2e, options: [ro, nosuid, nodev, bind]}]\n' "$drv"
+  } >"$spec"
+  e2e_kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: cdi, namespace: default}
+spec:
+  nodeName: $node
+  tolerations: [{key: slurm-k8s/job, operator: Equal, value: "$j", effect: NoSchedule}]
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: $img
+    command: [sh, -c, 'echo "devs=\$(ls /dev | grep nvidia | sort | tr "\n" " ")"; echo "cdi=\$E2E_CDI gpu=\$E2E_CDI_GPU cuda=\$CUDA_VISIBLE_DEVICES"; cat /usr/lib/nvidia-e2e/libcuda.so.1']
+    resources: {limits: {nvidia.com/gpu: 1}}
+EOF
+  e2e_wait 90 "[ \"\$(e2e_pod_phase cdi)\" = Succeeded ] || [ \"\$(e2e_pod_phase cdi)\" = Failed ]"
+  out="$(e2e_kubectl get events --field-selector involvedObject.name=cdi -o jsonpath='{range .items[*]}{.reason}: {.message}{"\n"}{end}' 2>&1 | grep -E '^(CDIDevices|GPUDeviceNodesOnly)')"
+  i="$(sed -n 's/^CDIDevices: GPUs as CDI devices nvidia.com\/gpu=\([0-9]*\) .*/\1/p' <<<"$out")"
+  [ -n "$i" ]; ok $? "cdi_gpus: the image container got its GPU as a CDI device, the pod's event says which ($out)"
+  out="$(e2e_kubectl logs cdi 2>&1 | paste -sd'|')"
+  want="devs=nvidia$i nvidia-uvm |cdi=1 gpu=$i cuda=0|stand-in libcuda"
+  [ "$out" = "$want" ]
+  ok $? "cdi_gpus: inside: its own GPU's device node and the injected one only, the spec's env and library directory ($out; want $want)"
+  rm -f "$spec"
+  e2e_kubectl delete pod cdi --wait=false >/dev/null 2>&1
+  e2e_end_job "$j"
+  e2e_assert_clean "$j" "cdi_gpus"
+  rm -rf "$drv"
 }
 
 case_scancel() {

@@ -361,6 +361,7 @@ SK_SHIM_TEST_LIBS = k8s-shim/libshim.la $(SK_CHECK_LIBS)
 check_PROGRAMS += \
 	tests/unit/test_attach_handshake \
 	tests/unit/test_shim_plan \
+	tests/unit/test_cdi \
 	tests/unit/test_shim_backoff \
 	tests/unit/test_probe \
 	tests/unit/test_gpu_alloc \
@@ -371,6 +372,7 @@ check_PROGRAMS += \
 TESTS += \
 	tests/unit/test_attach_handshake \
 	tests/unit/test_shim_plan \
+	tests/unit/test_cdi \
 	tests/unit/test_shim_backoff \
 	tests/unit/test_probe \
 	tests/unit/test_gpu_alloc \
@@ -386,6 +388,10 @@ tests_unit_test_attach_handshake_LDADD = $(SK_SHIM_TEST_LIBS)
 tests_unit_test_shim_plan_SOURCES = tests/unit/test_shim_plan.cc
 tests_unit_test_shim_plan_CXXFLAGS = $(SK_SHIM_TEST_CXXFLAGS)
 tests_unit_test_shim_plan_LDADD = $(SK_SHIM_TEST_LIBS)
+
+tests_unit_test_cdi_SOURCES = tests/unit/test_cdi.cc
+tests_unit_test_cdi_CXXFLAGS = $(SK_SHIM_TEST_CXXFLAGS)
+tests_unit_test_cdi_LDADD = $(SK_SHIM_TEST_LIBS)
 
 tests_unit_test_shim_backoff_SOURCES = tests/unit/test_shim_backoff.cc
 tests_unit_test_shim_backoff_CXXFLAGS = $(SK_SHIM_TEST_CXXFLAGS)
