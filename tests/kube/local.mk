@@ -44,6 +44,7 @@ EXTRA_DIST += \
 	tests/kube/kubetest/vap.py \
 	tests/kube/kubetest/validation.py \
 	tests/kube/kubetest/watch.py \
+	tests/kube/kubetest/volumes.py \
 	tests/kube/kubetest/workloads.py \
 	tests/kube/fake_kubelet.py \
 	tests/kube/start-server.sh \
