@@ -101,7 +101,12 @@ void AttachSession::on_frames(std::string_view bytes) {
                     container_->plan->stdin_once)
                     container_->close_stdin();
                 break;
-            case proto::ExecChannel::Resize:  // no terminal to size
+            case proto::ExecChannel::Resize:
+                if (container_->plan->tty) {
+                    auto size = proto::resize_from_payload(f.payload);
+                    if (size) container_->resize(size->width, size->height);
+                }
+                break;
             default:
                 break;
         }

@@ -1,6 +1,9 @@
 #include "k8s-shim/container.h"
 
+#include <fcntl.h>
+#include <pty.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -107,28 +110,64 @@ Status Container::start() {
             LOG_WARN("%s %s", id_prefix().c_str(), st.message().c_str());
     }
     uv_loop_t *loop = env.clock.loop;
-    in = plan->stdin_open ? Pipe(loop) : Pipe();
     stdin_ending = false;
-    out = Pipe(loop);
-    err = Pipe(loop);
+    SpawnStdio io;
+    int tty_slave = -1, tty_error = 0;
+    tty_fd = -1;
+    if (plan->tty) {
+        // One terminal for stdin, stdout and stderr (spec.tty): its master
+        // read as the output, written (a second descriptor) as the input.
+        // Without one the start fails as a spawn that failed (below).
+        int master = -1;
+        in = Pipe();
+        out = Pipe(loop);
+        err = Pipe();
+        if (openpty(&master, &tty_slave, nullptr, nullptr, nullptr) != 0) tty_error = errno;
+        int writer = -1;
+        if (!tty_error) {
+            (void)fcntl(master, F_SETFD, FD_CLOEXEC);
+            (void)fcntl(tty_slave, F_SETFD, FD_CLOEXEC);
+            writer = plan->stdin_open ? fcntl(master, F_DUPFD_CLOEXEC, 0) : -1;
+            if (out.open(master) != 0) {
+                tty_error = EIO;
+                close(master);
+                if (writer >= 0) close(writer);
+                writer = -1;
+            }
+        }
+        if (writer >= 0) {
+            in = Pipe(loop);
+            if (in.open(writer) != 0) {
+                close(writer);
+                in = Pipe();
+            }
+        }
+        if (!tty_error) tty_fd = master;
+        io.terminal_fd = tty_slave;
+    } else {
+        in = plan->stdin_open ? Pipe(loop) : Pipe();
+        out = Pipe(loop);
+        err = Pipe(loop);
+        io.in = in ? &in : nullptr;
+        io.out = &out;
+        io.err = &err;
+    }
     SpawnSpec spec = container_command(plan->argv, *plan, env.pod_dir, env.supervisor, 0);
     oom_before = cgroup_oom_kills(plan->cgroup_pod_uid, plan->cgroup_job_id, plan->name);
-    SpawnStdio io;
-    io.in = in ? &in : nullptr;
-    io.out = &out;
-    io.err = &err;
     start_failed_report = false;
     if (!plan->image_run) {
         started_report = Pipe(loop);
         io.started = &started_report;
     }
-    int rc = spawn_supervised(
-        loop, proc, env.supervisor, spec,
-        [this](int64_t status, int sig) {
-            proc.close();
-            on_process_exit(status, sig);
-        },
-        io);
+    int rc = tty_error ? uv_translate_sys_error(tty_error)
+                       : spawn_supervised(
+                             loop, proc, env.supervisor, spec,
+                             [this](int64_t status, int sig) {
+                                 proc.close();
+                                 on_process_exit(status, sig);
+                             },
+                             io);
+    if (tty_slave >= 0) close(tty_slave);  // the container's now
     if (rc != 0) {
         in.close();
         out.close();
@@ -163,7 +202,8 @@ Status Container::start() {
     pid = proc.pid();
     start_ticks = proc_start_ticks(pid);
     out.read_start([this](ssize_t n, const char *data) { on_read(out, "stdout", n, data); });
-    err.read_start([this](ssize_t n, const char *data) { on_read(err, "stderr", n, data); });
+    if (err)
+        err.read_start([this](ssize_t n, const char *data) { on_read(err, "stderr", n, data); });
 
     run->started_ms = Clock::wall_ms();
     run->container_id = container_id(pod->plan().uid, plan->name, run->restart_count);
@@ -411,10 +451,19 @@ void Container::image_failed(const std::string &reason, const std::string &messa
 
 void Container::on_read(Pipe &p, const char *stream, ssize_t n, const char *data) {
     if (n > 0) on_output(stream, data, static_cast<size_t>(n));
-    if (n < 0) {  // EOF or error: this stream is done
+    if (n < 0) {  // EOF or error (a terminal whose last holder closed it: EIO): done
+        if (&p == &out) tty_fd = -1;
         p.close();
         maybe_finish_exit();
     }
+}
+
+void Container::resize(uint16_t width, uint16_t height) {
+    if (tty_fd < 0) return;
+    struct winsize ws {};
+    ws.ws_col = width;
+    ws.ws_row = height;
+    (void)ioctl(tty_fd, TIOCSWINSZ, &ws);
 }
 
 void Container::on_output(const char *stream, const char *data, size_t len) {

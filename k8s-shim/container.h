@@ -179,6 +179,7 @@ struct Container {
     // is the write end of its stdin (closed at the exit, or by stdinOnce).
     Process proc;
     Pipe in, out, err;
+    int tty_fd = -1;                 // spec.tty: the terminal's master (out's), -1 otherwise
     bool stdin_ending = false;       // close_stdin() was called for this instance
     std::list<ContainerTap *> taps;  // attached sessions of this instance
     Timer timer;                     // restart back-off
@@ -262,6 +263,8 @@ struct Container {
     bool write_stdin(std::string bytes);
     size_t stdin_queued() const;
     void close_stdin();  // the end of input (stdinOnce): EOF once the queue drained
+    // spec.tty: the terminal's size (an attached session's resize).
+    void resize(uint16_t width, uint16_t height);
 
     std::string log_path() const;
     std::string id_prefix() const;  // "[pod ns/name] container c:"

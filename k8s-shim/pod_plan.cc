@@ -280,8 +280,8 @@ Result<ContainerPlan> parse_container(const Json::Value &c, const Json::Value &p
     cp.working_dir = c["workingDir"].asString();
     if (c["terminationMessagePolicy"].isString())
         cp.termination_message_policy = c["terminationMessagePolicy"].asString();
-    for (auto [key, dst] :
-         {std::pair{"stdin", &cp.stdin_open}, std::pair{"stdinOnce", &cp.stdin_once}}) {
+    for (auto [key, dst] : {std::pair{"stdin", &cp.stdin_open},
+                            std::pair{"stdinOnce", &cp.stdin_once}, std::pair{"tty", &cp.tty}}) {
         if (!c[key].isNull() && !c[key].isBool())
             return invalid(who + ": " + key + " must be true or false");
         *dst = c[key].isBool() && c[key].asBool();

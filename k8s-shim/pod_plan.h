@@ -97,6 +97,10 @@ struct ContainerPlan {
     // attached sessions (k8s-shim/attach_session.h); otherwise /dev/null.
     // spec.stdinOnce: the first attached session's end of input closes it.
     bool stdin_open = false, stdin_once = false;
+    // spec.tty: its stdin, stdout and stderr a terminal the shim holds (its
+    // output one stream, logged as stdout, as a kubelet's runtime does);
+    // attached sessions size it.
+    bool tty = false;
     Confinement confine;  // from the securityContexts (k8s-shim/pod_security.h)
     // Its volumeMounts: the volume's directory (or subPath in it) at the
     // mountPath, in a mount namespace of its own (k8s-shim/mount_ns.h).

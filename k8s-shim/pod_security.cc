@@ -128,7 +128,7 @@ const std::vector<FieldRule> kContainer = {
      "read by the podman runtime; with the process runtime no file is read, the message comes "
      "from the log with FallbackToLogsOnError"},
     {"terminationMessagePolicy", U::Implemented, ""},
-    {"tty", U::RefusedIfSet, "containers get no terminal"},
+    {"tty", U::Implemented, ""},
     {"volumeDevices", U::Implemented, ""},
     {"volumeMounts", U::Implemented, ""},
     {"workingDir", U::Implemented, ""},

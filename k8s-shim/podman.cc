@@ -145,6 +145,9 @@ std::vector<std::string> podman_run_argv(const ContainerPlan &c, const std::stri
     for (const auto &e : c.env)
         v.insert(v.end(), {"--env", podman_env_by_value(e.name) ? e.name + "=" + e.value : e.name});
     if (!c.working_dir.empty()) v.insert(v.end(), {"--workdir", c.working_dir});
+    // spec.tty: podman's stdio is the shim's terminal; the container gets its own.
+    if (c.tty) v.emplace_back("--tty");
+    if (c.tty && c.stdin_open) v.emplace_back("--interactive");
     for (const auto &b : c.binds)
         v.insert(v.end(), {"--volume", b.source + ":" + b.target + (b.read_only ? ":ro" : "")});
     if (!r.pidfile.empty()) v.insert(v.end(), {"--pidfile", r.pidfile});

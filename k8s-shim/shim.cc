@@ -492,12 +492,10 @@ proto::Reply Shim::attach_start(const proto::Request &req, bool *deferred) {
     ShimPod &p = **pod;
     auto c = p.runner->attach_container(m->container);
     if (!c) return proto::error_reply(req.id, c.failure());
-    // Containers get no terminal on this node (k8s-shim/pod_security.cc refuses spec.tty).
-    if (m->tty)
+    // A terminal only for a container that has one (spec.tty), as a kubelet.
+    if (m->tty && !(*c)->plan->tty)
         return proto::error_reply(
-            req.id, fail(Error::Invalid,
-                         "the container has no terminal (spec.tty is not supported on "
-                         "this node)"));
+            req.id, fail(Error::Invalid, "the container has no terminal (spec.tty is false)"));
     if (m->in && !(*c)->plan->stdin_open)
         return proto::error_reply(
             req.id,

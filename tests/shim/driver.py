@@ -2136,6 +2136,28 @@ def test_attach_tees_output(a):
     assert running(st, "main") and cstatus(st, "main")["restartCount"] == 0, st
 
 
+def test_tty_container(a):
+    """spec.tty: the container's stdin, stdout and stderr are a terminal (its output one stream,
+    logged as stdout); an attached session with a terminal sizes it and types into it."""
+    script = ('[ -t 0 ] && [ -t 1 ] && [ -t 2 ] && echo "all a terminal"; echo "on stderr" >&2; '
+              'while read l; do echo "size $(stty size) line $l"; done')
+    p = pod("tty", [sh("main", script, tty=True, stdin=True)])
+    uid = p["metadata"]["uid"]
+    assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
+    a.wait(uid, lambda s: running(s, "main"), what="running")
+    lines = wait_log_lines(a, uid, "main", lambda l: "on stderr" in " ".join(l))
+    assert any("all a terminal" in l for l in lines), lines
+    raw = open(os.path.join(a.state_dir, "pods", uid, "main", "0.log")).read()
+    assert " stderr " not in raw and " stdout F on stderr" in raw.replace("\r", ""), raw
+    r, c = a.attach_start(uid, "main", stdin=True, stderr=False, tty=True)
+    assert r["ok"], r
+    c.resize(100, 40)
+    c.stdin(b"typed\n")
+    out = c.wait_output(lambda o: b"line typed" in o, timeout=20).decode()
+    assert "size 40 100 line typed" in out, out
+    c.close()
+
+
 def test_attach_exit_code(a):
     # The container's exit ends the session with its exit code; so does the pod's
     # stop (the container's exit after SIGTERM).
@@ -2432,6 +2454,7 @@ TESTS = [
     ("https_and_grpc_probes", test_https_and_grpc_probes, {}),
     ("lifecycle_hooks", test_lifecycle_hooks, {}),
     ("native_sidecars", test_native_sidecars, {}),
+    ("tty_container", test_tty_container, {}),
     ("pod_cgroup_requests", test_pod_cgroup_requests, {"pod_cgroups": True}),
     ("never_exit_codes", test_never_exit_codes, {}),
     ("started_only_when_started", test_started_only_when_started, {}),

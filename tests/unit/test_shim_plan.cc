@@ -795,7 +795,7 @@ static const Refusal kRefusals[] = {
      "Slurm nodes run Linux"},
     {C1(",\"stdin\":\"true\""), Error::Invalid, "stdin must be true or false"},
     {C1(",\"stdinOnce\":1"), Error::Invalid, "stdinOnce must be true or false"},
-    {C1(",\"tty\":true"), Error::Refused, "tty"},
+    {C1(",\"tty\":\"yes\""), Error::Invalid, "tty must be true or false"},
     {C1(",\"restartPolicy\":\"Always\""), Error::Refused, "sidecar"},
     {C1(",\"envFrom\":[{\"configMapRef\":{\"name\":\"c\"}}]"), Error::Refused, "envFrom"},
     {C1(",\"lifecycle\":{\"onStart\":{\"exec\":{\"command\":[\"x\"]}}}"), Error::Refused,
