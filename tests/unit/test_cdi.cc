@@ -1,7 +1,8 @@
 // k8s-shim/cdi: CDI specifications (YAML as nvidia-ctk writes them, JSON),
 // which device is a lent GPU (by its device node, else by its index; whole
 // GPUs only), names' forms (index, UUID, MIG, all), a bad file skipped and
-// named, and the podman arguments of a container given CDI devices.
+// named, and the podman arguments of a container given CDI devices (and a
+// terminal).
 #include <sys/stat.h>
 
 #include <fstream>
@@ -134,6 +135,14 @@ START_TEST(podman_gets_cdi_devices) {
         line += w + " ";
     ck_assert_msg(line.find("--device /dev/nvidia3:/dev/nvidia3") != std::string::npos, "%s",
                   line.c_str());
+    ck_assert_msg(line.find("--tty") == std::string::npos, "%s", line.c_str());
+    // spec.tty (and stdin): podman gives the container a terminal of its own.
+    c.tty = true;
+    c.stdin_open = true;
+    line.clear();
+    for (const auto &w : podman_run_argv(c, "/shim"))
+        line += w + " ";
+    ck_assert_msg(line.find("--tty --interactive ") != std::string::npos, "%s", line.c_str());
 }
 END_TEST
 
