@@ -4,6 +4,7 @@
 
 #include "agent/kube/api_object.h"
 #include "common/fs.h"
+#include "common/k8s_names.h"
 #include "common/procfs.h"
 #include "common/strings.h"
 
@@ -122,7 +123,9 @@ std::set<ObjectRef> claim_refs(const Json::Value &pod) {
     for (const auto &v : api::items(api::field(api::field(pod, "spec"), "volumes"))) {
         std::string name =
             api::text(api::field(api::field(v, "persistentVolumeClaim"), "claimName"));
-        if (!name.empty()) out.insert({kClaimKind, name});
+        // A name only: it becomes part of an API path (resolve_host_volumes
+        // refuses the pod otherwise).
+        if (k8s::is_dns1123_subdomain(name)) out.insert({kClaimKind, name});
     }
     return out;
 }
@@ -133,7 +136,7 @@ std::set<ObjectRef> bound_volume_refs(const Json::Value &pod, const FetchedObjec
         auto it = objects.find(ref);
         if (it == objects.end()) continue;
         std::string pv = api::text(api::field(api::field(it->second, "spec"), "volumeName"));
-        if (!pv.empty()) out.insert({kVolumeKind, pv});
+        if (k8s::is_dns1123_subdomain(pv)) out.insert({kVolumeKind, pv});
     }
     return out;
 }
@@ -168,6 +171,9 @@ Result<proto::HostVolumes> resolve_host_volumes(const Json::Value &pod,
         if (!api::object(v).isMember("persistentVolumeClaim")) continue;
         const Json::Value &src = api::field(v, "persistentVolumeClaim");
         std::string claim_name = api::text(api::field(src, "claimName"));
+        if (!k8s::is_dns1123_subdomain(claim_name))
+            return refused("volume " + vol + ": claimName '" + claim_name.substr(0, 64) +
+                           "' is not a claim's name");
         auto c = objects.find({kClaimKind, claim_name});
         if (c == objects.end())
             return fail(Error::NotFound, "persistentvolumeclaim \"" + claim_name + "\" not found");
@@ -216,6 +222,11 @@ Result<std::vector<MemoryVolumeSize>> memory_volumes(const Json::Value &pod, uin
         const Json::Value &ed = api::field(v, "emptyDir");
         if (api::text(api::field(ed, "medium")) != "Memory") continue;
         MemoryVolumeSize m{api::text(api::field(v, "name")), cap};
+        // It names a directory root makes (the API server's rule, relied on
+        // by nothing here).
+        if (!k8s::is_dns1123_label(m.volume))
+            return refused("volume name '" + m.volume.substr(0, 64) +
+                           "' must be a DNS label (lowercase letters, digits, '-')");
         std::string limit = api::text(api::field(ed, "sizeLimit"));
         if (api::field(ed, "sizeLimit").isIntegral())
             limit = api::field(ed, "sizeLimit").asString();

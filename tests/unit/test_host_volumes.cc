@@ -65,13 +65,22 @@ static const Refusal kRefusals[] = {
     {R"([{"name":"a","hostPath":{"path":"/shared/x"}}])", {}, "volume_roots is empty"},
     {R"([{"name":"a","hostPath":{"path":"/shared/x","type":"Pipe"}}])", kRoots,
      "hostPath type 'Pipe'"},
+    {R"([{"name":"a","persistentVolumeClaim":{"claimName":"../secrets/x"}}])", kRoots,
+     "is not a claim's name"},
+    {R"([{"name":"../up","emptyDir":{"medium":"Memory"}}])", kRoots, "must be a DNS label"},
 };
 
 START_TEST(host_paths_refused) {
     const auto &c = kRefusals[_i];
-    auto r = resolve_host_volumes(pod_with(c.volumes), {}, c.roots, {});
-    ck_assert_msg(!r.ok() && r.error() == Error::Refused, "accepted %s", c.volumes);
-    ck_assert_msg(r.message().find(c.says) != std::string::npos, "%s", r.message().c_str());
+    Json::Value pod = pod_with(c.volumes);
+    auto r = resolve_host_volumes(pod, {}, c.roots, {});
+    Status st;
+    if (!r)
+        st = r.failure();
+    else if (auto m = memory_volumes(pod, uint64_t{1} << 30); !m)
+        st = m.failure();
+    ck_assert_msg(!st && st.error() == Error::Refused, "accepted %s", c.volumes);
+    ck_assert_msg(st.message().find(c.says) != std::string::npos, "%s", st.message().c_str());
 }
 END_TEST
 
@@ -183,9 +192,12 @@ END_TEST
 START_TEST(memory_volume_sizes) {
     auto pod = [](const std::string &limits, const std::string &size) {
         return J((R"({"metadata":{"name":"p","namespace":"ns","uid":"u1"},"spec":{
-          "containers":[{"name":"a","command":["x"])" + limits + R"(},
-                        {"name":"b","command":["x"])" + limits + R"(}],
-          "volumes":[{"name":"shm","emptyDir":{"medium":"Memory")" + size + R"(}},
+          "containers":[{"name":"a","command":["x"])" +
+                  limits + R"(},
+                        {"name":"b","command":["x"])" +
+                  limits + R"(}],
+          "volumes":[{"name":"shm","emptyDir":{"medium":"Memory")" +
+                  size + R"(}},
                      {"name":"disk","emptyDir":{}}]}})")
                      .c_str());
     };
