@@ -1376,22 +1376,27 @@ EOF
 # directory (a mount), an env var and a device node. An image container with
 # one lent GPU gets it as its CDI device: its own GPU's device node and the
 # injected one, none of the other GPUs', the library directory and the env;
-# the pod's events say so. The specification goes after the case.
+# the pod's events say so. Rootless podman's runtime binds a CDI device node
+# from the spec's `path` (real specs name /dev/nvidiaN there, on host and in
+# the container alike): the fake GPUs' nodes are at the harness's paths in
+# the container too. The specification goes after the case.
 case_cdi_gpus() {
   e2e_job 1 -N1 -w $N2 --gres=gpu:2 --k8s-gpus=1 || { ok 1 "cdi_gpus: job"; return; }
-  local j="$E2E_JOB" node img="$E2E_REGISTRY/e2e/busybox:1" spec drv out want i
+  local j="$E2E_JOB" node img="$E2E_REGISTRY/e2e/busybox:1" spec drv out want i dev="$SK_SLURM_DIR/dev"
   spec="/var/run/cdi/slurm-k8s-e2e-$j.yaml" drv="$E2E_D/cdi-driver-$j"
   node="$(e2e_node_names "$j")"
   mkdir -p "$drv" /var/run/cdi
   echo "stand-in libcuda" >"$drv/libcuda.so.1"
   chmod -R a+rX "$drv"
+  rm -f "$dev/nvidia-uvm-e2e"
+  mknod -m 666 "$dev/nvidia-uvm-e2e" c 1 3  # the stand-in of a driver's extra device (/dev/null's)
   {
     printf 'cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n'
     for ((i = 0; i < 4; i++)); do
       printf -- '- name: "%d"\n  containerEdits:\n    env: [E2E_CDI_GPU=%d]\n' "$i" "$i"
-      printf '    deviceNodes: [{path: /dev/nvidia%d, hostPath: %s/dev/nvidia%d}]\n' "$i" "$SK_SLURM_DIR" "$i"
+      printf '    deviceNodes: [{path: %s/nvidia%d}]\n' "$dev" "$i"
     done
-    printf 'containerEdits:\n  env: [E2E_CDI=1]\n  deviceNodes: [{path: /dev/nvidia-uvm, hostPath: /dev/zero}]\n'
+    printf 'containerEdits:\n  env: [E2E_CDI=1]\n  deviceNodes: [{path: %s/nvidia-uvm-e2e}]\n' "$dev"
     printf '  mounts: [{hostPath: %s, containerPath: /usr/lib/nvidia-e2e, options: [ro, nosuid, nodev, bind]}]\n' "$drv"
   } >"$spec"
   e2e_kubectl apply -f - >/dev/null <<EOF
@@ -1405,7 +1410,7 @@ spec:
   containers:
   - name: main
     image: $img
-    command: [sh, -c, 'echo "devs=\$(ls /dev | grep nvidia | sort | tr "\n" " ")"; echo "cdi=\$E2E_CDI gpu=\$E2E_CDI_GPU cuda=\$CUDA_VISIBLE_DEVICES"; cat /usr/lib/nvidia-e2e/libcuda.so.1']
+    command: [sh, -c, 'echo "devs=\$(ls $dev | tr "\n" " ")"; echo "cdi=\$E2E_CDI gpu=\$E2E_CDI_GPU cuda=\$CUDA_VISIBLE_DEVICES"; cat /usr/lib/nvidia-e2e/libcuda.so.1']
     resources: {limits: {nvidia.com/gpu: 1}}
 EOF
   e2e_wait 90 "[ \"\$(e2e_pod_phase cdi)\" = Succeeded ] || [ \"\$(e2e_pod_phase cdi)\" = Failed ]"
@@ -1413,10 +1418,10 @@ EOF
   i="$(sed -n 's/^CDIDevices: GPUs as CDI devices nvidia.com\/gpu=\([0-9]*\) .*/\1/p' <<<"$out")"
   [ -n "$i" ]; ok $? "cdi_gpus: the image container got its GPU as a CDI device, the pod's event says which ($out)"
   out="$(e2e_kubectl logs cdi 2>&1 | paste -sd'|')"
-  want="devs=nvidia$i nvidia-uvm |cdi=1 gpu=$i cuda=0|stand-in libcuda"
+  want="devs=nvidia-uvm-e2e nvidia$i |cdi=1 gpu=$i cuda=0|stand-in libcuda"
   [ "$out" = "$want" ]
   ok $? "cdi_gpus: inside: its own GPU's device node and the injected one only, the spec's env and library directory ($out; want $want)"
-  rm -f "$spec"
+  rm -f "$spec" "$dev/nvidia-uvm-e2e"
   e2e_kubectl delete pod cdi --wait=false >/dev/null 2>&1
   e2e_end_job "$j"
   e2e_assert_clean "$j" "cdi_gpus"

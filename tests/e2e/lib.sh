@@ -435,7 +435,8 @@ e2e_stop() {
   local rc=0 n
   "$E2E_CLUSTER" stop >"$E2E_D/cluster-stop.log" 2>&1 || { rc=1; tail -n 20 "$E2E_D/cluster-stop.log" >&2; }
   "$E2E_TOP/tests/images/registry.sh" stop "$E2E_REGISTRY_DIR" >/dev/null 2>&1 || true
-  rm -f /var/run/cdi/slurm-k8s-e2e-*.yaml  # e2e cdi_gpus' specification, had it stopped midway
+  # e2e cdi_gpus' specification and device node, had it stopped midway.
+  rm -f /var/run/cdi/slurm-k8s-e2e-*.yaml "$SK_SLURM_DIR/dev/nvidia-uvm-e2e"
   for n in "${!E2E_AGENT_PID[@]}"; do e2e_agent_stop "$n"; done
   # Agents started by an earlier process of this test (pid files).
   for n in "$E2E_AGENTS"/"$SK_NODE_PREFIX"*/agent.pid; do
