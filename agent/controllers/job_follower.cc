@@ -9,6 +9,10 @@
 
 namespace sk::agent {
 
+namespace {
+constexpr uint64_t kCordonRetryMs = 2000;
+}  // namespace
+
 JobFollower::JobFollower(AgentContext &ctx, JobRecord &rec, Host &host)
     : ctx_(ctx),
       rec_(rec),
@@ -16,7 +20,8 @@ JobFollower::JobFollower(AgentContext &ctx, JobRecord &rec, Host &host)
       end_timer_(*ctx.timers),
       end_check_timer_(*ctx.timers),
       drain_timer_(*ctx.timers),
-      state_timer_(*ctx.timers) {}
+      state_timer_(*ctx.timers),
+      cordon_retry_timer_(*ctx.timers) {}
 
 void JobFollower::start() {
     active_ = true;
@@ -36,7 +41,8 @@ void JobFollower::start() {
 
 void JobFollower::stop() {
     active_ = false;
-    for (ControllerTimer *t : {&end_timer_, &end_check_timer_, &drain_timer_, &state_timer_})
+    for (ControllerTimer *t :
+         {&end_timer_, &end_check_timer_, &drain_timer_, &state_timer_, &cordon_retry_timer_})
         t->stop();
 }
 
@@ -172,6 +178,7 @@ void JobFollower::patch_cordon(Cordon kind, bool cordon, uint64_t gen, int attem
             if (!r) {
                 LOG_WARN("%s %s failed: %s", prefix().c_str(), what, r.message().c_str());
                 cordoned(kind) = !cordon;  // the next check retries
+                if (kind == Cordon::End) retry_end_cordon();
                 return;
             }
             Json::Value patch = cordon ? build_end_cordon_patch(*r, taint, annotation)
@@ -185,9 +192,19 @@ void JobFollower::patch_cordon(Cordon kind, bool cordon, uint64_t gen, int attem
                         gen == cordon_gen(kind))
                         return patch_cordon(kind, cordon, gen, attempts + 1);
                     LOG_WARN("%s %s failed: %s", prefix().c_str(), what, p.message().c_str());
-                    if (gen == cordon_gen(kind)) cordoned(kind) = !cordon;
+                    if (gen == cordon_gen(kind)) {
+                        cordoned(kind) = !cordon;
+                        if (kind == Cordon::End) retry_end_cordon();
+                    }
                 }));
         }));
+}
+
+void JobFollower::retry_end_cordon() {
+    cordon_retry_timer_.start(kCordonRetryMs, guard([this] {
+                                  if (active_ && end_cordoned_ != end_cordon_due())
+                                      schedule_end_cordon();
+                              }));
 }
 
 std::string JobFollower::suspend_message() const {

@@ -105,6 +105,11 @@ class JobFollower : public NodeBound {
     uint64_t suspend_gen_ = 0;
     std::function<void(bool, const std::string &)> on_suspend_;
     ControllerTimer end_timer_, end_check_timer_, drain_timer_, state_timer_;
+    // An end cordon that failed (the Node not created yet when Slurm's end
+    // time came back, the API away) is tried again this soon, not at the
+    // next end-time check (end_time_check_interval, 30 s).
+    ControllerTimer cordon_retry_timer_;
+    void retry_end_cordon();
 };
 
 }  // namespace sk::agent

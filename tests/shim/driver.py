@@ -817,11 +817,14 @@ def test_native_sidecars(a):
     d = a.tmp
     side = ("trap 'date +%%s.%%N > %s/%s-term; exit 0' TERM; sleep 0.3; touch %s/%s-ready; "
             "while :; do sleep 0.1; done")
+    # Exec probes' timeouts are scaled (SCALE): 100 s is 5 s, what a shell takes to start under
+    # the sanitizers on a loaded machine.
     startup = {"exec": {"command": ["/bin/sh", "-c", "test -e %s/proxy-ready" % d]},
-               "periodSeconds": 1, "failureThreshold": 1000}
+               "periodSeconds": 1, "failureThreshold": 1000, "timeoutSeconds": 100}
     p = pod("sidecars", [sh("main", "test -e %s/setup-done && date +%%s.%%N > %s/main-done" % (d, d))],
             init=[sh("proxy", side % (d, "proxy", d, "proxy"), restartPolicy="Always",
-                     startupProbe=startup, readinessProbe={"exec": {"command": ["true"]}, "periodSeconds": 1}),
+                     startupProbe=startup,
+                     readinessProbe={"exec": {"command": ["true"]}, "periodSeconds": 1, "timeoutSeconds": 100}),
                   sh("setup", "test -e %s/proxy-ready && touch %s/setup-done" % (d, d))],
             restart="Never", grace=10)
     uid = p["metadata"]["uid"]

@@ -632,6 +632,40 @@ START_TEST(end_time_followed) {
 }
 END_TEST
 
+// Slurm's end time back before the Node is there to be read (the agent
+// queries it as it creates the Node): the cordon that failed is tried again
+// within seconds, not at the next end-time check (30 s here).
+START_TEST(end_cordon_retried_soon) {
+    ControllerEnv env;
+    env.cfg().cordon_before_end_s = 60;
+    env.cfg().end_time_check_s = 30;
+    env.serve_node_and_lease();
+    ServedNode served;
+    served.serve(env, false);
+    int not_yet = 2;  // the Node's first GETs answer 404, as before its creation
+    env.http().on("GET", kNodePath, [&](const FakeRequest &) {
+        if (not_yet > 0) {
+            not_yet--;
+            return FakeAnswer::error(404, "NotFound");
+        }
+        return FakeAnswer::ok(served.node);
+    });
+    const int64_t end = static_cast<int64_t>(time(nullptr)) + 30;
+    env.slurm().on_end_time = [&](uint32_t, const std::function<void(int64_t)> &cb) { cb(end); };
+    Ready ready;
+    register_node(env, ready);
+    auto cordoned = [&] {
+        for (const auto &t : served.node["spec"]["taints"])
+            if (t["key"] == kEndingTaintKey) return served.node["spec"]["unschedulable"].asBool();
+        return false;
+    };
+    ck_assert_msg(env.run_until(cordoned, 10000), "not cordoned within 10 s: %s",
+                  served.node.toStyledString().c_str());
+    ck_assert_int_eq(not_yet, 0);
+    ck_assert_int_eq(env.close(), 0);
+}
+END_TEST
+
 // ---- the job's suspension (scontrol suspend / resume) ----
 // _i: 0 plain; 1 the Node was cordoned by an admin before (stays cordoned
 // after the resume); 2 the end-time cordon comes while suspended (the Node
@@ -784,6 +818,7 @@ int main() {
     tcase_add_test(tc, node_creation_refused_is_retried);
     tcase_add_loop_test(tc, drain_during_registration, 0, TABLE_SIZE(kDrainInFlight));
     tcase_add_loop_test(tc, end_time_followed, 0, TABLE_SIZE(kEndCases));
+    tcase_add_test(tc, end_cordon_retried_soon);
     tcase_add_loop_test(tc, suspension_followed, 0, 4);
     tcase_add_test(tc, shim_death_followed);
     suite_add_tcase(s, tc);
