@@ -21,7 +21,7 @@ persistentvolume-binder binds the claims (tests/kube/kubetest/volumes.py).
   after the job.
 Prints `N passed, N failed`.
 """
-import json, os, sys
+import json, os, subprocess, sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from sktest.env import ShimEnv, shim_suite_main, shim_reg  # noqa: E402
@@ -41,6 +41,13 @@ class VolumeEnv(ShimEnv):
         s.update(node_identity="impersonate", node_name_template="slurm-{node}-{slot}",
                  volume_roots=f"{self.dir}/shared, {self.dir}/scratch")
         return s
+
+    def stop(self):
+        super().stop()
+        # A failed run may leave the agent's tmpfs mounted: not in the test's directory's way.
+        for m in tmpfs_of(""):
+            if m.startswith(self.dir + "/"):
+                subprocess.run(["umount", "-l", m], check=False)
 
 
 def pod(name, script, volumes, mounts):
