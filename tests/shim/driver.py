@@ -769,14 +769,14 @@ def test_lifecycle_hooks(a):
         wait_true(lambda: socket_open(hport), 20, "the hook server listens")
         marker = os.path.join(a.tmp, "poststart-done")
         term = os.path.join(a.tmp, "term-%s")
-        loop = "trap 'date +%%s.%%N > %s; exit 0' TERM; while :; do sleep 0.1; done"
+        loop = "trap 'date +%%s.%%N > %s; exit 0' TERM; touch %s.ready; while :; do sleep 0.1; done"
         p = pod("hooks", [
-            sh("exechook", loop % (term % "exechook"),
+            sh("exechook", loop % (term % "exechook", term % "exechook"),
                lifecycle={"postStart": {"exec": {"command": ["/bin/sh", "-c", "sleep 1; touch " + marker]}}}),
-            sh("httphook", loop % (term % "httphook"),
+            sh("httphook", loop % (term % "httphook", term % "httphook"),
                lifecycle={"postStart": {"httpGet": {"port": hport, "path": "/start", "host": "127.0.0.1"}},
                           "preStop": {"httpGet": {"port": hport, "path": "/stop", "host": "127.0.0.1"}}}),
-            sh("sleephook", loop % (term % "sleephook"),
+            sh("sleephook", loop % (term % "sleephook", term % "sleephook"),
                lifecycle={"preStop": {"sleep": {"seconds": 1}}})], grace=20)
         uid = p["metadata"]["uid"]
         assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
@@ -785,6 +785,9 @@ def test_lifecycle_hooks(a):
         a.wait(uid, lambda s: running(s, "httphook"), timeout=20, what="httphook Running")
         assert "/start " in open(hlog).read(), open(hlog).read()
         a.wait(uid, lambda s: running(s, "sleephook"), what="sleephook Running")
+        # Each holds its TERM trap (a signal before it would leave no time).
+        wait_true(lambda: all(os.path.exists(term % n + ".ready") for n in ("exechook", "httphook", "sleephook")),
+                  20, "the containers' traps set")
         killed = time.time()
         assert a.request("pod_kill", {"uid": uid, "grace_s": 20, "reason": "Killing"})["ok"]
         a.wait(uid, lambda s: s["phase"] in ("Succeeded", "Failed"), timeout=30, what="stopped")
@@ -844,15 +847,18 @@ def test_native_sidecars(a):
     crash = ("n=$(cat %s/crashes 2>/dev/null || echo 0); echo $((n+1)) > %s/crashes; "
              "[ $n -ge 1 ] || exit 1; " % (d, d)) + side % (d, "late", d, "late")
     q = pod("sidecars2", [sh("app", "trap 'date +%%s.%%N > %s/app-term; exit 0' TERM; "
-                                    "while :; do sleep 0.1; done" % d)],
+                                    "touch %s/app-ready; while :; do sleep 0.1; done" % (d, d))],
             init=[sh("early", side % (d, "early", d, "early"), restartPolicy="Always"),
                   sh("late", crash, restartPolicy="Always")],
             restart="Never", grace=10)
     quid = q["metadata"]["uid"]
     assert a.request("pod_run", {"pod": q, "files": {}})["ok"]
+    # Each holds its TERM trap once its ready file is there (a restarted instance killed
+    # before would end by the signal, leaving no time).
     st = a.wait(quid, lambda s: running(s, "app") and
-                cstatus(s, "late", "initContainerStatuses")["restartCount"] >= 1, timeout=30,
-                what="the app running, its crashed sidecar restarted")
+                cstatus(s, "late", "initContainerStatuses")["restartCount"] >= 1 and
+                all(os.path.exists(os.path.join(d, n + "-ready")) for n in ("app", "early", "late")),
+                timeout=30, what="the app running, its crashed sidecar restarted")
     assert a.request("pod_kill", {"uid": quid, "grace_s": 10, "reason": "Killing"})["ok"]
     a.wait(quid, lambda s: s["phase"] in ("Succeeded", "Failed") and not running(s, "early")
            and not running(s, "late"), timeout=30, what="stopped")
@@ -921,7 +927,9 @@ def test_active_deadline(a):
     assert st.get("reason") == "DeadlineExceeded", st
     assert st.get("message") == "Pod was active on the node longer than the specified deadline", st
     t = cstatus(st, "main")["state"]["terminated"]
-    assert t["exitCode"] == 0, t  # stopped by TERM, as with a deletion
+    # Stopped by TERM, as with a deletion: its trap's 0 (or 143 had the signal come before the
+    # shell set it, on a loaded machine); Failed all the same.
+    assert t["exitCode"] in (0, 143), t
     a.wait_event(uid, lambda e: e["reason"] == "DeadlineExceeded" and e["type"] == "Warning",
                  what="DeadlineExceeded event")
     quick = pod("quick", [sh("main", "exit 0")], restart="Never", spec_extra={"activeDeadlineSeconds": 30})
