@@ -110,7 +110,8 @@ def run(env):
               f"try:\n open('/models/new','w')\n r['ro']='written'\n"
               f"except OSError as e:\n r['ro']=e.strerror\n"
               f"open('/work/out.txt','w').write('from the pod\\n')\n"
-              f"open('{d}/reader.json','w').write(json.dumps(r))\n"
+              f"open('{d}/reader.json.tmp','w').write(json.dumps(r))\n"
+              f"os.rename('{d}/reader.json.tmp','{d}/reader.json')\n"
               f"import time; time.sleep(600)\n")
     env.api("POST", "/api/v1/namespaces/default/pods", pod(
         "reader", reader, [{"name": "models", "persistentVolumeClaim": {"claimName": "models"}}],
@@ -209,7 +210,8 @@ def memory_volume(env):
               f"try:\n open('/dev/shm/big','wb').write(b'x'*(9<<20))\n r['big']='written'\n"
               f"except OSError as e:\n r['big']=e.strerror\n"
               f"os.unlink('/dev/shm/big')\n"
-              f"open('{d}/shm.json','w').write(json.dumps(r))\n"
+              f"open('{d}/shm.json.tmp','w').write(json.dumps(r))\n"
+              f"os.rename('{d}/shm.json.tmp','{d}/shm.json')\n"
               f"import time; time.sleep(600)\n")
     reader = (f"import os,time\n"
               f"while not os.path.exists('/shared-shm/hello'): time.sleep(0.1)\n"
