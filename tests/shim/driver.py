@@ -2156,7 +2156,7 @@ def test_tty_container(a):
     uid = p["metadata"]["uid"]
     assert a.request("pod_run", {"pod": p, "files": {}})["ok"]
     a.wait(uid, lambda s: running(s, "main"), what="running")
-    lines = wait_log_lines(a, uid, "main", lambda l: "on stderr" in " ".join(l))
+    lines = wait_log_lines(a, uid, "main", lambda l: "on stderr" in " ".join(l), timeout=20)
     assert any("all a terminal" in l for l in lines), lines
     raw = open(os.path.join(a.state_dir, "pods", uid, "main", "0.log")).read()
     assert " stderr " not in raw and " stdout F on stderr" in raw.replace("\r", ""), raw
