@@ -79,7 +79,10 @@ int mount_id_of(int fd) {
     auto info = read_file("/proc/self/fdinfo/" + std::to_string(fd), 4096);
     if (!info) return -1;
     for (const auto &line : split(*info, '\n'))
-        if (line.rfind("mnt_id:", 0) == 0) return std::atoi(line.c_str() + 7);
+        if (line.rfind("mnt_id:", 0) == 0) {
+            auto id = parse_uint(trim(std::string_view(line).substr(7)), "mnt_id", INT32_MAX);
+            return id ? static_cast<int>(*id) : -1;
+        }
     return -1;
 }
 

@@ -69,6 +69,47 @@ std::string Container::log_path() const {
            ".log";
 }
 
+// The instance's stdin, stdout and stderr: pipes, or with spec.tty one
+// terminal (its master read as the output, written through a second
+// descriptor as the input; *tty_slave the container's end). An errno when
+// the terminal cannot be had: the start then fails as a spawn that failed.
+int Container::open_stdio(uv_loop_t *loop, SpawnStdio *io, int *tty_slave) {
+    tty_fd = -1;
+    if (!plan->tty) {
+        in = plan->stdin_open ? Pipe(loop) : Pipe();
+        out = Pipe(loop);
+        err = Pipe(loop);
+        io->in = in ? &in : nullptr;
+        io->out = &out;
+        io->err = &err;
+        return 0;
+    }
+    int master = -1;
+    in = Pipe();
+    out = Pipe(loop);
+    err = Pipe();
+    if (openpty(&master, tty_slave, nullptr, nullptr, nullptr) != 0) return errno;
+    (void)fcntl(master, F_SETFD, FD_CLOEXEC);
+    (void)fcntl(*tty_slave, F_SETFD, FD_CLOEXEC);
+    int writer = plan->stdin_open ? fcntl(master, F_DUPFD_CLOEXEC, 0) : -1;
+    if (out.open(master) != 0) {
+        close(master);
+        if (writer >= 0) close(writer);
+        io->terminal_fd = *tty_slave;
+        return EIO;
+    }
+    if (writer >= 0) {
+        in = Pipe(loop);
+        if (in.open(writer) != 0) {
+            close(writer);
+            in = Pipe();
+        }
+    }
+    tty_fd = master;
+    io->terminal_fd = *tty_slave;
+    return 0;
+}
+
 Status Container::start() {
     const auto &env = pod->env();
     if (pod->run().paused) {  // started at the resume
@@ -112,46 +153,8 @@ Status Container::start() {
     uv_loop_t *loop = env.clock.loop;
     stdin_ending = false;
     SpawnStdio io;
-    int tty_slave = -1, tty_error = 0;
-    tty_fd = -1;
-    if (plan->tty) {
-        // One terminal for stdin, stdout and stderr (spec.tty): its master
-        // read as the output, written (a second descriptor) as the input.
-        // Without one the start fails as a spawn that failed (below).
-        int master = -1;
-        in = Pipe();
-        out = Pipe(loop);
-        err = Pipe();
-        if (openpty(&master, &tty_slave, nullptr, nullptr, nullptr) != 0) tty_error = errno;
-        int writer = -1;
-        if (!tty_error) {
-            (void)fcntl(master, F_SETFD, FD_CLOEXEC);
-            (void)fcntl(tty_slave, F_SETFD, FD_CLOEXEC);
-            writer = plan->stdin_open ? fcntl(master, F_DUPFD_CLOEXEC, 0) : -1;
-            if (out.open(master) != 0) {
-                tty_error = EIO;
-                close(master);
-                if (writer >= 0) close(writer);
-                writer = -1;
-            }
-        }
-        if (writer >= 0) {
-            in = Pipe(loop);
-            if (in.open(writer) != 0) {
-                close(writer);
-                in = Pipe();
-            }
-        }
-        if (!tty_error) tty_fd = master;
-        io.terminal_fd = tty_slave;
-    } else {
-        in = plan->stdin_open ? Pipe(loop) : Pipe();
-        out = Pipe(loop);
-        err = Pipe(loop);
-        io.in = in ? &in : nullptr;
-        io.out = &out;
-        io.err = &err;
-    }
+    int tty_slave = -1;
+    const int tty_error = open_stdio(loop, &io, &tty_slave);
     SpawnSpec spec = container_command(plan->argv, *plan, env.pod_dir, env.supervisor, 0);
     oom_before = cgroup_oom_kills(plan->cgroup_pod_uid, plan->cgroup_job_id, plan->name);
     start_failed_report = false;

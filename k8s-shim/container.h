@@ -233,7 +233,8 @@ struct Container {
     void image_step_done();
     void image_failed(const std::string &reason, const std::string &message);
 
-    Status start();       // spawn one instance
+    Status start();                                                   // spawn one instance
+    int open_stdio(uv_loop_t *loop, SpawnStdio *io, int *tty_slave);  // start()'s stdio
     void mark_running();  // its process runs: postStart, then started
     void mark_started();  // Running, probes armed
     void post_start_done(bool ok, const std::string &why);

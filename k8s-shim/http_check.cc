@@ -8,7 +8,7 @@
 namespace sk::shim {
 namespace {
 
-constexpr size_t kMaxBody = 64 * 1024;  // what a check reads of an answer
+constexpr size_t kMaxBody = size_t{64} * 1024;  // what a check reads of an answer
 
 struct Answer {
     std::string body, grpc_status, grpc_message;
