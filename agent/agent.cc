@@ -220,6 +220,26 @@ Agent::~Agent() {
 
 Status Agent::start() {
     if (auto st = store_.init(); !st) return st;
+    if (!cfg_.image_store.empty() && !runtime_factory_) {
+        auto s = image_store_settings(cfg_);
+        if (!s) return s.failure();
+        if (access(s->mount_program.c_str(), X_OK) != 0)
+            return fail(Error::NotFound,
+                        "image_store_mount_program " + s->mount_program +
+                            " cannot be run: install fuse-overlayfs (the jobs' podman reads the "
+                            "image store through it) or set image_store= to turn the store off");
+        images_ = std::make_unique<ImageStore>(loop_, std::move(*s));
+        images_->set_in_use([this] {
+            std::set<std::string> names;
+            for (const auto &[k, vn] : nodes_)
+                vn->images_in_use(&names);
+            return names;
+        });
+        if (auto st = images_->start(); !st) return st;
+        LOG_INFO("image store %s (user %s, bound %llu MiB)", cfg_.image_store.c_str(),
+                 cfg_.image_store_user.c_str(),
+                 static_cast<unsigned long long>(cfg_.image_store_size >> 20));
+    }
     std::vector<std::string> bad;
     for (auto &rec : store_.load_all(&bad)) {
         std::string key = job_key(rec.job.job_id, rec.job.slurm_node);
@@ -608,7 +628,14 @@ void Agent::op_attach(const std::shared_ptr<Connection> &c, const proto::Request
     }
     proto::Reply rep;
     rep.id = req.id;
-    proto::AttachReply ar{vn.record().node_name, vn.record().job.gpus, dir};
+    proto::AttachReply ar;
+    ar.node_name = vn.record().node_name;
+    ar.gpus = vn.record().job.gpus;
+    ar.state_dir = dir;
+    if (images_) {
+        ar.image_store = images_->view_dir();
+        ar.image_store_mount_program = images_->mount_program();
+    }
     if (cfg_.pod_cgroups) {
         auto parents = cgroups_.parents(c->peer().pid, a->job_id);
         ar.pod_cgroups = parents.ok();
@@ -621,7 +648,15 @@ void Agent::op_attach(const std::shared_ptr<Connection> &c, const proto::Request
     LOG_INFO("%s shim attached (pid %d%s)", vn.prefix().c_str(), c->peer().pid,
              ar.pod_cgroups ? ", pods in cgroups of their own" : "");
     c->set_link_bound(proto::kMaxShimMessageBytes);
-    vn.set_runtime(std::make_unique<ShimRuntime>(c, vn.prefix()), c->peer().pid);
+    auto rt = std::make_unique<ShimRuntime>(c, vn.prefix());
+    if (images_)
+        rt->set_image_puller(
+            [this, uid = vn.record().job.uid](const std::string &image,
+                                              std::function<void(const Status &)> done) {
+                return images_->pull(uid, image, std::move(done));
+            },
+            [this](uint64_t ticket) { images_->cancel(ticket); });
+    vn.set_runtime(std::move(rt), c->peer().pid);
 }
 
 // A container's supervisor asks to enter its pod's cgroup before it starts the
@@ -680,6 +715,7 @@ void Agent::gc() {
         collect_if_gone(vn,
                         "its deregister never came: the node's extern step and epilog were lost");
     collector_.collect_nodes();
+    if (images_) images_->tick(static_cast<int64_t>(time(nullptr)));
 }
 
 }  // namespace sk::agent

@@ -15,6 +15,7 @@
 #include "agent/core/agent_config.h"
 #include "agent/core/slurm_jobs.h"
 #include "agent/garbage_collector.h"
+#include "agent/images/image_store.h"
 #include "agent/node_endpoints.h"
 #include "agent/socket_server.h"
 #include "agent/stats_provider.h"
@@ -158,7 +159,8 @@ class Agent {
     IdentityPool identities_;  // the slots' identities while no job holds them
     GarbageCollector collector_;
     CgroupBroker cgroups_;
-    TmpfsMounts tmpfs_;  // the pods' memory volumes (AgentContext::mounts)
+    TmpfsMounts tmpfs_;                   // the pods' memory volumes (AgentContext::mounts)
+    std::unique_ptr<ImageStore> images_;  // agent.conf image_store; null = none
     std::vector<uint32_t> admin_uids_;
     Timer gc_timer_;
     Timer pods_timer_;  // pods-by-phase gauge

@@ -24,6 +24,7 @@
 #include "agent/controllers/csr_certificate.h"
 #include "agent/core/agent_config.h"
 #include "agent/core/node_address.h"
+#include "agent/images/store_publish.h"
 #include "agent/kube/api_auth.h"
 #include "agent/kube/http_client.h"
 #include "agent/kube/kube_client.h"
@@ -594,6 +595,9 @@ int run(int argc, char **argv, const RuntimeFactories &extra) {
 // An exception escaping run() (std::bad_alloc, a jsoncpp LogicError) would
 // abort with no word on stderr: name it and exit 1 instead.
 int agent_daemon_main(int argc, char **argv, const RuntimeFactories &extra_runtimes) {
+    // The image store's own user publishes its view (agent/images/store_publish.h).
+    if (argc >= 2 && strcmp(argv[1], kImageStorePublish) == 0)
+        return image_store_publish_main(argc, argv);
     try {
         return run(argc, argv, extra_runtimes);
     } catch (const std::exception &e) {

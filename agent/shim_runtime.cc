@@ -49,7 +49,16 @@ ShimRuntime::~ShimRuntime() {
     detach();
 }
 
+void ShimRuntime::cancel_image_pulls() {
+    auto pulls = std::move(image_pulls_);
+    image_pulls_.clear();
+    if (image_cancel_)
+        for (const auto &[id, ticket] : pulls)
+            image_cancel_(ticket);
+}
+
 void ShimRuntime::detach() {
+    cancel_image_pulls();
     if (!conn_) return;
     conn_->set_line_handler(nullptr);
     conn_->set_close_handler(nullptr);
@@ -63,6 +72,7 @@ void ShimRuntime::detach() {
 void ShimRuntime::on_closed() {
     LOG_INFO("%s shim connection closed", prefix_.c_str());
     conn_.reset();
+    cancel_image_pulls();
     auto pending = std::move(pending_);
     for (auto &[id, cb] : pending)
         cb(fail(Error::Unavailable, "the shim's connection closed"));
@@ -129,12 +139,54 @@ void ShimRuntime::on_line(const std::string &line) {
             notify(*snap);
             return;
         }
+    } else if (op && *op == proto::ShimOp::ImagePull) {
+        image_pull(req->id, req->body);
+        return;
+    } else if (op && *op == proto::ShimOp::ImagePullCancel) {
+        // A notification: the shim forgot its request and expects no answer.
+        auto m = proto::image_pull_cancel_from_json(req->body);
+        if (!m) {
+            if (conn_) conn_->reply(proto::error_reply(req->id, m.failure()));
+            return;
+        }
+        auto it = image_pulls_.find(m->id);
+        if (it != image_pulls_.end()) {
+            uint64_t ticket = it->second;
+            image_pulls_.erase(it);
+            if (image_cancel_) image_cancel_(ticket);
+        }
+        if (conn_) conn_->reply(reply);
+        return;
     } else {
         reply = proto::error_reply(
             req->id,
             fail(Error::InvalidArgument, "unknown operation '" + req->op + "' from a shim"));
     }
     if (conn_) conn_->reply(reply);
+}
+
+void ShimRuntime::image_pull(uint64_t id, const Json::Value &body) {
+    auto m = proto::image_pull_from_json(body);
+    if (!m || !image_puller_) {
+        if (conn_)
+            conn_->reply(proto::error_reply(
+                id, m ? fail(Error::Unavailable, "this node has no image store") : m.failure()));
+        return;
+    }
+    std::weak_ptr<Connection> conn = conn_;
+    // Answered at most once: the ticket's entry goes with the answer (this
+    // object may be gone by then: the entry is looked up through `alive`).
+    image_pulls_[id] = image_puller_(
+        m->image, [this, alive = std::weak_ptr<bool>(alive_), conn, id](const Status &st) {
+            if (auto a = alive.lock()) image_pulls_.erase(id);
+            auto c = conn.lock();
+            if (!c || c->closed()) return;
+            if (!st) return c->reply(proto::error_reply(id, st.failure()));
+            proto::Reply r;
+            r.id = id;
+            r.body = Json::Value(Json::objectValue);
+            c->reply(r);
+        });
 }
 
 void ShimRuntime::run(const proto::PodRun &m, Done done) {

@@ -33,6 +33,17 @@ class ShimRuntime : public PodRuntime {
 
     bool connected() const { return conn_ && !conn_->closed(); }
     void detach();
+    // Who answers the shim's image_pull (the node's image store,
+    // agent/images/image_store.h): done(status) once it holds the image. None:
+    // image_pull is answered Unavailable.
+    // The puller returns a ticket the canceller takes: the shim's
+    // image_pull_cancel, or its connection's end, stops waiting.
+    using ImagePuller =
+        std::function<uint64_t(const std::string &image, std::function<void(const Status &)> done)>;
+    void set_image_puller(ImagePuller f, std::function<void(uint64_t)> cancel) {
+        image_puller_ = std::move(f);
+        image_cancel_ = std::move(cancel);
+    }
 
     // Parses one line from the shim (exposed for tests).
     void on_line(const std::string &line);
@@ -43,8 +54,16 @@ class ShimRuntime : public PodRuntime {
     void call(proto::ShimOp op, const Json::Value &body, ReplyCb cb,
               size_t max = proto::kMaxShimMessageBytes);
     void on_closed();
+    // image_pull: answered on the connection once the puller is done, if
+    // the connection still stands then.
+    void image_pull(uint64_t id, const Json::Value &body);
+    void cancel_image_pulls();
 
     std::shared_ptr<Connection> conn_;
+    ImagePuller image_puller_;
+    std::function<void(uint64_t)> image_cancel_;
+    std::map<uint64_t, uint64_t> image_pulls_;  // the shim's request id -> ticket
+    std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
     std::string prefix_;
     uint64_t next_id_ = 1;
     std::map<uint64_t, ReplyCb> pending_;

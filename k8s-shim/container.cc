@@ -325,8 +325,8 @@ void Container::mark_started() {
 
 void Container::begin_image() {
     const ImageRun &r = *plan->image_run;
-    std::set<std::string> *present = pod->env().present_images;
-    if (r.pull_policy != "Always" && present && present->count(r.image)) {
+    KnownImages *known = pod->env().images;
+    if (r.pull_policy != "Always" && known && known->usable(r.image, r.credential)) {
         pod->add_event("Normal", "Pulled",
                        "Container image \"" + plan->image + "\" already present on machine",
                        plan->name);
@@ -347,17 +347,32 @@ void Container::image_step_start(ImageStep step) {
         run->waiting_reason = "ContainerCreating";
         run->waiting_message.clear();
     }
-    SpawnSpec spec;
-    spec.argv = step == ImageStep::Pull ? podman_pull_argv(r) : podman_exists_argv(r);
-    for (const auto &[name, value] : r.tool_env)
-        spec.env.push_back({name, value});
-    spec.cwd = env.pod_dir;
-    if (step == ImageStep::Pull) {
+    // A pull goes to the node's image store first (public images); one that
+    // fails there goes to the job's own storage when the pod has credentials.
+    if (step == ImageStep::Pull && env.store_pull && image_step != ImageStep::StorePull)
+        step = ImageStep::StorePull;
+    if (step != ImageStep::Check && image_step != ImageStep::StorePull) {
         pod->add_event("Normal", "Pulling", "Pulling image \"" + plan->image + "\"", plan->name);
         pull_started_ms = Clock::wall_ms();
     }
     image_output.clear();
     image_exited = false;
+    if (step == ImageStep::StorePull) {
+        image_step = step;
+        cancel_store_pull =
+            env.store_pull(r.image, [this, alive = std::weak_ptr<bool>(alive)](const Status &st) {
+                if (alive.expired()) return;
+                cancel_store_pull = nullptr;
+                store_pull_done(st);
+            });
+        pod->changed();
+        return;
+    }
+    SpawnSpec spec;
+    spec.argv = step == ImageStep::Pull ? podman_pull_argv(r) : podman_exists_argv(r);
+    for (const auto &[name, value] : r.tool_env)
+        spec.env.push_back({name, value});
+    spec.cwd = env.pod_dir;
     err = Pipe(env.clock.loop);
     int rc = spawn_process(
         env.clock.loop, proc, spec,
@@ -370,6 +385,7 @@ void Container::image_step_start(ImageStep step) {
         nullptr, &err);
     if (rc != 0) {
         err.close();
+        image_step = ImageStep::None;
         image_failed("ErrImagePull",
                      "cannot start '" + r.podman[0] + "': " + std::string(uv_strerror(rc)));
         return;
@@ -385,14 +401,53 @@ void Container::image_step_start(ImageStep step) {
     pod->changed();
 }
 
+void Container::store_pull_done(const Status &st) {
+    if (image_step != ImageStep::StorePull || killing || pod->run().stopping) return;  // cancelled
+    const ImageRun &r = *plan->image_run;
+    if (!st && !r.credential.empty()) {
+        // Not public (or the store could not reach it): the pod's own
+        // credentials pull it into the job's storage, for pods with them.
+        LOG_INFO(
+            "%s the node's image store did not pull %s (%s): pulling it with the pod's "
+            "credentials into the job's storage",
+            id_prefix().c_str(), r.image.c_str(), st.message().c_str());
+        image_step_start(ImageStep::Pull);
+        return;
+    }
+    image_step = ImageStep::None;
+    if (!st) {
+        image_failed("ErrImagePull", st.message());
+        return;
+    }
+    image_pulled("");
+}
+
+void Container::image_pulled(const std::string &credential) {
+    pod->add_event("Normal", "Pulled",
+                   "Successfully pulled image \"" + plan->image + "\" in " +
+                       go_duration(static_cast<int64_t>(Clock::wall_ms() - pull_started_ms)),
+                   plan->name);
+    pull_failures = 0;
+    if (auto *known = pod->env().images) known->add(plan->image_run->image, credential);
+    image_ready = true;
+    auto st = start();
+    if (!st) pod->changed();
+}
+
 void Container::image_step_done() {
     if (!image_exited || err) return;
     ImageStep step = image_step;
     image_step = ImageStep::None;
     if (step == ImageStep::None || killing || pod->run().stopping) return;  // cancelled
+    const ImageRun &r = *plan->image_run;
     const std::string quoted = "\"" + plan->image + "\"";
-    const bool never = plan->image_run->pull_policy == "Never";
-    if (step == ImageStep::Check && image_exit == 1) {
+    const bool never = r.pull_policy == "Never";
+    KnownImages *known = pod->env().images;
+    // Present, but pulled by another pod with other credentials: this pod
+    // pulls it with its own (or fails, as it could not pull it).
+    const bool others = step == ImageStep::Check && image_exit == 0 && known &&
+                        known->known(r.image) && !known->usable(r.image, r.credential);
+    if (step == ImageStep::Check && (image_exit == 1 || others)) {
         if (never)
             image_failed("ErrImageNeverPull",
                          "Container image " + quoted + " is not present with pull policy of Never");
@@ -404,19 +459,17 @@ void Container::image_step_done() {
         image_failed("ErrImagePull", pull_error(image_output));
         return;
     }
-    if (step == ImageStep::Check)
+    if (step == ImageStep::Check) {
+        // Present and not pulled by another pod of the job: the node's store.
         pod->add_event("Normal", "Pulled",
                        "Container image " + quoted + " already present on machine", plan->name);
-    else
-        pod->add_event("Normal", "Pulled",
-                       "Successfully pulled image " + quoted + " in " +
-                           go_duration(static_cast<int64_t>(Clock::wall_ms() - pull_started_ms)),
-                       plan->name);
-    pull_failures = 0;
-    if (auto *present = pod->env().present_images) present->insert(plan->image_run->image);
-    image_ready = true;
-    auto st = start();
-    if (!st) pod->changed();
+        if (known && !known->known(r.image)) known->add(r.image, "");
+        image_ready = true;
+        auto st = start();
+        if (!st) pod->changed();
+        return;
+    }
+    image_pulled(r.credential);
 }
 
 void Container::image_failed(const std::string &reason, const std::string &message) {
@@ -598,8 +651,8 @@ void Container::maybe_finish_exit() {
     if (start_error.empty() && plan->image_run)
         start_error = podman_start_failure(t.exit_code, tail);
     // The image went from the job's storage meanwhile: the next start checks.
-    if (!start_error.empty() && plan->image_run && pod->env().present_images)
-        pod->env().present_images->erase(plan->image_run->image);
+    if (!start_error.empty() && plan->image_run && pod->env().images)
+        pod->env().images->forget(plan->image_run->image);
     if (oom_after > oom_before && oom_before >= 0)
         t.reason = "OOMKilled";
     else if (!start_error.empty())
@@ -662,8 +715,10 @@ void Container::stop(int64_t grace_ms) {
     cancel_restart();
     if (image_step != ImageStep::None) {  // a pull outliving its pod: cancelled
         LOG_INFO("%s image step cancelled", id_prefix().c_str());
+        const bool spawned = image_step != ImageStep::StorePull;
         image_step = ImageStep::None;
-        if (proc) signal_group(proc.pid(), SIGKILL);
+        if (spawned && proc) signal_group(proc.pid(), SIGKILL);
+        if (!spawned && cancel_store_pull) std::exchange(cancel_store_pull, nullptr)();
     }
     start_held = false;
     for (auto &p : probes)

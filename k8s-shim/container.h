@@ -41,11 +41,18 @@ struct RunnerEnv {
     // A preStop hook or an exec probe check started: process_record() has
     // one more process to record.
     std::function<void()> on_processes;
-    // The images this job's podman storage holds, as far as the shim's own
-    // pulls and presence checks know (k8s-shim/podman.h): an IfNotPresent
+    // The images the job's pods may use, as far as the shim's own pulls and
+    // presence checks know (k8s-shim/podman.h KnownImages): an IfNotPresent
     // start of one of them skips the check. Shared by the job's pods; null
     // without the podman runtime.
-    std::set<std::string> *present_images = nullptr;
+    KnownImages *images = nullptr;
+    // Pulls a public image into the node's image store (the agent's
+    // image_pull; agent/images/image_store.h); done(status) on the loop.
+    // Empty when the node has none: pulls go to the job's own storage.
+    // Returns what cancels it (done then never runs).
+    std::function<std::function<void()>(const std::string &image,
+                                        std::function<void(const Status &)> done)>
+        store_pull;
 };
 
 // What a container (and its probes) asks of its pod, on the loop.
@@ -220,7 +227,10 @@ struct Container {
     // `err` its process and stderr meanwhile; then start() runs the
     // instance. A failure waits in ErrImagePull/ImagePullBackOff (or
     // ErrImageNeverPull) and tries again after pull_backoff_ms.
-    enum class ImageStep { None, Check, Pull };
+    // StorePull: the agent pulls it into the node's image store (public
+    // images); Pull: podman pulls it into the job's own storage (with the
+    // pod's credentials when it has some, and always without a node store).
+    enum class ImageStep { None, Check, StorePull, Pull };
     ImageStep image_step = ImageStep::None;
     bool image_ready = false;  // the step passed: the next start() runs
     bool image_exited = false;
@@ -228,7 +238,13 @@ struct Container {
     int pull_failures = 0;
     uint64_t pull_started_ms = 0;
     std::string image_output;
+    // Lives while the container does: a store pull's answer after it is dropped.
+    std::shared_ptr<bool> alive = std::make_shared<bool>(true);
+    std::function<void()> cancel_store_pull;  // while a StorePull waits
     void begin_image();
+    void store_pull_done(const Status &st);
+    // A pull succeeded (with `credential`, "" = none): Pulled, then start().
+    void image_pulled(const std::string &credential);
     void image_step_start(ImageStep step);
     void image_step_done();
     void image_failed(const std::string &reason, const std::string &message);

@@ -316,7 +316,7 @@ Result<ContainerPlan> parse_container(const Json::Value &c, const Json::Value &p
             return invalid(who + ": image '" + cp.image + "' is not an image reference");
         ImageRun r;
         const PodmanSettings &ps = ctx.templates->podman();
-        r.podman = podman_command(ps, ctx.podman_dir, ctx.podman_run_dir);
+        r.podman = podman_command(ps, ctx.podman_dir, ctx.podman_run_dir, ctx.podman_store_options);
         r.tool_env = podman_environment(ctx.podman_dir, ctx.base_path);
         r.name = podman_container_name(cp.name, pod["metadata"]["name"].asString(),
                                        pod["metadata"]["namespace"].asString(),
@@ -677,7 +677,7 @@ Result<PodPlan> plan_pod_unguarded(const Json::Value &pod, const proto::PodFiles
                 }
             if (cp->runtime && !cp->image_run)
                 cp->argv = RuntimeTemplates::expand(*cp->runtime, cp->image, cp->name, cp->argv,
-                                                    cp->binds);
+                                                    cp->binds, &cp->cdi_slots);
             (init ? plan.init_containers : plan.containers).push_back(std::move(*cp));
         }
     }
@@ -706,7 +706,10 @@ void set_pull_auth(PodPlan *plan, const std::string &auth, const std::string &po
     plan->pull_auth = auth;
     for (auto *list : {&plan->init_containers, &plan->containers})
         for (auto &c : *list)
-            if (c.image_run) c.image_run->authfile = auth.empty() ? "" : pull_auth_path(pod_dir);
+            if (c.image_run) {
+                c.image_run->authfile = auth.empty() ? "" : pull_auth_path(pod_dir);
+                c.image_run->credential = auth;
+            }
 }
 
 void assign_gpus(PodPlan *plan, const std::vector<int> &indices,

@@ -111,6 +111,9 @@ struct ContainerPlan {
     // The runtime template the container runs through (k8s-shim/runtime_template.h),
     // null for the process runtime; argv is expanded once its mounts are known.
     const RuntimeTemplate *runtime = nullptr;
+    // Where its template's {cdi:FLAG} words were in argv (position, FLAG):
+    // filled with its GPUs' CDI names once they are known (pod_prepare).
+    std::vector<std::pair<size_t, std::string>> cdi_slots;
     // Set when the image runs through the podman runtime (k8s-shim/podman.h);
     // argv is then command+args, for messages only.
     std::optional<ImageRun> image_run;
@@ -172,9 +175,10 @@ struct PlanContext {
     std::string node_name;         // virtual node (HOSTNAME, spec.nodeName)
     std::string pod_dir;           // <state_dir>/pods/<uid>: emptyDir and volume files
     std::string base_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-    const RuntimeTemplates *templates = nullptr;  // may be null: process runtime only
-    std::string podman_dir;                       // podman_dir(state_dir), k8s-shim/podman.h
-    std::string podman_run_dir;                   // common/daemons/log_paths.h podman_run_dir
+    const RuntimeTemplates *templates = nullptr;    // may be null: process runtime only
+    std::string podman_dir;                         // podman_dir(state_dir), k8s-shim/podman.h
+    std::string podman_run_dir;                     // common/daemons/log_paths.h podman_run_dir
+    std::vector<std::string> podman_store_options;  // k8s-shim/podman.h podman_store_options
 };
 
 // Kubernetes' $(VAR) expansion (k8s.io/kubernetes third_party expansion):

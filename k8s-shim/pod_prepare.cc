@@ -12,21 +12,28 @@ namespace {
 
 // An image container's GPUs as CDI devices when the node's specifications
 // name every one of them (k8s-shim/cdi.h), else its device nodes only, said
-// in an event.
+// in an event; a template's {cdi:FLAG} words get the same names (or none).
 void use_cdi_gpus(PodPlan *plan, const PodSetup &setup, std::vector<PreparedPod::Note> *notes) {
     std::optional<std::vector<CdiDevice>> devices;
     std::vector<std::string> errors;
     for (auto *list : {&plan->init_containers, &plan->containers})
         for (auto &c : *list) {
-            if (!c.image_run || c.gpu_indices.empty()) continue;
+            const bool slots = !c.image_run && !c.cdi_slots.empty();
+            if ((!c.image_run && !slots) || c.gpu_indices.empty()) {
+                if (slots) fill_cdi_slots(&c.argv, c.cdi_slots, {});
+                continue;
+            }
             if (!devices) devices = load_cdi_devices(setup.cdi_dirs, &errors);
             std::vector<std::string> names, missing;
             for (int i : c.gpu_indices) {
                 std::string n = cdi_gpu_for(*devices, setup.gpu_device, i);
                 (n.empty() ? missing : names).push_back(n.empty() ? std::to_string(i) : n);
             }
+            if (slots)
+                fill_cdi_slots(&c.argv, c.cdi_slots,
+                               missing.empty() ? names : std::vector<std::string>());
             if (missing.empty()) {
-                c.image_run->cdi_devices = names;
+                if (c.image_run) c.image_run->cdi_devices = names;
                 notes->push_back({"Normal", "CDIDevices",
                                   "GPUs as CDI devices " + join(names, ", ") +
                                       " (their device nodes, driver libraries and tools as the "

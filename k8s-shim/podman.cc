@@ -13,6 +13,7 @@
 #include <json/json.h>
 
 #include "common/backoff.h"
+#include "common/daemons/image_ref.h"
 #include "common/daemons/log_paths.h"
 #include "common/fs.h"
 #include "common/log.h"
@@ -22,39 +23,25 @@
 
 namespace sk::shim {
 
-std::string normalize_image(const std::string &image) {
-    size_t slash = image.find('/');
-    std::string first = slash == std::string::npos ? "" : image.substr(0, slash);
-    bool has_registry =
-        !first.empty() && (first.find_first_of(".:") != std::string::npos || first == "localhost");
-    if (has_registry) return image;
-    if (slash == std::string::npos) return "docker.io/library/" + image;
-    return "docker.io/" + image;
-}
-
-std::string image_registry(const std::string &image) {
-    return image.substr(0, image.find('/'));
-}
-
-std::string default_pull_policy(const std::string &image) {
-    if (image.find('@') != std::string::npos) return "IfNotPresent";
-    size_t slash = image.rfind('/');
-    size_t colon = image.rfind(':');
-    bool tagged = colon != std::string::npos && (slash == std::string::npos || colon > slash);
-    if (!tagged || image.substr(colon + 1) == "latest") return "Always";
-    return "IfNotPresent";
-}
-
 std::string podman_dir(const std::string &state_dir) {
     return state_dir + "/podman";
 }
 
+std::vector<std::string> podman_store_options(const PodmanSettings &s, const std::string &view,
+                                              const std::string &mount_program) {
+    if (view.empty() || s.storage_driver != "overlay") return {};
+    return {"--storage-opt", "overlay.imagestore=" + view, "--storage-opt",
+            "overlay.mount_program=" + mount_program};
+}
+
 std::vector<std::string> podman_command(const PodmanSettings &s, const std::string &dir,
-                                        const std::string &run_dir) {
+                                        const std::string &run_dir,
+                                        const std::vector<std::string> &store_options) {
     std::vector<std::string> v = {
         s.binary,      "--root",           dir + "/storage",   "--runroot",        run_dir,
         "--tmpdir",    dir + "/tmp",       "--storage-driver", s.storage_driver,   "--runtime",
         s.oci_runtime, "--cgroup-manager", "cgroupfs",         "--events-backend", "file"};
+    v.insert(v.end(), store_options.begin(), store_options.end());
     v.insert(v.end(), s.options.begin(), s.options.end());
     return v;
 }
@@ -92,6 +79,15 @@ Status make_podman_dirs(const std::string &dir, const std::string &run_dir) {
         if (auto st = private_dir(dir + sub); !st) return st;
     if (auto st = private_dir(run_dir.substr(0, run_dir.rfind('/'))); !st) return st;
     return private_dir(run_dir);
+}
+
+bool KnownImages::usable(const std::string &image, const std::string &credential) const {
+    auto it = pulled_with_.find(image);
+    return it != pulled_with_.end() && (it->second.count("") || it->second.count(credential));
+}
+
+void KnownImages::add(const std::string &image, const std::string &credential) {
+    pulled_with_[image].insert(credential);
 }
 
 std::string pull_auth_path(const std::string &pod_dir) {
@@ -204,20 +200,6 @@ std::vector<std::string> podman_reset_argv(const std::vector<std::string> &podma
     auto v = podman;
     v.insert(v.end(), {"system", "reset", "--force"});
     return v;
-}
-
-std::string pull_error(const std::string &output) {
-    std::string last, error;
-    for (const auto &line : split(output, '\n')) {
-        std::string l(trim(line));
-        if (l.empty()) continue;
-        last = l;
-        if (l.rfind("Error: ", 0) == 0) error = l.substr(7);
-    }
-    std::string msg = error.empty() ? last : error;
-    if (msg.empty()) msg = "the pull failed without a message";
-    if (msg.size() > 1024) msg.replace(1024, std::string::npos, "...");
-    return msg;
 }
 
 std::string read_termination_message(const std::string &path) {

@@ -34,10 +34,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "common/daemons/image_ref.h"
 #include "common/result.h"
 #include "k8s-shim/runtime_template.h"
 #include "uv/handles.h"
@@ -59,7 +62,10 @@ struct ImageRun {
     std::string pull_policy;                 // Always, IfNotPresent, Never
     bool insecure = false;                   // --tls-verify=false
     std::string authfile;                    // --authfile: the pod's pull credentials
-    std::vector<std::string> run_options;    // security and identity options
+    // The pod's pull credentials themselves ("" = none): which pulled an
+    // image decides which pods may use it (KnownImages).
+    std::string credential;
+    std::vector<std::string> run_options;  // security and identity options
     // The file on the node bound at terminationMessagePath ("" = none):
     // emptied at each start, read at the exit for the termination message.
     std::string termination_log, termination_message_path;
@@ -73,21 +79,26 @@ struct ImageRun {
     std::vector<std::string> cdi_devices;
 };
 
-// A kubelet's reading of an image name: one without a registry is
-// docker.io's ("busybox" -> "docker.io/library/busybox").
-std::string normalize_image(const std::string &image);
-// The registry host[:port] of a normalized image.
-std::string image_registry(const std::string &image);
-// imagePullPolicy when the pod names none, as the API server defaults it:
-// Always for ":latest" or no tag, IfNotPresent otherwise.
-std::string default_pull_policy(const std::string &image);
+// Image names and pull errors (common/daemons/image_ref.h).
+using sk::default_pull_policy;
+using sk::image_registry;
+using sk::normalize_image;
+using sk::pull_error;
 
 // The directory of the job's podman state (<state_dir>/podman), its global
 // options and the environment every podman command runs with; run_dir is
 // its --runroot, short (common/daemons/log_paths.h podman_run_dir).
 std::string podman_dir(const std::string &state_dir);
+// store_options: podman_store_options, for the pods' commands (not the reset).
 std::vector<std::string> podman_command(const PodmanSettings &s, const std::string &dir,
-                                        const std::string &run_dir);
+                                        const std::string &run_dir,
+                                        const std::vector<std::string> &store_options = {});
+// The options that make the node's image store (agent/images/image_store.h:
+// its view, read through fuse-overlayfs) an additional image store of the
+// job's podman; none without a store or with another storage driver than
+// overlay.
+std::vector<std::string> podman_store_options(const PodmanSettings &s, const std::string &view,
+                                              const std::string &mount_program);
 std::vector<std::pair<std::string, std::string>> podman_environment(const std::string &dir,
                                                                     const std::string &path);
 // Makes the directories podman_dir/podman_environment name (0700), and
@@ -95,6 +106,26 @@ std::vector<std::pair<std::string, std::string>> podman_environment(const std::s
 // own that nobody else may enter, not a symlink (another user may have made
 // the parent in /tmp first: refused, the message says what to remove).
 Status make_podman_dirs(const std::string &dir, const std::string &run_dir);
+
+// The images the job's pods may use without a pull, as the kubelet's rule
+// for images pulled with credentials has it: an image pulled without
+// credentials (or found in the node's image store, which holds public images
+// only: agent/images/image_store.h) by any pod; one pulled with a pod's
+// credentials only by pods with those same credentials; another pod pulls
+// it again with its own (the registry says yes or no; its layers are there).
+class KnownImages {
+  public:
+    // Whether a pod with `credential` ("" = none) may start `image` now.
+    bool usable(const std::string &image, const std::string &credential) const;
+    // Whether the shim knows how the image came (a pull of its own, or the
+    // node's store): a present image it does not know is the store's.
+    bool known(const std::string &image) const { return pulled_with_.count(image) > 0; }
+    void add(const std::string &image, const std::string &credential);
+    void forget(const std::string &image) { pulled_with_.erase(image); }
+
+  private:
+    std::map<std::string, std::set<std::string>> pulled_with_;
+};
 
 // Where a pod's pull credentials (PodRun::pull_auth) are kept for podman's
 // --authfile: <pod_dir>/pull-auth.json, mode 0600.
@@ -125,9 +156,6 @@ std::vector<std::string> podman_exec_argv(const ImageRun &r, const std::vector<s
 std::vector<std::string> podman_rm_argv(const ImageRun &r);
 std::vector<std::string> podman_reset_argv(const std::vector<std::string> &podman);
 
-// The pull's error for a user: the last line of its output starting with
-// "Error: " (or the last line), bounded.
-std::string pull_error(const std::string &output);
 // What a container wrote to its terminationMessagePath: its first 4096
 // bytes, a longer file truncated as the kubelet truncates it (hence not
 // common/fs.h read_file, which refuses a longer file); the file at `path`

@@ -1,5 +1,7 @@
 #include "k8s-shim/runtime_template.h"
 
+#include <algorithm>
+
 #include <fnmatch.h>
 
 #include "common/config.h"
@@ -141,7 +143,30 @@ std::string_view mounts_flag(std::string_view w) {
     return w.substr(kMountsWord.size(), w.size() - kMountsWord.size() - 1);
 }
 
+constexpr std::string_view kCdiWord = "{cdi:";
+
+std::string_view cdi_flag(std::string_view w) {
+    if (w.size() <= kCdiWord.size() + 1 || w.substr(0, kCdiWord.size()) != kCdiWord ||
+        w.back() != '}')
+        return {};
+    return w.substr(kCdiWord.size(), w.size() - kCdiWord.size() - 1);
+}
+
 }  // namespace
+
+void fill_cdi_slots(std::vector<std::string> *argv,
+                    const std::vector<std::pair<size_t, std::string>> &slots,
+                    const std::vector<std::string> &names) {
+    for (auto it = slots.rbegin(); it != slots.rend(); ++it) {
+        std::vector<std::string> words;
+        for (const auto &n : names) {
+            words.push_back(it->second);
+            words.push_back(n);
+        }
+        size_t at = std::min(it->first, argv->size());
+        argv->insert(argv->begin() + static_cast<std::ptrdiff_t>(at), words.begin(), words.end());
+    }
+}
 
 bool RuntimeTemplates::passes_mounts(const RuntimeTemplate &t) {
     if (t.podman) return true;  // podman -v
@@ -150,12 +175,16 @@ bool RuntimeTemplates::passes_mounts(const RuntimeTemplate &t) {
     return false;
 }
 
-std::vector<std::string> RuntimeTemplates::expand(const RuntimeTemplate &t,
-                                                  const std::string &image, const std::string &name,
-                                                  const std::vector<std::string> &command,
-                                                  const std::vector<BindMount> &mounts) {
+std::vector<std::string> RuntimeTemplates::expand(
+    const RuntimeTemplate &t, const std::string &image, const std::string &name,
+    const std::vector<std::string> &command, const std::vector<BindMount> &mounts,
+    std::vector<std::pair<size_t, std::string>> *cdi_slots) {
     std::vector<std::string> argv;
     for (const auto &w : t.words) {
+        if (auto flag = cdi_flag(w); !flag.empty()) {
+            if (cdi_slots) cdi_slots->emplace_back(argv.size(), std::string(flag));
+            continue;
+        }
         if (w == "{command}") {
             argv.insert(argv.end(), command.begin(), command.end());
             continue;

@@ -12,19 +12,30 @@
 // enroot's --mount take: the runtime then mounts them in its container, and
 // the shim makes no mount namespace of its own for that container
 // (k8s-shim/mount_ns.h; without {mounts:...} it does, around the runtime's
-// process). Without a matching template the
+// process). A word "{cdi:FLAG}" becomes FLAG NAME for each of the
+// container's GPUs as the node's CDI specification names it
+// ("--device nvidia.com/gpu=0", k8s-shim/cdi.h), nothing when it has no GPU
+// or a GPU no specification names (pod_prepare fills it once its GPUs are
+// known). Without a matching template the
 // process runtime runs command+args directly, and a container without a
 // command is refused (there is no image to take an entrypoint from).
 #pragma once
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/result.h"
 #include "k8s-shim/mount_ns.h"
 
 namespace sk::shim {
+
+// Puts FLAG NAME for each of `names` at each slot expand() recorded (the
+// slots' positions in argv, ascending).
+void fill_cdi_slots(std::vector<std::string> *argv,
+                    const std::vector<std::pair<size_t, std::string>> &slots,
+                    const std::vector<std::string> &names);
 
 struct RuntimeTemplate {
     std::string pattern;
@@ -63,10 +74,12 @@ class RuntimeTemplates {
     const RuntimeTemplate *match(const std::string &image) const;
     // argv for `command` run from `image` through template t, with `mounts`
     // for a {mounts:FLAG} word.
-    static std::vector<std::string> expand(const RuntimeTemplate &t, const std::string &image,
-                                           const std::string &name,
-                                           const std::vector<std::string> &command,
-                                           const std::vector<BindMount> &mounts = {});
+    // A {cdi:FLAG} word expands to nothing here: its position in the result
+    // and FLAG go to cdi_slots, for fill_cdi_slots.
+    static std::vector<std::string> expand(
+        const RuntimeTemplate &t, const std::string &image, const std::string &name,
+        const std::vector<std::string> &command, const std::vector<BindMount> &mounts = {},
+        std::vector<std::pair<size_t, std::string>> *cdi_slots = nullptr);
     // Whether t passes the mounts to the runtime ({mounts:FLAG}).
     static bool passes_mounts(const RuntimeTemplate &t);
     size_t size() const { return templates_.size(); }

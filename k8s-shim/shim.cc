@@ -133,9 +133,13 @@ void Shim::on_line(const std::string &line) {
         if (r->id == 0 &&
             !r->ok)  // about the connection (common/daemons/protocol.h): it is closing
             return lost_connection("agent: " + r->message);
-        if (r->id == attach_id_)
+        if (r->id == attach_id_) {
             on_attached(*r);
-        else if (!r->ok)
+        } else if (auto it = agent_calls_.find(r->id); it != agent_calls_.end()) {
+            auto done = std::move(it->second);
+            agent_calls_.erase(it);
+            done(r->ok ? Status() : Status(fail(r->error, r->message)));
+        } else if (!r->ok)
             LOG_WARN("agent refused a notification: %s", r->message.c_str());
         return;
     }
@@ -198,6 +202,15 @@ void Shim::on_attached(const proto::Reply &r) {
     state_dir_ = a->state_dir;
     gpus_ = GpuAllocator(a->gpus);
     pod_cgroups_ = a->pod_cgroups;
+    if (!a->image_store.empty()) {
+        store_options_ =
+            podman_store_options(templates_.podman(), a->image_store, a->image_store_mount_program);
+        if (store_options_.empty())
+            LOG_WARN(
+                "[node %s] the node's image store is not used: podman_storage_driver is %s, "
+                "not overlay",
+                a->node_name.c_str(), templates_.podman().storage_driver.c_str());
+    }
     if (const char *c = getenv("SLURM_K8S_GPUS_CONFINED"); c && std::string(c) == "1") {
         cuda_pool_ = a->gpus;
         std::sort(cuda_pool_.begin(), cuda_pool_.end());
@@ -233,6 +246,10 @@ void Shim::send_reply(const proto::Reply &r) {
 void Shim::lost_connection(const std::string &why) {
     attached_ = false;
     conn_.close();
+    auto calls = std::move(agent_calls_);
+    agent_calls_.clear();
+    for (auto &[id, done] : calls)
+        done(fail(Error::Unavailable, "the connection to the agent was lost: " + why));
     if (!ever_attached_) {
         LOG_ERROR("%s; is slurm-k8s-agent running on this node?", why.c_str());
         exit_code_ = 1;
@@ -272,6 +289,8 @@ proto::Reply Shim::handle(const proto::Request &req, bool *deferred) {
                 return pod_files(req);
             case proto::ShimOp::PodStatus:  // the shim's own notification
             case proto::ShimOp::ExecAttach:
+            case proto::ShimOp::ImagePull:
+            case proto::ShimOp::ImagePullCancel:
                 break;
         }
     }
@@ -321,6 +340,7 @@ proto::Reply Shim::pod_run(const proto::Request &req) {
     setup.plan.templates = &templates_;
     setup.plan.podman_dir = podman_dir(state_dir_);
     setup.plan.podman_run_dir = podman_run_dir(getuid(), opt_.job_id, opt_.slurm_node);
+    setup.plan.podman_store_options = store_options_;
     setup.cuda_pool = cuda_pool_;
     setup.gpu_device = templates_.podman().gpu_device;
     setup.cdi_dirs = cdi_spec_dirs();
@@ -353,7 +373,12 @@ proto::Reply Shim::pod_run(const proto::Request &req) {
     env.on_change = [this, pe] { notify(*pe); };
     env.on_finished = [this, pe] { pod_finished(*pe); };
     env.on_processes = [this, pe] { save_pod_state(*pe); };
-    env.present_images = &present_images_;
+    env.images = &known_images_;
+    if (!store_options_.empty())
+        env.store_pull = [this](const std::string &image,
+                                std::function<void(const Status &)> done) {
+            return store_pull(image, std::move(done));
+        };
     p.runner = std::make_unique<PodRunner>(std::move(env), std::move(prepared->plan));
     for (const auto &n : prepared->notes)
         p.runner->add_event(n.type, n.reason, n.message, n.container);
@@ -712,6 +737,36 @@ void Shim::notify(ShimPod &p) {
     req.op = std::string(proto::to_string(proto::ShimOp::PodStatus));
     req.body = proto::to_json(m);
     send_line(proto::encode(req));
+}
+
+std::function<void()> Shim::store_pull(const std::string &image,
+                                       std::function<void(const Status &)> done) {
+    if (!attached_) {
+        auto cancelled = std::make_shared<bool>(false);
+        defer(loop_, [done, cancelled] {
+            if (!*cancelled)
+                done(fail(Error::Unavailable, "the shim is not attached to the agent"));
+        });
+        return [cancelled] { *cancelled = true; };
+    }
+    proto::ImagePull m;
+    m.image = image;
+    proto::Request req;
+    req.id = next_id_++;
+    req.op = std::string(proto::to_string(proto::ShimOp::ImagePull));
+    req.body = proto::to_json(m);
+    agent_calls_[req.id] = std::move(done);
+    send_line(proto::encode(req));
+    return [this, id = req.id] {
+        if (!agent_calls_.erase(id)) return;  // answered already
+        proto::ImagePullCancel c;
+        c.id = id;
+        proto::Request cancel;
+        cancel.id = next_id_++;
+        cancel.op = std::string(proto::to_string(proto::ShimOp::ImagePullCancel));
+        cancel.body = proto::to_json(c);
+        send_line(proto::encode(cancel));
+    };
 }
 
 void Shim::pod_finished(ShimPod &p) {

@@ -146,7 +146,15 @@ class Shim : private SessionTable::Host {
     std::map<std::string, ShimPod> pods_;  // by uid
     bool paused_ = false;                  // the Slurm job is suspended (pods_pause)
     std::string pause_message_;
-    std::set<std::string> present_images_;  // RunnerEnv::present_images
+    KnownImages known_images_;  // RunnerEnv::images
+    // The node's image store (AttachReply): its podman options, empty when
+    // none or when the podman runtime cannot use it (RunnerEnv::store_pull).
+    std::vector<std::string> store_options_;
+    // Requests of the shim's own to the agent (image_pull), by id: answered
+    // by its reply, or failed when the connection is lost.
+    std::map<uint64_t, std::function<void(const Status &)>> agent_calls_;
+    std::function<void()> store_pull(const std::string &image,
+                                     std::function<void(const Status &)> done);
     Signal term_;
     // At the shutdown, once every pod stopped and before the reply: the
     // job's podman state removed, when a pod used it (k8s-shim/podman.h).

@@ -24,6 +24,9 @@ PKGS=(
   # the podman runtime (k8s-shim/podman.h): rootless podman with runc, and
   # the harness's images (buildah, busybox-static) in a loopback registry
   podman runc uidmap slirp4netns catatonit buildah docker-registry busybox-static apache2-utils
+  # the node's image store (agent/images/image_store.h): the jobs' podman
+  # reads it through fuse-overlayfs
+  fuse-overlayfs
   # the online-RL example: its policy (numpy) and its reward curve (matplotlib)
   python3-numpy python3-matplotlib
   # fuzzing (libFuzzer + sanitizer runtimes) and `make lint`
@@ -52,5 +55,10 @@ command -v kubectl >/dev/null 2>&1 || missing+=(kubernetes-client)
 if [ "${#missing[@]}" -gt 0 ]; then
   [ "${SKIP_APT_UPDATE:-0}" = 1 ] || apt-get update -q
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+# fuse-overlayfs runs as the job's user: /dev/fuse must be open to all, as
+# udev makes it on a booted Debian (a container or chroot may lack the rule).
+if [ -c /dev/fuse ] && [ "$(stat -c %a /dev/fuse)" != 666 ]; then
+  chmod 666 /dev/fuse
 fi
 echo "install-deps.sh: all packages present"

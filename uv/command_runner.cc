@@ -30,6 +30,8 @@ struct Cmd {
     Pipe out, err;
     Timer timer;
     bool exited = false, eof = false, err_eof = false, timed_out = false, reported = false;
+    size_t max_output = kMaxOutput;
+    std::shared_ptr<int> token = std::make_shared<int>(0);  // gone with the Cmd
     CommandResult result;
     std::function<void(const CommandResult &)> done;
 
@@ -85,36 +87,25 @@ void run_command_async(uv_loop_t *loop, const std::string &cmdline, uint64_t tim
     run_program_async(loop, {"/bin/sh", "-c", cmdline}, {}, timeout_ms, std::move(done));
 }
 
-void run_program_async(uv_loop_t *loop, std::vector<std::string> argv,
-                       const std::vector<std::string> &extra_env, uint64_t timeout_ms,
-                       std::function<void(const CommandResult &)> done) {
+namespace {
+
+// Starts o (args, env, identity set by the caller) with its output read into
+// a Cmd that reports to done.
+std::function<void()> start_cmd(uv_loop_t *loop, SpawnOptions o, size_t max_output,
+                                uint64_t timeout_ms,
+                                std::function<void(const CommandResult &)> done) {
     auto *c = new Cmd;
+    std::function<void()> kill = [c, token = std::weak_ptr<int>(c->token)] {
+        if (!token.expired() && !c->exited) c->proc.kill(SIGKILL);
+    };
     c->done = std::move(done);
+    c->max_output = max_output;
     c->timer = Timer(loop);
     c->out = Pipe(loop);
     c->err = Pipe(loop);
-    SpawnOptions o;
-    std::string program = argv.empty() ? std::string() : argv[0];
-    o.args = std::move(argv);
-    if (!extra_env.empty()) {
-        std::vector<std::string> env;
-        auto overridden = [&extra_env](const char *kv) {
-            const char *eq = strchr(kv, '=');
-            size_t n = eq ? static_cast<size_t>(eq - kv) + 1 : strlen(kv);
-            for (const auto &e : extra_env)
-                if (e.compare(0, n, kv, n) == 0) return true;
-            return false;
-        };
-        for (char **e = environ; e && *e; ++e)
-            if (!overridden(*e)) env.emplace_back(*e);
-        env.insert(env.end(), extra_env.begin(), extra_env.end());
-        o.env = std::move(env);
-    }
+    std::string program = o.args.empty() ? std::string() : o.args[0];
     o.out = &c->out;
     o.err = &c->err;
-    // The agent is big (a connection per node identity) and runs these per
-    // registration: no fork() of it (SpawnOptions::without_fork).
-    o.without_fork = true;
     int rc = o.args.empty() ? UV_EINVAL : c->proc.spawn(loop, o, [c](int64_t status, int sig) {
         c->on_exit(status, sig);
     });
@@ -124,10 +115,10 @@ void run_program_async(uv_loop_t *loop, std::vector<std::string> argv,
         c->err_eof = true;
         c->result.error = "cannot run " + program + ": " + uv_strerror(rc);
         c->timer.start(0, [c] { c->maybe_report(); });
-        return;
+        return kill;
     }
     c->out.read_start([c](ssize_t n, const char *data) {
-        append_bounded(&c->result.output, data, n, kMaxOutput);
+        append_bounded(&c->result.output, data, n, c->max_output);
         if (n < 0) {
             c->eof = true;
             c->maybe_report();
@@ -148,8 +139,47 @@ void run_program_async(uv_loop_t *loop, std::vector<std::string> argv,
         c->proc.kill(SIGKILL);
         c->maybe_report();
     });
+    return kill;
 }
 
+}  // namespace
+
+std::function<void()> run_program_as_async(uv_loop_t *loop, std::vector<std::string> argv,
+                                           const RunAs &as, uint64_t timeout_ms,
+                                           std::function<void(const CommandResult &)> done) {
+    SpawnOptions o;
+    o.args = std::move(argv);
+    o.env = as.env;
+    o.cwd = as.cwd;
+    o.uid = as.uid;
+    o.gid = as.gid;
+    return start_cmd(loop, std::move(o), as.max_output, timeout_ms, std::move(done));
+}
+
+void run_program_async(uv_loop_t *loop, std::vector<std::string> argv,
+                       const std::vector<std::string> &extra_env, uint64_t timeout_ms,
+                       std::function<void(const CommandResult &)> done) {
+    SpawnOptions o;
+    o.args = std::move(argv);
+    if (!extra_env.empty()) {
+        std::vector<std::string> env;
+        auto overridden = [&extra_env](const char *kv) {
+            const char *eq = strchr(kv, '=');
+            size_t n = eq ? static_cast<size_t>(eq - kv) + 1 : strlen(kv);
+            for (const auto &e : extra_env)
+                if (e.compare(0, n, kv, n) == 0) return true;
+            return false;
+        };
+        for (char **e = environ; e && *e; ++e)
+            if (!overridden(*e)) env.emplace_back(*e);
+        env.insert(env.end(), extra_env.begin(), extra_env.end());
+        o.env = std::move(env);
+    }
+    // The agent is big (a connection per node identity) and runs these per
+    // registration: no fork() of it (SpawnOptions::without_fork).
+    o.without_fork = true;
+    start_cmd(loop, std::move(o), kMaxOutput, timeout_ms, std::move(done));
+}
 struct CommandQueue::State {
     struct Waiting {
         std::string cmdline;

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <deque>
+#include <sys/types.h>
+
 #include <functional>
 #include <memory>
 #include <string>
@@ -34,6 +36,21 @@ void run_command_async(uv_loop_t *loop, const std::string &cmdline, uint64_t tim
 void run_program_async(uv_loop_t *loop, std::vector<std::string> argv,
                        const std::vector<std::string> &extra_env, uint64_t timeout_ms,
                        std::function<void(const CommandResult &)> done);
+
+// The same as another user, with an environment and a working directory of
+// its own: for the node's image store (agent/images/image_store.h), whose
+// commands run as its unprivileged user. stdout kept up to max_output.
+struct RunAs {
+    uid_t uid = 0;
+    gid_t gid = 0;
+    std::vector<std::string> env;  // the whole environment ("NAME=value")
+    std::string cwd;
+    size_t max_output = 64 << 10;
+};
+// Returns what kills it (SIGKILL) while it runs, a no-op after; loop thread.
+std::function<void()> run_program_as_async(uv_loop_t *loop, std::vector<std::string> argv,
+                                           const RunAs &as, uint64_t timeout_ms,
+                                           std::function<void(const CommandResult &)> done);
 
 // At most `limit` commands of run_command_async at once, the rest started
 // in the order asked (FIFO): a burst of 1000 registrations asks Slurm 1000

@@ -11,6 +11,7 @@
 #include "agent/controllers/node_builder.h"
 #include "agent/kube/api_object.h"
 #include "common/daemons/base64.h"
+#include "common/daemons/image_ref.h"
 #include "common/fs.h"
 #include "common/log.h"
 #include "common/rfc3339.h"
@@ -1057,6 +1058,17 @@ std::vector<PodController::PodName> PodController::remaining() const {
         out.push_back({uid, md["namespace"].asString(), md["name"].asString()});
     }
     return out;
+}
+
+void PodController::images_in_use(std::set<std::string> *out) const {
+    for (const auto &[uid, p] : pods_) {
+        if (p.state == PodState::Refused || p.state == PodState::ShimLost) continue;
+        const Json::Value &spec = p.api["spec"];
+        for (const char *list : {"initContainers", "containers"})
+            for (const auto &c : spec[list])
+                if (c["image"].isString())
+                    out->insert(image_store_name(normalize_image(c["image"].asString())));
+    }
 }
 
 uint32_t PodController::unfinished() const {

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <utility>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -153,6 +154,10 @@ class PodController : public NodeBound, private PodVolumes::Pods {
     // The attached shim's pid; 0 while no runtime is attached.
     int shim_pid() const { return runtime_ ? shim_pid_ : 0; }
     uint32_t unfinished() const;  // pods not in a terminal phase (API view)
+    // The images (as podman names them in its store: common/daemons/image_ref.h
+    // image_store_name) of the pods that may still start or run here: the
+    // node's image store keeps them (agent/images/image_store.h).
+    void images_in_use(std::set<std::string> *out) const;
     void count_phases(std::map<std::string, int64_t> *by_phase) const;
 
   private:

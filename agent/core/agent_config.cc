@@ -201,6 +201,32 @@ void add_virtual_node_keys(ConfigSchema &s, AgentConfig &c) {
             return {};
         },
         true);
+    s.add_path("image_store", &c.image_store,
+               "the node's image store shared by all jobs here (public images pulled once per "
+               "node, read-only to the jobs; needs fuse-overlayfs); empty = each job pulls into "
+               "its own storage");
+    s.add_string("image_store_user", &c.image_store_user,
+                 "the unprivileged user that owns the image store and runs its pulls");
+    s.add("image_store_size",
+          "the image store's size bound (MiB, or with a suffix: 500G, 1T, 500Gi); beyond it the "
+          "least recently used images no pod here runs go, down to 90 % of it; 0 = no bound",
+          [&c](const std::string &v, const std::string &k) -> Status {
+              if (v == "0") {
+                  c.image_store_size = 0;
+                  return {};
+              }
+              auto mib = parse_size_mib(v, k);
+              if (!mib) return mib.failure();
+              c.image_store_size = *mib << 20;
+              return {};
+          });
+    s.add_list("image_store_insecure_registries", &c.image_store_insecure_registries,
+               "registries (HOST[:PORT]) the image store pulls from over plain HTTP");
+    s.add_uint("image_store_pulls", &c.image_store_pulls, 1, 64,
+               "image store pulls run at once (more wait)");
+    s.add_path("image_store_mount_program", &c.image_store_mount_program,
+               "fuse-overlayfs, through which the jobs' podman reads the image store");
+    s.add_string("podman", &c.podman, "the podman program the image store runs");
     s.add_bool("allow_daemonsets", &c.allow_daemonsets,
                "run pods that a DaemonSet owns on the virtual nodes (off: refused)");
     s.add_seconds("volume_refresh_interval", &c.volume_refresh_s, 0, 3600,

@@ -58,6 +58,19 @@ struct AgentConfig {
     // each at or below one of these (absolute, normalised). Empty: none
     // (both refused). agent/controllers/host_volumes.h.
     std::vector<std::string> volume_roots;
+    // The node's image store shared by every job here (agent/images/image_store.h):
+    // its directory ("" = none: each job pulls into its own podman storage),
+    // the unprivileged user that owns it and runs its pulls (never root), its
+    // size bound in bytes (least recently used images go beyond it; 0 = no
+    // bound), the registries it pulls from over plain HTTP, the pulls it runs
+    // at once, and fuse-overlayfs, through which the jobs' podman reads it.
+    std::string image_store;
+    std::string image_store_user = "slurm-k8s-images";
+    uint64_t image_store_size = uint64_t{100} << 30;
+    std::vector<std::string> image_store_insecure_registries;
+    uint64_t image_store_pulls = 2;
+    std::string image_store_mount_program = "/usr/bin/fuse-overlayfs";
+    std::string podman = "podman";  // the podman program the image store runs
     // Pods a DaemonSet owns run on the virtual nodes only when set: a cluster
     // agent (log shipper, monitoring, CNI) would run inside the user's job.
     bool allow_daemonsets = false;

@@ -1,7 +1,7 @@
 # common/daemons: libcommon_daemons, what the agent, the shim and the CLI
 # share beyond common/ (jsoncpp): the agent's socket protocol and its client
 # (protocol, agent_client.h), the shim protocol and its exec frames
-# (shim_protocol, exec_frames, pod_loss), JSON and base64, the CRI log files
+# (shim_protocol, exec_frames, pod_loss), image references (image_ref), JSON and base64, the CRI log files
 # and their paths (cri_log, log_paths), the container supervisor's contract
 # (supervisor), who owns a TCP listener (tcp_listeners) and YAML as JSON
 # (yaml). Not linked by the
@@ -16,6 +16,8 @@ common_daemons_libcommon_daemons_la_SOURCES = \
 	common/daemons/cri_log.h \
 	common/daemons/exec_frames.cc \
 	common/daemons/exec_frames.h \
+	common/daemons/image_ref.cc \
+	common/daemons/image_ref.h \
 	common/daemons/json.cc \
 	common/daemons/json.h \
 	common/daemons/log_paths.cc \

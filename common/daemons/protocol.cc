@@ -92,6 +92,10 @@ Json::Value to_json(const AttachReply &r) {
     v["gpus"] = json::from_ints(r.gpus);
     v["state_dir"] = r.state_dir;
     if (r.pod_cgroups) v["pod_cgroups"] = true;
+    if (!r.image_store.empty()) {
+        v["image_store"] = r.image_store;
+        v["image_store_mount_program"] = r.image_store_mount_program;
+    }
     return v;
 }
 
@@ -123,6 +127,13 @@ Result<AttachReply> attach_reply_from_json(const Json::Value &v) {
     SK_TRY_ASSIGN(r.gpus, opt_int_list(v, "gpus", ctx, kMaxGpuIndex));
     SK_TRY_ASSIGN(r.state_dir, opt_string(v, "state_dir", ctx));
     SK_TRY_ASSIGN(r.pod_cgroups, json::opt_bool(v, "pod_cgroups", ctx, false));
+    SK_TRY_ASSIGN(r.image_store, opt_string(v, "image_store", ctx));
+    SK_TRY_ASSIGN(r.image_store_mount_program, opt_string(v, "image_store_mount_program", ctx));
+    if (!r.image_store.empty() && (r.image_store[0] != '/' || r.image_store_mount_program.empty() ||
+                                   r.image_store_mount_program[0] != '/'))
+        return fail(Error::InvalidArgument,
+                    "attach reply: 'image_store' and 'image_store_mount_program' must be "
+                    "absolute paths");
     return r;
 }
 

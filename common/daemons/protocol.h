@@ -60,6 +60,11 @@ struct AttachReply {
     // container's supervisor asks (op cgroup_enter, common/cgroup/pod_cgroup.h):
     // the shim then tells every supervisor to ask (k8s-shim/supervise.h).
     bool pod_cgroups = false;
+    // The node's image store (agent/images/image_store.h): the read-only
+    // view of it the shim's podman reads as an additional image store, and
+    // where it asks the agent to pull public images (image_pull); "" = none.
+    std::string image_store;
+    std::string image_store_mount_program;  // fuse-overlayfs, which reads it
 };
 // ---- cgroup_enter: a container's supervisor, on a connection of its own,
 // asks to be moved into its pod's cgroup before it starts the command ----

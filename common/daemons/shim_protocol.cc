@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "common/daemons/base64.h"
+#include "common/daemons/image_ref.h"
 #include "common/daemons/json.h"
 
 namespace sk::proto {
@@ -13,7 +14,7 @@ namespace {
 template <typename E, size_t N>
 using Names = std::array<std::pair<E, std::string_view>, N>;
 
-constexpr Names<ShimOp, 11> kOps{{
+constexpr Names<ShimOp, 13> kOps{{
     {ShimOp::PodRun, "pod_run"},
     {ShimOp::PodKill, "pod_kill"},
     {ShimOp::PodList, "pod_list"},
@@ -25,6 +26,8 @@ constexpr Names<ShimOp, 11> kOps{{
     {ShimOp::PodStats, "pod_stats"},
     {ShimOp::PodsPause, "pods_pause"},
     {ShimOp::PodFiles, "pod_files"},
+    {ShimOp::ImagePull, "image_pull"},
+    {ShimOp::ImagePullCancel, "image_pull_cancel"},
 }};
 
 constexpr Names<StatsSource, 2> kStatsSources{{
@@ -490,6 +493,33 @@ Result<PodsPause> pods_pause_from_json(const Json::Value &body) {
     m.pause = body["pause"].asBool();
     SK_TRY_ASSIGN(m.message, json::opt_string(body, "message", ctx));
     if (m.message.size() > kMaxEventMessageBytes) m.message.resize(kMaxEventMessageBytes);
+    return m;
+}
+
+Json::Value to_json(const ImagePull &m) {
+    Json::Value v(Json::objectValue);
+    v["image"] = m.image;
+    return v;
+}
+
+Result<ImagePull> image_pull_from_json(const Json::Value &body) {
+    constexpr std::string_view ctx = "image_pull";
+    ImagePull m;
+    SK_TRY_ASSIGN(m.image, json::get_string(body, "image", ctx));
+    if (auto why = image_ref_error(m.image); !why.empty())
+        return fail(Error::Parse, field_name(ctx, "image") + ": " + why);
+    return m;
+}
+
+Json::Value to_json(const ImagePullCancel &m) {
+    Json::Value v(Json::objectValue);
+    v["id"] = Json::UInt64(m.id);
+    return v;
+}
+
+Result<ImagePullCancel> image_pull_cancel_from_json(const Json::Value &body) {
+    ImagePullCancel m;
+    SK_TRY_ASSIGN(m.id, json::get_uint(body, "id", "image_pull_cancel"));
     return m;
 }
 

@@ -19,6 +19,13 @@
 //     exec_attach {"session"} -> {}, then frames (common/daemons/exec_frames.h)
 //   shim -> agent notification, answered ok (or an error naming the field):
 //     pod_status {"uid", "namespace", "name", "status": PodStatus, "events": [...]}
+//   shim -> agent request, answered once done (attach's reply named an
+//   image_store):
+//     image_pull {"image"}  -> {} once the node's image store holds the image
+//                 (pulled without credentials), or an error with the pull's
+//                 message
+//     image_pull_cancel {"id"}  -> {}: the shim no longer waits for that
+//                 image_pull (its pod stopped); it gets no answer to it
 //
 // Decoders are strict: a field of the wrong type, a missing required field,
 // an unknown enum value or a value over its bound fails with Parse (a message
@@ -82,6 +89,8 @@ enum class ShimOp {
     PodStats,
     PodsPause,
     PodFiles,
+    ImagePull,
+    ImagePullCancel,
 };
 
 // Why pods stop (pod_kill and shutdown "reason"). The shim logs it and
@@ -188,6 +197,19 @@ struct PodList {};
 struct PodsPause {
     bool pause = true;
     std::string message;  // cut at kMaxEventMessageBytes
+};
+
+// The shim asks the agent to pull a public image into the node's image store
+// (agent/images/image_store.h) on its pod stream; answered once the store
+// holds it. `image` normalized (common/daemons/image_ref.h), checked with
+// image_ref_error by the decoder.
+struct ImagePull {
+    std::string image;
+};
+// The shim no longer waits for its image_pull `id` (the pod stopped): the
+// agent drops it, and stops the pull when nobody else waits for it.
+struct ImagePullCancel {
+    uint64_t id = 0;
 };
 
 struct Shutdown {
@@ -306,6 +328,8 @@ Json::Value to_json(const PodKill &m);
 Json::Value to_json(const PodList &m);
 Json::Value to_json(const Shutdown &m);
 Json::Value to_json(const PodsPause &m);
+Json::Value to_json(const ImagePull &m);
+Json::Value to_json(const ImagePullCancel &m);
 Json::Value to_json(const PodStatus &m);
 Json::Value to_json(const PodListReply &m);
 Json::Value to_json(const PodEvent &m);
@@ -334,6 +358,8 @@ Result<PodKill> pod_kill_from_json(const Json::Value &body);
 Result<PodList> pod_list_request_from_json(const Json::Value &body);
 Result<Shutdown> shutdown_from_json(const Json::Value &body);
 Result<PodsPause> pods_pause_from_json(const Json::Value &body);  // "pause" required
+Result<ImagePull> image_pull_from_json(const Json::Value &body);
+Result<ImagePullCancel> image_pull_cancel_from_json(const Json::Value &body);
 Result<PodStatus> pod_status_from_json(const Json::Value &body);
 Result<PodListReply> pod_list_reply_from_json(const Json::Value &body);
 Result<PodEvent> pod_event_from_json(const Json::Value &event);

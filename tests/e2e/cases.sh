@@ -13,7 +13,7 @@
 # checked last it was gone once the cases before it grew past 5 min).
 # online_rl last: it takes all 3 nodes.
 E2E_CASES=(api_down bad_flags socket_auth privileged too_many_gpus namespace two_jobs impersonation two_clusters pod_devices kubectl_io
-           runtime_template image_pods cdi_gpus volumes vllm chart_features scancel step_signals time_limit_update drain_before time_limit suspend requeue salloc gpu_forms node_share preempt
+           runtime_template image_pods image_store cdi_gpus volumes vllm chart_features scancel step_signals time_limit_update drain_before time_limit suspend requeue salloc gpu_forms node_share preempt
            preempt_requeue preempt_suspend array_het node_fail slurmd_restart agent_kill shim_kill online_rl online_rl_images online_rl_faults)
 
 # pod_devices' pods and probe, on cgroup v1 and v2.
@@ -1044,11 +1044,12 @@ spec:
   containers:
   - {name: main, image: $E2E_REGISTRY_STUCK/e2e/busybox:1, command: [echo, never]}
 EOF
-  e2e_wait 30 "pgrep -u $TEST_UID -f 'pull .*$E2E_REGISTRY_STUCK/' >/dev/null"
-  ok $? "image_pods: imgstuck's pull hangs on a registry that never answers ($(pgrep -u "$TEST_UID" -f "pull .*$E2E_REGISTRY_STUCK/" | head -1))"
+  # The node's image store pulls it (as its own user, agent/images/image_store.h).
+  e2e_wait 30 "pgrep -u slurm-k8s-images -f 'pull .*$E2E_REGISTRY_STUCK/' >/dev/null"
+  ok $? "image_pods: imgstuck's pull hangs on a registry that never answers ($(pgrep -u slurm-k8s-images -f "pull .*$E2E_REGISTRY_STUCK/" | head -1))"
   e2e_kubectl delete pod imgstuck --wait=false >/dev/null 2>&1
-  e2e_wait 20 "! e2e_kubectl get pod imgstuck >/dev/null 2>&1 && [ -z \"\$(pgrep -u $TEST_UID -f 'pull .*$E2E_REGISTRY_STUCK/')\" ]"
-  ok $? "image_pods: deleting imgstuck cancels its pull: the pod is gone, no pull process left ($(pgrep -a -u "$TEST_UID" -f "pull .*$E2E_REGISTRY_STUCK/" | head -1))"
+  e2e_wait 20 "! e2e_kubectl get pod imgstuck >/dev/null 2>&1 && [ -z \"\$(pgrep -f 'pull .*$E2E_REGISTRY_STUCK/')\" ]"
+  ok $? "image_pods: deleting imgstuck cancels its pull, nobody else waiting for it: the pod is gone, no pull process left ($(pgrep -a -f "pull .*$E2E_REGISTRY_STUCK/" | head -1))"
   kill "$stuck" 2>/dev/null; wait "$stuck" 2>/dev/null
   e2e_kubectl delete pod imgsvc --wait=false >/dev/null 2>&1
   e2e_wait 40 "python3 '$E2E_TOP/tests/e2e/watch.py' final '$E2E_D/watch.jsonl' default/imgsvc | grep -q '\"exitCode\": 3'"
@@ -1283,6 +1284,93 @@ case_vllm() {
   e2e_kubectl delete pvc mistral-7b >/dev/null 2>&1
   e2e_kubectl delete pv hf-cache >/dev/null 2>&1
   rm -rf "$models"
+}
+
+# The node's image store (agent/images/image_store.h): a job's pod pulls a
+# public image into its node's store (as the store's own user), a later job
+# on the node starts it with no pull (the registry's access log shows none),
+# the store is read-only to the jobs' user, a private image pulled with a
+# pod's secret stays in the job's own storage (never in the shared store) and
+# another pod of the job without the secret cannot use it; with a small
+# bound, the least recently used image no pod runs is collected.
+store_pod() {  # store_pod JOB NODE POD IMAGE [SECRET]: prints its image and exits (HOLD: sleeps first)
+  local secrets=""
+  [ -z "${5:-}" ] || secrets="imagePullSecrets: [{name: $5}]"
+  e2e_kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $3, namespace: default}
+spec:
+  nodeName: $2
+  tolerations: [{key: slurm-k8s/job, operator: Equal, value: "$1", effect: NoSchedule}]
+  restartPolicy: Never
+  $secrets
+  containers:
+  - {name: main, image: $4, command: [sh, -c, 'echo ran from $4; sleep ${HOLD:-0}']}
+EOF
+}
+
+case_image_store() {
+  local a="$E2E_AGENTS/$N1" store="$E2E_AGENTS/$N1/images" reglog="$E2E_REGISTRY_DIR/registry.log"
+  local img="$E2E_REGISTRY/e2e/store:1" img2="$E2E_REGISTRY/e2e/store:2" j node out n1 n2 view
+  view="$store/view/overlay-images/images.json"
+  e2e_job 1 -N1 -w $N1 --gres=gpu:1 --k8s-gpus=1 || { ok 1 "image_store: job"; return; }
+  j="$E2E_JOB" node="$(e2e_node_names "$E2E_JOB")"
+  store_pod "$j" "$node" store-a "$img"
+  e2e_wait 60 "[ \"\$(e2e_pod_phase store-a)\" = Succeeded ]"
+  n1="$(grep -c 'GET /v2/e2e/store/' "$reglog")"
+  out="$(e2e_kubectl get events -n default --field-selector involvedObject.name=store-a -o 'jsonpath={range .items[*]}{.reason}: {.message}{"\n"}{end}' 2>&1)"
+  grep -q "image store: $img pulled" "$a/agent.log" && grep -q "^Pulled: Successfully pulled image" <<<"$out" \
+    && grep -q "e2e/store:1" "$view" && [ "$n1" -gt 0 ]
+  ok $? "image_store: the first job's pod pulled $img into the node's store ($(e2e_pod_phase store-a); registry requests $n1; $(grep -m1 "image store: $img pulled" "$a/agent.log"))"
+  out="$(stat -c '%U %a' "$store" "$store/storage" "$store/view" | paste -sd' ')"
+  [ "$out" = "root 755 slurm-k8s-images 711 slurm-k8s-images 755" ] \
+    && ! su -s /bin/sh "$TEST_USER" -c "touch '$store/view/x'" 2>/dev/null \
+    && ! su -s /bin/sh "$TEST_USER" -c "touch '$store/storage/x'" 2>/dev/null
+  ok $? "image_store: the store is its own user's, read-only to the job's user ($out)"
+  e2e_end_job "$j"
+  e2e_assert_clean "$j" "image_store (first job)"
+
+  e2e_job 1 -N1 -w $N1 --gres=gpu:1 --k8s-gpus=1 || { ok 1 "image_store: second job"; return; }
+  j="$E2E_JOB" node="$(e2e_node_names "$E2E_JOB")"
+  store_pod "$j" "$node" store-b "$img"
+  e2e_wait 60 "[ \"\$(e2e_pod_phase store-b)\" = Succeeded ]"
+  n2="$(grep -c 'GET /v2/e2e/store/' "$reglog")"
+  out="$(e2e_kubectl get events -n default --field-selector involvedObject.name=store-b -o 'jsonpath={range .items[*]}{.reason}: {.message}{"\n"}{end}' 2>&1)"
+  [ "$n2" = "$n1" ] && grep -q "already present on machine" <<<"$out" && [ "$(e2e_kubectl logs store-b 2>&1)" = "ran from $img" ]
+  ok $? "image_store: a second job on the node started $img with no pull (registry requests $n1 -> $n2; $(grep -m1 '^Pulled' <<<"$out"))"
+  # Private: pulled with the pod's secret into the job's own storage only.
+  e2e_kubectl create secret docker-registry "store-pull-$j" --docker-server="$E2E_REGISTRY_AUTH" \
+    --docker-username=e2e --docker-password=s3cret >/dev/null
+  store_pod "$j" "$node" store-private "$E2E_REGISTRY_AUTH/e2e/private:1" "store-pull-$j"
+  e2e_wait 60 "[ \"\$(e2e_pod_phase store-private)\" = Succeeded ]"
+  [ "$(e2e_pod_phase store-private)" = Succeeded ] && ! grep -q "e2e/private" "$view"
+  ok $? "image_store: a private image pulled with the pod's secret ran, and is not in the node's store ($(e2e_pod_phase store-private))"
+  store_pod "$j" "$node" store-nosecret "$E2E_REGISTRY_AUTH/e2e/private:1"
+  e2e_wait 60 "e2e_pod_field default/store-nosecret '{.status.containerStatuses[0].state.waiting.reason}' | grep -Eq '^(ErrImagePull|ImagePullBackOff)$'"
+  ok $? "image_store: a pod of the same job without the secret may not use it, present as it is ($(e2e_pod_field default/store-nosecret '{.status.containerStatuses[0].state.waiting}'))"
+  e2e_kubectl delete pod store-a store-b store-private store-nosecret --wait=false >/dev/null 2>&1
+  e2e_kubectl delete secret "store-pull-$j" >/dev/null 2>&1
+  e2e_end_job "$j"
+  e2e_assert_clean "$j" "image_store (second job)"
+
+  # A bound the store is over: the image no pod runs goes, the running one stays.
+  e2e_agent_stop 1
+  E2E_IMAGE_STORE_SIZE=1M e2e_agent_conf 1
+  e2e_agent_start 1
+  e2e_job 1 -N1 -w $N1 --gres=gpu:1 --k8s-gpus=1 || { ok 1 "image_store: third job"; return; }
+  j="$E2E_JOB" node="$(e2e_node_names "$E2E_JOB")"
+  HOLD=600 store_pod "$j" "$node" store-c "$img2"
+  e2e_wait 60 "[ \"\$(e2e_pod_phase store-c)\" = Running ]"
+  e2e_wait 30 "! grep -q 'e2e/store:1' '$view'"
+  grep -q "e2e/store:2" "$view" && ! grep -q "e2e/store:1" "$view"
+  ok $? "image_store: over its bound, the store removed the least recently used image no pod runs and kept the running pod's ($(grep -m1 'removing image' "$a/agent.log"))"
+  e2e_kubectl delete pod store-c --wait=false >/dev/null 2>&1
+  e2e_end_job "$j"
+  e2e_assert_clean "$j" "image_store (third job)"
+  e2e_agent_stop 1
+  e2e_agent_conf 1
+  e2e_agent_start 1
 }
 
 # What ordinary charts use, on a job's node (process containers, real Slurm,

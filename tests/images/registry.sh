@@ -18,6 +18,8 @@
 #   e2e/busybox:latest  the same image (pull policy Always by default)
 #   e2e/busybox-user:1  the same image with USER 1234:1234
 #   e2e/private:1 (on PORT+1 only)  the same image, behind the login
+#   e2e/store:1, e2e/store:2  e2e/busybox:1 and e2e/busybox-user:1 again, for
+#                   e2e image_store alone (its registry log counts their pulls)
 #   e2e/notimage:1  a manifest whose layer is not a tar archive (text): an
 #                   image that is not an image
 #   slurm-k8s/vllm-standin:1  e2e/busybox:1 with examples/vllm/standin/vllm in
@@ -93,6 +95,9 @@ build() {
   "${b[@]}" push -q --tls-verify=false "$reg/e2e/busybox-user:1" >/dev/null
   "${b[@]}" push -q --tls-verify=false --creds e2e:s3cret "$reg/e2e/busybox:1" \
     "docker://$auth_reg/e2e/private:1" >/dev/null
+  # e2e image_store's own images: pulled by that case alone.
+  "${b[@]}" push -q --tls-verify=false "$reg/e2e/busybox:1" "docker://$reg/e2e/store:1" >/dev/null
+  "${b[@]}" push -q --tls-verify=false "$reg/e2e/busybox-user:1" "docker://$reg/e2e/store:2" >/dev/null
   # The vLLM stand-in, as standin/Containerfile builds it (from this busybox).
   c="$("${b[@]}" from "$reg/e2e/busybox:1")"
   "${b[@]}" copy --chmod 755 "$c" "$(dirname "$0")/../../examples/vllm/standin/vllm" /usr/local/bin/vllm >/dev/null

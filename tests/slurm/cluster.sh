@@ -172,6 +172,8 @@ cmd_install() {
   # may lack it.
   grep -q "^$TEST_USER:" /etc/subuid 2>/dev/null || usermod --add-subuids 300000-365535 "$TEST_USER"
   grep -q "^$TEST_USER:" /etc/subgid 2>/dev/null || usermod --add-subgids 300000-365535 "$TEST_USER"
+  # The owner of the agents' image stores (agent.conf image_store_user).
+  id slurm-k8s-images >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin slurm-k8s-images
   "$SLURMD" -V
 }
 

@@ -127,6 +127,9 @@ def main():
                          not under(h, "agent/controllers", "agent/core", "agent/kube", "agent/kubelet")))
     results.append(check("the streaming codecs reach neither libuv nor libcurl",
                          files_under("agent/kubelet/streams"), loop_or_net))
+    results.append(check("agent/images/ reaches nothing of the agent above it but agent/core/",
+                         files_under("agent/images"),
+                         lambda h, s: not s and under(h, "agent") and not under(h, "agent/images", "agent/core")))
     results.append(check("agent/kube/ reaches nothing of the agent above it",
                          files_under("agent/kube"),
                          lambda h, s: not s and under(h, "agent") and not under(h, "agent/kube")))

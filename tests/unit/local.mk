@@ -199,6 +199,7 @@ check_PROGRAMS += \
 	tests/unit/test_env_resolver \
 	tests/unit/test_event_correlator \
 	tests/unit/test_host_volumes \
+	tests/unit/test_image_store \
 	tests/unit/test_job_store \
 	tests/unit/test_slurm_time \
 	tests/unit/test_log_index \
@@ -216,6 +217,7 @@ TESTS += \
 	tests/unit/test_env_resolver \
 	tests/unit/test_event_correlator \
 	tests/unit/test_host_volumes \
+	tests/unit/test_image_store \
 	tests/unit/test_job_store \
 	tests/unit/test_slurm_time \
 	tests/unit/test_log_index \
@@ -243,6 +245,10 @@ tests_unit_test_env_resolver_LDADD = $(SK_AGENT_CORE_TEST_LIBS)
 tests_unit_test_host_volumes_SOURCES = tests/unit/test_host_volumes.cc
 tests_unit_test_host_volumes_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
 tests_unit_test_host_volumes_LDADD = $(SK_AGENT_CORE_TEST_LIBS)
+
+tests_unit_test_image_store_SOURCES = tests/unit/test_image_store.cc
+tests_unit_test_image_store_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_image_store_LDADD = agent/images/libimages.la $(SK_AGENT_CORE_TEST_LIBS)
 
 tests_unit_test_event_correlator_SOURCES = tests/unit/test_event_correlator.cc
 tests_unit_test_event_correlator_CXXFLAGS = $(SK_CHECK_CXXFLAGS)

@@ -52,6 +52,9 @@ static const BadConf kBadConfs[] = {
     {"allowed_namespaces = *, rl\n", "'*' (any namespace) stands alone"},
     {"volume_roots = shared\n", "volume_roots: 'shared' is not an absolute path"},
     {"volume_roots = /a, /b/../etc\n", "must not contain a '..' component"},
+    {"image_store = images\n", "image_store"},
+    {"image_store_size = lots\n", "image_store_size"},
+    {"image_store_pulls = 0\n", "out of range"},
     {"nice = -30\n", "nice='-30' is not a nice value (allowed -20..19)"},
     {"kubeconfig = /nonexistent/kc\n", "set either kubeconfig"},
     {"api_server = x\n", "set twice"},
@@ -306,6 +309,23 @@ START_TEST(config_defaults) {
     ck_assert_uint_eq(roots->volume_roots.size(), 3);
     ck_assert_sstr_eq(roots->volume_roots[0], "/shared");
     ck_assert_sstr_eq(roots->volume_roots[1], "/scratch/jobs");
+    // No node image store unless the site names one; its keys as written.
+    ck_assert(c->image_store.empty());
+    ck_assert_uint_eq(c->image_store_size, uint64_t{100} << 30);
+    auto store = parse_agent_config(
+        std::string(kConf) +
+            "image_store = /var/lib/sk/images\nimage_store_size = 1M\nimage_store_user = imgs\n"
+            "image_store_insecure_registries = r:5000, 10.0.0.1:80\n",
+        "a");
+    ck_assert_msg(store.ok(), "%s", store.ok() ? "" : store.message().c_str());
+    ck_assert_sstr_eq(store->image_store, "/var/lib/sk/images");
+    ck_assert_uint_eq(store->image_store_size, 1 << 20);
+    ck_assert_sstr_eq(store->image_store_user, "imgs");
+    ck_assert_uint_eq(store->image_store_insecure_registries.size(), 2);
+    ck_assert_sstr_eq(store->image_store_insecure_registries[1], "10.0.0.1:80");
+    ck_assert_uint_eq(
+        parse_agent_config(std::string(kConf) + "image_store_size = 0\n", "a")->image_store_size,
+        0);
     auto any = parse_agent_config(std::string(kConf) + "allowed_namespaces = *\n", "a");
     ck_assert(any.ok());
     ck_assert_int_eq(any->allowed_namespaces.size(), 1);

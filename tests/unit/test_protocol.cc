@@ -182,12 +182,24 @@ START_TEST(other_bodies_round_trip) {
     auto s2 = node_state_from_json(to_json(s));
     ck_assert(s2.ok() && s2->ready && s2->pods == 2 && s2->node_name == "slurm-n3-9");
 
-    AttachReply a{"slurm-n1-42", {2, 3}, "/var/lib/slurm-k8s/shim/42"};
+    AttachReply a;
+    a.node_name = "slurm-n1-42";
+    a.gpus = {2, 3};
+    a.state_dir = "/var/lib/slurm-k8s/shim/42";
     auto a2 = attach_reply_from_json(to_json(a));
     ck_assert(a2.ok() && a2->gpus.size() == 2 && a2->state_dir == a.state_dir);
-    ck_assert(!a2->pod_cgroups);  // absent: the shim asks nothing (an older agent)
+    ck_assert(!a2->pod_cgroups);         // absent: the shim asks nothing (an older agent)
+    ck_assert(a2->image_store.empty());  // absent: no node image store
     a.pod_cgroups = true;
     ck_assert(attach_reply_from_json(to_json(a))->pod_cgroups);
+    a.image_store = "/var/lib/slurm-k8s/images/view";
+    a.image_store_mount_program = "/usr/bin/fuse-overlayfs";
+    auto a3 = attach_reply_from_json(to_json(a));
+    ck_assert(a3.ok());
+    ck_assert_sstr_eq(a3->image_store, a.image_store);
+    ck_assert_sstr_eq(a3->image_store_mount_program, a.image_store_mount_program);
+    a.image_store_mount_program = "fuse-overlayfs";  // relative: refused
+    ck_assert(!attach_reply_from_json(to_json(a)).ok());
     auto ce = cgroup_enter_from_json(to_json(CgroupEnter{"u-1", {2, 3}, "main"}));
     ck_assert(ce.ok() && ce->pod_uid == "u-1" && ce->gpus.size() == 2 && ce->gpus[1] == 3);
     ck_assert_sstr_eq(ce->container, "main");

@@ -352,6 +352,41 @@ START_TEST(runtime_template_mounts) {
 }
 END_TEST
 
+// {cdi:FLAG}: nothing at planning (the GPUs are not known), its place kept;
+// FLAG NAME per CDI name once they are, nothing without.
+START_TEST(runtime_template_cdi) {
+    auto t = RuntimeTemplates::parse(
+        "template = docker.io/* apptainer exec --oci {cdi:--device} docker://{image} {command}\n",
+        "runtime.conf");
+    ck_assert(t.ok());
+    PlanContext c = ctx();
+    c.templates = &*t;
+    auto pod = parse(R"J({"metadata":{"name":"p","namespace":"ns","uid":"u1"},"spec":{
+      "containers":[{"name":"a","image":"docker.io/x","command":["run","{cdi:--device}"]}]}})J");
+    auto plan = plan_pod(pod, {}, c);
+    ck_assert_msg(plan.ok(), "%s", plan.ok() ? "" : plan.message().c_str());
+    auto &a = plan->containers[0];
+    ck_assert_uint_eq(a.cdi_slots.size(), 1);  // the template's word, not the command's
+    ck_assert_uint_eq(a.cdi_slots[0].first, 3);
+    auto argv = a.argv;
+    fill_cdi_slots(&argv, a.cdi_slots, {"nvidia.com/gpu=0", "nvidia.com/gpu=GPU-1"});
+    std::vector<std::string> want = {"apptainer",
+                                     "exec",
+                                     "--oci",
+                                     "--device",
+                                     "nvidia.com/gpu=0",
+                                     "--device",
+                                     "nvidia.com/gpu=GPU-1",
+                                     "docker://docker.io/x",
+                                     "run",
+                                     "{cdi:--device}"};
+    ck_assert(argv == want);
+    argv = a.argv;
+    fill_cdi_slots(&argv, a.cdi_slots, {});
+    ck_assert_uint_eq(argv.size(), 6);
+}
+END_TEST
+
 // The podman runtime (k8s-shim/podman.h): runtime.conf's keys, a
 // kubelet's image names and pull policies, and the `podman run` command line
 // a container becomes: command as --entrypoint, args after the image, the
@@ -481,6 +516,37 @@ START_TEST(image_names_and_policies) {
     const auto &c = kImages[_i];
     ck_assert_sstr_eq(normalize_image(c.image), c.normalized);
     ck_assert_sstr_eq(default_pull_policy(c.image), c.policy);
+}
+END_TEST
+
+// The kubelet's rule for images pulled with credentials, within a job: an
+// image pulled without any (or found in the node's store) serves every pod;
+// one pulled with a pod's credentials serves pods with the same ones only.
+START_TEST(known_images_by_credentials) {
+    KnownImages k;
+    ck_assert(!k.usable("r/a:1", ""));
+    ck_assert(!k.known("r/a:1"));
+    k.add("r/private:1", "{\"auths\":{\"r\":{\"auth\":\"eDp5\"}}}");
+    ck_assert(k.known("r/private:1"));
+    ck_assert(k.usable("r/private:1", "{\"auths\":{\"r\":{\"auth\":\"eDp5\"}}}"));
+    ck_assert(!k.usable("r/private:1", ""));
+    ck_assert(!k.usable("r/private:1", "{\"auths\":{\"r\":{\"auth\":\"other\"}}}"));
+    k.add("r/private:1", "");  // then pulled anonymously: public after all
+    ck_assert(k.usable("r/private:1", "anything"));
+    k.forget("r/private:1");
+    ck_assert(!k.known("r/private:1"));
+    // The node's store: an additional image store of overlay podman only.
+    PodmanSettings ps;
+    ps.storage_driver = "overlay";
+    auto o = podman_store_options(ps, "/var/lib/sk/images/view", "/usr/bin/fuse-overlayfs");
+    ck_assert_uint_eq(o.size(), 4);
+    ck_assert_sstr_eq(o[1], "overlay.imagestore=/var/lib/sk/images/view");
+    ck_assert_sstr_eq(o[3], "overlay.mount_program=/usr/bin/fuse-overlayfs");
+    auto cmd = podman_command(ps, "/s/podman", "/tmp/r", o);
+    ck_assert(std::find(cmd.begin(), cmd.end(), o[1]) != cmd.end());
+    ck_assert(podman_store_options(ps, "", "/usr/bin/fuse-overlayfs").empty());
+    ps.storage_driver = "vfs";
+    ck_assert(podman_store_options(ps, "/v", "/usr/bin/fuse-overlayfs").empty());
 }
 END_TEST
 
@@ -1008,6 +1074,8 @@ int main() {
     tcase_add_loop_test(tc, image_names_and_policies, 0,
                         static_cast<int>(sizeof kImages / sizeof kImages[0]));
     tcase_add_test(tc, pull_errors_and_backoff);
+    tcase_add_test(tc, known_images_by_credentials);
+    tcase_add_test(tc, runtime_template_cdi);
     tcase_add_test(tc, volume_files_decoded);
     tcase_add_test(tc, mount_paths_normalised_per_container);
     tcase_add_test(tc, host_volumes_planned);

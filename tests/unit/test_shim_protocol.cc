@@ -644,6 +644,12 @@ static const Bad kBad[] = {
      "is not valid base64"},
     {ShimOp::PodFiles, R"({"uid":"u","files":[]})", Error::Parse,
      "pod_files: 'files' must be an object"},
+    {ShimOp::ImagePull, R"({})", Error::Parse, "image"},
+    {ShimOp::ImagePull, R"({"image":"busybox"})", Error::Parse, "has no registry"},
+    {ShimOp::ImagePull, R"({"image":"-x/y"})", Error::Parse, "starts with '-'"},
+    {ShimOp::ImagePull, R"({"image":"r.io/a b"})", Error::Parse, "a character other than"},
+    {ShimOp::ImagePull, R"({"image":"r.io/../etc"})", Error::Parse, "'..'"},
+    {ShimOp::ImagePullCancel, R"({"id":"7"})", Error::Parse, "'id'"},
 };
 
 static Status decode_as(ShimOp op, const Json::Value &body) {
@@ -674,6 +680,14 @@ static Status decode_as(ShimOp op, const Json::Value &body) {
         }
         case ShimOp::ExecAttach: {
             auto r = exec_attach_from_json(body);
+            return r ? Status() : r.failure();
+        }
+        case ShimOp::ImagePull: {
+            auto r = image_pull_from_json(body);
+            return r ? Status() : r.failure();
+        }
+        case ShimOp::ImagePullCancel: {
+            auto r = image_pull_cancel_from_json(body);
             return r ? Status() : r.failure();
         }
         case ShimOp::AttachStart: {
