@@ -1475,7 +1475,19 @@ case_cdi_gpus() {
   node="$(e2e_node_names "$j")"
   mkdir -p "$drv" /var/run/cdi
   echo "stand-in libcuda" >"$drv/libcuda.so.1"
-  chmod -R a+rX "$drv"
+  # A stand-in nvidia-smi (at /bin: the image's PATH): the GPUs whose device node the devices cgroup
+  # lets it open (no driver is behind the fake nodes: ENXIO counts as open,
+  # EPERM, the cgroup's refusal, does not), as scripts/check-gpu-pods.sh reads it.
+  cat >"$drv/nvidia-smi" <<'EOF'
+#!/bin/sh
+i=0
+for d in "${E2E_GPU_DEV_DIR:-/dev}"/nvidia[0-9]*; do
+  [ -e "$d" ] || continue
+  case "$( (: <"$d") 2>&1)" in *"not permitted"*) continue ;; esac
+  echo "GPU $i: Stand-in GPU (UUID: GPU-e2e-${d##*/nvidia})"; i=$((i + 1))
+done
+EOF
+  chmod -R a+rX "$drv"; chmod 755 "$drv/nvidia-smi"
   rm -f "$dev/nvidia-uvm-e2e"
   mknod -m 666 "$dev/nvidia-uvm-e2e" c 1 3  # the stand-in of a driver's extra device (/dev/null's)
   {
@@ -1484,8 +1496,9 @@ case_cdi_gpus() {
       printf -- '- name: "%d"\n  containerEdits:\n    env: [E2E_CDI_GPU=%d]\n' "$i" "$i"
       printf '    deviceNodes: [{path: %s/nvidia%d}]\n' "$dev" "$i"
     done
-    printf 'containerEdits:\n  env: [E2E_CDI=1]\n  deviceNodes: [{path: %s/nvidia-uvm-e2e}]\n' "$dev"
-    printf '  mounts: [{hostPath: %s, containerPath: /usr/lib/nvidia-e2e, options: [ro, nosuid, nodev, bind]}]\n' "$drv"
+    printf 'containerEdits:\n  env: [E2E_CDI=1, E2E_GPU_DEV_DIR=%s]\n  deviceNodes: [{path: %s/nvidia-uvm-e2e}]\n' "$dev" "$dev"
+    printf '  mounts: [{hostPath: %s, containerPath: /usr/lib/nvidia-e2e, options: [ro, nosuid, nodev, bind]},\n' "$drv"
+    printf '           {hostPath: %s/nvidia-smi, containerPath: /bin/nvidia-smi, options: [ro, nosuid, nodev, bind]}]\n' "$drv"
   } >"$spec"
   e2e_kubectl apply -f - >/dev/null <<EOF
 apiVersion: v1
@@ -1509,6 +1522,13 @@ EOF
   want="devs=nvidia-uvm-e2e nvidia$i |cdi=1 gpu=$i cuda=0|stand-in libcuda"
   [ "$out" = "$want" ]
   ok $? "cdi_gpus: inside: its own GPU's device node and the injected one only, the spec's env and library directory ($out; want $want)"
+  # The shipped check an admin runs on a real GPU node, on the fake GPUs:
+  # a job of its own beside this one, a pod with `nvidia-smi -L` (the spec's).
+  out="$(KUBECTL="kubectl --kubeconfig $E2E_ADMIN_KUBECONFIG" NVIDIA_SMI="$drv/nvidia-smi" \
+    SBATCH="runuser -u $TEST_USER -- env -i PATH=/usr/local/bin:/usr/bin:/bin SLURM_CONF=$SK_CONF E2E_GPU_DEV_DIR=$dev sbatch" \
+    "$E2E_TOP/scripts/check-gpu-pods.sh" --image "$img" --gres gpu:2 --lend 1 --timeout 90 -- -w "$N2" 2>&1)"
+  [ $? = 0 ] && grep -q "^ok: the pod sees 1 GPU(s), as lent" <<<"$out" && grep -q "^ok: none of them is one of the job's own" <<<"$out"
+  ok $? "cdi_gpus: scripts/check-gpu-pods.sh: the pod sees exactly its lent GPU, none of the job's own ($(paste -sd'|' <<<"$out"))"
   rm -f "$spec" "$dev/nvidia-uvm-e2e"
   e2e_kubectl delete pod cdi --wait=false >/dev/null 2>&1
   e2e_end_job "$j"
