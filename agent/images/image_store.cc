@@ -167,15 +167,30 @@ void ImageStore::stop_pause_process() const {
 
 Status ImageStore::start() {
     // STORE itself is root's, so nobody but root replaces what is below it;
-    // everything below is the store user's own.
+    // everything below is the store user's own. Missing parents are made
+    // as root's, 0755.
+    for (size_t at = 1; (at = s_.dir.find('/', at)) != std::string::npos; at++)
+        mkdir(s_.dir.substr(0, at).c_str(), 0755);
     if (mkdir(s_.dir.c_str(), 0755) != 0 && errno != EEXIST)
         return fail(Error::Io, "mkdir " + s_.dir + ": " + strerror(errno));
     struct stat st;
     if (lstat(s_.dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0 ||
-        (st.st_mode & 022) != 0)
+        (st.st_mode & 022) != 0 || (st.st_mode & 005) != 005)
         return fail(Error::Refused, "image_store " + s_.dir +
                                         " must be a directory of root's that only root may "
                                         "write (mode 0755)");
+    // The jobs' users reach the view through every directory above it
+    // (systemd's StateDirectory=, /var/lib/slurm-k8s, is 0700: not there).
+    for (std::string p = s_.dir; p.size() > 1;) {
+        p = p.substr(0, std::max<size_t>(p.rfind('/'), 1));
+        if (stat(p.c_str(), &st) != 0 || (st.st_mode & S_IXOTH) == 0)
+            return fail(Error::Refused, "image_store " + s_.dir +
+                                            ": the jobs' users cannot reach it "
+                                            "through " +
+                                            p +
+                                            " (not searchable by others): choose a "
+                                            "place they reach, e.g. /var/cache/slurm-k8s/images");
+    }
     for (const char *sub : {"storage", "view", "home", "tmp", "run"}) {
         std::string p = s_.dir + "/" + sub;
         if (mkdir(p.c_str(), 0700) != 0 && errno != EEXIST)
