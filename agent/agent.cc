@@ -626,6 +626,11 @@ void Agent::op_attach(const std::shared_ptr<Connection> &c, const proto::Request
             LOG_VERBOSE("%s cannot chown %s: %s", vn.prefix().c_str(), dir.c_str(),
                         strerror(errno));
     }
+    if (auto st = share_job_dir(dir); !st)
+        LOG_WARN(
+            "%s %s: a memory volume mounted later may not reach the job's image "
+            "containers",
+            vn.prefix().c_str(), st.message().c_str());
     proto::Reply rep;
     rep.id = req.id;
     proto::AttachReply ar;

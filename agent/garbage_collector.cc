@@ -72,6 +72,7 @@ void remove_job_dirs(uv_loop_t *loop, const std::string &state_dir, uint32_t job
     // Its pods' memory volumes first: rm stays on one file system.
     if (size_t n = TmpfsMounts().unmount(job_tag_for(job_id, slurm_node), ""))
         LOG_INFO("job %u on %s: %zu memory volumes unmounted", job_id, slurm_node.c_str(), n);
+    unshare_job_dir(state_dir);  // its bind onto itself (agent/pod_tmpfs.h share_job_dir)
     struct stat st;
     if (lstat(state_dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
         remove_job_dir_as_owner(loop, podman_run_dir(st.st_uid, job_id, slurm_node));

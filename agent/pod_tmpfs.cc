@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/fs.h"
@@ -169,6 +171,35 @@ size_t TmpfsMounts::unmount(const std::string &job_tag, const std::string &pod_u
         n++;
     }
     return n;
+}
+
+namespace {
+
+bool is_mount_point(const std::string &dir) {
+    char real[PATH_MAX];
+    if (!realpath(dir.c_str(), real)) return false;
+    auto text = read_file("/proc/self/mountinfo", size_t{16} << 20);
+    if (!text) return false;
+    for (const auto &m : parse_mountinfo(*text))
+        if (m.mount_point == real) return true;
+    return false;
+}
+
+}  // namespace
+
+Status share_job_dir(const std::string &dir) {
+    // `dir` is the agent's own entry of the root-owned shim_state_dir: the
+    // job's user owns the directory, not its name.
+    if (!is_mount_point(dir) && mount(dir.c_str(), dir.c_str(), nullptr, MS_BIND, nullptr) != 0)
+        return fail(Error::Io, "bind mount of " + dir + ": " + strerror(errno));
+    if (mount(nullptr, dir.c_str(), nullptr, MS_SHARED, nullptr) != 0)
+        return fail(Error::Io, "shared propagation of " + dir + ": " + strerror(errno));
+    return {};
+}
+
+void unshare_job_dir(const std::string &dir) {
+    if (is_mount_point(dir) && umount2(dir.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) != 0)
+        LOG_WARN("cannot unmount %s: %s", dir.c_str(), strerror(errno));
 }
 
 }  // namespace sk::agent

@@ -23,6 +23,16 @@ class TmpfsMounts : public PodMounts {
     size_t unmount(const std::string &job_tag, const std::string &pod_uid) override;
 };
 
+// The job's shim directory made a mount point of its own with shared
+// propagation (bound onto itself) before its shim attaches: the mount
+// namespace rootless podman makes for the job (held by its pause process,
+// k8s-shim/podman.h) is then a slave of it, so a memory volume mounted below
+// it afterwards reaches the job's image containers too, where the host's
+// "/" is private (a copy of a private mount receives nothing). Idempotent.
+Status share_job_dir(const std::string &dir);
+// Its bind detached (the job's end, before the directory is removed).
+void unshare_job_dir(const std::string &dir);
+
 // The source a tmpfs of the job's pod carries.
 std::string tmpfs_source(const std::string &job_tag, const std::string &pod_uid);
 

@@ -326,7 +326,12 @@ void Container::mark_started() {
 void Container::begin_image() {
     const ImageRun &r = *plan->image_run;
     KnownImages *known = pod->env().images;
-    if (r.pull_policy != "Always" && known && known->usable(r.image, r.credential)) {
+    const bool warm = pod->env().podman_warm && *pod->env().podman_warm;
+    // In the node's store and not pulled by a pod of this job: public.
+    if (r.pull_policy != "Always" && known && warm && !known->known(r.image) &&
+        store_lists(pod->env().store_view, r.image))
+        known->add(r.image, "");
+    if (r.pull_policy != "Always" && known && warm && known->usable(r.image, r.credential)) {
         pod->add_event("Normal", "Pulled",
                        "Container image \"" + plan->image + "\" already present on machine",
                        plan->name);
@@ -429,6 +434,13 @@ void Container::image_pulled(const std::string &credential) {
                    plan->name);
     pull_failures = 0;
     if (auto *known = pod->env().images) known->add(plan->image_run->image, credential);
+    if (pod->env().podman_warm && !*pod->env().podman_warm) {
+        // The node's store pulled it: no podman command of the shim's ran
+        // yet in this job; one does now (RunnerEnv::podman_warm).
+        check_after_pull = true;
+        image_step_start(ImageStep::Check);
+        return;
+    }
     image_ready = true;
     auto st = start();
     if (!st) pod->changed();
@@ -447,6 +459,8 @@ void Container::image_step_done() {
     // pulls it with its own (or fails, as it could not pull it).
     const bool others = step == ImageStep::Check && image_exit == 0 && known &&
                         known->known(r.image) && !known->usable(r.image, r.credential);
+    if (step == ImageStep::Check && image_exit == 1 && pod->env().podman_warm)
+        *pod->env().podman_warm = true;  // it ran: the pause process is the shim's
     if (step == ImageStep::Check && (image_exit == 1 || others)) {
         if (never)
             image_failed("ErrImageNeverPull",
@@ -459,10 +473,12 @@ void Container::image_step_done() {
         image_failed("ErrImagePull", pull_error(image_output));
         return;
     }
+    if (pod->env().podman_warm) *pod->env().podman_warm = true;
     if (step == ImageStep::Check) {
         // Present and not pulled by another pod of the job: the node's store.
-        pod->add_event("Normal", "Pulled",
-                       "Container image " + quoted + " already present on machine", plan->name);
+        if (!std::exchange(check_after_pull, false))
+            pod->add_event("Normal", "Pulled",
+                           "Container image " + quoted + " already present on machine", plan->name);
         if (known && !known->known(r.image)) known->add(r.image, "");
         image_ready = true;
         auto st = start();
@@ -473,6 +489,7 @@ void Container::image_step_done() {
 }
 
 void Container::image_failed(const std::string &reason, const std::string &message) {
+    check_after_pull = false;
     const std::string quoted = "\"" + plan->image + "\"";
     pull_failures++;
     if (reason == "ErrImagePull") {

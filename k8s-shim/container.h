@@ -46,6 +46,15 @@ struct RunnerEnv {
     // start of one of them skips the check. Shared by the job's pods; null
     // without the podman runtime.
     KnownImages *images = nullptr;
+    // The node's image store's view (AttachReply::image_store), "" = none.
+    std::string store_view;
+    // Whether a podman command of the shim's own (not a container's) ran in
+    // the job's storage: rootless podman's first command starts its pause
+    // process, which must not become a container's (its supervisor kills
+    // every process it inherits when the container stops). Until then a
+    // container's start is preceded by the presence check. Shared; null
+    // without the podman runtime.
+    bool *podman_warm = nullptr;
     // Pulls a public image into the node's image store (the agent's
     // image_pull; agent/images/image_store.h); done(status) on the loop.
     // Empty when the node has none: pulls go to the job's own storage.
@@ -241,6 +250,7 @@ struct Container {
     // Lives while the container does: a store pull's answer after it is dropped.
     std::shared_ptr<bool> alive = std::make_shared<bool>(true);
     std::function<void()> cancel_store_pull;  // while a StorePull waits
+    bool check_after_pull = false;  // the check that follows a store pull (no second Pulled)
     void begin_image();
     void store_pull_done(const Status &st);
     // A pull succeeded (with `credential`, "" = none): Pulled, then start().

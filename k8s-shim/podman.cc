@@ -27,6 +27,13 @@ std::string podman_dir(const std::string &state_dir) {
     return state_dir + "/podman";
 }
 
+bool store_lists(const std::string &view, const std::string &image) {
+    if (view.empty() || image.find('@') != std::string::npos) return false;
+    auto text = read_file(view + "/overlay-images/images.json", size_t{64} << 20);
+    // Names are of [A-Za-z0-9._:/@-] (image_ref_error): quoted as they are.
+    return text && text->find("\"" + image_store_name(image) + "\"") != std::string::npos;
+}
+
 std::vector<std::string> podman_store_options(const PodmanSettings &s, const std::string &view,
                                               const std::string &mount_program) {
     if (view.empty() || s.storage_driver != "overlay") return {};

@@ -93,6 +93,11 @@ std::string podman_dir(const std::string &state_dir);
 std::vector<std::string> podman_command(const PodmanSettings &s, const std::string &dir,
                                         const std::string &run_dir,
                                         const std::vector<std::string> &store_options = {});
+// Whether the node's image store's view (agent/images/store_publish.h) lists
+// `image` (normalized) by its name: a job's first pod of an image the store
+// holds then starts without a podman presence check. A digest reference is
+// not looked up (false: the check decides).
+bool store_lists(const std::string &view, const std::string &image);
 // The options that make the node's image store (agent/images/image_store.h:
 // its view, read through fuse-overlayfs) an additional image store of the
 // job's podman; none without a store or with another storage driver than

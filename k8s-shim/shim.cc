@@ -205,6 +205,7 @@ void Shim::on_attached(const proto::Reply &r) {
     if (!a->image_store.empty()) {
         store_options_ =
             podman_store_options(templates_.podman(), a->image_store, a->image_store_mount_program);
+        store_view_ = a->image_store;
         if (store_options_.empty())
             LOG_WARN(
                 "[node %s] the node's image store is not used: podman_storage_driver is %s, "
@@ -223,6 +224,33 @@ void Shim::on_attached(const proto::Reply &r) {
         if (auto st = gpus_.restore(*g); !st) LOG_WARN("gpus.json: %s", st.message().c_str());
     }
     load_previous_pods();
+    warm_podman();
+}
+
+void Shim::warm_podman() {
+    if (store_options_.empty() || !templates_.uses_podman()) return;
+    const std::string dir = podman_dir(state_dir_);
+    const std::string run = podman_run_dir(getuid(), opt_.job_id, opt_.slurm_node);
+    if (auto st = make_podman_dirs(dir, run); !st) {
+        LOG_WARN("[node %s] %s", node_name_.c_str(), st.message().c_str());
+        return;
+    }
+    SpawnSpec spec;
+    spec.argv = podman_command(templates_.podman(), dir, run, store_options_);
+    spec.argv.insert(spec.argv.end(), {"images", "--quiet"});
+    for (const auto &[name, value] : podman_environment(dir, PlanContext().base_path))
+        spec.env.push_back({name, value});
+    spec.cwd = state_dir_;
+    int rc = spawn_process(
+        loop_, warmup_, spec,
+        [this](int64_t status, int sig) {
+            warmup_.close();
+            if (status == 0 && sig == 0) podman_warm_ = true;
+            LOG_VERBOSE("[node %s] podman's storage made (status %lld)", node_name_.c_str(),
+                        static_cast<long long>(sig ? 128 + sig : status));
+        },
+        nullptr, nullptr);
+    if (rc != 0) LOG_WARN("[node %s] cannot start podman: %s", node_name_.c_str(), uv_strerror(rc));
 }
 
 bool Shim::send_line(const std::string &line) {
@@ -374,6 +402,8 @@ proto::Reply Shim::pod_run(const proto::Request &req) {
     env.on_finished = [this, pe] { pod_finished(*pe); };
     env.on_processes = [this, pe] { save_pod_state(*pe); };
     env.images = &known_images_;
+    if (!store_options_.empty()) env.store_view = store_view_;
+    env.podman_warm = &podman_warm_;
     if (!store_options_.empty())
         env.store_pull = [this](const std::string &image,
                                 std::function<void(const Status &)> done) {

@@ -150,6 +150,15 @@ class Shim : private SessionTable::Host {
     // The node's image store (AttachReply): its podman options, empty when
     // none or when the podman runtime cannot use it (RunnerEnv::store_pull).
     std::vector<std::string> store_options_;
+    std::string store_view_;
+    // RunnerEnv::podman_warm, and the command that makes it so at the first
+    // attach when the node has an image store (warm_podman).
+    bool podman_warm_ = false;
+    Process warmup_;
+    // A job with a node image store runs images: its podman storage made and
+    // its pause process started at the attach, by the shim, so that the first
+    // pod of an image the store holds starts as fast as a later one.
+    void warm_podman();
     // Requests of the shim's own to the agent (image_pull), by id: answered
     // by its reply, or failed when the connection is lost.
     std::map<uint64_t, std::function<void(const Status &)>> agent_calls_;

@@ -146,9 +146,12 @@ ImageStore::ImageStore(uv_loop_t *loop, ImageStoreSettings s) : loop_(loop), s_(
 // user namespace between commands: nothing of the store outlives the agent.
 ImageStore::~ImageStore() {
     *alive_ = false;
-    for (auto &[image, p] : pulls_)
-        if (p.kill) p.kill();
-    stop_pause_process();
+    try {
+        for (auto &[image, p] : pulls_)
+            if (p.kill) p.kill();
+        stop_pause_process();
+    } catch (...) {  // nothing of it may escape a destructor
+    }
 }
 
 void ImageStore::stop_pause_process() const {
@@ -182,7 +185,7 @@ Status ImageStore::start() {
     // The jobs' users reach the view through every directory above it
     // (systemd's StateDirectory=, /var/lib/slurm-k8s, is 0700: not there).
     for (std::string p = s_.dir; p.size() > 1;) {
-        p = p.substr(0, std::max<size_t>(p.rfind('/'), 1));
+        p.resize(std::max<size_t>(p.rfind('/'), 1));
         if (stat(p.c_str(), &st) != 0 || (st.st_mode & S_IXOTH) == 0)
             return fail(Error::Refused, "image_store " + s_.dir +
                                             ": the jobs' users cannot reach it "
@@ -210,7 +213,8 @@ Status ImageStore::start() {
 }
 
 std::function<void()> ImageStore::run_as_store(
-    std::vector<std::string> argv, std::function<void(int64_t, std::string, std::string)> done) {
+    std::vector<std::string> argv,
+    const std::function<void(int64_t, const std::string &, const std::string &)> &done) {
     RunAs as;
     as.uid = s_.uid;
     as.gid = s_.gid;
@@ -227,21 +231,22 @@ std::function<void()> ImageStore::run_as_store(
         });
 }
 
-void ImageStore::publish(std::vector<std::string> exclude,
-                         std::function<void(const Status &)> done) {
+void ImageStore::publish(const std::vector<std::string> &exclude,
+                         const std::function<void(const Status &)> &done) {
     std::vector<std::string> argv = {s_.self_exe, kImageStorePublish, s_.dir};
     argv.insert(argv.end(), exclude.begin(), exclude.end());
-    run_as_store(std::move(argv), [this, done](int64_t status, std::string out, std::string err) {
-        if (status != 0)
-            return done(fail(Error::Io, "publishing the image store's view failed: " +
-                                            std::string(pull_error(err))));
-        auto v = json::parse(out);
-        if (!v) return done(fail(Error::Parse, "image store listing: " + v.message()));
-        auto l = store_listing_from_json(*v);
-        if (!l) return done(l.failure());
-        listing_ = std::move(*l);
-        done(Status());
-    });
+    run_as_store(std::move(argv),
+                 [this, done](int64_t status, const std::string &out, const std::string &err) {
+                     if (status != 0)
+                         return done(fail(Error::Io, "publishing the image store's view failed: " +
+                                                         std::string(pull_error(err))));
+                     auto v = json::parse(out);
+                     if (!v) return done(fail(Error::Parse, "image store listing: " + v.message()));
+                     auto l = store_listing_from_json(*v);
+                     if (!l) return done(l.failure());
+                     listing_ = std::move(*l);
+                     done(Status());
+                 });
 }
 
 uint64_t ImageStore::pull(uid_t uid, const std::string &image, Done done) {
@@ -296,19 +301,19 @@ void ImageStore::start_next() {
         queue_.pop_front();
         running_++;
         LOG_INFO("image store: pulling %s", image.c_str());
-        pulls_[image].kill =
-            run_as_store(store_pull_argv(s_, image),
-                         [this, image](int64_t status, std::string, std::string err) {
-                             running_--;
-                             if (status != 0) {
-                                 pull_ended(image, fail(Error::Unavailable, pull_error(err)));
-                                 return;
-                             }
-                             publish({}, [this, image](const Status &st) {
-                                 pull_ended(image, st);
-                                 collect();
-                             });
-                         });
+        pulls_[image].kill = run_as_store(
+            store_pull_argv(s_, image),
+            [this, image](int64_t status, const std::string &, const std::string &err) {
+                running_--;
+                if (status != 0) {
+                    pull_ended(image, fail(Error::Unavailable, pull_error(err)));
+                    return;
+                }
+                publish({}, [this, image](const Status &st) {
+                    pull_ended(image, st);
+                    collect();
+                });
+            });
     }
 }
 
@@ -365,20 +370,21 @@ void ImageStore::collect() {
         }
         auto argv = store_podman_argv(s_);
         argv.insert(argv.end(), {"rmi", id});
-        run_as_store(std::move(argv), [this, id](int64_t status, std::string, std::string err) {
-            if (status != 0)
-                LOG_WARN("image store: podman rmi %s failed: %s", id.substr(0, 12).c_str(),
-                         pull_error(err).c_str());
-            last_used_.erase(id);
-            publish({}, [this, status](const Status &published) {
-                collecting_ = false;
-                if (!published) {
-                    LOG_WARN("image store: %s", published.message().c_str());
-                    return;
-                }
-                if (status == 0) collect();
-            });
-        });
+        run_as_store(std::move(argv),
+                     [this, id](int64_t status, const std::string &, const std::string &err) {
+                         if (status != 0)
+                             LOG_WARN("image store: podman rmi %s failed: %s",
+                                      id.substr(0, 12).c_str(), pull_error(err).c_str());
+                         last_used_.erase(id);
+                         publish({}, [this, status](const Status &published) {
+                             collecting_ = false;
+                             if (!published) {
+                                 LOG_WARN("image store: %s", published.message().c_str());
+                                 return;
+                             }
+                             if (status == 0) collect();
+                         });
+                     });
     });
 }
 

@@ -123,9 +123,11 @@ class ImageStore {
     void start_next();
     void pull_ended(const std::string &image, const Status &st);
     // Runs `argv` as the store's user; done(status, stdout, stderr).
-    std::function<void()> run_as_store(std::vector<std::string> argv,
-                                       std::function<void(int64_t, std::string, std::string)> done);
-    void publish(std::vector<std::string> exclude, std::function<void(const Status &)> done);
+    std::function<void()> run_as_store(
+        std::vector<std::string> argv,
+        const std::function<void(int64_t, const std::string &, const std::string &)> &done);
+    void publish(const std::vector<std::string> &exclude,
+                 const std::function<void(const Status &)> &done);
     void collect();
     void stop_pause_process() const;
 

@@ -525,8 +525,11 @@ e2e_leftovers() {
   for f in "$E2E_RUNDIR"/job_"$j"_* "$E2E_AGENTS"/*/state/job_"$j"_* "$E2E_AGENTS"/*/shim/job_"$j"_*; do
     [ -e "$f" ] && echo "file: $f"
   done
-  # The tmpfs of its pods' memory volumes (their source names the job).
+  # The tmpfs of its pods' memory volumes (their source names the job), and
+  # the bind of its shim directory onto itself (agent/pod_tmpfs.h share_job_dir).
   out="$(grep " slurm-k8s:job_${j}_" /proc/self/mountinfo | awk '{print $5}' | paste -sd' ')"
+  [ -z "$out" ] || echo "mounts: $out"
+  out="$(awk -v s="/shim/job_${j}_" 'index($5, s) { print $5 }' /proc/self/mountinfo | paste -sd' ')"
   [ -z "$out" ] || echo "mounts: $out"
   for f in /sys/fs/cgroup/*/slurm_"$SK_NODE_PREFIX"*/uid_*/job_"$j" /sys/fs/cgroup/*/slurm_k8s_"$SK_NODE_PREFIX"*/job_"$j" \
       /sys/fs/cgroup/system.slice/"$SK_NODE_PREFIX"*_slurmstepd.scope/job_"$j"; do

@@ -4,11 +4,13 @@
 // kubelet-objects/07-init-containers, with its kube-api-access volume).
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <string>
 
 #include "common/daemons/json.h"
+#include "common/fs.h"
 #include "k8s-shim/pod_plan.h"
 #include "k8s-shim/pod_prepare.h"
 #include "k8s-shim/pod_security.h"
@@ -547,6 +549,26 @@ START_TEST(known_images_by_credentials) {
     ck_assert(podman_store_options(ps, "", "/usr/bin/fuse-overlayfs").empty());
     ps.storage_driver = "vfs";
     ck_assert(podman_store_options(ps, "/v", "/usr/bin/fuse-overlayfs").empty());
+    // The store's view lists its images by name: a job's first pod of one
+    // needs no presence check; a tag the view names only as a prefix, or a
+    // digest reference, is not taken for listed.
+    char tmpl[] = "/tmp/sk-view-XXXXXX";
+    ck_assert(mkdtemp(tmpl));
+    std::string view = tmpl;
+    ck_assert(mkdir((view + "/overlay-images").c_str(), 0755) == 0);
+    ck_assert(write_file_atomic(
+                  view + "/overlay-images/images.json",
+                  R"([{"id":"ab","names":["r.io/e2e/big:1","docker.io/library/busybox:latest"]}])",
+                  0644)
+                  .ok());
+    ck_assert(store_lists(view, "r.io/e2e/big:1"));
+    ck_assert(store_lists(view, "docker.io/library/busybox"));  // :latest
+    ck_assert(!store_lists(view, "r.io/e2e/big:10"));
+    ck_assert(!store_lists(view, "r.io/e2e/big"));
+    ck_assert(!store_lists(view, "r.io/e2e/big@sha256:00"));
+    ck_assert(!store_lists("", "r.io/e2e/big:1"));
+    ck_assert(!store_lists(view + "/none", "r.io/e2e/big:1"));
+    ck_assert(remove_tree(view).ok());
 }
 END_TEST
 
