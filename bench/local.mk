@@ -9,6 +9,7 @@ EXTRA_DIST += \
 	bench/bench_lifecycle.py \
 	bench/bench_mounts.py \
 	bench/bench_images.py \
+	bench/bench_image_store.py \
 	bench/bench_steady.py \
 	bench/bench_resources.py \
 	bench/bench_scale.py \

@@ -111,6 +111,41 @@ def rows(b):
                         "the same pod as a process, same run: Running p50 %s, output p50 %s; "
                         "kubelet create -> Running 880 ms median" % (ms(p["p50"]), ms(po["p50"])),
                         "-"))
+    st = b.get("image_store", {})
+    f, c, s2, ca = (g(st, k, "output") for k in ("first", "cached", "second", "cached_first_job"))
+    if f and f.get("n") and c and c.get("n") and s2 and s2.get("n"):
+        gb = "%.2f GB" % (st["image_bytes"] / 1e9)
+        out.append(("pod from a %s image (%d blobs), the node's image store empty: its first job "
+                    "(the store pulls it from a registry on loopback, as its own user)"
+                    % (gb, st["image_blobs"]),
+                    "output p50 %s (Running p50 %s, n=%d); store pull %s MB/s (image bytes over "
+                    "first - cached), %s MB/s by the agent's log" % (
+                        ms(f["p50"]), ms(g(st, "first", "running", "p50")), f["n"],
+                        st.get("store_pull_mb_s"), st.get("store_pull_log_mb_s")),
+                    "(no target)",
+                    "without a store, every job: `podman pull` as the job's user into its own "
+                    "storage %s p50 (%s MB/s); the registry serves the blobs at %s MB/s (curl "
+                    "to /dev/null)" % (ms(g(st, "plain_pull", "p50")), st.get("plain_pull_mb_s"),
+                                       st.get("registry_mb_s")), "-"))
+        pct = st.get("second_vs_cached_pct")
+        gets = st.get("registry_blob_requests_in_second_jobs")
+        sa = g(st, "second_at_attach", "output")
+        pa = st.get("second_at_attach_vs_cached_pct")
+        out.append(("... a second job's first pod from it (job A ended; the image in the node's "
+                    "store), created %s s after the job's shim attached" % st.get("settle_s"),
+                    "output p50 %s (Running p50 %s, n=%d), %s %% over a cached start; registry "
+                    "blob requests %s; created the moment the shim attached: output p50 %s, %s %%"
+                    " (the job's podman set-up, once per job, not yet done)" % (
+                        ms(s2["p50"]), ms(g(st, "second", "running", "p50")), s2["n"],
+                        "%+.1f" % pct if pct is not None else "?", gets,
+                        ms(sa["p50"]) if sa and sa.get("n") else "-",
+                        "%+.1f" % pa if pa is not None else "?"),
+                    "no pull; within 10 % of a cached start",
+                    "cached start (the job's second pod of the image): output p50 %s, Running "
+                    "p50 %s; in job A: output p50 %s" % (
+                        ms(c["p50"]), ms(g(st, "cached", "running", "p50")),
+                        ms(ca["p50"]) if ca and ca.get("n") else "-"),
+                    verdict(gets == 0 and pct is not None and pct <= 10)))
     r = g(life, "shim", "pod_delete_gone")
     if r and r.get("n"):
         out.append(("pod DELETE (process exits on SIGTERM) -> gone, process runtime",
