@@ -762,11 +762,7 @@ void Shim::notify(ShimPod &p) {
                          ev.message().c_str());
         }
     }
-    proto::Request req;
-    req.id = next_id_++;
-    req.op = std::string(proto::to_string(proto::ShimOp::PodStatus));
-    req.body = proto::to_json(m);
-    send_line(proto::encode(req));
+    send_request(proto::ShimOp::PodStatus, proto::to_json(m));
 }
 
 std::function<void()> Shim::store_pull(const std::string &image,
@@ -781,22 +777,23 @@ std::function<void()> Shim::store_pull(const std::string &image,
     }
     proto::ImagePull m;
     m.image = image;
-    proto::Request req;
-    req.id = next_id_++;
-    req.op = std::string(proto::to_string(proto::ShimOp::ImagePull));
-    req.body = proto::to_json(m);
-    agent_calls_[req.id] = std::move(done);
-    send_line(proto::encode(req));
-    return [this, id = req.id] {
+    const uint64_t id = send_request(proto::ShimOp::ImagePull, proto::to_json(m));
+    agent_calls_[id] = std::move(done);
+    return [this, id] {
         if (!agent_calls_.erase(id)) return;  // answered already
         proto::ImagePullCancel c;
         c.id = id;
-        proto::Request cancel;
-        cancel.id = next_id_++;
-        cancel.op = std::string(proto::to_string(proto::ShimOp::ImagePullCancel));
-        cancel.body = proto::to_json(c);
-        send_line(proto::encode(cancel));
+        send_request(proto::ShimOp::ImagePullCancel, proto::to_json(c));
     };
+}
+
+uint64_t Shim::send_request(proto::ShimOp op, Json::Value body) {
+    proto::Request req;
+    req.id = next_id_++;
+    req.op = std::string(proto::to_string(op));
+    req.body = std::move(body);
+    send_line(proto::encode(req));
+    return req.id;
 }
 
 void Shim::pod_finished(ShimPod &p) {

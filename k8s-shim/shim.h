@@ -164,6 +164,8 @@ class Shim : private SessionTable::Host {
     std::map<uint64_t, std::function<void(const Status &)>> agent_calls_;
     std::function<void()> store_pull(const std::string &image,
                                      std::function<void(const Status &)> done);
+    // Sends a request or notification of the shim's own to the agent; its id.
+    uint64_t send_request(proto::ShimOp op, Json::Value body);
     Signal term_;
     // At the shutdown, once every pod stopped and before the reply: the
     // job's podman state removed, when a pod used it (k8s-shim/podman.h).
