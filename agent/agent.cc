@@ -560,8 +560,12 @@ void Agent::op_deregister(const std::shared_ptr<Connection> &c, const proto::Req
     }
     uint64_t id = req.id;
     std::weak_ptr<Connection> wc = c;
-    it->second->deregister(r->grace_s, r->reason, [this, wc, id, key](uint32_t n) {
+    const std::string dir = shim_state_dir_for(cfg_, r->job_id, r->slurm_node);
+    it->second->deregister(r->grace_s, r->reason, [this, wc, id, key, dir](uint32_t n) {
         forget_node(key);
+        // Its pods stopped: the bind of its shim directory goes (the shim
+        // removes the directory itself; garbage collection what it leaves).
+        unshare_job_dir(dir);
         if (auto conn = wc.lock()) {
             proto::Reply rep;
             rep.id = id;

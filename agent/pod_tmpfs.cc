@@ -190,9 +190,11 @@ bool is_mount_point(const std::string &dir) {
 Status share_job_dir(const std::string &dir) {
     // `dir` is the agent's own entry of the root-owned shim_state_dir: the
     // job's user owns the directory, not its name.
-    if (!is_mount_point(dir) && mount(dir.c_str(), dir.c_str(), nullptr, MS_BIND, nullptr) != 0)
+    // The type is ignored for a bind and a propagation change; "none", not
+    // null (valgrind checks it as a string).
+    if (!is_mount_point(dir) && mount(dir.c_str(), dir.c_str(), "none", MS_BIND, nullptr) != 0)
         return fail(Error::Io, "bind mount of " + dir + ": " + strerror(errno));
-    if (mount(nullptr, dir.c_str(), nullptr, MS_SHARED, nullptr) != 0)
+    if (mount("none", dir.c_str(), "none", MS_SHARED, nullptr) != 0)
         return fail(Error::Io, "shared propagation of " + dir + ": " + strerror(errno));
     return {};
 }

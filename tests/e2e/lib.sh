@@ -317,14 +317,17 @@ log_level = verbose
 allowed_namespaces = default
 # hostPath and claim volumes only below the e2e's shared directory (e2e volumes).
 volume_roots = $E2E_D/shared
-# The node's image store: public images pulled once per node (e2e image_store).
+# Each virtual node its own system:node:<node> certificate (a kubelet-client
+# CSR, approved and signed by the double as by the controller-manager).
+node_identity = ${E2E_NODE_IDENTITY:-bootstrap}
+EOF
+    # The node's image store: public images pulled once per node (e2e
+    # image_store); none where the e2e runs no registry (no image pods).
+    [ "${E2E_REGISTRY_OFF:-0}" = 1 ] || cat <<EOF
 image_store = $a/images
 image_store_user = slurm-k8s-images
 image_store_insecure_registries = $E2E_REGISTRY,$E2E_REGISTRY_AUTH,$E2E_REGISTRY_STUCK
 image_store_size = ${E2E_IMAGE_STORE_SIZE:-100G}
-# Each virtual node its own system:node:<node> certificate (a kubelet-client
-# CSR, approved and signed by the double as by the controller-manager).
-node_identity = ${E2E_NODE_IDENTITY:-bootstrap}
 EOF
     # Agent 1 also collects what agents that died with their node left (e2e node_fail).
     [ "$n" != 1 ] || echo "gc_failed_nodes = true"
