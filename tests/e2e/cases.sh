@@ -1997,7 +1997,12 @@ case_array_het() {
   h="$(sk_submit_as_user -o /dev/null -N1 -w $N1 --gres=gpu:1 --k8s-gpus=1 : -N1 -w $N3 --gres=gpu:1 --k8s-gpus=1 "$s")"
   ok $? "array_het: het job $h submitted (2 components)"
   e2e_wait 30 "[ \"\$(e2e_ready_nodes_by het-job-id $h)\" = 2 ]"
-  got="$(e2e_kubectl get nodes -l "slurm-k8s/het-job-id=$h" -o 'jsonpath={range .items[*]}{.metadata.labels.slurm-k8s/het-component}:{.metadata.labels.slurm-k8s/job-id}:{.metadata.labels.slurm-k8s/slurm-node} {end}')"
+  # Read until both labels answer: one read of a loaded API server may fail.
+  het_labels() {
+    e2e_kubectl get nodes -l "slurm-k8s/het-job-id=$h" -o 'jsonpath={range .items[*]}{.metadata.labels.slurm-k8s/het-component}:{.metadata.labels.slurm-k8s/job-id}:{.metadata.labels.slurm-k8s/slurm-node} {end}' 2>&1
+  }
+  e2e_wait 20 "het_labels | grep -q '0:$h:$N1' && het_labels | grep -q '1:$((h + 1)):$N3'"
+  got="$(het_labels)"
   grep -q "0:$h:$N1" <<<"$got" && grep -q "1:$((h + 1)):$N3" <<<"$got"
   ok $? "array_het: 2 Ready Nodes labelled het-job-id=$h: component 0 (job $h) on $N1, component 1 (job $((h + 1))) on $N3 ($got)"
   array_het_pod ah2 het-job-id "$h"; e2e_pod_running ah2 30
