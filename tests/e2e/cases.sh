@@ -1344,7 +1344,8 @@ case_image_store() {
     --docker-username=e2e --docker-password=s3cret >/dev/null
   store_pod "$j" "$node" store-private "$E2E_REGISTRY_AUTH/e2e/private:1" "store-pull-$j"
   e2e_wait 60 "[ \"\$(e2e_pod_phase store-private)\" = Succeeded ]"
-  [ "$(e2e_pod_phase store-private)" = Succeeded ] && ! grep -q "e2e/private" "$view"
+  # The view must be there and list images: its absence is no "not in the store".
+  [ "$(e2e_pod_phase store-private)" = Succeeded ] && grep -q "e2e/store:1" "$view" && ! grep -q "e2e/private" "$view"
   ok $? "image_store: a private image pulled with the pod's secret ran, and is not in the node's store ($(e2e_pod_phase store-private))"
   store_pod "$j" "$node" store-nosecret "$E2E_REGISTRY_AUTH/e2e/private:1"
   e2e_wait 60 "e2e_pod_field default/store-nosecret '{.status.containerStatuses[0].state.waiting.reason}' | grep -Eq '^(ErrImagePull|ImagePullBackOff)$'"

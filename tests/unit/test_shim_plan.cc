@@ -556,15 +556,17 @@ START_TEST(known_images_by_credentials) {
     ck_assert(mkdtemp(tmpl));
     std::string view = tmpl;
     ck_assert(mkdir((view + "/overlay-images").c_str(), 0755) == 0);
-    ck_assert(write_file_atomic(
-                  view + "/overlay-images/images.json",
-                  R"([{"id":"ab","names":["r.io/e2e/big:1","docker.io/library/busybox:latest"]}])",
-                  0644)
-                  .ok());
+    ck_assert(
+        write_file_atomic(
+            view + "/overlay-images/images.json",
+            R"([{"id":"ab","names":["r.io/e2e/big:1","docker.io/library/busybox:latest","r.io/x:10"]}])",
+            0644)
+            .ok());
     ck_assert(store_lists(view, "r.io/e2e/big:1"));
     ck_assert(store_lists(view, "docker.io/library/busybox"));  // :latest
     ck_assert(!store_lists(view, "r.io/e2e/big:10"));
     ck_assert(!store_lists(view, "r.io/e2e/big"));
+    ck_assert(!store_lists(view, "r.io/x:1"));  // a name "r.io/x:10" begins with
     ck_assert(!store_lists(view, "r.io/e2e/big@sha256:00"));
     ck_assert(!store_lists("", "r.io/e2e/big:1"));
     ck_assert(!store_lists(view + "/none", "r.io/e2e/big:1"));
