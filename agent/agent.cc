@@ -240,6 +240,20 @@ Status Agent::start() {
                  cfg_.image_store_user.c_str(),
                  static_cast<unsigned long long>(cfg_.image_store_size >> 20));
     }
+    if (cfg_.pod_network == "cni" && !runtime_factory_) {
+        PodNetworkSettings ns;
+        ns.cni.plugin_dir = cfg_.cni_plugin_dir;
+        ns.cni.bridge = cfg_.pod_network_bridge;
+        ns.cni.subnet = cfg_.pod_cidr;
+        ns.cni.masquerade = cfg_.pod_network_masquerade;
+        ns.cni.ipam_dir = cfg_.pod_network_dir + "/ipam";
+        ns.dir = cfg_.pod_network_dir + "/pods";
+        networks_ = std::make_unique<CniPodNetworks>(loop_, std::move(ns));
+        if (auto st = networks_->start(); !st) return st;
+        ctx_.networks = networks_.get();
+        LOG_INFO("pod network: %s on bridge %s (%zu pods attached)", cfg_.pod_cidr.c_str(),
+                 cfg_.pod_network_bridge.c_str(), networks_->attached().size());
+    }
     std::vector<std::string> bad;
     for (auto &rec : store_.load_all(&bad)) {
         std::string key = job_key(rec.job.job_id, rec.job.slurm_node);
@@ -449,6 +463,8 @@ Result<ExecTarget> Agent::exec_target(const std::string &ns, const std::string &
         ExecTarget t;
         t.pod_uid = (*p)["metadata"]["uid"].asString();
         t.job_uid = vn->record().job.uid;
+        if (const PodAddress *a = networks_ ? networks_->find(t.pod_uid) : nullptr)
+            t.pod_ip = a->ip;
         for (const auto &c : (*p)["spec"]["containers"])
             for (const auto &port : c.isObject() ? c["ports"] : Json::Value())
                 if (port.isObject() && port["containerPort"].isIntegral() &&
@@ -725,6 +741,19 @@ void Agent::gc() {
                         "its deregister never came: the node's extern step and epilog were lost");
     collector_.collect_nodes();
     if (images_) images_->tick(static_cast<int64_t>(time(nullptr)));
+    collect_networks();
+}
+
+void Agent::collect_networks() {
+    if (!networks_) return;
+    std::set<std::string> keep;
+    for (const auto &[k, vn] : nodes_)
+        if (!vn->networks_in_use(&keep)) return;  // not all known yet
+    for (const auto &uid : networks_->attached())
+        if (!keep.count(uid)) {
+            LOG_INFO("pod network: %s belongs to no pod bound here: removing it", uid.c_str());
+            networks_->detach(uid, {});
+        }
 }
 
 }  // namespace sk::agent

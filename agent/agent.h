@@ -16,6 +16,7 @@
 #include "agent/core/slurm_jobs.h"
 #include "agent/garbage_collector.h"
 #include "agent/images/image_store.h"
+#include "agent/network/pod_network.h"
 #include "agent/node_endpoints.h"
 #include "agent/socket_server.h"
 #include "agent/stats_provider.h"
@@ -161,6 +162,12 @@ class Agent {
     CgroupBroker cgroups_;
     TmpfsMounts tmpfs_;                   // the pods' memory volumes (AgentContext::mounts)
     std::unique_ptr<ImageStore> images_;  // agent.conf image_store; null = none
+    // agent.conf pod_network = cni (AgentContext::networks); null = none.
+    std::unique_ptr<CniPodNetworks> networks_;
+    // Lets go of the networks of pods no virtual node here knows (after a
+    // crash, or a job gone while the agent was down): at gc_interval, once
+    // every node listed its pods.
+    void collect_networks();
     std::vector<uint32_t> admin_uids_;
     Timer gc_timer_;
     Timer pods_timer_;  // pods-by-phase gauge

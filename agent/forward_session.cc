@@ -159,6 +159,7 @@ class ForwardSession : public StreamSession {
 
     void dial_in(Conn *c, uint64_t key, Result<ExecTarget> target) {
         if (!target.ok()) return conn_error(key, target.message());
+        if (!target->pod_ip.empty()) return connect(c, key, target->pod_ip, false);
         if (!host_.limits().forward_any_port &&
             std::find(target->ports.begin(), target->ports.end(), c->port) == target->ports.end())
             return conn_error(key, "the pod declares no containerPort " + std::to_string(c->port) +
@@ -167,12 +168,14 @@ class ForwardSession : public StreamSession {
         if (!l)
             return conn_error(key, "failed to connect to localhost:" + std::to_string(c->port) +
                                        ": no process of the pod listens on it");
+        connect(c, key, l->connect_to, l->v6);
+    }
+
+    void connect(Conn *c, uint64_t key, const std::string &addr, bool v6) {
         sockaddr_storage ss{};
-        int rc =
-            l->v6
-                ? uv_ip6_addr(l->connect_to.c_str(), c->port, reinterpret_cast<sockaddr_in6 *>(&ss))
-                : uv_ip4_addr(l->connect_to.c_str(), c->port, reinterpret_cast<sockaddr_in *>(&ss));
-        if (rc != 0) return conn_error(key, "bad listener address " + l->connect_to);
+        int rc = v6 ? uv_ip6_addr(addr.c_str(), c->port, reinterpret_cast<sockaddr_in6 *>(&ss))
+                    : uv_ip4_addr(addr.c_str(), c->port, reinterpret_cast<sockaddr_in *>(&ss));
+        if (rc != 0) return conn_error(key, "bad listener address " + addr);
         c->tcp = Tcp(host_.loop());
         rc = c->tcp.connect(reinterpret_cast<sockaddr *>(&ss), [this, key](int status) {
             auto it = conns_.find(key);

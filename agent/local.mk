@@ -7,7 +7,7 @@
 # side, exec_session and forward_session its kinds; stats_provider,
 # node_endpoints), libuv's timers
 # (uv_timer_source), and main() as a library function (daemon) with
-# slurm-k8s-agent. Below it, each its own library: agent/controllers/, agent/images/,
+# slurm-k8s-agent. Below it, each its own library: agent/controllers/, agent/images/, agent/network/,
 # agent/core/, agent/kube/, agent/kubelet/ (tests in tests/unit/local.mk and
 # tests/component/local.mk). Not built by --disable-daemons.
 if BUILD_DAEMONS
@@ -43,6 +43,7 @@ agent_libagent_la_CPPFLAGS = $(AM_CPPFLAGS) $(LIBUV_CFLAGS) $(LIBCURL_CFLAGS)
 agent_libagent_la_LIBADD = \
 	agent/controllers/libcontrollers.la \
 	agent/images/libimages.la \
+	agent/network/libnetwork.la \
 	agent/core/libagentcore.la \
 	agent/kubelet/libkubelet.la \
 	uv/libskuv.la \
@@ -55,6 +56,7 @@ SK_AGENT_DAEMON_LIBS = \
 	agent/libagent.la \
 	agent/controllers/libcontrollers.la \
 	agent/images/libimages.la \
+	agent/network/libnetwork.la \
 	agent/core/libagentcore.la \
 	agent/kube/libkube.la \
 	agent/kubelet/libkubelet.la \

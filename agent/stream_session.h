@@ -36,6 +36,10 @@ struct ExecTarget {
     std::string pod_uid;
     uint32_t job_uid = 0;         // the only uid whose data connection may attach
     std::vector<uint16_t> ports;  // the containerPorts the pod declares (port-forward)
+    // Its own network's address (agent/core/pod_networks.h): port-forward
+    // connects there, to any port, as a kubelet does (whatever listens in
+    // the pod's namespace is the pod's). "" = the node's network.
+    std::string pod_ip;
     // The job's runtime's exec_start (agent/core/runtime.h); done on the loop.
     std::function<void(const proto::ExecStart &, PodRuntime::Done)> start;
     std::function<void(const proto::AttachStart &, PodRuntime::Done)> attach;

@@ -3,11 +3,13 @@
 #include <fcntl.h>
 #include <errno.h>
 #include <linux/capability.h>
+#include <linux/nsfs.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -123,6 +125,29 @@ std::string drop_capabilities() {
     return "";
 }
 
+// The pod's own network and UTS namespaces, with the user namespace that
+// owns them (the job's user's: k8s-shim/sandbox.h).
+std::string join_pod_network(const std::string &net_path, const std::string &uts_path) {
+    int net = open(net_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    int uts = open(uts_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    int user = net >= 0 ? ioctl(net, NS_GET_USERNS) : -1;
+    std::string err;
+    if (net < 0 || uts < 0)
+        err = std::string("the pod's network namespace is gone (") + net_path +
+              "): " + strerror(errno);
+    else if (user < 0)
+        err = std::string("the owner of the pod's network namespace: ") + strerror(errno);
+    else if (setns(user, CLONE_NEWUSER) != 0)
+        err = std::string("joining the pod's user namespace: ") + strerror(errno);
+    else if (setns(net, CLONE_NEWNET) != 0)
+        err = std::string("joining the pod's network namespace: ") + strerror(errno);
+    else if (setns(uts, CLONE_NEWUTS) != 0)
+        err = std::string("joining the pod's UTS namespace: ") + strerror(errno);
+    for (int fd : {net, uts, user})
+        if (fd >= 0) close(fd);
+    return err;
+}
+
 }  // namespace
 
 int exec_confined_main(int argc, char **argv) {
@@ -138,7 +163,7 @@ int exec_confined_main(int argc, char **argv) {
     bool nnp = false, caps = false, seccomp = false;
     std::vector<BindMount> binds;
     std::vector<std::string> hidden;
-    std::string scratch, cwd;
+    std::string scratch, cwd, net_ns, uts_ns;
     long join = 0;
     int i = 2;
     auto value = [&](int n) { return i + n < argc && strcmp(argv[i + n], "--") != 0; };
@@ -159,6 +184,10 @@ int exec_confined_main(int argc, char **argv) {
             scratch = argv[++i];
         } else if (strcmp(argv[i], kChdirFlag) == 0 && value(1)) {
             cwd = argv[++i];
+        } else if (strcmp(argv[i], kNetnsFlag) == 0 && value(1)) {
+            net_ns = argv[++i];
+        } else if (strcmp(argv[i], kUtsnsFlag) == 0 && value(1)) {
+            uts_ns = argv[++i];
         } else if (strcmp(argv[i], kJoinMountsFlag) == 0 && value(1)) {
             join = strtol(argv[++i], nullptr, 10);
         } else if (strcmp(argv[i], kStartedFdFlag) == 0 && value(1)) {
@@ -176,10 +205,11 @@ int exec_confined_main(int argc, char **argv) {
     }
     char **prog = argv + i + 1;
     std::string err;
-    if (!binds.empty() || !hidden.empty())
+    if (!net_ns.empty()) err = join_pod_network(net_ns, uts_ns.empty() ? net_ns : uts_ns);
+    if (err.empty() && (!binds.empty() || !hidden.empty()))
         err = scratch.empty() ? "no scratch directory for the mounts"
                               : enter_own_mounts(binds, hidden, scratch);
-    else if (join > 0)
+    else if (err.empty() && join > 0)
         err = join_container_mounts(static_cast<pid_t>(join));
     if (err.empty() && !cwd.empty() && chdir(cwd.c_str()) != 0)
         err = std::string("working directory ") + cwd + ": " + strerror(errno);

@@ -28,6 +28,12 @@ constexpr const char kJoinMountsFlag[] = "--join-mounts";
 constexpr const char kChdirFlag[] = "--chdir";
 // The start report's descriptor (k8s-shim/supervise.h, kSuperviseStartedEnv).
 constexpr const char kStartedFdFlag[] = "--started-fd";
+// --netns NET --utsns UTS: the pod's own network and UTS namespaces (the
+// paths the agent holds them at, k8s-shim/sandbox.h), joined before
+// anything else, with the user namespace that owns them (the job's user
+// owns it: joining needs no privilege of the node).
+constexpr const char kNetnsFlag[] = "--netns";
+constexpr const char kUtsnsFlag[] = "--utsns";
 // --hide PATH (any number, with --scratch): a device node left out of the
 // container's view (the node's GPUs that are not its own).
 constexpr const char kHideFlag[] = "--hide";

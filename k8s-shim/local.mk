@@ -42,6 +42,8 @@ k8s_shim_libshim_la_SOURCES = \
 	k8s-shim/podman.cc \
 	k8s-shim/podman.h \
 	k8s-shim/runtime_template.cc \
+	k8s-shim/sandbox.cc \
+	k8s-shim/sandbox.h \
 	k8s-shim/runtime_template.h \
 	k8s-shim/session_table.cc \
 	k8s-shim/session_table.h \

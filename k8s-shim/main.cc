@@ -29,6 +29,7 @@
 #include "common/strings.h"
 #include "config.h"
 #include "k8s-shim/confine.h"
+#include "k8s-shim/sandbox.h"
 #include "k8s-shim/shim.h"
 #include "k8s-shim/spawn.h"
 #include "k8s-shim/podman.h"
@@ -185,6 +186,7 @@ int main(int argc, char **argv) {
     // The exec helper and the supervisor (k8s-shim/spawn.h): nothing of the
     // shim runs in those modes.
     if (argc > 1 && strcmp(argv[1], kExecConfined) == 0) return exec_confined_main(argc, argv);
+    if (argc > 1 && strcmp(argv[1], kPodSandbox) == 0) return pod_sandbox_main(argc, argv);
     if (argc == 2 && strcmp(argv[1], "--supervise") == 0) return supervise_env_main();
     if (argc > 1 && strcmp(argv[1], kPodmanMain) == 0) return podman_main(argc, argv);
     try {

@@ -712,6 +712,14 @@ void set_pull_auth(PodPlan *plan, const std::string &auth, const std::string &po
             }
 }
 
+void set_pod_network(PodPlan *plan, const std::string &net_ns, const std::string &uts_ns) {
+    for (auto *list : {&plan->init_containers, &plan->containers})
+        for (auto &c : *list) {
+            c.net_ns = net_ns;
+            c.uts_ns = uts_ns;
+        }
+}
+
 void assign_gpus(PodPlan *plan, const std::vector<int> &indices,
                  const std::vector<int> &cuda_pool) {
     auto set = [&cuda_pool](ContainerPlan *c, const std::vector<int> &idx) {

@@ -105,6 +105,9 @@ struct ContainerPlan {
     // Its volumeMounts: the volume's directory (or subPath in it) at the
     // mountPath, in a mount namespace of its own (k8s-shim/mount_ns.h).
     std::vector<BindMount> binds;
+    // The pod's own network and UTS namespaces (set_pod_network), which the
+    // container joins; both "" = the node's network.
+    std::string net_ns, uts_ns;
     // The node's GPU device nodes that are not the container's (process
     // runtime: other_gpu_devices), left out of its mount namespace's view.
     std::vector<std::string> hidden_devices;
@@ -189,6 +192,9 @@ std::string expand_vars(const std::string &in, const std::map<std::string, std::
 // Gives the plan the pod's pull credentials: the podman runtime's pulls
 // then pass them (--authfile).
 void set_pull_auth(PodPlan *plan, const std::string &auth, const std::string &pod_dir);
+// Puts every container of the plan in the pod's own network and UTS
+// namespaces (common/daemons/shim_protocol.h PodRun::net_ns, uts_ns).
+void set_pod_network(PodPlan *plan, const std::string &net_ns, const std::string &uts_ns);
 
 // The address probes dial when they name no host: the pod's status.podIP
 // when it is an IPv4 or IPv6 address (the agent sets it to the node's

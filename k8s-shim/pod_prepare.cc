@@ -62,6 +62,7 @@ Result<PreparedPod> prepare_pod(const proto::PodRun &run, const PodSetup &setup,
         return plan.failure();
     }
     set_pull_auth(&*plan, run.pull_auth, setup.plan.pod_dir);
+    set_pod_network(&*plan, run.net_ns, run.uts_ns);
     auto idx = gpus.take(plan->gpus_needed());
     if (!idx) {
         *reason = "OutOfnvidia.com/gpu";

@@ -143,7 +143,13 @@ std::vector<std::string> podman_run_argv(const ContainerPlan &c, const std::stri
     // --replace: an instance killed at its grace's end left its container
     // behind; --pull=never: the shim pulled (or refused) already.
     v.insert(v.end(), {"run", "--name", r.name, "--replace", "--rm", "--pull=never",
-                       "--userns=keep-id", "--network=host", "--log-driver=none"});
+                       "--userns=keep-id", "--log-driver=none"});
+    // The pod's own network (its namespaces made under podman's user
+    // namespace: k8s-shim/sandbox.h), else the node's.
+    if (c.net_ns.empty())
+        v.emplace_back("--network=host");
+    else
+        v.insert(v.end(), {"--network=ns:" + c.net_ns, "--uts=ns:" + c.uts_ns});
     v.insert(v.end(), r.run_options.begin(), r.run_options.end());
     for (const auto &e : c.env)
         v.insert(v.end(), {"--env", podman_env_by_value(e.name) ? e.name + "=" + e.value : e.name});

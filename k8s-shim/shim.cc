@@ -227,6 +227,20 @@ void Shim::on_attached(const proto::Reply &r) {
     warm_podman();
 }
 
+int Shim::podman_pause_pid() const {
+    if (!templates_.uses_podman()) return 0;
+    // Rootless podman keeps its pause process's pid in its tmpdir (podman 4;
+    // 3 in XDG_RUNTIME_DIR's libpod/tmp): podman_command, podman_environment.
+    const std::string dir = podman_dir(state_dir_);
+    for (const std::string &f : {dir + "/tmp/pause.pid", dir + "/xdg/libpod/tmp/pause.pid"}) {
+        auto text = read_file(f, 32);
+        if (!text) continue;
+        long pid = strtol(text->c_str(), nullptr, 10);
+        if (pid > 1 && kill(static_cast<pid_t>(pid), 0) == 0) return static_cast<int>(pid);
+    }
+    return 0;
+}
+
 void Shim::warm_podman() {
     if (store_options_.empty() || !templates_.uses_podman()) return;
     const std::string dir = podman_dir(state_dir_);
@@ -315,6 +329,8 @@ proto::Reply Shim::handle(const proto::Request &req, bool *deferred) {
                 return pods_pause(req);
             case proto::ShimOp::PodFiles:
                 return pod_files(req);
+            case proto::ShimOp::PodSandbox:
+                return pod_sandbox(req, deferred);
             case proto::ShimOp::PodStatus:  // the shim's own notification
             case proto::ShimOp::ExecAttach:
             case proto::ShimOp::ImagePull:
@@ -344,7 +360,8 @@ proto::Reply Shim::pod_run(const proto::Request &req) {
     auto m = proto::pod_run_from_json(req.body);
     if (!m) return proto::error_reply(req.id, m.failure());
     const std::string &uid = m->uid;
-    if (pods_.count(uid)) return reply;  // idempotent by uid: never run a pod twice
+    if (sandboxes_) sandboxes_->release(uid);  // the agent holds its namespaces now
+    if (pods_.count(uid)) return reply;        // idempotent by uid: never run a pod twice
     if (shutting_down_)
         return proto::error_reply(req.id, fail(Error::Unavailable, "the shim is shutting down"));
     ShimPod &p = pods_[uid];
@@ -462,6 +479,7 @@ proto::Reply Shim::pod_kill(const proto::Request &req) {
     reply.id = req.id;
     auto m = proto::pod_kill_from_json(req.body);
     if (!m) return proto::error_reply(req.id, m.failure());
+    if (sandboxes_) sandboxes_->release(m->uid);
     auto it = pods_.find(m->uid);
     if (it != pods_.end() &&
         (m->reason == proto::StopReason::Deleted || m->reason == proto::StopReason::Orphaned))
@@ -519,6 +537,30 @@ Result<ShimPod *> Shim::session_pod(const std::string &session, const std::strin
         return fail(Error::NotFound,
                     "pod " + it->second.ns + "/" + it->second.name + " is not running");
     return &it->second;
+}
+
+proto::Reply Shim::pod_sandbox(const proto::Request &req, bool *deferred) {
+    auto m = proto::pod_sandbox_from_json(req.body);
+    if (!m) return proto::error_reply(req.id, m.failure());
+    if (shutting_down_)
+        return proto::error_reply(req.id, fail(Error::Unavailable, "the shim is shutting down"));
+    if (!sandboxes_) sandboxes_ = std::make_unique<Sandboxes>(loop_, opt_.supervisor);
+    const uint64_t id = req.id;
+    sandboxes_->make(m->uid, m->hostname, podman_pause_pid(),
+                     [this, id](int pid, const std::string &why) {
+                         if (pid <= 0) {
+                             LOG_WARN("[node %s] a pod's network namespace: %s", node_name_.c_str(),
+                                      why.c_str());
+                             return send_reply(proto::error_reply(
+                                 id, fail(Error::Refused, "the pod's network namespace: " + why)));
+                         }
+                         proto::Reply r;
+                         r.id = id;
+                         r.body = proto::to_json(proto::PodSandboxReply{pid});
+                         send_reply(r);
+                     });
+    *deferred = true;
+    return {};
 }
 
 proto::Reply Shim::exec_start(const proto::Request &req, bool *deferred) {

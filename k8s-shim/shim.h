@@ -33,6 +33,7 @@
 #include "k8s-shim/pod_runner.h"
 #include "k8s-shim/podman.h"
 #include "k8s-shim/runtime_template.h"
+#include "k8s-shim/sandbox.h"
 #include "k8s-shim/session_table.h"
 #include "uv/handles.h"
 
@@ -101,6 +102,10 @@ class Shim : private SessionTable::Host {
     Result<ShimPod *> session_pod(const std::string &session, const std::string &uid);
     proto::Reply pod_stats(const proto::Request &req);
     proto::Reply pods_pause(const proto::Request &req);
+    proto::Reply pod_sandbox(const proto::Request &req, bool *deferred);
+    // The pid of the job's podman pause process (its user namespace, which a
+    // pod's own network must be under for podman to join it), 0 = none.
+    int podman_pause_pid() const;
     proto::Reply pod_files(const proto::Request &req);
     void measure_disk(const std::string &uid, ShimPod *p, proto::PodStatsEntry *e, size_t *budget);
     // Ends the exec sessions of pod uid (all of them, or those into a
@@ -147,6 +152,7 @@ class Shim : private SessionTable::Host {
     bool paused_ = false;                  // the Slurm job is suspended (pods_pause)
     std::string pause_message_;
     KnownImages known_images_;  // RunnerEnv::images
+    std::unique_ptr<Sandboxes> sandboxes_;  // pod_sandbox
     // The node's image store (AttachReply): its podman options, empty when
     // none or when the podman runtime cannot use it (RunnerEnv::store_pull).
     std::vector<std::string> store_options_;

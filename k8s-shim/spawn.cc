@@ -31,9 +31,11 @@ bool uses_mounts(const SpawnSpec &spec) {
 
 bool confined_argv(const SpawnSpec &spec, std::vector<std::string> *args) {
     args->clear();
-    if (spec.confine.any() || uses_mounts(spec)) {
+    if (spec.confine.any() || uses_mounts(spec) || !spec.net_ns.empty()) {
         if (spec.helper.empty()) return false;
         *args = {spec.helper, kExecConfined};
+        if (!spec.net_ns.empty())
+            args->insert(args->end(), {kNetnsFlag, spec.net_ns, kUtsnsFlag, spec.uts_ns});
         for (const auto &b : spec.binds)
             args->insert(args->end(),
                          {b.read_only ? kBindReadOnlyFlag : kBindFlag, b.source, b.target});
@@ -94,6 +96,8 @@ SpawnSpec container_command(std::vector<std::string> argv, const ContainerPlan &
     s.cwd = plan.working_dir.empty() ? pod_dir : plan.working_dir;
     s.confine = plan.confine;
     s.helper = helper;
+    s.net_ns = plan.net_ns;
+    s.uts_ns = plan.uts_ns;
     if (!plan.own_mounts()) return s;
     if (container_pid == 0) {
         s.binds = plan.binds;

@@ -32,6 +32,9 @@ struct SpawnSpec {
     std::vector<std::string> hidden;  // device nodes left out (ContainerPlan::hidden_devices)
     std::string scratch;
     int join_mounts = 0;
+    // The pod's own network and UTS namespaces, joined by `helper` first
+    // (k8s-shim/confine.h --netns); "" = the node's.
+    std::string net_ns, uts_ns;
     // For the supervisor: kSuperviseCgroupEnv (k8s-shim/supervise.h), "" = none.
     std::string cgroup_request;
 };

@@ -27,6 +27,10 @@ PKGS=(
   # the node's image store (agent/images/image_store.h): the jobs' podman
   # reads it through fuse-overlayfs
   fuse-overlayfs
+  # each pod's own network (agent/network/pod_network.h): the standard CNI
+  # plugins (bridge, host-local, portmap), whose ipMasq and portmap write
+  # iptables rules
+  containernetworking-plugins iptables
   # the online-RL example: its policy (numpy) and its reward curve (matplotlib)
   python3-numpy python3-matplotlib
   # fuzzing (libFuzzer + sanitizer runtimes) and `make lint`

@@ -27,7 +27,7 @@ void append_bounded(std::string *to, const char *data, ssize_t n, size_t max) {
 // reaped (a killed process is waited for, so it leaves no zombie).
 struct Cmd {
     Process proc;
-    Pipe out, err;
+    Pipe in, out, err;
     Timer timer;
     bool exited = false, eof = false, err_eof = false, timed_out = false, reported = false;
     size_t max_output = kMaxOutput;
@@ -51,6 +51,7 @@ void Cmd::maybe_report() {
     }
     done = nullptr;
     timer.close();
+    in.close();
     out.close();
     err.close();
     if (exited) delete this;
@@ -93,7 +94,8 @@ namespace {
 // a Cmd that reports to done.
 std::function<void()> start_cmd(uv_loop_t *loop, SpawnOptions o, size_t max_output,
                                 uint64_t timeout_ms,
-                                std::function<void(const CommandResult &)> done) {
+                                std::function<void(const CommandResult &)> done,
+                                const std::string *input = nullptr) {
     auto *c = new Cmd;
     std::function<void()> kill = [c, token = std::weak_ptr<int>(c->token)] {
         if (!token.expired() && !c->exited) c->proc.kill(SIGKILL);
@@ -106,6 +108,10 @@ std::function<void()> start_cmd(uv_loop_t *loop, SpawnOptions o, size_t max_outp
     std::string program = o.args.empty() ? std::string() : o.args[0];
     o.out = &c->out;
     o.err = &c->err;
+    if (input) {
+        c->in = Pipe(loop);
+        o.in = &c->in;
+    }
     int rc = o.args.empty() ? UV_EINVAL : c->proc.spawn(loop, o, [c](int64_t status, int sig) {
         c->on_exit(status, sig);
     });
@@ -116,6 +122,12 @@ std::function<void()> start_cmd(uv_loop_t *loop, SpawnOptions o, size_t max_outp
         c->result.error = "cannot run " + program + ": " + uv_strerror(rc);
         c->timer.start(0, [c] { c->maybe_report(); });
         return kill;
+    }
+    if (input) {
+        // A program that exits without reading all of it only fails the
+        // write (EPIPE, which libuv reports, SIGPIPE being ignored).
+        c->in.write(*input);
+        c->in.shutdown([c](int) { c->in.close(); });
     }
     c->out.read_start([c](ssize_t n, const char *data) {
         append_bounded(&c->result.output, data, n, c->max_output);
@@ -154,6 +166,16 @@ std::function<void()> run_program_as_async(uv_loop_t *loop, std::vector<std::str
     o.uid = as.uid;
     o.gid = as.gid;
     return start_cmd(loop, std::move(o), as.max_output, timeout_ms, std::move(done));
+}
+
+void run_program_with_input(uv_loop_t *loop, std::vector<std::string> argv,
+                            std::vector<std::string> env, std::string input, uint64_t timeout_ms,
+                            std::function<void(const CommandResult &)> done) {
+    SpawnOptions o;
+    o.args = std::move(argv);
+    o.env = std::move(env);
+    o.without_fork = true;
+    start_cmd(loop, std::move(o), kMaxOutput, timeout_ms, std::move(done), &input);
 }
 
 void run_program_async(uv_loop_t *loop, std::vector<std::string> argv,

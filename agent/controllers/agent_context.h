@@ -14,6 +14,7 @@
 #include "agent/core/job_store.h"
 #include "agent/core/observer.h"
 #include "agent/core/pod_mounts.h"
+#include "agent/core/pod_networks.h"
 #include "agent/core/slurm_jobs.h"
 #include "agent/core/timer_source.h"
 #include "agent/kube/kube_client.h"
@@ -47,6 +48,9 @@ struct AgentContext {
     // The node mounts of pods' volumes (emptyDir medium Memory); null: such
     // a volume is a directory like any emptyDir.
     PodMounts *mounts = nullptr;
+    // Each pod's own network (agent.conf pod_network = cni); null: pods
+    // share the node's.
+    PodNetworks *networks = nullptr;
 };
 
 // The per-job state dir handed to the shim at attach (logs live below it).

@@ -62,9 +62,9 @@ Result<std::string> field_ref(const Json::Value &pod, const std::string &path,
     if (path == "metadata.uid") return md["uid"].asString();
     if (path == "spec.nodeName") return node.node_name;
     if (path == "spec.serviceAccountName") return pod["spec"]["serviceAccountName"].asString();
-    if (path == "status.hostIP" || path == "status.podIP" || path == "status.podIPs" ||
-        path == "status.hostIPs")
-        return node.node_ip;
+    if (path == "status.hostIP" || path == "status.hostIPs") return node.node_ip;
+    if (path == "status.podIP" || path == "status.podIPs")
+        return node.pod_ip.empty() ? node.node_ip : node.pod_ip;
     for (const char *m : {"labels", "annotations"}) {
         std::string pre = std::string("metadata.") + m + "['";
         if (path.compare(0, pre.size(), pre) == 0 && path.size() > pre.size() + 2 &&
@@ -500,9 +500,9 @@ Result<proto::PodRun> resolve_fields(const Json::Value &pod_in, const FetchedObj
         if (!pod["status"].isObject()) pod["status"] = Json::Value(Json::objectValue);
         Json::Value &st = pod["status"];
         st["hostIP"] = node.node_ip;
-        st["podIP"] = node.node_ip;
+        st["podIP"] = node.pod_ip.empty() ? node.node_ip : node.pod_ip;
         Json::Value ip(Json::objectValue);
-        ip["ip"] = node.node_ip;
+        ip["ip"] = st["podIP"];
         st["podIPs"] = Json::Value(Json::arrayValue);
         st["podIPs"].append(ip);
     }

@@ -57,6 +57,9 @@ struct NodeFacts {
     // The API server as pods reach it: KUBERNETES_SERVICE_HOST/PORT ("" =
     // not set). See api_endpoint.
     std::string api_host = {}, api_port = {};
+    // The pod's own network's address (agent/core/pod_networks.h); "" = the
+    // node's (status.podIP is node_ip then).
+    std::string pod_ip = {};
 };
 
 // Host and port of an API server URL ("https://10.0.0.1:6443",

@@ -83,6 +83,47 @@ int64_t bound_at(const Json::Value &pod) {
     return parse_rfc3339(api::text(api::field(api::field(pod, "metadata"), "creationTimestamp")));
 }
 
+bool host_network(const Json::Value &pod) {
+    return pod["spec"].isObject() && pod["spec"]["hostNetwork"].isBool() &&
+           pod["spec"]["hostNetwork"].asBool();
+}
+
+// A kubelet's pod hostname: spec.hostname, else metadata.name cut to 63
+// (a trailing '-' or '.' dropped).
+std::string pod_hostname(const Json::Value &pod) {
+    std::string h = pod["spec"].isObject() && pod["spec"]["hostname"].isString()
+                        ? pod["spec"]["hostname"].asString()
+                        : api::object_meta(pod).name;
+    if (h.size() > 63) h.resize(63);
+    while (!h.empty() && (h.back() == '-' || h.back() == '.'))
+        h.pop_back();
+    return h.empty() ? "pod" : h;
+}
+
+// The pod's hostPorts (CNI portmap): each container port that names one.
+std::vector<HostPort> host_ports(const Json::Value &pod) {
+    std::vector<HostPort> v;
+    for (const char *list : {"initContainers", "containers"})
+        for (const auto &c : api::items(api::field(pod["spec"], list)))
+            for (const auto &port : api::items(api::field(c, "ports"))) {
+                int64_t hp = port["hostPort"].isIntegral() ? port["hostPort"].asInt64() : 0;
+                int64_t cp =
+                    port["containerPort"].isIntegral() ? port["containerPort"].asInt64() : 0;
+                if (hp <= 0 || hp > 65535 || cp <= 0 || cp > 65535) continue;
+                HostPort h;
+                h.host_port = static_cast<uint16_t>(hp);
+                h.container_port = static_cast<uint16_t>(cp);
+                std::string proto =
+                    port["protocol"].isString() ? port["protocol"].asString() : "TCP";
+                for (auto &ch : proto)
+                    ch = static_cast<char>(tolower(static_cast<unsigned char>(ch)));
+                h.protocol = proto;
+                if (port["hostIP"].isString()) h.host_ip = port["hostIP"].asString();
+                v.push_back(h);
+            }
+    return v;
+}
+
 }  // namespace
 
 void PodController::relist_if_idle() {
@@ -212,7 +253,12 @@ void PodController::sync_pod(const Json::Value &pod) {
     std::string uid = api::object_meta(pod).uid;
     if (uid.empty()) return;
     BoundPod &p = pods_[uid];
-    if (p.seen_us == 0) p.seen_us = ctx_.clock->now_us();
+    if (p.seen_us == 0) {
+        p.seen_us = ctx_.clock->now_us();
+        // Attached before an agent restart: its address again.
+        if (const PodAddress *a = ctx_.networks ? ctx_.networks->find(uid) : nullptr)
+            p.pod_ip = a->ip;
+    }
     // Keep the newest object: a PATCH reply may be newer than a watch event.
     p.api = pod;
     bool deleting = api::object_meta(pod).deleting;
@@ -256,6 +302,55 @@ std::string refusal_key(const Json::Value &pod) {
     return md.ns + "/pod/" + md.name;
 }
 }  // namespace
+
+void PodController::hand_to_runtime(const std::string &uid, const FetchedObjects &fetched,
+                                    NodeFacts facts, proto::HostVolumes host) {
+    BoundPod &e = pods_.at(uid);
+    if (!e.pod_ip.empty()) facts.pod_ip = e.pod_ip;
+    Result<proto::PodRun> run = resolve_pod(e.api, fetched, facts);
+    if (!run) return start_failed(uid, run.failure(), StartStage::Config);
+    run->host_volumes = std::move(host);
+    if (const PodAddress *a = ctx_.networks ? ctx_.networks->find(uid) : nullptr) {
+        run->net_ns = a->net_ns;
+        run->uts_ns = a->uts_ns;
+    }
+    if (auto st = mount_memory_volumes(uid, e.api); !st) {
+        if (st.error() == Error::Refused) return refuse_pod(uid, st.message());
+        return start_failed(uid, st, StartStage::Mount);
+    }
+    if (e.start_retry.failures)
+        LOG_INFO("%s starts after %u failed attempts", pod_ref(e.api).c_str(),
+                 e.start_retry.failures);
+    e.start_retry = {};
+    std::vector<std::string> no_auth;
+    (void)pull_auth(e.api, fetched, &no_auth);
+    if (!no_auth.empty())  // the kubelet's warning; the pull may still work
+        post_event(e.api, {"Warning", "FailedToRetrieveImagePullSecret",
+                           "Unable to retrieve some image pull secrets (" + join(no_auth, ", ") +
+                               "); attempting to pull the image may not succeed.",
+                           ""});
+    e.state = PodState::Running;
+    volumes_.started(uid, e.api, run->files, fetched);
+    LOG_INFO("%s handing to the runtime", pod_ref(e.api).c_str());
+    runtime_->run(*run, guard([this, uid](const Status &st) {
+        if (st) return;
+        auto it2 = pods_.find(uid);
+        if (it2 == pods_.end()) return;
+        BoundPod &q = it2->second;
+        LOG_WARN("%s refused by the runtime: %s", pod_ref(q.api).c_str(), st.message().c_str());
+        if (st.error() == Error::Unavailable) {  // the shim went away: retry
+                                                 // on attach
+            if (q.in_runtime()) q.state = PodState::Pending;
+            return;
+        }
+        if (q.rt_status.isNull() || !pod_is_terminal(q.rt_status)) {
+            q.rt_status =
+                refused_pod_status(q.api, st.error() == Error::TooLarge ? "PodTooLarge" : "Refused",
+                                   st.message(), ctx_.cfg->node_address, ctx_.clock->now_s());
+            push_status(uid);
+        }
+    }));
+}
 
 void PodController::refuse(const std::string &uid, const std::string &reason,
                            const std::string &msg) {
@@ -357,54 +452,27 @@ void PodController::run_pod(const std::string &uid) {
             facts.api_host = api->first;
             facts.api_port = api->second;
         }
-        if (!*token_error) return start_failed(uid, *token_error, false);
-        if (!*error) return start_failed(uid, *error, true);
+        if (!*token_error) return start_failed(uid, *token_error, StartStage::Mount);
+        if (!*error) return start_failed(uid, *error, StartStage::Config);
         // hostPath and claim volumes: refused for good when this node may
         // not mount them, waited for while a claim is not bound.
         auto host =
             resolve_host_volumes(e.api, *fetched, ctx_.cfg->volume_roots, node_nfs_mounts());
         if (!host && host.error() == Error::Refused) return refuse_pod(uid, host.message());
-        if (!host) return start_failed(uid, host.failure(), false);
-        Result<proto::PodRun> run = resolve_pod(e.api, *fetched, facts);
-        if (!run) return start_failed(uid, run.failure(), true);
-        run->host_volumes = std::move(*host);
-        if (auto st = mount_memory_volumes(uid, e.api); !st) {
-            if (st.error() == Error::Refused) return refuse_pod(uid, st.message());
-            return start_failed(uid, st, false);
+        if (!host) return start_failed(uid, host.failure(), StartStage::Mount);
+        // Its own network first (the address is in its env and status).
+        if (ctx_.networks && !host_network(e.api)) {
+            e.state = PodState::Resolving;
+            return attach_network(
+                uid, guard([this, uid, fetched, facts, host = *host] {
+                    auto again = pods_.find(uid);
+                    if (again == pods_.end() || again->second.state != PodState::Resolving) return;
+                    again->second.state = PodState::Pending;
+                    if (!runtime_ || stopping()) return;
+                    hand_to_runtime(uid, *fetched, facts, host);
+                }));
         }
-        if (e.start_retry.failures)
-            LOG_INFO("%s starts after %u failed attempts", pod_ref(e.api).c_str(),
-                     e.start_retry.failures);
-        e.start_retry = {};
-        std::vector<std::string> no_auth;
-        (void)pull_auth(e.api, *fetched, &no_auth);
-        if (!no_auth.empty())  // the kubelet's warning; the pull may still work
-            post_event(e.api,
-                       {"Warning", "FailedToRetrieveImagePullSecret",
-                        "Unable to retrieve some image pull secrets (" + join(no_auth, ", ") +
-                            "); attempting to pull the image may not succeed.",
-                        ""});
-        e.state = PodState::Running;
-        volumes_.started(uid, e.api, run->files, *fetched);
-        LOG_INFO("%s handing to the runtime", pod_ref(e.api).c_str());
-        runtime_->run(*run, guard([this, uid](const Status &st) {
-            if (st) return;
-            auto it2 = pods_.find(uid);
-            if (it2 == pods_.end()) return;
-            BoundPod &q = it2->second;
-            LOG_WARN("%s refused by the runtime: %s", pod_ref(q.api).c_str(), st.message().c_str());
-            if (st.error() == Error::Unavailable) {  // the shim went away: retry
-                                                     // on attach
-                if (q.in_runtime()) q.state = PodState::Pending;
-                return;
-            }
-            if (q.rt_status.isNull() || !pod_is_terminal(q.rt_status)) {
-                q.rt_status = refused_pod_status(
-                    q.api, st.error() == Error::TooLarge ? "PodTooLarge" : "Refused", st.message(),
-                    ctx_.cfg->node_address, ctx_.clock->now_s());
-                push_status(uid);
-            }
-        }));
+        hand_to_runtime(uid, *fetched, facts, std::move(*host));
     });
     // A claim's PersistentVolume, once the claim says which: a second read.
     auto then_volumes = guard([this, uid, fetched, error, finish] {
@@ -452,6 +520,54 @@ Status PodController::mount_memory_volumes(const std::string &uid, const Json::V
     return {};
 }
 
+void PodController::attach_network(const std::string &uid, std::function<void()> then) {
+    BoundPod &p = pods_.at(uid);
+    if (const PodAddress *a = ctx_.networks->find(uid)) {
+        p.pod_ip = a->ip;
+        return then();
+    }
+    p.network_released = false;
+    proto::PodSandbox m{uid, pod_hostname(p.api)};
+    runtime_->sandbox(m, guard([this, uid, then](Result<int> pid) {
+                          auto it = pods_.find(uid);
+                          if (it == pods_.end() || it->second.state != PodState::Resolving) return;
+                          if (!pid) {
+                              it->second.state = PodState::Pending;
+                              return start_failed(uid, pid.failure(), StartStage::Sandbox);
+                          }
+                          PodNetworkRequest r;
+                          r.pod_uid = uid;
+                          r.pod_name = pod_ref(it->second.api);
+                          r.sandbox_pid = *pid;
+                          r.uid = rec_.job.uid;
+                          r.job_tag = job_tag_for(rec_.job.job_id, rec_.job.slurm_node);
+                          r.host_ports = host_ports(it->second.api);
+                          ctx_.networks->attach(r, guard([this, uid, then](Result<PodAddress> a) {
+                                                    auto it2 = pods_.find(uid);
+                                                    if (it2 == pods_.end()) {  // gone meanwhile
+                                                        ctx_.networks->detach(uid, {});
+                                                        return;
+                                                    }
+                                                    if (it2->second.state != PodState::Resolving)
+                                                        return;
+                                                    if (!a) {
+                                                        it2->second.state = PodState::Pending;
+                                                        return start_failed(uid, a.failure(),
+                                                                            StartStage::Sandbox);
+                                                    }
+                                                    it2->second.pod_ip = a->ip;
+                                                    then();
+                                                }));
+                      }));
+}
+
+void PodController::detach_network(const std::string &uid) {
+    auto it = pods_.find(uid);
+    if (!ctx_.networks || it == pods_.end() || it->second.network_released) return;
+    it->second.network_released = true;
+    ctx_.networks->detach(uid, {});
+}
+
 void PodController::release_memory_volumes(BoundPod &p, const std::string &uid) {
     if (!ctx_.mounts || p.memory_released) return;
     auto vols = memory_volumes(p.api, 1);
@@ -481,6 +597,7 @@ void PodController::refuse_pod(const std::string &uid, const std::string &why) {
     LOG_WARN("%s refused: %s", pod_ref(q.api).c_str(), why.c_str());
     q.state = PodState::Running;
     q.start_retry = {};
+    detach_network(uid);
     if (q.rt_status.isNull() || !pod_is_terminal(q.rt_status)) {
         q.rt_status =
             refused_pod_status(q.api, "Refused", why, ctx_.cfg->node_address, ctx_.clock->now_s());
@@ -519,7 +636,8 @@ std::string PodController::start_failure_hint(const Status &st, const std::strin
            ns + " (docs/admin-guide.md)";
 }
 
-void PodController::start_failed(const std::string &uid, const Status &st, bool config_error) {
+void PodController::start_failed(const std::string &uid, const Status &st, StartStage stage) {
+    const bool config_error = stage == StartStage::Config;
     auto it = pods_.find(uid);
     if (it == pods_.end()) return;
     BoundPod &p = it->second;
@@ -548,7 +666,10 @@ void PodController::start_failed(const std::string &uid, const Status &st, bool 
         // A kubelet's words: CreateContainerConfigError (its status change
         // posts the Failed event, status_events) or a volume it could not
         // set up (FailedMount).
-        if (!config_error)
+        if (stage == StartStage::Sandbox)
+            post_event(p.api, {"Warning", "FailedCreatePodSandBox",
+                               "Failed to create pod sandbox: " + msg, ""});
+        else if (!config_error)
             post_event(p.api, {"Warning", "FailedMount", "MountVolume.SetUp failed: " + msg, ""});
         p.rt_status = start_blocked_status(
             p.api, config_error ? "CreateContainerConfigError" : "ContainerCreating", msg,
@@ -706,6 +827,7 @@ void PodController::forget_pod(const std::string &uid) {
     if ((p.in_runtime() || p.state == PodState::ShimLost) && runtime_)
         runtime_->kill(uid, 0, proto::StopReason::Deleted, [](const Status &) {});
     release_memory_volumes(it->second, uid);
+    detach_network(uid);
     pods_.erase(it);
     volumes_.forget(uid);
     if (stopping()) stop_step();
@@ -736,7 +858,10 @@ void PodController::on_runtime_status(const PodSnapshot &snap) {
     }
     p.rt_status = snap.status;
     p.rt_events = p.rt_events || snap.reports_events;
-    if (pod_is_terminal(snap.status)) release_memory_volumes(p, snap.uid);
+    if (pod_is_terminal(snap.status)) {
+        release_memory_volumes(p, snap.uid);
+        detach_network(snap.uid);
+    }
     if (!p.running_seen && api::text(api::field(snap.status, "phase")) == "Running") {
         p.running_seen = true;
         if (ctx_.obs && ctx_.obs->pod_running && p.seen_us)
@@ -762,7 +887,7 @@ void PodController::push_status(const std::string &uid) {
         p.in_flight.patch_again = true;
         return;
     }
-    Json::Value desired = desired_pod_status(p.rt_status, p.api, ctx_.cfg->node_address);
+    Json::Value desired = desired_pod_status(p.rt_status, p.api, ctx_.cfg->node_address, p.pod_ip);
     Json::Value patch = pod_status_patch(p.api, desired);
     auto after = [this, uid](BoundPod &e) {
         bool deleting = api::object_meta(e.api).deleting;
@@ -969,6 +1094,7 @@ void PodController::fail_shim_lost(const std::string &uid) {
     BoundPod &p = pods_[uid];
     if (p.state == PodState::ShimLost) return;
     p.state = PodState::ShimLost;
+    detach_network(uid);
     bool ran = p.rt_status.isObject() && p.rt_status["containerStatuses"].size() > 0;
     std::string msg =
         ran ? "the job's pod runner (slurm-k8s-shim) died; the pod's processes were stopped"
@@ -1032,7 +1158,8 @@ void PodController::stop_step() {
             p.rt_status = job_end_status(p.rt_status.isObject() ? p.rt_status : st, stop_->reason,
                                          rec_.job.job_id);
         }
-        Json::Value desired = desired_pod_status(p.rt_status, p.api, ctx_.cfg->node_address);
+        Json::Value desired =
+            desired_pod_status(p.rt_status, p.api, ctx_.cfg->node_address, p.pod_ip);
         if (!pod_status_patch(p.api, desired).isNull())
             push_status(uid);
         else
@@ -1069,6 +1196,15 @@ void PodController::images_in_use(std::set<std::string> *out) const {
                 if (c["image"].isString())
                     out->insert(image_store_name(normalize_image(c["image"].asString())));
     }
+}
+
+bool PodController::networks_in_use(std::set<std::string> *out) const {
+    if (!listed_) return false;
+    for (const auto &[uid, p] : pods_)
+        if (!p.network_released) out->insert(uid);
+    for (const auto &[uid, snap] : adopted_)
+        out->insert(uid);
+    return true;
 }
 
 uint32_t PodController::unfinished() const {

@@ -62,6 +62,10 @@ struct BoundPod {
     bool running_seen = false;     // the runtime reported the Running phase once
     bool end_drained = false;      // stopped ahead of the job's end: final status Terminated
     bool memory_released = false;  // its memory volumes' tmpfs unmounted (it ended)
+    // Its own network's address (AgentContext::networks); "" = the node's.
+    // Kept after the network is let go: a kubelet's status keeps podIP.
+    std::string pod_ip;
+    bool network_released = false;  // let go (it ended)
     // Its start failed: a read it depends on (a TokenRequest, a ConfigMap, a
     // Secret, an image pull secret) was refused or found nothing, or its env
     // did not resolve. As a kubelet's pod sync, the start is tried again with
@@ -158,6 +162,9 @@ class PodController : public NodeBound, private PodVolumes::Pods {
     // image_store_name) of the pods that may still start or run here: the
     // node's image store keeps them (agent/images/image_store.h).
     void images_in_use(std::set<std::string> *out) const;
+    // The pods whose own network is not let go (every one known but those
+    // whose network was released); false before the first list.
+    bool networks_in_use(std::set<std::string> *out) const;
     void count_phases(std::map<std::string, int64_t> *by_phase) const;
 
   private:
@@ -194,7 +201,21 @@ class PodController : public NodeBound, private PodVolumes::Pods {
     // A start that failed with `st` (stage: what was being done, for the
     // kubelet's reason): schedules the next attempt, and reports the failure
     // in an Event and the pod's status once it persists.
-    void start_failed(const std::string &uid, const Status &st, bool config_error);
+    // Config: its env did not resolve (CreateContainerConfigError); Mount: a
+    // read its volumes need (FailedMount); Sandbox: its own network
+    // (FailedCreatePodSandBox).
+    enum class StartStage { Mount, Config, Sandbox };
+    void start_failed(const std::string &uid, const Status &st, StartStage stage);
+    // Its own network (AgentContext::networks): the shim makes the
+    // namespaces, the networks plug them in; then() once it has its address
+    // (BoundPod::pod_ip), a start failure (Sandbox) otherwise.
+    void attach_network(const std::string &uid, std::function<void()> then);
+    // The rest of a start once its reads and network are done: env, memory
+    // volumes, the runtime's run.
+    void hand_to_runtime(const std::string &uid, const FetchedObjects &fetched, NodeFacts facts,
+                         proto::HostVolumes host);
+    // Its network let go (it ended or went; the address back to the range).
+    void detach_network(const std::string &uid);
     // The pod may not run here (a node path outside volume_roots): Failed,
     // with why, as a refusal of the runtime.
     void refuse_pod(const std::string &uid, const std::string &why);

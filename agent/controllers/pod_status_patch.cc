@@ -58,16 +58,17 @@ bool pod_is_terminal(const Json::Value &v) {
 }
 
 Json::Value desired_pod_status(const Json::Value &rt, const Json::Value &api_pod,
-                               const std::string &node_ip) {
+                               const std::string &node_ip, const std::string &pod_ip) {
     Json::Value s(Json::objectValue);
     for (const char *f : kOwnedFields)
         if (!api::field(rt, f).isNull()) s[f] = rt[f];
-    // Pods run as processes on the node: podIP is the node's, from the first
-    // write on (as for hostNetwork pods on a kubelet).
+    // A pod on the node's network has the node's address as podIP, from the
+    // first write on (as hostNetwork pods on a kubelet); one with a network
+    // of its own (agent/core/pod_networks.h) its own.
     s["hostIP"] = node_ip;
-    s["podIP"] = node_ip;
+    s["podIP"] = pod_ip.empty() ? node_ip : pod_ip;
     Json::Value ip(Json::objectValue);
-    ip["ip"] = node_ip;
+    ip["ip"] = s["podIP"];
     s["podIPs"] = Json::Value(Json::arrayValue);
     s["podIPs"].append(ip);
     Json::Value conds(Json::arrayValue);

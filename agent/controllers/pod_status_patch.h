@@ -16,11 +16,11 @@ bool is_terminal_phase(const std::string &phase);
 bool pod_is_terminal(const Json::Value &pod_or_status);  // accepts a Pod or a PodStatus
 
 // The status to write: the runtime's (phase, Initialized/Ready/ContainersReady,
-// container statuses, startTime, reason/message) plus hostIP/podIP/podIPs =
-// node address, and the API's own conditions (PodScheduled, DisruptionTarget)
-// and qosClass kept.
+// container statuses, startTime, reason/message) plus hostIP = node address,
+// podIP/podIPs = pod_ip (its own network's) or, "", the node's, and the
+// API's own conditions (PodScheduled, DisruptionTarget) and qosClass kept.
 Json::Value desired_pod_status(const Json::Value &runtime_status, const Json::Value &api_pod,
-                               const std::string &node_ip);
+                               const std::string &node_ip, const std::string &pod_ip = "");
 
 // Body for PATCH pods/NAME/status: {"metadata":{"uid"},"status":{only the
 // changed fields; a cleared reason/message as null}}, or null when the API

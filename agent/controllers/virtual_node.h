@@ -50,6 +50,9 @@ class VirtualNode : public std::enable_shared_from_this<VirtualNode> {
     const Json::Value *runtime_pod(const std::string &uid) const { return pods_.runtime_pod(uid); }
     int shim_pid() const { return pods_.shim_pid(); }
     void images_in_use(std::set<std::string> *out) const { pods_.images_in_use(out); }
+    // The uids of the pods bound here whose network may still be in use;
+    // false until the pods were listed (then nothing is known).
+    bool networks_in_use(std::set<std::string> *out) const { return pods_.networks_in_use(out); }
     // The job ended: cordon + NoExecute taint, stop pods within grace_s, final
     // statuses, delete pods, Lease, Node; done(pods_stopped) within grace_s + 5 s.
     void deregister(uint32_t grace_s, const std::string &reason,

@@ -227,6 +227,21 @@ void add_virtual_node_keys(ConfigSchema &s, AgentConfig &c) {
     s.add_path("image_store_mount_program", &c.image_store_mount_program,
                "fuse-overlayfs, through which the jobs' podman reads the image store");
     s.add_string("podman", &c.podman, "the podman program the image store runs");
+    s.add_enum("pod_network", &c.pod_network, {"host", "cni"},
+               "host: pods share the node's network; cni: each pod its own network namespace "
+               "and address from pod_cidr (hostNetwork pods keep the node's)");
+    s.add_string("pod_cidr", &c.pod_cidr,
+                 "this host's pod address range (a.b.c.d/n), distinct on each host; needed by "
+                 "pod_network = cni");
+    s.add_string("pod_network_bridge", &c.pod_network_bridge,
+                 "the host's pod bridge (made by the CNI bridge plugin)");
+    s.add_path("cni_plugin_dir", &c.cni_plugin_dir,
+               "the CNI plugins (containernetworking-plugins: bridge, host-local, portmap)");
+    s.add_path("pod_network_dir", &c.pod_network_dir,
+               "where the pods' network namespaces are held (root's; on a tmpfs such as /run)");
+    s.add_bool("pod_network_masquerade", &c.pod_network_masquerade,
+               "pods reach addresses beyond this host through its own (the bridge plugin's "
+               "ipMasq)");
     s.add_bool("allow_daemonsets", &c.allow_daemonsets,
                "run pods that a DaemonSet owns on the virtual nodes (off: refused)");
     s.add_seconds("volume_refresh_interval", &c.volume_refresh_s, 0, 3600,
@@ -454,6 +469,10 @@ Result<AgentConfig> parse_agent_config(std::string_view text, std::string_view s
                         "certificate; without it anyone could read container logs)");
     if (c.job_alive_command.find("{job}") == std::string::npos)
         return fail(Error::InvalidArgument, src + ": job_alive_command must contain {job}");
+    if (c.pod_network == "cni" && c.pod_cidr.empty())
+        return fail(Error::InvalidArgument,
+                    src + ": pod_network = cni needs pod_cidr, this host's pod address range "
+                          "(e.g. 10.244.3.0/24; a range of its own on each host)");
     if (c.admin_socket_path.empty()) c.admin_socket_path = admin_socket_for(c.socket_path);
     if (c.admin_socket_path == c.socket_path ||
         c.admin_socket_path.substr(0, c.admin_socket_path.rfind('/')) ==

@@ -71,6 +71,19 @@ struct AgentConfig {
     uint64_t image_store_pulls = 2;
     std::string image_store_mount_program = "/usr/bin/fuse-overlayfs";
     std::string podman = "podman";  // the podman program the image store runs
+    // Each pod's own network (agent/network/pod_network.h): "host" = every
+    // pod on the node's network (as before); "cni" = a network namespace
+    // and an address from pod_cidr per pod (hostNetwork pods keep the
+    // node's), on the bridge pod_network_bridge, by the CNI plugins in
+    // cni_plugin_dir; namespaces held and results kept in pod_network_dir,
+    // leases in pod_network_dir/ipam. pod_network_masquerade: pods reach
+    // beyond the host through the host's address.
+    std::string pod_network = "host";
+    std::string pod_cidr;
+    std::string pod_network_bridge = "sk-pods0";
+    std::string cni_plugin_dir = "/usr/lib/cni";
+    std::string pod_network_dir = "/run/slurm-k8s/net";
+    bool pod_network_masquerade = true;
     // Pods a DaemonSet owns run on the virtual nodes only when set: a cluster
     // agent (log shipper, monitoring, CNI) would run inside the user's job.
     bool allow_daemonsets = false;

@@ -20,6 +20,7 @@ agent_core_libagentcore_la_SOURCES = \
 	agent/core/peer_auth.cc \
 	agent/core/peer_auth.h \
 	agent/core/pod_mounts.h \
+	agent/core/pod_networks.h \
 	agent/core/runtime.h \
 	agent/core/slurm_jobs.h \
 	agent/core/slurm_time.cc \

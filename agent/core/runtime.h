@@ -98,6 +98,13 @@ class PodRuntime {
         done(fail(Error::Unavailable, "this node's pod runtime cannot renew volume files"));
     }
 
+    // The namespaces of pod m.uid's own network, made as the job's user:
+    // done(pid of the process that holds them until the pod's run or kill).
+    // NOLINTNEXTLINE(performance-unnecessary-value-param): the overriders keep done
+    virtual void sandbox(const proto::PodSandbox & /*m*/, std::function<void(Result<int>)> done) {
+        done(fail(Error::Unavailable, "this node's pod runtime cannot make a pod's network"));
+    }
+
     void set_status_sink(StatusSink s) { sink_ = std::move(s); }
     // Called once when the runtime goes away (the shim's connection closed).
     void set_lost_sink(LostSink s) { lost_ = std::move(s); }

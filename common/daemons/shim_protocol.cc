@@ -14,7 +14,7 @@ namespace {
 template <typename E, size_t N>
 using Names = std::array<std::pair<E, std::string_view>, N>;
 
-constexpr Names<ShimOp, 13> kOps{{
+constexpr Names<ShimOp, 14> kOps{{
     {ShimOp::PodRun, "pod_run"},
     {ShimOp::PodKill, "pod_kill"},
     {ShimOp::PodList, "pod_list"},
@@ -28,6 +28,7 @@ constexpr Names<ShimOp, 13> kOps{{
     {ShimOp::PodFiles, "pod_files"},
     {ShimOp::ImagePull, "image_pull"},
     {ShimOp::ImagePullCancel, "image_pull_cancel"},
+    {ShimOp::PodSandbox, "pod_sandbox"},
 }};
 
 constexpr Names<StatsSource, 2> kStatsSources{{
@@ -172,6 +173,10 @@ Json::Value to_json(const PodRun &m) {
     v["pod"] = m.pod;
     v["files"] = files_to_json(m.files);
     if (!m.pull_auth.empty()) v["pull_auth"] = m.pull_auth;
+    if (!m.net_ns.empty()) {
+        v["network"]["net"] = m.net_ns;
+        v["network"]["uts"] = m.uts_ns;
+    }
     if (!m.host_volumes.empty()) {
         Json::Value hv(Json::objectValue);
         for (const auto &[name, h] : m.host_volumes) {
@@ -326,8 +331,18 @@ Result<PodRun> pod_run_from_json(const Json::Value &body) {
                                         std::to_string(kMaxPullAuthBytes) + " bytes");
     auto host = host_volumes_from_json(body["host_volumes"]);
     if (!host) return host.failure();
+    const Json::Value &net = body["network"];
+    if (!net.isNull() &&
+        (!net.isObject() || !host_path_ok(net["net"]) || !host_path_ok(net["uts"])))
+        return fail(Error::Invalid,
+                    "pod_run: 'network' must name the absolute paths of its 'net' and 'uts' "
+                    "namespaces");
     auto run = make_pod_run(pod, std::move(*files), auth.isString() ? auth.asString() : "");
     if (run) run->host_volumes = std::move(*host);
+    if (run && net.isObject()) {
+        run->net_ns = net["net"].asString();
+        run->uts_ns = net["uts"].asString();
+    }
     return run;
 }
 
@@ -520,6 +535,45 @@ Json::Value to_json(const ImagePullCancel &m) {
 Result<ImagePullCancel> image_pull_cancel_from_json(const Json::Value &body) {
     ImagePullCancel m;
     SK_TRY_ASSIGN(m.id, json::get_uint(body, "id", "image_pull_cancel"));
+    return m;
+}
+
+Json::Value to_json(const PodSandbox &m) {
+    Json::Value v(Json::objectValue);
+    v["uid"] = m.uid;
+    v["hostname"] = m.hostname;
+    return v;
+}
+
+Result<PodSandbox> pod_sandbox_from_json(const Json::Value &body) {
+    constexpr std::string_view ctx = "pod_sandbox";
+    PodSandbox m;
+    SK_TRY_ASSIGN(m.uid, json::get_string(body, "uid", ctx));
+    if (auto st = check_uid(m.uid, ctx, "uid"); !st) return st.failure();
+    SK_TRY_ASSIGN(m.hostname, json::get_string(body, "hostname", ctx));
+    // A kubelet's pod hostname: a DNS label (metadata.name cut to 63, or
+    // spec.hostname).
+    bool label = !m.hostname.empty() && m.hostname.size() <= 63;
+    for (char c : m.hostname)
+        label = label && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.');
+    if (!label)
+        return fail(Error::Parse, field_name(ctx, "hostname") +
+                                      " must be 1 to 63 lower-case letters, digits, '-' or '.'");
+    return m;
+}
+
+Json::Value to_json(const PodSandboxReply &m) {
+    Json::Value v(Json::objectValue);
+    v["pid"] = m.pid;
+    return v;
+}
+
+Result<PodSandboxReply> pod_sandbox_reply_from_json(const Json::Value &body) {
+    PodSandboxReply m;
+    uint64_t pid = 0;
+    SK_TRY_ASSIGN(pid, json::get_uint(body, "pid", "pod_sandbox reply", 4194304));
+    if (pid < 2) return fail(Error::Parse, "pod_sandbox reply: 'pid' must be a process id");
+    m.pid = static_cast<int>(pid);
     return m;
 }
 

@@ -91,6 +91,7 @@ enum class ShimOp {
     PodFiles,
     ImagePull,
     ImagePullCancel,
+    PodSandbox,
 };
 
 // Why pods stop (pod_kill and shutdown "reason"). The shim logs it and
@@ -165,6 +166,11 @@ struct PodRun {
     // base64(user:password)}}}); "" when it names none (or none exists).
     // At most kMaxPullAuthBytes.
     std::string pull_auth;
+    // The pod's own network (agent/network/pod_network.h): the paths of its
+    // network and UTS namespaces, which every container, probe, hook and
+    // exec session joins (and podman's --network/--uts ns:PATH). Both "" =
+    // the node's network (hostNetwork, or no pod network on the node).
+    std::string net_ns, uts_ns;
 };
 constexpr size_t kMaxPullAuthBytes = size_t{64} * 1024;
 
@@ -211,6 +217,20 @@ struct ImagePull {
 struct ImagePullCancel {
     uint64_t id = 0;
 };
+
+// agent -> shim (docs/protocol.md "pod_sandbox"): make the namespaces of
+// pod `uid`'s own network, as the job's user (k8s-shim/sandbox.h), with
+// `hostname` in its UTS namespace. Answered {pid} of the process that holds
+// them, once it does; it keeps them until the pod's pod_run or pod_kill (or
+// kSandboxHoldSeconds), by which time the agent holds them itself.
+struct PodSandbox {
+    std::string uid;
+    std::string hostname;
+};
+struct PodSandboxReply {
+    int pid = 0;
+};
+constexpr unsigned kSandboxHoldSeconds = 120;
 
 struct Shutdown {
     uint32_t grace_s = 30;
@@ -330,6 +350,8 @@ Json::Value to_json(const Shutdown &m);
 Json::Value to_json(const PodsPause &m);
 Json::Value to_json(const ImagePull &m);
 Json::Value to_json(const ImagePullCancel &m);
+Json::Value to_json(const PodSandbox &m);
+Json::Value to_json(const PodSandboxReply &m);
 Json::Value to_json(const PodStatus &m);
 Json::Value to_json(const PodListReply &m);
 Json::Value to_json(const PodEvent &m);
@@ -360,6 +382,8 @@ Result<Shutdown> shutdown_from_json(const Json::Value &body);
 Result<PodsPause> pods_pause_from_json(const Json::Value &body);  // "pause" required
 Result<ImagePull> image_pull_from_json(const Json::Value &body);
 Result<ImagePullCancel> image_pull_cancel_from_json(const Json::Value &body);
+Result<PodSandbox> pod_sandbox_from_json(const Json::Value &body);
+Result<PodSandboxReply> pod_sandbox_reply_from_json(const Json::Value &body);
 Result<PodStatus> pod_status_from_json(const Json::Value &body);
 Result<PodListReply> pod_list_reply_from_json(const Json::Value &body);
 Result<PodEvent> pod_event_from_json(const Json::Value &event);

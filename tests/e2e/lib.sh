@@ -329,6 +329,14 @@ image_store_user = slurm-k8s-images
 image_store_insecure_registries = $E2E_REGISTRY,$E2E_REGISTRY_AUTH,$E2E_REGISTRY_STUCK
 image_store_size = ${E2E_IMAGE_STORE_SIZE:-100G}
 EOF
+    # Each pod its own network where each node is a host of its own
+    # (SK_NETNS=1: the bridge is made in the node's namespace, never on this
+    # machine's own): node N's pods in 10.244.N.0/24.
+    [ "$SK_NETNS" != 1 ] || [ "${E2E_POD_NETWORK:-cni}" != cni ] || cat <<EOF
+pod_network = cni
+pod_cidr = 10.244.$n.0/24
+pod_network_dir = $a/net
+EOF
     # Agent 1 also collects what agents that died with their node left (e2e node_fail).
     [ "$n" != 1 ] || echo "gc_failed_nodes = true"
   } > "$a/agent.conf"

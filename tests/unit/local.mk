@@ -196,6 +196,7 @@ SK_AGENT_CORE_TEST_LIBS = agent/controllers/libcontrollers.la agent/core/libagen
 check_PROGRAMS += \
 	tests/unit/test_agent_config \
 	tests/unit/test_backoff \
+	tests/unit/test_cni \
 	tests/unit/test_env_resolver \
 	tests/unit/test_event_correlator \
 	tests/unit/test_host_volumes \
@@ -214,6 +215,7 @@ check_PROGRAMS += \
 TESTS += \
 	tests/unit/test_agent_config \
 	tests/unit/test_backoff \
+	tests/unit/test_cni \
 	tests/unit/test_env_resolver \
 	tests/unit/test_event_correlator \
 	tests/unit/test_host_volumes \
@@ -245,6 +247,10 @@ tests_unit_test_env_resolver_LDADD = $(SK_AGENT_CORE_TEST_LIBS)
 tests_unit_test_host_volumes_SOURCES = tests/unit/test_host_volumes.cc
 tests_unit_test_host_volumes_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
 tests_unit_test_host_volumes_LDADD = $(SK_AGENT_CORE_TEST_LIBS)
+
+tests_unit_test_cni_SOURCES = tests/unit/test_cni.cc
+tests_unit_test_cni_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
+tests_unit_test_cni_LDADD = agent/network/libnetwork.la $(SK_AGENT_CORE_TEST_LIBS)
 
 tests_unit_test_image_store_SOURCES = tests/unit/test_image_store.cc
 tests_unit_test_image_store_CXXFLAGS = $(SK_CHECK_CXXFLAGS)
