@@ -1,5 +1,7 @@
 #include "agent/pod_tmpfs.h"
 
+#include "agent/core/shared_mount.h"
+
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/mount.h>
@@ -173,30 +175,10 @@ size_t TmpfsMounts::unmount(const std::string &job_tag, const std::string &pod_u
     return n;
 }
 
-namespace {
-
-bool is_mount_point(const std::string &dir) {
-    char real[PATH_MAX];
-    if (!realpath(dir.c_str(), real)) return false;
-    auto text = read_file("/proc/self/mountinfo", size_t{16} << 20);
-    if (!text) return false;
-    for (const auto &m : parse_mountinfo(*text))
-        if (m.mount_point == real) return true;
-    return false;
-}
-
-}  // namespace
-
 Status share_job_dir(const std::string &dir) {
     // `dir` is the agent's own entry of the root-owned shim_state_dir: the
     // job's user owns the directory, not its name.
-    // The type is ignored for a bind and a propagation change; "none", not
-    // null (valgrind checks it as a string).
-    if (!is_mount_point(dir) && mount(dir.c_str(), dir.c_str(), "none", MS_BIND, nullptr) != 0)
-        return fail(Error::Io, "bind mount of " + dir + ": " + strerror(errno));
-    if (mount("none", dir.c_str(), "none", MS_SHARED, nullptr) != 0)
-        return fail(Error::Io, "shared propagation of " + dir + ": " + strerror(errno));
-    return {};
+    return share_dir(dir);
 }
 
 void unshare_job_dir(const std::string &dir) {

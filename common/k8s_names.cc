@@ -154,4 +154,12 @@ bool node_may_set_label(std::string_view key) {
     return false;
 }
 
+std::string pod_hostname(const std::string &spec_hostname, const std::string &name) {
+    if (!spec_hostname.empty()) return spec_hostname;
+    std::string h = name.substr(0, 63);
+    while (!h.empty() && (h.back() == '-' || h.back() == '.'))
+        h.pop_back();
+    return h;
+}
+
 }  // namespace sk::k8s

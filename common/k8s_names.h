@@ -19,6 +19,9 @@ bool is_dns1123_subdomain(std::string_view s) noexcept;  // labels joined by '.'
 // [A-Za-z0-9] with -_. inside.
 bool is_qualified_name(std::string_view s) noexcept;
 bool is_label_value(std::string_view s) noexcept;  // empty or a name-part, <= 63
+// A pod's hostname as a kubelet sets it: spec.hostname when set, else
+// metadata.name cut to 63 bytes (a '-' or '.' it then ends with dropped).
+std::string pod_hostname(const std::string &spec_hostname, const std::string &name);
 
 struct Taint {
     std::string key, value, effect;  // effect: NoSchedule, PreferNoSchedule, NoExecute

@@ -530,7 +530,11 @@ Status parse_mounts(const Json::Value &c, const PlanContext &ctx, PodPlan *plan,
 std::vector<EnvVar> base_env(const Json::Value &pod, const PlanContext &ctx) {
     return {
         {"PATH", ctx.base_path},
-        {"HOSTNAME", ctx.node_name},
+        {"HOSTNAME", ctx.own_network ? k8s::pod_hostname(pod["spec"]["hostname"].isString()
+                                                             ? pod["spec"]["hostname"].asString()
+                                                             : "",
+                                                         pod["metadata"]["name"].asString())
+                                     : ctx.node_name},
         {"SLURM_K8S_POD_NAME", pod["metadata"]["name"].asString()},
         {"SLURM_K8S_POD_NAMESPACE", pod["metadata"]["namespace"].asString()},
         {"SLURM_K8S_POD_UID", pod["metadata"]["uid"].asString()},
@@ -717,6 +721,13 @@ void set_pod_network(PodPlan *plan, const std::string &net_ns, const std::string
         for (auto &c : *list) {
             c.net_ns = net_ns;
             c.uts_ns = uts_ns;
+            // The pod's UTS namespace holds its hostname (the pod's, as on a
+            // kubelet): podman may not set one in a namespace it joins.
+            if (!net_ns.empty() && c.image_run) {
+                auto &o = c.image_run->run_options;
+                auto h = std::find(o.begin(), o.end(), "--hostname");
+                if (h != o.end() && h + 1 != o.end()) o.erase(h, h + 2);
+            }
         }
 }
 

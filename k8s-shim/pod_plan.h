@@ -182,6 +182,10 @@ struct PlanContext {
     std::string podman_dir;                         // podman_dir(state_dir), k8s-shim/podman.h
     std::string podman_run_dir;                     // common/daemons/log_paths.h podman_run_dir
     std::vector<std::string> podman_store_options;  // k8s-shim/podman.h podman_store_options
+    // The pod has a network of its own (pod_run's network): its hostname
+    // is its own (spec.hostname and subdomain honoured, HOSTNAME), not the
+    // node's.
+    bool own_network = false;
 };
 
 // Kubernetes' $(VAR) expansion (k8s.io/kubernetes third_party expansion):

@@ -56,7 +56,9 @@ void use_cdi_gpus(PodPlan *plan, const PodSetup &setup, std::vector<PreparedPod:
 
 Result<PreparedPod> prepare_pod(const proto::PodRun &run, const PodSetup &setup,
                                 const GpuLease &gpus, std::string *reason) {
-    auto plan = plan_pod(run.pod, run.files, setup.plan, run.host_volumes);
+    PlanContext ctx = setup.plan;
+    ctx.own_network = !run.net_ns.empty();
+    auto plan = plan_pod(run.pod, run.files, ctx, run.host_volumes);
     if (!plan) {
         *reason = plan.error() == Error::Refused ? "PodRefused" : "InvalidPodSpec";
         return plan.failure();

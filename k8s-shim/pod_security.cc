@@ -1,5 +1,7 @@
 #include "k8s-shim/pod_security.h"
 
+#include "common/k8s_names.h"
+
 #include <algorithm>
 
 namespace sk::shim {
@@ -67,10 +69,13 @@ const std::vector<FieldRule> kPodSpec = {
     {"ephemeralContainers", U::RefusedIfSet, "kubectl debug containers are not run"},
     {"hostAliases", U::RefusedIfSet, "processes share the node's /etc/hosts"},
     {"hostIPC", U::Implemented, ""},
-    {"hostNetwork", U::NoEffect, "every pod shares the node's network, as with hostNetwork: true"},
+    {"hostNetwork", U::NoEffect,
+     "on a node without a network per pod, every pod shares the node's network, as with "
+     "hostNetwork: true"},
     {"hostPID", U::Implemented, ""},
     {"hostUsers", U::Implemented, ""},
-    {"hostname", U::RefusedIfSet, "processes see the node's hostname; HOSTNAME is the node name"},
+    {"hostname", U::RefusedIfSet,
+     "a pod on the node's network sees the node's hostname; HOSTNAME is the node name"},
     {"imagePullSecrets", U::NoEffect,
      "used by the podman runtime's pulls; the process runtime pulls no image, a runtime "
      "template's tool uses its own credentials"},
@@ -96,7 +101,7 @@ const std::vector<FieldRule> kPodSpec = {
     {"setHostnameAsFQDN", U::RefusedIfSet, "processes see the node's hostname"},
     {"shareProcessNamespace", U::NoEffect,
      "the containers of a pod see each other's processes anyway: they are the job user's"},
-    {"subdomain", U::RefusedIfSet, "processes see the node's hostname"},
+    {"subdomain", U::RefusedIfSet, "a pod on the node's network sees the node's hostname"},
     {"terminationGracePeriodSeconds", U::Implemented, ""},
     {"tolerations", U::NoEffect, kScheduling},
     {"topologySpreadConstraints", U::NoEffect, kScheduling},
@@ -283,7 +288,18 @@ const std::vector<FieldRule> &container_security_context_fields() {
 }
 
 Status check_pod_fields(const Json::Value &spec, const PlanContext &ctx) {
-    if (auto st = check_members(spec, kPodSpec, "the pod's spec"); !st) return st;
+    // A pod of its own network has a hostname of its own (its UTS
+    // namespace: k8s-shim/sandbox.h); its subdomain names it in DNS.
+    Json::Value checked = spec;
+    if (ctx.own_network && checked.isObject()) {
+        if (!checked["hostname"].isNull() &&
+            !(checked["hostname"].isString() &&
+              k8s::is_dns1123_label(checked["hostname"].asString())))
+            return refused("spec.hostname must be a DNS label (RFC 1123)");
+        checked.removeMember("hostname");
+        checked.removeMember("subdomain");
+    }
+    if (auto st = check_members(checked, kPodSpec, "the pod's spec"); !st) return st;
     if (is_set(spec["hostPID"]))
         return refused(
             "hostPID is not allowed: pods on Slurm nodes may not see the job's or "

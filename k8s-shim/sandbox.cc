@@ -59,27 +59,29 @@ int pod_sandbox_main(int argc, char **argv) {
     const uid_t uid = geteuid();
     const gid_t gid = getegid();
     if (userns_of > 0) {
+        // In podman's user namespace (where the job's user is root): the
+        // network and UTS namespaces are owned by it, so that podman's
+        // runtime, which runs there, may join them (a sibling namespace of
+        // its containers' would not let it).
         std::string path = "/proc/" + std::to_string(userns_of) + "/ns/user";
         int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
         if (fd < 0 || setns(fd, CLONE_NEWUSER) != 0)
             return failed("joining podman's user namespace");
         close(fd);
+        if (unshare(CLONE_NEWNET | CLONE_NEWUTS) != 0) return failed("unshare");
+    } else {
+        if (unshare(CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWUTS) != 0)
+            return failed(
+                "a pod's own network needs user namespaces for the job's user "
+                "(docs/admin-guide.md, \"User namespaces\"); unshare");
+        if (!write_proc("/proc/self/setgroups", "deny\n")) return failed("setgroups");
+        if (!write_proc("/proc/self/uid_map",
+                        std::to_string(uid) + " " + std::to_string(uid) + " 1\n"))
+            return failed("uid_map");
+        if (!write_proc("/proc/self/gid_map",
+                        std::to_string(gid) + " " + std::to_string(gid) + " 1\n"))
+            return failed("gid_map");
     }
-    // The ids the new namespace maps the job's to: the job's own, or (in
-    // podman's namespace) what they are there.
-    const uid_t outer_uid = geteuid();
-    const gid_t outer_gid = getegid();
-    if (unshare(CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWUTS) != 0)
-        return failed(
-            "a pod's own network needs user namespaces for the job's user (docs/admin-guide.md, "
-            "\"User namespaces\"); unshare");
-    if (!write_proc("/proc/self/setgroups", "deny\n")) return failed("setgroups");
-    if (!write_proc("/proc/self/uid_map",
-                    std::to_string(uid) + " " + std::to_string(outer_uid) + " 1\n"))
-        return failed("uid_map");
-    if (!write_proc("/proc/self/gid_map",
-                    std::to_string(gid) + " " + std::to_string(outer_gid) + " 1\n"))
-        return failed("gid_map");
     if (sethostname(hostname, strlen(hostname)) != 0) return failed("sethostname");
     int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     struct ifreq ifr {};

@@ -242,7 +242,7 @@ int Shim::podman_pause_pid() const {
 }
 
 void Shim::warm_podman() {
-    if (store_options_.empty() || !templates_.uses_podman()) return;
+    if (!templates_.uses_podman()) return;
     const std::string dir = podman_dir(state_dir_);
     const std::string run = podman_run_dir(getuid(), opt_.job_id, opt_.slurm_node);
     if (auto st = make_podman_dirs(dir, run); !st) {
@@ -255,16 +255,25 @@ void Shim::warm_podman() {
     for (const auto &[name, value] : podman_environment(dir, PlanContext().base_path))
         spec.env.push_back({name, value});
     spec.cwd = state_dir_;
+    warming_ = true;
     int rc = spawn_process(
         loop_, warmup_, spec,
         [this](int64_t status, int sig) {
             warmup_.close();
+            warming_ = false;
+            auto after = std::move(after_warm_);
+            after_warm_.clear();
+            for (auto &f : after)
+                f();
             if (status == 0 && sig == 0) podman_warm_ = true;
             LOG_VERBOSE("[node %s] podman's storage made (status %lld)", node_name_.c_str(),
                         static_cast<long long>(sig ? 128 + sig : status));
         },
         nullptr, nullptr);
-    if (rc != 0) LOG_WARN("[node %s] cannot start podman: %s", node_name_.c_str(), uv_strerror(rc));
+    if (rc != 0) {
+        warming_ = false;
+        LOG_WARN("[node %s] cannot start podman: %s", node_name_.c_str(), uv_strerror(rc));
+    }
 }
 
 bool Shim::send_line(const std::string &line) {
@@ -546,6 +555,16 @@ proto::Reply Shim::pod_sandbox(const proto::Request &req, bool *deferred) {
         return proto::error_reply(req.id, fail(Error::Unavailable, "the shim is shutting down"));
     if (!sandboxes_) sandboxes_ = std::make_unique<Sandboxes>(loop_, opt_.supervisor);
     const uint64_t id = req.id;
+    *deferred = true;
+    // Under podman's user namespace once its pause process runs (the
+    // warm-up at the attach starts it).
+    if (warming_) {
+        after_warm_.push_back([this, req] {
+            bool later = false;
+            (void)pod_sandbox(req, &later);
+        });
+        return {};
+    }
     sandboxes_->make(m->uid, m->hostname, podman_pause_pid(),
                      [this, id](int pid, const std::string &why) {
                          if (pid <= 0) {
@@ -559,7 +578,6 @@ proto::Reply Shim::pod_sandbox(const proto::Request &req, bool *deferred) {
                          r.body = proto::to_json(proto::PodSandboxReply{pid});
                          send_reply(r);
                      });
-    *deferred = true;
     return {};
 }
 

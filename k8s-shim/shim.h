@@ -151,7 +151,7 @@ class Shim : private SessionTable::Host {
     std::map<std::string, ShimPod> pods_;  // by uid
     bool paused_ = false;                  // the Slurm job is suspended (pods_pause)
     std::string pause_message_;
-    KnownImages known_images_;  // RunnerEnv::images
+    KnownImages known_images_;              // RunnerEnv::images
     std::unique_ptr<Sandboxes> sandboxes_;  // pod_sandbox
     // The node's image store (AttachReply): its podman options, empty when
     // none or when the podman runtime cannot use it (RunnerEnv::store_pull).
@@ -161,6 +161,10 @@ class Shim : private SessionTable::Host {
     // attach when the node has an image store (warm_podman).
     bool podman_warm_ = false;
     Process warmup_;
+    // The warm-up runs; what waits for it (pod_sandbox: podman's pause
+    // process, whose user namespace a pod's network must belong to).
+    bool warming_ = false;
+    std::vector<std::function<void()>> after_warm_;
     // A job with a node image store runs images: its podman storage made and
     // its pause process started at the attach, by the shim, so that the first
     // pod of an image the store holds starts as fast as a later one.

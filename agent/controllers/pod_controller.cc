@@ -1,5 +1,7 @@
 #include "agent/controllers/pod_controller.h"
 
+#include "common/k8s_names.h"
+
 #include <algorithm>
 #include <set>
 #include <utility>
@@ -88,15 +90,11 @@ bool host_network(const Json::Value &pod) {
            pod["spec"]["hostNetwork"].asBool();
 }
 
-// A kubelet's pod hostname: spec.hostname, else metadata.name cut to 63
-// (a trailing '-' or '.' dropped).
 std::string pod_hostname(const Json::Value &pod) {
-    std::string h = pod["spec"].isObject() && pod["spec"]["hostname"].isString()
-                        ? pod["spec"]["hostname"].asString()
-                        : api::object_meta(pod).name;
-    if (h.size() > 63) h.resize(63);
-    while (!h.empty() && (h.back() == '-' || h.back() == '.'))
-        h.pop_back();
+    std::string h = k8s::pod_hostname(pod["spec"].isObject() && pod["spec"]["hostname"].isString()
+                                          ? pod["spec"]["hostname"].asString()
+                                          : "",
+                                      api::object_meta(pod).name);
     return h.empty() ? "pod" : h;
 }
 

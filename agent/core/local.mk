@@ -21,6 +21,8 @@ agent_core_libagentcore_la_SOURCES = \
 	agent/core/peer_auth.h \
 	agent/core/pod_mounts.h \
 	agent/core/pod_networks.h \
+	agent/core/shared_mount.cc \
+	agent/core/shared_mount.h \
 	agent/core/runtime.h \
 	agent/core/slurm_jobs.h \
 	agent/core/slurm_time.cc \

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <utility>
 
+#include "agent/core/shared_mount.h"
 #include "common/daemons/json.h"
 #include "common/fs.h"
 #include "common/log.h"
@@ -137,7 +138,13 @@ struct CniPodNetworks::Pod {
 CniPodNetworks::CniPodNetworks(uv_loop_t *loop, PodNetworkSettings s)
     : loop_(loop), s_(std::move(s)) {}
 
-CniPodNetworks::~CniPodNetworks() = default;
+CniPodNetworks::~CniPodNetworks() {
+    // The shared bind of start() goes with the last pod held below it (an
+    // agent that stops with pods attached keeps it for its successor).
+    if (pods_.empty() && is_mount_point(s_.dir) &&
+        umount2(s_.dir.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) != 0)
+        LOG_WARN("cannot unmount %s: %s", s_.dir.c_str(), strerror(errno));
+}
 
 Status CniPodNetworks::start() {
     if (auto why = subnet_error(s_.cni.subnet); !why.empty())
@@ -162,6 +169,9 @@ Status CniPodNetworks::start() {
             return fail(Error::Refused, d + " must be a directory of root's that nobody else may "
                                             "write (pod_network_dir)");
     }
+    // Shared: the namespaces held below show in podman's mount namespace,
+    // where the jobs' podman joins them (--network=ns:PATH).
+    if (auto st = share_dir(s_.dir); !st) return st;
     DIR *dir = opendir(s_.dir.c_str());
     if (!dir) return fail(Error::Io, sys("opendir " + s_.dir));
     while (struct dirent *e = readdir(dir)) {

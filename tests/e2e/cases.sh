@@ -13,10 +13,105 @@
 # checked last it was gone once the cases before it grew past 5 min).
 # online_rl last: it takes all 3 nodes.
 E2E_CASES=(api_down bad_flags socket_auth privileged too_many_gpus namespace two_jobs impersonation two_clusters pod_devices kubectl_io
-           runtime_template image_pods image_store cdi_gpus volumes vllm chart_features scancel step_signals time_limit_update drain_before time_limit suspend requeue salloc gpu_forms node_share preempt
+           runtime_template image_pods image_store pod_network cdi_gpus volumes vllm chart_features scancel step_signals time_limit_update drain_before time_limit suspend requeue salloc gpu_forms node_share preempt
            preempt_requeue preempt_suspend array_het node_fail slurmd_restart agent_kill shim_kill online_rl online_rl_images online_rl_faults)
 
 # pod_devices' pods and probe, on cgroup v1 and v2.
+# Each pod its own network (agent.conf pod_network = cni, e2e_agent_conf):
+# four replicas of one Deployment on one virtual node, all on port 8000,
+# each at an address of its own; the node's host and the job's own step
+# reach each by its IP; localhost and the hostname are the pod's; another
+# user's pod on the same node listens on the same port without taking or
+# reaching theirs; nothing of the networks is left after scancel.
+case_pod_network() {
+  [ "$SK_NETNS" = 1 ] && [ "${E2E_POD_NETWORK:-cni}" = cni ] \
+    || { echo "SKIP: pod_network: needs SK_NETNS=1 and E2E_POD_NETWORK=cni"; return; }
+  e2e_job 1 -N1 -w $N1 -n1 -c 1 --gres=gpu:1 --k8s-gpus=1 || { ok 1 "pod_network: job"; return; }
+  local j="$E2E_JOB" node srv ips names ip n got want addr j2 veths
+  node="$(e2e_node_names "$j")"; addr="$(sk_node_addr 1)"
+  srv="$(e2e_script pod-network-server 'import http.server, sys
+name = sys.argv[2].encode() + b"\n"
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(name)))
+        self.end_headers()
+        self.wfile.write(name)
+    def log_message(self, *a):
+        pass
+http.server.ThreadingHTTPServer(("0.0.0.0", int(sys.argv[1])), H).serve_forever()')"
+  pn_yaml() {  # pn_yaml NAME REPLICAS JOB
+    cat <<EOF
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: $1, namespace: default}
+spec:
+  replicas: $2
+  selector: {matchLabels: {app: $1}}
+  template:
+    metadata: {labels: {app: $1}}
+    spec:
+      nodeSelector: {slurm-k8s/job-id: "$3"}
+      tolerations: [{key: slurm-k8s/job, operator: Equal, value: "$3", effect: NoSchedule}]
+      terminationGracePeriodSeconds: 2
+      containers:
+      - name: web
+        image: e2e/web:1
+        command: [python3, "$srv", "8000", "\$(POD_NAME)", "e2e-pod-$3-$1"]
+        env: [{name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}]
+        ports: [{containerPort: 8000}]
+        readinessProbe: {httpGet: {path: /, port: 8000}, periodSeconds: 1}
+EOF
+  }
+  pn_ready() { e2e_kubectl get deploy "$1" -o 'jsonpath={.status.readyReplicas}' 2>/dev/null; }
+  pn_yaml pn 4 "$j" | e2e_kubectl apply -f - >/dev/null
+  e2e_wait 90 "[ \"\$(pn_ready pn)\" = 4 ]"
+  ips="$(e2e_kubectl get pods -l app=pn -o 'jsonpath={range .items[*]}{.status.podIP}{"\n"}{end}' | sort)"
+  names="$(e2e_kubectl get pods -l app=pn -o 'jsonpath={range .items[*]}{.metadata.name}{"\n"}{end}' | sort)"
+  [ "$(pn_ready pn)" = 4 ] && [ "$(sort -u <<<"$ips" | grep -c '^10\.244\.1\.')" = 4 ] \
+    && [ "$(e2e_kubectl get pods -l app=pn -o 'jsonpath={.items[*].spec.nodeName}' | tr ' ' '\n' | sort -u)" = "$node" ]
+  ok $? "pod_network: four replicas on $node, all on port 8000 and Ready, each its own IP in 10.244.1.0/24 ($(echo $ips))"
+  got=""
+  for ip in $ips; do got+="$(e2e_on_host "$addr" curl -s --max-time 5 "http://$ip:8000/")"$'\n'; done
+  [ "$(sort <<<"$got" | sed '/^$/d')" = "$names" ]
+  ok $? "pod_network: from the node's host each pod IP answers with its own pod's name ($(echo $got))"
+  ip="$(head -n1 <<<"$ips")"
+  want="$(e2e_kubectl get pods -l app=pn -o "jsonpath={.items[?(@.status.podIP==\"$ip\")].metadata.name}")"
+  got="$(sk_as_user srun --jobid="$j" --overlap -n1 curl -s --max-time 5 "http://$ip:8000/" 2>&1 | tail -n1)"
+  [ "$got" = "$want" ]; ok $? "pod_network: the job's own step reaches $want at $ip:8000 ('$got')"
+  got="$(timeout 30 kubectl --kubeconfig "$E2E_ADMIN_KUBECONFIG" exec "$want" -- sh -c \
+        'hostname; curl -s --max-time 5 http://127.0.0.1:8000/; cat /proc/net/dev | grep -c eth0' 2>&1)"
+  [ "$(echo $got)" = "$want $want 1" ]
+  ok $? "pod_network: in $want, hostname and 127.0.0.1:8000 are its own, eth0 its interface ('$(echo $got)')"
+
+  # Another user's job on the same node, its pod on the same port.
+  j2="$(TEST_USER="$TEST_USER2" sk_submit_as_user -o "$SK_JOBS_DIR/e2e-%j.out" -N1 -w $N1 -n1 -c 1 \
+         --gres=gpu:1 --k8s-gpus=1 "$(e2e_script sleeper2 'sleep 600')")" \
+    && sk_wait_state "$j2" RUNNING 30 && e2e_wait 20 "[ \"\$(e2e_ready_nodes $j2)\" = 1 ]"
+  ok $? "pod_network: a job of $TEST_USER2 on $N1 beside it (job $j2)"
+  pn_yaml intruder 1 "$j2" | e2e_kubectl apply -f - >/dev/null
+  e2e_wait 60 "[ \"\$(pn_ready intruder)\" = 1 ]"
+  n="$(e2e_kubectl get pods -l app=intruder -o 'jsonpath={.items[0].metadata.name}')"
+  got="$(timeout 30 kubectl --kubeconfig "$E2E_ADMIN_KUBECONFIG" exec "$n" -- sh -c \
+        'id -u; curl -s --max-time 5 http://127.0.0.1:8000/' 2>&1)"
+  [ "$(pn_ready intruder)" = 1 ] && [ "$(echo $got)" = "$TEST_UID2 $n" ]
+  ok $? "pod_network: $TEST_USER2's pod listens on 8000 too, and its localhost:8000 is its own ('$(echo $got)')"
+  got=""
+  for ip in $ips; do got+="$(e2e_on_host "$addr" curl -s --max-time 5 "http://$ip:8000/")"$'\n'; done
+  [ "$(sort <<<"$got" | sed '/^$/d')" = "$names" ] && [ "$(pn_ready pn)" = 4 ]
+  ok $? "pod_network: the first user's pods still answer at their own IPs, all Ready ($(echo $got))"
+
+  e2e_kubectl delete deploy pn intruder --wait=false >/dev/null 2>&1
+  e2e_end_job "$j2"
+  e2e_end_job "$j"
+  e2e_assert_clean "$j2" "pod_network"
+  e2e_assert_clean "$j" "pod_network"
+  veths="$(e2e_on_host "$addr" ip -o link show master sk-pods0 2>/dev/null | awk -F': ' '{print $2}' | paste -sd' ')"
+  [ -z "$veths" ] && [ -z "$(ls "$E2E_AGENTS/$N1/net/pods")" ] \
+    && ! grep -q "$E2E_AGENTS/$N1/net/pods/" /proc/self/mountinfo
+  ok $? "pod_network: no veth on $N1's host, no namespace held, no lease left${veths:+ (veths: $veths)}"
+}
+
 # A pod allocating 256 MiB over its 64Mi memory limit, on JOB's node.
 e2e_apply_hog() {  # e2e_apply_hog JOB
   local j="$1"

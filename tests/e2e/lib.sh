@@ -542,6 +542,11 @@ e2e_leftovers() {
   [ -z "$out" ] || echo "mounts: $out"
   out="$(awk -v s="/shim/job_${j}_" 'index($5, s) { print $5 }' /proc/self/mountinfo | paste -sd' ')"
   [ -z "$out" ] || echo "mounts: $out"
+  # Its pods' own networks (agent/network/pod_network.h): each held
+  # namespace's directory names its job in result.json.
+  for f in "$E2E_AGENTS"/*/net/pods/*/result.json; do
+    [ -e "$f" ] && grep -q "\"job_${j}_" "$f" && echo "network: ${f%/result.json}"
+  done
   for f in /sys/fs/cgroup/*/slurm_"$SK_NODE_PREFIX"*/uid_*/job_"$j" /sys/fs/cgroup/*/slurm_k8s_"$SK_NODE_PREFIX"*/job_"$j" \
       /sys/fs/cgroup/system.slice/"$SK_NODE_PREFIX"*_slurmstepd.scope/job_"$j"; do
     [ -d "$f" ] && echo "cgroup: $f"

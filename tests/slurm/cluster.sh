@@ -172,6 +172,12 @@ cmd_install() {
   # may lack it.
   grep -q "^$TEST_USER:" /etc/subuid 2>/dev/null || usermod --add-subuids 300000-365535 "$TEST_USER"
   grep -q "^$TEST_USER:" /etc/subgid 2>/dev/null || usermod --add-subgids 300000-365535 "$TEST_USER"
+  # The second job user (e2e: another user's pods beside the first's).
+  if ! id -u "$TEST_USER2" >/dev/null 2>&1; then
+    getent passwd "$TEST_UID2" >/dev/null && die "uid $TEST_UID2 is taken by $(getent passwd "$TEST_UID2" | cut -d: -f1)"
+    useradd -m -u "$TEST_UID2" -s /bin/bash "$TEST_USER2"
+    log "created user $TEST_USER2 (uid $TEST_UID2)"
+  fi
   # The owner of the agents' image stores (agent.conf image_store_user).
   id slurm-k8s-images >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin slurm-k8s-images
   "$SLURMD" -V

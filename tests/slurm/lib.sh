@@ -58,6 +58,9 @@ fi
 N1="${SK_NODE_PREFIX}1" N2="${SK_NODE_PREFIX}2" N3="${SK_NODE_PREFIX}3"
 TEST_USER="${TEST_USER:-k8suser}"
 TEST_UID="${TEST_UID:-2001}"
+# A second job user (e2e: another user's jobs on the same nodes).
+TEST_USER2="${TEST_USER2:-k8suser2}"
+TEST_UID2="${TEST_UID2:-2002}"
 SK_LIB_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 SK_CLUSTER_SH="$SK_LIB_DIR/cluster.sh"
 SK_CONF="$SK_SLURM_DIR/etc/slurm.conf"

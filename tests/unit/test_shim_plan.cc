@@ -15,6 +15,7 @@
 #include "k8s-shim/pod_prepare.h"
 #include "k8s-shim/pod_security.h"
 #include "k8s-shim/podman.h"
+#include "k8s-shim/spawn.h"
 #include "tests/unit/check_main.h"
 
 using namespace sk;
@@ -450,7 +451,7 @@ START_TEST(podman_runtime_plan) {
     has("--root /state/podman/storage --runroot /tmp/sk-podman-2001/42_n1 --tmpdir "
         "/state/podman/tmp");
     has("--log-level error run --name k8s_svc_p_ns_u1 --replace --rm --pull=never "
-        "--userns=keep-id --network=host");
+        "--userns=keep-id --log-driver=none --network=host");
     has("--hostname slurm-n1-42 --user 2001:2001 --security-opt=no-new-privileges");
     ck_assert(line.find("seccomp=unconfined") == std::string::npos);
     has("--read-only --read-only-tmpfs=false");  // readOnlyRootFilesystem, no tmpfs added
@@ -482,6 +483,18 @@ START_TEST(podman_runtime_plan) {
     line = joined(podman_pull_argv(*cmd.image_run));
     has("pull --quiet --tls-verify=false registry.site/r:latest");
 
+    // In the pod's own network (k8s-shim/sandbox.h): podman joins its
+    // namespaces, mounts the node's /sys (its user namespace may not mount a
+    // sysfs there), and leaves the hostname to the pod's UTS namespace.
+    auto own = plan_pod(pod, {}, c);
+    ck_assert(own.ok());
+    set_pod_network(&*own, "/run/net/pods/u1/net", "/run/net/pods/u1/uts");
+    line = joined(podman_run_argv(own->containers[0], "/shim"));
+    has("--userns=keep-id --log-driver=none --network=ns:/run/net/pods/u1/net "
+        "--uts=ns:/run/net/pods/u1/uts --volume /sys:/sys:ro --user 2001:2001");
+    ck_assert(line.find("--hostname") == std::string::npos);
+    ck_assert(line.find("--network=host") == std::string::npos);
+    ck_assert_sstr_eq(own->containers[1].net_ns, "/run/net/pods/u1/net");
     // Bad values say what is wanted.
     for (const char *bad : {"podman = a b\n", "insecure_registry = http://x/\n",
                             "gpu_device = /dev/nvidia\n", "gpu_control_devices = dev/x\n"}) {
@@ -1083,6 +1096,45 @@ START_TEST(field_tables_documented) {
 }
 END_TEST
 
+// A pod with a network of its own: spec.hostname (and subdomain) are its
+// own, HOSTNAME is its hostname; every container's command joins the
+// pod's namespaces (k8s-shim/confine.h --netns). On the node's network
+// they stay refused, HOSTNAME the node's name.
+START_TEST(own_network_plan) {
+    auto pod = parse(R"J({"metadata":{"name":"web-0","namespace":"ns","uid":"u1"},"spec":{
+      "hostname":"web-zero","subdomain":"web",
+      "initContainers":[{"name":"i","command":["true"]}],
+      "containers":[{"name":"a","command":["serve"]}]}})J");
+    auto refused = plan_pod(pod, {}, ctx());
+    ck_assert(!refused.ok() && refused.message().find("sets hostname") != std::string::npos);
+    PlanContext c = ctx();
+    c.own_network = true;
+    auto plan = plan_pod(pod, {}, c);
+    ck_assert_msg(plan.ok(), "%s", plan.ok() ? "" : plan.message().c_str());
+    ck_assert_sstr_eq(env_of(plan->containers[0], "HOSTNAME"), "web-zero");
+    set_pod_network(&*plan, "/n/u1/net", "/n/u1/uts");
+    for (const auto *cp : {&plan->init_containers[0], &plan->containers[0]}) {
+        SpawnSpec s = container_command(cp->argv, *cp, "/pods/u1", "/shim", 0);
+        ck_assert_sstr_eq(s.net_ns, "/n/u1/net");
+        ck_assert_sstr_eq(s.uts_ns, "/n/u1/uts");
+        SpawnSpec exec = container_command({"sh"}, *cp, "/pods/u1", "/shim", 42);
+        ck_assert_sstr_eq(exec.net_ns, "/n/u1/net");
+    }
+    // No spec.hostname: the pod's name, cut to a DNS label's 63 bytes.
+    auto named = parse(
+        R"J({"metadata":{"name":"a-very-long-pod-name-that-goes-on-and-on-beyond-sixty-three-bytes.more","namespace":"ns","uid":"u2"},
+      "spec":{"containers":[{"name":"a","command":["serve"]}]}})J");
+    plan = plan_pod(named, {}, c);
+    ck_assert(plan.ok());
+    ck_assert_sstr_eq(env_of(plan->containers[0], "HOSTNAME"),
+                      "a-very-long-pod-name-that-goes-on-and-on-beyond-sixty-three-byt");
+    pod["spec"]["hostname"] = "Not_A_Label";
+    ck_assert(!plan_pod(pod, {}, c).ok());
+    plan = plan_pod(named, {}, ctx());
+    ck_assert_sstr_eq(env_of(plan->containers[0], "HOSTNAME"), ctx().node_name.c_str());
+}
+END_TEST
+
 int main() {
     Suite *s = suite_create("shim_plan");
     TCase *tc = tcase_create("plan");
@@ -1095,6 +1147,7 @@ int main() {
     tcase_add_test(tc, runtime_template_and_missing_command);
     tcase_add_test(tc, runtime_template_mounts);
     tcase_add_test(tc, podman_runtime_plan);
+    tcase_add_test(tc, own_network_plan);
     tcase_add_loop_test(tc, image_names_and_policies, 0,
                         static_cast<int>(sizeof kImages / sizeof kImages[0]));
     tcase_add_test(tc, pull_errors_and_backoff);

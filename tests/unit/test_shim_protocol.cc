@@ -157,6 +157,43 @@ START_TEST(pod_kill_round_trip) {
 }
 END_TEST
 
+START_TEST(pod_sandbox_round_trip) {
+    PodSandbox m{"u1", "web-0"};
+    auto back = pod_sandbox_from_json(through_wire(ShimOp::PodSandbox, to_json(m)));
+    ck_assert(back.ok());
+    ck_assert_sstr_eq(back->uid, "u1");
+    ck_assert_sstr_eq(back->hostname, "web-0");
+    for (const char *bad :
+         {R"({"uid":"u1"})", R"({"uid":"../x","hostname":"a"})", R"({"uid":"u1","hostname":""})",
+          R"({"uid":"u1","hostname":"A_b"})", R"({"uid":"u1","hostname":"a b"})"})
+        ck_assert_msg(!pod_sandbox_from_json(J(bad)).ok(), "accepted %s", bad);
+    std::string long_name(64, 'a');
+    ck_assert(!pod_sandbox_from_json(J(R"({"uid":"u1","hostname":")" + long_name + R"("})")).ok());
+    auto reply = pod_sandbox_reply_from_json(to_json(PodSandboxReply{4242}));
+    ck_assert(reply.ok() && reply->pid == 4242);
+    for (const char *bad :
+         {R"({})", R"({"pid":1})", R"({"pid":-3})", R"({"pid":"7"})", R"({"pid":99999999})"})
+        ck_assert_msg(!pod_sandbox_reply_from_json(J(bad)).ok(), "accepted %s", bad);
+    // pod_run's network: both paths, absolute, or neither.
+    PodRun run;
+    run.pod = J(kPod);
+    run.net_ns = "/run/slurm-k8s/net/pods/u1/net";
+    run.uts_ns = "/run/slurm-k8s/net/pods/u1/uts";
+    Json::Value body = to_json(run);
+    ck_assert_sstr_eq(body["network"]["net"].asString(), run.net_ns.c_str());
+    auto r = pod_run_from_json(through_wire(ShimOp::PodRun, body));
+    ck_assert(r.ok() && r->net_ns == run.net_ns && r->uts_ns == run.uts_ns);
+    PodRun plain;
+    plain.pod = J(kPod);
+    ck_assert(!to_json(plain).isMember("network"));
+    for (const char *bad : {R"({"net":"/a"})", R"({"net":"a","uts":"/b"})", R"([])"}) {
+        Json::Value b = body;
+        b["network"] = J(bad);
+        ck_assert_msg(!pod_run_from_json(b).ok(), "accepted network %s", bad);
+    }
+}
+END_TEST
+
 START_TEST(pods_pause_round_trip) {
     PodsPause m{true, "Slurm job 42 is suspended"};
     auto back = pods_pause_from_json(through_wire(ShimOp::PodsPause, to_json(m)));
@@ -650,6 +687,9 @@ static const Bad kBad[] = {
     {ShimOp::ImagePull, R"({"image":"r.io/a b"})", Error::Parse, "a character other than"},
     {ShimOp::ImagePull, R"({"image":"r.io/../etc"})", Error::Parse, "'..'"},
     {ShimOp::ImagePullCancel, R"({"id":"7"})", Error::Parse, "'id'"},
+    {ShimOp::PodSandbox, R"({"hostname":"a"})", Error::Parse, "pod_sandbox: missing 'uid'"},
+    {ShimOp::PodSandbox, R"({"uid":"u","hostname":"a_b"})", Error::Parse,
+     "'hostname' must be 1 to 63 lower-case letters"},
 };
 
 static Status decode_as(ShimOp op, const Json::Value &body) {
@@ -688,6 +728,10 @@ static Status decode_as(ShimOp op, const Json::Value &body) {
         }
         case ShimOp::ImagePullCancel: {
             auto r = image_pull_cancel_from_json(body);
+            return r ? Status() : r.failure();
+        }
+        case ShimOp::PodSandbox: {
+            auto r = pod_sandbox_from_json(body);
             return r ? Status() : r.failure();
         }
         case ShimOp::AttachStart: {
@@ -885,6 +929,7 @@ int main() {
     tcase_add_test(tc, pod_run_round_trip);
     tcase_add_test(tc, pod_run_made_as_the_shim_checks);
     tcase_add_test(tc, pod_kill_round_trip);
+    tcase_add_test(tc, pod_sandbox_round_trip);
     tcase_add_test(tc, shutdown_and_list_round_trip);
     tcase_add_test(tc, pods_pause_round_trip);
     tcase_add_test(tc, pod_files_round_trip);
