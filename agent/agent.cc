@@ -253,6 +253,8 @@ Status Agent::start() {
         ctx_.networks = networks_.get();
         LOG_INFO("pod network: %s on bridge %s (%zu pods attached)", cfg_.pod_cidr.c_str(),
                  cfg_.pod_network_bridge.c_str(), networks_->attached().size());
+        routes_ = std::make_unique<PodRoutes>(loop_);
+        routes_->start([this] { list_route_nodes(); });
     }
     std::vector<std::string> bad;
     for (auto &rec : store_.load_all(&bad)) {
@@ -381,6 +383,10 @@ void Agent::stop() {
     admin_server_.reset();
     gc_timer_.stop();
     pods_timer_.stop();
+    routes_stopped_ = true;
+    routes_timer_.stop();
+    if (routes_watch_) ctx_.agent_api().cancel(routes_watch_);
+    routes_watch_ = 0;
     for (auto &[k, vn] : nodes_)
         vn->stop();
     nodes_.clear();
@@ -742,6 +748,74 @@ void Agent::gc() {
     collector_.collect_nodes();
     if (images_) images_->tick(static_cast<int64_t>(time(nullptr)));
     collect_networks();
+}
+
+// The site's virtual Nodes (slurm-k8s/cluster=<cluster_name>): listed, then
+// watched from the list's resourceVersion; relisted after a 410 or a
+// failure, with back-off.
+void Agent::list_route_nodes() {
+    if (routes_stopped_) return;
+    std::string sel = std::string(kLabelPrefix) + "cluster=" + cfg_.cluster_name;
+    ctx_.agent_api().get("/api/v1/nodes?labelSelector=" + url_escape(sel),
+                         [this](Result<Json::Value> r) {
+                             if (routes_stopped_) return;
+                             if (!r) {
+                                 uint64_t ms = routes_backoff_.next_ms(r.failure());
+                                 LOG_WARN("pod routes: node list failed: %s; again in %llu ms",
+                                          r.message().c_str(), static_cast<unsigned long long>(ms));
+                                 routes_timer_.start(ms, [this] { list_route_nodes(); });
+                                 return;
+                             }
+                             route_nodes_.clear();
+                             for (const auto &n : (*r)["items"])
+                                 route_nodes_[n["metadata"]["name"].asString()] = n;
+                             routes_rv_ = (*r)["metadata"]["resourceVersion"].asString();
+                             apply_routes();
+                             watch_route_nodes();
+                         });
+}
+
+void Agent::watch_route_nodes() {
+    if (routes_stopped_) return;
+    std::string sel = std::string(kLabelPrefix) + "cluster=" + cfg_.cluster_name;
+    std::string path =
+        "/api/v1/nodes?labelSelector=" + url_escape(sel) +
+        "&watch=1&allowWatchBookmarks=true&resourceVersion=" + url_escape(routes_rv_);
+    routes_watch_ = ctx_.agent_api().watch(
+        path,
+        [this](const WatchEvent &e) {
+            routes_backoff_.reset();
+            if (e.type == WatchType::Error) {
+                routes_rv_.clear();
+                return;
+            }
+            routes_rv_ = e.resource_version;
+            if (e.type == WatchType::Bookmark) return;
+            std::string name = e.object["metadata"]["name"].asString();
+            if (e.type == WatchType::Deleted)
+                route_nodes_.erase(name);
+            else
+                route_nodes_[name] = e.object;
+            apply_routes();
+        },
+        [this](const Status &st) {
+            routes_watch_ = 0;
+            if (routes_stopped_) return;
+            if (st && !routes_rv_.empty()) return watch_route_nodes();
+            uint64_t ms = st ? 0 : routes_backoff_.next_ms(st.failure());
+            routes_timer_.start(ms, [this] { list_route_nodes(); });
+        });
+}
+
+void Agent::apply_routes() {
+    Json::Value items(Json::arrayValue);
+    for (const auto &[name, n] : route_nodes_)
+        items.append(n);
+    std::vector<std::string> conflicts;
+    auto want = routes_from_nodes(items, cfg_.pod_cidr, cfg_.node_address, &conflicts);
+    for (const auto &c : conflicts)
+        LOG_WARN("pod routes: %s: set pod_cidr to a range of its own on each host", c.c_str());
+    routes_->set(std::move(want));
 }
 
 void Agent::collect_networks() {

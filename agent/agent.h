@@ -17,6 +17,8 @@
 #include "agent/garbage_collector.h"
 #include "agent/images/image_store.h"
 #include "agent/network/pod_network.h"
+#include "agent/network/pod_routes.h"
+#include "common/backoff.h"
 #include "agent/node_endpoints.h"
 #include "agent/socket_server.h"
 #include "agent/stats_provider.h"
@@ -168,6 +170,19 @@ class Agent {
     // crash, or a job gone while the agent was down): at gc_interval, once
     // every node listed its pods.
     void collect_networks();
+    // The routes to the other hosts' pods (agent/network/pod_routes.h), from
+    // a list and watch of the site's virtual Nodes (their podCIDR and
+    // InternalIP), once per host.
+    std::unique_ptr<PodRoutes> routes_;
+    std::map<std::string, Json::Value> route_nodes_;  // by name
+    std::string routes_rv_;
+    uint64_t routes_watch_ = 0;
+    bool routes_stopped_ = false;
+    Timer routes_timer_;
+    Backoff routes_backoff_{500, 30000};
+    void list_route_nodes();
+    void watch_route_nodes();
+    void apply_routes();
     std::vector<uint32_t> admin_uids_;
     Timer gc_timer_;
     Timer pods_timer_;  // pods-by-phase gauge

@@ -134,6 +134,7 @@ NodeSpecInput host_facts(const AgentConfig &cfg) {
     h.cluster = cfg.cluster_name;
     h.node_address = cfg.node_address;
     h.node_hostname = cfg.node_hostname;
+    if (cfg.pod_network == "cni") h.pod_cidr = cfg.pod_cidr;
     h.kubelet_port = static_cast<uint32_t>(cfg.kubelet_port);
     h.site_labels = cfg.labels;
     h.site_taints = cfg.taints;

@@ -186,6 +186,10 @@ Json::Value build_node(const NodeSpecInput &in, int64_t now_s) {
     n["metadata"]["annotations"][kNamespacesAnnotation] =
         namespaces_annotation(effective_namespaces(in.job, in.site_namespaces));
     n["spec"]["taints"] = taints_json(node_taints(in));
+    if (!in.pod_cidr.empty()) {
+        n["spec"]["podCIDR"] = in.pod_cidr;
+        n["spec"]["podCIDRs"].append(in.pod_cidr);
+    }
     n["status"] = status_fields(in);
     n["status"]["conditions"] = node_conditions(true, now_s, now_s);
     return n;

@@ -37,6 +37,9 @@ struct NodeSpecInput {
     std::string cluster;
     std::string node_address;   // InternalIP
     std::string node_hostname;  // Hostname address; "" = none (agent/core/node_address.h)
+    // The host's pod range (agent.conf pod_cidr with pod_network = cni):
+    // spec.podCIDR(s), from which the other hosts route to its pods; "" = none.
+    std::string pod_cidr;
     uint32_t kubelet_port = 10250;
     std::map<std::string, std::string> site_labels;
     std::vector<k8s::Taint> site_taints;

@@ -8,7 +8,9 @@ agent_network_libnetwork_la_SOURCES = \
 	agent/network/cni.cc \
 	agent/network/cni.h \
 	agent/network/pod_network.cc \
-	agent/network/pod_network.h
+	agent/network/pod_network.h \
+	agent/network/pod_routes.cc \
+	agent/network/pod_routes.h
 agent_network_libnetwork_la_CPPFLAGS = $(AM_CPPFLAGS) $(LIBUV_CFLAGS)
 agent_network_libnetwork_la_LIBADD = \
 	agent/core/libagentcore.la \

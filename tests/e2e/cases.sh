@@ -83,6 +83,29 @@ EOF
         'hostname; curl -s --max-time 5 http://127.0.0.1:8000/; cat /proc/net/dev | grep -c eth0' 2>&1)"
   [ "$(echo $got)" = "$want $want 1" ]
   ok $? "pod_network: in $want, hostname and 127.0.0.1:8000 are its own, eth0 its interface ('$(echo $got)')"
+  # Another host: routes to node 1's pod range from its Node's podCIDR and
+  # InternalIP (agent/network/pod_routes.h); a pod there and the host itself
+  # reach the pods by their IPs.
+  local j3
+  j3="$(sk_submit_as_user -o "$SK_JOBS_DIR/e2e-%j.out" -N1 -w $N2 -n1 -c 1 --gres=gpu:1 --k8s-gpus=1 \
+         "$(e2e_script sleeper3 'sleep 600')")" \
+    && sk_wait_state "$j3" RUNNING 30 && e2e_wait 20 "[ \"\$(e2e_ready_nodes $j3)\" = 1 ]"
+  ok $? "pod_network: a second job on $N2 (job $j3)"
+  [ "$(e2e_kubectl get node "$node" -o 'jsonpath={.spec.podCIDR}')" = 10.244.1.0/24 ]
+  ok $? "pod_network: $node's spec.podCIDR is its host's range ($(e2e_kubectl get node "$node" -o 'jsonpath={.spec.podCIDR}'))"
+  RESTART=Never e2e_pod "$j3" client; e2e_pod_running client 30
+  got=""
+  for ip in $ips; do
+    got+="$(timeout 30 kubectl --kubeconfig "$E2E_ADMIN_KUBECONFIG" exec client -- curl -s --max-time 5 "http://$ip:8000/" 2>&1)"$'\n'
+  done
+  [ "$(sort <<<"$got" | sed '/^$/d')" = "$names" ]
+  ok $? "pod_network: a pod on $N2 reaches each pod on $N1 by its IP ($(echo $got))"
+  got="$(e2e_on_host "$(sk_node_addr 2)" curl -s --max-time 5 "http://$ip:8000/")"
+  want="$(e2e_kubectl get pods -l app=pn -o "jsonpath={.items[?(@.status.podIP==\"$ip\")].metadata.name}")"
+  [ "$got" = "$want" ]; ok $? "pod_network: $N2's host reaches $want at $ip ('$got'; route: $(e2e_on_host "$(sk_node_addr 2)" ip route show 10.244.1.0/24))"
+  e2e_kubectl delete pod client --wait=false >/dev/null 2>&1
+  e2e_end_job "$j3"
+  e2e_assert_clean "$j3" "pod_network"
 
   # Another user's job on the same node, its pod on the same port.
   j2="$(TEST_USER="$TEST_USER2" sk_submit_as_user -o "$SK_JOBS_DIR/e2e-%j.out" -N1 -w $N1 -n1 -c 1 \
@@ -110,6 +133,37 @@ EOF
   [ -z "$veths" ] && [ -z "$(ls "$E2E_AGENTS/$N1/net/pods")" ] \
     && ! grep -q "$E2E_AGENTS/$N1/net/pods/" /proc/self/mountinfo
   ok $? "pod_network: no veth on $N1's host, no namespace held, no lease left${veths:+ (veths: $veths)}"
+  e2e_wait 10 "[ -z \"\$(e2e_on_host $(sk_node_addr 2) ip route show proto 241)\" ]"
+  ok $? "pod_network: with the jobs gone, $N2's host has no route to $N1's pods left ($(e2e_on_host "$(sk_node_addr 2)" ip route show proto 241))"
+
+  # A network that cannot be made (agent 3's range holds one pod: a /30 is
+  # its gateway and one address): the second pod waits Pending with the
+  # kubelet's FailedCreatePodSandBox Event, retried, and starts once the
+  # first is gone; nothing half-made is left.
+  e2e_agent_stop 3
+  E2E_POD_CIDR=10.244.3.0/30 e2e_agent_conf 3
+  e2e_agent_start 3; ok $? "pod_network: agent $N3 restarted with the range 10.244.3.0/30"
+  e2e_job 1 -N1 -w $N3 -n1 -c 1 --gres=gpu:1 --k8s-gpus=1 || { ok 1 "pod_network: job on $N3"; return; }
+  j="$E2E_JOB"
+  RESTART=Never e2e_pod "$j" one; e2e_pod_running one 30
+  ok $? "pod_network: pod one Running at $(e2e_pod_field default/one '{.status.podIP}')"
+  RESTART=Never e2e_pod "$j" two
+  sandbox_event() {
+    e2e_kubectl get events -n default --field-selector involvedObject.name=two \
+      -o 'jsonpath={range .items[*]}{.reason}: {.message}{"\n"}{end}' 2>/dev/null | grep '^FailedCreatePodSandBox'
+  }
+  e2e_wait 30 "sandbox_event | grep -q 'no IP addresses available'"
+  got="$(sandbox_event | head -n1)"
+  [ "$(e2e_pod_phase two)" = Pending ] && [ "$(ls "$E2E_AGENTS/$N3/net/pods" | wc -l)" = 1 ]
+  ok $? "pod_network: with the range full, two waits Pending, one network held ('$got')"
+  e2e_kubectl delete pod one --wait=false >/dev/null
+  e2e_pod_running two 60
+  ok $? "pod_network: once one is gone, two starts at $(e2e_pod_field default/two '{.status.podIP}')"
+  e2e_end_job "$j"
+  e2e_assert_clean "$j" "pod_network"
+  e2e_agent_stop 3
+  e2e_agent_conf 3
+  e2e_agent_start 3; ok $? "pod_network: agent $N3 restarted with its usual range"
 }
 
 # A pod allocating 256 MiB over its 64Mi memory limit, on JOB's node.
@@ -2196,7 +2250,7 @@ case_slurmd_restart() {
 
 case_agent_kill() {
   e2e_job 1 -N1 -w $N1 --gres=gpu:4 --k8s-gpus=2 || { ok 1 "agent_kill: job"; return; }
-  local j="$E2E_JOB" pid node
+  local j="$E2E_JOB" pid node ip nets
   node="$(e2e_node_names "$j")"
   # k1 holds a memory volume: the agent's tmpfs outlives the agent, is
   # neither mounted again nor lost, and goes with the job.
@@ -2204,6 +2258,7 @@ case_agent_kill() {
   volumes: [{name: shm, emptyDir: {medium: Memory, sizeLimit: 8Mi}}]' e2e_pod "$j" k1
   e2e_pod_running k1 30; ok $? "agent_kill: pod Running"
   pid="$(e2e_pod_pids "$j" k1)"
+  ip="$(e2e_pod_field default/k1 '{.status.podIP}')"
   e2e_agent_stop 1 KILL
   sleep 2
   [ "$(e2e_pod_pids "$j" k1)" = "$pid" ]; ok $? "agent killed -9: the pod process ($pid) keeps running"
@@ -2218,6 +2273,13 @@ case_agent_kill() {
   ok $? "after the restart: k1's memory volume is mounted once ($(grep " slurm-k8s:job_${j}_" /proc/self/mountinfo | awk '{print $5}' | paste -sd' '))"
   e2e_pod "$j" k2
   e2e_pod_running k2 30; ok $? "a new pod starts after the agent restart"
+  # Its own network (SK_NETNS=1): re-adopted, not made twice; k1 keeps its address.
+  if [ "$SK_NETNS" = 1 ] && [ "${E2E_POD_NETWORK:-cni}" = cni ]; then
+    nets="$(ls "$E2E_AGENTS/$N1/net/pods" | wc -l)"
+    [ "$(e2e_pod_field default/k1 '{.status.podIP}')" = "$ip" ] && [ -n "$ip" ] && [ "$nets" = 2 ] \
+      && [ "$(e2e_pod_field default/k2 '{.status.podIP}')" != "$ip" ]
+    ok $? "after the restart: k1 keeps its address $ip, k2 has its own, two networks held ($nets)"
+  fi
   [ "$(e2e_ready_nodes "$j")" = 1 ]; ok $? "node $node Ready after the agent restart"
   e2e_end_job "$j"
   e2e_assert_clean "$j" "agent_kill"
@@ -2241,6 +2303,11 @@ case_shim_kill() {
   ok $? "shim_kill: pod reported Failed or restarted (phase $(e2e_pod_phase m1), reason $(e2e_pod_field default/m1 '{.status.reason}'): $(e2e_pod_field default/m1 '{.status.message}'))"
   e2e_wait 5 "[ -z \"\$(e2e_pod_pids $j m1)\" ]"
   ok $? "shim_kill: the pod's process is stopped, not left orphaned ($(e2e_pod_pids "$j" m1))"
+  if [ "$SK_NETNS" = 1 ] && [ "${E2E_POD_NETWORK:-cni}" = cni ]; then
+    local m1uid; m1uid="$(e2e_pod_field default/m1 '{.metadata.uid}')"
+    e2e_wait 10 "[ -n '$m1uid' ] && [ ! -e '$E2E_AGENTS/$N2/net/pods/$m1uid' ]"
+    ok $? "shim_kill: the failed pod's network is let go ($E2E_AGENTS/$N2/net/pods/$m1uid)"
+  fi
   node_events() {
     e2e_kubectl get events -n default --field-selector involvedObject.kind=Node,involvedObject.name="$node" \
       -o jsonpath='{range .items[*]}{.reason} {.type}: {.message}{"\n"}{end}' 2>&1

@@ -334,7 +334,7 @@ EOF
     # machine's own): node N's pods in 10.244.N.0/24.
     [ "$SK_NETNS" != 1 ] || [ "${E2E_POD_NETWORK:-cni}" != cni ] || cat <<EOF
 pod_network = cni
-pod_cidr = 10.244.$n.0/24
+pod_cidr = ${E2E_POD_CIDR:-10.244.$n.0/24}
 pod_network_dir = $a/net
 EOF
     # Agent 1 also collects what agents that died with their node left (e2e node_fail).

@@ -10,6 +10,7 @@
 
 #include "agent/network/cni.h"
 #include "agent/network/pod_network.h"
+#include "agent/network/pod_routes.h"
 #include "common/daemons/json.h"
 #include "tests/unit/check_json.h"
 
@@ -139,6 +140,55 @@ START_TEST(sandbox_checks) {
 }
 END_TEST
 
+START_TEST(routes_between_hosts) {
+    auto nodes = J(R"([
+      {"metadata":{"name":"slurm-n1-7"},"spec":{"podCIDR":"10.244.1.0/24"},
+       "status":{"addresses":[{"type":"InternalIP","address":"10.0.0.11"}]}},
+      {"metadata":{"name":"slurm-n1-8"},"spec":{"podCIDR":"10.244.1.0/24"},
+       "status":{"addresses":[{"type":"Hostname","address":"n1"},{"type":"InternalIP","address":"10.0.0.11"}]}},
+      {"metadata":{"name":"slurm-n2-7"},"spec":{"podCIDR":"10.244.2.0/24"},
+       "status":{"addresses":[{"type":"InternalIP","address":"10.0.0.12"}]}},
+      {"metadata":{"name":"slurm-n3-9"},"spec":{},
+       "status":{"addresses":[{"type":"InternalIP","address":"10.0.0.13"}]}},
+      {"metadata":{"name":"slurm-n4-9"},"spec":{"podCIDR":"10.244.4.0/24"},"status":{}},
+      {"metadata":{"name":"slurm-n5-9"},"spec":{"podCIDR":"not a range"},
+       "status":{"addresses":[{"type":"InternalIP","address":"10.0.0.15"}]}},
+      {"metadata":{"name":"slurm-a-9"},"spec":{"podCIDR":"10.244.2.0/24"},
+       "status":{"addresses":[{"type":"InternalIP","address":"10.0.0.99"}]}}])");
+    std::vector<std::string> conflicts;
+    // On host n2: n1's range via n1; its own left out; no range, no address,
+    // a bad range: none; a second claim of n2's own range: not routed.
+    auto r = routes_from_nodes(nodes, "10.244.2.0/24", "10.0.0.12", &conflicts);
+    ck_assert_uint_eq(r.size(), 1);
+    ck_assert_sstr_eq(r["10.244.1.0/24"], "10.0.0.11");
+    ck_assert(conflicts.empty());
+    // On host n3: two claims of 10.244.2.0/24: the first by name, logged.
+    r = routes_from_nodes(nodes, "10.244.3.0/24", "10.0.0.13", &conflicts);
+    ck_assert_uint_eq(r.size(), 2);
+    ck_assert_sstr_eq(r["10.244.2.0/24"], "10.0.0.99");
+    ck_assert_uint_eq(conflicts.size(), 1);
+    ck_assert(conflicts[0].find("10.244.2.0/24 is claimed by") != std::string::npos);
+    // The commands from what is there to what is wanted.
+    auto cmds = route_commands({{"10.244.1.0/24", "10.0.0.11"},
+                                {"10.244.9.0/24", "10.0.0.19"},
+                                {"10.244.2.0/24", "10.0.0.12"}},
+                               {{"10.244.1.0/24", "10.0.0.11"},
+                                {"10.244.2.0/24", "10.0.0.22"},
+                                {"10.244.5.0/24", "10.0.0.15"}});
+    ck_assert_uint_eq(cmds.size(), 3);
+    auto line = [](const std::vector<std::string> &v) {
+        std::string s;
+        for (const auto &w : v)
+            s += (s.empty() ? "" : " ") + w;
+        return s;
+    };
+    ck_assert_sstr_eq(line(cmds[0]), "ip route del 10.244.9.0/24 proto 241");
+    ck_assert_sstr_eq(line(cmds[1]), "ip route replace 10.244.2.0/24 via 10.0.0.22 proto 241");
+    ck_assert_sstr_eq(line(cmds[2]), "ip route replace 10.244.5.0/24 via 10.0.0.15 proto 241");
+    ck_assert(route_commands({{"a", "b"}}, {{"a", "b"}}).empty());
+}
+END_TEST
+
 int main() {
     Suite *s = suite_create("cni");
     TCase *tc = tcase_create("cni");
@@ -146,6 +196,7 @@ int main() {
     tcase_add_test(tc, chain_configuration);
     tcase_add_test(tc, plugin_results);
     tcase_add_test(tc, sandbox_checks);
+    tcase_add_test(tc, routes_between_hosts);
     suite_add_tcase(s, tc);
     return sk_run_suite(s);
 }

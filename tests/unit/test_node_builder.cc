@@ -99,6 +99,13 @@ START_TEST(node_has_kubelet_shape) {
     Json::Value ds = build_node(disk, 1)["status"];
     ck_assert_sstr_eq(ds["capacity"]["ephemeral-storage"].asString(), "52428800Ki");
     ck_assert_sstr_eq(ds["allocatable"]["ephemeral-storage"].asString(), "52428800Ki");
+    // spec.podCIDR(s): the host's pod range with pod_network = cni, else none.
+    ck_assert(!build_node(disk, 1)["spec"].isMember("podCIDR"));
+    NodeSpecInput ranged = sample_input();
+    ranged.pod_cidr = "10.244.3.0/24";
+    Json::Value rs = build_node(ranged, 1)["spec"];
+    ck_assert_sstr_eq(rs["podCIDR"].asString(), "10.244.3.0/24");
+    ck_assert(rs["podCIDRs"].size() == 1 && rs["podCIDRs"][0].asString() == "10.244.3.0/24");
     ck_assert_int_eq(s["daemonEndpoints"]["kubeletEndpoint"]["Port"].asInt(), 10250);
     ck_assert_sstr_eq(s["addresses"][0]["type"].asString(), "InternalIP");
     ck_assert_sstr_eq(s["addresses"][0]["address"].asString(), "192.0.2.2");
