@@ -246,6 +246,7 @@ Status Agent::start() {
         ns.cni.bridge = cfg_.pod_network_bridge;
         ns.cni.subnet = cfg_.pod_cidr;
         ns.cni.masquerade = cfg_.pod_network_masquerade;
+        ns.cni.mtu = static_cast<unsigned>(cfg_.pod_network_mtu);
         ns.cni.ipam_dir = cfg_.pod_network_dir + "/ipam";
         ns.dir = cfg_.pod_network_dir + "/pods";
         networks_ = std::make_unique<CniPodNetworks>(loop_, std::move(ns));

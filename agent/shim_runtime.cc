@@ -255,12 +255,11 @@ void ShimRuntime::update_files(const proto::PodFilesUpdate &m, Done done) {
          [done](const Result<Json::Value> &r) { done(r ? Status() : r.failure()); });
 }
 
-void ShimRuntime::sandbox(const proto::PodSandbox &m, std::function<void(Result<int>)> done) {
+void ShimRuntime::sandbox(const proto::PodSandbox &m,
+                          std::function<void(Result<proto::PodSandboxReply>)> done) {
     call(proto::ShimOp::PodSandbox, proto::to_json(m), [done](const Result<Json::Value> &r) {
         if (!r) return done(r.failure());
-        auto reply = proto::pod_sandbox_reply_from_json(*r);
-        if (!reply) return done(reply.failure());
-        done(reply->pid);
+        done(proto::pod_sandbox_reply_from_json(*r));
     });
 }
 

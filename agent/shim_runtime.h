@@ -30,7 +30,8 @@ class ShimRuntime : public PodRuntime {
     void stats(std::function<void(Result<proto::PodStatsReply>)> done) override;
     void pause(bool pause, const std::string &message, Done done) override;
     void update_files(const proto::PodFilesUpdate &m, Done done) override;
-    void sandbox(const proto::PodSandbox &m, std::function<void(Result<int>)> done) override;
+    void sandbox(const proto::PodSandbox &m,
+                 std::function<void(Result<proto::PodSandboxReply>)> done) override;
 
     bool connected() const { return conn_ && !conn_->closed(); }
     void detach();

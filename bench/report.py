@@ -220,6 +220,25 @@ def rows(b):
                     % (cg["end_us"]["p50"] / 1000, cg["end_us"]["p99"] / 1000,
                        cg["baseline_us"]["p50"] / 1000, cg["baseline_us"]["p99"] / 1000),
                     "(no target)", "-", "-"))
+    pn = b.get("pod_network")
+    if pn:
+        d = pn["mtu_1500"]
+        pct_ms = lambda x: "p50 %.1f ms, p99 %.1f ms" % (x["p50"] / 1000, x["p99"] / 1000)  # noqa: E731
+        out.append(("a pod's own network at its start (the shim's sandbox + the agent's checks, "
+                    "held namespaces, bridge + host-local ADD; bench/pod_network_cost, n=%d)"
+                    % d["n"], pct_ms(d["start_us"]), "<= 20 ms p50",
+                    "a pod on the node's network: 0 ms (of it the sandbox: %s)"
+                    % pct_ms(d["sandbox_us"]), "ok" if d["start_us"]["p50"] <= 20000 else "MISSED"))
+        out.append(("... and at its end (DEL, the namespaces let go)", pct_ms(d["end_us"]),
+                    "(no target)", "-", "-"))
+        for key, label in (("mtu_1500", "MTU 1500"), ("mtu_65520", "pod_network_mtu = 65520")):
+            if key not in pn:
+                continue
+            p = pn[key]["push_mib_s"]
+            out.append(("weight push host -> pod, 2 GiB over one TCP connection (%s)" % label,
+                        "%d MiB/s = %.0f %% of the host network's" % (p["pod"], 100.0 * p["pod"] / p["host"]),
+                        ">= 90 %", "host network (loopback): %d MiB/s" % p["host"],
+                        "ok" if p["pod"] >= 0.9 * p["host"] else "MISSED"))
     v2 = b.get("cgroup_v2")
     if v2:
         for side, label in (("v1", "this host, cgroup v1"), ("v2", "QEMU guest (TCG), cgroup v2")):

@@ -14,6 +14,7 @@
 #   BENCH_MOUNTS_N=200                                  bench_mounts.py
 #   BENCH_IMAGES_N=20                                   bench_images.py (root, podman)
 #   BENCH_STORE_ROUNDS=3                                bench_image_store.py (root, podman, fuse-overlayfs, 8 GB free)
+#   BENCH_NET_N=100 BENCH_NET_ROUNDS=3                  bench_pod_network.py (root, containernetworking-plugins)
 #   BENCH_CGROUP_N=200 BENCH_CGROUP_ROUNDS=3            bench_cgroups.py (root, cgroup v1 or v2)
 #   (BENCH_CGROUP_N=100, BENCH_SLURM_JOBS=6 defaults)  bench_cgroup_v2.py (root: v1 here, v2 in tests/vm)
 #   BENCH_ONLY="lifecycle steady"   run only these;  BENCH_QUICK=1  small sizes (a smoke run)
@@ -39,7 +40,7 @@ if [ "${BENCH_QUICK:-0}" = 1 ]; then
   : "${BENCH_SCALE_N:=10 100}" "${BENCH_SLURM_JOBS:=6}" "${BENCH_STORE_ROUNDS:=1}"
   export BENCH_REPS BENCH_STEADY_S BENCH_RES_IDLE_S BENCH_SCALE_N BENCH_SLURM_JOBS BENCH_STORE_ROUNDS
 fi
-ALL="lifecycle mounts images image_store steady resources scale streams cgroups slurm_start online_rl cgroup_v2"
+ALL="lifecycle mounts images image_store pod_network steady resources scale streams cgroups slurm_start online_rl cgroup_v2"
 if [ -n "${BENCH_KUBECONFIG:-}" ]; then
   # the benchmarks that can measure another API server; the others need the double or Slurm
   ALL="lifecycle scale steady"

@@ -127,28 +127,7 @@ std::string drop_capabilities() {
 
 // The pod's own network and UTS namespaces, with the user namespace that
 // owns them (the job's user's: k8s-shim/sandbox.h).
-std::string write_ids(const std::string &uid_map, const std::string &gid_map) {
-    for (const auto &[file, text] :
-         {std::pair<const char *, std::string>{"/proc/self/setgroups", "deny\n"},
-          {"/proc/self/uid_map", uid_map},
-          {"/proc/self/gid_map", gid_map}}) {
-        int fd = open(file, O_WRONLY | O_CLOEXEC);
-        bool ok =
-            fd >= 0 && write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-        std::string why = ok ? "" : std::string(file) + ": " + strerror(errno);
-        if (fd >= 0) close(fd);
-        if (!ok) return why;
-    }
-    return "";
-}
-
-// remap: unless the process joins a container's mounts afterwards (whose
-// user namespace, below this one, maps the job's ids already), one of its
-// own maps the job's ids back to themselves where this one does not
-// (podman's, where the job's user is root).
-std::string join_pod_network(const std::string &net_path, const std::string &uts_path, bool remap) {
-    const uid_t uid = geteuid();
-    const gid_t gid = getegid();
+std::string join_pod_network(const std::string &net_path, const std::string &uts_path) {
     int net = open(net_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     int uts = open(uts_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     int user = net >= 0 ? ioctl(net, NS_GET_USERNS) : -1;
@@ -166,18 +145,6 @@ std::string join_pod_network(const std::string &net_path, const std::string &uts
         err = std::string("joining the pod's UTS namespace: ") + strerror(errno);
     for (int fd : {net, uts, user})
         if (fd >= 0) close(fd);
-    // In podman's user namespace the job's user is root: a user namespace
-    // of the process's own maps it back to itself (the network stays).
-    if (err.empty() && remap && (geteuid() != uid || getegid() != gid)) {
-        const std::string inner_uid =
-            std::to_string(uid) + " " + std::to_string(geteuid()) + " 1\n";
-        const std::string inner_gid =
-            std::to_string(gid) + " " + std::to_string(getegid()) + " 1\n";
-        if (unshare(CLONE_NEWUSER) != 0)
-            err = std::string("a user namespace of the container's own: ") + strerror(errno);
-        else
-            err = write_ids(inner_uid, inner_gid);
-    }
     return err;
 }
 
@@ -238,8 +205,7 @@ int exec_confined_main(int argc, char **argv) {
     }
     char **prog = argv + i + 1;
     std::string err;
-    if (!net_ns.empty())
-        err = join_pod_network(net_ns, uts_ns.empty() ? net_ns : uts_ns, join <= 0);
+    if (!net_ns.empty()) err = join_pod_network(net_ns, uts_ns.empty() ? net_ns : uts_ns);
     if (err.empty() && (!binds.empty() || !hidden.empty()))
         err = scratch.empty() ? "no scratch directory for the mounts"
                               : enter_own_mounts(binds, hidden, scratch);

@@ -721,13 +721,6 @@ void set_pod_network(PodPlan *plan, const std::string &net_ns, const std::string
         for (auto &c : *list) {
             c.net_ns = net_ns;
             c.uts_ns = uts_ns;
-            // The pod's UTS namespace holds its hostname (the pod's, as on a
-            // kubelet): podman may not set one in a namespace it joins.
-            if (!net_ns.empty() && c.image_run) {
-                auto &o = c.image_run->run_options;
-                auto h = std::find(o.begin(), o.end(), "--hostname");
-                if (h != o.end() && h + 1 != o.end()) o.erase(h, h + 2);
-            }
         }
 }
 

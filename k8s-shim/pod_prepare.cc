@@ -64,6 +64,16 @@ Result<PreparedPod> prepare_pod(const proto::PodRun &run, const PodSetup &setup,
         return plan.failure();
     }
     set_pull_auth(&*plan, run.pull_auth, setup.plan.pod_dir);
+    if (!run.net_ns.empty())
+        for (const auto *list : {&plan->init_containers, &plan->containers})
+            for (const auto &c : *list)
+                if (c.image_run) {
+                    *reason = "PodRefused";
+                    return fail(Error::Refused,
+                                "container " + c.name +
+                                    " runs through podman, which cannot join the pod's own "
+                                    "network (the node keeps such pods on its network)");
+                }
     set_pod_network(&*plan, run.net_ns, run.uts_ns);
     auto idx = gpus.take(plan->gpus_needed());
     if (!idx) {

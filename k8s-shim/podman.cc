@@ -82,20 +82,9 @@ Status private_dir(const std::string &p) {
 }  // namespace
 
 Status make_podman_dirs(const std::string &dir, const std::string &run_dir) {
-    for (const char *sub :
-         {"", "/home", "/xdg", "/tmp", "/home/.config", "/home/.config/containers"})
+    for (const char *sub : {"", "/home", "/xdg", "/tmp", "/home/.config"})
         if (auto st = private_dir(dir + sub); !st) return st;
     if (auto st = private_dir(run_dir.substr(0, run_dir.rfind('/'))); !st) return st;
-    // The job's podman settings over the node's (XDG_CONFIG_HOME,
-    // podman_environment): no default sysctls, which podman writes in a
-    // container's own network namespace, and a pod's (k8s-shim/sandbox.h)
-    // belongs to podman's user namespace, not the container's, which may
-    // not write them there (the kubelet's runtimes set none either).
-    if (auto st =
-            write_file_atomic(dir + "/home/.config/containers/containers.conf",
-                              "[containers]\ndefault_sysctls = []\n", 0600, Durability::Cached);
-        !st)
-        return st;
     return private_dir(run_dir);
 }
 
@@ -154,17 +143,7 @@ std::vector<std::string> podman_run_argv(const ContainerPlan &c, const std::stri
     // --replace: an instance killed at its grace's end left its container
     // behind; --pull=never: the shim pulled (or refused) already.
     v.insert(v.end(), {"run", "--name", r.name, "--replace", "--rm", "--pull=never",
-                       "--userns=keep-id", "--log-driver=none"});
-    // The pod's own network (its namespaces made under podman's user
-    // namespace: k8s-shim/sandbox.h), else the node's.
-    // The container's user namespace may not mount a sysfs for a network
-    // namespace it does not own: the node's, read-only, as with the node's
-    // network.
-    if (c.net_ns.empty())
-        v.emplace_back("--network=host");
-    else
-        v.insert(v.end(),
-                 {"--network=ns:" + c.net_ns, "--uts=ns:" + c.uts_ns, "--volume", "/sys:/sys:ro"});
+                       "--userns=keep-id", "--network=host", "--log-driver=none"});
     v.insert(v.end(), r.run_options.begin(), r.run_options.end());
     for (const auto &e : c.env)
         v.insert(v.end(), {"--env", podman_env_by_value(e.name) ? e.name + "=" + e.value : e.name});

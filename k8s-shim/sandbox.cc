@@ -42,13 +42,8 @@ int failed(const char *what) {
 
 int pod_sandbox_main(int argc, char **argv) {
     int i = 2;
-    long userns_of = 0;
-    if (i + 1 < argc && strcmp(argv[i], kUsernsOfFlag) == 0) {
-        userns_of = strtol(argv[i + 1], nullptr, 10);
-        i += 2;
-    }
-    if (i + 1 != argc || userns_of < 0) {
-        fprintf(stderr, "usage: slurm-k8s-shim %s [%s PID] HOSTNAME\n", kPodSandbox, kUsernsOfFlag);
+    if (i + 1 != argc) {
+        fprintf(stderr, "usage: slurm-k8s-shim %s HOSTNAME\n", kPodSandbox);
         return 2;
     }
     const char *hostname = argv[i];
@@ -58,30 +53,15 @@ int pod_sandbox_main(int argc, char **argv) {
     if (getppid() == 1) return 1;
     const uid_t uid = geteuid();
     const gid_t gid = getegid();
-    if (userns_of > 0) {
-        // In podman's user namespace (where the job's user is root): the
-        // network and UTS namespaces are owned by it, so that podman's
-        // runtime, which runs there, may join them (a sibling namespace of
-        // its containers' would not let it).
-        std::string path = "/proc/" + std::to_string(userns_of) + "/ns/user";
-        int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd < 0 || setns(fd, CLONE_NEWUSER) != 0)
-            return failed("joining podman's user namespace");
-        close(fd);
-        if (unshare(CLONE_NEWNET | CLONE_NEWUTS) != 0) return failed("unshare");
-    } else {
-        if (unshare(CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWUTS) != 0)
-            return failed(
-                "a pod's own network needs user namespaces for the job's user "
-                "(docs/admin-guide.md, \"User namespaces\"); unshare");
-        if (!write_proc("/proc/self/setgroups", "deny\n")) return failed("setgroups");
-        if (!write_proc("/proc/self/uid_map",
-                        std::to_string(uid) + " " + std::to_string(uid) + " 1\n"))
-            return failed("uid_map");
-        if (!write_proc("/proc/self/gid_map",
-                        std::to_string(gid) + " " + std::to_string(gid) + " 1\n"))
-            return failed("gid_map");
-    }
+    if (unshare(CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWUTS) != 0)
+        return failed(
+            "a pod's own network needs user namespaces for the job's user (docs/admin-guide.md, "
+            "\"User namespaces\"); unshare");
+    if (!write_proc("/proc/self/setgroups", "deny\n")) return failed("setgroups");
+    if (!write_proc("/proc/self/uid_map", std::to_string(uid) + " " + std::to_string(uid) + " 1\n"))
+        return failed("uid_map");
+    if (!write_proc("/proc/self/gid_map", std::to_string(gid) + " " + std::to_string(gid) + " 1\n"))
+        return failed("gid_map");
     if (sethostname(hostname, strlen(hostname)) != 0) return failed("sethostname");
     int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     struct ifreq ifr {};
@@ -133,8 +113,7 @@ Sandboxes::~Sandboxes() {
         stop(h);
 }
 
-void Sandboxes::make(const std::string &uid, const std::string &hostname, int userns_of,
-                     Done done) {
+void Sandboxes::make(const std::string &uid, const std::string &hostname, Done done) {
     release(uid);
     auto h = std::make_shared<Held>();
     h->done = std::move(done);
@@ -143,9 +122,7 @@ void Sandboxes::make(const std::string &uid, const std::string &hostname, int us
     h->err = Pipe(loop_);
     h->hold = Timer(loop_);
     SpawnOptions o;
-    o.args = {helper_, kPodSandbox};
-    if (userns_of > 0) o.args.insert(o.args.end(), {kUsernsOfFlag, std::to_string(userns_of)});
-    o.args.push_back(hostname);
+    o.args = {helper_, kPodSandbox, hostname};
     o.in = &h->in;
     o.out = &h->out;
     o.err = &h->err;

@@ -1,12 +1,11 @@
 // The namespaces of a pod's own network (docs/kubernetes-guide.md,
 // "Network"), made as the job's user. The agent asks for them (pod_sandbox,
 // common/daemons/shim_protocol.h) before it plans the pod: the shim starts
-//   slurm-k8s-shim --pod-sandbox [--userns-of PID] HOSTNAME
+//   slurm-k8s-shim --pod-sandbox HOSTNAME
 // which enters a new user namespace (the job's uid and gid mapped to
-// themselves; inside podman's own user namespace first, that of process PID,
-// when the job runs images, so that podman may join the network), a new
-// network namespace owned by it (its loopback up) and a new UTS namespace
-// (HOSTNAME), writes "ready\n" on stdout and waits for EOF on stdin. The
+// themselves), a new network namespace owned by it (its loopback up) and a
+// new UTS namespace (HOSTNAME), writes "ready\n" on stdout and waits for
+// EOF on stdin. The
 // agent meanwhile takes hold of the namespaces (agent/network/pod_network.h)
 // and plugs the network in (CNI, as root); the pod's processes join them
 // through the agent's paths (k8s-shim/confine.h --netns), which the job's
@@ -25,7 +24,6 @@
 namespace sk::shim {
 
 constexpr const char kPodSandbox[] = "--pod-sandbox";
-constexpr const char kUsernsOfFlag[] = "--userns-of";
 
 // argv[1] is kPodSandbox. Returns the exit code: 0 after EOF on stdin, 1
 // when a namespace could not be made (why on stderr).
@@ -41,9 +39,8 @@ class Sandboxes {
     Sandboxes(const Sandboxes &) = delete;
     Sandboxes &operator=(const Sandboxes &) = delete;
     // Starts one for pod `uid` (one already held for it is let go first);
-    // done(pid, "") once it is ready, done(0, why) when it failed. userns_of:
-    // 0, or the pid whose user namespace it enters first.
-    void make(const std::string &uid, const std::string &hostname, int userns_of, Done done);
+    // done(pid, "") once it is ready, done(0, why) when it failed.
+    void make(const std::string &uid, const std::string &hostname, Done done);
     void release(const std::string &uid);
     size_t size() const { return held_.size(); }
 

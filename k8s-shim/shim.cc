@@ -227,22 +227,8 @@ void Shim::on_attached(const proto::Reply &r) {
     warm_podman();
 }
 
-int Shim::podman_pause_pid() const {
-    if (!templates_.uses_podman()) return 0;
-    // Rootless podman keeps its pause process's pid in its tmpdir (podman 4;
-    // 3 in XDG_RUNTIME_DIR's libpod/tmp): podman_command, podman_environment.
-    const std::string dir = podman_dir(state_dir_);
-    for (const std::string &f : {dir + "/tmp/pause.pid", dir + "/xdg/libpod/tmp/pause.pid"}) {
-        auto text = read_file(f, 32);
-        if (!text) continue;
-        long pid = strtol(text->c_str(), nullptr, 10);
-        if (pid > 1 && kill(static_cast<pid_t>(pid), 0) == 0) return static_cast<int>(pid);
-    }
-    return 0;
-}
-
 void Shim::warm_podman() {
-    if (!templates_.uses_podman()) return;
+    if (store_options_.empty() || !templates_.uses_podman()) return;
     const std::string dir = podman_dir(state_dir_);
     const std::string run = podman_run_dir(getuid(), opt_.job_id, opt_.slurm_node);
     if (auto st = make_podman_dirs(dir, run); !st) {
@@ -255,25 +241,16 @@ void Shim::warm_podman() {
     for (const auto &[name, value] : podman_environment(dir, PlanContext().base_path))
         spec.env.push_back({name, value});
     spec.cwd = state_dir_;
-    warming_ = true;
     int rc = spawn_process(
         loop_, warmup_, spec,
         [this](int64_t status, int sig) {
             warmup_.close();
-            warming_ = false;
-            auto after = std::move(after_warm_);
-            after_warm_.clear();
-            for (auto &f : after)
-                f();
             if (status == 0 && sig == 0) podman_warm_ = true;
             LOG_VERBOSE("[node %s] podman's storage made (status %lld)", node_name_.c_str(),
                         static_cast<long long>(sig ? 128 + sig : status));
         },
         nullptr, nullptr);
-    if (rc != 0) {
-        warming_ = false;
-        LOG_WARN("[node %s] cannot start podman: %s", node_name_.c_str(), uv_strerror(rc));
-    }
+    if (rc != 0) LOG_WARN("[node %s] cannot start podman: %s", node_name_.c_str(), uv_strerror(rc));
 }
 
 bool Shim::send_line(const std::string &line) {
@@ -553,31 +530,33 @@ proto::Reply Shim::pod_sandbox(const proto::Request &req, bool *deferred) {
     if (!m) return proto::error_reply(req.id, m.failure());
     if (shutting_down_)
         return proto::error_reply(req.id, fail(Error::Unavailable, "the shim is shutting down"));
+    // A pod with an image container of the podman runtime stays on the
+    // node's network: podman's exec (exec probes, hooks, kubectl exec) runs
+    // runc exec, which joins the container's own user namespace first and
+    // may then not join a network namespace that namespace does not own.
+    for (const auto &image : m->images)
+        if (const RuntimeTemplate *t = templates_.match(image); t && t->podman) {
+            proto::Reply r;
+            r.id = req.id;
+            r.body = proto::to_json(proto::PodSandboxReply{
+                0, "its image " + image +
+                       " runs through podman, whose exec cannot join a pod's own network yet"});
+            return r;
+        }
     if (!sandboxes_) sandboxes_ = std::make_unique<Sandboxes>(loop_, opt_.supervisor);
     const uint64_t id = req.id;
     *deferred = true;
-    // Under podman's user namespace once its pause process runs (the
-    // warm-up at the attach starts it).
-    if (warming_) {
-        after_warm_.push_back([this, req] {
-            bool later = false;
-            (void)pod_sandbox(req, &later);
-        });
-        return {};
-    }
-    sandboxes_->make(m->uid, m->hostname, podman_pause_pid(),
-                     [this, id](int pid, const std::string &why) {
-                         if (pid <= 0) {
-                             LOG_WARN("[node %s] a pod's network namespace: %s", node_name_.c_str(),
-                                      why.c_str());
-                             return send_reply(proto::error_reply(
-                                 id, fail(Error::Refused, "the pod's network namespace: " + why)));
-                         }
-                         proto::Reply r;
-                         r.id = id;
-                         r.body = proto::to_json(proto::PodSandboxReply{pid});
-                         send_reply(r);
-                     });
+    sandboxes_->make(m->uid, m->hostname, [this, id](int pid, const std::string &why) {
+        if (pid <= 0) {
+            LOG_WARN("[node %s] a pod's network namespace: %s", node_name_.c_str(), why.c_str());
+            return send_reply(proto::error_reply(
+                id, fail(Error::Refused, "the pod's network namespace: " + why)));
+        }
+        proto::Reply r;
+        r.id = id;
+        r.body = proto::to_json(proto::PodSandboxReply{pid, ""});
+        send_reply(r);
+    });
     return {};
 }
 

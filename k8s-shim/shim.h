@@ -103,9 +103,6 @@ class Shim : private SessionTable::Host {
     proto::Reply pod_stats(const proto::Request &req);
     proto::Reply pods_pause(const proto::Request &req);
     proto::Reply pod_sandbox(const proto::Request &req, bool *deferred);
-    // The pid of the job's podman pause process (its user namespace, which a
-    // pod's own network must be under for podman to join it), 0 = none.
-    int podman_pause_pid() const;
     proto::Reply pod_files(const proto::Request &req);
     void measure_disk(const std::string &uid, ShimPod *p, proto::PodStatsEntry *e, size_t *budget);
     // Ends the exec sessions of pod uid (all of them, or those into a
@@ -161,10 +158,6 @@ class Shim : private SessionTable::Host {
     // attach when the node has an image store (warm_podman).
     bool podman_warm_ = false;
     Process warmup_;
-    // The warm-up runs; what waits for it (pod_sandbox: podman's pause
-    // process, whose user namespace a pod's network must belong to).
-    bool warming_ = false;
-    std::vector<std::function<void()>> after_warm_;
     // A job with a node image store runs images: its podman storage made and
     // its pause process started at the attach, by the shim, so that the first
     // pod of an image the store holds starts as fast as a later one.

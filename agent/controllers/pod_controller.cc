@@ -525,38 +525,50 @@ void PodController::attach_network(const std::string &uid, std::function<void()>
         return then();
     }
     p.network_released = false;
-    proto::PodSandbox m{uid, pod_hostname(p.api)};
-    runtime_->sandbox(m, guard([this, uid, then](Result<int> pid) {
-                          auto it = pods_.find(uid);
-                          if (it == pods_.end() || it->second.state != PodState::Resolving) return;
-                          if (!pid) {
-                              it->second.state = PodState::Pending;
-                              return start_failed(uid, pid.failure(), StartStage::Sandbox);
-                          }
-                          PodNetworkRequest r;
-                          r.pod_uid = uid;
-                          r.pod_name = pod_ref(it->second.api);
-                          r.sandbox_pid = *pid;
-                          r.uid = rec_.job.uid;
-                          r.job_tag = job_tag_for(rec_.job.job_id, rec_.job.slurm_node);
-                          r.host_ports = host_ports(it->second.api);
-                          ctx_.networks->attach(r, guard([this, uid, then](Result<PodAddress> a) {
-                                                    auto it2 = pods_.find(uid);
-                                                    if (it2 == pods_.end()) {  // gone meanwhile
-                                                        ctx_.networks->detach(uid, {});
-                                                        return;
-                                                    }
-                                                    if (it2->second.state != PodState::Resolving)
-                                                        return;
-                                                    if (!a) {
-                                                        it2->second.state = PodState::Pending;
-                                                        return start_failed(uid, a.failure(),
-                                                                            StartStage::Sandbox);
-                                                    }
-                                                    it2->second.pod_ip = a->ip;
-                                                    then();
-                                                }));
-                      }));
+    proto::PodSandbox m{uid, pod_hostname(p.api), {}};
+    for (const char *list : {"initContainers", "containers"})
+        for (const auto &c : api::items(api::field(p.api["spec"], list)))
+            if (c["image"].isString()) m.images.push_back(c["image"].asString());
+    runtime_->sandbox(
+        m, guard([this, uid, then](Result<proto::PodSandboxReply> reply) {
+            auto it = pods_.find(uid);
+            if (it == pods_.end() || it->second.state != PodState::Resolving) return;
+            if (!reply) {
+                it->second.state = PodState::Pending;
+                return start_failed(uid, reply.failure(), StartStage::Sandbox);
+            }
+            if (!reply->node_network.empty()) {
+                // The runtime keeps it on the node's network
+                // (its image containers): said as an Event.
+                it->second.network_released = true;
+                post_event(it->second.api,
+                           {"Normal", "NodeNetwork",
+                            "The pod shares the node's network: " + reply->node_network, ""});
+                return then();
+            }
+            PodNetworkRequest r;
+            r.pod_uid = uid;
+            r.pod_name = pod_ref(it->second.api);
+            r.sandbox_pid = reply->pid;
+            r.uid = rec_.job.uid;
+            r.job_tag = job_tag_for(rec_.job.job_id, rec_.job.slurm_node);
+            r.host_ports = host_ports(it->second.api);
+            ctx_.networks->attach(r, guard([this, uid, then](Result<PodAddress> a) {
+                                      auto it2 = pods_.find(uid);
+                                      if (it2 == pods_.end()) {  // gone meanwhile
+                                          ctx_.networks->detach(uid, {});
+                                          return;
+                                      }
+                                      if (it2->second.state != PodState::Resolving) return;
+                                      if (!a) {
+                                          it2->second.state = PodState::Pending;
+                                          return start_failed(uid, a.failure(),
+                                                              StartStage::Sandbox);
+                                      }
+                                      it2->second.pod_ip = a->ip;
+                                      then();
+                                  }));
+        }));
 }
 
 void PodController::detach_network(const std::string &uid) {

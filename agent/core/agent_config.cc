@@ -239,6 +239,10 @@ void add_virtual_node_keys(ConfigSchema &s, AgentConfig &c) {
                "the CNI plugins (containernetworking-plugins: bridge, host-local, portmap)");
     s.add_path("pod_network_dir", &c.pod_network_dir,
                "where the pods' network namespaces are held (root's; on a tmpfs such as /run)");
+    s.add_uint("pod_network_mtu", &c.pod_network_mtu, 0, 65520,
+               "the MTU of the pods' interfaces and the bridge, 0 = the plugin's (1500); a "
+               "larger one speeds up traffic between the host and its pods (docs/benchmarks.md), "
+               "traffic to other hosts then depends on path MTU discovery");
     s.add_bool("pod_network_masquerade", &c.pod_network_masquerade,
                "pods reach addresses beyond this host through its own (the bridge plugin's "
                "ipMasq)");

@@ -84,6 +84,7 @@ struct AgentConfig {
     std::string cni_plugin_dir = "/usr/lib/cni";
     std::string pod_network_dir = "/run/slurm-k8s/net";
     bool pod_network_masquerade = true;
+    uint64_t pod_network_mtu = 0;  // the pods' interfaces; 0 = the bridge plugin's (1500)
     // Pods a DaemonSet owns run on the virtual nodes only when set: a cluster
     // agent (log shipper, monitoring, CNI) would run inside the user's job.
     bool allow_daemonsets = false;

@@ -1,5 +1,6 @@
 #include "agent/network/pod_network.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -66,6 +67,41 @@ bool all_ids_are(int proc_dir, uint32_t uid) {
     for (unsigned long id : ids)
         if (id != uid) return false;
     return true;
+}
+
+// The bridge's gateway address for a range (its first host address).
+std::string gateway_of(const std::string &subnet) {
+    struct in_addr a {};
+    if (inet_pton(AF_INET, subnet.substr(0, subnet.find('/')).c_str(), &a) != 1) return "";
+    a.s_addr = htonl(ntohl(a.s_addr) + 1);
+    char buf[INET_ADDRSTRLEN];
+    return inet_ntop(AF_INET, &a, buf, sizeof buf) ? buf : "";
+}
+
+// A bridge left with another range's address (pod_cidr changed while no
+// pod is attached): removed, so that the bridge plugin makes it again with
+// the new gateway (it refuses a bridge whose address differs).
+void reset_stale_bridge(const std::string &bridge, const std::string &subnet) {
+    std::string cmd = "ip -j -4 addr show dev " + bridge + " 2>/dev/null";  // a checked name
+    FILE *f = popen(cmd.c_str(), "r");
+    if (!f) return;
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while (out.size() < (1 << 20) && (n = fread(buf, 1, sizeof buf, f)) > 0)
+        out.append(buf, n);
+    pclose(f);
+    auto v = json::parse(out);
+    if (!v || !v->isArray() || v->empty()) return;
+    const std::string gw = gateway_of(subnet);
+    for (const auto &a : (*v)[0]["addr_info"])
+        if (a["local"].isString() && a["local"].asString() != gw) {
+            LOG_INFO("pod network: bridge %s has %s, not %s (pod_cidr %s): making it again",
+                     bridge.c_str(), a["local"].asString().c_str(), gw.c_str(), subnet.c_str());
+            std::string del = "ip link del " + bridge;
+            if (system(del.c_str()) != 0) LOG_WARN("pod network: %s failed", del.c_str());
+            return;
+        }
 }
 
 }  // namespace
@@ -169,8 +205,8 @@ Status CniPodNetworks::start() {
             return fail(Error::Refused, d + " must be a directory of root's that nobody else may "
                                             "write (pod_network_dir)");
     }
-    // Shared: the namespaces held below show in podman's mount namespace,
-    // where the jobs' podman joins them (--network=ns:PATH).
+    // Shared: the namespaces held below show in mount namespaces copied
+    // from the node's before (a job's own).
     if (auto st = share_dir(s_.dir); !st) return st;
     DIR *dir = opendir(s_.dir.c_str());
     if (!dir) return fail(Error::Io, sys("opendir " + s_.dir));
@@ -202,6 +238,7 @@ Status CniPodNetworks::start() {
         pods_.emplace(uid, std::move(p));
     }
     closedir(dir);
+    if (pods_.empty()) reset_stale_bridge(s_.cni.bridge, s_.cni.subnet);
     return {};
 }
 

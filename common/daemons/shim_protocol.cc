@@ -542,6 +542,9 @@ Json::Value to_json(const PodSandbox &m) {
     Json::Value v(Json::objectValue);
     v["uid"] = m.uid;
     v["hostname"] = m.hostname;
+    v["images"] = Json::Value(Json::arrayValue);
+    for (const auto &i : m.images)
+        v["images"].append(i);
     return v;
 }
 
@@ -559,21 +562,33 @@ Result<PodSandbox> pod_sandbox_from_json(const Json::Value &body) {
     if (!label)
         return fail(Error::Parse, field_name(ctx, "hostname") +
                                       " must be 1 to 63 lower-case letters, digits, '-' or '.'");
+    SK_TRY_ASSIGN(m.images, json::opt_string_list(body, "images", ctx));
+    if (m.images.size() > 256)
+        return fail(Error::Parse, field_name(ctx, "images") + " lists more than 256 images");
+    for (const auto &i : m.images)
+        if (i.size() > 4096)
+            return fail(Error::Parse,
+                        field_name(ctx, "images") + ": an image name over 4096 bytes");
     return m;
 }
 
 Json::Value to_json(const PodSandboxReply &m) {
     Json::Value v(Json::objectValue);
     v["pid"] = m.pid;
+    if (!m.node_network.empty()) v["node_network"] = m.node_network;
     return v;
 }
 
 Result<PodSandboxReply> pod_sandbox_reply_from_json(const Json::Value &body) {
+    constexpr std::string_view ctx = "pod_sandbox reply";
     PodSandboxReply m;
     uint64_t pid = 0;
-    SK_TRY_ASSIGN(pid, json::get_uint(body, "pid", "pod_sandbox reply", 4194304));
-    if (pid < 2) return fail(Error::Parse, "pod_sandbox reply: 'pid' must be a process id");
-    m.pid = static_cast<int>(pid);
+    SK_TRY_ASSIGN(pid, json::get_uint(body, "pid", ctx, 4194304));
+    SK_TRY_ASSIGN(m.node_network, json::opt_string(body, "node_network", ctx));
+    if (m.node_network.size() > kMaxEventMessageBytes) m.node_network.resize(kMaxEventMessageBytes);
+    if (pid < 2 && m.node_network.empty())
+        return fail(Error::Parse, "pod_sandbox reply: 'pid' must be a process id");
+    m.pid = m.node_network.empty() ? static_cast<int>(pid) : 0;
     return m;
 }
 

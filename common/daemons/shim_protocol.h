@@ -223,12 +223,19 @@ struct ImagePullCancel {
 // `hostname` in its UTS namespace. Answered {pid} of the process that holds
 // them, once it does; it keeps them until the pod's pod_run or pod_kill (or
 // kSandboxHoldSeconds), by which time the agent holds them itself.
+// `images`: its containers' images, by which the shim knows whether podman
+// runs some of them: such a pod stays on the node's network for now (the
+// reply's node_network says why), since podman's exec (probes, hooks,
+// kubectl exec) cannot join a network namespace that the container's own
+// user namespace does not own.
 struct PodSandbox {
     std::string uid;
     std::string hostname;
+    std::vector<std::string> images;
 };
 struct PodSandboxReply {
-    int pid = 0;
+    int pid = 0;               // > 1, unless node_network says why not
+    std::string node_network;  // "" = a sandbox was made
 };
 constexpr unsigned kSandboxHoldSeconds = 120;
 

@@ -145,16 +145,17 @@ EOF
   e2e_agent_start 3; ok $? "pod_network: agent $N3 restarted with the range 10.244.3.0/30"
   e2e_job 1 -N1 -w $N3 -n1 -c 1 --gres=gpu:1 --k8s-gpus=1 || { ok 1 "pod_network: job on $N3"; return; }
   j="$E2E_JOB"
-  RESTART=Never e2e_pod "$j" one; e2e_pod_running one 30
+  # No GPU asked: the network, not the job's one GPU, is what two waits for.
+  GPUS=0 RESTART=Never e2e_pod "$j" one; e2e_pod_running one 30
   ok $? "pod_network: pod one Running at $(e2e_pod_field default/one '{.status.podIP}')"
-  RESTART=Never e2e_pod "$j" two
+  GPUS=0 RESTART=Never e2e_pod "$j" two
   sandbox_event() {
     e2e_kubectl get events -n default --field-selector involvedObject.name=two \
       -o 'jsonpath={range .items[*]}{.reason}: {.message}{"\n"}{end}' 2>/dev/null | grep '^FailedCreatePodSandBox'
   }
   e2e_wait 30 "sandbox_event | grep -q 'no IP addresses available'"
   got="$(sandbox_event | head -n1)"
-  [ "$(e2e_pod_phase two)" = Pending ] && [ "$(ls "$E2E_AGENTS/$N3/net/pods" | wc -l)" = 1 ]
+  [ -n "$got" ] && [ "$(e2e_pod_phase two)" = Pending ] && [ "$(ls "$E2E_AGENTS/$N3/net/pods" | wc -l)" = 1 ]
   ok $? "pod_network: with the range full, two waits Pending, one network held ('$got')"
   e2e_kubectl delete pod one --wait=false >/dev/null
   e2e_pod_running two 60
@@ -1103,6 +1104,15 @@ spec:
 EOF
   e2e_wait 90 "[ \"\$(e2e_pod_phase imgsem)\" = Failed ]"
   ok $? "image_pods: imgsem ran its four containers from $img and ended Failed (one exits 4): $(e2e_pod_phase imgsem)"
+  # Where pods have their own network, one with podman containers stays on
+  # the node's, and an Event says why (docs/kubernetes-guide.md "Network").
+  if [ "$SK_NETNS" = 1 ] && [ "${E2E_POD_NETWORK:-cni}" = cni ]; then
+    out="$(e2e_kubectl get events -n default --field-selector involvedObject.name=imgsem \
+           -o 'jsonpath={range .items[*]}{.reason}: {.message}{"\n"}{end}' | grep '^NodeNetwork' | head -n1)"
+    [ "$(e2e_pod_field default/imgsem '{.status.podIP}')" = "$(e2e_node_address 2)" ] \
+      && grep -q "runs through podman" <<<"$out"
+    ok $? "image_pods: imgsem (podman) is on the node's network, podIP $(e2e_pod_field default/imgsem '{.status.podIP}'): '$out'"
+  fi
   for want in "none|entry: echo default-cmd default-cmd" "args|entry: echo from-args from-args" \
               "cmd|from-command" "both|both fromimage frompod /tmp $TEST_UID $node" \
               "user|$TEST_UID:$(id -g "$TEST_USER")"; do
@@ -1420,7 +1430,9 @@ case_vllm() {
      "$out" == *"a Hugging Face token is set"* ]]
   ok $? "vllm: the server found its model in the claim, its one GPU, /dev/shm a tmpfs of 2Gi and the token ($out)"
   ip="$(e2e_pod_field "default/$pod" '{.status.podIP}')"
-  out="$(e2e_on_host "$ip" curl -sS --max-time 10 "http://$ip:8000/v1/models" 2>&1)"
+  # From its node's host (where a pod's address is routed, as on any node).
+  out="$(e2e_on_host "$(e2e_pod_field "default/$pod" '{.status.hostIP}')" \
+         curl -sS --max-time 10 "http://$ip:8000/v1/models" 2>&1)"
   [[ "$out" == *'"id":"mistralai/Mistral-7B-Instruct-v0.3"'* ]]
   ok $? "vllm: /v1/models at the pod's IP $ip:8000 ($out)"
   out="$(e2e_kubectl get endpoints mistral-7b -o jsonpath='{.subsets[*].addresses[*].ip}:{.subsets[*].ports[*].port}' 2>&1)"

@@ -16,7 +16,7 @@ Rules:
   nothing of agent/ outside themselves (agent/kubelet/ may use its streams/),
   agent/kubelet/streams/ nothing of agent/kubelet/, agent/images/ nothing
   of agent/ but agent/core/ (and agent/kube/, which agent.conf reaches),
-  common/ nothing of agent/,
+  agent/network/ nothing of agent/ but agent/core/, common/ nothing of agent/,
   k8s-shim/, spank/ or uv/, the plugin's part of common/ (common/ and
   common/cgroup/) nothing of common/daemons/ nor jsoncpp, uv/ nothing of
   agent/, k8s-shim/ or spank/.
@@ -132,6 +132,9 @@ def main():
     results.append(check("agent/images/ reaches nothing of the agent above it but agent/core/ (and its agent/kube/)",
                          files_under("agent/images"),
                          lambda h, s: not s and under(h, "agent") and not under(h, "agent/images", "agent/core", "agent/kube")))
+    results.append(check("agent/network/ reaches nothing of the agent but agent/core/",
+                         files_under("agent/network"),
+                         lambda h, s: not s and under(h, "agent") and not under(h, "agent/network", "agent/core")))
     results.append(check("agent/kube/ reaches nothing of the agent above it",
                          files_under("agent/kube"),
                          lambda h, s: not s and under(h, "agent") and not under(h, "agent/kube")))

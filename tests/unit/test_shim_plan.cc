@@ -451,7 +451,7 @@ START_TEST(podman_runtime_plan) {
     has("--root /state/podman/storage --runroot /tmp/sk-podman-2001/42_n1 --tmpdir "
         "/state/podman/tmp");
     has("--log-level error run --name k8s_svc_p_ns_u1 --replace --rm --pull=never "
-        "--userns=keep-id --log-driver=none --network=host");
+        "--userns=keep-id --network=host --log-driver=none");
     has("--hostname slurm-n1-42 --user 2001:2001 --security-opt=no-new-privileges");
     ck_assert(line.find("seccomp=unconfined") == std::string::npos);
     has("--read-only --read-only-tmpfs=false");  // readOnlyRootFilesystem, no tmpfs added
@@ -483,18 +483,6 @@ START_TEST(podman_runtime_plan) {
     line = joined(podman_pull_argv(*cmd.image_run));
     has("pull --quiet --tls-verify=false registry.site/r:latest");
 
-    // In the pod's own network (k8s-shim/sandbox.h): podman joins its
-    // namespaces, mounts the node's /sys (its user namespace may not mount a
-    // sysfs there), and leaves the hostname to the pod's UTS namespace.
-    auto own = plan_pod(pod, {}, c);
-    ck_assert(own.ok());
-    set_pod_network(&*own, "/run/net/pods/u1/net", "/run/net/pods/u1/uts");
-    line = joined(podman_run_argv(own->containers[0], "/shim"));
-    has("--userns=keep-id --log-driver=none --network=ns:/run/net/pods/u1/net "
-        "--uts=ns:/run/net/pods/u1/uts --volume /sys:/sys:ro --user 2001:2001");
-    ck_assert(line.find("--hostname") == std::string::npos);
-    ck_assert(line.find("--network=host") == std::string::npos);
-    ck_assert_sstr_eq(own->containers[1].net_ns, "/run/net/pods/u1/net");
     // Bad values say what is wanted.
     for (const char *bad : {"podman = a b\n", "insecure_registry = http://x/\n",
                             "gpu_device = /dev/nvidia\n", "gpu_control_devices = dev/x\n"}) {

@@ -158,19 +158,25 @@ START_TEST(pod_kill_round_trip) {
 END_TEST
 
 START_TEST(pod_sandbox_round_trip) {
-    PodSandbox m{"u1", "web-0"};
+    PodSandbox m{"u1", "web-0", {"registry.site/vllm:1", "busybox"}};
     auto back = pod_sandbox_from_json(through_wire(ShimOp::PodSandbox, to_json(m)));
     ck_assert(back.ok());
     ck_assert_sstr_eq(back->uid, "u1");
     ck_assert_sstr_eq(back->hostname, "web-0");
+    ck_assert(back->images == m.images);
+    ck_assert(pod_sandbox_from_json(J(R"({"uid":"u1","hostname":"a"})")).ok());
+    ck_assert(!pod_sandbox_from_json(J(R"({"uid":"u1","hostname":"a","images":[7]})")).ok());
     for (const char *bad :
          {R"({"uid":"u1"})", R"({"uid":"../x","hostname":"a"})", R"({"uid":"u1","hostname":""})",
           R"({"uid":"u1","hostname":"A_b"})", R"({"uid":"u1","hostname":"a b"})"})
         ck_assert_msg(!pod_sandbox_from_json(J(bad)).ok(), "accepted %s", bad);
     std::string long_name(64, 'a');
     ck_assert(!pod_sandbox_from_json(J(R"({"uid":"u1","hostname":")" + long_name + R"("})")).ok());
-    auto reply = pod_sandbox_reply_from_json(to_json(PodSandboxReply{4242}));
-    ck_assert(reply.ok() && reply->pid == 4242);
+    auto reply = pod_sandbox_reply_from_json(to_json(PodSandboxReply{4242, ""}));
+    ck_assert(reply.ok() && reply->pid == 4242 && reply->node_network.empty());
+    // No sandbox, and why: the pod stays on the node's network.
+    reply = pod_sandbox_reply_from_json(to_json(PodSandboxReply{0, "podman"}));
+    ck_assert(reply.ok() && reply->pid == 0 && reply->node_network == "podman");
     for (const char *bad :
          {R"({})", R"({"pid":1})", R"({"pid":-3})", R"({"pid":"7"})", R"({"pid":99999999})"})
         ck_assert_msg(!pod_sandbox_reply_from_json(J(bad)).ok(), "accepted %s", bad);
