@@ -475,8 +475,9 @@ Result<AgentConfig> parse_agent_config(std::string_view text, std::string_view s
         return fail(Error::InvalidArgument, src + ": job_alive_command must contain {job}");
     if (c.pod_network == "cni" && c.pod_cidr.empty())
         return fail(Error::InvalidArgument,
-                    src + ": pod_network = cni needs pod_cidr, this host's pod address range "
-                          "(e.g. 10.244.3.0/24; a range of its own on each host)");
+                    src +
+                        ": pod_network = cni needs pod_cidr, this host's pod address range "
+                        "(e.g. 10.244.3.0/24; a range of its own on each host)");
     if (c.admin_socket_path.empty()) c.admin_socket_path = admin_socket_for(c.socket_path);
     if (c.admin_socket_path == c.socket_path ||
         c.admin_socket_path.substr(0, c.admin_socket_path.rfind('/')) ==
