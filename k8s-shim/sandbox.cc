@@ -64,12 +64,16 @@ int pod_sandbox_main(int argc, char **argv) {
         return failed("gid_map");
     if (sethostname(hostname, strlen(hostname)) != 0) return failed("sethostname");
     int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0) return failed("socket");
     struct ifreq ifr {};
     strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
-    if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) != 0) return failed("reading lo's flags");
+    bool up = ioctl(s, SIOCGIFFLAGS, &ifr) == 0;
     ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP);
-    if (ioctl(s, SIOCSIFFLAGS, &ifr) != 0) return failed("bringing lo up");
+    up = up && ioctl(s, SIOCSIFFLAGS, &ifr) == 0;
+    int saved = errno;
     close(s);
+    errno = saved;
+    if (!up) return failed("bringing lo up");
     if (write(STDOUT_FILENO, "ready\n", 6) != 6) return failed("writing ready");
     char c;
     while (read(STDIN_FILENO, &c, 1) > 0 || errno == EINTR) {

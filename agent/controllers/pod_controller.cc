@@ -518,7 +518,7 @@ Status PodController::mount_memory_volumes(const std::string &uid, const Json::V
     return {};
 }
 
-void PodController::attach_network(const std::string &uid, std::function<void()> then) {
+void PodController::attach_network(const std::string &uid, const std::function<void()> &then) {
     BoundPod &p = pods_.at(uid);
     if (const PodAddress *a = ctx_.networks->find(uid)) {
         p.pod_ip = a->ip;

@@ -209,7 +209,7 @@ class PodController : public NodeBound, private PodVolumes::Pods {
     // Its own network (AgentContext::networks): the shim makes the
     // namespaces, the networks plug them in; then() once it has its address
     // (BoundPod::pod_ip), a start failure (Sandbox) otherwise.
-    void attach_network(const std::string &uid, std::function<void()> then);
+    void attach_network(const std::string &uid, const std::function<void()> &then);
     // The rest of a start once its reads and network are done: env, memory
     // volumes, the runtime's run.
     void hand_to_runtime(const std::string &uid, const FetchedObjects &fetched, NodeFacts facts,

@@ -100,9 +100,10 @@ class PodRuntime {
 
     // The namespaces of pod m.uid's own network, made as the job's user:
     // done(pid of the process that holds them until the pod's run or kill).
-    // NOLINTNEXTLINE(performance-unnecessary-value-param): the overriders keep done
-    virtual void sandbox(const proto::PodSandbox & /*m*/,
-                         std::function<void(Result<proto::PodSandboxReply>)> done) {
+    virtual void sandbox(
+        const proto::PodSandbox & /*m*/,
+        // NOLINTNEXTLINE(performance-unnecessary-value-param): the overriders keep done
+        std::function<void(Result<proto::PodSandboxReply>)> done) {
         done(fail(Error::Unavailable, "this node's pod runtime cannot make a pod's network"));
     }
 

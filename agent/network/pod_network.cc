@@ -8,6 +8,8 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -62,10 +64,14 @@ bool all_ids_are(int proc_dir, uint32_t uid) {
     buf[n] = '\0';
     const char *line = strstr(buf, "\nUid:");
     if (!line) return false;
-    unsigned long ids[4];
-    if (sscanf(line + 5, "%lu %lu %lu %lu", &ids[0], &ids[1], &ids[2], &ids[3]) != 4) return false;
-    for (unsigned long id : ids)
-        if (id != uid) return false;
+    const char *p = line + 5;
+    for (int i = 0; i < 4; i++) {
+        char *end = nullptr;
+        errno = 0;
+        unsigned long id = strtoul(p, &end, 10);
+        if (end == p || errno != 0 || id != uid) return false;
+        p = end;
+    }
     return true;
 }
 
@@ -78,19 +84,40 @@ std::string gateway_of(const std::string &subnet) {
     return inet_ntop(AF_INET, &a, buf, sizeof buf) ? buf : "";
 }
 
+// Runs `ip` with `args` (no shell), its stdout in *out (bounded); whether it
+// exited 0. Only at the agent's start, before any pod: a short wait.
+bool run_ip(std::vector<std::string> args, std::string *out) {
+    args.insert(args.begin(), "ip");
+    std::vector<char *> argv;
+    for (auto &a : args)
+        argv.push_back(a.data());
+    argv.push_back(nullptr);
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) return false;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
+    posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+    pid_t pid = 0;
+    int rc = posix_spawnp(&pid, "ip", &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(fds[1]);
+    char buf[4096];
+    ssize_t n;
+    while (rc == 0 && (n = read(fds[0], buf, sizeof buf)) > 0)
+        if (out && out->size() < (1 << 20)) out->append(buf, static_cast<size_t>(n));
+    close(fds[0]);
+    int st = 0;
+    if (rc != 0 || waitpid(pid, &st, 0) != pid) return false;
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
 // A bridge left with another range's address (pod_cidr changed while no
 // pod is attached): removed, so that the bridge plugin makes it again with
 // the new gateway (it refuses a bridge whose address differs).
 void reset_stale_bridge(const std::string &bridge, const std::string &subnet) {
-    std::string cmd = "ip -j -4 addr show dev " + bridge + " 2>/dev/null";  // a checked name
-    FILE *f = popen(cmd.c_str(), "r");
-    if (!f) return;
     std::string out;
-    char buf[4096];
-    size_t n;
-    while (out.size() < (1 << 20) && (n = fread(buf, 1, sizeof buf, f)) > 0)
-        out.append(buf, n);
-    pclose(f);
+    if (!run_ip({"-j", "-4", "addr", "show", "dev", bridge}, &out)) return;  // none
     auto v = json::parse(out);
     if (!v || !v->isArray() || v->empty()) return;
     const std::string gw = gateway_of(subnet);
@@ -98,8 +125,8 @@ void reset_stale_bridge(const std::string &bridge, const std::string &subnet) {
         if (a["local"].isString() && a["local"].asString() != gw) {
             LOG_INFO("pod network: bridge %s has %s, not %s (pod_cidr %s): making it again",
                      bridge.c_str(), a["local"].asString().c_str(), gw.c_str(), subnet.c_str());
-            std::string del = "ip link del " + bridge;
-            if (system(del.c_str()) != 0) LOG_WARN("pod network: %s failed", del.c_str());
+            if (!run_ip({"link", "del", bridge}, nullptr))
+                LOG_WARN("pod network: ip link del %s failed", bridge.c_str());
             return;
         }
 }
@@ -361,7 +388,7 @@ void CniPodNetworks::finish_removal(const std::string &uid) {
 }
 
 void CniPodNetworks::run_chain(const std::string &uid, bool add, size_t i, Json::Value prev,
-                               std::function<void(Result<Json::Value>)> done) {
+                               const std::function<void(Result<Json::Value>)> &done) {
     auto it = pods_.find(uid);
     if (it == pods_.end()) return done(fail(Error::NotFound, "the pod's network is gone"));
     const Pod &p = it->second;

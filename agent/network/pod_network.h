@@ -58,7 +58,7 @@ class CniPodNetworks : public PodNetworks {
     // then done(result of the last ADD, or the first error of an ADD; a
     // DEL's errors are logged and it goes on).
     void run_chain(const std::string &uid, bool add, size_t i, Json::Value prev,
-                   std::function<void(Result<Json::Value>)> done);
+                   const std::function<void(Result<Json::Value>)> &done);
     void attached_now(const std::string &uid, Result<Json::Value> r);
     void remove_now(const std::string &uid);
     void finish_removal(const std::string &uid);

@@ -71,7 +71,7 @@ std::vector<std::vector<std::string>> route_commands(
     return v;
 }
 
-void PodRoutes::start(std::function<void()> done) {
+void PodRoutes::start(const std::function<void()> &done) {
     running_ = true;
     run_program_async(loop_, {"ip", "-j", "route", "show", "proto", std::to_string(kRouteProtocol)},
                       {}, kIpTimeoutMs, [this, done](const CommandResult &r) {

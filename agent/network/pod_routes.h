@@ -42,7 +42,7 @@ class PodRoutes {
     explicit PodRoutes(uv_loop_t *loop) : loop_(loop) {}
     // Reads the agent's routes left by an earlier agent (kept until the
     // first set(), which removes those no Node names any more).
-    void start(std::function<void()> done = {});
+    void start(const std::function<void()> &done = {});
     void set(std::map<std::string, std::string> want);
     const std::map<std::string, std::string> &installed() const { return have_; }
 

@@ -42,6 +42,11 @@
 #                  calls sk_enter_site first. 0: every node on this host's
 #                  loopback (127.0.1.N), where, as on a real server, no
 #                  Service publishes a pod's address (e2e online_rl fails) [1]
+#   E2E_POD_NETWORK cni: with SK_NETNS=1 each pod its own network (agent.conf
+#                  pod_network = cni, node N's pods in 10.244.N.0/24, the
+#                  bridge in the node's namespace; E2E_POD_CIDR overrides
+#                  the range of an agent conf written meanwhile); host: every
+#                  pod on its node's network [cni]
 #
 # Functions (each returns non-zero with a message on stderr on failure):
 #   e2e_start [NODES]     install binaries, start API server, agents, Slurm

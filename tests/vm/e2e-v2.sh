@@ -16,6 +16,8 @@ TOP="$(cd "$HERE/../.." && pwd)"
 [ "$(id -u)" = 0 ] || { echo "e2e-v2: skipped (needs root)"; exit 77; }
 [ "$(cut -d: -f1,2 /proc/self/cgroup)" = "0:" ] || { echo "e2e-v2: skipped (not a pure cgroup v2 hierarchy: run it in tests/vm)"; exit 77; }
 command -v kubectl >/dev/null || { echo "FAIL: no kubectl in the guest (vm.sh build installs the host's)"; echo "e2e: 0 passed, 1 failed"; exit 1; }
-# The guest is slow (TCG): one Slurm node, the e2e's own waits.
-export E2E_REGISTRY_OFF=1 NUM_NODES=1 SK_BUILD_DIR="${SK_TOP_BUILDDIR:-$TOP/build}"
+# The guest is slow (TCG): one Slurm node, the e2e's own waits. Its pods
+# on the node's network: the guest has no CNI plugins (GUEST_PKGS), and the
+# case is about devices.
+export E2E_REGISTRY_OFF=1 NUM_NODES=1 E2E_POD_NETWORK=host SK_BUILD_DIR="${SK_TOP_BUILDDIR:-$TOP/build}"
 exec bash "$TOP/tests/e2e/run-all.sh" pod_devices
