@@ -89,6 +89,7 @@ std::string gateway_of(const std::string &subnet) {
 bool run_ip(std::vector<std::string> args, std::string *out) {
     args.insert(args.begin(), "ip");
     std::vector<char *> argv;
+    argv.reserve(args.size() + 1);
     for (auto &a : args)
         argv.push_back(a.data());
     argv.push_back(nullptr);
