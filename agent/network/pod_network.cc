@@ -122,14 +122,17 @@ void reset_stale_bridge(const std::string &bridge, const std::string &subnet) {
     auto v = json::parse(out);
     if (!v || !v->isArray() || v->empty()) return;
     const std::string gw = gateway_of(subnet);
-    for (const auto &a : (*v)[0]["addr_info"])
-        if (a["local"].isString() && a["local"].asString() != gw) {
-            LOG_INFO("pod network: bridge %s has %s, not %s (pod_cidr %s): making it again",
-                     bridge.c_str(), a["local"].asString().c_str(), gw.c_str(), subnet.c_str());
-            if (!run_ip({"link", "del", bridge}, nullptr))
-                LOG_WARN("pod network: ip link del %s failed", bridge.c_str());
-            return;
-        }
+    const int prefix = static_cast<int>(strtol(subnet.c_str() + subnet.find('/') + 1, nullptr, 10));
+    for (const auto &a : (*v)[0]["addr_info"]) {
+        if (!a["local"].isString()) continue;
+        std::string have = a["local"].asString() + "/" + std::to_string(a["prefixlen"].asInt());
+        if (a["local"].asString() == gw && a["prefixlen"].asInt() == prefix) continue;
+        LOG_INFO("pod network: bridge %s has %s, not %s/%d (pod_cidr %s): making it again",
+                 bridge.c_str(), have.c_str(), gw.c_str(), prefix, subnet.c_str());
+        if (!run_ip({"link", "del", bridge}, nullptr))
+            LOG_WARN("pod network: ip link del %s failed", bridge.c_str());
+        return;
+    }
 }
 
 }  // namespace

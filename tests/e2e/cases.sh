@@ -140,11 +140,17 @@ EOF
   # its gateway and one address): the second pod waits Pending with the
   # kubelet's FailedCreatePodSandBox Event, retried, and starts once the
   # first is gone; nothing half-made is left.
+  # Its bridge made first with the usual range (10.244.3.1/24): the agent
+  # restarted with another range makes it again (the plugin refuses a bridge
+  # whose address differs).
+  e2e_job 1 -N1 -w $N3 -n1 -c 1 --gres=gpu:1 --k8s-gpus=1 || { ok 1 "pod_network: job on $N3"; return; }
+  j="$E2E_JOB"
+  GPUS=0 RESTART=Never e2e_pod "$j" zero; e2e_pod_running zero 30
+  e2e_kubectl delete pod zero >/dev/null 2>&1
+  e2e_wait 20 "[ -z \"\$(ls '$E2E_AGENTS/$N3/net/pods')\" ]"
   e2e_agent_stop 3
   E2E_POD_CIDR=10.244.3.0/30 e2e_agent_conf 3
   e2e_agent_start 3; ok $? "pod_network: agent $N3 restarted with the range 10.244.3.0/30"
-  e2e_job 1 -N1 -w $N3 -n1 -c 1 --gres=gpu:1 --k8s-gpus=1 || { ok 1 "pod_network: job on $N3"; return; }
-  j="$E2E_JOB"
   # No GPU asked: the network, not the job's one GPU, is what two waits for.
   GPUS=0 RESTART=Never e2e_pod "$j" one; e2e_pod_running one 30
   ok $? "pod_network: pod one Running at $(e2e_pod_field default/one '{.status.podIP}')"
@@ -158,8 +164,9 @@ EOF
   [ -n "$got" ] && [ "$(e2e_pod_phase two)" = Pending ] && [ "$(ls "$E2E_AGENTS/$N3/net/pods" | wc -l)" = 1 ]
   ok $? "pod_network: with the range full, two waits Pending, one network held ('$got')"
   e2e_kubectl delete pod one --wait=false >/dev/null
-  e2e_pod_running two 60
-  ok $? "pod_network: once one is gone, two starts at $(e2e_pod_field default/two '{.status.podIP}')"
+  e2e_pod_running two 60 \
+    && [ "$(e2e_on_host "$(sk_node_addr 3)" ip -4 -o addr show dev sk-pods0 | awk '{print $4}')" = 10.244.3.1/30 ]
+  ok $? "pod_network: once one is gone, two starts at $(e2e_pod_field default/two '{.status.podIP}') (the bridge made again: $(e2e_on_host "$(sk_node_addr 3)" ip -4 -o addr show dev sk-pods0 | awk '{print $4}'))"
   e2e_end_job "$j"
   e2e_assert_clean "$j" "pod_network"
   e2e_agent_stop 3
