@@ -169,8 +169,8 @@ std::function<void()> run_program_as_async(uv_loop_t *loop, std::vector<std::str
 }
 
 void run_program_with_input(uv_loop_t *loop, std::vector<std::string> argv,
-                            std::vector<std::string> env, std::string input, uint64_t timeout_ms,
-                            std::function<void(const CommandResult &)> done) {
+                            std::vector<std::string> env, const std::string &input,
+                            uint64_t timeout_ms, std::function<void(const CommandResult &)> done) {
     SpawnOptions o;
     o.args = std::move(argv);
     o.env = std::move(env);

@@ -41,8 +41,8 @@ void run_program_async(uv_loop_t *loop, std::vector<std::string> argv,
 // CNI plugins (agent/network/pod_network.h), which read their
 // configuration there.
 void run_program_with_input(uv_loop_t *loop, std::vector<std::string> argv,
-                            std::vector<std::string> env, std::string input, uint64_t timeout_ms,
-                            std::function<void(const CommandResult &)> done);
+                            std::vector<std::string> env, const std::string &input,
+                            uint64_t timeout_ms, std::function<void(const CommandResult &)> done);
 // The same as another user, with an environment and a working directory of
 // its own: for the node's image store (agent/images/image_store.h), whose
 // commands run as its unprivileged user. stdout kept up to max_output.
