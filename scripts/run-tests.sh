@@ -89,7 +89,8 @@ layer_counts() {
 
 say "installing packages and the test user"
 # cluster.sh install runs scripts/install-deps.sh and creates the unprivileged
-# user (k8suser) the integration layer submits jobs as.
+# users the integration layer submits jobs as (k8suser; k8suser2 for another
+# user's jobs on the same nodes).
 bash "$top/tests/slurm/cluster.sh" install >/dev/null \
   || { echo "run-tests: package installation failed" >&2; exit 1; }
 
