@@ -146,8 +146,13 @@ EOF
   e2e_job 1 -N1 -w $N3 -n1 -c 1 --gres=gpu:1 --k8s-gpus=1 || { ok 1 "pod_network: job on $N3"; return; }
   j="$E2E_JOB"
   GPUS=0 RESTART=Never e2e_pod "$j" zero; e2e_pod_running zero 30
+  local zuid; zuid="$(e2e_pod_field default/zero '{.metadata.uid}')"
   e2e_kubectl delete pod zero >/dev/null 2>&1
   e2e_wait 20 "[ -z \"\$(ls '$E2E_AGENTS/$N3/net/pods')\" ]"
+  # Let go by the pod's own end, not by the collection that backs it up.
+  [ -n "$zuid" ] && [ -z "$(ls "$E2E_AGENTS/$N3/net/pods")" ] \
+    && ! grep -q "pod network: $zuid belongs to no pod" "$E2E_AGENTS/$N3/agent.log"
+  ok $? "pod_network: a deleted pod's network is let go at its end, not by the collection"
   e2e_agent_stop 3
   E2E_POD_CIDR=10.244.3.0/30 e2e_agent_conf 3
   e2e_agent_start 3; ok $? "pod_network: agent $N3 restarted with the range 10.244.3.0/30"
